@@ -1,0 +1,81 @@
+package application
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// ClaimSeckill is the hot path: issue an order ID, reserve stock and the user's
+// one order in the gate, and hand the order to the queue. It never touches the
+// database.
+type ClaimSeckill struct {
+	ids   ports.OrderIDs
+	gate  ports.StockGate
+	queue ports.OrderQueue
+	// budget bounds the claim independently of the caller: once the gate may
+	// have reserved, a client hanging up must not cut the claim in half.
+	budget time.Duration
+}
+
+// ClaimBudget is how long a claim may take once started, whatever the caller.
+const ClaimBudget = 3 * time.Second
+
+func NewClaimSeckill(ids ports.OrderIDs, gate ports.StockGate, queue ports.OrderQueue) *ClaimSeckill {
+	mustHave("ClaimSeckill", map[string]any{"ids": ids, "gate": gate, "queue": queue})
+	return &ClaimSeckill{ids: ids, gate: gate, queue: queue, budget: ClaimBudget}
+}
+
+// Handle returns the new order's ID once the order is reserved and queued.
+// Business refusals come back as domain errors; ports.ErrQueueFull means the
+// reservation was rolled back and the client may try again.
+func (h *ClaimSeckill) Handle(ctx context.Context, user domain.UserID, voucher domain.VoucherID) (domain.OrderID, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	id, err := h.ids.Next(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("issue order id: %w", err)
+	}
+	order, err := domain.NewVoucherOrder(id, user, voucher)
+	if err != nil {
+		return 0, err
+	}
+
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.budget)
+	defer cancel()
+
+	res, err := h.gate.Reserve(ctx, order)
+	if err != nil {
+		if isRefusal(err) {
+			return 0, err
+		}
+		// The script may or may not have run. Release is keyed by this order's
+		// ID, so it undoes exactly our reservation if there is one, and nothing
+		// otherwise.
+		if rerr := h.gate.Release(ctx, order, true); rerr != nil {
+			return 0, fmt.Errorf("reserve %s: %w (release after ambiguous reserve also failed: %v)", order, err, rerr)
+		}
+		return 0, fmt.Errorf("reserve %s: %w", order, err)
+	}
+	if res.Enqueued {
+		return id, nil
+	}
+	if err := h.queue.Publish(ctx, order); err != nil {
+		if rerr := h.gate.Release(ctx, order, true); rerr != nil {
+			return 0, fmt.Errorf("publish %s: %w (rollback failed, reconcile needed: %v)", order, err, rerr)
+		}
+		return 0, fmt.Errorf("publish %s: %w", order, err)
+	}
+	return id, nil
+}
+
+func isRefusal(err error) bool {
+	return errors.Is(err, domain.ErrSoldOut) || errors.Is(err, domain.ErrAlreadyClaimed) ||
+		errors.Is(err, domain.ErrNotStarted) || errors.Is(err, domain.ErrEnded) ||
+		errors.Is(err, domain.ErrVoucherNotFound)
+}

@@ -1,0 +1,64 @@
+package application
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// FulfillOrders writes a batch of claimed orders to the database and settles
+// the gate for the ones the database refused.
+type FulfillOrders struct {
+	orders ports.OrderRepository
+	gate   ports.StockGate
+}
+
+func NewFulfillOrders(orders ports.OrderRepository, gate ports.StockGate) *FulfillOrders {
+	mustHave("FulfillOrders", map[string]any{"orders": orders, "gate": gate})
+	return &FulfillOrders{orders: orders, gate: gate}
+}
+
+// BatchResult counts what a batch did.
+type BatchResult struct {
+	Created  int // newly created orders
+	Replayed int // orders already recorded by an earlier delivery
+	Failed   []ports.Outcome
+}
+
+// Handle commits the batch, then releases the gate's hold for every failed
+// order whose user ends up with no order (so the user is not told "duplicate"
+// for an order that does not exist). Stock is not returned to the gate for
+// those: the database, the source of truth, had none to give. A duplicate keeps
+// the user's mark; the gate's stock then counts one unit too few until
+// `seckill reconcile` sets it from the database.
+//
+// An error means the batch must be retried as a whole; that is safe because
+// CreateBatch and Release are both idempotent.
+func (h *FulfillOrders) Handle(ctx context.Context, orders []domain.VoucherOrder) (BatchResult, error) {
+	var res BatchResult
+	if len(orders) == 0 {
+		return res, nil
+	}
+	outcomes, err := h.orders.CreateBatch(ctx, orders)
+	if err != nil {
+		return res, fmt.Errorf("write batch of %d orders: %w", len(orders), err)
+	}
+	for _, o := range outcomes {
+		switch {
+		case o.State == domain.OrderCreated && o.New:
+			res.Created++
+		case o.State == domain.OrderCreated:
+			res.Replayed++
+		default:
+			res.Failed = append(res.Failed, o)
+			if o.Reason.ReleasesBuyer() {
+				if err := h.gate.Release(ctx, o.Order, false); err != nil {
+					return res, fmt.Errorf("release gate for failed %s: %w", o.Order, err)
+				}
+			}
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,45 @@
+package application
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// GetOrder answers where a user's order stands: created or failed once the
+// database has it, queued while only the gate does.
+type GetOrder struct {
+	orders ports.OrderRepository
+	gate   ports.StockGate
+}
+
+func NewGetOrder(orders ports.OrderRepository, gate ports.StockGate) *GetOrder {
+	mustHave("GetOrder", map[string]any{"orders": orders, "gate": gate})
+	return &GetOrder{orders: orders, gate: gate}
+}
+
+// Handle returns domain.ErrOrderNotFound for unknown orders and for other
+// users' orders alike, so IDs cannot be probed.
+func (h *GetOrder) Handle(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.OrderStatus, error) {
+	st, err := h.orders.Find(ctx, id)
+	switch {
+	case err == nil:
+		if st.Order.UserID() != user {
+			return domain.OrderStatus{}, domain.ErrOrderNotFound
+		}
+		return st, nil
+	case !errors.Is(err, domain.ErrOrderNotFound):
+		return domain.OrderStatus{}, fmt.Errorf("find order %d: %w", id, err)
+	}
+	o, ok, err := h.gate.Queued(ctx, user, id)
+	if err != nil {
+		return domain.OrderStatus{}, fmt.Errorf("look up queued order %d: %w", id, err)
+	}
+	if !ok {
+		return domain.OrderStatus{}, domain.ErrOrderNotFound
+	}
+	return domain.OrderStatus{Order: o, State: domain.OrderQueued}, nil
+}

@@ -1,0 +1,161 @@
+package domain
+
+import (
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+type (
+	VoucherID int64
+	ShopID    int64
+	UserID    int64
+)
+
+// VoucherType follows the original's tb_voucher.type column.
+type VoucherType int8
+
+const (
+	VoucherNormal  VoucherType = 0
+	VoucherSeckill VoucherType = 1
+)
+
+// Sale is the flash-sale part of a voucher: how many can be sold and when.
+type Sale struct {
+	stock int
+	begin time.Time
+	end   time.Time
+}
+
+// MaxStock bounds a sale's stock so it fits the original's INT column and a Redis integer.
+const MaxStock = 1 << 30
+
+// NewSale validates the stock and the window [begin, end).
+func NewSale(stock int, begin, end time.Time) (Sale, error) {
+	switch {
+	case stock <= 0:
+		return Sale{}, invalid("stock", "must be greater than 0, got %d", stock)
+	case stock > MaxStock:
+		return Sale{}, invalid("stock", "must be at most %d, got %d", MaxStock, stock)
+	case begin.IsZero():
+		return Sale{}, invalid("beginTime", "is required")
+	case end.IsZero():
+		return Sale{}, invalid("endTime", "is required")
+	case !end.After(begin):
+		return Sale{}, invalid("endTime", "must be after beginTime")
+	}
+	return Sale{stock: stock, begin: begin, end: end}, nil
+}
+
+func (s Sale) Stock() int       { return s.stock }
+func (s Sale) Begin() time.Time { return s.begin }
+func (s Sale) End() time.Time   { return s.end }
+func (s Sale) IsZero() bool     { return s.begin.IsZero() }
+
+// Check tells whether a claim made at now may take one unit of remaining stock.
+// The Redis gate applies the same rule atomically; this one is its reference
+// and is used where no gate is involved.
+func (s Sale) Check(now time.Time, remaining int) error {
+	switch {
+	case now.Before(s.begin):
+		return ErrNotStarted
+	case !now.Before(s.end):
+		return ErrEnded
+	case remaining <= 0:
+		return ErrSoldOut
+	}
+	return nil
+}
+
+// Voucher is a shop's voucher; a seckill voucher also has a Sale.
+type Voucher struct {
+	id          VoucherID
+	shopID      ShopID
+	title       string
+	subTitle    string
+	rules       string
+	payValue    int64
+	actualValue int64
+	typ         VoucherType
+	status      int8
+	sale        Sale
+}
+
+// VoucherSpec is what a caller provides to create a seckill voucher.
+type VoucherSpec struct {
+	ShopID      ShopID
+	Title       string
+	SubTitle    string
+	Rules       string
+	PayValue    int64
+	ActualValue int64
+}
+
+// Field limits follow the original's column sizes.
+const (
+	maxTitleLen = 255
+	maxRulesLen = 1024
+)
+
+// NewSeckillVoucher validates a new, not yet stored, seckill voucher (its ID is 0
+// until a repository assigns one).
+func NewSeckillVoucher(spec VoucherSpec, sale Sale) (Voucher, error) {
+	switch {
+	case spec.ShopID <= 0:
+		return Voucher{}, invalid("shopId", "must be a positive id")
+	case strings.TrimSpace(spec.Title) == "":
+		return Voucher{}, invalid("title", "is required")
+	case utf8.RuneCountInString(spec.Title) > maxTitleLen:
+		return Voucher{}, invalid("title", "must be at most %d characters", maxTitleLen)
+	case utf8.RuneCountInString(spec.SubTitle) > maxTitleLen:
+		return Voucher{}, invalid("subTitle", "must be at most %d characters", maxTitleLen)
+	case utf8.RuneCountInString(spec.Rules) > maxRulesLen:
+		return Voucher{}, invalid("rules", "must be at most %d characters", maxRulesLen)
+	case spec.PayValue < 0:
+		return Voucher{}, invalid("payValue", "must not be negative")
+	case spec.ActualValue < 0:
+		return Voucher{}, invalid("actualValue", "must not be negative")
+	case sale.IsZero():
+		return Voucher{}, invalid("sale", "is required for a seckill voucher")
+	}
+	return Voucher{
+		shopID: spec.ShopID, title: spec.Title, subTitle: spec.SubTitle, rules: spec.Rules,
+		payValue: spec.PayValue, actualValue: spec.ActualValue,
+		typ: VoucherSeckill, status: 1, sale: sale,
+	}, nil
+}
+
+// UnmarshalVoucherFromDatabase rebuilds a stored voucher. It is not a
+// constructor: use it only in repositories, for rows that were validated when
+// written. sale is the zero Sale for a normal voucher.
+func UnmarshalVoucherFromDatabase(id VoucherID, spec VoucherSpec, typ VoucherType, status int8, sale Sale) Voucher {
+	return Voucher{
+		id: id, shopID: spec.ShopID, title: spec.Title, subTitle: spec.SubTitle, rules: spec.Rules,
+		payValue: spec.PayValue, actualValue: spec.ActualValue, typ: typ, status: status, sale: sale,
+	}
+}
+
+// UnmarshalSaleFromDatabase rebuilds a stored sale, whose stock may have been
+// sold down to 0. Use it only in repositories.
+func UnmarshalSaleFromDatabase(stock int, begin, end time.Time) Sale {
+	return Sale{stock: stock, begin: begin, end: end}
+}
+
+// WithID returns the voucher with the ID a repository assigned.
+func (v Voucher) WithID(id VoucherID) Voucher { v.id = id; return v }
+
+// WithStock returns the voucher with its sale's stock replaced (e.g. by what is
+// left in the database).
+func (v Voucher) WithStock(stock int) Voucher { v.sale.stock = stock; return v }
+
+func (v Voucher) ID() VoucherID      { return v.id }
+func (v Voucher) ShopID() ShopID     { return v.shopID }
+func (v Voucher) Title() string      { return v.title }
+func (v Voucher) SubTitle() string   { return v.subTitle }
+func (v Voucher) Rules() string      { return v.rules }
+func (v Voucher) PayValue() int64    { return v.payValue }
+func (v Voucher) ActualValue() int64 { return v.actualValue }
+func (v Voucher) Type() VoucherType  { return v.typ }
+func (v Voucher) Status() int8       { return v.status }
+func (v Voucher) Sale() Sale         { return v.sale }
+func (v Voucher) IsSeckill() bool    { return v.typ == VoucherSeckill && !v.sale.IsZero() }

@@ -1,0 +1,134 @@
+// Package ports declares the interfaces the application needs from the outside
+// world (Redis, the database, the queue, the clock). Adapters implement them;
+// the application and its tests depend only on these.
+package ports
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hmdp-go/seckill/domain"
+)
+
+// Errors adapters return for conditions the application reacts to. Anything
+// else an adapter returns is treated as transient infrastructure failure.
+var (
+	// ErrQueueFull: a bounded queue refused a message; the caller rolls back.
+	ErrQueueFull = errors.New("order queue is full")
+	// ErrQueueClosed: the queue is shut down; Receive returns it once drained.
+	ErrQueueClosed = errors.New("order queue is closed")
+	// ErrUnknownToken: the session token is missing or expired.
+	ErrUnknownToken = errors.New("unknown session token")
+)
+
+// Clock tells the time; tests pass a fixed one.
+type Clock interface {
+	Now() time.Time
+}
+
+// OrderIDs issues order IDs that are unique across processes and restarts.
+type OrderIDs interface {
+	Next(ctx context.Context) (domain.OrderID, error)
+}
+
+// Reservation is what a successful Reserve did.
+type Reservation struct {
+	// Enqueued is true when the gate also put the order on the queue in the
+	// same atomic step (the Stream driver); otherwise the caller publishes it.
+	Enqueued bool
+}
+
+// StockGate is the fast, atomic admission check in front of the database: sale
+// window, remaining stock and one order per user, decided in one step.
+type StockGate interface {
+	// Preheat makes a newly created voucher claimable: its stock and window are
+	// (over)written and it has no buyers yet.
+	Preheat(ctx context.Context, v domain.Voucher) error
+	// Restore rebuilds a voucher's gate state from the database (stock left and
+	// the buyers that hold orders) only if the gate has none, and reports
+	// whether it wrote anything. Used at start when the gate's store was lost.
+	Restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder) (bool, error)
+	// Reserve takes one unit of stock for the order's user or returns
+	// domain.ErrVoucherNotFound, ErrNotStarted, ErrEnded, ErrSoldOut or
+	// ErrAlreadyClaimed. Nothing changes unless it returns nil.
+	Reserve(ctx context.Context, o domain.VoucherOrder) (Reservation, error)
+	// Release undoes the reservation held by exactly this order: the user's
+	// mark is removed, and the unit returned to stock when restoreStock is set.
+	// It is idempotent and does nothing when the user's mark belongs to another
+	// order or is gone.
+	Release(ctx context.Context, o domain.VoucherOrder, restoreStock bool) error
+	// Queued finds the order the gate holds for this user under this ID, if
+	// any, so status queries can answer "queued" before the database has it.
+	Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error)
+}
+
+// Delivery is one order handed out by a queue. Ref identifies it to Ack (the
+// stream entry ID for a stream; empty for a channel).
+type Delivery struct {
+	Order    domain.VoucherOrder
+	Ref      string
+	Attempts int
+}
+
+// OrderQueue carries claimed orders from the claim path to fulfilment.
+type OrderQueue interface {
+	// Publish enqueues an order without blocking, or returns ErrQueueFull
+	// (or ErrQueueClosed after Close).
+	Publish(ctx context.Context, o domain.VoucherOrder) error
+	// Receive waits for at least one order and returns up to max of them, in
+	// the order they were published. After Close it returns what is left, then
+	// ErrQueueClosed. It returns ctx.Err() when ctx ends first.
+	Receive(ctx context.Context, max int) ([]Delivery, error)
+	// Ack confirms deliveries whose outcome is committed in the database.
+	Ack(ctx context.Context, ds []Delivery) error
+	// Close stops Publish; Receive goes on until the queue is drained.
+	Close() error
+}
+
+// Outcome is what the database did with one order of a batch.
+type Outcome struct {
+	Order  domain.VoucherOrder
+	State  domain.OrderState // OrderCreated or OrderFailed
+	Reason domain.FailureReason
+	// New is false when the outcome was already recorded by an earlier delivery.
+	New bool
+}
+
+// OrderRepository is the source of truth for orders.
+type OrderRepository interface {
+	// CreateBatch records a batch of claimed orders in one transaction: each
+	// order ends created or failed (with a reason), exactly once however often
+	// it is delivered, and the voucher's stock never goes below zero. Outcomes
+	// come back in the order of the input. An error means nothing was
+	// committed and the whole batch may be retried.
+	CreateBatch(ctx context.Context, orders []domain.VoucherOrder) ([]Outcome, error)
+	// Find returns an order's recorded state, or domain.ErrOrderNotFound.
+	Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error)
+	// Buyers lists the created orders of a voucher.
+	Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain.VoucherOrder, error)
+}
+
+// VoucherRepository stores vouchers and their sales.
+type VoucherRepository interface {
+	// AddSeckill stores the voucher and its sale in one transaction and
+	// returns it with its new ID.
+	AddSeckill(ctx context.Context, v domain.Voucher) (domain.Voucher, error)
+	// Get returns a voucher (with its sale's remaining stock), or domain.ErrVoucherNotFound.
+	Get(ctx context.Context, id domain.VoucherID) (domain.Voucher, error)
+	// ListByShop returns the shop's vouchers, seckill ones with their sale.
+	ListByShop(ctx context.Context, shop domain.ShopID) ([]domain.Voucher, error)
+	// ListSeckillEndingAfter returns seckill vouchers whose sale ends after t.
+	ListSeckillEndingAfter(ctx context.Context, t time.Time) ([]domain.Voucher, error)
+}
+
+// Sessions resolves a login token to its user.
+type Sessions interface {
+	// UserID returns the token's user or ErrUnknownToken.
+	UserID(ctx context.Context, token string) (domain.UserID, error)
+}
+
+// TokenIssuer mints login tokens; development and load tests only.
+type TokenIssuer interface {
+	Mint(ctx context.Context, user domain.UserID) (string, error)
+}
