@@ -1,0 +1,219 @@
+package domain_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hmdp-go/seckill/domain"
+)
+
+var (
+	t0 = time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)
+	t1 = t0.Add(time.Hour)
+)
+
+func TestNewSale(t *testing.T) {
+	tests := []struct {
+		name      string
+		stock     int
+		begin     time.Time
+		end       time.Time
+		wantField string
+	}{
+		{name: "valid", stock: 100, begin: t0, end: t1},
+		{name: "zero_stock", stock: 0, begin: t0, end: t1, wantField: "stock"},
+		{name: "negative_stock", stock: -1, begin: t0, end: t1, wantField: "stock"},
+		{name: "stock_too_large", stock: domain.MaxStock + 1, begin: t0, end: t1, wantField: "stock"},
+		{name: "missing_begin", stock: 1, end: t1, wantField: "beginTime"},
+		{name: "missing_end", stock: 1, begin: t0, wantField: "endTime"},
+		{name: "end_equals_begin", stock: 1, begin: t0, end: t0, wantField: "endTime"},
+		{name: "end_before_begin", stock: 1, begin: t1, end: t0, wantField: "endTime"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := domain.NewSale(tt.stock, tt.begin, tt.end)
+			if tt.wantField == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				if s.Stock() != tt.stock || !s.Begin().Equal(tt.begin) || !s.End().Equal(tt.end) {
+					t.Fatalf("sale = %+v", s)
+				}
+				return
+			}
+			var ve *domain.ValidationError
+			if !errors.As(err, &ve) || ve.Field != tt.wantField {
+				t.Fatalf("err = %v, want a ValidationError on %s", err, tt.wantField)
+			}
+		})
+	}
+}
+
+func TestSaleCheck(t *testing.T) {
+	s, err := domain.NewSale(10, t0, t1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		now       time.Time
+		remaining int
+		want      error
+	}{
+		{name: "before_begin", now: t0.Add(-time.Nanosecond), remaining: 10, want: domain.ErrNotStarted},
+		{name: "at_begin", now: t0, remaining: 10},
+		{name: "just_before_end", now: t1.Add(-time.Nanosecond), remaining: 1},
+		{name: "at_end", now: t1, remaining: 10, want: domain.ErrEnded},
+		{name: "sold_out", now: t0, remaining: 0, want: domain.ErrSoldOut},
+		{name: "window_checked_before_stock", now: t1, remaining: 0, want: domain.ErrEnded},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := s.Check(tt.now, tt.remaining); !errors.Is(err, tt.want) {
+				t.Fatalf("Check = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewSeckillVoucher(t *testing.T) {
+	sale, _ := domain.NewSale(5, t0, t1)
+	valid := domain.VoucherSpec{ShopID: 1, Title: "100 off", PayValue: 8000, ActualValue: 10000}
+	long := make([]rune, 256)
+	for i := range long {
+		long[i] = '券'
+	}
+	tests := []struct {
+		name      string
+		mutate    func(*domain.VoucherSpec)
+		sale      domain.Sale
+		wantField string
+	}{
+		{name: "valid", mutate: func(*domain.VoucherSpec) {}, sale: sale},
+		{name: "missing_shop", mutate: func(s *domain.VoucherSpec) { s.ShopID = 0 }, sale: sale, wantField: "shopId"},
+		{name: "blank_title", mutate: func(s *domain.VoucherSpec) { s.Title = "  " }, sale: sale, wantField: "title"},
+		{name: "title_too_long", mutate: func(s *domain.VoucherSpec) { s.Title = string(long) }, sale: sale, wantField: "title"},
+		{name: "negative_pay_value", mutate: func(s *domain.VoucherSpec) { s.PayValue = -1 }, sale: sale, wantField: "payValue"},
+		{name: "negative_actual_value", mutate: func(s *domain.VoucherSpec) { s.ActualValue = -1 }, sale: sale, wantField: "actualValue"},
+		{name: "no_sale", mutate: func(*domain.VoucherSpec) {}, wantField: "sale"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := valid
+			tt.mutate(&spec)
+			v, err := domain.NewSeckillVoucher(spec, tt.sale)
+			if tt.wantField == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !v.IsSeckill() || v.Type() != domain.VoucherSeckill || v.ID() != 0 || v.Sale().Stock() != 5 {
+					t.Fatalf("voucher = %+v", v)
+				}
+				return
+			}
+			var ve *domain.ValidationError
+			if !errors.As(err, &ve) || ve.Field != tt.wantField {
+				t.Fatalf("err = %v, want a ValidationError on %s", err, tt.wantField)
+			}
+		})
+	}
+}
+
+func TestOrderIDLayout(t *testing.T) {
+	tests := []struct {
+		name    string
+		at      time.Time
+		seq     uint32
+		wantErr bool
+	}{
+		{name: "epoch", at: domain.OrderEpoch, seq: 1},
+		{name: "today_max_seq", at: t0, seq: ^uint32(0)},
+		{name: "before_epoch", at: domain.OrderEpoch.Add(-time.Second), seq: 1, wantErr: true},
+		{name: "past_31_bits", at: domain.OrderEpoch.Add(1 << 31 * time.Second), seq: 1, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id, err := domain.NewOrderID(tt.at, tt.seq)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("want an error, got id %d", id)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id <= 0 {
+				t.Fatalf("id %d must be positive", id)
+			}
+			if !id.Time().Equal(tt.at.Truncate(time.Second)) || id.Seq() != tt.seq {
+				t.Fatalf("id %d decodes to %s/%d, want %s/%d", id, id.Time(), id.Seq(), tt.at, tt.seq)
+			}
+		})
+	}
+	// The original's layout: the timestamp is the high part, so later
+	// seconds always give larger IDs whatever the sequence.
+	a, _ := domain.NewOrderID(t0, ^uint32(0))
+	b, _ := domain.NewOrderID(t0.Add(time.Second), 0)
+	if a >= b {
+		t.Fatalf("id of a later second (%d) must exceed %d", b, a)
+	}
+}
+
+func TestNewVoucherOrder(t *testing.T) {
+	tests := []struct {
+		name      string
+		id        domain.OrderID
+		user      domain.UserID
+		voucher   domain.VoucherID
+		wantField string
+	}{
+		{name: "valid", id: 1, user: 2, voucher: 3},
+		{name: "zero_id", id: 0, user: 2, voucher: 3, wantField: "orderId"},
+		{name: "negative_user", id: 1, user: -2, voucher: 3, wantField: "userId"},
+		{name: "zero_voucher", id: 1, user: 2, voucher: 0, wantField: "voucherId"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := domain.NewVoucherOrder(tt.id, tt.user, tt.voucher)
+			if tt.wantField == "" {
+				if err != nil || o.ID() != tt.id || o.UserID() != tt.user || o.VoucherID() != tt.voucher {
+					t.Fatalf("got %v, %v", o, err)
+				}
+				return
+			}
+			var ve *domain.ValidationError
+			if !errors.As(err, &ve) || ve.Field != tt.wantField {
+				t.Fatalf("err = %v, want a ValidationError on %s", err, tt.wantField)
+			}
+		})
+	}
+}
+
+func TestFailureReason(t *testing.T) {
+	tests := []struct {
+		in            string
+		wantErr       bool
+		releasesBuyer bool
+	}{
+		{in: "out_of_stock", releasesBuyer: true},
+		{in: "duplicate", releasesBuyer: false},
+		{in: "voucher_not_found", releasesBuyer: true},
+		{in: "id_conflict", releasesBuyer: true},
+		{in: "undeliverable", releasesBuyer: true},
+		{in: "bogus", wantErr: true},
+		{in: "", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run("reason_"+tt.in, func(t *testing.T) {
+			r, err := domain.ParseFailureReason(tt.in)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+			if err == nil && r.ReleasesBuyer() != tt.releasesBuyer {
+				t.Fatalf("ReleasesBuyer = %v, want %v", r.ReleasesBuyer(), tt.releasesBuyer)
+			}
+		})
+	}
+}
