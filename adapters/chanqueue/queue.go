@@ -1,0 +1,125 @@
+// Package chanqueue is the OrderQueue over a bounded Go channel: the original's
+// BlockingQueue, without its blocking. It is fast and holds orders only in this
+// process's memory, so delivery is at most once: orders still queued when the
+// process dies are lost (Redis still holds their reservations; `seckill
+// reconcile` repairs Redis from MySQL).
+package chanqueue
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// Queue is safe for concurrent Publish, Receive, Ack and Close.
+type Queue struct {
+	ch     chan domain.VoucherOrder
+	linger time.Duration
+
+	// mu guards closed against a Publish racing Close: Publish holds it shared
+	// while it sends, Close exclusively while it closes the channel, so no
+	// send can hit a closed channel.
+	mu     sync.RWMutex
+	closed bool
+}
+
+var _ ports.OrderQueue = (*Queue)(nil)
+
+// New returns a queue holding at most capacity orders. Receive waits up to
+// linger after the first order for a batch to fill.
+func New(capacity int, linger time.Duration) *Queue {
+	if capacity <= 0 {
+		panic("chanqueue: capacity must be positive")
+	}
+	return &Queue{ch: make(chan domain.VoucherOrder, capacity), linger: linger}
+}
+
+// Publish never blocks: a full queue answers ports.ErrQueueFull at once, so a
+// stampede sheds load instead of piling up goroutines.
+func (q *Queue) Publish(_ context.Context, o domain.VoucherOrder) error {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if q.closed {
+		return ports.ErrQueueClosed
+	}
+	select {
+	case q.ch <- o:
+		return nil
+	default:
+		return ports.ErrQueueFull
+	}
+}
+
+// Receive blocks for the first order, then takes what is already queued and
+// what arrives within the linger, up to max.
+func (q *Queue) Receive(ctx context.Context, max int) ([]ports.Delivery, error) {
+	if max <= 0 {
+		max = 1
+	}
+	var first domain.VoucherOrder
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case o, ok := <-q.ch:
+		if !ok {
+			return nil, ports.ErrQueueClosed
+		}
+		first = o
+	}
+	batch := make([]ports.Delivery, 1, max)
+	batch[0] = ports.Delivery{Order: first, Attempts: 1}
+
+	var timeout <-chan time.Time
+	if q.linger > 0 {
+		t := time.NewTimer(q.linger)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for len(batch) < max {
+		select {
+		case o, ok := <-q.ch:
+			if !ok {
+				return batch, nil
+			}
+			batch = append(batch, ports.Delivery{Order: o, Attempts: 1})
+			continue
+		default:
+		}
+		if timeout == nil {
+			break
+		}
+		select {
+		case o, ok := <-q.ch:
+			if !ok {
+				return batch, nil
+			}
+			batch = append(batch, ports.Delivery{Order: o, Attempts: 1})
+		case <-timeout:
+			return batch, nil
+		case <-ctx.Done():
+			// What was taken is handed over, not dropped; the caller decides.
+			return batch, nil
+		}
+	}
+	return batch, nil
+}
+
+// Ack does nothing: a channel forgets an order once it is received.
+func (q *Queue) Ack(context.Context, []ports.Delivery) error { return nil }
+
+// Close stops Publish; Receive drains what is left, then returns ErrQueueClosed.
+func (q *Queue) Close() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.closed {
+		q.closed = true
+		close(q.ch)
+	}
+	return nil
+}
+
+// Len is how many orders wait; exported for metrics and the crash comparison.
+func (q *Queue) Len() int { return len(q.ch) }
