@@ -1,0 +1,143 @@
+// Package worker is the driving adapter that moves claimed orders from the
+// queue into the database: it receives batches, runs FulfillOrders, and acks a
+// batch only after its transaction committed. A batch that fails is retried
+// with capped exponential backoff, never skipped.
+package worker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/hmdp-go/seckill/application"
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// Options tune a Worker; zero values take the defaults.
+type Options struct {
+	BatchSize  int           // most orders per transaction (default 200)
+	MinBackoff time.Duration // first retry delay (default 50ms)
+	MaxBackoff time.Duration // retry delay cap (default 5s)
+}
+
+// Worker drains one OrderQueue. Several may run on one queue.
+type Worker struct {
+	queue   ports.OrderQueue
+	fulfill *application.FulfillOrders
+	log     zerolog.Logger
+	opts    Options
+}
+
+func New(queue ports.OrderQueue, fulfill *application.FulfillOrders, log zerolog.Logger, opts Options) *Worker {
+	if queue == nil || fulfill == nil {
+		panic("worker: queue and fulfill are required")
+	}
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 200
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = 50 * time.Millisecond
+	}
+	if opts.MaxBackoff < opts.MinBackoff {
+		opts.MaxBackoff = max(5*time.Second, opts.MinBackoff)
+	}
+	return &Worker{queue: queue, fulfill: fulfill, log: log, opts: opts}
+}
+
+// Run drains the queue until it is closed and empty (a graceful stop: returns
+// nil) or until ctx ends (a hard stop: returns ctx.Err()). A batch being
+// retried when ctx ends is abandoned and logged with its order IDs; for a
+// channel queue those orders are lost from the queue (their reservations stay
+// in Redis for `seckill reconcile`), a stream keeps them pending.
+func (w *Worker) Run(ctx context.Context) error {
+	backoff := w.opts.MinBackoff
+	for {
+		ds, err := w.queue.Receive(ctx, w.opts.BatchSize)
+		switch {
+		case errors.Is(err, ports.ErrQueueClosed):
+			return nil
+		case ctx.Err() != nil && len(ds) == 0:
+			return ctx.Err()
+		case err != nil:
+			w.log.Error().Err(err).Dur("retry_in", backoff).Msg("receive from order queue failed")
+			if !sleep(ctx, backoff) {
+				return ctx.Err()
+			}
+			backoff = min(backoff*2, w.opts.MaxBackoff)
+			continue
+		}
+		backoff = w.opts.MinBackoff
+		if err := w.process(ctx, ds); err != nil {
+			return err
+		}
+	}
+}
+
+// process retries the batch until it commits and is acked, or ctx ends.
+func (w *Worker) process(ctx context.Context, ds []ports.Delivery) error {
+	orders := make([]domain.VoucherOrder, len(ds))
+	for i, d := range ds {
+		orders[i] = d.Order
+	}
+	backoff := w.opts.MinBackoff
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		res, err := w.fulfill.Handle(ctx, orders)
+		if err == nil {
+			err = w.queue.Ack(ctx, ds)
+			if err == nil {
+				w.logBatch(res, len(orders), attempt, time.Since(start))
+				return nil
+			}
+			err = errors.Join(errors.New("ack after commit"), err)
+		}
+		if ctx.Err() != nil {
+			w.abandon(ctx.Err(), orders)
+			return ctx.Err()
+		}
+		w.log.Error().Err(err).Int("orders", len(orders)).Int("attempt", attempt).
+			Dur("retry_in", backoff).Msg("fulfil batch failed; retrying")
+		if !sleep(ctx, backoff) {
+			w.abandon(ctx.Err(), orders)
+			return ctx.Err()
+		}
+		backoff = min(backoff*2, w.opts.MaxBackoff)
+	}
+}
+
+func (w *Worker) logBatch(res application.BatchResult, n, attempt int, took time.Duration) {
+	ev := w.log.Info().Int("orders", n).Int("created", res.Created).Int("replayed", res.Replayed).
+		Int("failed", len(res.Failed)).Dur("took", took)
+	if attempt > 1 {
+		ev = ev.Int("attempts", attempt)
+	}
+	ev.Msg("batch fulfilled")
+	for _, f := range res.Failed {
+		w.log.Warn().Int64("order", int64(f.Order.ID())).Int64("user", int64(f.Order.UserID())).
+			Int64("voucher", int64(f.Order.VoucherID())).Str("reason", string(f.Reason)).Msg("order failed")
+	}
+}
+
+func (w *Worker) abandon(cause error, orders []domain.VoucherOrder) {
+	ids := make([]int64, len(orders))
+	for i, o := range orders {
+		ids[i] = int64(o.ID())
+	}
+	w.log.Error().Err(cause).Ints64("orders", ids).
+		Msg("stopped before this batch committed; a channel queue loses these orders (run seckill reconcile), a stream keeps them pending")
+}
+
+// sleep waits d or until ctx ends, and reports whether the full d elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
