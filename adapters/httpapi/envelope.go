@@ -1,0 +1,181 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/hmdp-go/seckill/application"
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// envelope is the original's Result, plus a stable machine-readable code. The
+// original front end reads success/errorMsg/data and expects business refusals
+// as HTTP 200 with success=false.
+type envelope struct {
+	Success  bool   `json:"success"`
+	ErrorMsg string `json:"errorMsg,omitempty"`
+	Data     any    `json:"data,omitempty"`
+	Total    int64  `json:"total,omitempty"`
+	Code     string `json:"code,omitempty"`
+}
+
+// Codes clients may branch on; they are part of the API.
+const (
+	codeSoldOut      = "sold_out"
+	codeDuplicate    = "duplicate"
+	codeNotStarted   = "not_started"
+	codeEnded        = "ended"
+	codeNotFound     = "not_found"
+	codeBusy         = "busy"
+	codeUnauthorized = "unauthorized"
+	codeBadRequest   = "bad_request"
+	codeUnavailable  = "unavailable"
+	codeInternal     = "internal"
+)
+
+// answer is how one kind of error is told to the client. body is the encoded
+// envelope for fixed answers, so the claim path's refusals cost no encoding.
+type answer struct {
+	status int
+	code   string
+	msg    string
+	body   []byte
+}
+
+// errorTable is the one place errors become HTTP answers. Lookups use
+// errors.Is, so an error wrapped on its way up still maps. User-facing
+// messages of the original are kept in Chinese, as its front end shows them.
+var errorTable = []struct {
+	target error
+	answer answer
+}{
+	{domain.ErrSoldOut, fixed(http.StatusOK, codeSoldOut, "库存不足")},
+	{domain.ErrAlreadyClaimed, fixed(http.StatusOK, codeDuplicate, "不能重复下单")},
+	{domain.ErrNotStarted, fixed(http.StatusOK, codeNotStarted, "秒杀尚未开始")},
+	{domain.ErrEnded, fixed(http.StatusOK, codeEnded, "秒杀已经结束")},
+	{domain.ErrVoucherNotFound, fixed(http.StatusOK, codeNotFound, "优惠券不存在")},
+	// A missing order and another user's order answer alike, so order IDs
+	// cannot be probed.
+	{domain.ErrOrderNotFound, fixed(http.StatusNotFound, codeNotFound, "订单不存在")},
+	// The reservation was rolled back: the client may simply try again.
+	{ports.ErrQueueFull, fixed(http.StatusServiceUnavailable, codeBusy, "系统繁忙，请稍后重试")},
+	// Shutting down: another instance (or this one, restarted) can serve the retry.
+	{ports.ErrQueueClosed, fixed(http.StatusServiceUnavailable, codeBusy, "系统繁忙，请稍后重试")},
+	// The claim ran out of time and was undone: nothing was sold, try again.
+	{application.ErrBusy, fixed(http.StatusServiceUnavailable, codeBusy, "系统繁忙，请稍后重试")},
+	{ports.ErrUnknownToken, fixed(http.StatusUnauthorized, codeUnauthorized, "未登录或登录已过期")},
+}
+
+var (
+	internalAnswer = fixed(http.StatusInternalServerError, codeInternal, "internal error")
+	notReadyAnswer = fixed(http.StatusServiceUnavailable, codeUnavailable, "not ready")
+)
+
+// requestError is bad input found by this adapter (path, headers, JSON
+// syntax) before any use case runs.
+type requestError struct {
+	status int
+	code   string // codeBadRequest when empty
+	msg    string
+}
+
+func (e *requestError) Error() string { return e.msg }
+
+func badRequest(msg string) error { return &requestError{status: http.StatusBadRequest, msg: msg} }
+
+// answerFor maps err through the table; anything unknown is an internal
+// error whose text must not reach the client.
+func answerFor(err error) answer {
+	for i := range errorTable {
+		if errors.Is(err, errorTable[i].target) {
+			return errorTable[i].answer
+		}
+	}
+	var re *requestError
+	if errors.As(err, &re) {
+		code := re.code
+		if code == "" {
+			code = codeBadRequest
+		}
+		return answer{status: re.status, code: code, msg: re.msg}
+	}
+	// Validation messages name the field and the rule, never internal state,
+	// so they are safe and useful to show.
+	var ve *domain.ValidationError
+	if errors.As(err, &ve) {
+		return answer{status: http.StatusBadRequest, code: codeBadRequest, msg: ve.Error()}
+	}
+	return internalAnswer
+}
+
+// fail answers err and hands it to the access log, which writes it once, on
+// the request's own line, with the request id.
+func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
+	ans := answerFor(err)
+	a.noteError(w, r, err)
+	if ans.status >= 500 {
+		// The client sees only a generic message; the request id lets an
+		// operator find the logged detail.
+		if id := middleware.GetReqID(r.Context()); id != "" {
+			w.Header().Set(middleware.RequestIDHeader, id)
+		}
+	}
+	if ans.body != nil {
+		writeBody(w, ans.status, ans.body)
+		return
+	}
+	writeJSON(w, ans.status, envelope{ErrorMsg: ans.msg, Code: ans.code})
+}
+
+func fixed(status int, code, msg string) answer {
+	return answer{status: status, code: code, msg: msg, body: mustEncode(envelope{ErrorMsg: msg, Code: code})}
+}
+
+func mustEncode(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("httpapi: " + err.Error())
+	}
+	return b
+}
+
+// jsonContentType is shared by every response and never mutated: assigning it
+// to the header map saves an allocation per response over Header().Set.
+var jsonContentType = []string{"application/json"}
+
+func writeBody(w http.ResponseWriter, status int, body []byte) {
+	w.Header()["Content-Type"] = jsonContentType
+	w.WriteHeader(status)
+	_, _ = w.Write(body) // the client is gone if this fails; nothing to do
+}
+
+func writeJSON(w http.ResponseWriter, status int, env envelope) {
+	b, err := json.Marshal(env)
+	if err != nil {
+		// Only our own DTOs are encoded here; failing means a programming
+		// error, and the client must still get an envelope.
+		b = internalAnswer.body
+		status = internalAnswer.status
+	}
+	writeBody(w, status, b)
+}
+
+func writeOK(w http.ResponseWriter, data any) {
+	writeJSON(w, http.StatusOK, envelope{Success: true, Data: data})
+}
+
+// writeOKID answers {"success":true,"data":"<id>"} without reflection: it is
+// the answer of every successful claim.
+func writeOKID(w http.ResponseWriter, id int64) {
+	const head, tail = `{"success":true,"data":"`, `"}`
+	b := make([]byte, 0, len(head)+20+len(tail))
+	b = append(b, head...)
+	b = strconv.AppendInt(b, id, 10)
+	b = append(b, tail...)
+	writeBody(w, http.StatusOK, b)
+}

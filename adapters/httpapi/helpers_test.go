@@ -1,0 +1,417 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/hmdp-go/seckill/adapters/chanqueue"
+	"github.com/hmdp-go/seckill/adapters/httpapi"
+	"github.com/hmdp-go/seckill/adapters/memory"
+	"github.com/hmdp-go/seckill/application"
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// zone is the server's configured zone in these tests: not UTC, so that a
+// zone mix-up between parsing and formatting shows.
+var zone = time.FixedZone("UTC+8", 8*3600)
+
+// now is the fixed time the gate and the ID issuer see.
+var now = time.Date(2026, 11, 29, 20, 30, 0, 0, zone)
+
+type fixedClock struct{ t time.Time }
+
+func (c fixedClock) Now() time.Time { return c.t }
+
+// calls counts the calls that reach the driven ports, so a test can prove a
+// request never reached a use case.
+type calls struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *calls) hit(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[name]++
+}
+
+func (c *calls) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.n))
+	for k, v := range c.n {
+		out[k] = v
+	}
+	return out
+}
+
+type spyVouchers struct {
+	ports.VoucherRepository
+	c *calls
+	// listErr, when set, is what ListByShop fails with; listPanic makes it panic.
+	listErr   error
+	listPanic bool
+}
+
+func (s *spyVouchers) AddSeckill(ctx context.Context, v domain.Voucher) (domain.Voucher, error) {
+	s.c.hit("vouchers.AddSeckill")
+	return s.VoucherRepository.AddSeckill(ctx, v)
+}
+
+func (s *spyVouchers) Get(ctx context.Context, id domain.VoucherID) (domain.Voucher, error) {
+	s.c.hit("vouchers.Get")
+	return s.VoucherRepository.Get(ctx, id)
+}
+
+func (s *spyVouchers) ListByShop(ctx context.Context, shop domain.ShopID) ([]domain.Voucher, error) {
+	s.c.hit("vouchers.ListByShop")
+	if s.listPanic {
+		panic("boom: secret panic detail")
+	}
+	if s.listErr != nil {
+		return nil, s.listErr
+	}
+	return s.VoucherRepository.ListByShop(ctx, shop)
+}
+
+type spyGate struct {
+	ports.StockGate
+	c *calls
+}
+
+func (s *spyGate) Preheat(ctx context.Context, v domain.Voucher) error {
+	s.c.hit("gate.Preheat")
+	return s.StockGate.Preheat(ctx, v)
+}
+
+func (s *spyGate) Reserve(ctx context.Context, o domain.VoucherOrder) (ports.Reservation, error) {
+	s.c.hit("gate.Reserve")
+	return s.StockGate.Reserve(ctx, o)
+}
+
+func (s *spyGate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock bool) error {
+	s.c.hit("gate.Release")
+	return s.StockGate.Release(ctx, o, restoreStock)
+}
+
+func (s *spyGate) Queued(ctx context.Context, u domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error) {
+	s.c.hit("gate.Queued")
+	return s.StockGate.Queued(ctx, u, id)
+}
+
+type spyIDs struct {
+	ports.OrderIDs
+	c *calls
+}
+
+func (s *spyIDs) Next(ctx context.Context) (domain.OrderID, error) {
+	s.c.hit("ids.Next")
+	return s.OrderIDs.Next(ctx)
+}
+
+type spyQueue struct {
+	ports.OrderQueue
+	c *calls
+}
+
+func (s *spyQueue) Publish(ctx context.Context, o domain.VoucherOrder) error {
+	s.c.hit("queue.Publish")
+	return s.OrderQueue.Publish(ctx, o)
+}
+
+type spyOrders struct {
+	ports.OrderRepository
+	c *calls
+	// find, when set, replaces Find.
+	find func(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error)
+}
+
+func (s *spyOrders) Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error) {
+	s.c.hit("orders.Find")
+	if s.find != nil {
+		return s.find(ctx, id)
+	}
+	return s.OrderRepository.Find(ctx, id)
+}
+
+// sessionsFunc lets a test make the session store fail.
+type sessionsFunc func(ctx context.Context, token string) (domain.UserID, error)
+
+func (f sessionsFunc) UserID(ctx context.Context, token string) (domain.UserID, error) {
+	return f(ctx, token)
+}
+
+// syncBuffer is a log sink safe for the server goroutines of httptest.Server.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+type options struct {
+	queueCap int
+	noTokens bool
+	ready    func(context.Context) error
+	sessions ports.Sessions
+	maxBody  int64
+	quiet    bool // log at info, as production does
+}
+
+// env is the router on the real use cases over the memory fakes and a real
+// channel queue, with spies on every driven port.
+type env struct {
+	t        testing.TB
+	h        http.Handler
+	calls    *calls
+	vouchers *spyVouchers
+	stored   *memory.Vouchers
+	orders   *spyOrders
+	gate     *memory.Gate
+	queue    *chanqueue.Queue
+	fulfill  *application.FulfillOrders
+	logs     *syncBuffer
+}
+
+func newEnv(t testing.TB, opt options) *env {
+	t.Helper()
+	if opt.queueCap == 0 {
+		opt.queueCap = 64
+	}
+	if opt.ready == nil {
+		opt.ready = func(context.Context) error { return nil }
+	}
+	clock := fixedClock{now}
+	c := &calls{}
+	gate := memory.NewGate(clock)
+	queue := chanqueue.New(opt.queueCap, 0)
+	t.Cleanup(func() { _ = queue.Close() })
+	mv := memory.NewVouchers()
+	vouchers := &spyVouchers{VoucherRepository: mv, c: c}
+	orders := &spyOrders{OrderRepository: memory.NewOrders(mv), c: c}
+	sgate := &spyGate{StockGate: gate, c: c}
+	sessions := memory.NewSessions()
+
+	logs := &syncBuffer{}
+	level := zerolog.DebugLevel
+	if opt.quiet {
+		level = zerolog.InfoLevel
+	}
+	d := httpapi.Deps{
+		AddVoucher:   application.NewAddSeckillVoucher(vouchers, sgate),
+		ListVouchers: application.NewListShopVouchers(vouchers),
+		Claim:        application.NewClaimSeckill(&spyIDs{OrderIDs: memory.NewIDs(clock), c: c}, sgate, &spyQueue{OrderQueue: queue, c: c}),
+		GetOrder:     application.NewGetOrder(orders, sgate),
+		Sessions:     sessions,
+		Tokens:       sessions,
+		Ready:        opt.ready,
+		Log:          zerolog.New(logs).Level(level),
+		Location:     zone,
+		MaxBodyBytes: opt.maxBody,
+	}
+	if opt.noTokens {
+		d.Tokens = nil
+	}
+	if opt.sessions != nil {
+		d.Sessions = opt.sessions
+	}
+	return &env{
+		t: t, h: httpapi.NewRouter(d), calls: c, vouchers: vouchers, stored: mv, orders: orders,
+		gate: gate, queue: queue, fulfill: application.NewFulfillOrders(orders, gate), logs: logs,
+	}
+}
+
+// result is the envelope as a client reads it; data stays raw so each test
+// decodes what it expects.
+type result struct {
+	status    int
+	raw       string
+	requestID string          // X-Request-Id of the answer
+	Success   bool            `json:"success"`
+	ErrorMsg  string          `json:"errorMsg"`
+	Data      json.RawMessage `json:"data"`
+	Code      string          `json:"code"`
+}
+
+type req struct {
+	method, path, token, body string
+	header                    map[string]string
+	reader                    io.Reader // overrides body, for bodies of unknown length
+}
+
+func (e *env) do(r req) result {
+	e.t.Helper()
+	body := r.reader
+	if body == nil && r.body != "" {
+		body = strings.NewReader(r.body)
+	}
+	hr := httptest.NewRequest(r.method, r.path, body)
+	if r.body != "" || r.reader != nil {
+		hr.Header.Set("Content-Type", "application/json")
+	}
+	if r.token != "" {
+		hr.Header.Set("authorization", r.token)
+	}
+	for k, v := range r.header {
+		if v == "" {
+			hr.Header.Del(k)
+			continue
+		}
+		hr.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, hr)
+	res := decodeResult(e.t, w.Code, w.Header().Get("Content-Type"), w.Body.String())
+	res.requestID = w.Header().Get("X-Request-Id")
+	return res
+}
+
+func decodeResult(t testing.TB, status int, contentType, raw string) result {
+	t.Helper()
+	if contentType != "application/json" {
+		t.Fatalf("Content-Type = %q, want application/json (body %s)", contentType, raw)
+	}
+	res := result{status: status, raw: raw}
+	if err := json.Unmarshal([]byte(raw), &res); err != nil {
+		t.Fatalf("answer is not an envelope: %v: %s", err, raw)
+	}
+	return res
+}
+
+// dataString returns the envelope's data, which must be a JSON string.
+func (r result) dataString(t testing.TB) string {
+	t.Helper()
+	var s string
+	if err := json.Unmarshal(r.Data, &s); err != nil {
+		t.Fatalf("data is not a JSON string: %s", r.raw)
+	}
+	return s
+}
+
+func (e *env) mustOK(r req) result {
+	e.t.Helper()
+	res := e.do(r)
+	if res.status != http.StatusOK || !res.Success {
+		e.t.Fatalf("%s %s: got %d %s, want success", r.method, r.path, res.status, res.raw)
+	}
+	return res
+}
+
+// wantRefusal checks an error answer: status, code, and the errorMsg.
+func wantRefusal(t *testing.T, res result, status int, code, msg string) {
+	t.Helper()
+	if res.status != status || res.Success || res.Code != code {
+		t.Fatalf("got %d %s, want %d with code %q", res.status, res.raw, status, code)
+	}
+	if msg != "" && res.ErrorMsg != msg {
+		t.Fatalf("errorMsg = %q, want %q", res.ErrorMsg, msg)
+	}
+	if res.ErrorMsg == "" {
+		t.Fatalf("refusal without errorMsg: %s", res.raw)
+	}
+	if res.Data != nil {
+		t.Fatalf("refusal carries data: %s", res.raw)
+	}
+}
+
+func (e *env) token(user int64) string {
+	e.t.Helper()
+	return e.mustOK(req{method: "POST", path: "/dev/tokens", body: fmt.Sprintf(`{"userId":%d}`, user)}).dataString(e.t)
+}
+
+// voucherJSON is a valid creation body whose sale runs from begin to end, in
+// the original's zone-less format.
+func voucherJSON(shop int64, stock int, begin, end time.Time) string {
+	return fmt.Sprintf(`{"shopId":%d,"title":"100元代金券","subTitle":"周一至周五均可使用",`+
+		`"rules":"全场通用\\n无需预约","payValue":8000,"actualValue":10000,"type":1,`+
+		`"stock":%d,"beginTime":%q,"endTime":%q}`,
+		shop, stock, begin.In(zone).Format("2006-01-02T15:04:05"), end.In(zone).Format("2006-01-02T15:04:05"))
+}
+
+// addVoucher creates a seckill voucher on sale around now and returns its id.
+func (e *env) addVoucher(shop int64, stock int) string {
+	e.t.Helper()
+	return e.addVoucherWindow(shop, stock, now.Add(-time.Hour), now.Add(time.Hour))
+}
+
+func (e *env) addVoucherWindow(shop int64, stock int, begin, end time.Time) string {
+	e.t.Helper()
+	id := e.mustOK(req{method: "POST", path: "/voucher/seckill", body: voucherJSON(shop, stock, begin, end)}).dataString(e.t)
+	if n, err := strconv.ParseInt(id, 10, 64); err != nil || n <= 0 {
+		e.t.Fatalf("voucher id %q is not a positive integer string", id)
+	}
+	return id
+}
+
+func (e *env) claim(voucher, token string) result {
+	e.t.Helper()
+	return e.do(req{method: "POST", path: "/voucher-order/seckill/" + voucher, token: token})
+}
+
+// gateStock is what the gate has left to sell.
+func (e *env) gateStock(voucher string) int {
+	e.t.Helper()
+	id, _ := strconv.ParseInt(voucher, 10, 64)
+	n, ok, err := e.gate.Stock(context.Background(), domain.VoucherID(id))
+	if err != nil || !ok {
+		e.t.Fatalf("gate stock of voucher %s: ok=%v err=%v", voucher, ok, err)
+	}
+	return n
+}
+
+// drain takes what the queue holds, as the worker would, without waiting:
+// Receive returns at once when an order is queued, and the test knows one is.
+func (e *env) drain(want int) []ports.Delivery {
+	e.t.Helper()
+	if e.queue.Len() != want {
+		e.t.Fatalf("queue holds %d orders, want %d", e.queue.Len(), want)
+	}
+	if want == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ds, err := e.queue.Receive(ctx, want)
+	if err != nil || len(ds) != want {
+		e.t.Fatalf("receive: got %d orders, err %v; want %d", len(ds), err, want)
+	}
+	return ds
+}
+
+func equalCounts(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,211 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/rs/zerolog"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// maxRequestIDLen bounds a client-supplied X-Request-Id, which chi's RequestID
+// would otherwise copy into every log line whatever its size.
+const maxRequestIDLen = 64
+
+// boundRequestID drops a client request id that is too long or not printable
+// ASCII, so chi's RequestID generates one instead.
+func boundRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id := r.Header.Get(middleware.RequestIDHeader); id != "" && !printableASCII(id, maxRequestIDLen) {
+			r.Header.Del(middleware.RequestIDHeader)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func printableASCII(s string, max int) bool {
+	if len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// recorder keeps what the access log needs: the status, and the error the
+// handler answered with, so that error is logged once, on the request's line.
+type recorder struct {
+	http.ResponseWriter
+	status      int
+	wroteHeader bool
+	err         error
+}
+
+func (rec *recorder) WriteHeader(status int) {
+	if !rec.wroteHeader {
+		rec.status, rec.wroteHeader = status, true
+	}
+	rec.ResponseWriter.WriteHeader(status)
+}
+
+func (rec *recorder) Write(b []byte) (int, error) {
+	if !rec.wroteHeader {
+		rec.status, rec.wroteHeader = http.StatusOK, true
+	}
+	return rec.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
+
+// noteError hands err to the access log; without one (a handler used outside
+// the router) it is logged here so it is never lost.
+func (a *api) noteError(w http.ResponseWriter, r *http.Request, err error) {
+	if rec, ok := w.(*recorder); ok {
+		rec.err = err
+		return
+	}
+	a.log.Error().Str("request_id", middleware.GetReqID(r.Context())).Err(err).Msg("request failed")
+}
+
+// accessLog writes one line per request: debug for 2xx-4xx (refusals are
+// normal business during a sale, and the claim path must stay cheap), warn for
+// a 503 (load shedding, not ready) and error for other 5xx, with the error's
+// detail that the client never sees.
+func (a *api) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, r)
+
+		level := zerolog.DebugLevel
+		switch {
+		case rec.status == http.StatusServiceUnavailable:
+			level = zerolog.WarnLevel
+		case rec.status >= 500:
+			level = zerolog.ErrorLevel
+		}
+		e := a.log.WithLevel(level)
+		if !e.Enabled() {
+			return
+		}
+		e.Str("request_id", middleware.GetReqID(r.Context())).
+			Str("method", r.Method).
+			Str("path", r.URL.Path).
+			Int("status", rec.status).
+			Dur("duration", time.Since(start))
+		if rec.err != nil {
+			e.Err(rec.err)
+		}
+		e.Msg("http request")
+	})
+}
+
+// recoverer turns a panic into a 500 envelope. chi's Recoverer answers a bare
+// 500 and prints to stderr; here the panic and its stack go to the access log
+// line instead.
+func (a *api) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				// The server's way to abort a response: let it do so.
+				panic(v)
+			}
+			err := fmt.Errorf("panic: %v\n%s", v, debug.Stack())
+			if rec, ok := w.(*recorder); ok && rec.wroteHeader {
+				// Too late for an envelope; the client gets a truncated answer.
+				rec.err = err
+				return
+			}
+			a.fail(w, r, err)
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitBody refuses a body larger than maxBody: at once when its declared
+// length says so, on reading otherwise (the decoder then reports 413).
+func (a *api) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > a.maxBody {
+			a.fail(w, r, errBodyTooLarge(a.maxBody))
+			return
+		}
+		// The claim path has no body: skip the wrapper and its allocation.
+		if r.Body != nil && r.Body != http.NoBody {
+			// The server's own writer, not the recorder, lets MaxBytesReader
+			// tell the server to close the connection after the answer.
+			under := w
+			if rec, ok := w.(*recorder); ok {
+				under = rec.ResponseWriter
+			}
+			r.Body = http.MaxBytesReader(under, r.Body, a.maxBody)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func errBodyTooLarge(max int64) error {
+	return &requestError{
+		status: http.StatusRequestEntityTooLarge,
+		msg:    fmt.Sprintf("request body is larger than %d bytes", max),
+	}
+}
+
+type userKey struct{}
+
+var errNoToken = fmt.Errorf("no authorization header: %w", ports.ErrUnknownToken)
+
+// requireUser resolves the original's `authorization: <token>` header (the
+// bare token, no scheme) to a user, or answers 401.
+func (a *api) requireUser(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token := r.Header.Get("Authorization")
+		if token == "" {
+			a.fail(w, r, errNoToken)
+			return
+		}
+		user, err := a.sessions.UserID(r.Context(), token)
+		if err != nil {
+			if !errors.Is(err, ports.ErrUnknownToken) {
+				err = fmt.Errorf("resolve session token: %w", err)
+			}
+			a.fail(w, r, err)
+			return
+		}
+		if user <= 0 {
+			// A corrupt session must not become a 400 further down.
+			a.fail(w, r, fmt.Errorf("session token resolved to invalid user %d", user))
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, user)))
+	})
+}
+
+// userFrom is only called behind requireUser, which guarantees a user.
+func userFrom(ctx context.Context) domain.UserID {
+	u, _ := ctx.Value(userKey{}).(domain.UserID)
+	return u
+}
+
+func (a *api) notFound(w http.ResponseWriter, r *http.Request) {
+	a.fail(w, r, &requestError{status: http.StatusNotFound, code: codeNotFound, msg: "no such endpoint"})
+}
+
+func (a *api) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	a.fail(w, r, &requestError{status: http.StatusMethodNotAllowed, msg: "method not allowed"})
+}

@@ -1,0 +1,55 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/hmdp-go/seckill/domain"
+)
+
+var okBody = mustEncode(envelope{Success: true, Data: "ok"})
+
+// healthz says the process serves HTTP; it checks no backend, so a Redis
+// outage does not get every instance restarted at once.
+func (a *api) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeBody(w, http.StatusOK, okBody)
+}
+
+// readyz says whether Redis and the database answer. Why not is logged, never
+// sent: the probe is unauthenticated.
+func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := a.ready(ctx); err != nil {
+		a.noteError(w, r, fmt.Errorf("not ready: %w", err))
+		writeBody(w, notReadyAnswer.status, notReadyAnswer.body)
+		return
+	}
+	writeBody(w, http.StatusOK, okBody)
+}
+
+type mintTokenRequest struct {
+	UserID int64 `json:"userId"`
+}
+
+// mintToken is for development and load tests only: it logs in as any user
+// without a password. NewRouter mounts it only when Deps.Tokens is set, which
+// production configuration must not do.
+func (a *api) mintToken(w http.ResponseWriter, r *http.Request) {
+	var req mintTokenRequest
+	if err := decodeJSON(r, &req); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if req.UserID <= 0 {
+		a.fail(w, r, &domain.ValidationError{Field: "userId", Reason: "must be a positive id"})
+		return
+	}
+	token, err := a.tokens.Mint(r.Context(), domain.UserID(req.UserID))
+	if err != nil {
+		a.fail(w, r, fmt.Errorf("mint token for user %d: %w", req.UserID, err))
+		return
+	}
+	writeOK(w, token)
+}

@@ -1,0 +1,68 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/hmdp-go/seckill/domain"
+)
+
+// orderDTO is an order and where it stands; ids are strings because they
+// exceed 2^53.
+type orderDTO struct {
+	ID        string `json:"id"`
+	VoucherID string `json:"voucherId"`
+	UserID    string `json:"userId"`
+	State     string `json:"state"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// claimSeckill is the hot path: one path parse, one use-case call, one
+// pre-encoded answer, and logging that costs nothing unless debug is on.
+func (a *api) claimSeckill(w http.ResponseWriter, r *http.Request) {
+	voucher, err := pathID(r, "id")
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	user := userFrom(r.Context())
+	id, err := a.claim.Handle(r.Context(), user, domain.VoucherID(voucher))
+	if e := a.log.Debug(); e.Enabled() {
+		e.Str("request_id", middleware.GetReqID(r.Context())).
+			Int64("voucher", voucher).
+			Int64("user", int64(user)).
+			Int64("order", int64(id)).
+			AnErr("outcome", err).
+			Msg("seckill claim")
+	}
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeOKID(w, int64(id))
+}
+
+func (a *api) orderStatus(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	st, err := a.getOrder.Handle(r.Context(), userFrom(r.Context()), domain.OrderID(id))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	d := orderDTO{
+		ID:        strconv.FormatInt(int64(st.Order.ID()), 10),
+		VoucherID: strconv.FormatInt(int64(st.Order.VoucherID()), 10),
+		UserID:    strconv.FormatInt(int64(st.Order.UserID()), 10),
+		State:     string(st.State),
+	}
+	if st.State == domain.OrderFailed {
+		d.Reason = string(st.Reason)
+	}
+	writeOK(w, d)
+}

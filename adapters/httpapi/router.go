@@ -1,0 +1,128 @@
+// Package httpapi is the HTTP driving adapter: the hmdp-compatible JSON API
+// (chi router, DTOs, middleware) in front of the application's use cases. It
+// turns requests into use-case calls and errors into the original's Result
+// envelope through one table, and refuses bad input before any use case runs.
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/rs/zerolog"
+
+	"github.com/hmdp-go/seckill/application"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// Deps is everything the router needs. All fields are required except Tokens,
+// Location, MaxBodyBytes and Log (the zero Logger discards).
+type Deps struct {
+	AddVoucher   *application.AddSeckillVoucher
+	ListVouchers *application.ListShopVouchers
+	Claim        *application.ClaimSeckill
+	GetOrder     *application.GetOrder
+	Sessions     ports.Sessions
+	// Tokens mints login tokens for anyone who asks; nil keeps POST
+	// /dev/tokens unmounted, which is what production must run with.
+	Tokens ports.TokenIssuer
+	// Ready reports whether Redis and the database answer.
+	Ready func(context.Context) error
+	Log   zerolog.Logger
+	// Location is the zone of the original's zone-less times
+	// ("2026-11-29T20:00:00"), in requests and in answers; nil means UTC.
+	Location *time.Location
+	// MaxBodyBytes bounds request bodies; <= 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+}
+
+// DefaultMaxBodyBytes is far above any valid voucher (rules are at most 1024
+// characters) and far below what would let a client make us buffer a lot.
+const DefaultMaxBodyBytes = 64 << 10
+
+// readyTimeout bounds a readiness probe so a stalled backend answers "not
+// ready" within the orchestrator's probe timeout instead of hanging it.
+const readyTimeout = 2 * time.Second
+
+type api struct {
+	addVoucher   *application.AddSeckillVoucher
+	listVouchers *application.ListShopVouchers
+	claim        *application.ClaimSeckill
+	getOrder     *application.GetOrder
+	sessions     ports.Sessions
+	tokens       ports.TokenIssuer
+	ready        func(context.Context) error
+	log          zerolog.Logger
+	loc          *time.Location
+	maxBody      int64
+}
+
+// NewRouter builds the HTTP handler. It panics on a missing required
+// dependency so that a wiring mistake stops the process at start, not at the
+// first request.
+func NewRouter(d Deps) http.Handler {
+	// Each field is checked on its own: a typed nil pointer stored in an `any`
+	// is not == nil, so a generic map-of-any check would miss it.
+	switch {
+	case d.AddVoucher == nil:
+		panic("httpapi: Deps.AddVoucher is nil")
+	case d.ListVouchers == nil:
+		panic("httpapi: Deps.ListVouchers is nil")
+	case d.Claim == nil:
+		panic("httpapi: Deps.Claim is nil")
+	case d.GetOrder == nil:
+		panic("httpapi: Deps.GetOrder is nil")
+	case d.Sessions == nil:
+		panic("httpapi: Deps.Sessions is nil")
+	case d.Ready == nil:
+		panic("httpapi: Deps.Ready is nil")
+	}
+	a := &api{
+		addVoucher:   d.AddVoucher,
+		listVouchers: d.ListVouchers,
+		claim:        d.Claim,
+		getOrder:     d.GetOrder,
+		sessions:     d.Sessions,
+		tokens:       d.Tokens,
+		ready:        d.Ready,
+		log:          d.Log,
+		loc:          d.Location,
+		maxBody:      d.MaxBodyBytes,
+	}
+	if a.loc == nil {
+		a.loc = time.UTC
+	}
+	if a.maxBody <= 0 {
+		a.maxBody = DefaultMaxBodyBytes
+	}
+
+	r := chi.NewRouter()
+	// The access log sits outside the recoverer so that a panic's 500 is
+	// logged like any other answer, with the panic as its error.
+	r.Use(boundRequestID, middleware.RequestID, a.accessLog, a.recoverer, a.limitBody)
+	r.NotFound(a.notFound)
+	r.MethodNotAllowed(a.methodNotAllowed)
+
+	r.Get("/healthz", a.healthz)
+	r.Get("/readyz", a.readyz)
+
+	// Like the original, anyone may create a seckill voucher: there is no
+	// admin role in hmdp. Put this route behind an authenticating proxy (or
+	// add a role check here) before exposing the service beyond a trusted
+	// network.
+	r.Post("/voucher/seckill", a.addSeckillVoucher)
+	r.Get("/voucher/list/{shopId}", a.listShopVouchers)
+
+	r.Group(func(r chi.Router) {
+		r.Use(a.requireUser)
+		r.Post("/voucher-order/seckill/{id}", a.claimSeckill)
+		r.Get("/voucher-order/{id}", a.orderStatus)
+	})
+
+	if a.tokens != nil {
+		r.Post("/dev/tokens", a.mintToken)
+	}
+	return r
+}

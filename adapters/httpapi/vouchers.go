@@ -1,0 +1,154 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/hmdp-go/seckill/domain"
+)
+
+// localLayout is the original's zone-less LocalDateTime format.
+const localLayout = "2006-01-02T15:04:05"
+
+// addVoucherRequest is the original's Voucher JSON as its admin page posts it.
+// Stock and type are pointers so that "missing" is told apart from zero.
+type addVoucherRequest struct {
+	ShopID      int64  `json:"shopId"`
+	Title       string `json:"title"`
+	SubTitle    string `json:"subTitle"`
+	Rules       string `json:"rules"`
+	PayValue    int64  `json:"payValue"`
+	ActualValue int64  `json:"actualValue"`
+	Type        *int   `json:"type"`
+	Stock       *int   `json:"stock"`
+	BeginTime   string `json:"beginTime"`
+	EndTime     string `json:"endTime"`
+}
+
+// voucherDTO is a voucher as the original's /voucher/list returns it, with the
+// id as a string like every id this API returns. The sale fields are omitted
+// for normal vouchers, as the original leaves them null.
+type voucherDTO struct {
+	ID          string `json:"id"`
+	ShopID      int64  `json:"shopId"`
+	Title       string `json:"title"`
+	SubTitle    string `json:"subTitle"`
+	Rules       string `json:"rules"`
+	PayValue    int64  `json:"payValue"`
+	ActualValue int64  `json:"actualValue"`
+	Type        int8   `json:"type"`
+	Status      int8   `json:"status"`
+	Stock       *int   `json:"stock,omitempty"`
+	BeginTime   string `json:"beginTime,omitempty"`
+	EndTime     string `json:"endTime,omitempty"`
+}
+
+func (a *api) addSeckillVoucher(w http.ResponseWriter, r *http.Request) {
+	var req addVoucherRequest
+	if err := decodeJSON(r, &req); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	v, err := a.voucherFrom(req)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	saved, err := a.addVoucher.Handle(r.Context(), v)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeOK(w, strconv.FormatInt(int64(saved.ID()), 10))
+}
+
+// voucherFrom validates the request into a domain voucher; every refusal is a
+// *domain.ValidationError naming the field.
+func (a *api) voucherFrom(req addVoucherRequest) (domain.Voucher, error) {
+	if req.Type != nil && *req.Type != int(domain.VoucherSeckill) {
+		return domain.Voucher{}, &domain.ValidationError{Field: "type", Reason: "must be 1 (seckill) on this endpoint"}
+	}
+	if req.Stock == nil {
+		return domain.Voucher{}, &domain.ValidationError{Field: "stock", Reason: "is required"}
+	}
+	begin, err := a.parseTime("beginTime", req.BeginTime)
+	if err != nil {
+		return domain.Voucher{}, err
+	}
+	end, err := a.parseTime("endTime", req.EndTime)
+	if err != nil {
+		return domain.Voucher{}, err
+	}
+	sale, err := domain.NewSale(*req.Stock, begin, end)
+	if err != nil {
+		return domain.Voucher{}, err
+	}
+	return domain.NewSeckillVoucher(domain.VoucherSpec{
+		ShopID:      domain.ShopID(req.ShopID),
+		Title:       req.Title,
+		SubTitle:    req.SubTitle,
+		Rules:       req.Rules,
+		PayValue:    req.PayValue,
+		ActualValue: req.ActualValue,
+	}, sale)
+}
+
+// parseTime reads the original's zone-less format in the configured zone,
+// and RFC 3339 with an explicit offset. Fractional seconds are accepted in
+// both (time.Parse allows them after the seconds field).
+func (a *api) parseTime(field, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, &domain.ValidationError{Field: field, Reason: "is required"}
+	}
+	if t, err := time.ParseInLocation(localLayout, s, a.loc); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, &domain.ValidationError{
+		Field:  field,
+		Reason: "must look like 2026-11-29T20:00:00 (server zone) or 2026-11-29T20:00:00+08:00",
+	}
+}
+
+func (a *api) listShopVouchers(w http.ResponseWriter, r *http.Request) {
+	shop, err := pathID(r, "shopId")
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	vs, err := a.listVouchers.Handle(r.Context(), domain.ShopID(shop))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := make([]voucherDTO, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, a.voucherDTO(v))
+	}
+	writeOK(w, out)
+}
+
+func (a *api) voucherDTO(v domain.Voucher) voucherDTO {
+	d := voucherDTO{
+		ID:          strconv.FormatInt(int64(v.ID()), 10),
+		ShopID:      int64(v.ShopID()),
+		Title:       v.Title(),
+		SubTitle:    v.SubTitle(),
+		Rules:       v.Rules(),
+		PayValue:    v.PayValue(),
+		ActualValue: v.ActualValue(),
+		Type:        int8(v.Type()),
+		Status:      v.Status(),
+	}
+	if v.IsSeckill() {
+		s := v.Sale()
+		stock := s.Stock()
+		d.Stock = &stock
+		d.BeginTime = s.Begin().In(a.loc).Format(localLayout)
+		d.EndTime = s.End().In(a.loc).Format(localLayout)
+	}
+	return d
+}
