@@ -117,3 +117,23 @@ func MySQLDSN(t testing.TB) string {
 func SQLitePath(t testing.TB) string {
 	return strings.TrimSuffix(t.TempDir(), "/") + "/seckill.db"
 }
+
+// Eventually polls cond until it reports done or the timeout passes, then
+// fails with cond's last description. It is how tests wait for asynchronous
+// work (the queue draining into the database) without sleeping a guessed time.
+func Eventually(t testing.TB, timeout time.Duration, cond func() (done bool, state string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	interval := 5 * time.Millisecond
+	for {
+		done, state := cond()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not reached within %s: %s", timeout, state)
+		}
+		time.Sleep(interval)
+		interval = min(interval*2, 200*time.Millisecond)
+	}
+}

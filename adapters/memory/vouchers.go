@@ -1,0 +1,127 @@
+package memory
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+var _ ports.VoucherRepository = (*Vouchers)(nil)
+
+// Vouchers is the in-memory VoucherRepository. Orders decrements its stock,
+// the way the SQL repository's orders decrement tb_seckill_voucher.
+type Vouchers struct {
+	mu       sync.Mutex
+	vouchers map[domain.VoucherID]domain.Voucher
+	lastID   domain.VoucherID
+}
+
+func NewVouchers() *Vouchers {
+	return &Vouchers{vouchers: map[domain.VoucherID]domain.Voucher{}}
+}
+
+// AddSeckill returns the voucher with its times as the database would keep
+// them (UTC, microseconds), so tests see what production sees.
+func (s *Vouchers) AddSeckill(ctx context.Context, v domain.Voucher) (domain.Voucher, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.Voucher{}, err
+	}
+	if !v.IsSeckill() {
+		return domain.Voucher{}, &domain.ValidationError{Field: "type", Reason: "must be a seckill voucher with a sale"}
+	}
+	sale := domain.UnmarshalSaleFromDatabase(v.Sale().Stock(), voucherStoredTime(v.Sale().Begin()), voucherStoredTime(v.Sale().End()))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastID++
+	saved := domain.UnmarshalVoucherFromDatabase(s.lastID, voucherSpecOf(v), domain.VoucherSeckill, v.Status(), sale)
+	s.vouchers[saved.ID()] = saved
+	return saved, nil
+}
+
+// AddNormal stores a voucher without a sale. The service never creates one
+// (only the original's admin tools did); tests use it to cover listings that
+// mix both kinds.
+func (s *Vouchers) AddNormal(ctx context.Context, spec domain.VoucherSpec) (domain.Voucher, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.Voucher{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastID++
+	saved := domain.UnmarshalVoucherFromDatabase(s.lastID, spec, domain.VoucherNormal, 1, domain.Sale{})
+	s.vouchers[saved.ID()] = saved
+	return saved, nil
+}
+
+func (s *Vouchers) Get(ctx context.Context, id domain.VoucherID) (domain.Voucher, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.Voucher{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.vouchers[id]
+	if !ok {
+		return domain.Voucher{}, domain.ErrVoucherNotFound
+	}
+	return v, nil
+}
+
+// ListByShop lists the vouchers on sale (status 1), as the SQL repository does.
+func (s *Vouchers) ListByShop(ctx context.Context, shop domain.ShopID) ([]domain.Voucher, error) {
+	return s.list(ctx, func(v domain.Voucher) bool { return v.ShopID() == shop && v.Status() == 1 })
+}
+
+func (s *Vouchers) ListSeckillEndingAfter(ctx context.Context, t time.Time) ([]domain.Voucher, error) {
+	return s.list(ctx, func(v domain.Voucher) bool { return v.IsSeckill() && v.Sale().End().After(t) })
+}
+
+func (s *Vouchers) list(ctx context.Context, keep func(domain.Voucher) bool) ([]domain.Voucher, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	vs := []domain.Voucher{}
+	for _, v := range s.vouchers {
+		if keep(v) {
+			vs = append(vs, v)
+		}
+	}
+	slices.SortFunc(vs, func(a, b domain.Voucher) int { return cmp.Compare(a.ID(), b.ID()) })
+	return vs, nil
+}
+
+// stockOf is the remaining stock of a voucher that has a sale.
+func (s *Vouchers) stockOf(id domain.VoucherID) (int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.vouchers[id]
+	if !ok || !v.IsSeckill() {
+		return 0, false
+	}
+	return v.Sale().Stock(), true
+}
+
+// take removes n units of stock; Orders has checked they are there.
+func (s *Vouchers) take(id domain.VoucherID, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.vouchers[id]
+	s.vouchers[id] = v.WithStock(v.Sale().Stock() - n)
+}
+
+func voucherSpecOf(v domain.Voucher) domain.VoucherSpec {
+	return domain.VoucherSpec{
+		ShopID: v.ShopID(), Title: v.Title(), SubTitle: v.SubTitle(), Rules: v.Rules(),
+		PayValue: v.PayValue(), ActualValue: v.ActualValue(),
+	}
+}
+
+func voucherStoredTime(t time.Time) time.Time {
+	return t.UTC().Truncate(time.Microsecond)
+}

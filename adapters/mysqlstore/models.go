@@ -1,0 +1,121 @@
+package mysqlstore
+
+import (
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/hmdp-go/seckill/domain"
+)
+
+// The models mirror the original's columns and stay private: the rest of the
+// service sees domain types only. Columns the service never sets (create and
+// update times, pay_type, status of an order) are left to their defaults.
+
+type voucherModel struct {
+	bun.BaseModel `bun:"table:tb_voucher"`
+
+	ID          int64  `bun:"id,pk,autoincrement"`
+	ShopID      int64  `bun:"shop_id"`
+	Title       string `bun:"title"`
+	SubTitle    string `bun:"sub_title"`
+	Rules       string `bun:"rules"`
+	PayValue    int64  `bun:"pay_value"`
+	ActualValue int64  `bun:"actual_value"`
+	Type        int8   `bun:"type"`
+	Status      int8   `bun:"status"`
+}
+
+type seckillModel struct {
+	bun.BaseModel `bun:"table:tb_seckill_voucher"`
+
+	VoucherID int64     `bun:"voucher_id,pk"`
+	Stock     int       `bun:"stock"`
+	BeginTime time.Time `bun:"begin_time"`
+	EndTime   time.Time `bun:"end_time"`
+}
+
+type orderModel struct {
+	bun.BaseModel `bun:"table:tb_voucher_order"`
+
+	ID        int64 `bun:"id,pk"`
+	UserID    int64 `bun:"user_id"`
+	VoucherID int64 `bun:"voucher_id"`
+}
+
+type failureModel struct {
+	bun.BaseModel `bun:"table:tb_voucher_order_failure"`
+
+	OrderID   int64  `bun:"order_id,pk"`
+	UserID    int64  `bun:"user_id"`
+	VoucherID int64  `bun:"voucher_id"`
+	Reason    string `bun:"reason"`
+}
+
+// voucherRow is a voucher LEFT JOINed with its sale; the sale's columns are
+// NULL for a normal voucher.
+type voucherRow struct {
+	ID          int64          `bun:"id"`
+	ShopID      sql.NullInt64  `bun:"shop_id"`
+	Title       string         `bun:"title"`
+	SubTitle    sql.NullString `bun:"sub_title"`
+	Rules       sql.NullString `bun:"rules"`
+	PayValue    int64          `bun:"pay_value"`
+	ActualValue int64          `bun:"actual_value"`
+	Type        int8           `bun:"type"`
+	Status      int8           `bun:"status"`
+	Stock       sql.NullInt64  `bun:"stock"`
+	BeginTime   sql.NullTime   `bun:"begin_time"`
+	EndTime     sql.NullTime   `bun:"end_time"`
+}
+
+const voucherRowSelect = `SELECT v.id, v.shop_id, v.title, v.sub_title, v.rules, v.pay_value,
+	v.actual_value, v.type, v.status, sv.stock, sv.begin_time, sv.end_time
+FROM tb_voucher AS v
+`
+
+func (r voucherRow) toDomain() domain.Voucher {
+	var sale domain.Sale
+	if r.Stock.Valid && r.BeginTime.Valid && r.EndTime.Valid {
+		sale = domain.UnmarshalSaleFromDatabase(int(r.Stock.Int64), r.BeginTime.Time.UTC(), r.EndTime.Time.UTC())
+	}
+	spec := domain.VoucherSpec{
+		ShopID:      domain.ShopID(r.ShopID.Int64),
+		Title:       r.Title,
+		SubTitle:    r.SubTitle.String,
+		Rules:       r.Rules.String,
+		PayValue:    r.PayValue,
+		ActualValue: r.ActualValue,
+	}
+	return domain.UnmarshalVoucherFromDatabase(domain.VoucherID(r.ID), spec, domain.VoucherType(r.Type), r.Status, sale)
+}
+
+func (m orderModel) toDomain() (domain.VoucherOrder, error) {
+	return unmarshalOrder(m.ID, m.UserID, m.VoucherID)
+}
+
+func (m failureModel) toDomain() (domain.VoucherOrder, error) {
+	return unmarshalOrder(m.OrderID, m.UserID, m.VoucherID)
+}
+
+// unmarshalOrder validates like the constructor: only a row written by hand
+// can fail it, and that is reported rather than passed on as a zero order.
+func unmarshalOrder(id, user, voucher int64) (domain.VoucherOrder, error) {
+	o, err := domain.NewVoucherOrder(domain.OrderID(id), domain.UserID(user), domain.VoucherID(voucher))
+	if err != nil {
+		return domain.VoucherOrder{}, fmt.Errorf("stored order %d is invalid: %w", id, err)
+	}
+	return o, nil
+}
+
+func toOrderModel(o domain.VoucherOrder) orderModel {
+	return orderModel{ID: int64(o.ID()), UserID: int64(o.UserID()), VoucherID: int64(o.VoucherID())}
+}
+
+// storedTime is how precisely the database keeps a time (MySQL DATETIME(6)):
+// a voucher comes back from AddSeckill exactly as Get will later return it.
+func storedTime(t time.Time) time.Time {
+	return t.UTC().Truncate(time.Microsecond)
+}

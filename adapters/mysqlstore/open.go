@@ -1,0 +1,157 @@
+// Package mysqlstore is the database adapter: Bun repositories for vouchers
+// and orders over MySQL/MariaDB, embedded SQL migrations, and the helpers that
+// open a database. The embedded default runs the very same code on SQLite;
+// only the few statements where the dialects differ are switched on the
+// dialect's name.
+//
+// Every time is stored in UTC: OpenMySQL forces the session time_zone and the
+// driver's location to UTC, and SQLite gets UTC text from Bun.
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/mysqldialect"
+	"github.com/uptrace/bun/dialect/sqlitedialect"
+
+	// Registers the "sqlite" driver: pure Go, so the embedded default needs no cgo.
+	_ "modernc.org/sqlite"
+)
+
+// openTimeout bounds the checks made while opening, so a server that does not
+// answer fails the start instead of hanging it.
+const openTimeout = 10 * time.Second
+
+// errUnknownDatabase is MySQL's ER_BAD_DB_ERROR.
+const errUnknownDatabase = 1049
+
+// OpenMySQL connects to the database the DSN names, creating the database
+// first if the server does not have it, so that `serve` against a fresh server
+// just works. Whatever the DSN says, times are parsed and written as UTC.
+func OpenMySQL(dsn string) (*bun.DB, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse MySQL DSN: %w", err)
+	}
+	if cfg.DBName == "" {
+		return nil, errors.New("MySQL DSN names no database (expected user@tcp(host:port)/dbname)")
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	// DEFAULT CURRENT_TIMESTAMP follows the session zone; without this the
+	// audit columns would be in the server's local time while ours are UTC.
+	cfg.Params["time_zone"] = "'+00:00'"
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
+	defer cancel()
+
+	sqldb, err := openMySQLPool(ctx, cfg)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == errUnknownDatabase {
+		if err := createDatabase(ctx, cfg); err != nil {
+			return nil, err
+		}
+		sqldb, err = openMySQLPool(ctx, cfg)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connect to MySQL at %s: %w", cfg.Addr, err)
+	}
+
+	// The dialect formats the times Bun inlines into queries; it must agree
+	// with the driver's loc or a non-UTC time.Time would be stored as local
+	// wall-clock time.
+	return bun.NewDB(sqldb, mysqldialect.New(mysqldialect.WithTimeLocation("UTC"))), nil
+}
+
+func openMySQLPool(ctx context.Context, cfg *mysql.Config) (*sql.DB, error) {
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	sqldb := sql.OpenDB(connector)
+	// Writers are the fulfilment workers (one transaction per batch) and the
+	// few voucher writes; readers are status queries. 32 covers several
+	// workers plus reads without hogging a server shared by instances.
+	sqldb.SetMaxOpenConns(32)
+	sqldb.SetMaxIdleConns(16)
+	// Below the server's wait_timeout (8h by default, often lowered by
+	// proxies), so the pool does not hand out connections the server closed.
+	sqldb.SetConnMaxLifetime(30 * time.Minute)
+	sqldb.SetConnMaxIdleTime(5 * time.Minute)
+	if err := sqldb.PingContext(ctx); err != nil {
+		_ = sqldb.Close()
+		return nil, err
+	}
+	return sqldb, nil
+}
+
+func createDatabase(ctx context.Context, cfg *mysql.Config) error {
+	admin := cfg.Clone()
+	admin.DBName = ""
+	connector, err := mysql.NewConnector(admin)
+	if err != nil {
+		return err
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	name := "`" + strings.ReplaceAll(cfg.DBName, "`", "``") + "`"
+	if _, err := db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+name+
+		" CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"); err != nil {
+		return fmt.Errorf("create database %s on %s: %w", name, cfg.Addr, err)
+	}
+	return nil
+}
+
+// OpenSQLite opens (creating it and its directory if needed) the SQLite file
+// the embedded default runs on.
+func OpenSQLite(path string) (*bun.DB, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create directory for SQLite database: %w", err)
+		}
+	}
+	q := url.Values{}
+	// busy_timeout first, so the switch to WAL waits for another connection
+	// instead of failing. WAL lets readers run beside the one writer.
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	// A deferred transaction that reads, then writes, can fail with
+	// SQLITE_BUSY at the write without waiting (upgrading a read lock would
+	// deadlock); BEGIN IMMEDIATE takes the write lock up front, where
+	// busy_timeout applies.
+	q.Set("_txlock", "immediate")
+	sqldb, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open SQLite database %s: %w", path, err)
+	}
+	// SQLite has one writer; more connections would only queue on its lock.
+	sqldb.SetMaxOpenConns(4)
+	sqldb.SetMaxIdleConns(4)
+	sqldb.SetConnMaxLifetime(0)
+
+	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
+	defer cancel()
+	if err := sqldb.PingContext(ctx); err != nil {
+		_ = sqldb.Close()
+		return nil, fmt.Errorf("open SQLite database %s: %w", path, err)
+	}
+	return bun.NewDB(sqldb, sqlitedialect.New()), nil
+}

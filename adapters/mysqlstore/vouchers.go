@@ -1,0 +1,114 @@
+package mysqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+var _ ports.VoucherRepository = (*VoucherRepo)(nil)
+
+// VoucherRepo stores vouchers in tb_voucher and their sales in
+// tb_seckill_voucher.
+type VoucherRepo struct {
+	db *bun.DB
+}
+
+func NewVoucherRepo(db *bun.DB) *VoucherRepo {
+	if db == nil {
+		panic("mysqlstore: NewVoucherRepo needs a database")
+	}
+	return &VoucherRepo{db: db}
+}
+
+// AddSeckill writes both rows in one transaction, so a voucher is never
+// listed without the stock that makes it claimable. The voucher comes back
+// with its times as stored (UTC, microseconds), exactly as Get returns it.
+func (r *VoucherRepo) AddSeckill(ctx context.Context, v domain.Voucher) (domain.Voucher, error) {
+	if !v.IsSeckill() {
+		return domain.Voucher{}, &domain.ValidationError{Field: "type", Reason: "must be a seckill voucher with a sale"}
+	}
+	sale := domain.UnmarshalSaleFromDatabase(v.Sale().Stock(), storedTime(v.Sale().Begin()), storedTime(v.Sale().End()))
+	vm := voucherModel{
+		ShopID: int64(v.ShopID()), Title: v.Title(), SubTitle: v.SubTitle(), Rules: v.Rules(),
+		PayValue: v.PayValue(), ActualValue: v.ActualValue(), Type: int8(domain.VoucherSeckill), Status: v.Status(),
+	}
+	err := r.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		return insertSeckill(ctx, tx, &vm, sale)
+	})
+	if err != nil {
+		return domain.Voucher{}, wrap("add seckill voucher", err)
+	}
+	spec := domain.VoucherSpec{
+		ShopID: v.ShopID(), Title: v.Title(), SubTitle: v.SubTitle(), Rules: v.Rules(),
+		PayValue: v.PayValue(), ActualValue: v.ActualValue(),
+	}
+	return domain.UnmarshalVoucherFromDatabase(domain.VoucherID(vm.ID), spec, domain.VoucherSeckill, v.Status(), sale), nil
+}
+
+// insertSeckill fills vm.ID with the new voucher's ID.
+func insertSeckill(ctx context.Context, db bun.IDB, vm *voucherModel, sale domain.Sale) error {
+	if _, err := db.NewInsert().Model(vm).Exec(ctx); err != nil {
+		return fmt.Errorf("insert tb_voucher: %w", err)
+	}
+	if vm.ID <= 0 {
+		return errors.New("insert tb_voucher: the database returned no id")
+	}
+	sm := seckillModel{VoucherID: vm.ID, Stock: sale.Stock(), BeginTime: sale.Begin(), EndTime: sale.End()}
+	if _, err := db.NewInsert().Model(&sm).Exec(ctx); err != nil {
+		return fmt.Errorf("insert tb_seckill_voucher: %w", err)
+	}
+	return nil
+}
+
+func (r *VoucherRepo) Get(ctx context.Context, id domain.VoucherID) (domain.Voucher, error) {
+	var rows []voucherRow
+	err := r.db.NewRaw(voucherRowSelect+
+		"LEFT JOIN tb_seckill_voucher AS sv ON sv.voucher_id = v.id WHERE v.id = ?", int64(id)).
+		Scan(ctx, &rows)
+	if err != nil {
+		return domain.Voucher{}, wrap(fmt.Sprintf("get voucher %d", id), err)
+	}
+	if len(rows) == 0 {
+		return domain.Voucher{}, domain.ErrVoucherNotFound
+	}
+	return rows[0].toDomain(), nil
+}
+
+// ListByShop lists the vouchers on sale (status 1), as the original's
+// queryVoucherOfShop does; withdrawn ones stay in the table but are not shown.
+func (r *VoucherRepo) ListByShop(ctx context.Context, shop domain.ShopID) ([]domain.Voucher, error) {
+	var rows []voucherRow
+	err := r.db.NewRaw(voucherRowSelect+
+		"LEFT JOIN tb_seckill_voucher AS sv ON sv.voucher_id = v.id WHERE v.shop_id = ? AND v.status = 1 ORDER BY v.id",
+		int64(shop)).Scan(ctx, &rows)
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("list vouchers of shop %d", shop), err)
+	}
+	return toVouchers(rows), nil
+}
+
+func (r *VoucherRepo) ListSeckillEndingAfter(ctx context.Context, t time.Time) ([]domain.Voucher, error) {
+	var rows []voucherRow
+	err := r.db.NewRaw(voucherRowSelect+
+		"JOIN tb_seckill_voucher AS sv ON sv.voucher_id = v.id WHERE sv.end_time > ? ORDER BY v.id",
+		t.UTC()).Scan(ctx, &rows)
+	if err != nil {
+		return nil, wrap("list live seckill vouchers", err)
+	}
+	return toVouchers(rows), nil
+}
+
+func toVouchers(rows []voucherRow) []domain.Voucher {
+	vs := make([]domain.Voucher, 0, len(rows))
+	for _, row := range rows {
+		vs = append(vs, row.toDomain())
+	}
+	return vs
+}
