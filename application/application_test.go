@@ -401,3 +401,41 @@ func TestClaimSeckillOutOfTimeIsBusyAndUndone(t *testing.T) {
 		t.Fatalf("the busy user must be able to try again: %v", err)
 	}
 }
+
+func TestFulfillOrdersReject(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, 10, nil)
+	vid := w.live(t, 3)
+	createdID, err := w.claim.Handle(ctx, 1, vid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.drain(t)
+	poisonID, err := w.claim.Handle(ctx, 2, vid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := w.queue.Receive(ctx, 10)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("receive: %v, %v", ds, err)
+	}
+	created, _ := domain.NewVoucherOrder(createdID, 1, vid)
+	res, err := w.fulfill.Reject(ctx, []domain.VoucherOrder{created, ds[0].Order}, domain.FailUndeliverable)
+	if err != nil || res.Replayed != 1 || len(res.Failed) != 1 {
+		t.Fatalf("reject = %+v, %v; want the created order kept and one failure", res, err)
+	}
+	st, err := w.get.Handle(ctx, 2, poisonID)
+	if err != nil || st.State != domain.OrderFailed || st.Reason != domain.FailUndeliverable {
+		t.Fatalf("rejected order status %+v, %v", st, err)
+	}
+	// The rejected user holds no order, so the gate let them go, and the
+	// unit the database never sold is for sale again: 2 are left, not 1.
+	for u := domain.UserID(2); u <= 3; u++ {
+		if _, err := w.claim.Handle(ctx, u, vid); err != nil {
+			t.Fatalf("user %d claims after the rejection: %v", u, err)
+		}
+	}
+	if _, err := w.claim.Handle(ctx, 4, vid); !errors.Is(err, domain.ErrSoldOut) {
+		t.Fatalf("stock must match the database's: %v", err)
+	}
+}

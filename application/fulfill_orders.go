@@ -29,10 +29,11 @@ type BatchResult struct {
 
 // Handle commits the batch, then releases the gate's hold for every failed
 // order whose user ends up with no order (so the user is not told "duplicate"
-// for an order that does not exist). Stock is not returned to the gate for
-// those: the database, the source of truth, had none to give. A duplicate keeps
-// the user's mark; the gate's stock then counts one unit too few until
-// `seckill reconcile` sets it from the database.
+// for an order that does not exist). The unit goes back to the gate's stock
+// only when the database still has it (domain.FailureReason.ReturnsStock):
+// out_of_stock means the database, the source of truth, had none to give. A
+// duplicate keeps the user's mark; the gate's stock then counts one unit too
+// few until `seckill reconcile` sets it from the database.
 //
 // An error means the batch must be retried as a whole; that is safe because
 // CreateBatch and Release are both idempotent.
@@ -45,6 +46,25 @@ func (h *FulfillOrders) Handle(ctx context.Context, orders []domain.VoucherOrder
 	if err != nil {
 		return res, fmt.Errorf("write batch of %d orders: %w", len(orders), err)
 	}
+	return h.settle(ctx, outcomes)
+}
+
+// Reject records orders the queue gave up on (a poison message, too many
+// deliveries) as failed for reason, and settles the gate like Handle. An order
+// the database already has an outcome for keeps it.
+func (h *FulfillOrders) Reject(ctx context.Context, orders []domain.VoucherOrder, reason domain.FailureReason) (BatchResult, error) {
+	if len(orders) == 0 {
+		return BatchResult{}, nil
+	}
+	outcomes, err := h.orders.MarkFailed(ctx, orders, reason)
+	if err != nil {
+		return BatchResult{}, fmt.Errorf("mark %d orders %s: %w", len(orders), reason, err)
+	}
+	return h.settle(ctx, outcomes)
+}
+
+func (h *FulfillOrders) settle(ctx context.Context, outcomes []ports.Outcome) (BatchResult, error) {
+	var res BatchResult
 	for _, o := range outcomes {
 		switch {
 		case o.State == domain.OrderCreated && o.New:
@@ -54,7 +74,7 @@ func (h *FulfillOrders) Handle(ctx context.Context, orders []domain.VoucherOrder
 		default:
 			res.Failed = append(res.Failed, o)
 			if o.Reason.ReleasesBuyer() {
-				if err := h.gate.Release(ctx, o.Order, false); err != nil {
+				if err := h.gate.Release(ctx, o.Order, o.Reason.ReturnsStock()); err != nil {
 					return res, fmt.Errorf("release gate for failed %s: %w", o.Order, err)
 				}
 			}

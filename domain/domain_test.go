@@ -196,12 +196,13 @@ func TestFailureReason(t *testing.T) {
 		in            string
 		wantErr       bool
 		releasesBuyer bool
+		returnsStock  bool
 	}{
 		{in: "out_of_stock", releasesBuyer: true},
 		{in: "duplicate", releasesBuyer: false},
 		{in: "voucher_not_found", releasesBuyer: true},
-		{in: "id_conflict", releasesBuyer: true},
-		{in: "undeliverable", releasesBuyer: true},
+		{in: "id_conflict", releasesBuyer: true, returnsStock: true},
+		{in: "undeliverable", releasesBuyer: true, returnsStock: true},
 		{in: "bogus", wantErr: true},
 		{in: "", wantErr: true},
 	}
@@ -211,8 +212,8 @@ func TestFailureReason(t *testing.T) {
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
 			}
-			if err == nil && r.ReleasesBuyer() != tt.releasesBuyer {
-				t.Fatalf("ReleasesBuyer = %v, want %v", r.ReleasesBuyer(), tt.releasesBuyer)
+			if err == nil && (r.ReleasesBuyer() != tt.releasesBuyer || r.ReturnsStock() != tt.returnsStock) {
+				t.Fatalf("ReleasesBuyer, ReturnsStock = %v, %v; want %v, %v", r.ReleasesBuyer(), r.ReturnsStock(), tt.releasesBuyer, tt.returnsStock)
 			}
 		})
 	}

@@ -100,6 +100,14 @@ func (r FailureReason) ReleasesBuyer() bool {
 	return r != FailDuplicate
 }
 
+// ReturnsStock tells whether the gate should get the order's unit back: true
+// when the database never sold it and may still have it to sell. An
+// out_of_stock order has no unit in the database to return, and a duplicate's
+// user still holds one.
+func (r FailureReason) ReturnsStock() bool {
+	return r == FailUndeliverable || r == FailIDConflict
+}
+
 // OrderStatus is an order with where it stands.
 type OrderStatus struct {
 	Order  VoucherOrder

@@ -82,6 +82,11 @@ type OrderQueue interface {
 	Receive(ctx context.Context, max int) ([]Delivery, error)
 	// Ack confirms deliveries whose outcome is committed in the database.
 	Ack(ctx context.Context, ds []Delivery) error
+	// DeadLetter sets aside, for good, deliveries the application gave up on
+	// (their orders are already recorded as failed): a durable queue keeps
+	// them with the reason for an operator and acknowledges them. A queue that
+	// never redelivers has nothing to set aside and may do nothing.
+	DeadLetter(ctx context.Context, ds []Delivery, reason domain.FailureReason) error
 	// Close stops Publish; Receive goes on until the queue is drained.
 	Close() error
 }
@@ -103,6 +108,12 @@ type OrderRepository interface {
 	// come back in the order of the input. An error means nothing was
 	// committed and the whole batch may be retried.
 	CreateBatch(ctx context.Context, orders []domain.VoucherOrder) ([]Outcome, error)
+	// MarkFailed records orders as failed for reason, except those that
+	// already have an outcome, which keeps it (New=false). Outcomes come back
+	// in input order; like CreateBatch it is all or nothing, idempotent, and
+	// serialised with CreateBatch per voucher, so no order ends both created
+	// and failed.
+	MarkFailed(ctx context.Context, orders []domain.VoucherOrder, reason domain.FailureReason) ([]Outcome, error)
 	// Find returns an order's recorded state, or domain.ErrOrderNotFound.
 	Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error)
 	// Buyers lists the created orders of a voucher.

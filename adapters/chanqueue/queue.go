@@ -110,6 +110,10 @@ func (q *Queue) Receive(ctx context.Context, max int) ([]ports.Delivery, error) 
 // Ack does nothing: a channel forgets an order once it is received.
 func (q *Queue) Ack(context.Context, []ports.Delivery) error { return nil }
 
+// DeadLetter does nothing: a channel never hands an order out twice, so it has
+// no redelivered message to set aside.
+func (q *Queue) DeadLetter(context.Context, []ports.Delivery, domain.FailureReason) error { return nil }
+
 // Close stops Publish; Receive drains what is left, then returns ErrQueueClosed.
 func (q *Queue) Close() error {
 	q.mu.Lock()

@@ -133,6 +133,38 @@ func (s *Orders) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) 
 	return outcomes, nil
 }
 
+// MarkFailed holds the same mutex as CreateBatch, so the two never both
+// record one order.
+func (s *Orders) MarkFailed(ctx context.Context, orders []domain.VoucherOrder, reason domain.FailureReason) ([]ports.Outcome, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	outcomes := make([]ports.Outcome, 0, len(orders))
+	for _, o := range orders {
+		out := ports.Outcome{Order: o, State: domain.OrderFailed, Reason: reason}
+		if c, ok := s.created[o.ID()]; ok {
+			if c == o {
+				out.State, out.Reason = domain.OrderCreated, ""
+			} else {
+				out.Reason, out.New = domain.FailIDConflict, true
+			}
+		} else if f, ok := s.failed[o.ID()]; ok {
+			if f.order == o {
+				out.Reason = f.reason
+			} else {
+				out.Reason, out.New = domain.FailIDConflict, true
+			}
+		} else {
+			out.New = true
+			s.failed[o.ID()] = orderFailure{order: o, reason: reason}
+		}
+		outcomes = append(outcomes, out)
+	}
+	return outcomes, nil
+}
+
 func (s *Orders) Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return domain.OrderStatus{}, err

@@ -244,6 +244,56 @@ func (r *OrderRepo) readHolders(ctx context.Context, db bun.IDB, orders []domain
 	return nil
 }
 
+// MarkFailed locks the vouchers' stock rows like CreateBatch, so a batch
+// creating one of these orders (another consumer's redelivery) runs wholly
+// before or after it, and no order ends both created and failed.
+func (r *OrderRepo) MarkFailed(ctx context.Context, orders []domain.VoucherOrder, reason domain.FailureReason) ([]ports.Outcome, error) {
+	if len(orders) == 0 {
+		return []ports.Outcome{}, nil
+	}
+	var outcomes []ports.Outcome
+	err := r.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := r.lockStock(ctx, tx, voucherIDs(orders)); err != nil {
+			return err
+		}
+		st := batchState{created: map[domain.OrderID]domain.VoucherOrder{}, failed: map[domain.OrderID]recordedFailure{}}
+		if err := r.readRecorded(ctx, tx, orders, &st); err != nil {
+			return err
+		}
+		outcomes = make([]ports.Outcome, 0, len(orders))
+		var rows []failureModel
+		for _, o := range orders {
+			out := ports.Outcome{Order: o, State: domain.OrderFailed, Reason: reason}
+			if c, ok := st.created[o.ID()]; ok {
+				if c == o {
+					out.State, out.Reason = domain.OrderCreated, ""
+				} else {
+					out.Reason, out.New = domain.FailIDConflict, true
+				}
+			} else if f, ok := st.failed[o.ID()]; ok {
+				if f.order == o {
+					out.Reason = f.reason
+				} else {
+					out.Reason, out.New = domain.FailIDConflict, true
+				}
+			} else {
+				out.New = true
+				st.failed[o.ID()] = recordedFailure{order: o, reason: reason}
+				rows = append(rows, failureModel{OrderID: int64(o.ID()), UserID: int64(o.UserID()), VoucherID: int64(o.VoucherID()), Reason: string(reason)})
+			}
+			outcomes = append(outcomes, out)
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		return insertIgnoring(ctx, tx, &rows, len(rows), "tb_voucher_order_failure")
+	})
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("mark %d orders failed", len(orders)), err)
+	}
+	return outcomes, nil
+}
+
 func (r *OrderRepo) Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error) {
 	var created []orderModel
 	if err := r.db.NewSelect().Model(&created).Where("id = ?", int64(id)).Scan(ctx); err != nil {

@@ -21,6 +21,10 @@ type Options struct {
 	BatchSize  int           // most orders per transaction (default 200)
 	MinBackoff time.Duration // first retry delay (default 50ms)
 	MaxBackoff time.Duration // retry delay cap (default 5s)
+	// MaxDeliveries: an order delivered more often than this (its consumers
+	// kept dying on it) is recorded as failed and dead-lettered instead of
+	// tried again. 0 means no limit.
+	MaxDeliveries int
 }
 
 // Worker drains one OrderQueue. Several may run on one queue.
@@ -76,8 +80,49 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 }
 
-// process retries the batch until it commits and is acked, or ctx ends.
+// process settles a batch: orders delivered too often are rejected and
+// dead-lettered, the rest written and acked.
 func (w *Worker) process(ctx context.Context, ds []ports.Delivery) error {
+	fresh, spent := ds, []ports.Delivery(nil)
+	if w.opts.MaxDeliveries > 0 {
+		fresh = make([]ports.Delivery, 0, len(ds))
+		for _, d := range ds {
+			if d.Attempts > w.opts.MaxDeliveries {
+				spent = append(spent, d)
+			} else {
+				fresh = append(fresh, d)
+			}
+		}
+	}
+	if len(spent) > 0 {
+		reject := func(ctx context.Context, orders []domain.VoucherOrder) (application.BatchResult, error) {
+			return w.fulfill.Reject(ctx, orders, domain.FailUndeliverable)
+		}
+		deadLetter := func(ctx context.Context) error {
+			return w.queue.DeadLetter(ctx, spent, domain.FailUndeliverable)
+		}
+		if err := w.settle(ctx, spent, reject, deadLetter); err != nil {
+			return err
+		}
+		for _, d := range spent {
+			w.log.Error().Int64("order", int64(d.Order.ID())).Int64("user", int64(d.Order.UserID())).
+				Int64("voucher", int64(d.Order.VoucherID())).Int("deliveries", d.Attempts).Str("ref", d.Ref).
+				Msg("order delivered too often: recorded as failed (undeliverable) and moved to the dead letter; check why its consumers died")
+		}
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	ack := func(ctx context.Context) error { return w.queue.Ack(ctx, fresh) }
+	return w.settle(ctx, fresh, w.fulfill.Handle, ack)
+}
+
+// settle retries write-then-confirm until both succeed or ctx ends. Both
+// steps are idempotent, so repeating a write whose confirm failed is safe.
+func (w *Worker) settle(ctx context.Context, ds []ports.Delivery,
+	write func(context.Context, []domain.VoucherOrder) (application.BatchResult, error),
+	confirm func(context.Context) error,
+) error {
 	orders := make([]domain.VoucherOrder, len(ds))
 	for i, d := range ds {
 		orders[i] = d.Order
@@ -85,14 +130,14 @@ func (w *Worker) process(ctx context.Context, ds []ports.Delivery) error {
 	backoff := w.opts.MinBackoff
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
-		res, err := w.fulfill.Handle(ctx, orders)
+		res, err := write(ctx, orders)
 		if err == nil {
-			err = w.queue.Ack(ctx, ds)
+			err = confirm(ctx)
 			if err == nil {
 				w.logBatch(res, len(orders), attempt, time.Since(start))
 				return nil
 			}
-			err = errors.Join(errors.New("ack after commit"), err)
+			err = errors.Join(errors.New("confirm to the queue after commit"), err)
 		}
 		if ctx.Err() != nil {
 			w.abandon(ctx.Err(), orders)

@@ -351,6 +351,28 @@ var repoCases = []struct {
 			t.Fatalf("list of an unknown shop: got %v (err %v), want none", repoIDs(list), err)
 		}
 	}},
+	{"mark_failed_keeps_recorded_outcomes_and_is_idempotent", func(t *testing.T, s repoSubject) {
+		v := repoAdd(t, s, 1, 5).ID()
+		created := repoOrder(t, 101, 1, v)
+		repoBatch(t, s, created)
+		repoExpect(t, repoBatch(t, s, repoOrder(t, 103, 1, v)), []domain.VoucherOrder{repoOrder(t, 103, 1, v)}, "duplicate")
+
+		fresh := repoOrder(t, 104, 3, v)
+		conflict := repoOrder(t, 101, 9, v) // another order's ID
+		orders := []domain.VoucherOrder{created, repoOrder(t, 103, 1, v), fresh, fresh, conflict}
+		out, err := s.orders.MarkFailed(repoCtx(t), orders, domain.FailUndeliverable)
+		if err != nil {
+			t.Fatal(err)
+		}
+		repoExpect(t, out, orders, "created again", "duplicate again", "undeliverable", "undeliverable again", "id_conflict")
+		repoFound(t, s, created, domain.OrderCreated, "")
+		repoFound(t, s, fresh, domain.OrderFailed, domain.FailUndeliverable)
+		repoStock(t, s, v, 4)
+
+		// Marked failed, it can no longer be created by a late redelivery.
+		repoExpect(t, repoBatch(t, s, fresh), []domain.VoucherOrder{fresh}, "undeliverable again")
+		repoStock(t, s, v, 4)
+	}},
 	{"list_seckill_ending_after", func(t *testing.T, s repoSubject) {
 		at := time.Date(2026, 11, 29, 20, 0, 0, 0, repoZone)
 		spec := domain.VoucherSpec{ShopID: 1, Title: "window"}
