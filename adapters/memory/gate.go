@@ -1,0 +1,176 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// Gate is the in-memory StockGate. It decides like the Redis gate's claim
+// script (window, then stock, then duplicate), under one mutex instead of one
+// script, with the window checked against the clock it was given. It never
+// enqueues.
+type Gate struct {
+	clock ports.Clock
+
+	mu    sync.Mutex
+	sales map[domain.VoucherID]*gateSale
+}
+
+type gateSale struct {
+	stock      int
+	begin, end time.Time
+	buyers     map[domain.UserID]domain.OrderID
+}
+
+var _ ports.StockGate = (*Gate)(nil)
+
+// NewGate panics on a nil clock, a wiring mistake.
+func NewGate(clock ports.Clock) *Gate {
+	if clock == nil {
+		panic("memory: NewGate needs a non-nil clock")
+	}
+	return &Gate{clock: clock, sales: make(map[domain.VoucherID]*gateSale)}
+}
+
+func gateCheckVoucher(v domain.Voucher) error {
+	if v.ID() <= 0 {
+		return fmt.Errorf("voucher has no id yet")
+	}
+	if !v.IsSeckill() {
+		return fmt.Errorf("voucher %d is not a seckill voucher", v.ID())
+	}
+	return nil
+}
+
+func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := gateCheckVoucher(v); err != nil {
+		return fmt.Errorf("preheat: %w", err)
+	}
+	s := v.Sale()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.sales[v.ID()] = &gateSale{
+		stock: s.Stock(), begin: s.Begin(), end: s.End(),
+		buyers: make(map[domain.UserID]domain.OrderID),
+	}
+	return nil
+}
+
+func (g *Gate) Restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if err := gateCheckVoucher(v); err != nil {
+		return false, fmt.Errorf("restore: %w", err)
+	}
+	marks := make(map[domain.UserID]domain.OrderID, len(buyers))
+	for _, o := range buyers {
+		if o.VoucherID() != v.ID() {
+			return false, fmt.Errorf("restore voucher %d: buyer %s belongs to another voucher", v.ID(), o)
+		}
+		if prev, dup := marks[o.UserID()]; dup && prev != o.ID() {
+			return false, fmt.Errorf("restore voucher %d: user %d holds orders %d and %d", v.ID(), o.UserID(), prev, o.ID())
+		}
+		marks[o.UserID()] = o.ID()
+	}
+	s := v.Sale()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.sales[v.ID()]; ok {
+		return false, nil
+	}
+	g.sales[v.ID()] = &gateSale{stock: s.Stock(), begin: s.Begin(), end: s.End(), buyers: marks}
+	return true, nil
+}
+
+func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) (ports.Reservation, error) {
+	if err := ctx.Err(); err != nil {
+		return ports.Reservation{}, err
+	}
+	now := g.clock.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, ok := g.sales[o.VoucherID()]
+	switch {
+	case !ok:
+		return ports.Reservation{}, domain.ErrVoucherNotFound
+	case now.Before(s.begin):
+		return ports.Reservation{}, domain.ErrNotStarted
+	case !now.Before(s.end):
+		return ports.Reservation{}, domain.ErrEnded
+	case s.stock <= 0:
+		return ports.Reservation{}, domain.ErrSoldOut
+	}
+	if _, dup := s.buyers[o.UserID()]; dup {
+		return ports.Reservation{}, domain.ErrAlreadyClaimed
+	}
+	s.stock--
+	s.buyers[o.UserID()] = o.ID()
+	return ports.Reservation{}, nil
+}
+
+func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, ok := g.sales[o.VoucherID()]
+	if !ok || s.buyers[o.UserID()] != o.ID() {
+		return nil
+	}
+	delete(s.buyers, o.UserID())
+	if restoreStock {
+		s.stock++
+	}
+	return nil
+}
+
+func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.VoucherOrder{}, false, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for vid, s := range g.sales {
+		if mark, ok := s.buyers[user]; ok && mark == id {
+			o, err := domain.NewVoucherOrder(id, user, vid)
+			return o, err == nil, err
+		}
+	}
+	return domain.VoucherOrder{}, false, nil
+}
+
+// Stock reports a voucher's remaining stock in the gate, and false when the
+// gate does not hold the voucher. Same signature as the Redis gate's.
+func (g *Gate) Stock(ctx context.Context, id domain.VoucherID) (int, bool, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, ok := g.sales[id]
+	if !ok {
+		return 0, false, nil
+	}
+	return s.stock, true, nil
+}
+
+// Buyers returns a copy of the voucher's user -> order marks. Same signature
+// as the Redis gate's.
+func (g *Gate) Buyers(ctx context.Context, id domain.VoucherID) (map[domain.UserID]domain.OrderID, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[domain.UserID]domain.OrderID)
+	if s, ok := g.sales[id]; ok {
+		for u, o := range s.buyers {
+			out[u] = o
+		}
+	}
+	return out, nil
+}

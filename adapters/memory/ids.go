@@ -1,0 +1,53 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync/atomic"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// IDs issues order IDs from one process-wide counter, stamped with the
+// clock's time. Unique for the life of the value, which is all a fake needs:
+// there is no other process and no restart to survive.
+type IDs struct {
+	clock ports.Clock
+	seq   *atomic.Uint64
+}
+
+var _ ports.OrderIDs = (*IDs)(nil)
+
+// errIDsExhausted mirrors the Redis adapter's limit of a 32-bit sequence.
+var errIDsExhausted = errors.New("memory: order id sequence exhausted")
+
+// NewIDs panics on a nil clock, a wiring mistake.
+func NewIDs(clock ports.Clock) *IDs {
+	if clock == nil {
+		panic("memory: NewIDs needs a non-nil clock")
+	}
+	return &IDs{clock: clock, seq: new(atomic.Uint64)}
+}
+
+// Sharing returns another issuer on the same sequence with its own clock, the
+// way a second process shares the Redis counter, so tests can model several
+// instances (with clocks that disagree) on one store.
+func (g *IDs) Sharing(clock ports.Clock) *IDs {
+	if clock == nil {
+		panic("memory: Sharing needs a non-nil clock")
+	}
+	return &IDs{clock: clock, seq: g.seq}
+}
+
+func (g *IDs) Next(ctx context.Context) (domain.OrderID, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	seq := g.seq.Add(1)
+	if seq > math.MaxUint32 {
+		return 0, errIDsExhausted
+	}
+	return domain.NewOrderID(g.clock.Now(), uint32(seq))
+}

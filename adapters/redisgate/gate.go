@@ -1,0 +1,427 @@
+// Package redisgate is the Redis side of the claim path: the StockGate, whose
+// admission check (sale window, stock, one order per user, and in stream mode
+// the order message) is one embedded Lua script, and OrderIDs, whose sequence
+// is leased from Redis in blocks. Every key a script touches is passed in KEYS
+// and shares the voucher's hash tag, so the same code runs on Redis Cluster.
+package redisgate
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+var (
+	//go:embed claim.lua
+	claimLua    string
+	claimScript = redis.NewScript(claimLua)
+
+	//go:embed release.lua
+	releaseLua    string
+	releaseScript = redis.NewScript(releaseLua)
+
+	//go:embed restore.lua
+	restoreLua    string
+	restoreScript = redis.NewScript(restoreLua)
+)
+
+// Claim script answers; keep in step with claim.lua.
+const (
+	claimOK = iota
+	claimNotFound
+	claimNotStarted
+	claimEnded
+	claimSoldOut
+	claimDuplicate
+)
+
+// DefaultRetention is how long a voucher's keys outlive its sale.
+const DefaultRetention = 24 * time.Hour
+
+const (
+	// restoreChunk bounds one HSET while staging buyers, so no single command
+	// holds Redis for long; restorePipeline bounds what one round trip carries.
+	restoreChunk    = 1000
+	restorePipeline = 16
+	// stagingTTL reclaims the staging hash of a Restore that died half way.
+	stagingTTL = 10 * time.Minute
+)
+
+// Options configures a Gate.
+type Options struct {
+	// Prefix starts every key (default "seckill:"); it must not contain '{' or '}'.
+	Prefix string
+	// Enqueue makes the claim script also append the order to the voucher's
+	// stream (Keys.Orders), so reservation and message are one atomic step.
+	Enqueue bool
+	// Retention is how long after the sale ends its keys expire (default 24h).
+	// A voucher preheated after end+Retention is gone at once: claims answer
+	// not found rather than ended.
+	Retention time.Duration
+}
+
+// Gate is the StockGate over Redis.
+type Gate struct {
+	rdb       redis.UniversalClient
+	prefix    string
+	enqueue   bool
+	retention time.Duration
+}
+
+var _ ports.StockGate = (*Gate)(nil)
+
+// New panics on a nil client or a prefix with a hash-tag brace: both are
+// wiring mistakes that must stop the process at start.
+func New(rdb redis.UniversalClient, opts Options) *Gate {
+	if rdb == nil {
+		panic("redisgate: New needs a non-nil Redis client")
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if !validPrefix(opts.Prefix) {
+		panic(fmt.Sprintf("redisgate: prefix %q must not contain '{' or '}'", opts.Prefix))
+	}
+	if opts.Retention <= 0 {
+		opts.Retention = DefaultRetention
+	}
+	return &Gate{rdb: rdb, prefix: opts.Prefix, enqueue: opts.Enqueue, retention: opts.Retention}
+}
+
+func (g *Gate) keys(id domain.VoucherID) Keys { return KeysFor(g.prefix, id) }
+
+func (g *Gate) expireAt(s domain.Sale) time.Time { return s.End().Add(g.retention) }
+
+func checkVoucher(v domain.Voucher) error {
+	if v.ID() <= 0 {
+		return fmt.Errorf("voucher has no id yet")
+	}
+	if !v.IsSeckill() {
+		return fmt.Errorf("voucher %d is not a seckill voucher", v.ID())
+	}
+	return nil
+}
+
+// Preheat runs in one MULTI, so a claim sees either the old state or the new
+// one, never a voucher whose buyers were cleared but whose stock was not.
+func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
+	if err := checkVoucher(v); err != nil {
+		return fmt.Errorf("preheat: %w", err)
+	}
+	k := g.keys(v.ID())
+	s := v.Sale()
+	at := g.expireAt(s)
+	_, err := g.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, k.Voucher, k.Buyers)
+		p.HSet(ctx, k.Voucher, "stock", s.Stock(), "begin", s.Begin().UnixMilli(), "end", s.End().UnixMilli())
+		p.PExpireAt(ctx, k.Voucher, at)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("preheat voucher %d: %w", v.ID(), err)
+	}
+	// The live set is a different slot, so it cannot join the MULTI; it is
+	// written after the voucher so that a Queued prune never sees the member
+	// without its voucher (see prune).
+	if err := g.rdb.SAdd(ctx, k.Live, int64(v.ID())).Err(); err != nil {
+		return fmt.Errorf("preheat voucher %d: add to live set: %w", v.ID(), err)
+	}
+	return nil
+}
+
+func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) (ports.Reservation, error) {
+	k := g.keys(o.VoucherID())
+	enqueue := "0"
+	if g.enqueue {
+		enqueue = "1"
+	}
+	code, err := claimScript.Run(ctx, g.rdb,
+		[]string{k.Voucher, k.Buyers, k.Orders},
+		int64(o.UserID()), int64(o.ID()), int64(o.VoucherID()), enqueue, g.retention.Milliseconds(),
+	).Int64()
+	if err != nil {
+		return ports.Reservation{}, fmt.Errorf("claim script for %s: %w", o, err)
+	}
+	switch code {
+	case claimOK:
+		return ports.Reservation{Enqueued: g.enqueue}, nil
+	case claimNotFound:
+		return ports.Reservation{}, domain.ErrVoucherNotFound
+	case claimNotStarted:
+		return ports.Reservation{}, domain.ErrNotStarted
+	case claimEnded:
+		return ports.Reservation{}, domain.ErrEnded
+	case claimSoldOut:
+		return ports.Reservation{}, domain.ErrSoldOut
+	case claimDuplicate:
+		return ports.Reservation{}, domain.ErrAlreadyClaimed
+	}
+	return ports.Reservation{}, fmt.Errorf("claim script for %s: unexpected answer %d", o, code)
+}
+
+// Release leaves a stream entry written by Reserve in place: the stream
+// consumer owns it, and the entry ID is not known here.
+func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock bool) error {
+	k := g.keys(o.VoucherID())
+	restore := "0"
+	if restoreStock {
+		restore = "1"
+	}
+	err := releaseScript.Run(ctx, g.rdb, []string{k.Voucher, k.Buyers},
+		int64(o.UserID()), int64(o.ID()), restore).Err()
+	if err != nil {
+		return fmt.Errorf("release script for %s: %w", o, err)
+	}
+	return nil
+}
+
+// Restore first copies the buyers into a staging hash in chunks, then one
+// script swaps it in together with the voucher hash only if the voucher hash
+// is still absent. Writing the buyers straight into the live buyers hash
+// would leave a half-written set behind a crash, and could mix with a
+// concurrent Preheat; staging keeps the visible step atomic and O(1), however
+// many buyers a sale has.
+func (g *Gate) Restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder) (bool, error) {
+	if err := checkVoucher(v); err != nil {
+		return false, fmt.Errorf("restore: %w", err)
+	}
+	marks := make(map[domain.UserID]domain.OrderID, len(buyers))
+	for _, o := range buyers {
+		if o.VoucherID() != v.ID() {
+			return false, fmt.Errorf("restore voucher %d: buyer %s belongs to another voucher", v.ID(), o)
+		}
+		if prev, dup := marks[o.UserID()]; dup && prev != o.ID() {
+			return false, fmt.Errorf("restore voucher %d: user %d holds orders %d and %d", v.ID(), o.UserID(), prev, o.ID())
+		}
+		marks[o.UserID()] = o.ID()
+	}
+
+	k := g.keys(v.ID())
+	if n, err := g.rdb.Exists(ctx, k.Voucher).Result(); err != nil {
+		return false, fmt.Errorf("restore voucher %d: %w", v.ID(), err)
+	} else if n == 1 {
+		// Cheap early answer for the common case; the script decides for real.
+		return false, g.addLive(ctx, k, v.ID())
+	}
+	staging := k.staging(randomToken())
+	if err := g.stage(ctx, staging, marks); err != nil {
+		// Best effort: the TTL reclaims it otherwise.
+		_ = g.rdb.Del(context.WithoutCancel(ctx), staging).Err()
+		return false, fmt.Errorf("restore voucher %d: stage buyers: %w", v.ID(), err)
+	}
+
+	s := v.Sale()
+	code, err := restoreScript.Run(ctx, g.rdb, []string{k.Voucher, k.Buyers, staging},
+		s.Stock(), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), len(marks),
+	).Int64()
+	if err != nil {
+		return false, fmt.Errorf("restore voucher %d: %w", v.ID(), err)
+	}
+	switch code {
+	case 1, 0:
+		return code == 1, g.addLive(ctx, k, v.ID())
+	case -1:
+		return false, fmt.Errorf("restore voucher %d: staged buyers expired before the swap", v.ID())
+	}
+	return false, fmt.Errorf("restore voucher %d: unexpected answer %d", v.ID(), code)
+}
+
+func (g *Gate) stage(ctx context.Context, key string, marks map[domain.UserID]domain.OrderID) error {
+	if len(marks) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 2*restoreChunk)
+	pipe := g.rdb.Pipeline()
+	first := true
+	flushChunk := func() {
+		pipe.HSet(ctx, key, args...)
+		if first {
+			pipe.PExpire(ctx, key, stagingTTL)
+			first = false
+		}
+		args = make([]any, 0, 2*restoreChunk)
+	}
+	for u, id := range marks {
+		args = append(args, int64(u), int64(id))
+		if len(args) == 2*restoreChunk {
+			flushChunk()
+			if pipe.Len() >= restorePipeline {
+				if _, err := pipe.Exec(ctx); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if len(args) > 0 {
+		flushChunk()
+	}
+	if pipe.Len() > 0 {
+		_, err := pipe.Exec(ctx)
+		return err
+	}
+	return nil
+}
+
+func (g *Gate) addLive(ctx context.Context, k Keys, id domain.VoucherID) error {
+	if err := g.rdb.SAdd(ctx, k.Live, int64(id)).Err(); err != nil {
+		return fmt.Errorf("add voucher %d to live set: %w", id, err)
+	}
+	return nil
+}
+
+// Queued looks the user up in the buyers hash of every live voucher, in one
+// pipelined round trip. The order ID does not name its voucher, so there is no
+// shorter way; the live set stays small because expired vouchers are pruned.
+func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error) {
+	live := KeysFor(g.prefix, 0).Live
+	members, err := g.rdb.SMembers(ctx, live).Result()
+	if err != nil {
+		return domain.VoucherOrder{}, false, fmt.Errorf("queued order %d: list live vouchers: %w", id, err)
+	}
+	type probe struct {
+		voucher domain.VoucherID
+		mark    *redis.StringCmd
+		exists  *redis.IntCmd
+	}
+	probes := make([]probe, 0, len(members))
+	pipe := g.rdb.Pipeline()
+	for _, m := range members {
+		vid, err := strconv.ParseInt(m, 10, 64)
+		if err != nil || vid <= 0 {
+			continue
+		}
+		k := g.keys(domain.VoucherID(vid))
+		probes = append(probes, probe{
+			voucher: domain.VoucherID(vid),
+			mark:    pipe.HGet(ctx, k.Buyers, strconv.FormatInt(int64(user), 10)),
+			exists:  pipe.Exists(ctx, k.Voucher, k.Orders),
+		})
+	}
+	if len(probes) == 0 {
+		return domain.VoucherOrder{}, false, nil
+	}
+	// Exec reports only the first failure, and a user missing from a buyers
+	// hash is the common redis.Nil; each command is checked on its own below.
+	_, _ = pipe.Exec(ctx)
+
+	want := strconv.FormatInt(int64(id), 10)
+	var (
+		found domain.VoucherOrder
+		ok    bool
+		stale []probe
+	)
+	for _, p := range probes {
+		mark, err := p.mark.Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return domain.VoucherOrder{}, false, fmt.Errorf("queued order %d: voucher %d: %w", id, p.voucher, err)
+		}
+		if err == nil && mark == want && !ok {
+			o, err := domain.NewVoucherOrder(id, user, p.voucher)
+			if err != nil {
+				return domain.VoucherOrder{}, false, fmt.Errorf("queued order %d: %w", id, err)
+			}
+			found, ok = o, true
+		}
+		n, err := p.exists.Result()
+		if err != nil {
+			return domain.VoucherOrder{}, false, fmt.Errorf("queued order %d: voucher %d: %w", id, p.voucher, err)
+		}
+		if n == 0 {
+			stale = append(stale, p)
+		}
+	}
+	if len(stale) > 0 {
+		vids := make([]domain.VoucherID, len(stale))
+		for i, p := range stale {
+			vids[i] = p.voucher
+		}
+		// Pruning is housekeeping: a failure leaves the members for the next
+		// lookup, and must not fail a status query that already has its answer.
+		_ = g.prune(ctx, live, vids)
+	}
+	return found, ok, nil
+}
+
+// prune removes vouchers whose keys have all expired (their voucher hash and
+// their order stream, which outlives the sale until its consumer is done).
+// The set and the voucher keys live in different slots, so no script or MULTI
+// can make "check, then remove" atomic. Instead it removes first and checks
+// again: a Preheat or Restore that recreated the voucher meanwhile either
+// finished its own SADD after our SREM, or wrote its voucher hash before our
+// second check, which then puts the member back.
+func (g *Gate) prune(ctx context.Context, live string, vids []domain.VoucherID) error {
+	members := make([]any, len(vids))
+	for i, v := range vids {
+		members[i] = int64(v)
+	}
+	if err := g.rdb.SRem(ctx, live, members...).Err(); err != nil {
+		return err
+	}
+	pipe := g.rdb.Pipeline()
+	checks := make([]*redis.IntCmd, len(vids))
+	for i, v := range vids {
+		k := g.keys(v)
+		checks[i] = pipe.Exists(ctx, k.Voucher, k.Orders)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	var back []any
+	for i, c := range checks {
+		if c.Val() > 0 {
+			back = append(back, int64(vids[i]))
+		}
+	}
+	if len(back) > 0 {
+		return g.rdb.SAdd(ctx, live, back...).Err()
+	}
+	return nil
+}
+
+// Stock reports a voucher's remaining stock in the gate, and false when the
+// gate does not hold the voucher. For reconciliation and tests.
+func (g *Gate) Stock(ctx context.Context, id domain.VoucherID) (int, bool, error) {
+	s, err := g.rdb.HGet(ctx, g.keys(id).Voucher, "stock").Int()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("stock of voucher %d: %w", id, err)
+	}
+	return s, true, nil
+}
+
+// Buyers returns every user marked as holding an order of the voucher, with
+// that order's ID. For reconciliation and tests (it reads the whole hash).
+func (g *Gate) Buyers(ctx context.Context, id domain.VoucherID) (map[domain.UserID]domain.OrderID, error) {
+	raw, err := g.rdb.HGetAll(ctx, g.keys(id).Buyers).Result()
+	if err != nil {
+		return nil, fmt.Errorf("buyers of voucher %d: %w", id, err)
+	}
+	out := make(map[domain.UserID]domain.OrderID, len(raw))
+	for u, o := range raw {
+		uid, err1 := strconv.ParseInt(u, 10, 64)
+		oid, err2 := strconv.ParseInt(o, 10, 64)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("buyers of voucher %d: bad mark %q=%q: %w", id, u, o, err)
+		}
+		out[domain.UserID(uid)] = domain.OrderID(oid)
+	}
+	return out, nil
+}
+
+func randomToken() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails since Go 1.24
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,262 @@
+package redisgate_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/test/testenv"
+)
+
+// The behaviour every StockGate shares is proven in test/contract; these tests
+// cover what only the Redis layout has: keys, expiry, the live set, staging.
+
+func voucher(t *testing.T, id domain.VoucherID, stock int, begin, end time.Time) domain.Voucher {
+	t.Helper()
+	sale, err := domain.NewSale(stock, begin, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := domain.NewSeckillVoucher(domain.VoucherSpec{ShopID: 1, Title: "t"}, sale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.WithID(id)
+}
+
+func order(t *testing.T, id domain.OrderID, user domain.UserID, v domain.VoucherID) domain.VoucherOrder {
+	t.Helper()
+	o, err := domain.NewVoucherOrder(id, user, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func TestKeysShareTheVouchersHashTag(t *testing.T) {
+	k := redisgate.KeysFor("seckill:", 42)
+	want := redisgate.Keys{Voucher: "seckill:{42}:voucher", Buyers: "seckill:{42}:buyers", Orders: "seckill:{42}:orders", Live: "seckill:vouchers"}
+	if k.Voucher != want.Voucher || k.Buyers != want.Buyers || k.Orders != want.Orders || k.Live != want.Live {
+		t.Fatalf("KeysFor = %+v, want %+v", k, want)
+	}
+}
+
+func TestNewRefusesABraceInThePrefix(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("New accepted a prefix that would steal the hash tag")
+		}
+	}()
+	_, rdb := testenv.MiniRedis(t)
+	redisgate.New(rdb, redisgate.Options{Prefix: "app{x}:"})
+}
+
+func TestPreheatWritesTheLayoutWithExpiry(t *testing.T) {
+	for _, b := range []struct {
+		name string
+		rdb  func(t *testing.T) redis.UniversalClient
+		// miniredis keeps a TTL as a duration, so its PEXPIRETIME drifts by
+		// the time since the key was written; real Redis answers exactly.
+		slack int64
+	}{
+		{"miniredis", func(t *testing.T) redis.UniversalClient { _, c := testenv.MiniRedis(t); return c }, 1000},
+		{"redis", func(t *testing.T) redis.UniversalClient { return testenv.RealRedis(t) }, 0},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			rdb := b.rdb(t)
+			prefix := testenv.KeyPrefix(t)
+			t.Cleanup(func() { dropPrefix(rdb, prefix) })
+			ctx := context.Background()
+			g := redisgate.New(rdb, redisgate.Options{Prefix: prefix, Retention: 2 * time.Hour})
+			now := time.Now()
+			begin, end := now.Add(-time.Minute), now.Add(time.Hour+123*time.Millisecond)
+			if err := g.Preheat(ctx, voucher(t, 42, 5, begin, end)); err != nil {
+				t.Fatal(err)
+			}
+			k := redisgate.KeysFor(prefix, 42)
+			got, _ := rdb.HGetAll(ctx, k.Voucher).Result()
+			if got["stock"] != "5" || got["begin"] != strconv.FormatInt(begin.UnixMilli(), 10) || got["end"] != strconv.FormatInt(end.UnixMilli(), 10) {
+				t.Fatalf("voucher hash = %v", got)
+			}
+			if ok, _ := rdb.SIsMember(ctx, k.Live, "42").Result(); !ok {
+				t.Fatal("voucher is not in the live set")
+			}
+			if _, err := g.Reserve(ctx, order(t, 1, 7, 42)); err != nil {
+				t.Fatal(err)
+			}
+			// The buyers hash gets its expiry inside the claim script, where
+			// end + retention is Lua arithmetic: it must come out exact.
+			want := end.Add(2 * time.Hour).UnixMilli()
+			for _, key := range []string{k.Voucher, k.Buyers} {
+				at, err := rdb.PExpireTime(ctx, key).Result()
+				if d := at.Milliseconds() - want; err != nil || d < -b.slack || d > b.slack {
+					t.Fatalf("%s expires at %d (%v), want end + retention = %d", key, at.Milliseconds(), err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestPreheatAfterRetentionLeavesNothing(t *testing.T) {
+	_, rdb := testenv.MiniRedis(t)
+	ctx := context.Background()
+	g := redisgate.New(rdb, redisgate.Options{Retention: time.Hour})
+	now := time.Now()
+	if err := g.Preheat(ctx, voucher(t, 1, 5, now.Add(-3*time.Hour), now.Add(-2*time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Reserve(ctx, order(t, 1, 7, 1)); !errors.Is(err, domain.ErrVoucherNotFound) {
+		t.Fatalf("reserve on a sale past its retention: %v, want not found", err)
+	}
+}
+
+func TestReserveRunsAfterTheScriptCacheIsFlushed(t *testing.T) {
+	_, rdb := testenv.MiniRedis(t)
+	ctx := context.Background()
+	g := redisgate.New(rdb, redisgate.Options{})
+	now := time.Now()
+	if err := g.Preheat(ctx, voucher(t, 1, 5, now.Add(-time.Hour), now.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Reserve(ctx, order(t, 1, 7, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Reserve(ctx, order(t, 2, 8, 1)); err != nil {
+		t.Fatalf("reserve after SCRIPT FLUSH (EVALSHA must fall back to EVAL): %v", err)
+	}
+}
+
+func TestQueuedPrunesVouchersWhoseKeysExpired(t *testing.T) {
+	for _, enqueue := range []bool{false, true} {
+		t.Run(map[bool]string{false: "channel_mode", true: "stream_mode"}[enqueue], func(t *testing.T) {
+			m, rdb := testenv.MiniRedis(t)
+			ctx := context.Background()
+			g := redisgate.New(rdb, redisgate.Options{Retention: time.Hour, Enqueue: enqueue})
+			now := time.Now()
+			if err := g.Preheat(ctx, voucher(t, 1, 5, now.Add(-time.Hour), now.Add(time.Hour))); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Preheat(ctx, voucher(t, 2, 5, now.Add(-time.Hour), now.Add(10*time.Hour))); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := g.Reserve(ctx, order(t, 11, 7, 1)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := g.Reserve(ctx, order(t, 12, 7, 2)); err != nil {
+				t.Fatal(err)
+			}
+			m.FastForward(3 * time.Hour) // voucher 1's keys expire, voucher 2's do not
+
+			if o, ok, err := g.Queued(ctx, 7, 12); err != nil || !ok || o.VoucherID() != 2 {
+				t.Fatalf("queued(7, 12) = %v %v %v", o, ok, err)
+			}
+			live, _ := rdb.SMembers(ctx, redisgate.KeysFor(redisgate.DefaultPrefix, 0).Live).Result()
+			want := map[bool]int{false: 1, true: 2}[enqueue]
+			if len(live) != want {
+				// In stream mode the stream never expires: voucher 1 stays
+				// discoverable until its consumer removes the stream.
+				t.Fatalf("live set = %v, want %d members", live, want)
+			}
+		})
+	}
+}
+
+func TestRestoreLeavesNoStagingKeys(t *testing.T) {
+	_, rdb := testenv.MiniRedis(t)
+	ctx := context.Background()
+	g := redisgate.New(rdb, redisgate.Options{})
+	now := time.Now()
+	v := voucher(t, 1, 10, now.Add(-time.Hour), now.Add(time.Hour))
+	buyers := make([]domain.VoucherOrder, 1500)
+	for i := range buyers {
+		buyers[i] = order(t, domain.OrderID(1000+i), domain.UserID(i+1), 1)
+	}
+	for i, want := range []bool{true, false} {
+		wrote, err := g.Restore(ctx, v, buyers)
+		if err != nil || wrote != want {
+			t.Fatalf("restore #%d: wrote %v err %v, want wrote %v", i+1, wrote, err, want)
+		}
+		if keys, _ := rdb.Keys(ctx, "*restore*").Result(); len(keys) != 0 {
+			t.Fatalf("restore #%d left staging keys %v", i+1, keys)
+		}
+	}
+}
+
+// Restore and Preheat racing on one voucher must end in the Preheat's state
+// (fresh stock, no buyers) whoever runs first: a Restore that comes second
+// finds the voucher and writes nothing, one that comes first is overwritten.
+// Never a mix of the two.
+func TestRestoreNeverClobbersAConcurrentPreheat(t *testing.T) {
+	for _, b := range []struct {
+		name string
+		rdb  func(t *testing.T) redis.UniversalClient
+	}{
+		{"miniredis", func(t *testing.T) redis.UniversalClient { _, c := testenv.MiniRedis(t); return c }},
+		{"redis", func(t *testing.T) redis.UniversalClient { return testenv.RealRedis(t) }},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			rdb := b.rdb(t)
+			prefix := testenv.KeyPrefix(t)
+			t.Cleanup(func() { dropPrefix(rdb, prefix) })
+			g := redisgate.New(rdb, redisgate.Options{Prefix: prefix})
+			ctx := context.Background()
+			now := time.Now()
+			for round := 1; round <= 20; round++ {
+				id := domain.VoucherID(round)
+				buyers := make([]domain.VoucherOrder, 3000)
+				for i := range buyers {
+					buyers[i] = order(t, domain.OrderID(1000+i), domain.UserID(i+1), id)
+				}
+				var wg sync.WaitGroup
+				var rerr, perr error
+				start := make(chan struct{})
+				wg.Add(2)
+				go func() {
+					defer wg.Done()
+					<-start
+					_, rerr = g.Restore(ctx, voucher(t, id, 1, now.Add(-time.Hour), now.Add(time.Hour)), buyers)
+				}()
+				go func() {
+					defer wg.Done()
+					<-start
+					perr = g.Preheat(ctx, voucher(t, id, 77, now.Add(-time.Hour), now.Add(time.Hour)))
+				}()
+				close(start)
+				wg.Wait()
+				if rerr != nil || perr != nil {
+					t.Fatalf("round %d: restore %v, preheat %v", round, rerr, perr)
+				}
+				stock, ok, err := g.Stock(ctx, id)
+				if err != nil || !ok || stock != 77 {
+					t.Fatalf("round %d: stock %d (present %v, err %v), want the preheat's 77", round, stock, ok, err)
+				}
+				if bs, err := g.Buyers(ctx, id); err != nil || len(bs) != 0 {
+					t.Fatalf("round %d: %d buyers survived the preheat (err %v)", round, len(bs), err)
+				}
+			}
+		})
+	}
+}
+
+func dropPrefix(rdb redis.UniversalClient, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if len(keys) > 0 {
+		_ = rdb.Del(ctx, keys...).Err()
+	}
+}

@@ -1,0 +1,133 @@
+package redisgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// Defaults of IDOptions.
+const (
+	DefaultIDPrefix = "icr:order:"
+	DefaultIDBlock  = 1000
+)
+
+// counterTTL outlives the day a counter names by a day, so a counter can never
+// expire (and restart at 0) while its day is still being issued, whatever
+// the skew between instances. It is not an option for that reason.
+const counterTTL = 48 * time.Hour
+
+// ErrSequenceExhausted: a day's counter passed 2^32-1, the most a 32-bit
+// sequence can hold.
+var ErrSequenceExhausted = errors.New("order id sequence exhausted for the day")
+
+// IDOptions configures IDs.
+type IDOptions struct {
+	// Prefix of the day counter's key (default "icr:order:", giving the
+	// original's icr:order:yyyy:MM:dd).
+	Prefix string
+	// Block is how many sequence numbers one INCRBY leases (default 1000).
+	Block int
+	// Clock tells the time of each ID (default: the system clock).
+	Clock ports.Clock
+}
+
+// IDs issues order IDs in the original's layout (seconds since 2022-01-01 UTC
+// and a 32-bit sequence). The sequence comes from one Redis counter per UTC
+// day, leased in blocks, so only one ID in Block costs a round trip.
+//
+// Why IDs are unique across processes and restarts: each block of a day's
+// counter is handed to one lease only, so within a UTC day no two IDs share a
+// sequence number; and a lease is used only for IDs whose second falls on the
+// day its counter names (the rest is dropped when the day changes, in either
+// direction), so IDs of different days differ in their seconds. Losing the
+// counter (a Redis without persistence) breaks this; the database then refuses
+// the colliding order (domain.FailIDConflict).
+type IDs struct {
+	rdb    redis.UniversalClient
+	prefix string
+	block  int64
+	clock  ports.Clock
+
+	mu   sync.Mutex
+	day  string // the UTC day of the lease, as in the counter key
+	next int64  // next sequence to hand out
+	last int64  // last sequence of the lease
+}
+
+var _ ports.OrderIDs = (*IDs)(nil)
+
+// NewIDs panics on a nil client or a block outside [1, 2^31).
+func NewIDs(rdb redis.UniversalClient, opts IDOptions) *IDs {
+	if rdb == nil {
+		panic("redisgate: NewIDs needs a non-nil Redis client")
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultIDPrefix
+	}
+	if opts.Block == 0 {
+		opts.Block = DefaultIDBlock
+	}
+	if opts.Block < 1 || opts.Block >= math.MaxInt32 {
+		panic(fmt.Sprintf("redisgate: id block %d must be in [1, 2^31)", opts.Block))
+	}
+	if opts.Clock == nil {
+		opts.Clock = systemClock{}
+	}
+	return &IDs{rdb: rdb, prefix: opts.Prefix, block: int64(opts.Block), clock: opts.Clock}
+}
+
+// Next holds the lock across the lease's round trip: callers arriving then
+// need the new block anyway, and a second concurrent lease would only waste
+// one.
+func (g *IDs) Next(ctx context.Context) (domain.OrderID, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.clock.Now().UTC()
+	day := now.Format("2006:01:02")
+	if day != g.day || g.next > g.last {
+		if err := g.lease(ctx, day); err != nil {
+			return 0, err
+		}
+	}
+	seq := g.next
+	g.next++
+	return domain.NewOrderID(now, uint32(seq))
+}
+
+func (g *IDs) lease(ctx context.Context, day string) error {
+	key := g.prefix + day
+	var incr *redis.IntCmd
+	// EXPIRE rides along with every lease, so a crash after the first INCRBY
+	// cannot leave a counter without a TTL.
+	_, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		incr = p.IncrBy(ctx, key, g.block)
+		p.Expire(ctx, key, counterTTL)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("lease order id block from %s: %w", key, err)
+	}
+	hi := incr.Val()
+	lo := hi - g.block + 1
+	if lo < 1 {
+		return fmt.Errorf("lease order id block from %s: counter at %d is below the block size", key, hi)
+	}
+	if lo > math.MaxUint32 {
+		return fmt.Errorf("%w: %s", ErrSequenceExhausted, key)
+	}
+	g.day, g.next, g.last = day, lo, min(hi, math.MaxUint32)
+	return nil
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }

@@ -1,0 +1,15 @@
+-- Undo the reservation held by exactly one order.
+-- KEYS[1] voucher hash, KEYS[2] buyers hash
+-- ARGV[1] userId, ARGV[2] orderId, ARGV[3] '1' to return the unit to stock
+-- Returns 1 when it released, 0 when the user's mark is gone or belongs to
+-- another order (so a late or repeated release cannot free someone else's claim).
+if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then
+  return 0
+end
+redis.call('HDEL', KEYS[2], ARGV[1])
+-- An expired voucher hash must stay absent: HINCRBY would recreate it as a
+-- hash holding only stock, which claims would read as a sale with no window.
+if ARGV[3] == '1' and redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HINCRBY', KEYS[1], 'stock', 1)
+end
+return 1

@@ -1,0 +1,27 @@
+-- Swap in a voucher's gate state rebuilt from the database, only if the gate
+-- has none. The buyers were written beforehand into a staging hash, so this
+-- step is O(1) however many buyers there are, and all-or-nothing.
+-- KEYS[1] voucher hash, KEYS[2] buyers hash, KEYS[3] staging hash
+-- ARGV[1] stock, ARGV[2] begin, ARGV[3] end (unix ms), ARGV[4] expire at
+-- (unix ms), ARGV[5] number of buyers the staging hash must hold
+-- Returns 1 written, 0 left alone (the voucher exists, e.g. a concurrent
+-- Preheat or Restore won), -1 the staging hash is incomplete (it expired).
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('DEL', KEYS[3])
+  return 0
+end
+local n = tonumber(ARGV[5])
+if n > 0 then
+  if redis.call('HLEN', KEYS[3]) ~= n then
+    redis.call('DEL', KEYS[3])
+    return -1
+  end
+  -- RENAME replaces whatever buyers hash outlived its voucher hash.
+  redis.call('RENAME', KEYS[3], KEYS[2])
+  redis.call('PEXPIREAT', KEYS[2], ARGV[4])
+else
+  redis.call('DEL', KEYS[2])
+end
+redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3])
+redis.call('PEXPIREAT', KEYS[1], ARGV[4])
+return 1

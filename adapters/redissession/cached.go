@@ -1,0 +1,65 @@
+package redissession
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/expirable"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// Defaults of CacheOptions.
+const (
+	DefaultCacheSize = 100_000
+	DefaultCacheTTL  = 10 * time.Second
+)
+
+// CacheOptions bounds a Cached: at most Size tokens, each for at most TTL.
+type CacheOptions struct {
+	Size int
+	TTL  time.Duration
+}
+
+// Cached remembers resolved tokens for a short while. Only successes are
+// kept: caching "unknown" would make a freshly minted token fail for up to
+// TTL, and would let random tokens fill the cache.
+//
+// The underlying expirable LRU runs one cleanup goroutine for the life of the
+// process, so make one Cached per process, not per request.
+type Cached struct {
+	next  ports.Sessions
+	cache *expirable.LRU[string, domain.UserID]
+}
+
+var _ ports.Sessions = (*Cached)(nil)
+
+// NewCached panics on a nil next, a wiring mistake that must stop the start.
+func NewCached(next ports.Sessions, opts CacheOptions) *Cached {
+	if next == nil {
+		panic("redissession: NewCached needs a non-nil Sessions")
+	}
+	if opts.Size <= 0 {
+		opts.Size = DefaultCacheSize
+	}
+	if opts.TTL <= 0 {
+		opts.TTL = DefaultCacheTTL
+	}
+	return &Cached{next: next, cache: expirable.NewLRU[string, domain.UserID](opts.Size, nil, opts.TTL)}
+}
+
+func (c *Cached) UserID(ctx context.Context, token string) (domain.UserID, error) {
+	if token == "" || len(token) > maxTokenLen {
+		return 0, ports.ErrUnknownToken
+	}
+	if id, ok := c.cache.Get(token); ok {
+		return id, nil
+	}
+	id, err := c.next.UserID(ctx, token)
+	if err != nil {
+		return 0, err
+	}
+	c.cache.Add(token, id)
+	return id, nil
+}

@@ -1,0 +1,97 @@
+package redissession_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hmdp-go/seckill/adapters/redissession"
+	"github.com/hmdp-go/seckill/ports"
+	"github.com/hmdp-go/seckill/test/testenv"
+)
+
+// The Sessions contract (and the cache's promises) are proven in
+// test/contract; these tests pin compatibility with the original's hash.
+
+func TestUserIDReadsASessionTheOriginalWrote(t *testing.T) {
+	m, rdb := testenv.MiniRedis(t)
+	m.HSet("login:token:4b1c2f", "id", "1010", "nickName", "小鱼同学", "icon", "/imgs/icons/user5-icon.png")
+	s := redissession.New(rdb, redissession.Options{})
+	if got, err := s.UserID(context.Background(), "4b1c2f"); err != nil || got != 1010 {
+		t.Fatalf("UserID = %d, %v; want 1010", got, err)
+	}
+}
+
+func TestUserIDRefusesSessionsWithoutAValidID(t *testing.T) {
+	cases := []struct {
+		name   string
+		fields []string
+	}{
+		{"not_a_number", []string{"id", "abc"}},
+		{"zero", []string{"id", "0"}},
+		{"negative", []string{"id", "-3"}},
+		{"no_id_field", []string{"nickName", "x"}},
+	}
+	m, rdb := testenv.MiniRedis(t)
+	s := redissession.New(rdb, redissession.Options{})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m.HSet("login:token:"+tc.name, tc.fields...)
+			if _, err := s.UserID(context.Background(), tc.name); !errors.Is(err, ports.ErrUnknownToken) {
+				t.Fatalf("UserID: %v, want ErrUnknownToken", err)
+			}
+		})
+	}
+	t.Run("oversized_token", func(t *testing.T) {
+		if _, err := s.UserID(context.Background(), strings.Repeat("a", 1000)); !errors.Is(err, ports.ErrUnknownToken) {
+			t.Fatalf("UserID: %v, want ErrUnknownToken", err)
+		}
+	})
+}
+
+// A Redis failure must not read as "unknown token": that would turn an outage
+// into 401s that send users to log in again.
+func TestUserIDReportsRedisFailuresAsErrors(t *testing.T) {
+	m, rdb := testenv.MiniRedis(t)
+	s := redissession.New(rdb, redissession.Options{})
+	m.SetError("ERR injected failure")
+	_, err := s.UserID(context.Background(), "abc")
+	if err == nil || errors.Is(err, ports.ErrUnknownToken) {
+		t.Fatalf("UserID during a Redis failure: %v, want an infrastructure error", err)
+	}
+}
+
+func TestMintWritesTheOriginalsFieldsWithTTL(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ttl  time.Duration
+		want time.Duration
+	}{
+		{"default_ttl", 0, 30 * time.Minute},
+		{"configured_ttl", 5 * time.Minute, 5 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, rdb := testenv.MiniRedis(t)
+			s := redissession.New(rdb, redissession.Options{TTL: tc.ttl})
+			token, err := s.Mint(context.Background(), 42)
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := "login:token:" + token
+			if got := m.HGet(key, "id"); got != "42" {
+				t.Fatalf("id = %q, want 42", got)
+			}
+			if got := m.HGet(key, "nickName"); got != "user_42" {
+				t.Fatalf("nickName = %q, want user_42", got)
+			}
+			if fields, err := m.HKeys(key); err != nil || len(fields) != 3 {
+				t.Fatalf("session hash fields = %v (%v), want id, nickName, icon", fields, err)
+			}
+			if ttl := m.TTL(key); ttl != tc.want {
+				t.Fatalf("TTL = %s, want %s", ttl, tc.want)
+			}
+		})
+	}
+}

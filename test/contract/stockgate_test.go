@@ -1,0 +1,521 @@
+package contract_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hmdp-go/seckill/adapters/memory"
+	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+	"github.com/hmdp-go/seckill/test/testenv"
+)
+
+// gateUnderTest is a StockGate the suite can look into. Both adapters expose
+// Stock and Buyers (reconciliation needs them too).
+type gateUnderTest interface {
+	ports.StockGate
+	Stock(ctx context.Context, id domain.VoucherID) (int, bool, error)
+	Buyers(ctx context.Context, id domain.VoucherID) (map[domain.UserID]domain.OrderID, error)
+}
+
+// gateMessage is one order message a gate enqueued, as raw stream fields.
+type gateMessage struct{ ID, UserID, VoucherID string }
+
+type gateSubject struct {
+	gate gateUnderTest
+	// enqueues: Reserve also enqueues the order (Reservation.Enqueued).
+	enqueues bool
+	// messages returns what the gate enqueued for the voucher; nil when the
+	// gate does not enqueue.
+	messages func(t *testing.T, id domain.VoucherID) []gateMessage
+}
+
+type gateBackend struct {
+	name string
+	// open prepares the backend once (it may skip) and returns a factory of
+	// fresh, empty gates, one per case.
+	open func(t *testing.T) func(t *testing.T) gateSubject
+}
+
+// gateWallClock: the memory gate is checked against the wall clock, like the
+// Redis gate against Redis TIME, so one set of windows fits both.
+type gateWallClock struct{}
+
+func (gateWallClock) Now() time.Time { return time.Now() }
+
+func gateBackends() []gateBackend {
+	redisSubject := func(t *testing.T, rdb *redis.Client, enqueue bool) gateSubject {
+		prefix := testenv.KeyPrefix(t)
+		gateDropPrefix(t, rdb, prefix)
+		s := gateSubject{
+			gate:     redisgate.New(rdb, redisgate.Options{Prefix: prefix, Enqueue: enqueue}),
+			enqueues: enqueue,
+		}
+		if enqueue {
+			s.messages = func(t *testing.T, id domain.VoucherID) []gateMessage {
+				return gateReadStream(t, rdb, redisgate.KeysFor(prefix, id).Orders)
+			}
+		}
+		return s
+	}
+	mini := func(enqueue bool) func(t *testing.T) func(t *testing.T) gateSubject {
+		return func(*testing.T) func(t *testing.T) gateSubject {
+			return func(t *testing.T) gateSubject {
+				_, rdb := testenv.MiniRedis(t)
+				return redisSubject(t, rdb, enqueue)
+			}
+		}
+	}
+	realRedis := func(enqueue bool) func(t *testing.T) func(t *testing.T) gateSubject {
+		return func(t *testing.T) func(t *testing.T) gateSubject {
+			rdb := testenv.RealRedis(t)
+			return func(t *testing.T) gateSubject { return redisSubject(t, rdb, enqueue) }
+		}
+	}
+	return []gateBackend{
+		{name: "memory", open: func(*testing.T) func(t *testing.T) gateSubject {
+			return func(*testing.T) gateSubject { return gateSubject{gate: memory.NewGate(gateWallClock{})} }
+		}},
+		{name: "miniredis", open: mini(false)},
+		{name: "miniredis_enqueue", open: mini(true)},
+		{name: "redis", open: realRedis(false)},
+		{name: "redis_enqueue", open: realRedis(true)},
+	}
+}
+
+// Windows far from now on both sides, so clock skew between the test and
+// Redis TIME cannot flip an answer.
+func gateOpen() (time.Time, time.Time) {
+	now := time.Now()
+	return now.Add(-time.Hour), now.Add(time.Hour)
+}
+
+func gateVoucher(t *testing.T, id domain.VoucherID, stock int, begin, end time.Time) domain.Voucher {
+	t.Helper()
+	sale, err := domain.NewSale(stock, begin, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := domain.NewSeckillVoucher(domain.VoucherSpec{ShopID: 1, Title: "gate test"}, sale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.WithID(id)
+}
+
+func gateOpenVoucher(t *testing.T, id domain.VoucherID, stock int) domain.Voucher {
+	begin, end := gateOpen()
+	return gateVoucher(t, id, stock, begin, end)
+}
+
+func gateOrder(t *testing.T, id domain.OrderID, user domain.UserID, voucher domain.VoucherID) domain.VoucherOrder {
+	t.Helper()
+	o, err := domain.NewVoucherOrder(id, user, voucher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func gateCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func gatePreheat(t *testing.T, g ports.StockGate, v domain.Voucher) {
+	t.Helper()
+	if err := g.Preheat(gateCtx(t), v); err != nil {
+		t.Fatalf("preheat voucher %d: %v", v.ID(), err)
+	}
+}
+
+func gateReserve(t *testing.T, s gateSubject, o domain.VoucherOrder, want error) {
+	t.Helper()
+	res, err := s.gate.Reserve(gateCtx(t), o)
+	if !errors.Is(err, want) || (want == nil && err != nil) {
+		t.Fatalf("reserve %s: got %v, want %v", o, err, want)
+	}
+	if err == nil && res.Enqueued != s.enqueues {
+		t.Fatalf("reserve %s: Enqueued = %v, want %v", o, res.Enqueued, s.enqueues)
+	}
+}
+
+func gateRelease(t *testing.T, g ports.StockGate, o domain.VoucherOrder, restoreStock bool) {
+	t.Helper()
+	if err := g.Release(gateCtx(t), o, restoreStock); err != nil {
+		t.Fatalf("release %s: %v", o, err)
+	}
+}
+
+// gateState asserts the gate's stock and buyers of a voucher.
+func gateState(t *testing.T, g gateUnderTest, id domain.VoucherID, stock int, buyers map[domain.UserID]domain.OrderID) {
+	t.Helper()
+	got, ok, err := g.Stock(gateCtx(t), id)
+	if err != nil {
+		t.Fatalf("stock of %d: %v", id, err)
+	}
+	if !ok || got != stock {
+		t.Fatalf("stock of %d: got %d (present %v), want %d", id, got, ok, stock)
+	}
+	gotBuyers, err := g.Buyers(gateCtx(t), id)
+	if err != nil {
+		t.Fatalf("buyers of %d: %v", id, err)
+	}
+	if len(gotBuyers) != len(buyers) {
+		t.Fatalf("buyers of %d: got %d %v, want %d %v", id, len(gotBuyers), gateShort(gotBuyers), len(buyers), gateShort(buyers))
+	}
+	for u, o := range buyers {
+		if gotBuyers[u] != o {
+			t.Fatalf("buyers of %d: user %d holds %d, want %d", id, u, gotBuyers[u], o)
+		}
+	}
+}
+
+func gateShort(m map[domain.UserID]domain.OrderID) string {
+	if len(m) > 10 {
+		return "{...}"
+	}
+	return fmt.Sprint(m)
+}
+
+// gateMessages asserts that the gate enqueued exactly these orders, when it
+// enqueues at all.
+func gateMessages(t *testing.T, s gateSubject, id domain.VoucherID, want ...domain.VoucherOrder) {
+	t.Helper()
+	if s.messages == nil {
+		return
+	}
+	got := s.messages(t, id)
+	if len(got) != len(want) {
+		t.Fatalf("stream of voucher %d: %d messages %v, want %d", id, len(got), got, len(want))
+	}
+	wantSet := make(map[gateMessage]bool, len(want))
+	for _, o := range want {
+		wantSet[gateMessage{
+			ID:        fmt.Sprint(int64(o.ID())),
+			UserID:    fmt.Sprint(int64(o.UserID())),
+			VoucherID: fmt.Sprint(int64(o.VoucherID())),
+		}] = true
+	}
+	for _, m := range got {
+		if !wantSet[m] {
+			t.Fatalf("stream of voucher %d: unexpected message %+v", id, m)
+		}
+		delete(wantSet, m)
+	}
+}
+
+func gateQueued(t *testing.T, g ports.StockGate, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool) {
+	t.Helper()
+	o, ok, err := g.Queued(gateCtx(t), user, id)
+	if err != nil {
+		t.Fatalf("queued(%d, %d): %v", user, id, err)
+	}
+	return o, ok
+}
+
+var gateCases = []struct {
+	name string
+	run  func(t *testing.T, s gateSubject)
+}{
+	{"not_found", func(t *testing.T, s gateSubject) {
+		o := gateOrder(t, 1, 1, 404)
+		gateReserve(t, s, o, domain.ErrVoucherNotFound)
+		gateRelease(t, s.gate, o, true)
+		if _, ok := gateQueued(t, s.gate, 1, 1); ok {
+			t.Fatal("queued found an order of a voucher never preheated")
+		}
+		if _, ok, err := s.gate.Stock(gateCtx(t), 404); err != nil || ok {
+			t.Fatalf("release of an unknown voucher created it (present %v, err %v)", ok, err)
+		}
+	}},
+	{"not_started", func(t *testing.T, s gateSubject) {
+		now := time.Now()
+		gatePreheat(t, s.gate, gateVoucher(t, 1, 5, now.Add(24*time.Hour), now.Add(48*time.Hour)))
+		gateReserve(t, s, gateOrder(t, 1, 1, 1), domain.ErrNotStarted)
+		gateState(t, s.gate, 1, 5, nil)
+		gateMessages(t, s, 1)
+	}},
+	{"ended", func(t *testing.T, s gateSubject) {
+		now := time.Now()
+		gatePreheat(t, s.gate, gateVoucher(t, 1, 5, now.Add(-2*time.Hour), now.Add(-time.Hour)))
+		gateReserve(t, s, gateOrder(t, 1, 1, 1), domain.ErrEnded)
+		gateState(t, s.gate, 1, 5, nil)
+		gateMessages(t, s, 1)
+	}},
+	{"claim_succeeds_and_decrements", func(t *testing.T, s gateSubject) {
+		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 3))
+		o := gateOrder(t, 11, 7, 1)
+		gateReserve(t, s, o, nil)
+		gateState(t, s.gate, 1, 2, map[domain.UserID]domain.OrderID{7: 11})
+		gateMessages(t, s, 1, o)
+	}},
+	{"sold_out", func(t *testing.T, s gateSubject) {
+		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 2))
+		o1, o2 := gateOrder(t, 11, 1, 1), gateOrder(t, 12, 2, 1)
+		gateReserve(t, s, o1, nil)
+		gateReserve(t, s, o2, nil)
+		gateReserve(t, s, gateOrder(t, 13, 3, 1), domain.ErrSoldOut)
+		// Stock is checked before the user: a buyer asking again after the
+		// sale sold out hears sold out, as in the original.
+		gateReserve(t, s, gateOrder(t, 14, 1, 1), domain.ErrSoldOut)
+		gateState(t, s.gate, 1, 0, map[domain.UserID]domain.OrderID{1: 11, 2: 12})
+		gateMessages(t, s, 1, o1, o2)
+	}},
+	{"duplicate", func(t *testing.T, s gateSubject) {
+		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 5))
+		o := gateOrder(t, 11, 1, 1)
+		gateReserve(t, s, o, nil)
+		gateReserve(t, s, gateOrder(t, 12, 1, 1), domain.ErrAlreadyClaimed)
+		gateState(t, s.gate, 1, 4, map[domain.UserID]domain.OrderID{1: 11})
+		gateMessages(t, s, 1, o)
+	}},
+	{"one_user_many_vouchers", func(t *testing.T, s gateSubject) {
+		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 5))
+		gatePreheat(t, s.gate, gateOpenVoucher(t, 2, 5))
+		gateReserve(t, s, gateOrder(t, 11, 1, 1), nil)
+		gateReserve(t, s, gateOrder(t, 12, 1, 2), nil)
+		gateState(t, s.gate, 1, 4, map[domain.UserID]domain.OrderID{1: 11})
+		gateState(t, s.gate, 2, 4, map[domain.UserID]domain.OrderID{1: 12})
+	}},
+	{"release_restores_stock_and_right_to_claim", func(t *testing.T, s gateSubject) {
+		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 1))
+		o := gateOrder(t, 11, 1, 1)
+		gateReserve(t, s, o, nil)
+		gateRelease(t, s.gate, o, true)
+		gateState(t, s.gate, 1, 1, nil)
+		gateReserve(t, s, gateOrder(t, 12, 1, 1), nil)
+		gateState(t, s.gate, 1, 0, map[domain.UserID]domain.OrderID{1: 12})
+	}},
+	{"release_without_stock_frees_only_the_user", func(t *testing.T, s gateSubject) {
+		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 2))
+		o := gateOrder(t, 11, 1, 1)
+		gateReserve(t, s, o, nil)
+		gateRelease(t, s.gate, o, false)
+		gateState(t, s.gate, 1, 1, nil)
+		gateReserve(t, s, gateOrder(t, 12, 1, 1), nil)
+		gateState(t, s.gate, 1, 0, map[domain.UserID]domain.OrderID{1: 12})
+	}},
+	{"release_is_idempotent_and_guarded_by_order_id", func(t *testing.T, s gateSubject) {
+		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 3))
+		o := gateOrder(t, 11, 1, 1)
+		gateReserve(t, s, o, nil)
+		gateRelease(t, s.gate, gateOrder(t, 99, 1, 1), true) // another order of the same user
+		gateRelease(t, s.gate, gateOrder(t, 11, 2, 1), true) // the same ID for another user
+		gateState(t, s.gate, 1, 2, map[domain.UserID]domain.OrderID{1: 11})
+		gateRelease(t, s.gate, o, true)
+		gateRelease(t, s.gate, o, true)
+		gateState(t, s.gate, 1, 3, nil)
+	}},
+	{"preheat_overwrites", func(t *testing.T, s gateSubject) {
+		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 5))
+		gateReserve(t, s, gateOrder(t, 11, 1, 1), nil)
+		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 7))
+		gateState(t, s.gate, 1, 7, nil)
+		gateReserve(t, s, gateOrder(t, 12, 1, 1), nil)
+	}},
+	{"restore_writes_only_when_absent", func(t *testing.T, s gateSubject) {
+		v := gateOpenVoucher(t, 1, 3)
+		buyers := []domain.VoucherOrder{gateOrder(t, 11, 1, 1), gateOrder(t, 12, 2, 1)}
+		wrote, err := s.gate.Restore(gateCtx(t), v, buyers)
+		if err != nil || !wrote {
+			t.Fatalf("restore into an empty gate: wrote %v, err %v", wrote, err)
+		}
+		gateState(t, s.gate, 1, 3, map[domain.UserID]domain.OrderID{1: 11, 2: 12})
+		gateReserve(t, s, gateOrder(t, 13, 1, 1), domain.ErrAlreadyClaimed)
+		gateReserve(t, s, gateOrder(t, 14, 3, 1), nil)
+		if o, ok := gateQueued(t, s.gate, 2, 12); !ok || o.VoucherID() != 1 {
+			t.Fatalf("a restored buyer's order is not found: %v %v", o, ok)
+		}
+
+		wrote, err = s.gate.Restore(gateCtx(t), v.WithStock(10), nil)
+		if err != nil || wrote {
+			t.Fatalf("restore over a present voucher: wrote %v, err %v", wrote, err)
+		}
+		gateState(t, s.gate, 1, 2, map[domain.UserID]domain.OrderID{1: 11, 2: 12, 3: 14})
+	}},
+	{"restore_does_not_clobber_preheat", func(t *testing.T, s gateSubject) {
+		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 5))
+		wrote, err := s.gate.Restore(gateCtx(t), gateOpenVoucher(t, 1, 1), []domain.VoucherOrder{gateOrder(t, 11, 1, 1)})
+		if err != nil || wrote {
+			t.Fatalf("restore over a preheated voucher: wrote %v, err %v", wrote, err)
+		}
+		gateState(t, s.gate, 1, 5, nil)
+	}},
+	{"restore_without_buyers", func(t *testing.T, s gateSubject) {
+		wrote, err := s.gate.Restore(gateCtx(t), gateOpenVoucher(t, 1, 2), nil)
+		if err != nil || !wrote {
+			t.Fatalf("restore: wrote %v, err %v", wrote, err)
+		}
+		gateReserve(t, s, gateOrder(t, 11, 1, 1), nil)
+		gateState(t, s.gate, 1, 1, map[domain.UserID]domain.OrderID{1: 11})
+	}},
+	{"restore_many_buyers", func(t *testing.T, s gateSubject) {
+		const n = 2500 // several of the Redis adapter's chunks, and a partial one
+		buyers := make([]domain.VoucherOrder, n)
+		want := make(map[domain.UserID]domain.OrderID, n)
+		for i := range buyers {
+			u, id := domain.UserID(i+1), domain.OrderID(100_000+i)
+			buyers[i] = gateOrder(t, id, u, 1)
+			want[u] = id
+		}
+		soldOut := gateOpenVoucher(t, 1, 1).WithStock(0) // as the database holds it after the sale
+		wrote, err := s.gate.Restore(gateCtx(t), soldOut, buyers)
+		if err != nil || !wrote {
+			t.Fatalf("restore: wrote %v, err %v", wrote, err)
+		}
+		gateState(t, s.gate, 1, 0, want)
+		gateReserve(t, s, gateOrder(t, 1, n+1, 1), domain.ErrSoldOut)
+	}},
+	{"restore_refuses_foreign_buyers", func(t *testing.T, s gateSubject) {
+		_, err := s.gate.Restore(gateCtx(t), gateOpenVoucher(t, 1, 2), []domain.VoucherOrder{gateOrder(t, 11, 1, 2)})
+		if err == nil {
+			t.Fatal("restore accepted a buyer of another voucher")
+		}
+		if _, ok, err := s.gate.Stock(gateCtx(t), 1); err != nil || ok {
+			t.Fatalf("a refused restore wrote the voucher (present %v, err %v)", ok, err)
+		}
+	}},
+	{"queued_finds_a_reserved_order_and_not_another_users", func(t *testing.T, s gateSubject) {
+		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 5))
+		gatePreheat(t, s.gate, gateOpenVoucher(t, 2, 5))
+		o := gateOrder(t, 11, 1, 2)
+		gateReserve(t, s, o, nil)
+		gateReserve(t, s, gateOrder(t, 12, 2, 1), nil)
+		got, ok := gateQueued(t, s.gate, 1, 11)
+		if !ok || got != o {
+			t.Fatalf("queued(1, 11) = %v %v, want %v", got, ok, o)
+		}
+		if _, ok := gateQueued(t, s.gate, 2, 11); ok {
+			t.Fatal("queued found user 1's order for user 2")
+		}
+		if _, ok := gateQueued(t, s.gate, 1, 12); ok {
+			t.Fatal("queued found user 2's order for user 1")
+		}
+		gateRelease(t, s.gate, o, true)
+		if _, ok := gateQueued(t, s.gate, 1, 11); ok {
+			t.Fatal("queued found a released order")
+		}
+	}},
+	{"start_gate_race", func(t *testing.T, s gateSubject) {
+		const (
+			stock   = 50
+			users   = 500
+			doubles = 100 // users 1..doubles fire twice
+		)
+		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, stock))
+		var (
+			start    = make(chan struct{})
+			wg       sync.WaitGroup
+			nextID   atomic.Int64
+			mu       sync.Mutex
+			won      []domain.VoucherOrder
+			soldOut  int
+			dup      int
+			failures []error
+		)
+		nextID.Store(1000)
+		fire := func(u domain.UserID) {
+			defer wg.Done()
+			o, err := domain.NewVoucherOrder(domain.OrderID(nextID.Add(1)), u, 1)
+			<-start
+			if err == nil {
+				_, err = s.gate.Reserve(context.Background(), o)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				won = append(won, o)
+			case errors.Is(err, domain.ErrSoldOut):
+				soldOut++
+			case errors.Is(err, domain.ErrAlreadyClaimed):
+				dup++
+			default:
+				failures = append(failures, err)
+			}
+		}
+		for u := 1; u <= users; u++ {
+			wg.Add(1)
+			go fire(domain.UserID(u))
+			if u <= doubles {
+				wg.Add(1)
+				go fire(domain.UserID(u))
+			}
+		}
+		close(start)
+		wg.Wait()
+
+		if len(failures) > 0 {
+			t.Fatalf("%d claims failed, first: %v", len(failures), failures[0])
+		}
+		if len(won) != stock {
+			t.Fatalf("%d claims succeeded, want exactly %d", len(won), stock)
+		}
+		if soldOut+dup != users+doubles-stock {
+			t.Fatalf("sold out %d + duplicate %d, want %d", soldOut, dup, users+doubles-stock)
+		}
+		want := make(map[domain.UserID]domain.OrderID, stock)
+		for _, o := range won {
+			if _, twice := want[o.UserID()]; twice {
+				t.Fatalf("user %d won twice", o.UserID())
+			}
+			want[o.UserID()] = o.ID()
+		}
+		gateState(t, s.gate, 1, 0, want)
+		gateMessages(t, s, 1, won...)
+	}},
+}
+
+func TestStockGateContract(t *testing.T) {
+	for _, b := range gateBackends() {
+		t.Run(b.name, func(t *testing.T) {
+			newSubject := b.open(t)
+			for _, tc := range gateCases {
+				t.Run(tc.name, func(t *testing.T) { tc.run(t, newSubject(t)) })
+			}
+		})
+	}
+}
+
+func gateReadStream(t *testing.T, rdb *redis.Client, key string) []gateMessage {
+	t.Helper()
+	entries, err := rdb.XRange(gateCtx(t), key, "-", "+").Result()
+	if err != nil {
+		t.Fatalf("read stream %s: %v", key, err)
+	}
+	out := make([]gateMessage, len(entries))
+	for i, e := range entries {
+		if len(e.Values) != 3 {
+			t.Fatalf("stream %s entry %s has fields %v, want id, userId, voucherId", key, e.ID, e.Values)
+		}
+		out[i] = gateMessage{ID: fmt.Sprint(e.Values["id"]), UserID: fmt.Sprint(e.Values["userId"]), VoucherID: fmt.Sprint(e.Values["voucherId"])}
+	}
+	return out
+}
+
+// gateDropPrefix deletes the test's keys when it ends, so a shared Redis does
+// not fill up; it never touches keys outside the prefix.
+func gateDropPrefix(t *testing.T, rdb redis.UniversalClient, prefix string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if len(keys) > 0 {
+			_ = rdb.Del(ctx, keys...).Err()
+		}
+	})
+}
