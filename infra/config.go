@@ -27,6 +27,8 @@ type Config struct {
 	HTTPAddr string `env:"SECKILL_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
 	// RedisURL empty runs an embedded in-process Redis (miniredis).
 	RedisURL string `env:"SECKILL_REDIS_URL"`
+	// RedisPoolSize is the most Redis connections; a stampede waits for one.
+	RedisPoolSize int `env:"SECKILL_REDIS_POOL_SIZE" envDefault:"128"`
 	// MySQLDSN empty runs embedded SQLite under DataDir.
 	MySQLDSN string `env:"SECKILL_MYSQL_DSN"`
 	DataDir  string `env:"SECKILL_DATA_DIR" envDefault:"./data"`
@@ -42,6 +44,9 @@ type Config struct {
 	TokenCacheSize int           `env:"SECKILL_TOKEN_CACHE_SIZE" envDefault:"100000"`
 	TokenTTL       time.Duration `env:"SECKILL_TOKEN_TTL" envDefault:"30m"`
 	KeyRetention   time.Duration `env:"SECKILL_KEY_RETENTION" envDefault:"24h"`
+	// KeyPrefix namespaces the gate's Redis keys, so several deployments (or
+	// test runs) can share one Redis.
+	KeyPrefix string `env:"SECKILL_KEY_PREFIX" envDefault:"seckill:"`
 
 	Timezone        string        `env:"SECKILL_TIMEZONE" envDefault:"UTC"`
 	Migrate         bool          `env:"SECKILL_MIGRATE" envDefault:"true"`
@@ -64,6 +69,16 @@ func LoadConfig() (Config, error) {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+// DefaultConfig is the configuration of an empty environment, for callers
+// that build a Config in code (tests, the bench) and then change a few fields.
+func DefaultConfig() Config {
+	var c Config
+	if err := env.ParseWithOptions(&c, env.Options{Environment: map[string]string{}}); err != nil {
+		panic(fmt.Sprintf("infra: defaults do not parse: %v", err))
+	}
+	return c
 }
 
 // Validate checks every setting and names the variable at fault.
@@ -93,6 +108,9 @@ func (c *Config) Validate() error {
 	default:
 		bad("SECKILL_QUEUE", "want %q or %q, got %q", QueueChannel, QueueStream, c.Queue)
 	}
+	if c.RedisPoolSize < 1 || c.RedisPoolSize > 10_000 {
+		bad("SECKILL_REDIS_POOL_SIZE", "must be within 1..10000, got %d", c.RedisPoolSize)
+	}
 	if c.QueueCapacity < 1 {
 		bad("SECKILL_QUEUE_CAPACITY", "must be at least 1")
 	}
@@ -119,6 +137,9 @@ func (c *Config) Validate() error {
 	}
 	if c.KeyRetention <= 0 {
 		bad("SECKILL_KEY_RETENTION", "must be positive")
+	}
+	if c.KeyPrefix == "" || strings.ContainsAny(c.KeyPrefix, "{} \t\n") {
+		bad("SECKILL_KEY_PREFIX", "must be non-empty without braces or spaces, got %q", c.KeyPrefix)
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("SECKILL_SHUTDOWN_TIMEOUT", "must be positive")

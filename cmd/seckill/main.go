@@ -1,0 +1,60 @@
+// Command seckill is the flash-sale service's one binary: serve runs it,
+// migrate manages the schema, token mints login tokens for tests and load.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: seckill <command> [flags]
+
+commands:
+  serve               run the HTTP service and the fulfilment workers
+  migrate up|down|status
+                      apply, roll back (last group) or show database migrations
+  token --user ID [--count N]
+                      mint login tokens (users ID..ID+N-1), one per line
+
+Configuration comes from SECKILL_* environment variables (see README.md).
+Without SECKILL_REDIS_URL / SECKILL_MYSQL_DSN the service runs on an embedded
+Redis and SQLite.`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "seckill:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return flag.ErrHelp
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		return serve(ctx, rest, stderr)
+	case "migrate":
+		return migrate(ctx, rest, stdout, stderr)
+	case "token":
+		return token(ctx, rest, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprintln(stdout, usage)
+		return nil
+	default:
+		fmt.Fprintln(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}

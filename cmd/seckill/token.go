@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/hmdp-go/seckill/adapters/redissession"
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/infra"
+)
+
+func token(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	user := fs.Int64("user", 0, "first user id (required, > 0)")
+	count := fs.Int("count", 1, "how many consecutive users to mint tokens for (1..1000000)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *user <= 0 {
+		return errors.New("token: --user must be a positive user id")
+	}
+	if *count < 1 || *count > 1_000_000 {
+		return errors.New("token: --count must be within 1..1000000")
+	}
+	cfg, err := infra.LoadConfig()
+	if err != nil {
+		return err
+	}
+	if cfg.RedisURL == "" {
+		return errors.New("token: SECKILL_REDIS_URL is not set; the embedded Redis lives inside `seckill serve`, " +
+			"so mint tokens there with POST /dev/tokens (SECKILL_DEV_ENDPOINTS=true)")
+	}
+	rdb, cleanup, err := infra.NewRedis(cfg, infra.NewLogger(cfg, stderr))
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	store := redissession.New(rdb, redissession.Options{TTL: cfg.TokenTTL})
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
+	for i := 0; i < *count; i++ {
+		t, err := store.Mint(ctx, domain.UserID(*user+int64(i)))
+		if err != nil {
+			return fmt.Errorf("mint token for user %d: %w", *user+int64(i), err)
+		}
+		fmt.Fprintln(w, t)
+	}
+	return nil
+}

@@ -1,0 +1,169 @@
+package infra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+	"github.com/uptrace/bun"
+
+	"github.com/hmdp-go/seckill/adapters/mysqlstore"
+	"github.com/hmdp-go/seckill/adapters/worker"
+	"github.com/hmdp-go/seckill/application"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// App is one wired service: what `seckill serve` runs and what in-process
+// tests and the bench start.
+type App struct {
+	Config  Config
+	Log     zerolog.Logger
+	Handler http.Handler
+	Queue   ports.OrderQueue
+	Worker  *worker.Worker
+	Restore *application.RestoreGate
+	Tokens  ports.TokenIssuer
+	DB      *bun.DB
+	Redis   redis.UniversalClient
+
+	srv       *http.Server
+	addr      net.Addr
+	workerCtx context.Context
+	stopWork  context.CancelFunc
+	workers   sync.WaitGroup
+	serveErr  chan error
+}
+
+// Build wires the service with the injector of the configured queue driver.
+func Build(c Config, log zerolog.Logger) (*App, func(), error) {
+	switch c.Queue {
+	case QueueChannel:
+		return InitChannelApp(c, log)
+	default:
+		return nil, nil, fmt.Errorf("SECKILL_QUEUE=%q is not available", c.Queue)
+	}
+}
+
+// Start migrates (unless disabled), restores the gate from the database,
+// starts the workers and begins serving HTTP. It returns once the listener is
+// bound; Addr tells where.
+func (a *App) Start(ctx context.Context) error {
+	if a.Config.Migrate {
+		applied, err := mysqlstore.Migrate(ctx, a.DB)
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		if len(applied) > 0 {
+			a.Log.Info().Strs("migrations", applied).Msg("database migrated")
+		}
+	}
+	n, err := a.Restore.Handle(ctx)
+	if err != nil {
+		return fmt.Errorf("restore gate: %w", err)
+	}
+	if n > 0 {
+		a.Log.Info().Int("vouchers", n).Msg("gate restored from the database")
+	}
+
+	a.workerCtx, a.stopWork = context.WithCancel(context.WithoutCancel(ctx))
+	for i := 0; i < a.Config.Workers; i++ {
+		a.workers.Add(1)
+		go func() {
+			defer a.workers.Done()
+			if err := a.Worker.Run(a.workerCtx); err != nil && !errors.Is(err, context.Canceled) {
+				a.Log.Error().Err(err).Msg("worker stopped")
+			}
+		}()
+	}
+
+	l, err := net.Listen("tcp", a.Config.HTTPAddr)
+	if err != nil {
+		a.stopWork()
+		return fmt.Errorf("listen on %s: %w", a.Config.HTTPAddr, err)
+	}
+	a.addr = l.Addr()
+	a.srv = &http.Server{
+		Handler:           a.Handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       60 * time.Second,
+	}
+	a.serveErr = make(chan error, 1)
+	go func() { a.serveErr <- a.srv.Serve(l) }()
+
+	redisEmbedded, dbEmbedded := a.Config.Embedded()
+	a.Log.Info().Str("addr", "http://"+a.addr.String()).Str("queue", a.Config.Queue).
+		Bool("embedded_redis", redisEmbedded).Bool("embedded_db", dbEmbedded).Msg("seckill listening")
+	return nil
+}
+
+// Addr is where the server listens, once started.
+func (a *App) Addr() string { return a.addr.String() }
+
+// Shutdown stops accepting, lets in-flight requests finish, closes the queue
+// and lets the workers drain it into the database, all within ctx's deadline.
+// Orders a channel still holds at the deadline are logged and lost; a stream
+// keeps them pending for the next start.
+func (a *App) Shutdown(ctx context.Context) error {
+	var errs []error
+	if err := a.srv.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+	}
+	if err := a.Queue.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close queue: %w", err))
+	}
+	drained := make(chan struct{})
+	go func() { a.workers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+		a.Log.Info().Msg("queue drained")
+	case <-ctx.Done():
+		a.stopWork()
+		<-drained
+		errs = append(errs, fmt.Errorf("queue not drained before the shutdown deadline: %w", ctx.Err()))
+	}
+	a.stopWork()
+	if err := <-a.serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Run starts the service and shuts it down gracefully when ctx ends.
+func (a *App) Run(ctx context.Context) error {
+	if err := a.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-a.serveErr:
+		a.serveErr <- err
+		a.Log.Error().Err(err).Msg("http server stopped")
+	}
+	a.Log.Info().Dur("deadline", a.Config.ShutdownTimeout).Msg("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), a.Config.ShutdownTimeout)
+	defer cancel()
+	return a.Shutdown(sctx)
+}
+
+// ready is the readiness probe: Redis and the database answer.
+func ready(rdb redis.UniversalClient, db *bun.DB) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
+		if err := db.PingContext(ctx); err != nil {
+			return fmt.Errorf("database: %w", err)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,83 @@
+package infra
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+	"github.com/uptrace/bun"
+
+	"github.com/hmdp-go/seckill/adapters/mysqlstore"
+)
+
+// NewRedis connects to SECKILL_REDIS_URL, or starts the embedded miniredis when
+// it is empty. The same adapters run on either: the embedded default swaps the
+// server, never the code path.
+func NewRedis(c Config, log zerolog.Logger) (redis.UniversalClient, func(), error) {
+	var (
+		opt      *redis.Options
+		embedded *miniredis.Miniredis
+	)
+	if c.RedisURL == "" {
+		embedded = miniredis.NewMiniRedis()
+		if err := embedded.Start(); err != nil {
+			return nil, nil, fmt.Errorf("start embedded redis: %w", err)
+		}
+		log.Warn().Str("addr", embedded.Addr()).
+			Msg("embedded Redis (miniredis, in-process, lost at exit); set SECKILL_REDIS_URL=redis://127.0.0.1:6379/0 for a real one")
+		opt = &redis.Options{Addr: embedded.Addr()}
+	} else {
+		var err error
+		if opt, err = redis.ParseURL(c.RedisURL); err != nil {
+			return nil, nil, fmt.Errorf("SECKILL_REDIS_URL: %w", err)
+		}
+	}
+	opt.PoolSize = c.RedisPoolSize
+	rdb := redis.NewClient(opt)
+	cleanup := func() {
+		_ = rdb.Close()
+		if embedded != nil {
+			embedded.Close()
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("redis at %s does not answer: %w", opt.Addr, err)
+	}
+	return rdb, cleanup, nil
+}
+
+// NewDB opens MySQL/MariaDB from SECKILL_MYSQL_DSN, or embedded SQLite under
+// SECKILL_DATA_DIR when it is empty. Both go through the same Bun repositories.
+func NewDB(c Config, log zerolog.Logger) (*bun.DB, func(), error) {
+	var (
+		db  *bun.DB
+		err error
+	)
+	if c.MySQLDSN == "" {
+		path := filepath.Join(c.DataDir, "seckill.db")
+		db, err = mysqlstore.OpenSQLite(path)
+		if err == nil {
+			log.Warn().Str("path", path).
+				Msg("embedded SQLite; set SECKILL_MYSQL_DSN='root@tcp(127.0.0.1:3306)/seckill?parseTime=true' for MySQL/MariaDB")
+		}
+	} else {
+		db, err = mysqlstore.OpenMySQL(c.MySQLDSN)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("open database: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, nil, fmt.Errorf("database does not answer: %w", err)
+	}
+	return db, func() { _ = db.Close() }, nil
+}

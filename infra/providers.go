@@ -1,0 +1,114 @@
+package infra
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/google/wire"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+	"github.com/uptrace/bun"
+
+	"github.com/hmdp-go/seckill/adapters/chanqueue"
+	"github.com/hmdp-go/seckill/adapters/httpapi"
+	"github.com/hmdp-go/seckill/adapters/mysqlstore"
+	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redissession"
+	"github.com/hmdp-go/seckill/adapters/worker"
+	"github.com/hmdp-go/seckill/application"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// ReadyCheck reports whether the backends answer.
+type ReadyCheck func(context.Context) error
+
+func provideReady(rdb redis.UniversalClient, db *bun.DB) ReadyCheck { return ready(rdb, db) }
+
+func provideIDs(rdb redis.UniversalClient, c Config) *redisgate.IDs {
+	return redisgate.NewIDs(rdb, redisgate.IDOptions{Block: c.IDBlock})
+}
+
+func provideSessionStore(rdb redis.UniversalClient, c Config) *redissession.Store {
+	return redissession.New(rdb, redissession.Options{TTL: c.TokenTTL})
+}
+
+func provideCachedSessions(s *redissession.Store, c Config) *redissession.Cached {
+	return redissession.NewCached(s, redissession.CacheOptions{Size: c.TokenCacheSize, TTL: c.TokenCacheTTL})
+}
+
+// provideTokens mounts the dev token endpoint only when it is enabled.
+func provideTokens(s *redissession.Store, c Config) ports.TokenIssuer {
+	if !c.DevEndpoints {
+		return nil
+	}
+	return s
+}
+
+func provideWorker(q ports.OrderQueue, f *application.FulfillOrders, log zerolog.Logger, c Config) *worker.Worker {
+	return worker.New(q, f, log.With().Str("component", "worker").Logger(), worker.Options{BatchSize: c.BatchSize})
+}
+
+func provideHandler(
+	add *application.AddSeckillVoucher, list *application.ListShopVouchers,
+	claim *application.ClaimSeckill, get *application.GetOrder,
+	sessions ports.Sessions, tokens ports.TokenIssuer, ready ReadyCheck,
+	log zerolog.Logger, c Config,
+) http.Handler {
+	if tokens != nil {
+		log.Warn().Msg("dev endpoint POST /dev/tokens is enabled: anyone can mint a login token")
+	}
+	return httpapi.NewRouter(httpapi.Deps{
+		AddVoucher: add, ListVouchers: list, Claim: claim, GetOrder: get,
+		Sessions: sessions, Tokens: tokens, Ready: ready, Log: log, Location: c.Location(),
+	})
+}
+
+func provideChannelGate(rdb redis.UniversalClient, c Config) *redisgate.Gate {
+	return redisgate.New(rdb, redisgate.Options{Prefix: c.KeyPrefix, Retention: c.KeyRetention})
+}
+
+func provideChannelQueue(c Config) *chanqueue.Queue {
+	return chanqueue.New(c.QueueCapacity, c.BatchLinger)
+}
+
+// commonSet is everything but the queue driver.
+var commonSet = wire.NewSet(
+	NewRedis,
+	NewDB,
+	wire.Struct(new(SystemClock)),
+	wire.Bind(new(ports.Clock), new(SystemClock)),
+	provideReady,
+	provideIDs,
+	wire.Bind(new(ports.OrderIDs), new(*redisgate.IDs)),
+	provideSessionStore,
+	provideCachedSessions,
+	wire.Bind(new(ports.Sessions), new(*redissession.Cached)),
+	provideTokens,
+	mysqlstore.NewVoucherRepo,
+	wire.Bind(new(ports.VoucherRepository), new(*mysqlstore.VoucherRepo)),
+	mysqlstore.NewOrderRepo,
+	wire.Bind(new(ports.OrderRepository), new(*mysqlstore.OrderRepo)),
+	application.NewAddSeckillVoucher,
+	application.NewListShopVouchers,
+	application.NewClaimSeckill,
+	application.NewFulfillOrders,
+	application.NewGetOrder,
+	application.NewRestoreGate,
+	provideWorker,
+	provideHandler,
+	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Tokens", "DB", "Redis"),
+)
+
+// channelSet: the in-process bounded channel; the gate does not enqueue.
+var channelSet = wire.NewSet(
+	provideChannelGate,
+	wire.Bind(new(ports.StockGate), new(*redisgate.Gate)),
+	provideChannelQueue,
+	wire.Bind(new(ports.OrderQueue), new(*chanqueue.Queue)),
+)

@@ -1,0 +1,14 @@
+//go:build wireinject
+
+package infra
+
+import (
+	"github.com/google/wire"
+	"github.com/rs/zerolog"
+)
+
+// InitChannelApp wires the service with the in-process channel queue.
+func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
+	wire.Build(commonSet, channelSet)
+	return nil, nil, nil
+}

@@ -1,0 +1,233 @@
+// Package component runs the wired service in-process, over real HTTP, against
+// the real Redis and MySQL named by the test environment.
+package component_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redissession"
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/infra"
+	"github.com/hmdp-go/seckill/test/testenv"
+)
+
+type envelope struct {
+	Success  bool            `json:"success"`
+	ErrorMsg string          `json:"errorMsg"`
+	Code     string          `json:"code"`
+	Data     json.RawMessage `json:"data"`
+}
+
+// startService wires and starts the service on real backends, with its own
+// database and Redis key prefix, and stops it when the test ends.
+func startService(t *testing.T, queue string) (*infra.App, string) {
+	t.Helper()
+	testenv.RealRedis(t) // skips or fails first, with the standard message
+	cfg := infra.DefaultConfig()
+	cfg.RedisURL = os.Getenv(testenv.RedisEnv)
+	cfg.MySQLDSN = testenv.MySQLDSN(t)
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.KeyPrefix = testenv.KeyPrefix(t)
+	cfg.Queue = queue
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	app, cleanup, err := infra.Build(cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		cleanup()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := app.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		cleanup()
+	})
+	return app, "http://" + app.Addr()
+}
+
+func postJSON(t *testing.T, c *http.Client, url, token string, body any) (int, envelope) {
+	t.Helper()
+	var r io.Reader = http.NoBody
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(http.MethodPost, url, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("authorization", token)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Errorf("POST %s: %v", url, err)
+		return 0, envelope{}
+	}
+	defer resp.Body.Close()
+	var env envelope
+	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
+		t.Errorf("POST %s: status %d, undecodable body: %v", url, resp.StatusCode, err)
+	}
+	return resp.StatusCode, env
+}
+
+func createVoucher(t *testing.T, base string, stock int) domain.VoucherID {
+	t.Helper()
+	now := time.Now().UTC()
+	status, env := postJSON(t, http.DefaultClient, base+"/voucher/seckill", "", map[string]any{
+		"shopId": 1, "title": "stampede", "payValue": 100, "actualValue": 1000, "type": 1,
+		"stock": stock, "beginTime": now.Add(-time.Minute).Format(time.RFC3339),
+		"endTime": now.Add(time.Hour).Format(time.RFC3339),
+	})
+	if status != http.StatusOK || !env.Success {
+		t.Fatalf("create voucher: %d %+v", status, env)
+	}
+	var s string
+	if err := json.Unmarshal(env.Data, &s); err != nil {
+		t.Fatalf("voucher id %s: %v", env.Data, err)
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return domain.VoucherID(id)
+}
+
+// TestStampedeSellsExactlyTheStock is the start-gate race through HTTP: 2,000
+// users fire 3 claims each at once on a voucher with stock 100.
+func TestStampedeSellsExactlyTheStock(t *testing.T) {
+	const (
+		stock    = 100
+		users    = 2000
+		perUser  = 3
+		firstUID = 1_000_000
+	)
+	for _, queue := range []string{infra.QueueChannel} {
+		t.Run(queue, func(t *testing.T) {
+			app, base := startService(t, queue)
+			vid := createVoucher(t, base, stock)
+
+			ctx := context.Background()
+			sessions := redissession.New(app.Redis, redissession.Options{TTL: time.Hour})
+			tokens := make([]string, users)
+			for i := range tokens {
+				tok, err := sessions.Mint(ctx, domain.UserID(firstUID+i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				tokens[i] = tok
+			}
+
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: users * perUser}, Timeout: time.Minute}
+			type answer struct {
+				user   int
+				status int
+				env    envelope
+			}
+			answers := make(chan answer, users*perUser)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := 0; i < users; i++ {
+				for r := 0; r < perUser; r++ {
+					wg.Add(1)
+					go func(i int) {
+						defer wg.Done()
+						<-start
+						status, env := postJSON(t, client, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), tokens[i], nil)
+						answers <- answer{user: firstUID + i, status: status, env: env}
+					}(i)
+				}
+			}
+			close(start)
+			wg.Wait()
+			close(answers)
+
+			won := map[int]domain.OrderID{}
+			codes := map[string]int{}
+			for a := range answers {
+				if a.status != http.StatusOK {
+					t.Errorf("user %d: status %d %+v", a.user, a.status, a.env)
+					continue
+				}
+				if !a.env.Success {
+					codes[a.env.Code]++
+					continue
+				}
+				var s string
+				if err := json.Unmarshal(a.env.Data, &s); err != nil {
+					t.Fatalf("order id %s: %v", a.env.Data, err)
+				}
+				id, _ := strconv.ParseInt(s, 10, 64)
+				if _, dup := won[a.user]; dup {
+					t.Errorf("user %d won twice", a.user)
+				}
+				won[a.user] = domain.OrderID(id)
+			}
+			if len(won) != stock {
+				t.Fatalf("%d successes, want exactly %d (refusals: %v)", len(won), stock, codes)
+			}
+			if other := users*perUser - stock - codes["sold_out"] - codes["duplicate"]; other != 0 {
+				t.Fatalf("%d answers were neither success, sold_out nor duplicate: %v", other, codes)
+			}
+
+			// The database catches up asynchronously: poll with a deadline.
+			type row struct {
+				ID     int64 `bun:"id"`
+				UserID int64 `bun:"user_id"`
+			}
+			var rows []row
+			testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+				rows = rows[:0]
+				if err := app.DB.NewSelect().Table("tb_voucher_order").Column("id", "user_id").
+					Where("voucher_id = ?", vid).Scan(ctx, &rows); err != nil {
+					t.Fatal(err)
+				}
+				return len(rows) >= stock, fmt.Sprintf("MySQL holds %d of %d orders", len(rows), stock)
+			})
+			if len(rows) != stock {
+				t.Fatalf("MySQL holds %d orders, want %d", len(rows), stock)
+			}
+			for _, r := range rows {
+				if won[int(r.UserID)] != domain.OrderID(r.ID) {
+					t.Fatalf("MySQL order %d of user %d was not the one the user was told (%d)", r.ID, r.UserID, won[int(r.UserID)])
+				}
+			}
+			var dbStock int
+			if err := app.DB.NewSelect().Table("tb_seckill_voucher").Column("stock").
+				Where("voucher_id = ?", vid).Scan(ctx, &dbStock); err != nil {
+				t.Fatal(err)
+			}
+			if dbStock != 0 {
+				t.Fatalf("MySQL stock %d, want 0", dbStock)
+			}
+			redisStock, err := app.Redis.HGet(ctx, redisgate.KeysFor(app.Config.KeyPrefix, vid).Voucher, "stock").Int()
+			if err != nil || redisStock != 0 {
+				t.Fatalf("Redis stock %d (%v), want 0", redisStock, err)
+			}
+		})
+	}
+}
