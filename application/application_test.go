@@ -181,7 +181,10 @@ type flakyGate struct {
 	ports.StockGate
 	reserveErr error
 	releases   int
+	enqueues   bool
 }
+
+func (g *flakyGate) Enqueues() bool { return g.enqueues }
 
 func (g *flakyGate) Reserve(ctx context.Context, o domain.VoucherOrder) (ports.Reservation, error) {
 	if _, err := g.StockGate.Reserve(ctx, o); err != nil {
@@ -437,5 +440,21 @@ func TestFulfillOrdersReject(t *testing.T) {
 	}
 	if _, err := w.claim.Handle(ctx, 4, vid); !errors.Is(err, domain.ErrSoldOut) {
 		t.Fatalf("stock must match the database's: %v", err)
+	}
+}
+
+func TestClaimSeckillAmbiguousReserveOfAnEnqueueingGateIsKept(t *testing.T) {
+	// A gate that enqueues in its script may have sent the order on its way;
+	// releasing would leave a message whose order the gate no longer holds.
+	fg := &flakyGate{reserveErr: context.DeadlineExceeded, enqueues: true}
+	w := newWorld(t, 10, func(g ports.StockGate) ports.StockGate { fg.StockGate = g; return fg })
+	vid := w.live(t, 1)
+	_, err := w.claim.Handle(context.Background(), 1, vid)
+	if err == nil || errors.Is(err, application.ErrBusy) || fg.releases != 0 {
+		t.Fatalf("err = %v, releases = %d; want an unknown-outcome error (not busy) and no release", err, fg.releases)
+	}
+	fg.reserveErr = nil
+	if _, err := w.claim.Handle(context.Background(), 1, vid); !errors.Is(err, domain.ErrSoldOut) {
+		t.Fatalf("the kept reservation must still hold the only unit: %v", err)
 	}
 }

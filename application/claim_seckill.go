@@ -64,6 +64,13 @@ func (h *ClaimSeckill) Handle(ctx context.Context, user domain.UserID, voucher d
 		if isRefusal(err) {
 			return 0, err
 		}
+		if h.gate.Enqueues() {
+			// The script may have reserved and enqueued in one step; releasing
+			// now would orphan a message that still becomes an order. Leave it:
+			// if it ran, the order is fulfilled and the user's retry answers
+			// duplicate; if it did not, nothing changed.
+			return 0, fmt.Errorf("reserve %s: outcome unknown: %w", order, err)
+		}
 		// The script may or may not have run. Release is keyed by this order's
 		// ID, so it undoes exactly our reservation if there is one, and nothing
 		// otherwise.

@@ -53,6 +53,11 @@ type StockGate interface {
 	// domain.ErrVoucherNotFound, ErrNotStarted, ErrEnded, ErrSoldOut or
 	// ErrAlreadyClaimed. Nothing changes unless it returns nil.
 	Reserve(ctx context.Context, o domain.VoucherOrder) (Reservation, error)
+	// Enqueues reports whether Reserve also enqueues the order in the same
+	// atomic step. Such a reservation must not be released when Reserve's
+	// outcome is unknown: its message may already be on its way to the
+	// database.
+	Enqueues() bool
 	// Release undoes the reservation held by exactly this order: the user's
 	// mark is removed, and the unit returned to stock when restoreStock is set.
 	// It is idempotent and does nothing when the user's mark belongs to another

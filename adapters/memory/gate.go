@@ -91,6 +91,9 @@ func (g *Gate) Restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	return true, nil
 }
 
+// Enqueues is false: the memory gate never enqueues.
+func (g *Gate) Enqueues() bool { return false }
+
 func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) (ports.Reservation, error) {
 	if err := ctx.Err(); err != nil {
 		return ports.Reservation{}, err

@@ -139,6 +139,9 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 	return nil
 }
 
+// Enqueues is Options.Enqueue: the claim script then XADDs the order too.
+func (g *Gate) Enqueues() bool { return g.enqueue }
+
 func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) (ports.Reservation, error) {
 	k := g.keys(o.VoucherID())
 	enqueue := "0"
