@@ -386,7 +386,9 @@ func TestConstructorsRefuseNilDependencies(t *testing.T) {
 			f()
 		})
 	}
-	mustPanic("claim_without_queue", func() { application.NewClaimSeckill(memory.NewIDs(fixedClock{now}), memory.NewGate(fixedClock{now}), nil) })
+	mustPanic("claim_without_queue", func() {
+		application.NewClaimSeckill(memory.NewIDs(fixedClock{now}), memory.NewGate(fixedClock{now}), nil)
+	})
 	mustPanic("fulfill_without_gate", func() { application.NewFulfillOrders(memory.NewOrders(memory.NewVouchers()), nil) })
 	mustPanic("get_without_orders", func() { application.NewGetOrder(nil, memory.NewGate(fixedClock{now})) })
 }
