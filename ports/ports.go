@@ -68,6 +68,24 @@ type StockGate interface {
 	Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error)
 }
 
+// GateAudit reads and repairs a voucher's gate state; it is what an operator's
+// reconcile uses, never the claim path.
+type GateAudit interface {
+	// Stock is the gate's remaining stock, and whether the gate has the voucher.
+	Stock(ctx context.Context, id domain.VoucherID) (int, bool, error)
+	// Buyers is the gate's one-order-per-user marks: user -> order id.
+	Buyers(ctx context.Context, id domain.VoucherID) (map[domain.UserID]domain.OrderID, error)
+	// Overwrite sets the gate to v's remaining stock and exactly these
+	// buyers, whatever it held. Only safe while no claims are served.
+	Overwrite(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder) error
+}
+
+// QueueBacklog tells how many of a voucher's orders a durable queue still
+// holds (pending or not yet delivered).
+type QueueBacklog interface {
+	Pending(ctx context.Context, id domain.VoucherID) (int64, error)
+}
+
 // Delivery is one order handed out by a queue. Ref identifies it to Ack (the
 // stream entry ID for a stream; empty for a channel).
 type Delivery struct {

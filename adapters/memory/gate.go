@@ -65,6 +65,16 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 }
 
 func (g *Gate) Restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder) (bool, error) {
+	return g.restore(ctx, v, buyers, false)
+}
+
+// Overwrite replaces the voucher's state whatever it holds, like the Redis gate's.
+func (g *Gate) Overwrite(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder) error {
+	_, err := g.restore(ctx, v, buyers, true)
+	return err
+}
+
+func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder, force bool) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -84,7 +94,7 @@ func (g *Gate) Restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	s := v.Sale()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if _, ok := g.sales[v.ID()]; ok {
+	if _, ok := g.sales[v.ID()]; ok && !force {
 		return false, nil
 	}
 	g.sales[v.ID()] = &gateSale{stock: s.Stock(), begin: s.Begin(), end: s.End(), buyers: marks}

@@ -195,6 +195,19 @@ func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock 
 // concurrent Preheat; staging keeps the visible step atomic and O(1), however
 // many buyers a sale has.
 func (g *Gate) Restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder) (bool, error) {
+	return g.restore(ctx, v, buyers, false)
+}
+
+// Overwrite replaces the voucher's gate state with the database's, whatever
+// the gate holds: stock = v's remaining stock, buyers = exactly these orders.
+// It is `seckill reconcile --fix`; run it only while no claims are served, or
+// a claim between the database read and the swap is forgotten.
+func (g *Gate) Overwrite(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder) error {
+	_, err := g.restore(ctx, v, buyers, true)
+	return err
+}
+
+func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder, force bool) (bool, error) {
 	if err := checkVoucher(v); err != nil {
 		return false, fmt.Errorf("restore: %w", err)
 	}
@@ -212,7 +225,7 @@ func (g *Gate) Restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	k := g.keys(v.ID())
 	if n, err := g.rdb.Exists(ctx, k.Voucher).Result(); err != nil {
 		return false, fmt.Errorf("restore voucher %d: %w", v.ID(), err)
-	} else if n == 1 {
+	} else if n == 1 && !force {
 		// Cheap early answer for the common case; the script decides for real.
 		return false, g.addLive(ctx, k, v.ID())
 	}
@@ -225,7 +238,7 @@ func (g *Gate) Restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 
 	s := v.Sale()
 	code, err := restoreScript.Run(ctx, g.rdb, []string{k.Voucher, k.Buyers, staging},
-		s.Stock(), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), len(marks),
+		s.Stock(), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), len(marks), forceArg(force),
 	).Int64()
 	if err != nil {
 		return false, fmt.Errorf("restore voucher %d: %w", v.ID(), err)
@@ -237,6 +250,13 @@ func (g *Gate) Restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 		return false, fmt.Errorf("restore voucher %d: staged buyers expired before the swap", v.ID())
 	}
 	return false, fmt.Errorf("restore voucher %d: unexpected answer %d", v.ID(), code)
+}
+
+func forceArg(force bool) string {
+	if force {
+		return "1"
+	}
+	return "0"
 }
 
 func (g *Gate) stage(ctx context.Context, key string, marks map[domain.UserID]domain.OrderID) error {

@@ -1,12 +1,13 @@
 -- Swap in a voucher's gate state rebuilt from the database, only if the gate
--- has none. The buyers were written beforehand into a staging hash, so this
+-- has none (or unconditionally when ARGV[6] == '1': reconcile --fix). The buyers were written beforehand into a staging hash, so this
 -- step is O(1) however many buyers there are, and all-or-nothing.
 -- KEYS[1] voucher hash, KEYS[2] buyers hash, KEYS[3] staging hash
 -- ARGV[1] stock, ARGV[2] begin, ARGV[3] end (unix ms), ARGV[4] expire at
--- (unix ms), ARGV[5] number of buyers the staging hash must hold
+-- (unix ms), ARGV[5] number of buyers the staging hash must hold,
+-- ARGV[6] '1' to overwrite an existing gate state
 -- Returns 1 written, 0 left alone (the voucher exists, e.g. a concurrent
 -- Preheat or Restore won), -1 the staging hash is incomplete (it expired).
-if redis.call('EXISTS', KEYS[1]) == 1 then
+if ARGV[6] ~= '1' and redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('DEL', KEYS[3])
   return 0
 end

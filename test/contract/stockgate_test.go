@@ -22,8 +22,7 @@ import (
 // Stock and Buyers (reconciliation needs them too).
 type gateUnderTest interface {
 	ports.StockGate
-	Stock(ctx context.Context, id domain.VoucherID) (int, bool, error)
-	Buyers(ctx context.Context, id domain.VoucherID) (map[domain.UserID]domain.OrderID, error)
+	ports.GateAudit
 }
 
 // gateMessage is one order message a gate enqueued, as raw stream fields.
@@ -237,6 +236,26 @@ var gateCases = []struct {
 		if _, ok, err := s.gate.Stock(gateCtx(t), 404); err != nil || ok {
 			t.Fatalf("release of an unknown voucher created it (present %v, err %v)", ok, err)
 		}
+	}},
+	{"overwrite_replaces_whatever_the_gate_holds", func(t *testing.T, s gateSubject) {
+		v := gateOpenVoucher(t, 1, 5)
+		gatePreheat(t, s.gate, v)
+		gateReserve(t, s, gateOrder(t, 11, 7, 1), nil)
+		gateReserve(t, s, gateOrder(t, 12, 8, 1), nil)
+		// The database knows only user 8's order and user 9's, and 3 left.
+		db := []domain.VoucherOrder{gateOrder(t, 12, 8, 1), gateOrder(t, 13, 9, 1)}
+		if err := s.gate.Overwrite(gateCtx(t), v.WithStock(3), db); err != nil {
+			t.Fatal(err)
+		}
+		gateState(t, s.gate, 1, 3, map[domain.UserID]domain.OrderID{8: 12, 9: 13})
+		gateReserve(t, s, gateOrder(t, 14, 7, 1), nil)
+		gateReserve(t, s, gateOrder(t, 15, 9, 1), domain.ErrAlreadyClaimed)
+		// Overwriting an absent voucher creates it, like Restore.
+		w := gateOpenVoucher(t, 2, 4)
+		if err := s.gate.Overwrite(gateCtx(t), w, nil); err != nil {
+			t.Fatal(err)
+		}
+		gateState(t, s.gate, 2, 4, nil)
 	}},
 	{"not_started", func(t *testing.T, s gateSubject) {
 		now := time.Now()
