@@ -21,6 +21,8 @@ commands:
                       apply, roll back (last group) or show database migrations
   token --user ID [--count N]
                       mint login tokens (users ID..ID+N-1), one per line
+  reconcile --voucher ID [--fix]
+                      compare Redis with MySQL for a voucher; --fix repairs Redis from MySQL
 
 Configuration comes from SECKILL_* environment variables (see README.md).
 Without SECKILL_REDIS_URL / SECKILL_MYSQL_DSN the service runs on an embedded
@@ -32,6 +34,9 @@ func main() {
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "seckill:", err)
+		}
+		if errors.Is(err, errDifferences) {
+			os.Exit(1)
 		}
 		os.Exit(2)
 	}
@@ -50,6 +55,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return migrate(ctx, rest, stdout, stderr)
 	case "token":
 		return token(ctx, rest, stdout, stderr)
+	case "reconcile":
+		return reconcile(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/hmdp-go/seckill/application"
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/infra"
+)
+
+// errDifferences: the gate and the database disagree and --fix was not given.
+var errDifferences = errors.New("Redis and MySQL disagree (run with --fix, while no claims are running, to repair Redis from MySQL)")
+
+func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	voucher := fs.Int64("voucher", 0, "seckill voucher id to reconcile (required)")
+	fix := fs.Bool("fix", false, "repair Redis from MySQL (the source of truth); run only while no claims are served")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *voucher <= 0 {
+		return errors.New("reconcile: --voucher must be a positive voucher id")
+	}
+	cfg, err := infra.LoadConfig()
+	if err != nil {
+		return err
+	}
+	if cfg.RedisURL == "" || cfg.MySQLDSN == "" {
+		return errors.New("reconcile: set SECKILL_REDIS_URL and SECKILL_MYSQL_DSN; an embedded backend lives inside `seckill serve` and is rebuilt from the database at its start")
+	}
+	rec, cleanup, err := infra.BuildReconcile(cfg, infra.NewLogger(cfg, stderr))
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+
+	id := domain.VoucherID(*voucher)
+	if !*fix {
+		r, err := rec.Check(ctx, id)
+		if err != nil {
+			return err
+		}
+		printReport(stdout, "", r)
+		if !r.Consistent() {
+			return errDifferences
+		}
+		return nil
+	}
+	before, err := rec.Check(ctx, id)
+	if err != nil {
+		return err
+	}
+	printReport(stdout, "before: ", before)
+	after, err := rec.Fix(ctx, id)
+	if err != nil {
+		return err
+	}
+	printReport(stdout, "after:  ", after)
+	if !after.Consistent() {
+		return fmt.Errorf("voucher %d still differs after the fix (were claims running?)", id)
+	}
+	return nil
+}
+
+func printReport(w io.Writer, label string, r application.Report) {
+	pending := "unknown (channel queue: in the service's process)"
+	if r.Pending >= 0 {
+		pending = fmt.Sprint(r.Pending)
+	}
+	gate := "absent"
+	if r.GateFound {
+		gate = fmt.Sprintf("stock %d, buyers %d", r.GateStock, r.GateBuyers)
+	}
+	state := "consistent"
+	if !r.Consistent() {
+		state = "DIFFERENT"
+	}
+	fmt.Fprintf(w, "%svoucher %d: %s\n", label, r.Voucher, state)
+	fmt.Fprintf(w, "%s  mysql:   stock %d, orders %d\n", label, r.DBStock, r.DBOrders)
+	fmt.Fprintf(w, "%s  redis:   %s\n", label, gate)
+	fmt.Fprintf(w, "%s  pending: %s\n", label, pending)
+	fmt.Fprintf(w, "%s  claimed in redis, not in mysql: %d%s\n", label, len(r.NotInDB), sample(r.NotInDB))
+	fmt.Fprintf(w, "%s  in mysql, not in redis:         %d%s\n", label, len(r.NotInGate), sample(r.NotInGate))
+}
+
+func sample(os []domain.VoucherOrder) string {
+	if len(os) == 0 {
+		return ""
+	}
+	s := " e.g."
+	for _, o := range os[:min(3, len(os))] {
+		s += fmt.Sprintf(" order %d (user %d)", o.ID(), o.UserID())
+	}
+	return s
+}

@@ -1,0 +1,35 @@
+package infra
+
+import (
+	"errors"
+
+	"github.com/rs/zerolog"
+
+	"github.com/hmdp-go/seckill/adapters/mysqlstore"
+	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/application"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// BuildReconcile wires the operator's reconcile tool: the gate, the database,
+// and in stream mode the stream's backlog (a channel's is inside the
+// service's process and cannot be seen).
+func BuildReconcile(c Config, log zerolog.Logger) (*application.ReconcileVoucher, func(), error) {
+	rdb, closeRedis, err := NewRedis(c, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, closeDB, err := NewDB(c, log)
+	if err != nil {
+		closeRedis()
+		return nil, nil, err
+	}
+	cleanup := func() { closeDB(); closeRedis() }
+	var backlog ports.QueueBacklog
+	if c.Queue == QueueStream {
+		cleanup()
+		return nil, nil, errors.New("SECKILL_QUEUE=stream is not available yet")
+	}
+	gate := redisgate.New(rdb, redisgate.Options{Prefix: c.KeyPrefix, Retention: c.KeyRetention})
+	return application.NewReconcileVoucher(mysqlstore.NewVoucherRepo(db), mysqlstore.NewOrderRepo(db), gate, backlog), cleanup, nil
+}
