@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -39,6 +41,13 @@ type Config struct {
 	BatchLinger   time.Duration `env:"SECKILL_BATCH_LINGER" envDefault:"5ms"`
 	Workers       int           `env:"SECKILL_WORKERS" envDefault:"2"`
 
+	// Stream queue settings (SECKILL_QUEUE=stream).
+	Consumer      string        `env:"SECKILL_CONSUMER"` // default: derived from the host name
+	StreamGroup   string        `env:"SECKILL_STREAM_GROUP" envDefault:"seckill"`
+	StreamBlock   time.Duration `env:"SECKILL_STREAM_BLOCK" envDefault:"200ms"`
+	StreamMinIdle time.Duration `env:"SECKILL_STREAM_MIN_IDLE" envDefault:"30s"`
+	MaxDeliveries int           `env:"SECKILL_MAX_DELIVERIES" envDefault:"10"`
+
 	IDBlock        int           `env:"SECKILL_ID_BLOCK" envDefault:"1000"`
 	TokenCacheTTL  time.Duration `env:"SECKILL_TOKEN_CACHE_TTL" envDefault:"10s"`
 	TokenCacheSize int           `env:"SECKILL_TOKEN_CACHE_SIZE" envDefault:"100000"`
@@ -61,9 +70,19 @@ type Config struct {
 
 // LoadConfig reads and validates the environment.
 func LoadConfig() (Config, error) {
+	return loadConfig(env.Options{})
+}
+
+// LoadConfigFrom reads and validates the given variables instead of the
+// process environment.
+func LoadConfigFrom(vars map[string]string) (Config, error) {
+	return loadConfig(env.Options{Environment: vars})
+}
+
+func loadConfig(opts env.Options) (Config, error) {
 	var c Config
-	if err := env.Parse(&c); err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
+	if err := env.ParseWithOptions(&c, opts); err != nil {
+		return Config{}, fmt.Errorf("invalid configuration: %w", nameVariables(err))
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err
@@ -71,12 +90,32 @@ func LoadConfig() (Config, error) {
 	return c, nil
 }
 
+// nameVariables rewrites the env library's parse errors, which name the Go
+// field, to name the environment variable a user has to fix.
+func nameVariables(err error) error {
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return err
+	}
+	errs := make([]error, 0, len(agg.Errors))
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if errors.As(e, &pe) {
+			if f, ok := reflect.TypeOf(Config{}).FieldByName(pe.Name); ok {
+				e = fmt.Errorf("%s: want a %s: %w", f.Tag.Get("env"), pe.Type, pe.Err)
+			}
+		}
+		errs = append(errs, e)
+	}
+	return errors.Join(errs...)
+}
+
 // DefaultConfig is the configuration of an empty environment, for callers
 // that build a Config in code (tests, the bench) and then change a few fields.
 func DefaultConfig() Config {
-	var c Config
-	if err := env.ParseWithOptions(&c, env.Options{Environment: map[string]string{}}); err != nil {
-		panic(fmt.Sprintf("infra: defaults do not parse: %v", err))
+	c, err := LoadConfigFrom(map[string]string{})
+	if err != nil {
+		panic(fmt.Sprintf("infra: defaults do not validate: %v", err))
 	}
 	return c
 }
@@ -123,6 +162,24 @@ func (c *Config) Validate() error {
 	if c.Workers < 1 || c.Workers > 64 {
 		bad("SECKILL_WORKERS", "must be within 1..64, got %d", c.Workers)
 	}
+	if c.Consumer == "" {
+		c.Consumer = defaultConsumer()
+	}
+	if strings.ContainsAny(c.Consumer, " \t\n") {
+		bad("SECKILL_CONSUMER", "must not contain spaces, got %q", c.Consumer)
+	}
+	if c.StreamGroup == "" {
+		bad("SECKILL_STREAM_GROUP", "must not be empty")
+	}
+	if c.StreamBlock <= 0 || c.StreamBlock > 10*time.Second {
+		bad("SECKILL_STREAM_BLOCK", "must be within (0, 10s], got %s (0 would block forever)", c.StreamBlock)
+	}
+	if c.StreamMinIdle < 100*time.Millisecond {
+		bad("SECKILL_STREAM_MIN_IDLE", "must be at least 100ms, got %s", c.StreamMinIdle)
+	}
+	if c.MaxDeliveries < 0 {
+		bad("SECKILL_MAX_DELIVERIES", "must not be negative (0 = no limit)")
+	}
 	if c.IDBlock < 1 || c.IDBlock > 1_000_000 {
 		bad("SECKILL_ID_BLOCK", "must be within 1..1000000, got %d", c.IDBlock)
 	}
@@ -161,6 +218,22 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("invalid configuration:\n  %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// defaultConsumer names this instance in the consumer group after its host,
+// so a restarted instance re-reads its own pending entries. Two instances on
+// one host must set SECKILL_CONSUMER apart.
+func defaultConsumer() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return "seckill-" + strings.Map(func(r rune) rune {
+		if r == ' ' || r == '\t' || r == '\n' {
+			return '-'
+		}
+		return r
+	}, host)
 }
 
 // Location is the zone for the original API's zone-less times.
