@@ -218,3 +218,55 @@ func TestFailureReason(t *testing.T) {
 		})
 	}
 }
+
+func TestOrderStatusRedelivery(t *testing.T) {
+	o, _ := domain.NewVoucherOrder(1, 2, 3)
+	other, _ := domain.NewVoucherOrder(1, 9, 3)
+	tests := []struct {
+		name       string
+		recorded   domain.OrderStatus
+		wantState  domain.OrderState
+		wantReason domain.FailureReason
+	}{
+		{name: "created_stays_created", recorded: domain.OrderStatus{Order: o, State: domain.OrderCreated}, wantState: domain.OrderCreated},
+		{name: "failed_keeps_its_reason", recorded: domain.OrderStatus{Order: o, State: domain.OrderFailed, Reason: domain.FailOutOfStock},
+			wantState: domain.OrderFailed, wantReason: domain.FailOutOfStock},
+		{name: "id_of_another_order", recorded: domain.OrderStatus{Order: other, State: domain.OrderCreated},
+			wantState: domain.OrderFailed, wantReason: domain.FailIDConflict},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			state, reason := tt.recorded.Redelivery(o)
+			if state != tt.wantState || reason != tt.wantReason {
+				t.Fatalf("got %s/%s, want %s/%s", state, reason, tt.wantState, tt.wantReason)
+			}
+		})
+	}
+}
+
+func TestBuyerMarks(t *testing.T) {
+	a, _ := domain.NewVoucherOrder(1, 10, 3)
+	b, _ := domain.NewVoucherOrder(2, 11, 3)
+	a2, _ := domain.NewVoucherOrder(5, 10, 3)
+	elsewhere, _ := domain.NewVoucherOrder(3, 12, 4)
+	tests := []struct {
+		name    string
+		orders  []domain.VoucherOrder
+		want    int
+		wantErr bool
+	}{
+		{name: "one_mark_per_user", orders: []domain.VoucherOrder{a, b}, want: 2},
+		{name: "same_order_twice_is_one_mark", orders: []domain.VoucherOrder{a, a}, want: 1},
+		{name: "user_with_two_orders", orders: []domain.VoucherOrder{a, a2}, wantErr: true},
+		{name: "order_of_another_voucher", orders: []domain.VoucherOrder{a, elsewhere}, wantErr: true},
+		{name: "none", want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			marks, err := domain.BuyerMarks(3, tt.orders)
+			if (err != nil) != tt.wantErr || (err == nil && len(marks) != tt.want) {
+				t.Fatalf("marks %v, err %v", marks, err)
+			}
+		})
+	}
+}

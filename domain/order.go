@@ -114,3 +114,30 @@ type OrderStatus struct {
 	State  OrderState
 	Reason FailureReason // set when State is OrderFailed
 }
+
+// Redelivery is the outcome of delivering o again when st is what is already
+// recorded under o's ID: the recorded outcome if it is o's, and id_conflict
+// if the ID belongs to another order.
+func (st OrderStatus) Redelivery(o VoucherOrder) (OrderState, FailureReason) {
+	if st.Order == o {
+		return st.State, st.Reason
+	}
+	return OrderFailed, FailIDConflict
+}
+
+// BuyerMarks turns a voucher's orders into its one-order-per-user marks (user
+// -> order id), refusing orders of another voucher and a user with two orders:
+// either would make a gate rebuilt from them wrong.
+func BuyerMarks(voucher VoucherID, orders []VoucherOrder) (map[UserID]OrderID, error) {
+	marks := make(map[UserID]OrderID, len(orders))
+	for _, o := range orders {
+		if o.voucherID != voucher {
+			return nil, fmt.Errorf("voucher %d: buyer %s belongs to another voucher", voucher, o)
+		}
+		if prev, dup := marks[o.userID]; dup && prev != o.id {
+			return nil, fmt.Errorf("voucher %d: user %d holds orders %d and %d", voucher, o.userID, prev, o.id)
+		}
+		marks[o.userID] = o.id
+	}
+	return marks, nil
+}

@@ -81,15 +81,9 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	if err := gateCheckVoucher(v); err != nil {
 		return false, fmt.Errorf("restore: %w", err)
 	}
-	marks := make(map[domain.UserID]domain.OrderID, len(buyers))
-	for _, o := range buyers {
-		if o.VoucherID() != v.ID() {
-			return false, fmt.Errorf("restore voucher %d: buyer %s belongs to another voucher", v.ID(), o)
-		}
-		if prev, dup := marks[o.UserID()]; dup && prev != o.ID() {
-			return false, fmt.Errorf("restore voucher %d: user %d holds orders %d and %d", v.ID(), o.UserID(), prev, o.ID())
-		}
-		marks[o.UserID()] = o.ID()
+	marks, err := domain.BuyerMarks(v.ID(), buyers)
+	if err != nil {
+		return false, fmt.Errorf("restore: %w", err)
 	}
 	s := v.Sale()
 	g.mu.Lock()

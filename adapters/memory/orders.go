@@ -144,18 +144,9 @@ func (s *Orders) MarkFailed(ctx context.Context, orders []domain.VoucherOrder, r
 	outcomes := make([]ports.Outcome, 0, len(orders))
 	for _, o := range orders {
 		out := ports.Outcome{Order: o, State: domain.OrderFailed, Reason: reason}
-		if c, ok := s.created[o.ID()]; ok {
-			if c == o {
-				out.State, out.Reason = domain.OrderCreated, ""
-			} else {
-				out.Reason, out.New = domain.FailIDConflict, true
-			}
-		} else if f, ok := s.failed[o.ID()]; ok {
-			if f.order == o {
-				out.Reason = f.reason
-			} else {
-				out.Reason, out.New = domain.FailIDConflict, true
-			}
+		if st, ok := s.recorded(o.ID()); ok {
+			out.State, out.Reason = st.Redelivery(o)
+			out.New = out.Reason == domain.FailIDConflict
 		} else {
 			out.New = true
 			s.failed[o.ID()] = orderFailure{order: o, reason: reason}
@@ -171,13 +162,21 @@ func (s *Orders) Find(ctx context.Context, id domain.OrderID) (domain.OrderStatu
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if o, ok := s.created[id]; ok {
-		return domain.OrderStatus{Order: o, State: domain.OrderCreated}, nil
-	}
-	if f, ok := s.failed[id]; ok {
-		return domain.OrderStatus{Order: f.order, State: domain.OrderFailed, Reason: f.reason}, nil
+	if st, ok := s.recorded(id); ok {
+		return st, nil
 	}
 	return domain.OrderStatus{}, domain.ErrOrderNotFound
+}
+
+// recorded is what is recorded under id; the caller holds s.mu.
+func (s *Orders) recorded(id domain.OrderID) (domain.OrderStatus, bool) {
+	if o, ok := s.created[id]; ok {
+		return domain.OrderStatus{Order: o, State: domain.OrderCreated}, true
+	}
+	if f, ok := s.failed[id]; ok {
+		return domain.OrderStatus{Order: f.order, State: domain.OrderFailed, Reason: f.reason}, true
+	}
+	return domain.OrderStatus{}, false
 }
 
 func (s *Orders) Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain.VoucherOrder, error) {

@@ -141,7 +141,9 @@ func withLock(ctx context.Context, db *bun.DB, fn func(*migrate.Migrator) error)
 		if lockErr == nil {
 			break
 		}
-		if !isDuplicateKey(lockErr) {
+		// Another instance holds the lock (duplicate key), or took it at the
+		// same instant and InnoDB chose us as the deadlock victim: wait either way.
+		if !isDuplicateKey(lockErr) && !isTransient(lockErr) {
 			return fmt.Errorf("take the migration lock: %w", lockErr)
 		}
 		if time.Now().After(deadline) {

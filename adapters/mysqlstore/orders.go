@@ -264,18 +264,9 @@ func (r *OrderRepo) MarkFailed(ctx context.Context, orders []domain.VoucherOrder
 		var rows []failureModel
 		for _, o := range orders {
 			out := ports.Outcome{Order: o, State: domain.OrderFailed, Reason: reason}
-			if c, ok := st.created[o.ID()]; ok {
-				if c == o {
-					out.State, out.Reason = domain.OrderCreated, ""
-				} else {
-					out.Reason, out.New = domain.FailIDConflict, true
-				}
-			} else if f, ok := st.failed[o.ID()]; ok {
-				if f.order == o {
-					out.Reason = f.reason
-				} else {
-					out.Reason, out.New = domain.FailIDConflict, true
-				}
+			if rec, ok := st.recorded(o.ID()); ok {
+				out.State, out.Reason = rec.Redelivery(o)
+				out.New = out.Reason == domain.FailIDConflict
 			} else {
 				out.New = true
 				st.failed[o.ID()] = recordedFailure{order: o, reason: reason}
@@ -346,6 +337,17 @@ type batchState struct {
 	created map[domain.OrderID]domain.VoucherOrder
 	failed  map[domain.OrderID]recordedFailure
 	holders map[domain.VoucherID]map[domain.UserID]domain.OrderID
+}
+
+// recorded is what the batch state holds under id.
+func (st batchState) recorded(id domain.OrderID) (domain.OrderStatus, bool) {
+	if o, ok := st.created[id]; ok {
+		return domain.OrderStatus{Order: o, State: domain.OrderCreated}, true
+	}
+	if f, ok := st.failed[id]; ok {
+		return domain.OrderStatus{Order: f.order, State: domain.OrderFailed, Reason: f.reason}, true
+	}
+	return domain.OrderStatus{}, false
 }
 
 type recordedFailure struct {
