@@ -10,6 +10,7 @@ import (
 	"github.com/hmdp-go/seckill/adapters/chanqueue"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
+	"github.com/hmdp-go/seckill/test/testenv"
 )
 
 // queueAdapter describes one OrderQueue implementation and the behaviour it
@@ -28,6 +29,19 @@ func queueAdapters() []queueAdapter {
 		name:        "channel",
 		new:         func(t *testing.T, capacity int) ports.OrderQueue { return chanqueue.New(capacity, 2*time.Millisecond) },
 		fullRefuses: true,
+	}, {
+		name: "stream_miniredis",
+		new: func(t *testing.T, _ int) ports.OrderQueue {
+			_, rdb := testenv.MiniRedis(t)
+			return newStreamQueue(t, rdb, testenv.KeyPrefix(t), "c1")
+		},
+		fullRefuses: false,
+	}, {
+		name: "stream_redis",
+		new: func(t *testing.T, _ int) ports.OrderQueue {
+			return newStreamQueue(t, testenv.RealRedis(t), testenv.KeyPrefix(t), "c1")
+		},
+		fullRefuses: false,
 	}}
 }
 

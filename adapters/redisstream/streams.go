@@ -1,0 +1,239 @@
+package redisstream
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/domain"
+)
+
+// This file is how a Queue knows which streams to read: the gate's live set
+// names vouchers being sold, the registry names every stream that may still
+// hold unfinished entries, and finished streams of expired vouchers are
+// deleted and forgotten.
+
+// discover reads the live set and the registry. A live voucher that has a
+// gate hash or a stream is registered, so that its stream is still watched
+// after the gate forgets it; vouchers whose keys are all gone linger in the
+// live set until the gate prunes them and have nothing to read. Streams no
+// longer registered (collected by another instance) are forgotten, unless
+// this process still holds entries of them or just published to them.
+func (q *Queue) discover(ctx context.Context, now time.Time) error {
+	pipe := q.rdb.Pipeline()
+	liveCmd := pipe.SMembers(ctx, q.live)
+	regCmd := pipe.SMembers(ctx, q.registry)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("discover order streams: %w", err)
+	}
+	registered := parseVoucherIDs(regCmd.Val())
+
+	var fresh []domain.VoucherID
+	for vid := range parseVoucherIDs(liveCmd.Val()) {
+		if !registered[vid] {
+			fresh = append(fresh, vid)
+		}
+	}
+	if len(fresh) > 0 {
+		pipe := q.rdb.Pipeline()
+		exists := make([]*redis.IntCmd, len(fresh))
+		for i, vid := range fresh {
+			k := redisgate.KeysFor(q.opts.Prefix, vid)
+			exists[i] = pipe.Exists(ctx, k.Voucher, k.Orders) // one hash tag: one slot
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fmt.Errorf("discover order streams: %w", err)
+		}
+		var add []any
+		for i, vid := range fresh {
+			if exists[i].Val() > 0 {
+				add = append(add, int64(vid))
+				registered[vid] = true
+			}
+		}
+		if len(add) > 0 {
+			if err := q.rdb.SAdd(ctx, q.registry, add...).Err(); err != nil {
+				return fmt.Errorf("register order streams: %w", err)
+			}
+		}
+	}
+
+	for vid := range registered {
+		if q.streams[vid] == nil {
+			q.streams[vid] = q.newStream(vid)
+		}
+	}
+	for vid, s := range q.streams {
+		if !registered[vid] && !q.keeps(s) {
+			delete(q.streams, vid)
+		}
+	}
+	q.nextDiscover = now.Add(q.discoverEvery)
+	if !now.Before(q.nextCollect) {
+		q.nextCollect = now.Add(q.collectEvery)
+		q.collect(ctx, registered)
+	}
+	return nil
+}
+
+// keeps tells whether this process has reason to read a stream the registry
+// does not name: entries of it it holds, or a Publish to it not yet adopted.
+func (q *Queue) keeps(s *stream) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.published[s.vid] {
+		return true
+	}
+	for _, r := range q.held {
+		if r.stream == s.key {
+			return true
+		}
+	}
+	return false
+}
+
+// adopt takes on the streams Publish wrote and makes sure the group exists on
+// every stream to read. The group is created at ID 0, not $, so entries the
+// claim script appended before any consumer looked are delivered too; a
+// second instance gets BUSYGROUP, which is fine. A stream taken on for the
+// first time gets its own-pending re-read scheduled.
+func (q *Queue) adopt(ctx context.Context) error {
+	q.mu.Lock()
+	pub := q.published
+	q.published = map[domain.VoucherID]bool{}
+	q.mu.Unlock()
+	if len(pub) > 0 {
+		ids := make([]any, 0, len(pub))
+		for vid := range pub {
+			ids = append(ids, int64(vid))
+		}
+		// Publish registered them already unless that failed; once more is cheap.
+		if err := q.rdb.SAdd(ctx, q.registry, ids...).Err(); err != nil {
+			q.mu.Lock()
+			for vid := range pub {
+				q.published[vid] = true
+			}
+			q.mu.Unlock()
+			return fmt.Errorf("register order streams: %w", err)
+		}
+		for vid := range pub {
+			if q.streams[vid] == nil {
+				q.streams[vid] = q.newStream(vid)
+			}
+		}
+	}
+
+	for _, s := range q.sorted() {
+		if s.grouped {
+			continue
+		}
+		err := q.rdb.XGroupCreateMkStream(ctx, s.key, q.opts.Group, "0").Err()
+		switch {
+		case err == nil || isBusyGroup(err):
+		case isReplyError(err):
+			// Something else under the stream's name (a key of another type):
+			// the other streams go on; discovery brings it back to try again.
+			q.opts.Log.Error().Err(err).Str("stream", s.key).
+				Msg("cannot create the consumer group on an order stream; its orders are not fulfilled until the key is repaired")
+			delete(q.streams, s.vid)
+			continue
+		default:
+			return fmt.Errorf("create consumer group %s on %s: %w", q.opts.Group, s.key, err)
+		}
+		s.grouped = true
+		if !s.started {
+			s.started, s.history = true, "0"
+			s.nextClaim = time.Time{} // a dead instance's leftovers may be due already
+		}
+	}
+	return nil
+}
+
+// collect deletes the streams of vouchers whose gate hash is gone once they
+// hold nothing unfinished (gc.lua), and forgets them. The registry is another
+// slot than the streams, so "delete, then unregister" cannot be one step:
+// unregistering is followed by a second look that registers again a stream a
+// Publish wrote meanwhile (Publish writes the stream before registering it,
+// so one of the two sees the other). Collection is housekeeping; a failure
+// is logged and tried again later.
+func (q *Queue) collect(ctx context.Context, registered map[domain.VoucherID]bool) {
+	vids := make([]domain.VoucherID, 0, len(registered))
+	for vid := range registered {
+		vids = append(vids, vid)
+	}
+	if len(vids) == 0 {
+		return
+	}
+	sort.Slice(vids, func(i, j int) bool { return vids[i] < vids[j] })
+	calls := make([]scriptCall, len(vids))
+	for i, vid := range vids {
+		k := redisgate.KeysFor(q.opts.Prefix, vid)
+		calls[i] = scriptCall{keys: []string{k.Voucher, k.Orders}}
+	}
+	cmds, err := runScripts(ctx, q.rdb, gcScript, calls)
+	var gone []domain.VoucherID
+	for i, c := range cmds {
+		if n, err := c.Int(); err == nil && n == 1 {
+			gone = append(gone, vids[i])
+		}
+	}
+	if err != nil {
+		q.opts.Log.Warn().Err(err).Msg("collecting finished order streams failed; trying again later")
+	}
+	if len(gone) == 0 {
+		return
+	}
+	members := make([]any, len(gone))
+	for i, vid := range gone {
+		members[i] = int64(vid)
+	}
+	if err := q.rdb.SRem(ctx, q.registry, members...).Err(); err != nil {
+		q.opts.Log.Warn().Err(err).Msg("unregistering finished order streams failed; trying again later")
+		return
+	}
+	pipe := q.rdb.Pipeline()
+	exists := make([]*redis.IntCmd, len(gone))
+	for i, vid := range gone {
+		exists[i] = pipe.Exists(ctx, redisgate.KeysFor(q.opts.Prefix, vid).Orders)
+	}
+	_, err = pipe.Exec(ctx)
+	var back []any
+	for i, vid := range gone {
+		// On an error the member goes back too: a stream is never forgotten
+		// unless it was seen to be gone.
+		if err != nil || exists[i].Val() > 0 {
+			back = append(back, int64(vid))
+			continue
+		}
+		delete(q.streams, vid)
+	}
+	if len(back) > 0 {
+		if err := q.rdb.SAdd(ctx, q.registry, back...).Err(); err != nil {
+			q.opts.Log.Error().Err(err).Ints64("vouchers", toInts(back)).
+				Msg("re-registering order streams failed; they are read again once their vouchers are live or published to")
+		}
+	}
+}
+
+func toInts(xs []any) []int64 {
+	out := make([]int64, len(xs))
+	for i, x := range xs {
+		out[i], _ = x.(int64)
+	}
+	return out
+}
+
+func parseVoucherIDs(members []string) map[domain.VoucherID]bool {
+	out := make(map[domain.VoucherID]bool, len(members))
+	for _, m := range members {
+		if id, err := strconv.ParseInt(m, 10, 64); err == nil && id > 0 {
+			out[domain.VoucherID(id)] = true
+		}
+	}
+	return out
+}

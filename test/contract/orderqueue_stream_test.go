@@ -1,0 +1,734 @@
+package contract_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/hmdp-go/seckill/adapters/memory"
+	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redisstream"
+	"github.com/hmdp-go/seckill/adapters/worker"
+	"github.com/hmdp-go/seckill/application"
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+	"github.com/hmdp-go/seckill/test/testenv"
+)
+
+// What only the Redis Stream queue does (the behaviour both queues share is
+// in orderqueue_test.go): restarts, takeovers, delivery counts, the dead
+// letter, trimming and poison. Each case runs on miniredis and, when
+// SECKILL_TEST_REDIS_URL names one, on real Redis, under its own key prefix.
+
+// newStreamQueue returns a stream queue under prefix that is closed, and
+// whose keys are deleted, when the test ends. The short Block keeps tests
+// quick; MinIdle stays long unless a case is about takeovers.
+func newStreamQueue(t *testing.T, rdb redis.UniversalClient, prefix, consumer string, tweak ...func(*redisstream.Options)) *redisstream.Queue {
+	t.Helper()
+	streamDropPrefix(t, rdb, prefix)
+	o := redisstream.Options{Prefix: prefix, Consumer: consumer, Block: 20 * time.Millisecond}
+	for _, f := range tweak {
+		f(&o)
+	}
+	q, err := redisstream.New(rdb, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	return q
+}
+
+// streamDropPrefix deletes the test's keys when it ends (after the queues
+// registered later are closed). Never FLUSHDB: other packages share the server.
+func streamDropPrefix(t *testing.T, rdb redis.UniversalClient, prefix string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if len(keys) > 0 {
+			_ = rdb.Del(ctx, keys...).Err()
+		}
+	})
+}
+
+// streamQuickTakeover makes abandoned entries claimable within a test.
+func streamQuickTakeover(o *redisstream.Options) {
+	o.MinIdle = 50 * time.Millisecond
+	o.ClaimInterval = 10 * time.Millisecond
+}
+
+type streamEnv struct {
+	rdb    redis.UniversalClient
+	prefix string
+}
+
+func (e streamEnv) queue(t *testing.T, consumer string, tweak ...func(*redisstream.Options)) *redisstream.Queue {
+	t.Helper()
+	return newStreamQueue(t, e.rdb, e.prefix, consumer, tweak...)
+}
+
+func (e streamEnv) keys(vid domain.VoucherID) redisgate.Keys { return redisgate.KeysFor(e.prefix, vid) }
+
+// xadd appends a raw entry, as the claim script (or a broken producer) would.
+func (e streamEnv) xadd(t *testing.T, vid domain.VoucherID, fields ...any) string {
+	t.Helper()
+	id, err := e.rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: e.keys(vid).Orders, Values: fields}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// xaddOrder appends an order the way the claim script writes it.
+func (e streamEnv) xaddOrder(t *testing.T, o domain.VoucherOrder) string {
+	t.Helper()
+	return e.xadd(t, o.VoucherID(), "id", int64(o.ID()), "userId", int64(o.UserID()), "voucherId", int64(o.VoucherID()))
+}
+
+// live puts the voucher in the gate's live set, as Preheat does.
+func (e streamEnv) live(t *testing.T, vid domain.VoucherID) {
+	t.Helper()
+	if err := e.rdb.SAdd(context.Background(), e.keys(vid).Live, int64(vid)).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e streamEnv) entryIDs(t *testing.T, vid domain.VoucherID) []string {
+	t.Helper()
+	msgs, err := e.rdb.XRange(context.Background(), e.keys(vid).Orders, "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	return ids
+}
+
+func (e streamEnv) pendingCount(t *testing.T, vid domain.VoucherID) int64 {
+	t.Helper()
+	p, err := e.rdb.XPending(context.Background(), e.keys(vid).Orders, redisstream.DefaultGroup).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Count
+}
+
+func (e streamEnv) deadLetters(t *testing.T) []redis.XMessage {
+	t.Helper()
+	msgs, err := e.rdb.XRange(context.Background(), e.prefix+"dead-letter", "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}
+
+// streamReceive receives until it has n deliveries (without acking them),
+// within a deadline: the way to wait for a takeover without sleeping.
+func streamReceive(t *testing.T, q ports.OrderQueue, n, max int) []ports.Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var got []ports.Delivery
+	for len(got) < n {
+		ds, err := q.Receive(ctx, max)
+		if err != nil {
+			t.Fatalf("receive after %d of %d: %v", len(got), n, err)
+		}
+		if len(ds) > max {
+			t.Fatalf("receive returned %d deliveries, max %d", len(ds), max)
+		}
+		got = append(got, ds...)
+	}
+	if len(got) != n {
+		t.Fatalf("received %d deliveries, want %d", len(got), n)
+	}
+	return got
+}
+
+func streamPublish(t *testing.T, q ports.OrderQueue, from, to int) {
+	t.Helper()
+	for i := from; i <= to; i++ {
+		if err := q.Publish(context.Background(), queueOrder(t, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func streamMustPending(t *testing.T, q *redisstream.Queue, vid domain.VoucherID, want int64) {
+	t.Helper()
+	n, err := q.Pending(context.Background(), vid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != want {
+		t.Fatalf("Pending(%d) = %d, want %d", vid, n, want)
+	}
+}
+
+func streamRefs(ds []ports.Delivery) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.Ref
+	}
+	return out
+}
+
+// streamLogBuffer is a log sink the renewal goroutine may write to while the test reads.
+type streamLogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *streamLogBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *streamLogBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type streamBackend struct {
+	name string
+	rdb  func(t *testing.T) redis.UniversalClient
+}
+
+func streamBackends() []streamBackend {
+	return []streamBackend{
+		{"miniredis", func(t *testing.T) redis.UniversalClient { _, c := testenv.MiniRedis(t); return c }},
+		{"redis", func(t *testing.T) redis.UniversalClient { return testenv.RealRedis(t) }},
+	}
+}
+
+const streamVoucher domain.VoucherID = 7 // queueOrder's voucher
+
+func TestOrderQueueStream(t *testing.T) {
+	cases := []struct {
+		name string
+		run  func(t *testing.T, e streamEnv)
+	}{
+		{"pending_entries_are_re_read_first_after_a_restart", func(t *testing.T, e streamEnv) {
+			q1 := e.queue(t, "c1")
+			streamPublish(t, q1, 1, 5)
+			held := streamReceive(t, q1, 3, 3)
+			for _, d := range held {
+				if d.Attempts != 1 {
+					t.Fatalf("first delivery has Attempts %d, want 1", d.Attempts)
+				}
+			}
+			if err := q1.Close(); err != nil { // a stop without ack: the entries stay pending to c1
+				t.Fatal(err)
+			}
+
+			q2 := e.queue(t, "c1")
+			first := streamReceive(t, q2, 3, 10)
+			if fmt.Sprint(streamRefs(first)) != fmt.Sprint(streamRefs(held)) {
+				t.Fatalf("after restart got %v first, want the pending %v", streamRefs(first), streamRefs(held))
+			}
+			for i, d := range first {
+				if d.Order != held[i].Order || d.Attempts != 2 {
+					t.Fatalf("re-read %d: %v attempts %d, want %v attempts 2", i, d.Order, d.Attempts, held[i].Order)
+				}
+			}
+			rest := streamReceive(t, q2, 2, 10)
+			for i, d := range rest {
+				if d.Order != queueOrder(t, 4+i) || d.Attempts != 1 {
+					t.Fatalf("new entry %d: %v attempts %d, want order %d attempts 1", i, d.Order, d.Attempts, 4+i)
+				}
+			}
+			if err := q2.Ack(context.Background(), append(first, rest...)); err != nil {
+				t.Fatal(err)
+			}
+			streamMustPending(t, q2, streamVoucher, 0)
+		}},
+
+		{"a_vanished_consumers_entries_are_claimed_after_min_idle", func(t *testing.T, e streamEnv) {
+			ctx := context.Background()
+			stream := e.keys(streamVoucher).Orders
+			if err := e.rdb.XGroupCreateMkStream(ctx, stream, redisstream.DefaultGroup, "0").Err(); err != nil {
+				t.Fatal(err)
+			}
+			for i := 1; i <= 3; i++ {
+				e.xaddOrder(t, queueOrder(t, i))
+			}
+			e.live(t, streamVoucher)
+			// A consumer reads them and dies without a word.
+			read, err := e.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+				Group: redisstream.DefaultGroup, Consumer: "dead", Streams: []string{stream, ">"}, Count: 10, Block: -1,
+			}).Result()
+			if err != nil || len(read[0].Messages) != 3 {
+				t.Fatalf("dead consumer read %v, %v", read, err)
+			}
+
+			q := e.queue(t, "c2", streamQuickTakeover)
+			got := streamReceive(t, q, 3, 10)
+			for i, d := range got {
+				if d.Order != queueOrder(t, i+1) || d.Attempts != 2 {
+					t.Fatalf("claimed %d: %v attempts %d, want order %d attempts 2", i, d.Order, d.Attempts, i+1)
+				}
+			}
+			if err := q.Ack(ctx, got); err != nil {
+				t.Fatal(err)
+			}
+			if n := e.pendingCount(t, streamVoucher); n != 0 {
+				t.Fatalf("%d entries still pending after the takeover was acked", n)
+			}
+			streamMustPending(t, q, streamVoucher, 0)
+		}},
+
+		{"a_living_consumers_slow_batch_is_not_taken_over_until_it_stops", func(t *testing.T, e streamEnv) {
+			q1 := e.queue(t, "c1", streamQuickTakeover)
+			q2 := e.queue(t, "c2", streamQuickTakeover)
+			streamPublish(t, q1, 1, 5)
+			held := streamReceive(t, q1, 5, 5)
+
+			// Ten times MinIdle: q1 renews its hold, so q2 claims nothing.
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			ds, err := q2.Receive(ctx, 10)
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) || len(ds) != 0 {
+				t.Fatalf("q2 took %v (%v) from a living consumer", ds, err)
+			}
+			p, err := e.rdb.XPendingExt(context.Background(), &redis.XPendingExtArgs{
+				Stream: e.keys(streamVoucher).Orders, Group: redisstream.DefaultGroup, Start: "-", End: "+", Count: 10,
+			}).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range p {
+				if x.Consumer != "c1" || x.RetryCount != 1 {
+					t.Fatalf("held entry %s: consumer %s, deliveries %d; want c1, 1", x.ID, x.Consumer, x.RetryCount)
+				}
+			}
+
+			// q1 stops without acking: now q2 takes the batch over.
+			if err := q1.Close(); err != nil {
+				t.Fatal(err)
+			}
+			got := streamReceive(t, q2, 5, 10)
+			for i, d := range got {
+				if d.Ref != held[i].Ref || d.Attempts != 2 {
+					t.Fatalf("taken over %d: %s attempts %d, want %s attempts 2", i, d.Ref, d.Attempts, held[i].Ref)
+				}
+			}
+			if err := q2.Ack(context.Background(), got); err != nil {
+				t.Fatal(err)
+			}
+			streamMustPending(t, q2, streamVoucher, 0)
+		}},
+
+		{"entries_delivered_more_than_n_times_come_with_attempts_above_n", func(t *testing.T, e streamEnv) {
+			const n = 3
+			for i := 1; i <= n+1; i++ {
+				q := e.queue(t, "c1")
+				if i == 1 {
+					streamPublish(t, q, 1, 1)
+				}
+				ds := streamReceive(t, q, 1, 10)
+				if ds[0].Attempts != i {
+					t.Fatalf("delivery %d has Attempts %d", i, ds[0].Attempts)
+				}
+				if err := q.Close(); err != nil { // dies on it, again
+					t.Fatal(err)
+				}
+			}
+			if got := e.pendingCount(t, streamVoucher); got != 1 {
+				t.Fatalf("%d pending, want the one entry", got)
+			}
+		}},
+
+		{"the_worker_dead_letters_an_entry_delivered_too_often", func(t *testing.T, e streamEnv) {
+			ctx := context.Background()
+			vouchers := memory.NewVouchers()
+			sale, err := domain.NewSale(10, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := domain.NewSeckillVoucher(domain.VoucherSpec{ShopID: 1, Title: "w"}, sale)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v, err = vouchers.AddSeckill(ctx, v); err != nil {
+				t.Fatal(err)
+			}
+			orders := memory.NewOrders(vouchers)
+			o, err := domain.NewVoucherOrder(4242, 9, v.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			const maxDeliveries = 2
+			for i := 1; i <= maxDeliveries; i++ { // two consumers died on it
+				q := e.queue(t, "c1")
+				if i == 1 {
+					if err := q.Publish(ctx, o); err != nil {
+						t.Fatal(err)
+					}
+				}
+				streamReceive(t, q, 1, 10)
+				_ = q.Close()
+			}
+
+			q := e.queue(t, "c1")
+			w := worker.New(q, application.NewFulfillOrders(orders, memory.NewGate(gateWallClock{})),
+				zerolog.Nop(), worker.Options{MaxDeliveries: maxDeliveries})
+			done := make(chan error, 1)
+			go func() { done <- w.Run(ctx) }()
+			testenv.Eventually(t, 10*time.Second, func() (bool, string) {
+				n := len(e.deadLetters(t))
+				return n == 1, fmt.Sprintf("%d dead letters", n)
+			})
+			_ = q.Close()
+			if err := <-done; err != nil {
+				t.Fatalf("worker: %v", err)
+			}
+			dl := e.deadLetters(t)[0].Values
+			if dl["reason"] != string(domain.FailUndeliverable) || dl["deliveries"] != fmt.Sprint(maxDeliveries+1) || dl["id"] != "4242" {
+				t.Fatalf("dead letter %v", dl)
+			}
+			st, err := orders.Find(ctx, o.ID())
+			if err != nil || st.State != domain.OrderFailed || st.Reason != domain.FailUndeliverable {
+				t.Fatalf("order recorded as %+v, %v; want failed undeliverable", st, err)
+			}
+			streamMustPending(t, q, v.ID(), 0)
+		}},
+
+		{"dead_letter_writes_the_dead_letter_stream_and_acks", func(t *testing.T, e streamEnv) {
+			q := e.queue(t, "c1")
+			streamPublish(t, q, 1, 2)
+			ds := streamReceive(t, q, 2, 10)
+			if err := q.DeadLetter(context.Background(), ds, domain.FailUndeliverable); err != nil {
+				t.Fatal(err)
+			}
+			dl := e.deadLetters(t)
+			if len(dl) != 2 {
+				t.Fatalf("%d dead letters, want 2", len(dl))
+			}
+			for i, m := range dl {
+				o := ds[i].Order
+				want := map[string]any{
+					"id": fmt.Sprint(int64(o.ID())), "userId": fmt.Sprint(int64(o.UserID())), "voucherId": "7",
+					"reason": "undeliverable", "stream": e.keys(streamVoucher).Orders,
+					"entry": strings.TrimPrefix(ds[i].Ref, e.keys(streamVoucher).Orders+"/"), "deliveries": "1",
+				}
+				if fmt.Sprint(m.Values) != fmt.Sprint(want) {
+					t.Fatalf("dead letter %d = %v, want %v", i, m.Values, want)
+				}
+			}
+			if n := e.pendingCount(t, streamVoucher); n != 0 {
+				t.Fatalf("%d still pending after DeadLetter", n)
+			}
+			streamMustPending(t, q, streamVoucher, 0)
+			if n, err := q.DeadLetters(context.Background()); err != nil || n != 2 {
+				t.Fatalf("DeadLetters = %d, %v; want 2", n, err)
+			}
+		}},
+
+		{"trimming_removes_acked_entries_and_keeps_every_unacked_one", func(t *testing.T, e streamEnv) {
+			ctx := context.Background()
+			q := e.queue(t, "c1")
+			streamPublish(t, q, 1, 10)
+			ds := streamReceive(t, q, 10, 10)
+			var acked, kept []ports.Delivery
+			for i, d := range ds {
+				if i%2 == 0 {
+					acked = append(acked, d)
+				} else {
+					kept = append(kept, d)
+				}
+			}
+			if err := q.Ack(ctx, acked); err != nil {
+				t.Fatal(err)
+			}
+			streamPublish(t, q, 11, 13) // not delivered yet
+			want := strings.Join(streamRefs(kept), " ")
+			ids := e.entryIDs(t, streamVoucher)
+			for _, id := range ids[len(kept):] {
+				want += " " + e.keys(streamVoucher).Orders + "/" + id
+			}
+			var got []string
+			for _, id := range ids {
+				got = append(got, e.keys(streamVoucher).Orders+"/"+id)
+			}
+			if len(ids) != len(kept)+3 || strings.Join(got, " ") != want {
+				t.Fatalf("stream holds %v, want the unacked %v and 3 undelivered", ids, streamRefs(kept))
+			}
+			streamMustPending(t, q, streamVoucher, 8)
+			if err := q.Ack(ctx, ds); err != nil { // acking again is harmless
+				t.Fatal(err)
+			}
+			rest := streamReceive(t, q, 3, 10)
+			if rest[0].Order != queueOrder(t, 11) {
+				t.Fatalf("after acks got %v, want order 11 next", rest[0].Order)
+			}
+			if err := q.Ack(ctx, rest); err != nil {
+				t.Fatal(err)
+			}
+			streamMustPending(t, q, streamVoucher, 0)
+		}},
+
+		{"poison_goes_to_the_dead_letter_and_does_not_stall_the_entries_behind_it", func(t *testing.T, e streamEnv) {
+			e.live(t, streamVoucher)
+			first := e.xaddOrder(t, queueOrder(t, 1))
+			poison := []string{
+				e.xadd(t, streamVoucher, "id", "1002", "voucherId", "7"),                  // no userId
+				e.xadd(t, streamVoucher, "id", "1003", "userId", "abc", "voucherId", "7"), // not a number
+				e.xadd(t, streamVoucher, "id", "1004", "userId", "4", "voucherId", "8"),   // another voucher's
+				e.xadd(t, streamVoucher, "id", "-1005", "userId", "5", "voucherId", "7"),  // not a valid order
+				e.xadd(t, streamVoucher, "junk", "x"),                                     // nothing at all
+			}
+			last := e.xaddOrder(t, queueOrder(t, 6))
+			var logs streamLogBuffer
+			q := e.queue(t, "c1", func(o *redisstream.Options) { o.Log = zerolog.New(&logs) })
+
+			got := streamReceive(t, q, 2, 10)
+			stream := e.keys(streamVoucher).Orders
+			if got[0].Ref != stream+"/"+first || got[1].Ref != stream+"/"+last ||
+				got[0].Order != queueOrder(t, 1) || got[1].Order != queueOrder(t, 6) {
+				t.Fatalf("got %v, want the two good orders around the poison", got)
+			}
+			dl := e.deadLetters(t)
+			if len(dl) != len(poison) {
+				t.Fatalf("%d dead letters, want %d", len(dl), len(poison))
+			}
+			for i, m := range dl {
+				if m.Values["reason"] != redisstream.ReasonUndecodable || m.Values["stream"] != stream || m.Values["entry"] != poison[i] {
+					t.Fatalf("dead letter %d = %v, want entry %s undecodable", i, m.Values, poison[i])
+				}
+				if !strings.Contains(logs.String(), poison[i]) {
+					t.Fatalf("no error log names poison entry %s:\n%s", poison[i], logs.String())
+				}
+			}
+			if err := q.Ack(context.Background(), got); err != nil {
+				t.Fatal(err)
+			}
+			streamMustPending(t, q, streamVoucher, 0)
+		}},
+
+		{"a_stream_written_before_the_group_exists_is_delivered_in_full", func(t *testing.T, e streamEnv) {
+			for i := 1; i <= 5; i++ {
+				e.xaddOrder(t, queueOrder(t, i))
+			}
+			e.live(t, streamVoucher)
+			q := e.queue(t, "c1")
+			got := streamReceive(t, q, 5, 10)
+			for i, d := range got {
+				if d.Order != queueOrder(t, i+1) || d.Attempts != 1 {
+					t.Fatalf("delivery %d: %v attempts %d, want order %d attempts 1", i, d.Order, d.Attempts, i+1)
+				}
+			}
+		}},
+
+		{"the_group_is_created_if_missing_and_busygroup_is_fine", func(t *testing.T, e streamEnv) {
+			ctx := context.Background()
+			if err := e.rdb.HSet(ctx, e.keys(streamVoucher).Voucher, "stock", 1).Err(); err != nil {
+				t.Fatal(err)
+			}
+			e.live(t, streamVoucher)
+			for _, c := range []string{"c1", "c2"} {
+				q := e.queue(t, c)
+				rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+				ds, err := q.Receive(rctx, 10)
+				cancel()
+				if !errors.Is(err, context.DeadlineExceeded) || len(ds) != 0 {
+					t.Fatalf("%s on an empty stream: %v, %v; want a timeout", c, ds, err)
+				}
+			}
+			groups, err := e.rdb.XInfoGroups(ctx, e.keys(streamVoucher).Orders).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(groups) != 1 || groups[0].Name != redisstream.DefaultGroup {
+				t.Fatalf("groups %+v, want the one %q", groups, redisstream.DefaultGroup)
+			}
+		}},
+
+		{"two_consumers_split_the_entries_and_none_gets_one_twice", func(t *testing.T, e streamEnv) {
+			const total = 200
+			q1, q2 := e.queue(t, "c1"), e.queue(t, "c2")
+			streamPublish(t, q1, 1, total)
+			// Taking turns: each gets a batch of its own.
+			a := streamReceive(t, q1, 10, 10)
+			b := streamReceive(t, q2, 10, 10)
+			seen := map[domain.OrderID]string{}
+			var mu sync.Mutex
+			note := func(who string, ds []ports.Delivery) {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, d := range ds {
+					if prev, dup := seen[d.Order.ID()]; dup {
+						t.Errorf("order %d delivered to %s and %s", d.Order.ID(), prev, who)
+					}
+					seen[d.Order.ID()] = who
+				}
+			}
+			note("c1", a)
+			note("c2", b)
+			// Then both at once, acking as they go, until all are in.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var wg sync.WaitGroup
+			for _, w := range []struct {
+				name string
+				q    *redisstream.Queue
+			}{{"c1", q1}, {"c2", q2}} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						mu.Lock()
+						n := len(seen)
+						mu.Unlock()
+						if n >= total {
+							return
+						}
+						rctx, rcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+						ds, err := w.q.Receive(rctx, 10)
+						rcancel()
+						if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+							continue
+						}
+						if err != nil {
+							t.Errorf("%s: %v", w.name, err)
+							return
+						}
+						note(w.name, ds)
+						if err := w.q.Ack(ctx, ds); err != nil {
+							t.Errorf("%s ack: %v", w.name, err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if len(seen) != total {
+				t.Fatalf("%d orders delivered, want %d", len(seen), total)
+			}
+			if err := q1.Ack(context.Background(), append(a, b...)); err != nil {
+				t.Fatal(err)
+			}
+			streamMustPending(t, q1, streamVoucher, 0)
+		}},
+
+		{"close_ends_a_waiting_receive_and_ack_still_works", func(t *testing.T, e streamEnv) {
+			q := e.queue(t, "c1", func(o *redisstream.Options) { o.Block = 100 * time.Millisecond })
+			streamPublish(t, q, 1, 1)
+			inFlight := streamReceive(t, q, 1, 10)
+			errc := make(chan error, 1)
+			go func() {
+				_, err := q.Receive(context.Background(), 10)
+				errc <- err
+			}()
+			start := time.Now()
+			if err := q.Close(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-errc:
+				if !errors.Is(err, ports.ErrQueueClosed) {
+					t.Fatalf("waiting receive ended with %v, want ErrQueueClosed", err)
+				}
+				if d := time.Since(start); d > time.Second {
+					t.Fatalf("waiting receive took %s to see Close", d)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("a waiting receive did not return after Close")
+			}
+			if err := q.Ack(context.Background(), inFlight); err != nil {
+				t.Fatalf("ack after close: %v", err)
+			}
+			streamMustPending(t, q, streamVoucher, 0)
+		}},
+
+		{"receive_returns_promptly_when_ctx_ends_while_waiting", func(t *testing.T, e streamEnv) {
+			q := e.queue(t, "c1", func(o *redisstream.Options) { o.Block = 100 * time.Millisecond })
+			streamPublish(t, q, 1, 1)
+			streamReceive(t, q, 1, 10)
+			ctx, cancel := context.WithCancel(context.Background())
+			errc := make(chan error, 1)
+			go func() {
+				_, err := q.Receive(ctx, 10)
+				errc <- err
+			}()
+			cancel()
+			start := time.Now()
+			select {
+			case err := <-errc:
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("got %v, want context.Canceled", err)
+				}
+				if d := time.Since(start); d > time.Second {
+					t.Fatalf("took %s to see the cancel", d)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("receive did not return after cancel")
+			}
+		}},
+
+		{"orders_the_gate_enqueues_are_delivered", func(t *testing.T, e streamEnv) {
+			ctx := context.Background()
+			g := redisgate.New(e.rdb, redisgate.Options{Prefix: e.prefix, Enqueue: true})
+			sale, err := domain.NewSale(3, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := domain.NewSeckillVoucher(domain.VoucherSpec{ShopID: 1, Title: "g"}, sale)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v = v.WithID(31)
+			if err := g.Preheat(ctx, v); err != nil {
+				t.Fatal(err)
+			}
+			var want []domain.VoucherOrder
+			for i := 1; i <= 3; i++ {
+				o, err := domain.NewVoucherOrder(domain.OrderID(5000+i), domain.UserID(i), v.ID())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := g.Reserve(ctx, o); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, o)
+			}
+			q := e.queue(t, "c1")
+			got := streamReceive(t, q, 3, 10)
+			for i, d := range got {
+				if d.Order != want[i] {
+					t.Fatalf("delivery %d is %v, want %v", i, d.Order, want[i])
+				}
+			}
+			if err := q.Ack(ctx, got); err != nil {
+				t.Fatal(err)
+			}
+			streamMustPending(t, q, v.ID(), 0)
+		}},
+	}
+
+	for _, b := range streamBackends() {
+		t.Run(b.name, func(t *testing.T) {
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					rdb := b.rdb(t)
+					c.run(t, streamEnv{rdb: rdb, prefix: testenv.KeyPrefix(t)})
+				})
+			}
+		})
+	}
+}
