@@ -45,6 +45,8 @@ func Build(c Config, log zerolog.Logger) (*App, func(), error) {
 	switch c.Queue {
 	case QueueChannel:
 		return InitChannelApp(c, log)
+	case QueueStream:
+		return InitStreamApp(c, log)
 	default:
 		return nil, nil, fmt.Errorf("SECKILL_QUEUE=%q is not available", c.Queue)
 	}

@@ -35,7 +35,7 @@ type Config struct {
 	MySQLDSN string `env:"SECKILL_MYSQL_DSN"`
 	DataDir  string `env:"SECKILL_DATA_DIR" envDefault:"./data"`
 
-	Queue         string        `env:"SECKILL_QUEUE" envDefault:"channel"`
+	Queue         string        `env:"SECKILL_QUEUE" envDefault:"stream"`
 	QueueCapacity int           `env:"SECKILL_QUEUE_CAPACITY" envDefault:"65536"`
 	BatchSize     int           `env:"SECKILL_BATCH_SIZE" envDefault:"200"`
 	BatchLinger   time.Duration `env:"SECKILL_BATCH_LINGER" envDefault:"5ms"`

@@ -51,7 +51,8 @@ func provideTokens(s *redissession.Store, c Config) ports.TokenIssuer {
 }
 
 func provideWorker(q ports.OrderQueue, f *application.FulfillOrders, log zerolog.Logger, c Config) *worker.Worker {
-	return worker.New(q, f, log.With().Str("component", "worker").Logger(), worker.Options{BatchSize: c.BatchSize})
+	return worker.New(q, f, log.With().Str("component", "worker").Logger(),
+		worker.Options{BatchSize: c.BatchSize, MaxDeliveries: c.MaxDeliveries})
 }
 
 func provideHandler(

@@ -1,8 +1,6 @@
 package infra
 
 import (
-	"errors"
-
 	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
@@ -27,8 +25,13 @@ func BuildReconcile(c Config, log zerolog.Logger) (*application.ReconcileVoucher
 	cleanup := func() { closeDB(); closeRedis() }
 	var backlog ports.QueueBacklog
 	if c.Queue == QueueStream {
-		cleanup()
-		return nil, nil, errors.New("SECKILL_QUEUE=stream is not available yet")
+		q, closeQueue, err := provideStreamQueue(rdb, c, log)
+		if err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		backlog = q
+		cleanup = func() { closeQueue(); closeDB(); closeRedis() }
 	}
 	gate := redisgate.New(rdb, redisgate.Options{Prefix: c.KeyPrefix, Retention: c.KeyRetention})
 	return application.NewReconcileVoucher(mysqlstore.NewVoucherRepo(db), mysqlstore.NewOrderRepo(db), gate, backlog), cleanup, nil

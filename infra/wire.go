@@ -12,3 +12,9 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	wire.Build(commonSet, channelSet)
 	return nil, nil, nil
 }
+
+// InitStreamApp wires the service with the Redis Stream queue.
+func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
+	wire.Build(commonSet, streamSet)
+	return nil, nil, nil
+}

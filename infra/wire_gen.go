@@ -59,3 +59,55 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 	}, nil
 }
+
+// InitStreamApp wires the service with the Redis Stream queue.
+func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
+	db, cleanup, err := NewDB(c, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	voucherRepo := mysqlstore.NewVoucherRepo(db)
+	universalClient, cleanup2, err := NewRedis(c, log)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	gate := provideStreamGate(universalClient, c)
+	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, gate)
+	listShopVouchers := application.NewListShopVouchers(voucherRepo)
+	iDs := provideIDs(universalClient, c)
+	queue, cleanup3, err := provideStreamQueue(universalClient, c, log)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	claimSeckill := application.NewClaimSeckill(iDs, gate, queue)
+	orderRepo := mysqlstore.NewOrderRepo(db)
+	getOrder := application.NewGetOrder(orderRepo, gate)
+	store := provideSessionStore(universalClient, c)
+	cached := provideCachedSessions(store, c)
+	tokenIssuer := provideTokens(store, c)
+	readyCheck := provideReady(universalClient, db)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cached, tokenIssuer, readyCheck, log, c)
+	fulfillOrders := application.NewFulfillOrders(orderRepo, gate)
+	worker := provideWorker(queue, fulfillOrders, log, c)
+	systemClock := SystemClock{}
+	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, gate, systemClock)
+	app := &App{
+		Config:  c,
+		Log:     log,
+		Handler: handler,
+		Queue:   queue,
+		Worker:  worker,
+		Restore: restoreGate,
+		Tokens:  tokenIssuer,
+		DB:      db,
+		Redis:   universalClient,
+	}
+	return app, func() {
+		cleanup3()
+		cleanup2()
+		cleanup()
+	}, nil
+}

@@ -86,8 +86,8 @@ type QueueBacklog interface {
 	Pending(ctx context.Context, id domain.VoucherID) (int64, error)
 }
 
-// Delivery is one order handed out by a queue. Ref identifies it to Ack (the
-// stream entry ID for a stream; empty for a channel).
+// Delivery is one order handed out by a queue. Ref identifies it to Ack and in
+// logs (for a stream, its key and entry ID; empty for a channel).
 type Delivery struct {
 	Order    domain.VoucherOrder
 	Ref      string

@@ -126,7 +126,7 @@ func TestStampedeSellsExactlyTheStock(t *testing.T) {
 		perUser  = 3
 		firstUID = 1_000_000
 	)
-	for _, queue := range []string{infra.QueueChannel} {
+	for _, queue := range []string{infra.QueueChannel, infra.QueueStream} {
 		t.Run(queue, func(t *testing.T) {
 			app, base := startService(t, queue)
 			vid := createVoucher(t, base, stock)

@@ -1,11 +1,15 @@
 package e2e_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/test/testenv"
 )
@@ -74,4 +78,77 @@ func TestCrashChannelModeLosesWhatItsChannelHeldAndReconcileRepairsRedis(t *test
 	if out, err := c.reconcile(v); err != nil {
 		t.Fatalf("reconcile after --fix still differs: %v\n%s", err, out)
 	}
+}
+
+func TestCrashStreamModeLosesNothing(t *testing.T) {
+	c := newCluster(t, "SECKILL_CONSUMER=node-1")
+	v, told := killMidDrain(t, c, "stream")
+
+	// The same consumer restarts, re-reads what it left pending, and drains the rest.
+	p := c.start("restarted", append([]string{"SECKILL_QUEUE=stream"}, slowDrain...)...)
+	c.waitAllFulfilled(v, told)
+	b := c.books(v)
+	if b.users != told || b.dbStock != 0 || b.redisStock != 0 || b.buyers != told || b.failures != 0 {
+		t.Fatalf("books after kill -9 and restart: %+v; want %d orders for %d users, stock 0 everywhere", b, told, told)
+	}
+	t.Logf("stream mode after kill -9: 0 of %d sold orders lost", told)
+	p.stop(t)
+	if out, err := c.reconcile(v); err != nil || !strings.Contains(out, "pending: 0") {
+		t.Fatalf("reconcile after recovery: %v\n%s", err, out)
+	}
+}
+
+// waitAllFulfilled waits until MySQL holds want orders of the voucher and its
+// stream has nothing left: no entry pending, none undelivered.
+func (c *cluster) waitAllFulfilled(v domain.VoucherID, want int) {
+	c.t.Helper()
+	stream := redisgate.KeysFor(c.prefix, v).Orders
+	testenv.Eventually(c.t, 120*time.Second, func() (bool, string) {
+		b := c.books(v)
+		pending := c.rdb.XPending(context.Background(), stream, "seckill").Val()
+		left := c.rdb.XLen(context.Background(), stream).Val()
+		var held int64
+		if pending != nil {
+			held = pending.Count
+		}
+		return b.orders == want && held == 0 && left == 0,
+			fmt.Sprintf("%d of %d orders in MySQL, %d entries pending, %d in the stream", b.orders, want, held, left)
+	})
+}
+
+// TestTwoInstancesOneGroupTakeOverADeadInstancesOrders: two processes share
+// the consumer group; one holds entries it cannot write (its database link is
+// cut) when it is killed, and the other claims and fulfils them.
+func TestTwoInstancesOneGroupTakeOverADeadInstancesOrders(t *testing.T) {
+	c := newCluster(t, "SECKILL_QUEUE=stream", "SECKILL_STREAM_MIN_IDLE=2s", "SECKILL_BATCH_SIZE=50")
+	cfg, err := mysql.ParseDSN(envValue(c.env, "SECKILL_MYSQL_DSN"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := newTCPProxy(t, cfg.Addr)
+	cfg.Addr = proxy.addr
+	a := c.start("a", "SECKILL_CONSUMER=a", "SECKILL_MYSQL_DSN="+cfg.FormatDSN())
+	b := c.start("b", "SECKILL_CONSUMER=b")
+	vid := a.createVoucher(t, crashUsers)
+	proxy.cut() // a can still claim (Redis) but cannot write its batches
+
+	won := claimAll(t, []*proc{a, b}, vid, c.mint(crashUsers, 9_000_000))
+	stream := redisgate.KeysFor(c.prefix, vid).Orders
+	var heldByA int64
+	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+		p := c.rdb.XPending(context.Background(), stream, "seckill").Val()
+		if p != nil {
+			heldByA = p.Consumers["a"]
+		}
+		return heldByA > 0, "instance a holds no entries yet"
+	})
+	a.kill9(t)
+	t.Logf("killed instance a holding %d entries; b must claim them after the min idle time", heldByA)
+
+	c.waitAllFulfilled(vid, len(won))
+	bk := c.books(vid)
+	if bk.users != len(won) || bk.dbStock != 0 || bk.failures != 0 {
+		t.Fatalf("books: %+v; want %d orders, one per user, stock 0, no failures", bk, len(won))
+	}
+	b.stop(t)
 }
