@@ -1,0 +1,94 @@
+package component_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/hmdp-go/seckill/adapters/redissession"
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/infra"
+)
+
+// roundTrips counts what HTTP requests send to Redis (one per command, one per
+// pipeline); the stream worker's background reads carry no request id and
+// are not counted.
+type roundTrips struct{ n atomic.Int64 }
+
+func (r *roundTrips) count(ctx context.Context) {
+	if middleware.GetReqID(ctx) != "" {
+		r.n.Add(1)
+	}
+}
+
+func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { r.count(ctx); return next(ctx, cmd) }
+}
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { r.count(ctx); return next(ctx, cmds) }
+}
+
+// TestClaimCostsAtMostTwoRedisRoundTrips: a user's first claim costs the token
+// lookup and the claim script; a repeat only the script (the original pays 4).
+// It runs on the embedded default, which goes through the same adapters.
+func TestClaimCostsAtMostTwoRedisRoundTrips(t *testing.T) {
+	for _, queue := range []string{infra.QueueChannel, infra.QueueStream} {
+		t.Run(queue, func(t *testing.T) {
+			cfg := infra.DefaultConfig()
+			cfg.DataDir = t.TempDir()
+			cfg.HTTPAddr = "127.0.0.1:0"
+			cfg.Queue = queue
+			app, cleanup, err := infra.Build(cfg, zerolog.Nop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := app.Start(context.Background()); err != nil {
+				cleanup()
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_ = app.Shutdown(ctx)
+				cleanup()
+			})
+			base := "http://" + app.Addr()
+			vid := createVoucher(t, base, 100)
+			store := redissession.New(app.Redis, redissession.Options{TTL: time.Hour})
+			claim := func(user domain.UserID, token string) envelope {
+				_, env := postJSON(t, http.DefaultClient, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), token, nil)
+				return env
+			}
+			warm, _ := store.Mint(context.Background(), 1)
+			if env := claim(1, warm); !env.Success { // loads the script, leases an id block
+				t.Fatalf("warm-up claim: %+v", env)
+			}
+			token, err := store.Mint(context.Background(), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			counter := &roundTrips{}
+			app.Redis.AddHook(counter)
+			if env := claim(2, token); !env.Success {
+				t.Fatalf("first claim: %+v", env)
+			}
+			first := counter.n.Swap(0)
+			if env := claim(2, token); env.Code != "duplicate" {
+				t.Fatalf("repeat claim: %+v", env)
+			}
+			repeat := counter.n.Load()
+			if first < 1 || first > 2 || repeat != 1 {
+				t.Fatalf("round trips: first claim %d (want <= 2), repeat %d (want <= 1)", first, repeat)
+			}
+		})
+	}
+}
