@@ -114,6 +114,28 @@ func TestOrderQueueContract(t *testing.T) {
 				}
 			})
 
+			t.Run("acked_deliveries_are_not_handed_out_again", func(t *testing.T) {
+				q := a.new(t, 10)
+				for i := 1; i <= 3; i++ {
+					if err := q.Publish(context.Background(), queueOrder(t, i)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				got := queueReceiveAll(t, q, 3, 10) // acks each batch
+				for _, d := range got {
+					if d.Attempts != 1 {
+						t.Fatalf("first delivery of %v has Attempts %d, want 1", d.Order, d.Attempts)
+					}
+				}
+				if err := q.Close(); err != nil {
+					t.Fatal(err)
+				}
+				ds, err := q.Receive(context.Background(), 10)
+				if !errors.Is(err, ports.ErrQueueClosed) || len(ds) != 0 {
+					t.Fatalf("after acking everything: %v, %v; want nothing and ErrQueueClosed", ds, err)
+				}
+			})
+
 			t.Run("receive_returns_when_ctx_ends", func(t *testing.T) {
 				q := a.new(t, 10)
 				ctx, cancel := context.WithCancel(context.Background())
