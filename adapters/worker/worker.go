@@ -98,7 +98,7 @@ func (w *Worker) process(ctx context.Context, ds []ports.Delivery) error {
 		reject := func(ctx context.Context, orders []domain.VoucherOrder) (application.BatchResult, error) {
 			return w.fulfill.Reject(ctx, orders, domain.FailUndeliverable)
 		}
-		deadLetter := func(ctx context.Context) error {
+		deadLetter := func(ctx context.Context, _ application.BatchResult) error {
 			return w.queue.DeadLetter(ctx, spent, domain.FailUndeliverable)
 		}
 		if err := w.settle(ctx, spent, reject, deadLetter); err != nil {
@@ -113,15 +113,48 @@ func (w *Worker) process(ctx context.Context, ds []ports.Delivery) error {
 	if len(fresh) == 0 {
 		return nil
 	}
-	ack := func(ctx context.Context) error { return w.queue.Ack(ctx, fresh) }
-	return w.settle(ctx, fresh, w.fulfill.Handle, ack)
+	return w.settle(ctx, fresh, w.fulfill.Handle, func(ctx context.Context, res application.BatchResult) error {
+		return w.confirm(ctx, fresh, res)
+	})
+}
+
+// confirm acks the created orders' deliveries and dead-letters, by reason,
+// those of orders the database refused for good: they are recorded as failed
+// already, and the dead letter shows an operator that the gate sold what the
+// database would not take.
+func (w *Worker) confirm(ctx context.Context, ds []ports.Delivery, res application.BatchResult) error {
+	if len(res.Failed) == 0 {
+		return w.queue.Ack(ctx, ds)
+	}
+	reasons := make(map[domain.OrderID]domain.FailureReason, len(res.Failed))
+	for _, f := range res.Failed {
+		reasons[f.Order.ID()] = f.Reason
+	}
+	var ok []ports.Delivery
+	refused := map[domain.FailureReason][]ports.Delivery{}
+	for _, d := range ds {
+		if r, failed := reasons[d.Order.ID()]; failed {
+			refused[r] = append(refused[r], d)
+		} else {
+			ok = append(ok, d)
+		}
+	}
+	for r, group := range refused {
+		if err := w.queue.DeadLetter(ctx, group, r); err != nil {
+			return err
+		}
+	}
+	if len(ok) == 0 {
+		return nil
+	}
+	return w.queue.Ack(ctx, ok)
 }
 
 // settle retries write-then-confirm until both succeed or ctx ends. Both
 // steps are idempotent, so repeating a write whose confirm failed is safe.
 func (w *Worker) settle(ctx context.Context, ds []ports.Delivery,
 	write func(context.Context, []domain.VoucherOrder) (application.BatchResult, error),
-	confirm func(context.Context) error,
+	confirm func(context.Context, application.BatchResult) error,
 ) error {
 	orders := make([]domain.VoucherOrder, len(ds))
 	for i, d := range ds {
@@ -132,7 +165,7 @@ func (w *Worker) settle(ctx context.Context, ds []ports.Delivery,
 		start := time.Now()
 		res, err := write(ctx, orders)
 		if err == nil {
-			err = confirm(ctx)
+			err = confirm(ctx, res)
 			if err == nil {
 				w.logBatch(res, len(orders), attempt, time.Since(start))
 				return nil

@@ -189,3 +189,21 @@ func TestWorkerDeadLettersOrdersDeliveredTooOften(t *testing.T) {
 		t.Fatalf("user of the dead-lettered order: %v", err)
 	}
 }
+
+func TestWorkerDeadLettersOrdersTheDatabaseRefused(t *testing.T) {
+	r := newRig(t, 1) // one unit: the second order is refused for good
+	ctx := context.Background()
+	sold, refused := r.order(t, 1), r.order(t, 2)
+	q := &redeliveringQueue{ds: []ports.Delivery{{Order: sold, Ref: "1-0", Attempts: 1}, {Order: refused, Ref: "2-0", Attempts: 1}}}
+	w := worker.New(q, application.NewFulfillOrders(r.orders, r.gate), zerolog.Nop(), worker.Options{MaxDeliveries: 3})
+	if err := w.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(q.acked) != fmt.Sprint(q.ds[:1]) || fmt.Sprint(q.deadLetter) != fmt.Sprint(q.ds[1:]) ||
+		q.reason != domain.FailOutOfStock {
+		t.Fatalf("acked %v, dead-lettered %v (%s); want the refused order dead-lettered as out_of_stock", q.acked, q.deadLetter, q.reason)
+	}
+	if st, _ := r.orders.Find(ctx, refused.ID()); st.State != domain.OrderFailed || st.Reason != domain.FailOutOfStock {
+		t.Fatalf("refused order: %+v", st)
+	}
+}
