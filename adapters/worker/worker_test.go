@@ -16,6 +16,7 @@ import (
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
+	"github.com/hmdp-go/seckill/test/testenv"
 )
 
 type clock struct{}
@@ -113,15 +114,11 @@ func TestWorkerHardStopDuringAnEndlessOutage(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	// Wait until the batch has been tried a few times, then stop hard.
-	for {
+	testenv.Eventually(t, 10*time.Second, func() (bool, string) {
 		repo.mu.Lock()
-		calls := repo.calls
-		repo.mu.Unlock()
-		if calls >= 3 {
-			break
-		}
-		time.Sleep(time.Millisecond) // polling, not synchronisation
-	}
+		defer repo.mu.Unlock()
+		return repo.calls >= 3, fmt.Sprintf("%d attempts", repo.calls)
+	})
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run = %v, want context.Canceled", err)
