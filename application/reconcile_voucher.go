@@ -1,6 +1,7 @@
 package application
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -100,7 +101,7 @@ func (h *ReconcileVoucher) check(ctx context.Context, id domain.VoucherID) (Repo
 		}
 		r.NotInDB = append(r.NotInDB, o)
 	}
-	byID := func(a, b domain.VoucherOrder) int { return int(a.ID() - b.ID()) }
+	byID := func(a, b domain.VoucherOrder) int { return cmp.Compare(a.ID(), b.ID()) }
 	slices.SortFunc(r.NotInDB, byID)
 	slices.SortFunc(r.NotInGate, byID)
 	return r, v, buyers, nil
