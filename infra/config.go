@@ -48,6 +48,9 @@ type Config struct {
 	StreamMinIdle time.Duration `env:"SECKILL_STREAM_MIN_IDLE" envDefault:"30s"`
 	MaxDeliveries int           `env:"SECKILL_MAX_DELIVERIES" envDefault:"10"`
 
+	// SoldOutWindow: once Redis answers sold out for a voucher, this instance
+	// answers sold out itself for this long, without a Redis round trip.
+	SoldOutWindow  time.Duration `env:"SECKILL_SOLDOUT_WINDOW" envDefault:"500ms"`
 	IDBlock        int           `env:"SECKILL_ID_BLOCK" envDefault:"1000"`
 	TokenCacheTTL  time.Duration `env:"SECKILL_TOKEN_CACHE_TTL" envDefault:"10s"`
 	TokenCacheSize int           `env:"SECKILL_TOKEN_CACHE_SIZE" envDefault:"100000"`
@@ -179,6 +182,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxDeliveries < 0 {
 		bad("SECKILL_MAX_DELIVERIES", "must not be negative (0 = no limit)")
+	}
+	if c.SoldOutWindow <= 0 || c.SoldOutWindow > 10*time.Second {
+		bad("SECKILL_SOLDOUT_WINDOW", "must be within (0, 10s], got %s", c.SoldOutWindow)
 	}
 	if c.IDBlock < 1 || c.IDBlock > 1_000_000 {
 		bad("SECKILL_ID_BLOCK", "must be within 1..1000000, got %d", c.IDBlock)

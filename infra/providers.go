@@ -15,6 +15,7 @@ import (
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redissession"
+	"github.com/hmdp-go/seckill/adapters/soldout"
 	"github.com/hmdp-go/seckill/adapters/worker"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/ports"
@@ -70,6 +71,12 @@ func provideHandler(
 	})
 }
 
+// provideSoldOutGate puts the local sold-out mark in front of the Redis gate,
+// so a stampede on a sold-out voucher stops costing Redis round trips.
+func provideSoldOutGate(g *redisgate.Gate, c Config) *soldout.Gate {
+	return soldout.New(g, soldout.Options{Window: c.SoldOutWindow})
+}
+
 func provideChannelGate(rdb redis.UniversalClient, c Config) *redisgate.Gate {
 	return redisgate.New(rdb, redisgate.Options{Prefix: c.KeyPrefix, Retention: c.KeyRetention})
 }
@@ -95,6 +102,8 @@ var commonSet = wire.NewSet(
 	wire.Bind(new(ports.VoucherRepository), new(*mysqlstore.VoucherRepo)),
 	mysqlstore.NewOrderRepo,
 	wire.Bind(new(ports.OrderRepository), new(*mysqlstore.OrderRepo)),
+	provideSoldOutGate,
+	wire.Bind(new(ports.StockGate), new(*soldout.Gate)),
 	application.NewAddSeckillVoucher,
 	application.NewListShopVouchers,
 	application.NewClaimSeckill,
@@ -109,7 +118,6 @@ var commonSet = wire.NewSet(
 // channelSet: the in-process bounded channel; the gate does not enqueue.
 var channelSet = wire.NewSet(
 	provideChannelGate,
-	wire.Bind(new(ports.StockGate), new(*redisgate.Gate)),
 	provideChannelQueue,
 	wire.Bind(new(ports.OrderQueue), new(*chanqueue.Queue)),
 )

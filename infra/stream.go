@@ -36,7 +36,6 @@ func provideStreamQueue(rdb redis.UniversalClient, c Config, log zerolog.Logger)
 // streamSet: the Redis Stream queue, shared by every instance as one group.
 var streamSet = wire.NewSet(
 	provideStreamGate,
-	wire.Bind(new(ports.StockGate), new(*redisgate.Gate)),
 	provideStreamQueue,
 	wire.Bind(new(ports.OrderQueue), new(*redisstream.Queue)),
 )

@@ -27,22 +27,23 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	gate := provideChannelGate(universalClient, c)
-	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, gate)
+	soldoutGate := provideSoldOutGate(gate, c)
+	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs := provideIDs(universalClient, c)
 	queue := provideChannelQueue(c)
-	claimSeckill := application.NewClaimSeckill(iDs, gate, queue)
+	claimSeckill := application.NewClaimSeckill(iDs, soldoutGate, queue)
 	orderRepo := mysqlstore.NewOrderRepo(db)
-	getOrder := application.NewGetOrder(orderRepo, gate)
+	getOrder := application.NewGetOrder(orderRepo, soldoutGate)
 	store := provideSessionStore(universalClient, c)
 	cached := provideCachedSessions(store, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
 	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cached, tokenIssuer, readyCheck, log, c)
-	fulfillOrders := application.NewFulfillOrders(orderRepo, gate)
+	fulfillOrders := application.NewFulfillOrders(orderRepo, soldoutGate)
 	worker := provideWorker(queue, fulfillOrders, log, c)
 	systemClock := SystemClock{}
-	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, gate, systemClock)
+	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, soldoutGate, systemClock)
 	app := &App{
 		Config:  c,
 		Log:     log,
@@ -73,7 +74,8 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	gate := provideStreamGate(universalClient, c)
-	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, gate)
+	soldoutGate := provideSoldOutGate(gate, c)
+	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs := provideIDs(universalClient, c)
 	queue, cleanup3, err := provideStreamQueue(universalClient, c, log)
@@ -82,18 +84,18 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	claimSeckill := application.NewClaimSeckill(iDs, gate, queue)
+	claimSeckill := application.NewClaimSeckill(iDs, soldoutGate, queue)
 	orderRepo := mysqlstore.NewOrderRepo(db)
-	getOrder := application.NewGetOrder(orderRepo, gate)
+	getOrder := application.NewGetOrder(orderRepo, soldoutGate)
 	store := provideSessionStore(universalClient, c)
 	cached := provideCachedSessions(store, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
 	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cached, tokenIssuer, readyCheck, log, c)
-	fulfillOrders := application.NewFulfillOrders(orderRepo, gate)
+	fulfillOrders := application.NewFulfillOrders(orderRepo, soldoutGate)
 	worker := provideWorker(queue, fulfillOrders, log, c)
 	systemClock := SystemClock{}
-	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, gate, systemClock)
+	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, soldoutGate, systemClock)
 	app := &App{
 		Config:  c,
 		Log:     log,

@@ -89,6 +89,31 @@ func TestClaimCostsAtMostTwoRedisRoundTrips(t *testing.T) {
 			if first < 1 || first > 2 || repeat != 1 {
 				t.Fatalf("round trips: first claim %d (want <= 2), repeat %d (want <= 1)", first, repeat)
 			}
+
+			// Once Redis said sold out, this instance answers sold out itself
+			// (within SECKILL_SOLDOUT_WINDOW): no round trip at all.
+			soldOut := createVoucher(t, base, 1)
+			claimOf := func(v domain.VoucherID, token string) envelope {
+				_, env := postJSON(t, http.DefaultClient, fmt.Sprintf("%s/voucher-order/seckill/%d", base, v), token, nil)
+				return env
+			}
+			if env := claimOf(soldOut, warm); !env.Success {
+				t.Fatalf("claim of the last unit: %+v", env)
+			}
+			if env := claimOf(soldOut, token); env.Code != "sold_out" {
+				t.Fatalf("claim after the last unit: %+v", env)
+			}
+			counter.n.Store(0)
+			for i := 0; i < 20; i++ {
+				if env := claimOf(soldOut, token); env.Code != "sold_out" {
+					t.Fatalf("repeat claim of a sold-out voucher: %+v", env)
+				}
+			}
+			// The window may lapse once under a slow run; each lapse costs one
+			// re-check, never one per request.
+			if n := counter.n.Load(); n > 1 {
+				t.Fatalf("20 sold-out answers cost %d Redis round trips, want at most 1", n)
+			}
 		})
 	}
 }

@@ -1,0 +1,229 @@
+// Package soldout is a ports.StockGate decorator that keeps a sold-out
+// voucher's stampede away from Redis: once the gate answers sold out for a
+// voucher, this instance answers sold out itself, for a short window, without
+// asking the gate again. In a flash sale almost every request arrives after
+// the stock is gone, so this turns most of them into an in-memory answer.
+//
+// The staleness bound: a sold-out answer given from the mark is based on a
+// gate answer at most Window old (default 500ms). When the window has passed,
+// exactly one request per voucher re-checks the gate; requests that arrive
+// while it does wait for its answer (one Redis round trip) and share it if
+// it is sold out again, so they are never answered from an expired mark.
+// Stock can come back (a released reservation, a re-preheated voucher): on
+// this instance Preheat, Restore and Release of a voucher clear its mark at
+// once; a change made elsewhere (another instance's Release, an operator's
+// reconcile) is seen here at the latest Window after it happened.
+package soldout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// DefaultWindow keeps a mark long enough that a stampede on a sold-out
+// voucher costs about two gate calls per second per instance, and short
+// enough that stock returned by another instance is offered again before a
+// user retrying by hand notices.
+const DefaultWindow = 500 * time.Millisecond
+
+// MaxWindow bounds how stale a sold-out answer may be; beyond a few seconds
+// users would see "sold out" for stock that is back on sale.
+const MaxWindow = 10 * time.Second
+
+// Options configures a Gate; zero values take the defaults.
+type Options struct {
+	// Window is how long a sold-out answer from the gate is reused (default
+	// DefaultWindow, at most MaxWindow).
+	Window time.Duration
+	// Clock tells the time (default: the system clock).
+	Clock ports.Clock
+}
+
+// Gate answers sold out from a per-voucher mark and passes everything else
+// to the gate it wraps. It is safe for concurrent use.
+type Gate struct {
+	next   ports.StockGate
+	window time.Duration
+	clock  ports.Clock
+
+	// clears counts every clear of any voucher. A Reserve remembers it before
+	// asking the gate and marks only if no clear happened meanwhile: its sold
+	// out answer may predate a Release that returned stock, and marking then
+	// would hide that unit for a whole window. One counter for all vouchers
+	// (instead of one per voucher) lets unmarked vouchers leave the map; a
+	// clear elsewhere costs at most one missed mark, which is one more gate
+	// call.
+	clears atomic.Uint64
+	saved  atomic.Int64
+
+	mu    sync.Mutex
+	marks map[domain.VoucherID]*mark
+}
+
+// mark is one voucher's remembered sold-out answer.
+type mark struct {
+	until time.Time
+	// probe is non-nil while one request re-checks an expired mark; it is
+	// closed when that request has settled the mark.
+	probe chan struct{}
+}
+
+var _ ports.StockGate = (*Gate)(nil)
+
+// New panics on a nil gate or a window outside (0, MaxWindow]: both are
+// wiring mistakes that must stop the process at start.
+func New(next ports.StockGate, opts Options) *Gate {
+	if next == nil {
+		panic("soldout: New needs a non-nil StockGate")
+	}
+	if opts.Window == 0 {
+		opts.Window = DefaultWindow
+	}
+	if opts.Window < 0 || opts.Window > MaxWindow {
+		panic(fmt.Sprintf("soldout: window must be within (0, %s], got %s", MaxWindow, opts.Window))
+	}
+	if opts.Clock == nil {
+		opts.Clock = systemClock{}
+	}
+	return &Gate{next: next, window: opts.Window, clock: opts.Clock, marks: make(map[domain.VoucherID]*mark)}
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Window is the staleness bound of a sold-out answer.
+func (g *Gate) Window() time.Duration { return g.window }
+
+// Saved counts the Reserve calls answered from a mark, each a gate round trip
+// not made. For metrics and the bench.
+func (g *Gate) Saved() int64 { return g.saved.Load() }
+
+// Reserve answers domain.ErrSoldOut from a fresh mark; otherwise it asks the
+// gate, and a sold-out answer (re)starts the voucher's mark.
+func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) (ports.Reservation, error) {
+	v := o.VoucherID()
+	for {
+		epoch := g.clears.Load()
+		g.mu.Lock()
+		m := g.marks[v]
+		if m == nil {
+			g.mu.Unlock()
+			res, err := g.next.Reserve(ctx, o)
+			if errors.Is(err, domain.ErrSoldOut) {
+				g.mark(v, epoch)
+			}
+			return res, err
+		}
+		if g.clock.Now().Before(m.until) {
+			g.mu.Unlock()
+			g.saved.Add(1)
+			return ports.Reservation{}, domain.ErrSoldOut
+		}
+		if m.probe != nil {
+			// Someone is re-checking: wait for that one round trip rather
+			// than answer from an expired mark or pile onto the gate.
+			probe := m.probe
+			g.mu.Unlock()
+			select {
+			case <-probe:
+				continue
+			case <-ctx.Done():
+				return ports.Reservation{}, ctx.Err()
+			}
+		}
+		m.probe = make(chan struct{})
+		g.mu.Unlock()
+		res, err := g.next.Reserve(ctx, o)
+		g.settleProbe(v, m, epoch, err)
+		return res, err
+	}
+}
+
+// mark starts (or restarts) v's mark, unless a clear happened since epoch.
+func (g *Gate) mark(v domain.VoucherID, epoch uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.clears.Load() != epoch {
+		return
+	}
+	m := g.marks[v]
+	if m == nil {
+		m = &mark{}
+		g.marks[v] = m
+	}
+	m.until = g.clock.Now().Add(g.window)
+}
+
+// settleProbe records what the re-check found and wakes the waiters: sold out
+// renews the mark; any other answer from the gate (it checks window and stock
+// before anything else) means stock may be there, so the mark goes; an
+// infrastructure error says nothing, so the mark stays expired and the next
+// request re-checks.
+func (g *Gate) settleProbe(v domain.VoucherID, m *mark, epoch uint64, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	close(m.probe)
+	m.probe = nil
+	if g.marks[v] != m {
+		return // cleared meanwhile
+	}
+	switch {
+	case g.clears.Load() != epoch:
+		delete(g.marks, v)
+	case errors.Is(err, domain.ErrSoldOut):
+		m.until = g.clock.Now().Add(g.window)
+	case err == nil || isRefusal(err):
+		delete(g.marks, v)
+	}
+}
+
+func isRefusal(err error) bool {
+	return errors.Is(err, domain.ErrAlreadyClaimed) || errors.Is(err, domain.ErrNotStarted) ||
+		errors.Is(err, domain.ErrEnded) || errors.Is(err, domain.ErrVoucherNotFound)
+}
+
+// clear forgets v's mark and invalidates sold-out answers still in flight. It
+// runs after the wrapped call returns, whatever it returned: the call may
+// have changed the stock even when it reports an error.
+func (g *Gate) clear(v domain.VoucherID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.clears.Add(1)
+	// A probe in flight keeps its own pointer and finds it gone when it settles.
+	delete(g.marks, v)
+}
+
+// Preheat (over)writes the voucher's stock, so its mark goes.
+func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
+	defer g.clear(v.ID())
+	return g.next.Preheat(ctx, v)
+}
+
+// Restore may write stock the gate lacked, so the voucher's mark goes.
+func (g *Gate) Restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder) (bool, error) {
+	defer g.clear(v.ID())
+	return g.next.Restore(ctx, v, buyers)
+}
+
+// Release may return a unit to stock, so the voucher's mark goes.
+func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock bool) error {
+	defer g.clear(o.VoucherID())
+	return g.next.Release(ctx, o, restoreStock)
+}
+
+// Enqueues is the wrapped gate's: the mark never reserves, so it never
+// enqueues either.
+func (g *Gate) Enqueues() bool { return g.next.Enqueues() }
+
+// Queued reads the gate's buyers, which a mark says nothing about.
+func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error) {
+	return g.next.Queued(ctx, user, id)
+}
