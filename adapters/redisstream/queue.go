@@ -154,6 +154,8 @@ type Queue struct {
 	nextDiscover time.Time
 	nextCollect  time.Time
 	rotate       int
+	// discoveredAfterClose: the one discovery a closed queue makes is done.
+	discoveredAfterClose bool
 
 	// mu guards what Publish, Ack, DeadLetter and the lease renewal share
 	// with Receive.
@@ -400,11 +402,14 @@ func (q *Queue) take(max int) []ports.Delivery {
 func (q *Queue) fill(ctx context.Context, max int) (finished bool, err error) {
 	closed := q.closed()
 	now := time.Now()
-	// A closed queue takes on no new streams, only what Publish wrote.
-	if !closed && !now.Before(q.nextDiscover) {
+	// A closed queue looks for streams once more, so a graceful stop right
+	// after a new voucher's first claims drains them too, and then takes on
+	// no new streams.
+	if (!closed && !now.Before(q.nextDiscover)) || (closed && !q.discoveredAfterClose) {
 		if err := q.discover(ctx, now); err != nil {
 			return false, err
 		}
+		q.discoveredAfterClose = closed
 	}
 	if err := q.adopt(ctx); err != nil {
 		return false, err

@@ -259,6 +259,33 @@ func TestOrderQueueStream(t *testing.T) {
 			streamMustPending(t, q2, streamVoucher, 0)
 		}},
 
+		{"close_right_after_a_new_vouchers_first_claims_drains_them", func(t *testing.T, e streamEnv) {
+			// The queue has been running (and discovering) before the voucher
+			// exists; its claims land, and the stop comes before the next
+			// periodic discovery.
+			q := e.queue(t, "c1")
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			if ds, err := q.Receive(ctx, 10); len(ds) != 0 || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("receive on an empty group: %v, %v", ds, err)
+			}
+			cancel()
+			for i := 1; i <= 3; i++ {
+				e.xaddOrder(t, queueOrder(t, i))
+			}
+			e.live(t, streamVoucher)
+			if err := q.Close(); err != nil {
+				t.Fatal(err)
+			}
+			got := streamReceive(t, q, 3, 10)
+			if err := q.Ack(context.Background(), got); err != nil {
+				t.Fatal(err)
+			}
+			if ds, err := q.Receive(context.Background(), 10); !errors.Is(err, ports.ErrQueueClosed) || len(ds) != 0 {
+				t.Fatalf("after the drain: %v, %v; want ErrQueueClosed", ds, err)
+			}
+			streamMustPending(t, q, streamVoucher, 0)
+		}},
+
 		{"a_vanished_consumers_entries_are_claimed_after_min_idle", func(t *testing.T, e streamEnv) {
 			ctx := context.Background()
 			stream := e.keys(streamVoucher).Orders
