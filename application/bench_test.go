@@ -1,0 +1,100 @@
+package application_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hmdp-go/seckill/adapters/memory"
+	"github.com/hmdp-go/seckill/adapters/soldout"
+	"github.com/hmdp-go/seckill/application"
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// The claim use case's own cost, against the memory fakes: what the service
+// adds on top of the gate's round trip. Compare runs with benchstat.
+
+type benchClock struct{ t time.Time }
+
+func (c benchClock) Now() time.Time { return c.t }
+
+// discardQueue accepts every order and keeps none, so a long benchmark never
+// fills a bounded queue.
+type discardQueue struct{}
+
+func (discardQueue) Publish(context.Context, domain.VoucherOrder) error { return nil }
+func (discardQueue) Receive(ctx context.Context, _ int) ([]ports.Delivery, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+func (discardQueue) Ack(context.Context, []ports.Delivery) error { return nil }
+func (discardQueue) DeadLetter(context.Context, []ports.Delivery, domain.FailureReason) error {
+	return nil
+}
+func (discardQueue) Close() error { return nil }
+
+func benchClaim(b *testing.B, stock int, wrap func(ports.StockGate) ports.StockGate) (*application.ClaimSeckill, domain.VoucherID) {
+	b.Helper()
+	clock := benchClock{time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)}
+	var gate ports.StockGate = memory.NewGate(clock)
+	if wrap != nil {
+		gate = wrap(gate)
+	}
+	sale, err := domain.NewSale(stock, clock.t.Add(-time.Hour), clock.t.Add(time.Hour))
+	if err != nil {
+		b.Fatal(err)
+	}
+	v, err := domain.NewSeckillVoucher(domain.VoucherSpec{ShopID: 1, Title: "bench", PayValue: 1, ActualValue: 2}, sale)
+	if err != nil {
+		b.Fatal(err)
+	}
+	saved, err := application.NewAddSeckillVoucher(memory.NewVouchers(), gate).Handle(context.Background(), v)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return application.NewClaimSeckill(memory.NewIDs(clock), gate, discardQueue{}), saved.ID()
+}
+
+// BenchmarkClaimSeckill: every claim a new user. "success" reserves and
+// publishes; "sold_out" is the flash sale's common case, refused by the
+// gate; "sold_out_marked" is the same behind the local sold-out mark.
+func BenchmarkClaimSeckill(b *testing.B) {
+	cases := []struct {
+		name  string
+		stock int
+		wrap  func(ports.StockGate) ports.StockGate
+		want  error
+	}{
+		{"success", domain.MaxStock, nil, nil},
+		{"sold_out", 1, nil, domain.ErrSoldOut},
+		{"sold_out_marked", 1, func(g ports.StockGate) ports.StockGate {
+			return soldout.New(g, soldout.Options{Window: soldout.MaxWindow})
+		}, domain.ErrSoldOut},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			claim, vid := benchClaim(b, tc.stock, tc.wrap)
+			ctx := context.Background()
+			var user atomic.Int64
+			if tc.want != nil {
+				// Sell the one unit first.
+				if _, err := claim.Handle(ctx, domain.UserID(user.Add(1)), vid); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := claim.Handle(ctx, domain.UserID(user.Add(1)), vid); !errors.Is(err, tc.want) {
+						b.Errorf("claim: %v, want %v", err, tc.want)
+						return
+					}
+				}
+			})
+		})
+	}
+}
