@@ -25,6 +25,10 @@ test: ## run every test with the race detector (real Redis/MySQL when SECKILL_TE
 bench: ## run the Go micro-benchmarks (compare runs with benchstat)
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.txt
 
+.PHONY: bench-designs
+bench-designs: build ## compare sync, channel, stream and the ceiling on the configured Redis/MySQL (docs/BENCHMARKS.md)
+	./$(BIN) bench --out bench-out --json bench-out/bench.json
+
 .PHONY: generate
 generate: ## regenerate the Wire injectors (infra/wire_gen.go)
 	$(GO) tool wire gen ./infra

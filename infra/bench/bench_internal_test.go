@@ -1,0 +1,182 @@
+package bench
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/hmdp-go/seckill/domain"
+)
+
+func TestWorkloadReplaysTheSameSale(t *testing.T) {
+	a, b := newWorkload(1000, 3, 7), newWorkload(1000, 3, 7)
+	if !slices.Equal(a.seq, b.seq) {
+		t.Fatal("the same seed gave two different sales")
+	}
+	per := map[int32]int{}
+	for _, u := range a.seq {
+		per[u]++
+	}
+	if len(per) != 1000 {
+		t.Fatalf("%d users sent requests, want 1000", len(per))
+	}
+	for u, n := range per {
+		if n < 1 || n > 3 {
+			t.Fatalf("user %d sends %d requests, want 1..3", u, n)
+		}
+	}
+	if c := newWorkload(1000, 3, 8); slices.Equal(a.seq, c.seq) {
+		t.Fatal("another seed gave the same sale")
+	}
+	if w := newWorkload(50, 1, 1); len(w.seq) != 50 {
+		t.Fatalf("one request each: %d requests for 50 users", len(w.seq))
+	}
+}
+
+func TestTargeterTracesEachRequestToItsUser(t *testing.T) {
+	w := newWorkload(20, 2, 1)
+	for i := range w.users {
+		w.headers = append(w.headers, http.Header{"Authorization": {string(rune('a' + i))}})
+	}
+	tr := w.targeter("http://127.0.0.1:1", 9)
+	for i, want := range w.seq {
+		var tgt vegeta.Target
+		if err := tr(&tgt); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		u, ok := userOf(tgt.URL)
+		if !ok || u != int(want) {
+			t.Fatalf("request %d: URL %s traces to user %d, want %d", i, tgt.URL, u, want)
+		}
+		if !strings.Contains(tgt.URL, "/voucher-order/seckill/9?") {
+			t.Fatalf("request %d: URL %s", i, tgt.URL)
+		}
+		if tgt.Header.Get("Authorization") != w.headers[want].Get("Authorization") {
+			t.Fatalf("request %d carries another user's token", i)
+		}
+	}
+	var tgt vegeta.Target
+	if err := tr(&tgt); err == nil {
+		t.Fatal("the targeter did not run dry")
+	}
+}
+
+func TestBooksWithoutADatabase(t *testing.T) {
+	users := []domain.UserID{1, 2, 3}
+	cases := []struct {
+		name      string
+		won       map[int][]domain.OrderID
+		stock     int
+		oversold  int
+		duplicate int
+	}{
+		{"balanced", map[int][]domain.OrderID{0: {10}, 1: {11}}, 2, 0, 0},
+		{"oversold", map[int][]domain.OrderID{0: {10}, 1: {11}, 2: {12}}, 2, 1, 0},
+		{"told_twice", map[int][]domain.OrderID{0: {10, 13}}, 5, 0, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := check(context.Background(), nil, 1, tc.stock, tc.won, users)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Oversold != tc.oversold || b.Duplicates != tc.duplicate {
+				t.Fatalf("oversold %d, duplicates %d; want %d, %d", b.Oversold, b.Duplicates, tc.oversold, tc.duplicate)
+			}
+		})
+	}
+}
+
+func TestParseLists(t *testing.T) {
+	sc, err := ParseScenarios("crash, hot,hot")
+	if err != nil || !slices.Equal(sc, []Scenario{ScenarioHot, ScenarioCrash}) {
+		t.Fatalf("ParseScenarios = %v, %v", sc, err)
+	}
+	if sc, err := ParseScenarios("all"); err != nil || !slices.Equal(sc, AllScenarios) {
+		t.Fatalf("all = %v, %v", sc, err)
+	}
+	if _, err := ParseScenarios("warm"); err == nil {
+		t.Fatal("unknown scenario accepted")
+	}
+	ms, err := ParseModes("ceiling,sync")
+	if err != nil || !slices.Equal(ms, []Mode{ModeSync, ModeCeiling}) {
+		t.Fatalf("ParseModes = %v, %v", ms, err)
+	}
+	if _, err := ParseModes("async"); err == nil {
+		t.Fatal("unknown mode accepted")
+	}
+}
+
+func TestTargetsAreRatiosWithinTheRun(t *testing.T) {
+	rs := []Result{
+		{Scenario: ScenarioWide, Mode: ModeCeiling, Round: 1, Status: "ok", ClaimsPerSec: 1000, Latency: Latency{P99: 10}},
+		{Scenario: ScenarioWide, Mode: ModeChannel, Round: 1, Status: "ok", ClaimsPerSec: 600, Latency: Latency{P99: 25}},
+		{Scenario: ScenarioWide, Mode: ModeStream, Round: 1, Status: "unavailable"},
+	}
+	verdict := map[string]*bool{}
+	for _, tg := range checkTargets(rs) {
+		verdict[tg.Name] = tg.Met
+	}
+	if m := verdict["wide: channel claims/s vs ceiling"]; m == nil || !*m {
+		t.Error("0.6× the ceiling should meet ≥ 0.5×")
+	}
+	if m := verdict["wide: channel p99 vs ceiling p99"]; m == nil || *m {
+		t.Error("2.5× the ceiling's p99 should miss ≤ 2×")
+	}
+	if m := verdict["wide: stream claims/s vs ceiling"]; m != nil {
+		t.Error("an unavailable mode must leave its targets unmeasured")
+	}
+}
+
+// With rounds, each ratio is taken within a round and the median judged:
+// a drift of the machine between rounds must not pair a fast round of one
+// mode with a slow round of another.
+func TestTargetsTakeTheMedianOfPerRoundRatios(t *testing.T) {
+	var rs []Result
+	for k, pair := range [][2]float64{{1000, 400}, {2000, 1200}, {1500, 1200}} {
+		rs = append(rs,
+			Result{Scenario: ScenarioHot, Mode: ModeCeiling, Round: k + 1, Status: "ok", HasClaims: true, ClaimsPerSec: pair[0]},
+			Result{Scenario: ScenarioHot, Mode: ModeChannel, Round: k + 1, Status: "ok", HasClaims: true, ClaimsPerSec: pair[1]})
+	}
+	for _, tg := range checkTargets(rs) {
+		if tg.Name != "hot: channel claims/s vs ceiling" {
+			continue
+		}
+		// Per round: 0.4, 0.6, 0.8; median 0.6 (the medians of each mode
+		// alone would give 1200/1500 = 0.8).
+		if !strings.HasPrefix(tg.Got, "median 0.60×") || tg.Met == nil || *tg.Met {
+			t.Fatalf("got %q, met %v", tg.Got, tg.Met)
+		}
+	}
+	rep := &Report{Results: rs}
+	rows := rep.representative()
+	if len(rows) != 2 || rows[0].Round != 3 || rows[1].Round != 2 {
+		t.Fatalf("representative rounds: %+v", rows)
+	}
+	if len(rep.spread()) != 2 {
+		t.Fatalf("spread: %q", rep.spread())
+	}
+}
+
+func TestChartDrawsEveryMeasuredMode(t *testing.T) {
+	rep := &Report{Results: []Result{
+		{Scenario: ScenarioHot, Mode: ModeChannel, Status: "ok", HasClaims: true, ClaimsPerSec: 5000, Latency: Latency{P50: 1, P99: 5, P999: 9}},
+		{Scenario: ScenarioHot, Mode: ModeCeiling, Status: "ok", HasClaims: true, ClaimsPerSec: 4000, Latency: Latency{P50: 2, P99: 4, P999: 8}},
+		{Scenario: ScenarioFulfil, Mode: ModeBatched, Status: "ok", HasDrain: true, OrdersPerSec: 40000},
+	}}
+	dir := t.TempDir()
+	if err := rep.WriteChart(dir); err != nil {
+		t.Fatal(err)
+	}
+	charts := rep.charts()
+	for name, mode := range map[string]string{"claims.svg": "ceiling", "latency.svg": "channel p99.9", "orders.svg": "batched"} {
+		svg := charts[name]
+		if !strings.HasPrefix(svg, "<svg") || !strings.Contains(svg, mode) {
+			t.Errorf("%s: %.80q", name, svg)
+		}
+	}
+}

@@ -1,0 +1,515 @@
+package bench
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Report is everything a bench run measured; --json writes it as is.
+type Report struct {
+	Started  time.Time      `json:"started"`
+	Finished time.Time      `json:"finished"`
+	Machine  Machine        `json:"machine"`
+	Options  map[string]any `json:"options"`
+	Warnings []string       `json:"warnings,omitempty"`
+	Results  []Result       `json:"results"`
+	Targets  []Target       `json:"targets"`
+}
+
+// Machine is where the numbers come from.
+type Machine struct {
+	Cores     int     `json:"cores"`
+	MemoryGiB float64 `json:"memory_gib"`
+	CPU       string  `json:"cpu"`
+	OS        string  `json:"os"`
+	Go        string  `json:"go"`
+	Redis     string  `json:"redis"`
+	MySQL     string  `json:"mysql"`
+}
+
+// Target is one of the issue's targets, checked on this run's numbers. Met
+// is nil when the run did not measure what the target needs.
+type Target struct {
+	Name string `json:"name"`
+	Want string `json:"want"`
+	Got  string `json:"got"`
+	Met  *bool  `json:"met"`
+}
+
+func describeOptions(o Options) map[string]any {
+	sc := make([]string, len(o.Scenarios))
+	for i, s := range o.Scenarios {
+		sc[i] = string(s)
+	}
+	ms := make([]string, len(o.Modes))
+	for i, m := range o.Modes {
+		ms[i] = string(m)
+	}
+	return map[string]any{
+		"scenarios": sc, "modes": ms, "users": o.Users, "hot_stock": o.HotStock, "max_per_user": o.MaxPerUser,
+		"rounds": o.Rounds, "concurrency": o.Concurrency, "max_duration": o.MaxDuration.String(), "drain_timeout": o.DrainTimeout.String(),
+		"fulfil_orders": o.FulfilOrders, "fulfil_workers": o.FulfilWorkers, "crash_batch": o.CrashBatch,
+		"seed": o.Seed, "batch_size": o.Base.BatchSize, "workers": o.Base.Workers, "batch_linger": o.Base.BatchLinger.String(),
+		"redis_pool_size": o.Base.RedisPoolSize, "id_block": o.Base.IDBlock,
+	}
+}
+
+func describeMachine(ctx context.Context, e *env) Machine {
+	m := Machine{
+		Cores: runtime.NumCPU(),
+		OS:    runtime.GOOS + "/" + runtime.GOARCH,
+		Go:    runtime.Version(),
+		CPU:   procField("/proc/cpuinfo", "model name"),
+	}
+	if kb, err := strconv.ParseFloat(strings.Fields(procField("/proc/meminfo", "MemTotal") + " 0")[0], 64); err == nil {
+		m.MemoryGiB = float64(int(kb/1024/1024*10)) / 10
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if info, err := e.rdb.Info(ctx, "server").Result(); err == nil {
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+				m.Redis = "Redis " + v
+			}
+		}
+	}
+	if m.Redis == "" {
+		m.Redis = "unknown"
+	}
+	if e.embeddedRedis {
+		m.Redis = "miniredis (embedded, not representative)"
+	}
+	m.MySQL = "SQLite (embedded, not representative)"
+	if !e.embeddedDB {
+		m.MySQL = mysqlVersion(ctx, e.mysqlDSN)
+	}
+	return m
+}
+
+func procField(path, key string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+func mysqlVersion(ctx context.Context, dsn string) string {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "unknown"
+	}
+	cfg.DBName = ""
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return "unknown"
+	}
+	defer db.Close()
+	var v string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+		return "unknown"
+	}
+	if strings.Contains(strings.ToLower(v), "mariadb") {
+		return "MariaDB " + v
+	}
+	return "MySQL " + v
+}
+
+// find returns the run of a mode in a scenario and round, if it ran fine.
+func find(rs []Result, sc Scenario, m Mode, round int) *Result {
+	for i := range rs {
+		if rs[i].Scenario == sc && rs[i].Mode == m && rs[i].Round == round && rs[i].ok() {
+			return &rs[i]
+		}
+	}
+	return nil
+}
+
+func rounds(rs []Result) int {
+	n := 0
+	for _, r := range rs {
+		n = max(n, r.Round)
+	}
+	return n
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// checkTargets evaluates the issue's targets. Each is a ratio within this
+// run, because a shared 2-core machine is too noisy for absolute numbers;
+// with several rounds, the ratio is taken within each round (the modes of a
+// round run back to back, so they share the machine's mood) and the median
+// of those is judged.
+func checkTargets(rs []Result) []Target {
+	var ts []Target
+	n := rounds(rs)
+	ratio := func(name, want string, aSc Scenario, aM Mode, bSc Scenario, bM Mode, get func(a, b *Result) (float64, float64), limit float64, atLeast bool) {
+		t := Target{Name: name, Want: want}
+		var xs []float64
+		var detail []string
+		for k := 1; k <= n; k++ {
+			a, b := find(rs, aSc, aM, k), find(rs, bSc, bM, k)
+			if a == nil || b == nil {
+				continue
+			}
+			va, vb := get(a, b)
+			if va == 0 || vb == 0 {
+				continue
+			}
+			xs = append(xs, va/vb)
+			f := "%.0f vs %.0f"
+			if va < 100 || vb < 100 {
+				f = "%.2f vs %.2f"
+			}
+			detail = append(detail, fmt.Sprintf("%.2f× ("+f+")", va/vb, va, vb))
+		}
+		if len(xs) == 0 {
+			t.Got = "not measured"
+			ts = append(ts, t)
+			return
+		}
+		x := median(xs)
+		met := x >= limit
+		if !atLeast {
+			met = x <= limit
+		}
+		t.Met = &met
+		if len(xs) == 1 {
+			t.Got = detail[0]
+		} else {
+			t.Got = fmt.Sprintf("median %.2f× over %d rounds: %s", x, len(xs), strings.Join(detail, ", "))
+		}
+		ts = append(ts, t)
+	}
+	claims := func(a, b *Result) (float64, float64) { return a.ClaimsPerSec, b.ClaimsPerSec }
+	p99 := func(a, b *Result) (float64, float64) { return a.Latency.P99, b.Latency.P99 }
+	orders := func(a, b *Result) (float64, float64) { return a.OrdersPerSec, b.OrdersPerSec }
+
+	for _, m := range []Mode{ModeChannel, ModeStream} {
+		ratio(fmt.Sprintf("wide: %s claims/s vs ceiling", m), "≥ 0.5×", ScenarioWide, m, ScenarioWide, ModeCeiling, claims, 0.5, true)
+		ratio(fmt.Sprintf("wide: %s p99 vs ceiling p99", m), "≤ 2×", ScenarioWide, m, ScenarioWide, ModeCeiling, p99, 2, false)
+	}
+	for _, m := range []Mode{ModeChannel, ModeStream} {
+		ratio(fmt.Sprintf("hot: %s claims/s vs ceiling", m), "≥ 1.5×", ScenarioHot, m, ScenarioHot, ModeCeiling, claims, 1.5, true)
+	}
+	for _, sc := range []Scenario{ScenarioHot, ScenarioWide} {
+		ratio(fmt.Sprintf("%s: stream claims/s vs channel", sc), "≥ 0.8×", sc, ModeStream, sc, ModeChannel, claims, 0.8, true)
+	}
+	for _, m := range []Mode{ModeChannel, ModeStream} {
+		ratio(fmt.Sprintf("hot: %s claims/s vs sync", m), "≥ 20×", ScenarioHot, m, ScenarioHot, ModeSync, claims, 20, true)
+	}
+	ratio("fulfil: batched orders/s vs per-order", "≥ 40×", ScenarioFulfil, ModeBatched, ScenarioFulfil, ModePerOrder, orders, 40, true)
+	ratio("fulfil: channel queue alone vs batched writer", "≥ 1× (the queue is not the bottleneck)", ScenarioFulfil, ModeBatched, ScenarioFulfil, ModeBatched,
+		func(a, _ *Result) (float64, float64) { return a.QueueAlonePerSec, a.OrdersPerSec }, 1, true)
+	ratio("fulfil: stream queue alone vs batched writer", "≥ 1× (the queue is not the bottleneck)", ScenarioFulfil, ModeBatched, ScenarioFulfil, ModeBatched,
+		func(a, _ *Result) (float64, float64) { return a.StreamAlonePerSec, a.OrdersPerSec }, 1, true)
+
+	// The books: zero everywhere except a channel's loss under crash.
+	var bad []string
+	checked := 0
+	for _, r := range rs {
+		if !r.ok() || r.Books == nil {
+			continue
+		}
+		checked++
+		b := r.Books
+		lost := b.Lost
+		if r.Scenario == ScenarioCrash && r.Mode == ModeChannel {
+			lost = 0
+		}
+		if b.Oversold != 0 || b.Duplicates != 0 || lost != 0 {
+			bad = append(bad, fmt.Sprintf("%s#%d: oversold %d, duplicates %d, lost %d", r.label(), r.Round, b.Oversold, b.Duplicates, lost))
+		}
+	}
+	t := Target{Name: "books balance in every run", Want: "0 oversold, 0 duplicates, 0 lost (channel under crash: loss reported)"}
+	if checked == 0 {
+		t.Got = "not measured"
+	} else {
+		met := len(bad) == 0
+		t.Met = &met
+		t.Got = fmt.Sprintf("%d runs checked", checked)
+		if !met {
+			t.Got += ": " + strings.Join(bad, "; ")
+		}
+	}
+	ts = append(ts, t)
+	return ts
+}
+
+// BooksBalance reports the runs whose books do not balance (oversold,
+// duplicates, or lost orders outside a channel's crash). CI asserts it.
+func (rep *Report) BooksBalance() []string {
+	var bad []string
+	for _, r := range rep.Results {
+		if !r.ok() || r.Books == nil {
+			continue
+		}
+		b := r.Books
+		lost := b.Lost
+		if r.Scenario == ScenarioCrash && r.Mode == ModeChannel {
+			lost = 0
+		}
+		if b.Oversold != 0 || b.Duplicates != 0 || lost != 0 || b.Phantom != 0 || b.StockMismatch != 0 {
+			bad = append(bad, fmt.Sprintf("%s#%d: oversold %d, duplicates %d, lost %d, phantom %d, stock mismatch %d",
+				r.label(), r.Round, b.Oversold, b.Duplicates, lost, b.Phantom, b.StockMismatch))
+		}
+	}
+	return bad
+}
+
+const dash = "–"
+
+// throughput is what a run is ranked by: claims/s, or orders/s for a
+// fulfilment run.
+func (r *Result) throughput() float64 {
+	if r.HasClaims {
+		return r.ClaimsPerSec
+	}
+	return r.OrdersPerSec
+}
+
+// representative picks the run the table and the chart show for each
+// scenario and mode: its median round by throughput (the lower middle one of
+// an even count), or its first run if none ran fine.
+func (rep *Report) representative() []Result {
+	type key struct {
+		sc Scenario
+		m  Mode
+	}
+	var order []key
+	groups := map[key][]Result{}
+	for _, r := range rep.Results {
+		k := key{r.Scenario, r.Mode}
+		if _, seen := groups[k]; !seen {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	out := make([]Result, 0, len(order))
+	for _, k := range order {
+		var fine []Result
+		for _, r := range groups[k] {
+			if r.ok() {
+				fine = append(fine, r)
+			}
+		}
+		if len(fine) == 0 {
+			out = append(out, groups[k][0])
+			continue
+		}
+		slices.SortStableFunc(fine, func(a, b Result) int { return cmp.Compare(a.throughput(), b.throughput()) })
+		out = append(out, fine[(len(fine)-1)/2])
+	}
+	return out
+}
+
+// spread lists each mode's throughput in every round, when there are several.
+func (rep *Report) spread() []string {
+	if rounds(rep.Results) < 2 {
+		return nil
+	}
+	var lines []string
+	for _, r := range rep.representative() {
+		var xs []string
+		for _, o := range rep.Results {
+			if o.Scenario == r.Scenario && o.Mode == r.Mode && o.ok() {
+				xs = append(xs, fmt.Sprintf("%.0f", o.throughput()))
+			}
+		}
+		unit := "claims/s"
+		if !r.HasClaims {
+			unit = "orders/s"
+		}
+		if len(xs) > 0 {
+			lines = append(lines, fmt.Sprintf("%s: %s by round %s (the table shows the median round, #%d)", r.label(), unit, strings.Join(xs, ", "), r.Round))
+		}
+	}
+	return lines
+}
+
+// WriteTable prints the one table, then the targets and the notes, as
+// Markdown so it can be pasted into docs.
+func (rep *Report) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "\n%d cores, %.1f GiB, %s; %s; %s; %s\n", rep.Machine.Cores, rep.Machine.MemoryGiB, rep.Machine.CPU,
+		rep.Machine.Redis, rep.Machine.MySQL, rep.Machine.Go)
+	for _, warn := range rep.Warnings {
+		fmt.Fprintf(w, "WARNING: %s\n", warn)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| scenario | mode | claims/s | p50 | p99 | p99.9 | successes | sold out | dup | errors | drain s | orders/s into MySQL | oversold | lost | duplicates |")
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	for _, r := range rep.representative() {
+		cells := []string{string(r.Scenario), string(r.Mode)}
+		if !r.ok() {
+			cells = append(cells, r.Status)
+			for range 12 {
+				cells = append(cells, dash)
+			}
+			fmt.Fprintln(w, "| "+strings.Join(cells, " | ")+" |")
+			continue
+		}
+		if r.HasClaims {
+			cells = append(cells, fmt.Sprintf("%.0f", r.ClaimsPerSec), ms(r.Latency.P50), ms(r.Latency.P99), ms(r.Latency.P999),
+				strconv.Itoa(r.Successes), strconv.Itoa(r.SoldOut), strconv.Itoa(r.Dup), strconv.Itoa(r.Errors))
+		} else {
+			cells = append(cells, dash, dash, dash, dash, dash, dash, dash, dash)
+		}
+		if r.HasDrain {
+			cells = append(cells, fmt.Sprintf("%.2f", r.DrainSeconds), fmt.Sprintf("%.0f", r.OrdersPerSec))
+		} else {
+			cells = append(cells, dash, dash)
+		}
+		if b := r.Books; b != nil {
+			lost := dash
+			if r.HasDrain {
+				lost = strconv.Itoa(b.Lost)
+			}
+			cells = append(cells, strconv.Itoa(b.Oversold), lost, strconv.Itoa(b.Duplicates))
+		} else {
+			cells = append(cells, dash, dash, dash)
+		}
+		fmt.Fprintln(w, "| "+strings.Join(cells, " | ")+" |")
+	}
+	rep.writeCosts(w)
+	// Targets this run did not measure (a mode left out, or unavailable)
+	// are counted, not listed.
+	var measured []Target
+	for _, t := range rep.Targets {
+		if t.Met != nil {
+			measured = append(measured, t)
+		}
+	}
+	if len(measured) > 0 {
+		fmt.Fprintln(w, "\nTargets (ratios within this run):")
+		for _, t := range measured {
+			verdict := "MISSED"
+			if *t.Met {
+				verdict = "met"
+			}
+			fmt.Fprintf(w, "  %-6s %s: want %s, got %s\n", verdict, t.Name, t.Want, t.Got)
+		}
+		if n := len(rep.Targets) - len(measured); n > 0 {
+			fmt.Fprintf(w, "  (%d more need modes this run did not measure)\n", n)
+		}
+	}
+	notes := rep.spread()
+	// A note every round of a mode repeats is printed once; others name
+	// their rounds.
+	type noted struct {
+		label, text string
+		rounds      []string
+	}
+	var order []*noted
+	byKey := map[string]*noted{}
+	runs := map[string]int{}
+	add := func(r Result, text string) {
+		k := r.label() + "\x00" + text
+		n, ok := byKey[k]
+		if !ok {
+			n = &noted{label: r.label(), text: text}
+			byKey[k] = n
+			order = append(order, n)
+		}
+		n.rounds = append(n.rounds, fmt.Sprintf("#%d", r.Round))
+	}
+	for _, r := range rep.Results {
+		runs[r.label()]++
+		if !r.ok() {
+			add(r, r.Status+": "+r.Reason)
+		}
+		if len(r.ErrorKinds) > 0 {
+			add(r, "errors: "+errorKinds(r.ErrorKinds))
+		}
+		for _, n := range r.Notes {
+			add(r, n)
+		}
+	}
+	for _, n := range order {
+		name := n.label
+		if len(n.rounds) < runs[n.label] {
+			name += strings.Join(n.rounds, ",")
+		}
+		notes = append(notes, name+": "+n.text)
+	}
+	if len(notes) > 0 {
+		fmt.Fprintln(w, "\nNotes:")
+		for _, n := range notes {
+			fmt.Fprintln(w, "  - "+n)
+		}
+	}
+}
+
+// writeCosts shows where each request's time goes: Redis round trips, and
+// CPU per request of the bench process (load generator plus an in-process
+// service), of the service when it is a child process, of Redis and of MySQL.
+// On a 2-core machine their sum bounds the claims/s.
+func (rep *Report) writeCosts(w io.Writer) {
+	header := false
+	for _, r := range rep.representative() {
+		if !r.ok() || (!r.HasClaims && !r.HasDrain) {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(w, "\nPer request (per order for fulfil): Redis round trips of the service, and CPU µs of the bench process | child service | Redis | MySQL:")
+			header = true
+		}
+		n := float64(r.Sent)
+		if !r.HasClaims {
+			n = float64(r.Users)
+		}
+		if n == 0 {
+			continue
+		}
+		us := func(d time.Duration) float64 { return float64(d.Microseconds()) / n }
+		trips := dash
+		if r.RedisTripsPerClaim > 0 {
+			trips = fmt.Sprintf("%.2f", r.RedisTripsPerClaim)
+		}
+		fmt.Fprintf(w, "  %-17s trips %-5s cpu %4.0f | %4.0f | %4.0f | %4.0f µs\n", r.label(), trips,
+			r.CPUPerRequestMicros, us(r.BackendCPU.Service), us(r.BackendCPU.Redis), us(r.BackendCPU.MySQL))
+	}
+}
+
+func ms(v float64) string {
+	if v >= 100 {
+		return fmt.Sprintf("%.0f ms", v)
+	}
+	return fmt.Sprintf("%.2f ms", v)
+}
+
+// WriteJSON writes the raw report.
+func (rep *Report) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}

@@ -1,0 +1,205 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/infra"
+)
+
+// run runs one mode of one scenario and never fails the bench: what went
+// wrong is in the result.
+func (e *env) run(ctx context.Context, sc Scenario, m Mode, round int) Result {
+	r := Result{Scenario: sc, Mode: m, Round: round}
+	var err error
+	switch {
+	case sc == ScenarioFulfil:
+		err = e.runFulfil(ctx, m, &r)
+	case sc == ScenarioCrash:
+		err = e.runCrash(ctx, m, &r)
+	case m == ModeSync:
+		err = e.runSync(ctx, sc, &r)
+	case m == ModeCeiling:
+		err = e.runCeiling(ctx, sc, &r)
+	default:
+		err = e.runService(ctx, sc, m, &r)
+	}
+	switch {
+	case errors.Is(err, errUnavailable):
+		r.Status, r.Reason = "unavailable", strings.TrimPrefix(err.Error(), errUnavailable.Error()+": ")
+	case err != nil:
+		r.Status, r.Reason = "failed", err.Error()
+	default:
+		r.Status = "ok"
+	}
+	return r
+}
+
+// sale is the size of a claim scenario.
+func (e *env) sale(sc Scenario) (users, stock, maxPer int) {
+	users = e.opts.Users
+	if sc == ScenarioHot {
+		return users, e.opts.HotStock, e.opts.MaxPerUser
+	}
+	return users, users, 1
+}
+
+// serviceConfig is the service's configuration for one run: the base one,
+// on this run's own database, key prefix and queue, listening on a free
+// loopback port.
+func (e *env) serviceConfig(s *runSpace, queue string) (infra.Config, error) {
+	c := e.opts.Base
+	c.HTTPAddr = "127.0.0.1:0"
+	c.RedisURL = e.redisURL
+	c.MySQLDSN = s.dsn
+	c.DataDir = s.dataDir
+	c.KeyPrefix = s.prefix
+	c.Queue = queue
+	c.Migrate = true
+	c.DevEndpoints = false
+	// Per-request logs are debug; warnings and errors are kept for the notes.
+	c.LogLevel = "warn"
+	if err := c.Validate(); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// runService runs the real service (infra.Build, in-process) with the
+// mode's queue driver.
+func (e *env) runService(ctx context.Context, sc Scenario, m Mode, r *Result) (err error) {
+	space, err := e.newSpace(sc, m)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, space.cleanup()) }()
+	cfg, err := e.serviceConfig(space, string(m))
+	if err != nil {
+		return err
+	}
+	logs := &logTail{}
+	app, cleanup, err := infra.Build(cfg, zerolog.New(logs).Level(zerolog.WarnLevel))
+	if err != nil {
+		if m == ModeStream {
+			return unavailable("infra.Build: %v", err)
+		}
+		return fmt.Errorf("build service: %w", err)
+	}
+	defer cleanup()
+	trips := countTrips(app.Redis)
+	if err := app.Start(ctx); err != nil {
+		return fmt.Errorf("start service: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		if serr := app.Shutdown(sctx); serr != nil {
+			err = errors.Join(err, fmt.Errorf("shutdown: %w", serr))
+		}
+		logs.notes(r)
+	}()
+
+	users, stock, maxPer := e.sale(sc)
+	r.Users, r.Stock = users, stock
+	base := "http://" + app.Addr()
+	vid, err := createVoucher(ctx, base, stock)
+	if err != nil {
+		return err
+	}
+	w := newWorkload(users, maxPer, e.opts.Seed)
+	if err := w.mint(ctx, e.rdb); err != nil {
+		return err
+	}
+	space.tokens = w.tokens
+
+	out, err := e.drive(ctx, e.runName(r.Scenario, r.Mode, r.Round), w, base, vid, trips)
+	if err != nil {
+		return err
+	}
+	r.fromLoad(out)
+	lastAt, drained, err := waitSettled(ctx, app.DB, vid, out.successes, e.opts.DrainTimeout)
+	if err != nil {
+		return err
+	}
+	b, err := check(ctx, app.DB, vid, stock, out.won, w.users)
+	if err != nil {
+		return err
+	}
+	r.Books = &b
+	r.setDrain(out, lastAt, b.Created, drained)
+	r.noteUndrained()
+	return nil
+}
+
+// createVoucher creates the run's voucher through the service's own API, on
+// sale from a minute ago for an hour.
+func createVoucher(ctx context.Context, base string, stock int) (domain.VoucherID, error) {
+	now := time.Now().UTC()
+	body, _ := json.Marshal(map[string]any{
+		"shopId": 1, "title": "bench", "payValue": 100, "actualValue": 1000, "type": 1, "stock": stock,
+		"beginTime": now.Add(-time.Minute).Format(time.RFC3339), "endTime": now.Add(time.Hour).Format(time.RFC3339),
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/voucher/seckill", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("create voucher: %w", err)
+	}
+	defer resp.Body.Close()
+	var env struct {
+		Success  bool   `json:"success"`
+		ErrorMsg string `json:"errorMsg"`
+		Data     string `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil || !env.Success {
+		return 0, fmt.Errorf("create voucher: status %d %q (%v)", resp.StatusCode, env.ErrorMsg, err)
+	}
+	id, err := strconv.ParseInt(env.Data, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("create voucher: id %q: %w", env.Data, err)
+	}
+	return domain.VoucherID(id), nil
+}
+
+// logTail keeps the first few warnings and errors the service logged during
+// a run, and counts them, so a run that logged trouble says so.
+type logTail struct {
+	mu    sync.Mutex
+	n     int
+	first []string
+}
+
+const logTailKeep = 5
+
+func (l *logTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n++
+	if len(l.first) < logTailKeep {
+		l.first = append(l.first, strings.TrimSpace(string(p)))
+	}
+	return len(p), nil
+}
+
+func (l *logTail) notes(r *Result) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n == 0 {
+		return
+	}
+	r.note("the service logged %d warnings/errors; first: %s", l.n, strings.Join(l.first, " | "))
+}
