@@ -142,6 +142,25 @@ func (s *runSpace) openDB(ctx context.Context) (*bun.DB, error) {
 	return db, nil
 }
 
+// openRun gives a run that writes MySQL itself its space, its migrated
+// database and a Redis client like the service's; closeRun releases all
+// three, dropping the space's data.
+func (e *env) openRun(ctx context.Context, sc Scenario, m Mode) (space *runSpace, db *bun.DB, rdb *redis.Client, closeRun func() error, err error) {
+	if space, err = e.newSpace(sc, m); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if db, err = space.openDB(ctx); err != nil {
+		return nil, nil, nil, nil, errors.Join(err, space.cleanup())
+	}
+	if rdb, err = e.serviceRedis(); err != nil {
+		return nil, nil, nil, nil, errors.Join(err, db.Close(), space.cleanup())
+	}
+	closeRun = func() error {
+		return errors.Join(rdb.Close(), db.Close(), space.cleanup())
+	}
+	return space, db, rdb, closeRun, nil
+}
+
 // cleanup drops the run's database and deletes its Redis keys and tokens,
 // unless the data is kept for inspection.
 func (s *runSpace) cleanup() error {

@@ -23,21 +23,11 @@ import (
 // runFulfil drains the same orders into a fresh database with one of the
 // two writers, from a queue filled beforehand, so only the writing is timed.
 func (e *env) runFulfil(ctx context.Context, m Mode, r *Result) (err error) {
-	space, err := e.newSpace(ScenarioFulfil, m)
+	space, db, rdb, closeRun, err := e.openRun(ctx, ScenarioFulfil, m)
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, space.cleanup()) }()
-	db, err := space.openDB(ctx)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	rdb, err := e.serviceRedis()
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
+	defer func() { err = errors.Join(err, closeRun()) }()
 
 	n := e.opts.FulfilOrders
 	r.Users, r.Stock = n, n

@@ -209,21 +209,11 @@ func randomOwner() string {
 
 // runSync runs the sync flow on a fresh database.
 func (e *env) runSync(ctx context.Context, sc Scenario, r *Result) (err error) {
-	space, err := e.newSpace(sc, ModeSync)
+	space, db, rdb, closeRun, err := e.openRun(ctx, sc, ModeSync)
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, space.cleanup()) }()
-	db, err := space.openDB(ctx)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	rdb, err := e.serviceRedis()
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
+	defer func() { err = errors.Join(err, closeRun()) }()
 
 	users, stock, maxPer := e.sale(sc)
 	r.Users, r.Stock = users, stock
