@@ -40,7 +40,7 @@ func newWorld(t *testing.T, queueCap int, wrap func(ports.StockGate) ports.Stock
 		gate = wrap(gate)
 	}
 	w.gate = gate
-	w.claim = application.NewClaimSeckill(memory.NewIDs(fixedClock{now}), gate, w.queue)
+	w.claim = application.NewClaimSeckill(memory.NewIDs(fixedClock{now}), chanqueue.NewAdmission(gate, w.queue))
 	w.fulfill = application.NewFulfillOrders(w.orders, gate)
 	w.get = application.NewGetOrder(w.orders, gate)
 	w.add = application.NewAddSeckillVoucher(w.vouchers, gate)
@@ -162,8 +162,8 @@ func TestClaimSeckillQueueFullRollsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := w.claim.Handle(context.Background(), 2, vid)
-	if !errors.Is(err, ports.ErrQueueFull) {
-		t.Fatalf("err = %v, want ErrQueueFull", err)
+	if !errors.Is(err, application.ErrBusy) || !errors.Is(err, ports.ErrQueueFull) {
+		t.Fatalf("err = %v, want ErrBusy from ErrQueueFull", err)
 	}
 	// The refused user's reservation is gone: once there is room they can claim,
 	// and the unit they did not get is still for sale.
@@ -181,16 +181,13 @@ type flakyGate struct {
 	ports.StockGate
 	reserveErr error
 	releases   int
-	enqueues   bool
 }
 
-func (g *flakyGate) Enqueues() bool { return g.enqueues }
-
-func (g *flakyGate) Reserve(ctx context.Context, o domain.VoucherOrder) (ports.Reservation, error) {
-	if _, err := g.StockGate.Reserve(ctx, o); err != nil {
-		return ports.Reservation{}, err
+func (g *flakyGate) Reserve(ctx context.Context, o domain.VoucherOrder) error {
+	if err := g.StockGate.Reserve(ctx, o); err != nil {
+		return err
 	}
-	return ports.Reservation{}, g.reserveErr
+	return g.reserveErr
 }
 
 func (g *flakyGate) Release(ctx context.Context, o domain.VoucherOrder, restore bool) error {
@@ -358,7 +355,7 @@ func TestRestoreGate(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("restored %d, %v; want 1 (the ended sale is skipped)", n, err)
 	}
-	claim := application.NewClaimSeckill(memory.NewIDs(fixedClock{now}), fresh, chanqueue.New(10, 0))
+	claim := application.NewClaimSeckill(memory.NewIDs(fixedClock{now}), chanqueue.NewAdmission(fresh, chanqueue.New(10, 0)))
 	if _, err := claim.Handle(ctx, 1, vid); !errors.Is(err, domain.ErrAlreadyClaimed) {
 		t.Fatalf("a buyer in the database must stay a buyer: %v", err)
 	}
@@ -386,8 +383,12 @@ func TestConstructorsRefuseNilDependencies(t *testing.T) {
 			f()
 		})
 	}
-	mustPanic("claim_without_queue", func() {
-		application.NewClaimSeckill(memory.NewIDs(fixedClock{now}), memory.NewGate(fixedClock{now}), nil)
+	mustPanic("claim_without_admission", func() {
+		application.NewClaimSeckill(memory.NewIDs(fixedClock{now}), nil)
+	})
+	mustPanic("claim_with_a_typed_nil_admission", func() {
+		var adm *chanqueue.Admission
+		application.NewClaimSeckill(memory.NewIDs(fixedClock{now}), adm)
 	})
 	mustPanic("fulfill_without_gate", func() { application.NewFulfillOrders(memory.NewOrders(memory.NewVouchers()), nil) })
 	mustPanic("get_without_orders", func() { application.NewGetOrder(nil, memory.NewGate(fixedClock{now})) })
@@ -445,18 +446,65 @@ func TestFulfillOrdersReject(t *testing.T) {
 	}
 }
 
-func TestClaimSeckillAmbiguousReserveOfAnEnqueueingGateIsKept(t *testing.T) {
-	// A gate that enqueues in its script may have sent the order on its way;
-	// releasing would leave a message whose order the gate no longer holds.
-	fg := &flakyGate{reserveErr: context.DeadlineExceeded, enqueues: true}
-	w := newWorld(t, 10, func(g ports.StockGate) ports.StockGate { fg.StockGate = g; return fg })
-	vid := w.live(t, 1)
-	_, err := w.claim.Handle(context.Background(), 1, vid)
-	if err == nil || errors.Is(err, application.ErrBusy) || fg.releases != 0 {
-		t.Fatalf("err = %v, releases = %d; want an unknown-outcome error (not busy) and no release", err, fg.releases)
+// unknownAdmission reserves in the gate, then reports a failure that does not
+// say whether it took the order, as the Stream driver does when Redis fails
+// after the script may have run.
+type unknownAdmission struct{ gate ports.StockGate }
+
+func (a unknownAdmission) Admit(ctx context.Context, o domain.VoucherOrder) error {
+	if err := a.gate.Reserve(ctx, o); err != nil {
+		return err
 	}
-	fg.reserveErr = nil
-	if _, err := w.claim.Handle(context.Background(), 1, vid); !errors.Is(err, domain.ErrSoldOut) {
-		t.Fatalf("the kept reservation must still hold the only unit: %v", err)
+	return errors.New("i/o timeout (outcome unknown)")
+}
+
+func TestClaimSeckillUnknownOutcomeIsNeitherBusyNorRefusedAndKeepsItsID(t *testing.T) {
+	gate := memory.NewGate(fixedClock{now})
+	ids := memory.NewIDs(fixedClock{now})
+	w := newWorld(t, 10, func(ports.StockGate) ports.StockGate { return gate })
+	claim := application.NewClaimSeckill(ids, unknownAdmission{gate})
+	vid := w.live(t, 2)
+	_, err := claim.Handle(context.Background(), 1, vid)
+	if err == nil || errors.Is(err, application.ErrBusy) || domain.IsRefusal(err) {
+		t.Fatalf("err = %v; want an unknown-outcome error, neither busy nor a refusal", err)
+	}
+	// The admission may have taken the order: its ID must not go to anyone else.
+	next, err := ids.Next(context.Background())
+	if err != nil || next.Seq() != 2 {
+		t.Fatalf("next id = %v (seq %d), %v; want sequence 2, the unknown claim's ID kept", next, next.Seq(), err)
+	}
+}
+
+func TestRefusedClaimsSpendNoOrderID(t *testing.T) {
+	w := newWorld(t, 10, nil)
+	sold := w.live(t, 1)
+	first, err := w.claim.Handle(context.Background(), 1, sold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	future := w.voucher(t, 1, now.Add(time.Hour), now.Add(2*time.Hour))
+	refusals := []struct {
+		user    domain.UserID
+		voucher domain.VoucherID
+		want    error
+	}{
+		{2, sold, domain.ErrSoldOut},
+		{1, sold, domain.ErrSoldOut},
+		{3, future, domain.ErrNotStarted},
+		{3, 999, domain.ErrVoucherNotFound},
+	}
+	for range 50 {
+		for _, r := range refusals {
+			if _, err := w.claim.Handle(context.Background(), r.user, r.voucher); !errors.Is(err, r.want) {
+				t.Fatalf("claim(%d, %d) = %v, want %v", r.user, r.voucher, err, r.want)
+			}
+		}
+	}
+	second, err := w.claim.Handle(context.Background(), 4, w.live(t, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Seq() != 1 || second.Seq() != 2 {
+		t.Fatalf("sequences %d, %d after 200 refusals; want 1, 2: refusals spent IDs", first.Seq(), second.Seq())
 	}
 }

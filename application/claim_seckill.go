@@ -10,39 +10,35 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// ClaimSeckill is the hot path: issue an order ID, reserve stock and the user's
-// one order in the gate, and hand the order to the queue. It never touches the
-// database.
+// ClaimSeckill is the hot path: issue an order ID and have the admission
+// reserve the stock and the user's one order and hand the order to
+// fulfilment. It never touches the database.
 type ClaimSeckill struct {
-	ids   ports.OrderIDs
-	gate  ports.StockGate
-	queue ports.OrderQueue
-	// budget bounds the claim independently of the caller: once the gate may
-	// have reserved, a client hanging up must not cut the claim in half.
+	ids       ports.OrderIDs
+	admission ports.Admission
+	// budget bounds the claim independently of the caller: once the admission
+	// may have reserved, a client hanging up must not cut the claim in half.
 	budget time.Duration
 }
 
 // ClaimBudget is how long a claim may take once started, whatever the caller.
-// It is generous on purpose: in a stampede a claim may wait for a Redis
-// connection, and waiting is better than failing a claim that would succeed.
+// A claim that runs out of it is undone (or, where the driver cannot tell,
+// left to be fulfilled) and answered busy.
 const ClaimBudget = 10 * time.Second
 
-// releaseBudget bounds the compensation of a claim that failed midway; it gets
-// its own time because the claim's may be what ran out.
-const releaseBudget = 2 * time.Second
-
-// ErrBusy: the claim could not finish within its budget and was undone, so the
-// client may try again.
+// ErrBusy: the claim was not taken and nothing changed (the queue was full or
+// closing, or the claim ran out of time and was undone), so the client may
+// try again. It wraps the cause.
 var ErrBusy = errors.New("service busy")
 
-func NewClaimSeckill(ids ports.OrderIDs, gate ports.StockGate, queue ports.OrderQueue) *ClaimSeckill {
-	mustHave("ClaimSeckill", map[string]any{"ids": ids, "gate": gate, "queue": queue})
-	return &ClaimSeckill{ids: ids, gate: gate, queue: queue, budget: ClaimBudget}
+func NewClaimSeckill(ids ports.OrderIDs, admission ports.Admission) *ClaimSeckill {
+	mustHave("ClaimSeckill", map[string]any{"ids": ids, "admission": admission})
+	return &ClaimSeckill{ids: ids, admission: admission, budget: ClaimBudget}
 }
 
-// Handle returns the new order's ID once the order is reserved and queued.
-// Business refusals come back as domain errors; ports.ErrQueueFull means the
-// reservation was rolled back and the client may try again.
+// Handle returns the new order's ID once the order is admitted. Business
+// refusals come back as *domain.Refusal errors, and a claim not taken as
+// ErrBusy; either way nothing changed, and the order ID was handed back.
 func (h *ClaimSeckill) Handle(ctx context.Context, user domain.UserID, voucher domain.VoucherID) (domain.OrderID, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -59,49 +55,19 @@ func (h *ClaimSeckill) Handle(ctx context.Context, user domain.UserID, voucher d
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.budget)
 	defer cancel()
 
-	res, err := h.gate.Reserve(ctx, order)
-	if err != nil {
-		if isRefusal(err) {
-			return 0, err
-		}
-		if h.gate.Enqueues() {
-			// The script may have reserved and enqueued in one step; releasing
-			// now would orphan a message that still becomes an order. Leave it:
-			// if it ran, the order is fulfilled and the user's retry answers
-			// duplicate; if it did not, nothing changed.
-			return 0, fmt.Errorf("reserve %s: outcome unknown: %w", order, err)
-		}
-		// The script may or may not have run. Release is keyed by this order's
-		// ID, so it undoes exactly our reservation if there is one, and nothing
-		// otherwise.
-		if rerr := h.release(ctx, order); rerr != nil {
-			return 0, fmt.Errorf("reserve %s: %w (release after ambiguous reserve also failed, reconcile needed: %v)", order, err, rerr)
-		}
-		if errors.Is(err, context.DeadlineExceeded) {
-			return 0, fmt.Errorf("reserve %s: %w: %w", order, ErrBusy, err)
-		}
-		return 0, fmt.Errorf("reserve %s: %w", order, err)
-	}
-	if res.Enqueued {
+	err = h.admission.Admit(ctx, order)
+	switch {
+	case err == nil:
 		return id, nil
+	case domain.IsRefusal(err):
+		// Nothing was written under this ID: the next claim may use it, so
+		// refusals (most answers of a stampede) do not exhaust the day's IDs.
+		h.ids.Unused(id)
+		return 0, err
+	case errors.Is(err, ports.ErrNotAdmitted):
+		// Undone, but the ID was written to the gate before the undo: do not
+		// hand it back, so no later order ever shares it with a stale mark.
+		return 0, fmt.Errorf("admit %s: %w: %w", order, ErrBusy, err)
 	}
-	if err := h.queue.Publish(ctx, order); err != nil {
-		if rerr := h.release(ctx, order); rerr != nil {
-			return 0, fmt.Errorf("publish %s: %w (rollback failed, reconcile needed: %v)", order, err, rerr)
-		}
-		return 0, fmt.Errorf("publish %s: %w", order, err)
-	}
-	return id, nil
-}
-
-func (h *ClaimSeckill) release(ctx context.Context, o domain.VoucherOrder) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseBudget)
-	defer cancel()
-	return h.gate.Release(ctx, o, true)
-}
-
-func isRefusal(err error) bool {
-	return errors.Is(err, domain.ErrSoldOut) || errors.Is(err, domain.ErrAlreadyClaimed) ||
-		errors.Is(err, domain.ErrNotStarted) || errors.Is(err, domain.ErrEnded) ||
-		errors.Is(err, domain.ErrVoucherNotFound)
+	return 0, fmt.Errorf("admit %s: %w", order, err)
 }

@@ -3,14 +3,29 @@
 // MySQL adapters as against the in-memory fakes.
 package application
 
-import "fmt"
+import (
+	"fmt"
+	"reflect"
+)
 
 // mustHave panics at start when a use case is built with a missing dependency,
-// so wiring mistakes fail before the first request.
+// so wiring mistakes fail before the first request. A typed nil (a nil
+// *Adapter in an interface) is as missing as an untyped one.
 func mustHave(useCase string, deps map[string]any) {
 	for name, d := range deps {
-		if d == nil {
+		if isNil(d) {
 			panic(fmt.Sprintf("application: %s needs a non-nil %s", useCase, name))
 		}
 	}
+}
+
+func isNil(d any) bool {
+	if d == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(d); v.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return v.IsNil()
+	}
+	return false
 }

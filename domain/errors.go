@@ -5,16 +5,55 @@ import (
 	"fmt"
 )
 
-// Business outcomes of a claim. They are expected answers, not failures: the
-// HTTP adapter turns each into a success=false envelope with a stable code.
+// Refusal is a business answer to a claim: expected, not a failure. Each has a
+// stable code that travels unchanged from the gate (the claim script answers
+// it) to the client (the HTTP envelope's `code`), so the list of refusals is
+// written once, here.
+type Refusal struct {
+	code string
+	text string
+}
+
+func (r *Refusal) Error() string { return r.text }
+
+// Code is the refusal's stable machine name, e.g. "sold_out".
+func (r *Refusal) Code() string { return r.code }
+
+// Business outcomes of a claim, in the order the claim script checks them.
 var (
-	ErrSoldOut         = errors.New("sold out")
-	ErrAlreadyClaimed  = errors.New("already claimed by this user")
-	ErrNotStarted      = errors.New("sale has not started")
-	ErrEnded           = errors.New("sale has ended")
-	ErrVoucherNotFound = errors.New("voucher not found")
-	ErrOrderNotFound   = errors.New("order not found")
+	ErrVoucherNotFound = &Refusal{"not_found", "voucher not found"}
+	ErrNotStarted      = &Refusal{"not_started", "sale has not started"}
+	ErrEnded           = &Refusal{"ended", "sale has ended"}
+	ErrSoldOut         = &Refusal{"sold_out", "sold out"}
+	ErrAlreadyClaimed  = &Refusal{"duplicate", "already claimed by this user"}
 )
+
+var refusals = []*Refusal{ErrVoucherNotFound, ErrNotStarted, ErrEnded, ErrSoldOut, ErrAlreadyClaimed}
+
+// Refusals lists every business refusal of a claim. The slice is a copy.
+func Refusals() []*Refusal { return append([]*Refusal(nil), refusals...) }
+
+// RefusalByCode maps a refusal's code back to it (how adapters read a gate's
+// answer); false for anything else.
+func RefusalByCode(code string) (*Refusal, bool) {
+	for _, r := range refusals {
+		if r.code == code {
+			return r, true
+		}
+	}
+	return nil, false
+}
+
+// IsRefusal reports whether err is, or wraps, a business refusal: the claim
+// changed nothing and the answer is final for this request.
+func IsRefusal(err error) bool {
+	var r *Refusal
+	return errors.As(err, &r)
+}
+
+// ErrOrderNotFound answers a status query for an order that does not exist or
+// is not the caller's.
+var ErrOrderNotFound = errors.New("order not found")
 
 // ValidationError says which input was rejected and why. Constructors return it
 // so that bad input is refused before anything is stored.

@@ -71,18 +71,27 @@ func provideHandler(
 	})
 }
 
-// provideSoldOutGate puts the local sold-out mark in front of the Redis gate,
-// so a stampede on a sold-out voucher stops costing Redis round trips.
-func provideSoldOutGate(g *redisgate.Gate, c Config) *soldout.Gate {
-	return soldout.New(g, soldout.Options{Window: c.SoldOutWindow})
-}
-
-func provideChannelGate(rdb redis.UniversalClient, c Config) *redisgate.Gate {
+func provideGate(rdb redis.UniversalClient, c Config) *redisgate.Gate {
 	return redisgate.New(rdb, redisgate.Options{Prefix: c.KeyPrefix, Retention: c.KeyRetention})
 }
 
+// provideSoldOutMarks are this instance's local sold-out marks: its
+// Admission decorator answers a stampede on a sold-out voucher without Redis,
+// and its Gate decorator forgets a mark whenever stock may come back.
+func provideSoldOutMarks(c Config) *soldout.Marks {
+	return soldout.New(soldout.Options{Window: c.SoldOutWindow})
+}
+
+func provideSoldOutGate(m *soldout.Marks, g *redisgate.Gate) *soldout.Gate { return m.Gate(g) }
+
 func provideChannelQueue(c Config) *chanqueue.Queue {
 	return chanqueue.New(c.QueueCapacity, c.BatchLinger)
+}
+
+// provideChannelAdmission reserves through the marked gate, so a rollback's
+// Release clears the voucher's mark at once.
+func provideChannelAdmission(m *soldout.Marks, g *soldout.Gate, q *chanqueue.Queue) *soldout.Admission {
+	return m.Admission(chanqueue.NewAdmission(g, q))
 }
 
 // commonSet is everything but the queue driver.
@@ -102,6 +111,8 @@ var commonSet = wire.NewSet(
 	wire.Bind(new(ports.VoucherRepository), new(*mysqlstore.VoucherRepo)),
 	mysqlstore.NewOrderRepo,
 	wire.Bind(new(ports.OrderRepository), new(*mysqlstore.OrderRepo)),
+	provideGate,
+	provideSoldOutMarks,
 	provideSoldOutGate,
 	wire.Bind(new(ports.StockGate), new(*soldout.Gate)),
 	application.NewAddSeckillVoucher,
@@ -115,9 +126,10 @@ var commonSet = wire.NewSet(
 	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Tokens", "DB", "Redis"),
 )
 
-// channelSet: the in-process bounded channel; the gate does not enqueue.
+// channelSet: the in-process bounded channel, fed by the gate plus the channel.
 var channelSet = wire.NewSet(
-	provideChannelGate,
+	provideChannelAdmission,
+	wire.Bind(new(ports.Admission), new(*soldout.Admission)),
 	provideChannelQueue,
 	wire.Bind(new(ports.OrderQueue), new(*chanqueue.Queue)),
 )

@@ -7,13 +7,14 @@ import (
 
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redisstream"
+	"github.com/hmdp-go/seckill/adapters/soldout"
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// provideStreamGate: the claim script also XADDs the order, so reservation
-// and message are one atomic step.
-func provideStreamGate(rdb redis.UniversalClient, c Config) *redisgate.Gate {
-	return redisgate.New(rdb, redisgate.Options{Prefix: c.KeyPrefix, Retention: c.KeyRetention, Enqueue: true})
+// provideStreamAdmission: the claim script also XADDs the order, so
+// reservation and message are one atomic step.
+func provideStreamAdmission(m *soldout.Marks, g *redisgate.Gate, q *redisstream.Queue) *soldout.Admission {
+	return m.Admission(redisstream.NewAdmission(g, q))
 }
 
 // provideStreamQueue's cleanup stops its lease renewal if the service never
@@ -35,7 +36,8 @@ func provideStreamQueue(rdb redis.UniversalClient, c Config, log zerolog.Logger)
 
 // streamSet: the Redis Stream queue, shared by every instance as one group.
 var streamSet = wire.NewSet(
-	provideStreamGate,
+	provideStreamAdmission,
+	wire.Bind(new(ports.Admission), new(*soldout.Admission)),
 	provideStreamQueue,
 	wire.Bind(new(ports.OrderQueue), new(*redisstream.Queue)),
 )

@@ -21,18 +21,20 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	voucherRepo := mysqlstore.NewVoucherRepo(db)
+	marks := provideSoldOutMarks(c)
 	universalClient, cleanup2, err := NewRedis(c, log)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	gate := provideChannelGate(universalClient, c)
-	soldoutGate := provideSoldOutGate(gate, c)
+	gate := provideGate(universalClient, c)
+	soldoutGate := provideSoldOutGate(marks, gate)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs := provideIDs(universalClient, c)
 	queue := provideChannelQueue(c)
-	claimSeckill := application.NewClaimSeckill(iDs, soldoutGate, queue)
+	admission := provideChannelAdmission(marks, soldoutGate, queue)
+	claimSeckill := application.NewClaimSeckill(iDs, admission)
 	orderRepo := mysqlstore.NewOrderRepo(db)
 	getOrder := application.NewGetOrder(orderRepo, soldoutGate)
 	store := provideSessionStore(universalClient, c)
@@ -68,13 +70,14 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	voucherRepo := mysqlstore.NewVoucherRepo(db)
+	marks := provideSoldOutMarks(c)
 	universalClient, cleanup2, err := NewRedis(c, log)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	gate := provideStreamGate(universalClient, c)
-	soldoutGate := provideSoldOutGate(gate, c)
+	gate := provideGate(universalClient, c)
+	soldoutGate := provideSoldOutGate(marks, gate)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs := provideIDs(universalClient, c)
@@ -84,7 +87,8 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	claimSeckill := application.NewClaimSeckill(iDs, soldoutGate, queue)
+	admission := provideStreamAdmission(marks, gate, queue)
+	claimSeckill := application.NewClaimSeckill(iDs, admission)
 	orderRepo := mysqlstore.NewOrderRepo(db)
 	getOrder := application.NewGetOrder(orderRepo, soldoutGate)
 	store := provideSessionStore(universalClient, c)

@@ -14,6 +14,10 @@ import (
 // Errors adapters return for conditions the application reacts to. Anything
 // else an adapter returns is treated as transient infrastructure failure.
 var (
+	// ErrNotAdmitted: an Admission took nothing and changed nothing (its
+	// queue was full or closed, or it ran out of time and undid its
+	// reservation); the client may simply try again. It wraps the cause.
+	ErrNotAdmitted = errors.New("claim not admitted")
 	// ErrQueueFull: a bounded queue refused a message; the caller rolls back.
 	ErrQueueFull = errors.New("order queue is full")
 	// ErrQueueClosed: the queue is shut down; Receive returns it once drained.
@@ -30,17 +34,33 @@ type Clock interface {
 // OrderIDs issues order IDs that are unique across processes and restarts.
 type OrderIDs interface {
 	Next(ctx context.Context) (domain.OrderID, error)
+	// Unused hands back an ID that Next issued and nobody wrote anywhere (the
+	// claim was refused before anything was reserved), so that a refused
+	// claim does not spend one of the day's IDs. The next Next may return it.
+	Unused(id domain.OrderID)
 }
 
-// Reservation is what a successful Reserve did.
-type Reservation struct {
-	// Enqueued is true when the gate also put the order on the queue in the
-	// same atomic step (the Stream driver); otherwise the caller publishes it.
-	Enqueued bool
+// Admission reserves a claim and hands its order to fulfilment, as one
+// promise: it is the seam between the claim path and the queue, and each
+// queue driver implements it its own way (the Stream driver in one Lua script
+// that reserves and appends the order; the channel driver with the gate and
+// the channel, rolling the reservation back when the channel refuses).
+type Admission interface {
+	// Admit returns:
+	//   - nil: the order is reserved and on its way to the database, where it
+	//     ends created or failed, exactly once;
+	//   - a *domain.Refusal (sold out, duplicate, ...): nothing changed;
+	//   - an error wrapping ErrNotAdmitted: nothing changed, try again;
+	//   - any other error: the outcome is the driver's to state (the Stream
+	//     driver's script may have run, and then the order is fulfilled; the
+	//     channel driver undoes what it may have reserved).
+	Admit(ctx context.Context, o domain.VoucherOrder) error
 }
 
-// StockGate is the fast, atomic admission check in front of the database: sale
-// window, remaining stock and one order per user, decided in one step.
+// StockGate is the fast, atomic check in front of the database: sale window,
+// remaining stock and one order per user, decided in one step. The channel
+// driver's Admission reserves through it; every driver preheats, restores,
+// releases and looks up queued orders through it.
 type StockGate interface {
 	// Preheat makes a newly created voucher claimable: its stock and window are
 	// (over)written and it has no buyers yet.
@@ -49,15 +69,10 @@ type StockGate interface {
 	// the buyers that hold orders) only if the gate has none, and reports
 	// whether it wrote anything. Used at start when the gate's store was lost.
 	Restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder) (bool, error)
-	// Reserve takes one unit of stock for the order's user or returns
-	// domain.ErrVoucherNotFound, ErrNotStarted, ErrEnded, ErrSoldOut or
-	// ErrAlreadyClaimed. Nothing changes unless it returns nil.
-	Reserve(ctx context.Context, o domain.VoucherOrder) (Reservation, error)
-	// Enqueues reports whether Reserve also enqueues the order in the same
-	// atomic step. Such a reservation must not be released when Reserve's
-	// outcome is unknown: its message may already be on its way to the
-	// database.
-	Enqueues() bool
+	// Reserve takes one unit of stock for the order's user or returns a
+	// *domain.Refusal. Nothing changes unless it returns nil. It does not
+	// enqueue: that is the Admission's business.
+	Reserve(ctx context.Context, o domain.VoucherOrder) error
 	// Release undoes the reservation held by exactly this order: the user's
 	// mark is removed, and the unit returned to stock when restoreStock is set.
 	// It is idempotent and does nothing when the user's mark belongs to another

@@ -24,12 +24,10 @@ type envelope struct {
 	Code     string `json:"code,omitempty"`
 }
 
-// Codes clients may branch on; they are part of the API.
+// Codes clients may branch on; they are part of the API. A claim's business
+// refusals answer their domain.Refusal's own code (sold_out, duplicate,
+// not_started, ended, not_found).
 const (
-	codeSoldOut      = "sold_out"
-	codeDuplicate    = "duplicate"
-	codeNotStarted   = "not_started"
-	codeEnded        = "ended"
 	codeNotFound     = "not_found"
 	codeBusy         = "busy"
 	codeUnauthorized = "unauthorized"
@@ -47,26 +45,41 @@ type answer struct {
 	body   []byte
 }
 
-// errorTable is the one place errors become HTTP answers. Lookups use
-// errors.Is, so an error wrapped on its way up still maps. User-facing
-// messages of the original are kept in Chinese, as its front end shows them.
+// refusalText is what the original front end shows for each business refusal
+// (in Chinese, as the original); a test checks every domain refusal has one.
+var refusalText = map[string]string{
+	domain.ErrSoldOut.Code():         "库存不足",
+	domain.ErrAlreadyClaimed.Code():  "不能重复下单",
+	domain.ErrNotStarted.Code():      "秒杀尚未开始",
+	domain.ErrEnded.Code():           "秒杀已经结束",
+	domain.ErrVoucherNotFound.Code(): "优惠券不存在",
+}
+
+// refusalAnswers are the claim's refusals, answered as HTTP 200 with
+// success=false, as the original front end expects.
+var refusalAnswers = func() map[*domain.Refusal]answer {
+	out := make(map[*domain.Refusal]answer)
+	for _, r := range domain.Refusals() {
+		msg := refusalText[r.Code()]
+		if msg == "" {
+			msg = r.Error()
+		}
+		out[r] = fixed(http.StatusOK, r.Code(), msg)
+	}
+	return out
+}()
+
+// errorTable is the one place other errors become HTTP answers. Lookups use
+// errors.Is, so an error wrapped on its way up still maps.
 var errorTable = []struct {
 	target error
 	answer answer
 }{
-	{domain.ErrSoldOut, fixed(http.StatusOK, codeSoldOut, "库存不足")},
-	{domain.ErrAlreadyClaimed, fixed(http.StatusOK, codeDuplicate, "不能重复下单")},
-	{domain.ErrNotStarted, fixed(http.StatusOK, codeNotStarted, "秒杀尚未开始")},
-	{domain.ErrEnded, fixed(http.StatusOK, codeEnded, "秒杀已经结束")},
-	{domain.ErrVoucherNotFound, fixed(http.StatusOK, codeNotFound, "优惠券不存在")},
 	// A missing order and another user's order answer alike, so order IDs
 	// cannot be probed.
 	{domain.ErrOrderNotFound, fixed(http.StatusNotFound, codeNotFound, "订单不存在")},
-	// The reservation was rolled back: the client may simply try again.
-	{ports.ErrQueueFull, fixed(http.StatusServiceUnavailable, codeBusy, "系统繁忙，请稍后重试")},
-	// Shutting down: another instance (or this one, restarted) can serve the retry.
-	{ports.ErrQueueClosed, fixed(http.StatusServiceUnavailable, codeBusy, "系统繁忙，请稍后重试")},
-	// The claim ran out of time and was undone: nothing was sold, try again.
+	// Nothing was sold (queue full, shutting down, or out of time and undone):
+	// the client may simply try again.
 	{application.ErrBusy, fixed(http.StatusServiceUnavailable, codeBusy, "系统繁忙，请稍后重试")},
 	{ports.ErrUnknownToken, fixed(http.StatusUnauthorized, codeUnauthorized, "未登录或登录已过期")},
 }
@@ -91,6 +104,12 @@ func badRequest(msg string) error { return &requestError{status: http.StatusBadR
 // answerFor maps err through the table; anything unknown is an internal
 // error whose text must not reach the client.
 func answerFor(err error) answer {
+	var r *domain.Refusal
+	if errors.As(err, &r) {
+		if a, ok := refusalAnswers[r]; ok {
+			return a
+		}
+	}
 	for i := range errorTable {
 		if errors.Is(err, errorTable[i].target) {
 			return errorTable[i].answer

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -27,8 +28,8 @@ func TestErrorTableMapsWrappedErrors(t *testing.T) {
 		{"ended", wrap(domain.ErrEnded), http.StatusOK, "ended", "秒杀已经结束"},
 		{"voucher_not_found", wrap(domain.ErrVoucherNotFound), http.StatusOK, "not_found", ""},
 		{"order_not_found", wrap(domain.ErrOrderNotFound), http.StatusNotFound, "not_found", ""},
-		{"queue_full", wrap(ports.ErrQueueFull), http.StatusServiceUnavailable, "busy", ""},
-		{"queue_closed", wrap(ports.ErrQueueClosed), http.StatusServiceUnavailable, "busy", ""},
+		{"busy", wrap(fmt.Errorf("%w: %w", application.ErrBusy, ports.ErrQueueFull)), http.StatusServiceUnavailable, "busy", ""},
+		{"queue_error_alone_is_internal", wrap(ports.ErrQueueFull), http.StatusInternalServerError, "internal", "internal error"},
 		{"unknown_token", wrap(ports.ErrUnknownToken), http.StatusUnauthorized, "unauthorized", ""},
 		{"joined_with_a_refusal", errors.Join(errors.New("x"), domain.ErrSoldOut), http.StatusOK, "sold_out", "库存不足"},
 		{"validation", wrap(&domain.ValidationError{Field: "stock", Reason: "must be greater than 0"}), http.StatusBadRequest, "bad_request", "invalid stock: must be greater than 0"},
@@ -51,6 +52,17 @@ func TestErrorTableMapsWrappedErrors(t *testing.T) {
 				t.Fatalf("pre-encoded body %s does not match the answer (%v)", a.body, err)
 			}
 		})
+	}
+}
+
+func TestEveryRefusalHasTheOriginalsText(t *testing.T) {
+	for _, r := range domain.Refusals() {
+		if refusalText[r.Code()] == "" {
+			t.Errorf("refusal %q has no text for the front end", r.Code())
+		}
+		if a := answerFor(fmt.Errorf("x: %w", r)); a.status != http.StatusOK || a.code != r.Code() {
+			t.Errorf("refusal %q answers %d %q", r.Code(), a.status, a.code)
+		}
 	}
 }
 

@@ -160,7 +160,7 @@ func TestNewRouterRefusesMissingDeps(t *testing.T) {
 		return httpapi.Deps{
 			AddVoucher:   application.NewAddSeckillVoucher(vouchers, gate),
 			ListVouchers: application.NewListShopVouchers(vouchers),
-			Claim:        application.NewClaimSeckill(memory.NewIDs(clock), gate, chanqueue.New(1, 0)),
+			Claim:        application.NewClaimSeckill(memory.NewIDs(clock), chanqueue.NewAdmission(gate, chanqueue.New(1, 0))),
 			GetOrder:     application.NewGetOrder(orders, gate),
 			Sessions:     sessions,
 			Ready:        func(context.Context) error { return nil },

@@ -100,7 +100,7 @@ func (s *spyGate) Preheat(ctx context.Context, v domain.Voucher) error {
 	return s.StockGate.Preheat(ctx, v)
 }
 
-func (s *spyGate) Reserve(ctx context.Context, o domain.VoucherOrder) (ports.Reservation, error) {
+func (s *spyGate) Reserve(ctx context.Context, o domain.VoucherOrder) error {
 	s.c.hit("gate.Reserve")
 	return s.StockGate.Reserve(ctx, o)
 }
@@ -125,14 +125,14 @@ func (s *spyIDs) Next(ctx context.Context) (domain.OrderID, error) {
 	return s.OrderIDs.Next(ctx)
 }
 
-type spyQueue struct {
-	ports.OrderQueue
+type spyAdmission struct {
+	ports.Admission
 	c *calls
 }
 
-func (s *spyQueue) Publish(ctx context.Context, o domain.VoucherOrder) error {
-	s.c.hit("queue.Publish")
-	return s.OrderQueue.Publish(ctx, o)
+func (s *spyAdmission) Admit(ctx context.Context, o domain.VoucherOrder) error {
+	s.c.hit("admission.Admit")
+	return s.Admission.Admit(ctx, o)
 }
 
 type spyOrders struct {
@@ -226,7 +226,8 @@ func newEnv(t testing.TB, opt options) *env {
 	d := httpapi.Deps{
 		AddVoucher:   application.NewAddSeckillVoucher(vouchers, sgate),
 		ListVouchers: application.NewListShopVouchers(vouchers),
-		Claim:        application.NewClaimSeckill(&spyIDs{OrderIDs: memory.NewIDs(clock), c: c}, sgate, &spyQueue{OrderQueue: queue, c: c}),
+		Claim:        application.NewClaimSeckill(&spyIDs{OrderIDs: memory.NewIDs(clock), c: c},
+			&spyAdmission{Admission: chanqueue.NewAdmission(sgate, queue), c: c}),
 		GetOrder:     application.NewGetOrder(orders, sgate),
 		Sessions:     sessions,
 		Tokens:       sessions,

@@ -12,8 +12,7 @@ import (
 
 // Gate is the in-memory StockGate. It decides like the Redis gate's claim
 // script (window, then stock, then duplicate), under one mutex instead of one
-// script, with the window checked against the clock it was given. It never
-// enqueues.
+// script, with the window checked against the clock it was given.
 type Gate struct {
 	clock ports.Clock
 
@@ -95,12 +94,9 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	return true, nil
 }
 
-// Enqueues is false: the memory gate never enqueues.
-func (g *Gate) Enqueues() bool { return false }
-
-func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) (ports.Reservation, error) {
+func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) error {
 	if err := ctx.Err(); err != nil {
-		return ports.Reservation{}, err
+		return err
 	}
 	now := g.clock.Now()
 	g.mu.Lock()
@@ -108,20 +104,20 @@ func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) (ports.Reserv
 	s, ok := g.sales[o.VoucherID()]
 	switch {
 	case !ok:
-		return ports.Reservation{}, domain.ErrVoucherNotFound
+		return domain.ErrVoucherNotFound
 	case now.Before(s.begin):
-		return ports.Reservation{}, domain.ErrNotStarted
+		return domain.ErrNotStarted
 	case !now.Before(s.end):
-		return ports.Reservation{}, domain.ErrEnded
+		return domain.ErrEnded
 	case s.stock <= 0:
-		return ports.Reservation{}, domain.ErrSoldOut
+		return domain.ErrSoldOut
 	}
 	if _, dup := s.buyers[o.UserID()]; dup {
-		return ports.Reservation{}, domain.ErrAlreadyClaimed
+		return domain.ErrAlreadyClaimed
 	}
 	s.stock--
 	s.buyers[o.UserID()] = o.ID()
-	return ports.Reservation{}, nil
+	return nil
 }
 
 func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock bool) error {

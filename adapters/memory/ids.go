@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync"
 	"sync/atomic"
 
 	"github.com/hmdp-go/seckill/domain"
@@ -16,6 +17,9 @@ import (
 type IDs struct {
 	clock ports.Clock
 	seq   *atomic.Uint64
+
+	mu     sync.Mutex
+	unused []domain.OrderID
 }
 
 var _ ports.OrderIDs = (*IDs)(nil)
@@ -45,9 +49,24 @@ func (g *IDs) Next(ctx context.Context) (domain.OrderID, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	g.mu.Lock()
+	if n := len(g.unused); n > 0 {
+		id := g.unused[n-1]
+		g.unused = g.unused[:n-1]
+		g.mu.Unlock()
+		return id, nil
+	}
+	g.mu.Unlock()
 	seq := g.seq.Add(1)
 	if seq > math.MaxUint32 {
 		return 0, errIDsExhausted
 	}
 	return domain.NewOrderID(g.clock.Now(), uint32(seq))
+}
+
+// Unused parks an ID for the next Next, like the Redis adapter's.
+func (g *IDs) Unused(id domain.OrderID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.unused = append(g.unused, id)
 }

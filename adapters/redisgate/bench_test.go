@@ -57,7 +57,7 @@ func BenchmarkReserve(b *testing.B) {
 					if err != nil {
 						return err
 					}
-					_, err = gate.Reserve(ctx, o)
+					err = gate.Reserve(ctx, o)
 					return err
 				}
 				if tc.want != nil {

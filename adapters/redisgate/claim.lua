@@ -4,28 +4,28 @@
 -- KEYS[3] order stream (written only when ARGV[4] == '1')
 -- ARGV[1] userId, ARGV[2] orderId, ARGV[3] voucherId, ARGV[4] enqueue flag,
 -- ARGV[5] retention in ms (the buyers hash expires at end + retention)
--- Returns 0 reserved, 1 not found, 2 not started, 3 ended, 4 sold out,
--- 5 already claimed. Refusals are codes, not errors, so a caller can tell a
--- business answer from a broken script.
+-- Returns 'ok' when reserved, or the code of the domain refusal (domain.Refusal:
+-- not_found, not_started, ended, sold_out, duplicate). Refusals are answers,
+-- not errors, so a caller can tell a business answer from a broken script.
 local v = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end')
 if not v[1] then
-  return 1
+  return 'not_found'
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if now < tonumber(v[2]) then
-  return 2
+  return 'not_started'
 end
 if now >= tonumber(v[3]) then
-  return 3
+  return 'ended'
 end
 -- Stock before duplicate, as the original: a sold-out sale answers sold out
 -- to everyone.
 if tonumber(v[1]) <= 0 then
-  return 4
+  return 'sold_out'
 end
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then
-  return 5
+  return 'duplicate'
 end
 redis.call('HINCRBY', KEYS[1], 'stock', -1)
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
@@ -36,4 +36,4 @@ end
 if ARGV[4] == '1' then
   redis.call('XADD', KEYS[3], '*', 'id', ARGV[2], 'userId', ARGV[1], 'voucherId', ARGV[3])
 end
-return 0
+return 'ok'

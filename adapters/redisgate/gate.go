@@ -35,15 +35,9 @@ var (
 	restoreScript = redis.NewScript(restoreLua)
 )
 
-// Claim script answers; keep in step with claim.lua.
-const (
-	claimOK = iota
-	claimNotFound
-	claimNotStarted
-	claimEnded
-	claimSoldOut
-	claimDuplicate
-)
+// claimOK is the claim script's answer for a reservation; any other answer
+// is a domain.Refusal's code.
+const claimOK = "ok"
 
 // DefaultRetention is how long a voucher's keys outlive its sale.
 const DefaultRetention = 24 * time.Hour
@@ -61,9 +55,6 @@ const (
 type Options struct {
 	// Prefix starts every key (default "seckill:"); it must not contain '{' or '}'.
 	Prefix string
-	// Enqueue makes the claim script also append the order to the voucher's
-	// stream (Keys.Orders), so reservation and message are one atomic step.
-	Enqueue bool
 	// Retention is how long after the sale ends its keys expire (default 24h).
 	// A voucher preheated after end+Retention is gone at once: claims answer
 	// not found rather than ended.
@@ -74,7 +65,6 @@ type Options struct {
 type Gate struct {
 	rdb       redis.UniversalClient
 	prefix    string
-	enqueue   bool
 	retention time.Duration
 }
 
@@ -95,7 +85,7 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 	if opts.Retention <= 0 {
 		opts.Retention = DefaultRetention
 	}
-	return &Gate{rdb: rdb, prefix: opts.Prefix, enqueue: opts.Enqueue, retention: opts.Retention}
+	return &Gate{rdb: rdb, prefix: opts.Prefix, retention: opts.Retention}
 }
 
 func (g *Gate) keys(id domain.VoucherID) Keys { return KeysFor(g.prefix, id) }
@@ -139,37 +129,44 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 	return nil
 }
 
-// Enqueues is Options.Enqueue: the claim script then XADDs the order too.
-func (g *Gate) Enqueues() bool { return g.enqueue }
+// Reserve runs the claim script without its XADD: the channel driver's
+// Admission publishes the order itself.
+func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) error {
+	return g.claim(ctx, o, false)
+}
 
-func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) (ports.Reservation, error) {
+// ReserveAndAppend runs the claim script with its XADD, so the reservation and
+// the order message on the voucher's stream (Keys.Orders) are one atomic
+// step. It is the Stream driver's admission (redisstream.Admission); nothing
+// else should call it, since only a stream consumer reads what it appends.
+func (g *Gate) ReserveAndAppend(ctx context.Context, o domain.VoucherOrder) error {
+	return g.claim(ctx, o, true)
+}
+
+// Prefix is the key prefix the gate was built with; the stream adapter checks
+// it reads the streams this gate writes.
+func (g *Gate) Prefix() string { return g.prefix }
+
+func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder bool) error {
 	k := g.keys(o.VoucherID())
-	enqueue := "0"
-	if g.enqueue {
-		enqueue = "1"
+	flag := "0"
+	if appendOrder {
+		flag = "1"
 	}
-	code, err := claimScript.Run(ctx, g.rdb,
+	answer, err := claimScript.Run(ctx, g.rdb,
 		[]string{k.Voucher, k.Buyers, k.Orders},
-		int64(o.UserID()), int64(o.ID()), int64(o.VoucherID()), enqueue, g.retention.Milliseconds(),
-	).Int64()
+		int64(o.UserID()), int64(o.ID()), int64(o.VoucherID()), flag, g.retention.Milliseconds(),
+	).Text()
 	if err != nil {
-		return ports.Reservation{}, fmt.Errorf("claim script for %s: %w", o, err)
+		return fmt.Errorf("claim script for %s: %w", o, err)
 	}
-	switch code {
-	case claimOK:
-		return ports.Reservation{Enqueued: g.enqueue}, nil
-	case claimNotFound:
-		return ports.Reservation{}, domain.ErrVoucherNotFound
-	case claimNotStarted:
-		return ports.Reservation{}, domain.ErrNotStarted
-	case claimEnded:
-		return ports.Reservation{}, domain.ErrEnded
-	case claimSoldOut:
-		return ports.Reservation{}, domain.ErrSoldOut
-	case claimDuplicate:
-		return ports.Reservation{}, domain.ErrAlreadyClaimed
+	if answer == claimOK {
+		return nil
 	}
-	return ports.Reservation{}, fmt.Errorf("claim script for %s: unexpected answer %d", o, code)
+	if r, ok := domain.RefusalByCode(answer); ok {
+		return r
+	}
+	return fmt.Errorf("claim script for %s: unexpected answer %q", o, answer)
 }
 
 // Release leaves a stream entry written by Reserve in place: the stream

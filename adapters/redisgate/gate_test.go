@@ -88,7 +88,7 @@ func TestPreheatWritesTheLayoutWithExpiry(t *testing.T) {
 			if ok, _ := rdb.SIsMember(ctx, k.Live, "42").Result(); !ok {
 				t.Fatal("voucher is not in the live set")
 			}
-			if _, err := g.Reserve(ctx, order(t, 1, 7, 42)); err != nil {
+			if err := g.Reserve(ctx, order(t, 1, 7, 42)); err != nil {
 				t.Fatal(err)
 			}
 			// The buyers hash gets its expiry inside the claim script, where
@@ -112,7 +112,7 @@ func TestPreheatAfterRetentionLeavesNothing(t *testing.T) {
 	if err := g.Preheat(ctx, voucher(t, 1, 5, now.Add(-3*time.Hour), now.Add(-2*time.Hour))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.Reserve(ctx, order(t, 1, 7, 1)); !errors.Is(err, domain.ErrVoucherNotFound) {
+	if err := g.Reserve(ctx, order(t, 1, 7, 1)); !errors.Is(err, domain.ErrVoucherNotFound) {
 		t.Fatalf("reserve on a sale past its retention: %v, want not found", err)
 	}
 }
@@ -125,13 +125,13 @@ func TestReserveRunsAfterTheScriptCacheIsFlushed(t *testing.T) {
 	if err := g.Preheat(ctx, voucher(t, 1, 5, now.Add(-time.Hour), now.Add(time.Hour))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.Reserve(ctx, order(t, 1, 7, 1)); err != nil {
+	if err := g.Reserve(ctx, order(t, 1, 7, 1)); err != nil {
 		t.Fatal(err)
 	}
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.Reserve(ctx, order(t, 2, 8, 1)); err != nil {
+	if err := g.Reserve(ctx, order(t, 2, 8, 1)); err != nil {
 		t.Fatalf("reserve after SCRIPT FLUSH (EVALSHA must fall back to EVAL): %v", err)
 	}
 }
@@ -141,7 +141,11 @@ func TestQueuedPrunesVouchersWhoseKeysExpired(t *testing.T) {
 		t.Run(map[bool]string{false: "channel_mode", true: "stream_mode"}[enqueue], func(t *testing.T) {
 			m, rdb := testenv.MiniRedis(t)
 			ctx := context.Background()
-			g := redisgate.New(rdb, redisgate.Options{Retention: time.Hour, Enqueue: enqueue})
+			g := redisgate.New(rdb, redisgate.Options{Retention: time.Hour})
+			reserve := g.Reserve
+			if enqueue {
+				reserve = g.ReserveAndAppend
+			}
 			now := time.Now()
 			if err := g.Preheat(ctx, voucher(t, 1, 5, now.Add(-time.Hour), now.Add(time.Hour))); err != nil {
 				t.Fatal(err)
@@ -149,10 +153,10 @@ func TestQueuedPrunesVouchersWhoseKeysExpired(t *testing.T) {
 			if err := g.Preheat(ctx, voucher(t, 2, 5, now.Add(-time.Hour), now.Add(10*time.Hour))); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := g.Reserve(ctx, order(t, 11, 7, 1)); err != nil {
+			if err := reserve(ctx, order(t, 11, 7, 1)); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := g.Reserve(ctx, order(t, 12, 7, 2)); err != nil {
+			if err := reserve(ctx, order(t, 12, 7, 2)); err != nil {
 				t.Fatal(err)
 			}
 			m.FastForward(3 * time.Hour) // voucher 1's keys expire, voucher 2's do not

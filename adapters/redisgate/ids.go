@@ -61,7 +61,15 @@ type IDs struct {
 	day  string // the UTC day of the lease, as in the counter key
 	next int64  // next sequence to hand out
 	last int64  // last sequence of the lease
+	// unused holds IDs handed back by refused claims, reissued first. They
+	// were never written anywhere, so reissuing keeps every ID unique; the
+	// cap bounds what a stampede of refusals can park here.
+	unused []domain.OrderID
 }
+
+// maxUnused bounds the IDs kept for reuse; beyond it they are dropped, which
+// only spends them.
+const maxUnused = 4096
 
 var _ ports.OrderIDs = (*IDs)(nil)
 
@@ -91,6 +99,11 @@ func NewIDs(rdb redis.UniversalClient, opts IDOptions) *IDs {
 func (g *IDs) Next(ctx context.Context) (domain.OrderID, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if n := len(g.unused); n > 0 {
+		id := g.unused[n-1]
+		g.unused = g.unused[:n-1]
+		return id, nil
+	}
 	now := g.clock.Now().UTC()
 	day := now.Format("2006:01:02")
 	if day != g.day || g.next > g.last {
@@ -101,6 +114,17 @@ func (g *IDs) Next(ctx context.Context) (domain.OrderID, error) {
 	seq := g.next
 	g.next++
 	return domain.NewOrderID(now, uint32(seq))
+}
+
+// Unused parks an ID that Next issued and nobody wrote anywhere, so the next
+// Next reissues it instead of spending a new sequence number: refused claims,
+// most answers of a stampede, then cost none of the day's 2^32 IDs.
+func (g *IDs) Unused(id domain.OrderID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.unused) < maxUnused {
+		g.unused = append(g.unused, id)
+	}
 }
 
 func (g *IDs) lease(ctx context.Context, day string) error {

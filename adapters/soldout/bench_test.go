@@ -19,8 +19,8 @@ import (
 func BenchmarkReserveSoldOut(b *testing.B) {
 	clk := &clock{t: saleStart.Add(time.Minute)}
 	inner := &counting{Gate: memory.NewGate(clk)}
-	g := soldout.New(inner, soldout.Options{Window: soldout.MaxWindow, Clock: clk})
-	f := &fixture{clock: clk, inner: inner, gate: g}
+	f := newMarked(clk, inner, soldout.MaxWindow)
+	g := f.gate
 	v := f.voucher(b, 1, 1)
 	ctx := context.Background()
 	if err := g.Preheat(ctx, v); err != nil {
@@ -33,7 +33,7 @@ func BenchmarkReserveSoldOut(b *testing.B) {
 		if err != nil {
 			return err
 		}
-		_, err = g.Reserve(ctx, o)
+		err = f.adm.Admit(ctx, o)
 		return err
 	}
 	if err := reserve(); err != nil {

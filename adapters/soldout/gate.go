@@ -1,5 +1,7 @@
-// Package soldout is a ports.StockGate decorator that keeps a sold-out
-// voucher's stampede away from Redis: once the gate answers sold out for a
+// Package soldout keeps a sold-out voucher's stampede away from Redis: its
+// Admission decorator remembers a sold-out answer per voucher, and its Gate
+// decorator forgets it whenever stock may have come back. Once the admission
+// answers sold out for a
 // voucher, this instance answers sold out itself, for a short window, without
 // asking the gate again. In a flash sale almost every request arrives after
 // the stock is gone, so this turns most of them into an in-memory answer.
@@ -46,10 +48,10 @@ type Options struct {
 	Clock ports.Clock
 }
 
-// Gate answers sold out from a per-voucher mark and passes everything else
-// to the gate it wraps. It is safe for concurrent use.
-type Gate struct {
-	next   ports.StockGate
+// Marks holds the per-voucher sold-out marks of this instance, shared by the
+// Admission that sets them and the Gate that clears them. It is safe for
+// concurrent use.
+type Marks struct {
 	window time.Duration
 	clock  ports.Clock
 
@@ -75,14 +77,28 @@ type mark struct {
 	probe chan struct{}
 }
 
-var _ ports.StockGate = (*Gate)(nil)
+// Admission answers sold out from a fresh mark and passes everything else to
+// the admission it wraps.
+type Admission struct {
+	*Marks
+	next ports.Admission
+}
 
-// New panics on a nil gate or a window outside (0, MaxWindow]: both are
-// wiring mistakes that must stop the process at start.
-func New(next ports.StockGate, opts Options) *Gate {
-	if next == nil {
-		panic("soldout: New needs a non-nil StockGate")
-	}
+// Gate passes every call to the gate it wraps, and clears a voucher's mark
+// after each call that may return stock to it.
+type Gate struct {
+	*Marks
+	next ports.StockGate
+}
+
+var (
+	_ ports.Admission = (*Admission)(nil)
+	_ ports.StockGate = (*Gate)(nil)
+)
+
+// New panics on a window outside (0, MaxWindow]: a wiring mistake that must
+// stop the process at start.
+func New(opts Options) *Marks {
 	if opts.Window == 0 {
 		opts.Window = DefaultWindow
 	}
@@ -92,7 +108,23 @@ func New(next ports.StockGate, opts Options) *Gate {
 	if opts.Clock == nil {
 		opts.Clock = systemClock{}
 	}
-	return &Gate{next: next, window: opts.Window, clock: opts.Clock, marks: make(map[domain.VoucherID]*mark)}
+	return &Marks{window: opts.Window, clock: opts.Clock, marks: make(map[domain.VoucherID]*mark)}
+}
+
+// Admission puts the marks in front of next.
+func (g *Marks) Admission(next ports.Admission) *Admission {
+	if next == nil {
+		panic("soldout: Admission needs a non-nil ports.Admission")
+	}
+	return &Admission{Marks: g, next: next}
+}
+
+// Gate makes next's Preheat, Restore and Release clear the marks.
+func (g *Marks) Gate(next ports.StockGate) *Gate {
+	if next == nil {
+		panic("soldout: Gate needs a non-nil ports.StockGate")
+	}
+	return &Gate{Marks: g, next: next}
 }
 
 type systemClock struct{}
@@ -100,15 +132,15 @@ type systemClock struct{}
 func (systemClock) Now() time.Time { return time.Now() }
 
 // Window is the staleness bound of a sold-out answer.
-func (g *Gate) Window() time.Duration { return g.window }
+func (g *Marks) Window() time.Duration { return g.window }
 
-// Saved counts the Reserve calls answered from a mark, each a gate round trip
-// not made. For metrics and the bench.
-func (g *Gate) Saved() int64 { return g.saved.Load() }
+// Saved counts the claims answered from a mark, each a gate round trip not
+// made (the bench reports it).
+func (g *Marks) Saved() int64 { return g.saved.Load() }
 
-// Reserve answers domain.ErrSoldOut from a fresh mark; otherwise it asks the
-// gate, and a sold-out answer (re)starts the voucher's mark.
-func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) (ports.Reservation, error) {
+// Admit answers domain.ErrSoldOut from a fresh mark; otherwise it asks the
+// admission it wraps, and a sold-out answer (re)starts the voucher's mark.
+func (g *Admission) Admit(ctx context.Context, o domain.VoucherOrder) error {
 	v := o.VoucherID()
 	for {
 		epoch := g.clears.Load()
@@ -116,16 +148,16 @@ func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) (ports.Reserv
 		m := g.marks[v]
 		if m == nil {
 			g.mu.Unlock()
-			res, err := g.next.Reserve(ctx, o)
+			err := g.next.Admit(ctx, o)
 			if errors.Is(err, domain.ErrSoldOut) {
 				g.mark(v, epoch)
 			}
-			return res, err
+			return err
 		}
 		if g.clock.Now().Before(m.until) {
 			g.mu.Unlock()
 			g.saved.Add(1)
-			return ports.Reservation{}, domain.ErrSoldOut
+			return domain.ErrSoldOut
 		}
 		if m.probe != nil {
 			// Someone is re-checking: wait for that one round trip rather
@@ -136,19 +168,19 @@ func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) (ports.Reserv
 			case <-probe:
 				continue
 			case <-ctx.Done():
-				return ports.Reservation{}, ctx.Err()
+				return ctx.Err()
 			}
 		}
 		m.probe = make(chan struct{})
 		g.mu.Unlock()
-		res, err := g.next.Reserve(ctx, o)
+		err := g.next.Admit(ctx, o)
 		g.settleProbe(v, m, epoch, err)
-		return res, err
+		return err
 	}
 }
 
 // mark starts (or restarts) v's mark, unless a clear happened since epoch.
-func (g *Gate) mark(v domain.VoucherID, epoch uint64) {
+func (g *Marks) mark(v domain.VoucherID, epoch uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.clears.Load() != epoch {
@@ -167,7 +199,7 @@ func (g *Gate) mark(v domain.VoucherID, epoch uint64) {
 // before anything else) means stock may be there, so the mark goes; an
 // infrastructure error says nothing, so the mark stays expired and the next
 // request re-checks.
-func (g *Gate) settleProbe(v domain.VoucherID, m *mark, epoch uint64, err error) {
+func (g *Marks) settleProbe(v domain.VoucherID, m *mark, epoch uint64, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	close(m.probe)
@@ -180,20 +212,15 @@ func (g *Gate) settleProbe(v domain.VoucherID, m *mark, epoch uint64, err error)
 		delete(g.marks, v)
 	case errors.Is(err, domain.ErrSoldOut):
 		m.until = g.clock.Now().Add(g.window)
-	case err == nil || isRefusal(err):
+	case err == nil || domain.IsRefusal(err):
 		delete(g.marks, v)
 	}
-}
-
-func isRefusal(err error) bool {
-	return errors.Is(err, domain.ErrAlreadyClaimed) || errors.Is(err, domain.ErrNotStarted) ||
-		errors.Is(err, domain.ErrEnded) || errors.Is(err, domain.ErrVoucherNotFound)
 }
 
 // clear forgets v's mark and invalidates sold-out answers still in flight. It
 // runs after the wrapped call returns, whatever it returned: the call may
 // have changed the stock even when it reports an error.
-func (g *Gate) clear(v domain.VoucherID) {
+func (g *Marks) clear(v domain.VoucherID) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.clears.Add(1)
@@ -219,9 +246,11 @@ func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock 
 	return g.next.Release(ctx, o, restoreStock)
 }
 
-// Enqueues is the wrapped gate's: the mark never reserves, so it never
-// enqueues either.
-func (g *Gate) Enqueues() bool { return g.next.Enqueues() }
+// Reserve is the wrapped gate's: marks are set by the Admission, which sees
+// every claim whatever the driver.
+func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) error {
+	return g.next.Reserve(ctx, o)
+}
 
 // Queued reads the gate's buyers, which a mark says nothing about.
 func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error) {

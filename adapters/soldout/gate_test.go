@@ -43,15 +43,23 @@ type counting struct {
 	fail     atomic.Pointer[error]
 }
 
-func (c *counting) Reserve(ctx context.Context, o domain.VoucherOrder) (ports.Reservation, error) {
+func (c *counting) Reserve(ctx context.Context, o domain.VoucherOrder) error {
 	c.reserves.Add(1)
 	if c.before != nil {
 		c.before()
 	}
 	if err := c.fail.Load(); err != nil {
-		return ports.Reservation{}, *err
+		return *err
 	}
 	return c.Gate.Reserve(ctx, o)
+}
+
+// reserving admits by reserving in the gate it holds: the smallest admission,
+// so these tests see exactly what the marks do.
+type reserving struct{ gate ports.StockGate }
+
+func (r reserving) Admit(ctx context.Context, o domain.VoucherOrder) error {
+	return r.gate.Reserve(ctx, o)
 }
 
 const window = 500 * time.Millisecond
@@ -59,15 +67,21 @@ const window = 500 * time.Millisecond
 type fixture struct {
 	clock *clock
 	inner *counting
-	gate  *soldout.Gate
+	gate  *soldout.Gate      // clears marks on Preheat, Restore, Release
+	adm   *soldout.Admission // answers from the marks
 	v     domain.Voucher
+}
+
+func newMarked(c *clock, inner *counting, window time.Duration) *fixture {
+	m := soldout.New(soldout.Options{Window: window, Clock: c})
+	return &fixture{clock: c, inner: inner, gate: m.Gate(inner), adm: m.Admission(reserving{inner})}
 }
 
 func newFixture(t *testing.T, stock int) *fixture {
 	t.Helper()
 	c := &clock{t: saleStart.Add(time.Minute)}
 	inner := &counting{Gate: memory.NewGate(c)}
-	f := &fixture{clock: c, inner: inner, gate: soldout.New(inner, soldout.Options{Window: window, Clock: c})}
+	f := newMarked(c, inner, window)
 	f.v = f.voucher(t, 1, stock)
 	if err := f.gate.Preheat(context.Background(), f.v); err != nil {
 		t.Fatal(err)
@@ -99,7 +113,7 @@ func order(t testing.TB, id int64, user int64, v domain.VoucherID) domain.Vouche
 
 func (f *fixture) claim(t *testing.T, user int64) error {
 	t.Helper()
-	_, err := f.gate.Reserve(context.Background(), order(t, 1000+user, user, f.v.ID()))
+	err := f.adm.Admit(context.Background(), order(t, 1000+user, user, f.v.ID()))
 	return err
 }
 
@@ -237,11 +251,11 @@ func TestSoldOutInFlightDuringReleaseDoesNotMark(t *testing.T) {
 		})
 	}
 	// The gate decided "sold out" before the release below landed.
-	soldOut := domain.ErrSoldOut
+	var soldOut error = domain.ErrSoldOut
 	f.inner.fail.Store(&soldOut)
 	done := make(chan error)
 	go func() {
-		_, err := f.gate.Reserve(context.Background(), order(t, 1002, 2, f.v.ID()))
+		err := f.adm.Admit(context.Background(), order(t, 1002, 2, f.v.ID()))
 		done <- err
 	}()
 	<-entered
@@ -278,7 +292,7 @@ func TestOneRequestRechecksAnExpiredMark(t *testing.T) {
 	const n = 50
 	errs := make(chan error, n)
 	go func() {
-		_, err := f.gate.Reserve(context.Background(), order(t, 2000, 2000, f.v.ID()))
+		err := f.adm.Admit(context.Background(), order(t, 2000, 2000, f.v.ID()))
 		errs <- err
 	}()
 	<-entered
@@ -287,7 +301,7 @@ func TestOneRequestRechecksAnExpiredMark(t *testing.T) {
 		started.Add(1)
 		go func(i int) {
 			started.Done()
-			_, err := f.gate.Reserve(context.Background(), order(t, int64(2000+i), int64(2000+i), f.v.ID()))
+			err := f.adm.Admit(context.Background(), order(t, int64(2000+i), int64(2000+i), f.v.ID()))
 			errs <- err
 		}(i)
 	}
@@ -371,7 +385,7 @@ func TestStampedeThroughTheMark(t *testing.T) {
 				defer wg.Done()
 				<-start
 				o := order(t, int64(u*10+r), int64(u), f.v.ID())
-				_, err := f.gate.Reserve(context.Background(), o)
+				err := f.adm.Admit(context.Background(), o)
 				switch {
 				case err == nil:
 					wins.Add(1)
@@ -417,25 +431,25 @@ func TestStampedeThroughTheMark(t *testing.T) {
 
 func TestNewRefusesWiringMistakes(t *testing.T) {
 	cases := []struct {
-		name string
-		next ports.StockGate
-		opts soldout.Options
+		name  string
+		build func()
 	}{
-		{"nil_gate", nil, soldout.Options{}},
-		{"negative_window", memory.NewGate(&clock{}), soldout.Options{Window: -time.Second}},
-		{"window_too_long", memory.NewGate(&clock{}), soldout.Options{Window: time.Hour}},
+		{"nil_gate", func() { soldout.New(soldout.Options{}).Gate(nil) }},
+		{"nil_admission", func() { soldout.New(soldout.Options{}).Admission(nil) }},
+		{"negative_window", func() { soldout.New(soldout.Options{Window: -time.Second}) }},
+		{"window_too_long", func() { soldout.New(soldout.Options{Window: time.Hour}) }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			defer func() {
 				if recover() == nil {
-					t.Fatal("New did not panic")
+					t.Fatal("did not panic")
 				}
 			}()
-			soldout.New(tc.next, tc.opts)
+			tc.build()
 		})
 	}
-	if w := soldout.New(memory.NewGate(&clock{}), soldout.Options{}).Window(); w != soldout.DefaultWindow {
+	if w := soldout.New(soldout.Options{}).Window(); w != soldout.DefaultWindow {
 		t.Fatalf("default window %s, want %s", w, soldout.DefaultWindow)
 	}
 }

@@ -52,7 +52,7 @@ func (c *ceiling) claim(w http.ResponseWriter, r *http.Request) {
 		writeAnswer(w, http.StatusBadRequest, answerNotFound)
 		return
 	}
-	_, err = c.gate.Reserve(r.Context(), o)
+	err = c.gate.Reserve(r.Context(), o)
 	switch {
 	case err == nil:
 		writeOrderID(w, id)

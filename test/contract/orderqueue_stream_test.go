@@ -710,7 +710,7 @@ func TestOrderQueueStream(t *testing.T) {
 
 		{"orders_the_gate_enqueues_are_delivered", func(t *testing.T, e streamEnv) {
 			ctx := context.Background()
-			g := redisgate.New(e.rdb, redisgate.Options{Prefix: e.prefix, Enqueue: true})
+			g := redisgate.New(e.rdb, redisgate.Options{Prefix: e.prefix})
 			sale, err := domain.NewSale(3, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
 			if err != nil {
 				t.Fatal(err)
@@ -729,7 +729,7 @@ func TestOrderQueueStream(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := g.Reserve(ctx, o); err != nil {
+				if err := g.ReserveAndAppend(ctx, o); err != nil {
 					t.Fatal(err)
 				}
 				want = append(want, o)

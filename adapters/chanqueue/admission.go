@@ -1,0 +1,71 @@
+package chanqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// Admission is the channel driver's ports.Admission: the gate reserves, then
+// the order goes on this process's channel. The two are separate steps, so
+// the Admission owns the rollback between them: whenever the order is not on
+// the channel at the end, the reservation made under its ID is released, and
+// the claim changes nothing.
+type Admission struct {
+	gate  ports.StockGate
+	queue *Queue
+}
+
+var _ ports.Admission = (*Admission)(nil)
+
+// releaseBudget bounds a rollback; it gets its own time because the claim's
+// may be what ran out.
+const releaseBudget = 2 * time.Second
+
+// NewAdmission takes the channel queue itself, not any OrderQueue: only the
+// queue the worker drains may carry what this gate reserved, so wiring it to
+// another queue does not compile.
+func NewAdmission(gate ports.StockGate, queue *Queue) *Admission {
+	if gate == nil || queue == nil {
+		panic("chanqueue: NewAdmission needs a gate and a queue")
+	}
+	return &Admission{gate: gate, queue: queue}
+}
+
+// Admit reserves, then publishes. Its rule for an ambiguous answer (the gate
+// failed without saying whether it reserved): release by order ID, which
+// undoes exactly this claim's reservation if the script ran, and nothing
+// otherwise; only then is the claim "not admitted".
+func (a *Admission) Admit(ctx context.Context, o domain.VoucherOrder) error {
+	err := a.gate.Reserve(ctx, o)
+	switch {
+	case err == nil:
+	case domain.IsRefusal(err):
+		return err
+	default:
+		if rerr := a.release(ctx, o); rerr != nil {
+			return fmt.Errorf("reserve %s: %w (release after ambiguous reserve also failed, reconcile needed: %v)", o, err, rerr)
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("reserve %s: %w: %w", o, ports.ErrNotAdmitted, err)
+		}
+		return fmt.Errorf("reserve %s (released): %w", o, err)
+	}
+	if err := a.queue.Publish(ctx, o); err != nil {
+		if rerr := a.release(ctx, o); rerr != nil {
+			return fmt.Errorf("publish %s: %w (rollback failed, reconcile needed: %v)", o, err, rerr)
+		}
+		return fmt.Errorf("publish %s: %w: %w", o, ports.ErrNotAdmitted, err)
+	}
+	return nil
+}
+
+func (a *Admission) release(ctx context.Context, o domain.VoucherOrder) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseBudget)
+	defer cancel()
+	return a.gate.Release(ctx, o, true)
+}
