@@ -226,7 +226,7 @@ func newEnv(t testing.TB, opt options) *env {
 	d := httpapi.Deps{
 		AddVoucher:   application.NewAddSeckillVoucher(vouchers, sgate),
 		ListVouchers: application.NewListShopVouchers(vouchers),
-		Claim:        application.NewClaimSeckill(&spyIDs{OrderIDs: memory.NewIDs(clock), c: c},
+		Claim: application.NewClaimSeckill(&spyIDs{OrderIDs: memory.NewIDs(clock), c: c},
 			&spyAdmission{Admission: chanqueue.NewAdmission(sgate, queue), c: c}),
 		GetOrder:     application.NewGetOrder(orders, sgate),
 		Sessions:     sessions,
