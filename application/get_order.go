@@ -22,16 +22,14 @@ func NewGetOrder(orders ports.OrderRepository, gate ports.StockGate) *GetOrder {
 }
 
 // Handle returns domain.ErrOrderNotFound for unknown orders and for other
-// users' orders alike, so IDs cannot be probed.
+// users' orders alike, so IDs cannot be probed: both take the same path (the
+// database, then the gate), so not even the answer's timing tells them apart.
 func (h *GetOrder) Handle(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.OrderStatus, error) {
 	st, err := h.orders.Find(ctx, id)
 	switch {
-	case err == nil:
-		if st.Order.UserID() != user {
-			return domain.OrderStatus{}, domain.ErrOrderNotFound
-		}
+	case err == nil && st.Order.UserID() == user:
 		return st, nil
-	case !errors.Is(err, domain.ErrOrderNotFound):
+	case err != nil && !errors.Is(err, domain.ErrOrderNotFound):
 		return domain.OrderStatus{}, fmt.Errorf("find order %d: %w", id, err)
 	}
 	o, ok, err := h.gate.Queued(ctx, user, id)

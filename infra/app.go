@@ -14,6 +14,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
+	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/worker"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/ports"
@@ -28,6 +29,7 @@ type App struct {
 	Queue   ports.OrderQueue
 	Worker  *worker.Worker
 	Restore *application.RestoreGate
+	Gate    *redisgate.Gate
 	Tokens  ports.TokenIssuer
 	DB      *bun.DB
 	Redis   redis.UniversalClient
@@ -71,6 +73,12 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	if n > 0 {
 		a.Log.Info().Int("vouchers", n).Msg("gate restored from the database")
+	}
+	// Housekeeping: a failure leaves the members for the next start.
+	if n, err := a.Gate.PruneLive(ctx); err != nil {
+		a.Log.Warn().Err(err).Msg("pruning ended sales from the live set failed")
+	} else if n > 0 {
+		a.Log.Info().Int("vouchers", n).Msg("ended sales pruned from the live set")
 	}
 
 	a.workerCtx, a.stopWork = context.WithCancel(context.WithoutCancel(ctx))

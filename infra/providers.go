@@ -123,7 +123,7 @@ var commonSet = wire.NewSet(
 	application.NewRestoreGate,
 	provideWorker,
 	provideHandler,
-	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Tokens", "DB", "Redis"),
+	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Gate", "Tokens", "DB", "Redis"),
 )
 
 // channelSet: the in-process bounded channel, fed by the gate plus the channel.

@@ -79,7 +79,10 @@ type StockGate interface {
 	// order or is gone.
 	Release(ctx context.Context, o domain.VoucherOrder, restoreStock bool) error
 	// Queued finds the order the gate holds for this user under this ID, if
-	// any, so status queries can answer "queued" before the database has it.
+	// it was reserved through this gate, so status queries can answer
+	// "queued" before the database has it. (Buyers a Restore copied from the
+	// database are found in the database.) Its cost does not grow with the
+	// number of live sales.
 	Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error)
 }
 

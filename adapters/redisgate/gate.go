@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -121,7 +122,7 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 		return fmt.Errorf("preheat voucher %d: %w", v.ID(), err)
 	}
 	// The live set is a different slot, so it cannot join the MULTI; it is
-	// written after the voucher so that a Queued prune never sees the member
+	// written after the voucher so that PruneLive never sees the member
 	// without its voucher (see prune).
 	if err := g.rdb.SAdd(ctx, k.Live, int64(v.ID())).Err(); err != nil {
 		return fmt.Errorf("preheat voucher %d: add to live set: %w", v.ID(), err)
@@ -147,26 +148,59 @@ func (g *Gate) ReserveAndAppend(ctx context.Context, o domain.VoucherOrder) erro
 // it reads the streams this gate writes.
 func (g *Gate) Prefix() string { return g.prefix }
 
+// claim runs the claim script and, in the same round trip, writes the
+// order's index entry (orderKey -> voucher and user), which lets Queued find
+// a queued order in O(1) whatever the number of live sales. The entry cannot
+// be written by the script (it lives outside the voucher's hash tag, so on a
+// cluster in another slot), and is written whatever the script answers, so it
+// costs no second round trip: an entry of a refused claim names a voucher
+// whose buyers do not hold that ID, and Queued checks them.
 func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder bool) error {
 	k := g.keys(o.VoucherID())
 	flag := "0"
 	if appendOrder {
 		flag = "1"
 	}
-	answer, err := claimScript.Run(ctx, g.rdb,
-		[]string{k.Voucher, k.Buyers, k.Orders},
-		int64(o.UserID()), int64(o.ID()), int64(o.VoucherID()), flag, g.retention.Milliseconds(),
-	).Text()
+	keys := []string{k.Voucher, k.Buyers, k.Orders}
+	args := []any{int64(o.UserID()), int64(o.ID()), int64(o.VoucherID()), flag, g.retention.Milliseconds()}
+	pipe := g.rdb.Pipeline()
+	run := pipe.EvalSha(ctx, claimScript.Hash(), keys, args...)
+	index := pipe.Set(ctx, g.orderKey(o.ID()), indexValue(o), max(g.retention, minIndexTTL))
+	_, _ = pipe.Exec(ctx) // each command's error is read below
+	if err := run.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// Redis lost its script cache (a restart, SCRIPT FLUSH): Run loads it.
+		run = claimScript.Run(ctx, g.rdb, keys, args...)
+	}
+	answer, err := run.Text()
 	if err != nil {
 		return fmt.Errorf("claim script for %s: %w", o, err)
 	}
-	if answer == claimOK {
-		return nil
+	if answer != claimOK {
+		if r, ok := domain.RefusalByCode(answer); ok {
+			return r
+		}
+		return fmt.Errorf("claim script for %s: unexpected answer %q", o, answer)
 	}
-	if r, ok := domain.RefusalByCode(answer); ok {
-		return r
-	}
-	return fmt.Errorf("claim script for %s: unexpected answer %q", o, answer)
+	// A failed index write (index.Err()) is not worth failing a sold unit
+	// for: a status query then answers not_found until the database has the
+	// order, as it would for any query racing the claim's answer.
+	_ = index
+	return nil
+}
+
+// minIndexTTL keeps an order's index entry long past the moment its order
+// reaches the database (seconds, or the length of an outage), after which the
+// database answers for it.
+const minIndexTTL = 48 * time.Hour
+
+// orderKey is an order's index entry. It carries no hash tag: each order's
+// entry may live on any node.
+func (g *Gate) orderKey(id domain.OrderID) string {
+	return g.prefix + "order:" + strconv.FormatInt(int64(id), 10)
+}
+
+func indexValue(o domain.VoucherOrder) string {
+	return strconv.FormatInt(int64(o.VoucherID()), 10) + ":" + strconv.FormatInt(int64(o.UserID()), 10)
 }
 
 // Release leaves a stream entry written by Reserve in place: the stream
@@ -293,21 +327,52 @@ func (g *Gate) addLive(ctx context.Context, k Keys, id domain.VoucherID) error {
 	return nil
 }
 
-// Queued looks the user up in the buyers hash of every live voucher, in one
-// pipelined round trip. The order ID does not name its voucher, so there is no
-// shorter way; the live set stays small because expired vouchers are pruned.
+// Queued costs at most two commands whatever the number of live sales: the
+// order's index entry names its voucher and user, and the voucher's buyers
+// hash confirms the user still holds this order (a released or refused claim
+// leaves an entry whose buyers do not). An unknown ID and another user's ID
+// both stop after the first command, so neither the answer nor its timing
+// tells them apart.
 func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error) {
+	raw, err := g.rdb.Get(ctx, g.orderKey(id)).Result()
+	if errors.Is(err, redis.Nil) {
+		return domain.VoucherOrder{}, false, nil
+	}
+	if err != nil {
+		return domain.VoucherOrder{}, false, fmt.Errorf("queued order %d: %w", id, err)
+	}
+	vs, us, ok := strings.Cut(raw, ":")
+	vid, err1 := strconv.ParseInt(vs, 10, 64)
+	uid, err2 := strconv.ParseInt(us, 10, 64)
+	if !ok || err1 != nil || err2 != nil || domain.UserID(uid) != user {
+		return domain.VoucherOrder{}, false, nil
+	}
+	mark, err := g.rdb.HGet(ctx, g.keys(domain.VoucherID(vid)).Buyers, us).Result()
+	if errors.Is(err, redis.Nil) || (err == nil && mark != strconv.FormatInt(int64(id), 10)) {
+		return domain.VoucherOrder{}, false, nil
+	}
+	if err != nil {
+		return domain.VoucherOrder{}, false, fmt.Errorf("queued order %d: voucher %d: %w", id, vid, err)
+	}
+	o, err := domain.NewVoucherOrder(id, user, domain.VoucherID(vid))
+	if err != nil {
+		return domain.VoucherOrder{}, false, fmt.Errorf("queued order %d: %w", id, err)
+	}
+	return o, true, nil
+}
+
+// PruneLive removes from the live set the vouchers whose keys have all
+// expired, and reports how many. The stream consumer discovers streams there,
+// so the set must not grow with every sale ever made; the service runs this
+// with its periodic gate check.
+func (g *Gate) PruneLive(ctx context.Context) (int, error) {
 	live := KeysFor(g.prefix, 0).Live
 	members, err := g.rdb.SMembers(ctx, live).Result()
 	if err != nil {
-		return domain.VoucherOrder{}, false, fmt.Errorf("queued order %d: list live vouchers: %w", id, err)
+		return 0, fmt.Errorf("prune live set: %w", err)
 	}
-	type probe struct {
-		voucher domain.VoucherID
-		mark    *redis.StringCmd
-		exists  *redis.IntCmd
-	}
-	probes := make([]probe, 0, len(members))
+	vids := make([]domain.VoucherID, 0, len(members))
+	checks := make([]*redis.IntCmd, 0, len(members))
 	pipe := g.rdb.Pipeline()
 	for _, m := range members {
 		vid, err := strconv.ParseInt(m, 10, 64)
@@ -315,55 +380,28 @@ func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID
 			continue
 		}
 		k := g.keys(domain.VoucherID(vid))
-		probes = append(probes, probe{
-			voucher: domain.VoucherID(vid),
-			mark:    pipe.HGet(ctx, k.Buyers, strconv.FormatInt(int64(user), 10)),
-			exists:  pipe.Exists(ctx, k.Voucher, k.Orders),
-		})
+		vids = append(vids, domain.VoucherID(vid))
+		checks = append(checks, pipe.Exists(ctx, k.Voucher, k.Orders))
 	}
-	if len(probes) == 0 {
-		return domain.VoucherOrder{}, false, nil
+	if len(vids) == 0 {
+		return 0, nil
 	}
-	// Exec reports only the first failure, and a user missing from a buyers
-	// hash is the common redis.Nil; each command is checked on its own below.
-	_, _ = pipe.Exec(ctx)
-
-	want := strconv.FormatInt(int64(id), 10)
-	var (
-		found domain.VoucherOrder
-		ok    bool
-		stale []probe
-	)
-	for _, p := range probes {
-		mark, err := p.mark.Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return domain.VoucherOrder{}, false, fmt.Errorf("queued order %d: voucher %d: %w", id, p.voucher, err)
-		}
-		if err == nil && mark == want && !ok {
-			o, err := domain.NewVoucherOrder(id, user, p.voucher)
-			if err != nil {
-				return domain.VoucherOrder{}, false, fmt.Errorf("queued order %d: %w", id, err)
-			}
-			found, ok = o, true
-		}
-		n, err := p.exists.Result()
-		if err != nil {
-			return domain.VoucherOrder{}, false, fmt.Errorf("queued order %d: voucher %d: %w", id, p.voucher, err)
-		}
-		if n == 0 {
-			stale = append(stale, p)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, fmt.Errorf("prune live set: %w", err)
+	}
+	var stale []domain.VoucherID
+	for i, c := range checks {
+		if c.Val() == 0 {
+			stale = append(stale, vids[i])
 		}
 	}
-	if len(stale) > 0 {
-		vids := make([]domain.VoucherID, len(stale))
-		for i, p := range stale {
-			vids[i] = p.voucher
-		}
-		// Pruning is housekeeping: a failure leaves the members for the next
-		// lookup, and must not fail a status query that already has its answer.
-		_ = g.prune(ctx, live, vids)
+	if len(stale) == 0 {
+		return 0, nil
 	}
-	return found, ok, nil
+	if err := g.prune(ctx, live, stale); err != nil {
+		return 0, fmt.Errorf("prune live set: %w", err)
+	}
+	return len(stale), nil
 }
 
 // prune removes vouchers whose keys have all expired (their voucher hash and

@@ -136,7 +136,7 @@ func TestReserveRunsAfterTheScriptCacheIsFlushed(t *testing.T) {
 	}
 }
 
-func TestQueuedPrunesVouchersWhoseKeysExpired(t *testing.T) {
+func TestPruneLiveDropsVouchersWhoseKeysExpired(t *testing.T) {
 	for _, enqueue := range []bool{false, true} {
 		t.Run(map[bool]string{false: "channel_mode", true: "stream_mode"}[enqueue], func(t *testing.T) {
 			m, rdb := testenv.MiniRedis(t)
@@ -163,6 +163,9 @@ func TestQueuedPrunesVouchersWhoseKeysExpired(t *testing.T) {
 
 			if o, ok, err := g.Queued(ctx, 7, 12); err != nil || !ok || o.VoucherID() != 2 {
 				t.Fatalf("queued(7, 12) = %v %v %v", o, ok, err)
+			}
+			if _, err := g.PruneLive(ctx); err != nil {
+				t.Fatal(err)
 			}
 			live, _ := rdb.SMembers(ctx, redisgate.KeysFor(redisgate.DefaultPrefix, 0).Live).Result()
 			want := map[bool]int{false: 1, true: 2}[enqueue]
