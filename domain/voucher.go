@@ -52,9 +52,9 @@ func (s Sale) Begin() time.Time { return s.begin }
 func (s Sale) End() time.Time   { return s.end }
 func (s Sale) IsZero() bool     { return s.begin.IsZero() }
 
-// Check tells whether a claim made at now may take one unit of remaining stock.
-// The Redis gate applies the same rule atomically; this one is its reference
-// and is used where no gate is involved.
+// Check tells whether a claim made at now may take one unit of remaining stock:
+// the window first, then the stock. The memory gate applies it as is; the
+// Redis gate's claim script, which cannot call Go, mirrors it atomically.
 func (s Sale) Check(now time.Time, remaining int) error {
 	switch {
 	case now.Before(s.begin):
