@@ -35,6 +35,25 @@ type fixedClock struct{ t time.Time }
 
 func (c fixedClock) Now() time.Time { return c.t }
 
+// movableClock is a fixedClock a test can set, e.g. to create a voucher
+// while its window is open and claim it after the window has ended.
+type movableClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *movableClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *movableClock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
 // calls counts the calls that reach the driven ports, so a test can prove a
 // request never reached a use case.
 type calls struct {
@@ -194,6 +213,7 @@ type env struct {
 	stored   *memory.Vouchers
 	orders   *spyOrders
 	gate     *memory.Gate
+	clock    *movableClock // what the gate, the ID issuer and the router see
 	queue    *chanqueue.Queue
 	fulfill  *application.FulfillOrders
 	logs     *syncBuffer
@@ -207,7 +227,7 @@ func newEnv(t testing.TB, opt options) *env {
 	if opt.ready == nil {
 		opt.ready = func(context.Context) error { return nil }
 	}
-	clock := fixedClock{now}
+	clock := &movableClock{t: now}
 	c := &calls{}
 	gate := memory.NewGate(clock)
 	queue := chanqueue.New(opt.queueCap, 0)
@@ -234,6 +254,7 @@ func newEnv(t testing.TB, opt options) *env {
 		Log:          zerolog.New(logs).Level(level),
 		Location:     zone,
 		MaxBodyBytes: opt.maxBody,
+		Clock:        clock,
 	}
 	if opt.noTokens {
 		d.Tokens = nil
@@ -243,7 +264,7 @@ func newEnv(t testing.TB, opt options) *env {
 	}
 	return &env{
 		t: t, h: httpapi.NewRouter(d), calls: c, vouchers: vouchers, stored: mv, orders: orders,
-		gate: gate, queue: queue, fulfill: application.NewFulfillOrders(orders, gate), logs: logs,
+		gate: gate, clock: clock, queue: queue, fulfill: application.NewFulfillOrders(orders, gate), logs: logs,
 	}
 }
 
