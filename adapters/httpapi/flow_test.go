@@ -190,12 +190,10 @@ func TestSaleWindow(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, options{})
 			// Created before its window opens (one that has already ended
 			// is refused at creation), claimed at now.
-			e.clock.set(tc.begin.Add(-time.Minute))
+			e := newEnv(t, options{createdAt: tc.begin.Add(-time.Minute)})
 			voucher := e.addVoucherWindow(1, 3, tc.begin, tc.end)
-			e.clock.set(now)
 			wantRefusal(t, e.claim(voucher, e.token(1)), http.StatusOK, tc.code, tc.msg)
 			if got := e.gateStock(voucher); got != 3 {
 				t.Fatalf("gate stock = %d, want 3", got)

@@ -35,25 +35,6 @@ type fixedClock struct{ t time.Time }
 
 func (c fixedClock) Now() time.Time { return c.t }
 
-// movableClock is a fixedClock a test can set, e.g. to create a voucher
-// while its window is open and claim it after the window has ended.
-type movableClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *movableClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *movableClock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 // calls counts the calls that reach the driven ports, so a test can prove a
 // request never reached a use case.
 type calls struct {
@@ -201,6 +182,9 @@ type options struct {
 	sessions ports.Sessions
 	maxBody  int64
 	quiet    bool // log at info, as production does
+	// createdAt is the time the router checks new vouchers against; zero
+	// means now, the time the gate and the ID issuer see.
+	createdAt time.Time
 }
 
 // env is the router on the real use cases over the memory fakes and a real
@@ -213,7 +197,6 @@ type env struct {
 	stored   *memory.Vouchers
 	orders   *spyOrders
 	gate     *memory.Gate
-	clock    *movableClock // what the gate, the ID issuer and the router see
 	queue    *chanqueue.Queue
 	fulfill  *application.FulfillOrders
 	logs     *syncBuffer
@@ -227,7 +210,7 @@ func newEnv(t testing.TB, opt options) *env {
 	if opt.ready == nil {
 		opt.ready = func(context.Context) error { return nil }
 	}
-	clock := &movableClock{t: now}
+	clock := fixedClock{now}
 	c := &calls{}
 	gate := memory.NewGate(clock)
 	queue := chanqueue.New(opt.queueCap, 0)
@@ -256,6 +239,9 @@ func newEnv(t testing.TB, opt options) *env {
 		MaxBodyBytes: opt.maxBody,
 		Clock:        clock,
 	}
+	if !opt.createdAt.IsZero() {
+		d.Clock = fixedClock{opt.createdAt}
+	}
 	if opt.noTokens {
 		d.Tokens = nil
 	}
@@ -264,7 +250,7 @@ func newEnv(t testing.TB, opt options) *env {
 	}
 	return &env{
 		t: t, h: httpapi.NewRouter(d), calls: c, vouchers: vouchers, stored: mv, orders: orders,
-		gate: gate, clock: clock, queue: queue, fulfill: application.NewFulfillOrders(orders, gate), logs: logs,
+		gate: gate, queue: queue, fulfill: application.NewFulfillOrders(orders, gate), logs: logs,
 	}
 }
 
