@@ -50,6 +50,37 @@ func TestNewSale(t *testing.T) {
 	}
 }
 
+func TestNewSaleAt(t *testing.T) {
+	tests := []struct {
+		name      string
+		now       time.Time
+		stock     int
+		wantField string
+	}{
+		{name: "before_the_window", now: t0.Add(-time.Hour), stock: 1},
+		{name: "inside_the_window", now: t0.Add(time.Minute), stock: 1},
+		{name: "just_before_the_end", now: t1.Add(-time.Nanosecond), stock: 1},
+		{name: "at_the_end", now: t1, stock: 1, wantField: "endTime"},
+		{name: "after_the_end", now: t1.Add(time.Hour), stock: 1, wantField: "endTime"},
+		{name: "sale_rules_still_apply", now: t0, stock: 0, wantField: "stock"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := domain.NewSaleAt(tt.now, tt.stock, t0, t1)
+			if tt.wantField == "" {
+				if err != nil || s.Stock() != tt.stock || !s.End().Equal(t1) {
+					t.Fatalf("NewSaleAt = %+v, %v", s, err)
+				}
+				return
+			}
+			var ve *domain.ValidationError
+			if !errors.As(err, &ve) || ve.Field != tt.wantField {
+				t.Fatalf("err = %v, want a ValidationError on %s", err, tt.wantField)
+			}
+		})
+	}
+}
+
 func TestSaleCheck(t *testing.T) {
 	s, err := domain.NewSale(10, t0, t1)
 	if err != nil {

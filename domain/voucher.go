@@ -47,25 +47,43 @@ func NewSale(stock int, begin, end time.Time) (Sale, error) {
 	return Sale{stock: stock, begin: begin, end: end}, nil
 }
 
+// NewSaleAt is NewSale for a sale created at now: it also refuses a window
+// that has already ended, since no claim could ever succeed and the voucher
+// would be listed with stock nobody can buy. A window that has not begun, or
+// has begun and not ended, is fine.
+func NewSaleAt(now time.Time, stock int, begin, end time.Time) (Sale, error) {
+	s, err := NewSale(stock, begin, end)
+	if err != nil {
+		return Sale{}, err
+	}
+	if s.Ended(now) {
+		return Sale{}, invalid("endTime", "must be later than now: a sale that has already ended can never be claimed")
+	}
+	return s, nil
+}
+
 func (s Sale) Stock() int       { return s.stock }
 func (s Sale) Begin() time.Time { return s.begin }
 func (s Sale) End() time.Time   { return s.end }
 func (s Sale) IsZero() bool     { return s.begin.IsZero() }
 
-// Check tells whether a claim made at now may take one unit of remaining stock.
-// The Redis gate applies the same rule atomically; this one is its reference
-// and is used where no gate is involved.
+// Check tells whether a claim made at now may take one unit of remaining stock:
+// the window first, then the stock. The memory gate applies it as is; the
+// Redis gate's claim script, which cannot call Go, mirrors it atomically.
 func (s Sale) Check(now time.Time, remaining int) error {
 	switch {
 	case now.Before(s.begin):
 		return ErrNotStarted
-	case !now.Before(s.end):
+	case s.Ended(now):
 		return ErrEnded
 	case remaining <= 0:
 		return ErrSoldOut
 	}
 	return nil
 }
+
+// Ended tells whether the window is over at now; its end is exclusive.
+func (s Sale) Ended(now time.Time) bool { return !now.Before(s.end) }
 
 // Voucher is a shop's voucher; a seckill voucher also has a Sale.
 type Voucher struct {

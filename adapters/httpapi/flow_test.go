@@ -190,7 +190,9 @@ func TestSaleWindow(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, options{})
+			// Created before its window opens (one that has already ended
+			// is refused at creation), claimed at now.
+			e := newEnv(t, options{createdAt: tc.begin.Add(-time.Minute)})
 			voucher := e.addVoucherWindow(1, 3, tc.begin, tc.end)
 			wantRefusal(t, e.claim(voucher, e.token(1)), http.StatusOK, tc.code, tc.msg)
 			if got := e.gateStock(voucher); got != 3 {

@@ -182,6 +182,9 @@ type options struct {
 	sessions ports.Sessions
 	maxBody  int64
 	quiet    bool // log at info, as production does
+	// createdAt is the time the router checks new vouchers against; zero
+	// means now, the time the gate and the ID issuer see.
+	createdAt time.Time
 }
 
 // env is the router on the real use cases over the memory fakes and a real
@@ -235,6 +238,10 @@ func newEnv(t testing.TB, opt options) *env {
 		Log:          zerolog.New(logs).Level(level),
 		Location:     zone,
 		MaxBodyBytes: opt.maxBody,
+		Clock:        clock,
+	}
+	if !opt.createdAt.IsZero() {
+		d.Clock = fixedClock{opt.createdAt}
 	}
 	if opt.noTokens {
 		d.Tokens = nil

@@ -18,7 +18,7 @@ import (
 )
 
 // Deps is everything the router needs. All fields are required except Tokens,
-// Location, MaxBodyBytes and Log (the zero Logger discards).
+// Location, MaxBodyBytes, Clock and Log (the zero Logger discards).
 type Deps struct {
 	AddVoucher   *application.AddSeckillVoucher
 	ListVouchers *application.ListShopVouchers
@@ -36,6 +36,9 @@ type Deps struct {
 	Location *time.Location
 	// MaxBodyBytes bounds request bodies; <= 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// Clock is the time a new voucher's window is checked against (one
+	// that has already ended is refused); nil means the wall clock.
+	Clock ports.Clock
 }
 
 // DefaultMaxBodyBytes is far above any valid voucher (rules are at most 1024
@@ -57,6 +60,7 @@ type api struct {
 	log          zerolog.Logger
 	loc          *time.Location
 	maxBody      int64
+	clock        ports.Clock
 }
 
 // NewRouter builds the HTTP handler. It panics on a missing required
@@ -90,12 +94,16 @@ func NewRouter(d Deps) http.Handler {
 		log:          d.Log,
 		loc:          d.Location,
 		maxBody:      d.MaxBodyBytes,
+		clock:        d.Clock,
 	}
 	if a.loc == nil {
 		a.loc = time.UTC
 	}
 	if a.maxBody <= 0 {
 		a.maxBody = DefaultMaxBodyBytes
+	}
+	if a.clock == nil {
+		a.clock = wallClock{}
 	}
 
 	r := chi.NewRouter()
@@ -126,3 +134,7 @@ func NewRouter(d Deps) http.Handler {
 	}
 	return r
 }
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }

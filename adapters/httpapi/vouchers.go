@@ -80,7 +80,7 @@ func (a *api) voucherFrom(req addVoucherRequest) (domain.Voucher, error) {
 	if err != nil {
 		return domain.Voucher{}, err
 	}
-	sale, err := domain.NewSale(*req.Stock, begin, end)
+	sale, err := domain.NewSaleAt(a.clock.Now(), *req.Stock, begin, end)
 	if err != nil {
 		return domain.Voucher{}, err
 	}

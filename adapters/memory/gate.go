@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -21,9 +20,9 @@ type Gate struct {
 }
 
 type gateSale struct {
-	stock      int
-	begin, end time.Time
-	buyers     map[domain.UserID]domain.OrderID
+	sale   domain.Sale // its window; its stock is the initial one
+	stock  int         // what is left to reserve
+	buyers map[domain.UserID]domain.OrderID
 }
 
 var _ ports.StockGate = (*Gate)(nil)
@@ -57,7 +56,7 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.sales[v.ID()] = &gateSale{
-		stock: s.Stock(), begin: s.Begin(), end: s.End(),
+		sale: s, stock: s.Stock(),
 		buyers: make(map[domain.UserID]domain.OrderID),
 	}
 	return nil
@@ -90,7 +89,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	if _, ok := g.sales[v.ID()]; ok && !force {
 		return false, nil
 	}
-	g.sales[v.ID()] = &gateSale{stock: s.Stock(), begin: s.Begin(), end: s.End(), buyers: marks}
+	g.sales[v.ID()] = &gateSale{sale: s, stock: s.Stock(), buyers: marks}
 	return true, nil
 }
 
@@ -102,15 +101,12 @@ func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s, ok := g.sales[o.VoucherID()]
-	switch {
-	case !ok:
+	if !ok {
 		return domain.ErrVoucherNotFound
-	case now.Before(s.begin):
-		return domain.ErrNotStarted
-	case !now.Before(s.end):
-		return domain.ErrEnded
-	case s.stock <= 0:
-		return domain.ErrSoldOut
+	}
+	// The domain's window-then-stock rule, the one the claim script mirrors.
+	if err := s.sale.Check(now, s.stock); err != nil {
+		return err
 	}
 	if _, dup := s.buyers[o.UserID()]; dup {
 		return domain.ErrAlreadyClaimed

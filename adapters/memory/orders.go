@@ -12,9 +12,10 @@ import (
 
 var _ ports.OrderRepository = (*Orders)(nil)
 
-// Orders is the in-memory OrderRepository. It classifies a batch with the same
-// rules as mysqlstore.OrderRepo, and holding its mutex for the whole batch
-// plays the part of the SQL transaction and the stock-row lock. It is the only
+// Orders is the in-memory OrderRepository. It classifies a batch with the
+// domain's rule (domain.PlanBatch), as mysqlstore.OrderRepo does, and holding
+// its mutex for the whole batch plays the part of the SQL transaction and the
+// stock-row lock. It is the only
 // writer of its Vouchers' stock: build one Orders per Vouchers.
 type Orders struct {
 	vouchers *Vouchers
@@ -42,8 +43,9 @@ func NewOrders(vouchers *Vouchers) *Orders {
 	}
 }
 
-// CreateBatch decides every outcome first and only then changes anything, so
-// like the SQL repository it either records the whole batch or nothing.
+// CreateBatch reads what domain.PlanBatch needs and applies its plan under
+// one hold of the mutex, so like the SQL repository it records the whole
+// batch or nothing, and no other batch changes the state in between.
 func (s *Orders) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) ([]ports.Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -51,86 +53,34 @@ func (s *Orders) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	outcomes := make([]ports.Outcome, 0, len(orders))
-	stock := map[domain.VoucherID]int{}
-	hasSale := map[domain.VoucherID]bool{}
-	taken := map[domain.VoucherID]int{}
-	batchHolders := map[domain.VoucherID]map[domain.UserID]bool{}
-	var accepted []domain.VoucherOrder
-	var failures []ports.Outcome
-	first := map[domain.OrderID]int{}
-
-	fail := func(o domain.VoucherOrder, reason domain.FailureReason, record bool) ports.Outcome {
-		out := ports.Outcome{Order: o, State: domain.OrderFailed, Reason: reason, New: true}
-		if record {
-			failures = append(failures, out)
-		}
-		return out
+	st := domain.BatchState{
+		Recorded: s.recordedOf(orders),
+		Stock:    map[domain.VoucherID]int{},
+		Holders:  s.holders, // only read by the plan
 	}
 	for _, o := range orders {
-		var out ports.Outcome
-		if i, seen := first[o.ID()]; seen {
-			if outcomes[i].Order == o {
-				out = outcomes[i]
-				out.New = false
-			} else {
-				out = fail(o, domain.FailIDConflict, false)
-			}
-			outcomes = append(outcomes, out)
+		v := o.VoucherID()
+		if _, seen := st.Stock[v]; seen {
 			continue
 		}
-		first[o.ID()] = len(outcomes)
-
-		v, u := o.VoucherID(), o.UserID()
-		if _, known := hasSale[v]; !known {
-			stock[v], hasSale[v] = s.vouchers.stockOf(v)
+		if left, onSale := s.vouchers.stockOf(v); onSale {
+			st.Stock[v] = left
 		}
-		_, holds := s.holders[v][u]
-		if c, ok := s.created[o.ID()]; ok {
-			if c == o {
-				out = ports.Outcome{Order: o, State: domain.OrderCreated}
-			} else {
-				out = fail(o, domain.FailIDConflict, false)
-			}
-		} else if f, ok := s.failed[o.ID()]; ok {
-			if f.order == o {
-				out = ports.Outcome{Order: o, State: domain.OrderFailed, Reason: f.reason}
-			} else {
-				out = fail(o, domain.FailIDConflict, false)
-			}
-		} else if !hasSale[v] {
-			out = fail(o, domain.FailVoucherGone, true)
-		} else if holds || batchHolders[v][u] {
-			out = fail(o, domain.FailDuplicate, true)
-		} else if stock[v] <= 0 {
-			out = fail(o, domain.FailOutOfStock, true)
-		} else {
-			stock[v]--
-			taken[v]++
-			if batchHolders[v] == nil {
-				batchHolders[v] = map[domain.UserID]bool{}
-			}
-			batchHolders[v][u] = true
-			accepted = append(accepted, o)
-			out = ports.Outcome{Order: o, State: domain.OrderCreated, New: true}
-		}
-		outcomes = append(outcomes, out)
 	}
+	plan := domain.PlanBatch(orders, st)
 
-	for v, n := range taken {
+	for v, n := range plan.Taken {
 		s.vouchers.take(v, n)
 	}
-	for _, o := range accepted {
+	for _, o := range plan.Created {
 		s.created[o.ID()] = o
 		if s.holders[o.VoucherID()] == nil {
 			s.holders[o.VoucherID()] = map[domain.UserID]domain.OrderID{}
 		}
 		s.holders[o.VoucherID()][o.UserID()] = o.ID()
 	}
-	for _, f := range failures {
-		s.failed[f.Order.ID()] = orderFailure{order: f.Order, reason: f.Reason}
-	}
-	return outcomes, nil
+	s.recordFailures(plan.Failures)
+	return portOutcomes(plan.Outcomes), nil
 }
 
 // MarkFailed holds the same mutex as CreateBatch, so the two never both
@@ -141,19 +91,35 @@ func (s *Orders) MarkFailed(ctx context.Context, orders []domain.VoucherOrder, r
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	outcomes := make([]ports.Outcome, 0, len(orders))
+	plan := domain.PlanFailures(orders, reason, s.recordedOf(orders))
+	s.recordFailures(plan.Failures)
+	return portOutcomes(plan.Outcomes), nil
+}
+
+// recordedOf is what is recorded under the orders' IDs; the caller holds s.mu.
+func (s *Orders) recordedOf(orders []domain.VoucherOrder) map[domain.OrderID]domain.OrderStatus {
+	rec := map[domain.OrderID]domain.OrderStatus{}
 	for _, o := range orders {
-		out := ports.Outcome{Order: o, State: domain.OrderFailed, Reason: reason}
 		if st, ok := s.recorded(o.ID()); ok {
-			out.State, out.Reason = st.Redelivery(o)
-			out.New = out.Reason == domain.FailIDConflict
-		} else {
-			out.New = true
-			s.failed[o.ID()] = orderFailure{order: o, reason: reason}
+			rec[o.ID()] = st
 		}
-		outcomes = append(outcomes, out)
 	}
-	return outcomes, nil
+	return rec
+}
+
+// recordFailures stores a plan's new failures; the caller holds s.mu.
+func (s *Orders) recordFailures(failures []domain.Outcome) {
+	for _, f := range failures {
+		s.failed[f.Order.ID()] = orderFailure{order: f.Order, reason: f.Reason}
+	}
+}
+
+func portOutcomes(outcomes []domain.Outcome) []ports.Outcome {
+	out := make([]ports.Outcome, len(outcomes))
+	for i, o := range outcomes {
+		out[i] = ports.Outcome(o)
+	}
+	return out
 }
 
 func (s *Orders) Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error) {

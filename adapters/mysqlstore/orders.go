@@ -43,18 +43,10 @@ func NewOrderRepo(db *bun.DB) *OrderRepo {
 	return &OrderRepo{db: db}
 }
 
-// CreateBatch classifies and writes the batch in one transaction; see the
-// type's comment for why that is safe without other locks. Each order, in
-// input order, is:
-//   - already recorded under its ID: its recorded outcome again, New=false;
-//   - an ID recorded for another user or voucher: failed id_conflict;
-//   - of a voucher without a sale: failed voucher_not_found;
-//   - of a user who holds an order of the voucher (also one accepted earlier
-//     in this batch): failed duplicate;
-//   - past the remaining stock: failed out_of_stock;
-//   - otherwise created.
-//
-// Any error rolls the whole batch back, so the caller retries it whole.
+// CreateBatch reads what domain.PlanBatch needs, then writes its plan, in one
+// transaction; see the type's comment for why that is safe without other
+// locks, and PlanBatch for the outcome of each order. Any error rolls the
+// whole batch back, so the caller retries it whole.
 func (r *OrderRepo) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) ([]ports.Outcome, error) {
 	if len(orders) == 0 {
 		return []ports.Outcome{}, nil
@@ -81,32 +73,27 @@ func (r *OrderRepo) createBatch(ctx context.Context, db bun.IDB, orders []domain
 	if err != nil {
 		return nil, err
 	}
-	st := batchState{
-		stock:   stock,
-		created: map[domain.OrderID]domain.VoucherOrder{},
-		failed:  map[domain.OrderID]recordedFailure{},
-		holders: map[domain.VoucherID]map[domain.UserID]domain.OrderID{},
-	}
-	if err := r.readRecorded(ctx, db, orders, &st); err != nil {
+	st := domain.BatchState{Stock: stock}
+	if st.Recorded, err = r.readRecorded(ctx, db, orders); err != nil {
 		return nil, err
 	}
-	if err := r.readHolders(ctx, db, orders, &st); err != nil {
+	if st.Holders, err = r.readHolders(ctx, db, orders, stock); err != nil {
 		return nil, err
 	}
 
-	plan := classify(orders, st)
+	plan := domain.PlanBatch(orders, st)
 
-	if len(plan.accepted) > 0 {
-		rows := make([]orderModel, len(plan.accepted))
-		for i, o := range plan.accepted {
+	if len(plan.Created) > 0 {
+		rows := make([]orderModel, len(plan.Created))
+		for i, o := range plan.Created {
 			rows[i] = toOrderModel(o)
 		}
 		if err := insertIgnoring(ctx, db, &rows, len(rows), "tb_voucher_order"); err != nil {
 			return nil, err
 		}
 	}
-	for _, v := range sortedKeys(plan.taken) {
-		n := plan.taken[v]
+	for _, v := range sortedKeys(plan.Taken) {
+		n := plan.Taken[v]
 		res, err := db.NewUpdate().Table("tb_seckill_voucher").
 			Set("stock = stock - ?", n).
 			Set("update_time = ?", time.Now().UTC()).
@@ -122,17 +109,30 @@ func (r *OrderRepo) createBatch(ctx context.Context, db bun.IDB, orders []domain
 			return nil, fmt.Errorf("decrement stock of voucher %d by %d: guard matched %d rows (%v)", v, n, affected, err)
 		}
 	}
-	if len(plan.failures) > 0 {
-		rows := make([]failureModel, len(plan.failures))
-		for i, f := range plan.failures {
-			o := f.Order
-			rows[i] = failureModel{OrderID: int64(o.ID()), UserID: int64(o.UserID()), VoucherID: int64(o.VoucherID()), Reason: string(f.Reason)}
-		}
-		if err := insertIgnoring(ctx, db, &rows, len(rows), "tb_voucher_order_failure"); err != nil {
-			return nil, err
-		}
+	if err := insertFailures(ctx, db, plan.Failures); err != nil {
+		return nil, err
 	}
-	return plan.outcomes, nil
+	return portOutcomes(plan.Outcomes), nil
+}
+
+func insertFailures(ctx context.Context, db bun.IDB, failures []domain.Outcome) error {
+	if len(failures) == 0 {
+		return nil
+	}
+	rows := make([]failureModel, len(failures))
+	for i, f := range failures {
+		o := f.Order
+		rows[i] = failureModel{OrderID: int64(o.ID()), UserID: int64(o.UserID()), VoucherID: int64(o.VoucherID()), Reason: string(f.Reason)}
+	}
+	return insertIgnoring(ctx, db, &rows, len(rows), "tb_voucher_order_failure")
+}
+
+func portOutcomes(outcomes []domain.Outcome) []ports.Outcome {
+	out := make([]ports.Outcome, len(outcomes))
+	for i, o := range outcomes {
+		out[i] = ports.Outcome(o)
+	}
+	return out
 }
 
 // insertIgnoring is the second line of defence behind the checks: a row the
@@ -183,49 +183,55 @@ func (r *OrderRepo) lockStock(ctx context.Context, db bun.IDB, vouchers []int64)
 }
 
 // readRecorded loads what earlier deliveries recorded under the batch's IDs.
-func (r *OrderRepo) readRecorded(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, st *batchState) error {
+func (r *OrderRepo) readRecorded(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder) (map[domain.OrderID]domain.OrderStatus, error) {
 	ids := make([]int64, 0, len(orders))
 	for _, o := range orders {
 		ids = append(ids, int64(o.ID()))
 	}
+	recorded := map[domain.OrderID]domain.OrderStatus{}
 	var created []orderModel
 	if err := db.NewSelect().Model(&created).Where("id IN (?)", bun.List(ids)).Scan(ctx); err != nil {
-		return fmt.Errorf("read recorded orders: %w", err)
+		return nil, fmt.Errorf("read recorded orders: %w", err)
 	}
 	for _, row := range created {
 		o, err := row.toDomain()
 		if err != nil {
-			return err
+			return nil, err
 		}
-		st.created[o.ID()] = o
+		recorded[o.ID()] = domain.OrderStatus{Order: o, State: domain.OrderCreated}
 	}
 	var failed []failureModel
 	if err := db.NewSelect().Model(&failed).Where("order_id IN (?)", bun.List(ids)).Scan(ctx); err != nil {
-		return fmt.Errorf("read recorded failures: %w", err)
+		return nil, fmt.Errorf("read recorded failures: %w", err)
 	}
 	for _, row := range failed {
 		o, err := row.toDomain()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		reason, err := domain.ParseFailureReason(row.Reason)
 		if err != nil {
-			return fmt.Errorf("stored failure of order %d: %w", row.OrderID, err)
+			return nil, fmt.Errorf("stored failure of order %d: %w", row.OrderID, err)
 		}
-		st.failed[o.ID()] = recordedFailure{order: o, reason: reason}
+		// The locks keep an ID out of both tables; were it in both, the
+		// created order is what exists, so it wins.
+		if _, ok := recorded[o.ID()]; !ok {
+			recorded[o.ID()] = domain.OrderStatus{Order: o, State: domain.OrderFailed, Reason: reason}
+		}
 	}
-	return nil
+	return recorded, nil
 }
 
-// readHolders finds, for each locked voucher, which of the batch's users
-// already hold an order for it.
-func (r *OrderRepo) readHolders(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, st *batchState) error {
+// readHolders finds, for each voucher on sale (a key of stock), which of the
+// batch's users already hold an order for it.
+func (r *OrderRepo) readHolders(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, stock map[domain.VoucherID]int) (map[domain.VoucherID]map[domain.UserID]domain.OrderID, error) {
 	users := map[domain.VoucherID][]int64{}
 	for _, o := range orders {
-		if _, ok := st.stock[o.VoucherID()]; ok {
+		if _, ok := stock[o.VoucherID()]; ok {
 			users[o.VoucherID()] = append(users[o.VoucherID()], int64(o.UserID()))
 		}
 	}
+	holders := make(map[domain.VoucherID]map[domain.UserID]domain.OrderID, len(users))
 	for _, v := range sortedKeys(users) {
 		var rows []orderModel
 		err := db.NewSelect().Model(&rows).
@@ -233,15 +239,15 @@ func (r *OrderRepo) readHolders(ctx context.Context, db bun.IDB, orders []domain
 			Where("user_id IN (?)", bun.List(users[v])).
 			Scan(ctx)
 		if err != nil {
-			return fmt.Errorf("read buyers of voucher %d: %w", v, err)
+			return nil, fmt.Errorf("read buyers of voucher %d: %w", v, err)
 		}
 		held := make(map[domain.UserID]domain.OrderID, len(rows))
 		for _, row := range rows {
 			held[domain.UserID(row.UserID)] = domain.OrderID(row.ID)
 		}
-		st.holders[v] = held
+		holders[v] = held
 	}
-	return nil
+	return holders, nil
 }
 
 // MarkFailed locks the vouchers' stock rows like CreateBatch, so a batch
@@ -256,28 +262,13 @@ func (r *OrderRepo) MarkFailed(ctx context.Context, orders []domain.VoucherOrder
 		if _, err := r.lockStock(ctx, tx, voucherIDs(orders)); err != nil {
 			return err
 		}
-		st := batchState{created: map[domain.OrderID]domain.VoucherOrder{}, failed: map[domain.OrderID]recordedFailure{}}
-		if err := r.readRecorded(ctx, tx, orders, &st); err != nil {
+		recorded, err := r.readRecorded(ctx, tx, orders)
+		if err != nil {
 			return err
 		}
-		outcomes = make([]ports.Outcome, 0, len(orders))
-		var rows []failureModel
-		for _, o := range orders {
-			out := ports.Outcome{Order: o, State: domain.OrderFailed, Reason: reason}
-			if rec, ok := st.recorded(o.ID()); ok {
-				out.State, out.Reason = rec.Redelivery(o)
-				out.New = out.Reason == domain.FailIDConflict
-			} else {
-				out.New = true
-				st.failed[o.ID()] = recordedFailure{order: o, reason: reason}
-				rows = append(rows, failureModel{OrderID: int64(o.ID()), UserID: int64(o.UserID()), VoucherID: int64(o.VoucherID()), Reason: string(reason)})
-			}
-			outcomes = append(outcomes, out)
-		}
-		if len(rows) == 0 {
-			return nil
-		}
-		return insertIgnoring(ctx, tx, &rows, len(rows), "tb_voucher_order_failure")
+		plan := domain.PlanFailures(orders, reason, recorded)
+		outcomes = portOutcomes(plan.Outcomes)
+		return insertFailures(ctx, tx, plan.Failures)
 	})
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("mark %d orders failed", len(orders)), err)
@@ -329,102 +320,6 @@ func (r *OrderRepo) Buyers(ctx context.Context, voucher domain.VoucherID) ([]dom
 		buyers = append(buyers, o)
 	}
 	return buyers, nil
-}
-
-// batchState is what the database holds that a batch's outcomes depend on.
-type batchState struct {
-	stock   map[domain.VoucherID]int // remaining; no entry: the voucher has no sale
-	created map[domain.OrderID]domain.VoucherOrder
-	failed  map[domain.OrderID]recordedFailure
-	holders map[domain.VoucherID]map[domain.UserID]domain.OrderID
-}
-
-// recorded is what the batch state holds under id.
-func (st batchState) recorded(id domain.OrderID) (domain.OrderStatus, bool) {
-	if o, ok := st.created[id]; ok {
-		return domain.OrderStatus{Order: o, State: domain.OrderCreated}, true
-	}
-	if f, ok := st.failed[id]; ok {
-		return domain.OrderStatus{Order: f.order, State: domain.OrderFailed, Reason: f.reason}, true
-	}
-	return domain.OrderStatus{}, false
-}
-
-type recordedFailure struct {
-	order  domain.VoucherOrder
-	reason domain.FailureReason
-}
-
-type batchPlan struct {
-	outcomes []ports.Outcome
-	accepted []domain.VoucherOrder
-	failures []ports.Outcome // new failures to record
-	taken    map[domain.VoucherID]int
-}
-
-// classify decides every order's outcome, in input order. It changes st (the
-// stock it hands out, the users it makes holders), so one user's second order
-// in a batch is a duplicate and stock runs out where the input says.
-//
-// An order whose ID is already taken by a different order fails id_conflict
-// and is not recorded: the ID's row belongs to the other order.
-func classify(orders []domain.VoucherOrder, st batchState) batchPlan {
-	plan := batchPlan{outcomes: make([]ports.Outcome, 0, len(orders)), taken: map[domain.VoucherID]int{}}
-	first := map[domain.OrderID]int{} // where an ID first appears in this batch
-	fail := func(o domain.VoucherOrder, reason domain.FailureReason, record bool) ports.Outcome {
-		out := ports.Outcome{Order: o, State: domain.OrderFailed, Reason: reason, New: true}
-		if record {
-			plan.failures = append(plan.failures, out)
-		}
-		return out
-	}
-	for _, o := range orders {
-		var out ports.Outcome
-		if i, seen := first[o.ID()]; seen {
-			// Delivered twice in one batch: the second copy is a redelivery.
-			if plan.outcomes[i].Order == o {
-				out = plan.outcomes[i]
-				out.New = false
-			} else {
-				out = fail(o, domain.FailIDConflict, false)
-			}
-			plan.outcomes = append(plan.outcomes, out)
-			continue
-		}
-		first[o.ID()] = len(plan.outcomes)
-
-		v, u := o.VoucherID(), o.UserID()
-		if c, ok := st.created[o.ID()]; ok {
-			if c == o {
-				out = ports.Outcome{Order: o, State: domain.OrderCreated}
-			} else {
-				out = fail(o, domain.FailIDConflict, false)
-			}
-		} else if f, ok := st.failed[o.ID()]; ok {
-			if f.order == o {
-				out = ports.Outcome{Order: o, State: domain.OrderFailed, Reason: f.reason}
-			} else {
-				out = fail(o, domain.FailIDConflict, false)
-			}
-		} else if left, ok := st.stock[v]; !ok {
-			out = fail(o, domain.FailVoucherGone, true)
-		} else if _, holds := st.holders[v][u]; holds {
-			out = fail(o, domain.FailDuplicate, true)
-		} else if left <= 0 {
-			out = fail(o, domain.FailOutOfStock, true)
-		} else {
-			st.stock[v] = left - 1
-			if st.holders[v] == nil {
-				st.holders[v] = map[domain.UserID]domain.OrderID{}
-			}
-			st.holders[v][u] = o.ID()
-			plan.taken[v]++
-			plan.accepted = append(plan.accepted, o)
-			out = ports.Outcome{Order: o, State: domain.OrderCreated, New: true}
-		}
-		plan.outcomes = append(plan.outcomes, out)
-	}
-	return plan
 }
 
 func voucherIDs(orders []domain.VoucherOrder) []int64 {

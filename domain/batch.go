@@ -1,0 +1,137 @@
+package domain
+
+// Outcome is what recording one order of a batch came to. Its fields are
+// those of ports.Outcome, so a repository converts one into the other.
+type Outcome struct {
+	Order  VoucherOrder
+	State  OrderState // OrderCreated or OrderFailed
+	Reason FailureReason
+	// New is false when the outcome was already recorded by an earlier delivery.
+	New bool
+}
+
+// BatchState is what a store holds that a batch's outcomes depend on. A
+// repository reads it under the lock (transaction, row locks, mutex) that
+// keeps it true until the plan made from it is written, in the way Wild
+// Workouts' UpdateHour keeps the rule in the domain while the repository locks.
+type BatchState struct {
+	// Recorded is the outcome recorded under each of the batch's order IDs
+	// that has one.
+	Recorded map[OrderID]OrderStatus
+	// Stock is the remaining stock of each of the batch's vouchers that has
+	// a sale; a voucher without an entry has none (it is gone).
+	Stock map[VoucherID]int
+	// Holders is, per voucher, the users who already hold an order of it. It
+	// must cover the batch's users; it may hold more.
+	Holders map[VoucherID]map[UserID]OrderID
+}
+
+// BatchPlan is what a batch comes to: each order's outcome, and the writes
+// that record them. The store applies the writes as one unit, or none.
+type BatchPlan struct {
+	// Outcomes has one entry per input order, in input order.
+	Outcomes []Outcome
+	// Created are the orders to insert.
+	Created []VoucherOrder
+	// Failures are the new failures to record. An id_conflict is never
+	// among them: the ID's row belongs to the other order.
+	Failures []Outcome
+	// Taken is how many units to take from each voucher's stock; it is never
+	// more than the voucher's Stock in the state the plan was made from.
+	Taken map[VoucherID]int
+}
+
+// PlanBatch decides the outcome of every order of a batch, in input order,
+// from what the store holds. Each order is:
+//   - already recorded under its ID (or earlier in this batch): its recorded
+//     outcome again, New=false;
+//   - an ID recorded for another user or voucher: failed id_conflict;
+//   - of a voucher without a sale: failed voucher_not_found;
+//   - of a user who holds an order of the voucher (also one created earlier
+//     in this batch): failed duplicate;
+//   - past the remaining stock: failed out_of_stock;
+//   - otherwise created, taking one unit.
+//
+// The checks come in that order, so a redelivery is answered by its record
+// whatever has changed since, and a user is told duplicate rather than
+// out_of_stock. st is only read.
+func PlanBatch(orders []VoucherOrder, st BatchState) BatchPlan {
+	plan := BatchPlan{Outcomes: make([]Outcome, 0, len(orders)), Taken: map[VoucherID]int{}}
+	first := map[OrderID]int{}                // where an ID first appears in this batch
+	buyers := map[VoucherID]map[UserID]bool{} // users given an order by this batch
+	for _, o := range orders {
+		if i, seen := first[o.ID()]; seen {
+			// Delivered twice in one batch: the later copy is a redelivery
+			// of the earlier one.
+			prev := plan.Outcomes[i]
+			plan.Outcomes = append(plan.Outcomes, OrderStatus{Order: prev.Order, State: prev.State, Reason: prev.Reason}.replay(o))
+			continue
+		}
+		first[o.ID()] = len(plan.Outcomes)
+
+		v, u := o.VoucherID(), o.UserID()
+		rec, recorded := st.Recorded[o.ID()]
+		left, onSale := st.Stock[v]
+		_, holds := st.Holders[v][u]
+		var out Outcome
+		switch {
+		case recorded:
+			out = rec.replay(o)
+		case !onSale:
+			out = plan.fail(o, FailVoucherGone)
+		case holds || buyers[v][u]:
+			out = plan.fail(o, FailDuplicate)
+		case left-plan.Taken[v] <= 0:
+			out = plan.fail(o, FailOutOfStock)
+		default:
+			plan.Taken[v]++
+			if buyers[v] == nil {
+				buyers[v] = map[UserID]bool{}
+			}
+			buyers[v][u] = true
+			plan.Created = append(plan.Created, o)
+			out = Outcome{Order: o, State: OrderCreated, New: true}
+		}
+		plan.Outcomes = append(plan.Outcomes, out)
+	}
+	return plan
+}
+
+// PlanFailures decides what recording orders as failed for reason comes to,
+// given the outcomes recorded under their IDs: an order already recorded
+// (also earlier in this batch) keeps its outcome, New=false; an ID recorded
+// for another order is an id_conflict, not recorded; any other order is a new
+// failure. It takes no stock and creates nothing.
+func PlanFailures(orders []VoucherOrder, reason FailureReason, recorded map[OrderID]OrderStatus) BatchPlan {
+	plan := BatchPlan{Outcomes: make([]Outcome, 0, len(orders))}
+	marked := map[OrderID]VoucherOrder{} // failures this plan records
+	for _, o := range orders {
+		if rec, ok := recorded[o.ID()]; ok {
+			plan.Outcomes = append(plan.Outcomes, rec.replay(o))
+			continue
+		}
+		if prev, ok := marked[o.ID()]; ok {
+			rec := OrderStatus{Order: prev, State: OrderFailed, Reason: reason}
+			plan.Outcomes = append(plan.Outcomes, rec.replay(o))
+			continue
+		}
+		marked[o.ID()] = o
+		plan.Outcomes = append(plan.Outcomes, plan.fail(o, reason))
+	}
+	return plan
+}
+
+// fail is a new failure of o, to be recorded.
+func (p *BatchPlan) fail(o VoucherOrder, reason FailureReason) Outcome {
+	out := Outcome{Order: o, State: OrderFailed, Reason: reason, New: true}
+	p.Failures = append(p.Failures, out)
+	return out
+}
+
+// replay is the outcome of delivering o again when st is recorded under its
+// ID: the record, not new, if it is o's; a new id_conflict, which is not
+// recorded, if the ID belongs to another order.
+func (st OrderStatus) replay(o VoucherOrder) Outcome {
+	state, reason := st.Redelivery(o)
+	return Outcome{Order: o, State: state, Reason: reason, New: st.Order != o}
+}
