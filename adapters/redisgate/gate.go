@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -62,7 +63,7 @@ type Options struct {
 	// Prefix starts every key (default "seckill:"); it must not contain '{' or '}'.
 	Prefix string
 	// Enqueue makes the claim script also append the order to the voucher's
-	// stream (Keys.Orders), so reservation and message are one atomic step.
+	// stream (redisschema.Keys.Orders), so reservation and message are one atomic step.
 	Enqueue bool
 	// Retention is how long after the sale ends its keys expire (default 24h).
 	// A voucher preheated after end+Retention is gone at once: claims answer
@@ -87,10 +88,10 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 		panic("redisgate: New needs a non-nil Redis client")
 	}
 	if opts.Prefix == "" {
-		opts.Prefix = DefaultPrefix
+		opts.Prefix = redisschema.DefaultPrefix
 	}
-	if !validPrefix(opts.Prefix) {
-		panic(fmt.Sprintf("redisgate: prefix %q must not contain '{' or '}'", opts.Prefix))
+	if err := redisschema.ValidatePrefix(opts.Prefix); err != nil {
+		panic("redisgate: " + err.Error())
 	}
 	if opts.Retention <= 0 {
 		opts.Retention = DefaultRetention
@@ -98,7 +99,7 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 	return &Gate{rdb: rdb, prefix: opts.Prefix, enqueue: opts.Enqueue, retention: opts.Retention}
 }
 
-func (g *Gate) keys(id domain.VoucherID) Keys { return KeysFor(g.prefix, id) }
+func (g *Gate) keys(id domain.VoucherID) redisschema.Keys { return redisschema.KeysFor(g.prefix, id) }
 
 func (g *Gate) expireAt(s domain.Sale) time.Time { return s.End().Add(g.retention) }
 
@@ -150,7 +151,8 @@ func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) (ports.Reserv
 	}
 	code, err := claimScript.Run(ctx, g.rdb,
 		[]string{k.Voucher, k.Buyers, k.Orders},
-		int64(o.UserID()), int64(o.ID()), int64(o.VoucherID()), enqueue, g.retention.Milliseconds(),
+		append([]any{int64(o.UserID()), int64(o.ID()), int64(o.VoucherID()), enqueue, g.retention.Milliseconds()},
+			redisschema.EncodeOrder(o)...)...,
 	).Int64()
 	if err != nil {
 		return ports.Reservation{}, fmt.Errorf("claim script for %s: %w", o, err)
@@ -223,7 +225,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 		// Cheap early answer for the common case; the script decides for real.
 		return false, g.addLive(ctx, k, v.ID())
 	}
-	staging := k.staging(randomToken())
+	staging := k.Staging(randomToken())
 	if err := g.stage(ctx, staging, marks); err != nil {
 		// Best effort: the TTL reclaims it otherwise.
 		_ = g.rdb.Del(context.WithoutCancel(ctx), staging).Err()
@@ -289,7 +291,7 @@ func (g *Gate) stage(ctx context.Context, key string, marks map[domain.UserID]do
 	return nil
 }
 
-func (g *Gate) addLive(ctx context.Context, k Keys, id domain.VoucherID) error {
+func (g *Gate) addLive(ctx context.Context, k redisschema.Keys, id domain.VoucherID) error {
 	if err := g.rdb.SAdd(ctx, k.Live, int64(id)).Err(); err != nil {
 		return fmt.Errorf("add voucher %d to live set: %w", id, err)
 	}
@@ -300,7 +302,7 @@ func (g *Gate) addLive(ctx context.Context, k Keys, id domain.VoucherID) error {
 // pipelined round trip. The order ID does not name its voucher, so there is no
 // shorter way; the live set stays small because expired vouchers are pruned.
 func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error) {
-	live := KeysFor(g.prefix, 0).Live
+	live := redisschema.LiveSet(g.prefix)
 	members, err := g.rdb.SMembers(ctx, live).Result()
 	if err != nil {
 		return domain.VoucherOrder{}, false, fmt.Errorf("queued order %d: list live vouchers: %w", id, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/test/testenv"
 )
@@ -38,14 +39,6 @@ func order(t *testing.T, id domain.OrderID, user domain.UserID, v domain.Voucher
 		t.Fatal(err)
 	}
 	return o
-}
-
-func TestKeysShareTheVouchersHashTag(t *testing.T) {
-	k := redisgate.KeysFor("seckill:", 42)
-	want := redisgate.Keys{Voucher: "seckill:{42}:voucher", Buyers: "seckill:{42}:buyers", Orders: "seckill:{42}:orders", Live: "seckill:vouchers"}
-	if k.Voucher != want.Voucher || k.Buyers != want.Buyers || k.Orders != want.Orders || k.Live != want.Live {
-		t.Fatalf("KeysFor = %+v, want %+v", k, want)
-	}
 }
 
 func TestNewRefusesABraceInThePrefix(t *testing.T) {
@@ -80,7 +73,7 @@ func TestPreheatWritesTheLayoutWithExpiry(t *testing.T) {
 			if err := g.Preheat(ctx, voucher(t, 42, 5, begin, end)); err != nil {
 				t.Fatal(err)
 			}
-			k := redisgate.KeysFor(prefix, 42)
+			k := redisschema.KeysFor(prefix, 42)
 			got, _ := rdb.HGetAll(ctx, k.Voucher).Result()
 			if got["stock"] != "5" || got["begin"] != strconv.FormatInt(begin.UnixMilli(), 10) || got["end"] != strconv.FormatInt(end.UnixMilli(), 10) {
 				t.Fatalf("voucher hash = %v", got)
@@ -160,7 +153,7 @@ func TestQueuedPrunesVouchersWhoseKeysExpired(t *testing.T) {
 			if o, ok, err := g.Queued(ctx, 7, 12); err != nil || !ok || o.VoucherID() != 2 {
 				t.Fatalf("queued(7, 12) = %v %v %v", o, ok, err)
 			}
-			live, _ := rdb.SMembers(ctx, redisgate.KeysFor(redisgate.DefaultPrefix, 0).Live).Result()
+			live, _ := rdb.SMembers(ctx, redisschema.LiveSet(redisschema.DefaultPrefix)).Result()
 			want := map[bool]int{false: 1, true: 2}[enqueue]
 			if len(live) != want {
 				// In stream mode the stream never expires: voucher 1 stays

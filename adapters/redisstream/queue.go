@@ -1,5 +1,5 @@
 // Package redisstream is the OrderQueue over Redis Streams: one stream per
-// voucher (redisgate.Keys.Orders), appended by the gate's claim script in the
+// voucher (redisschema.Keys.Orders), appended by the gate's claim script in the
 // same atomic step as the reservation, and read by one consumer group in which
 // every service instance is a consumer with a stable name.
 //
@@ -55,7 +55,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
-	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -218,10 +218,10 @@ func New(rdb redis.UniversalClient, opts Options) (*Queue, error) {
 		return nil, errors.New("redisstream: New needs a Redis client")
 	}
 	if opts.Prefix == "" {
-		opts.Prefix = redisgate.DefaultPrefix
+		opts.Prefix = redisschema.DefaultPrefix
 	}
-	if strings.ContainsAny(opts.Prefix, "{}") {
-		return nil, fmt.Errorf("redisstream: prefix %q must not contain '{' or '}' (it would take the voucher's hash tag)", opts.Prefix)
+	if err := redisschema.ValidatePrefix(opts.Prefix); err != nil {
+		return nil, fmt.Errorf("redisstream: %w", err)
 	}
 	if opts.Group == "" {
 		opts.Group = DefaultGroup
@@ -256,7 +256,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Queue, error) {
 		rdb:           rdb,
 		opts:          opts,
 		registry:      opts.Prefix + "streams",
-		live:          redisgate.KeysFor(opts.Prefix, 0).Live,
+		live:          redisschema.KeysFor(opts.Prefix, 0).Live,
 		perStream:     shardsKeys(rdb),
 		discoverEvery: discoverEvery,
 		collectEvery:  collectEvery,
@@ -287,7 +287,7 @@ func shardsKeys(rdb redis.UniversalClient) bool {
 }
 
 func (q *Queue) newStream(vid domain.VoucherID) *stream {
-	k := redisgate.KeysFor(q.opts.Prefix, vid)
+	k := redisschema.KeysFor(q.opts.Prefix, vid)
 	return &stream{vid: vid, key: k.Orders, voucher: k.Voucher, claimFrom: "0-0"}
 }
 
@@ -298,11 +298,6 @@ func (q *Queue) closed() bool {
 	default:
 		return false
 	}
-}
-
-// orderFields are the fields the claim script writes, in the same encoding.
-func orderFields(o domain.VoucherOrder) []any {
-	return []any{"id", int64(o.ID()), "userId", int64(o.UserID()), "voucherId", int64(o.VoucherID())}
 }
 
 // Publish appends the order to its voucher's stream and registers the stream,
@@ -316,8 +311,8 @@ func (q *Queue) Publish(ctx context.Context, o domain.VoucherOrder) error {
 		return ports.ErrQueueClosed
 	}
 	vid := o.VoucherID()
-	key := redisgate.KeysFor(q.opts.Prefix, vid).Orders
-	if err := q.rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: orderFields(o)}).Err(); err != nil {
+	key := redisschema.KeysFor(q.opts.Prefix, vid).Orders
+	if err := q.rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: redisschema.EncodeOrder(o)}).Err(); err != nil {
 		return fmt.Errorf("publish %s: %w", o, err)
 	}
 	// This Queue reads the stream from its next Receive on, registered or not.
@@ -747,7 +742,7 @@ func (q *Queue) accept(ctx context.Context, s *stream, msgs []redis.XMessage, re
 	}
 	var poison []bad
 	for i, m := range fresh {
-		o, err := decode(s.vid, m)
+		o, err := redisschema.DecodeOrder(s.vid, m)
 		if err != nil {
 			poison = append(poison, bad{m, attempts[i], err})
 			continue
@@ -806,7 +801,7 @@ func (q *Queue) deliveryCounts(ctx context.Context, s *stream, msgs []redis.XMes
 // finishes it, and says so in the log: an operator must look at its producer.
 func (q *Queue) setAsidePoison(ctx context.Context, s *stream, m redis.XMessage, attempts int, cause error) error {
 	values := []any{"reason", ReasonUndecodable, "stream", s.key, "entry", m.ID, "deliveries", attempts, "error", cause.Error()}
-	for _, f := range []string{"id", "userId", "voucherId"} {
+	for _, f := range redisschema.OrderFields {
 		if v, ok := m.Values[f]; ok {
 			values = append(values, f, fmt.Sprint(v))
 		}
@@ -855,7 +850,7 @@ func (q *Queue) DeadLetter(ctx context.Context, ds []ports.Delivery, reason doma
 	}
 	pipe := q.rdb.Pipeline()
 	for i, d := range ds {
-		values := append(orderFields(d.Order),
+		values := append(redisschema.EncodeOrder(d.Order),
 			"reason", string(reason), "stream", refs[i].stream, "entry", refs[i].id, "deliveries", d.Attempts)
 		pipe.XAdd(ctx, &redis.XAddArgs{Stream: q.opts.DeadLetter, Values: values})
 	}
@@ -939,7 +934,7 @@ func (q *Queue) Close() error {
 // deleted with their ack, so it is the stream's length. For reconcile and
 // tests.
 func (q *Queue) Pending(ctx context.Context, vid domain.VoucherID) (int64, error) {
-	n, err := q.rdb.XLen(ctx, redisgate.KeysFor(q.opts.Prefix, vid).Orders).Result()
+	n, err := q.rdb.XLen(ctx, redisschema.KeysFor(q.opts.Prefix, vid).Orders).Result()
 	if err != nil {
 		return 0, fmt.Errorf("pending entries of voucher %d: %w", vid, err)
 	}
@@ -953,35 +948,6 @@ func (q *Queue) DeadLetters(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("dead-letter records: %w", err)
 	}
 	return n, nil
-}
-
-// decode turns an entry into the order it carries. It must carry the three
-// fields the claim script writes, as decimal integers that make a valid
-// order, for the voucher whose stream it is in.
-func decode(vid domain.VoucherID, m redis.XMessage) (domain.VoucherOrder, error) {
-	if len(m.Values) == 0 {
-		return domain.VoucherOrder{}, errors.New("entry has no fields (deleted while pending?)")
-	}
-	var n [3]int64
-	for i, f := range []string{"id", "userId", "voucherId"} {
-		v, ok := m.Values[f]
-		if !ok {
-			return domain.VoucherOrder{}, fmt.Errorf("field %s is missing", f)
-		}
-		s, ok := v.(string)
-		if !ok {
-			return domain.VoucherOrder{}, fmt.Errorf("field %s is a %T, not a string", f, v)
-		}
-		x, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return domain.VoucherOrder{}, fmt.Errorf("field %s=%q is not an integer", f, s)
-		}
-		n[i] = x
-	}
-	if domain.VoucherID(n[2]) != vid {
-		return domain.VoucherOrder{}, fmt.Errorf("voucherId %d is not the voucher %d of its stream", n[2], vid)
-	}
-	return domain.NewVoucherOrder(domain.OrderID(n[0]), domain.UserID(n[1]), domain.VoucherID(n[2]))
 }
 
 // idLess compares stream entry IDs ("<ms>-<seq>") numerically; an ID that

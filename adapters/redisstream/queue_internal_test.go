@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 	"github.com/hmdp-go/seckill/test/testenv"
@@ -20,7 +20,7 @@ import (
 
 // The behaviour callers see is proven in test/contract (the OrderQueue suite
 // and orderqueue_stream_test.go). These tests cover the parts only reachable
-// from inside: option checks, decoding, the sharded (cluster) read path, the
+// from inside: option checks, the sharded (cluster) read path, the
 // garbage collection of streams, and recovery from lost replies and groups.
 
 func TestNewValidatesOptions(t *testing.T) {
@@ -69,37 +69,6 @@ func TestNewValidatesOptions(t *testing.T) {
 	}
 	if _, err := New(nil, Options{Consumer: "c1"}); err == nil {
 		t.Fatal("New accepted a nil client")
-	}
-}
-
-func TestDecode(t *testing.T) {
-	tests := []struct {
-		name    string
-		values  map[string]any
-		want    string // the order, or a fragment of the error
-		wantErr bool
-	}{
-		{"claim_script_fields", map[string]any{"id": "77", "userId": "5", "voucherId": "7"}, "order 77 (user 5, voucher 7)", false},
-		{"extra_fields_are_ignored", map[string]any{"id": "77", "userId": "5", "voucherId": "7", "trace": "x"}, "order 77", false},
-		{"no_fields", nil, "no fields", true},
-		{"missing_user", map[string]any{"id": "77", "voucherId": "7"}, "userId is missing", true},
-		{"not_a_number", map[string]any{"id": "77", "userId": "5x", "voucherId": "7"}, "not an integer", true},
-		{"overflow", map[string]any{"id": "99999999999999999999", "userId": "5", "voucherId": "7"}, "not an integer", true},
-		{"another_vouchers_order", map[string]any{"id": "77", "userId": "5", "voucherId": "8"}, "not the voucher 7", true},
-		{"zero_user", map[string]any{"id": "77", "userId": "0", "voucherId": "7"}, "userId", true},
-		{"negative_id", map[string]any{"id": "-77", "userId": "5", "voucherId": "7"}, "orderId", true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			o, err := decode(7, redis.XMessage{ID: "1-0", Values: tt.values})
-			got := fmt.Sprint(o)
-			if err != nil {
-				got = err.Error()
-			}
-			if (err != nil) != tt.wantErr || !strings.Contains(got, tt.want) {
-				t.Fatalf("decode = %q (err %v), want %q", got, err, tt.want)
-			}
-		})
 	}
 }
 
@@ -239,12 +208,12 @@ func TestReadsEveryStreamWhetherKeysAreShardedOrNot(t *testing.T) {
 
 				// A group destroyed by hand is made again, and a new entry
 				// behind it is delivered.
-				key := redisgate.KeysFor(q.opts.Prefix, 2).Orders
+				key := redisschema.KeysFor(q.opts.Prefix, 2).Orders
 				if err := rdb.XGroupDestroy(context.Background(), key, DefaultGroup).Err(); err != nil {
 					t.Fatal(err)
 				}
 				late := order(t, 99, 2)
-				if err := rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: key, Values: orderFields(late)}).Err(); err != nil {
+				if err := rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: key, Values: redisschema.EncodeOrder(late)}).Err(); err != nil {
 					t.Fatal(err)
 				}
 				if ds := receiveN(t, q, 1, 4); ds[0].Order != late {
@@ -274,8 +243,8 @@ func TestAnEntryReadButNeverHandedOutIsClaimedBack(t *testing.T) {
 			// A read whose reply was lost: Redis counts the entry delivered to
 			// c1, but no Receive ever returned it.
 			lost := order(t, 2, 7)
-			key := redisgate.KeysFor(q.opts.Prefix, 7).Orders
-			if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: orderFields(lost)}).Err(); err != nil {
+			key := redisschema.KeysFor(q.opts.Prefix, 7).Orders
+			if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: redisschema.EncodeOrder(lost)}).Err(); err != nil {
 				t.Fatal(err)
 			}
 			if err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: DefaultGroup, Consumer: "c1",
@@ -297,7 +266,7 @@ func TestFinishedStreamsOfGoneVouchersAreCollected(t *testing.T) {
 			ctx := context.Background()
 			q := newTestQueue(t, rdb, testenv.KeyPrefix(t), nil)
 			q.discoverEvery, q.collectEvery = 0, 0 // on every read
-			keys := func(vid domain.VoucherID) redisgate.Keys { return redisgate.KeysFor(q.opts.Prefix, vid) }
+			keys := func(vid domain.VoucherID) redisschema.Keys { return redisschema.KeysFor(q.opts.Prefix, vid) }
 			const (
 				finished  domain.VoucherID = 1 // gate gone, every entry acked: collected
 				unacked   domain.VoucherID = 2 // gate gone, an entry held: kept
@@ -318,7 +287,7 @@ func TestFinishedStreamsOfGoneVouchersAreCollected(t *testing.T) {
 			}
 			ds := receiveN(t, q, 3, 10)
 			// Another producer's stream appears only now.
-			if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: keys(undeliv).Orders, Values: orderFields(order(t, 3, undeliv))}).Err(); err != nil {
+			if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: keys(undeliv).Orders, Values: redisschema.EncodeOrder(order(t, 3, undeliv))}).Err(); err != nil {
 				t.Fatal(err)
 			}
 			if err := rdb.SAdd(ctx, q.registry, int64(undeliv)).Err(); err != nil {
@@ -404,14 +373,14 @@ func BenchmarkReceiveAck(b *testing.B) {
 	defer func() {
 		_ = q.Close()
 		ctx := context.Background()
-		_ = rdb.Del(ctx, redisgate.KeysFor(prefix, 7).Orders, q.registry).Err()
+		_ = rdb.Del(ctx, redisschema.KeysFor(prefix, 7).Orders, q.registry).Err()
 	}()
 	ctx := context.Background()
-	key := redisgate.KeysFor(prefix, 7).Orders
+	key := redisschema.KeysFor(prefix, 7).Orders
 	pipe := rdb.Pipeline()
 	for i := 1; i <= b.N; i++ {
 		o, _ := domain.NewVoucherOrder(domain.OrderID(i), domain.UserID(i), 7)
-		pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: orderFields(o)})
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: redisschema.EncodeOrder(o)})
 		if i%1000 == 0 || i == b.N {
 			if _, err := pipe.Exec(ctx); err != nil {
 				b.Fatal(err)

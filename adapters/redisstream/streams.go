@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 )
 
@@ -43,7 +43,7 @@ func (q *Queue) discover(ctx context.Context, now time.Time) error {
 		pipe := q.rdb.Pipeline()
 		exists := make([]*redis.IntCmd, len(fresh))
 		for i, vid := range fresh {
-			k := redisgate.KeysFor(q.opts.Prefix, vid)
+			k := redisschema.KeysFor(q.opts.Prefix, vid)
 			exists[i] = pipe.Exists(ctx, k.Voucher, k.Orders) // one hash tag: one slot
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
@@ -172,7 +172,7 @@ func (q *Queue) collect(ctx context.Context, registered map[domain.VoucherID]boo
 	sort.Slice(vids, func(i, j int) bool { return vids[i] < vids[j] })
 	calls := make([]scriptCall, len(vids))
 	for i, vid := range vids {
-		k := redisgate.KeysFor(q.opts.Prefix, vid)
+		k := redisschema.KeysFor(q.opts.Prefix, vid)
 		calls[i] = scriptCall{keys: []string{k.Voucher, k.Orders}}
 	}
 	cmds, err := runScripts(ctx, q.rdb, gcScript, calls)
@@ -199,7 +199,7 @@ func (q *Queue) collect(ctx context.Context, registered map[domain.VoucherID]boo
 	pipe := q.rdb.Pipeline()
 	exists := make([]*redis.IntCmd, len(gone))
 	for i, vid := range gone {
-		exists[i] = pipe.Exists(ctx, redisgate.KeysFor(q.opts.Prefix, vid).Orders)
+		exists[i] = pipe.Exists(ctx, redisschema.KeysFor(q.opts.Prefix, vid).Orders)
 	}
 	_, err = pipe.Exec(ctx)
 	var back []any

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hmdp-go/seckill/adapters/memory"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/adapters/redisstream"
 	"github.com/hmdp-go/seckill/adapters/worker"
 	"github.com/hmdp-go/seckill/application"
@@ -79,7 +80,9 @@ func (e streamEnv) queue(t *testing.T, consumer string, tweak ...func(*redisstre
 	return newStreamQueue(t, e.rdb, e.prefix, consumer, tweak...)
 }
 
-func (e streamEnv) keys(vid domain.VoucherID) redisgate.Keys { return redisgate.KeysFor(e.prefix, vid) }
+func (e streamEnv) keys(vid domain.VoucherID) redisschema.Keys {
+	return redisschema.KeysFor(e.prefix, vid)
+}
 
 // xadd appends a raw entry, as the claim script (or a broken producer) would.
 func (e streamEnv) xadd(t *testing.T, vid domain.VoucherID, fields ...any) string {
@@ -94,7 +97,7 @@ func (e streamEnv) xadd(t *testing.T, vid domain.VoucherID, fields ...any) strin
 // xaddOrder appends an order the way the claim script writes it.
 func (e streamEnv) xaddOrder(t *testing.T, o domain.VoucherOrder) string {
 	t.Helper()
-	return e.xadd(t, o.VoucherID(), "id", int64(o.ID()), "userId", int64(o.UserID()), "voucherId", int64(o.VoucherID()))
+	return e.xadd(t, o.VoucherID(), redisschema.EncodeOrder(o)...)
 }
 
 // live puts the voucher in the gate's live set, as Preheat does.
