@@ -18,10 +18,10 @@ import (
 	"github.com/hmdp-go/seckill/test/testenv"
 )
 
-// The behaviour callers see is proven in test/contract (the OrderQueue suite
-// and orderqueue_stream_test.go). These tests cover the parts only reachable
-// from inside: option checks, the sharded (cluster) read path, the
-// garbage collection of streams, and recovery from lost replies and groups.
+// The behaviour callers see is proven in test/contract (the OrderQueue suite)
+// and queue_test.go. These tests cover the parts only reachable from inside:
+// option checks, stream states, the sharded (cluster) read path, the garbage
+// collection of streams, and recovery from lost replies and groups.
 
 func TestNewValidatesOptions(t *testing.T) {
 	_, rdb := testenv.MiniRedis(t)
@@ -113,17 +113,7 @@ func backends() []backend {
 
 func newTestQueue(t *testing.T, rdb redis.UniversalClient, prefix string, tweak func(*Options)) *Queue {
 	t.Helper()
-	t.Cleanup(func() {
-		ctx := context.Background()
-		var keys []string
-		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if len(keys) > 0 {
-			_ = rdb.Del(ctx, keys...).Err()
-		}
-	})
+	testenv.DropPrefix(t, rdb, prefix)
 	o := Options{Prefix: prefix, Consumer: "c1", Block: 20 * time.Millisecond}
 	if tweak != nil {
 		tweak(&o)
@@ -143,24 +133,6 @@ func order(t *testing.T, id int, vid domain.VoucherID) domain.VoucherOrder {
 		t.Fatal(err)
 	}
 	return o
-}
-
-func receiveN(t *testing.T, q *Queue, n, max int) []ports.Delivery {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var got []ports.Delivery
-	for len(got) < n {
-		ds, err := q.Receive(ctx, max)
-		if err != nil {
-			t.Fatalf("receive after %d of %d: %v", len(got), n, err)
-		}
-		if len(ds) > max {
-			t.Fatalf("%d deliveries, max %d", len(ds), max)
-		}
-		got = append(got, ds...)
-	}
-	return got
 }
 
 // receiveNothing lets Receive run its loop (discovery, collection, claims)
@@ -189,7 +161,7 @@ func TestReadsEveryStreamWhetherKeysAreShardedOrNot(t *testing.T) {
 					}
 					want = append(want, o)
 				}
-				got := receiveN(t, q, 30, 4)
+				got := testenv.ReceiveN(t, q, 30, 4)
 				// Per voucher, stream order; across vouchers, any interleaving.
 				per := map[domain.VoucherID][]domain.OrderID{}
 				for _, d := range got {
@@ -216,7 +188,7 @@ func TestReadsEveryStreamWhetherKeysAreShardedOrNot(t *testing.T) {
 				if err := rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: key, Values: redisschema.EncodeOrder(late)}).Err(); err != nil {
 					t.Fatal(err)
 				}
-				if ds := receiveN(t, q, 1, 4); ds[0].Order != late {
+				if ds := testenv.ReceiveN(t, q, 1, 4); ds[0].Order != late {
 					t.Fatalf("after the group was destroyed got %v, want %v", ds[0].Order, late)
 				}
 			})
@@ -236,7 +208,7 @@ func TestAnEntryReadButNeverHandedOutIsClaimedBack(t *testing.T) {
 			if err := q.Publish(ctx, first); err != nil {
 				t.Fatal(err)
 			}
-			ds := receiveN(t, q, 1, 10)
+			ds := testenv.ReceiveN(t, q, 1, 10)
 			if err := q.Ack(ctx, ds); err != nil {
 				t.Fatal(err)
 			}
@@ -251,7 +223,7 @@ func TestAnEntryReadButNeverHandedOutIsClaimedBack(t *testing.T) {
 				Streams: []string{key, ">"}, Count: 10, Block: -1}).Err(); err != nil {
 				t.Fatal(err)
 			}
-			got := receiveN(t, q, 1, 10)
+			got := testenv.ReceiveN(t, q, 1, 10)
 			if got[0].Order != lost || got[0].Attempts != 2 {
 				t.Fatalf("got %v attempts %d, want %v attempts 2", got[0].Order, got[0].Attempts, lost)
 			}
@@ -285,7 +257,7 @@ func TestFinishedStreamsOfGoneVouchersAreCollected(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ds := receiveN(t, q, 3, 10)
+			ds := testenv.ReceiveN(t, q, 3, 10)
 			// Another producer's stream appears only now.
 			if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: keys(undeliv).Orders, Values: redisschema.EncodeOrder(order(t, 3, undeliv))}).Err(); err != nil {
 				t.Fatal(err)
@@ -303,7 +275,7 @@ func TestFinishedStreamsOfGoneVouchersAreCollected(t *testing.T) {
 			}
 			// The collection runs before each read: the undelivered entry
 			// survives it and is read.
-			late := receiveN(t, q, 1, 10)
+			late := testenv.ReceiveN(t, q, 1, 10)
 			if late[0].Order.VoucherID() != undeliv {
 				t.Fatalf("got %v, want the other producer's order", late[0].Order)
 			}
@@ -348,7 +320,7 @@ func TestFinishedStreamsOfGoneVouchersAreCollected(t *testing.T) {
 			if err := q.Publish(ctx, again); err != nil {
 				t.Fatal(err)
 			}
-			if ds := receiveN(t, q, 1, 10); ds[0].Order != again {
+			if ds := testenv.ReceiveN(t, q, 1, 10); ds[0].Order != again {
 				t.Fatalf("got %v, want %v", ds[0].Order, again)
 			}
 		})
@@ -406,4 +378,32 @@ func BenchmarkReceiveAck(b *testing.B) {
 	if n, _ := q.Pending(ctx, 7); n != 0 {
 		b.Fatalf("%d entries left", n)
 	}
+}
+
+// A stream's states follow the diagram in stream.go: the own leftovers are
+// re-read only the first time its group is made, never after a lost group.
+func TestStreamStates(t *testing.T) {
+	s := &stream{state: stateNew, claimFrom: "0-0", nextClaim: time.Now().Add(time.Hour)}
+	step := func(what string, f func(), want streamState, grouped bool) {
+		t.Helper()
+		f()
+		if s.state != want || s.grouped() != grouped {
+			t.Fatalf("after %s: %s (grouped %v), want %s (grouped %v)", what, s.state, s.grouped(), want, grouped)
+		}
+	}
+	step("group made", s.groupMade, stateRecovering, true)
+	if s.cursor != "0" || !s.nextClaim.IsZero() {
+		t.Fatalf("recovering from %q, next claim %v; want from 0, a claim due at once", s.cursor, s.nextClaim)
+	}
+	step("recovered", s.recovered, stateReading, true)
+	step("group lost", s.groupLost, stateLostGroup, false)
+	step("group made again", s.groupMade, stateReading, true)
+	step("drain of an empty stream", func() { s.drainUpTo("") }, stateDrained, true)
+
+	s = &stream{state: stateReading}
+	step("drain", func() { s.drainUpTo("5-0") }, stateDraining, true)
+	if s.drainTo != "5-0" {
+		t.Fatalf("draining to %q, want 5-0", s.drainTo)
+	}
+	step("drained", s.drained, stateDrained, true)
 }
