@@ -65,7 +65,7 @@ func TestPreheatWritesTheLayoutWithExpiry(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			rdb := b.rdb(t)
 			prefix := testenv.KeyPrefix(t)
-			t.Cleanup(func() { dropPrefix(rdb, prefix) })
+			testenv.DropPrefix(t, rdb, prefix)
 			ctx := context.Background()
 			g := redisgate.New(rdb, redisgate.Options{Prefix: prefix, Retention: 2 * time.Hour})
 			now := time.Now()
@@ -200,7 +200,7 @@ func TestRestoreNeverClobbersAConcurrentPreheat(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			rdb := b.rdb(t)
 			prefix := testenv.KeyPrefix(t)
-			t.Cleanup(func() { dropPrefix(rdb, prefix) })
+			testenv.DropPrefix(t, rdb, prefix)
 			g := redisgate.New(rdb, redisgate.Options{Prefix: prefix})
 			ctx := context.Background()
 			now := time.Now()
@@ -238,18 +238,5 @@ func TestRestoreNeverClobbersAConcurrentPreheat(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func dropPrefix(rdb redis.UniversalClient, prefix string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	var keys []string
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-	}
-	if len(keys) > 0 {
-		_ = rdb.Del(ctx, keys...).Err()
 	}
 }

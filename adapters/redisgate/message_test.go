@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
@@ -17,15 +15,9 @@ import (
 // with redisschema.DecodeOrder: what the script appends must decode to the
 // order reserved, with nothing but the codec's fields.
 func TestClaimScriptWritesTheCodecsOrderMessage(t *testing.T) {
-	for _, b := range []struct {
-		name string
-		rdb  func(t *testing.T) redis.UniversalClient
-	}{
-		{"miniredis", func(t *testing.T) redis.UniversalClient { _, c := testenv.MiniRedis(t); return c }},
-		{"redis", func(t *testing.T) redis.UniversalClient { return testenv.RealRedis(t) }},
-	} {
-		t.Run(b.name, func(t *testing.T) {
-			rdb := b.rdb(t)
+	for _, b := range testenv.Redises() {
+		t.Run(b.Name, func(t *testing.T) {
+			rdb := b.Client(t)
 			prefix := testenv.KeyPrefix(t)
 			testenv.DropPrefix(t, rdb, prefix)
 			ctx := context.Background()

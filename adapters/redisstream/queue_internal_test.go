@@ -99,18 +99,6 @@ func TestRefsAndIDs(t *testing.T) {
 	}
 }
 
-type backend struct {
-	name string
-	rdb  func(t *testing.T) redis.UniversalClient
-}
-
-func backends() []backend {
-	return []backend{
-		{"miniredis", func(t *testing.T) redis.UniversalClient { _, c := testenv.MiniRedis(t); return c }},
-		{"redis", func(t *testing.T) redis.UniversalClient { return testenv.RealRedis(t) }},
-	}
-}
-
 func newTestQueue(t *testing.T, rdb redis.UniversalClient, prefix string, tweak func(*Options)) *Queue {
 	t.Helper()
 	testenv.DropPrefix(t, rdb, prefix)
@@ -147,10 +135,10 @@ func receiveNothing(t *testing.T, q *Queue, d time.Duration) {
 }
 
 func TestReadsEveryStreamWhetherKeysAreShardedOrNot(t *testing.T) {
-	for _, b := range backends() {
+	for _, b := range testenv.Redises() {
 		for _, sharded := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/sharded_%v", b.name, sharded), func(t *testing.T) {
-				rdb := b.rdb(t)
+			t.Run(fmt.Sprintf("%s/sharded_%v", b.Name, sharded), func(t *testing.T) {
+				rdb := b.Client(t)
 				q := newTestQueue(t, rdb, testenv.KeyPrefix(t), nil)
 				q.perStream = sharded // what a ClusterClient gets
 				var want []domain.VoucherOrder
@@ -197,9 +185,9 @@ func TestReadsEveryStreamWhetherKeysAreShardedOrNot(t *testing.T) {
 }
 
 func TestAnEntryReadButNeverHandedOutIsClaimedBack(t *testing.T) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
-			rdb := b.rdb(t)
+	for _, b := range testenv.Redises() {
+		t.Run(b.Name, func(t *testing.T) {
+			rdb := b.Client(t)
 			q := newTestQueue(t, rdb, testenv.KeyPrefix(t), func(o *Options) {
 				o.MinIdle, o.ClaimInterval = 50*time.Millisecond, 10*time.Millisecond
 			})
@@ -232,9 +220,9 @@ func TestAnEntryReadButNeverHandedOutIsClaimedBack(t *testing.T) {
 }
 
 func TestFinishedStreamsOfGoneVouchersAreCollected(t *testing.T) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
-			rdb := b.rdb(t)
+	for _, b := range testenv.Redises() {
+		t.Run(b.Name, func(t *testing.T) {
+			rdb := b.Client(t)
 			ctx := context.Background()
 			q := newTestQueue(t, rdb, testenv.KeyPrefix(t), nil)
 			q.discoverEvery, q.collectEvery = 0, 0 // on every read

@@ -184,18 +184,6 @@ func (s *streamLogBuffer) String() string {
 	return s.b.String()
 }
 
-type streamBackend struct {
-	name string
-	rdb  func(t *testing.T) redis.UniversalClient
-}
-
-func streamBackends() []streamBackend {
-	return []streamBackend{
-		{"miniredis", func(t *testing.T) redis.UniversalClient { _, c := testenv.MiniRedis(t); return c }},
-		{"redis", func(t *testing.T) redis.UniversalClient { return testenv.RealRedis(t) }},
-	}
-}
-
 const streamVoucher domain.VoucherID = 7
 
 func TestStreamQueue(t *testing.T) {
@@ -727,11 +715,11 @@ func TestStreamQueue(t *testing.T) {
 		}},
 	}
 
-	for _, b := range streamBackends() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.Redises() {
+		t.Run(b.Name, func(t *testing.T) {
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
-					rdb := b.rdb(t)
+					rdb := b.Client(t)
 					c.run(t, streamEnv{rdb: rdb, prefix: testenv.KeyPrefix(t)})
 				})
 			}

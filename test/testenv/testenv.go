@@ -82,6 +82,22 @@ func MiniRedis(t testing.TB) (*miniredis.Miniredis, *redis.Client) {
 	return m, c
 }
 
+// RedisBackend is one Redis a test runs against.
+type RedisBackend struct {
+	Name   string
+	Client func(t testing.TB) redis.UniversalClient
+}
+
+// Redises lists the Redis backends of a test that must hold on both:
+// miniredis always, and the real Redis of SECKILL_TEST_REDIS_URL (which skips
+// without it, or fails under CI).
+func Redises() []RedisBackend {
+	return []RedisBackend{
+		{"miniredis", func(t testing.TB) redis.UniversalClient { _, c := MiniRedis(t); return c }},
+		{"redis", func(t testing.TB) redis.UniversalClient { return RealRedis(t) }},
+	}
+}
+
 // MySQLDSN creates a fresh database on the server named by
 // SECKILL_TEST_MYSQL_DSN, drops it when the test ends, and returns a DSN for it.
 func MySQLDSN(t testing.TB) string {
