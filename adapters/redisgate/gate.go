@@ -145,15 +145,12 @@ func (g *Gate) Enqueues() bool { return g.enqueue }
 
 func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) (ports.Reservation, error) {
 	k := g.keys(o.VoucherID())
-	enqueue := "0"
+	args := []any{int64(o.UserID()), int64(o.ID()), int64(o.VoucherID()), "0", g.retention.Milliseconds()}
 	if g.enqueue {
-		enqueue = "1"
+		args[3] = "1"
+		args = append(args, redisschema.EncodeOrder(o)...) // the message the script XADDs
 	}
-	code, err := claimScript.Run(ctx, g.rdb,
-		[]string{k.Voucher, k.Buyers, k.Orders},
-		append([]any{int64(o.UserID()), int64(o.ID()), int64(o.VoucherID()), enqueue, g.retention.Milliseconds()},
-			redisschema.EncodeOrder(o)...)...,
-	).Int64()
+	code, err := claimScript.Run(ctx, g.rdb, []string{k.Voucher, k.Buyers, k.Orders}, args...).Int64()
 	if err != nil {
 		return ports.Reservation{}, fmt.Errorf("claim script for %s: %w", o, err)
 	}
