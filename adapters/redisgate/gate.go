@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -78,10 +79,10 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 		panic("redisgate: New needs a non-nil Redis client")
 	}
 	if opts.Prefix == "" {
-		opts.Prefix = DefaultPrefix
+		opts.Prefix = redisschema.DefaultPrefix
 	}
-	if !validPrefix(opts.Prefix) {
-		panic(fmt.Sprintf("redisgate: prefix %q must not contain '{' or '}'", opts.Prefix))
+	if err := redisschema.ValidatePrefix(opts.Prefix); err != nil {
+		panic("redisgate: " + err.Error())
 	}
 	if opts.Retention <= 0 {
 		opts.Retention = DefaultRetention
@@ -89,7 +90,7 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 	return &Gate{rdb: rdb, prefix: opts.Prefix, retention: opts.Retention}
 }
 
-func (g *Gate) keys(id domain.VoucherID) Keys { return KeysFor(g.prefix, id) }
+func (g *Gate) keys(id domain.VoucherID) redisschema.Keys { return redisschema.KeysFor(g.prefix, id) }
 
 func (g *Gate) expireAt(s domain.Sale) time.Time { return s.End().Add(g.retention) }
 
@@ -157,12 +158,12 @@ func (g *Gate) Prefix() string { return g.prefix }
 // whose buyers do not hold that ID, and Queued checks them.
 func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder bool) error {
 	k := g.keys(o.VoucherID())
-	flag := "0"
-	if appendOrder {
-		flag = "1"
-	}
 	keys := []string{k.Voucher, k.Buyers, k.Orders}
-	args := []any{int64(o.UserID()), int64(o.ID()), int64(o.VoucherID()), flag, g.retention.Milliseconds()}
+	args := []any{int64(o.UserID()), int64(o.ID()), int64(o.VoucherID()), "0", g.retention.Milliseconds()}
+	if appendOrder {
+		args[3] = "1"
+		args = append(args, redisschema.EncodeOrder(o)...) // the message the script XADDs
+	}
 	pipe := g.rdb.Pipeline()
 	run := pipe.EvalSha(ctx, claimScript.Hash(), keys, args...)
 	index := pipe.Set(ctx, g.orderKey(o.ID()), indexValue(o), max(g.retention, minIndexTTL))
@@ -254,7 +255,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 		// Cheap early answer for the common case; the script decides for real.
 		return false, g.addLive(ctx, k, v.ID())
 	}
-	staging := k.staging(randomToken())
+	staging := k.Staging(randomToken())
 	if err := g.stage(ctx, staging, marks); err != nil {
 		// Best effort: the TTL reclaims it otherwise.
 		_ = g.rdb.Del(context.WithoutCancel(ctx), staging).Err()
@@ -320,7 +321,7 @@ func (g *Gate) stage(ctx context.Context, key string, marks map[domain.UserID]do
 	return nil
 }
 
-func (g *Gate) addLive(ctx context.Context, k Keys, id domain.VoucherID) error {
+func (g *Gate) addLive(ctx context.Context, k redisschema.Keys, id domain.VoucherID) error {
 	if err := g.rdb.SAdd(ctx, k.Live, int64(id)).Err(); err != nil {
 		return fmt.Errorf("add voucher %d to live set: %w", id, err)
 	}
@@ -366,7 +367,7 @@ func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID
 // so the set must not grow with every sale ever made; the service runs this
 // with its periodic gate check.
 func (g *Gate) PruneLive(ctx context.Context) (int, error) {
-	live := KeysFor(g.prefix, 0).Live
+	live := redisschema.LiveSet(g.prefix)
 	members, err := g.rdb.SMembers(ctx, live).Result()
 	if err != nil {
 		return 0, fmt.Errorf("prune live set: %w", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/test/testenv"
 )
@@ -40,14 +41,6 @@ func order(t *testing.T, id domain.OrderID, user domain.UserID, v domain.Voucher
 	return o
 }
 
-func TestKeysShareTheVouchersHashTag(t *testing.T) {
-	k := redisgate.KeysFor("seckill:", 42)
-	want := redisgate.Keys{Voucher: "seckill:{42}:voucher", Buyers: "seckill:{42}:buyers", Orders: "seckill:{42}:orders", Live: "seckill:vouchers"}
-	if k.Voucher != want.Voucher || k.Buyers != want.Buyers || k.Orders != want.Orders || k.Live != want.Live {
-		t.Fatalf("KeysFor = %+v, want %+v", k, want)
-	}
-}
-
 func TestNewRefusesABraceInThePrefix(t *testing.T) {
 	defer func() {
 		if recover() == nil {
@@ -72,7 +65,7 @@ func TestPreheatWritesTheLayoutWithExpiry(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			rdb := b.rdb(t)
 			prefix := testenv.KeyPrefix(t)
-			t.Cleanup(func() { dropPrefix(rdb, prefix) })
+			testenv.DropPrefix(t, rdb, prefix)
 			ctx := context.Background()
 			g := redisgate.New(rdb, redisgate.Options{Prefix: prefix, Retention: 2 * time.Hour})
 			now := time.Now()
@@ -80,7 +73,7 @@ func TestPreheatWritesTheLayoutWithExpiry(t *testing.T) {
 			if err := g.Preheat(ctx, voucher(t, 42, 5, begin, end)); err != nil {
 				t.Fatal(err)
 			}
-			k := redisgate.KeysFor(prefix, 42)
+			k := redisschema.KeysFor(prefix, 42)
 			got, _ := rdb.HGetAll(ctx, k.Voucher).Result()
 			if got["stock"] != "5" || got["begin"] != strconv.FormatInt(begin.UnixMilli(), 10) || got["end"] != strconv.FormatInt(end.UnixMilli(), 10) {
 				t.Fatalf("voucher hash = %v", got)
@@ -167,7 +160,7 @@ func TestPruneLiveDropsVouchersWhoseKeysExpired(t *testing.T) {
 			if _, err := g.PruneLive(ctx); err != nil {
 				t.Fatal(err)
 			}
-			live, _ := rdb.SMembers(ctx, redisgate.KeysFor(redisgate.DefaultPrefix, 0).Live).Result()
+			live, _ := rdb.SMembers(ctx, redisschema.LiveSet(redisschema.DefaultPrefix)).Result()
 			want := map[bool]int{false: 1, true: 2}[enqueue]
 			if len(live) != want {
 				// In stream mode the stream never expires: voucher 1 stays
@@ -214,7 +207,7 @@ func TestRestoreNeverClobbersAConcurrentPreheat(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			rdb := b.rdb(t)
 			prefix := testenv.KeyPrefix(t)
-			t.Cleanup(func() { dropPrefix(rdb, prefix) })
+			testenv.DropPrefix(t, rdb, prefix)
 			g := redisgate.New(rdb, redisgate.Options{Prefix: prefix})
 			ctx := context.Background()
 			now := time.Now()
@@ -252,18 +245,5 @@ func TestRestoreNeverClobbersAConcurrentPreheat(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func dropPrefix(rdb redis.UniversalClient, prefix string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	var keys []string
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-	}
-	if len(keys) > 0 {
-		_ = rdb.Del(ctx, keys...).Err()
 	}
 }

@@ -2,7 +2,7 @@
 -- KEYS[1] order stream
 -- ARGV[1] group, ARGV[2..] entry IDs
 -- Returns how many of them were still pending.
--- The XDEL is the stream's trimming (see trimming in queue.go): it removes
+-- The XDEL is the stream's trimming (see trimming in ack.go): it removes
 -- exactly the entries just acknowledged, so it can never remove one that is
 -- pending or not yet delivered, and being in one script with the XACK, no
 -- crash can leave an acknowledged entry behind (which would make XLEN, the

@@ -12,16 +12,16 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 	"github.com/hmdp-go/seckill/test/testenv"
 )
 
-// The behaviour callers see is proven in test/contract (the OrderQueue suite
-// and orderqueue_stream_test.go). These tests cover the parts only reachable
-// from inside: option checks, decoding, the sharded (cluster) read path, the
-// garbage collection of streams, and recovery from lost replies and groups.
+// The behaviour callers see is proven in test/contract (the OrderQueue suite)
+// and queue_test.go. These tests cover the parts only reachable from inside:
+// option checks, stream states, the sharded (cluster) read path, the garbage
+// collection of streams, and recovery from lost replies and groups.
 
 func TestNewValidatesOptions(t *testing.T) {
 	_, rdb := testenv.MiniRedis(t)
@@ -72,37 +72,6 @@ func TestNewValidatesOptions(t *testing.T) {
 	}
 }
 
-func TestDecode(t *testing.T) {
-	tests := []struct {
-		name    string
-		values  map[string]any
-		want    string // the order, or a fragment of the error
-		wantErr bool
-	}{
-		{"claim_script_fields", map[string]any{"id": "77", "userId": "5", "voucherId": "7"}, "order 77 (user 5, voucher 7)", false},
-		{"extra_fields_are_ignored", map[string]any{"id": "77", "userId": "5", "voucherId": "7", "trace": "x"}, "order 77", false},
-		{"no_fields", nil, "no fields", true},
-		{"missing_user", map[string]any{"id": "77", "voucherId": "7"}, "userId is missing", true},
-		{"not_a_number", map[string]any{"id": "77", "userId": "5x", "voucherId": "7"}, "not an integer", true},
-		{"overflow", map[string]any{"id": "99999999999999999999", "userId": "5", "voucherId": "7"}, "not an integer", true},
-		{"another_vouchers_order", map[string]any{"id": "77", "userId": "5", "voucherId": "8"}, "not the voucher 7", true},
-		{"zero_user", map[string]any{"id": "77", "userId": "0", "voucherId": "7"}, "userId", true},
-		{"negative_id", map[string]any{"id": "-77", "userId": "5", "voucherId": "7"}, "orderId", true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			o, err := decode(7, redis.XMessage{ID: "1-0", Values: tt.values})
-			got := fmt.Sprint(o)
-			if err != nil {
-				got = err.Error()
-			}
-			if (err != nil) != tt.wantErr || !strings.Contains(got, tt.want) {
-				t.Fatalf("decode = %q (err %v), want %q", got, err, tt.want)
-			}
-		})
-	}
-}
-
 func TestRefsAndIDs(t *testing.T) {
 	r := entryRef{stream: "a/b:{7}:orders", id: "1700-3"}
 	back, err := parseRef(r.String())
@@ -130,31 +99,9 @@ func TestRefsAndIDs(t *testing.T) {
 	}
 }
 
-type backend struct {
-	name string
-	rdb  func(t *testing.T) redis.UniversalClient
-}
-
-func backends() []backend {
-	return []backend{
-		{"miniredis", func(t *testing.T) redis.UniversalClient { _, c := testenv.MiniRedis(t); return c }},
-		{"redis", func(t *testing.T) redis.UniversalClient { return testenv.RealRedis(t) }},
-	}
-}
-
 func newTestQueue(t *testing.T, rdb redis.UniversalClient, prefix string, tweak func(*Options)) *Queue {
 	t.Helper()
-	t.Cleanup(func() {
-		ctx := context.Background()
-		var keys []string
-		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if len(keys) > 0 {
-			_ = rdb.Del(ctx, keys...).Err()
-		}
-	})
+	testenv.DropPrefix(t, rdb, prefix)
 	o := Options{Prefix: prefix, Consumer: "c1", Block: 20 * time.Millisecond}
 	if tweak != nil {
 		tweak(&o)
@@ -176,24 +123,6 @@ func order(t *testing.T, id int, vid domain.VoucherID) domain.VoucherOrder {
 	return o
 }
 
-func receiveN(t *testing.T, q *Queue, n, max int) []ports.Delivery {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var got []ports.Delivery
-	for len(got) < n {
-		ds, err := q.Receive(ctx, max)
-		if err != nil {
-			t.Fatalf("receive after %d of %d: %v", len(got), n, err)
-		}
-		if len(ds) > max {
-			t.Fatalf("%d deliveries, max %d", len(ds), max)
-		}
-		got = append(got, ds...)
-	}
-	return got
-}
-
 // receiveNothing lets Receive run its loop (discovery, collection, claims)
 // for d and expects it to find nothing.
 func receiveNothing(t *testing.T, q *Queue, d time.Duration) {
@@ -206,10 +135,10 @@ func receiveNothing(t *testing.T, q *Queue, d time.Duration) {
 }
 
 func TestReadsEveryStreamWhetherKeysAreShardedOrNot(t *testing.T) {
-	for _, b := range backends() {
+	for _, b := range testenv.Redises() {
 		for _, sharded := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/sharded_%v", b.name, sharded), func(t *testing.T) {
-				rdb := b.rdb(t)
+			t.Run(fmt.Sprintf("%s/sharded_%v", b.Name, sharded), func(t *testing.T) {
+				rdb := b.Client(t)
 				q := newTestQueue(t, rdb, testenv.KeyPrefix(t), nil)
 				q.perStream = sharded // what a ClusterClient gets
 				var want []domain.VoucherOrder
@@ -220,7 +149,7 @@ func TestReadsEveryStreamWhetherKeysAreShardedOrNot(t *testing.T) {
 					}
 					want = append(want, o)
 				}
-				got := receiveN(t, q, 30, 4)
+				got := testenv.ReceiveN(t, q, 30, 4)
 				// Per voucher, stream order; across vouchers, any interleaving.
 				per := map[domain.VoucherID][]domain.OrderID{}
 				for _, d := range got {
@@ -239,15 +168,15 @@ func TestReadsEveryStreamWhetherKeysAreShardedOrNot(t *testing.T) {
 
 				// A group destroyed by hand is made again, and a new entry
 				// behind it is delivered.
-				key := redisgate.KeysFor(q.opts.Prefix, 2).Orders
+				key := redisschema.KeysFor(q.opts.Prefix, 2).Orders
 				if err := rdb.XGroupDestroy(context.Background(), key, DefaultGroup).Err(); err != nil {
 					t.Fatal(err)
 				}
 				late := order(t, 99, 2)
-				if err := rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: key, Values: orderFields(late)}).Err(); err != nil {
+				if err := rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: key, Values: redisschema.EncodeOrder(late)}).Err(); err != nil {
 					t.Fatal(err)
 				}
-				if ds := receiveN(t, q, 1, 4); ds[0].Order != late {
+				if ds := testenv.ReceiveN(t, q, 1, 4); ds[0].Order != late {
 					t.Fatalf("after the group was destroyed got %v, want %v", ds[0].Order, late)
 				}
 			})
@@ -256,9 +185,9 @@ func TestReadsEveryStreamWhetherKeysAreShardedOrNot(t *testing.T) {
 }
 
 func TestAnEntryReadButNeverHandedOutIsClaimedBack(t *testing.T) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
-			rdb := b.rdb(t)
+	for _, b := range testenv.Redises() {
+		t.Run(b.Name, func(t *testing.T) {
+			rdb := b.Client(t)
 			q := newTestQueue(t, rdb, testenv.KeyPrefix(t), func(o *Options) {
 				o.MinIdle, o.ClaimInterval = 50*time.Millisecond, 10*time.Millisecond
 			})
@@ -267,22 +196,22 @@ func TestAnEntryReadButNeverHandedOutIsClaimedBack(t *testing.T) {
 			if err := q.Publish(ctx, first); err != nil {
 				t.Fatal(err)
 			}
-			ds := receiveN(t, q, 1, 10)
+			ds := testenv.ReceiveN(t, q, 1, 10)
 			if err := q.Ack(ctx, ds); err != nil {
 				t.Fatal(err)
 			}
 			// A read whose reply was lost: Redis counts the entry delivered to
 			// c1, but no Receive ever returned it.
 			lost := order(t, 2, 7)
-			key := redisgate.KeysFor(q.opts.Prefix, 7).Orders
-			if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: orderFields(lost)}).Err(); err != nil {
+			key := redisschema.KeysFor(q.opts.Prefix, 7).Orders
+			if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: redisschema.EncodeOrder(lost)}).Err(); err != nil {
 				t.Fatal(err)
 			}
 			if err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: DefaultGroup, Consumer: "c1",
 				Streams: []string{key, ">"}, Count: 10, Block: -1}).Err(); err != nil {
 				t.Fatal(err)
 			}
-			got := receiveN(t, q, 1, 10)
+			got := testenv.ReceiveN(t, q, 1, 10)
 			if got[0].Order != lost || got[0].Attempts != 2 {
 				t.Fatalf("got %v attempts %d, want %v attempts 2", got[0].Order, got[0].Attempts, lost)
 			}
@@ -291,13 +220,13 @@ func TestAnEntryReadButNeverHandedOutIsClaimedBack(t *testing.T) {
 }
 
 func TestFinishedStreamsOfGoneVouchersAreCollected(t *testing.T) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
-			rdb := b.rdb(t)
+	for _, b := range testenv.Redises() {
+		t.Run(b.Name, func(t *testing.T) {
+			rdb := b.Client(t)
 			ctx := context.Background()
 			q := newTestQueue(t, rdb, testenv.KeyPrefix(t), nil)
 			q.discoverEvery, q.collectEvery = 0, 0 // on every read
-			keys := func(vid domain.VoucherID) redisgate.Keys { return redisgate.KeysFor(q.opts.Prefix, vid) }
+			keys := func(vid domain.VoucherID) redisschema.Keys { return redisschema.KeysFor(q.opts.Prefix, vid) }
 			const (
 				finished  domain.VoucherID = 1 // gate gone, every entry acked: collected
 				unacked   domain.VoucherID = 2 // gate gone, an entry held: kept
@@ -316,9 +245,9 @@ func TestFinishedStreamsOfGoneVouchersAreCollected(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ds := receiveN(t, q, 3, 10)
+			ds := testenv.ReceiveN(t, q, 3, 10)
 			// Another producer's stream appears only now.
-			if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: keys(undeliv).Orders, Values: orderFields(order(t, 3, undeliv))}).Err(); err != nil {
+			if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: keys(undeliv).Orders, Values: redisschema.EncodeOrder(order(t, 3, undeliv))}).Err(); err != nil {
 				t.Fatal(err)
 			}
 			if err := rdb.SAdd(ctx, q.registry, int64(undeliv)).Err(); err != nil {
@@ -334,7 +263,7 @@ func TestFinishedStreamsOfGoneVouchersAreCollected(t *testing.T) {
 			}
 			// The collection runs before each read: the undelivered entry
 			// survives it and is read.
-			late := receiveN(t, q, 1, 10)
+			late := testenv.ReceiveN(t, q, 1, 10)
 			if late[0].Order.VoucherID() != undeliv {
 				t.Fatalf("got %v, want the other producer's order", late[0].Order)
 			}
@@ -379,7 +308,7 @@ func TestFinishedStreamsOfGoneVouchersAreCollected(t *testing.T) {
 			if err := q.Publish(ctx, again); err != nil {
 				t.Fatal(err)
 			}
-			if ds := receiveN(t, q, 1, 10); ds[0].Order != again {
+			if ds := testenv.ReceiveN(t, q, 1, 10); ds[0].Order != again {
 				t.Fatalf("got %v, want %v", ds[0].Order, again)
 			}
 		})
@@ -404,14 +333,14 @@ func BenchmarkReceiveAck(b *testing.B) {
 	defer func() {
 		_ = q.Close()
 		ctx := context.Background()
-		_ = rdb.Del(ctx, redisgate.KeysFor(prefix, 7).Orders, q.registry).Err()
+		_ = rdb.Del(ctx, redisschema.KeysFor(prefix, 7).Orders, q.registry).Err()
 	}()
 	ctx := context.Background()
-	key := redisgate.KeysFor(prefix, 7).Orders
+	key := redisschema.KeysFor(prefix, 7).Orders
 	pipe := rdb.Pipeline()
 	for i := 1; i <= b.N; i++ {
 		o, _ := domain.NewVoucherOrder(domain.OrderID(i), domain.UserID(i), 7)
-		pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: orderFields(o)})
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: redisschema.EncodeOrder(o)})
 		if i%1000 == 0 || i == b.N {
 			if _, err := pipe.Exec(ctx); err != nil {
 				b.Fatal(err)
@@ -437,4 +366,32 @@ func BenchmarkReceiveAck(b *testing.B) {
 	if n, _ := q.Pending(ctx, 7); n != 0 {
 		b.Fatalf("%d entries left", n)
 	}
+}
+
+// A stream's states follow the diagram in stream.go: the own leftovers are
+// re-read only the first time its group is made, never after a lost group.
+func TestStreamStates(t *testing.T) {
+	s := &stream{state: stateNew, claimFrom: "0-0", nextClaim: time.Now().Add(time.Hour)}
+	step := func(what string, f func(), want streamState, grouped bool) {
+		t.Helper()
+		f()
+		if s.state != want || s.grouped() != grouped {
+			t.Fatalf("after %s: %s (grouped %v), want %s (grouped %v)", what, s.state, s.grouped(), want, grouped)
+		}
+	}
+	step("group made", s.groupMade, stateRecovering, true)
+	if s.cursor != "0" || !s.nextClaim.IsZero() {
+		t.Fatalf("recovering from %q, next claim %v; want from 0, a claim due at once", s.cursor, s.nextClaim)
+	}
+	step("recovered", s.recovered, stateReading, true)
+	step("group lost", s.groupLost, stateLostGroup, false)
+	step("group made again", s.groupMade, stateReading, true)
+	step("drain of an empty stream", func() { s.drainUpTo("") }, stateDrained, true)
+
+	s = &stream{state: stateReading}
+	step("drain", func() { s.drainUpTo("5-0") }, stateDraining, true)
+	if s.drainTo != "5-0" {
+		t.Fatalf("draining to %q, want 5-0", s.drainTo)
+	}
+	step("drained", s.drained, stateDrained, true)
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/domain"
 )
 
@@ -43,7 +42,7 @@ func (q *Queue) discover(ctx context.Context, now time.Time) error {
 		pipe := q.rdb.Pipeline()
 		exists := make([]*redis.IntCmd, len(fresh))
 		for i, vid := range fresh {
-			k := redisgate.KeysFor(q.opts.Prefix, vid)
+			k := q.keys(vid)
 			exists[i] = pipe.Exists(ctx, k.Voucher, k.Orders) // one hash tag: one slot
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
@@ -64,37 +63,21 @@ func (q *Queue) discover(ctx context.Context, now time.Time) error {
 	}
 
 	for vid := range registered {
-		if q.streams[vid] == nil {
-			q.streams[vid] = q.newStream(vid)
+		if q.rd.streams[vid] == nil {
+			q.rd.streams[vid] = q.newStream(vid)
 		}
 	}
-	for vid, s := range q.streams {
-		if !registered[vid] && !q.keeps(s) {
-			delete(q.streams, vid)
+	for vid, s := range q.rd.streams {
+		if !registered[vid] && !q.in.keeps(s) {
+			delete(q.rd.streams, vid)
 		}
 	}
-	q.nextDiscover = now.Add(q.discoverEvery)
-	if !now.Before(q.nextCollect) {
-		q.nextCollect = now.Add(q.collectEvery)
+	q.rd.nextDiscover = now.Add(q.discoverEvery)
+	if !now.Before(q.rd.nextCollect) {
+		q.rd.nextCollect = now.Add(q.collectEvery)
 		q.collect(ctx, registered)
 	}
 	return nil
-}
-
-// keeps tells whether this process has reason to read a stream the registry
-// does not name: entries of it it holds, or a Publish to it not yet adopted.
-func (q *Queue) keeps(s *stream) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.published[s.vid] {
-		return true
-	}
-	for _, r := range q.held {
-		if r.stream == s.key {
-			return true
-		}
-	}
-	return false
 }
 
 // adopt takes on the streams Publish wrote and makes sure the group exists on
@@ -103,10 +86,7 @@ func (q *Queue) keeps(s *stream) bool {
 // second instance gets BUSYGROUP, which is fine. A stream taken on for the
 // first time gets its own-pending re-read scheduled.
 func (q *Queue) adopt(ctx context.Context) error {
-	q.mu.Lock()
-	pub := q.published
-	q.published = map[domain.VoucherID]bool{}
-	q.mu.Unlock()
+	pub := q.in.takePublished()
 	if len(pub) > 0 {
 		ids := make([]any, 0, len(pub))
 		for vid := range pub {
@@ -114,22 +94,18 @@ func (q *Queue) adopt(ctx context.Context) error {
 		}
 		// Publish registered them already unless that failed; once more is cheap.
 		if err := q.rdb.SAdd(ctx, q.registry, ids...).Err(); err != nil {
-			q.mu.Lock()
-			for vid := range pub {
-				q.published[vid] = true
-			}
-			q.mu.Unlock()
+			q.in.putBackPublished(pub)
 			return fmt.Errorf("register order streams: %w", err)
 		}
 		for vid := range pub {
-			if q.streams[vid] == nil {
-				q.streams[vid] = q.newStream(vid)
+			if q.rd.streams[vid] == nil {
+				q.rd.streams[vid] = q.newStream(vid)
 			}
 		}
 	}
 
 	for _, s := range q.sorted() {
-		if s.grouped {
+		if s.grouped() {
 			continue
 		}
 		err := q.rdb.XGroupCreateMkStream(ctx, s.key, q.opts.Group, "0").Err()
@@ -140,16 +116,12 @@ func (q *Queue) adopt(ctx context.Context) error {
 			// the other streams go on; discovery brings it back to try again.
 			q.opts.Log.Error().Err(err).Str("stream", s.key).
 				Msg("cannot create the consumer group on an order stream; its orders are not fulfilled until the key is repaired")
-			delete(q.streams, s.vid)
+			delete(q.rd.streams, s.vid)
 			continue
 		default:
 			return fmt.Errorf("create consumer group %s on %s: %w", q.opts.Group, s.key, err)
 		}
-		s.grouped = true
-		if !s.started {
-			s.started, s.history = true, "0"
-			s.nextClaim = time.Time{} // a dead instance's leftovers may be due already
-		}
+		s.groupMade()
 	}
 	return nil
 }
@@ -172,7 +144,7 @@ func (q *Queue) collect(ctx context.Context, registered map[domain.VoucherID]boo
 	sort.Slice(vids, func(i, j int) bool { return vids[i] < vids[j] })
 	calls := make([]scriptCall, len(vids))
 	for i, vid := range vids {
-		k := redisgate.KeysFor(q.opts.Prefix, vid)
+		k := q.keys(vid)
 		calls[i] = scriptCall{keys: []string{k.Voucher, k.Orders}}
 	}
 	cmds, err := runScripts(ctx, q.rdb, gcScript, calls)
@@ -199,7 +171,7 @@ func (q *Queue) collect(ctx context.Context, registered map[domain.VoucherID]boo
 	pipe := q.rdb.Pipeline()
 	exists := make([]*redis.IntCmd, len(gone))
 	for i, vid := range gone {
-		exists[i] = pipe.Exists(ctx, redisgate.KeysFor(q.opts.Prefix, vid).Orders)
+		exists[i] = pipe.Exists(ctx, q.keys(vid).Orders)
 	}
 	_, err = pipe.Exec(ctx)
 	var back []any
@@ -210,7 +182,7 @@ func (q *Queue) collect(ctx context.Context, registered map[domain.VoucherID]boo
 			back = append(back, int64(vid))
 			continue
 		}
-		delete(q.streams, vid)
+		delete(q.rd.streams, vid)
 	}
 	if len(back) > 0 {
 		if err := q.rdb.SAdd(ctx, q.registry, back...).Err(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/hmdp-go/seckill/adapters/chanqueue"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/adapters/redisstream"
 	"github.com/hmdp-go/seckill/adapters/worker"
 	"github.com/hmdp-go/seckill/application"
@@ -106,7 +107,7 @@ func streamAlone(ctx context.Context, rdb *redis.Client, prefix string, v domain
 	if err := gate.Preheat(ctx, v); err != nil {
 		return 0, err
 	}
-	key := redisgate.KeysFor(prefix, v.ID()).Orders
+	key := redisschema.KeysFor(prefix, v.ID()).Orders
 	for start := 0; start < len(orders); start += mintPipeline {
 		end := min(start+mintPipeline, len(orders))
 		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {

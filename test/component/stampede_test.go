@@ -17,7 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/infra"
@@ -224,7 +224,7 @@ func TestStampedeSellsExactlyTheStock(t *testing.T) {
 			if dbStock != 0 {
 				t.Fatalf("MySQL stock %d, want 0", dbStock)
 			}
-			redisStock, err := app.Redis.HGet(ctx, redisgate.KeysFor(app.Config.KeyPrefix, vid).Voucher, "stock").Int()
+			redisStock, err := app.Redis.HGet(ctx, redisschema.KeysFor(app.Config.KeyPrefix, vid).Voucher, "stock").Int()
 			if err != nil || redisStock != 0 {
 				t.Fatalf("Redis stock %d (%v), want 0", redisStock, err)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/infra"
@@ -86,7 +87,7 @@ func TestOrderStatusCostsTheSameWhateverTheNumberOfLiveSales(t *testing.T) {
 				}
 			}
 			vid := createVoucher(t, base, 10)
-			if n, _ := app.Redis.SCard(ctx, redisgate.KeysFor(cfg.KeyPrefix, 0).Live).Result(); n < 1001 {
+			if n, _ := app.Redis.SCard(ctx, redisschema.LiveSet(cfg.KeyPrefix)).Result(); n < 1001 {
 				t.Fatalf("live set has %d vouchers, want at least 1,001", n)
 			}
 

@@ -39,7 +39,7 @@ func admissionDrivers() []admissionDriver {
 	channelOnRedis := func(rdb redis.UniversalClient) func(t *testing.T) admissionSubject {
 		return func(t *testing.T) admissionSubject {
 			prefix := testenv.KeyPrefix(t)
-			gateDropPrefix(t, rdb, prefix)
+			testenv.DropPrefix(t, rdb, prefix)
 			return channel(redisgate.New(rdb, redisgate.Options{Prefix: prefix}))
 		}
 	}
@@ -47,7 +47,7 @@ func admissionDrivers() []admissionDriver {
 		return func(t *testing.T) admissionSubject {
 			prefix := testenv.KeyPrefix(t)
 			g := redisgate.New(rdb, redisgate.Options{Prefix: prefix})
-			q := newStreamQueue(t, rdb, prefix, "c1")
+			q := newStreamQueueAt(t, rdb, prefix)
 			return admissionSubject{admission: redisstream.NewAdmission(g, q), gate: g, queue: q}
 		}
 	}
@@ -176,7 +176,7 @@ func TestAdmissionContract(t *testing.T) {
 func TestStreamAdmissionRefusesAGateWritingStreamsItsQueueDoesNotRead(t *testing.T) {
 	_, rdb := testenv.MiniRedis(t)
 	prefix := testenv.KeyPrefix(t)
-	q := newStreamQueue(t, rdb, prefix, "c1")
+	q := newStreamQueueAt(t, rdb, prefix)
 	defer func() {
 		if recover() == nil {
 			t.Fatal("NewAdmission accepted a gate with another key prefix")

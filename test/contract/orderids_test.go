@@ -52,7 +52,7 @@ const idsBlock = 7
 func idsBackends() []idsBackend {
 	redisStore := func(t *testing.T, rdb *redis.Client) idsStore {
 		prefix := testenv.KeyPrefix(t)
-		gateDropPrefix(t, rdb, prefix)
+		testenv.DropPrefix(t, rdb, prefix)
 		return idsStore{instance: func(clock ports.Clock) ports.OrderIDs {
 			return redisgate.NewIDs(rdb, redisgate.IDOptions{Prefix: prefix + "icr:order:", Block: idsBlock, Clock: clock})
 		}}

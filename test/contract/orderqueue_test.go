@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/hmdp-go/seckill/adapters/chanqueue"
+	"github.com/hmdp-go/seckill/adapters/redisstream"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 	"github.com/hmdp-go/seckill/test/testenv"
@@ -33,16 +36,36 @@ func queueAdapters() []queueAdapter {
 		name: "stream_miniredis",
 		new: func(t *testing.T, _ int) ports.OrderQueue {
 			_, rdb := testenv.MiniRedis(t)
-			return newStreamQueue(t, rdb, testenv.KeyPrefix(t), "c1")
+			return newStreamQueue(t, rdb)
 		},
 		fullRefuses: false,
 	}, {
 		name: "stream_redis",
 		new: func(t *testing.T, _ int) ports.OrderQueue {
-			return newStreamQueue(t, testenv.RealRedis(t), testenv.KeyPrefix(t), "c1")
+			return newStreamQueue(t, testenv.RealRedis(t))
 		},
 		fullRefuses: false,
 	}}
+}
+
+// newStreamQueue returns a stream queue under its own key prefix, closed and
+// its keys deleted when the test ends; the short Block keeps tests quick.
+func newStreamQueue(t *testing.T, rdb redis.UniversalClient) *redisstream.Queue {
+	t.Helper()
+	return newStreamQueueAt(t, rdb, testenv.KeyPrefix(t))
+}
+
+// newStreamQueueAt is a stream queue under the given key prefix, removed with
+// its keys when the test ends.
+func newStreamQueueAt(t *testing.T, rdb redis.UniversalClient, prefix string) *redisstream.Queue {
+	t.Helper()
+	testenv.DropPrefix(t, rdb, prefix)
+	q, err := redisstream.New(rdb, redisstream.Options{Prefix: prefix, Consumer: "c1", Block: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	return q
 }
 
 func queueOrder(t *testing.T, n int) domain.VoucherOrder {

@@ -31,7 +31,7 @@ type sessionBackend struct {
 func sessionBackends() []sessionBackend {
 	redisSubject := func(t *testing.T, rdb *redis.Client, cached bool) sessionSubject {
 		prefix := testenv.KeyPrefix(t)
-		gateDropPrefix(t, rdb, prefix)
+		testenv.DropPrefix(t, rdb, prefix)
 		store := redissession.New(rdb, redissession.Options{Prefix: prefix + "login:token:"})
 		s := sessionSubject{sessions: store, issuer: store}
 		if cached {
@@ -226,7 +226,7 @@ func TestSessionCache(t *testing.T) {
 			var cmds sessionCounter
 			counted.AddHook(&cmds)
 			prefix := testenv.KeyPrefix(t)
-			gateDropPrefix(t, rdb, prefix)
+			testenv.DropPrefix(t, rdb, prefix)
 			store := redissession.New(counted, redissession.Options{Prefix: prefix + "login:token:"})
 			const cacheTTL = 500 * time.Millisecond
 			cached := redissession.NewCached(store, redissession.CacheOptions{Size: 2, TTL: cacheTTL})

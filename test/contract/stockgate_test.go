@@ -13,6 +13,7 @@ import (
 
 	"github.com/hmdp-go/seckill/adapters/memory"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 	"github.com/hmdp-go/seckill/test/testenv"
@@ -54,13 +55,13 @@ func (gateWallClock) Now() time.Time { return time.Now() }
 func gateBackends() []gateBackend {
 	redisSubject := func(t *testing.T, rdb *redis.Client, enqueue bool) gateSubject {
 		prefix := testenv.KeyPrefix(t)
-		gateDropPrefix(t, rdb, prefix)
+		testenv.DropPrefix(t, rdb, prefix)
 		g := redisgate.New(rdb, redisgate.Options{Prefix: prefix})
 		s := gateSubject{gate: g, reserve: g.Reserve}
 		if enqueue {
 			s.reserve = g.ReserveAndAppend
 			s.messages = func(t *testing.T, id domain.VoucherID) []gateMessage {
-				return gateReadStream(t, rdb, redisgate.KeysFor(prefix, id).Orders)
+				return gateReadStream(t, rdb, redisschema.KeysFor(prefix, id).Orders)
 			}
 		}
 		return s
@@ -522,21 +523,4 @@ func gateReadStream(t *testing.T, rdb *redis.Client, key string) []gateMessage {
 		out[i] = gateMessage{ID: fmt.Sprint(e.Values["id"]), UserID: fmt.Sprint(e.Values["userId"]), VoucherID: fmt.Sprint(e.Values["voucherId"])}
 	}
 	return out
-}
-
-// gateDropPrefix deletes the test's keys when it ends, so a shared Redis does
-// not fill up; it never touches keys outside the prefix.
-func gateDropPrefix(t *testing.T, rdb redis.UniversalClient, prefix string) {
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		var keys []string
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if len(keys) > 0 {
-			_ = rdb.Del(ctx, keys...).Err()
-		}
-	})
 }

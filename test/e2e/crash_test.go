@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/test/testenv"
 )
@@ -102,7 +102,7 @@ func TestCrashStreamModeLosesNothing(t *testing.T) {
 // stream has nothing left: no entry pending, none undelivered.
 func (c *cluster) waitAllFulfilled(v domain.VoucherID, want int) {
 	c.t.Helper()
-	stream := redisgate.KeysFor(c.prefix, v).Orders
+	stream := redisschema.KeysFor(c.prefix, v).Orders
 	testenv.Eventually(c.t, 120*time.Second, func() (bool, string) {
 		b := c.books(v)
 		pending := c.rdb.XPending(context.Background(), stream, "seckill").Val()
@@ -133,7 +133,7 @@ func TestTwoInstancesOneGroupTakeOverADeadInstancesOrders(t *testing.T) {
 	proxy.cut() // a can still claim (Redis) but cannot write its batches
 
 	won := claimAll(t, []*proc{a, b}, vid, c.mint(crashUsers, 9_000_000))
-	stream := redisgate.KeysFor(c.prefix, vid).Orders
+	stream := redisschema.KeysFor(c.prefix, vid).Orders
 	var heldByA int64
 	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
 		p := c.rdb.XPending(context.Background(), stream, "seckill").Val()

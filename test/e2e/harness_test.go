@@ -24,7 +24,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
-	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/test/testenv"
@@ -301,7 +301,7 @@ func (c *cluster) books(vid domain.VoucherID) books {
 	if err := c.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM tb_voucher_order_failure WHERE voucher_id = ?", int64(vid)).Scan(&b.failures); err != nil {
 		c.t.Fatal(err)
 	}
-	k := redisgate.KeysFor(c.prefix, vid)
+	k := redisschema.KeysFor(c.prefix, vid)
 	b.redisStock, _ = c.rdb.HGet(ctx, k.Voucher, "stock").Int()
 	b.buyers = int(c.rdb.HLen(ctx, k.Buyers).Val())
 	return b

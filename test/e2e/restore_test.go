@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 )
 
 // TestStartRebuildsAGateRedisLost: Redis loses a live sale's keys (a restart
@@ -20,7 +20,7 @@ func TestStartRebuildsAGateRedisLost(t *testing.T) {
 	claimAll(t, []*proc{p}, vid, tokens[:3])
 	p.stop(t) // drains: MySQL holds the 3 orders
 
-	k := redisgate.KeysFor(c.prefix, vid)
+	k := redisschema.KeysFor(c.prefix, vid)
 	if err := c.rdb.Del(context.Background(), k.Voucher, k.Buyers).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hmdp-go/seckill/ports"
 )
 
 const (
@@ -80,6 +82,22 @@ func MiniRedis(t testing.TB) (*miniredis.Miniredis, *redis.Client) {
 	return m, c
 }
 
+// RedisBackend is one Redis a test runs against.
+type RedisBackend struct {
+	Name   string
+	Client func(t testing.TB) redis.UniversalClient
+}
+
+// Redises lists the Redis backends of a test that must hold on both:
+// miniredis always, and the real Redis of SECKILL_TEST_REDIS_URL (which skips
+// without it, or fails under CI).
+func Redises() []RedisBackend {
+	return []RedisBackend{
+		{"miniredis", func(t testing.TB) redis.UniversalClient { _, c := MiniRedis(t); return c }},
+		{"redis", func(t testing.TB) redis.UniversalClient { return RealRedis(t) }},
+	}
+}
+
 // MySQLDSN creates a fresh database on the server named by
 // SECKILL_TEST_MYSQL_DSN, drops it when the test ends, and returns a DSN for it.
 func MySQLDSN(t testing.TB) string {
@@ -136,4 +154,46 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() (done bool, sta
 		time.Sleep(interval)
 		interval = min(interval*2, 200*time.Millisecond)
 	}
+}
+
+// DropPrefix deletes every key under prefix when the test ends (after the
+// cleanups registered later, such as closing a queue, have run). Never
+// FLUSHDB: other packages share the server.
+func DropPrefix(t testing.TB, rdb redis.UniversalClient, prefix string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if len(keys) > 0 {
+			_ = rdb.Del(ctx, keys...).Err()
+		}
+	})
+}
+
+// ReceiveN receives from q until it has n deliveries, without acking them,
+// within a deadline: the way to wait for a redelivery or a takeover without
+// sleeping. It fails on an error or a batch larger than max.
+func ReceiveN(t testing.TB, q ports.OrderQueue, n, max int) []ports.Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var got []ports.Delivery
+	for len(got) < n {
+		ds, err := q.Receive(ctx, max)
+		if err != nil {
+			t.Fatalf("receive after %d of %d: %v", len(got), n, err)
+		}
+		if len(ds) > max {
+			t.Fatalf("receive returned %d deliveries, max %d", len(ds), max)
+		}
+		got = append(got, ds...)
+	}
+	if len(got) != n {
+		t.Fatalf("received %d deliveries, want %d", len(got), n)
+	}
+	return got
 }

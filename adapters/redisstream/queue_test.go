@@ -1,4 +1,4 @@
-package contract_test
+package redisstream_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/hmdp-go/seckill/adapters/memory"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/adapters/redisstream"
 	"github.com/hmdp-go/seckill/adapters/worker"
 	"github.com/hmdp-go/seckill/application"
@@ -23,17 +24,18 @@ import (
 	"github.com/hmdp-go/seckill/test/testenv"
 )
 
-// What only the Redis Stream queue does (the behaviour both queues share is
-// in orderqueue_test.go): restarts, takeovers, delivery counts, the dead
-// letter, trimming and poison. Each case runs on miniredis and, when
-// SECKILL_TEST_REDIS_URL names one, on real Redis, under its own key prefix.
+// What only the Redis Stream queue does, seen from outside (the behaviour
+// every OrderQueue shares is in test/contract): restarts, takeovers, delivery
+// counts, the dead letter, trimming and poison. Each case runs on miniredis
+// and, when SECKILL_TEST_REDIS_URL names one, on real Redis, under its own key
+// prefix.
 
 // newStreamQueue returns a stream queue under prefix that is closed, and
 // whose keys are deleted, when the test ends. The short Block keeps tests
 // quick; MinIdle stays long unless a case is about takeovers.
 func newStreamQueue(t *testing.T, rdb redis.UniversalClient, prefix, consumer string, tweak ...func(*redisstream.Options)) *redisstream.Queue {
 	t.Helper()
-	streamDropPrefix(t, rdb, prefix)
+	testenv.DropPrefix(t, rdb, prefix)
 	o := redisstream.Options{Prefix: prefix, Consumer: consumer, Block: 20 * time.Millisecond}
 	for _, f := range tweak {
 		f(&o)
@@ -46,22 +48,20 @@ func newStreamQueue(t *testing.T, rdb redis.UniversalClient, prefix, consumer st
 	return q
 }
 
-// streamDropPrefix deletes the test's keys when it ends (after the queues
-// registered later are closed). Never FLUSHDB: other packages share the server.
-func streamDropPrefix(t *testing.T, rdb redis.UniversalClient, prefix string) {
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		var keys []string
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if len(keys) > 0 {
-			_ = rdb.Del(ctx, keys...).Err()
-		}
-	})
+// queueOrder is the n-th order of streamVoucher.
+func queueOrder(t *testing.T, n int) domain.VoucherOrder {
+	t.Helper()
+	o, err := domain.NewVoucherOrder(domain.OrderID(1000+n), domain.UserID(n), streamVoucher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
+
+// wallClock: the memory gate the worker releases into reads the wall clock.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
 
 // streamQuickTakeover makes abandoned entries claimable within a test.
 func streamQuickTakeover(o *redisstream.Options) {
@@ -79,7 +79,9 @@ func (e streamEnv) queue(t *testing.T, consumer string, tweak ...func(*redisstre
 	return newStreamQueue(t, e.rdb, e.prefix, consumer, tweak...)
 }
 
-func (e streamEnv) keys(vid domain.VoucherID) redisgate.Keys { return redisgate.KeysFor(e.prefix, vid) }
+func (e streamEnv) keys(vid domain.VoucherID) redisschema.Keys {
+	return redisschema.KeysFor(e.prefix, vid)
+}
 
 // xadd appends a raw entry, as the claim script (or a broken producer) would.
 func (e streamEnv) xadd(t *testing.T, vid domain.VoucherID, fields ...any) string {
@@ -94,7 +96,7 @@ func (e streamEnv) xadd(t *testing.T, vid domain.VoucherID, fields ...any) strin
 // xaddOrder appends an order the way the claim script writes it.
 func (e streamEnv) xaddOrder(t *testing.T, o domain.VoucherOrder) string {
 	t.Helper()
-	return e.xadd(t, o.VoucherID(), "id", int64(o.ID()), "userId", int64(o.UserID()), "voucherId", int64(o.VoucherID()))
+	return e.xadd(t, o.VoucherID(), redisschema.EncodeOrder(o)...)
 }
 
 // live puts the voucher in the gate's live set, as Preheat does.
@@ -134,29 +136,6 @@ func (e streamEnv) deadLetters(t *testing.T) []redis.XMessage {
 		t.Fatal(err)
 	}
 	return msgs
-}
-
-// streamReceive receives until it has n deliveries (without acking them),
-// within a deadline: the way to wait for a takeover without sleeping.
-func streamReceive(t *testing.T, q ports.OrderQueue, n, max int) []ports.Delivery {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var got []ports.Delivery
-	for len(got) < n {
-		ds, err := q.Receive(ctx, max)
-		if err != nil {
-			t.Fatalf("receive after %d of %d: %v", len(got), n, err)
-		}
-		if len(ds) > max {
-			t.Fatalf("receive returned %d deliveries, max %d", len(ds), max)
-		}
-		got = append(got, ds...)
-	}
-	if len(got) != n {
-		t.Fatalf("received %d deliveries, want %d", len(got), n)
-	}
-	return got
 }
 
 func streamPublish(t *testing.T, q ports.OrderQueue, from, to int) {
@@ -205,21 +184,9 @@ func (s *streamLogBuffer) String() string {
 	return s.b.String()
 }
 
-type streamBackend struct {
-	name string
-	rdb  func(t *testing.T) redis.UniversalClient
-}
+const streamVoucher domain.VoucherID = 7
 
-func streamBackends() []streamBackend {
-	return []streamBackend{
-		{"miniredis", func(t *testing.T) redis.UniversalClient { _, c := testenv.MiniRedis(t); return c }},
-		{"redis", func(t *testing.T) redis.UniversalClient { return testenv.RealRedis(t) }},
-	}
-}
-
-const streamVoucher domain.VoucherID = 7 // queueOrder's voucher
-
-func TestOrderQueueStream(t *testing.T) {
+func TestStreamQueue(t *testing.T) {
 	cases := []struct {
 		name string
 		run  func(t *testing.T, e streamEnv)
@@ -227,7 +194,7 @@ func TestOrderQueueStream(t *testing.T) {
 		{"pending_entries_are_re_read_first_after_a_restart", func(t *testing.T, e streamEnv) {
 			q1 := e.queue(t, "c1")
 			streamPublish(t, q1, 1, 5)
-			held := streamReceive(t, q1, 3, 3)
+			held := testenv.ReceiveN(t, q1, 3, 3)
 			for _, d := range held {
 				if d.Attempts != 1 {
 					t.Fatalf("first delivery has Attempts %d, want 1", d.Attempts)
@@ -238,7 +205,7 @@ func TestOrderQueueStream(t *testing.T) {
 			}
 
 			q2 := e.queue(t, "c1")
-			first := streamReceive(t, q2, 3, 10)
+			first := testenv.ReceiveN(t, q2, 3, 10)
 			if fmt.Sprint(streamRefs(first)) != fmt.Sprint(streamRefs(held)) {
 				t.Fatalf("after restart got %v first, want the pending %v", streamRefs(first), streamRefs(held))
 			}
@@ -247,7 +214,7 @@ func TestOrderQueueStream(t *testing.T) {
 					t.Fatalf("re-read %d: %v attempts %d, want %v attempts 2", i, d.Order, d.Attempts, held[i].Order)
 				}
 			}
-			rest := streamReceive(t, q2, 2, 10)
+			rest := testenv.ReceiveN(t, q2, 2, 10)
 			for i, d := range rest {
 				if d.Order != queueOrder(t, 4+i) || d.Attempts != 1 {
 					t.Fatalf("new entry %d: %v attempts %d, want order %d attempts 1", i, d.Order, d.Attempts, 4+i)
@@ -276,7 +243,7 @@ func TestOrderQueueStream(t *testing.T) {
 			if err := q.Close(); err != nil {
 				t.Fatal(err)
 			}
-			got := streamReceive(t, q, 3, 10)
+			got := testenv.ReceiveN(t, q, 3, 10)
 			if err := q.Ack(context.Background(), got); err != nil {
 				t.Fatal(err)
 			}
@@ -305,7 +272,7 @@ func TestOrderQueueStream(t *testing.T) {
 			}
 
 			q := e.queue(t, "c2", streamQuickTakeover)
-			got := streamReceive(t, q, 3, 10)
+			got := testenv.ReceiveN(t, q, 3, 10)
 			for i, d := range got {
 				if d.Order != queueOrder(t, i+1) || d.Attempts != 2 {
 					t.Fatalf("claimed %d: %v attempts %d, want order %d attempts 2", i, d.Order, d.Attempts, i+1)
@@ -324,7 +291,7 @@ func TestOrderQueueStream(t *testing.T) {
 			q1 := e.queue(t, "c1", streamQuickTakeover)
 			q2 := e.queue(t, "c2", streamQuickTakeover)
 			streamPublish(t, q1, 1, 5)
-			held := streamReceive(t, q1, 5, 5)
+			held := testenv.ReceiveN(t, q1, 5, 5)
 
 			// Ten times MinIdle: q1 renews its hold, so q2 claims nothing.
 			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
@@ -349,7 +316,7 @@ func TestOrderQueueStream(t *testing.T) {
 			if err := q1.Close(); err != nil {
 				t.Fatal(err)
 			}
-			got := streamReceive(t, q2, 5, 10)
+			got := testenv.ReceiveN(t, q2, 5, 10)
 			for i, d := range got {
 				if d.Ref != held[i].Ref || d.Attempts != 2 {
 					t.Fatalf("taken over %d: %s attempts %d, want %s attempts 2", i, d.Ref, d.Attempts, held[i].Ref)
@@ -368,7 +335,7 @@ func TestOrderQueueStream(t *testing.T) {
 				if i == 1 {
 					streamPublish(t, q, 1, 1)
 				}
-				ds := streamReceive(t, q, 1, 10)
+				ds := testenv.ReceiveN(t, q, 1, 10)
 				if ds[0].Attempts != i {
 					t.Fatalf("delivery %d has Attempts %d", i, ds[0].Attempts)
 				}
@@ -408,12 +375,12 @@ func TestOrderQueueStream(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				streamReceive(t, q, 1, 10)
+				testenv.ReceiveN(t, q, 1, 10)
 				_ = q.Close()
 			}
 
 			q := e.queue(t, "c1")
-			w := worker.New(q, application.NewFulfillOrders(orders, memory.NewGate(gateWallClock{})),
+			w := worker.New(q, application.NewFulfillOrders(orders, memory.NewGate(wallClock{})),
 				zerolog.Nop(), worker.Options{MaxDeliveries: maxDeliveries})
 			done := make(chan error, 1)
 			go func() { done <- w.Run(ctx) }()
@@ -439,7 +406,7 @@ func TestOrderQueueStream(t *testing.T) {
 		{"dead_letter_writes_the_dead_letter_stream_and_acks", func(t *testing.T, e streamEnv) {
 			q := e.queue(t, "c1")
 			streamPublish(t, q, 1, 2)
-			ds := streamReceive(t, q, 2, 10)
+			ds := testenv.ReceiveN(t, q, 2, 10)
 			if err := q.DeadLetter(context.Background(), ds, domain.FailUndeliverable); err != nil {
 				t.Fatal(err)
 			}
@@ -471,7 +438,7 @@ func TestOrderQueueStream(t *testing.T) {
 			ctx := context.Background()
 			q := e.queue(t, "c1")
 			streamPublish(t, q, 1, 10)
-			ds := streamReceive(t, q, 10, 10)
+			ds := testenv.ReceiveN(t, q, 10, 10)
 			var acked, kept []ports.Delivery
 			for i, d := range ds {
 				if i%2 == 0 {
@@ -500,7 +467,7 @@ func TestOrderQueueStream(t *testing.T) {
 			if err := q.Ack(ctx, ds); err != nil { // acking again is harmless
 				t.Fatal(err)
 			}
-			rest := streamReceive(t, q, 3, 10)
+			rest := testenv.ReceiveN(t, q, 3, 10)
 			if rest[0].Order != queueOrder(t, 11) {
 				t.Fatalf("after acks got %v, want order 11 next", rest[0].Order)
 			}
@@ -524,7 +491,7 @@ func TestOrderQueueStream(t *testing.T) {
 			var logs streamLogBuffer
 			q := e.queue(t, "c1", func(o *redisstream.Options) { o.Log = zerolog.New(&logs) })
 
-			got := streamReceive(t, q, 2, 10)
+			got := testenv.ReceiveN(t, q, 2, 10)
 			stream := e.keys(streamVoucher).Orders
 			if got[0].Ref != stream+"/"+first || got[1].Ref != stream+"/"+last ||
 				got[0].Order != queueOrder(t, 1) || got[1].Order != queueOrder(t, 6) {
@@ -554,7 +521,7 @@ func TestOrderQueueStream(t *testing.T) {
 			}
 			e.live(t, streamVoucher)
 			q := e.queue(t, "c1")
-			got := streamReceive(t, q, 5, 10)
+			got := testenv.ReceiveN(t, q, 5, 10)
 			for i, d := range got {
 				if d.Order != queueOrder(t, i+1) || d.Attempts != 1 {
 					t.Fatalf("delivery %d: %v attempts %d, want order %d attempts 1", i, d.Order, d.Attempts, i+1)
@@ -591,8 +558,8 @@ func TestOrderQueueStream(t *testing.T) {
 			q1, q2 := e.queue(t, "c1"), e.queue(t, "c2")
 			streamPublish(t, q1, 1, total)
 			// Taking turns: each gets a batch of its own.
-			a := streamReceive(t, q1, 10, 10)
-			b := streamReceive(t, q2, 10, 10)
+			a := testenv.ReceiveN(t, q1, 10, 10)
+			b := testenv.ReceiveN(t, q2, 10, 10)
 			seen := map[domain.OrderID]string{}
 			var mu sync.Mutex
 			note := func(who string, ds []ports.Delivery) {
@@ -656,7 +623,7 @@ func TestOrderQueueStream(t *testing.T) {
 		{"close_ends_a_waiting_receive_and_ack_still_works", func(t *testing.T, e streamEnv) {
 			q := e.queue(t, "c1", func(o *redisstream.Options) { o.Block = 100 * time.Millisecond })
 			streamPublish(t, q, 1, 1)
-			inFlight := streamReceive(t, q, 1, 10)
+			inFlight := testenv.ReceiveN(t, q, 1, 10)
 			errc := make(chan error, 1)
 			go func() {
 				_, err := q.Receive(context.Background(), 10)
@@ -686,7 +653,7 @@ func TestOrderQueueStream(t *testing.T) {
 		{"receive_returns_promptly_when_ctx_ends_while_waiting", func(t *testing.T, e streamEnv) {
 			q := e.queue(t, "c1", func(o *redisstream.Options) { o.Block = 100 * time.Millisecond })
 			streamPublish(t, q, 1, 1)
-			streamReceive(t, q, 1, 10)
+			testenv.ReceiveN(t, q, 1, 10)
 			ctx, cancel := context.WithCancel(context.Background())
 			errc := make(chan error, 1)
 			go func() {
@@ -735,7 +702,7 @@ func TestOrderQueueStream(t *testing.T) {
 				want = append(want, o)
 			}
 			q := e.queue(t, "c1")
-			got := streamReceive(t, q, 3, 10)
+			got := testenv.ReceiveN(t, q, 3, 10)
 			for i, d := range got {
 				if d.Order != want[i] {
 					t.Fatalf("delivery %d is %v, want %v", i, d.Order, want[i])
@@ -748,11 +715,11 @@ func TestOrderQueueStream(t *testing.T) {
 		}},
 	}
 
-	for _, b := range streamBackends() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.Redises() {
+		t.Run(b.Name, func(t *testing.T) {
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
-					rdb := b.rdb(t)
+					rdb := b.Client(t)
 					c.run(t, streamEnv{rdb: rdb, prefix: testenv.KeyPrefix(t)})
 				})
 			}

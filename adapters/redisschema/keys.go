@@ -1,0 +1,76 @@
+// Package redisschema is what the Redis adapters agree on: the key layout of
+// a sale and the order message the claim script appends to a voucher's
+// stream. The gate writes both and the stream consumer reads both, so they
+// are defined here once.
+package redisschema
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/hmdp-go/seckill/domain"
+)
+
+// DefaultPrefix starts every key the Redis adapters write.
+const DefaultPrefix = "seckill:"
+
+// Keys names the Redis keys of one voucher. Every per-voucher key carries the
+// hash tag {<voucherId>}, so a script that touches them all runs on one Redis
+// Cluster slot.
+type Keys struct {
+	// Voucher is a hash: stock (remaining), begin and end (unix ms, [begin, end)).
+	Voucher string
+	// Buyers is a hash userId -> orderId: the one-order-per-user mark, and the
+	// way a status query finds an order that is still queued.
+	Buyers string
+	// Orders is the voucher's order stream; the claim script appends to it
+	// (the order message, see EncodeOrder) when the gate enqueues. It never
+	// expires on its own: it may hold entries not yet fulfilled, so trimming
+	// and deleting it belong to the stream consumer.
+	Orders string
+	// Live is a plain set of the IDs of preheated vouchers, shared by all
+	// vouchers (so it is outside every hash tag and never touched by a
+	// script). Status queries and the stream consumer discover vouchers there.
+	Live string
+
+	tag string // <prefix>{<voucherId>}:
+}
+
+// KeysFor is the one place the per-voucher key layout is defined. prefix must
+// pass ValidatePrefix.
+func KeysFor(prefix string, id domain.VoucherID) Keys {
+	tag := prefix + "{" + strconv.FormatInt(int64(id), 10) + "}:"
+	return Keys{
+		Voucher: tag + "voucher",
+		Buyers:  tag + "buyers",
+		Orders:  tag + "orders",
+		Live:    LiveSet(prefix),
+		tag:     tag,
+	}
+}
+
+// Staging names a temporary hash a gate Restore fills before swapping it in.
+// It shares the voucher's hash tag so the swap (RENAME) is one slot.
+func (k Keys) Staging(token string) string { return k.tag + "restore:" + token }
+
+// LiveSet is the set of preheated voucher IDs (Keys.Live).
+func LiveSet(prefix string) string { return prefix + "vouchers" }
+
+// StreamRegistry is the stream consumer's set of voucher IDs whose streams
+// may still hold unfinished entries.
+func StreamRegistry(prefix string) string { return prefix + "streams" }
+
+// DeadLetter is the default stream of order entries set aside for an operator.
+func DeadLetter(prefix string) string { return prefix + "dead-letter" }
+
+// ValidatePrefix refuses a prefix with a brace: Redis Cluster hashes the
+// first {...} of a key, so the hash tag would come from the prefix instead of
+// the voucher ID and every voucher would land on one slot (or, worse, a
+// script's keys would not).
+func ValidatePrefix(prefix string) error {
+	if strings.ContainsAny(prefix, "{}") {
+		return fmt.Errorf("key prefix %q must not contain '{' or '}' (it would take the voucher's hash tag)", prefix)
+	}
+	return nil
+}

@@ -1,0 +1,130 @@
+package redisstream
+
+import (
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// inflight is what this process has taken from Redis and not finished, and
+// what Publish tells Receive. Receive, Publish, Ack, DeadLetter and the lease
+// renewal all reach it, so it is the one state under a lock.
+type inflight struct {
+	mu        sync.Mutex
+	buf       []ports.Delivery          // read from Redis, not yet handed out
+	held      map[string]entryRef       // by Ref: every entry read and not yet finished
+	published map[domain.VoucherID]bool // streams Publish wrote, to read at once
+}
+
+func newInflight() inflight {
+	return inflight{held: map[string]entryRef{}, published: map[domain.VoucherID]bool{}}
+}
+
+// notHeld keeps the messages of stream key this process does not hold yet.
+// One it holds (a re-read, or a claim of an entry whose renewal was late) is
+// in the buffer or with a worker: it must not be handed out twice.
+func (f *inflight) notHeld(key string, msgs []redis.XMessage) []redis.XMessage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]redis.XMessage, 0, len(msgs))
+	for _, m := range msgs {
+		if _, ok := f.held[entryRef{key, m.ID}.String()]; !ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// hold buffers deliveries to hand out and holds them until they are finished.
+func (f *inflight) hold(ds []ports.Delivery) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, d := range ds {
+		r, _ := parseRef(d.Ref)
+		f.held[d.Ref] = r
+	}
+	f.buf = append(f.buf, ds...)
+}
+
+// take hands out buffered deliveries, skipping any whose hold was lost to
+// another consumer while they waited.
+func (f *inflight) take(max int) []ports.Delivery {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []ports.Delivery
+	i := 0
+	for ; i < len(f.buf) && len(out) < max; i++ {
+		if _, ok := f.held[f.buf[i].Ref]; ok {
+			out = append(out, f.buf[i])
+		}
+	}
+	f.buf = f.buf[i:]
+	if len(f.buf) == 0 {
+		f.buf = nil
+	}
+	return out
+}
+
+// release lets go of entries: finished, or no longer this consumer's.
+func (f *inflight) release(refs []entryRef) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range refs {
+		delete(f.held, r.String())
+	}
+}
+
+// heldRefs lists every held entry.
+func (f *inflight) heldRefs() []entryRef {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	refs := make([]entryRef, 0, len(f.held))
+	for _, r := range f.held {
+		refs = append(refs, r)
+	}
+	return refs
+}
+
+// keeps tells whether this process has reason to read a stream the registry
+// does not name: entries of it it holds, or a Publish to it not yet adopted.
+func (f *inflight) keeps(s *stream) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.published[s.vid] {
+		return true
+	}
+	for _, r := range f.held {
+		if r.stream == s.key {
+			return true
+		}
+	}
+	return false
+}
+
+// notePublished marks a voucher's stream to be read from the next Receive on.
+func (f *inflight) notePublished(vid domain.VoucherID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.published[vid] = true
+}
+
+// takePublished hands Receive the streams published to since it last looked.
+func (f *inflight) takePublished() map[domain.VoucherID]bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	pub := f.published
+	f.published = map[domain.VoucherID]bool{}
+	return pub
+}
+
+// putBackPublished returns streams Receive could not take on yet.
+func (f *inflight) putBackPublished(pub map[domain.VoucherID]bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for vid := range pub {
+		f.published[vid] = true
+	}
+}

@@ -1,0 +1,316 @@
+package redisstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hmdp-go/seckill/adapters/redisschema"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// Receive hands out up to max orders: first this consumer's own entries left
+// pending from before (at start, and for each stream it finds), then entries
+// other consumers abandoned for longer than MinIdle, then new ones, waiting
+// for them one Block at a time. After Close it reads each stream no further
+// than where the stream ended then, claims nothing, and then returns
+// ports.ErrQueueClosed. Redis errors are returned as they are; an entry read
+// but not handed out stays pending and comes back (buffered, re-read, or
+// claimed after MinIdle), so an error never loses one.
+func (q *Queue) Receive(ctx context.Context, max int) ([]ports.Delivery, error) {
+	if max <= 0 {
+		max = 1
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	select {
+	case q.recv <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-q.recv }()
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if ds := q.in.take(max); len(ds) > 0 {
+			return ds, nil
+		}
+		finished, err := q.fill(ctx, max)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, err
+		}
+		if finished {
+			return nil, ports.ErrQueueClosed
+		}
+	}
+}
+
+// fill reads from Redis into the buffer, in order of precedence. finished
+// reports that the queue is closed and nothing is left to hand out.
+func (q *Queue) fill(ctx context.Context, max int) (finished bool, err error) {
+	closed := q.closed()
+	now := time.Now()
+	// A closed queue looks for streams once more, so a graceful stop right
+	// after a new voucher's first claims drains them too, and then takes on
+	// no new streams.
+	if (!closed && !now.Before(q.rd.nextDiscover)) || (closed && !q.rd.discoveredAfterClose) {
+		if err := q.discover(ctx, now); err != nil {
+			return false, err
+		}
+		q.rd.discoveredAfterClose = closed
+	}
+	if err := q.adopt(ctx); err != nil {
+		return false, err
+	}
+	// Every stream in stateRecovering is past it once this answers 0.
+	if n, err := q.readOwnPending(ctx, max); err != nil || n > 0 {
+		return false, err
+	}
+	if closed {
+		return q.drain(ctx, max)
+	}
+	if n, err := q.claim(ctx, max, now); err != nil || n > 0 {
+		return false, err
+	}
+	return false, q.readNew(ctx, max)
+}
+
+// sorted lists the streams by voucher, so reads are in a stable order.
+func (q *Queue) sorted() []*stream {
+	out := make([]*stream, 0, len(q.rd.streams))
+	for _, s := range q.rd.streams {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].vid < out[j].vid })
+	return out
+}
+
+// streamsIn lists, sorted, the streams in one of the states.
+func (q *Queue) streamsIn(states ...streamState) []*stream {
+	var out []*stream
+	for _, s := range q.sorted() {
+		for _, st := range states {
+			if s.state == st {
+				out = append(out, s)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// readGroups splits streams into the groups one XREADGROUP may name together;
+// it is the one place that knows how keys map to servers. On a single Redis
+// all streams are one group. Where keys are sharded (Cluster, Ring) one
+// command must stay in one slot, and every voucher's stream has a hash tag of
+// its own, so each stream is a group of its own (grouping by slot would only
+// merge streams whose tags collide in CRC16).
+func (q *Queue) readGroups(ss []*stream) [][]*stream {
+	if !q.perStream {
+		return [][]*stream{ss}
+	}
+	groups := make([][]*stream, len(ss))
+	for i := range ss {
+		groups[i] = ss[i : i+1 : i+1]
+	}
+	return groups
+}
+
+// readNew reads entries never delivered to the group, waiting up to one
+// Block. With one read group (a single Redis), one XREADGROUP names every
+// stream and returns as soon as any has entries. With several, each group is
+// looked at without waiting (one pipeline), then one of them, in turn, is
+// waited on: a new entry on another group is then seen within one Block.
+func (q *Queue) readNew(ctx context.Context, max int) error {
+	ss := q.streamsIn(stateReading)
+	if len(ss) == 0 {
+		q.idle(ctx)
+		return nil
+	}
+	groups := q.readGroups(ss)
+	if len(groups) == 1 {
+		res, err := q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(ss), max, q.opts.Block)).Result()
+		return q.acceptNew(ctx, ss, res, err)
+	}
+
+	pipe := q.rdb.Pipeline()
+	cmds := make([]*redis.XStreamSliceCmd, len(groups))
+	for i, g := range groups {
+		cmds[i] = pipe.XReadGroup(ctx, q.readArgs(newEntriesOf(g), max, -1))
+	}
+	_, _ = pipe.Exec(ctx) // each command's error is looked at below
+	var got bool
+	for i, c := range cmds {
+		res, err := c.Result()
+		got = got || len(res) > 0
+		if err := q.acceptNew(ctx, groups[i], res, err); err != nil {
+			return err
+		}
+	}
+	if got {
+		return nil
+	}
+	g := groups[q.rd.rotate%len(groups)]
+	q.rd.rotate++
+	res, err := q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(g), max, q.opts.Block)).Result()
+	return q.acceptNew(ctx, g, res, err)
+}
+
+// newEntriesOf is XREADGROUP's STREAMS argument for the entries of ss never
+// delivered to the group.
+func newEntriesOf(ss []*stream) []string {
+	keys := make([]string, 0, 2*len(ss))
+	for _, s := range ss {
+		keys = append(keys, s.key)
+	}
+	for range ss {
+		keys = append(keys, ">")
+	}
+	return keys
+}
+
+func (q *Queue) acceptNew(ctx context.Context, ss []*stream, res []redis.XStream, err error) error {
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	if isNoGroup(err) {
+		// A stream or its group is gone (collected by another instance, or
+		// deleted by hand). Look at the registry again and re-create groups
+		// (BUSYGROUP is fine) before the next read.
+		for _, s := range ss {
+			s.groupLost()
+		}
+		q.rd.nextDiscover = time.Time{}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read new order entries: %w", err)
+	}
+	byKey := make(map[string]*stream, len(ss))
+	for _, s := range ss {
+		byKey[s.key] = s
+	}
+	for _, r := range res {
+		s := byKey[r.Stream]
+		if s == nil || len(r.Messages) == 0 {
+			continue
+		}
+		if _, err := q.accept(ctx, s, r.Messages, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// idle waits, with no stream to read, for a Publish, Close, ctx, the next
+// discovery or one Block, whichever comes first.
+func (q *Queue) idle(ctx context.Context) {
+	d := min(q.opts.Block, time.Until(q.rd.nextDiscover))
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-q.wake:
+	case <-q.done:
+	case <-ctx.Done():
+	}
+}
+
+// read is one non-blocking XREADGROUP of one stream from id.
+func (q *Queue) read(ctx context.Context, s *stream, id string, count int) ([]redis.XMessage, error) {
+	res, err := q.rdb.XReadGroup(ctx, q.readArgs([]string{s.key, id}, count, -1)).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil || len(res) == 0 {
+		return nil, err
+	}
+	return res[0].Messages, nil
+}
+
+// readArgs builds an XREADGROUP; block < 0 sends no BLOCK at all (go-redis
+// sends BLOCK 0, forever, for a zero Block).
+func (q *Queue) readArgs(streams []string, count int, block time.Duration) *redis.XReadGroupArgs {
+	return &redis.XReadGroupArgs{
+		Group:    q.opts.Group,
+		Consumer: q.opts.Consumer,
+		Streams:  streams,
+		Count:    int64(count),
+		Block:    block,
+	}
+}
+
+// accept takes read entries into this process: valid orders into the buffer
+// (and held, so their hold is renewed until they are finished), undecodable
+// ones to the dead letter. redelivered entries (own pending, claimed) get
+// their delivery counts looked up; a first delivery counts 1. It reports how
+// many entries it took.
+func (q *Queue) accept(ctx context.Context, s *stream, msgs []redis.XMessage, redelivered bool) (int, error) {
+	fresh := q.in.notHeld(s.key, msgs)
+	if len(fresh) == 0 {
+		return 0, nil
+	}
+
+	attempts := make([]int, len(fresh))
+	for i := range attempts {
+		attempts[i] = 1
+	}
+	if redelivered {
+		var err error
+		if fresh, attempts, err = q.deliveryCounts(ctx, s, fresh); err != nil {
+			return 0, err
+		}
+	}
+
+	var good []ports.Delivery
+	type bad struct {
+		msg      redis.XMessage
+		attempts int
+		err      error
+	}
+	var poison []bad
+	for i, m := range fresh {
+		o, err := redisschema.DecodeOrder(s.vid, m)
+		if err != nil {
+			poison = append(poison, bad{m, attempts[i], err})
+			continue
+		}
+		good = append(good, ports.Delivery{Order: o, Ref: entryRef{s.key, m.ID}.String(), Attempts: attempts[i]})
+	}
+	// The good ones are held before the poison is dealt with, so an error
+	// there cannot lose them.
+	if len(good) > 0 {
+		q.in.hold(good)
+	}
+	for _, p := range poison {
+		if err := q.setAsidePoison(ctx, s, p.msg, p.attempts, p.err); err != nil {
+			// It stays pending to this consumer and is claimed again after
+			// MinIdle; the worker logs the error.
+			return len(good), err
+		}
+	}
+	return len(fresh), nil
+}
+
+func isNoGroup(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOGROUP") }
+
+func isBusyGroup(err error) bool { return err != nil && redis.HasErrorPrefix(err, "BUSYGROUP") }
+
+// isReplyError tells an error Redis answered (a wrong key type, say) from a
+// failure to reach it.
+func isReplyError(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && !errors.Is(err, redis.Nil)
+}

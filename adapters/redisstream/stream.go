@@ -1,0 +1,142 @@
+package redisstream
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hmdp-go/seckill/domain"
+)
+
+// streamState is where one stream is in its life as this Queue reads it:
+//
+//	new ──group made──▶ recovering ──own pending read──▶ reading
+//	                                                     │   ▲
+//	                                          NOGROUP ───┘   └── group made again ── lostGroup
+//	reading ──Close, end taken──▶ draining ──read to that end──▶ drained
+//
+// Only recovering, reading, draining and drained streams have a group.
+type streamState int
+
+const (
+	// stateNew: taken on, the group not yet known to exist; once it does,
+	// this consumer's own leftovers are re-read first.
+	stateNew streamState = iota
+	// stateLostGroup: the group vanished (the stream was collected by another
+	// instance, or deleted by hand). It is made again, and a new group holds
+	// nothing pending to this consumer, so there is nothing to recover.
+	stateLostGroup
+	// stateRecovering: re-reading, from cursor, the entries the group still
+	// counts as delivered to this consumer (from before a restart).
+	stateRecovering
+	// stateReading: claims from dead consumers and new entries.
+	stateReading
+	// stateDraining: after Close, read up to drainTo, the stream's last entry
+	// when it was first drained.
+	stateDraining
+	// stateDrained: after Close, nothing more to read.
+	stateDrained
+)
+
+func (st streamState) String() string {
+	switch st {
+	case stateNew:
+		return "new"
+	case stateLostGroup:
+		return "lost-group"
+	case stateRecovering:
+		return "recovering"
+	case stateReading:
+		return "reading"
+	case stateDraining:
+		return "draining"
+	case stateDrained:
+		return "drained"
+	}
+	return "state(" + strconv.Itoa(int(st)) + ")"
+}
+
+// stream is one voucher's order stream as this Queue reads it. It belongs to
+// the running Receive.
+type stream struct {
+	vid     domain.VoucherID
+	key     string // the voucher's order stream
+	voucher string // the voucher's gate hash: while it exists claims may append
+
+	state   streamState
+	cursor  string // stateRecovering: where the re-read of own entries goes on
+	drainTo string // stateDraining: the last entry to read
+
+	claimFrom string    // XAUTOCLAIM cursor, kept across states
+	nextClaim time.Time // when the next XAUTOCLAIM pass may start
+}
+
+func (q *Queue) newStream(vid domain.VoucherID) *stream {
+	k := q.keys(vid)
+	return &stream{vid: vid, key: k.Orders, voucher: k.Voucher, state: stateNew, claimFrom: "0-0"}
+}
+
+// grouped: the consumer group is known to exist on the stream.
+func (s *stream) grouped() bool { return s.state >= stateRecovering }
+
+// groupMade: the group exists (made now, or BUSYGROUP). A stream taken on for
+// the first time re-reads its own leftovers, and a dead instance's may be due
+// for a claim already.
+func (s *stream) groupMade() {
+	switch s.state {
+	case stateNew:
+		s.state, s.cursor = stateRecovering, "0"
+		s.nextClaim = time.Time{}
+	case stateLostGroup:
+		s.state = stateReading
+	}
+}
+
+// groupLost: a read answered NOGROUP; the group is made again before the next.
+func (s *stream) groupLost() { s.state, s.cursor = stateLostGroup, "" }
+
+// recovered: no own leftovers remain to re-read.
+func (s *stream) recovered() { s.state, s.cursor = stateReading, "" }
+
+// drainUpTo fixes, at the first drain, where draining stops: last is the
+// stream's last entry ID then, "" for an empty stream.
+func (s *stream) drainUpTo(last string) {
+	if last == "" {
+		s.state = stateDrained
+		return
+	}
+	s.state, s.drainTo = stateDraining, last
+}
+
+// drained: read up to drainTo, or nothing more can be read (no group).
+func (s *stream) drained() { s.state, s.drainTo = stateDrained, "" }
+
+// entryRef names one entry; its String is the Delivery.Ref.
+type entryRef struct{ stream, id string }
+
+func (r entryRef) String() string { return r.stream + "/" + r.id }
+
+// parseRef splits at the last '/': entry IDs have none, stream keys may.
+func parseRef(ref string) (entryRef, error) {
+	i := strings.LastIndexByte(ref, '/')
+	if i <= 0 || i == len(ref)-1 {
+		return entryRef{}, fmt.Errorf("redisstream: %q is not a delivery of this queue", ref)
+	}
+	return entryRef{stream: ref[:i], id: ref[i+1:]}, nil
+}
+
+// idLess compares stream entry IDs ("<ms>-<seq>") numerically; an ID that
+// does not parse sorts first.
+func idLess(a, b string) bool {
+	am, as := splitID(a)
+	bm, bs := splitID(b)
+	return am < bm || am == bm && as < bs
+}
+
+func splitID(id string) (uint64, uint64) {
+	ms, seq, _ := strings.Cut(id, "-")
+	m, _ := strconv.ParseUint(ms, 10, 64)
+	s, _ := strconv.ParseUint(seq, 10, 64)
+	return m, s
+}
