@@ -34,13 +34,16 @@ type backendCPU struct {
 	// Service is the CPU of the service when it runs as a child process
 	// (the crash scenario); in-process modes count in the bench's own.
 	Service time.Duration `json:"service,omitempty"`
+	// LoadGen is wrk's CPU when it drives the load (set from its rusage
+	// once it exits, not sampled).
+	LoadGen time.Duration `json:"load_generator,omitempty"`
 }
 
 func (b backendCPU) since(a backendCPU) backendCPU {
 	return backendCPU{Redis: b.Redis - a.Redis, MySQL: b.MySQL - a.MySQL, Service: b.Service - a.Service}
 }
 
-func (b backendCPU) total() time.Duration { return b.Redis + b.MySQL + b.Service }
+func (b backendCPU) total() time.Duration { return b.Redis + b.MySQL + b.Service + b.LoadGen }
 
 func (e *env) backendCPU() backendCPU {
 	var b backendCPU
