@@ -18,6 +18,7 @@ var modeColor = map[Mode]string{
 	ModeChannel:  "#1f77b4",
 	ModeStream:   "#ff7f0e",
 	ModeCeiling:  "#2ca02c",
+	ModeNoop:     "#17becf",
 	ModePerOrder: "#8c564b",
 	ModeBatched:  "#9467bd",
 }
@@ -110,7 +111,7 @@ func (rep *Report) charts() map[string]string {
 					name string
 					v    float64
 					fade string
-				}{{"p50", r.Latency.P50, "ff"}, {"p99", r.Latency.P99, "b0"}, {"p99.9", r.Latency.P999, "70"}} {
+				}{{"p50", r.Latency.P50, "ff"}, {"p99", r.Latency.P99, "b0"}, {"p99.9", r.Latency.P999, "70"}, {"max", r.Latency.Max, "40"}} {
 					lg.bars = append(lg.bars, bar{string(r.Mode) + " " + p.name, p.v, ms(p.v), c + p.fade})
 				}
 			}
