@@ -82,7 +82,7 @@ func (e *env) drive(ctx context.Context, label string, w *workload, base string,
 	out.started = time.Now()
 	var loadGen time.Duration
 	if e.opts.Load == LoadWrk {
-		loadGen, err = e.driveWrk(ctx, w, base, voucher, out)
+		loadGen, err = e.driveWrk(ctx, label, w, base, voucher, out)
 	} else {
 		err = e.driveVegeta(ctx, label, w, base, voucher, out)
 	}

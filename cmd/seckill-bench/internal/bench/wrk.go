@@ -35,7 +35,7 @@ var wrkScript []byte
 // phantom and oversold orders, and MySQL's rows (UNIQUE per user) any user
 // with two orders, but not a user told success twice whose second order
 // never reached MySQL.
-func (e *env) driveWrk(ctx context.Context, w *workload, base string, voucher domain.VoucherID, out *loadOutcome) (time.Duration, error) {
+func (e *env) driveWrk(ctx context.Context, label string, w *workload, base string, voucher domain.VoucherID, out *loadOutcome) (time.Duration, error) {
 	dir, err := os.MkdirTemp(e.tmp, "wrk-")
 	if err != nil {
 		return 0, err
@@ -68,6 +68,8 @@ func (e *env) driveWrk(ctx context.Context, w *workload, base string, voucher do
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("start wrk (install it, e.g. apt-get install wrk, or use --load inproc): %w", err)
 	}
+	// wrk's progress is not visible from here: say that it runs.
+	fmt.Fprintf(e.opts.Progress, "  %s: wrk -t%d -c%d, %d requests\n", label, threads, e.opts.Concurrency, len(w.seq))
 	interrupt := func() { _ = cmd.Process.Signal(syscall.SIGINT) }
 	stop := context.AfterFunc(ctx, interrupt)
 	defer stop()
