@@ -1,7 +1,8 @@
-// Package bench is `seckill bench`: it runs the same flash sale through the
+// Package bench is `seckill-bench`: it runs the same flash sale through the
 // designs people compare (the original's synchronous flow, this service with
-// its channel or Redis Stream queue, and a bare EVALSHA handler that is the
-// machine's ceiling), on real Redis and MySQL, over real HTTP on loopback,
+// its channel or Redis Stream queue, and two references: a bare EVALSHA
+// handler that is the machine's ceiling and a no-op handler that is HTTP
+// alone), on real Redis and MySQL, over real HTTP on loopback,
 // then waits until every claimed order is in MySQL, checks the books and
 // reports one table, raw JSON and a chart. It is composition-level tooling:
 // it wires the real service through infra, and the baselines from adapters.
@@ -88,7 +89,7 @@ func ParseLoad(s string) (Load, error) {
 	return "", fmt.Errorf("unknown load %q (want wrk, inproc or auto)", s)
 }
 
-// Scenario defaults, from the issue: the sizes the targets are stated for.
+// Scenario defaults: the sizes the targets were first stated for.
 const (
 	DefaultUsers        = 20_000
 	DefaultHotStock     = 1_000

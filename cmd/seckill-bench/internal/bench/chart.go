@@ -151,9 +151,9 @@ func (rep *Report) WriteChart(dir string) error {
 	}
 	charts := rep.charts()
 	var page strings.Builder
-	page.WriteString("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>seckill bench</title>\n" +
+	page.WriteString("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>seckill-bench</title>\n" +
 		"<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}" +
-		"td:first-child,td:nth-child(2){text-align:left}pre{background:#f6f6f6;padding:1em}</style></head><body>\n<h1>seckill bench</h1>\n")
+		"td:first-child,td:nth-child(2){text-align:left}pre{background:#f6f6f6;padding:1em}</style></head><body>\n<h1>seckill-bench</h1>\n")
 	for _, w := range rep.Warnings {
 		fmt.Fprintf(&page, "<p><strong>%s</strong></p>\n", html.EscapeString(w))
 	}

@@ -132,7 +132,7 @@ func systemBusy() time.Duration {
 }
 
 // tripCounter counts a Redis client's round trips (a pipeline is one), so
-// the report can show what a claim costs in Redis calls: the bound
+// the report can show what a claim costs in Redis calls: the bound set for it
 // is 2 on a user's first claim and 1 on a repeat, against the original's 4.
 type tripCounter struct{ n atomic.Int64 }
 

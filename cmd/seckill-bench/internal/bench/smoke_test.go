@@ -90,7 +90,7 @@ func TestSmokeBooksBalanceInEveryMode(t *testing.T) {
 }
 
 // TestSmokeEmbedded runs the claim scenarios on the embedded backends, as
-// `seckill bench` does with nothing configured, so the bench itself is
+// `seckill-bench` does with nothing configured, so the bench itself is
 // tested wherever the tests run. Crash needs real servers and says so.
 func TestSmokeEmbedded(t *testing.T) {
 	if testing.Short() {
