@@ -3,9 +3,12 @@ package bench
 import (
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
@@ -207,5 +210,44 @@ func TestChartDrawsEveryMeasuredMode(t *testing.T) {
 		if !strings.HasPrefix(svg, "<svg") || !strings.Contains(svg, mode) {
 			t.Errorf("%s: %.80q", name, svg)
 		}
+	}
+}
+
+// The wrk script's report is read back into the same outcome the in-process
+// generator fills: counts, errors by kind, latency in ms, and every order id
+// answered, each under its own user-less key.
+func TestReadWrkResults(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "results")
+	report := "summary 2000000 6 0 1 0 1 0\n" +
+		"latency 1500 2000 9000 12000 15000 1800.5\n" +
+		"counts 1 1 0\ncounts 1 0 1\n" +
+		"kind 1 http 500 internal\n" +
+		"won 101\nwon 102\n"
+	if err := os.WriteFile(path, []byte(report), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := &loadOutcome{kinds: map[string]int{}, won: map[int][]domain.OrderID{}}
+	if err := o.readWrk(path); err != nil {
+		t.Fatal(err)
+	}
+	if o.sent != 6 || o.elapsed != 2*time.Second || o.successes != 2 || o.soldOut != 1 || o.dup != 1 {
+		t.Errorf("sent %d in %v: %d successes, %d sold out, %d dup", o.sent, o.elapsed, o.successes, o.soldOut, o.dup)
+	}
+	// One read error from wrk, one 500 from the script.
+	if o.errors != 2 || o.kinds["transport: read errors"] != 1 || o.kinds["http 500 internal"] != 1 {
+		t.Errorf("errors %d: %v", o.errors, o.kinds)
+	}
+	if o.latency.P50 != 1.5 || o.latency.P99 != 9 || o.latency.Max != 15 {
+		t.Errorf("latency %+v", o.latency)
+	}
+	b, err := check(context.Background(), nil, 1, 5, o.won)
+	if err != nil || b.Told != 2 || b.Duplicates != 0 {
+		t.Errorf("books %+v, %v", b, err)
+	}
+	if err := os.WriteFile(path, []byte("garbage\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&loadOutcome{kinds: map[string]int{}, won: map[int][]domain.OrderID{}}).readWrk(path); err == nil {
+		t.Error("an unreadable report was accepted")
 	}
 }
