@@ -1,6 +1,7 @@
 # seckill — run `make help` for the targets.
 SHELL := /bin/bash
 BIN   := bin/seckill
+BENCH := bin/seckill-bench
 GO    ?= go
 
 .DEFAULT_GOAL := help
@@ -13,6 +14,10 @@ help: ## list the targets
 build: ## build bin/seckill
 	$(GO) build -o $(BIN) ./cmd/seckill
 
+.PHONY: build-bench
+build-bench: build ## build bin/seckill-bench (the design comparison; it runs bin/seckill for the crash scenario)
+	$(GO) build -o $(BENCH) ./cmd/seckill-bench
+
 .PHONY: run
 run: build ## run the service (embedded Redis + SQLite unless SECKILL_REDIS_URL / SECKILL_MYSQL_DSN are set)
 	SECKILL_DEV_ENDPOINTS=$${SECKILL_DEV_ENDPOINTS:-true} SECKILL_LOG_FORMAT=$${SECKILL_LOG_FORMAT:-console} ./$(BIN) serve
@@ -22,12 +27,13 @@ test: ## run every test with the race detector (real Redis/MySQL when SECKILL_TE
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 .PHONY: bench
-bench: ## run the Go micro-benchmarks (compare runs with benchstat)
-	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.txt
+bench: ## run the Go micro-benchmarks into bench-out/bench.txt (compare runs with benchstat)
+	@mkdir -p bench-out
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench-out/bench.txt
 
 .PHONY: bench-designs
-bench-designs: build ## compare sync, channel, stream and the ceiling on the configured Redis/MySQL (docs/BENCHMARKS.md)
-	./$(BIN) bench --out bench-out --json bench-out/bench.json
+bench-designs: build-bench ## compare sync, channel, stream and the two references on the configured Redis/MySQL, load from wrk if installed (docs/BENCHMARKS.md)
+	./$(BENCH) --out bench-out --json bench-out/bench.json
 
 .PHONY: generate
 generate: ## regenerate the Wire injectors (infra/wire_gen.go)

@@ -21,15 +21,13 @@ commands:
                       apply, roll back (last group) or show database migrations
   token --user ID [--count N]
                       mint login tokens (users ID..ID+N-1), one per line
-  bench [--scenario hot,wide,fulfil,crash] [--json FILE] [--out DIR]
-                      compare sync, channel, stream and the EVALSHA ceiling
-                      under a flash sale (bench --help explains every flag)
   reconcile --voucher ID [--fix]
                       compare Redis with MySQL for a voucher; --fix repairs Redis from MySQL
 
 Configuration comes from SECKILL_* environment variables (see README.md).
 Without SECKILL_REDIS_URL / SECKILL_MYSQL_DSN the service runs on an embedded
-Redis and SQLite.`
+Redis and SQLite. The design comparison is its own binary, seckill-bench, so
+its load generators stay out of this one.`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -58,8 +56,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return migrate(ctx, rest, stdout, stderr)
 	case "token":
 		return token(ctx, rest, stdout, stderr)
-	case "bench":
-		return runBench(ctx, rest, stdout, stderr)
 	case "reconcile":
 		return reconcile(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":

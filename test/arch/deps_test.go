@@ -86,3 +86,23 @@ func TestAdaptersDoNotReachTheCompositionRoot(t *testing.T) {
 		}
 	}
 }
+
+// The service binary links no load generator or bench-only library: they
+// live in cmd/seckill-bench, so a production image carries none of them.
+func TestServiceBinaryLinksNoBenchTooling(t *testing.T) {
+	benchOnly := []string{
+		"github.com/tsenart/vegeta",
+		"github.com/HdrHistogram/hdrhistogram-go",
+		"github.com/schollz/progressbar",
+		module + "/cmd/seckill-bench",
+	}
+	for _, p := range deps(t, module+"/cmd/seckill") {
+		for _, d := range p.Deps {
+			for _, b := range benchOnly {
+				if strings.HasPrefix(d, b) {
+					t.Errorf("%s depends on %s: bench tooling belongs to cmd/seckill-bench", p.ImportPath, d)
+				}
+			}
+		}
+	}
+}

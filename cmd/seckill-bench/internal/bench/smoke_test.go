@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmdp-go/seckill/cmd/seckill-bench/internal/bench"
 	"github.com/hmdp-go/seckill/infra"
-	"github.com/hmdp-go/seckill/infra/bench"
 	"github.com/hmdp-go/seckill/test/testenv"
 )
 
@@ -74,15 +74,15 @@ func TestSmokeBooksBalanceInEveryMode(t *testing.T) {
 
 	want := map[string]bool{}
 	for _, sc := range bench.AllScenarios {
-		for _, m := range []bench.Mode{bench.ModeSync, bench.ModeChannel, bench.ModeStream, bench.ModeCeiling, bench.ModePerOrder, bench.ModeBatched} {
+		for _, m := range []bench.Mode{bench.ModeSync, bench.ModeChannel, bench.ModeStream, bench.ModeCeiling, bench.ModeNoop, bench.ModePerOrder, bench.ModeBatched} {
 			want[string(sc)+"/"+string(m)] = false
 		}
 	}
 	for _, r := range rep.Results {
 		want[string(r.Scenario)+"/"+string(r.Mode)] = true
 	}
-	for _, name := range []string{"hot/sync", "hot/channel", "hot/stream", "hot/ceiling", "wide/sync", "wide/channel",
-		"wide/stream", "wide/ceiling", "fulfil/per-order", "fulfil/batched", "crash/channel", "crash/stream"} {
+	for _, name := range []string{"hot/sync", "hot/channel", "hot/stream", "hot/ceiling", "hot/noop", "wide/sync", "wide/channel",
+		"wide/stream", "wide/ceiling", "wide/noop", "fulfil/per-order", "fulfil/batched", "crash/channel", "crash/stream"} {
 		if !want[name] {
 			t.Errorf("%s did not run", name)
 		}
@@ -90,7 +90,7 @@ func TestSmokeBooksBalanceInEveryMode(t *testing.T) {
 }
 
 // TestSmokeEmbedded runs the claim scenarios on the embedded backends, as
-// `seckill bench` does with nothing configured, so the bench itself is
+// `seckill-bench` does with nothing configured, so the bench itself is
 // tested wherever the tests run. Crash needs real servers and says so.
 func TestSmokeEmbedded(t *testing.T) {
 	if testing.Short() {
@@ -111,6 +111,18 @@ func TestSmokeEmbedded(t *testing.T) {
 	}
 	if len(rep.Warnings) == 0 || !strings.Contains(rep.Warnings[0], "NOT representative") {
 		t.Errorf("an embedded run must say its figures are not representative; warnings: %q", rep.Warnings)
+	}
+	for _, tg := range rep.Targets {
+		if tg.Met != nil && tg.Name != "books balance in every run" {
+			t.Errorf("an embedded run judged %q", tg.Name)
+		}
+	}
+	for _, r := range rep.Results {
+		for _, n := range r.Notes {
+			if strings.Contains(n, "SQLite") {
+				t.Errorf("%s/%s repeats the embedded warning: %s", r.Scenario, r.Mode, n)
+			}
+		}
 	}
 	assertBooks(t, rep, opts)
 	for _, r := range rep.Results {
@@ -149,9 +161,13 @@ func assertBooks(t *testing.T, rep *bench.Report, opts bench.Options) {
 				t.Errorf("%s: %d answers classified for %d requests", name, got, r.Sent)
 			}
 			// Every unit sells: the stock is far below the demand in hot,
-			// equal to it elsewhere.
-			if r.Successes != r.Stock {
-				t.Errorf("%s: %d successes, want the stock %d", name, r.Successes, r.Stock)
+			// equal to it elsewhere. The no-op handler sells nothing.
+			want := r.Stock
+			if r.Mode == bench.ModeNoop {
+				want = 0
+			}
+			if r.Successes != want {
+				t.Errorf("%s: %d successes, want %d", name, r.Successes, want)
 			}
 		}
 		if r.HasDrain && r.Books.Created+r.Books.Lost != r.Books.Told && r.Scenario != bench.ScenarioFulfil {
@@ -163,5 +179,48 @@ func assertBooks(t *testing.T, rep *bench.Report, opts bench.Options) {
 	}
 	if bad := rep.BooksBalance(); len(bad) > 0 {
 		t.Errorf("the books do not balance: %s", strings.Join(bad, "; "))
+	}
+}
+
+// TestSmokeWrk drives the claim scenarios with wrk, as `make bench-designs`
+// does where it is installed: every request must be sent once with its own
+// token (wrk's share per thread adds up to the sale) and the books balance.
+// It runs on the real servers when they are configured, else embedded. CI
+// installs wrk, so there a missing wrk fails instead of skipping.
+func TestSmokeWrk(t *testing.T) {
+	if _, err := exec.LookPath("wrk"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("wrk is not on PATH; CI requires it (apt-get install -y wrk)")
+		}
+		t.Skip("wrk is not on PATH")
+	}
+	base := infra.DefaultConfig()
+	base.DataDir = t.TempDir()
+	base.RedisURL = os.Getenv(testenv.RedisEnv)
+	base.MySQLDSN = os.Getenv(testenv.MySQLEnv)
+	if err := base.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	opts := tiny(base, "")
+	opts.Scenarios = []bench.Scenario{bench.ScenarioHot, bench.ScenarioWide}
+	opts.Modes = []bench.Mode{bench.ModeChannel, bench.ModeStream, bench.ModeCeiling, bench.ModeNoop}
+	opts.Load = bench.LoadWrk
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := bench.Run(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table strings.Builder
+	rep.WriteTable(&table)
+	t.Log(table.String())
+	assertBooks(t, rep, opts)
+	if len(rep.Results) != 8 {
+		t.Errorf("%d runs, want 8 (hot and wide, four modes each)", len(rep.Results))
+	}
+	for _, r := range rep.Results {
+		if r.Status == "ok" && (r.Latency.Max <= 0 || r.Latency.Max < r.Latency.P99) {
+			t.Errorf("%s/%s: max latency %.3f ms, p99 %.3f ms", r.Scenario, r.Mode, r.Latency.Max, r.Latency.P99)
+		}
 	}
 }

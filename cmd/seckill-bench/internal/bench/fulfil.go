@@ -40,7 +40,7 @@ func (e *env) runFulfil(ctx context.Context, m Mode, r *Result) (err error) {
 	if err != nil {
 		return fmt.Errorf("create voucher: %w", err)
 	}
-	orders, won, users, err := claimedOrders(saved.ID(), n)
+	orders, won, err := claimedOrders(saved.ID(), n)
 	if err != nil {
 		return err
 	}
@@ -66,7 +66,7 @@ func (e *env) runFulfil(ctx context.Context, m Mode, r *Result) (err error) {
 	}
 	r.CPUPerRequestMicros = float64((processCPU() - cpu0).Microseconds()) / float64(n)
 	r.BackendCPU = e.backendCPU().since(back0)
-	b, err := check(ctx, db, saved.ID(), n, won, users)
+	b, err := check(ctx, db, saved.ID(), n, won)
 	if err != nil {
 		return err
 	}
@@ -145,23 +145,21 @@ func streamAlone(ctx context.Context, rdb *redis.Client, prefix string, v domain
 
 // claimedOrders are n orders of n users, as the claim path would have
 // issued them, and the books' view of who was told what.
-func claimedOrders(voucher domain.VoucherID, n int) ([]domain.VoucherOrder, map[int][]domain.OrderID, []domain.UserID, error) {
+func claimedOrders(voucher domain.VoucherID, n int) ([]domain.VoucherOrder, map[int][]domain.OrderID, error) {
 	now := time.Now()
 	orders := make([]domain.VoucherOrder, n)
 	won := make(map[int][]domain.OrderID, n)
-	users := make([]domain.UserID, n)
 	for i := range orders {
 		id, err := domain.NewOrderID(now, uint32(i+1))
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
-		users[i] = domain.UserID(i + 1)
-		if orders[i], err = domain.NewVoucherOrder(id, users[i], voucher); err != nil {
-			return nil, nil, nil, err
+		if orders[i], err = domain.NewVoucherOrder(id, domain.UserID(i+1), voucher); err != nil {
+			return nil, nil, err
 		}
 		won[i] = []domain.OrderID{id}
 	}
-	return orders, won, users, nil
+	return orders, won, nil
 }
 
 // perOrderDrain is the original's consumer (handleVoucherOrder): per order,
@@ -205,40 +203,6 @@ func perOrderDrain(ctx context.Context, db *bun.DB, rdb redis.UniversalClient, p
 	return took, ctx.Err()
 }
 
-// consume is one order of the original's consumer.
-func (s *syncShop) consume(ctx context.Context, o domain.VoucherOrder) error {
-	lock := fmt.Sprintf("%slock:order:%d", s.prefix, o.UserID())
-	owner := randomOwner()
-	got, err := s.rdb.SetNX(ctx, lock, owner, lockLease).Result()
-	if err != nil {
-		return fmt.Errorf("lock: %w", err)
-	}
-	if !got {
-		return errors.New("lock held: order dropped")
-	}
-	defer func() { _ = unlockScript.Run(context.WithoutCancel(ctx), s.rdb, []string{lock}, owner).Err() }()
-	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		n, err := tx.NewSelect().Table("tb_voucher_order").
-			Where("user_id = ?", int64(o.UserID())).Where("voucher_id = ?", int64(o.VoucherID())).Count(ctx)
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			return errSyncDuplicate
-		}
-		res, err := tx.ExecContext(ctx, "UPDATE tb_seckill_voucher SET stock = stock - 1 WHERE voucher_id = ? AND stock > 0", int64(o.VoucherID()))
-		if err != nil {
-			return err
-		}
-		if changed, err := res.RowsAffected(); err != nil || changed == 0 {
-			return errors.Join(errSyncSoldOut, err)
-		}
-		_, err = tx.ExecContext(ctx, "INSERT INTO tb_voucher_order (id, user_id, voucher_id) VALUES (?, ?, ?)",
-			int64(o.ID()), int64(o.UserID()), int64(o.VoucherID()))
-		return err
-	})
-}
-
 // batchedDrain is this service's fulfilment as wired in production: the
 // worker adapter receiving batches from the channel queue and running
 // FulfillOrders, whose OrderRepo.CreateBatch writes a batch in one
@@ -255,7 +219,7 @@ func (e *env) batchedDrain(ctx context.Context, db *bun.DB, rdb redis.UniversalC
 	_ = q.Close()
 	gate := redisgate.New(rdb, redisgate.Options{Prefix: prefix, Retention: c.KeyRetention})
 	fulfil := application.NewFulfillOrders(mysqlstore.NewOrderRepo(db), gate)
-	logs := &logTail{}
+	logs := &logTail{armed: true}
 	wk := worker.New(q, fulfil, zerolog.New(logs).Level(zerolog.WarnLevel), worker.Options{BatchSize: c.BatchSize})
 	var (
 		wg   sync.WaitGroup

@@ -34,13 +34,16 @@ type backendCPU struct {
 	// Service is the CPU of the service when it runs as a child process
 	// (the crash scenario); in-process modes count in the bench's own.
 	Service time.Duration `json:"service,omitempty"`
+	// LoadGen is wrk's CPU when it drives the load (set from its rusage
+	// once it exits, not sampled).
+	LoadGen time.Duration `json:"load_generator,omitempty"`
 }
 
 func (b backendCPU) since(a backendCPU) backendCPU {
 	return backendCPU{Redis: b.Redis - a.Redis, MySQL: b.MySQL - a.MySQL, Service: b.Service - a.Service}
 }
 
-func (b backendCPU) total() time.Duration { return b.Redis + b.MySQL + b.Service }
+func (b backendCPU) total() time.Duration { return b.Redis + b.MySQL + b.Service + b.LoadGen }
 
 func (e *env) backendCPU() backendCPU {
 	var b backendCPU
@@ -129,7 +132,7 @@ func systemBusy() time.Duration {
 }
 
 // tripCounter counts a Redis client's round trips (a pipeline is one), so
-// the report can show what a claim costs in Redis calls: the issue's bound
+// the report can show what a claim costs in Redis calls: the bound set for it
 // is 2 on a user's first claim and 1 on a repeat, against the original's 4.
 type tripCounter struct{ n atomic.Int64 }
 

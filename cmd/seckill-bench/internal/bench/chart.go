@@ -18,6 +18,7 @@ var modeColor = map[Mode]string{
 	ModeChannel:  "#1f77b4",
 	ModeStream:   "#ff7f0e",
 	ModeCeiling:  "#2ca02c",
+	ModeNoop:     "#17becf",
 	ModePerOrder: "#8c564b",
 	ModeBatched:  "#9467bd",
 }
@@ -110,7 +111,7 @@ func (rep *Report) charts() map[string]string {
 					name string
 					v    float64
 					fade string
-				}{{"p50", r.Latency.P50, "ff"}, {"p99", r.Latency.P99, "b0"}, {"p99.9", r.Latency.P999, "70"}} {
+				}{{"p50", r.Latency.P50, "ff"}, {"p99", r.Latency.P99, "b0"}, {"p99.9", r.Latency.P999, "70"}, {"max", r.Latency.Max, "40"}} {
 					lg.bars = append(lg.bars, bar{string(r.Mode) + " " + p.name, p.v, ms(p.v), c + p.fade})
 				}
 			}
@@ -150,9 +151,9 @@ func (rep *Report) WriteChart(dir string) error {
 	}
 	charts := rep.charts()
 	var page strings.Builder
-	page.WriteString("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>seckill bench</title>\n" +
+	page.WriteString("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>seckill-bench</title>\n" +
 		"<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}" +
-		"td:first-child,td:nth-child(2){text-align:left}pre{background:#f6f6f6;padding:1em}</style></head><body>\n<h1>seckill bench</h1>\n")
+		"td:first-child,td:nth-child(2){text-align:left}pre{background:#f6f6f6;padding:1em}</style></head><body>\n<h1>seckill-bench</h1>\n")
 	for _, w := range rep.Warnings {
 		fmt.Fprintf(&page, "<p><strong>%s</strong></p>\n", html.EscapeString(w))
 	}

@@ -117,10 +117,53 @@ func (e *env) runCeiling(ctx context.Context, sc Scenario, r *Result) (err error
 		return err
 	}
 	r.fromLoad(out)
-	b, err := check(ctx, nil, v.ID(), stock, out.won, w.users)
+	b, err := check(ctx, nil, v.ID(), stock, out.won)
 	if err != nil {
 		return err
 	}
 	r.Books = &b
+	return nil
+}
+
+// noopHandler is the second reference: a bare net/http handler, no router,
+// that answers every claim with the same constant refusal without reading
+// it. Its rate is what HTTP alone costs with this load generator, the bar
+// for a sale that is sold out (hot), where the service does little else.
+func noopHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeAnswer(w, http.StatusOK, answerSoldOut)
+	})
+}
+
+// runNoop drives the no-op handler with the scenario's workload.
+func (e *env) runNoop(ctx context.Context, sc Scenario, r *Result) (err error) {
+	space, err := e.newSpace(sc, ModeNoop)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, space.cleanup()) }()
+	users, stock, maxPer := e.sale(sc)
+	r.Users, r.Stock = users, stock
+	w := newWorkload(users, maxPer, e.opts.Seed)
+	if err := w.mint(ctx, e.rdb); err != nil {
+		return err
+	}
+	space.tokens = w.tokens
+	base, stop, err := serve(noopHandler())
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stop()) }()
+	out, err := e.drive(ctx, e.runName(r.Scenario, r.Mode, r.Round), w, base, 1, nil)
+	if err != nil {
+		return err
+	}
+	r.fromLoad(out)
+	b, err := check(ctx, nil, 1, stock, out.won)
+	if err != nil {
+		return err
+	}
+	r.Books = &b
+	r.note("answers every claim \"sold out\" unread: a reference, no successes by design")
 	return nil
 }

@@ -130,7 +130,7 @@ func (e *env) runCrash(ctx context.Context, m Mode, r *Result) (err error) {
 	if serr := second.stop(); serr != nil {
 		r.note("stopping the restarted service: %v", serr)
 	}
-	b, err := check(ctx, db, vid, stock, out.won, w.users)
+	b, err := check(ctx, db, vid, stock, out.won)
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ type loadOutcome struct {
 	sent      int
 	elapsed   time.Duration
 	started   time.Time
-	hist      *hdrhistogram.Histogram
+	latency   Latency
 	successes int
 	soldOut   int
 	dup       int
@@ -45,9 +45,10 @@ type loadOutcome struct {
 	kinds     map[string]int
 	// won is what each user (by workload index) was told it won.
 	won map[int][]domain.OrderID
-	// cpu is the bench process's CPU time during the load (load generator
-	// plus any in-process service); backends is the CPU the local Redis and
-	// MySQL servers spent meanwhile, when they could be found.
+	// cpu is the bench process's CPU time during the load (the in-process
+	// generator, if used, plus any in-process service); backends is the CPU
+	// the local Redis and MySQL servers, a child service and wrk spent
+	// meanwhile, when they could be found.
 	cpu      time.Duration
 	backends backendCPU
 	// trips is how many Redis round trips the service made meanwhile, when
@@ -64,33 +65,60 @@ type claimAnswer struct {
 	Data    any    `json:"data"`
 }
 
-// drive sends the workload to base as fast as Concurrency connections allow:
-// vegeta with an unbounded rate and exactly Concurrency workers is a closed
-// loop, each worker sending its next request when the last one answered,
-// like wrk -c. Responses are classified as they arrive.
+// drive sends the workload to base as fast as Concurrency connections allow,
+// with the configured generator, and measures what it cost around it.
 func (e *env) drive(ctx context.Context, label string, w *workload, base string, voucher domain.VoucherID, trips *tripCounter) (*loadOutcome, error) {
-	c := uint64(e.opts.Concurrency)
-	atk := vegeta.NewAttacker(
-		vegeta.Workers(c), vegeta.MaxWorkers(c),
-		vegeta.Connections(int(c)), vegeta.MaxConnections(int(c)),
-		vegeta.Timeout(requestTimeout), vegeta.KeepAlive(true), vegeta.Redirects(vegeta.NoFollow),
-	)
 	out := &loadOutcome{
 		planned: len(w.seq),
-		hist:    hdrhistogram.New(histMin, histMax, histDigits),
 		kinds:   map[string]int{},
 		won:     map[int][]domain.OrderID{},
 		trips:   -1,
 	}
-	prog := newProgress(e.opts, label, len(w.seq))
-	defer prog.finish()
-
 	stopProfile, err := e.startProfile(label)
 	if err != nil {
 		return nil, err
 	}
 	cpu0, back0, sys0, trips0 := processCPU(), e.backendCPU(), systemBusy(), trips.load()
 	out.started = time.Now()
+	var loadGen time.Duration
+	if e.opts.Load == LoadWrk {
+		loadGen, err = e.driveWrk(ctx, label, w, base, voucher, out)
+	} else {
+		err = e.driveVegeta(ctx, label, w, base, voucher, out)
+	}
+	out.cpu = processCPU() - cpu0
+	if trips != nil {
+		out.trips = trips.load() - trips0
+	}
+	out.backends = e.backendCPU().since(back0)
+	out.backends.LoadGen = loadGen
+	if sys := systemBusy() - sys0; sys > 0 {
+		out.others = max(0, sys-out.cpu-out.backends.total())
+	}
+	stopProfile()
+	if err != nil {
+		return out, err
+	}
+	if err := ctx.Err(); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// driveVegeta is the in-process generator: vegeta with an unbounded rate and
+// exactly Concurrency workers is a closed loop, each worker sending its next
+// request when the last one answered, like wrk -c. Responses are classified
+// as they arrive.
+func (e *env) driveVegeta(ctx context.Context, label string, w *workload, base string, voucher domain.VoucherID, out *loadOutcome) error {
+	c := uint64(e.opts.Concurrency)
+	atk := vegeta.NewAttacker(
+		vegeta.Workers(c), vegeta.MaxWorkers(c),
+		vegeta.Connections(int(c)), vegeta.MaxConnections(int(c)),
+		vegeta.Timeout(requestTimeout), vegeta.KeepAlive(true), vegeta.Redirects(vegeta.NoFollow),
+	)
+	hist := hdrhistogram.New(histMin, histMax, histDigits)
+	prog := newProgress(e.opts, label, len(w.seq))
+	defer prog.finish()
 	results := atk.Attack(w.targeter(base, voucher), vegeta.ConstantPacer{}, e.opts.MaxDuration, label)
 	stop := context.AfterFunc(ctx, func() { atk.Stop() })
 	defer stop()
@@ -103,7 +131,7 @@ func (e *env) drive(ctx context.Context, label string, w *workload, base string,
 		if end := r.End(); end.After(last) {
 			last = end
 		}
-		_ = out.hist.RecordValue(max(r.Latency.Microseconds(), histMin))
+		_ = hist.RecordValue(max(r.Latency.Microseconds(), histMin))
 		out.classify(r)
 		prog.add(1)
 	}
@@ -111,19 +139,16 @@ func (e *env) drive(ctx context.Context, label string, w *workload, base string,
 	if !last.IsZero() {
 		out.elapsed = last.Sub(out.started)
 	}
-	out.cpu = processCPU() - cpu0
-	if trips != nil {
-		out.trips = trips.load() - trips0
+	ms := func(us int64) float64 { return float64(us) / 1000 }
+	out.latency = Latency{
+		P50:  ms(hist.ValueAtQuantile(50)),
+		P90:  ms(hist.ValueAtQuantile(90)),
+		P99:  ms(hist.ValueAtQuantile(99)),
+		P999: ms(hist.ValueAtQuantile(99.9)),
+		Max:  ms(hist.Max()),
+		Mean: hist.Mean() / 1000,
 	}
-	out.backends = e.backendCPU().since(back0)
-	if sys := systemBusy() - sys0; sys > 0 {
-		out.others = max(0, sys-out.cpu-out.backends.total())
-	}
-	stopProfile()
-	if err := ctx.Err(); err != nil {
-		return out, err
-	}
-	return out, nil
+	return nil
 }
 
 func (o *loadOutcome) classify(r *vegeta.Result) {

@@ -55,6 +55,9 @@ return 0`)
 var (
 	errSyncDuplicate = errors.New("duplicate")
 	errSyncSoldOut   = errors.New("sold out")
+	// errSyncLockHeld: tryLock failed; the original answers a claim "no
+	// duplicate orders" and its consumer drops the order with a log line.
+	errSyncLockHeld = errors.New("lock held: order dropped")
 )
 
 // The answers, pre-encoded like the service's refusals.
@@ -139,24 +142,22 @@ func (s *syncShop) claim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	lock := s.prefix + "lock:order:" + strconv.FormatInt(user, 10)
-	owner := randomOwner()
-	got, err := s.rdb.SetNX(ctx, lock, owner, lockLease).Result()
-	if err != nil {
-		writeAnswer(w, http.StatusInternalServerError, answerInternal)
-		return
-	}
-	if !got {
+	var id domain.OrderID
+	err = s.withUserLock(ctx, user, func() error {
+		var err error
+		id, err = s.createVoucherOrder(ctx, user, voucher, func(ctx context.Context) (domain.OrderID, error) {
+			seq, err := s.rdb.Incr(ctx, s.prefix+"icr:order:"+now.UTC().Format("2006:01:02")).Result()
+			if err != nil {
+				return 0, err
+			}
+			return domain.NewOrderID(now, uint32(seq))
+		})
+		return err
+	})
+	switch {
+	case errors.Is(err, errSyncLockHeld):
 		// The original answers "不允许重复下单" when tryLock fails.
 		writeAnswer(w, http.StatusOK, answerDuplicate)
-		return
-	}
-	defer func() {
-		_ = unlockScript.Run(context.WithoutCancel(ctx), s.rdb, []string{lock}, owner).Err()
-	}()
-
-	id, err := s.createOrder(ctx, user, voucher, now)
-	switch {
 	case errors.Is(err, errSyncDuplicate):
 		writeAnswer(w, http.StatusOK, answerDuplicate)
 	case errors.Is(err, errSyncSoldOut):
@@ -168,9 +169,41 @@ func (s *syncShop) claim(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// createOrder is the original's createVoucherOrder: one transaction with
-// the count, the guarded decrement and the insert.
-func (s *syncShop) createOrder(ctx context.Context, user, voucher int64, now time.Time) (domain.OrderID, error) {
+// consume is one order of the original's consumer (handleVoucherOrder): the
+// same lock and transaction as a synchronous claim, with the id the claim
+// already issued.
+func (s *syncShop) consume(ctx context.Context, o domain.VoucherOrder) error {
+	return s.withUserLock(ctx, int64(o.UserID()), func() error {
+		_, err := s.createVoucherOrder(ctx, int64(o.UserID()), int64(o.VoucherID()), func(context.Context) (domain.OrderID, error) {
+			return o.ID(), nil
+		})
+		return err
+	})
+}
+
+// withUserLock runs fn under Redisson's lock:order:<userId>, taken with
+// tryLock semantics (SET NX PX with a random owner, no wait) and released
+// only by its owner. A lock another request holds is errSyncLockHeld.
+func (s *syncShop) withUserLock(ctx context.Context, user int64, fn func() error) error {
+	lock := s.prefix + "lock:order:" + strconv.FormatInt(user, 10)
+	owner := randomOwner()
+	got, err := s.rdb.SetNX(ctx, lock, owner, lockLease).Result()
+	if err != nil {
+		return fmt.Errorf("lock: %w", err)
+	}
+	if !got {
+		return errSyncLockHeld
+	}
+	defer func() { _ = unlockScript.Run(context.WithoutCancel(ctx), s.rdb, []string{lock}, owner).Err() }()
+	return fn()
+}
+
+// createVoucherOrder is the original's createVoucherOrder, @Transactional:
+// COUNT the user's orders, the guarded decrement stock = stock - 1 WHERE
+// stock > 0, then the INSERT, in one transaction. newID gives the order id
+// inside it: the synchronous flow INCRs Redis's counter there, as the
+// original's RedisIdWorker does; the consumer passes the claim's id.
+func (s *syncShop) createVoucherOrder(ctx context.Context, user, voucher int64, newID func(context.Context) (domain.OrderID, error)) (domain.OrderID, error) {
 	var id domain.OrderID
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		n, err := tx.NewSelect().Table("tb_voucher_order").
@@ -188,11 +221,7 @@ func (s *syncShop) createOrder(ctx context.Context, user, voucher int64, now tim
 		if changed, err := res.RowsAffected(); err != nil || changed == 0 {
 			return errors.Join(errSyncSoldOut, err)
 		}
-		seq, err := s.rdb.Incr(ctx, s.prefix+"icr:order:"+now.UTC().Format("2006:01:02")).Result()
-		if err != nil {
-			return err
-		}
-		if id, err = domain.NewOrderID(now, uint32(seq)); err != nil {
+		if id, err = newID(ctx); err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, "INSERT INTO tb_voucher_order (id, user_id, voucher_id) VALUES (?, ?, ?)", int64(id), user, voucher)
@@ -248,7 +277,7 @@ func (e *env) runSync(ctx context.Context, sc Scenario, r *Result) (err error) {
 	if err != nil {
 		return err
 	}
-	b, err := check(ctx, db, saved.ID(), stock, out.won, w.users)
+	b, err := check(ctx, db, saved.ID(), stock, out.won)
 	if err != nil {
 		return err
 	}

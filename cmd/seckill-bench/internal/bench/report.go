@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -40,14 +41,22 @@ type Machine struct {
 	MySQL     string  `json:"mysql"`
 }
 
-// Target is one of the issue's targets, checked on this run's numbers. Met
-// is nil when the run did not measure what the target needs.
+// Target is one figure the report judges or reports, on this run's
+// numbers. Met is nil when the run did not measure what it needs, when it is
+// only reported (Judged false: a ratio kept for comparison, no longer a goal),
+// or when the backends are embedded and no speed is judged.
 type Target struct {
-	Name string `json:"name"`
-	Want string `json:"want"`
-	Got  string `json:"got"`
-	Met  *bool  `json:"met"`
+	Name   string `json:"name"`
+	Want   string `json:"want"`
+	Got    string `json:"got"`
+	Judged bool   `json:"judged"`
+	Met    *bool  `json:"met"`
 }
+
+// measured tells whether the run produced the figure.
+func (t Target) measured() bool { return t.Got != notMeasured }
+
+const notMeasured = "not measured"
 
 func describeOptions(o Options) map[string]any {
 	sc := make([]string, len(o.Scenarios))
@@ -60,7 +69,7 @@ func describeOptions(o Options) map[string]any {
 	}
 	return map[string]any{
 		"scenarios": sc, "modes": ms, "users": o.Users, "hot_stock": o.HotStock, "max_per_user": o.MaxPerUser,
-		"rounds": o.Rounds, "concurrency": o.Concurrency, "max_duration": o.MaxDuration.String(), "drain_timeout": o.DrainTimeout.String(),
+		"rounds": o.Rounds, "concurrency": o.Concurrency, "load": string(o.Load), "wrk_threads": o.WrkThreads, "max_duration": o.MaxDuration.String(), "drain_timeout": o.DrainTimeout.String(),
 		"fulfil_orders": o.FulfilOrders, "fulfil_workers": o.FulfilWorkers, "crash_batch": o.CrashBatch,
 		"seed": o.Seed, "batch_size": o.Base.BatchSize, "workers": o.Base.Workers, "batch_linger": o.Base.BatchLinger.String(),
 		"redis_pool_size": o.Base.RedisPoolSize, "id_block": o.Base.IDBlock,
@@ -163,16 +172,19 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// checkTargets evaluates the issue's targets. Each is a ratio within this
-// run, because a shared 2-core machine is too noisy for absolute numbers;
-// with several rounds, the ratio is taken within each round (the modes of a
-// round run back to back, so they share the machine's mood) and the median
-// of those is judged.
-func checkTargets(rs []Result) []Target {
+// checkTargets evaluates the targets of issue 10 (the design comparison's
+// goals since then) and reports two older ratios. Each is a ratio within
+// this run, because a shared 2-core machine is too noisy for absolute
+// numbers; with several rounds, the ratio is taken within each round (the
+// modes of a round run back to back, so they share the machine's mood) and
+// the median of those is judged. judge false (embedded backends, whose
+// speed says nothing of real servers) reports every speed ratio without a
+// verdict; the books are judged whatever the backends.
+func checkTargets(rs []Result, judge bool) []Target {
 	var ts []Target
 	n := rounds(rs)
-	ratio := func(name, want string, aSc Scenario, aM Mode, bSc Scenario, bM Mode, get func(a, b *Result) (float64, float64), limit float64, atLeast bool) {
-		t := Target{Name: name, Want: want}
+	ratio := func(name, want string, aSc Scenario, aM Mode, bSc Scenario, bM Mode, get func(a, b *Result) (float64, float64), limit float64, atLeast, goal bool) {
+		t := Target{Name: name, Want: want, Judged: goal && judge}
 		var xs []float64
 		var detail []string
 		for k := 1; k <= n; k++ {
@@ -192,16 +204,18 @@ func checkTargets(rs []Result) []Target {
 			detail = append(detail, fmt.Sprintf("%.2f× ("+f+")", va/vb, va, vb))
 		}
 		if len(xs) == 0 {
-			t.Got = "not measured"
+			t.Got = notMeasured
 			ts = append(ts, t)
 			return
 		}
 		x := median(xs)
-		met := x >= limit
-		if !atLeast {
-			met = x <= limit
+		if t.Judged {
+			met := x >= limit
+			if !atLeast {
+				met = x <= limit
+			}
+			t.Met = &met
 		}
-		t.Met = &met
 		if len(xs) == 1 {
 			t.Got = detail[0]
 		} else {
@@ -212,25 +226,31 @@ func checkTargets(rs []Result) []Target {
 	claims := func(a, b *Result) (float64, float64) { return a.ClaimsPerSec, b.ClaimsPerSec }
 	p99 := func(a, b *Result) (float64, float64) { return a.Latency.P99, b.Latency.P99 }
 	orders := func(a, b *Result) (float64, float64) { return a.OrdersPerSec, b.OrdersPerSec }
+	const goal, reported = true, false
 
+	// wide: every claim succeeds, so the queue's hand-off is on every request.
+	ratio("wide: stream claims/s vs ceiling", "≥ 0.8×", ScenarioWide, ModeStream, ScenarioWide, ModeCeiling, claims, 0.8, true, goal)
+	ratio("wide: channel claims/s vs ceiling", "≥ 0.9×", ScenarioWide, ModeChannel, ScenarioWide, ModeCeiling, claims, 0.9, true, goal)
 	for _, m := range []Mode{ModeChannel, ModeStream} {
-		ratio(fmt.Sprintf("wide: %s claims/s vs ceiling", m), "≥ 0.5×", ScenarioWide, m, ScenarioWide, ModeCeiling, claims, 0.5, true)
-		ratio(fmt.Sprintf("wide: %s p99 vs ceiling p99", m), "≤ 2×", ScenarioWide, m, ScenarioWide, ModeCeiling, p99, 2, false)
+		ratio(fmt.Sprintf("wide: %s p99 vs ceiling p99", m), "≤ 1.5×", ScenarioWide, m, ScenarioWide, ModeCeiling, p99, 1.5, false, goal)
 	}
+	// hot: mostly sold out, so what remains is the HTTP stack around a claim.
 	for _, m := range []Mode{ModeChannel, ModeStream} {
-		ratio(fmt.Sprintf("hot: %s claims/s vs ceiling", m), "≥ 1.5×", ScenarioHot, m, ScenarioHot, ModeCeiling, claims, 1.5, true)
+		ratio(fmt.Sprintf("hot: %s claims/s vs no-op handler", m), "≥ 0.8×", ScenarioHot, m, ScenarioHot, ModeNoop, claims, 0.8, true, goal)
 	}
 	for _, sc := range []Scenario{ScenarioHot, ScenarioWide} {
-		ratio(fmt.Sprintf("%s: stream claims/s vs channel", sc), "≥ 0.8×", sc, ModeStream, sc, ModeChannel, claims, 0.8, true)
+		ratio(fmt.Sprintf("%s: stream claims/s vs channel", sc), "≥ 0.95×", sc, ModeStream, sc, ModeChannel, claims, 0.95, true, goal)
 	}
-	for _, m := range []Mode{ModeChannel, ModeStream} {
-		ratio(fmt.Sprintf("hot: %s claims/s vs sync", m), "≥ 20×", ScenarioHot, m, ScenarioHot, ModeSync, claims, 20, true)
-	}
-	ratio("fulfil: batched orders/s vs per-order", "≥ 40×", ScenarioFulfil, ModeBatched, ScenarioFulfil, ModePerOrder, orders, 40, true)
+	ratio("fulfil: stream queue alone vs batched writer", "≥ 2× (the consumer is not the next bottleneck)", ScenarioFulfil, ModeBatched, ScenarioFulfil, ModeBatched,
+		func(a, _ *Result) (float64, float64) { return a.StreamAlonePerSec, a.OrdersPerSec }, 2, true, goal)
 	ratio("fulfil: channel queue alone vs batched writer", "≥ 1× (the queue is not the bottleneck)", ScenarioFulfil, ModeBatched, ScenarioFulfil, ModeBatched,
-		func(a, _ *Result) (float64, float64) { return a.QueueAlonePerSec, a.OrdersPerSec }, 1, true)
-	ratio("fulfil: stream queue alone vs batched writer", "≥ 1× (the queue is not the bottleneck)", ScenarioFulfil, ModeBatched, ScenarioFulfil, ModeBatched,
-		func(a, _ *Result) (float64, float64) { return a.StreamAlonePerSec, a.OrdersPerSec }, 1, true)
+		func(a, _ *Result) (float64, float64) { return a.QueueAlonePerSec, a.OrdersPerSec }, 1, true, goal)
+	// Reported, not judged: on one machine both are bounded by what the
+	// fast side shares with the slow one (docs/BENCHMARKS.md explains).
+	for _, m := range []Mode{ModeChannel, ModeStream} {
+		ratio(fmt.Sprintf("hot: %s claims/s vs sync", m), "was ≥ 20×", ScenarioHot, m, ScenarioHot, ModeSync, claims, 20, true, reported)
+	}
+	ratio("fulfil: batched orders/s vs per-order", "was ≥ 40×", ScenarioFulfil, ModeBatched, ScenarioFulfil, ModePerOrder, orders, 40, true, reported)
 
 	// The books: zero everywhere except a channel's loss under crash.
 	var bad []string
@@ -249,9 +269,9 @@ func checkTargets(rs []Result) []Target {
 			bad = append(bad, fmt.Sprintf("%s#%d: oversold %d, duplicates %d, lost %d", r.label(), r.Round, b.Oversold, b.Duplicates, lost))
 		}
 	}
-	t := Target{Name: "books balance in every run", Want: "0 oversold, 0 duplicates, 0 lost (channel under crash: loss reported)"}
+	t := Target{Name: "books balance in every run", Want: "0 oversold, 0 duplicates, 0 lost (channel under crash: loss reported)", Judged: true}
 	if checked == 0 {
-		t.Got = "not measured"
+		t.Got = notMeasured
 	} else {
 		met := len(bad) == 0
 		t.Met = &met
@@ -358,29 +378,29 @@ func (rep *Report) spread() []string {
 // WriteTable prints the one table, then the targets and the notes, as
 // Markdown so it can be pasted into docs.
 func (rep *Report) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "\n%d cores, %.1f GiB, %s; %s; %s; %s\n", rep.Machine.Cores, rep.Machine.MemoryGiB, rep.Machine.CPU,
-		rep.Machine.Redis, rep.Machine.MySQL, rep.Machine.Go)
+	fmt.Fprintf(w, "\n%d cores, %.1f GiB, %s; %s; %s; %s; load from %s\n", rep.Machine.Cores, rep.Machine.MemoryGiB, rep.Machine.CPU,
+		rep.Machine.Redis, rep.Machine.MySQL, rep.Machine.Go, rep.Options["load"])
 	for _, warn := range rep.Warnings {
 		fmt.Fprintf(w, "WARNING: %s\n", warn)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| scenario | mode | claims/s | p50 | p99 | p99.9 | successes | sold out | dup | errors | drain s | orders/s into MySQL | oversold | lost | duplicates |")
-	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	fmt.Fprintln(w, "| scenario | mode | claims/s | p50 | p99 | p99.9 | max | successes | sold out | dup | errors | drain s | orders/s into MySQL | oversold | lost | duplicates |")
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for _, r := range rep.representative() {
 		cells := []string{string(r.Scenario), string(r.Mode)}
 		if !r.ok() {
 			cells = append(cells, r.Status)
-			for range 12 {
+			for range 13 {
 				cells = append(cells, dash)
 			}
 			fmt.Fprintln(w, "| "+strings.Join(cells, " | ")+" |")
 			continue
 		}
 		if r.HasClaims {
-			cells = append(cells, fmt.Sprintf("%.0f", r.ClaimsPerSec), ms(r.Latency.P50), ms(r.Latency.P99), ms(r.Latency.P999),
+			cells = append(cells, fmt.Sprintf("%.0f", r.ClaimsPerSec), ms(r.Latency.P50), ms(r.Latency.P99), ms(r.Latency.P999), ms(r.Latency.Max),
 				strconv.Itoa(r.Successes), strconv.Itoa(r.SoldOut), strconv.Itoa(r.Dup), strconv.Itoa(r.Errors))
 		} else {
-			cells = append(cells, dash, dash, dash, dash, dash, dash, dash, dash)
+			cells = append(cells, dash, dash, dash, dash, dash, dash, dash, dash, dash)
 		}
 		if r.HasDrain {
 			cells = append(cells, fmt.Sprintf("%.2f", r.DrainSeconds), fmt.Sprintf("%.0f", r.OrdersPerSec))
@@ -403,16 +423,19 @@ func (rep *Report) WriteTable(w io.Writer) {
 	// are counted, not listed.
 	var measured []Target
 	for _, t := range rep.Targets {
-		if t.Met != nil {
+		if t.measured() {
 			measured = append(measured, t)
 		}
 	}
 	if len(measured) > 0 {
-		fmt.Fprintln(w, "\nTargets (ratios within this run):")
+		fmt.Fprintln(w, "\nTargets (issue 10's, ratios within this run; \"info\": reported, not judged):")
 		for _, t := range measured {
-			verdict := "MISSED"
-			if *t.Met {
+			verdict := "info"
+			switch {
+			case t.Met != nil && *t.Met:
 				verdict = "met"
+			case t.Met != nil:
+				verdict = "MISSED"
 			}
 			fmt.Fprintf(w, "  %-6s %s: want %s, got %s\n", verdict, t.Name, t.Want, t.Got)
 		}
@@ -478,7 +501,7 @@ func (rep *Report) writeCosts(w io.Writer) {
 			continue
 		}
 		if !header {
-			fmt.Fprintln(w, "\nPer request (per order for fulfil): Redis round trips of the service, and CPU µs of the bench process | child service | Redis | MySQL:")
+			fmt.Fprintln(w, "\nPer request (per order for fulfil): Redis round trips of the service, and CPU µs of the bench process | child service | Redis | MySQL | wrk:")
 			header = true
 		}
 		n := float64(r.Sent)
@@ -493,8 +516,8 @@ func (rep *Report) writeCosts(w io.Writer) {
 		if r.RedisTripsPerClaim > 0 {
 			trips = fmt.Sprintf("%.2f", r.RedisTripsPerClaim)
 		}
-		fmt.Fprintf(w, "  %-17s trips %-5s cpu %4.0f | %4.0f | %4.0f | %4.0f µs\n", r.label(), trips,
-			r.CPUPerRequestMicros, us(r.BackendCPU.Service), us(r.BackendCPU.Redis), us(r.BackendCPU.MySQL))
+		fmt.Fprintf(w, "  %-17s trips %-5s cpu %4.0f | %4.0f | %4.0f | %4.0f | %4.0f µs\n", r.label(), trips,
+			r.CPUPerRequestMicros, us(r.BackendCPU.Service), us(r.BackendCPU.Redis), us(r.BackendCPU.MySQL), us(r.BackendCPU.LoadGen))
 	}
 }
 
@@ -509,6 +532,9 @@ func ms(v float64) string {
 func (rep *Report) WriteJSON(path string) error {
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)

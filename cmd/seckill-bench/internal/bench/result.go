@@ -96,15 +96,7 @@ func (r *Result) fromLoad(o *loadOutcome) {
 	if o.elapsed > 0 {
 		r.ClaimsPerSec = float64(o.sent) / o.elapsed.Seconds()
 	}
-	ms := func(us int64) float64 { return float64(us) / 1000 }
-	r.Latency = Latency{
-		P50:  ms(o.hist.ValueAtQuantile(50)),
-		P90:  ms(o.hist.ValueAtQuantile(90)),
-		P99:  ms(o.hist.ValueAtQuantile(99)),
-		P999: ms(o.hist.ValueAtQuantile(99.9)),
-		Max:  ms(o.hist.Max()),
-		Mean: o.hist.Mean() / 1000,
-	}
+	r.Latency = o.latency
 	r.Successes, r.SoldOut, r.Dup, r.Errors = o.successes, o.soldOut, o.dup, o.errors
 	if len(o.kinds) > 0 {
 		r.ErrorKinds = o.kinds
