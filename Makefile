@@ -14,8 +14,9 @@ build: ## build bin/seckill
 	$(GO) build -o $(BIN) ./cmd/seckill
 
 .PHONY: run
-run: build ## run the service (embedded Redis + SQLite unless SECKILL_REDIS_URL / SECKILL_MYSQL_DSN are set)
-	SECKILL_DEV_ENDPOINTS=$${SECKILL_DEV_ENDPOINTS:-true} SECKILL_LOG_FORMAT=$${SECKILL_LOG_FORMAT:-console} ./$(BIN) serve
+run: build ## run the service (embedded Redis + SQLite unless SECKILL_REDIS_URL / SECKILL_MYSQL_DSN are set); user 1 is admin
+	SECKILL_DEV_ENDPOINTS=$${SECKILL_DEV_ENDPOINTS:-true} SECKILL_ADMIN_USERS=$${SECKILL_ADMIN_USERS:-1} \
+		SECKILL_LOG_FORMAT=$${SECKILL_LOG_FORMAT:-console} ./$(BIN) serve
 
 .PHONY: test
 test: ## run every test with the race detector (real Redis/MySQL when SECKILL_TEST_REDIS_URL / SECKILL_TEST_MYSQL_DSN are set)

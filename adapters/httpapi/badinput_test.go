@@ -40,7 +40,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		t.Fatal("baseline voucher not created")
 	}
 
-	post := func(body string) req { return req{method: "POST", path: "/voucher/seckill", body: body} }
+	admin := e.adminToken()
+	post := func(body string) req { return req{method: "POST", path: "/voucher/seckill", token: admin, body: body} }
 	claim := func(id string) req { return req{method: "POST", path: "/voucher-order/seckill/" + id, token: token} }
 	order := func(id string) req { return req{method: "GET", path: "/voucher-order/" + id, token: token} }
 	list := func(id string) req { return req{method: "GET", path: "/voucher/list/" + id} }
@@ -55,15 +56,15 @@ func TestBadInputChangesNothing(t *testing.T) {
 		// JSON shape
 		{"malformed_json", post(`{"shopId":1 "title":"t"}`), 400, "malformed JSON"},
 		{"truncated_json", post(`{"shopId":1,`), 400, "truncated"},
-		{"empty_body", req{method: "POST", path: "/voucher/seckill", header: map[string]string{"Content-Type": "application/json"}}, 400, "empty"},
+		{"empty_body", req{method: "POST", path: "/voucher/seckill", token: admin, header: map[string]string{"Content-Type": "application/json"}}, 400, "empty"},
 		{"array_instead_of_object", post(`[1,2]`), 400, "JSON object"},
 		{"unknown_field", post(`{"status":1,` + validVoucher(nil)[1:]), 400, `unknown field "status"`},
 		{"trailing_object", post(validVoucher(nil) + `{}`), 400, "exactly one JSON value"},
 		{"trailing_garbage", post(validVoucher(nil) + ` x`), 400, "exactly one JSON value"},
-		{"wrong_content_type", req{method: "POST", path: "/voucher/seckill", body: validVoucher(nil), header: map[string]string{"Content-Type": "text/plain"}}, 415, "application/json"},
-		{"form_content_type", req{method: "POST", path: "/voucher/seckill", body: validVoucher(nil), header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}}, 415, "application/json"},
+		{"wrong_content_type", req{method: "POST", path: "/voucher/seckill", token: admin, body: validVoucher(nil), header: map[string]string{"Content-Type": "text/plain"}}, 415, "application/json"},
+		{"form_content_type", req{method: "POST", path: "/voucher/seckill", token: admin, body: validVoucher(nil), header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}}, 415, "application/json"},
 		{"oversized_declared_length", post(validVoucher(map[string]string{"rules": `"` + strings.Repeat("r", 2000) + `"`})), 413, "larger than 1024 bytes"},
-		{"oversized_chunked", req{method: "POST", path: "/voucher/seckill", reader: io.MultiReader(strings.NewReader(validVoucher(map[string]string{"rules": `"` + strings.Repeat("r", 2000) + `"`})))}, 413, "larger than 1024 bytes"},
+		{"oversized_chunked", req{method: "POST", path: "/voucher/seckill", token: admin, reader: io.MultiReader(strings.NewReader(validVoucher(map[string]string{"rules": `"` + strings.Repeat("r", 2000) + `"`})))}, 413, "larger than 1024 bytes"},
 
 		// voucher fields
 		{"stock_zero", post(validVoucher(map[string]string{"stock": "0"})), 400, "stock"},
@@ -114,7 +115,11 @@ func TestBadInputChangesNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := e.calls.snapshot()
 			res := e.do(tc.r)
-			wantRefusal(t, res, tc.status, "bad_request", "")
+			code := "bad_request"
+			if tc.status == http.StatusUnsupportedMediaType {
+				code = "unsupported_media_type"
+			}
+			wantRefusal(t, res, tc.status, code, "")
 			if !strings.Contains(res.ErrorMsg, tc.msg) {
 				t.Fatalf("errorMsg %q does not say %q", res.ErrorMsg, tc.msg)
 			}
@@ -152,12 +157,12 @@ func TestAcceptedContentTypes(t *testing.T) {
 		{"json", "application/json"},
 		{"json_with_charset", "application/json; charset=utf-8"},
 		{"json_suffix", "application/vnd.hmdp+json"},
-		{"absent", ""},
+		{"json_upper_case", "Application/JSON"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, options{})
-			e.mustOK(req{method: "POST", path: "/voucher/seckill", body: validVoucher(nil), header: map[string]string{"Content-Type": tc.contentType}})
+			e.mustOK(req{method: "POST", path: "/voucher/seckill", token: e.adminToken(), body: validVoucher(nil), header: map[string]string{"Content-Type": tc.contentType}})
 			if vs := e.list("1"); len(vs) != 1 {
 				t.Fatalf("shop 1 has %d vouchers, want 1", len(vs))
 			}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -18,17 +17,10 @@ import (
 // types, unknown fields, trailing data and bodies over the limit, each with a
 // message that tells the client what to fix.
 func decodeJSON(r *http.Request, dst any) error {
-	// A missing Content-Type is let through (some scripted clients omit it and
-	// the body is still parsed strictly); a declared non-JSON one, such as
-	// curl -d's form encoding, is refused rather than misread.
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return &requestError{
-				status: http.StatusUnsupportedMediaType,
-				msg:    "Content-Type must be application/json",
-			}
-		}
+	// requireJSON already refused a body of another type; this catches a
+	// handler reached some other way, and an empty body sent without a type.
+	if err := checkJSONType(r); err != nil {
+		return err
 	}
 	if r.Body == nil {
 		return badRequest("request body is empty")

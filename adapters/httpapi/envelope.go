@@ -33,9 +33,13 @@ const (
 	codeNotFound     = "not_found"
 	codeBusy         = "busy"
 	codeUnauthorized = "unauthorized"
+	codeForbidden    = "forbidden"
+	codeRateLimited  = "rate_limited"
 	codeBadRequest   = "bad_request"
 	codeUnavailable  = "unavailable"
 	codeInternal     = "internal"
+
+	codeUnsupportedMediaType = "unsupported_media_type"
 )
 
 // answer is how one kind of error is told to the client. body is the encoded

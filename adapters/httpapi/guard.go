@@ -1,0 +1,151 @@
+package httpapi
+
+import (
+	"fmt"
+	"mime"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/go-chi/httprate"
+
+	"github.com/hmdp-go/seckill/domain"
+)
+
+// Limits are the per-user and per-client-IP rate limits on claim and order
+// status: how many requests each may make per sliding Window. A zero count
+// turns that limit off; a zero Window turns both off.
+type Limits struct {
+	PerUser int
+	PerIP   int
+	Window  time.Duration
+}
+
+var (
+	forbiddenAnswer   = fixed(http.StatusForbidden, codeForbidden, "没有权限：需要管理员账号")
+	rateLimitedAnswer = fixed(http.StatusTooManyRequests, codeRateLimited, "请求过于频繁，请稍后重试")
+)
+
+// requireAdmin lets through only the users named in Deps.Admins; it runs
+// behind requireUser, so the caller is known. With no admin configured it
+// refuses everyone: an open admin endpoint is never the default.
+func (a *api) requireAdmin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := a.admins[userFrom(r.Context())]; !ok {
+			a.noteError(w, r, fmt.Errorf("user %d is not an admin", userFrom(r.Context())))
+			writeBody(w, forbiddenAnswer.status, forbiddenAnswer.body)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// requireJSON refuses a write whose body is not declared JSON. Browsers send
+// text/plain, form and multipart bodies cross-site without a preflight (a
+// no-cors fetch), so accepting those would let any page a user visits write
+// here with their cookies or network position. A bodiless POST, such as the
+// original front end's claim (axios sends Content-Length: 0 and no type), has
+// nothing to misread and passes.
+func (a *api) requireJSON(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// ContentLength is -1 for a body of unknown length (chunked), which
+		// is a body too.
+		if r.ContentLength != 0 && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if err := checkJSONType(r); err != nil {
+				a.fail(w, r, err)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// checkJSONType accepts application/json, with parameters such as charset,
+// and the structured +json types, which no browser sends without a preflight.
+func checkJSONType(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if ct == "" || err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return &requestError{
+			status: http.StatusUnsupportedMediaType,
+			code:   codeUnsupportedMediaType,
+			msg:    fmt.Sprintf("Content-Type must be application/json, got %q", ct),
+		}
+	}
+	return nil
+}
+
+// clientIP stores the client's address for the per-IP limit: the
+// connection's peer, or what X-Real-IP / X-Forwarded-For say when (and only
+// when) that peer is one of the trusted proxies. chi's resolvers walk
+// X-Forwarded-For from the right, skipping trusted hops, so a client cannot
+// choose its own address by prepending entries.
+func clientIP(trusted []netip.Prefix) func(http.Handler) http.Handler {
+	if len(trusted) == 0 {
+		return middleware.ClientIPFromRemoteAddr
+	}
+	cidrs := make([]string, len(trusted))
+	for i, p := range trusted {
+		cidrs[i] = p.String()
+	}
+	fromRealIP := middleware.ClientIPFromHeader("X-Real-IP", cidrs...)
+	fromXFF := middleware.ClientIPFromXFF(cidrs...)
+	return func(next http.Handler) http.Handler {
+		// Later resolvers overwrite earlier ones only when they find an
+		// address: X-Forwarded-For wins over X-Real-IP, which wins over the peer.
+		return middleware.ClientIPFromRemoteAddr(fromRealIP(fromXFF(next)))
+	}
+}
+
+// ipKey is the per-IP limit's key. IPv6 clients are bucketed by their /64,
+// which one client usually controls whole. An unparsable peer (never on a
+// real connection) falls back to RemoteAddr rather than one shared bucket.
+func ipKey(r *http.Request) (string, error) {
+	ip := middleware.GetClientIP(r.Context())
+	if ip == "" {
+		return r.RemoteAddr, nil
+	}
+	return httprate.CanonicalizeIP(ip), nil
+}
+
+func userLimitKey(r *http.Request) (string, error) {
+	return strconv.FormatInt(int64(userFrom(r.Context())), 10), nil
+}
+
+// limiter builds one in-process sliding-window limiter, or nil when off.
+// Over the limit it answers 429 with Retry-After before any backend is
+// touched; only Retry-After is set, so an allowed request pays no headers.
+func (a *api) limiter(n int, key httprate.KeyFunc) func(http.Handler) http.Handler {
+	if n <= 0 || a.limits.Window <= 0 {
+		return nil
+	}
+	return httprate.NewRateLimiter(n, a.limits.Window,
+		httprate.WithKeyFuncs(key),
+		httprate.WithResponseHeaders(httprate.ResponseHeaders{RetryAfter: "Retry-After"}),
+		httprate.WithLimitHandler(a.rateLimited),
+		// The local counter never fails; if it did, the request must not
+		// slip through unlimited nor leak the error.
+		httprate.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
+			a.fail(w, r, fmt.Errorf("rate limiter: %w", err))
+		}),
+	).Handler
+}
+
+func (a *api) rateLimited(w http.ResponseWriter, r *http.Request) {
+	a.noteError(w, r, errRateLimited)
+	writeBody(w, rateLimitedAnswer.status, rateLimitedAnswer.body)
+}
+
+var errRateLimited = fmt.Errorf("rate limited")
+
+// adminSet is a set for the admin check on every admin request.
+func adminSet(ids []domain.UserID) map[domain.UserID]struct{} {
+	m := make(map[domain.UserID]struct{}, len(ids))
+	for _, id := range ids {
+		m[id] = struct{}{}
+	}
+	return m
+}
