@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmdp-go/seckill/adapters/httpapi"
 	"github.com/hmdp-go/seckill/domain"
 )
 
@@ -277,7 +278,15 @@ func TestOverRealServer(t *testing.T) {
 // duplicate refusal leaves the fakes' state unchanged, so every iteration does
 // the same work.
 func BenchmarkClaimRefused(b *testing.B) {
-	e := newEnv(b, options{quiet: true})
+	b.Run("no_limits", func(b *testing.B) { benchClaimRefused(b, httpapi.Limits{}) })
+	// Limits far above the loop's rate: what checking them costs an allowed request.
+	b.Run("limits", func(b *testing.B) {
+		benchClaimRefused(b, httpapi.Limits{PerUser: 1 << 30, PerIP: 1 << 30, Window: time.Hour})
+	})
+}
+
+func benchClaimRefused(b *testing.B, limits httpapi.Limits) {
+	e := newEnv(b, options{quiet: true, limits: limits})
 	voucher := e.addVoucher(1, 10)
 	token := e.token(1)
 	if res := e.claim(voucher, token); !res.Success {
