@@ -71,6 +71,12 @@ func provideHandler(
 	} else {
 		log.Info().Interface("admin_users", c.Admins()).Msg("admin endpoints enabled")
 	}
+	proxies := make([]string, len(c.Proxies()))
+	for i, p := range c.Proxies() {
+		proxies[i] = p.String()
+	}
+	log.Info().Int("per_user", c.RateUser).Int("per_ip", c.RateIP).Dur("window", c.RateWindow).
+		Strs("trusted_proxies", proxies).Msg("rate limits on claim and order status (0 = off)")
 	return httpapi.NewRouter(httpapi.Deps{
 		AddVoucher: add, ListVouchers: list, Claim: claim, GetOrder: get,
 		Sessions: sessions, Tokens: tokens, Ready: ready, Log: log, Location: c.Location(),
