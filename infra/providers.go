@@ -75,7 +75,7 @@ func provideHandler(
 	for i, p := range c.Proxies() {
 		proxies[i] = p.String()
 	}
-	log.Info().Int("per_user", c.RateUser).Int("per_ip", c.RateIP).Dur("window", c.RateWindow).
+	log.Info().Int("per_user", c.RateUser).Int("per_ip", c.RateIP).Str("window", c.RateWindow.String()).
 		Strs("trusted_proxies", proxies).Msg("rate limits on claim and order status (0 = off)")
 	return httpapi.NewRouter(httpapi.Deps{
 		AddVoucher: add, ListVouchers: list, Claim: claim, GetOrder: get,
