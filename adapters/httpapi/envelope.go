@@ -73,6 +73,9 @@ var errorTable = []struct {
 	// The claim ran out of time and was undone: nothing was sold, try again.
 	{application.ErrBusy, fixed(http.StatusServiceUnavailable, codeBusy, "系统繁忙，请稍后重试")},
 	{ports.ErrUnknownToken, fixed(http.StatusUnauthorized, codeUnauthorized, "未登录或登录已过期")},
+	{errForbidden, fixed(http.StatusForbidden, codeForbidden, "没有权限：需要管理员账号")},
+	// A human never meets the limit; Retry-After says when a bot may retry.
+	{errRateLimited, fixed(http.StatusTooManyRequests, codeRateLimited, "请求过于频繁，请稍后重试")},
 }
 
 var (

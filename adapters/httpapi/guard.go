@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -24,9 +25,10 @@ type Limits struct {
 	Window  time.Duration
 }
 
+// Refusals of this file's middleware; errorTable maps them to answers.
 var (
-	forbiddenAnswer   = fixed(http.StatusForbidden, codeForbidden, "没有权限：需要管理员账号")
-	rateLimitedAnswer = fixed(http.StatusTooManyRequests, codeRateLimited, "请求过于频繁，请稍后重试")
+	errForbidden   = errors.New("not an admin")
+	errRateLimited = errors.New("rate limited")
 )
 
 // requireAdmin lets through only the users named in Deps.Admins; it runs
@@ -34,20 +36,25 @@ var (
 // refuses everyone: an open admin endpoint is never the default.
 func (a *api) requireAdmin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := a.admins[userFrom(r.Context())]; !ok {
-			a.noteError(w, r, fmt.Errorf("user %d is not an admin", userFrom(r.Context())))
-			writeBody(w, forbiddenAnswer.status, forbiddenAnswer.body)
+		if u := userFrom(r.Context()); !a.isAdmin(u) {
+			a.fail(w, r, fmt.Errorf("user %d: %w", u, errForbidden))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
+func (a *api) isAdmin(u domain.UserID) bool {
+	_, ok := a.admins[u]
+	return ok
+}
+
 // requireJSON refuses a write whose body is not declared JSON. Browsers send
 // text/plain, form and multipart bodies cross-site without a preflight (a
-// no-cors fetch), so accepting those would let any page a user visits write
-// here with their cookies or network position. A bodiless POST, such as the
-// original front end's claim (axios sends Content-Length: 0 and no type), has
+// no-cors fetch), so any page a user visits could otherwise post here from
+// their browser, reaching a service on their loopback or intranet; JSON
+// needs a preflight, which this service never grants. A bodiless POST, such
+// as the original front end's claim (axios sends Content-Length: 0), has
 // nothing to misread and passes.
 func (a *api) requireJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -135,11 +142,8 @@ func (a *api) limiter(n int, key httprate.KeyFunc) func(http.Handler) http.Handl
 }
 
 func (a *api) rateLimited(w http.ResponseWriter, r *http.Request) {
-	a.noteError(w, r, errRateLimited)
-	writeBody(w, rateLimitedAnswer.status, rateLimitedAnswer.body)
+	a.fail(w, r, errRateLimited)
 }
-
-var errRateLimited = fmt.Errorf("rate limited")
 
 // adminSet is a set for the admin check on every admin request.
 func adminSet(ids []domain.UserID) map[domain.UserID]struct{} {
