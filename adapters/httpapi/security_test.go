@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -282,5 +283,69 @@ func TestClientIPComesFromTrustedProxiesOnly(t *testing.T) {
 				t.Fatalf("%d of 10 requests limited, want %d", limited, want)
 			}
 		})
+	}
+}
+
+// TestHammeringBotDoesNotCrowdOutUsers is the start-gate race: one token
+// fires 300 claims while 100 other users claim once each, all released at
+// once. Every user gets an order; the bot gets its limit's worth of answers
+// and 429s for the rest, none of which reach the gate.
+func TestHammeringBotDoesNotCrowdOutUsers(t *testing.T) {
+	const perUser, botClaims, users = 5, 300, 100
+	e := newEnv(t, options{queueCap: 256, quiet: true, limits: httpapi.Limits{PerUser: perUser, PerIP: 10_000, Window: time.Minute}})
+	voucher := e.addVoucher(1, 200)
+	bot := e.token(1)
+	tokens := make([]string, users)
+	for i := range tokens {
+		tokens[i] = e.token(int64(1000 + i))
+	}
+	reserveBefore := e.calls.snapshot()["gate.Reserve"]
+
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	botStatus := make(chan int, botClaims)
+	userRes := make(chan result, users)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		<-start
+		for i := 0; i < botClaims; i++ {
+			botStatus <- e.claim(voucher, bot).status
+		}
+	}()
+	for _, tok := range tokens {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			userRes <- e.claim(voucher, tok)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(botStatus)
+	close(userRes)
+
+	for res := range userRes {
+		if !res.Success {
+			t.Fatalf("a user was refused during the bot's hammering: %d %s", res.status, res.raw)
+		}
+	}
+	limited := 0
+	for s := range botStatus {
+		if s == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	if limited != botClaims-perUser {
+		t.Fatalf("bot: %d of %d claims limited, want %d", limited, botClaims, botClaims-perUser)
+	}
+	// At most: a claim path that answers the bot's repeats from a local mark
+	// may reserve fewer.
+	if got := e.calls.snapshot()["gate.Reserve"] - reserveBefore; got < users+1 || got > users+perUser {
+		t.Fatalf("gate reservations: %d, want %d..%d (users + the bot's allowed claims)", got, users+1, users+perUser)
+	}
+	if got := e.gateStock(voucher); got != 200-users-1 {
+		t.Fatalf("gate stock = %d, want %d", got, 200-users-1)
 	}
 }
