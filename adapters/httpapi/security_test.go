@@ -252,6 +252,13 @@ func TestClientIPComesFromTrustedProxiesOnly(t *testing.T) {
 		{"untrusted_peer_with_proxies_configured", []netip.Prefix{proxy}, func(i int) hop {
 			return hop{"203.0.113.5:1", map[string]string{"X-Forwarded-For": fmt.Sprintf("198.51.100.%d", i)}}
 		}, true},
+		// One IPv6 client owns its /64: rotating within it buys nothing.
+		{"ipv6_addresses_of_one_64", nil, func(i int) hop {
+			return hop{fmt.Sprintf("[2001:db8::%x]:1", i), nil}
+		}, true},
+		{"ipv6_addresses_of_distinct_64s", nil, func(i int) hop {
+			return hop{fmt.Sprintf("[2001:db8:0:%x::1]:1", i), nil}
+		}, false},
 		{"distinct_clients_behind_a_trusted_proxy", []netip.Prefix{proxy}, func(i int) hop {
 			return hop{"10.1.2.3:1", map[string]string{"X-Forwarded-For": fmt.Sprintf("198.51.100.%d", i)}}
 		}, false},
