@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"mime"
+	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -85,14 +86,15 @@ func checkJSONType(r *http.Request) error {
 	return nil
 }
 
-// clientIP stores the client's address for the per-IP limit: the
-// connection's peer, or what X-Real-IP / X-Forwarded-For say when (and only
-// when) that peer is one of the trusted proxies. chi's resolvers walk
-// X-Forwarded-For from the right, skipping trusted hops, so a client cannot
-// choose its own address by prepending entries.
+// clientIP resolves the client's address for the per-IP limit from
+// X-Real-IP / X-Forwarded-For, when (and only when) the connection's peer is
+// one of the trusted proxies; chi's resolvers walk X-Forwarded-For from the
+// right, skipping trusted hops, so a client cannot choose its own address by
+// prepending entries. With no trusted proxy there is nothing to resolve:
+// ipKey reads the peer itself, which saves the claim path a request copy.
 func clientIP(trusted []netip.Prefix) func(http.Handler) http.Handler {
 	if len(trusted) == 0 {
-		return middleware.ClientIPFromRemoteAddr
+		return nil
 	}
 	cidrs := make([]string, len(trusted))
 	for i, p := range trusted {
@@ -101,21 +103,24 @@ func clientIP(trusted []netip.Prefix) func(http.Handler) http.Handler {
 	fromRealIP := middleware.ClientIPFromHeader("X-Real-IP", cidrs...)
 	fromXFF := middleware.ClientIPFromXFF(cidrs...)
 	return func(next http.Handler) http.Handler {
-		// Later resolvers overwrite earlier ones only when they find an
+		// A later resolver overwrites an earlier one only when it finds an
 		// address: X-Forwarded-For wins over X-Real-IP, which wins over the peer.
 		return middleware.ClientIPFromRemoteAddr(fromRealIP(fromXFF(next)))
 	}
 }
 
-// ipKey is the per-IP limit's key. IPv6 clients are bucketed by their /64,
-// which one client usually controls whole. An unparsable peer (never on a
-// real connection) falls back to RemoteAddr rather than one shared bucket.
+// ipKey is the per-IP limit's key: the resolved client, else the peer
+// without its port (a new connection must not buy a new budget). IPv6
+// clients are bucketed by their /64, which one client usually controls whole.
 func ipKey(r *http.Request) (string, error) {
-	ip := middleware.GetClientIP(r.Context())
-	if ip == "" {
+	if ip := middleware.GetClientIP(r.Context()); ip != "" {
+		return httprate.CanonicalizeIP(ip), nil
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
 		return r.RemoteAddr, nil
 	}
-	return httprate.CanonicalizeIP(ip), nil
+	return httprate.CanonicalizeIP(host), nil
 }
 
 func userLimitKey(r *http.Request) (string, error) {

@@ -138,7 +138,10 @@ func NewRouter(d Deps) http.Handler {
 	// cache hit for a repeated token), so a refused request costs no Redis.
 	r.Group(func(r chi.Router) {
 		if lim := a.limiter(a.limits.PerIP, ipKey); lim != nil {
-			r.Use(clientIP(a.proxies), lim)
+			if resolve := clientIP(a.proxies); resolve != nil {
+				r.Use(resolve)
+			}
+			r.Use(lim)
 		}
 		r.Use(a.requireUser)
 		if lim := a.limiter(a.limits.PerUser, userLimitKey); lim != nil {
