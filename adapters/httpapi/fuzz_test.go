@@ -61,7 +61,13 @@ func FuzzVoucherBody(f *testing.F) {
 	f.Add([]byte(`{"stock":5,"STOCK":1}`))
 	f.Add([]byte(`{"endTime":"9999-12-31T23:59:59-05:00"}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		serve(t, e, jsonPost("/voucher/seckill", admin, body))
+		before := e.calls.snapshot()
+		if status := serve(t, e, jsonPost("/voucher/seckill", admin, body)); status != http.StatusOK {
+			// A refusal changes nothing: no write, no preheat.
+			if after := e.calls.snapshot(); !equalCounts(before, after) {
+				t.Fatalf("refused body %q reached the ports: %v -> %v", body, before, after)
+			}
+		}
 	})
 }
 
