@@ -20,7 +20,8 @@ import (
 )
 
 // Deps is everything the router needs. All fields are required except Tokens,
-// Location, MaxBodyBytes and Log (the zero Logger discards).
+// Location, MaxBodyBytes, Log (the zero Logger discards), and Admins, Limits
+// and TrustedProxies, whose zero values are the closed or off settings.
 type Deps struct {
 	AddVoucher   *application.AddSeckillVoucher
 	ListVouchers *application.ListShopVouchers
