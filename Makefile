@@ -19,12 +19,26 @@ build-bench: build ## build bin/seckill-bench (the design comparison; it runs bi
 	$(GO) build -o $(BENCH) ./cmd/seckill-bench
 
 .PHONY: run
-run: build ## run the service (embedded Redis + SQLite unless SECKILL_REDIS_URL / SECKILL_MYSQL_DSN are set)
-	SECKILL_DEV_ENDPOINTS=$${SECKILL_DEV_ENDPOINTS:-true} SECKILL_LOG_FORMAT=$${SECKILL_LOG_FORMAT:-console} ./$(BIN) serve
+run: build ## run the service (embedded Redis + SQLite unless SECKILL_REDIS_URL / SECKILL_MYSQL_DSN are set); user 1 is admin
+	SECKILL_DEV_ENDPOINTS=$${SECKILL_DEV_ENDPOINTS:-true} SECKILL_ADMIN_USERS=$${SECKILL_ADMIN_USERS:-1} \
+		SECKILL_LOG_FORMAT=$${SECKILL_LOG_FORMAT:-console} ./$(BIN) serve
 
 .PHONY: test
 test: ## run every test with the race detector (real Redis/MySQL when SECKILL_TEST_REDIS_URL / SECKILL_TEST_MYSQL_DSN are set)
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# FUZZ lists package:target pairs; -fuzz takes one target per run.
+FUZZ     ?= ./adapters/httpapi:FuzzVoucherBody ./adapters/httpapi:FuzzTokenBody \
+            ./adapters/httpapi:FuzzPathID ./adapters/httpapi:FuzzAuthorizationHeader
+FUZZTIME ?= 5s
+
+.PHONY: fuzz
+fuzz: ## run each fuzz target for FUZZTIME (5s); a panic or a 5xx fails, the input lands in testdata/fuzz
+	@set -e; for pt in $(FUZZ); do \
+		pkg=$${pt%%:*}; target=$${pt##*:}; \
+		echo "fuzz $$target ($$pkg) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 .PHONY: bench
 bench: ## run the Go micro-benchmarks into bench-out/bench.txt (compare runs with benchstat)

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +18,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+
+	"github.com/hmdp-go/seckill/domain"
 )
 
 // Queue drivers.
@@ -65,10 +69,27 @@ type Config struct {
 	ShutdownTimeout time.Duration `env:"SECKILL_SHUTDOWN_TIMEOUT" envDefault:"20s"`
 	DevEndpoints    bool          `env:"SECKILL_DEV_ENDPOINTS" envDefault:"false"`
 
+	// AdminUsers are the user ids (comma-separated) whose login token may
+	// create vouchers and reach every admin endpoint; empty means nobody.
+	AdminUsers string `env:"SECKILL_ADMIN_USERS"`
+	// Rate limits on claim and order status, per sliding window: requests
+	// one user (RateUser) and one client IP (RateIP) may make; 0 turns that
+	// limit off. The per-IP one is higher because many users share an IP
+	// behind NAT.
+	RateUser   int           `env:"SECKILL_RATE_USER" envDefault:"40"`
+	RateIP     int           `env:"SECKILL_RATE_IP" envDefault:"2000"`
+	RateWindow time.Duration `env:"SECKILL_RATE_WINDOW" envDefault:"2s"`
+	// TrustedProxies are the CIDRs (or single addresses), comma-separated, of
+	// the reverse proxies whose X-Forwarded-For / X-Real-IP name the client;
+	// empty trusts none and the client is the connection's peer.
+	TrustedProxies string `env:"SECKILL_TRUSTED_PROXIES"`
+
 	LogLevel  string `env:"SECKILL_LOG_LEVEL" envDefault:"info"`
 	LogFormat string `env:"SECKILL_LOG_FORMAT" envDefault:"json"`
 
 	location *time.Location
+	admins   []domain.UserID
+	proxies  []netip.Prefix
 }
 
 // LoadConfig reads and validates the environment.
@@ -207,6 +228,27 @@ func (c *Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		bad("SECKILL_SHUTDOWN_TIMEOUT", "must be positive")
 	}
+	admins, err := parseAdmins(c.AdminUsers)
+	if err != nil {
+		bad("SECKILL_ADMIN_USERS", "%v", err)
+	}
+	c.admins = admins
+	if c.RateUser < 0 {
+		bad("SECKILL_RATE_USER", "must not be negative (0 = no limit), got %d", c.RateUser)
+	}
+	if c.RateIP < 0 {
+		bad("SECKILL_RATE_IP", "must not be negative (0 = no limit), got %d", c.RateIP)
+	}
+	// Whole seconds: Retry-After is told in seconds, and a sub-second window
+	// would tell a client to retry after 0.
+	if c.RateWindow < time.Second || c.RateWindow > time.Hour || c.RateWindow%time.Second != 0 {
+		bad("SECKILL_RATE_WINDOW", "must be whole seconds within 1s..1h, got %s", c.RateWindow)
+	}
+	proxies, err := parseProxies(c.TrustedProxies)
+	if err != nil {
+		bad("SECKILL_TRUSTED_PROXIES", "%v", err)
+	}
+	c.proxies = proxies
 	loc, err := time.LoadLocation(c.Timezone)
 	if err != nil {
 		bad("SECKILL_TIMEZONE", "unknown zone %q", c.Timezone)
@@ -249,6 +291,52 @@ func (c Config) Location() *time.Location {
 	}
 	return c.location
 }
+
+// parseAdmins reads "1, 42" into user ids; blanks around commas are allowed,
+// anything that is not a positive id is not.
+func parseAdmins(s string) ([]domain.UserID, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var ids []domain.UserID
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		n, err := strconv.ParseInt(part, 10, 64)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("want comma-separated positive user ids like 1,42, got %q in %q", part, s)
+		}
+		ids = append(ids, domain.UserID(n))
+	}
+	return ids, nil
+}
+
+// parseProxies reads comma-separated CIDRs; a bare address means just it.
+func parseProxies(s string) ([]netip.Prefix, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []netip.Prefix
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if p, err := netip.ParsePrefix(part); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(part)
+		if err != nil {
+			return nil, fmt.Errorf("want comma-separated CIDRs like 10.0.0.0/8,::1/128, got %q", part)
+		}
+		a = a.Unmap().WithZone("")
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
+}
+
+// Admins are the users allowed on admin endpoints (SECKILL_ADMIN_USERS).
+func (c Config) Admins() []domain.UserID { return c.admins }
+
+// Proxies are the trusted reverse proxies (SECKILL_TRUSTED_PROXIES).
+func (c Config) Proxies() []netip.Prefix { return c.proxies }
 
 // Embedded reports which backends run in-process.
 func (c Config) Embedded() (redis, db bool) { return c.RedisURL == "", c.MySQLDSN == "" }

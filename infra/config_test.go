@@ -60,3 +60,44 @@ func TestConfigReadsValues(t *testing.T) {
 		t.Fatalf("config %+v", c)
 	}
 }
+
+func TestConfigSecuritySettings(t *testing.T) {
+	c, err := infra.LoadConfigFrom(map[string]string{
+		"SECKILL_ADMIN_USERS": " 1, 42 ", "SECKILL_TRUSTED_PROXIES": "10.0.0.0/8, 127.0.0.1, ::1",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Admins(); len(got) != 2 || got[0] != 1 || got[1] != 42 {
+		t.Fatalf("admins %v, want [1 42]", got)
+	}
+	var proxies []string
+	for _, p := range c.Proxies() {
+		proxies = append(proxies, p.String())
+	}
+	if strings.Join(proxies, ",") != "10.0.0.0/8,127.0.0.1/32,::1/128" {
+		t.Fatalf("proxies %v", proxies)
+	}
+	if d := infra.DefaultConfig(); len(d.Admins()) != 0 || len(d.Proxies()) != 0 || d.RateUser <= 0 || d.RateIP <= d.RateUser {
+		t.Fatalf("defaults: admins %v, proxies %v, rate user %d ip %d", d.Admins(), d.Proxies(), d.RateUser, d.RateIP)
+	}
+
+	bad := []struct{ name, key, value, say string }{
+		{"admin_not_an_id", "SECKILL_ADMIN_USERS", "1,alice", `"alice"`},
+		{"admin_zero", "SECKILL_ADMIN_USERS", "0", `"0"`},
+		{"admin_empty_item", "SECKILL_ADMIN_USERS", "1,,2", `""`},
+		{"admin_overflow", "SECKILL_ADMIN_USERS", "9223372036854775808", "9223372036854775808"},
+		{"proxy_not_a_cidr", "SECKILL_TRUSTED_PROXIES", "10.0.0.0/33", "10.0.0.0/33"},
+		{"proxy_host_name", "SECKILL_TRUSTED_PROXIES", "nginx", `"nginx"`},
+		{"rate_negative", "SECKILL_RATE_USER", "-1", "SECKILL_RATE_USER"},
+		{"window_sub_second", "SECKILL_RATE_WINDOW", "500ms", "SECKILL_RATE_WINDOW"},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := infra.LoadConfigFrom(map[string]string{tc.key: tc.value})
+			if err == nil || !strings.Contains(err.Error(), tc.key) || !strings.Contains(err.Error(), tc.say) {
+				t.Fatalf("err = %v, want one naming %s and %s", err, tc.key, tc.say)
+			}
+		})
+	}
+}

@@ -65,9 +65,24 @@ func provideHandler(
 	if tokens != nil {
 		log.Warn().Msg("dev endpoint POST /dev/tokens is enabled: anyone can mint a login token")
 	}
+	if len(c.Admins()) == 0 {
+		log.Warn().Msg("no admin user: voucher creation and every admin endpoint answer 403 to everyone; " +
+			"set SECKILL_ADMIN_USERS to comma-separated user ids (e.g. SECKILL_ADMIN_USERS=1) to enable them")
+	} else {
+		log.Info().Interface("admin_users", c.Admins()).Msg("admin endpoints enabled")
+	}
+	proxies := make([]string, len(c.Proxies()))
+	for i, p := range c.Proxies() {
+		proxies[i] = p.String()
+	}
+	log.Info().Int("per_user", c.RateUser).Int("per_ip", c.RateIP).Str("window", c.RateWindow.String()).
+		Strs("trusted_proxies", proxies).Msg("rate limits on claim and order status (0 = off)")
 	return httpapi.NewRouter(httpapi.Deps{
 		AddVoucher: add, ListVouchers: list, Claim: claim, GetOrder: get,
 		Sessions: sessions, Tokens: tokens, Ready: ready, Log: log, Location: c.Location(),
+		Admins:         c.Admins(),
+		Limits:         httpapi.Limits{PerUser: c.RateUser, PerIP: c.RateIP, Window: c.RateWindow},
+		TrustedProxies: c.Proxies(),
 	})
 }
 

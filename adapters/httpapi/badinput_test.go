@@ -40,7 +40,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		t.Fatal("baseline voucher not created")
 	}
 
-	post := func(body string) req { return req{method: "POST", path: "/voucher/seckill", body: body} }
+	admin := e.adminToken()
+	post := func(body string) req { return req{method: "POST", path: "/voucher/seckill", token: admin, body: body} }
 	claim := func(id string) req { return req{method: "POST", path: "/voucher-order/seckill/" + id, token: token} }
 	order := func(id string) req { return req{method: "GET", path: "/voucher-order/" + id, token: token} }
 	list := func(id string) req { return req{method: "GET", path: "/voucher/list/" + id} }
@@ -55,15 +56,22 @@ func TestBadInputChangesNothing(t *testing.T) {
 		// JSON shape
 		{"malformed_json", post(`{"shopId":1 "title":"t"}`), 400, "malformed JSON"},
 		{"truncated_json", post(`{"shopId":1,`), 400, "truncated"},
-		{"empty_body", req{method: "POST", path: "/voucher/seckill", header: map[string]string{"Content-Type": "application/json"}}, 400, "empty"},
+		{"empty_body", req{method: "POST", path: "/voucher/seckill", token: admin, header: map[string]string{"Content-Type": "application/json"}}, 400, "empty"},
 		{"array_instead_of_object", post(`[1,2]`), 400, "JSON object"},
 		{"unknown_field", post(`{"status":1,` + validVoucher(nil)[1:]), 400, `unknown field "status"`},
 		{"trailing_object", post(validVoucher(nil) + `{}`), 400, "exactly one JSON value"},
 		{"trailing_garbage", post(validVoucher(nil) + ` x`), 400, "exactly one JSON value"},
-		{"wrong_content_type", req{method: "POST", path: "/voucher/seckill", body: validVoucher(nil), header: map[string]string{"Content-Type": "text/plain"}}, 415, "application/json"},
-		{"form_content_type", req{method: "POST", path: "/voucher/seckill", body: validVoucher(nil), header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}}, 415, "application/json"},
+		{"wrong_content_type", req{method: "POST", path: "/voucher/seckill", token: admin, body: validVoucher(nil), header: map[string]string{"Content-Type": "text/plain"}}, 415, "application/json"},
+		{"form_content_type", req{method: "POST", path: "/voucher/seckill", token: admin, body: validVoucher(nil), header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}}, 415, "application/json"},
+		{"duplicate_key", post(`{"stock":5,` + validVoucher(nil)[1:]), 400, `duplicate field "stock"`},
+		{"duplicate_key_same_value", post(validVoucher(nil)[:len(validVoucher(nil))-1] + `,"title":"t"}`), 400, `duplicate field "title"`},
+		{"case_variant_key", post(`{"stock":5,"STOCK":1,` + validVoucher(map[string]string{"stock": "-"})[1:]), 400, `unknown field "STOCK" (field names are case-sensitive: did you mean "stock"?)`},
+		{"case_variant_key_alone", post(`{"Stock":1,` + validVoucher(map[string]string{"stock": "-"})[1:]), 400, `did you mean "stock"?`},
+		{"kelvin_sign_key", post(`{"\u212aey":1}`), 400, `unknown field`},
+		{"token_duplicate_key", mint(`{"userId":1,"userId":2}`), 400, `duplicate field "userId"`},
+		{"token_case_variant_key", mint(`{"userid":42}`), 400, `did you mean "userId"?`},
 		{"oversized_declared_length", post(validVoucher(map[string]string{"rules": `"` + strings.Repeat("r", 2000) + `"`})), 413, "larger than 1024 bytes"},
-		{"oversized_chunked", req{method: "POST", path: "/voucher/seckill", reader: io.MultiReader(strings.NewReader(validVoucher(map[string]string{"rules": `"` + strings.Repeat("r", 2000) + `"`})))}, 413, "larger than 1024 bytes"},
+		{"oversized_chunked", req{method: "POST", path: "/voucher/seckill", token: admin, reader: io.MultiReader(strings.NewReader(validVoucher(map[string]string{"rules": `"` + strings.Repeat("r", 2000) + `"`})))}, 413, "larger than 1024 bytes"},
 
 		// voucher fields
 		{"stock_zero", post(validVoucher(map[string]string{"stock": "0"})), 400, "stock"},
@@ -73,6 +81,14 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"stock_as_string", post(validVoucher(map[string]string{"stock": `"10"`})), 400, "stock must be an integer"},
 		{"stock_over_limit", post(validVoucher(map[string]string{"stock": "2147483648"})), 400, "stock"},
 		{"stock_beyond_int64", post(validVoucher(map[string]string{"stock": "99999999999999999999"})), 400, "stock must be an integer"},
+		{"end_year_10000_after_offset", post(validVoucher(map[string]string{"endTime": `"9999-12-31T23:59:59-05:00"`})), 400, "endTime: must be within 2000-01-01 and 2100-01-01"},
+		{"end_at_2100_utc", post(validVoucher(map[string]string{"endTime": `"2100-01-01T08:00:00"`})), 400, "endTime: must be within"},
+		{"begin_before_2000", post(validVoucher(map[string]string{"beginTime": `"1999-12-31T23:59:59Z"`})), 400, "beginTime: must be within"},
+		{"begin_year_zero", post(validVoucher(map[string]string{"beginTime": `"0000-01-01T00:00:00"`})), 400, "beginTime: must be within"},
+		{"pay_value_beyond_int64", post(validVoucher(map[string]string{"payValue": "9223372036854775808"})), 400, "payValue must be an integer that fits 64 bits"},
+		{"actual_value_exponent", post(validVoucher(map[string]string{"actualValue": "1e30"})), 400, "actualValue must be an integer"},
+		{"shop_id_beyond_int64", post(validVoucher(map[string]string{"shopId": "-9223372036854775809"})), 400, "shopId must be an integer"},
+		{"type_beyond_int", post(validVoucher(map[string]string{"type": "99999999999999999999"})), 400, "type must be an integer"},
 		{"end_before_begin", post(validVoucher(map[string]string{"endTime": `"2026-11-29T19:00:00"`})), 400, "endTime: must be after beginTime"},
 		{"end_equals_begin", post(validVoucher(map[string]string{"endTime": `"2026-11-29T20:00:00"`})), 400, "endTime: must be after beginTime"},
 		{"end_before_begin_across_zones", post(validVoucher(map[string]string{"endTime": `"2026-11-29T20:30:00+09:00"`})), 400, "endTime: must be after beginTime"},
@@ -107,6 +123,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"shop_id_beyond_int64", list("9223372036854775808"), 400, "shopId is out of range"},
 
 		// dev tokens
+		{"token_user_beyond_int64", mint(`{"userId":9223372036854775808}`), 400, "userId must be an integer that fits 64 bits"},
 		{"token_user_zero", mint(`{"userId":0}`), 400, "userId"},
 		{"token_user_missing", mint(`{}`), 400, "userId"},
 		{"token_user_as_string", mint(`{"userId":"42"}`), 400, "userId must be an integer"},
@@ -117,7 +134,11 @@ func TestBadInputChangesNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := e.calls.snapshot()
 			res := e.do(tc.r)
-			wantRefusal(t, res, tc.status, "bad_request", "")
+			code := "bad_request"
+			if tc.status == http.StatusUnsupportedMediaType {
+				code = "unsupported_media_type"
+			}
+			wantRefusal(t, res, tc.status, code, "")
 			if !strings.Contains(res.ErrorMsg, tc.msg) {
 				t.Fatalf("errorMsg %q does not say %q", res.ErrorMsg, tc.msg)
 			}
@@ -155,12 +176,12 @@ func TestAcceptedContentTypes(t *testing.T) {
 		{"json", "application/json"},
 		{"json_with_charset", "application/json; charset=utf-8"},
 		{"json_suffix", "application/vnd.hmdp+json"},
-		{"absent", ""},
+		{"json_upper_case", "Application/JSON"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, options{})
-			e.mustOK(req{method: "POST", path: "/voucher/seckill", body: validVoucher(nil), header: map[string]string{"Content-Type": tc.contentType}})
+			e.mustOK(req{method: "POST", path: "/voucher/seckill", token: e.adminToken(), body: validVoucher(nil), header: map[string]string{"Content-Type": tc.contentType}})
 			if vs := e.list("1"); len(vs) != 1 {
 				t.Fatalf("shop 1 has %d vouchers, want 1", len(vs))
 			}

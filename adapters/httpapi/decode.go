@@ -1,15 +1,16 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/go-chi/chi/v5"
 )
@@ -18,22 +19,25 @@ import (
 // types, unknown fields, trailing data and bodies over the limit, each with a
 // message that tells the client what to fix.
 func decodeJSON(r *http.Request, dst any) error {
-	// A missing Content-Type is let through (some scripted clients omit it and
-	// the body is still parsed strictly); a declared non-JSON one, such as
-	// curl -d's form encoding, is refused rather than misread.
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return &requestError{
-				status: http.StatusUnsupportedMediaType,
-				msg:    "Content-Type must be application/json",
-			}
-		}
+	// requireJSON already refused a body of another type; this catches a
+	// handler reached some other way, and an empty body sent without a type.
+	if err := checkJSONType(r); err != nil {
+		return err
 	}
 	if r.Body == nil {
 		return badRequest("request body is empty")
 	}
-	dec := json.NewDecoder(r.Body)
+	// The body is small (limitBody bounds it) and only admin and dev
+	// endpoints take one, so it is read whole and parsed twice: once for its
+	// keys, once into dst.
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		return jsonError(err)
+	}
+	if err := checkKeys(data, dst); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		return jsonError(err)
@@ -47,6 +51,78 @@ func decodeJSON(r *http.Request, dst any) error {
 	default:
 		return badRequest("request body must hold exactly one JSON value")
 	}
+}
+
+// checkKeys refuses what encoding/json would silently accept in an object:
+// a key given twice (the last would win) and a key that matches a field
+// only case-insensitively ({"STOCK":1} or a Kelvin-sign "K" would fill
+// "stock"). A client that sends either meant something we would not do.
+// Malformed JSON is left to the decoder, which explains it.
+func checkKeys(data []byte, dst any) error {
+	fields := jsonFields(reflect.TypeOf(dst))
+	if fields == nil {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	seen := make(map[string]bool, len(fields))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		key, _ := tok.(string)
+		switch {
+		case seen[key]:
+			return badRequest(fmt.Sprintf("duplicate field %q", key))
+		case !fields[key]:
+			for f := range fields {
+				if strings.EqualFold(f, key) {
+					return badRequest(fmt.Sprintf("unknown field %q (field names are case-sensitive: did you mean %q?)", key, f))
+				}
+			}
+			return badRequest(fmt.Sprintf("unknown field %q", key))
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+var fieldCache sync.Map // reflect.Type -> map[string]bool
+
+// jsonFields are the exact JSON names of a *struct's fields, or nil for any
+// other type.
+func jsonFields(t reflect.Type) map[string]bool {
+	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	if f, ok := fieldCache.Load(t); ok {
+		return f.(map[string]bool)
+	}
+	st := t.Elem()
+	fields := make(map[string]bool, st.NumField())
+	for i := 0; i < st.NumField(); i++ {
+		sf := st.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		switch name {
+		case "-":
+			continue
+		case "":
+			name = sf.Name
+		}
+		fields[name] = true
+	}
+	fieldCache.Store(t, fields)
+	return fields
 }
 
 func isTooLarge(err error) bool {

@@ -31,9 +31,13 @@ const (
 	codeNotFound     = "not_found"
 	codeBusy         = "busy"
 	codeUnauthorized = "unauthorized"
+	codeForbidden    = "forbidden"
+	codeRateLimited  = "rate_limited"
 	codeBadRequest   = "bad_request"
 	codeUnavailable  = "unavailable"
 	codeInternal     = "internal"
+
+	codeUnsupportedMediaType = "unsupported_media_type"
 )
 
 // answer is how one kind of error is told to the client. body is the encoded
@@ -82,6 +86,9 @@ var errorTable = []struct {
 	// the client may simply try again.
 	{application.ErrBusy, fixed(http.StatusServiceUnavailable, codeBusy, "系统繁忙，请稍后重试")},
 	{ports.ErrUnknownToken, fixed(http.StatusUnauthorized, codeUnauthorized, "未登录或登录已过期")},
+	{errForbidden, fixed(http.StatusForbidden, codeForbidden, "没有权限：需要管理员账号")},
+	// A human never meets the limit; Retry-After says when a bot may retry.
+	{errRateLimited, fixed(http.StatusTooManyRequests, codeRateLimited, "请求过于频繁，请稍后重试")},
 }
 
 var (

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmdp-go/seckill/adapters/httpapi"
 	"github.com/hmdp-go/seckill/domain"
 )
 
@@ -67,7 +68,7 @@ func TestSeckillFlow(t *testing.T) {
 	body := `{"shopId":7,"title":"100元代金券","subTitle":"周一至周五均可使用","rules":"全场通用",` +
 		`"payValue":8000,"actualValue":10000,"type":1,"stock":2,` +
 		`"beginTime":"2026-11-29T20:00:00","endTime":"2026-11-29T14:00:00Z"}`
-	res := e.mustOK(req{method: "POST", path: "/voucher/seckill", body: body})
+	res := e.mustOK(req{method: "POST", path: "/voucher/seckill", token: e.adminToken(), body: body})
 	voucher := res.dataString(t)
 	if strings.Contains(res.raw, `"errorMsg"`) || strings.Contains(res.raw, `"code"`) || strings.Contains(res.raw, `"total"`) {
 		t.Fatalf("empty fields are not omitted: %s", res.raw)
@@ -257,7 +258,7 @@ func TestOverRealServer(t *testing.T) {
 		return decodeResult(t, resp.StatusCode, resp.Header.Get("Content-Type"), string(raw))
 	}
 
-	res := send("POST", "/voucher/seckill", "", strings.NewReader(voucherJSON(3, 1, now.Add(-time.Hour), now.Add(time.Hour))))
+	res := send("POST", "/voucher/seckill", e.adminToken(), strings.NewReader(voucherJSON(3, 1, now.Add(-time.Hour), now.Add(time.Hour))))
 	voucher := res.dataString(t)
 	token := send("POST", "/dev/tokens", "", strings.NewReader(`{"userId":9}`)).dataString(t)
 	if res := send("POST", "/voucher-order/seckill/"+voucher, token, nil); !res.Success {
@@ -267,7 +268,7 @@ func TestOverRealServer(t *testing.T) {
 	// io.MultiReader hides the length, so the client sends it chunked and only
 	// the reading limit can stop it.
 	big := io.MultiReader(strings.NewReader(`{"shopId":3,"title":"`), strings.NewReader(strings.Repeat("x", 4096)+`"}`))
-	res = send("POST", "/voucher/seckill", "", big)
+	res = send("POST", "/voucher/seckill", e.adminToken(), big)
 	wantRefusal(t, res, http.StatusRequestEntityTooLarge, "bad_request", "request body is larger than 512 bytes")
 	if vs := e.list("3"); len(vs) != 1 {
 		t.Fatalf("shop 3 has %d vouchers, want 1", len(vs))
@@ -279,7 +280,15 @@ func TestOverRealServer(t *testing.T) {
 // duplicate refusal leaves the fakes' state unchanged, so every iteration does
 // the same work.
 func BenchmarkClaimRefused(b *testing.B) {
-	e := newEnv(b, options{quiet: true})
+	b.Run("no_limits", func(b *testing.B) { benchClaimRefused(b, httpapi.Limits{}) })
+	// Limits far above the loop's rate: what checking them costs an allowed request.
+	b.Run("limits", func(b *testing.B) {
+		benchClaimRefused(b, httpapi.Limits{PerUser: 1 << 30, PerIP: 1 << 30, Window: time.Hour})
+	})
+}
+
+func benchClaimRefused(b *testing.B, limits httpapi.Limits) {
+	e := newEnv(b, options{quiet: true, limits: limits})
 	voucher := e.addVoucher(1, 10)
 	token := e.token(1)
 	if res := e.claim(voucher, token); !res.Success {

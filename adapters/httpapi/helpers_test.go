@@ -8,9 +8,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,7 +187,15 @@ type options struct {
 	// createdAt is the time the router checks new vouchers against; zero
 	// means now, the time the gate and the ID issuer see.
 	createdAt time.Time
+	// admins replaces the default admin (adminUser); noAdmins leaves none.
+	admins   []domain.UserID
+	noAdmins bool
+	limits   httpapi.Limits
+	proxies  []netip.Prefix
 }
+
+// adminUser is the admin of every env unless a test says otherwise.
+const adminUser = 900_001
 
 // env is the router on the real use cases over the memory fakes and a real
 // channel queue, with spies on every driven port.
@@ -200,6 +210,12 @@ type env struct {
 	queue    *chanqueue.Queue
 	fulfill  *application.FulfillOrders
 	logs     *syncBuffer
+	sessions *memory.Sessions
+	// lookups counts session lookups, kept apart from calls because most
+	// requests make one.
+	lookups *atomic.Int64
+	// adminToken is adminUser's login token, minted on first use.
+	adminTok string
 }
 
 func newEnv(t testing.TB, opt options) *env {
@@ -231,14 +247,17 @@ func newEnv(t testing.TB, opt options) *env {
 		ListVouchers: application.NewListShopVouchers(vouchers),
 		Claim: application.NewClaimSeckill(&spyIDs{OrderIDs: memory.NewIDs(clock), c: c},
 			&spyAdmission{Admission: chanqueue.NewAdmission(sgate, queue), c: c}),
-		GetOrder:     application.NewGetOrder(orders, sgate),
-		Sessions:     sessions,
-		Tokens:       sessions,
-		Ready:        opt.ready,
-		Log:          zerolog.New(logs).Level(level),
-		Location:     zone,
-		MaxBodyBytes: opt.maxBody,
-		Clock:        clock,
+		GetOrder:       application.NewGetOrder(orders, sgate),
+		Sessions:       sessions,
+		Tokens:         sessions,
+		Ready:          opt.ready,
+		Log:            zerolog.New(logs).Level(level),
+		Location:       zone,
+		MaxBodyBytes:   opt.maxBody,
+		Clock:          clock,
+		Admins:         []domain.UserID{adminUser},
+		Limits:         opt.limits,
+		TrustedProxies: opt.proxies,
 	}
 	if !opt.createdAt.IsZero() {
 		d.Clock = fixedClock{opt.createdAt}
@@ -247,30 +266,46 @@ func newEnv(t testing.TB, opt options) *env {
 		d.Tokens = nil
 	}
 	if opt.sessions != nil {
-		d.Sessions = opt.sessions
+		// Tokens minted in the memory store (the admin's) still resolve;
+		// every other token goes to the test's store.
+		d.Sessions = sessionsFunc(func(ctx context.Context, token string) (domain.UserID, error) {
+			if u, err := sessions.UserID(ctx, token); err == nil {
+				return u, nil
+			}
+			return opt.sessions.UserID(ctx, token)
+		})
 	}
+	lookups := &atomic.Int64{}
+	resolve := d.Sessions
+	d.Sessions = sessionsFunc(func(ctx context.Context, token string) (domain.UserID, error) {
+		lookups.Add(1)
+		return resolve.UserID(ctx, token)
+	})
 	return &env{
 		t: t, h: httpapi.NewRouter(d), calls: c, vouchers: vouchers, stored: mv, orders: orders,
 		gate: gate, queue: queue, fulfill: application.NewFulfillOrders(orders, gate), logs: logs,
+		sessions: sessions, lookups: lookups,
 	}
 }
 
 // result is the envelope as a client reads it; data stays raw so each test
 // decodes what it expects.
 type result struct {
-	status    int
-	raw       string
-	requestID string          // X-Request-Id of the answer
-	Success   bool            `json:"success"`
-	ErrorMsg  string          `json:"errorMsg"`
-	Data      json.RawMessage `json:"data"`
-	Code      string          `json:"code"`
+	status     int
+	raw        string
+	requestID  string          // X-Request-Id of the answer
+	retryAfter string          // Retry-After of the answer
+	Success    bool            `json:"success"`
+	ErrorMsg   string          `json:"errorMsg"`
+	Data       json.RawMessage `json:"data"`
+	Code       string          `json:"code"`
 }
 
 type req struct {
 	method, path, token, body string
 	header                    map[string]string
 	reader                    io.Reader // overrides body, for bodies of unknown length
+	remote                    string    // the peer's host:port; httptest's default otherwise
 }
 
 func (e *env) do(r req) result {
@@ -280,6 +315,9 @@ func (e *env) do(r req) result {
 		body = strings.NewReader(r.body)
 	}
 	hr := httptest.NewRequest(r.method, r.path, body)
+	if r.remote != "" {
+		hr.RemoteAddr = r.remote
+	}
 	if r.body != "" || r.reader != nil {
 		hr.Header.Set("Content-Type", "application/json")
 	}
@@ -297,6 +335,7 @@ func (e *env) do(r req) result {
 	e.h.ServeHTTP(w, hr)
 	res := decodeResult(e.t, w.Code, w.Header().Get("Content-Type"), w.Body.String())
 	res.requestID = w.Header().Get("X-Request-Id")
+	res.retryAfter = w.Header().Get("Retry-After")
 	return res
 }
 
@@ -353,6 +392,20 @@ func (e *env) token(user int64) string {
 	return e.mustOK(req{method: "POST", path: "/dev/tokens", body: fmt.Sprintf(`{"userId":%d}`, user)}).dataString(e.t)
 }
 
+// adminToken is a login token of adminUser, minted straight in the session
+// store so that it works with the dev endpoint off too.
+func (e *env) adminToken() string {
+	e.t.Helper()
+	if e.adminTok == "" {
+		tok, err := e.sessions.Mint(context.Background(), adminUser)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.adminTok = tok
+	}
+	return e.adminTok
+}
+
 // voucherJSON is a valid creation body whose sale runs from begin to end, in
 // the original's zone-less format.
 func voucherJSON(shop int64, stock int, begin, end time.Time) string {
@@ -370,7 +423,7 @@ func (e *env) addVoucher(shop int64, stock int) string {
 
 func (e *env) addVoucherWindow(shop int64, stock int, begin, end time.Time) string {
 	e.t.Helper()
-	id := e.mustOK(req{method: "POST", path: "/voucher/seckill", body: voucherJSON(shop, stock, begin, end)}).dataString(e.t)
+	id := e.mustOK(req{method: "POST", path: "/voucher/seckill", token: e.adminToken(), body: voucherJSON(shop, stock, begin, end)}).dataString(e.t)
 	if n, err := strconv.ParseInt(id, 10, 64); err != nil || n <= 0 {
 		e.t.Fatalf("voucher id %q is not a positive integer string", id)
 	}

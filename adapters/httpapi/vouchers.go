@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -10,6 +11,12 @@ import (
 
 // localLayout is the original's zone-less LocalDateTime format.
 const localLayout = "2006-01-02T15:04:05"
+
+// The sane range of a sale's times: [minTime, maxTime).
+var (
+	minTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+)
 
 // addVoucherRequest is the original's Voucher JSON as its admin page posts it.
 // Stock and type are pointers so that "missing" is told apart from zero.
@@ -101,10 +108,20 @@ func (a *api) parseTime(field, s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, &domain.ValidationError{Field: field, Reason: "is required"}
 	}
-	if t, err := time.ParseInLocation(localLayout, s, a.loc); err == nil {
-		return t, nil
+	t, err := time.ParseInLocation(localLayout, s, a.loc)
+	if err != nil {
+		t, err = time.Parse(time.RFC3339, s)
 	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
+	if err == nil {
+		// A year the database cannot store (MariaDB stops at 9999, and an
+		// offset can push 9999-12-31 into 10000) must be a 400, not a 500;
+		// no real sale is outside this century anyway.
+		if t.Before(minTime) || !t.Before(maxTime) {
+			return time.Time{}, &domain.ValidationError{
+				Field:  field,
+				Reason: fmt.Sprintf("must be within 2000-01-01 and 2100-01-01 (UTC), got %s", t.UTC().Format(time.RFC3339)),
+			}
+		}
 		return t, nil
 	}
 	return time.Time{}, &domain.ValidationError{

@@ -46,6 +46,10 @@ func TestClaimCostsAtMostTwoRedisRoundTrips(t *testing.T) {
 			cfg.DataDir = t.TempDir()
 			cfg.HTTPAddr = "127.0.0.1:0"
 			cfg.Queue = queue
+			cfg.AdminUsers = adminUIDs
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
 			app, cleanup, err := infra.Build(cfg, zerolog.Nop())
 			if err != nil {
 				t.Fatal(err)
@@ -61,7 +65,7 @@ func TestClaimCostsAtMostTwoRedisRoundTrips(t *testing.T) {
 				cleanup()
 			})
 			base := "http://" + app.Addr()
-			vid := createVoucher(t, base, 100)
+			vid := createVoucher(t, app, 100)
 			store := redissession.New(app.Redis, redissession.Options{TTL: time.Hour})
 			claim := func(user domain.UserID, token string) envelope {
 				_, env := postJSON(t, http.DefaultClient, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), token, nil)
@@ -92,7 +96,7 @@ func TestClaimCostsAtMostTwoRedisRoundTrips(t *testing.T) {
 
 			// Once Redis said sold out, this instance answers sold out itself
 			// (within SECKILL_SOLDOUT_WINDOW): no round trip at all.
-			soldOut := createVoucher(t, base, 1)
+			soldOut := createVoucher(t, app, 1)
 			claimOf := func(v domain.VoucherID, token string) envelope {
 				_, env := postJSON(t, http.DefaultClient, fmt.Sprintf("%s/voucher-order/seckill/%d", base, v), token, nil)
 				return env

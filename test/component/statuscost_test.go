@@ -54,6 +54,7 @@ func TestOrderStatusCostsTheSameWhateverTheNumberOfLiveSales(t *testing.T) {
 			cfg.HTTPAddr = "127.0.0.1:0"
 			cfg.Queue = queue
 			cfg.Workers = 0 // keep the orders queued: the lookups below must reach Redis
+			cfg.AdminUsers = adminUIDs
 			app, cleanup, err := infra.Build(cfg, zerolog.Nop())
 			if err != nil {
 				t.Fatal(err)
@@ -86,7 +87,7 @@ func TestOrderStatusCostsTheSameWhateverTheNumberOfLiveSales(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			vid := createVoucher(t, base, 10)
+			vid := createVoucher(t, app, 10)
 			if n, _ := app.Redis.SCard(ctx, redisschema.LiveSet(cfg.KeyPrefix)).Result(); n < 1001 {
 				t.Fatalf("live set has %d vouchers, want at least 1,001", n)
 			}

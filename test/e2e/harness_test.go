@@ -75,17 +75,25 @@ func newCluster(t *testing.T, extra ...string) *cluster {
 		"SECKILL_KEY_PREFIX=" + c.prefix,
 		"SECKILL_LOG_LEVEL=info",
 		"SECKILL_SHUTDOWN_TIMEOUT=10s",
+		"SECKILL_ADMIN_USERS=" + strconv.Itoa(adminUID),
+		// Every claim comes from loopback: the per-IP limit would throttle
+		// the test's thousands of users as if they were one bot.
+		"SECKILL_RATE_IP=0",
 	}, extra...)
 	return c
 }
 
+// adminUID creates the tests' vouchers; no claiming user has this id.
+const adminUID = 999
+
 // proc is one running `seckill serve`.
 type proc struct {
-	name string
-	cmd  *exec.Cmd
-	base string
-	log  *bytes.Buffer
-	done chan struct{}
+	name  string
+	admin string // adminUID's login token
+	cmd   *exec.Cmd
+	base  string
+	log   *bytes.Buffer
+	done  chan struct{}
 }
 
 type syncBuffer struct {
@@ -133,6 +141,7 @@ func (c *cluster) start(name string, env ...string) *proc {
 			buf.mu.Unlock()
 		}
 	})
+	p.admin = c.mint(1, adminUID)[0]
 	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
 		select {
 		case <-p.done:
@@ -210,7 +219,7 @@ func call(t *testing.T, client *http.Client, method, url, token string, body any
 func (p *proc) createVoucher(t *testing.T, stock int) domain.VoucherID {
 	t.Helper()
 	now := time.Now().UTC()
-	status, env := call(t, http.DefaultClient, http.MethodPost, p.base+"/voucher/seckill", "", map[string]any{
+	status, env := call(t, http.DefaultClient, http.MethodPost, p.base+"/voucher/seckill", p.admin, map[string]any{
 		"shopId": 1, "title": "e2e", "payValue": 1, "actualValue": 2, "type": 1, "stock": stock,
 		"beginTime": now.Add(-time.Minute).Format(time.RFC3339), "endTime": now.Add(time.Hour).Format(time.RFC3339),
 	})

@@ -74,7 +74,7 @@ func (e *env) runCrash(ctx context.Context, m Mode, r *Result) (err error) {
 
 	users, stock, _ := e.sale(ScenarioCrash)
 	r.Users, r.Stock = users, stock
-	vid, err := createVoucher(ctx, base, stock)
+	vid, err := createVoucher(ctx, e.rdb, base, stock)
 	if err != nil {
 		return err
 	}
@@ -240,6 +240,10 @@ func (e *env) startChild(ctx context.Context, s *runSpace, m Mode, addr string, 
 		"SECKILL_SHUTDOWN_TIMEOUT": c.ShutdownTimeout.String(),
 		"SECKILL_LOG_LEVEL":        "warn",
 		"SECKILL_LOG_FORMAT":       "json",
+		"SECKILL_ADMIN_USERS":      strconv.FormatInt(int64(benchAdmin), 10),
+		"SECKILL_RATE_USER":        strconv.Itoa(c.RateUser),
+		"SECKILL_RATE_IP":          "0", // as in serviceConfig
+		"SECKILL_RATE_WINDOW":      c.RateWindow.String(),
 	}
 	env := make([]string, 0, len(os.Environ())+len(vars))
 	for _, kv := range os.Environ() {

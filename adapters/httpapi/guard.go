@@ -1,0 +1,160 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/go-chi/httprate"
+
+	"github.com/hmdp-go/seckill/domain"
+)
+
+// Limits are the per-user and per-client-IP rate limits on claim and order
+// status: how many requests each may make per sliding Window. A zero count
+// turns that limit off; a zero Window turns both off.
+type Limits struct {
+	PerUser int
+	PerIP   int
+	Window  time.Duration
+}
+
+// Refusals of this file's middleware; errorTable maps them to answers.
+var (
+	errForbidden   = errors.New("not an admin")
+	errRateLimited = errors.New("rate limited")
+)
+
+// requireAdmin lets through only the users named in Deps.Admins; it runs
+// behind requireUser, so the caller is known. With no admin configured it
+// refuses everyone: an open admin endpoint is never the default.
+func (a *api) requireAdmin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u := userFrom(r.Context()); !a.isAdmin(u) {
+			a.fail(w, r, fmt.Errorf("user %d: %w", u, errForbidden))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (a *api) isAdmin(u domain.UserID) bool {
+	_, ok := a.admins[u]
+	return ok
+}
+
+// requireJSON refuses a write whose body is not declared JSON. Browsers send
+// text/plain, form and multipart bodies cross-site without a preflight (a
+// no-cors fetch), so any page a user visits could otherwise post here from
+// their browser, reaching a service on their loopback or intranet; JSON
+// needs a preflight, which this service never grants. A bodiless POST, such
+// as the original front end's claim (axios sends Content-Length: 0), has
+// nothing to misread and passes.
+func (a *api) requireJSON(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// ContentLength is -1 for a body of unknown length (chunked), which
+		// is a body too.
+		if r.ContentLength != 0 && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if err := checkJSONType(r); err != nil {
+				a.fail(w, r, err)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// checkJSONType accepts application/json, with parameters such as charset,
+// and the structured +json types, which no browser sends without a preflight.
+func checkJSONType(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if ct == "" || err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return &requestError{
+			status: http.StatusUnsupportedMediaType,
+			code:   codeUnsupportedMediaType,
+			msg:    fmt.Sprintf("Content-Type must be application/json, got %q", ct),
+		}
+	}
+	return nil
+}
+
+// clientIP resolves the client's address for the per-IP limit from
+// X-Real-IP / X-Forwarded-For, when (and only when) the connection's peer is
+// one of the trusted proxies; chi's resolvers walk X-Forwarded-For from the
+// right, skipping trusted hops, so a client cannot choose its own address by
+// prepending entries. With no trusted proxy there is nothing to resolve:
+// ipKey reads the peer itself, which saves the claim path a request copy.
+func clientIP(trusted []netip.Prefix) func(http.Handler) http.Handler {
+	if len(trusted) == 0 {
+		return nil
+	}
+	cidrs := make([]string, len(trusted))
+	for i, p := range trusted {
+		cidrs[i] = p.String()
+	}
+	fromRealIP := middleware.ClientIPFromHeader("X-Real-IP", cidrs...)
+	fromXFF := middleware.ClientIPFromXFF(cidrs...)
+	return func(next http.Handler) http.Handler {
+		// A later resolver overwrites an earlier one only when it finds an
+		// address: X-Forwarded-For wins over X-Real-IP, which wins over the peer.
+		return middleware.ClientIPFromRemoteAddr(fromRealIP(fromXFF(next)))
+	}
+}
+
+// ipKey is the per-IP limit's key: the resolved client, else the peer
+// without its port (a new connection must not buy a new budget). IPv6
+// clients are bucketed by their /64, which one client usually controls whole.
+func ipKey(r *http.Request) (string, error) {
+	if ip := middleware.GetClientIP(r.Context()); ip != "" {
+		return httprate.CanonicalizeIP(ip), nil
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr, nil
+	}
+	return httprate.CanonicalizeIP(host), nil
+}
+
+func userLimitKey(r *http.Request) (string, error) {
+	return strconv.FormatInt(int64(userFrom(r.Context())), 10), nil
+}
+
+// limiter builds one in-process sliding-window limiter, or nil when off.
+// Over the limit it answers 429 with Retry-After before any backend is
+// touched; only Retry-After is set, so an allowed request pays no headers.
+func (a *api) limiter(n int, key httprate.KeyFunc) func(http.Handler) http.Handler {
+	if n <= 0 || a.limits.Window <= 0 {
+		return nil
+	}
+	return httprate.NewRateLimiter(n, a.limits.Window,
+		httprate.WithKeyFuncs(key),
+		httprate.WithResponseHeaders(httprate.ResponseHeaders{RetryAfter: "Retry-After"}),
+		httprate.WithLimitHandler(a.rateLimited),
+		// The local counter never fails; if it did, the request must not
+		// slip through unlimited nor leak the error.
+		httprate.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
+			a.fail(w, r, fmt.Errorf("rate limiter: %w", err))
+		}),
+	).Handler
+}
+
+func (a *api) rateLimited(w http.ResponseWriter, r *http.Request) {
+	a.fail(w, r, errRateLimited)
+}
+
+// adminSet is a set for the admin check on every admin request.
+func adminSet(ids []domain.UserID) map[domain.UserID]struct{} {
+	m := make(map[domain.UserID]struct{}, len(ids))
+	for _, id := range ids {
+		m[id] = struct{}{}
+	}
+	return m
+}
