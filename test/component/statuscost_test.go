@@ -53,8 +53,11 @@ func TestOrderStatusCostsTheSameWhateverTheNumberOfLiveSales(t *testing.T) {
 			cfg.DataDir = t.TempDir()
 			cfg.HTTPAddr = "127.0.0.1:0"
 			cfg.Queue = queue
-			cfg.Workers = 0 // keep the orders queued: the lookups below must reach Redis
 			cfg.AdminUsers = adminUIDs
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			cfg.Workers = 0 // keep the orders queued: the lookups below must reach Redis
 			app, cleanup, err := infra.Build(cfg, zerolog.Nop())
 			if err != nil {
 				t.Fatal(err)
