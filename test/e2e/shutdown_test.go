@@ -14,7 +14,7 @@ import (
 func TestGracefulShutdownDrainsTheQueue(t *testing.T) {
 	for _, queue := range []string{"channel", "stream"} {
 		t.Run(queue, func(t *testing.T) {
-			c := newCluster(t, "SECKILL_QUEUE="+queue, "SECKILL_SHUTDOWN_TIMEOUT=60s",
+			c := newCluster(t, "SECKILL_QUEUE="+queue, "SECKILL_SHUTDOWN_TIMEOUT=60s", "SECKILL_STREAM_MIN_IDLE=90s",
 				"SECKILL_BATCH_SIZE=5", "SECKILL_WORKERS=1", "SECKILL_BATCH_LINGER=0s")
 			p := c.start("svc")
 			const users = 1000
