@@ -78,8 +78,15 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs := provideIDs(universalClient, c)
-	queue, cleanup3, err := provideStreamQueue(universalClient, c, log)
+	v, cleanup3, err := provideConsumerLease(universalClient, c, log)
 	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	queue, cleanup4, err := provideStreamQueue(universalClient, c, log, v)
+	if err != nil {
+		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
@@ -108,6 +115,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Redis:   universalClient,
 	}
 	return app, func() {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
