@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"time"
@@ -352,3 +353,49 @@ func (c Config) Location() *time.Location {
 
 // Embedded reports which backends run in-process.
 func (c Config) Embedded() (redis, db bool) { return c.RedisURL == "", c.MySQLDSN == "" }
+
+// redisForLog names the Redis server for the start line, without its
+// password.
+func (c Config) redisForLog() string {
+	if c.RedisURL == "" {
+		return "embedded"
+	}
+	opt, err := redis.ParseURL(c.RedisURL)
+	if err != nil {
+		return "(unparsable)"
+	}
+	user := ""
+	if opt.Username != "" {
+		user = opt.Username + "@"
+	}
+	return fmt.Sprintf("redis://%s%s/%d", user, opt.Addr, opt.DB)
+}
+
+// dbForLog names the database for the start line, without its password.
+func (c Config) dbForLog() string {
+	if c.MySQLDSN == "" {
+		return "sqlite:" + filepath.Join(c.DataDir, "seckill.db")
+	}
+	cfg, err := mysql.ParseDSN(c.MySQLDSN)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return fmt.Sprintf("mysql://%s@%s(%s)/%s", cfg.User, cfg.Net, cfg.Addr, cfg.DBName)
+}
+
+// Variable is one setting as the environment names it.
+type Variable struct{ Name, Default string }
+
+// ConfigVariables lists every SECKILL_* variable with its default, read from
+// Config's tags so that the list cannot fall behind the struct.
+func ConfigVariables() []Variable {
+	t := reflect.TypeOf(Config{})
+	vars := make([]Variable, 0, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if name := f.Tag.Get("env"); name != "" {
+			vars = append(vars, Variable{Name: name, Default: f.Tag.Get("envDefault")})
+		}
+	}
+	return vars
+}
