@@ -59,6 +59,10 @@ lint: ## gofmt, go vet, and a stale wire_gen.go check
 	$(GO) vet ./...
 	$(GO) tool wire diff ./infra
 
+.PHONY: vulncheck
+vulncheck: ## govulncheck against a pinned local copy of the Go vulnerability database (fails on a called vulnerable function)
+	./.ci/govulncheck.sh
+
 .PHONY: migrate-up migrate-down migrate-status
 migrate-up: build ## apply pending migrations to the configured database
 	./$(BIN) migrate up

@@ -2,6 +2,8 @@ module github.com/hmdp-go/seckill
 
 go 1.26.8
 
+toolchain go1.26.10
+
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/alicebob/miniredis/v2 v2.40.0

@@ -108,9 +108,12 @@ func (a *App) Start(ctx context.Context) error {
 	a.serveErr = make(chan error, 1)
 	go func() { a.serveErr <- a.srv.Serve(l) }()
 
-	redisEmbedded, dbEmbedded := a.Config.Embedded()
-	a.Log.Info().Str("addr", "http://"+a.addr.String()).Str("queue", a.Config.Queue).
-		Bool("embedded_redis", redisEmbedded).Bool("embedded_db", dbEmbedded).Msg("seckill listening")
+	ev := a.Log.Info().Str("addr", "http://"+a.addr.String()).Str("queue", a.Config.Queue).
+		Str("redis", a.Config.redisForLog()).Str("db", a.Config.dbForLog())
+	if a.Config.Queue == QueueStream {
+		ev = ev.Str("consumer", a.Config.Consumer).Str("group", a.Config.StreamGroup)
+	}
+	ev.Msg("seckill listening")
 	return nil
 }
 
@@ -157,7 +160,7 @@ func (a *App) Run(ctx context.Context) error {
 		a.serveErr <- err
 		a.Log.Error().Err(err).Msg("http server stopped")
 	}
-	a.Log.Info().Dur("deadline", a.Config.ShutdownTimeout).Msg("shutting down")
+	a.Log.Info().Str("deadline", a.Config.ShutdownTimeout.String()).Msg("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), a.Config.ShutdownTimeout)
 	defer cancel()
 	return a.Shutdown(sctx)

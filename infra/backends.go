@@ -18,6 +18,7 @@ import (
 // it is empty. The same adapters run on either: the embedded default swaps the
 // server, never the code path.
 func NewRedis(c Config, log zerolog.Logger) (redis.UniversalClient, func(), error) {
+	routeRedisLogs(log)
 	var (
 		opt      *redis.Options
 		embedded *miniredis.Miniredis

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -86,52 +87,111 @@ type Config struct {
 
 	LogLevel  string `env:"SECKILL_LOG_LEVEL" envDefault:"info"`
 	LogFormat string `env:"SECKILL_LOG_FORMAT" envDefault:"json"`
-
-	location *time.Location
-	admins   []domain.UserID
-	proxies  []netip.Prefix
 }
 
 // LoadConfig reads and validates the environment.
 func LoadConfig() (Config, error) {
-	return loadConfig(env.Options{})
+	return loadConfig(env.Options{}, os.LookupEnv)
 }
 
 // LoadConfigFrom reads and validates the given variables instead of the
 // process environment.
 func LoadConfigFrom(vars map[string]string) (Config, error) {
-	return loadConfig(env.Options{Environment: vars})
+	return loadConfig(env.Options{Environment: vars}, func(k string) (string, bool) {
+		v, ok := vars[k]
+		return v, ok
+	})
 }
 
-func loadConfig(opts env.Options) (Config, error) {
+// loadConfig parses every variable, then validates every one that parsed, so
+// a user fixing a deployment sees all the bad variables in one message, each
+// as "VARIABLE: what is wrong", rather than one per attempt.
+func loadConfig(opts env.Options, lookup func(string) (string, bool)) (Config, error) {
 	var c Config
+	var p problems
 	if err := env.ParseWithOptions(&c, opts); err != nil {
-		return Config{}, fmt.Errorf("invalid configuration: %w", nameVariables(err))
+		p.parseErrors(err, lookup)
 	}
-	if err := c.Validate(); err != nil {
+	c.fillDefaults()
+	c.check(&p)
+	if err := p.err(); err != nil {
 		return Config{}, err
 	}
 	return c, nil
 }
 
-// nameVariables rewrites the env library's parse errors, which name the Go
-// field, to name the environment variable a user has to fix.
-func nameVariables(err error) error {
+// fillDefaults sets what the environment may leave out but has no static
+// default. It runs once, at load; Validate only reads.
+func (c *Config) fillDefaults() {
+	if c.Consumer == "" {
+		c.Consumer = defaultConsumer()
+	}
+}
+
+// problems gathers what is wrong with a configuration, one line per variable
+// in one format. A variable that did not parse is reported once, as such, and
+// its checks (which would only see the zero value) are skipped.
+type problems struct {
+	list     []string
+	unparsed map[string]bool
+}
+
+func (p *problems) add(name, format string, args ...any) {
+	if p.unparsed[name] {
+		return
+	}
+	p.list = append(p.list, name+": "+fmt.Sprintf(format, args...))
+}
+
+func (p *problems) err() error {
+	if len(p.list) == 0 {
+		return nil
+	}
+	return errors.New("invalid configuration:\n  " + strings.Join(p.list, "\n  "))
+}
+
+// parseErrors rewrites the env library's errors, which name the Go field and
+// the strconv call, as "VARIABLE: want <kind>, got <value>".
+func (p *problems) parseErrors(err error, lookup func(string) (string, bool)) {
 	var agg env.AggregateError
 	if !errors.As(err, &agg) {
-		return err
+		p.list = append(p.list, err.Error())
+		return
 	}
-	errs := make([]error, 0, len(agg.Errors))
+	if p.unparsed == nil {
+		p.unparsed = map[string]bool{}
+	}
 	for _, e := range agg.Errors {
 		var pe env.ParseError
+		f, ok := reflect.StructField{}, false
 		if errors.As(e, &pe) {
-			if f, ok := reflect.TypeOf(Config{}).FieldByName(pe.Name); ok {
-				e = fmt.Errorf("%s: want a %s: %w", f.Tag.Get("env"), pe.Type, pe.Err)
-			}
+			f, ok = reflect.TypeOf(Config{}).FieldByName(pe.Name)
 		}
-		errs = append(errs, e)
+		if !ok {
+			p.list = append(p.list, e.Error())
+			continue
+		}
+		name := f.Tag.Get("env")
+		raw, _ := lookup(name)
+		p.add(name, "want %s, got %q", kindOf(pe.Type), raw)
+		p.unparsed[name] = true
 	}
-	return errors.Join(errs...)
+}
+
+func kindOf(t reflect.Type) string {
+	switch {
+	case t == reflect.TypeOf(time.Duration(0)):
+		return "a duration such as 200ms, 30s or 1m"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64,
+		t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64:
+		return "a whole number"
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
+		return "a number"
+	default:
+		return "a " + t.String()
+	}
 }
 
 // DefaultConfig is the configuration of an empty environment, for callers
@@ -144,12 +204,16 @@ func DefaultConfig() Config {
 	return c
 }
 
-// Validate checks every setting and names the variable at fault.
-func (c *Config) Validate() error {
-	var errs []error
-	bad := func(name, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
-	}
+// Validate checks every setting and names the variable at fault. It only
+// reads: a Config built in code is validated as it is.
+func (c Config) Validate() error {
+	var p problems
+	c.check(&p)
+	return p.err()
+}
+
+func (c Config) check(p *problems) {
+	bad := p.add
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		bad("SECKILL_HTTP_ADDR", "want host:port, got %q", c.HTTPAddr)
 	}
@@ -186,11 +250,8 @@ func (c *Config) Validate() error {
 	if c.Workers < 1 || c.Workers > 64 {
 		bad("SECKILL_WORKERS", "must be within 1..64, got %d", c.Workers)
 	}
-	if c.Consumer == "" {
-		c.Consumer = defaultConsumer()
-	}
-	if strings.ContainsAny(c.Consumer, " \t\n") {
-		bad("SECKILL_CONSUMER", "must not contain spaces, got %q", c.Consumer)
+	if c.Consumer == "" || strings.ContainsAny(c.Consumer, " \t\n") {
+		bad("SECKILL_CONSUMER", "must be non-empty without spaces, got %q", c.Consumer)
 	}
 	if c.StreamGroup == "" {
 		bad("SECKILL_STREAM_GROUP", "must not be empty")
@@ -201,8 +262,11 @@ func (c *Config) Validate() error {
 	if c.StreamMinIdle < 100*time.Millisecond {
 		bad("SECKILL_STREAM_MIN_IDLE", "must be at least 100ms, got %s", c.StreamMinIdle)
 	}
-	if c.MaxDeliveries < 0 {
-		bad("SECKILL_MAX_DELIVERIES", "must not be negative (0 = no limit)")
+	// A restart re-delivers what was in flight: with a limit of 1 or 2, one or
+	// two restarts during a sale would dead-letter sound orders.
+	if c.MaxDeliveries < 0 || c.MaxDeliveries == 1 || c.MaxDeliveries == 2 {
+		bad("SECKILL_MAX_DELIVERIES", "must be 0 (no limit) or at least 3, got %d: "+
+			"a restart re-delivers in-flight orders, so a lower limit dead-letters sound ones", c.MaxDeliveries)
 	}
 	if c.SoldOutWindow <= 0 || c.SoldOutWindow > 10*time.Second {
 		bad("SECKILL_SOLDOUT_WINDOW", "must be within (0, 10s], got %s", c.SoldOutWindow)
@@ -211,7 +275,7 @@ func (c *Config) Validate() error {
 		bad("SECKILL_ID_BLOCK", "must be within 1..1000000, got %d", c.IDBlock)
 	}
 	if c.TokenCacheTTL < 0 {
-		bad("SECKILL_TOKEN_CACHE_TTL", "must not be negative")
+		bad("SECKILL_TOKEN_CACHE_TTL", "must not be negative (0 = no cache), got %s", c.TokenCacheTTL)
 	}
 	if c.TokenCacheSize < 1 {
 		bad("SECKILL_TOKEN_CACHE_SIZE", "must be at least 1")
@@ -228,11 +292,9 @@ func (c *Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		bad("SECKILL_SHUTDOWN_TIMEOUT", "must be positive")
 	}
-	admins, err := parseAdmins(c.AdminUsers)
-	if err != nil {
+	if _, err := parseAdmins(c.AdminUsers); err != nil {
 		bad("SECKILL_ADMIN_USERS", "%v", err)
 	}
-	c.admins = admins
 	if c.RateUser < 0 {
 		bad("SECKILL_RATE_USER", "must not be negative (0 = no limit), got %d", c.RateUser)
 	}
@@ -244,16 +306,24 @@ func (c *Config) Validate() error {
 	if c.RateWindow < time.Second || c.RateWindow > time.Hour || c.RateWindow%time.Second != 0 {
 		bad("SECKILL_RATE_WINDOW", "must be whole seconds within 1s..1h, got %s", c.RateWindow)
 	}
-	proxies, err := parseProxies(c.TrustedProxies)
-	if err != nil {
+	if _, err := parseProxies(c.TrustedProxies); err != nil {
 		bad("SECKILL_TRUSTED_PROXIES", "%v", err)
 	}
-	c.proxies = proxies
-	loc, err := time.LoadLocation(c.Timezone)
-	if err != nil {
+	// A stopping instance keeps renewing its hold on in-flight entries until
+	// it exits; a drain longer than MinIdle would let another instance take
+	// entries this one is still writing, and count a delivery against them.
+	if c.Queue == QueueStream && c.ShutdownTimeout > 0 && c.ShutdownTimeout >= c.StreamMinIdle {
+		bad("SECKILL_SHUTDOWN_TIMEOUT", "must be below SECKILL_STREAM_MIN_IDLE (%s), got %s: "+
+			"other instances would take over orders this one is still draining", c.StreamMinIdle, c.ShutdownTimeout)
+	}
+	if c.DevEndpoints {
+		if reason := c.devEndpointsRefused(); reason != "" {
+			bad("SECKILL_DEV_ENDPOINTS", "%s", reason)
+		}
+	}
+	if _, err := time.LoadLocation(c.Timezone); err != nil {
 		bad("SECKILL_TIMEZONE", "unknown zone %q", c.Timezone)
 	}
-	c.location = loc
 	if _, err := zerolog.ParseLevel(strings.ToLower(c.LogLevel)); err != nil || c.LogLevel == "" {
 		bad("SECKILL_LOG_LEVEL", "want debug, info, warn or error, got %q", c.LogLevel)
 	}
@@ -262,10 +332,34 @@ func (c *Config) Validate() error {
 	default:
 		bad("SECKILL_LOG_FORMAT", "want json or console, got %q", c.LogFormat)
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("invalid configuration:\n  %w", errors.Join(errs...))
+}
+
+// devEndpointsRefused says why the dev token endpoint may not run here, or ""
+// when it may. It mints a session for any user id, so it must never face the
+// internet or a Redis whose sessions other services (the rest of hmdp) trust:
+// it runs only on the embedded Redis, which nothing else can read, or behind a
+// loopback listener, which only this machine can reach.
+func (c Config) devEndpointsRefused() string {
+	if c.RedisURL == "" || isLoopback(c.HTTPAddr) {
+		return ""
 	}
-	return nil
+	return fmt.Sprintf("the dev token endpoint mints a login for any user in the Redis at SECKILL_REDIS_URL, "+
+		"so it is allowed only with the embedded Redis (SECKILL_REDIS_URL empty) or a loopback "+
+		"SECKILL_HTTP_ADDR (127.0.0.1:port, [::1]:port, localhost:port); SECKILL_HTTP_ADDR is %q", c.HTTPAddr)
+}
+
+// isLoopback: the listener accepts connections from this machine only. An
+// empty host means every interface, so it is not loopback.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // defaultConsumer names this instance in the consumer group after its host,
@@ -286,10 +380,11 @@ func defaultConsumer() string {
 
 // Location is the zone for the original API's zone-less times.
 func (c Config) Location() *time.Location {
-	if c.location == nil {
+	loc, err := time.LoadLocation(c.Timezone)
+	if err != nil { // Validate refuses it; a Config built in code falls back
 		return time.UTC
 	}
-	return c.location
+	return loc
 }
 
 // parseAdmins reads "1, 42" into user ids; blanks around commas are allowed,
@@ -332,11 +427,65 @@ func parseProxies(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// Admins are the users allowed on admin endpoints (SECKILL_ADMIN_USERS).
-func (c Config) Admins() []domain.UserID { return c.admins }
+// Admins are the users allowed on admin endpoints (SECKILL_ADMIN_USERS);
+// Validate refuses a list that does not parse, which then means nobody.
+func (c Config) Admins() []domain.UserID {
+	ids, _ := parseAdmins(c.AdminUsers)
+	return ids
+}
 
-// Proxies are the trusted reverse proxies (SECKILL_TRUSTED_PROXIES).
-func (c Config) Proxies() []netip.Prefix { return c.proxies }
+// Proxies are the trusted reverse proxies (SECKILL_TRUSTED_PROXIES);
+// Validate refuses a list that does not parse, which then trusts none.
+func (c Config) Proxies() []netip.Prefix {
+	ps, _ := parseProxies(c.TrustedProxies)
+	return ps
+}
 
 // Embedded reports which backends run in-process.
 func (c Config) Embedded() (redis, db bool) { return c.RedisURL == "", c.MySQLDSN == "" }
+
+// redisForLog names the Redis server for the start line, without its
+// password.
+func (c Config) redisForLog() string {
+	if c.RedisURL == "" {
+		return "embedded"
+	}
+	opt, err := redis.ParseURL(c.RedisURL)
+	if err != nil {
+		return "(unparsable)"
+	}
+	user := ""
+	if opt.Username != "" {
+		user = opt.Username + "@"
+	}
+	return fmt.Sprintf("redis://%s%s/%d", user, opt.Addr, opt.DB)
+}
+
+// dbForLog names the database for the start line, without its password.
+func (c Config) dbForLog() string {
+	if c.MySQLDSN == "" {
+		return "sqlite:" + filepath.Join(c.DataDir, "seckill.db")
+	}
+	cfg, err := mysql.ParseDSN(c.MySQLDSN)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return fmt.Sprintf("mysql://%s@%s(%s)/%s", cfg.User, cfg.Net, cfg.Addr, cfg.DBName)
+}
+
+// Variable is one setting as the environment names it.
+type Variable struct{ Name, Default string }
+
+// ConfigVariables lists every SECKILL_* variable with its default, read from
+// Config's tags so that the list cannot fall behind the struct.
+func ConfigVariables() []Variable {
+	t := reflect.TypeOf(Config{})
+	vars := make([]Variable, 0, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if name := f.Tag.Get("env"); name != "" {
+			vars = append(vars, Variable{Name: name, Default: f.Tag.Get("envDefault")})
+		}
+	}
+	return vars
+}

@@ -1,6 +1,7 @@
 package infra_test
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,19 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{name: "bad_level", vars: map[string]string{"SECKILL_LOG_LEVEL": "loud"}, wantVar: "SECKILL_LOG_LEVEL"},
 		{name: "prefix_with_hash_tag", vars: map[string]string{"SECKILL_KEY_PREFIX": "a{b}"}, wantVar: "SECKILL_KEY_PREFIX"},
 		{name: "negative_deliveries", vars: map[string]string{"SECKILL_MAX_DELIVERIES": "-1"}, wantVar: "SECKILL_MAX_DELIVERIES"},
+		{name: "one_delivery", vars: map[string]string{"SECKILL_MAX_DELIVERIES": "1"}, wantVar: "SECKILL_MAX_DELIVERIES"},
+		{name: "two_deliveries", vars: map[string]string{"SECKILL_MAX_DELIVERIES": "2"}, wantVar: "SECKILL_MAX_DELIVERIES"},
+		{name: "negative_token_cache", vars: map[string]string{"SECKILL_TOKEN_CACHE_TTL": "-1s"}, wantVar: "SECKILL_TOKEN_CACHE_TTL"},
+		{name: "shutdown_outlasts_min_idle", vars: map[string]string{
+			"SECKILL_QUEUE": "stream", "SECKILL_SHUTDOWN_TIMEOUT": "30s", "SECKILL_STREAM_MIN_IDLE": "30s",
+		}, wantVar: "SECKILL_SHUTDOWN_TIMEOUT"},
+		{name: "dev_endpoints_on_real_redis_and_public_addr", vars: map[string]string{
+			"SECKILL_DEV_ENDPOINTS": "true", "SECKILL_REDIS_URL": "redis://10.0.0.5:6379/0", "SECKILL_HTTP_ADDR": "0.0.0.0:8080",
+		}, wantVar: "SECKILL_DEV_ENDPOINTS"},
+		{name: "dev_endpoints_on_real_redis_all_interfaces", vars: map[string]string{
+			"SECKILL_DEV_ENDPOINTS": "true", "SECKILL_REDIS_URL": "redis://127.0.0.1:6379/0", "SECKILL_HTTP_ADDR": ":8080",
+		}, wantVar: "SECKILL_DEV_ENDPOINTS"},
+		{name: "unparsable_bool", vars: map[string]string{"SECKILL_DEV_ENDPOINTS": "yes please"}, wantVar: "SECKILL_DEV_ENDPOINTS"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,5 +113,77 @@ func TestConfigSecuritySettings(t *testing.T) {
 				t.Fatalf("err = %v, want one naming %s and %s", err, tc.key, tc.say)
 			}
 		})
+	}
+}
+
+// TestConfigReportsEveryBadVariableInOneFormat: an unparsable number does not
+// hide a bad value elsewhere, and each line reads "VARIABLE: ..." without the
+// Go field or strconv call behind it.
+func TestConfigReportsEveryBadVariableInOneFormat(t *testing.T) {
+	_, err := infra.LoadConfigFrom(map[string]string{
+		"SECKILL_WORKERS":        "two",
+		"SECKILL_STREAM_BLOCK":   "soon",
+		"SECKILL_QUEUE":          "kafka",
+		"SECKILL_MAX_DELIVERIES": "1",
+	})
+	if err == nil {
+		t.Fatal("bad configuration accepted")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		`SECKILL_WORKERS: want a whole number, got "two"`,
+		`SECKILL_STREAM_BLOCK: want a duration such as 200ms, 30s or 1m, got "soon"`,
+		`SECKILL_QUEUE: want "channel" or "stream", got "kafka"`,
+		`SECKILL_MAX_DELIVERIES: must be 0 (no limit) or at least 3, got 1`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+	for _, leak := range []string{"strconv", "Workers", "parse error on field", "within 1..64", "0 would block forever"} {
+		if strings.Contains(msg, leak) {
+			t.Errorf("message has %q (a Go detail, or a check of a value that did not parse):\n%s", leak, msg)
+		}
+	}
+	lines := strings.Split(msg, "\n")
+	if len(lines) != 5 || lines[0] != "invalid configuration:" {
+		t.Fatalf("want a heading and one line per variable, got:\n%s", msg)
+	}
+	for _, l := range lines[1:] {
+		if !strings.HasPrefix(l, "  SECKILL_") {
+			t.Errorf("line %q does not start with the variable", l)
+		}
+	}
+}
+
+func TestConfigAllowsTheDevEndpointWhereOnlyThisMachineReachesIt(t *testing.T) {
+	for name, vars := range map[string]map[string]string{
+		"embedded_redis_any_addr":  {"SECKILL_HTTP_ADDR": "0.0.0.0:8080"},
+		"real_redis_ipv4_loopback": {"SECKILL_REDIS_URL": "redis://10.0.0.5:6379/0", "SECKILL_HTTP_ADDR": "127.0.0.1:8080"},
+		"real_redis_ipv6_loopback": {"SECKILL_REDIS_URL": "redis://10.0.0.5:6379/0", "SECKILL_HTTP_ADDR": "[::1]:8080"},
+		"real_redis_localhost":     {"SECKILL_REDIS_URL": "redis://10.0.0.5:6379/0", "SECKILL_HTTP_ADDR": "localhost:8080"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			vars["SECKILL_DEV_ENDPOINTS"] = "true"
+			if _, err := infra.LoadConfigFrom(vars); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestConfigValidateDoesNotChangeTheConfig(t *testing.T) {
+	c := infra.DefaultConfig()
+	c.Consumer = ""
+	c.Timezone = "Asia/Shanghai"
+	before := c
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "SECKILL_CONSUMER") {
+		t.Fatalf("Validate of an empty consumer: %v, want it refused", err)
+	}
+	if !reflect.DeepEqual(c, before) {
+		t.Fatalf("Validate changed the config: %+v, was %+v", c, before)
+	}
+	if c.Location().String() != "Asia/Shanghai" {
+		t.Fatalf("Location %v follows a Timezone set in code? want Asia/Shanghai", c.Location())
 	}
 }

@@ -39,7 +39,13 @@ func provideSessionStore(rdb redis.UniversalClient, c Config) *redissession.Stor
 	return redissession.New(rdb, redissession.Options{TTL: c.TokenTTL})
 }
 
-func provideCachedSessions(s *redissession.Store, c Config) *redissession.Cached {
+// provideSessions puts the token cache in front of Redis, unless
+// SECKILL_TOKEN_CACHE_TTL is 0: then every request asks Redis, so a revoked
+// (deleted) login stops working at once.
+func provideSessions(s *redissession.Store, c Config) ports.Sessions {
+	if c.TokenCacheTTL == 0 {
+		return s
+	}
 	return redissession.NewCached(s, redissession.CacheOptions{Size: c.TokenCacheSize, TTL: c.TokenCacheTTL})
 }
 
@@ -119,8 +125,7 @@ var commonSet = wire.NewSet(
 	provideIDs,
 	wire.Bind(new(ports.OrderIDs), new(*redisgate.IDs)),
 	provideSessionStore,
-	provideCachedSessions,
-	wire.Bind(new(ports.Sessions), new(*redissession.Cached)),
+	provideSessions,
 	provideTokens,
 	mysqlstore.NewVoucherRepo,
 	wire.Bind(new(ports.VoucherRepository), new(*mysqlstore.VoucherRepo)),

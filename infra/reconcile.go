@@ -25,7 +25,9 @@ func BuildReconcile(c Config, log zerolog.Logger) (*application.ReconcileVoucher
 	cleanup := func() { closeDB(); closeRedis() }
 	var backlog ports.QueueBacklog
 	if c.Queue == QueueStream {
-		q, closeQueue, err := provideStreamQueue(rdb, c, log)
+		// No consumer lease: reconcile only counts the backlog, and runs
+		// beside the live instance that holds the name.
+		q, closeQueue, err := provideStreamQueue(rdb, c, log, nil)
 		if err != nil {
 			cleanup()
 			return nil, nil, err

@@ -1,11 +1,17 @@
 package infra
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
 	"github.com/google/wire"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redislease"
 	"github.com/hmdp-go/seckill/adapters/redisstream"
 	"github.com/hmdp-go/seckill/adapters/soldout"
 	"github.com/hmdp-go/seckill/ports"
@@ -17,9 +23,52 @@ func provideStreamAdmission(m *soldout.Marks, g *redisgate.Gate, q *redisstream.
 	return m.Admission(redisstream.NewAdmission(g, q))
 }
 
+// ConsumerLease is this instance's exclusive hold on its consumer name.
+type ConsumerLease = redislease.Lease
+
+// consumerLeaseTTL: how long a killed instance's name stays taken. A third
+// of MinIdle (within 1s..10s): a restart under the same name waits at most
+// that, well before the others would take its entries over anyway.
+func consumerLeaseTTL(c Config) time.Duration {
+	return min(max(c.StreamMinIdle/3, time.Second), 10*time.Second)
+}
+
+// provideConsumerLease refuses a second live instance under the same
+// SECKILL_CONSUMER: the two would share one pending list, each renewing and
+// re-reading what the other is writing, and nothing would say so. Refused
+// rather than made unique, because the name must stay stable across restarts
+// (a restart re-reads its own pending entries at once) and a generated
+// suffix would leave every restart's entries to wait MinIdle for a takeover.
+// A killed instance stops renewing; its restart waits out the lease (logged)
+// and then starts. The cleanup releases the name, so a graceful restart does
+// not wait.
+func provideConsumerLease(rdb redis.UniversalClient, c Config, log zerolog.Logger) (*ConsumerLease, func(), error) {
+	ttl := consumerLeaseTTL(c)
+	key := c.KeyPrefix + "consumer:" + c.Consumer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*ttl)
+	defer cancel()
+	l, err := redislease.Acquire(ctx, rdb, key, redislease.Options{
+		TTL: ttl, Wait: ttl + ttl/2, Log: log.With().Str("component", "consumer-lease").Logger(),
+	})
+	if errors.Is(err, redislease.ErrHeld) {
+		return nil, nil, fmt.Errorf("SECKILL_CONSUMER=%q is in use by another running instance (%w); "+
+			"give each instance its own stable name", c.Consumer, err)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, func() {
+		if err := l.Release(); err != nil {
+			log.Warn().Err(err).Msg("consumer name not released; a restart under it waits for the lease to expire")
+		}
+	}, nil
+}
+
 // provideStreamQueue's cleanup stops its lease renewal if the service never
-// ran (App.Shutdown closes it otherwise; Close is idempotent).
-func provideStreamQueue(rdb redis.UniversalClient, c Config, log zerolog.Logger) (*redisstream.Queue, func(), error) {
+// ran (App.Shutdown closes it otherwise; Close is idempotent). It takes the
+// consumer lease so that the name is held before the queue reads under it,
+// and released only after the queue is closed.
+func provideStreamQueue(rdb redis.UniversalClient, c Config, log zerolog.Logger, _ *ConsumerLease) (*redisstream.Queue, func(), error) {
 	q, err := redisstream.New(rdb, redisstream.Options{
 		Prefix:   c.KeyPrefix,
 		Group:    c.StreamGroup,
@@ -38,6 +87,7 @@ func provideStreamQueue(rdb redis.UniversalClient, c Config, log zerolog.Logger)
 var streamSet = wire.NewSet(
 	provideStreamAdmission,
 	wire.Bind(new(ports.Admission), new(*soldout.Admission)),
+	provideConsumerLease,
 	provideStreamQueue,
 	wire.Bind(new(ports.OrderQueue), new(*redisstream.Queue)),
 )

@@ -38,10 +38,10 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	orderRepo := mysqlstore.NewOrderRepo(db)
 	getOrder := application.NewGetOrder(orderRepo, soldoutGate)
 	store := provideSessionStore(universalClient, c)
-	cached := provideCachedSessions(store, c)
+	sessions := provideSessions(store, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cached, tokenIssuer, readyCheck, log, c)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, log, c)
 	fulfillOrders := application.NewFulfillOrders(orderRepo, soldoutGate)
 	worker := provideWorker(queue, fulfillOrders, log, c)
 	systemClock := SystemClock{}
@@ -82,8 +82,15 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs := provideIDs(universalClient, c)
-	queue, cleanup3, err := provideStreamQueue(universalClient, c, log)
+	v, cleanup3, err := provideConsumerLease(universalClient, c, log)
 	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	queue, cleanup4, err := provideStreamQueue(universalClient, c, log, v)
+	if err != nil {
+		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
@@ -93,10 +100,10 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	orderRepo := mysqlstore.NewOrderRepo(db)
 	getOrder := application.NewGetOrder(orderRepo, soldoutGate)
 	store := provideSessionStore(universalClient, c)
-	cached := provideCachedSessions(store, c)
+	sessions := provideSessions(store, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cached, tokenIssuer, readyCheck, log, c)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, log, c)
 	fulfillOrders := application.NewFulfillOrders(orderRepo, soldoutGate)
 	worker := provideWorker(queue, fulfillOrders, log, c)
 	systemClock := SystemClock{}
@@ -114,6 +121,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Redis:   universalClient,
 	}
 	return app, func() {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()

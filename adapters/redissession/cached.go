@@ -16,7 +16,10 @@ const (
 	DefaultCacheTTL  = 10 * time.Second
 )
 
-// CacheOptions bounds a Cached: at most Size tokens, each for at most TTL.
+// CacheOptions bounds a Cached: at most Size tokens, each for at most TTL. A
+// zero field takes its default; a caller that wants no cache (instant
+// revocation) uses the Store itself, as the service does for
+// SECKILL_TOKEN_CACHE_TTL=0.
 type CacheOptions struct {
 	Size int
 	TTL  time.Duration

@@ -33,9 +33,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "seckill:", err)
+		switch {
+		case errors.Is(err, flag.ErrHelp): // asked for with -h/--help: printed, not a failure
+			os.Exit(0)
+		case errors.Is(err, errUsage): // the usage text says it
+			os.Exit(2)
 		}
+		fmt.Fprintln(os.Stderr, "seckill:", err)
 		if errors.Is(err, errDifferences) {
 			os.Exit(1)
 		}
@@ -43,10 +47,13 @@ func main() {
 	}
 }
 
+// errUsage: no command given; the usage text was printed.
+var errUsage = errors.New("no command given")
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, usage)
-		return flag.ErrHelp
+		return errUsage
 	}
 	cmd, rest := args[0], args[1:]
 	switch cmd {

@@ -22,11 +22,18 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fs.Usage()
 		return fmt.Errorf("migrate needs exactly one of up, down, status")
 	}
+	// Refuse a wrong action before touching (or creating) a database.
+	switch fs.Arg(0) {
+	case "up", "down", "status":
+	default:
+		fs.Usage()
+		return fmt.Errorf("unknown migrate action %q", fs.Arg(0))
+	}
 	cfg, err := infra.LoadConfig()
 	if err != nil {
 		return err
 	}
-	log := infra.NewLogger(cfg, stderr)
+	log := infra.NewCLILogger(cfg, stderr)
 	db, cleanup, err := infra.NewDB(cfg, log)
 	if err != nil {
 		return err
@@ -60,9 +67,6 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		fmt.Fprintln(stdout, st)
-	default:
-		fs.Usage()
-		return fmt.Errorf("unknown migrate action %q", fs.Arg(0))
 	}
 	return nil
 }

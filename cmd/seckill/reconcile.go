@@ -33,7 +33,7 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if cfg.RedisURL == "" || cfg.MySQLDSN == "" {
 		return errors.New("reconcile: set SECKILL_REDIS_URL and SECKILL_MYSQL_DSN; an embedded backend lives inside `seckill serve` and is rebuilt from the database at its start")
 	}
-	rec, cleanup, err := infra.BuildReconcile(cfg, infra.NewLogger(cfg, stderr))
+	rec, cleanup, err := infra.BuildReconcile(cfg, infra.NewCLILogger(cfg, stderr))
 	if err != nil {
 		return err
 	}

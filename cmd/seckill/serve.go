@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/hmdp-go/seckill/infra"
 )
@@ -13,8 +14,26 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	noMigrate := fs.Bool("no-migrate", false, "do not apply pending migrations at start (same as SECKILL_MIGRATE=false)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: seckill serve [-no-migrate]
+
+Runs the HTTP service and the fulfilment workers until SIGINT or SIGTERM, then
+drains the queue within SECKILL_SHUTDOWN_TIMEOUT. Everything else is set by
+environment variables (README.md, "Configuration", says what each does):
+
+`)
+		for _, v := range infra.ConfigVariables() {
+			fmt.Fprintf(stderr, "  %-26s default %q\n", v.Name, v.Default)
+		}
+		fmt.Fprintln(stderr, "  (SECKILL_CONSUMER empty: seckill-<host name>)\n\nflags:")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
 	}
 	cfg, err := infra.LoadConfig()
 	if err != nil {
@@ -28,6 +47,15 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("build service: %w", err)
 	}
-	defer cleanup()
-	return app.Run(ctx)
+	err = app.Run(ctx)
+	stopping := time.Now()
+	cleanup()
+	// The last line: the process is about to exit, with every connection
+	// closed and (for the stream) the consumer name released.
+	ev := log.Info()
+	if err != nil {
+		ev = log.Error().Err(err)
+	}
+	ev.Str("cleanup", time.Since(stopping).String()).Msg("stopped")
+	return err
 }

@@ -35,7 +35,7 @@ func token(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.New("token: SECKILL_REDIS_URL is not set; the embedded Redis lives inside `seckill serve`, " +
 			"so mint tokens there with POST /dev/tokens (SECKILL_DEV_ENDPOINTS=true)")
 	}
-	rdb, cleanup, err := infra.NewRedis(cfg, infra.NewLogger(cfg, stderr))
+	rdb, cleanup, err := infra.NewRedis(cfg, infra.NewCLILogger(cfg, stderr))
 	if err != nil {
 		return err
 	}

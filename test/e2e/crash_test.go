@@ -120,7 +120,8 @@ func (c *cluster) waitAllFulfilled(v domain.VoucherID, want int) {
 // the consumer group; one holds entries it cannot write (its database link is
 // cut) when it is killed, and the other claims and fulfils them.
 func TestTwoInstancesOneGroupTakeOverADeadInstancesOrders(t *testing.T) {
-	c := newCluster(t, "SECKILL_QUEUE=stream", "SECKILL_STREAM_MIN_IDLE=2s", "SECKILL_BATCH_SIZE=50")
+	c := newCluster(t, "SECKILL_QUEUE=stream", "SECKILL_STREAM_MIN_IDLE=2s", "SECKILL_SHUTDOWN_TIMEOUT=1s",
+		"SECKILL_BATCH_SIZE=50")
 	cfg, err := mysql.ParseDSN(envValue(c.env, "SECKILL_MYSQL_DSN"))
 	if err != nil {
 		t.Fatal(err)

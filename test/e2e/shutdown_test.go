@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestGracefulShutdownDrainsTheQueue: SIGTERM right after a burst of claims;
@@ -14,7 +15,7 @@ import (
 func TestGracefulShutdownDrainsTheQueue(t *testing.T) {
 	for _, queue := range []string{"channel", "stream"} {
 		t.Run(queue, func(t *testing.T) {
-			c := newCluster(t, "SECKILL_QUEUE="+queue, "SECKILL_SHUTDOWN_TIMEOUT=60s",
+			c := newCluster(t, "SECKILL_QUEUE="+queue, "SECKILL_SHUTDOWN_TIMEOUT=60s", "SECKILL_STREAM_MIN_IDLE=90s",
 				"SECKILL_BATCH_SIZE=5", "SECKILL_WORKERS=1", "SECKILL_BATCH_LINGER=0s")
 			p := c.start("svc")
 			const users = 1000
@@ -33,6 +34,35 @@ func TestGracefulShutdownDrainsTheQueue(t *testing.T) {
 				t.Fatalf("no 'queue drained' in the log")
 			}
 			t.Logf("%s: SIGTERM with %d of %d orders in MySQL; %d after the graceful stop", queue, before, len(won), after.orders)
+		})
+	}
+}
+
+// TestIdleServiceStopsPromptlyAndSaysSo: an idle service exits on SIGTERM
+// within a few SECKILL_STREAM_BLOCKs (README promises about one), and its last
+// log line says it stopped. The bound is ten blocks, far above the ~10 ms it
+// takes, so only a real wait (a blocking read, a ticker, a lease) trips it.
+func TestIdleServiceStopsPromptlyAndSaysSo(t *testing.T) {
+	for _, queue := range []string{"channel", "stream"} {
+		t.Run(queue, func(t *testing.T) {
+			c := newCluster(t, "SECKILL_QUEUE="+queue, "SECKILL_STREAM_BLOCK=200ms")
+			p := c.start("svc")
+			start := p.log.String()
+			if !strings.Contains(start, `"redis":"redis://127.0.0.1:6379/0"`) || !strings.Contains(start, `"db":"mysql://root@tcp(`) ||
+				(queue == "stream") != strings.Contains(start, `"consumer":"`) {
+				t.Fatalf("the start line does not name Redis, the database and (stream) the consumer:\n%s", lastLines(start, 5))
+			}
+			began := time.Now()
+			p.stop(t)
+			took := time.Since(began)
+			if took > 2*time.Second {
+				t.Fatalf("an idle %s service took %s to exit after SIGTERM, want about SECKILL_STREAM_BLOCK (200ms)", queue, took)
+			}
+			last := lastLines(p.log.String(), 1)
+			if !strings.Contains(last, `"message":"stopped"`) || !strings.Contains(last, `"level":"info"`) {
+				t.Fatalf("last log line is not an info 'stopped':\n%s", lastLines(p.log.String(), 5))
+			}
+			t.Logf("%s: exited %s after SIGTERM", queue, took)
 		})
 	}
 }
@@ -79,6 +109,52 @@ func TestCommands(t *testing.T) {
 		}
 		if out, err := run("token", "--user", "0"); err == nil {
 			t.Fatalf("user 0 must be refused:\n%s", out)
+		}
+	})
+	t.Run("help_is_not_a_failure_and_points_to_the_variables", func(t *testing.T) {
+		for _, args := range [][]string{{"serve", "--help"}, {"migrate", "-h"}, {"token", "--help"}, {"help"}} {
+			out, err := run(args...)
+			if err != nil {
+				t.Fatalf("%v: %v (want exit 0)\n%s", args, err, out)
+			}
+		}
+		out, _ := run("serve", "--help")
+		for _, want := range []string{"SECKILL_REDIS_URL", "SECKILL_CONSUMER", "SECKILL_SHUTDOWN_TIMEOUT", "-no-migrate"} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("serve --help does not mention %s:\n%s", want, out)
+			}
+		}
+		if out, err := run(); err == nil {
+			t.Fatalf("no command must fail:\n%s", out)
+		}
+	})
+	t.Run("unknown_migrate_action_opens_no_database", func(t *testing.T) {
+		cmd := exec.Command(binary, "migrate", "bogus")
+		// A database that cannot answer: reaching it would show in the error.
+		cmd.Env = append(append(os.Environ(), c.env...), "SECKILL_MYSQL_DSN=root@tcp(127.0.0.1:1)/nope")
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), `unknown migrate action "bogus"`) || strings.Contains(string(out), "database") {
+			t.Fatalf("migrate bogus: %v\n%s", err, out)
+		}
+	})
+	t.Run("commands_print_no_json_logs", func(t *testing.T) {
+		// The embedded database warns at open: the warning must read as text.
+		cmd := exec.Command(binary, "migrate", "up")
+		cmd.Env = append(append(os.Environ(), c.env...), "SECKILL_MYSQL_DSN=", "SECKILL_DATA_DIR="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		if err != nil || strings.Contains(string(out), `{"level"`) || !strings.Contains(string(out), "embedded SQLite") {
+			t.Fatalf("migrate up on SQLite: %v\n%s", err, out)
+		}
+	})
+	t.Run("redis_down_is_one_clear_line", func(t *testing.T) {
+		cmd := exec.Command(binary, "serve")
+		cmd.Env = append(append(os.Environ(), c.env...), "SECKILL_REDIS_URL=redis://127.0.0.1:1/0")
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(lastLines(string(out), 1), "redis at 127.0.0.1:1 does not answer") {
+			t.Fatalf("serve with Redis down: %v\n%s", err, out)
+		}
+		if strings.Contains(string(out), "pool.go") || strings.Contains(string(out), "redis: 20") {
+			t.Fatalf("go-redis's own log lines reach stderr:\n%s", out)
 		}
 	})
 	t.Run("bad_config_names_the_variable", func(t *testing.T) {

@@ -1,0 +1,160 @@
+// Package redislease holds an exclusive, expiring claim on a name in Redis,
+// so two live processes cannot both act under it: the stream queue uses one
+// per consumer name, since two instances sharing a name would share one
+// pending list and each re-read and renew what the other is writing.
+package redislease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+)
+
+// ErrHeld: another live holder kept renewing the lease for the whole wait.
+var ErrHeld = errors.New("held by another live process")
+
+// Options of Acquire.
+type Options struct {
+	// TTL is how long the lease outlives its holder's last renewal: a
+	// process killed with -9 frees its name after at most TTL. Renewed every
+	// TTL/3.
+	TTL time.Duration
+	// Wait is how long Acquire waits for a taken lease to expire. It must
+	// exceed TTL for a restart right after a kill -9 to succeed: a dead
+	// holder's lease expires within TTL, a live one's never does.
+	Wait time.Duration
+	Log  zerolog.Logger
+}
+
+// Lease is held from Acquire until Release.
+type Lease struct {
+	rdb   redis.UniversalClient
+	key   string
+	token string
+	opts  Options
+
+	stop    context.CancelFunc
+	stopped chan struct{}
+	once    sync.Once
+}
+
+// renew and release act only while the key still holds this holder's token:
+// a lease that expired and was taken by another must not be extended or
+// deleted by its former holder.
+var (
+	renewScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0`)
+	releaseScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0`)
+)
+
+// Acquire takes the lease on key, waiting up to opts.Wait for a holder that
+// stopped renewing (a killed process) to let it expire. A holder that is
+// still alive keeps it, and Acquire returns an error wrapping ErrHeld that
+// names it.
+func Acquire(ctx context.Context, rdb redis.UniversalClient, key string, opts Options) (*Lease, error) {
+	if opts.TTL < 100*time.Millisecond {
+		return nil, fmt.Errorf("redislease: TTL %s is below 100ms", opts.TTL)
+	}
+	token := holderToken()
+	deadline := time.Now().Add(opts.Wait)
+	poll := max(opts.TTL/10, 50*time.Millisecond)
+	logged := false
+	for {
+		ok, err := rdb.SetNX(ctx, key, token, opts.TTL).Result()
+		if err != nil {
+			return nil, fmt.Errorf("take lease %s: %w", key, err)
+		}
+		if ok {
+			break
+		}
+		holder, _ := rdb.Get(ctx, key).Result()
+		if !time.Now().Before(deadline) {
+			return nil, fmt.Errorf("lease %s: %w (%s) that renewed it for %s", key, ErrHeld, holder, opts.Wait)
+		}
+		if !logged {
+			opts.Log.Warn().Str("key", key).Str("holder", holder).Str("wait", opts.Wait.String()).
+				Msg("lease taken; waiting for it to expire (a killed holder) or to be refused (a live one)")
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(poll):
+		}
+	}
+	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	l := &Lease{rdb: rdb, key: key, token: token, opts: opts, stop: stop, stopped: make(chan struct{})}
+	go l.renewLoop(rctx)
+	return l, nil
+}
+
+// holderToken names this process in the key's value, so a refusal can say
+// who holds the name, and is random so two holders never mistake each other.
+func holderToken() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/pid-%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+func (l *Lease) renewLoop(ctx context.Context) {
+	defer close(l.stopped)
+	t := time.NewTicker(l.opts.TTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := renewScript.Run(ctx, l.rdb, []string{l.key}, l.token, l.opts.TTL.Milliseconds()).Int()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			// Transient: the next tick retries; the lease lasts TTL meanwhile.
+			l.opts.Log.Warn().Err(err).Str("key", l.key).Msg("renewing the lease failed")
+		case n == 0:
+			// Expired (Redis unreachable longer than TTL, or this process
+			// stalled) and possibly taken: another instance may now run
+			// under the same name. Say it loudly; the operator decides.
+			l.opts.Log.Error().Str("key", l.key).
+				Msg("lease lost: another instance may be running under the same name; restart this one")
+			if ok, _ := l.rdb.SetNX(ctx, l.key, l.token, l.opts.TTL).Result(); ok {
+				l.opts.Log.Warn().Str("key", l.key).Msg("lease taken again: nobody had claimed it meanwhile")
+			}
+		}
+	}
+}
+
+// Release stops renewing and frees the name at once, so a graceful restart
+// need not wait for the TTL. Idempotent.
+func (l *Lease) Release() error {
+	var err error
+	l.once.Do(func() {
+		l.stop()
+		<-l.stopped
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		err = releaseScript.Run(ctx, l.rdb, []string{l.key}, l.token).Err()
+		if err != nil {
+			err = fmt.Errorf("release lease %s: %w", l.key, err)
+		}
+	})
+	return err
+}

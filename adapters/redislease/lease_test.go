@@ -1,0 +1,86 @@
+package redislease_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/hmdp-go/seckill/adapters/redislease"
+	"github.com/hmdp-go/seckill/test/testenv"
+)
+
+const ttl = 300 * time.Millisecond
+
+func opts(wait time.Duration) redislease.Options {
+	return redislease.Options{TTL: ttl, Wait: wait, Log: zerolog.Nop()}
+}
+
+func TestALiveHolderKeepsTheLease(t *testing.T) {
+	rdb := testenv.RealRedis(t)
+	key := testenv.KeyPrefix(t) + "consumer:a"
+	ctx := context.Background()
+	first, err := redislease.Acquire(ctx, rdb, key, opts(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = first.Release() })
+	// The second waits well past the TTL: only renewal can keep the first's.
+	_, err = redislease.Acquire(ctx, rdb, key, opts(3*ttl))
+	if !errors.Is(err, redislease.ErrHeld) {
+		t.Fatalf("second Acquire = %v, want ErrHeld", err)
+	}
+	if err := first.Release(); err != nil {
+		t.Fatal(err)
+	}
+	// Released: free at once, no waiting.
+	second, err := redislease.Acquire(ctx, rdb, key, opts(0))
+	if err != nil {
+		t.Fatalf("Acquire after Release: %v", err)
+	}
+	_ = second.Release()
+}
+
+func TestADeadHoldersLeaseIsTakenOnceItExpires(t *testing.T) {
+	rdb := testenv.RealRedis(t)
+	key := testenv.KeyPrefix(t) + "consumer:a"
+	ctx := context.Background()
+	// What a kill -9 leaves: the key, with its TTL running, and no renewal.
+	if err := rdb.Set(ctx, key, "dead-host/pid-1/x", ttl).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := redislease.Acquire(ctx, rdb, key, opts(0)); !errors.Is(err, redislease.ErrHeld) {
+		t.Fatalf("Acquire without waiting = %v, want ErrHeld", err)
+	}
+	l, err := redislease.Acquire(ctx, rdb, key, opts(2*ttl))
+	if err != nil {
+		t.Fatalf("Acquire waiting out the dead lease: %v", err)
+	}
+	defer l.Release()
+	if v := rdb.Get(ctx, key).Val(); v == "dead-host/pid-1/x" {
+		t.Fatal("the key still holds the dead holder")
+	}
+}
+
+func TestReleaseLeavesAnotherHoldersLease(t *testing.T) {
+	rdb := testenv.RealRedis(t)
+	key := testenv.KeyPrefix(t) + "consumer:a"
+	ctx := context.Background()
+	l, err := redislease.Acquire(ctx, rdb, key, opts(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The lease was lost (expired and taken) while this holder stalled.
+	if err := rdb.Set(ctx, key, "other", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if v := rdb.Get(ctx, key).Val(); v != "other" {
+		t.Fatalf("Release deleted or changed another holder's lease: %q", v)
+	}
+	rdb.Del(ctx, key)
+}

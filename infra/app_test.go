@@ -1,0 +1,82 @@
+package infra_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/hmdp-go/seckill/infra"
+)
+
+// startEmbedded runs the wired service on the embedded backends.
+func startEmbedded(t *testing.T, c infra.Config, log zerolog.Logger) *infra.App {
+	t.Helper()
+	c.HTTPAddr = "127.0.0.1:0"
+	c.DataDir = t.TempDir()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	app, cleanup, err := infra.Build(c, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = app.Shutdown(ctx)
+	})
+	return app
+}
+
+// TestTokenCacheTTLZeroRevokesAtOnce: with SECKILL_TOKEN_CACHE_TTL=0 a login
+// deleted from Redis is refused on the very next request; with the default
+// cache it is still accepted (which is what makes the first half mean
+// something).
+func TestTokenCacheTTLZeroRevokesAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		ttl         time.Duration
+		wantRevoked bool
+	}{
+		{name: "no_cache", ttl: 0, wantRevoked: true},
+		{name: "default_cache", ttl: 10 * time.Second, wantRevoked: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := infra.DefaultConfig()
+			c.Queue = infra.QueueChannel
+			c.TokenCacheTTL = tc.ttl
+			app := startEmbedded(t, c, zerolog.Nop())
+			ctx := context.Background()
+			const token, key = "revoke-me", "login:token:revoke-me"
+			if err := app.Redis.HSet(ctx, key, "id", 77).Err(); err != nil {
+				t.Fatal(err)
+			}
+			status := func() int {
+				req := httptest.NewRequest(http.MethodGet, "/voucher-order/1", nil)
+				req.Header.Set("authorization", token)
+				rec := httptest.NewRecorder()
+				app.Handler.ServeHTTP(rec, req)
+				_, _ = io.Copy(io.Discard, rec.Body)
+				return rec.Code
+			}
+			if got := status(); got == http.StatusUnauthorized {
+				t.Fatalf("a live login answered %d", got)
+			}
+			if err := app.Redis.Del(ctx, key).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if revoked := status() == http.StatusUnauthorized; revoked != tc.wantRevoked {
+				t.Fatalf("right after deletion: revoked=%v, want %v", revoked, tc.wantRevoked)
+			}
+		})
+	}
+}
