@@ -21,6 +21,10 @@ run: build ## run the service (embedded Redis + SQLite unless SECKILL_REDIS_URL 
 test: ## run every test with the race detector (real Redis/MySQL when SECKILL_TEST_REDIS_URL / SECKILL_TEST_MYSQL_DSN are set)
 	$(GO) test -race -count=1 -timeout 20m ./...
 
+.PHONY: redis-cluster
+redis-cluster: ## start a local 3-master Redis Cluster on 127.0.0.1:7001-7003 (idempotent); then export SECKILL_TEST_REDIS_CLUSTER_ADDRS=127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003
+	./.ci/redis-cluster.sh
+
 .PHONY: bench
 bench: ## run the Go micro-benchmarks (compare runs with benchstat)
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.txt

@@ -101,8 +101,14 @@ func (a *App) Start(ctx context.Context) error {
 	go func() { a.serveErr <- a.srv.Serve(l) }()
 
 	redisEmbedded, dbEmbedded := a.Config.Embedded()
-	a.Log.Info().Str("addr", "http://"+a.addr.String()).Str("queue", a.Config.Queue).
-		Bool("embedded_redis", redisEmbedded).Bool("embedded_db", dbEmbedded).Msg("seckill listening")
+	ev := a.Log.Info().Str("addr", "http://"+a.addr.String()).Str("queue", a.Config.Queue).
+		Bool("embedded_redis", redisEmbedded).Bool("embedded_db", dbEmbedded)
+	if a.Config.RedisCluster() {
+		ev = ev.Str("redis", "cluster").Strs("redis_seeds", a.Config.RedisClusterAddrs)
+	} else if !redisEmbedded {
+		ev = ev.Str("redis", "single")
+	}
+	ev.Msg("seckill listening")
 	return nil
 }
 

@@ -27,8 +27,12 @@ const (
 // Config is read once from the environment at start, validated, and passed down.
 type Config struct {
 	HTTPAddr string `env:"SECKILL_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
-	// RedisURL empty runs an embedded in-process Redis (miniredis).
+	// RedisURL names one Redis node. With RedisClusterAddrs also empty, an
+	// embedded in-process Redis (miniredis) runs instead.
 	RedisURL string `env:"SECKILL_REDIS_URL"`
+	// RedisClusterAddrs are seed nodes (host:port) of a Redis Cluster; the
+	// cluster client discovers the rest. Exclusive with RedisURL.
+	RedisClusterAddrs []string `env:"SECKILL_REDIS_CLUSTER_ADDRS" envSeparator:","`
 	// RedisPoolSize is the most Redis connections; a stampede waits for one.
 	RedisPoolSize int `env:"SECKILL_REDIS_POOL_SIZE" envDefault:"128"`
 	// MySQLDSN empty runs embedded SQLite under DataDir.
@@ -135,6 +139,26 @@ func (c *Config) Validate() error {
 	if c.RedisURL != "" {
 		if _, err := redis.ParseURL(c.RedisURL); err != nil {
 			bad("SECKILL_REDIS_URL", "want redis://host:port/db: %v", err)
+		}
+	}
+	if len(c.RedisClusterAddrs) > 0 {
+		seeds := c.RedisClusterAddrs[:0]
+		for _, a := range c.RedisClusterAddrs {
+			a = strings.TrimSpace(a)
+			if a == "" {
+				continue
+			}
+			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+				bad("SECKILL_REDIS_CLUSTER_ADDRS", "want host:port,host:port,..., got %q", a)
+			}
+			seeds = append(seeds, a)
+		}
+		c.RedisClusterAddrs = seeds
+		if len(seeds) == 0 {
+			bad("SECKILL_REDIS_CLUSTER_ADDRS", "names no node")
+		}
+		if c.RedisURL != "" {
+			bad("SECKILL_REDIS_CLUSTER_ADDRS", "and SECKILL_REDIS_URL are both set; set SECKILL_REDIS_CLUSTER_ADDRS for a Redis Cluster or SECKILL_REDIS_URL for one node, not both")
 		}
 	}
 	if c.MySQLDSN != "" {
@@ -251,4 +275,10 @@ func (c Config) Location() *time.Location {
 }
 
 // Embedded reports which backends run in-process.
-func (c Config) Embedded() (redis, db bool) { return c.RedisURL == "", c.MySQLDSN == "" }
+func (c Config) Embedded() (redis, db bool) { return !c.RealRedis(), c.MySQLDSN == "" }
+
+// RealRedis reports whether a Redis server is named, one node or a cluster.
+func (c Config) RealRedis() bool { return c.RedisURL != "" || c.RedisCluster() }
+
+// RedisCluster reports whether the service runs on a Redis Cluster.
+func (c Config) RedisCluster() bool { return len(c.RedisClusterAddrs) > 0 }

@@ -37,6 +37,10 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{name: "unknown_zone", vars: map[string]string{"SECKILL_TIMEZONE": "Mars/Olympus"}, wantVar: "SECKILL_TIMEZONE"},
 		{name: "bad_level", vars: map[string]string{"SECKILL_LOG_LEVEL": "loud"}, wantVar: "SECKILL_LOG_LEVEL"},
 		{name: "prefix_with_hash_tag", vars: map[string]string{"SECKILL_KEY_PREFIX": "a{b}"}, wantVar: "SECKILL_KEY_PREFIX"},
+		{name: "cluster_bad_seed", vars: map[string]string{"SECKILL_REDIS_CLUSTER_ADDRS": "127.0.0.1:7001,nohost"}, wantVar: "SECKILL_REDIS_CLUSTER_ADDRS"},
+		{name: "cluster_and_url", vars: map[string]string{
+			"SECKILL_REDIS_CLUSTER_ADDRS": "127.0.0.1:7001", "SECKILL_REDIS_URL": "redis://127.0.0.1:6379/0",
+		}, wantVar: "SECKILL_REDIS_URL"},
 		{name: "negative_deliveries", vars: map[string]string{"SECKILL_MAX_DELIVERIES": "-1"}, wantVar: "SECKILL_MAX_DELIVERIES"},
 	}
 	for _, tt := range tests {
@@ -58,5 +62,30 @@ func TestConfigReadsValues(t *testing.T) {
 	}
 	if c.Location().String() != "Asia/Shanghai" || c.BatchLinger != 20*time.Millisecond || c.Consumer != "node-a" {
 		t.Fatalf("config %+v", c)
+	}
+}
+
+func TestConfigRedisClusterSeeds(t *testing.T) {
+	c, err := infra.LoadConfigFrom(map[string]string{
+		"SECKILL_REDIS_CLUSTER_ADDRS": "127.0.0.1:7001, 127.0.0.1:7002,127.0.0.1:7003",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"}
+	if !c.RedisCluster() || strings.Join(c.RedisClusterAddrs, ",") != strings.Join(want, ",") {
+		t.Fatalf("seeds %q, want %q", c.RedisClusterAddrs, want)
+	}
+	if r, _ := c.Embedded(); r {
+		t.Fatal("a named cluster must not run the embedded Redis")
+	}
+}
+
+func TestConfigClusterAndURLNamesBoth(t *testing.T) {
+	_, err := infra.LoadConfigFrom(map[string]string{
+		"SECKILL_REDIS_CLUSTER_ADDRS": "127.0.0.1:7001", "SECKILL_REDIS_URL": "redis://127.0.0.1:6379/0",
+	})
+	if err == nil || !strings.Contains(err.Error(), "SECKILL_REDIS_CLUSTER_ADDRS") || !strings.Contains(err.Error(), "SECKILL_REDIS_URL") {
+		t.Fatalf("err = %v, want one naming both variables", err)
 	}
 }

@@ -51,7 +51,7 @@ type gateWallClock struct{}
 func (gateWallClock) Now() time.Time { return time.Now() }
 
 func gateBackends() []gateBackend {
-	redisSubject := func(t *testing.T, rdb *redis.Client, enqueue bool) gateSubject {
+	redisSubject := func(t *testing.T, rdb redis.UniversalClient, enqueue bool) gateSubject {
 		prefix := testenv.KeyPrefix(t)
 		gateDropPrefix(t, rdb, prefix)
 		s := gateSubject{
@@ -73,21 +73,25 @@ func gateBackends() []gateBackend {
 			}
 		}
 	}
-	realRedis := func(enqueue bool) func(t *testing.T) func(t *testing.T) gateSubject {
+	real := func(connect func(testing.TB) redis.UniversalClient, enqueue bool) func(t *testing.T) func(t *testing.T) gateSubject {
 		return func(t *testing.T) func(t *testing.T) gateSubject {
-			rdb := testenv.RealRedis(t)
+			rdb := connect(t)
 			return func(t *testing.T) gateSubject { return redisSubject(t, rdb, enqueue) }
 		}
 	}
-	return []gateBackend{
+	backends := []gateBackend{
 		{name: "memory", open: func(*testing.T) func(t *testing.T) gateSubject {
 			return func(*testing.T) gateSubject { return gateSubject{gate: memory.NewGate(gateWallClock{})} }
 		}},
 		{name: "miniredis", open: mini(false)},
 		{name: "miniredis_enqueue", open: mini(true)},
-		{name: "redis", open: realRedis(false)},
-		{name: "redis_enqueue", open: realRedis(true)},
 	}
+	for _, b := range testenv.RealRedisBackends() {
+		backends = append(backends,
+			gateBackend{name: b.Name, open: real(b.Client, false)},
+			gateBackend{name: b.Name + "_enqueue", open: real(b.Client, true)})
+	}
+	return backends
 }
 
 // Windows far from now on both sides, so clock skew between the test and
@@ -506,7 +510,7 @@ func TestStockGateContract(t *testing.T) {
 	}
 }
 
-func gateReadStream(t *testing.T, rdb *redis.Client, key string) []gateMessage {
+func gateReadStream(t *testing.T, rdb redis.UniversalClient, key string) []gateMessage {
 	t.Helper()
 	entries, err := rdb.XRange(gateCtx(t), key, "-", "+").Result()
 	if err != nil {
@@ -528,13 +532,6 @@ func gateDropPrefix(t *testing.T, rdb redis.UniversalClient, prefix string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		var keys []string
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if len(keys) > 0 {
-			_ = rdb.Del(ctx, keys...).Err()
-		}
+		_ = testenv.DeletePrefix(ctx, rdb, prefix)
 	})
 }
