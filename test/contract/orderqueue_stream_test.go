@@ -52,14 +52,7 @@ func streamDropPrefix(t *testing.T, rdb redis.UniversalClient, prefix string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		var keys []string
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if len(keys) > 0 {
-			_ = rdb.Del(ctx, keys...).Err()
-		}
+		_ = testenv.DeletePrefix(ctx, rdb, prefix)
 	})
 }
 
@@ -214,6 +207,7 @@ func streamBackends() []streamBackend {
 	return []streamBackend{
 		{"miniredis", func(t *testing.T) redis.UniversalClient { _, c := testenv.MiniRedis(t); return c }},
 		{"redis", func(t *testing.T) redis.UniversalClient { return testenv.RealRedis(t) }},
+		{"redis_cluster", func(t *testing.T) redis.UniversalClient { return testenv.RedisCluster(t) }},
 	}
 }
 

@@ -42,6 +42,12 @@ func queueAdapters() []queueAdapter {
 			return newStreamQueue(t, testenv.RealRedis(t), testenv.KeyPrefix(t), "c1")
 		},
 		fullRefuses: false,
+	}, {
+		name: "stream_redis_cluster",
+		new: func(t *testing.T, _ int) ports.OrderQueue {
+			return newStreamQueue(t, testenv.RedisCluster(t), testenv.KeyPrefix(t), "c1")
+		},
+		fullRefuses: false,
 	}}
 }
 
