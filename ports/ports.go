@@ -42,8 +42,11 @@ type Reservation struct {
 // StockGate is the fast, atomic admission check in front of the database: sale
 // window, remaining stock and one order per user, decided in one step.
 type StockGate interface {
-	// Preheat makes a newly created voucher claimable: its stock and window are
-	// (over)written and it has no buyers yet.
+	// Preheat makes a newly created voucher claimable: its stock and window
+	// are written with no buyers, only when the gate holds no state for it. A
+	// gate that already holds the voucher (an earlier Preheat, or a Restore
+	// from the database, perhaps with reservations) is left as it is, so a
+	// retried or late Preheat never sells a unit twice. It is idempotent.
 	Preheat(ctx context.Context, v domain.Voucher) error
 	// Restore rebuilds a voucher's gate state from the database (stock left and
 	// the buyers that hold orders) only if the gate has none, and reports

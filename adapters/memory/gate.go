@@ -57,6 +57,10 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 	s := v.Sale()
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if _, ok := g.sales[v.ID()]; ok {
+		// Like the Redis gate: an existing state may hold reservations.
+		return nil
+	}
 	g.sales[v.ID()] = &gateSale{
 		stock: s.Stock(), begin: s.Begin(), end: s.End(),
 		buyers: make(map[domain.UserID]domain.OrderID),

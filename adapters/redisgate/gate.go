@@ -30,6 +30,10 @@ var (
 	releaseLua    string
 	releaseScript = redis.NewScript(releaseLua)
 
+	//go:embed preheat.lua
+	preheatLua    string
+	preheatScript = redis.NewScript(preheatLua)
+
 	//go:embed restore.lua
 	restoreLua    string
 	restoreScript = redis.NewScript(restoreLua)
@@ -112,29 +116,33 @@ func checkVoucher(v domain.Voucher) error {
 	return nil
 }
 
-// Preheat runs in one MULTI, so a claim sees either the old state or the new
-// one, never a voucher whose buyers were cleared but whose stock was not.
+// Preheat writes the voucher's gate only where it has none (preheat.lua):
+// it never overwrites a gate that holds reservations, such as one a starting
+// instance's Restore wrote a moment before.
+//
+// The live set is a different slot, so it cannot join the script. It is
+// written first, so that no claim can succeed on a voucher the stream
+// consumers do not know (a member without its voucher is harmless: Queued
+// prunes it). It is written again after the gate, because a prune running
+// between the two could have removed the member while the voucher hash did
+// not exist yet (see prune); a failure of that second write leaves a gap the
+// periodic restore closes.
 func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 	if err := checkVoucher(v); err != nil {
 		return fmt.Errorf("preheat: %w", err)
 	}
 	k := g.keys(v.ID())
+	if err := g.addLive(ctx, k, v.ID()); err != nil {
+		return fmt.Errorf("preheat voucher %d: %w", v.ID(), err)
+	}
 	s := v.Sale()
-	at := g.expireAt(s)
-	_, err := g.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, k.Voucher, k.Buyers)
-		p.HSet(ctx, k.Voucher, "stock", s.Stock(), "begin", s.Begin().UnixMilli(), "end", s.End().UnixMilli())
-		p.PExpireAt(ctx, k.Voucher, at)
-		return nil
-	})
+	err := preheatScript.Run(ctx, g.rdb, []string{k.Voucher, k.Buyers},
+		s.Stock(), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli()).Err()
 	if err != nil {
 		return fmt.Errorf("preheat voucher %d: %w", v.ID(), err)
 	}
-	// The live set is a different slot, so it cannot join the MULTI; it is
-	// written after the voucher so that a Queued prune never sees the member
-	// without its voucher (see prune).
-	if err := g.rdb.SAdd(ctx, k.Live, int64(v.ID())).Err(); err != nil {
-		return fmt.Errorf("preheat voucher %d: add to live set: %w", v.ID(), err)
+	if err := g.addLive(ctx, k, v.ID()); err != nil {
+		return fmt.Errorf("preheat voucher %d: %w", v.ID(), err)
 	}
 	return nil
 }

@@ -339,12 +339,33 @@ var gateCases = []struct {
 		gateRelease(t, s.gate, o, true)
 		gateState(t, s.gate, 1, 3, nil)
 	}},
-	{"preheat_overwrites", func(t *testing.T, s gateSubject) {
-		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 5))
+	{"preheat_never_overwrites_reservations", func(t *testing.T, s gateSubject) {
+		// A retried or late Preheat (an admin's retry, or one that lost the
+		// race to another instance's Restore) must not hand out sold units
+		// again nor forget who holds one.
+		v := gateOpenVoucher(t, 1, 5)
+		gatePreheat(t, s.gate, v)
 		gateReserve(t, s, gateOrder(t, 11, 1, 1), nil)
-		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 7))
-		gateState(t, s.gate, 1, 7, nil)
-		gateReserve(t, s, gateOrder(t, 12, 1, 1), nil)
+		gatePreheat(t, s.gate, v)
+		gateState(t, s.gate, 1, 4, map[domain.UserID]domain.OrderID{1: 11})
+		gateReserve(t, s, gateOrder(t, 12, 1, 1), domain.ErrAlreadyClaimed)
+	}},
+	{"preheat_after_restore_keeps_the_restored_buyers", func(t *testing.T, s gateSubject) {
+		v := gateOpenVoucher(t, 1, 2)
+		if _, err := s.gate.Restore(gateCtx(t), v, []domain.VoucherOrder{gateOrder(t, 11, 1, 1)}); err != nil {
+			t.Fatal(err)
+		}
+		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 3))
+		gateState(t, s.gate, 1, 2, map[domain.UserID]domain.OrderID{1: 11})
+		gateReserve(t, s, gateOrder(t, 12, 1, 1), domain.ErrAlreadyClaimed)
+	}},
+	{"preheat_twice_is_idempotent", func(t *testing.T, s gateSubject) {
+		v := gateOpenVoucher(t, 1, 5)
+		gatePreheat(t, s.gate, v)
+		gatePreheat(t, s.gate, v)
+		gateState(t, s.gate, 1, 5, nil)
+		gateReserve(t, s, gateOrder(t, 11, 1, 1), nil)
+		gateState(t, s.gate, 1, 4, map[domain.UserID]domain.OrderID{1: 11})
 	}},
 	{"restore_writes_only_when_absent", func(t *testing.T, s gateSubject) {
 		v := gateOpenVoucher(t, 1, 3)
