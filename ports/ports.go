@@ -20,6 +20,12 @@ var (
 	ErrQueueClosed = errors.New("order queue is closed")
 	// ErrUnknownToken: the session token is missing or expired.
 	ErrUnknownToken = errors.New("unknown session token")
+	// ErrPermanent: the database refused the data for good (a value out of
+	// range, a constraint other than the ones the repository handles): the
+	// same call will fail the same way however often it is retried.
+	// Repositories wrap such errors with it, so the application can isolate
+	// the order at fault without knowing the driver.
+	ErrPermanent = errors.New("refused for good by the database")
 )
 
 // Clock tells the time; tests pass a fixed one.
@@ -124,6 +130,9 @@ type Outcome struct {
 	Reason domain.FailureReason
 	// New is false when the outcome was already recorded by an earlier delivery.
 	New bool
+	// Cause is what the database said when it refused this order alone
+	// (Reason domain.FailRefused); nil otherwise. For logs and operators.
+	Cause error
 }
 
 // OrderRepository is the source of truth for orders.
