@@ -43,7 +43,7 @@ func newWorld(t *testing.T, queueCap int, wrap func(ports.StockGate) ports.Stock
 	w.claim = application.NewClaimSeckill(memory.NewIDs(fixedClock{now}), gate, w.queue)
 	w.fulfill = application.NewFulfillOrders(w.orders, gate)
 	w.get = application.NewGetOrder(w.orders, gate)
-	w.add = application.NewAddSeckillVoucher(w.vouchers, gate)
+	w.add = application.NewAddSeckillVoucher(w.vouchers, w.orders, gate)
 	return w
 }
 

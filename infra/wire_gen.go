@@ -21,6 +21,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	voucherRepo := mysqlstore.NewVoucherRepo(db)
+	orderRepo := mysqlstore.NewOrderRepo(db)
 	universalClient, cleanup2, err := NewRedis(c, log)
 	if err != nil {
 		cleanup()
@@ -28,12 +29,11 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	}
 	gate := provideChannelGate(universalClient, c)
 	soldoutGate := provideSoldOutGate(gate, c)
-	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, soldoutGate)
+	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepo, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs := provideIDs(universalClient, c)
 	queue := provideChannelQueue(c)
 	claimSeckill := application.NewClaimSeckill(iDs, soldoutGate, queue)
-	orderRepo := mysqlstore.NewOrderRepo(db)
 	getOrder := application.NewGetOrder(orderRepo, soldoutGate)
 	store := provideSessionStore(universalClient, c)
 	cached := provideCachedSessions(store, c)
@@ -68,6 +68,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	voucherRepo := mysqlstore.NewVoucherRepo(db)
+	orderRepo := mysqlstore.NewOrderRepo(db)
 	universalClient, cleanup2, err := NewRedis(c, log)
 	if err != nil {
 		cleanup()
@@ -75,7 +76,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	}
 	gate := provideStreamGate(universalClient, c)
 	soldoutGate := provideSoldOutGate(gate, c)
-	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, soldoutGate)
+	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepo, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs := provideIDs(universalClient, c)
 	queue, cleanup3, err := provideStreamQueue(universalClient, c, log)
@@ -85,7 +86,6 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	claimSeckill := application.NewClaimSeckill(iDs, soldoutGate, queue)
-	orderRepo := mysqlstore.NewOrderRepo(db)
 	getOrder := application.NewGetOrder(orderRepo, soldoutGate)
 	store := provideSessionStore(universalClient, c)
 	cached := provideCachedSessions(store, c)

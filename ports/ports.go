@@ -155,11 +155,27 @@ type OrderRepository interface {
 	Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain.VoucherOrder, error)
 }
 
+// Creation is what AddSeckillOnce did under an idempotency key.
+type Creation struct {
+	// Voucher is the stored voucher: the new one, or the one the key names
+	// (with its sale's remaining stock, as Get returns it).
+	Voucher domain.Voucher
+	// Fingerprint is the one recorded with the key when it was first used.
+	Fingerprint string
+	// Created is false when the key was used before and nothing was stored.
+	Created bool
+}
+
 // VoucherRepository stores vouchers and their sales.
 type VoucherRepository interface {
 	// AddSeckill stores the voucher and its sale in one transaction and
 	// returns it with its new ID.
 	AddSeckill(ctx context.Context, v domain.Voucher) (domain.Voucher, error)
+	// AddSeckillOnce is AddSeckill under an idempotency key: the first call
+	// with key stores the voucher and records key -> (its ID, fingerprint) in
+	// the same transaction; any later call with key, concurrent or not,
+	// stores nothing and returns the voucher the key names (Created=false).
+	AddSeckillOnce(ctx context.Context, key, fingerprint string, v domain.Voucher) (Creation, error)
 	// Get returns a voucher (with its sale's remaining stock), or domain.ErrVoucherNotFound.
 	Get(ctx context.Context, id domain.VoucherID) (domain.Voucher, error)
 	// ListByShop returns the shop's vouchers, seckill ones with their sale.

@@ -296,3 +296,43 @@ func dropPrefix(rdb redis.UniversalClient, prefix string) {
 	defer cancel()
 	_ = testenv.DeletePrefix(ctx, rdb, prefix)
 }
+
+// failSAdd makes every SADD fail, as a Redis that drops the connection
+// between the gate's writes would.
+type failSAdd struct{}
+
+func (failSAdd) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (failSAdd) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "sadd" {
+			err := errors.New("injected: connection reset")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+func (failSAdd) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A Preheat whose live-set write fails must leave no claimable gate: the
+// stream consumers find vouchers through the live set, so a claim admitted
+// there would sit in a stream nobody reads. The old order (gate, then live
+// set) left exactly that state behind the 500.
+func TestPreheatThatCannotJoinTheLiveSetLeavesNothingClaimable(t *testing.T) {
+	m, rdb := testenv.MiniRedis(t)
+	broken := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = broken.Close() })
+	broken.AddHook(failSAdd{})
+	g := redisgate.New(broken, redisgate.Options{Prefix: "p:", Enqueue: true})
+	ctx := context.Background()
+	now := time.Now()
+	if err := g.Preheat(ctx, voucher(t, 5, 3, now.Add(-time.Hour), now.Add(time.Hour))); err == nil {
+		t.Fatal("preheat reported success without its live-set entry")
+	}
+	healthy := redisgate.New(rdb, redisgate.Options{Prefix: "p:", Enqueue: true})
+	if _, err := healthy.Reserve(ctx, order(t, 100, 1, 5)); !errors.Is(err, domain.ErrVoucherNotFound) {
+		t.Fatalf("claim after the failed preheat: %v, want not found (nothing claimable)", err)
+	}
+}
