@@ -37,6 +37,7 @@ type App struct {
 	workerCtx context.Context
 	stopWork  context.CancelFunc
 	workers   sync.WaitGroup
+	repairs   sync.WaitGroup
 	serveErr  chan error
 }
 
@@ -84,6 +85,14 @@ func (a *App) Start(ctx context.Context) error {
 		}()
 	}
 
+	if a.Config.RestoreInterval > 0 {
+		a.repairs.Add(1)
+		go func() {
+			defer a.repairs.Done()
+			a.repairLoop(a.workerCtx, a.Config.RestoreInterval)
+		}()
+	}
+
 	l, err := net.Listen("tcp", a.Config.HTTPAddr)
 	if err != nil {
 		a.stopWork()
@@ -112,6 +121,30 @@ func (a *App) Start(ctx context.Context) error {
 	return nil
 }
 
+// repairLoop restores, every interval, the gate of any live voucher that
+// Redis lost (a failover that dropped writes, a flushed node), so the
+// instance heals without a restart. Errors are logged and retried next tick.
+func (a *App) repairLoop(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, every)
+		n, err := a.Restore.Repair(rctx)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			a.Log.Error().Err(err).Int("repaired", n).Msg("gate repair failed; retrying at the next interval")
+		case n > 0:
+			a.Log.Warn().Int("vouchers", n).Msg("gate repaired from the database: Redis had lost their state")
+		}
+	}
+}
+
 // Addr is where the server listens, once started.
 func (a *App) Addr() string { return a.addr.String() }
 
@@ -138,6 +171,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("queue not drained before the shutdown deadline: %w", ctx.Err()))
 	}
 	a.stopWork()
+	a.repairs.Wait()
 	if err := <-a.serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, err)
 	}

@@ -54,12 +54,16 @@ type Config struct {
 
 	// SoldOutWindow: once Redis answers sold out for a voucher, this instance
 	// answers sold out itself for this long, without a Redis round trip.
-	SoldOutWindow  time.Duration `env:"SECKILL_SOLDOUT_WINDOW" envDefault:"500ms"`
-	IDBlock        int           `env:"SECKILL_ID_BLOCK" envDefault:"1000"`
-	TokenCacheTTL  time.Duration `env:"SECKILL_TOKEN_CACHE_TTL" envDefault:"10s"`
-	TokenCacheSize int           `env:"SECKILL_TOKEN_CACHE_SIZE" envDefault:"100000"`
-	TokenTTL       time.Duration `env:"SECKILL_TOKEN_TTL" envDefault:"30m"`
-	KeyRetention   time.Duration `env:"SECKILL_KEY_RETENTION" envDefault:"24h"`
+	SoldOutWindow time.Duration `env:"SECKILL_SOLDOUT_WINDOW" envDefault:"500ms"`
+	IDBlock       int           `env:"SECKILL_ID_BLOCK" envDefault:"1000"`
+	// RestoreInterval: how often a running instance checks that every live
+	// voucher still has its gate and live-set entry, and rebuilds what Redis
+	// lost from the database. 0 turns the check off (restore at start only).
+	RestoreInterval time.Duration `env:"SECKILL_RESTORE_INTERVAL" envDefault:"5s"`
+	TokenCacheTTL   time.Duration `env:"SECKILL_TOKEN_CACHE_TTL" envDefault:"10s"`
+	TokenCacheSize  int           `env:"SECKILL_TOKEN_CACHE_SIZE" envDefault:"100000"`
+	TokenTTL        time.Duration `env:"SECKILL_TOKEN_TTL" envDefault:"30m"`
+	KeyRetention    time.Duration `env:"SECKILL_KEY_RETENTION" envDefault:"24h"`
 	// KeyPrefix namespaces the gate's Redis keys, so several deployments (or
 	// test runs) can share one Redis.
 	KeyPrefix string `env:"SECKILL_KEY_PREFIX" envDefault:"seckill:"`
@@ -209,6 +213,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SoldOutWindow <= 0 || c.SoldOutWindow > 10*time.Second {
 		bad("SECKILL_SOLDOUT_WINDOW", "must be within (0, 10s], got %s", c.SoldOutWindow)
+	}
+	if c.RestoreInterval != 0 && (c.RestoreInterval < 100*time.Millisecond || c.RestoreInterval > time.Hour) {
+		bad("SECKILL_RESTORE_INTERVAL", "must be 0 (off) or within 100ms..1h, got %s", c.RestoreInterval)
 	}
 	if c.IDBlock < 1 || c.IDBlock > 1_000_000 {
 		bad("SECKILL_ID_BLOCK", "must be within 1..1000000, got %d", c.IDBlock)

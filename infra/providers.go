@@ -120,4 +120,5 @@ var channelSet = wire.NewSet(
 	provideChannelGate,
 	provideChannelQueue,
 	wire.Bind(new(ports.OrderQueue), new(*chanqueue.Queue)),
+	wire.Bind(new(ports.GateProbe), new(*redisgate.Gate)),
 )

@@ -38,4 +38,5 @@ var streamSet = wire.NewSet(
 	provideStreamGate,
 	provideStreamQueue,
 	wire.Bind(new(ports.OrderQueue), new(*redisstream.Queue)),
+	wire.Bind(new(ports.GateProbe), new(*redisgate.Gate)),
 )

@@ -43,7 +43,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	fulfillOrders := application.NewFulfillOrders(orderRepo, soldoutGate)
 	worker := provideWorker(queue, fulfillOrders, log, c)
 	systemClock := SystemClock{}
-	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, soldoutGate, systemClock)
+	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, soldoutGate, gate, systemClock)
 	app := &App{
 		Config:  c,
 		Log:     log,
@@ -95,7 +95,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	fulfillOrders := application.NewFulfillOrders(orderRepo, soldoutGate)
 	worker := provideWorker(queue, fulfillOrders, log, c)
 	systemClock := SystemClock{}
-	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, soldoutGate, systemClock)
+	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, soldoutGate, gate, systemClock)
 	app := &App{
 		Config:  c,
 		Log:     log,

@@ -77,6 +77,14 @@ type StockGate interface {
 	Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error)
 }
 
+// GateProbe tells cheaply which vouchers the gate has lost, so a running
+// instance can repair them without rebuilding every voucher every time.
+type GateProbe interface {
+	// Missing returns those of ids whose gate state or live-set entry is
+	// gone, in one round trip however many ids there are.
+	Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error)
+}
+
 // GateAudit reads and repairs a voucher's gate state; it is what an operator's
 // reconcile uses, never the claim path.
 type GateAudit interface {

@@ -68,6 +68,32 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 	return nil
 }
 
+var _ ports.GateProbe = (*Gate)(nil)
+
+// Missing reports the vouchers the gate holds no sale for.
+func (g *Gate) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var missing []domain.VoucherID
+	for _, id := range ids {
+		if _, ok := g.sales[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	return missing, nil
+}
+
+// Forget drops a voucher's state, as a Redis that lost its data would; for
+// tests of the repair.
+func (g *Gate) Forget(id domain.VoucherID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.sales, id)
+}
+
 func (g *Gate) Restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder) (bool, error) {
 	return g.restore(ctx, v, buyers, false)
 }

@@ -231,6 +231,11 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 		// Cheap early answer for the common case; the script decides for real.
 		return false, g.addLive(ctx, k, v.ID())
 	}
+	// The live-set entry goes first, as in Preheat: a restored gate must
+	// never accept claims that no stream consumer will look for.
+	if err := g.addLive(ctx, k, v.ID()); err != nil {
+		return false, fmt.Errorf("restore voucher %d: %w", v.ID(), err)
+	}
 	staging := k.staging(randomToken())
 	if err := g.stage(ctx, staging, marks); err != nil {
 		// Best effort: the TTL reclaims it otherwise.
@@ -302,6 +307,35 @@ func (g *Gate) addLive(ctx context.Context, k Keys, id domain.VoucherID) error {
 		return fmt.Errorf("add voucher %d to live set: %w", id, err)
 	}
 	return nil
+}
+
+var _ ports.GateProbe = (*Gate)(nil)
+
+// Missing costs one pipelined round trip: an EXISTS of the voucher hash and a
+// SISMEMBER of the live set per voucher. On a cluster go-redis splits the
+// pipeline by node, still one round trip per master.
+func (g *Gate) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	live := KeysFor(g.prefix, 0).Live
+	pipe := g.rdb.Pipeline()
+	exists := make([]*redis.IntCmd, len(ids))
+	member := make([]*redis.BoolCmd, len(ids))
+	for i, id := range ids {
+		exists[i] = pipe.Exists(ctx, g.keys(id).Voucher)
+		member[i] = pipe.SIsMember(ctx, live, int64(id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("probe %d vouchers: %w", len(ids), err)
+	}
+	var missing []domain.VoucherID
+	for i, id := range ids {
+		if exists[i].Val() == 0 || !member[i].Val() {
+			missing = append(missing, id)
+		}
+	}
+	return missing, nil
 }
 
 // Queued looks the user up in the buyers hash of every live voucher, in one

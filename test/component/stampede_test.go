@@ -41,7 +41,7 @@ func startService(t *testing.T, queue string) (*infra.App, string) {
 
 // startServiceOn is startService on the named real Redis backend: "redis"
 // (one node) or "redis_cluster" (testenv.RealRedisBackends).
-func startServiceOn(t *testing.T, queue, backend string) (*infra.App, string) {
+func startServiceOn(t *testing.T, queue, backend string, tune ...func(*infra.Config)) (*infra.App, string) {
 	t.Helper()
 	cfg := infra.DefaultConfig()
 	switch backend {
@@ -58,6 +58,9 @@ func startServiceOn(t *testing.T, queue, backend string) (*infra.App, string) {
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.KeyPrefix = testenv.KeyPrefix(t)
 	cfg.Queue = queue
+	for _, f := range tune {
+		f(&cfg)
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
