@@ -76,3 +76,87 @@ func TestRunningServiceRepairsALostGate(t *testing.T) {
 		})
 	}
 }
+
+// TestReconcileOnEachRedis runs the operator's reconcile (BuildReconcile, the
+// stream's backlog included) against a service's state on one node and on
+// the cluster: it sees the books agree, sees a gate stock an operator broke,
+// and fixes it.
+func TestReconcileOnEachRedis(t *testing.T) {
+	for _, b := range testenv.RealRedisBackends() {
+		t.Run(b.Name, func(t *testing.T) {
+			app, base := startServiceOn(t, infra.QueueStream, b.Name)
+			ctx := context.Background()
+			vid := createVoucher(t, base, 5)
+			sessions := redissession.New(app.Redis, redissession.Options{TTL: time.Hour})
+			for u := 1; u <= 2; u++ {
+				tok, err := sessions.Mint(ctx, domain.UserID(u))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, env := postJSON(t, http.DefaultClient, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), tok, nil); !env.Success {
+					t.Fatalf("claim of user %d: %+v", u, env)
+				}
+			}
+			rec, done, err := infra.BuildReconcile(app.Config, app.Log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer done()
+			testenv.Eventually(t, 20*time.Second, func() (bool, string) {
+				r, err := rec.Check(ctx, vid)
+				return err == nil && r.Consistent() && r.Pending == 0, fmt.Sprintf("%+v (%v)", r, err)
+			})
+			k := redisgate.KeysFor(app.Config.KeyPrefix, vid)
+			if err := app.Redis.HSet(ctx, k.Voucher, "stock", 5).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if r, err := rec.Check(ctx, vid); err != nil || r.Consistent() {
+				t.Fatalf("check after breaking the gate's stock: %+v, %v; want inconsistent", r, err)
+			}
+			r, err := rec.Fix(ctx, vid)
+			if err != nil || !r.Consistent() || r.GateStock != 3 {
+				t.Fatalf("fix: %+v, %v; want consistent with stock 3", r, err)
+			}
+		})
+	}
+}
+
+// TestStreamSpreadOverSlots: several vouchers are several hash tags, so on a
+// cluster their streams live on different masters; the consumer must read
+// them all (one XREADGROUP naming streams of several slots is a CROSSSLOT
+// error there) and every order must land.
+func TestStreamSpreadOverSlots(t *testing.T) {
+	for _, b := range testenv.RealRedisBackends() {
+		t.Run(b.Name, func(t *testing.T) {
+			app, base := startServiceOn(t, infra.QueueStream, b.Name)
+			ctx := context.Background()
+			const vouchers, users = 6, 8
+			sessions := redissession.New(app.Redis, redissession.Options{TTL: time.Hour})
+			slots := map[int64]bool{}
+			for i := 0; i < vouchers; i++ {
+				vid := createVoucher(t, base, users)
+				slot, err := app.Redis.ClusterKeySlot(ctx, redisgate.KeysFor(app.Config.KeyPrefix, vid).Orders).Result()
+				if err == nil {
+					slots[slot] = true
+				}
+				for u := 1; u <= users; u++ {
+					tok, err := sessions.Mint(ctx, domain.UserID(u))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if _, env := postJSON(t, http.DefaultClient, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), tok, nil); !env.Success {
+						t.Fatalf("claim of user %d on voucher %d: %+v", u, vid, env)
+					}
+				}
+			}
+			if b.Name == "redis_cluster" && len(slots) < 2 {
+				t.Fatalf("the vouchers' streams share %d slot(s); the test needs several", len(slots))
+			}
+			testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+				var n int
+				err := app.DB.NewSelect().Table("tb_voucher_order").ColumnExpr("COUNT(*)").Scan(ctx, &n)
+				return err == nil && n == vouchers*users, fmt.Sprintf("%d of %d orders in MySQL (%v)", n, vouchers*users, err)
+			})
+		})
+	}
+}
