@@ -57,8 +57,12 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 	s := v.Sale()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if _, ok := g.sales[v.ID()]; ok {
-		// Like the Redis gate: an existing state may hold reservations.
+	if cur, ok := g.sales[v.ID()]; ok {
+		// Like the Redis gate: an existing state may hold reservations, and
+		// one of another sale's window is an operator's problem.
+		if !cur.begin.Equal(s.Begin()) || !cur.end.Equal(s.End()) {
+			return fmt.Errorf("preheat voucher %d: the gate holds another sale's window under this id", v.ID())
+		}
 		return nil
 	}
 	g.sales[v.ID()] = &gateSale{

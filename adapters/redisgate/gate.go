@@ -136,10 +136,17 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 		return fmt.Errorf("preheat voucher %d: %w", v.ID(), err)
 	}
 	s := v.Sale()
-	err := preheatScript.Run(ctx, g.rdb, []string{k.Voucher, k.Buyers},
-		s.Stock(), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli()).Err()
+	code, err := preheatScript.Run(ctx, g.rdb, []string{k.Voucher, k.Buyers},
+		s.Stock(), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli()).Int64()
 	if err != nil {
 		return fmt.Errorf("preheat voucher %d: %w", v.ID(), err)
+	}
+	if code == -1 {
+		// Neither overwriting (it may hold claims answered success) nor
+		// serving this sale with another's window is right: an operator
+		// decides, with `seckill reconcile --fix` once its queue is empty.
+		return fmt.Errorf("preheat voucher %d: the gate holds another sale's window under this id "+
+			"(was the database reset while Redis kept its keys?); run seckill reconcile --voucher %d --fix", v.ID(), v.ID())
 	}
 	if err := g.addLive(ctx, k, v.ID()); err != nil {
 		return fmt.Errorf("preheat voucher %d: %w", v.ID(), err)

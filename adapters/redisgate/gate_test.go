@@ -336,3 +336,24 @@ func TestPreheatThatCannotJoinTheLiveSetLeavesNothingClaimable(t *testing.T) {
 		t.Fatalf("claim after the failed preheat: %v, want not found (nothing claimable)", err)
 	}
 }
+
+// A gate that holds another sale's window under the same id (the database
+// was reset, Redis kept its keys) is neither overwritten nor silently used.
+func TestPreheatRefusesAGateOfAnotherSale(t *testing.T) {
+	_, rdb := testenv.MiniRedis(t)
+	g := redisgate.New(rdb, redisgate.Options{Prefix: "p:"})
+	ctx := context.Background()
+	now := time.Now()
+	if err := g.Preheat(ctx, voucher(t, 4, 2, now.Add(-time.Hour), now.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Reserve(ctx, order(t, 100, 1, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Preheat(ctx, voucher(t, 4, 9, now.Add(-time.Hour), now.Add(2*time.Hour))); err == nil {
+		t.Fatal("a preheat over another sale's gate reported success")
+	}
+	if stock, _, _ := g.Stock(ctx, 4); stock != 1 {
+		t.Fatalf("stock %d, want the first sale's 1 left as it was", stock)
+	}
+}

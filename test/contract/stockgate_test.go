@@ -351,11 +351,13 @@ var gateCases = []struct {
 		gateReserve(t, s, gateOrder(t, 12, 1, 1), domain.ErrAlreadyClaimed)
 	}},
 	{"preheat_after_restore_keeps_the_restored_buyers", func(t *testing.T, s gateSubject) {
-		v := gateOpenVoucher(t, 1, 2)
-		if _, err := s.gate.Restore(gateCtx(t), v, []domain.VoucherOrder{gateOrder(t, 11, 1, 1)}); err != nil {
+		// The database's remaining stock (2) is below the sale's initial 3:
+		// one unit is held by user 1.
+		begin, end := gateOpen()
+		if _, err := s.gate.Restore(gateCtx(t), gateVoucher(t, 1, 2, begin, end), []domain.VoucherOrder{gateOrder(t, 11, 1, 1)}); err != nil {
 			t.Fatal(err)
 		}
-		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 3))
+		gatePreheat(t, s.gate, gateVoucher(t, 1, 3, begin, end))
 		gateState(t, s.gate, 1, 2, map[domain.UserID]domain.OrderID{1: 11})
 		gateReserve(t, s, gateOrder(t, 12, 1, 1), domain.ErrAlreadyClaimed)
 	}},
