@@ -40,6 +40,10 @@ fuzz: ## run each fuzz target for FUZZTIME (5s); a panic or a 5xx fails, the inp
 		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	done
 
+.PHONY: redis-cluster
+redis-cluster: ## start a local 3-master Redis Cluster on 127.0.0.1:7001-7003 (idempotent); then export SECKILL_TEST_REDIS_CLUSTER_ADDRS=127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003
+	./.ci/redis-cluster.sh
+
 .PHONY: bench
 bench: ## run the Go micro-benchmarks into bench-out/bench.txt (compare runs with benchstat)
 	@mkdir -p bench-out

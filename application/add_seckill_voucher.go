@@ -2,37 +2,115 @@ package application
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
 
+// MaxIdempotencyKey is the longest Idempotency-Key accepted (the column size).
+const MaxIdempotencyKey = 128
+
 // AddSeckillVoucher stores a new seckill voucher and preheats the gate so it can
 // be claimed.
 type AddSeckillVoucher struct {
 	vouchers ports.VoucherRepository
+	orders   ports.OrderRepository
 	gate     ports.StockGate
 }
 
-func NewAddSeckillVoucher(vouchers ports.VoucherRepository, gate ports.StockGate) *AddSeckillVoucher {
-	mustHave("AddSeckillVoucher", map[string]any{"vouchers": vouchers, "gate": gate})
-	return &AddSeckillVoucher{vouchers: vouchers, gate: gate}
+func NewAddSeckillVoucher(vouchers ports.VoucherRepository, orders ports.OrderRepository, gate ports.StockGate) *AddSeckillVoucher {
+	mustHave("AddSeckillVoucher", map[string]any{"vouchers": vouchers, "orders": orders, "gate": gate})
+	return &AddSeckillVoucher{vouchers: vouchers, orders: orders, gate: gate}
 }
 
 // Handle saves the voucher, then preheats it. If the preheat fails the voucher
-// is stored but not claimable (claims answer not_found) until the next start,
-// when RestoreGate preheats every live voucher the gate lacks.
+// is stored but not claimable (claims answer not_found) until the periodic
+// RestoreGate writes its gate, or a retry with an idempotency key does.
 func (h *AddSeckillVoucher) Handle(ctx context.Context, v domain.Voucher) (domain.Voucher, error) {
+	return h.HandleOnce(ctx, "", v)
+}
+
+// HandleOnce is Handle under an idempotency key (empty: none). The first
+// request with a key creates the voucher; a retry with the key (after a
+// timeout or a 500) returns that same voucher and makes sure its gate
+// exists, never a second sale of the same stock. The key reused for a
+// different voucher is a validation error and changes nothing.
+func (h *AddSeckillVoucher) HandleOnce(ctx context.Context, key string, v domain.Voucher) (domain.Voucher, error) {
 	if !v.IsSeckill() {
 		return domain.Voucher{}, &domain.ValidationError{Field: "type", Reason: "must be a seckill voucher with a sale"}
 	}
-	saved, err := h.vouchers.AddSeckill(ctx, v)
+	if key == "" {
+		saved, err := h.vouchers.AddSeckill(ctx, v)
+		if err != nil {
+			return domain.Voucher{}, fmt.Errorf("save voucher: %w", err)
+		}
+		return saved, h.preheat(ctx, saved)
+	}
+	if err := checkIdempotencyKey(key); err != nil {
+		return domain.Voucher{}, err
+	}
+	fp := fingerprint(v)
+	c, err := h.vouchers.AddSeckillOnce(ctx, key, fp, v)
 	if err != nil {
 		return domain.Voucher{}, fmt.Errorf("save voucher: %w", err)
 	}
-	if err := h.gate.Preheat(ctx, saved); err != nil {
-		return saved, fmt.Errorf("preheat voucher %d: %w", saved.ID(), err)
+	if c.Created {
+		return c.Voucher, h.preheat(ctx, c.Voucher)
 	}
-	return saved, nil
+	if c.Fingerprint != fp {
+		return domain.Voucher{}, &domain.ValidationError{
+			Field:  "Idempotency-Key",
+			Reason: fmt.Sprintf("was already used to create voucher %d with other values; use a new key for a new voucher", c.Voucher.ID()),
+		}
+	}
+	// A retry: the first attempt may have failed before, during or after its
+	// preheat, and claims may have been served since. Restore writes the gate
+	// from the database only if it is absent (with the buyers the database
+	// has), so it neither sells stock twice nor leaves the voucher dark.
+	buyers, err := h.orders.Buyers(ctx, c.Voucher.ID())
+	if err != nil {
+		return c.Voucher, fmt.Errorf("list buyers of voucher %d: %w", c.Voucher.ID(), err)
+	}
+	if _, err := h.gate.Restore(ctx, c.Voucher, buyers); err != nil {
+		return c.Voucher, fmt.Errorf("restore gate of voucher %d: %w", c.Voucher.ID(), err)
+	}
+	return c.Voucher, nil
+}
+
+func (h *AddSeckillVoucher) preheat(ctx context.Context, saved domain.Voucher) error {
+	if err := h.gate.Preheat(ctx, saved); err != nil {
+		return fmt.Errorf("preheat voucher %d: %w", saved.ID(), err)
+	}
+	return nil
+}
+
+func checkIdempotencyKey(key string) error {
+	if len(key) > MaxIdempotencyKey {
+		return &domain.ValidationError{Field: "Idempotency-Key", Reason: fmt.Sprintf("must be at most %d characters", MaxIdempotencyKey)}
+	}
+	for _, r := range key {
+		if r < 0x21 || r > 0x7e {
+			return &domain.ValidationError{Field: "Idempotency-Key", Reason: "must be printable ASCII without spaces"}
+		}
+	}
+	return nil
+}
+
+// fingerprint identifies what a creation request asked for, so a key reused
+// for another voucher is told apart from a retry of the same one.
+func fingerprint(v domain.Voucher) string {
+	s := v.Sale()
+	fields := []string{
+		strconv.FormatInt(int64(v.ShopID()), 10), v.Title(), v.SubTitle(), v.Rules(),
+		strconv.FormatInt(v.PayValue(), 10), strconv.FormatInt(v.ActualValue(), 10),
+		strconv.Itoa(s.Stock()),
+		strconv.FormatInt(s.Begin().UnixMicro(), 10), strconv.FormatInt(s.End().UnixMicro(), 10),
+	}
+	sum := sha256.Sum256([]byte(strings.Join(fields, "\x00")))
+	return hex.EncodeToString(sum[:])
 }

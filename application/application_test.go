@@ -43,7 +43,7 @@ func newWorld(t *testing.T, queueCap int, wrap func(ports.StockGate) ports.Stock
 	w.claim = application.NewClaimSeckill(memory.NewIDs(fixedClock{now}), chanqueue.NewAdmission(gate, w.queue))
 	w.fulfill = application.NewFulfillOrders(w.orders, gate)
 	w.get = application.NewGetOrder(w.orders, gate)
-	w.add = application.NewAddSeckillVoucher(w.vouchers, gate)
+	w.add = application.NewAddSeckillVoucher(w.vouchers, w.orders, gate)
 	return w
 }
 
@@ -351,7 +351,7 @@ func TestRestoreGate(t *testing.T) {
 
 	// A fresh gate, as after a Redis restart, restored from the database.
 	fresh := memory.NewGate(fixedClock{now})
-	n, err := application.NewRestoreGate(w.vouchers, w.orders, fresh, fixedClock{now}).Handle(ctx)
+	n, err := application.NewRestoreGate(w.vouchers, w.orders, fresh, fresh, fixedClock{now}).Handle(ctx)
 	if err != nil || n != 1 {
 		t.Fatalf("restored %d, %v; want 1 (the ended sale is skipped)", n, err)
 	}
@@ -506,5 +506,44 @@ func TestRefusedClaimsSpendNoOrderID(t *testing.T) {
 	}
 	if first.Seq() != 1 || second.Seq() != 2 {
 		t.Fatalf("sequences %d, %d after 200 refusals; want 1, 2: refusals spent IDs", first.Seq(), second.Seq())
+	}
+}
+
+// A running instance heals a gate Redis lost, from the database, without a
+// restart: Repair restores only what the probe reports missing, and leaves
+// a gate that holds reservations alone.
+func TestRestoreGateRepairRestoresOnlyWhatWasLost(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, 10, nil)
+	gate := w.gate.(*memory.Gate)
+	lost, kept := w.live(t, 3), w.live(t, 3)
+	for _, vid := range []domain.VoucherID{lost, kept} {
+		if _, err := w.claim.Handle(ctx, 1, vid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.drain(t)
+	if _, err := w.claim.Handle(ctx, 2, kept); err != nil { // queued, not in the database yet
+		t.Fatal(err)
+	}
+	repair := application.NewRestoreGate(w.vouchers, w.orders, gate, gate, fixedClock{now})
+	if n, err := repair.Repair(ctx); err != nil || n != 0 {
+		t.Fatalf("repair of a whole gate: %d, %v; want nothing to do", n, err)
+	}
+	gate.Forget(lost)
+	if _, err := w.claim.Handle(ctx, 3, lost); !errors.Is(err, domain.ErrVoucherNotFound) {
+		t.Fatalf("claim on the lost gate: %v", err)
+	}
+	if n, err := repair.Repair(ctx); err != nil || n != 1 {
+		t.Fatalf("repair: %d, %v; want 1", n, err)
+	}
+	if _, err := w.claim.Handle(ctx, 1, lost); !errors.Is(err, domain.ErrAlreadyClaimed) {
+		t.Fatalf("the database's buyer was not restored: %v", err)
+	}
+	if _, err := w.claim.Handle(ctx, 3, lost); err != nil {
+		t.Fatalf("the repaired voucher is not claimable: %v", err)
+	}
+	if _, err := w.claim.Handle(ctx, 2, kept); !errors.Is(err, domain.ErrAlreadyClaimed) {
+		t.Fatalf("repair touched the kept gate: %v", err)
 	}
 }

@@ -47,7 +47,8 @@ func benchClaim(b *testing.B, stock int, marked bool) (*application.ClaimSeckill
 	if err != nil {
 		b.Fatal(err)
 	}
-	saved, err := application.NewAddSeckillVoucher(memory.NewVouchers(), gate).Handle(context.Background(), v)
+	benchVouchers := memory.NewVouchers()
+	saved, err := application.NewAddSeckillVoucher(benchVouchers, memory.NewOrders(benchVouchers), gate).Handle(context.Background(), v)
 	if err != nil {
 		b.Fatal(err)
 	}

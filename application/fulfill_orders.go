@@ -2,6 +2,7 @@ package application
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/hmdp-go/seckill/domain"
@@ -35,16 +36,54 @@ type BatchResult struct {
 // duplicate keeps the user's mark; the gate's stock then counts one unit too
 // few until `seckill reconcile` sets it from the database.
 //
+// A batch the database refuses for good (ports.ErrPermanent) is split in
+// halves until the order at fault is alone; that order is recorded failed
+// (domain.FailRefused) and the rest of the batch lands. Retrying the whole
+// batch instead would hold every good order behind the bad one forever.
+//
 // An error means the batch must be retried as a whole; that is safe because
-// CreateBatch and Release are both idempotent.
+// CreateBatch, MarkFailed and Release are all idempotent.
 func (h *FulfillOrders) Handle(ctx context.Context, orders []domain.VoucherOrder) (BatchResult, error) {
 	var res BatchResult
 	if len(orders) == 0 {
 		return res, nil
 	}
 	outcomes, err := h.orders.CreateBatch(ctx, orders)
-	if err != nil {
+	switch {
+	case err == nil:
+		return h.settle(ctx, outcomes)
+	case !errors.Is(err, ports.ErrPermanent):
 		return res, fmt.Errorf("write batch of %d orders: %w", len(orders), err)
+	case len(orders) == 1:
+		return h.refuse(ctx, orders[0], err)
+	}
+	// One transaction per half: about 2*log2(n) transactions find one bad
+	// order among n. Halves that land stay landed if a later half fails
+	// transiently; the retry replays them as no-ops.
+	mid := len(orders) / 2
+	for _, half := range [][]domain.VoucherOrder{orders[:mid], orders[mid:]} {
+		r, err := h.Handle(ctx, half)
+		res.Created += r.Created
+		res.Replayed += r.Replayed
+		res.Failed = append(res.Failed, r.Failed...)
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// refuse records one order the database refused for good as failed, keeping
+// the database's words in the outcome for the log.
+func (h *FulfillOrders) refuse(ctx context.Context, o domain.VoucherOrder, cause error) (BatchResult, error) {
+	outcomes, err := h.orders.MarkFailed(ctx, []domain.VoucherOrder{o}, domain.FailRefused)
+	if err != nil {
+		return BatchResult{}, fmt.Errorf("mark %s refused (%v): %w", o, cause, err)
+	}
+	for i := range outcomes {
+		if outcomes[i].State == domain.OrderFailed && outcomes[i].Reason == domain.FailRefused {
+			outcomes[i].Cause = cause
+		}
 	}
 	return h.settle(ctx, outcomes)
 }

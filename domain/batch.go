@@ -8,6 +8,9 @@ type Outcome struct {
 	Reason FailureReason
 	// New is false when the outcome was already recorded by an earlier delivery.
 	New bool
+	// Cause is what the database said when it refused this order alone
+	// (Reason FailRefused); nil otherwise. For logs and operators.
+	Cause error
 }
 
 // BatchState is what a store holds that a batch's outcomes depend on. A

@@ -83,12 +83,15 @@ const (
 	FailIDConflict FailureReason = "id_conflict"
 	// FailUndeliverable: the queue gave up on the message (poison or too many deliveries).
 	FailUndeliverable FailureReason = "undeliverable"
+	// FailRefused: the database refused this order's data for good (an error
+	// no retry can fix); nothing of it was written.
+	FailRefused FailureReason = "refused"
 )
 
 // ParseFailureReason accepts only the reasons above.
 func ParseFailureReason(s string) (FailureReason, error) {
 	switch r := FailureReason(s); r {
-	case FailOutOfStock, FailDuplicate, FailVoucherGone, FailIDConflict, FailUndeliverable:
+	case FailOutOfStock, FailDuplicate, FailVoucherGone, FailIDConflict, FailUndeliverable, FailRefused:
 		return r, nil
 	}
 	return "", invalid("reason", "unknown failure reason %q", s)
@@ -105,7 +108,7 @@ func (r FailureReason) ReleasesBuyer() bool {
 // out_of_stock order has no unit in the database to return, and a duplicate's
 // user still holds one.
 func (r FailureReason) ReturnsStock() bool {
-	return r == FailUndeliverable || r == FailIDConflict
+	return r == FailUndeliverable || r == FailIDConflict || r == FailRefused
 }
 
 // OrderStatus is an order with where it stands.

@@ -39,6 +39,7 @@ type App struct {
 	workerCtx context.Context
 	stopWork  context.CancelFunc
 	workers   sync.WaitGroup
+	repairs   sync.WaitGroup
 	serveErr  chan error
 }
 
@@ -92,6 +93,14 @@ func (a *App) Start(ctx context.Context) error {
 		}()
 	}
 
+	if a.Config.RestoreInterval > 0 {
+		a.repairs.Add(1)
+		go func() {
+			defer a.repairs.Done()
+			a.repairLoop(a.workerCtx, a.Config.RestoreInterval)
+		}()
+	}
+
 	l, err := net.Listen("tcp", a.Config.HTTPAddr)
 	if err != nil {
 		a.stopWork()
@@ -108,13 +117,43 @@ func (a *App) Start(ctx context.Context) error {
 	a.serveErr = make(chan error, 1)
 	go func() { a.serveErr <- a.srv.Serve(l) }()
 
+	redisEmbedded, dbEmbedded := a.Config.Embedded()
 	ev := a.Log.Info().Str("addr", "http://"+a.addr.String()).Str("queue", a.Config.Queue).
-		Str("redis", a.Config.redisForLog()).Str("db", a.Config.dbForLog())
+		Bool("embedded_redis", redisEmbedded).Bool("embedded_db", dbEmbedded).Str("db", a.Config.dbForLog())
+	if a.Config.RedisCluster() {
+		ev = ev.Str("redis", "cluster").Strs("redis_seeds", a.Config.RedisClusterAddrs)
+	} else {
+		ev = ev.Str("redis", a.Config.redisForLog())
+	}
 	if a.Config.Queue == QueueStream {
 		ev = ev.Str("consumer", a.Config.Consumer).Str("group", a.Config.StreamGroup)
 	}
 	ev.Msg("seckill listening")
 	return nil
+}
+
+// repairLoop restores, every interval, the gate of any live voucher that
+// Redis lost (a failover that dropped writes, a flushed node), so the
+// instance heals without a restart. Errors are logged and retried next tick.
+func (a *App) repairLoop(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, every)
+		n, err := a.Restore.Repair(rctx)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			a.Log.Error().Err(err).Int("repaired", n).Msg("gate repair failed; retrying at the next interval")
+		case n > 0:
+			a.Log.Warn().Int("vouchers", n).Msg("gate repaired from the database: Redis had lost their state")
+		}
+	}
 }
 
 // Addr is where the server listens, once started.
@@ -143,6 +182,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("queue not drained before the shutdown deadline: %w", ctx.Err()))
 	}
 	a.stopWork()
+	a.repairs.Wait()
 	if err := <-a.serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, err)
 	}

@@ -14,11 +14,16 @@ import (
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 )
 
-// NewRedis connects to SECKILL_REDIS_URL, or starts the embedded miniredis when
-// it is empty. The same adapters run on either: the embedded default swaps the
-// server, never the code path.
+// NewRedis connects to SECKILL_REDIS_CLUSTER_ADDRS (a cluster client) or
+// SECKILL_REDIS_URL (one node), or starts the embedded miniredis when neither
+// is set. The same adapters run on all three: every multi-key command they
+// send stays within one hash slot, so a cluster changes the client, never the
+// code path.
 func NewRedis(c Config, log zerolog.Logger) (redis.UniversalClient, func(), error) {
 	routeRedisLogs(log)
+	if c.RedisCluster() {
+		return newRedisCluster(c, log)
+	}
 	var (
 		opt      *redis.Options
 		embedded *miniredis.Miniredis
@@ -52,6 +57,28 @@ func NewRedis(c Config, log zerolog.Logger) (redis.UniversalClient, func(), erro
 		return nil, nil, fmt.Errorf("redis at %s does not answer: %w", opt.Addr, err)
 	}
 	return rdb, cleanup, nil
+}
+
+// newRedisCluster builds the cluster client. RedisPoolSize is per node, as
+// go-redis counts it: each master serves its own slots' share of a stampede.
+func newRedisCluster(c Config, log zerolog.Logger) (redis.UniversalClient, func(), error) {
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:    c.RedisClusterAddrs,
+		PoolSize: c.RedisPoolSize,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// Ping every master, not just one seed: a claim lands on whichever master
+	// owns its voucher's slot, so one unreachable master is a failed start.
+	err := rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		return m.Ping(ctx).Err()
+	})
+	if err != nil {
+		_ = rdb.Close()
+		return nil, nil, fmt.Errorf("redis cluster at %v does not answer: %w", c.RedisClusterAddrs, err)
+	}
+	log.Info().Strs("seeds", c.RedisClusterAddrs).Msg("redis cluster client")
+	return rdb, func() { _ = rdb.Close() }, nil
 }
 
 // NewDB opens MySQL/MariaDB from SECKILL_MYSQL_DSN, or embedded SQLite under

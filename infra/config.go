@@ -32,8 +32,12 @@ const (
 // Config is read once from the environment at start, validated, and passed down.
 type Config struct {
 	HTTPAddr string `env:"SECKILL_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
-	// RedisURL empty runs an embedded in-process Redis (miniredis).
+	// RedisURL names one Redis node. With RedisClusterAddrs also empty, an
+	// embedded in-process Redis (miniredis) runs instead.
 	RedisURL string `env:"SECKILL_REDIS_URL"`
+	// RedisClusterAddrs are seed nodes (host:port) of a Redis Cluster; the
+	// cluster client discovers the rest. Exclusive with RedisURL.
+	RedisClusterAddrs []string `env:"SECKILL_REDIS_CLUSTER_ADDRS" envSeparator:","`
 	// RedisPoolSize is the most Redis connections; a stampede waits for one.
 	RedisPoolSize int `env:"SECKILL_REDIS_POOL_SIZE" envDefault:"128"`
 	// MySQLDSN empty runs embedded SQLite under DataDir.
@@ -55,12 +59,16 @@ type Config struct {
 
 	// SoldOutWindow: once Redis answers sold out for a voucher, this instance
 	// answers sold out itself for this long, without a Redis round trip.
-	SoldOutWindow  time.Duration `env:"SECKILL_SOLDOUT_WINDOW" envDefault:"500ms"`
-	IDBlock        int           `env:"SECKILL_ID_BLOCK" envDefault:"1000"`
-	TokenCacheTTL  time.Duration `env:"SECKILL_TOKEN_CACHE_TTL" envDefault:"10s"`
-	TokenCacheSize int           `env:"SECKILL_TOKEN_CACHE_SIZE" envDefault:"100000"`
-	TokenTTL       time.Duration `env:"SECKILL_TOKEN_TTL" envDefault:"30m"`
-	KeyRetention   time.Duration `env:"SECKILL_KEY_RETENTION" envDefault:"24h"`
+	SoldOutWindow time.Duration `env:"SECKILL_SOLDOUT_WINDOW" envDefault:"500ms"`
+	IDBlock       int           `env:"SECKILL_ID_BLOCK" envDefault:"1000"`
+	// RestoreInterval: how often a running instance checks that every live
+	// voucher still has its gate and live-set entry, and rebuilds what Redis
+	// lost from the database. 0 turns the check off (restore at start only).
+	RestoreInterval time.Duration `env:"SECKILL_RESTORE_INTERVAL" envDefault:"5s"`
+	TokenCacheTTL   time.Duration `env:"SECKILL_TOKEN_CACHE_TTL" envDefault:"10s"`
+	TokenCacheSize  int           `env:"SECKILL_TOKEN_CACHE_SIZE" envDefault:"100000"`
+	TokenTTL        time.Duration `env:"SECKILL_TOKEN_TTL" envDefault:"30m"`
+	KeyRetention    time.Duration `env:"SECKILL_KEY_RETENTION" envDefault:"24h"`
 	// KeyPrefix namespaces the gate's Redis keys, so several deployments (or
 	// test runs) can share one Redis.
 	KeyPrefix string `env:"SECKILL_KEY_PREFIX" envDefault:"seckill:"`
@@ -222,6 +230,26 @@ func (c Config) check(p *problems) {
 			bad("SECKILL_REDIS_URL", "want redis://host:port/db: %v", err)
 		}
 	}
+	if len(c.RedisClusterAddrs) > 0 {
+		seeds := c.RedisClusterAddrs[:0]
+		for _, a := range c.RedisClusterAddrs {
+			a = strings.TrimSpace(a)
+			if a == "" {
+				continue
+			}
+			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+				bad("SECKILL_REDIS_CLUSTER_ADDRS", "want host:port,host:port,..., got %q", a)
+			}
+			seeds = append(seeds, a)
+		}
+		c.RedisClusterAddrs = seeds
+		if len(seeds) == 0 {
+			bad("SECKILL_REDIS_CLUSTER_ADDRS", "names no node")
+		}
+		if c.RedisURL != "" {
+			bad("SECKILL_REDIS_CLUSTER_ADDRS", "and SECKILL_REDIS_URL are both set; set SECKILL_REDIS_CLUSTER_ADDRS for a Redis Cluster or SECKILL_REDIS_URL for one node, not both")
+		}
+	}
 	if c.MySQLDSN != "" {
 		if _, err := mysql.ParseDSN(c.MySQLDSN); err != nil {
 			bad("SECKILL_MYSQL_DSN", "want user:pass@tcp(host:port)/db?parseTime=true: %v", err)
@@ -270,6 +298,9 @@ func (c Config) check(p *problems) {
 	}
 	if c.SoldOutWindow <= 0 || c.SoldOutWindow > 10*time.Second {
 		bad("SECKILL_SOLDOUT_WINDOW", "must be within (0, 10s], got %s", c.SoldOutWindow)
+	}
+	if c.RestoreInterval != 0 && (c.RestoreInterval < 100*time.Millisecond || c.RestoreInterval > time.Hour) {
+		bad("SECKILL_RESTORE_INTERVAL", "must be 0 (off) or within 100ms..1h, got %s", c.RestoreInterval)
 	}
 	if c.IDBlock < 1 || c.IDBlock > 1_000_000 {
 		bad("SECKILL_ID_BLOCK", "must be within 1..1000000, got %d", c.IDBlock)
@@ -442,7 +473,13 @@ func (c Config) Proxies() []netip.Prefix {
 }
 
 // Embedded reports which backends run in-process.
-func (c Config) Embedded() (redis, db bool) { return c.RedisURL == "", c.MySQLDSN == "" }
+func (c Config) Embedded() (redis, db bool) { return !c.RealRedis(), c.MySQLDSN == "" }
+
+// RealRedis reports whether a Redis server is named, one node or a cluster.
+func (c Config) RealRedis() bool { return c.RedisURL != "" || c.RedisCluster() }
+
+// RedisCluster reports whether the service runs on a Redis Cluster.
+func (c Config) RedisCluster() bool { return len(c.RedisClusterAddrs) > 0 }
 
 // redisForLog names the Redis server for the start line, without its
 // password.

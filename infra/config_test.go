@@ -187,3 +187,28 @@ func TestConfigValidateDoesNotChangeTheConfig(t *testing.T) {
 		t.Fatalf("Location %v follows a Timezone set in code? want Asia/Shanghai", c.Location())
 	}
 }
+
+func TestConfigRedisClusterSeeds(t *testing.T) {
+	c, err := infra.LoadConfigFrom(map[string]string{
+		"SECKILL_REDIS_CLUSTER_ADDRS": "127.0.0.1:7001, 127.0.0.1:7002,127.0.0.1:7003",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"}
+	if !c.RedisCluster() || strings.Join(c.RedisClusterAddrs, ",") != strings.Join(want, ",") {
+		t.Fatalf("seeds %q, want %q", c.RedisClusterAddrs, want)
+	}
+	if r, _ := c.Embedded(); r {
+		t.Fatal("a named cluster must not run the embedded Redis")
+	}
+}
+
+func TestConfigClusterAndURLNamesBoth(t *testing.T) {
+	_, err := infra.LoadConfigFrom(map[string]string{
+		"SECKILL_REDIS_CLUSTER_ADDRS": "127.0.0.1:7001", "SECKILL_REDIS_URL": "redis://127.0.0.1:6379/0",
+	})
+	if err == nil || !strings.Contains(err.Error(), "SECKILL_REDIS_CLUSTER_ADDRS") || !strings.Contains(err.Error(), "SECKILL_REDIS_URL") {
+		t.Fatalf("err = %v, want one naming both variables", err)
+	}
+}

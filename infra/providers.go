@@ -132,6 +132,7 @@ var commonSet = wire.NewSet(
 	mysqlstore.NewOrderRepo,
 	wire.Bind(new(ports.OrderRepository), new(*mysqlstore.OrderRepo)),
 	provideGate,
+	wire.Bind(new(ports.GateProbe), new(*redisgate.Gate)),
 	provideSoldOutMarks,
 	provideSoldOutGate,
 	wire.Bind(new(ports.StockGate), new(*soldout.Gate)),

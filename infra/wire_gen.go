@@ -21,6 +21,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	voucherRepo := mysqlstore.NewVoucherRepo(db)
+	orderRepo := mysqlstore.NewOrderRepo(db)
 	marks := provideSoldOutMarks(c)
 	universalClient, cleanup2, err := NewRedis(c, log)
 	if err != nil {
@@ -29,13 +30,12 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	}
 	gate := provideGate(universalClient, c)
 	soldoutGate := provideSoldOutGate(marks, gate)
-	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, soldoutGate)
+	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepo, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs := provideIDs(universalClient, c)
 	queue := provideChannelQueue(c)
 	admission := provideChannelAdmission(marks, soldoutGate, queue)
 	claimSeckill := application.NewClaimSeckill(iDs, admission)
-	orderRepo := mysqlstore.NewOrderRepo(db)
 	getOrder := application.NewGetOrder(orderRepo, soldoutGate)
 	store := provideSessionStore(universalClient, c)
 	sessions := provideSessions(store, c)
@@ -45,7 +45,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	fulfillOrders := application.NewFulfillOrders(orderRepo, soldoutGate)
 	worker := provideWorker(queue, fulfillOrders, log, c)
 	systemClock := SystemClock{}
-	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, soldoutGate, systemClock)
+	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, soldoutGate, gate, systemClock)
 	app := &App{
 		Config:  c,
 		Log:     log,
@@ -71,6 +71,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	voucherRepo := mysqlstore.NewVoucherRepo(db)
+	orderRepo := mysqlstore.NewOrderRepo(db)
 	marks := provideSoldOutMarks(c)
 	universalClient, cleanup2, err := NewRedis(c, log)
 	if err != nil {
@@ -79,7 +80,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	}
 	gate := provideGate(universalClient, c)
 	soldoutGate := provideSoldOutGate(marks, gate)
-	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, soldoutGate)
+	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepo, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs := provideIDs(universalClient, c)
 	v, cleanup3, err := provideConsumerLease(universalClient, c, log)
@@ -97,7 +98,6 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	}
 	admission := provideStreamAdmission(marks, gate, queue)
 	claimSeckill := application.NewClaimSeckill(iDs, admission)
-	orderRepo := mysqlstore.NewOrderRepo(db)
 	getOrder := application.NewGetOrder(orderRepo, soldoutGate)
 	store := provideSessionStore(universalClient, c)
 	sessions := provideSessions(store, c)
@@ -107,7 +107,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	fulfillOrders := application.NewFulfillOrders(orderRepo, soldoutGate)
 	worker := provideWorker(queue, fulfillOrders, log, c)
 	systemClock := SystemClock{}
-	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, soldoutGate, systemClock)
+	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, soldoutGate, gate, systemClock)
 	app := &App{
 		Config:  c,
 		Log:     log,

@@ -24,6 +24,12 @@ var (
 	ErrQueueClosed = errors.New("order queue is closed")
 	// ErrUnknownToken: the session token is missing or expired.
 	ErrUnknownToken = errors.New("unknown session token")
+	// ErrPermanent: the database refused the data for good (a value out of
+	// range, a constraint other than the ones the repository handles): the
+	// same call will fail the same way however often it is retried.
+	// Repositories wrap such errors with it, so the application can isolate
+	// the order at fault without knowing the driver.
+	ErrPermanent = errors.New("refused for good by the database")
 )
 
 // Clock tells the time; tests pass a fixed one.
@@ -62,8 +68,11 @@ type Admission interface {
 // driver's Admission reserves through it; every driver preheats, restores,
 // releases and looks up queued orders through it.
 type StockGate interface {
-	// Preheat makes a newly created voucher claimable: its stock and window are
-	// (over)written and it has no buyers yet.
+	// Preheat makes a newly created voucher claimable: its stock and window
+	// are written with no buyers, only when the gate holds no state for it. A
+	// gate that already holds the voucher (an earlier Preheat, or a Restore
+	// from the database, perhaps with reservations) is left as it is, so a
+	// retried or late Preheat never sells a unit twice. It is idempotent.
 	Preheat(ctx context.Context, v domain.Voucher) error
 	// Restore rebuilds a voucher's gate state from the database (stock left and
 	// the buyers that hold orders) only if the gate has none, and reports
@@ -84,6 +93,14 @@ type StockGate interface {
 	// database are found in the database.) Its cost does not grow with the
 	// number of live sales.
 	Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error)
+}
+
+// GateProbe tells cheaply which vouchers the gate has lost, so a running
+// instance can repair them without rebuilding every voucher every time.
+type GateProbe interface {
+	// Missing returns those of ids whose gate state or live-set entry is
+	// gone, in one round trip however many ids there are.
+	Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error)
 }
 
 // GateAudit reads and repairs a voucher's gate state; it is what an operator's
@@ -133,13 +150,7 @@ type OrderQueue interface {
 }
 
 // Outcome is what the database did with one order of a batch.
-type Outcome struct {
-	Order  domain.VoucherOrder
-	State  domain.OrderState // OrderCreated or OrderFailed
-	Reason domain.FailureReason
-	// New is false when the outcome was already recorded by an earlier delivery.
-	New bool
-}
+type Outcome = domain.Outcome
 
 // OrderRepository is the source of truth for orders.
 type OrderRepository interface {
@@ -161,11 +172,27 @@ type OrderRepository interface {
 	Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain.VoucherOrder, error)
 }
 
+// Creation is what AddSeckillOnce did under an idempotency key.
+type Creation struct {
+	// Voucher is the stored voucher: the new one, or the one the key names
+	// (with its sale's remaining stock, as Get returns it).
+	Voucher domain.Voucher
+	// Fingerprint is the one recorded with the key when it was first used.
+	Fingerprint string
+	// Created is false when the key was used before and nothing was stored.
+	Created bool
+}
+
 // VoucherRepository stores vouchers and their sales.
 type VoucherRepository interface {
 	// AddSeckill stores the voucher and its sale in one transaction and
 	// returns it with its new ID.
 	AddSeckill(ctx context.Context, v domain.Voucher) (domain.Voucher, error)
+	// AddSeckillOnce is AddSeckill under an idempotency key: the first call
+	// with key stores the voucher and records key -> (its ID, fingerprint) in
+	// the same transaction; any later call with key, concurrent or not,
+	// stores nothing and returns the voucher the key names (Created=false).
+	AddSeckillOnce(ctx context.Context, key, fingerprint string, v domain.Voucher) (Creation, error)
 	// Get returns a voucher (with its sale's remaining stock), or domain.ErrVoucherNotFound.
 	Get(ctx context.Context, id domain.VoucherID) (domain.Voucher, error)
 	// ListByShop returns the shop's vouchers, seckill ones with their sale.

@@ -158,7 +158,7 @@ func TestNewRouterRefusesMissingDeps(t *testing.T) {
 	orders := memory.NewOrders(vouchers)
 	full := func() httpapi.Deps {
 		return httpapi.Deps{
-			AddVoucher:   application.NewAddSeckillVoucher(vouchers, gate),
+			AddVoucher:   application.NewAddSeckillVoucher(vouchers, orders, gate),
 			ListVouchers: application.NewListShopVouchers(vouchers),
 			Claim:        application.NewClaimSeckill(memory.NewIDs(clock), chanqueue.NewAdmission(gate, chanqueue.New(1, 0))),
 			GetOrder:     application.NewGetOrder(orders, gate),

@@ -243,7 +243,7 @@ func newEnv(t testing.TB, opt options) *env {
 		level = zerolog.InfoLevel
 	}
 	d := httpapi.Deps{
-		AddVoucher:   application.NewAddSeckillVoucher(vouchers, sgate),
+		AddVoucher:   application.NewAddSeckillVoucher(vouchers, orders, sgate),
 		ListVouchers: application.NewListShopVouchers(vouchers),
 		Claim: application.NewClaimSeckill(&spyIDs{OrderIDs: memory.NewIDs(clock), c: c},
 			&spyAdmission{Admission: chanqueue.NewAdmission(sgate, queue), c: c}),

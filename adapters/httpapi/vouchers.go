@@ -9,6 +9,9 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
+// idempotencyKeyHeader makes POST /voucher/seckill safe to retry.
+const idempotencyKeyHeader = "Idempotency-Key"
+
 // localLayout is the original's zone-less LocalDateTime format.
 const localLayout = "2006-01-02T15:04:05"
 
@@ -62,7 +65,9 @@ func (a *api) addSeckillVoucher(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	saved, err := a.addVoucher.Handle(r.Context(), v)
+	// An admin's retry after a timeout or a 500 carries the same key and gets
+	// the voucher the first attempt created, not a second sale.
+	saved, err := a.addVoucher.HandleOnce(r.Context(), r.Header.Get(idempotencyKeyHeader), v)
 	if err != nil {
 		a.fail(w, r, err)
 		return

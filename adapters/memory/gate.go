@@ -55,11 +55,45 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 	s := v.Sale()
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if cur, ok := g.sales[v.ID()]; ok {
+		// Like the Redis gate: an existing state may hold reservations, and
+		// one of another sale's window is an operator's problem.
+		if !cur.sale.Begin().Equal(s.Begin()) || !cur.sale.End().Equal(s.End()) {
+			return fmt.Errorf("preheat voucher %d: the gate holds another sale's window under this id", v.ID())
+		}
+		return nil
+	}
 	g.sales[v.ID()] = &gateSale{
 		sale: s, stock: s.Stock(),
 		buyers: make(map[domain.UserID]domain.OrderID),
 	}
 	return nil
+}
+
+var _ ports.GateProbe = (*Gate)(nil)
+
+// Missing reports the vouchers the gate holds no sale for.
+func (g *Gate) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var missing []domain.VoucherID
+	for _, id := range ids {
+		if _, ok := g.sales[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	return missing, nil
+}
+
+// Forget drops a voucher's state, as a Redis that lost its data would; for
+// tests of the repair.
+func (g *Gate) Forget(id domain.VoucherID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.sales, id)
 }
 
 func (g *Gate) Restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder) (bool, error) {

@@ -80,7 +80,7 @@ func (s *Orders) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) 
 		s.holders[o.VoucherID()][o.UserID()] = o.ID()
 	}
 	s.recordFailures(plan.Failures)
-	return portOutcomes(plan.Outcomes), nil
+	return plan.Outcomes, nil
 }
 
 // MarkFailed holds the same mutex as CreateBatch, so the two never both
@@ -93,7 +93,7 @@ func (s *Orders) MarkFailed(ctx context.Context, orders []domain.VoucherOrder, r
 	defer s.mu.Unlock()
 	plan := domain.PlanFailures(orders, reason, s.recordedOf(orders))
 	s.recordFailures(plan.Failures)
-	return portOutcomes(plan.Outcomes), nil
+	return plan.Outcomes, nil
 }
 
 // recordedOf is what is recorded under the orders' IDs; the caller holds s.mu.
@@ -114,13 +114,6 @@ func (s *Orders) recordFailures(failures []domain.Outcome) {
 	}
 }
 
-func portOutcomes(outcomes []domain.Outcome) []ports.Outcome {
-	out := make([]ports.Outcome, len(outcomes))
-	for i, o := range outcomes {
-		out[i] = ports.Outcome(o)
-	}
-	return out
-}
 
 func (s *Orders) Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error) {
 	if err := ctx.Err(); err != nil {

@@ -19,10 +19,37 @@ type Vouchers struct {
 	mu       sync.Mutex
 	vouchers map[domain.VoucherID]domain.Voucher
 	lastID   domain.VoucherID
+	keys     map[string]voucherKey
+}
+
+type voucherKey struct {
+	id          domain.VoucherID
+	fingerprint string
 }
 
 func NewVouchers() *Vouchers {
-	return &Vouchers{vouchers: map[domain.VoucherID]domain.Voucher{}}
+	return &Vouchers{vouchers: map[domain.VoucherID]domain.Voucher{}, keys: map[string]voucherKey{}}
+}
+
+// AddSeckillOnce is AddSeckill under an idempotency key, like the SQL one.
+func (s *Vouchers) AddSeckillOnce(ctx context.Context, key, fingerprint string, v domain.Voucher) (ports.Creation, error) {
+	if err := ctx.Err(); err != nil {
+		return ports.Creation{}, err
+	}
+	if !v.IsSeckill() {
+		return ports.Creation{}, &domain.ValidationError{Field: "type", Reason: "must be a seckill voucher with a sale"}
+	}
+	sale := domain.UnmarshalSaleFromDatabase(v.Sale().Stock(), voucherStoredTime(v.Sale().Begin()), voucherStoredTime(v.Sale().End()))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k, ok := s.keys[key]; ok {
+		return ports.Creation{Voucher: s.vouchers[k.id], Fingerprint: k.fingerprint}, nil
+	}
+	s.lastID++
+	saved := domain.UnmarshalVoucherFromDatabase(s.lastID, voucherSpecOf(v), domain.VoucherSeckill, v.Status(), sale)
+	s.vouchers[saved.ID()] = saved
+	s.keys[key] = voucherKey{id: saved.ID(), fingerprint: fingerprint}
+	return ports.Creation{Voucher: saved, Fingerprint: fingerprint, Created: true}, nil
 }
 
 // AddSeckill returns the voucher with its times as the database would keep

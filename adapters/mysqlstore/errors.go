@@ -8,6 +8,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"modernc.org/sqlite"
+
+	"github.com/hmdp-go/seckill/ports"
 )
 
 // ErrTransient marks a failure that says nothing about the data: a lost
@@ -22,19 +24,45 @@ const (
 	mysqlDeadlock        = 1213 // ER_LOCK_DEADLOCK
 	mysqlTooManyConns    = 1040 // ER_CON_COUNT_ERROR
 	mysqlServerShutdown  = 1053 // ER_SERVER_SHUTDOWN
+	mysqlReadOnly        = 1290 // ER_OPTION_PREVENTS_STATEMENT (--read-only: a failover in progress)
+	mysqlReadOnlyTx      = 1792 // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
 	mysqlDuplicateEntry  = 1062 // ER_DUP_ENTRY
 )
+
+// mysqlDataErrors are MySQL/MariaDB errors about the data itself: the same
+// rows are refused the same way on every retry (ports.ErrPermanent). Unknown
+// errors are not in this list and stay retried: misjudging a passing failure
+// as permanent would fail an order that would have landed.
+var mysqlDataErrors = map[uint16]bool{
+	1048: true, // ER_BAD_NULL_ERROR
+	1216: true, // ER_NO_REFERENCED_ROW
+	1217: true, // ER_ROW_IS_REFERENCED
+	1264: true, // ER_WARN_DATA_OUT_OF_RANGE
+	1265: true, // WARN_DATA_TRUNCATED
+	1292: true, // ER_TRUNCATED_WRONG_VALUE
+	1364: true, // ER_NO_DEFAULT_FOR_FIELD
+	1366: true, // ER_TRUNCATED_WRONG_VALUE_FOR_FIELD
+	1406: true, // ER_DATA_TOO_LONG
+	1451: true, // ER_ROW_IS_REFERENCED_2
+	1452: true, // ER_NO_REFERENCED_ROW_2
+	3819: true, // ER_CHECK_CONSTRAINT_VIOLATED (MySQL)
+	4025: true, // ER_CONSTRAINT_FAILED (MariaDB CHECK)
+}
 
 // SQLite result codes (modernc reports extended codes; the primary code is
 // the low byte).
 const (
 	sqliteBusy             = 5
 	sqliteLocked           = 6
+	sqliteTooBig           = 18
+	sqliteConstraint       = 19
+	sqliteMismatch         = 20
 	sqliteConstraintUnique = 2067
 	sqliteConstraintPK     = 1555
 )
 
-// wrap names the operation and marks transient failures with ErrTransient.
+// wrap names the operation and marks transient failures with ErrTransient,
+// and failures of the data itself with ports.ErrPermanent.
 func wrap(op string, err error) error {
 	if err == nil {
 		return nil
@@ -42,14 +70,38 @@ func wrap(op string, err error) error {
 	if isTransient(err) {
 		return fmt.Errorf("%s: %w: %w", op, ErrTransient, err)
 	}
+	if isPermanent(err) {
+		return fmt.Errorf("%s: %w: %w", op, ports.ErrPermanent, err)
+	}
 	return fmt.Errorf("%s: %w", op, err)
+}
+
+// isPermanent: the database refused the data (NOT NULL, range, length,
+// foreign key, CHECK). A duplicate key is not in it: the repositories turn
+// the duplicates they expect into outcomes, and an unexpected one is a race
+// worth retrying.
+func isPermanent(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return mysqlDataErrors[me.Number]
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqliteTooBig, sqliteMismatch:
+			return true
+		case sqliteConstraint:
+			return se.Code() != sqliteConstraintUnique && se.Code() != sqliteConstraintPK
+		}
+	}
+	return false
 }
 
 func isTransient(err error) bool {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		switch me.Number {
-		case mysqlLockWaitTimeout, mysqlDeadlock, mysqlTooManyConns, mysqlServerShutdown:
+		case mysqlLockWaitTimeout, mysqlDeadlock, mysqlTooManyConns, mysqlServerShutdown, mysqlReadOnly, mysqlReadOnlyTx:
 			return true
 		}
 		return false

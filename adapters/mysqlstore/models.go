@@ -28,6 +28,14 @@ type voucherModel struct {
 	Status      int8   `bun:"status"`
 }
 
+type creationModel struct {
+	bun.BaseModel `bun:"table:tb_voucher_creation"`
+
+	Key         string `bun:"idem_key,pk"`
+	VoucherID   int64  `bun:"voucher_id"`
+	Fingerprint string `bun:"fingerprint"`
+}
+
 type seckillModel struct {
 	bun.BaseModel `bun:"table:tb_seckill_voucher"`
 

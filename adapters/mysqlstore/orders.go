@@ -112,7 +112,7 @@ func (r *OrderRepo) createBatch(ctx context.Context, db bun.IDB, orders []domain
 	if err := insertFailures(ctx, db, plan.Failures); err != nil {
 		return nil, err
 	}
-	return portOutcomes(plan.Outcomes), nil
+	return plan.Outcomes, nil
 }
 
 func insertFailures(ctx context.Context, db bun.IDB, failures []domain.Outcome) error {
@@ -127,13 +127,6 @@ func insertFailures(ctx context.Context, db bun.IDB, failures []domain.Outcome) 
 	return insertIgnoring(ctx, db, &rows, len(rows), "tb_voucher_order_failure")
 }
 
-func portOutcomes(outcomes []domain.Outcome) []ports.Outcome {
-	out := make([]ports.Outcome, len(outcomes))
-	for i, o := range outcomes {
-		out[i] = ports.Outcome(o)
-	}
-	return out
-}
 
 // insertIgnoring is the second line of defence behind the checks: a row the
 // checks missed is skipped by the keys instead of failing the statement, and
@@ -267,7 +260,7 @@ func (r *OrderRepo) MarkFailed(ctx context.Context, orders []domain.VoucherOrder
 			return err
 		}
 		plan := domain.PlanFailures(orders, reason, recorded)
-		outcomes = portOutcomes(plan.Outcomes)
+		outcomes = plan.Outcomes
 		return insertFailures(ctx, tx, plan.Failures)
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package mysqlstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -50,6 +51,64 @@ func (r *VoucherRepo) AddSeckill(ctx context.Context, v domain.Voucher) (domain.
 		PayValue: v.PayValue(), ActualValue: v.ActualValue(),
 	}
 	return domain.UnmarshalVoucherFromDatabase(domain.VoucherID(vm.ID), spec, domain.VoucherSeckill, v.Status(), sale), nil
+}
+
+// AddSeckillOnce inserts the key's row in the voucher's transaction, after
+// the voucher rows: a concurrent call with the same key waits on the key's
+// primary key until the first commits, then fails as a duplicate, rolls its
+// voucher back, and reads the winner's.
+func (r *VoucherRepo) AddSeckillOnce(ctx context.Context, key, fingerprint string, v domain.Voucher) (ports.Creation, error) {
+	if !v.IsSeckill() {
+		return ports.Creation{}, &domain.ValidationError{Field: "type", Reason: "must be a seckill voucher with a sale"}
+	}
+	if c, ok, err := r.creation(ctx, key); err != nil || ok {
+		return c, err
+	}
+	sale := domain.UnmarshalSaleFromDatabase(v.Sale().Stock(), storedTime(v.Sale().Begin()), storedTime(v.Sale().End()))
+	vm := voucherModel{
+		ShopID: int64(v.ShopID()), Title: v.Title(), SubTitle: v.SubTitle(), Rules: v.Rules(),
+		PayValue: v.PayValue(), ActualValue: v.ActualValue(), Type: int8(domain.VoucherSeckill), Status: v.Status(),
+	}
+	err := r.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if err := insertSeckill(ctx, tx, &vm, sale); err != nil {
+			return err
+		}
+		_, err := tx.NewInsert().Model(&creationModel{Key: key, VoucherID: vm.ID, Fingerprint: fingerprint}).Exec(ctx)
+		return err
+	})
+	if isDuplicateKey(err) {
+		c, ok, err := r.creation(ctx, key)
+		if err == nil && !ok {
+			err = fmt.Errorf("voucher creation key %q: duplicate, then not found", key)
+		}
+		return c, err
+	}
+	if err != nil {
+		return ports.Creation{}, wrap("add seckill voucher", err)
+	}
+	spec := domain.VoucherSpec{
+		ShopID: v.ShopID(), Title: v.Title(), SubTitle: v.SubTitle(), Rules: v.Rules(),
+		PayValue: v.PayValue(), ActualValue: v.ActualValue(),
+	}
+	saved := domain.UnmarshalVoucherFromDatabase(domain.VoucherID(vm.ID), spec, domain.VoucherSeckill, v.Status(), sale)
+	return ports.Creation{Voucher: saved, Fingerprint: fingerprint, Created: true}, nil
+}
+
+// creation returns the voucher a key names, if the key was used.
+func (r *VoucherRepo) creation(ctx context.Context, key string) (ports.Creation, bool, error) {
+	var cm creationModel
+	err := r.db.NewSelect().Model(&cm).Where("idem_key = ?", key).Limit(1).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ports.Creation{}, false, nil
+	}
+	if err != nil {
+		return ports.Creation{}, false, wrap("read voucher creation key", err)
+	}
+	v, err := r.Get(ctx, domain.VoucherID(cm.VoucherID))
+	if err != nil {
+		return ports.Creation{}, false, fmt.Errorf("voucher %d of creation key %q: %w", cm.VoucherID, key, err)
+	}
+	return ports.Creation{Voucher: v, Fingerprint: cm.Fingerprint}, true, nil
 }
 
 // insertSeckill fills vm.ID with the new voucher's ID.

@@ -32,6 +32,10 @@ var (
 	releaseLua    string
 	releaseScript = redis.NewScript(releaseLua)
 
+	//go:embed preheat.lua
+	preheatLua    string
+	preheatScript = redis.NewScript(preheatLua)
+
 	//go:embed restore.lua
 	restoreLua    string
 	restoreScript = redis.NewScript(restoreLua)
@@ -104,29 +108,40 @@ func checkVoucher(v domain.Voucher) error {
 	return nil
 }
 
-// Preheat runs in one MULTI, so a claim sees either the old state or the new
-// one, never a voucher whose buyers were cleared but whose stock was not.
+// Preheat writes the voucher's gate only where it has none (preheat.lua):
+// it never overwrites a gate that holds reservations, such as one a starting
+// instance's Restore wrote a moment before.
+//
+// The live set is a different slot, so it cannot join the script. It is
+// written first, so that no claim can succeed on a voucher the stream
+// consumers do not know (a member without its voucher is harmless: Queued
+// prunes it). It is written again after the gate, because a prune running
+// between the two could have removed the member while the voucher hash did
+// not exist yet (see prune); a failure of that second write leaves a gap the
+// periodic restore closes.
 func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 	if err := checkVoucher(v); err != nil {
 		return fmt.Errorf("preheat: %w", err)
 	}
 	k := g.keys(v.ID())
+	if err := g.addLive(ctx, k, v.ID()); err != nil {
+		return fmt.Errorf("preheat voucher %d: %w", v.ID(), err)
+	}
 	s := v.Sale()
-	at := g.expireAt(s)
-	_, err := g.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, k.Voucher, k.Buyers)
-		p.HSet(ctx, k.Voucher, "stock", s.Stock(), "begin", s.Begin().UnixMilli(), "end", s.End().UnixMilli())
-		p.PExpireAt(ctx, k.Voucher, at)
-		return nil
-	})
+	code, err := preheatScript.Run(ctx, g.rdb, []string{k.Voucher, k.Buyers},
+		s.Stock(), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli()).Int64()
 	if err != nil {
 		return fmt.Errorf("preheat voucher %d: %w", v.ID(), err)
 	}
-	// The live set is a different slot, so it cannot join the MULTI; it is
-	// written after the voucher so that PruneLive never sees the member
-	// without its voucher (see prune).
-	if err := g.rdb.SAdd(ctx, k.Live, int64(v.ID())).Err(); err != nil {
-		return fmt.Errorf("preheat voucher %d: add to live set: %w", v.ID(), err)
+	if code == -1 {
+		// Neither overwriting (it may hold claims answered success) nor
+		// serving this sale with another's window is right: an operator
+		// decides, with `seckill reconcile --fix` once its queue is empty.
+		return fmt.Errorf("preheat voucher %d: the gate holds another sale's window under this id "+
+			"(was the database reset while Redis kept its keys?); run seckill reconcile --voucher %d --fix", v.ID(), v.ID())
+	}
+	if err := g.addLive(ctx, k, v.ID()); err != nil {
+		return fmt.Errorf("preheat voucher %d: %w", v.ID(), err)
 	}
 	return nil
 }
@@ -255,6 +270,11 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 		// Cheap early answer for the common case; the script decides for real.
 		return false, g.addLive(ctx, k, v.ID())
 	}
+	// The live-set entry goes first, as in Preheat: a restored gate must
+	// never accept claims that no stream consumer will look for.
+	if err := g.addLive(ctx, k, v.ID()); err != nil {
+		return false, fmt.Errorf("restore voucher %d: %w", v.ID(), err)
+	}
 	staging := k.Staging(randomToken())
 	if err := g.stage(ctx, staging, marks); err != nil {
 		// Best effort: the TTL reclaims it otherwise.
@@ -326,6 +346,35 @@ func (g *Gate) addLive(ctx context.Context, k redisschema.Keys, id domain.Vouche
 		return fmt.Errorf("add voucher %d to live set: %w", id, err)
 	}
 	return nil
+}
+
+var _ ports.GateProbe = (*Gate)(nil)
+
+// Missing costs one pipelined round trip: an EXISTS of the voucher hash and a
+// SISMEMBER of the live set per voucher. On a cluster go-redis splits the
+// pipeline by node, still one round trip per master.
+func (g *Gate) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	live := redisschema.LiveSet(g.prefix)
+	pipe := g.rdb.Pipeline()
+	exists := make([]*redis.IntCmd, len(ids))
+	member := make([]*redis.BoolCmd, len(ids))
+	for i, id := range ids {
+		exists[i] = pipe.Exists(ctx, g.keys(id).Voucher)
+		member[i] = pipe.SIsMember(ctx, live, int64(id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("probe %d vouchers: %w", len(ids), err)
+	}
+	var missing []domain.VoucherID
+	for i, id := range ids {
+		if exists[i].Val() == 0 || !member[i].Val() {
+			missing = append(missing, id)
+		}
+	}
+	return missing, nil
 }
 
 // Queued costs at most two commands whatever the number of live sales: the

@@ -98,17 +98,20 @@ func (w *Worker) process(ctx context.Context, ds []ports.Delivery) error {
 		reject := func(ctx context.Context, orders []domain.VoucherOrder) (application.BatchResult, error) {
 			return w.fulfill.Reject(ctx, orders, domain.FailUndeliverable)
 		}
-		deadLetter := func(ctx context.Context, _ application.BatchResult) error {
-			return w.queue.DeadLetter(ctx, spent, domain.FailUndeliverable)
+		// Reject keeps an outcome the database already has (MarkFailed
+		// answers New=false with it): an order created by an earlier
+		// delivery whose ack was lost is acked, not dead-lettered, and one
+		// failed earlier goes to the dead letter under its real reason.
+		// confirm does exactly that from the outcomes.
+		var res application.BatchResult
+		confirm := func(ctx context.Context, r application.BatchResult) error {
+			res = r
+			return w.confirm(ctx, spent, r)
 		}
-		if err := w.settle(ctx, spent, reject, deadLetter); err != nil {
+		if err := w.settle(ctx, spent, reject, confirm); err != nil {
 			return err
 		}
-		for _, d := range spent {
-			w.log.Error().Int64("order", int64(d.Order.ID())).Int64("user", int64(d.Order.UserID())).
-				Int64("voucher", int64(d.Order.VoucherID())).Int("deliveries", d.Attempts).Str("ref", d.Ref).
-				Msg("order delivered too often: recorded as failed (undeliverable) and moved to the dead letter; check why its consumers died")
-		}
+		w.logSpent(spent, res)
 	}
 	if len(fresh) == 0 {
 		return nil
@@ -186,6 +189,34 @@ func (w *Worker) settle(ctx context.Context, ds []ports.Delivery,
 	}
 }
 
+// logSpent says what really happened to each order past the delivery limit.
+func (w *Worker) logSpent(spent []ports.Delivery, res application.BatchResult) {
+	failed := make(map[domain.OrderID]ports.Outcome, len(res.Failed))
+	for _, f := range res.Failed {
+		failed[f.Order.ID()] = f
+	}
+	for _, d := range spent {
+		f, isFailed := failed[d.Order.ID()]
+		var ev *zerolog.Event
+		switch {
+		case !isFailed:
+			ev = w.log.Warn().Str("outcome", string(domain.OrderCreated))
+			ev.Int64("order", int64(d.Order.ID())).Int64("user", int64(d.Order.UserID())).
+				Int64("voucher", int64(d.Order.VoucherID())).Int("deliveries", d.Attempts).Str("ref", d.Ref).
+				Msg("order delivered too often, but the database had already created it: acknowledged, not dead-lettered")
+			continue
+		case f.New:
+			ev = w.log.Error()
+		default:
+			ev = w.log.Warn()
+		}
+		ev.Str("outcome", string(domain.OrderFailed)).Str("reason", string(f.Reason)).Bool("recorded_now", f.New).
+			Int64("order", int64(d.Order.ID())).Int64("user", int64(d.Order.UserID())).
+			Int64("voucher", int64(d.Order.VoucherID())).Int("deliveries", d.Attempts).Str("ref", d.Ref).
+			Msg("order delivered too often: recorded as failed with this reason and moved to the dead letter; check why its consumers died")
+	}
+}
+
 func (w *Worker) logBatch(res application.BatchResult, n, attempt int, took time.Duration) {
 	ev := w.log.Info().Int("orders", n).Int("created", res.Created).Int("replayed", res.Replayed).
 		Int("failed", len(res.Failed)).Dur("took", took)
@@ -194,8 +225,12 @@ func (w *Worker) logBatch(res application.BatchResult, n, attempt int, took time
 	}
 	ev.Msg("batch fulfilled")
 	for _, f := range res.Failed {
-		w.log.Warn().Int64("order", int64(f.Order.ID())).Int64("user", int64(f.Order.UserID())).
-			Int64("voucher", int64(f.Order.VoucherID())).Str("reason", string(f.Reason)).Msg("order failed")
+		ev := w.log.Warn().Int64("order", int64(f.Order.ID())).Int64("user", int64(f.Order.UserID())).
+			Int64("voucher", int64(f.Order.VoucherID())).Str("reason", string(f.Reason))
+		if f.Cause != nil {
+			ev = ev.AnErr("cause", f.Cause)
+		}
+		ev.Msg("order failed")
 	}
 }
 

@@ -30,8 +30,8 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if cfg.RedisURL == "" || cfg.MySQLDSN == "" {
-		return errors.New("reconcile: set SECKILL_REDIS_URL and SECKILL_MYSQL_DSN; an embedded backend lives inside `seckill serve` and is rebuilt from the database at its start")
+	if !cfg.RealRedis() || cfg.MySQLDSN == "" {
+		return errors.New("reconcile: set SECKILL_REDIS_URL (or SECKILL_REDIS_CLUSTER_ADDRS) and SECKILL_MYSQL_DSN; an embedded backend lives inside `seckill serve` and is rebuilt from the database at its start")
 	}
 	rec, cleanup, err := infra.BuildReconcile(cfg, infra.NewCLILogger(cfg, stderr))
 	if err != nil {

@@ -31,8 +31,8 @@ func token(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if cfg.RedisURL == "" {
-		return errors.New("token: SECKILL_REDIS_URL is not set; the embedded Redis lives inside `seckill serve`, " +
+	if !cfg.RealRedis() {
+		return errors.New("token: neither SECKILL_REDIS_URL nor SECKILL_REDIS_CLUSTER_ADDRS is set; the embedded Redis lives inside `seckill serve`, " +
 			"so mint tokens there with POST /dev/tokens (SECKILL_DEV_ENDPOINTS=true)")
 	}
 	rdb, cleanup, err := infra.NewRedis(cfg, infra.NewCLILogger(cfg, stderr))

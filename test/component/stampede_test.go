@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,9 +36,24 @@ type envelope struct {
 // database and Redis key prefix, and stops it when the test ends.
 func startService(t *testing.T, queue string) (*infra.App, string) {
 	t.Helper()
-	testenv.RealRedis(t) // skips or fails first, with the standard message
+	return startServiceOn(t, queue, "redis")
+}
+
+// startServiceOn is startService on the named real Redis backend: "redis"
+// (one node) or "redis_cluster" (testenv.RealRedisBackends).
+func startServiceOn(t *testing.T, queue, backend string, tune ...func(*infra.Config)) (*infra.App, string) {
+	t.Helper()
 	cfg := infra.DefaultConfig()
-	cfg.RedisURL = os.Getenv(testenv.RedisEnv)
+	switch backend {
+	case "redis":
+		testenv.RealRedis(t) // skips or fails first, with the standard message
+		cfg.RedisURL = os.Getenv(testenv.RedisEnv)
+	case "redis_cluster":
+		testenv.RedisCluster(t)
+		cfg.RedisClusterAddrs = strings.Split(os.Getenv(testenv.RedisClusterEnv), ",")
+	default:
+		t.Fatalf("unknown Redis backend %q", backend)
+	}
 	cfg.MySQLDSN = testenv.MySQLDSN(t)
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.KeyPrefix = testenv.KeyPrefix(t)
@@ -46,6 +62,9 @@ func startService(t *testing.T, queue string) (*infra.App, string) {
 	// Thousands of users claim from this one loopback address: the per-IP
 	// limit would stand in for a NAT gateway it is not meant to throttle.
 	cfg.RateIP = 0
+	for _, f := range tune {
+		f(&cfg)
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +72,18 @@ func startService(t *testing.T, queue string) (*infra.App, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Registered first, so it runs last: after the service stopped writing.
+	// A shared Redis (or cluster) must not keep every run's keys for a day.
+	t.Cleanup(func() {
+		rdb, done, err := infra.NewRedis(cfg, zerolog.Nop())
+		if err != nil {
+			return
+		}
+		defer done()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = testenv.DeletePrefix(ctx, rdb, cfg.KeyPrefix)
+	})
 	if err := app.Start(context.Background()); err != nil {
 		cleanup()
 		t.Fatal(err)
@@ -142,108 +173,110 @@ func TestStampedeSellsExactlyTheStock(t *testing.T) {
 		perUser  = 3
 		firstUID = 1_000_000
 	)
-	for _, queue := range []string{infra.QueueChannel, infra.QueueStream} {
-		t.Run(queue, func(t *testing.T) {
-			app, base := startService(t, queue)
-			vid := createVoucher(t, app, stock)
+	for _, b := range testenv.RealRedisBackends() {
+		for _, queue := range []string{infra.QueueChannel, infra.QueueStream} {
+			t.Run(b.Name+"/"+queue, func(t *testing.T) {
+				app, base := startServiceOn(t, queue, b.Name)
+				vid := createVoucher(t, app, stock)
 
-			ctx := context.Background()
-			sessions := redissession.New(app.Redis, redissession.Options{TTL: time.Hour})
-			tokens := make([]string, users)
-			for i := range tokens {
-				tok, err := sessions.Mint(ctx, domain.UserID(firstUID+i))
-				if err != nil {
+				ctx := context.Background()
+				sessions := redissession.New(app.Redis, redissession.Options{TTL: time.Hour})
+				tokens := make([]string, users)
+				for i := range tokens {
+					tok, err := sessions.Mint(ctx, domain.UserID(firstUID+i))
+					if err != nil {
+						t.Fatal(err)
+					}
+					tokens[i] = tok
+				}
+
+				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: users * perUser}, Timeout: time.Minute}
+				type answer struct {
+					user   int
+					status int
+					env    envelope
+				}
+				answers := make(chan answer, users*perUser)
+				start := make(chan struct{})
+				var wg sync.WaitGroup
+				for i := 0; i < users; i++ {
+					for r := 0; r < perUser; r++ {
+						wg.Add(1)
+						go func(i int) {
+							defer wg.Done()
+							<-start
+							status, env := postJSON(t, client, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), tokens[i], nil)
+							answers <- answer{user: firstUID + i, status: status, env: env}
+						}(i)
+					}
+				}
+				close(start)
+				wg.Wait()
+				close(answers)
+
+				won := map[int]domain.OrderID{}
+				codes := map[string]int{}
+				for a := range answers {
+					if a.status != http.StatusOK {
+						t.Errorf("user %d: status %d %+v", a.user, a.status, a.env)
+						continue
+					}
+					if !a.env.Success {
+						codes[a.env.Code]++
+						continue
+					}
+					var s string
+					if err := json.Unmarshal(a.env.Data, &s); err != nil {
+						t.Fatalf("order id %s: %v", a.env.Data, err)
+					}
+					id, _ := strconv.ParseInt(s, 10, 64)
+					if _, dup := won[a.user]; dup {
+						t.Errorf("user %d won twice", a.user)
+					}
+					won[a.user] = domain.OrderID(id)
+				}
+				if len(won) != stock {
+					t.Fatalf("%d successes, want exactly %d (refusals: %v)", len(won), stock, codes)
+				}
+				if other := users*perUser - stock - codes["sold_out"] - codes["duplicate"]; other != 0 {
+					t.Fatalf("%d answers were neither success, sold_out nor duplicate: %v", other, codes)
+				}
+
+				// The database catches up asynchronously: poll with a deadline.
+				type row struct {
+					ID     int64 `bun:"id"`
+					UserID int64 `bun:"user_id"`
+				}
+				var rows []row
+				testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+					rows = rows[:0]
+					if err := app.DB.NewSelect().Table("tb_voucher_order").Column("id", "user_id").
+						Where("voucher_id = ?", vid).Scan(ctx, &rows); err != nil {
+						t.Fatal(err)
+					}
+					return len(rows) >= stock, fmt.Sprintf("MySQL holds %d of %d orders", len(rows), stock)
+				})
+				if len(rows) != stock {
+					t.Fatalf("MySQL holds %d orders, want %d", len(rows), stock)
+				}
+				for _, r := range rows {
+					if won[int(r.UserID)] != domain.OrderID(r.ID) {
+						t.Fatalf("MySQL order %d of user %d was not the one the user was told (%d)", r.ID, r.UserID, won[int(r.UserID)])
+					}
+				}
+				var dbStock int
+				if err := app.DB.NewSelect().Table("tb_seckill_voucher").Column("stock").
+					Where("voucher_id = ?", vid).Scan(ctx, &dbStock); err != nil {
 					t.Fatal(err)
 				}
-				tokens[i] = tok
-			}
-
-			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: users * perUser}, Timeout: time.Minute}
-			type answer struct {
-				user   int
-				status int
-				env    envelope
-			}
-			answers := make(chan answer, users*perUser)
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for i := 0; i < users; i++ {
-				for r := 0; r < perUser; r++ {
-					wg.Add(1)
-					go func(i int) {
-						defer wg.Done()
-						<-start
-						status, env := postJSON(t, client, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), tokens[i], nil)
-						answers <- answer{user: firstUID + i, status: status, env: env}
-					}(i)
+				if dbStock != 0 {
+					t.Fatalf("MySQL stock %d, want 0", dbStock)
 				}
-			}
-			close(start)
-			wg.Wait()
-			close(answers)
-
-			won := map[int]domain.OrderID{}
-			codes := map[string]int{}
-			for a := range answers {
-				if a.status != http.StatusOK {
-					t.Errorf("user %d: status %d %+v", a.user, a.status, a.env)
-					continue
+				redisStock, err := app.Redis.HGet(ctx, redisschema.KeysFor(app.Config.KeyPrefix, vid).Voucher, "stock").Int()
+				if err != nil || redisStock != 0 {
+					t.Fatalf("Redis stock %d (%v), want 0", redisStock, err)
 				}
-				if !a.env.Success {
-					codes[a.env.Code]++
-					continue
-				}
-				var s string
-				if err := json.Unmarshal(a.env.Data, &s); err != nil {
-					t.Fatalf("order id %s: %v", a.env.Data, err)
-				}
-				id, _ := strconv.ParseInt(s, 10, 64)
-				if _, dup := won[a.user]; dup {
-					t.Errorf("user %d won twice", a.user)
-				}
-				won[a.user] = domain.OrderID(id)
-			}
-			if len(won) != stock {
-				t.Fatalf("%d successes, want exactly %d (refusals: %v)", len(won), stock, codes)
-			}
-			if other := users*perUser - stock - codes["sold_out"] - codes["duplicate"]; other != 0 {
-				t.Fatalf("%d answers were neither success, sold_out nor duplicate: %v", other, codes)
-			}
-
-			// The database catches up asynchronously: poll with a deadline.
-			type row struct {
-				ID     int64 `bun:"id"`
-				UserID int64 `bun:"user_id"`
-			}
-			var rows []row
-			testenv.Eventually(t, 30*time.Second, func() (bool, string) {
-				rows = rows[:0]
-				if err := app.DB.NewSelect().Table("tb_voucher_order").Column("id", "user_id").
-					Where("voucher_id = ?", vid).Scan(ctx, &rows); err != nil {
-					t.Fatal(err)
-				}
-				return len(rows) >= stock, fmt.Sprintf("MySQL holds %d of %d orders", len(rows), stock)
 			})
-			if len(rows) != stock {
-				t.Fatalf("MySQL holds %d orders, want %d", len(rows), stock)
-			}
-			for _, r := range rows {
-				if won[int(r.UserID)] != domain.OrderID(r.ID) {
-					t.Fatalf("MySQL order %d of user %d was not the one the user was told (%d)", r.ID, r.UserID, won[int(r.UserID)])
-				}
-			}
-			var dbStock int
-			if err := app.DB.NewSelect().Table("tb_seckill_voucher").Column("stock").
-				Where("voucher_id = ?", vid).Scan(ctx, &dbStock); err != nil {
-				t.Fatal(err)
-			}
-			if dbStock != 0 {
-				t.Fatalf("MySQL stock %d, want 0", dbStock)
-			}
-			redisStock, err := app.Redis.HGet(ctx, redisschema.KeysFor(app.Config.KeyPrefix, vid).Voucher, "stock").Int()
-			if err != nil || redisStock != 0 {
-				t.Fatalf("Redis stock %d (%v), want 0", redisStock, err)
-			}
-		})
+		}
 	}
 }

@@ -50,14 +50,14 @@ type idsBackend struct {
 const idsBlock = 7
 
 func idsBackends() []idsBackend {
-	redisStore := func(t *testing.T, rdb *redis.Client) idsStore {
+	redisStore := func(t *testing.T, rdb redis.UniversalClient) idsStore {
 		prefix := testenv.KeyPrefix(t)
 		testenv.DropPrefix(t, rdb, prefix)
 		return idsStore{instance: func(clock ports.Clock) ports.OrderIDs {
 			return redisgate.NewIDs(rdb, redisgate.IDOptions{Prefix: prefix + "icr:order:", Block: idsBlock, Clock: clock})
 		}}
 	}
-	return []idsBackend{
+	backends := []idsBackend{
 		// The fake's store is its in-process sequence; Sharing starts another
 		// issuer on it.
 		{name: "memory", open: func(*testing.T) func(t *testing.T) idsStore {
@@ -83,11 +83,15 @@ func idsBackends() []idsBackend {
 				return redisStore(t, rdb)
 			}
 		}},
-		{name: "redis", open: func(t *testing.T) func(t *testing.T) idsStore {
-			rdb := testenv.RealRedis(t)
-			return func(t *testing.T) idsStore { return redisStore(t, rdb) }
-		}},
 	}
+	for _, b := range testenv.RealRedisBackends() {
+		connect := b.Client
+		backends = append(backends, idsBackend{name: b.Name, open: func(t *testing.T) func(t *testing.T) idsStore {
+			rdb := connect(t)
+			return func(t *testing.T) idsStore { return redisStore(t, rdb) }
+		}})
+	}
+	return backends
 }
 
 // idsSeen collects IDs and fails on the first one issued twice.

@@ -45,6 +45,12 @@ func queueAdapters() []queueAdapter {
 			return newStreamQueue(t, testenv.RealRedis(t))
 		},
 		fullRefuses: false,
+	}, {
+		name: "stream_redis_cluster",
+		new: func(t *testing.T, _ int) ports.OrderQueue {
+			return newStreamQueue(t, testenv.RedisCluster(t))
+		},
+		fullRefuses: false,
 	}}
 }
 

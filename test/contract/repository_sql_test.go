@@ -46,7 +46,9 @@ func repoSQLBackends() []repoSQLBackend {
 	}
 }
 
-const repoMigration = "20250101000001_create_seckill_tables"
+// repoMigrations are every migration, in order; a fresh database applies
+// them as one group, and one rollback undoes that group.
+var repoMigrations = []string{"20250101000001_create_seckill_tables", "20261201000001_create_voucher_creation"}
 
 func repoMigrate(t *testing.T, db *bun.DB, want ...string) {
 	t.Helper()
@@ -72,7 +74,7 @@ func repoStatus(t *testing.T, db *bun.DB, applied, pending []string) {
 
 func repoTablesExist(t *testing.T, db *bun.DB, want bool) {
 	t.Helper()
-	for _, table := range []string{"tb_voucher", "tb_seckill_voucher", "tb_voucher_order", "tb_voucher_order_failure"} {
+	for _, table := range []string{"tb_voucher", "tb_seckill_voucher", "tb_voucher_order", "tb_voucher_order_failure", "tb_voucher_creation"} {
 		var n int
 		err := db.NewSelect().Table(table).ColumnExpr("COUNT(*)").Scan(repoCtx(t), &n)
 		if exists := err == nil; exists != want {
@@ -94,25 +96,25 @@ var repoSQLCases = []struct {
 }{
 	{"migrate_up_status_down_up", func(t *testing.T, connect func(*testing.T) *bun.DB) {
 		db := connect(t)
-		repoStatus(t, db, nil, []string{repoMigration})
-		repoMigrate(t, db, repoMigration)
-		repoStatus(t, db, []string{repoMigration}, nil)
+		repoStatus(t, db, nil, repoMigrations)
+		repoMigrate(t, db, repoMigrations...)
+		repoStatus(t, db, repoMigrations, nil)
 		repoMigrate(t, db) // nothing left to do
 		repoTablesExist(t, db, true)
 		s := repoSQLSubject(t, db)
 		v := repoAdd(t, s, 1, 1)
 
 		rolled, err := mysqlstore.Rollback(repoCtx(t), db)
-		if err != nil || fmt.Sprint(rolled) != fmt.Sprint([]string{repoMigration}) {
-			t.Fatalf("migrate down: rolled back %v (err %v), want [%s]", rolled, err, repoMigration)
+		if err != nil || fmt.Sprint(rolled) != fmt.Sprint(repoMigrations) {
+			t.Fatalf("migrate down: rolled back %v (err %v), want %v", rolled, err, repoMigrations)
 		}
 		repoTablesExist(t, db, false)
-		repoStatus(t, db, nil, []string{repoMigration})
+		repoStatus(t, db, nil, repoMigrations)
 		if rolled, err := mysqlstore.Rollback(repoCtx(t), db); err != nil || len(rolled) != 0 {
 			t.Fatalf("second migrate down: rolled back %v (err %v), want nothing", rolled, err)
 		}
 
-		repoMigrate(t, db, repoMigration)
+		repoMigrate(t, db, repoMigrations...)
 		repoTablesExist(t, db, true)
 		if _, err := s.vouchers.Get(repoCtx(t), v.ID()); err == nil {
 			t.Fatal("a voucher survived down and up")
@@ -155,7 +157,7 @@ var repoSQLCases = []struct {
 		if ran != 1 {
 			t.Fatalf("%d instances applied migrations (%v), want exactly 1", ran, applied)
 		}
-		repoStatus(t, dbs[0], []string{repoMigration}, nil)
+		repoStatus(t, dbs[0], repoMigrations, nil)
 	}},
 	{"times_are_stored_in_utc", func(t *testing.T, connect func(*testing.T) *bun.DB) {
 		db, s := repoMigrated(t, connect)
@@ -221,7 +223,7 @@ func TestRepositorySQLSchema(t *testing.T) {
 func TestRepositoryOpenSQLiteCreatesDirectory(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "data", "nested", "seckill.db")
 	db := repoOpenSQLite(t, path)
-	repoMigrate(t, db, repoMigration)
+	repoMigrate(t, db, repoMigrations...)
 	var mode string
 	if err := db.NewRaw("PRAGMA journal_mode").Scan(repoCtx(t), &mode); err != nil || mode != "wal" {
 		t.Fatalf("journal_mode = %q (err %v), want wal", mode, err)
@@ -252,7 +254,7 @@ func TestRepositoryOpenMySQLCreatesDatabase(t *testing.T) {
 	})
 
 	db := repoOpenMySQL(t, cfg.FormatDSN())
-	repoMigrate(t, db, repoMigration)
+	repoMigrate(t, db, repoMigrations...)
 	s := repoSQLSubject(t, db)
 	v := repoAdd(t, s, 1, 1)
 	repoSameVoucher(t, repoGet(t, s, v.ID()), v)

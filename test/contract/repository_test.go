@@ -407,6 +407,52 @@ var repoCases = []struct {
 		}
 		repoBuyers(t, s, 404)
 	}},
+	{"add_once_returns_the_keys_voucher_even_to_concurrent_retries", func(t *testing.T, s repoSubject) {
+		begin := time.Date(2026, 11, 29, 20, 0, 0, 0, repoZone)
+		v, err := domain.NewSeckillVoucher(domain.VoucherSpec{ShopID: 9, Title: "once", PayValue: 1, ActualValue: 2},
+			repoSale(t, 5, begin, begin.Add(time.Hour)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const tries = 8
+		results := make([]ports.Creation, tries)
+		errs := make([]error, tries)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range tries {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				results[i], errs[i] = s.vouchers.AddSeckillOnce(repoCtx(t), "admin-retry-1", "fp-a", v)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		created := 0
+		for i := range tries {
+			if errs[i] != nil {
+				t.Fatalf("try %d: %v", i, errs[i])
+			}
+			if results[i].Created {
+				created++
+			}
+			if results[i].Voucher.ID() != results[0].Voucher.ID() || results[i].Fingerprint != "fp-a" {
+				t.Fatalf("try %d: voucher %d fingerprint %q, want voucher %d fingerprint fp-a",
+					i, results[i].Voucher.ID(), results[i].Fingerprint, results[0].Voucher.ID())
+			}
+		}
+		if created != 1 {
+			t.Fatalf("%d tries created a voucher, want exactly 1", created)
+		}
+		if list, err := s.vouchers.ListByShop(repoCtx(t), 9); err != nil || len(list) != 1 {
+			t.Fatalf("shop 9 lists %v (err %v), want one voucher", repoIDs(list), err)
+		}
+		other, err := s.vouchers.AddSeckillOnce(repoCtx(t), "admin-retry-2", "fp-a", v)
+		if err != nil || !other.Created || other.Voucher.ID() == results[0].Voucher.ID() {
+			t.Fatalf("another key: %+v, %v; want a new voucher", other, err)
+		}
+	}},
 	{"add_rejects_voucher_without_sale", func(t *testing.T, s repoSubject) {
 		_, err := s.vouchers.AddSeckill(repoCtx(t), domain.Voucher{})
 		var ve *domain.ValidationError

@@ -29,7 +29,7 @@ type sessionBackend struct {
 }
 
 func sessionBackends() []sessionBackend {
-	redisSubject := func(t *testing.T, rdb *redis.Client, cached bool) sessionSubject {
+	redisSubject := func(t *testing.T, rdb redis.UniversalClient, cached bool) sessionSubject {
 		prefix := testenv.KeyPrefix(t)
 		testenv.DropPrefix(t, rdb, prefix)
 		store := redissession.New(rdb, redissession.Options{Prefix: prefix + "login:token:"})
@@ -47,13 +47,13 @@ func sessionBackends() []sessionBackend {
 			}
 		}
 	}
-	realRedis := func(cached bool) func(*testing.T) func(t *testing.T) sessionSubject {
+	real := func(connect func(testing.TB) redis.UniversalClient, cached bool) func(*testing.T) func(t *testing.T) sessionSubject {
 		return func(t *testing.T) func(t *testing.T) sessionSubject {
-			rdb := testenv.RealRedis(t)
+			rdb := connect(t)
 			return func(t *testing.T) sessionSubject { return redisSubject(t, rdb, cached) }
 		}
 	}
-	return []sessionBackend{
+	backends := []sessionBackend{
 		{name: "memory", open: func(*testing.T) func(t *testing.T) sessionSubject {
 			return func(*testing.T) sessionSubject {
 				s := memory.NewSessions()
@@ -62,9 +62,13 @@ func sessionBackends() []sessionBackend {
 		}},
 		{name: "miniredis", open: mini(false)},
 		{name: "miniredis_cached", open: mini(true)},
-		{name: "redis", open: realRedis(false)},
-		{name: "redis_cached", open: realRedis(true)},
 	}
+	for _, b := range testenv.RealRedisBackends() {
+		backends = append(backends,
+			sessionBackend{name: b.Name, open: real(b.Client, false)},
+			sessionBackend{name: b.Name + "_cached", open: real(b.Client, true)})
+	}
+	return backends
 }
 
 func sessionCtx(t *testing.T) context.Context {

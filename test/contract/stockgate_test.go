@@ -53,7 +53,7 @@ type gateWallClock struct{}
 func (gateWallClock) Now() time.Time { return time.Now() }
 
 func gateBackends() []gateBackend {
-	redisSubject := func(t *testing.T, rdb *redis.Client, enqueue bool) gateSubject {
+	redisSubject := func(t *testing.T, rdb redis.UniversalClient, enqueue bool) gateSubject {
 		prefix := testenv.KeyPrefix(t)
 		testenv.DropPrefix(t, rdb, prefix)
 		g := redisgate.New(rdb, redisgate.Options{Prefix: prefix})
@@ -74,13 +74,13 @@ func gateBackends() []gateBackend {
 			}
 		}
 	}
-	realRedis := func(enqueue bool) func(t *testing.T) func(t *testing.T) gateSubject {
+	real := func(connect func(testing.TB) redis.UniversalClient, enqueue bool) func(t *testing.T) func(t *testing.T) gateSubject {
 		return func(t *testing.T) func(t *testing.T) gateSubject {
-			rdb := testenv.RealRedis(t)
+			rdb := connect(t)
 			return func(t *testing.T) gateSubject { return redisSubject(t, rdb, enqueue) }
 		}
 	}
-	return []gateBackend{
+	backends := []gateBackend{
 		{name: "memory", open: func(*testing.T) func(t *testing.T) gateSubject {
 			return func(*testing.T) gateSubject {
 				g := memory.NewGate(gateWallClock{})
@@ -89,9 +89,13 @@ func gateBackends() []gateBackend {
 		}},
 		{name: "miniredis", open: mini(false)},
 		{name: "miniredis_enqueue", open: mini(true)},
-		{name: "redis", open: realRedis(false)},
-		{name: "redis_enqueue", open: realRedis(true)},
 	}
+	for _, b := range testenv.RealRedisBackends() {
+		backends = append(backends,
+			gateBackend{name: b.Name, open: real(b.Client, false)},
+			gateBackend{name: b.Name + "_enqueue", open: real(b.Client, true)})
+	}
+	return backends
 }
 
 // Windows far from now on both sides, so clock skew between the test and
@@ -336,12 +340,35 @@ var gateCases = []struct {
 		gateRelease(t, s.gate, o, true)
 		gateState(t, s.gate, 1, 3, nil)
 	}},
-	{"preheat_overwrites", func(t *testing.T, s gateSubject) {
-		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 5))
+	{"preheat_never_overwrites_reservations", func(t *testing.T, s gateSubject) {
+		// A retried or late Preheat (an admin's retry, or one that lost the
+		// race to another instance's Restore) must not hand out sold units
+		// again nor forget who holds one.
+		v := gateOpenVoucher(t, 1, 5)
+		gatePreheat(t, s.gate, v)
 		gateReserve(t, s, gateOrder(t, 11, 1, 1), nil)
-		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 7))
-		gateState(t, s.gate, 1, 7, nil)
-		gateReserve(t, s, gateOrder(t, 12, 1, 1), nil)
+		gatePreheat(t, s.gate, v)
+		gateState(t, s.gate, 1, 4, map[domain.UserID]domain.OrderID{1: 11})
+		gateReserve(t, s, gateOrder(t, 12, 1, 1), domain.ErrAlreadyClaimed)
+	}},
+	{"preheat_after_restore_keeps_the_restored_buyers", func(t *testing.T, s gateSubject) {
+		// The database's remaining stock (2) is below the sale's initial 3:
+		// one unit is held by user 1.
+		begin, end := gateOpen()
+		if _, err := s.gate.Restore(gateCtx(t), gateVoucher(t, 1, 2, begin, end), []domain.VoucherOrder{gateOrder(t, 11, 1, 1)}); err != nil {
+			t.Fatal(err)
+		}
+		gatePreheat(t, s.gate, gateVoucher(t, 1, 3, begin, end))
+		gateState(t, s.gate, 1, 2, map[domain.UserID]domain.OrderID{1: 11})
+		gateReserve(t, s, gateOrder(t, 12, 1, 1), domain.ErrAlreadyClaimed)
+	}},
+	{"preheat_twice_is_idempotent", func(t *testing.T, s gateSubject) {
+		v := gateOpenVoucher(t, 1, 5)
+		gatePreheat(t, s.gate, v)
+		gatePreheat(t, s.gate, v)
+		gateState(t, s.gate, 1, 5, nil)
+		gateReserve(t, s, gateOrder(t, 11, 1, 1), nil)
+		gateState(t, s.gate, 1, 4, map[domain.UserID]domain.OrderID{1: 11})
 	}},
 	{"restore_writes_only_when_absent", func(t *testing.T, s gateSubject) {
 		v := gateOpenVoucher(t, 1, 3)
@@ -509,7 +536,7 @@ func TestStockGateContract(t *testing.T) {
 	}
 }
 
-func gateReadStream(t *testing.T, rdb *redis.Client, key string) []gateMessage {
+func gateReadStream(t *testing.T, rdb redis.UniversalClient, key string) []gateMessage {
 	t.Helper()
 	entries, err := rdb.XRange(gateCtx(t), key, "-", "+").Result()
 	if err != nil {

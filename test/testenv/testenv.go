@@ -25,6 +25,9 @@ import (
 const (
 	RedisEnv = "SECKILL_TEST_REDIS_URL"
 	MySQLEnv = "SECKILL_TEST_MYSQL_DSN"
+	// RedisClusterEnv names seed nodes (host:port,...) of a Redis Cluster,
+	// e.g. the one .ci/redis-cluster.sh starts.
+	RedisClusterEnv = "SECKILL_TEST_REDIS_CLUSTER_ADDRS"
 )
 
 // CI reports whether real backends are required.
@@ -73,6 +76,61 @@ func RealRedis(t testing.TB) *redis.Client {
 	return c
 }
 
+// RedisCluster connects to the cluster named by SECKILL_TEST_REDIS_CLUSTER_ADDRS
+// (or skips / fails, see package doc), once every master answers.
+func RedisCluster(t testing.TB) *redis.ClusterClient {
+	t.Helper()
+	seeds := strings.Split(required(t, RedisClusterEnv, "Redis Cluster"), ",")
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds, PoolSize: 64})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() })
+	if err != nil {
+		_ = c.Close()
+		t.Fatalf("Redis Cluster at %v does not answer (start one with .ci/redis-cluster.sh): %v", seeds, err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// RedisBackend is one real Redis deployment a suite runs on.
+type RedisBackend struct {
+	Name   string
+	Client func(t testing.TB) redis.UniversalClient
+}
+
+// RealRedisBackends lists the real Redis deployments every Redis suite runs
+// on: one node and a cluster. Each Client skips or fails on its own.
+func RealRedisBackends() []RedisBackend {
+	return []RedisBackend{
+		{Name: "redis", Client: func(t testing.TB) redis.UniversalClient { return RealRedis(t) }},
+		{Name: "redis_cluster", Client: func(t testing.TB) redis.UniversalClient { return RedisCluster(t) }},
+	}
+}
+
+// DeletePrefix deletes every key under prefix, on every master of a cluster
+// (SCAN sees one node's keys only) or on the one node.
+func DeletePrefix(ctx context.Context, rdb redis.UniversalClient, prefix string) error {
+	del := func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			// One key per DEL: keys of several slots in one DEL are a
+			// CROSSSLOT error on a cluster.
+			if err := c.Del(ctx, iter.Val()).Err(); err != nil {
+				return err
+			}
+		}
+		return iter.Err()
+	}
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, del)
+	}
+	if c, ok := rdb.(*redis.Client); ok {
+		return del(ctx, c)
+	}
+	return nil
+}
+
 // MiniRedis starts an in-process miniredis and returns it with a client.
 func MiniRedis(t testing.TB) (*miniredis.Miniredis, *redis.Client) {
 	t.Helper()
@@ -82,19 +140,14 @@ func MiniRedis(t testing.TB) (*miniredis.Miniredis, *redis.Client) {
 	return m, c
 }
 
-// RedisBackend is one Redis a test runs against.
-type RedisBackend struct {
-	Name   string
-	Client func(t testing.TB) redis.UniversalClient
-}
-
-// Redises lists the Redis backends of a test that must hold on both:
-// miniredis always, and the real Redis of SECKILL_TEST_REDIS_URL (which skips
-// without it, or fails under CI).
+// Redises lists the Redis backends of a test that must hold on all: miniredis
+// always, the real Redis of SECKILL_TEST_REDIS_URL and the Redis Cluster of
+// SECKILL_TEST_REDIS_CLUSTER_ADDRS (each skips without it, or fails under CI).
 func Redises() []RedisBackend {
 	return []RedisBackend{
 		{"miniredis", func(t testing.TB) redis.UniversalClient { _, c := MiniRedis(t); return c }},
 		{"redis", func(t testing.TB) redis.UniversalClient { return RealRedis(t) }},
+		{"redis_cluster", func(t testing.TB) redis.UniversalClient { return RedisCluster(t) }},
 	}
 }
 
@@ -163,14 +216,7 @@ func DropPrefix(t testing.TB, rdb redis.UniversalClient, prefix string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		var keys []string
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if len(keys) > 0 {
-			_ = rdb.Del(ctx, keys...).Err()
-		}
+		_ = DeletePrefix(ctx, rdb, prefix)
 	})
 }
 
