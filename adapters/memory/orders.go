@@ -114,7 +114,6 @@ func (s *Orders) recordFailures(failures []domain.Outcome) {
 	}
 }
 
-
 func (s *Orders) Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return domain.OrderStatus{}, err

@@ -127,7 +127,6 @@ func insertFailures(ctx context.Context, db bun.IDB, failures []domain.Outcome) 
 	return insertIgnoring(ctx, db, &rows, len(rows), "tb_voucher_order_failure")
 }
 
-
 // insertIgnoring is the second line of defence behind the checks: a row the
 // checks missed is skipped by the keys instead of failing the statement, and
 // the count then tells the batch was classified on stale reads, so it is
