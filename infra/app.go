@@ -31,6 +31,8 @@ type App struct {
 	Tokens  ports.TokenIssuer
 	DB      *bun.DB
 	Redis   redis.UniversalClient
+	// Observability holds the metrics and their listener.
+	Observability *Observability
 
 	srv       *http.Server
 	addr      net.Addr
@@ -99,10 +101,17 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	a.serveErr = make(chan error, 1)
 	go func() { a.serveErr <- a.srv.Serve(l) }()
+	if err := a.Observability.start(a.Config); err != nil {
+		_ = a.srv.Close()
+		<-a.serveErr
+		a.stopWork()
+		return err
+	}
 
 	redisEmbedded, dbEmbedded := a.Config.Embedded()
 	a.Log.Info().Str("addr", "http://"+a.addr.String()).Str("queue", a.Config.Queue).
-		Bool("embedded_redis", redisEmbedded).Bool("embedded_db", dbEmbedded).Msg("seckill listening")
+		Bool("embedded_redis", redisEmbedded).Bool("embedded_db", dbEmbedded).
+		Str("metrics", a.Observability.metricsURL()).Msg("seckill listening")
 	return nil
 }
 
@@ -117,6 +126,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 	var errs []error
 	if err := a.srv.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+	}
+	if err := a.Observability.shutdown(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	if err := a.Queue.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close queue: %w", err))

@@ -68,6 +68,10 @@ type Config struct {
 	LogLevel  string `env:"SECKILL_LOG_LEVEL" envDefault:"info"`
 	LogFormat string `env:"SECKILL_LOG_FORMAT" envDefault:"json"`
 
+	// MetricsAddr serves /metrics on a listener of its own, loopback by
+	// default: the figures are business data. "off" (or empty) disables it.
+	MetricsAddr string `env:"SECKILL_METRICS_ADDR" envDefault:"127.0.0.1:9090"`
+
 	location *time.Location
 }
 
@@ -220,6 +224,7 @@ func (c *Config) Validate() error {
 	default:
 		bad("SECKILL_LOG_FORMAT", "want json or console, got %q", c.LogFormat)
 	}
+	errs = append(errs, c.validateObservability()...)
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid configuration:\n  %w", errors.Join(errs...))
 	}

@@ -39,5 +39,5 @@ var streamSet = wire.NewSet(
 	provideStreamAdmission,
 	wire.Bind(new(ports.Admission), new(*soldout.Admission)),
 	provideStreamQueue,
-	wire.Bind(new(ports.OrderQueue), new(*redisstream.Queue)),
+	provideObservedStreamQueue,
 )

@@ -36,26 +36,31 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	admission := provideChannelAdmission(marks, soldoutGate, queue)
 	claimSeckill := application.NewClaimSeckill(iDs, admission)
 	orderRepo := mysqlstore.NewOrderRepo(db)
-	getOrder := application.NewGetOrder(orderRepo, soldoutGate)
+	observability := provideObservability(c, universalClient, marks)
+	orderRepository := provideOrderRepo(orderRepo, observability)
+	getOrder := application.NewGetOrder(orderRepository, soldoutGate)
 	store := provideSessionStore(universalClient, c)
 	cached := provideCachedSessions(store, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cached, tokenIssuer, readyCheck, log, c)
-	fulfillOrders := application.NewFulfillOrders(orderRepo, soldoutGate)
-	worker := provideWorker(queue, fulfillOrders, log, c)
+	claimObserver := provideClaimObserver(observability)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cached, tokenIssuer, readyCheck, log, c, claimObserver)
+	orderQueue := provideObservedChannelQueue(queue, observability)
+	fulfillOrders := application.NewFulfillOrders(orderRepository, soldoutGate)
+	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
 	systemClock := SystemClock{}
-	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, soldoutGate, systemClock)
+	restoreGate := application.NewRestoreGate(voucherRepo, orderRepository, soldoutGate, systemClock)
 	app := &App{
-		Config:  c,
-		Log:     log,
-		Handler: handler,
-		Queue:   queue,
-		Worker:  worker,
-		Restore: restoreGate,
-		Tokens:  tokenIssuer,
-		DB:      db,
-		Redis:   universalClient,
+		Config:        c,
+		Log:           log,
+		Handler:       handler,
+		Queue:         orderQueue,
+		Worker:        worker,
+		Restore:       restoreGate,
+		Tokens:        tokenIssuer,
+		DB:            db,
+		Redis:         universalClient,
+		Observability: observability,
 	}
 	return app, func() {
 		cleanup2()
@@ -90,26 +95,31 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	admission := provideStreamAdmission(marks, gate, queue)
 	claimSeckill := application.NewClaimSeckill(iDs, admission)
 	orderRepo := mysqlstore.NewOrderRepo(db)
-	getOrder := application.NewGetOrder(orderRepo, soldoutGate)
+	observability := provideObservability(c, universalClient, marks)
+	orderRepository := provideOrderRepo(orderRepo, observability)
+	getOrder := application.NewGetOrder(orderRepository, soldoutGate)
 	store := provideSessionStore(universalClient, c)
 	cached := provideCachedSessions(store, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cached, tokenIssuer, readyCheck, log, c)
-	fulfillOrders := application.NewFulfillOrders(orderRepo, soldoutGate)
-	worker := provideWorker(queue, fulfillOrders, log, c)
+	claimObserver := provideClaimObserver(observability)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cached, tokenIssuer, readyCheck, log, c, claimObserver)
+	orderQueue := provideObservedStreamQueue(queue, universalClient, c, observability)
+	fulfillOrders := application.NewFulfillOrders(orderRepository, soldoutGate)
+	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
 	systemClock := SystemClock{}
-	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, soldoutGate, systemClock)
+	restoreGate := application.NewRestoreGate(voucherRepo, orderRepository, soldoutGate, systemClock)
 	app := &App{
-		Config:  c,
-		Log:     log,
-		Handler: handler,
-		Queue:   queue,
-		Worker:  worker,
-		Restore: restoreGate,
-		Tokens:  tokenIssuer,
-		DB:      db,
-		Redis:   universalClient,
+		Config:        c,
+		Log:           log,
+		Handler:       handler,
+		Queue:         orderQueue,
+		Worker:        worker,
+		Restore:       restoreGate,
+		Tokens:        tokenIssuer,
+		DB:            db,
+		Redis:         universalClient,
+		Observability: observability,
 	}
 	return app, func() {
 		cleanup3()

@@ -45,6 +45,7 @@ func TestClaimCostsAtMostTwoRedisRoundTrips(t *testing.T) {
 			cfg := infra.DefaultConfig()
 			cfg.DataDir = t.TempDir()
 			cfg.HTTPAddr = "127.0.0.1:0"
+			cfg.MetricsAddr = "127.0.0.1:0"
 			cfg.Queue = queue
 			app, cleanup, err := infra.Build(cfg, zerolog.Nop())
 			if err != nil {

@@ -40,6 +40,7 @@ func startService(t *testing.T, queue string) (*infra.App, string) {
 	cfg.RedisURL = os.Getenv(testenv.RedisEnv)
 	cfg.MySQLDSN = testenv.MySQLDSN(t)
 	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.MetricsAddr = "127.0.0.1:0"
 	cfg.KeyPrefix = testenv.KeyPrefix(t)
 	cfg.Queue = queue
 	if err := cfg.Validate(); err != nil {

@@ -75,6 +75,7 @@ func newCluster(t *testing.T, extra ...string) *cluster {
 		"SECKILL_KEY_PREFIX=" + c.prefix,
 		"SECKILL_LOG_LEVEL=info",
 		"SECKILL_SHUTDOWN_TIMEOUT=10s",
+		"SECKILL_METRICS_ADDR=127.0.0.1:0",
 	}, extra...)
 	return c
 }
