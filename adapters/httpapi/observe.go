@@ -40,7 +40,10 @@ func observeClaims(obs ClaimObserver) func(http.Handler) http.Handler {
 				return
 			}
 			ctx := obs.ClaimStarted(r.Context())
-			next.ServeHTTP(w, r.WithContext(ctx))
+			if ctx != r.Context() {
+				r = r.WithContext(ctx)
+			}
+			next.ServeHTTP(w, r)
 			obs.ClaimAnswered(ctx, answeredCode(w))
 		})
 	}
