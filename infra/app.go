@@ -93,7 +93,7 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	a.addr = l.Addr()
 	a.srv = &http.Server{
-		Handler:           a.Handler,
+		Handler:           a.Observability.wrapHTTP(a.Handler),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      10 * time.Second,
@@ -127,9 +127,6 @@ func (a *App) Shutdown(ctx context.Context) error {
 	if err := a.srv.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 	}
-	if err := a.Observability.shutdown(ctx); err != nil {
-		errs = append(errs, err)
-	}
 	if err := a.Queue.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close queue: %w", err))
 	}
@@ -145,6 +142,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 	}
 	a.stopWork()
 	if err := <-a.serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		errs = append(errs, err)
+	}
+	if err := a.Observability.shutdown(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -71,6 +71,8 @@ type Config struct {
 	// MetricsAddr serves /metrics on a listener of its own, loopback by
 	// default: the figures are business data. "off" (or empty) disables it.
 	MetricsAddr string `env:"SECKILL_METRICS_ADDR" envDefault:"127.0.0.1:9090"`
+	// Tracing is off unless the standard OTEL_* variables turn it on.
+	Tracing TracingConfig
 
 	location *time.Location
 }

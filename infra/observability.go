@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/uptrace/bun"
 
 	"github.com/hmdp-go/seckill/adapters/chanqueue"
 	"github.com/hmdp-go/seckill/adapters/httpapi"
@@ -33,13 +34,15 @@ func (c Config) validateObservability() []error {
 			errs = append(errs, fmt.Errorf("SECKILL_METRICS_ADDR: must differ from SECKILL_HTTP_ADDR (%s): metrics are not served on the API listener", c.HTTPAddr))
 		}
 	}
-	return errs
+	return append(errs, c.Tracing.validate()...)
 }
 
 // Observability is what the service tells operators besides its logs: the
-// metrics (nil when SECKILL_METRICS_ADDR is off) and their listener.
+// metrics (nil when SECKILL_METRICS_ADDR is off) and their listener, and
+// the tracing (none unless OTEL_* asks for it).
 type Observability struct {
 	Metrics *metrics.Metrics
+	tracing *tracing
 
 	srv  *http.Server
 	addr net.Addr
@@ -47,16 +50,29 @@ type Observability struct {
 }
 
 // provideObservability makes the registry and hooks the instruments that
-// need no queue into the clients: Redis round trips, sold-out answers.
-func provideObservability(c Config, rdb redis.UniversalClient, marks *soldout.Marks) *Observability {
+// need no queue into the clients (Redis round trips, sold-out answers), and
+// the tracing of Redis and the database when it is on.
+func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, marks *soldout.Marks) (*Observability, error) {
 	o := &Observability{}
-	if !c.MetricsEnabled() {
-		return o
+	t, err := newTracing(c.Tracing, rdb, db)
+	if err != nil {
+		return nil, err
 	}
-	o.Metrics = metrics.New()
-	o.Metrics.InstrumentRedis(rdb)
-	o.Metrics.SoldOutAnswers(marks.Saved)
-	return o
+	o.tracing = t
+	if c.MetricsEnabled() {
+		o.Metrics = metrics.New()
+		o.Metrics.InstrumentRedis(rdb)
+		o.Metrics.SoldOutAnswers(marks.Saved)
+	}
+	return o, nil
+}
+
+// wrapHTTP puts the API handler in a server span when tracing is on.
+func (o *Observability) wrapHTTP(h http.Handler) http.Handler {
+	if o == nil {
+		return h
+	}
+	return o.tracing.wrap(h)
 }
 
 // provideClaimObserver is nil without metrics, so the router installs no
@@ -132,18 +148,26 @@ func (o *Observability) MetricsAddr() string {
 	return o.addr.String()
 }
 
+// shutdown stops the metrics listener and flushes the traces; the service
+// calls it last, so the drain can be watched and traced.
 func (o *Observability) shutdown(ctx context.Context) error {
-	if o == nil || o.srv == nil {
+	if o == nil {
 		return nil
 	}
-	err := o.srv.Shutdown(ctx)
-	if serr := <-o.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
-		err = errors.Join(err, serr)
+	var errs []error
+	if o.srv != nil {
+		err := o.srv.Shutdown(ctx)
+		if serr := <-o.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+			err = errors.Join(err, serr)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("metrics shutdown: %w", err))
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("metrics shutdown: %w", err)
+	if err := o.tracing.shutdown(ctx); err != nil {
+		errs = append(errs, err)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // metricsURL is for the start log line: where to scrape, or "off".

@@ -36,7 +36,12 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	admission := provideChannelAdmission(marks, soldoutGate, queue)
 	claimSeckill := application.NewClaimSeckill(iDs, admission)
 	orderRepo := mysqlstore.NewOrderRepo(db)
-	observability := provideObservability(c, universalClient, marks)
+	observability, err := provideObservability(c, universalClient, db, marks)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	orderRepository := provideOrderRepo(orderRepo, observability)
 	getOrder := application.NewGetOrder(orderRepository, soldoutGate)
 	store := provideSessionStore(universalClient, c)
@@ -95,7 +100,13 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	admission := provideStreamAdmission(marks, gate, queue)
 	claimSeckill := application.NewClaimSeckill(iDs, admission)
 	orderRepo := mysqlstore.NewOrderRepo(db)
-	observability := provideObservability(c, universalClient, marks)
+	observability, err := provideObservability(c, universalClient, db, marks)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	orderRepository := provideOrderRepo(orderRepo, observability)
 	getOrder := application.NewGetOrder(orderRepository, soldoutGate)
 	store := provideSessionStore(universalClient, c)
