@@ -111,7 +111,8 @@ func (a *App) Start(ctx context.Context) error {
 	redisEmbedded, dbEmbedded := a.Config.Embedded()
 	a.Log.Info().Str("addr", "http://"+a.addr.String()).Str("queue", a.Config.Queue).
 		Bool("embedded_redis", redisEmbedded).Bool("embedded_db", dbEmbedded).
-		Str("metrics", a.Observability.metricsURL()).Msg("seckill listening")
+		Str("metrics", a.Observability.metricsURL()).Bool("tracing", a.Observability.tracing != nil).
+		Msg("seckill listening")
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 	"github.com/uptrace/bun"
 
 	"github.com/hmdp-go/seckill/adapters/chanqueue"
@@ -52,9 +53,9 @@ type Observability struct {
 // provideObservability makes the registry and hooks the instruments that
 // need no queue into the clients (Redis round trips, sold-out answers), and
 // the tracing of Redis and the database when it is on.
-func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, marks *soldout.Marks) (*Observability, error) {
+func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, marks *soldout.Marks, log zerolog.Logger) (*Observability, error) {
 	o := &Observability{}
-	t, err := newTracing(c.Tracing, rdb, db)
+	t, err := newTracing(c.Tracing, rdb, db, log)
 	if err != nil {
 		return nil, err
 	}

@@ -8,9 +8,11 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/extra/bunotel"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
@@ -88,7 +90,7 @@ type tracing struct {
 // newTracing makes the provider and hooks Redis and the database into it.
 // The spans carry no command arguments or query values: keys hold login
 // tokens, and user ids are not for a tracing backend.
-func newTracing(c TracingConfig, rdb redis.UniversalClient, db *bun.DB) (*tracing, error) {
+func newTracing(c TracingConfig, rdb redis.UniversalClient, db *bun.DB, log zerolog.Logger) (*tracing, error) {
 	if !c.Enabled() {
 		return nil, nil
 	}
@@ -103,6 +105,12 @@ func newTracing(c TracingConfig, rdb redis.UniversalClient, db *bun.DB) (*tracin
 		if err != nil {
 			return nil, fmt.Errorf("trace resource: %w", err)
 		}
+		// The SDK reports export failures through a process-wide handler
+		// that prints raw lines to stderr; route them to the log instead.
+		// Only a process that exports sets it.
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+			log.Warn().Err(err).Msg("tracing: spans not exported")
+		}))
 		t.owned = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 		t.provider = t.owned
 	}

@@ -36,7 +36,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	admission := provideChannelAdmission(marks, soldoutGate, queue)
 	claimSeckill := application.NewClaimSeckill(iDs, admission)
 	orderRepo := mysqlstore.NewOrderRepo(db)
-	observability, err := provideObservability(c, universalClient, db, marks)
+	observability, err := provideObservability(c, universalClient, db, marks, log)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -100,7 +100,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	admission := provideStreamAdmission(marks, gate, queue)
 	claimSeckill := application.NewClaimSeckill(iDs, admission)
 	orderRepo := mysqlstore.NewOrderRepo(db)
-	observability, err := provideObservability(c, universalClient, db, marks)
+	observability, err := provideObservability(c, universalClient, db, marks, log)
 	if err != nil {
 		cleanup3()
 		cleanup2()
