@@ -93,19 +93,30 @@ type proc struct {
 	admin string // adminUID's login token
 	cmd   *exec.Cmd
 	base  string
-	log   *bytes.Buffer
+	log   *syncBuffer
 	done  chan struct{}
 }
 
+// syncBuffer is a child's log, written by exec's copying goroutine while the
+// test reads it. The buffer is a named field, not embedded: an embedded
+// bytes.Buffer would promote ReadFrom, which io.Copy prefers to Write, and
+// the copy would bypass the lock.
 type syncBuffer struct {
-	mu sync.Mutex
-	bytes.Buffer
+	mu  sync.Mutex
+	buf bytes.Buffer
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.Buffer.Write(p)
+	return b.buf.Write(p)
+}
+
+// String reads the log while the child may still be writing it.
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func freeAddr(t *testing.T) string {
@@ -131,15 +142,13 @@ func (c *cluster) start(name string, env ...string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{name: name, cmd: cmd, base: "http://" + addr, log: &buf.Buffer, done: make(chan struct{})}
+	p := &proc{name: name, cmd: cmd, base: "http://" + addr, log: buf, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-p.done
 		if t.Failed() {
-			buf.mu.Lock()
 			t.Logf("--- log of %s ---\n%s", name, lastLines(buf.String(), 40))
-			buf.mu.Unlock()
 		}
 	})
 	p.admin = c.mint(1, adminUID)[0]
