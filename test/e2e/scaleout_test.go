@@ -74,7 +74,8 @@ func TestThreeInstancesOnARedisClusterLoseNothingWhenOneIsKilled(t *testing.T) {
 	proxy.setLatency(scaleLatency)
 	tokens := c.mint(scaleUsers, 20_000_000)
 	won, codes := stampede(t, procs, vid, tokens, scaleDupEvery)
-	t.Logf("stampede over %d instances: %d successes, outcomes %v", len(procs), len(won), codes)
+	t.Logf("stampede over %d instances: %d successes, outcomes %v; %d orders in MySQL at its end",
+		len(procs), len(won), codes, c.books(vid).orders)
 	if len(won) != scaleStock {
 		t.Fatalf("%d users were told success for a stock of %d and %d users", len(won), scaleStock, scaleUsers)
 	}
