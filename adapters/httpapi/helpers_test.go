@@ -262,6 +262,12 @@ func newEnv(t testing.TB, opt options) *env {
 	if !opt.createdAt.IsZero() {
 		d.Clock = fixedClock{opt.createdAt}
 	}
+	if opt.admins != nil {
+		d.Admins = opt.admins
+	}
+	if opt.noAdmins {
+		d.Admins = nil
+	}
 	if opt.noTokens {
 		d.Tokens = nil
 	}
