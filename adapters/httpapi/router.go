@@ -50,6 +50,9 @@ type Deps struct {
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For and
 	// X-Real-IP headers name the client; empty trusts no header.
 	TrustedProxies []netip.Prefix
+	// Sales feeds the live sale page (GET /admin/sales); nil leaves the
+	// page and its data unmounted.
+	Sales *application.SaleDashboard
 }
 
 // DefaultMaxBodyBytes is far above any valid voucher (rules are at most 1024
@@ -75,6 +78,7 @@ type api struct {
 	admins       map[domain.UserID]struct{}
 	limits       Limits
 	proxies      []netip.Prefix
+	sales        *application.SaleDashboard
 }
 
 // NewRouter builds the HTTP handler. It panics on a missing required
@@ -112,6 +116,7 @@ func NewRouter(d Deps) http.Handler {
 		admins:       adminSet(d.Admins),
 		limits:       d.Limits,
 		proxies:      d.TrustedProxies,
+		sales:        d.Sales,
 	}
 	if a.loc == nil {
 		a.loc = time.UTC
@@ -132,6 +137,7 @@ func NewRouter(d Deps) http.Handler {
 
 	r.Get("/healthz", a.healthz)
 	r.Get("/readyz", a.readyz)
+	r.Get("/openapi.json", a.openAPI)
 
 	r.Get("/voucher/list/{shopId}", a.listShopVouchers)
 
@@ -159,6 +165,17 @@ func NewRouter(d Deps) http.Handler {
 		r.Post("/voucher-order/seckill/{id}", a.claimSeckill)
 		r.Get("/voucher-order/{id}", a.orderStatus)
 	})
+
+	if a.sales != nil {
+		// The page and its assets are static and public (a browser's
+		// navigation cannot send the token header); the figures are not.
+		r.Get("/admin/sales", a.salesPage)
+		r.Get("/admin/assets/{name}", a.salesAsset)
+		r.Group(func(r chi.Router) {
+			a.adminRoutes(r)
+			r.Get("/admin/sales.json", a.salesBoard)
+		})
+	}
 
 	if a.tokens != nil {
 		r.Post("/dev/tokens", a.mintToken)
