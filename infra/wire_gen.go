@@ -7,6 +7,7 @@
 package infra
 
 import (
+	"github.com/hmdp-go/seckill/adapters/claimcount"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/rs/zerolog"
@@ -33,18 +34,21 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepo, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs := provideIDs(universalClient, c)
+	counter := claimcount.New()
 	queue := provideChannelQueue(c)
 	admission := provideChannelAdmission(marks, soldoutGate, queue)
-	claimSeckill := application.NewClaimSeckill(iDs, admission)
+	claimcountAdmission := provideCountedAdmission(counter, admission)
+	claimSeckill := application.NewClaimSeckill(iDs, claimcountAdmission)
 	getOrder := application.NewGetOrder(orderRepo, soldoutGate)
 	store := provideSessionStore(universalClient, c)
 	sessions := provideSessions(store, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, log, c)
+	systemClock := SystemClock{}
+	saleDashboard := application.NewSaleDashboard(voucherRepo, gate, orderRepo, queue, counter, systemClock)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, saleDashboard, log, c)
 	fulfillOrders := application.NewFulfillOrders(orderRepo, soldoutGate)
 	worker := provideWorker(queue, fulfillOrders, log, c)
-	systemClock := SystemClock{}
 	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, soldoutGate, gate, systemClock)
 	app := &App{
 		Config:  c,
@@ -83,6 +87,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepo, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs := provideIDs(universalClient, c)
+	counter := claimcount.New()
 	v, cleanup3, err := provideConsumerLease(universalClient, c, log)
 	if err != nil {
 		cleanup2()
@@ -97,16 +102,18 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	admission := provideStreamAdmission(marks, gate, queue)
-	claimSeckill := application.NewClaimSeckill(iDs, admission)
+	claimcountAdmission := provideCountedAdmission(counter, admission)
+	claimSeckill := application.NewClaimSeckill(iDs, claimcountAdmission)
 	getOrder := application.NewGetOrder(orderRepo, soldoutGate)
 	store := provideSessionStore(universalClient, c)
 	sessions := provideSessions(store, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, log, c)
+	systemClock := SystemClock{}
+	saleDashboard := application.NewSaleDashboard(voucherRepo, gate, orderRepo, queue, counter, systemClock)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, saleDashboard, log, c)
 	fulfillOrders := application.NewFulfillOrders(orderRepo, soldoutGate)
 	worker := provideWorker(queue, fulfillOrders, log, c)
-	systemClock := SystemClock{}
 	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, soldoutGate, gate, systemClock)
 	app := &App{
 		Config:  c,
