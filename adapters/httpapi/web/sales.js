@@ -202,6 +202,7 @@
       tr.children[1].textContent = String(n);
       tr.children[2].textContent = fmtRate(rates[i]);
     });
+    c.totals = s.claims;
     field(c, 'claims', String(sum));
     field(c, 'rate', c.prev ? fmtRate(rates.reduce(function (a, b) { return a + b; }, 0)) : '–');
     if (c.prev && at > c.prev.at) {
@@ -236,6 +237,12 @@
     } else {
       c.plot.setData(data);
     }
+    // Only outcomes that happened get a line: eight flat zeros hide the rest.
+    c.shown = c.shown || {};
+    OUTCOMES.forEach(function (o, i) {
+      var show = c.totals[o] > 0;
+      if (c.shown[o] !== show) { c.plot.setSeries(i + 1, { show: show }); c.shown[o] = show; }
+    });
   }
 
   window.addEventListener('resize', function () {
