@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -74,53 +75,101 @@ func tokenPresent(_ context.Context, in *openapi3filter.AuthenticationInput) err
 	return nil
 }
 
-// checkContract validates one exchange. A request the document refuses must
+// checkContract validates one exchange and fails the test on a mismatch.
+func checkContract(t testing.TB, method, target string, header http.Header, body []byte, w *httptest.ResponseRecorder) {
+	t.Helper()
+	if err := contractError(mustContract(t), method, target, header, body, w.Code, w.Header(), w.Body.Bytes()); err != nil {
+		t.Fatalf("contract: %v", err)
+	}
+}
+
+// contractError validates one exchange. A request the document refuses must
 // be refused by the server too (4xx); any answer must be one the document
 // describes for the route and status. A request to a route the document does
 // not name must get an error envelope.
-func checkContract(t testing.TB, method, target string, header http.Header, body []byte, w *httptest.ResponseRecorder) {
-	t.Helper()
-	c := mustContract(t)
+func contractError(c *contract, method, target string, header http.Header, body []byte, status int, respHeader http.Header, respBody []byte) error {
 	req, err := http.NewRequest(method, "http://seckill.test"+target, bytes.NewReader(body))
 	if err != nil {
 		// Targets the client library cannot even form are the fuzzers'
 		// business; the router has seen them as raw paths.
-		return
+		return nil
 	}
 	req.Header = header.Clone()
 	route, params, err := c.router.FindRoute(req)
 	if err != nil {
-		if w.Code < 400 {
-			t.Fatalf("contract: %s %s is not in openapi.json but answered %d", method, target, w.Code)
+		if status < 400 {
+			return fmt.Errorf("%s %s is not in openapi.json but answered %d", method, target, status)
 		}
 		var v any
-		if err := json.Unmarshal(w.Body.Bytes(), &v); err != nil {
-			t.Fatalf("contract: %s %s answered %d without an envelope: %s", method, target, w.Code, w.Body)
+		if err := json.Unmarshal(respBody, &v); err != nil {
+			return fmt.Errorf("%s %s answered %d without an envelope: %s", method, target, status, respBody)
 		}
 		if err := c.errSch.VisitJSON(v, openapi3.EnableJSONSchema2020()); err != nil {
-			t.Fatalf("contract: %s %s answered %d with a body that is not an Error envelope: %v\n%s", method, target, w.Code, err, w.Body)
+			return fmt.Errorf("%s %s answered %d with a body that is not an Error envelope: %v\n%s", method, target, status, err, respBody)
 		}
-		return
+		return nil
 	}
 	ctx := context.Background()
 	in := &openapi3filter.RequestValidationInput{
 		Request: req, PathParams: params, Route: route,
 		Options: &openapi3filter.Options{AuthenticationFunc: tokenPresent, IncludeResponseStatus: true, MultiError: true},
 	}
-	if reqErr := openapi3filter.ValidateRequest(ctx, in); reqErr != nil && (w.Code < 400 || w.Code >= 500) {
-		t.Fatalf("contract: openapi.json refuses %s %s (%v) but the server answered %d: %s", method, target, reqErr, w.Code, w.Body)
+	if reqErr := openapi3filter.ValidateRequest(ctx, in); reqErr != nil && (status < 400 || status >= 500) {
+		return fmt.Errorf("openapi.json refuses %s %s (%v) but the server answered %d: %s", method, target, reqErr, status, respBody)
 	}
 	out := &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: in,
-		Status:                 w.Code,
-		Header:                 w.Header(),
-		Body:                   io.NopCloser(bytes.NewReader(w.Body.Bytes())),
+		Status:                 status,
+		Header:                 respHeader,
+		Body:                   io.NopCloser(bytes.NewReader(respBody)),
 		Options:                in.Options,
 	}
 	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
-		t.Fatalf("contract: the answer to %s %s does not match openapi.json: %v\nanswer %d: %s", method, target, err, w.Code, w.Body)
+		return fmt.Errorf("the answer to %s %s does not match openapi.json: %v\nanswer %d: %s", method, target, err, status, respBody)
 	}
+	return nil
 }
+
+// contractHandler checks every exchange of a real server against the
+// document: it copies what the handler reads and writes, passing both
+// through unchanged. A mismatch is reported with Errorf, as the server's
+// goroutine may not end the test.
+func contractHandler(t testing.TB, h http.Handler) http.Handler {
+	c := mustContract(t)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var read bytes.Buffer
+		if r.Body != nil {
+			r.Body = teeBody{io.TeeReader(r.Body, &read), r.Body}
+		}
+		target := r.URL.RequestURI()
+		header := r.Header.Clone()
+		tw := &teeWriter{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(tw, r)
+		if err := contractError(c, r.Method, target, header, read.Bytes(), tw.status, w.Header(), tw.body.Bytes()); err != nil {
+			t.Errorf("contract: %v", err)
+		}
+	})
+}
+
+type teeBody struct {
+	io.Reader
+	io.Closer
+}
+
+type teeWriter struct {
+	http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (w *teeWriter) WriteHeader(status int) { w.status = status; w.ResponseWriter.WriteHeader(status) }
+
+func (w *teeWriter) Write(b []byte) (int, error) {
+	w.body.Write(b)
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *teeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // TestOpenAPIDocumentNamesExactlyTheRouterRoutes: a route added to the router
 // without the document, or documented and never mounted, fails here.
