@@ -58,16 +58,16 @@ func provideTokens(s *redissession.Store, c Config) ports.TokenIssuer {
 	return s
 }
 
-func provideWorker(q ports.OrderQueue, f *application.FulfillOrders, log zerolog.Logger, c Config) *worker.Worker {
+func provideWorker(q ports.OrderQueue, f *application.FulfillOrders, log zerolog.Logger, c Config, o *Observability) *worker.Worker {
 	return worker.New(q, f, log.With().Str("component", "worker").Logger(),
-		worker.Options{BatchSize: c.BatchSize, MaxDeliveries: c.MaxDeliveries})
+		worker.Options{BatchSize: c.BatchSize, MaxDeliveries: c.MaxDeliveries, Retried: o.workerRetried()})
 }
 
 func provideHandler(
 	add *application.AddSeckillVoucher, list *application.ListShopVouchers,
 	claim *application.ClaimSeckill, get *application.GetOrder,
 	sessions ports.Sessions, tokens ports.TokenIssuer, ready ReadyCheck,
-	sales *application.SaleDashboard, log zerolog.Logger, c Config,
+	sales *application.SaleDashboard, log zerolog.Logger, c Config, obs httpapi.ClaimObserver,
 ) http.Handler {
 	if tokens != nil {
 		log.Warn().Msg("dev endpoint POST /dev/tokens is enabled: anyone can mint a login token")
@@ -91,6 +91,7 @@ func provideHandler(
 		Limits:         httpapi.Limits{PerUser: c.RateUser, PerIP: c.RateIP, Window: c.RateWindow},
 		TrustedProxies: c.Proxies(),
 		Sales:          sales,
+		ClaimObserver:  obs,
 	})
 }
 
@@ -138,7 +139,9 @@ var commonSet = wire.NewSet(
 	mysqlstore.NewVoucherRepo,
 	wire.Bind(new(ports.VoucherRepository), new(*mysqlstore.VoucherRepo)),
 	mysqlstore.NewOrderRepo,
-	wire.Bind(new(ports.OrderRepository), new(*mysqlstore.OrderRepo)),
+	provideOrderRepo,
+	provideObservability,
+	provideClaimObserver,
 	provideGate,
 	wire.Bind(new(ports.GateProbe), new(*redisgate.Gate)),
 	wire.Bind(new(ports.GateAudit), new(*redisgate.Gate)),
@@ -159,13 +162,13 @@ var commonSet = wire.NewSet(
 	application.NewSaleDashboard,
 	provideWorker,
 	provideHandler,
-	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Gate", "Tokens", "DB", "Redis"),
+	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Gate", "Tokens", "DB", "Redis", "Observability"),
 )
 
 // channelSet: the in-process bounded channel, fed by the gate plus the channel.
 var channelSet = wire.NewSet(
 	provideChannelAdmission,
 	provideChannelQueue,
-	wire.Bind(new(ports.OrderQueue), new(*chanqueue.Queue)),
+	provideObservedChannelQueue,
 	wire.Bind(new(ports.QueueMonitor), new(*chanqueue.Queue)),
 )

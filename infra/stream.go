@@ -88,6 +88,6 @@ var streamSet = wire.NewSet(
 	provideStreamAdmission,
 	provideConsumerLease,
 	provideStreamQueue,
-	wire.Bind(new(ports.OrderQueue), new(*redisstream.Queue)),
+	provideObservedStreamQueue,
 	wire.Bind(new(ports.QueueMonitor), new(*redisstream.Queue)),
 )

@@ -53,6 +53,8 @@ type Deps struct {
 	// Sales feeds the live sale page (GET /admin/sales); nil leaves the
 	// page and its data unmounted.
 	Sales *application.SaleDashboard
+	// ClaimObserver, when set, is told the answer of every claim (metrics).
+	ClaimObserver ClaimObserver
 }
 
 // DefaultMaxBodyBytes is far above any valid voucher (rules are at most 1024
@@ -131,7 +133,13 @@ func NewRouter(d Deps) http.Handler {
 	r := chi.NewRouter()
 	// The access log sits outside the recoverer so that a panic's 500 is
 	// logged like any other answer, with the panic as its error.
-	r.Use(boundRequestID, middleware.RequestID, a.accessLog, a.recoverer, a.limitBody, a.requireJSON)
+	r.Use(boundRequestID, middleware.RequestID, a.accessLog)
+	if d.ClaimObserver != nil {
+		// Inside the access log (it reads its recorder), outside everything
+		// that may answer a claim, so every answer is seen once.
+		r.Use(observeClaims(d.ClaimObserver))
+	}
+	r.Use(a.recoverer, a.limitBody, a.requireJSON)
 	r.NotFound(a.notFound)
 	r.MethodNotAllowed(a.methodNotAllowed)
 

@@ -56,6 +56,7 @@ func startService(t *testing.T) (string, *infra.App) {
 	c.AdminUsers = fmt.Sprint(admin)
 	c.DevEndpoints = true
 	c.RateIP, c.RateUser = 0, 0
+	c.MetricsAddr = "127.0.0.1:0" // the default port would collide with parallel runs
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,7 @@ func TestSaleBoardCostIsBoundedPerSale(t *testing.T) {
 			cfg.HTTPAddr = "127.0.0.1:0"
 			cfg.Queue = queue
 			cfg.AdminUsers = adminUIDs
+			cfg.MetricsAddr = "127.0.0.1:0" // the default port would collide with parallel runs
 			if err := cfg.Validate(); err != nil {
 				t.Fatal(err)
 			}
