@@ -22,6 +22,7 @@ func TestLimitedRequestsCostNoRedis(t *testing.T) {
 	cfg := infra.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.MetricsAddr = "127.0.0.1:0"
 	cfg.AdminUsers = adminUIDs
 	cfg.RateUser, cfg.RateIP, cfg.RateWindow = perUser, perIP, time.Hour
 	if err := cfg.Validate(); err != nil {
