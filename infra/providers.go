@@ -13,6 +13,7 @@ import (
 	"github.com/hmdp-go/seckill/adapters/chanqueue"
 	"github.com/hmdp-go/seckill/adapters/httpapi"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
+	"github.com/hmdp-go/seckill/adapters/redisbuckets"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/adapters/soldout"
@@ -103,7 +104,21 @@ func provideSoldOutMarks(c Config) *soldout.Marks {
 	return soldout.New(soldout.Options{Window: c.SoldOutWindow})
 }
 
-func provideSoldOutGate(m *soldout.Marks, g *redisgate.Gate) *soldout.Gate { return m.Gate(g) }
+func provideSoldOutGate(m *soldout.Marks, g *redisbuckets.Router) *soldout.Gate { return m.Gate(g) }
+
+// provideBucketGate is the gate of vouchers whose stock is split into buckets
+// (issue 12). Its restore reads the database again after counting Redis.
+func provideBucketGate(rdb redis.UniversalClient, c Config, vouchers *mysqlstore.VoucherRepo, orders *mysqlstore.OrderRepo) *redisbuckets.Gate {
+	return redisbuckets.New(rdb, redisbuckets.Options{
+		Prefix: c.KeyPrefix, Retention: c.KeyRetention, Vouchers: vouchers, Orders: orders,
+	})
+}
+
+// provideGateRouter sends each voucher's gate calls to the unsplit gate or to
+// the bucketed one, by the voucher's number of buckets.
+func provideGateRouter(g *redisgate.Gate, b *redisbuckets.Gate, c Config) *redisbuckets.Router {
+	return redisbuckets.NewRouter(g, b, c.Queue == QueueStream)
+}
 
 func provideChannelQueue(c Config) *chanqueue.Queue {
 	return chanqueue.New(c.QueueCapacity, c.BatchLinger)
@@ -132,7 +147,9 @@ var commonSet = wire.NewSet(
 	mysqlstore.NewOrderRepo,
 	wire.Bind(new(ports.OrderRepository), new(*mysqlstore.OrderRepo)),
 	provideGate,
-	wire.Bind(new(ports.GateProbe), new(*redisgate.Gate)),
+	provideBucketGate,
+	provideGateRouter,
+	wire.Bind(new(ports.GateProbe), new(*redisbuckets.Router)),
 	provideSoldOutMarks,
 	provideSoldOutGate,
 	wire.Bind(new(ports.StockGate), new(*soldout.Gate)),
@@ -144,7 +161,7 @@ var commonSet = wire.NewSet(
 	application.NewRestoreGate,
 	provideWorker,
 	provideHandler,
-	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Gate", "Tokens", "DB", "Redis"),
+	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Gate", "Buckets", "Tokens", "DB", "Redis"),
 )
 
 // channelSet: the in-process bounded channel, fed by the gate plus the channel.

@@ -29,7 +29,9 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	gate := provideGate(universalClient, c)
-	soldoutGate := provideSoldOutGate(marks, gate)
+	redisbucketsGate := provideBucketGate(universalClient, c, voucherRepo, orderRepo)
+	router := provideGateRouter(gate, redisbucketsGate, c)
+	soldoutGate := provideSoldOutGate(marks, router)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepo, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs := provideIDs(universalClient, c)
@@ -45,7 +47,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	fulfillOrders := application.NewFulfillOrders(orderRepo, soldoutGate)
 	worker := provideWorker(queue, fulfillOrders, log, c)
 	systemClock := SystemClock{}
-	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, soldoutGate, gate, systemClock)
+	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, soldoutGate, router, systemClock)
 	app := &App{
 		Config:  c,
 		Log:     log,
@@ -54,6 +56,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Worker:  worker,
 		Restore: restoreGate,
 		Gate:    gate,
+		Buckets: redisbucketsGate,
 		Tokens:  tokenIssuer,
 		DB:      db,
 		Redis:   universalClient,
@@ -79,7 +82,9 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	gate := provideGate(universalClient, c)
-	soldoutGate := provideSoldOutGate(marks, gate)
+	redisbucketsGate := provideBucketGate(universalClient, c, voucherRepo, orderRepo)
+	router := provideGateRouter(gate, redisbucketsGate, c)
+	soldoutGate := provideSoldOutGate(marks, router)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepo, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs := provideIDs(universalClient, c)
@@ -96,7 +101,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	admission := provideStreamAdmission(marks, gate, queue)
+	admission := provideStreamAdmission(marks, gate, redisbucketsGate, queue)
 	claimSeckill := application.NewClaimSeckill(iDs, admission)
 	getOrder := application.NewGetOrder(orderRepo, soldoutGate)
 	store := provideSessionStore(universalClient, c)
@@ -107,7 +112,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	fulfillOrders := application.NewFulfillOrders(orderRepo, soldoutGate)
 	worker := provideWorker(queue, fulfillOrders, log, c)
 	systemClock := SystemClock{}
-	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, soldoutGate, gate, systemClock)
+	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, soldoutGate, router, systemClock)
 	app := &App{
 		Config:  c,
 		Log:     log,
@@ -116,6 +121,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Worker:  worker,
 		Restore: restoreGate,
 		Gate:    gate,
+		Buckets: redisbucketsGate,
 		Tokens:  tokenIssuer,
 		DB:      db,
 		Redis:   universalClient,

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -232,4 +234,74 @@ func (g *Gate) RepairAll(ctx context.Context) (int, error) {
 		}
 	}
 	return total, nil
+}
+
+// PruneLive removes from the live set the bucket tags whose bucket hash and
+// stream are both gone (the sale's keys expired), and reports how many; the
+// unsplit gate's PruneLive skips them. As there, it removes first and looks
+// again, putting back a member whose keys came back meanwhile.
+func (g *Gate) PruneLive(ctx context.Context) (int, error) {
+	live := redisschema.LiveSet(g.prefix)
+	members, err := g.rdb.SMembers(ctx, live).Result()
+	if err != nil {
+		return 0, fmt.Errorf("prune bucket tags: %w", err)
+	}
+	var tags []string
+	for _, m := range members {
+		if _, ok := redisschema.ParseTag(m); ok && strings.Contains(m, ".") {
+			tags = append(tags, m)
+		}
+	}
+	gone := func(tags []string) ([]string, error) {
+		pipe := g.rdb.Pipeline()
+		cmds := make([]*redis.IntCmd, len(tags))
+		for i, tag := range tags {
+			k := redisschema.KeysForTag(g.prefix, tag)
+			cmds[i] = pipe.Exists(ctx, k.Voucher, k.Orders)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, err
+		}
+		var out []string
+		for i, c := range cmds {
+			if c.Val() == 0 {
+				out = append(out, tags[i])
+			}
+		}
+		return out, nil
+	}
+	if len(tags) == 0 {
+		return 0, nil
+	}
+	stale, err := gone(tags)
+	if err != nil || len(stale) == 0 {
+		return 0, err
+	}
+	rm := make([]any, len(stale))
+	for i, t := range stale {
+		rm[i] = t
+	}
+	if err := g.rdb.SRem(ctx, live, rm...).Err(); err != nil {
+		return 0, fmt.Errorf("prune bucket tags: %w", err)
+	}
+	still, err := gone(stale)
+	if err != nil {
+		return 0, fmt.Errorf("prune bucket tags: %w", err)
+	}
+	isGone := map[string]bool{}
+	for _, t := range still {
+		isGone[t] = true
+	}
+	var back []any
+	for _, t := range stale {
+		if !isGone[t] {
+			back = append(back, t)
+		}
+	}
+	if len(back) > 0 {
+		if err := g.rdb.SAdd(ctx, live, back...).Err(); err != nil {
+			return 0, fmt.Errorf("prune bucket tags: %w", err)
+		}
+	}
+	return len(stale) - len(back), nil
 }

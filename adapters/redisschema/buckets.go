@@ -18,9 +18,8 @@ import (
 // voucher's tag is "<voucherId>", so the consumer treats both alike: a stream
 // is named by its tag.
 
-// MaxBuckets bounds K; more buckets than masters gains nothing, and each
-// bucket costs a transfer when a sale runs down.
-const MaxBuckets = 16
+// MaxBuckets bounds K (domain.MaxBuckets).
+const MaxBuckets = domain.MaxBuckets
 
 // clusterSlots is the number of Redis Cluster hash slots.
 const clusterSlots = 16384
