@@ -89,9 +89,15 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, k int, buyers []do
 	if !force && allServing(st) {
 		return false, g.addLive(ctx, id, k)
 	}
+	// Once buckets are frozen, stopping half way leaves the sale answering
+	// busy until the next repair: the restore runs to its end on its own
+	// deadline, whatever the caller's (the periodic repair's may be shorter
+	// than the fence).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.restoreBudget())
+	defer cancel()
 	lock := redisschema.BucketLock(g.prefix, id)
 	token := newTransferID()
-	ok, err := g.rdb.SetNX(ctx, lock, token, 4*(g.opts.ApplyDeadline+g.opts.Skew)+time.Minute).Result()
+	ok, err := g.rdb.SetNX(ctx, lock, token, g.restoreBudget()).Result()
 	if err != nil {
 		return false, fmt.Errorf("restore voucher %d: lock: %w", id, err)
 	}
@@ -207,6 +213,11 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, k int, buyers []do
 		}
 	}
 	return true, g.unfreeze(ctx, id, k)
+}
+
+// restoreBudget bounds one restore: the fence plus ample time for the rest.
+func (g *Gate) restoreBudget() time.Duration {
+	return 2*(g.opts.ApplyDeadline+g.opts.Skew) + time.Minute
 }
 
 func (g *Gate) writeRestored(ctx context.Context, v domain.Voucher, k, b, stock int, marks map[domain.UserID]domain.OrderID) error {
