@@ -422,3 +422,45 @@ func TestRestoreFencesOffAClaimThatTookFromTheLostBucket(t *testing.T) {
 		t.Fatalf("queued %d after selling %d more, want 12", after, sold)
 	}
 }
+
+// The K key lives in the voucher's own slot, apart from the buckets: lost
+// alone, the probe reports the voucher, and the restore (K from MySQL) writes
+// it again without touching the buckets, so a process that never cached K
+// routes the claims to the buckets again.
+func TestLostBucketCountIsRestored(t *testing.T) {
+	rdb := testenv.RedisCluster(t)
+	prefix := testenv.KeyPrefix(t)
+	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
+	g := redisbuckets.New(rdb, fastOpts(prefix))
+	v := newVoucher(t, 6)
+	if err := g.Preheat(ctx(t), v, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Del(ctx(t), redisschema.BucketMeta(prefix, v.ID())).Err(); err != nil {
+		t.Fatal(err)
+	}
+	split, err := v.WithBuckets(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := redisbuckets.New(rdb, fastOpts(prefix)) // a process that never saw K
+	r := redisbuckets.NewRouter(wholeStub{}, fresh, true)
+	missing, err := r.Missing(ctx(t), []domain.VoucherID{v.ID()})
+	if err != nil || len(missing) != 1 {
+		t.Fatalf("missing %v, %v", missing, err)
+	}
+	if ok, err := r.Restore(ctx(t), split, nil); err != nil || ok {
+		t.Fatalf("restore: %v %v (the buckets were all there)", ok, err)
+	}
+	if k, err := fresh.Buckets(ctx(t), v.ID()); err != nil || k != 3 {
+		t.Fatalf("K after the restore: %d, %v", k, err)
+	}
+	books(t, fresh, v.ID(), 6)
+}
+
+// wholeStub is an unsplit gate that holds nothing.
+type wholeStub struct{ redisbuckets.Whole }
+
+func (wholeStub) Missing(_ context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error) {
+	return ids, nil
+}

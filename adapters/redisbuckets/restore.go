@@ -87,6 +87,12 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, k int, buyers []do
 		return false, err
 	}
 	if !force && allServing(st) {
+		// The K key lives in another slot than the buckets and may be lost
+		// alone; without it a process that has not cached K would route the
+		// voucher's claims to the unsplit gate (not found).
+		if err := g.setMeta(ctx, v, k); err != nil {
+			return false, fmt.Errorf("restore voucher %d: %w", id, err)
+		}
 		return false, g.addLive(ctx, id, k)
 	}
 	// Once buckets are frozen, stopping half way leaves the sale answering

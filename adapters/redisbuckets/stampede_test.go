@@ -25,6 +25,8 @@ import (
 type nodeStats struct {
 	calls int64
 	cpu   float64
+	// scriptUsec is the time Redis spent in EVALSHA/EVAL (commandstats usec).
+	scriptUsec int64
 }
 
 func masterStats(t testing.TB, rdb *redis.ClusterClient) map[string]nodeStats {
@@ -44,6 +46,12 @@ func masterStats(t testing.TB, rdb *redis.ClusterClient) map[string]nodeStats {
 				n, _, _ := strings.Cut(rest, ",")
 				x, _ := strconv.ParseInt(n, 10, 64)
 				s.calls += x
+				if strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:") {
+					_, rest, _ := strings.Cut(line, "usec=")
+					n, _, _ := strings.Cut(rest, ",")
+					u, _ := strconv.ParseInt(n, 10, 64)
+					s.scriptUsec += u
+				}
 			}
 			for _, f := range []string{"used_cpu_user:", "used_cpu_sys:"} {
 				if strings.HasPrefix(line, f) {
