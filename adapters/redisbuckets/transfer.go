@@ -3,6 +3,7 @@ package redisbuckets
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -36,13 +37,14 @@ import (
 
 // claimWithTransfers is a claim whose home h was empty: it visits the other
 // buckets in turn, moves half of a donor's stock home and claims there again.
-// It answers sold out only after a sweep in which every donor was seen empty
-// with no transfer of its younger than ApplyDeadline in flight, and the home
-// was then seen empty once more. Units are then either nowhere, or in a
-// record whose claimant is past its deadline (it died or stalled): the
-// periodic repair brings those back within its interval. If a sweep keeps
-// finding units that others take first, after Sweeps sweeps it answers busy
-// (not admitted, nothing changed) rather than sold out.
+// It answers sold out only after (1) a sweep in which every donor was seen
+// empty with no transfer of its younger than ApplyDeadline in flight and the
+// home then empty once more, and (2) a snapshot of all K buckets, read in one
+// pipelined round trip, showing no stock and no transfer record anywhere.
+// Units can then exist only if a whole transfer (take, apply, settle) ran
+// between two reads of that one round trip. If units keep moving away from
+// it, after Sweeps sweeps it answers busy (not admitted, nothing changed)
+// rather than sold out.
 func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, k, h int) error {
 	home := g.bucket(o.VoucherID(), h, k)
 	for sweep := 0; sweep < g.opts.Sweeps; sweep++ {
@@ -90,8 +92,25 @@ func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, k,
 		if answer != "empty" {
 			return answerErr(answer, o)
 		}
-		if inFlight == 0 && !took {
+		if took || inFlight > 0 {
+			continue
+		}
+		// Every bucket was seen empty, one after the other. Units may still
+		// have moved behind the sweep (into a bucket visited earlier, from one
+		// visited later): one snapshot of every bucket's stock and records, in
+		// one pipelined round trip, settles it.
+		stock, records, err := g.snapshot(ctx, o.VoucherID(), k)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ports.ErrNotAdmitted, err)
+		}
+		if stock == 0 && records == 0 {
 			return domain.ErrSoldOut
+		}
+		if stock == 0 {
+			// Only records older than the apply deadline are left (their
+			// claimant stopped): finish them here rather than wait for the
+			// periodic repair, then go round again.
+			_, _ = g.RepairTransfers(ctx, o.VoucherID())
 		}
 	}
 	return fmt.Errorf("%w: voucher %d's stock is moving between buckets", ports.ErrNotAdmitted, o.VoucherID())
@@ -304,4 +323,27 @@ func (g *Gate) PruneLive(ctx context.Context) (int, error) {
 		}
 	}
 	return len(stale) - len(back), nil
+}
+
+// snapshot reads every bucket's stock and number of transfer records in one
+// pipelined round trip (on a cluster, one parallel round trip per master).
+func (g *Gate) snapshot(ctx context.Context, id domain.VoucherID, k int) (stock, records int64, err error) {
+	pipe := g.rdb.Pipeline()
+	stocks := make([]*redis.StringCmd, k)
+	recs := make([]*redis.IntCmd, k)
+	for b := range k {
+		bk := g.bucket(id, b, k)
+		stocks[b] = pipe.HGet(ctx, bk.Voucher, "stock")
+		recs[b] = pipe.HLen(ctx, bk.Transfers())
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return 0, 0, fmt.Errorf("snapshot of voucher %d's buckets: %w", id, err)
+	}
+	for b := range k {
+		if n, err := stocks[b].Int64(); err == nil && n > 0 {
+			stock += n
+		}
+		records += recs[b].Val()
+	}
+	return stock, records, nil
 }
