@@ -3,8 +3,8 @@ package redisbuckets
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
