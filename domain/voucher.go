@@ -86,7 +86,7 @@ func (s Sale) WithBuckets(k int) (Sale, error) {
 	case k > 1 && s.stock < k:
 		return Sale{}, invalid("buckets", "must not exceed the stock (%d), got %d", s.stock, k)
 	}
-	s.buckets = k
+	s.buckets = unsplit(k)
 	return s, nil
 }
 
@@ -185,7 +185,16 @@ func UnmarshalSaleFromDatabase(stock int, begin, end time.Time) Sale {
 // UnmarshalSplitSaleFromDatabase is UnmarshalSaleFromDatabase for a sale
 // stored with its number of buckets. Use it only in repositories.
 func UnmarshalSplitSaleFromDatabase(stock int, begin, end time.Time, buckets int) Sale {
-	return Sale{stock: stock, begin: begin, end: end, buckets: buckets}
+	return Sale{stock: stock, begin: begin, end: end, buckets: unsplit(buckets)}
+}
+
+// unsplit keeps one representation of an unsplit sale (0), so sales compare
+// equal however they were made.
+func unsplit(k int) int {
+	if k <= 1 {
+		return 0
+	}
+	return k
 }
 
 // WithID returns the voucher with the ID a repository assigned.
