@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmdp-go/seckill/adapters/redisbuckets"
+	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -464,3 +465,49 @@ type wholeStub struct{ redisbuckets.Whole }
 func (wholeStub) Missing(_ context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error) {
 	return ids, nil
 }
+
+// Status queries find a queued order of a split voucher in its home bucket
+// and one of an unsplit voucher where redisgate put it, through one lookup,
+// and nobody else's.
+func TestQueuedFindsOrdersOfBothKinds(t *testing.T) {
+	rdb := testenv.RedisCluster(t)
+	prefix := testenv.KeyPrefix(t)
+	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
+	whole := redisgate.New(rdb, redisgate.Options{Prefix: prefix})
+	split := redisbuckets.New(rdb, fastOpts(prefix))
+	r := redisbuckets.NewRouter(whole, split, true)
+
+	sv, wv := newVoucher(t, 9), newVoucher(t, 9)
+	sv, _ = sv.WithBuckets(3)
+	for _, v := range []domain.Voucher{sv, wv} {
+		if err := r.Preheat(ctx(t), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admit := redisbuckets.NewAdmission(admitFunc(whole.ReserveAndAppend), split)
+	for _, v := range []domain.Voucher{sv, wv} {
+		for u := domain.UserID(1); u <= 4; u++ {
+			o := orderFor(t, u, v.ID())
+			if err := admit.Admit(ctx(t), o); err != nil {
+				t.Fatalf("voucher %d user %d: %v", v.ID(), u, err)
+			}
+			got, ok, err := r.Queued(ctx(t), u, o.ID())
+			if err != nil || !ok || got != o {
+				t.Fatalf("queued %s: %v %v %v", o, got, ok, err)
+			}
+			if _, ok, err := r.Queued(ctx(t), u+100, o.ID()); err != nil || ok {
+				t.Fatalf("another user found %s: %v %v", o, ok, err)
+			}
+		}
+	}
+	if n, _ := split.Pending(ctx(t), sv.ID()); n != 4 {
+		t.Fatalf("split voucher's streams hold %d, want 4", n)
+	}
+	if s, _, _ := whole.Stock(ctx(t), wv.ID()); s != 5 {
+		t.Fatalf("unsplit voucher's stock %d, want 5", s)
+	}
+}
+
+type admitFunc func(context.Context, domain.VoucherOrder) error
+
+func (f admitFunc) Admit(ctx context.Context, o domain.VoucherOrder) error { return f(ctx, o) }

@@ -428,7 +428,12 @@ func (g *Gate) Pending(ctx context.Context, id domain.VoucherID) (int64, error) 
 	return n, nil
 }
 
-// Queued finds a queued order of a split voucher in its user's home bucket.
+// Queued finds a queued order, split or not, with the cost of the unsplit
+// gate's lookup (redisgate.Gate.Queued): one GET of the order's index entry,
+// which names voucher, user and (for a split voucher) K, then one HGET of the
+// mark in the voucher's buyers hash or the user's home bucket's. An unknown
+// id and another user's id both stop after the GET, so neither answer nor
+// cost tells them apart.
 func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error) {
 	raw, err := g.rdb.Get(ctx, g.orderKey(id)).Result()
 	if errors.Is(err, redis.Nil) {
@@ -437,18 +442,24 @@ func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID
 	if err != nil {
 		return domain.VoucherOrder{}, false, fmt.Errorf("queued order %d: %w", id, err)
 	}
-	vs, us, ok := strings.Cut(raw, ":")
-	vid, err1 := strconv.ParseInt(vs, 10, 64)
-	uid, err2 := strconv.ParseInt(us, 10, 64)
-	if !ok || err1 != nil || err2 != nil || domain.UserID(uid) != user {
+	parts := strings.Split(raw, ":")
+	if len(parts) < 2 || len(parts) > 3 {
 		return domain.VoucherOrder{}, false, nil
 	}
-	k, err := g.Buckets(ctx, domain.VoucherID(vid))
-	if err != nil || k < 2 {
-		return domain.VoucherOrder{}, false, err
+	vid, err1 := strconv.ParseInt(parts[0], 10, 64)
+	uid, err2 := strconv.ParseInt(parts[1], 10, 64)
+	if err1 != nil || err2 != nil || domain.UserID(uid) != user {
+		return domain.VoucherOrder{}, false, nil
 	}
-	home := g.bucket(domain.VoucherID(vid), redisschema.HomeBucket(user, k), k)
-	mark, err := g.rdb.HGet(ctx, home.Buyers, us).Result()
+	buyers := redisschema.KeysFor(g.prefix, domain.VoucherID(vid)).Buyers
+	if len(parts) == 3 {
+		k, err := strconv.Atoi(parts[2])
+		if err != nil || k < 2 || k > redisschema.MaxBuckets {
+			return domain.VoucherOrder{}, false, nil
+		}
+		buyers = g.bucket(domain.VoucherID(vid), redisschema.HomeBucket(user, k), k).Buyers
+	}
+	mark, err := g.rdb.HGet(ctx, buyers, parts[1]).Result()
 	if errors.Is(err, redis.Nil) || (err == nil && mark != strconv.FormatInt(int64(id), 10)) {
 		return domain.VoucherOrder{}, false, nil
 	}
