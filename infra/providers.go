@@ -19,6 +19,7 @@ import (
 	"github.com/hmdp-go/seckill/adapters/soldout"
 	"github.com/hmdp-go/seckill/adapters/worker"
 	"github.com/hmdp-go/seckill/application"
+	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
 
@@ -67,7 +68,7 @@ func provideHandler(
 	add *application.AddSeckillVoucher, list *application.ListShopVouchers,
 	claim *application.ClaimSeckill, get *application.GetOrder,
 	sessions ports.Sessions, tokens ports.TokenIssuer, ready ReadyCheck,
-	log zerolog.Logger, c Config,
+	log zerolog.Logger, c Config, rdb redis.UniversalClient,
 ) http.Handler {
 	if tokens != nil {
 		log.Warn().Msg("dev endpoint POST /dev/tokens is enabled: anyone can mint a login token")
@@ -90,7 +91,32 @@ func provideHandler(
 		Admins:         c.Admins(),
 		Limits:         httpapi.Limits{PerUser: c.RateUser, PerIP: c.RateIP, Window: c.RateWindow},
 		TrustedProxies: c.Proxies(),
+		Split:          splitRule(rdb, c, log),
 	})
+}
+
+// splitRule is SECKILL_BUCKETS_ABOVE's rule, with K = SECKILL_BUCKETS or else
+// the number of Redis Cluster masters now (one bucket per master; a single
+// Redis gains nothing from a split, so there the rule splits nothing).
+func splitRule(rdb redis.UniversalClient, c Config, log zerolog.Logger) httpapi.SplitRule {
+	if c.BucketsAbove <= 0 {
+		return httpapi.SplitRule{}
+	}
+	k := c.Buckets
+	if k == 0 {
+		k = 1
+		if cc, ok := rdb.(*redis.ClusterClient); ok {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if shards, err := cc.ClusterShards(ctx).Result(); err != nil {
+				log.Warn().Err(err).Msg("cannot count the cluster's masters: SECKILL_BUCKETS_ABOVE splits nothing; set SECKILL_BUCKETS")
+			} else {
+				k = min(len(shards), domain.MaxBuckets)
+			}
+		}
+	}
+	log.Info().Int("above_stock", c.BucketsAbove).Int("buckets", k).Msg("vouchers created above this stock without \"buckets\" are split")
+	return httpapi.SplitRule{Above: c.BucketsAbove, Into: k}
 }
 
 func provideGate(rdb redis.UniversalClient, c Config) *redisgate.Gate {

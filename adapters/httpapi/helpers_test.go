@@ -192,6 +192,7 @@ type options struct {
 	noAdmins bool
 	limits   httpapi.Limits
 	proxies  []netip.Prefix
+	split    httpapi.SplitRule
 }
 
 // adminUser is the admin of every env unless a test says otherwise.
@@ -258,6 +259,7 @@ func newEnv(t testing.TB, opt options) *env {
 		Admins:         []domain.UserID{adminUser},
 		Limits:         opt.limits,
 		TrustedProxies: opt.proxies,
+		Split:          opt.split,
 	}
 	if !opt.createdAt.IsZero() {
 		d.Clock = fixedClock{opt.createdAt}

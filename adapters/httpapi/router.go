@@ -50,7 +50,14 @@ type Deps struct {
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For and
 	// X-Real-IP headers name the client; empty trusts no header.
 	TrustedProxies []netip.Prefix
+	// Split is the rule for a voucher whose request names no "buckets": one
+	// with more stock than Split.Above is split into Split.Into buckets (at
+	// most its stock). The zero value never splits.
+	Split SplitRule
 }
+
+// SplitRule: see Deps.Split.
+type SplitRule struct{ Above, Into int }
 
 // DefaultMaxBodyBytes is far above any valid voucher (rules are at most 1024
 // characters) and far below what would let a client make us buffer a lot.
@@ -75,6 +82,7 @@ type api struct {
 	admins       map[domain.UserID]struct{}
 	limits       Limits
 	proxies      []netip.Prefix
+	split        SplitRule
 }
 
 // NewRouter builds the HTTP handler. It panics on a missing required
@@ -112,6 +120,7 @@ func NewRouter(d Deps) http.Handler {
 		admins:       adminSet(d.Admins),
 		limits:       d.Limits,
 		proxies:      d.TrustedProxies,
+		split:        d.Split,
 	}
 	if a.loc == nil {
 		a.loc = time.UTC

@@ -103,6 +103,10 @@ func (a *api) voucherFrom(req addVoucherRequest) (domain.Voucher, error) {
 		if sale, err = sale.WithBuckets(*req.Buckets); err != nil {
 			return domain.Voucher{}, err
 		}
+	} else if r := a.split; r.Above > 0 && r.Into > 1 && sale.Stock() > r.Above {
+		if sale, err = sale.WithBuckets(min(r.Into, sale.Stock(), domain.MaxBuckets)); err != nil {
+			return domain.Voucher{}, err
+		}
 	}
 	return domain.NewSeckillVoucher(domain.VoucherSpec{
 		ShopID:      domain.ShopID(req.ShopID),
