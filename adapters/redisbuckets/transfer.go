@@ -48,6 +48,16 @@ import (
 func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, k, h int) error {
 	home := g.bucket(o.VoucherID(), h, k)
 	for sweep := 0; sweep < g.opts.Sweeps; sweep++ {
+		if sweep > 0 {
+			// Another claim's transfer may have refilled the home meanwhile.
+			answer, err := g.claimOnce(ctx, home, o, false)
+			if err != nil {
+				return fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
+			}
+			if answer != "empty" {
+				return answerErr(answer, o)
+			}
+		}
 		inFlight, took := int64(0), false
 		for i := 1; i < k; i++ {
 			d := (h + i) % k
