@@ -170,3 +170,91 @@ func TestSplitVoucherThroughTheService(t *testing.T) {
 		t.Fatalf("reconcile: %+v", r)
 	}
 }
+
+// TestRunningServiceRestoresAWholeSplitVoucher: Redis loses every key of a
+// split voucher (its K, all buckets, the live-set entries); the periodic
+// repair rebuilds it from MySQL, K included: the buckets hold MySQL's
+// remaining stock between them, the buyers are refused a second order, and
+// the rest sells exactly.
+func TestRunningServiceRestoresAWholeSplitVoucher(t *testing.T) {
+	const stock, firstUID = 30, 3_000_000
+	app, base := startServiceOn(t, infra.QueueStream, "redis_cluster", func(c *infra.Config) {
+		c.RestoreInterval = 100 * time.Millisecond
+	})
+	ctx := context.Background()
+	vid := createSplitVoucher(t, app, stock, 3)
+	sessions := redissession.New(app.Redis, redissession.Options{TTL: time.Hour})
+	claim := func(u int) envelope {
+		tok, err := sessions.Mint(ctx, domain.UserID(u))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, env := postJSON(t, http.DefaultClient, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), tok, nil)
+		return env
+	}
+	for u := firstUID; u < firstUID+10; u++ {
+		if env := claim(u); !env.Success {
+			t.Fatalf("claim of user %d: %+v", u, env)
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+		var n int
+		err := app.DB.NewSelect().Table("tb_voucher_order").ColumnExpr("COUNT(*)").Where("voucher_id = ?", vid).Scan(ctx, &n)
+		return err == nil && n == 10, fmt.Sprintf("%d of 10 orders in MySQL (%v)", n, err)
+	})
+
+	live := redisschema.LiveSet(app.Config.KeyPrefix)
+	if err := app.Redis.Del(ctx, redisschema.BucketMeta(app.Config.KeyPrefix, vid)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for b := range 3 {
+		tag := redisschema.BucketTag(vid, b, 3)
+		bk := redisschema.KeysForTag(app.Config.KeyPrefix, tag)
+		for _, key := range []string{bk.Voucher, bk.Buyers, bk.Transfers(), bk.Applied()} {
+			if err := app.Redis.Del(ctx, key).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := app.Redis.SRem(ctx, live, tag).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum := func() (int, string) {
+		total, state := 0, ""
+		for b := range 3 {
+			bk := redisschema.KeysForTag(app.Config.KeyPrefix, redisschema.BucketTag(vid, b, 3))
+			v, err := app.Redis.HMGet(ctx, bk.Voucher, "stock", "frozen").Result()
+			if err != nil || v[0] == nil || v[1] != nil {
+				return -1, fmt.Sprintf("bucket %d: %v %v", b, v, err)
+			}
+			n, _ := strconv.Atoi(v[0].(string))
+			total += n
+			state += fmt.Sprintf(" %d", n)
+		}
+		return total, state
+	}
+	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+		n, state := sum()
+		return n >= 0, state
+	})
+	if n, state := sum(); n != stock-10 {
+		t.Fatalf("restored buckets hold %d (%s), want MySQL's %d", n, state, stock-10)
+	}
+	if k, err := app.Redis.Get(ctx, redisschema.BucketMeta(app.Config.KeyPrefix, vid)).Int(); err != nil || k != 3 {
+		t.Fatalf("K after the restore: %d, %v", k, err)
+	}
+	for u := firstUID; u < firstUID+10; u++ {
+		if env := claim(u); env.Success || env.Code != "duplicate" {
+			t.Fatalf("buyer %d claimed again after the restore: %+v", u, env)
+		}
+	}
+	sold := 0
+	for u := firstUID + 10; u < firstUID+100; u++ {
+		if env := claim(u); env.Success {
+			sold++
+		}
+	}
+	if sold != stock-10 {
+		t.Fatalf("sold %d after the restore, want %d", sold, stock-10)
+	}
+}
