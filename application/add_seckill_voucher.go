@@ -111,6 +111,9 @@ func fingerprint(v domain.Voucher) string {
 		strconv.Itoa(s.Stock()),
 		strconv.FormatInt(s.Begin().UnixMicro(), 10), strconv.FormatInt(s.End().UnixMicro(), 10),
 	}
+	if s.Buckets() > 1 { // absent for unsplit sales, so their fingerprints stay as they were
+		fields = append(fields, "buckets="+strconv.Itoa(s.Buckets()))
+	}
 	sum := sha256.Sum256([]byte(strings.Join(fields, "\x00")))
 	return hex.EncodeToString(sum[:])
 }

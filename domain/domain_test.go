@@ -301,3 +301,44 @@ func TestBuyerMarks(t *testing.T) {
 		})
 	}
 }
+
+func TestSaleWithBuckets(t *testing.T) {
+	now := time.Now()
+	sale, err := domain.NewSale(10, now, now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sale.Buckets() != 1 {
+		t.Fatalf("a new sale has %d buckets, want 1", sale.Buckets())
+	}
+	for _, tc := range []struct {
+		name string
+		k    int
+		ok   bool
+	}{
+		{"one_is_unsplit", 1, true},
+		{"three", 3, true},
+		{"as_many_as_the_stock", 10, true},
+		{"zero", 0, false},
+		{"negative", -1, false},
+		{"more_than_max", domain.MaxBuckets + 1, false},
+		{"more_than_the_stock", 11, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := sale.WithBuckets(tc.k)
+			if !tc.ok {
+				var ve *domain.ValidationError
+				if !errors.As(err, &ve) || ve.Field != "buckets" {
+					t.Fatalf("WithBuckets(%d) = %v, want a validation error on buckets", tc.k, err)
+				}
+				return
+			}
+			if err != nil || got.Buckets() != tc.k || got.Stock() != 10 {
+				t.Fatalf("WithBuckets(%d) = %d buckets, %v", tc.k, got.Buckets(), err)
+			}
+		})
+	}
+	if one, _ := sale.WithBuckets(1); one != sale {
+		t.Fatal("an unsplit sale must compare equal however it was made")
+	}
+}

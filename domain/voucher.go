@@ -25,7 +25,13 @@ type Sale struct {
 	stock int
 	begin time.Time
 	end   time.Time
+	// buckets is how many parts the gate splits the stock into (0 and 1: one).
+	buckets int
 }
+
+// MaxBuckets bounds a sale's split: more buckets than the gate's shards gains
+// nothing, and every bucket adds transfers when the sale runs down.
+const MaxBuckets = 16
 
 // MaxStock bounds a sale's stock so it fits the original's INT column and a Redis integer.
 const MaxStock = 1 << 30
@@ -66,6 +72,23 @@ func (s Sale) Stock() int       { return s.stock }
 func (s Sale) Begin() time.Time { return s.begin }
 func (s Sale) End() time.Time   { return s.end }
 func (s Sale) IsZero() bool     { return s.begin.IsZero() }
+
+// Buckets is how many parts the gate splits the sale's stock into: 1 (the
+// default) keeps it whole; more spreads one hot sale over several shards.
+func (s Sale) Buckets() int { return max(s.buckets, 1) }
+
+// WithBuckets returns the sale split into k buckets, 1..MaxBuckets; a split
+// needs at least one unit per bucket.
+func (s Sale) WithBuckets(k int) (Sale, error) {
+	switch {
+	case k < 1 || k > MaxBuckets:
+		return Sale{}, invalid("buckets", "must be between 1 and %d, got %d", MaxBuckets, k)
+	case k > 1 && s.stock < k:
+		return Sale{}, invalid("buckets", "must not exceed the stock (%d), got %d", s.stock, k)
+	}
+	s.buckets = unsplit(k)
+	return s, nil
+}
 
 // Check tells whether a claim made at now may take one unit of remaining stock:
 // the window first, then the stock. The memory gate applies it as is; the
@@ -159,8 +182,34 @@ func UnmarshalSaleFromDatabase(stock int, begin, end time.Time) Sale {
 	return Sale{stock: stock, begin: begin, end: end}
 }
 
+// UnmarshalSplitSaleFromDatabase is UnmarshalSaleFromDatabase for a sale
+// stored with its number of buckets. Use it only in repositories.
+func UnmarshalSplitSaleFromDatabase(stock int, begin, end time.Time, buckets int) Sale {
+	return Sale{stock: stock, begin: begin, end: end, buckets: unsplit(buckets)}
+}
+
+// unsplit keeps one representation of an unsplit sale (0), so sales compare
+// equal however they were made.
+func unsplit(k int) int {
+	if k <= 1 {
+		return 0
+	}
+	return k
+}
+
 // WithID returns the voucher with the ID a repository assigned.
 func (v Voucher) WithID(id VoucherID) Voucher { v.id = id; return v }
+
+// WithBuckets returns the voucher with its sale split into k buckets (see
+// Sale.WithBuckets).
+func (v Voucher) WithBuckets(k int) (Voucher, error) {
+	s, err := v.sale.WithBuckets(k)
+	if err != nil {
+		return Voucher{}, err
+	}
+	v.sale = s
+	return v, nil
+}
 
 // WithStock returns the voucher with its sale's stock replaced (e.g. by what is
 // left in the database).

@@ -14,6 +14,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
+	"github.com/hmdp-go/seckill/adapters/redisbuckets"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/worker"
 	"github.com/hmdp-go/seckill/application"
@@ -30,6 +31,7 @@ type App struct {
 	Worker  *worker.Worker
 	Restore *application.RestoreGate
 	Gate    *redisgate.Gate
+	Buckets *redisbuckets.Gate
 	Tokens  ports.TokenIssuer
 	DB      *bun.DB
 	Redis   redis.UniversalClient
@@ -82,6 +84,11 @@ func (a *App) Start(ctx context.Context) error {
 		a.Log.Warn().Err(err).Msg("pruning ended sales from the live set failed")
 	} else if n > 0 {
 		a.Log.Info().Int("vouchers", n).Msg("ended sales pruned from the live set")
+	}
+	if n, err := a.Buckets.PruneLive(ctx); err != nil {
+		a.Log.Warn().Err(err).Msg("pruning ended split sales' buckets from the live set failed")
+	} else if n > 0 {
+		a.Log.Info().Int("buckets", n).Msg("ended split sales' buckets pruned from the live set")
 	}
 
 	a.workerCtx, a.stopWork = context.WithCancel(context.WithoutCancel(ctx))
@@ -155,6 +162,14 @@ func (a *App) repairLoop(ctx context.Context, every time.Duration) {
 		}
 		rctx, cancel := context.WithTimeout(ctx, every)
 		n, err := a.Restore.Repair(rctx)
+		// Transfer records of split vouchers whose claimant died between two
+		// steps are finished here, so their units are on sale again within
+		// one interval (plus the records' apply deadline).
+		if moved, terr := a.Buckets.RepairAll(rctx); terr != nil && ctx.Err() == nil {
+			a.Log.Error().Err(terr).Int("finished", moved).Msg("finishing bucket transfers failed; retrying at the next interval")
+		} else if moved > 0 {
+			a.Log.Warn().Int("transfers", moved).Msg("finished bucket transfers left by a claim that stopped between two steps")
+		}
 		cancel()
 		switch {
 		case err != nil && ctx.Err() == nil:

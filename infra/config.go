@@ -73,6 +73,14 @@ type Config struct {
 	// test runs) can share one Redis.
 	KeyPrefix string `env:"SECKILL_KEY_PREFIX" envDefault:"seckill:"`
 
+	// BucketsAbove: a voucher created with more stock than this and no
+	// "buckets" in its request has its stock split into Buckets buckets
+	// (docs/SCALING-buckets.md). 0 turns the rule off.
+	BucketsAbove int `env:"SECKILL_BUCKETS_ABOVE" envDefault:"0"`
+	// Buckets is the rule's K; 0 means the number of Redis Cluster masters
+	// counted at start (on a single Redis the rule then splits nothing).
+	Buckets int `env:"SECKILL_BUCKETS" envDefault:"0"`
+
 	Timezone        string        `env:"SECKILL_TIMEZONE" envDefault:"UTC"`
 	Migrate         bool          `env:"SECKILL_MIGRATE" envDefault:"true"`
 	ShutdownTimeout time.Duration `env:"SECKILL_SHUTDOWN_TIMEOUT" envDefault:"20s"`
@@ -307,6 +315,12 @@ func (c Config) check(p *problems) {
 	}
 	if c.RestoreInterval != 0 && (c.RestoreInterval < 100*time.Millisecond || c.RestoreInterval > time.Hour) {
 		bad("SECKILL_RESTORE_INTERVAL", "must be 0 (off) or within 100ms..1h, got %s", c.RestoreInterval)
+	}
+	if c.BucketsAbove < 0 {
+		bad("SECKILL_BUCKETS_ABOVE", "must be 0 (off) or a stock, got %d", c.BucketsAbove)
+	}
+	if c.Buckets < 0 || c.Buckets > domain.MaxBuckets {
+		bad("SECKILL_BUCKETS", "must be 0 (the number of cluster masters) or 1..%d, got %d", domain.MaxBuckets, c.Buckets)
 	}
 	if c.IDBlock < 1 || c.IDBlock > 1_000_000 {
 		bad("SECKILL_ID_BLOCK", "must be within 1..1000000, got %d", c.IDBlock)

@@ -41,6 +41,8 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{name: "negative_deliveries", vars: map[string]string{"SECKILL_MAX_DELIVERIES": "-1"}, wantVar: "SECKILL_MAX_DELIVERIES"},
 		{name: "one_delivery", vars: map[string]string{"SECKILL_MAX_DELIVERIES": "1"}, wantVar: "SECKILL_MAX_DELIVERIES"},
 		{name: "two_deliveries", vars: map[string]string{"SECKILL_MAX_DELIVERIES": "2"}, wantVar: "SECKILL_MAX_DELIVERIES"},
+		{name: "negative_buckets_threshold", vars: map[string]string{"SECKILL_BUCKETS_ABOVE": "-1"}, wantVar: "SECKILL_BUCKETS_ABOVE"},
+		{name: "too_many_buckets", vars: map[string]string{"SECKILL_BUCKETS": "17"}, wantVar: "SECKILL_BUCKETS"},
 		{name: "negative_token_cache", vars: map[string]string{"SECKILL_TOKEN_CACHE_TTL": "-1s"}, wantVar: "SECKILL_TOKEN_CACHE_TTL"},
 		{name: "shutdown_outlasts_min_idle", vars: map[string]string{
 			"SECKILL_QUEUE": "stream", "SECKILL_SHUTDOWN_TIMEOUT": "30s", "SECKILL_STREAM_MIN_IDLE": "30s",

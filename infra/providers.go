@@ -14,11 +14,13 @@ import (
 	"github.com/hmdp-go/seckill/adapters/claimcount"
 	"github.com/hmdp-go/seckill/adapters/httpapi"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
+	"github.com/hmdp-go/seckill/adapters/redisbuckets"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/adapters/soldout"
 	"github.com/hmdp-go/seckill/adapters/worker"
 	"github.com/hmdp-go/seckill/application"
+	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
 
@@ -67,7 +69,7 @@ func provideHandler(
 	add *application.AddSeckillVoucher, list *application.ListShopVouchers,
 	claim *application.ClaimSeckill, get *application.GetOrder,
 	sessions ports.Sessions, tokens ports.TokenIssuer, ready ReadyCheck,
-	sales *application.SaleDashboard, log zerolog.Logger, c Config, obs httpapi.ClaimObserver,
+	sales *application.SaleDashboard, log zerolog.Logger, c Config, obs httpapi.ClaimObserver, rdb redis.UniversalClient,
 ) http.Handler {
 	if tokens != nil {
 		log.Warn().Msg("dev endpoint POST /dev/tokens is enabled: anyone can mint a login token")
@@ -92,7 +94,32 @@ func provideHandler(
 		TrustedProxies: c.Proxies(),
 		Sales:          sales,
 		ClaimObserver:  obs,
+		Split:          splitRule(rdb, c, log),
 	})
+}
+
+// splitRule is SECKILL_BUCKETS_ABOVE's rule, with K = SECKILL_BUCKETS or else
+// the number of Redis Cluster masters now (one bucket per master; a single
+// Redis gains nothing from a split, so there the rule splits nothing).
+func splitRule(rdb redis.UniversalClient, c Config, log zerolog.Logger) httpapi.SplitRule {
+	if c.BucketsAbove <= 0 {
+		return httpapi.SplitRule{}
+	}
+	k := c.Buckets
+	if k == 0 {
+		k = 1
+		if cc, ok := rdb.(*redis.ClusterClient); ok {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if shards, err := cc.ClusterShards(ctx).Result(); err != nil {
+				log.Warn().Err(err).Msg("cannot count the cluster's masters: SECKILL_BUCKETS_ABOVE splits nothing; set SECKILL_BUCKETS")
+			} else {
+				k = min(len(shards), domain.MaxBuckets)
+			}
+		}
+	}
+	log.Info().Int("above_stock", c.BucketsAbove).Int("buckets", k).Msg("vouchers created above this stock without \"buckets\" are split")
+	return httpapi.SplitRule{Above: c.BucketsAbove, Into: k}
 }
 
 func provideGate(rdb redis.UniversalClient, c Config) *redisgate.Gate {
@@ -106,7 +133,21 @@ func provideSoldOutMarks(c Config) *soldout.Marks {
 	return soldout.New(soldout.Options{Window: c.SoldOutWindow})
 }
 
-func provideSoldOutGate(m *soldout.Marks, g *redisgate.Gate) *soldout.Gate { return m.Gate(g) }
+func provideSoldOutGate(m *soldout.Marks, g *redisbuckets.Router) *soldout.Gate { return m.Gate(g) }
+
+// provideBucketGate is the gate of vouchers whose stock is split into buckets
+// (issue 12). Its restore reads the database again after counting Redis.
+func provideBucketGate(rdb redis.UniversalClient, c Config, vouchers *mysqlstore.VoucherRepo, orders *mysqlstore.OrderRepo) *redisbuckets.Gate {
+	return redisbuckets.New(rdb, redisbuckets.Options{
+		Prefix: c.KeyPrefix, Retention: c.KeyRetention, Vouchers: vouchers, Orders: orders,
+	})
+}
+
+// provideGateRouter sends each voucher's gate calls to the unsplit gate or to
+// the bucketed one, by the voucher's number of buckets.
+func provideGateRouter(g *redisgate.Gate, b *redisbuckets.Gate, c Config) *redisbuckets.Router {
+	return redisbuckets.NewRouter(g, b, c.Queue == QueueStream)
+}
 
 func provideChannelQueue(c Config) *chanqueue.Queue {
 	return chanqueue.New(c.QueueCapacity, c.BatchLinger)
@@ -143,8 +184,10 @@ var commonSet = wire.NewSet(
 	provideObservability,
 	provideClaimObserver,
 	provideGate,
-	wire.Bind(new(ports.GateProbe), new(*redisgate.Gate)),
-	wire.Bind(new(ports.GateAudit), new(*redisgate.Gate)),
+	provideBucketGate,
+	provideGateRouter,
+	wire.Bind(new(ports.GateProbe), new(*redisbuckets.Router)),
+	wire.Bind(new(ports.GateAudit), new(*redisbuckets.Router)),
 	wire.Bind(new(ports.OrderLedger), new(*mysqlstore.OrderRepo)),
 	provideSoldOutMarks,
 	provideSoldOutGate,
@@ -162,7 +205,7 @@ var commonSet = wire.NewSet(
 	application.NewSaleDashboard,
 	provideWorker,
 	provideHandler,
-	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Gate", "Tokens", "DB", "Redis", "Observability"),
+	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Gate", "Buckets", "Tokens", "DB", "Redis", "Observability"),
 )
 
 // channelSet: the in-process bounded channel, fed by the gate plus the channel.

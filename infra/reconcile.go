@@ -4,6 +4,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
+	"github.com/hmdp-go/seckill/adapters/redisbuckets"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/ports"
@@ -35,6 +36,13 @@ func BuildReconcile(c Config, log zerolog.Logger) (*application.ReconcileVoucher
 		backlog = q
 		cleanup = func() { closeQueue(); closeDB(); closeRedis() }
 	}
-	gate := redisgate.New(rdb, redisgate.Options{Prefix: c.KeyPrefix, Retention: c.KeyRetention})
-	return application.NewReconcileVoucher(mysqlstore.NewVoucherRepo(db), mysqlstore.NewOrderRepo(db), gate, backlog), cleanup, nil
+	vouchers, orders := mysqlstore.NewVoucherRepo(db), mysqlstore.NewOrderRepo(db)
+	whole := redisgate.New(rdb, redisgate.Options{Prefix: c.KeyPrefix, Retention: c.KeyRetention})
+	split := provideBucketGate(rdb, c, vouchers, orders)
+	if backlog != nil {
+		// A split voucher's backlog is its bucket streams'.
+		backlog = redisbuckets.NewBacklog(backlog, split)
+	}
+	gate := provideGateRouter(whole, split, c)
+	return application.NewReconcileVoucher(vouchers, orders, gate, backlog), cleanup, nil
 }

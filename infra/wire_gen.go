@@ -37,7 +37,9 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	}
 	orderRepository := provideOrderRepo(orderRepo, observability)
 	gate := provideGate(universalClient, c)
-	soldoutGate := provideSoldOutGate(marks, gate)
+	redisbucketsGate := provideBucketGate(universalClient, c, voucherRepo, orderRepo)
+	router := provideGateRouter(gate, redisbucketsGate, c)
+	soldoutGate := provideSoldOutGate(marks, router)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs := provideIDs(universalClient, c)
@@ -52,13 +54,13 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
 	systemClock := SystemClock{}
-	saleDashboard := application.NewSaleDashboard(voucherRepo, gate, orderRepo, queue, counter, systemClock)
+	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, systemClock)
 	claimObserver := provideClaimObserver(observability)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, saleDashboard, log, c, claimObserver)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, saleDashboard, log, c, claimObserver, universalClient)
 	orderQueue := provideObservedChannelQueue(queue, observability)
 	fulfillOrders := application.NewFulfillOrders(orderRepository, soldoutGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
-	restoreGate := application.NewRestoreGate(voucherRepo, orderRepository, soldoutGate, gate, systemClock)
+	restoreGate := application.NewRestoreGate(voucherRepo, orderRepository, soldoutGate, router, systemClock)
 	app := &App{
 		Config:        c,
 		Log:           log,
@@ -67,6 +69,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Worker:        worker,
 		Restore:       restoreGate,
 		Gate:          gate,
+		Buckets:       redisbucketsGate,
 		Tokens:        tokenIssuer,
 		DB:            db,
 		Redis:         universalClient,
@@ -100,7 +103,9 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	}
 	orderRepository := provideOrderRepo(orderRepo, observability)
 	gate := provideGate(universalClient, c)
-	soldoutGate := provideSoldOutGate(marks, gate)
+	redisbucketsGate := provideBucketGate(universalClient, c, voucherRepo, orderRepo)
+	router := provideGateRouter(gate, redisbucketsGate, c)
+	soldoutGate := provideSoldOutGate(marks, router)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs := provideIDs(universalClient, c)
@@ -118,7 +123,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	admission := provideStreamAdmission(marks, gate, queue)
+	admission := provideStreamAdmission(marks, gate, redisbucketsGate, queue)
 	claimcountAdmission := provideCountedAdmission(counter, admission)
 	claimSeckill := application.NewClaimSeckill(iDs, claimcountAdmission)
 	getOrder := application.NewGetOrder(orderRepository, soldoutGate)
@@ -127,13 +132,13 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
 	systemClock := SystemClock{}
-	saleDashboard := application.NewSaleDashboard(voucherRepo, gate, orderRepo, queue, counter, systemClock)
+	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, systemClock)
 	claimObserver := provideClaimObserver(observability)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, saleDashboard, log, c, claimObserver)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, saleDashboard, log, c, claimObserver, universalClient)
 	orderQueue := provideObservedStreamQueue(queue, universalClient, c, observability)
 	fulfillOrders := application.NewFulfillOrders(orderRepository, soldoutGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
-	restoreGate := application.NewRestoreGate(voucherRepo, orderRepository, soldoutGate, gate, systemClock)
+	restoreGate := application.NewRestoreGate(voucherRepo, orderRepository, soldoutGate, router, systemClock)
 	app := &App{
 		Config:        c,
 		Log:           log,
@@ -142,6 +147,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Worker:        worker,
 		Restore:       restoreGate,
 		Gate:          gate,
+		Buckets:       redisbucketsGate,
 		Tokens:        tokenIssuer,
 		DB:            db,
 		Redis:         universalClient,

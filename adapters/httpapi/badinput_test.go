@@ -15,6 +15,7 @@ func validVoucher(over map[string]string) string {
 		{"shopId", "1"}, {"title", `"t"`}, {"subTitle", `"s"`}, {"rules", `"r"`},
 		{"payValue", "8000"}, {"actualValue", "10000"}, {"type", "1"}, {"stock", "10"},
 		{"beginTime", `"2026-11-29T20:00:00"`}, {"endTime", `"2026-11-29T22:00:00"`},
+		{"buckets", "-"}, // absent unless a case sets it
 	}
 	parts := make([]string, 0, len(fields))
 	for _, f := range fields {
@@ -105,6 +106,10 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"shop_negative", post(validVoucher(map[string]string{"shopId": "-1"})), 400, "shopId"},
 		{"pay_value_negative", post(validVoucher(map[string]string{"payValue": "-1"})), 400, "payValue"},
 		{"normal_voucher_type", post(validVoucher(map[string]string{"type": "0"})), 400, "type: must be 1"},
+		{"buckets_zero", post(validVoucher(map[string]string{"buckets": "0"})), 400, "buckets: must be between 1 and 16"},
+		{"buckets_over_max", post(validVoucher(map[string]string{"buckets": "17", "stock": "100"})), 400, "buckets: must be between 1 and 16"},
+		{"buckets_over_stock", post(validVoucher(map[string]string{"buckets": "11"})), 400, "buckets: must not exceed the stock"},
+		{"buckets_as_string", post(validVoucher(map[string]string{"buckets": `"3"`})), 400, "buckets must be an integer"},
 
 		// ids in paths
 		{"claim_id_not_numeric", claim("abc"), 400, "id must be a positive integer"},

@@ -193,6 +193,7 @@ type options struct {
 	noAdmins bool
 	limits   httpapi.Limits
 	proxies  []netip.Prefix
+	split    httpapi.SplitRule
 }
 
 // adminUser is the admin of every env unless a test says otherwise.
@@ -262,6 +263,7 @@ func newEnv(t testing.TB, opt options) *env {
 		Limits:         opt.limits,
 		TrustedProxies: opt.proxies,
 		Sales:          application.NewSaleDashboard(mv, gate, ledger, queue, counter, clock),
+		Split:          opt.split,
 	}
 	if !opt.createdAt.IsZero() {
 		d.Clock = fixedClock{opt.createdAt}

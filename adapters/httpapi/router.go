@@ -55,7 +55,14 @@ type Deps struct {
 	Sales *application.SaleDashboard
 	// ClaimObserver, when set, is told the answer of every claim (metrics).
 	ClaimObserver ClaimObserver
+	// Split is the rule for a voucher whose request names no "buckets": one
+	// with more stock than Split.Above is split into Split.Into buckets (at
+	// most its stock). The zero value never splits.
+	Split SplitRule
 }
+
+// SplitRule: see Deps.Split.
+type SplitRule struct{ Above, Into int }
 
 // DefaultMaxBodyBytes is far above any valid voucher (rules are at most 1024
 // characters) and far below what would let a client make us buffer a lot.
@@ -81,6 +88,7 @@ type api struct {
 	limits       Limits
 	proxies      []netip.Prefix
 	sales        *application.SaleDashboard
+	split        SplitRule
 }
 
 // NewRouter builds the HTTP handler. It panics on a missing required
@@ -119,6 +127,7 @@ func NewRouter(d Deps) http.Handler {
 		limits:       d.Limits,
 		proxies:      d.TrustedProxies,
 		sales:        d.Sales,
+		split:        d.Split,
 	}
 	if a.loc == nil {
 		a.loc = time.UTC

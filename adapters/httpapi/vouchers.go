@@ -34,6 +34,9 @@ type addVoucherRequest struct {
 	Stock       *int   `json:"stock"`
 	BeginTime   string `json:"beginTime"`
 	EndTime     string `json:"endTime"`
+	// Buckets splits the stock over that many Redis shards (1..16, default
+	// 1): for one sale hotter than one shard can serve.
+	Buckets *int `json:"buckets"`
 }
 
 // voucherDTO is a voucher as the original's /voucher/list returns it, with the
@@ -95,6 +98,15 @@ func (a *api) voucherFrom(req addVoucherRequest) (domain.Voucher, error) {
 	sale, err := domain.NewSaleAt(a.clock.Now(), *req.Stock, begin, end)
 	if err != nil {
 		return domain.Voucher{}, err
+	}
+	if req.Buckets != nil {
+		if sale, err = sale.WithBuckets(*req.Buckets); err != nil {
+			return domain.Voucher{}, err
+		}
+	} else if r := a.split; r.Above > 0 && r.Into > 1 && sale.Stock() > r.Above {
+		if sale, err = sale.WithBuckets(min(r.Into, sale.Stock(), domain.MaxBuckets)); err != nil {
+			return domain.Voucher{}, err
+		}
 	}
 	return domain.NewSeckillVoucher(domain.VoucherSpec{
 		ShopID:      domain.ShopID(req.ShopID),

@@ -43,6 +43,7 @@ type seckillModel struct {
 	Stock     int       `bun:"stock"`
 	BeginTime time.Time `bun:"begin_time"`
 	EndTime   time.Time `bun:"end_time"`
+	Buckets   int       `bun:"buckets"`
 }
 
 type orderModel struct {
@@ -77,10 +78,11 @@ type voucherRow struct {
 	Stock       sql.NullInt64  `bun:"stock"`
 	BeginTime   sql.NullTime   `bun:"begin_time"`
 	EndTime     sql.NullTime   `bun:"end_time"`
+	Buckets     sql.NullInt64  `bun:"buckets"`
 }
 
 const voucherRowSelect = `SELECT v.id, v.shop_id, v.title, v.sub_title, v.rules, v.pay_value,
-	v.actual_value, v.type, v.status, sv.stock, sv.begin_time, sv.end_time
+	v.actual_value, v.type, v.status, sv.stock, sv.begin_time, sv.end_time, sv.buckets
 FROM tb_voucher AS v
 `
 
@@ -88,6 +90,9 @@ func (r voucherRow) toDomain() domain.Voucher {
 	var sale domain.Sale
 	if r.Stock.Valid && r.BeginTime.Valid && r.EndTime.Valid {
 		sale = domain.UnmarshalSaleFromDatabase(int(r.Stock.Int64), r.BeginTime.Time.UTC(), r.EndTime.Time.UTC())
+		if r.Buckets.Valid && r.Buckets.Int64 > 1 {
+			sale = domain.UnmarshalSplitSaleFromDatabase(int(r.Stock.Int64), r.BeginTime.Time.UTC(), r.EndTime.Time.UTC(), int(r.Buckets.Int64))
+		}
 	}
 	spec := domain.VoucherSpec{
 		ShopID:      domain.ShopID(r.ShopID.Int64),

@@ -35,7 +35,7 @@ func (r *VoucherRepo) AddSeckill(ctx context.Context, v domain.Voucher) (domain.
 	if !v.IsSeckill() {
 		return domain.Voucher{}, &domain.ValidationError{Field: "type", Reason: "must be a seckill voucher with a sale"}
 	}
-	sale := domain.UnmarshalSaleFromDatabase(v.Sale().Stock(), storedTime(v.Sale().Begin()), storedTime(v.Sale().End()))
+	sale := storedSale(v.Sale())
 	vm := voucherModel{
 		ShopID: int64(v.ShopID()), Title: v.Title(), SubTitle: v.SubTitle(), Rules: v.Rules(),
 		PayValue: v.PayValue(), ActualValue: v.ActualValue(), Type: int8(domain.VoucherSeckill), Status: v.Status(),
@@ -64,7 +64,7 @@ func (r *VoucherRepo) AddSeckillOnce(ctx context.Context, key, fingerprint strin
 	if c, ok, err := r.creation(ctx, key); err != nil || ok {
 		return c, err
 	}
-	sale := domain.UnmarshalSaleFromDatabase(v.Sale().Stock(), storedTime(v.Sale().Begin()), storedTime(v.Sale().End()))
+	sale := storedSale(v.Sale())
 	vm := voucherModel{
 		ShopID: int64(v.ShopID()), Title: v.Title(), SubTitle: v.SubTitle(), Rules: v.Rules(),
 		PayValue: v.PayValue(), ActualValue: v.ActualValue(), Type: int8(domain.VoucherSeckill), Status: v.Status(),
@@ -119,7 +119,7 @@ func insertSeckill(ctx context.Context, db bun.IDB, vm *voucherModel, sale domai
 	if vm.ID <= 0 {
 		return errors.New("insert tb_voucher: the database returned no id")
 	}
-	sm := seckillModel{VoucherID: vm.ID, Stock: sale.Stock(), BeginTime: sale.Begin(), EndTime: sale.End()}
+	sm := seckillModel{VoucherID: vm.ID, Stock: sale.Stock(), BeginTime: sale.Begin(), EndTime: sale.End(), Buckets: sale.Buckets()}
 	if _, err := db.NewInsert().Model(&sm).Exec(ctx); err != nil {
 		return fmt.Errorf("insert tb_seckill_voucher: %w", err)
 	}
@@ -170,4 +170,13 @@ func toVouchers(rows []voucherRow) []domain.Voucher {
 		vs = append(vs, row.toDomain())
 	}
 	return vs
+}
+
+// storedSale is the sale as the database keeps it (times to the microsecond),
+// split as it was asked.
+func storedSale(s domain.Sale) domain.Sale {
+	if s.Buckets() > 1 {
+		return domain.UnmarshalSplitSaleFromDatabase(s.Stock(), storedTime(s.Begin()), storedTime(s.End()), s.Buckets())
+	}
+	return domain.UnmarshalSaleFromDatabase(s.Stock(), storedTime(s.Begin()), storedTime(s.End()))
 }

@@ -137,7 +137,7 @@ type Queue struct {
 
 // readState is what the one running Receive works with; no lock guards it.
 type readState struct {
-	streams      map[domain.VoucherID]*stream
+	streams      map[string]*stream // by hash tag: a voucher's, or a bucket's
 	nextDiscover time.Time
 	nextCollect  time.Time
 	rotate       int // which group of streams the next blocking read waits on
@@ -201,7 +201,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Queue, error) {
 		// Three renewals per MinIdle: two may fail before a takeover is due.
 		renewEvery: opts.MinIdle / 3,
 		recv:       make(chan struct{}, 1),
-		rd:         readState{streams: map[domain.VoucherID]*stream{}},
+		rd:         readState{streams: map[string]*stream{}},
 		in:         newInflight(),
 		done:       make(chan struct{}),
 		wake:       make(chan struct{}, 1),

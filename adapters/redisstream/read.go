@@ -90,7 +90,9 @@ func (q *Queue) sorted() []*stream {
 	for _, s := range q.rd.streams {
 		out = append(out, s)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].vid < out[j].vid })
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].vid < out[j].vid || out[i].vid == out[j].vid && out[i].tag < out[j].tag
+	})
 	return out
 }
 

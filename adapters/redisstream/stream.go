@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 )
 
@@ -61,7 +62,8 @@ func (st streamState) String() string {
 // the running Receive.
 type stream struct {
 	vid     domain.VoucherID
-	key     string // the voucher's order stream
+	tag     string // the stream's hash tag: "<vid>", or a bucket's "<vid>.<salt>"
+	key     string // the voucher's (or bucket's) order stream
 	voucher string // the voucher's gate hash: while it exists claims may append
 
 	state   streamState
@@ -72,9 +74,9 @@ type stream struct {
 	nextClaim time.Time // when the next XAUTOCLAIM pass may start
 }
 
-func (q *Queue) newStream(vid domain.VoucherID) *stream {
-	k := q.keys(vid)
-	return &stream{vid: vid, key: k.Orders, voucher: k.Voucher, state: stateNew, claimFrom: "0-0"}
+func (q *Queue) newStream(vid domain.VoucherID, tag string) *stream {
+	k := redisschema.KeysForTag(q.opts.Prefix, tag)
+	return &stream{vid: vid, tag: tag, key: k.Orders, voucher: k.Voucher, state: stateNew, claimFrom: "0-0"}
 }
 
 // grouped: the consumer group is known to exist on the stream.

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 )
 
@@ -30,29 +30,29 @@ func (q *Queue) discover(ctx context.Context, now time.Time) error {
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("discover order streams: %w", err)
 	}
-	registered := parseVoucherIDs(regCmd.Val())
+	registered := parseTags(regCmd.Val())
 
-	var fresh []domain.VoucherID
-	for vid := range parseVoucherIDs(liveCmd.Val()) {
-		if !registered[vid] {
-			fresh = append(fresh, vid)
+	var fresh []string
+	for tag := range parseTags(liveCmd.Val()) {
+		if _, ok := registered[tag]; !ok {
+			fresh = append(fresh, tag)
 		}
 	}
 	if len(fresh) > 0 {
 		pipe := q.rdb.Pipeline()
 		exists := make([]*redis.IntCmd, len(fresh))
-		for i, vid := range fresh {
-			k := q.keys(vid)
+		for i, tag := range fresh {
+			k := redisschema.KeysForTag(q.opts.Prefix, tag)
 			exists[i] = pipe.Exists(ctx, k.Voucher, k.Orders) // one hash tag: one slot
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return fmt.Errorf("discover order streams: %w", err)
 		}
 		var add []any
-		for i, vid := range fresh {
+		for i, tag := range fresh {
 			if exists[i].Val() > 0 {
-				add = append(add, int64(vid))
-				registered[vid] = true
+				add = append(add, tag)
+				registered[tag], _ = redisschema.ParseTag(tag)
 			}
 		}
 		if len(add) > 0 {
@@ -62,14 +62,14 @@ func (q *Queue) discover(ctx context.Context, now time.Time) error {
 		}
 	}
 
-	for vid := range registered {
-		if q.rd.streams[vid] == nil {
-			q.rd.streams[vid] = q.newStream(vid)
+	for tag, vid := range registered {
+		if q.rd.streams[tag] == nil {
+			q.rd.streams[tag] = q.newStream(vid, tag)
 		}
 	}
-	for vid, s := range q.rd.streams {
-		if !registered[vid] && !q.in.keeps(s) {
-			delete(q.rd.streams, vid)
+	for tag, s := range q.rd.streams {
+		if _, ok := registered[tag]; !ok && !q.in.keeps(s) {
+			delete(q.rd.streams, tag)
 		}
 	}
 	q.rd.nextDiscover = now.Add(q.discoverEvery)
@@ -98,8 +98,9 @@ func (q *Queue) adopt(ctx context.Context) error {
 			return fmt.Errorf("register order streams: %w", err)
 		}
 		for vid := range pub {
-			if q.rd.streams[vid] == nil {
-				q.rd.streams[vid] = q.newStream(vid)
+			tag := redisschema.VoucherTag(vid)
+			if q.rd.streams[tag] == nil {
+				q.rd.streams[tag] = q.newStream(vid, tag)
 			}
 		}
 	}
@@ -116,7 +117,7 @@ func (q *Queue) adopt(ctx context.Context) error {
 			// the other streams go on; discovery brings it back to try again.
 			q.opts.Log.Error().Err(err).Str("stream", s.key).
 				Msg("cannot create the consumer group on an order stream; its orders are not fulfilled until the key is repaired")
-			delete(q.rd.streams, s.vid)
+			delete(q.rd.streams, s.tag)
 			continue
 		default:
 			return fmt.Errorf("create consumer group %s on %s: %w", q.opts.Group, s.key, err)
@@ -133,25 +134,25 @@ func (q *Queue) adopt(ctx context.Context) error {
 // Publish wrote meanwhile (Publish writes the stream before registering it,
 // so one of the two sees the other). Collection is housekeeping; a failure
 // is logged and tried again later.
-func (q *Queue) collect(ctx context.Context, registered map[domain.VoucherID]bool) {
-	vids := make([]domain.VoucherID, 0, len(registered))
-	for vid := range registered {
-		vids = append(vids, vid)
+func (q *Queue) collect(ctx context.Context, registered map[string]domain.VoucherID) {
+	tags := make([]string, 0, len(registered))
+	for tag := range registered {
+		tags = append(tags, tag)
 	}
-	if len(vids) == 0 {
+	if len(tags) == 0 {
 		return
 	}
-	sort.Slice(vids, func(i, j int) bool { return vids[i] < vids[j] })
-	calls := make([]scriptCall, len(vids))
-	for i, vid := range vids {
-		k := q.keys(vid)
+	sort.Strings(tags)
+	calls := make([]scriptCall, len(tags))
+	for i, tag := range tags {
+		k := redisschema.KeysForTag(q.opts.Prefix, tag)
 		calls[i] = scriptCall{keys: []string{k.Voucher, k.Orders}}
 	}
 	cmds, err := runScripts(ctx, q.rdb, gcScript, calls)
-	var gone []domain.VoucherID
+	var gone []string
 	for i, c := range cmds {
 		if n, err := c.Int(); err == nil && n == 1 {
-			gone = append(gone, vids[i])
+			gone = append(gone, tags[i])
 		}
 	}
 	if err != nil {
@@ -161,8 +162,8 @@ func (q *Queue) collect(ctx context.Context, registered map[domain.VoucherID]boo
 		return
 	}
 	members := make([]any, len(gone))
-	for i, vid := range gone {
-		members[i] = int64(vid)
+	for i, tag := range gone {
+		members[i] = tag
 	}
 	if err := q.rdb.SRem(ctx, q.registry, members...).Err(); err != nil {
 		q.opts.Log.Warn().Err(err).Msg("unregistering finished order streams failed; trying again later")
@@ -170,41 +171,43 @@ func (q *Queue) collect(ctx context.Context, registered map[domain.VoucherID]boo
 	}
 	pipe := q.rdb.Pipeline()
 	exists := make([]*redis.IntCmd, len(gone))
-	for i, vid := range gone {
-		exists[i] = pipe.Exists(ctx, q.keys(vid).Orders)
+	for i, tag := range gone {
+		exists[i] = pipe.Exists(ctx, redisschema.KeysForTag(q.opts.Prefix, tag).Orders)
 	}
 	_, err = pipe.Exec(ctx)
 	var back []any
-	for i, vid := range gone {
+	for i, tag := range gone {
 		// On an error the member goes back too: a stream is never forgotten
 		// unless it was seen to be gone.
 		if err != nil || exists[i].Val() > 0 {
-			back = append(back, int64(vid))
+			back = append(back, tag)
 			continue
 		}
-		delete(q.rd.streams, vid)
+		delete(q.rd.streams, tag)
 	}
 	if len(back) > 0 {
 		if err := q.rdb.SAdd(ctx, q.registry, back...).Err(); err != nil {
-			q.opts.Log.Error().Err(err).Ints64("vouchers", toInts(back)).
+			q.opts.Log.Error().Err(err).Strs("streams", toStrings(back)).
 				Msg("re-registering order streams failed; they are read again once their vouchers are live or published to")
 		}
 	}
 }
 
-func toInts(xs []any) []int64 {
-	out := make([]int64, len(xs))
+func toStrings(xs []any) []string {
+	out := make([]string, len(xs))
 	for i, x := range xs {
-		out[i], _ = x.(int64)
+		out[i], _ = x.(string)
 	}
 	return out
 }
 
-func parseVoucherIDs(members []string) map[domain.VoucherID]bool {
-	out := make(map[domain.VoucherID]bool, len(members))
+// parseTags reads live-set and registry members: a voucher's tag "<id>" or a
+// bucket's "<id>.<salt>" (redisschema.ParseTag), each to its voucher.
+func parseTags(members []string) map[string]domain.VoucherID {
+	out := make(map[string]domain.VoucherID, len(members))
 	for _, m := range members {
-		if id, err := strconv.ParseInt(m, 10, 64); err == nil && id > 0 {
-			out[domain.VoucherID(id)] = true
+		if id, ok := redisschema.ParseTag(m); ok {
+			out[m] = id
 		}
 	}
 	return out

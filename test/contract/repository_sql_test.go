@@ -48,7 +48,7 @@ func repoSQLBackends() []repoSQLBackend {
 
 // repoMigrations are every migration, in order; a fresh database applies
 // them as one group, and one rollback undoes that group.
-var repoMigrations = []string{"20250101000001_create_seckill_tables", "20261201000001_create_voucher_creation"}
+var repoMigrations = []string{"20250101000001_create_seckill_tables", "20261201000001_create_voucher_creation", "20261201000012_add_seckill_buckets"}
 
 func repoMigrate(t *testing.T, db *bun.DB, want ...string) {
 	t.Helper()

@@ -271,10 +271,11 @@ func repoSameVoucher(t *testing.T, got, want domain.Voucher) {
 		Status                 int8
 		Seckill                bool
 		Stock                  int
+		Buckets                int
 	}
 	f := func(v domain.Voucher) flat {
 		return flat{v.ID(), v.ShopID(), v.Title(), v.SubTitle(), v.Rules(), v.PayValue(), v.ActualValue(),
-			v.Type(), v.Status(), v.IsSeckill(), v.Sale().Stock()}
+			v.Type(), v.Status(), v.IsSeckill(), v.Sale().Stock(), v.Sale().Buckets()}
 	}
 	if f(got) != f(want) {
 		t.Fatalf("voucher:\n got %+v\nwant %+v", f(got), f(want))
@@ -324,6 +325,28 @@ var repoCases = []struct {
 		}
 	}},
 
+	{"a_split_sale_keeps_its_buckets", func(t *testing.T, s repoSubject) {
+		// A restore rebuilds a sale from the repository: a split one must
+		// come back split, and an unsplit one as 1.
+		begin := time.Date(2026, 11, 29, 20, 0, 0, 0, repoZone)
+		split, err := repoSale(t, 300, begin, begin.Add(time.Hour)).WithBuckets(3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := repoAddSale(t, s, domain.VoucherSpec{ShopID: 9, Title: "split"}, split)
+		if v.Sale().Buckets() != 3 {
+			t.Fatalf("AddSeckill returned %d buckets, want 3", v.Sale().Buckets())
+		}
+		repoSameVoucher(t, repoGet(t, s, v.ID()), v)
+		live, err := s.vouchers.ListSeckillEndingAfter(repoCtx(t), begin)
+		if err != nil || len(live) != 1 || live[0].Sale().Buckets() != 3 {
+			t.Fatalf("ListSeckillEndingAfter: %v, %v", live, err)
+		}
+		whole := repoAdd(t, s, 9, 5)
+		if got := repoGet(t, s, whole.ID()).Sale().Buckets(); got != 1 {
+			t.Fatalf("an unsplit sale comes back with %d buckets", got)
+		}
+	}},
 	{"add_get_list_round_trip", func(t *testing.T, s repoSubject) {
 		// Sub-microsecond digits and a non-UTC zone: what comes back is the
 		// same instant, in UTC, at the precision the database keeps.

@@ -1,0 +1,1 @@
+ALTER TABLE tb_seckill_voucher DROP COLUMN buckets;

@@ -1,0 +1,38 @@
+-- Claim one unit of a bucket's stock for one user whose home this bucket is,
+-- atomically, and append the order to the bucket's stream. It is the unsplit
+-- voucher's claim script (redisgate/claim.lua) with two differences: an empty
+-- bucket answers 'empty' (the caller then moves stock from another bucket,
+-- since the voucher is sold out only when every bucket is), unless the user
+-- already holds an order here ('duplicate': no transfer can change that); and
+-- a bucket a restore has frozen answers 'busy' (nothing changed, try again).
+-- KEYS[1] bucket hash (stock, begin, end), KEYS[2] buyers hash, KEYS[3] stream
+-- ARGV[1] userId, ARGV[2] orderId, ARGV[3] retention ms, ARGV[4..] the order
+-- message (redisschema.EncodeOrder).
+local v = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end', 'frozen')
+if not v[1] then
+  return 'not_found'
+end
+if v[4] then
+  return 'busy'
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now < tonumber(v[2]) then
+  return 'not_started'
+end
+if now >= tonumber(v[3]) then
+  return 'ended'
+end
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then
+  return 'duplicate'
+end
+if tonumber(v[1]) <= 0 then
+  return 'empty'
+end
+redis.call('HINCRBY', KEYS[1], 'stock', -1)
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+if redis.call('PTTL', KEYS[2]) == -1 then
+  redis.call('PEXPIREAT', KEYS[2], tonumber(v[3]) + tonumber(ARGV[3]))
+end
+redis.call('XADD', KEYS[3], '*', unpack(ARGV, 4))
+return 'ok'

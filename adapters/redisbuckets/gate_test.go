@@ -1,0 +1,513 @@
+package redisbuckets_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hmdp-go/seckill/adapters/redisbuckets"
+	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redisschema"
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+	"github.com/hmdp-go/seckill/test/testenv"
+)
+
+var nextVoucher = domain.VoucherID(time.Now().UnixNano()%1_000_000 + 1000)
+
+func newVoucher(t testing.TB, stock int) domain.Voucher {
+	t.Helper()
+	now := time.Now()
+	sale, err := domain.NewSale(stock, now.Add(-time.Minute), now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := domain.NewSeckillVoucher(domain.VoucherSpec{ShopID: 1, Title: "hot"}, sale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextVoucher++
+	return v.WithID(nextVoucher)
+}
+
+var nextOrder int64 = 1
+
+func orderFor(t testing.TB, u domain.UserID, v domain.VoucherID) domain.VoucherOrder {
+	t.Helper()
+	nextOrder++
+	id, err := domain.NewOrderID(time.Now(), uint32(nextOrder))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := domain.NewVoucherOrder(id, u, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// userIn returns the first user id from start on whose home is bucket b.
+func userIn(b, k int, start domain.UserID) domain.UserID {
+	for u := start; ; u++ {
+		if redisschema.HomeBucket(u, k) == b {
+			return u
+		}
+	}
+}
+
+func fastOpts(prefix string) redisbuckets.Options {
+	return redisbuckets.Options{Prefix: prefix, ApplyDeadline: 150 * time.Millisecond, Skew: 50 * time.Millisecond}
+}
+
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+// books asserts what Redis holds for the voucher: the total units (bucket
+// stock plus unapplied records), and that no record is left.
+func books(t *testing.T, g *redisbuckets.Gate, id domain.VoucherID, wantUnits int) {
+	t.Helper()
+	units, found, err := g.Stock(ctx(t), id)
+	if err != nil || !found {
+		t.Fatalf("stock: %v found=%v", err, found)
+	}
+	if units != wantUnits {
+		t.Fatalf("units in Redis = %d, want %d", units, wantUnits)
+	}
+}
+
+// sellOut claims with fresh users until sold out and returns how many sold.
+func sellOut(t *testing.T, g *redisbuckets.Gate, id domain.VoucherID, firstUser domain.UserID) int {
+	t.Helper()
+	sold, soldOut := 0, 0
+	for u := firstUser; soldOut < 10; u++ {
+		err := g.Admit(ctx(t), orderFor(t, u, id))
+		switch {
+		case err == nil:
+			sold++
+			soldOut = 0
+		case errors.Is(err, domain.ErrSoldOut):
+			soldOut++
+		default:
+			t.Fatalf("claim of user %d: %v", u, err)
+		}
+	}
+	return sold
+}
+
+func TestPreheatPutsBucketsOnDifferentMasters(t *testing.T) {
+	rdb := testenv.RedisCluster(t)
+	prefix := testenv.KeyPrefix(t)
+	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
+	g := redisbuckets.New(rdb, fastOpts(prefix))
+	v := newVoucher(t, 10)
+	if err := g.Preheat(ctx(t), v, 3); err != nil {
+		t.Fatal(err)
+	}
+	stocks, err := g.Stocks(ctx(t), v.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stocks[0]+stocks[1]+stocks[2] != 10 || stocks[0] != 4 || stocks[2] != 3 {
+		t.Fatalf("stocks %v, want 4,3,3", stocks)
+	}
+	masters := map[string]bool{}
+	for b := range 3 {
+		m, err := rdb.MasterForKey(ctx(t), "{"+redisschema.BucketTag(v.ID(), b, 3)+"}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		masters[m.Options().Addr] = true
+	}
+	if len(masters) != 3 {
+		t.Fatalf("3 buckets on %d masters", len(masters))
+	}
+	// A second Preheat (an admin's retry) after a sale must not refill.
+	if err := g.Admit(ctx(t), orderFor(t, 1, v.ID())); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Preheat(ctx(t), v, 3); err != nil {
+		t.Fatal(err)
+	}
+	books(t, g, v.ID(), 9)
+	if err := g.Preheat(ctx(t), v, 2); err == nil {
+		t.Fatal("preheat with another K accepted")
+	}
+}
+
+func TestClaimMovesStockAndAnswersSoldOutOnlyWhenEveryBucketIsEmpty(t *testing.T) {
+	rdb := testenv.RedisCluster(t)
+	prefix := testenv.KeyPrefix(t)
+	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
+	g := redisbuckets.New(rdb, fastOpts(prefix))
+	v := newVoucher(t, 5)
+	if err := g.Preheat(ctx(t), v, 3); err != nil {
+		t.Fatal(err)
+	}
+	// Every unit is bought by users whose home is bucket 2 (stock 1): four
+	// of them need a transfer.
+	u := domain.UserID(1)
+	for i := range 5 {
+		u = userIn(2, 3, u+1)
+		if err := g.Admit(ctx(t), orderFor(t, u, v.ID())); err != nil {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+		if err := g.Admit(ctx(t), orderFor(t, u, v.ID())); !errors.Is(err, domain.ErrAlreadyClaimed) {
+			t.Fatalf("second claim of user %d: %v", u, err)
+		}
+	}
+	for b := range 3 {
+		if err := g.Admit(ctx(t), orderFor(t, userIn(b, 3, u+1), v.ID())); !errors.Is(err, domain.ErrSoldOut) {
+			t.Fatalf("claim in bucket %d after the last unit: %v", b, err)
+		}
+	}
+	books(t, g, v.ID(), 0)
+	if n, _ := g.PendingTransfers(ctx(t), v.ID()); n != 0 {
+		t.Fatalf("%d transfer records left", n)
+	}
+	if n, _ := g.Pending(ctx(t), v.ID()); n != 5 {
+		t.Fatalf("%d orders in the streams, want 5", n)
+	}
+}
+
+// A process killed between the steps of a transfer: the units it took are
+// counted in its record; the repair finishes the record and the sale ends
+// with exactly the stock sold.
+func TestProcessKilledBetweenTransferSteps(t *testing.T) {
+	rdb := testenv.RedisCluster(t)
+	for _, step := range []string{"taken", "applied"} {
+		t.Run(step, func(t *testing.T) {
+			prefix := testenv.KeyPrefix(t)
+			t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
+			opts := fastOpts(prefix)
+			opts.Fault = func(s string) error {
+				if s == step {
+					return errors.New("killed after " + s)
+				}
+				return nil
+			}
+			dying := redisbuckets.New(rdb, opts)
+			v := newVoucher(t, 8)
+			if err := dying.Preheat(ctx(t), v, 3); err != nil { // 3,3,2
+				t.Fatal(err)
+			}
+			// Empty bucket 2 honestly, then die in the transfer.
+			u := domain.UserID(100)
+			healthy := redisbuckets.New(rdb, fastOpts(prefix))
+			for range 2 {
+				u = userIn(2, 3, u+1)
+				if err := healthy.Admit(ctx(t), orderFor(t, u, v.ID())); err != nil {
+					t.Fatal(err)
+				}
+			}
+			u = userIn(2, 3, u+1)
+			err := dying.Admit(ctx(t), orderFor(t, u, v.ID()))
+			if !errors.Is(err, ports.ErrNotAdmitted) {
+				t.Fatalf("dying claim: %v", err)
+			}
+			if n, _ := healthy.PendingTransfers(ctx(t), v.ID()); n != 1 {
+				t.Fatalf("%d records after the kill, want 1", n)
+			}
+			books(t, healthy, v.ID(), 6) // a record's units count until applied, and only once
+			// The repair leaves a young record to its claimant, then finishes it.
+			testenv.Eventually(t, 10*time.Second, func() (bool, string) {
+				n, err := healthy.RepairTransfers(ctx(t), v.ID())
+				return err == nil && n == 1, "repair"
+			})
+			if n, _ := healthy.PendingTransfers(ctx(t), v.ID()); n != 0 {
+				t.Fatalf("%d records after the repair", n)
+			}
+			books(t, healthy, v.ID(), 6)
+			if sold := sellOut(t, healthy, v.ID(), 10_000); sold != 6 {
+				t.Fatalf("sold %d after the repair, want 6", sold)
+			}
+			books(t, healthy, v.ID(), 0)
+			if n, _ := healthy.Pending(ctx(t), v.ID()); n != 8 {
+				t.Fatalf("%d orders queued, want the stock 8", n)
+			}
+		})
+	}
+}
+
+func delBucket(t *testing.T, rdb redis.UniversalClient, prefix string, id domain.VoucherID, b, k int) {
+	t.Helper()
+	bk := redisschema.KeysForTag(prefix, redisschema.BucketTag(id, b, k))
+	for _, key := range []string{bk.Voucher, bk.Buyers, bk.Orders, bk.Transfers(), bk.Applied()} {
+		if err := rdb.Del(ctx(t), key).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A bucket's master loses its data (its stock, marks, stream and records):
+// the restore rebuilds it from the database's numbers so that units in Redis
+// plus orders queued equal the database's remaining stock, and the sale then
+// sells exactly that.
+func TestBucketLostThenRestored(t *testing.T) {
+	rdb := testenv.RedisCluster(t)
+	prefix := testenv.KeyPrefix(t)
+	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
+	g := redisbuckets.New(rdb, fastOpts(prefix))
+	v := newVoucher(t, 30)
+	if err := g.Preheat(ctx(t), v, 3); err != nil {
+		t.Fatal(err)
+	}
+	var buyers []domain.VoucherOrder
+	for u := domain.UserID(1); len(buyers) < 12; u++ {
+		o := orderFor(t, u, v.ID())
+		if err := g.Admit(ctx(t), o); err != nil {
+			t.Fatal(err)
+		}
+		buyers = append(buyers, o)
+	}
+	// A transfer left half done by a dead claimant, into the bucket lost
+	// next: bucket 1 is emptied, then a claimant dies after taking from
+	// bucket 2. (Nothing has reached the database: its stock is still 30.)
+	u := domain.UserID(5000)
+	for {
+		stocks, _ := g.Stocks(ctx(t), v.ID())
+		if stocks[1] == 0 {
+			break
+		}
+		u = userIn(1, 3, u+1)
+		o := orderFor(t, u, v.ID())
+		if err := g.Admit(ctx(t), o); err != nil {
+			t.Fatal(err)
+		}
+		buyers = append(buyers, o)
+	}
+	dyingOpts := fastOpts(prefix)
+	dyingOpts.Fault = func(string) error { return errors.New("killed") }
+	u = userIn(1, 3, u+1)
+	if err := redisbuckets.New(rdb, dyingOpts).Admit(ctx(t), orderFor(t, u, v.ID())); !errors.Is(err, ports.ErrNotAdmitted) {
+		t.Fatalf("dying claim: %v", err)
+	}
+	if n, _ := g.PendingTransfers(ctx(t), v.ID()); n != 1 {
+		t.Fatalf("%d records, want 1", n)
+	}
+	delBucket(t, rdb, prefix, v.ID(), 1, 3)
+	missing, err := g.Missing(ctx(t), v.ID(), 3)
+	if err != nil || !missing {
+		t.Fatalf("missing = %v, %v", missing, err)
+	}
+	queued, _ := g.Pending(ctx(t), v.ID()) // bucket 1's queued orders are lost with it
+	ok, err := g.Restore(ctx(t), v, 3, nil)
+	if err != nil || !ok {
+		t.Fatalf("restore: %v, %v", ok, err)
+	}
+	if missing, _ := g.Missing(ctx(t), v.ID(), 3); missing {
+		t.Fatal("still missing after the restore")
+	}
+	books(t, g, v.ID(), 30-int(queued))
+	// Survivors keep their marks: their users are still refused a second order.
+	marks, _ := g.Buyers(ctx(t), v.ID())
+	for _, o := range buyers {
+		if redisschema.HomeBucket(o.UserID(), 3) == 1 {
+			continue
+		}
+		if marks[o.UserID()] != o.ID() {
+			t.Fatalf("user %d lost its mark", o.UserID())
+		}
+		if err := g.Admit(ctx(t), orderFor(t, o.UserID(), v.ID())); !errors.Is(err, domain.ErrAlreadyClaimed) {
+			t.Fatalf("user %d claimed again: %v", o.UserID(), err)
+		}
+	}
+	if sold := sellOut(t, g, v.ID(), 10_000); sold != 30-int(queued) {
+		t.Fatalf("sold %d after the restore, want %d", sold, 30-queued)
+	}
+	books(t, g, v.ID(), 0)
+	if n, _ := g.Pending(ctx(t), v.ID()); n != 30 {
+		t.Fatalf("%d orders queued, want 30", n)
+	}
+}
+
+// Redis loses the whole voucher; the database has 8 orders and 22 units
+// left. The restore writes every bucket: the units split, each buyer's mark
+// in its home bucket.
+func TestRestoreFromDatabaseWithBuckets(t *testing.T) {
+	rdb := testenv.RedisCluster(t)
+	prefix := testenv.KeyPrefix(t)
+	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
+	g := redisbuckets.New(rdb, fastOpts(prefix))
+	v := newVoucher(t, 22)
+	var buyers []domain.VoucherOrder
+	for u := domain.UserID(1); u <= 8; u++ {
+		buyers = append(buyers, orderFor(t, u, v.ID()))
+	}
+	ok, err := g.Restore(ctx(t), v, 3, buyers)
+	if err != nil || !ok {
+		t.Fatalf("restore: %v, %v", ok, err)
+	}
+	books(t, g, v.ID(), 22)
+	stocks, _ := g.Stocks(ctx(t), v.ID())
+	for b, s := range stocks {
+		if s < 7 || s > 8 {
+			t.Fatalf("bucket %d holds %d of 22: %v", b, s, stocks)
+		}
+	}
+	for _, o := range buyers {
+		if err := g.Admit(ctx(t), orderFor(t, o.UserID(), v.ID())); !errors.Is(err, domain.ErrAlreadyClaimed) {
+			t.Fatalf("buyer %d claimed again: %v", o.UserID(), err)
+		}
+		found, ok, err := g.Queued(ctx(t), o.UserID(), o.ID())
+		_ = found
+		if err != nil || ok {
+			t.Fatalf("a restored buyer is found in the database, not queued: %v %v", ok, err)
+		}
+	}
+	// A second restore finds every bucket serving and writes nothing.
+	if ok, err := g.Restore(ctx(t), v, 3, buyers); err != nil || ok {
+		t.Fatalf("second restore: %v, %v", ok, err)
+	}
+	if sold := sellOut(t, g, v.ID(), 1000); sold != 22 {
+		t.Fatalf("sold %d, want 22", sold)
+	}
+}
+
+// The fence: a claimant took units from a bucket that is then lost (with its
+// record) and applies them only after the restore rebuilt the buckets. The
+// apply must be refused, or those units would exist twice (once in the
+// restored count, once in the home's stock).
+func TestRestoreFencesOffAClaimThatTookFromTheLostBucket(t *testing.T) {
+	rdb := testenv.RedisCluster(t)
+	prefix := testenv.KeyPrefix(t)
+	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
+	g := redisbuckets.New(rdb, fastOpts(prefix))
+	v := newVoucher(t, 12)
+	if err := g.Preheat(ctx(t), v, 3); err != nil { // 4,4,4
+		t.Fatal(err)
+	}
+	u := domain.UserID(1)
+	for range 4 {
+		u = userIn(0, 3, u+1)
+		if err := g.Admit(ctx(t), orderFor(t, u, v.ID())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	taken, resume := make(chan struct{}), make(chan struct{})
+	opts := fastOpts(prefix)
+	first := true
+	opts.Fault = func(step string) error {
+		if step == "taken" && first {
+			first = false
+			close(taken)
+			<-resume
+		}
+		return nil
+	}
+	slow := redisbuckets.New(rdb, opts)
+	done := make(chan error, 1)
+	u = userIn(0, 3, u+1)
+	go func() { done <- slow.Admit(context.Background(), orderFor(t, u, v.ID())) }()
+	<-taken                                 // the claimant holds 2 units taken from bucket 1
+	delBucket(t, rdb, prefix, v.ID(), 1, 3) // bucket 1 lost, its record with it
+	if ok, err := g.Restore(ctx(t), v, 3, nil); err != nil || !ok {
+		t.Fatalf("restore: %v %v", ok, err)
+	}
+	close(resume)
+	if err := <-done; err != nil && !errors.Is(err, ports.ErrNotAdmitted) {
+		t.Fatalf("the fenced claim: %v", err)
+	}
+	queued, _ := g.Pending(ctx(t), v.ID())
+	units, _, _ := g.Stock(ctx(t), v.ID())
+	if units+int(queued) != 12 {
+		t.Fatalf("units %d + queued %d != 12: the late apply counted twice or a unit was lost", units, queued)
+	}
+	sold := sellOut(t, g, v.ID(), 10_000)
+	if after, _ := g.Pending(ctx(t), v.ID()); after != 12 || int(after-queued) != sold {
+		t.Fatalf("queued %d after selling %d more, want 12", after, sold)
+	}
+}
+
+// The K key lives in the voucher's own slot, apart from the buckets: lost
+// alone, the probe reports the voucher, and the restore (K from MySQL) writes
+// it again without touching the buckets, so a process that never cached K
+// routes the claims to the buckets again.
+func TestLostBucketCountIsRestored(t *testing.T) {
+	rdb := testenv.RedisCluster(t)
+	prefix := testenv.KeyPrefix(t)
+	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
+	g := redisbuckets.New(rdb, fastOpts(prefix))
+	v := newVoucher(t, 6)
+	if err := g.Preheat(ctx(t), v, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Del(ctx(t), redisschema.BucketMeta(prefix, v.ID())).Err(); err != nil {
+		t.Fatal(err)
+	}
+	split, err := v.WithBuckets(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := redisbuckets.New(rdb, fastOpts(prefix)) // a process that never saw K
+	r := redisbuckets.NewRouter(wholeStub{}, fresh, true)
+	missing, err := r.Missing(ctx(t), []domain.VoucherID{v.ID()})
+	if err != nil || len(missing) != 1 {
+		t.Fatalf("missing %v, %v", missing, err)
+	}
+	if ok, err := r.Restore(ctx(t), split, nil); err != nil || ok {
+		t.Fatalf("restore: %v %v (the buckets were all there)", ok, err)
+	}
+	if k, err := fresh.Buckets(ctx(t), v.ID()); err != nil || k != 3 {
+		t.Fatalf("K after the restore: %d, %v", k, err)
+	}
+	books(t, fresh, v.ID(), 6)
+}
+
+// wholeStub is an unsplit gate that holds nothing.
+type wholeStub struct{ redisbuckets.Whole }
+
+func (wholeStub) Missing(_ context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error) {
+	return ids, nil
+}
+
+// Status queries find a queued order of a split voucher in its home bucket
+// and one of an unsplit voucher where redisgate put it, through one lookup,
+// and nobody else's.
+func TestQueuedFindsOrdersOfBothKinds(t *testing.T) {
+	rdb := testenv.RedisCluster(t)
+	prefix := testenv.KeyPrefix(t)
+	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
+	whole := redisgate.New(rdb, redisgate.Options{Prefix: prefix})
+	split := redisbuckets.New(rdb, fastOpts(prefix))
+	r := redisbuckets.NewRouter(whole, split, true)
+
+	sv, wv := newVoucher(t, 9), newVoucher(t, 9)
+	sv, _ = sv.WithBuckets(3)
+	for _, v := range []domain.Voucher{sv, wv} {
+		if err := r.Preheat(ctx(t), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admit := redisbuckets.NewAdmission(admitFunc(whole.ReserveAndAppend), split)
+	for _, v := range []domain.Voucher{sv, wv} {
+		for u := domain.UserID(1); u <= 4; u++ {
+			o := orderFor(t, u, v.ID())
+			if err := admit.Admit(ctx(t), o); err != nil {
+				t.Fatalf("voucher %d user %d: %v", v.ID(), u, err)
+			}
+			got, ok, err := r.Queued(ctx(t), u, o.ID())
+			if err != nil || !ok || got != o {
+				t.Fatalf("queued %s: %v %v %v", o, got, ok, err)
+			}
+			if _, ok, err := r.Queued(ctx(t), u+100, o.ID()); err != nil || ok {
+				t.Fatalf("another user found %s: %v %v", o, ok, err)
+			}
+		}
+	}
+	if n, _ := split.Pending(ctx(t), sv.ID()); n != 4 {
+		t.Fatalf("split voucher's streams hold %d, want 4", n)
+	}
+	if s, _, _ := whole.Stock(ctx(t), wv.ID()); s != 5 {
+		t.Fatalf("unsplit voucher's stock %d, want 5", s)
+	}
+}
+
+type admitFunc func(context.Context, domain.VoucherOrder) error
+
+func (f admitFunc) Admit(ctx context.Context, o domain.VoucherOrder) error { return f(ctx, o) }

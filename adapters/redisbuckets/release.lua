@@ -1,0 +1,12 @@
+-- Undo the reservation held by exactly one order in its home bucket (as
+-- redisgate/release.lua).
+-- KEYS[1] bucket hash, KEYS[2] buyers hash; ARGV[1] userId, ARGV[2] orderId,
+-- ARGV[3] '1' to return the unit to the bucket's stock
+if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then
+  return 0
+end
+redis.call('HDEL', KEYS[2], ARGV[1])
+if ARGV[3] == '1' and redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HINCRBY', KEYS[1], 'stock', 1)
+end
+return 1

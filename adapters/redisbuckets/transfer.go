@@ -1,0 +1,359 @@
+package redisbuckets
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hmdp-go/seckill/adapters/redisschema"
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// The transfer protocol. Buckets live in different slots, so moving units
+// from a donor d to a home h cannot be one atomic step. It is three, each
+// atomic in its own slot:
+//
+//	1. take  (d's slot): d.stock -= n; d.xfer[id] = "n:h:created"
+//	2. apply (h's slot): if id not in h.applied { h.applied += id; h.stock += n }
+//	3. settle (d's slot): del d.xfer[id]
+//
+// At every moment each unit is in exactly one place: a bucket's stock (or
+// sold from it), or a record of d.xfer whose id is not yet in its home's
+// applied set. Step 2 is idempotent, so a record may be applied again by
+// anyone who reads it (the repair re-applies, then settles, every record
+// older than ApplyDeadline+Skew); a process that dies after step 1 or 2 leaves
+// a record the repair finishes. Nothing ever applies a record without having
+// read it from d.xfer or having just written it there, and the claim path
+// applies only within ApplyDeadline of step 1 (the apply script checks it),
+// which is what lets a restore fence the claim path off (restore.go).
+
+// claimWithTransfers is a claim whose home h was empty: it visits the other
+// buckets in turn, moves half of a donor's stock home and claims there again.
+// It answers sold out only after (1) a sweep in which every donor was seen
+// empty with no transfer of its younger than ApplyDeadline in flight and the
+// home then empty once more, and (2) a snapshot of all K buckets, read in one
+// pipelined round trip, showing no stock and no transfer record anywhere.
+// Units can then exist only if a whole transfer (take, apply, settle) ran
+// between two reads of that one round trip. If units keep moving away from
+// it, after Sweeps sweeps it answers busy (not admitted, nothing changed)
+// rather than sold out.
+func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, k, h int) error {
+	home := g.bucket(o.VoucherID(), h, k)
+	for sweep := 0; sweep < g.opts.Sweeps; sweep++ {
+		if sweep > 0 {
+			// Another claim's transfer may have refilled the home meanwhile.
+			answer, err := g.claimOnce(ctx, home, o, false)
+			if err != nil {
+				return fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
+			}
+			if answer != "empty" {
+				return answerErr(answer, o)
+			}
+		}
+		inFlight, took := int64(0), false
+		for i := 1; i < k; i++ {
+			d := (h + i) % k
+			donor := g.bucket(o.VoucherID(), d, k)
+			id := newTransferID()
+			n, created, young, err := g.take(ctx, donor, id, h)
+			if err != nil {
+				// Step 1 may have run: its record is the repair's to finish.
+				return fmt.Errorf("%w: transfer from bucket %d: %w", ports.ErrNotAdmitted, d, err)
+			}
+			if n == 0 {
+				inFlight += young
+				continue
+			}
+			took = true
+			if err := g.fault("taken"); err != nil {
+				return fmt.Errorf("%w: %w", ports.ErrNotAdmitted, err)
+			}
+			res, err := g.apply(ctx, home, id, n, created, g.opts.ApplyDeadline, false)
+			if err != nil {
+				return fmt.Errorf("%w: transfer to bucket %d: %w", ports.ErrNotAdmitted, h, err)
+			}
+			if res == 1 || res == 0 {
+				if err := g.fault("applied"); err != nil {
+					return fmt.Errorf("%w: %w", ports.ErrNotAdmitted, err)
+				}
+				// A failed settle leaves an applied record: the repair deletes it.
+				_ = g.rdb.HDel(ctx, donor.Transfers(), id).Err()
+			}
+			answer, err := g.claimOnce(ctx, home, o, false)
+			if err != nil {
+				return fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
+			}
+			if answer != "empty" {
+				return answerErr(answer, o)
+			}
+		}
+		answer, err := g.claimOnce(ctx, home, o, false)
+		if err != nil {
+			return fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
+		}
+		if answer != "empty" {
+			return answerErr(answer, o)
+		}
+		if took || inFlight > 0 {
+			continue
+		}
+		// Every bucket was seen empty, one after the other. Units may still
+		// have moved behind the sweep (into a bucket visited earlier, from one
+		// visited later): one snapshot of every bucket's stock and records, in
+		// one pipelined round trip, settles it.
+		stock, records, err := g.snapshot(ctx, o.VoucherID(), k)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ports.ErrNotAdmitted, err)
+		}
+		if stock == 0 && records == 0 {
+			return domain.ErrSoldOut
+		}
+		if stock == 0 {
+			// Only records older than the apply deadline are left (their
+			// claimant stopped): finish them here rather than wait for the
+			// periodic repair, then go round again.
+			_, _ = g.RepairTransfers(ctx, o.VoucherID())
+		}
+	}
+	return fmt.Errorf("%w: voucher %d's stock is moving between buckets", ports.ErrNotAdmitted, o.VoucherID())
+}
+
+func (g *Gate) fault(step string) error {
+	if g.opts.Fault == nil {
+		return nil
+	}
+	return g.opts.Fault(step)
+}
+
+// take is step 1 on the donor.
+func (g *Gate) take(ctx context.Context, donor redisschema.Keys, id string, to int) (n int64, created int64, young int64, err error) {
+	r, err := takeScript.Run(ctx, g.rdb, []string{donor.Voucher, donor.Transfers()},
+		id, to, g.opts.ApplyDeadline.Milliseconds()).Int64Slice()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if len(r) != 3 {
+		return 0, 0, 0, fmt.Errorf("take script answered %v", r)
+	}
+	return r[0], r[1], r[2], nil
+}
+
+// apply is step 2 on the home (see apply.lua for the answers).
+func (g *Gate) apply(ctx context.Context, home redisschema.Keys, id string, n, created int64, deadline time.Duration, force bool) (int64, error) {
+	f := "0"
+	if force {
+		f = "1"
+	}
+	return applyScript.Run(ctx, g.rdb, []string{home.Voucher, home.Applied()},
+		id, n, created, deadline.Milliseconds(), f).Int64()
+}
+
+func newTransferID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// record is one parsed transfer record.
+type record struct {
+	id      string
+	n       int64
+	to      int
+	created int64
+}
+
+func parseRecord(id, raw string) (record, bool) {
+	parts := strings.Split(raw, ":")
+	if len(parts) != 3 {
+		return record{}, false
+	}
+	n, err1 := strconv.ParseInt(parts[0], 10, 64)
+	to, err2 := strconv.Atoi(parts[1])
+	c, err3 := strconv.ParseInt(parts[2], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || n <= 0 || to < 0 {
+		return record{}, false
+	}
+	return record{id: id, n: n, to: to, created: c}, true
+}
+
+func (g *Gate) records(ctx context.Context, id domain.VoucherID, k int) ([][]record, error) {
+	out := make([][]record, k)
+	for d := range k {
+		raw, err := g.rdb.HGetAll(ctx, g.bucket(id, d, k).Transfers()).Result()
+		if err != nil {
+			return nil, fmt.Errorf("transfer records of voucher %d bucket %d: %w", id, d, err)
+		}
+		for rid, v := range raw {
+			r, ok := parseRecord(rid, v)
+			if !ok || r.to >= k {
+				return nil, fmt.Errorf("voucher %d bucket %d: bad transfer record %q=%q", id, d, rid, v)
+			}
+			out[d] = append(out[d], r)
+		}
+	}
+	return out, nil
+}
+
+// RepairTransfers finishes the voucher's transfer records older than
+// ApplyDeadline+Skew: applies each (idempotent) to its home, then deletes it.
+// A record whose home is missing or frozen is left for the restore. It
+// returns how many records it finished.
+func (g *Gate) RepairTransfers(ctx context.Context, id domain.VoucherID) (int, error) {
+	k, err := g.Buckets(ctx, id)
+	if err != nil || k < 2 {
+		return 0, err
+	}
+	recs, err := g.records(ctx, id, k)
+	if err != nil {
+		return 0, err
+	}
+	cutoff := time.Now().Add(-g.opts.ApplyDeadline - g.opts.Skew).UnixMilli()
+	done := 0
+	for d, rs := range recs {
+		for _, r := range rs {
+			if r.created > cutoff {
+				continue // its claimant may still apply it
+			}
+			res, err := g.apply(ctx, g.bucket(id, r.to, k), r.id, r.n, r.created, 0, false)
+			if err != nil {
+				return done, fmt.Errorf("repair transfer %s of voucher %d: %w", r.id, id, err)
+			}
+			if res != 0 && res != 1 {
+				continue
+			}
+			if err := g.rdb.HDel(ctx, g.bucket(id, d, k).Transfers(), r.id).Err(); err != nil {
+				return done, fmt.Errorf("repair transfer %s of voucher %d: %w", r.id, id, err)
+			}
+			done++
+		}
+	}
+	return done, nil
+}
+
+// RepairAll runs RepairTransfers on every split voucher in the live set; the
+// service calls it with its periodic gate repair.
+func (g *Gate) RepairAll(ctx context.Context) (int, error) {
+	members, err := g.rdb.SMembers(ctx, redisschema.LiveSet(g.prefix)).Result()
+	if err != nil {
+		return 0, fmt.Errorf("repair transfers: %w", err)
+	}
+	seen := map[domain.VoucherID]bool{}
+	total := 0
+	for _, m := range members {
+		if !strings.Contains(m, ".") {
+			continue
+		}
+		id, ok := redisschema.ParseTag(m)
+		if !ok || seen[id] {
+			continue
+		}
+		seen[id] = true
+		n, err := g.RepairTransfers(ctx, id)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// PruneLive removes from the live set the bucket tags whose bucket hash and
+// stream are both gone (the sale's keys expired), and reports how many; the
+// unsplit gate's PruneLive skips them. As there, it removes first and looks
+// again, putting back a member whose keys came back meanwhile.
+func (g *Gate) PruneLive(ctx context.Context) (int, error) {
+	live := redisschema.LiveSet(g.prefix)
+	members, err := g.rdb.SMembers(ctx, live).Result()
+	if err != nil {
+		return 0, fmt.Errorf("prune bucket tags: %w", err)
+	}
+	var tags []string
+	for _, m := range members {
+		if _, ok := redisschema.ParseTag(m); ok && strings.Contains(m, ".") {
+			tags = append(tags, m)
+		}
+	}
+	gone := func(tags []string) ([]string, error) {
+		pipe := g.rdb.Pipeline()
+		cmds := make([]*redis.IntCmd, len(tags))
+		for i, tag := range tags {
+			k := redisschema.KeysForTag(g.prefix, tag)
+			cmds[i] = pipe.Exists(ctx, k.Voucher, k.Orders)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, err
+		}
+		var out []string
+		for i, c := range cmds {
+			if c.Val() == 0 {
+				out = append(out, tags[i])
+			}
+		}
+		return out, nil
+	}
+	if len(tags) == 0 {
+		return 0, nil
+	}
+	stale, err := gone(tags)
+	if err != nil || len(stale) == 0 {
+		return 0, err
+	}
+	rm := make([]any, len(stale))
+	for i, t := range stale {
+		rm[i] = t
+	}
+	if err := g.rdb.SRem(ctx, live, rm...).Err(); err != nil {
+		return 0, fmt.Errorf("prune bucket tags: %w", err)
+	}
+	still, err := gone(stale)
+	if err != nil {
+		return 0, fmt.Errorf("prune bucket tags: %w", err)
+	}
+	isGone := map[string]bool{}
+	for _, t := range still {
+		isGone[t] = true
+	}
+	var back []any
+	for _, t := range stale {
+		if !isGone[t] {
+			back = append(back, t)
+		}
+	}
+	if len(back) > 0 {
+		if err := g.rdb.SAdd(ctx, live, back...).Err(); err != nil {
+			return 0, fmt.Errorf("prune bucket tags: %w", err)
+		}
+	}
+	return len(stale) - len(back), nil
+}
+
+// snapshot reads every bucket's stock and number of transfer records in one
+// pipelined round trip (on a cluster, one parallel round trip per master).
+func (g *Gate) snapshot(ctx context.Context, id domain.VoucherID, k int) (stock, records int64, err error) {
+	pipe := g.rdb.Pipeline()
+	stocks := make([]*redis.StringCmd, k)
+	recs := make([]*redis.IntCmd, k)
+	for b := range k {
+		bk := g.bucket(id, b, k)
+		stocks[b] = pipe.HGet(ctx, bk.Voucher, "stock")
+		recs[b] = pipe.HLen(ctx, bk.Transfers())
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return 0, 0, fmt.Errorf("snapshot of voucher %d's buckets: %w", id, err)
+	}
+	for b := range k {
+		if n, err := stocks[b].Int64(); err == nil && n > 0 {
+			stock += n
+		}
+		records += recs[b].Val()
+	}
+	return stock, records, nil
+}

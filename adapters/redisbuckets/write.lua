@@ -1,0 +1,38 @@
+-- Write one bucket of a sale: at preheat only when the bucket is absent (so a
+-- retried preheat never sells twice), at restore over a placeholder.
+-- KEYS[1] bucket hash, KEYS[2] buyers hash, KEYS[3] staging hash of buyers
+-- ARGV[1] stock, ARGV[2] begin, ARGV[3] end, ARGV[4] expire at (unix ms),
+-- ARGV[5] buyers staged, ARGV[6] mode: 'preheat' or 'restore'
+-- Returns 1 written, 0 left alone, -1 staged buyers incomplete, -2 the
+-- bucket holds another sale's window.
+local exists = redis.call('EXISTS', KEYS[1]) == 1
+if exists then
+  local cur = redis.call('HMGET', KEYS[1], 'begin', 'end', 'placeholder')
+  if cur[1] ~= ARGV[2] or cur[2] ~= ARGV[3] then
+    redis.call('DEL', KEYS[3])
+    return -2
+  end
+  if ARGV[6] ~= 'restore' or not cur[3] then
+    redis.call('DEL', KEYS[3])
+    return 0
+  end
+end
+local n = tonumber(ARGV[5])
+if n > 0 then
+  if redis.call('HLEN', KEYS[3]) ~= n then
+    redis.call('DEL', KEYS[3])
+    return -1
+  end
+  redis.call('RENAME', KEYS[3], KEYS[2])
+  redis.call('PEXPIREAT', KEYS[2], ARGV[4])
+else
+  redis.call('DEL', KEYS[2])
+end
+redis.call('HDEL', KEYS[1], 'placeholder')
+redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3])
+if ARGV[6] == 'restore' then
+  -- A restored bucket stays frozen until the restore has written them all.
+  redis.call('HSET', KEYS[1], 'frozen', '1')
+end
+redis.call('PEXPIREAT', KEYS[1], ARGV[4])
+return 1

@@ -1,0 +1,135 @@
+package redisschema
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/hmdp-go/seckill/domain"
+)
+
+// A bucketed voucher (its stock split into K > 1 buckets, see
+// adapters/redisbuckets) keeps each bucket under a hash tag of its own,
+// "<voucherId>.<salt>", with the same key names as an unsplit voucher's
+// (voucher, buyers, orders) plus its transfer records. The salt is chosen so
+// that bucket b's slot falls in the b-th of K equal ranges of the 16384 slots:
+// on a cluster whose masters own equal ranges, the buckets land on K
+// different masters (when K divides evenly into the masters). An unsplit
+// voucher's tag is "<voucherId>", so the consumer treats both alike: a stream
+// is named by its tag.
+
+// MaxBuckets bounds K (domain.MaxBuckets).
+const MaxBuckets = domain.MaxBuckets
+
+// clusterSlots is the number of Redis Cluster hash slots.
+const clusterSlots = 16384
+
+// VoucherTag is the hash tag of an unsplit voucher.
+func VoucherTag(id domain.VoucherID) string { return strconv.FormatInt(int64(id), 10) }
+
+// BucketTag is bucket b's (0 <= b < k) hash tag. It is a pure function of
+// (id, b, k), so every process computes the same tags without storing them.
+func BucketTag(id domain.VoucherID, b, k int) string {
+	if k <= 1 {
+		return VoucherTag(id)
+	}
+	lo, hi := b*clusterSlots/k, (b+1)*clusterSlots/k
+	base := VoucherTag(id) + "."
+	for salt := 0; ; salt++ {
+		tag := base + strconv.Itoa(salt)
+		if s := int(Slot(tag)); s >= lo && s < hi {
+			return tag
+		}
+	}
+}
+
+// KeysForTag is KeysFor with an explicit hash tag (a bucket's).
+func KeysForTag(prefix, tag string) Keys {
+	t := prefix + "{" + tag + "}:"
+	return Keys{
+		Voucher: t + "voucher",
+		Buyers:  t + "buyers",
+		Orders:  t + "orders",
+		Live:    LiveSet(prefix),
+		tag:     t,
+	}
+}
+
+// Transfers is a bucket's hash of outgoing transfer records: id -> "n:to:createdMs".
+func (k Keys) Transfers() string { return k.tag + "xfer" }
+
+// Applied is a bucket's set of the transfer ids it has received.
+func (k Keys) Applied() string { return k.tag + "applied" }
+
+// BucketMeta names, under the voucher's own hash tag, the string holding a
+// bucketed voucher's K; its absence means an unsplit voucher.
+func BucketMeta(prefix string, id domain.VoucherID) string {
+	return prefix + "{" + VoucherTag(id) + "}:buckets"
+}
+
+// BucketLock names the lock one bucket restore holds at a time per voucher.
+func BucketLock(prefix string, id domain.VoucherID) string {
+	return prefix + "{" + VoucherTag(id) + "}:buckets-restore"
+}
+
+// ParseTag reads a live-set or registry member: "<id>" (an unsplit voucher) or
+// "<id>.<salt>" (a bucket). ok is false for anything else.
+func ParseTag(m string) (domain.VoucherID, bool) {
+	head, salt, split := strings.Cut(m, ".")
+	id, err := strconv.ParseInt(head, 10, 64)
+	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != head {
+		return 0, false
+	}
+	if split {
+		n, err := strconv.Atoi(salt)
+		if err != nil || n < 0 || strconv.Itoa(n) != salt {
+			return 0, false
+		}
+	}
+	return domain.VoucherID(id), true
+}
+
+// HomeBucket is the bucket that decides a user's claims: a stable hash of the
+// user id (splitmix64's finaliser, so consecutive ids spread evenly) mod k.
+func HomeBucket(u domain.UserID, k int) int {
+	if k <= 1 {
+		return 0
+	}
+	x := uint64(u)
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return int(x % uint64(k))
+}
+
+// ValidateBuckets refuses a K outside 1..MaxBuckets.
+func ValidateBuckets(k int) error {
+	if k < 1 || k > MaxBuckets {
+		return fmt.Errorf("buckets must be between 1 and %d, not %d", MaxBuckets, k)
+	}
+	return nil
+}
+
+// Slot is the Redis Cluster slot of a key (or of a bare hash tag): CRC16
+// (XMODEM) of the key's first non-empty {...} section, mod 16384.
+func Slot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for b := 0; b < 8; b++ {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % clusterSlots
+}
