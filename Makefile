@@ -29,7 +29,8 @@ test: ## run every test with the race detector (real Redis/MySQL when SECKILL_TE
 
 # FUZZ lists package:target pairs; -fuzz takes one target per run.
 FUZZ     ?= ./adapters/httpapi:FuzzVoucherBody ./adapters/httpapi:FuzzTokenBody \
-            ./adapters/httpapi:FuzzPathID ./adapters/httpapi:FuzzAuthorizationHeader
+            ./adapters/httpapi:FuzzPathID ./adapters/httpapi:FuzzAuthorizationHeader \
+            ./adapters/redisschema:FuzzDecodeOrder
 FUZZTIME ?= 5s
 
 .PHONY: fuzz
