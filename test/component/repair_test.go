@@ -2,6 +2,7 @@ package component_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/adapters/redissession"
+	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/infra"
 	"github.com/hmdp-go/seckill/test/testenv"
@@ -117,6 +119,68 @@ func TestReconcileOnEachRedis(t *testing.T) {
 			if err != nil || !r.Consistent() || r.GateStock != 3 {
 				t.Fatalf("fix: %+v, %v; want consistent with stock 3", r, err)
 			}
+		})
+	}
+}
+
+// TestReconcileRightAfterClaimsSeesThemInFlight: an operator who runs
+// reconcile while a sale's orders are still on their way to MySQL must not be
+// told to repair anything. The worker is held (the voucher's stock row is
+// locked, as a slow database would) so the claims stay in the stream.
+func TestReconcileRightAfterClaimsSeesThemInFlight(t *testing.T) {
+	for _, b := range testenv.RealRedisBackends() {
+		t.Run(b.Name, func(t *testing.T) {
+			app, base := startServiceOn(t, infra.QueueStream, b.Name)
+			ctx := context.Background()
+			vid := createVoucher(t, app, 5)
+			sessions := redissession.New(app.Redis, redissession.Options{TTL: time.Hour})
+			claim := func(u int) {
+				tok, err := sessions.Mint(ctx, domain.UserID(u))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, env := postJSON(t, http.DefaultClient, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), tok, nil); !env.Success {
+					t.Fatalf("claim of user %d: %+v", u, env)
+				}
+			}
+			rec, done, err := infra.BuildReconcile(app.Config, app.Log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer done()
+			claim(1)
+			testenv.Eventually(t, 20*time.Second, func() (bool, string) {
+				r, err := rec.Check(ctx, vid)
+				return err == nil && r.Consistent() && r.DBOrders == 1, fmt.Sprintf("%+v (%v)", r, err)
+			})
+
+			tx, err := app.DB.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback() }()
+			var stock int
+			if err := tx.QueryRowContext(ctx, "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE", int64(vid)).Scan(&stock); err != nil {
+				t.Fatal(err)
+			}
+			claim(2)
+			claim(3)
+			r, err := rec.Check(ctx, vid)
+			if err != nil || !r.OnlyInFlight() || len(r.InFlight) != 2 || r.Pending != 2 || len(r.NotInDB) != 0 ||
+				r.GateStock != 2 || r.DBStock != 4 {
+				t.Fatalf("check with 2 orders held from MySQL: %+v, %v; want only 2 in flight", r, err)
+			}
+			if _, err := rec.Fix(ctx, vid); !errors.Is(err, application.ErrBacklog) {
+				t.Fatalf("fix with orders in flight = %v, want ErrBacklog", err)
+			}
+
+			if err := tx.Rollback(); err != nil { // the worker goes on
+				t.Fatal(err)
+			}
+			testenv.Eventually(t, 60*time.Second, func() (bool, string) {
+				r, err := rec.Check(ctx, vid)
+				return err == nil && r.Consistent() && r.DBOrders == 3 && r.Pending == 0, fmt.Sprintf("%+v (%v)", r, err)
+			})
 		})
 	}
 }
