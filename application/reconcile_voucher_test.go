@@ -9,6 +9,7 @@ import (
 	"github.com/hmdp-go/seckill/adapters/memory"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/test/testenv"
 )
 
 type fixedBacklog int64
@@ -99,7 +100,7 @@ func TestReconcileVoucher(t *testing.T) {
 					}
 				}
 				w.drain(t)
-				return memory.NewGate(fixedClock{now})
+				return memory.NewGate(testenv.NewClock(now))
 			},
 			wantNotInGate: 2,
 		},
@@ -125,7 +126,7 @@ func TestReconcileVoucher(t *testing.T) {
 			}
 			// The gate now sells exactly what the database has left, to users
 			// without an order; buyers in the database stay buyers.
-			claim := application.NewClaimSeckill(memory.NewIDs(fixedClock{now}), chanqueue.NewAdmission(gate, chanqueue.New(100, 0)))
+			claim := application.NewClaimSeckill(memory.NewIDs(testenv.NewClock(now)), chanqueue.NewAdmission(gate, chanqueue.New(100, 0)))
 			if _, err := claim.Handle(ctx, 1, vid); !errors.Is(err, domain.ErrAlreadyClaimed) {
 				t.Fatalf("a buyer in the database: %v", err)
 			}

@@ -58,11 +58,6 @@ func queueOrder(t *testing.T, n int) domain.VoucherOrder {
 	return o
 }
 
-// wallClock: the memory gate the worker releases into reads the wall clock.
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
-
 // streamQuickTakeover makes abandoned entries claimable within a test.
 func streamQuickTakeover(o *redisstream.Options) {
 	o.MinIdle = 50 * time.Millisecond
@@ -380,7 +375,7 @@ func TestStreamQueue(t *testing.T) {
 			}
 
 			q := e.queue(t, "c1")
-			w := worker.New(q, application.NewFulfillOrders(orders, memory.NewGate(wallClock{})),
+			w := worker.New(q, application.NewFulfillOrders(orders, memory.NewGate(testenv.WallClock{})),
 				zerolog.Nop(), worker.Options{MaxDeliveries: maxDeliveries})
 			done := make(chan error, 1)
 			go func() { done <- w.Run(ctx) }()

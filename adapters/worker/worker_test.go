@@ -21,10 +21,6 @@ import (
 	"github.com/hmdp-go/seckill/test/testenv"
 )
 
-type clock struct{}
-
-func (clock) Now() time.Time { return time.Now() }
-
 // flakyOrders fails the first failures calls of CreateBatch, as a database
 // outage would.
 type flakyOrders struct {
@@ -54,7 +50,7 @@ type rig struct {
 
 func newRig(t *testing.T, stock int) *rig {
 	t.Helper()
-	r := &rig{vouchers: memory.NewVouchers(), gate: memory.NewGate(clock{})}
+	r := &rig{vouchers: memory.NewVouchers(), gate: memory.NewGate(testenv.WallClock{})}
 	r.orders = memory.NewOrders(r.vouchers)
 	sale, _ := domain.NewSale(stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
 	v, _ := domain.NewSeckillVoucher(domain.VoucherSpec{ShopID: 1, Title: "w"}, sale)

@@ -52,7 +52,7 @@ func admissionDrivers() []admissionDriver {
 		}
 	}
 	return []admissionDriver{
-		{"channel_memory", func(*testing.T) admissionSubject { return channel(memory.NewGate(gateWallClock{})) }},
+		{"channel_memory", func(*testing.T) admissionSubject { return channel(memory.NewGate(testenv.WallClock{})) }},
 		{"channel_miniredis", func(t *testing.T) admissionSubject {
 			_, rdb := testenv.MiniRedis(t)
 			return channelOnRedis(rdb)(t)

@@ -46,12 +46,6 @@ type gateBackend struct {
 	open func(t *testing.T) func(t *testing.T) gateSubject
 }
 
-// gateWallClock: the memory gate is checked against the wall clock, like the
-// Redis gate against Redis TIME, so one set of windows fits both.
-type gateWallClock struct{}
-
-func (gateWallClock) Now() time.Time { return time.Now() }
-
 func gateBackends() []gateBackend {
 	redisSubject := func(t *testing.T, rdb redis.UniversalClient, enqueue bool) gateSubject {
 		prefix := testenv.KeyPrefix(t)
@@ -83,7 +77,7 @@ func gateBackends() []gateBackend {
 	backends := []gateBackend{
 		{name: "memory", open: func(*testing.T) func(t *testing.T) gateSubject {
 			return func(*testing.T) gateSubject {
-				g := memory.NewGate(gateWallClock{})
+				g := memory.NewGate(testenv.WallClock{}) // as the Redis gate reads Redis TIME: one set of windows fits both
 				return gateSubject{gate: g, reserve: g.Reserve}
 			}
 		}},
