@@ -4,7 +4,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
-	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -35,6 +34,7 @@ func BuildReconcile(c Config, log zerolog.Logger) (*application.ReconcileVoucher
 		backlog = q
 		cleanup = func() { closeQueue(); closeDB(); closeRedis() }
 	}
-	gate := redisgate.New(rdb, redisgate.Options{Prefix: c.KeyPrefix, Retention: c.KeyRetention})
-	return application.NewReconcileVoucher(mysqlstore.NewVoucherRepo(db), mysqlstore.NewOrderRepo(db), gate, backlog), cleanup, nil
+	// The service's own providers, so the tool sees the gate and the stream
+	// under the very keys and options the service writes them with.
+	return application.NewReconcileVoucher(mysqlstore.NewVoucherRepo(db), mysqlstore.NewOrderRepo(db), provideGate(rdb, c), backlog), cleanup, nil
 }
