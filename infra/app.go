@@ -33,6 +33,8 @@ type App struct {
 	Tokens  ports.TokenIssuer
 	DB      *bun.DB
 	Redis   redis.UniversalClient
+	// Observability holds the metrics and their listener.
+	Observability *Observability
 
 	srv       *http.Server
 	addr      net.Addr
@@ -108,7 +110,7 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	a.addr = l.Addr()
 	a.srv = &http.Server{
-		Handler:           a.Handler,
+		Handler:           a.Observability.wrapHTTP(a.Handler),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      10 * time.Second,
@@ -116,10 +118,17 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	a.serveErr = make(chan error, 1)
 	go func() { a.serveErr <- a.srv.Serve(l) }()
+	if err := a.Observability.start(a.Config); err != nil {
+		_ = a.srv.Close()
+		<-a.serveErr
+		a.stopWork()
+		return err
+	}
 
 	redisEmbedded, dbEmbedded := a.Config.Embedded()
 	ev := a.Log.Info().Str("addr", "http://"+a.addr.String()).Str("queue", a.Config.Queue).
-		Bool("embedded_redis", redisEmbedded).Bool("embedded_db", dbEmbedded).Str("db", a.Config.dbForLog())
+		Bool("embedded_redis", redisEmbedded).Bool("embedded_db", dbEmbedded).Str("db", a.Config.dbForLog()).
+		Str("metrics", a.Observability.metricsURL()).Bool("tracing", a.Observability.tracing != nil)
 	if a.Config.RedisCluster() {
 		ev = ev.Str("redis", "cluster").Strs("redis_seeds", a.Config.RedisClusterAddrs)
 	} else {
@@ -184,6 +193,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.stopWork()
 	a.repairs.Wait()
 	if err := <-a.serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		errs = append(errs, err)
+	}
+	if err := a.Observability.shutdown(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -95,6 +95,12 @@ type Config struct {
 
 	LogLevel  string `env:"SECKILL_LOG_LEVEL" envDefault:"info"`
 	LogFormat string `env:"SECKILL_LOG_FORMAT" envDefault:"json"`
+
+	// MetricsAddr serves /metrics on a listener of its own, loopback by
+	// default: the figures are business data. "off" (or empty) disables it.
+	MetricsAddr string `env:"SECKILL_METRICS_ADDR" envDefault:"127.0.0.1:9090"`
+	// Tracing is off unless the standard OTEL_* variables turn it on.
+	Tracing TracingConfig
 }
 
 // LoadConfig reads and validates the environment.
@@ -362,6 +368,9 @@ func (c Config) check(p *problems) {
 	case "json", "console":
 	default:
 		bad("SECKILL_LOG_FORMAT", "want json or console, got %q", c.LogFormat)
+	}
+	for _, err := range c.validateObservability() {
+		p.list = append(p.list, err.Error())
 	}
 }
 

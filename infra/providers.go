@@ -57,16 +57,16 @@ func provideTokens(s *redissession.Store, c Config) ports.TokenIssuer {
 	return s
 }
 
-func provideWorker(q ports.OrderQueue, f *application.FulfillOrders, log zerolog.Logger, c Config) *worker.Worker {
+func provideWorker(q ports.OrderQueue, f *application.FulfillOrders, log zerolog.Logger, c Config, o *Observability) *worker.Worker {
 	return worker.New(q, f, log.With().Str("component", "worker").Logger(),
-		worker.Options{BatchSize: c.BatchSize, MaxDeliveries: c.MaxDeliveries})
+		worker.Options{BatchSize: c.BatchSize, MaxDeliveries: c.MaxDeliveries, Retried: o.workerRetried()})
 }
 
 func provideHandler(
 	add *application.AddSeckillVoucher, list *application.ListShopVouchers,
 	claim *application.ClaimSeckill, get *application.GetOrder,
 	sessions ports.Sessions, tokens ports.TokenIssuer, ready ReadyCheck,
-	log zerolog.Logger, c Config,
+	log zerolog.Logger, c Config, obs httpapi.ClaimObserver,
 ) http.Handler {
 	if tokens != nil {
 		log.Warn().Msg("dev endpoint POST /dev/tokens is enabled: anyone can mint a login token")
@@ -89,6 +89,7 @@ func provideHandler(
 		Admins:         c.Admins(),
 		Limits:         httpapi.Limits{PerUser: c.RateUser, PerIP: c.RateIP, Window: c.RateWindow},
 		TrustedProxies: c.Proxies(),
+		ClaimObserver:  obs,
 	})
 }
 
@@ -130,7 +131,9 @@ var commonSet = wire.NewSet(
 	mysqlstore.NewVoucherRepo,
 	wire.Bind(new(ports.VoucherRepository), new(*mysqlstore.VoucherRepo)),
 	mysqlstore.NewOrderRepo,
-	wire.Bind(new(ports.OrderRepository), new(*mysqlstore.OrderRepo)),
+	provideOrderRepo,
+	provideObservability,
+	provideClaimObserver,
 	provideGate,
 	wire.Bind(new(ports.GateProbe), new(*redisgate.Gate)),
 	provideSoldOutMarks,
@@ -144,7 +147,7 @@ var commonSet = wire.NewSet(
 	application.NewRestoreGate,
 	provideWorker,
 	provideHandler,
-	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Gate", "Tokens", "DB", "Redis"),
+	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Gate", "Tokens", "DB", "Redis", "Observability"),
 )
 
 // channelSet: the in-process bounded channel, fed by the gate plus the channel.
@@ -152,5 +155,5 @@ var channelSet = wire.NewSet(
 	provideChannelAdmission,
 	wire.Bind(new(ports.Admission), new(*soldout.Admission)),
 	provideChannelQueue,
-	wire.Bind(new(ports.OrderQueue), new(*chanqueue.Queue)),
+	provideObservedChannelQueue,
 )

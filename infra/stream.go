@@ -89,5 +89,5 @@ var streamSet = wire.NewSet(
 	wire.Bind(new(ports.Admission), new(*soldout.Admission)),
 	provideConsumerLease,
 	provideStreamQueue,
-	wire.Bind(new(ports.OrderQueue), new(*redisstream.Queue)),
+	provideObservedStreamQueue,
 )

@@ -22,41 +22,51 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	}
 	voucherRepo := mysqlstore.NewVoucherRepo(db)
 	orderRepo := mysqlstore.NewOrderRepo(db)
-	marks := provideSoldOutMarks(c)
 	universalClient, cleanup2, err := NewRedis(c, log)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
+	marks := provideSoldOutMarks(c)
+	observability, err := provideObservability(c, universalClient, db, marks, log)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	orderRepository := provideOrderRepo(orderRepo, observability)
 	gate := provideGate(universalClient, c)
 	soldoutGate := provideSoldOutGate(marks, gate)
-	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepo, soldoutGate)
+	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs := provideIDs(universalClient, c)
 	queue := provideChannelQueue(c)
 	admission := provideChannelAdmission(marks, soldoutGate, queue)
 	claimSeckill := application.NewClaimSeckill(iDs, admission)
-	getOrder := application.NewGetOrder(orderRepo, soldoutGate)
+	getOrder := application.NewGetOrder(orderRepository, soldoutGate)
 	store := provideSessionStore(universalClient, c)
 	sessions := provideSessions(store, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, log, c)
-	fulfillOrders := application.NewFulfillOrders(orderRepo, soldoutGate)
-	worker := provideWorker(queue, fulfillOrders, log, c)
+	claimObserver := provideClaimObserver(observability)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, log, c, claimObserver)
+	orderQueue := provideObservedChannelQueue(queue, observability)
+	fulfillOrders := application.NewFulfillOrders(orderRepository, soldoutGate)
+	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
 	systemClock := SystemClock{}
-	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, soldoutGate, gate, systemClock)
+	restoreGate := application.NewRestoreGate(voucherRepo, orderRepository, soldoutGate, gate, systemClock)
 	app := &App{
-		Config:  c,
-		Log:     log,
-		Handler: handler,
-		Queue:   queue,
-		Worker:  worker,
-		Restore: restoreGate,
-		Gate:    gate,
-		Tokens:  tokenIssuer,
-		DB:      db,
-		Redis:   universalClient,
+		Config:        c,
+		Log:           log,
+		Handler:       handler,
+		Queue:         orderQueue,
+		Worker:        worker,
+		Restore:       restoreGate,
+		Gate:          gate,
+		Tokens:        tokenIssuer,
+		DB:            db,
+		Redis:         universalClient,
+		Observability: observability,
 	}
 	return app, func() {
 		cleanup2()
@@ -72,15 +82,22 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	}
 	voucherRepo := mysqlstore.NewVoucherRepo(db)
 	orderRepo := mysqlstore.NewOrderRepo(db)
-	marks := provideSoldOutMarks(c)
 	universalClient, cleanup2, err := NewRedis(c, log)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
+	marks := provideSoldOutMarks(c)
+	observability, err := provideObservability(c, universalClient, db, marks, log)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	orderRepository := provideOrderRepo(orderRepo, observability)
 	gate := provideGate(universalClient, c)
 	soldoutGate := provideSoldOutGate(marks, gate)
-	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepo, soldoutGate)
+	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs := provideIDs(universalClient, c)
 	v, cleanup3, err := provideConsumerLease(universalClient, c, log)
@@ -98,27 +115,30 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	}
 	admission := provideStreamAdmission(marks, gate, queue)
 	claimSeckill := application.NewClaimSeckill(iDs, admission)
-	getOrder := application.NewGetOrder(orderRepo, soldoutGate)
+	getOrder := application.NewGetOrder(orderRepository, soldoutGate)
 	store := provideSessionStore(universalClient, c)
 	sessions := provideSessions(store, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, log, c)
-	fulfillOrders := application.NewFulfillOrders(orderRepo, soldoutGate)
-	worker := provideWorker(queue, fulfillOrders, log, c)
+	claimObserver := provideClaimObserver(observability)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, log, c, claimObserver)
+	orderQueue := provideObservedStreamQueue(queue, universalClient, c, observability)
+	fulfillOrders := application.NewFulfillOrders(orderRepository, soldoutGate)
+	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
 	systemClock := SystemClock{}
-	restoreGate := application.NewRestoreGate(voucherRepo, orderRepo, soldoutGate, gate, systemClock)
+	restoreGate := application.NewRestoreGate(voucherRepo, orderRepository, soldoutGate, gate, systemClock)
 	app := &App{
-		Config:  c,
-		Log:     log,
-		Handler: handler,
-		Queue:   queue,
-		Worker:  worker,
-		Restore: restoreGate,
-		Gate:    gate,
-		Tokens:  tokenIssuer,
-		DB:      db,
-		Redis:   universalClient,
+		Config:        c,
+		Log:           log,
+		Handler:       handler,
+		Queue:         orderQueue,
+		Worker:        worker,
+		Restore:       restoreGate,
+		Gate:          gate,
+		Tokens:        tokenIssuer,
+		DB:            db,
+		Redis:         universalClient,
+		Observability: observability,
 	}
 	return app, func() {
 		cleanup4()

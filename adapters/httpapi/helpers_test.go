@@ -259,6 +259,12 @@ func newEnv(t testing.TB, opt options) *env {
 	if !opt.createdAt.IsZero() {
 		d.Clock = testenv.NewClock(opt.createdAt)
 	}
+	if opt.admins != nil {
+		d.Admins = opt.admins
+	}
+	if opt.noAdmins {
+		d.Admins = nil
+	}
 	if opt.noTokens {
 		d.Tokens = nil
 	}

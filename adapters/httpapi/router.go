@@ -50,6 +50,8 @@ type Deps struct {
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For and
 	// X-Real-IP headers name the client; empty trusts no header.
 	TrustedProxies []netip.Prefix
+	// ClaimObserver, when set, is told the answer of every claim (metrics).
+	ClaimObserver ClaimObserver
 }
 
 // DefaultMaxBodyBytes is far above any valid voucher (rules are at most 1024
@@ -126,7 +128,13 @@ func NewRouter(d Deps) http.Handler {
 	r := chi.NewRouter()
 	// The access log sits outside the recoverer so that a panic's 500 is
 	// logged like any other answer, with the panic as its error.
-	r.Use(boundRequestID, middleware.RequestID, a.accessLog, a.recoverer, a.limitBody, a.requireJSON)
+	r.Use(boundRequestID, middleware.RequestID, a.accessLog)
+	if d.ClaimObserver != nil {
+		// Inside the access log (it reads its recorder), outside everything
+		// that may answer a claim, so every answer is seen once.
+		r.Use(observeClaims(d.ClaimObserver))
+	}
+	r.Use(a.recoverer, a.limitBody, a.requireJSON)
 	r.NotFound(a.notFound)
 	r.MethodNotAllowed(a.methodNotAllowed)
 

@@ -25,6 +25,9 @@ type Options struct {
 	// kept dying on it) is recorded as failed and dead-lettered instead of
 	// tried again. 0 means no limit.
 	MaxDeliveries int
+	// Retried, when set, is told of each retry before its backoff (metrics):
+	// stage is "receive" or "fulfil".
+	Retried func(stage string, backoff time.Duration)
 }
 
 // Worker drains one OrderQueue. Several may run on one queue.
@@ -67,6 +70,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			return ctx.Err()
 		case err != nil:
 			w.log.Error().Err(err).Dur("retry_in", backoff).Msg("receive from order queue failed")
+			w.retried("receive", backoff)
 			if !sleep(ctx, backoff) {
 				return ctx.Err()
 			}
@@ -181,6 +185,7 @@ func (w *Worker) settle(ctx context.Context, ds []ports.Delivery,
 		}
 		w.log.Error().Err(err).Int("orders", len(orders)).Int("attempt", attempt).
 			Dur("retry_in", backoff).Msg("fulfil batch failed; retrying")
+		w.retried("fulfil", backoff)
 		if !sleep(ctx, backoff) {
 			w.abandon(ctx.Err(), orders)
 			return ctx.Err()
@@ -241,6 +246,12 @@ func (w *Worker) abandon(cause error, orders []domain.VoucherOrder) {
 	}
 	w.log.Error().Err(cause).Ints64("orders", ids).
 		Msg("stopped before this batch committed; a channel queue loses these orders (run seckill reconcile), a stream keeps them pending")
+}
+
+func (w *Worker) retried(stage string, backoff time.Duration) {
+	if w.opts.Retried != nil {
+		w.opts.Retried(stage, backoff)
+	}
 }
 
 // sleep waits d or until ctx ends, and reports whether the full d elapsed.

@@ -45,6 +45,7 @@ func TestClaimCostsAtMostTwoRedisRoundTrips(t *testing.T) {
 			cfg := infra.DefaultConfig()
 			cfg.DataDir = t.TempDir()
 			cfg.HTTPAddr = "127.0.0.1:0"
+			cfg.MetricsAddr = "127.0.0.1:0"
 			cfg.Queue = queue
 			cfg.AdminUsers = adminUIDs
 			if err := cfg.Validate(); err != nil {

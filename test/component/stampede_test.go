@@ -56,6 +56,7 @@ func startServiceOn(t *testing.T, queue, backend string, tune ...func(*infra.Con
 	}
 	cfg.MySQLDSN = testenv.MySQLDSN(t)
 	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.MetricsAddr = "127.0.0.1:0"
 	cfg.KeyPrefix = testenv.KeyPrefix(t)
 	cfg.Queue = queue
 	cfg.AdminUsers = adminUIDs

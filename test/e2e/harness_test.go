@@ -79,6 +79,7 @@ func newCluster(t *testing.T, extra ...string) *cluster {
 		// Every claim comes from loopback: the per-IP limit would throttle
 		// the test's thousands of users as if they were one bot.
 		"SECKILL_RATE_IP=0",
+		"SECKILL_METRICS_ADDR=127.0.0.1:0",
 	}, extra...)
 	return c
 }

@@ -66,6 +66,7 @@ func (e *env) sale(sc Scenario) (users, stock, maxPer int) {
 func (e *env) serviceConfig(s *runSpace, queue string) (infra.Config, error) {
 	c := e.opts.Base
 	c.HTTPAddr = "127.0.0.1:0"
+	c.MetricsAddr = "127.0.0.1:0"
 	c.RedisURL = e.redisURL
 	c.MySQLDSN = s.dsn
 	c.DataDir = s.dataDir

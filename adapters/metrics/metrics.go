@@ -1,0 +1,200 @@
+// Package metrics exposes the service's Prometheus metrics on a registry of
+// its own: an observer of the claim route's answers, a go-redis hook that
+// counts round trips, decorators of the order repository and queue, a worker
+// retry hook, and a collector that reads each live sale's stream on scrape.
+// Labels are bounded: outcomes, reasons and stages are closed sets, and the
+// only per-voucher series are those of sales still live.
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hmdp-go/seckill/domain"
+)
+
+const namespace = "seckill"
+
+// OutcomeError is the outcome of every answer whose code is not a known
+// outcome (internal errors, unavailable): a closed label set whatever codes
+// the edge grows.
+const OutcomeError = "error"
+
+// Outcomes lists the claim outcomes counted under their own label: success,
+// every business refusal (from the domain, so a new refusal is counted
+// without touching this package), and the edge's answers.
+func Outcomes() []string {
+	out := []string{"success"}
+	for _, r := range domain.Refusals() {
+		out = append(out, r.Code())
+	}
+	return append(out, "busy", "rate_limited", "unauthorized", "bad_request", OutcomeError)
+}
+
+// Buckets of the claim latency: a claim answers in about a millisecond, a
+// slow one in tens; a second is far beyond the client's patience.
+var claimBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+
+// Buckets of the claim-to-commit time. An order ID carries its claim's second
+// only, so an observation is the true time plus up to one second.
+var commitBuckets = []float64{.5, 1, 2, 3, 5, 10, 30, 60, 300, 1800}
+
+// Metrics is the service's registry and the instruments the adapters feed.
+// Its methods are safe for concurrent use.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	claims          map[string]prometheus.Counter
+	claimSeconds    prometheus.Histogram
+	claimRoundTrips prometheus.Histogram
+	redisCommands   prometheus.Counter
+	redisPipelines  prometheus.Counter
+
+	deadLetters   *prometheus.CounterVec
+	batchSize     prometheus.Histogram
+	batchSeconds  prometheus.Histogram
+	ordersWritten *prometheus.CounterVec
+	claimToCommit prometheus.Histogram
+	retries       *prometheus.CounterVec
+	backoff       *prometheus.CounterVec
+}
+
+// New registers the Go runtime and process collectors and the service's own
+// instruments on a new registry (never the global one: tests and several
+// services in one process each get their own).
+func New() *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f := factory{reg}
+	m := &Metrics{
+		reg:    reg,
+		claims: map[string]prometheus.Counter{},
+		claimSeconds: f.histogram(prometheus.HistogramOpts{
+			Name:    "claim_duration_seconds",
+			Help:    "Time from a claim request's arrival at the router to its answer, whatever the answer.",
+			Buckets: claimBuckets,
+		}),
+		claimRoundTrips: f.histogram(prometheus.HistogramOpts{
+			Name:    "claim_redis_round_trips",
+			Help:    "Redis round trips (commands or pipelines) one claim request made, session lookup and ID lease included.",
+			Buckets: []float64{0, 1, 2, 3, 4, 6, 8},
+		}),
+		redisCommands: f.counter(prometheus.CounterOpts{
+			Name: "redis_commands_total",
+			Help: "Redis commands sent one at a time (each a round trip), by every part of the service.",
+		}),
+		redisPipelines: f.counter(prometheus.CounterOpts{
+			Name: "redis_pipelines_total",
+			Help: "Redis pipelines sent (each one round trip per node), by every part of the service.",
+		}),
+		deadLetters: f.counterVec(prometheus.CounterOpts{
+			Name: "dead_letters_total",
+			Help: "Orders the worker gave up on and set aside, by failure reason.",
+		}, "reason"),
+		batchSize: f.histogram(prometheus.HistogramOpts{
+			Name:    "batch_size_orders",
+			Help:    "Orders per committed database batch.",
+			Buckets: []float64{1, 2, 5, 10, 25, 50, 100, 200, 500, 1000, 2000, 5000},
+		}),
+		batchSeconds: f.histogram(prometheus.HistogramOpts{
+			Name:    "batch_write_duration_seconds",
+			Help:    "Time to write and commit one database batch.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
+		ordersWritten: f.counterVec(prometheus.CounterOpts{
+			Name: "orders_written_total",
+			Help: "Orders newly recorded in the database, by state (created or failed); redeliveries are not counted again.",
+		}, "state"),
+		claimToCommit: f.histogram(prometheus.HistogramOpts{
+			Name:    "claim_to_commit_seconds",
+			Help:    "Time from a claim to the commit of its order row, measured from the claim second the order ID carries (so up to 1s over).",
+			Buckets: commitBuckets,
+		}),
+		retries: f.counterVec(prometheus.CounterOpts{
+			Name: "worker_retries_total",
+			Help: "Worker retries after a failure, by stage (receive from the queue, fulfil a batch).",
+		}, "stage"),
+		backoff: f.counterVec(prometheus.CounterOpts{
+			Name: "worker_backoff_seconds_total",
+			Help: "Time workers spent waiting before a retry, by stage.",
+		}, "stage"),
+	}
+	claims := f.counterVec(prometheus.CounterOpts{
+		Name: "claims_total",
+		Help: "Claim requests by the outcome answered.",
+	}, "outcome")
+	// Every outcome is there from the start, at 0, so rate() and absent()
+	// behave before the first sale; the map lookup keeps the hot path free
+	// of label hashing.
+	for _, o := range Outcomes() {
+		m.claims[o] = claims.WithLabelValues(o)
+	}
+	m.ordersWritten.WithLabelValues("created")
+	m.ordersWritten.WithLabelValues("failed")
+	for _, s := range []string{StageReceive, StageFulfil} {
+		m.retries.WithLabelValues(s)
+		m.backoff.WithLabelValues(s)
+	}
+	return m
+}
+
+// Registry is where collectors of other adapters register.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus exposition format. A
+// collector failing does not hide the others.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		ErrorHandling:       promhttp.ContinueOnError,
+		Registry:            m.reg,
+		MaxRequestsInFlight: 4,
+		Timeout:             10 * time.Second,
+	})
+}
+
+// SoldOutAnswers exposes a running count of claims answered from the local
+// sold-out mark (soldout.Marks.Saved), each a Redis round trip not made.
+func (m *Metrics) SoldOutAnswers(saved func() int64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: namespace,
+		Name:      "soldout_mark_answers_total",
+		Help:      "Claims answered sold out from this instance's sold-out mark, without asking Redis.",
+	}, func() float64 { return float64(saved()) }))
+}
+
+// ChannelQueue exposes the in-process channel's length.
+func (m *Metrics) ChannelQueue(length func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace,
+		Name:      "channel_queue_orders",
+		Help:      "Orders waiting in the in-process channel for a worker.",
+	}, func() float64 { return float64(length()) }))
+}
+
+// factory registers each instrument as it is made.
+type factory struct{ reg prometheus.Registerer }
+
+func (f factory) counter(o prometheus.CounterOpts) prometheus.Counter {
+	o.Namespace = namespace
+	c := prometheus.NewCounter(o)
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) counterVec(o prometheus.CounterOpts, label string) *prometheus.CounterVec {
+	o.Namespace = namespace
+	c := prometheus.NewCounterVec(o, []string{label})
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) histogram(o prometheus.HistogramOpts) prometheus.Histogram {
+	o.Namespace = namespace
+	h := prometheus.NewHistogram(o)
+	f.reg.MustRegister(h)
+	return h
+}

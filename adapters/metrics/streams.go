@@ -1,0 +1,247 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hmdp-go/seckill/adapters/redisschema"
+	"github.com/hmdp-go/seckill/domain"
+)
+
+// StreamOptions names what a StreamCollector reads. Prefix and Group must be
+// the stream queue's; DeadLetter defaults to the queue's default name.
+type StreamOptions struct {
+	Prefix     string
+	Group      string
+	DeadLetter string
+	// Timeout bounds one scrape's Redis work (default 2s).
+	Timeout time.Duration
+	// Now tells the time (default time.Now); tests move it past a sale's end.
+	Now func() time.Time
+}
+
+// StreamCollector reads, on each scrape, the gate and the order stream of
+// every live sale (preheated, and its end not passed): stock left, stream
+// backlog, pending entries and the age of the oldest pending one. Its cost is
+// bounded: one pipelined round trip per scrape, with a few commands per live
+// sale only (a voucher newly in the live set costs one more round trip, once;
+// a sale seen ended is not read again). Series of a sale vanish once it ends.
+type StreamCollector struct {
+	rdb  redis.UniversalClient
+	opts StreamOptions
+	live string
+
+	stock, backlog, pending, oldest, deadLetters, errs *prometheus.Desc
+	failures                                           prometheus.Counter
+
+	mu sync.Mutex // one scrape at a time; guards known
+	// known maps each voucher of the live set to the end of its sale (zero
+	// until read); ended sales stay here, unread, until they leave the set.
+	known map[domain.VoucherID]time.Time
+}
+
+var _ prometheus.Collector = (*StreamCollector)(nil)
+
+// NewStreamCollector reads through rdb; register it on Metrics.Registry.
+func NewStreamCollector(rdb redis.UniversalClient, opts StreamOptions) *StreamCollector {
+	if opts.Prefix == "" {
+		opts.Prefix = redisschema.DefaultPrefix
+	}
+	if opts.DeadLetter == "" {
+		opts.DeadLetter = opts.Prefix + "dead-letter"
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 2 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	voucher := []string{"voucher"}
+	desc := func(name, help string, labels []string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(namespace, "", name), help, labels, nil)
+	}
+	return &StreamCollector{
+		rdb:   rdb,
+		opts:  opts,
+		live:  redisschema.LiveSet(opts.Prefix),
+		stock: desc("gate_stock_remaining", "Stock the Redis gate has left, per live sale.", voucher),
+		backlog: desc("stream_backlog_orders",
+			"Unfinished entries of a live sale's order stream (pending or not yet delivered): orders claimed and not yet in the database.", voucher),
+		pending: desc("stream_pending_orders",
+			"Entries of a live sale's order stream delivered to a consumer and not yet acknowledged.", voucher),
+		oldest: desc("stream_oldest_pending_age_seconds",
+			"Age of the oldest entry delivered and not acknowledged, per live sale: the fulfilment lag (0 when none).", voucher),
+		deadLetters: desc("dead_letter_records",
+			"Records the dead-letter stream keeps, whoever set them aside.", nil),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "stream_collect_errors_total",
+			Help:      "Scrapes whose read of the streams failed; their per-sale series are missing.",
+		}),
+		known: map[domain.VoucherID]time.Time{},
+	}
+}
+
+func (c *StreamCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.stock, c.backlog, c.pending, c.oldest, c.deadLetters} {
+		ch <- d
+	}
+	c.failures.Describe(ch)
+}
+
+// saleReads are the pipelined commands of one sale.
+type saleReads struct {
+	vid     domain.VoucherID
+	gate    *redis.SliceCmd
+	backlog *redis.IntCmd
+	pending *redis.XPendingCmd
+}
+
+func (c *StreamCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.Timeout)
+	defer cancel()
+	now := c.opts.Now()
+
+	pipe := c.rdb.Pipeline()
+	members := pipe.SMembers(ctx, c.live)
+	dead := pipe.XLen(ctx, c.opts.DeadLetter)
+	var reads []saleReads
+	for vid, end := range c.known {
+		if end.IsZero() || now.Before(end) {
+			reads = append(reads, c.queue(ctx, pipe, vid))
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !ignorable(members.Err()) {
+		c.fail(ch)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.deadLetters, prometheus.GaugeValue, float64(dead.Val()))
+
+	inSet := map[domain.VoucherID]bool{}
+	for _, m := range members.Val() {
+		if id, err := strconv.ParseInt(m, 10, 64); err == nil && id > 0 {
+			inSet[domain.VoucherID(id)] = true
+		}
+	}
+	var fresh []domain.VoucherID
+	for vid := range inSet {
+		if _, ok := c.known[vid]; !ok {
+			fresh = append(fresh, vid)
+		}
+	}
+	for vid := range c.known {
+		if !inSet[vid] {
+			delete(c.known, vid)
+		}
+	}
+	if len(fresh) > 0 {
+		// Vouchers new to the live set: read them now rather than one scrape
+		// late. Rare (once per new sale), so the usual scrape stays at one
+		// round trip.
+		pipe := c.rdb.Pipeline()
+		for _, vid := range fresh {
+			reads = append(reads, c.queue(ctx, pipe, vid))
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !c.anyRead(reads[len(reads)-len(fresh):]) {
+			c.fail(ch)
+			return
+		}
+	}
+	for _, r := range reads {
+		if !inSet[r.vid] {
+			continue
+		}
+		c.emit(ch, r, now)
+	}
+}
+
+func (c *StreamCollector) queue(ctx context.Context, pipe redis.Pipeliner, vid domain.VoucherID) saleReads {
+	k := redisschema.KeysFor(c.opts.Prefix, vid)
+	return saleReads{
+		vid:     vid,
+		gate:    pipe.HMGet(ctx, k.Voucher, "stock", "end"),
+		backlog: pipe.XLen(ctx, k.Orders),
+		pending: pipe.XPending(ctx, k.Orders, c.opts.Group),
+	}
+}
+
+// emit writes one sale's series, or none when the sale has ended or its gate
+// is gone (it then stays known, so it is not read again while in the set).
+func (c *StreamCollector) emit(ch chan<- prometheus.Metric, r saleReads, now time.Time) {
+	if r.gate.Err() != nil {
+		return
+	}
+	vals := r.gate.Val()
+	stock, okStock := number(vals[0])
+	endMs, okEnd := number(vals[1])
+	if !okStock || !okEnd {
+		c.known[r.vid] = time.UnixMilli(0) // no gate: treated as ended
+		return
+	}
+	end := time.UnixMilli(endMs)
+	c.known[r.vid] = end
+	if !now.Before(end) {
+		return
+	}
+	label := strconv.FormatInt(int64(r.vid), 10)
+	var pending int64
+	oldest := 0.0
+	if p, err := r.pending.Result(); err == nil && p.Count > 0 {
+		pending = p.Count
+		if ms, ok := streamIDMillis(p.Lower); ok {
+			oldest = max(0, now.Sub(time.UnixMilli(ms)).Seconds())
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.stock, prometheus.GaugeValue, float64(stock), label)
+	ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(r.backlog.Val()), label)
+	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(pending), label)
+	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, oldest, label)
+}
+
+func (c *StreamCollector) fail(ch chan<- prometheus.Metric) {
+	c.failures.Inc()
+	c.failures.Collect(ch)
+}
+
+func (c *StreamCollector) anyRead(rs []saleReads) bool {
+	for _, r := range rs {
+		if r.gate.Err() == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// ignorable: a pipeline's error is its first failed command's; a missing
+// stream or group (NOGROUP on XPENDING) is an answer, not a failed scrape.
+func ignorable(err error) bool { return err == nil || errors.Is(err, redis.Nil) }
+
+func number(v any) (int64, bool) {
+	s, ok := v.(string)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
+}
+
+// streamIDMillis is the time part of a stream entry ID ("<ms>-<seq>"): when
+// the claim script appended it.
+func streamIDMillis(id string) (int64, bool) {
+	for i := 0; i < len(id); i++ {
+		if id[i] == '-' {
+			id = id[:i]
+			break
+		}
+	}
+	ms, err := strconv.ParseInt(id, 10, 64)
+	return ms, err == nil
+}

@@ -1,0 +1,180 @@
+package infra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+	"github.com/uptrace/bun"
+
+	"github.com/hmdp-go/seckill/adapters/chanqueue"
+	"github.com/hmdp-go/seckill/adapters/httpapi"
+	"github.com/hmdp-go/seckill/adapters/metrics"
+	"github.com/hmdp-go/seckill/adapters/mysqlstore"
+	"github.com/hmdp-go/seckill/adapters/redisstream"
+	"github.com/hmdp-go/seckill/adapters/soldout"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// MetricsEnabled tells whether /metrics is served.
+func (c Config) MetricsEnabled() bool { return c.MetricsAddr != "" && c.MetricsAddr != "off" }
+
+func (c Config) validateObservability() []error {
+	var errs []error
+	if c.MetricsEnabled() {
+		_, port, err := net.SplitHostPort(c.MetricsAddr)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("SECKILL_METRICS_ADDR: want host:port or off, got %q", c.MetricsAddr))
+		case c.MetricsAddr == c.HTTPAddr && port != "0":
+			errs = append(errs, fmt.Errorf("SECKILL_METRICS_ADDR: must differ from SECKILL_HTTP_ADDR (%s): metrics are not served on the API listener", c.HTTPAddr))
+		}
+	}
+	return append(errs, c.Tracing.validate()...)
+}
+
+// Observability is what the service tells operators besides its logs: the
+// metrics (nil when SECKILL_METRICS_ADDR is off) and their listener, and
+// the tracing (none unless OTEL_* asks for it).
+type Observability struct {
+	Metrics *metrics.Metrics
+	tracing *tracing
+
+	srv  *http.Server
+	addr net.Addr
+	done chan error
+}
+
+// provideObservability makes the registry and hooks the instruments that
+// need no queue into the clients (Redis round trips, sold-out answers), and
+// the tracing of Redis and the database when it is on.
+func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, marks *soldout.Marks, log zerolog.Logger) (*Observability, error) {
+	o := &Observability{}
+	t, err := newTracing(c.Tracing, rdb, db, log)
+	if err != nil {
+		return nil, err
+	}
+	o.tracing = t
+	if c.MetricsEnabled() {
+		o.Metrics = metrics.New()
+		o.Metrics.InstrumentRedis(rdb)
+		o.Metrics.SoldOutAnswers(marks.Saved)
+	}
+	return o, nil
+}
+
+// wrapHTTP puts the API handler in a server span when tracing is on.
+func (o *Observability) wrapHTTP(h http.Handler) http.Handler {
+	if o == nil {
+		return h
+	}
+	return o.tracing.wrap(h)
+}
+
+// provideClaimObserver is nil without metrics, so the router installs no
+// observer and the claim path pays nothing.
+func provideClaimObserver(o *Observability) httpapi.ClaimObserver {
+	if o.Metrics == nil {
+		return nil
+	}
+	return o.Metrics
+}
+
+func provideOrderRepo(r *mysqlstore.OrderRepo, o *Observability) ports.OrderRepository {
+	if o.Metrics == nil {
+		return r
+	}
+	return o.Metrics.OrderRepository(r)
+}
+
+// workerRetried is the worker's retry hook, nil without metrics.
+func (o *Observability) workerRetried() func(string, time.Duration) {
+	if o.Metrics == nil {
+		return nil
+	}
+	return o.Metrics.WorkerRetried
+}
+
+func provideObservedChannelQueue(q *chanqueue.Queue, o *Observability) ports.OrderQueue {
+	if o.Metrics == nil {
+		return q
+	}
+	o.Metrics.ChannelQueue(q.Len)
+	return o.Metrics.OrderQueue(q)
+}
+
+func provideObservedStreamQueue(q *redisstream.Queue, rdb redis.UniversalClient, c Config, o *Observability) ports.OrderQueue {
+	if o.Metrics == nil {
+		return q
+	}
+	o.Metrics.Registry().MustRegister(metrics.NewStreamCollector(rdb, metrics.StreamOptions{
+		Prefix: c.KeyPrefix, Group: c.StreamGroup,
+	}))
+	return o.Metrics.OrderQueue(q)
+}
+
+// start serves /metrics on its own listener, apart from the API, so it can
+// stay on loopback (or behind its own firewall rule) whatever the API does.
+func (o *Observability) start(c Config) error {
+	if o == nil || o.Metrics == nil {
+		return nil
+	}
+	l, err := net.Listen("tcp", c.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("listen for metrics on %s (SECKILL_METRICS_ADDR; off disables): %w", c.MetricsAddr, err)
+	}
+	o.addr = l.Addr()
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", o.Metrics.Handler())
+	o.srv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		WriteTimeout:      15 * time.Second,
+	}
+	o.done = make(chan error, 1)
+	go func() { o.done <- o.srv.Serve(l) }()
+	return nil
+}
+
+// MetricsAddr is where /metrics is served, or "" when it is not.
+func (o *Observability) MetricsAddr() string {
+	if o == nil || o.addr == nil {
+		return ""
+	}
+	return o.addr.String()
+}
+
+// shutdown stops the metrics listener and flushes the traces; the service
+// calls it last, so the drain can be watched and traced.
+func (o *Observability) shutdown(ctx context.Context) error {
+	if o == nil {
+		return nil
+	}
+	var errs []error
+	if o.srv != nil {
+		err := o.srv.Shutdown(ctx)
+		if serr := <-o.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+			err = errors.Join(err, serr)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("metrics shutdown: %w", err))
+		}
+	}
+	if err := o.tracing.shutdown(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// metricsURL is for the start log line: where to scrape, or "off".
+func (o *Observability) metricsURL() string {
+	if a := o.MetricsAddr(); a != "" {
+		return "http://" + a + "/metrics"
+	}
+	return "off"
+}

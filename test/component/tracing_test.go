@@ -1,0 +1,105 @@
+package component_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hmdp-go/seckill/adapters/redissession"
+	"github.com/hmdp-go/seckill/infra"
+)
+
+// TestClaimIsTracedThroughRedis: with tracing on (here into an in-memory
+// recorder instead of an OTLP exporter), a claim yields a server span named
+// by its route, with the claim's Redis calls as its children, and the
+// database writes of the worker are traced too.
+func TestClaimIsTracedThroughRedis(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	cfg := infra.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.MetricsAddr = "off"
+	cfg.Queue = infra.QueueStream
+	cfg.Tracing.Provider = tp
+	cfg.AdminUsers = adminUIDs
+	app, cleanup, err := infra.Build(cfg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		cleanup()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = app.Shutdown(ctx)
+		cleanup()
+	})
+	base := "http://" + app.Addr()
+	vid := createVoucher(t, app, 10)
+	tok, err := redissession.New(app.Redis, redissession.Options{TTL: time.Hour}).Mint(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, env := postJSON(t, http.DefaultClient, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), tok, nil); !env.Success {
+		t.Fatalf("claim: %+v", env)
+	}
+
+	const route = "POST /voucher-order/seckill/{id}"
+	var server sdktrace.ReadOnlySpan
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var redisChildren, sql int
+		for _, s := range rec.Ended() {
+			if s.Name() == route && s.SpanKind() == trace.SpanKindServer {
+				server = s
+			}
+		}
+		for _, s := range rec.Ended() {
+			if server != nil && s.Parent().SpanID() == server.SpanContext().SpanID() && isRedis(s) {
+				redisChildren++
+			}
+			if isSQL(s) {
+				sql++
+			}
+		}
+		if server != nil && redisChildren > 0 && sql > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			var names []string
+			for _, s := range rec.Ended() {
+				names = append(names, s.Name())
+			}
+			t.Fatalf("server span %v, %d Redis children, %d SQL spans; spans: %q", server != nil, redisChildren, sql, names)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func isRedis(s sdktrace.ReadOnlySpan) bool {
+	for _, a := range s.Attributes() {
+		if (a.Key == "db.system" || a.Key == "db.system.name") && a.Value.AsString() == "redis" {
+			return true
+		}
+	}
+	return false
+}
+
+func isSQL(s sdktrace.ReadOnlySpan) bool {
+	for _, a := range s.Attributes() {
+		if (a.Key == "db.system" || a.Key == "db.system.name") && a.Value.AsString() != "redis" {
+			return true
+		}
+	}
+	return false
+}
