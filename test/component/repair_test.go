@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
 	"github.com/hmdp-go/seckill/adapters/redisschema"
-	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/infra"
@@ -24,25 +22,13 @@ import (
 func TestRunningServiceRepairsALostGate(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
-			app, base := startServiceOn(t, infra.QueueStream, b.Name, func(c *infra.Config) {
+			app, _ := startServiceOn(t, infra.QueueStream, b.Name, func(c *infra.Config) {
 				c.RestoreInterval = 100 * time.Millisecond
 			})
 			ctx := context.Background()
 			vid := createVoucher(t, app, 5)
-			sessions := redissession.New(app.Redis, redissession.Options{TTL: time.Hour})
-			token := func(u int) string {
-				tok, err := sessions.Mint(ctx, domain.UserID(u))
-				if err != nil {
-					t.Fatal(err)
-				}
-				return tok
-			}
-			claim := func(tok string) envelope {
-				_, env := postJSON(t, http.DefaultClient, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), tok, nil)
-				return env
-			}
-			first := token(1)
-			if env := claim(first); !env.Success {
+			first := login(t, app, 1)
+			if env := claim(t, app, vid, first); !env.Success {
 				t.Fatalf("first claim: %+v", env)
 			}
 			testenv.Eventually(t, 20*time.Second, func() (bool, string) {
@@ -69,10 +55,10 @@ func TestRunningServiceRepairsALostGate(t *testing.T) {
 			if stock, _ := app.Redis.HGet(ctx, k.Voucher, "stock").Int(); stock != 4 {
 				t.Fatalf("repaired stock %d, want MySQL's 4", stock)
 			}
-			if env := claim(first); env.Success || env.Code != "duplicate" {
+			if env := claim(t, app, vid, first); env.Success || env.Code != "duplicate" {
 				t.Fatalf("the buyer MySQL holds claims again after the repair: %+v", env)
 			}
-			if env := claim(token(2)); !env.Success {
+			if env := claim(t, app, vid, login(t, app, 2)); !env.Success {
 				t.Fatalf("a new buyer after the repair: %+v", env)
 			}
 		})
@@ -86,19 +72,11 @@ func TestRunningServiceRepairsALostGate(t *testing.T) {
 func TestReconcileOnEachRedis(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
-			app, base := startServiceOn(t, infra.QueueStream, b.Name)
+			app, _ := startServiceOn(t, infra.QueueStream, b.Name)
 			ctx := context.Background()
 			vid := createVoucher(t, app, 5)
-			sessions := redissession.New(app.Redis, redissession.Options{TTL: time.Hour})
-			for u := 1; u <= 2; u++ {
-				tok, err := sessions.Mint(ctx, domain.UserID(u))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, env := postJSON(t, http.DefaultClient, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), tok, nil); !env.Success {
-					t.Fatalf("claim of user %d: %+v", u, env)
-				}
-			}
+			mustClaim(t, app, vid, 1)
+			mustClaim(t, app, vid, 2)
 			rec, done, err := infra.BuildReconcile(app.Config, app.Log)
 			if err != nil {
 				t.Fatal(err)
@@ -130,25 +108,15 @@ func TestReconcileOnEachRedis(t *testing.T) {
 func TestReconcileRightAfterClaimsSeesThemInFlight(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
-			app, base := startServiceOn(t, infra.QueueStream, b.Name)
+			app, _ := startServiceOn(t, infra.QueueStream, b.Name)
 			ctx := context.Background()
 			vid := createVoucher(t, app, 5)
-			sessions := redissession.New(app.Redis, redissession.Options{TTL: time.Hour})
-			claim := func(u int) {
-				tok, err := sessions.Mint(ctx, domain.UserID(u))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, env := postJSON(t, http.DefaultClient, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), tok, nil); !env.Success {
-					t.Fatalf("claim of user %d: %+v", u, env)
-				}
-			}
 			rec, done, err := infra.BuildReconcile(app.Config, app.Log)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer done()
-			claim(1)
+			mustClaim(t, app, vid, 1)
 			testenv.Eventually(t, 20*time.Second, func() (bool, string) {
 				r, err := rec.Check(ctx, vid)
 				return err == nil && r.Consistent() && r.DBOrders == 1, fmt.Sprintf("%+v (%v)", r, err)
@@ -163,8 +131,8 @@ func TestReconcileRightAfterClaimsSeesThemInFlight(t *testing.T) {
 			if err := tx.QueryRowContext(ctx, "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE", int64(vid)).Scan(&stock); err != nil {
 				t.Fatal(err)
 			}
-			claim(2)
-			claim(3)
+			mustClaim(t, app, vid, 2)
+			mustClaim(t, app, vid, 3)
 			r, err := rec.Check(ctx, vid)
 			if err != nil || !r.OnlyInFlight() || len(r.InFlight) != 2 || r.Pending != 2 || len(r.NotInDB) != 0 ||
 				r.GateStock != 2 || r.DBStock != 4 {
@@ -192,10 +160,9 @@ func TestReconcileRightAfterClaimsSeesThemInFlight(t *testing.T) {
 func TestStreamSpreadOverSlots(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
-			app, base := startServiceOn(t, infra.QueueStream, b.Name)
+			app, _ := startServiceOn(t, infra.QueueStream, b.Name)
 			ctx := context.Background()
 			const vouchers, users = 6, 8
-			sessions := redissession.New(app.Redis, redissession.Options{TTL: time.Hour})
 			slots := map[int64]bool{}
 			for i := 0; i < vouchers; i++ {
 				vid := createVoucher(t, app, users)
@@ -203,14 +170,8 @@ func TestStreamSpreadOverSlots(t *testing.T) {
 				if err == nil {
 					slots[slot] = true
 				}
-				for u := 1; u <= users; u++ {
-					tok, err := sessions.Mint(ctx, domain.UserID(u))
-					if err != nil {
-						t.Fatal(err)
-					}
-					if _, env := postJSON(t, http.DefaultClient, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), tok, nil); !env.Success {
-						t.Fatalf("claim of user %d on voucher %d: %+v", u, vid, env)
-					}
+				for u := domain.UserID(1); u <= users; u++ {
+					mustClaim(t, app, vid, u)
 				}
 			}
 			if b.Name == "redis_cluster" && len(slots) < 2 {
