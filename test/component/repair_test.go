@@ -65,6 +65,18 @@ func TestRunningServiceRepairsALostGate(t *testing.T) {
 	}
 }
 
+// reconciler is the operator's reconcile tool (BuildReconcile) on app's
+// Redis and database, closed when the test ends.
+func reconciler(t *testing.T, app *infra.App) *application.ReconcileVoucher {
+	t.Helper()
+	rec, done, err := infra.BuildReconcile(app.Config, app.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(done)
+	return rec
+}
+
 // TestReconcileOnEachRedis runs the operator's reconcile (BuildReconcile, the
 // stream's backlog included) against a service's state on one node and on
 // the cluster: it sees the books agree, sees a gate stock an operator broke,
@@ -77,11 +89,7 @@ func TestReconcileOnEachRedis(t *testing.T) {
 			vid := createVoucher(t, app, 5)
 			mustClaim(t, app, vid, 1)
 			mustClaim(t, app, vid, 2)
-			rec, done, err := infra.BuildReconcile(app.Config, app.Log)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer done()
+			rec := reconciler(t, app)
 			testenv.Eventually(t, 20*time.Second, func() (bool, string) {
 				r, err := rec.Check(ctx, vid)
 				return err == nil && r.Consistent() && r.Pending == 0, fmt.Sprintf("%+v (%v)", r, err)
@@ -111,11 +119,7 @@ func TestReconcileRightAfterClaimsSeesThemInFlight(t *testing.T) {
 			app, _ := startServiceOn(t, infra.QueueStream, b.Name)
 			ctx := context.Background()
 			vid := createVoucher(t, app, 5)
-			rec, done, err := infra.BuildReconcile(app.Config, app.Log)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer done()
+			rec := reconciler(t, app)
 			mustClaim(t, app, vid, 1)
 			testenv.Eventually(t, 20*time.Second, func() (bool, string) {
 				r, err := rec.Check(ctx, vid)

@@ -120,7 +120,7 @@ var repoSQLCases = []struct {
 			t.Fatal("a voucher survived down and up")
 		}
 		w := repoAdd(t, s, 1, 1)
-		o := repoOrder(t, 1, 1, w.ID())
+		o := testenv.Order(t, 1, 1, w.ID())
 		repoExpect(t, repoBatch(t, s, o), []domain.VoucherOrder{o}, "created")
 	}},
 	{"concurrent_starts_migrate_once", func(t *testing.T, connect func(*testing.T) *bun.DB) {
