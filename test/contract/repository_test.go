@@ -129,28 +129,16 @@ func repoCtx(t *testing.T) context.Context {
 // would be caught.
 var repoZone = time.FixedZone("UTC+8", 8*60*60)
 
-func repoSale(t *testing.T, stock int, begin, end time.Time) domain.Sale {
-	t.Helper()
-	s, err := domain.NewSale(stock, begin, end)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 func repoAdd(t *testing.T, s repoSubject, shop domain.ShopID, stock int) domain.Voucher {
 	t.Helper()
 	begin := time.Date(2026, 11, 29, 20, 0, 0, 0, repoZone)
 	return repoAddSale(t, s, domain.VoucherSpec{ShopID: shop, Title: "seckill", PayValue: 8000, ActualValue: 10000},
-		repoSale(t, stock, begin, begin.Add(2*time.Hour)))
+		stock, begin, begin.Add(2*time.Hour))
 }
 
-func repoAddSale(t *testing.T, s repoSubject, spec domain.VoucherSpec, sale domain.Sale) domain.Voucher {
+func repoAddSale(t *testing.T, s repoSubject, spec domain.VoucherSpec, stock int, begin, end time.Time) domain.Voucher {
 	t.Helper()
-	v, err := domain.NewSeckillVoucher(spec, sale)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := testenv.SeckillVoucher(t, spec, stock, begin, end)
 	saved, err := s.vouchers.AddSeckill(repoCtx(t), v)
 	if err != nil {
 		t.Fatalf("add seckill voucher: %v", err)
@@ -304,7 +292,7 @@ var repoCases = []struct {
 			PayValue:    1 << 40,
 			ActualValue: 1<<40 + 1,
 		}
-		first := repoAddSale(t, s, spec, repoSale(t, 100, begin, end))
+		first := repoAddSale(t, s, spec, 100, begin, end)
 		if got := first.Sale().Begin(); !got.Equal(begin.Truncate(time.Microsecond)) || got.Location() != time.UTC {
 			t.Fatalf("AddSeckill returned begin %s, want %s in UTC", got, begin.Truncate(time.Microsecond).UTC())
 		}
@@ -368,7 +356,7 @@ var repoCases = []struct {
 		at := time.Date(2026, 11, 29, 20, 0, 0, 0, repoZone)
 		spec := domain.VoucherSpec{ShopID: 1, Title: "window"}
 		add := func(end time.Time) domain.VoucherID {
-			return repoAddSale(t, s, spec, repoSale(t, 1, end.Add(-time.Hour), end)).ID()
+			return repoAddSale(t, s, spec, 1, end.Add(-time.Hour), end).ID()
 		}
 		add(at.Add(-time.Hour))
 		add(at)
@@ -400,11 +388,7 @@ var repoCases = []struct {
 	}},
 	{"add_once_returns_the_keys_voucher_even_to_concurrent_retries", func(t *testing.T, s repoSubject) {
 		begin := time.Date(2026, 11, 29, 20, 0, 0, 0, repoZone)
-		v, err := domain.NewSeckillVoucher(domain.VoucherSpec{ShopID: 9, Title: "once", PayValue: 1, ActualValue: 2},
-			repoSale(t, 5, begin, begin.Add(time.Hour)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		v := testenv.SeckillVoucher(t, domain.VoucherSpec{ShopID: 9, Title: "once", PayValue: 1, ActualValue: 2}, 5, begin, begin.Add(time.Hour))
 		const tries = 8
 		results := make([]ports.Creation, tries)
 		errs := make([]error, tries)

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"testing"
+	"time"
 
 	"github.com/hmdp-go/seckill/domain"
 )
@@ -15,4 +16,19 @@ func Order(t testing.TB, id domain.OrderID, user domain.UserID, voucher domain.V
 		t.Fatal(err)
 	}
 	return o
+}
+
+// SeckillVoucher is a seckill voucher of spec selling stock units from begin
+// to end, failing the test if the domain refuses it.
+func SeckillVoucher(t testing.TB, spec domain.VoucherSpec, stock int, begin, end time.Time) domain.Voucher {
+	t.Helper()
+	s, err := domain.NewSale(stock, begin, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := domain.NewSeckillVoucher(spec, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
