@@ -93,19 +93,29 @@ type proc struct {
 	admin string // adminUID's login token
 	cmd   *exec.Cmd
 	base  string
-	log   *bytes.Buffer
+	log   *syncBuffer
 	done  chan struct{}
 }
 
+// syncBuffer collects a process's output while tests read it. The buffer is
+// a field, not embedded: an embedded bytes.Buffer would lend it ReadFrom,
+// which os/exec's copy prefers to Write, bypassing the lock.
 type syncBuffer struct {
 	mu sync.Mutex
-	bytes.Buffer
+	b  bytes.Buffer
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.Buffer.Write(p)
+	return b.b.Write(p)
+}
+
+// String is the output so far; the process may be writing meanwhile.
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 func freeAddr(t *testing.T) string {
@@ -131,15 +141,13 @@ func (c *cluster) start(name string, env ...string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{name: name, cmd: cmd, base: "http://" + addr, log: &buf.Buffer, done: make(chan struct{})}
+	p := &proc{name: name, cmd: cmd, base: "http://" + addr, log: buf, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-p.done
 		if t.Failed() {
-			buf.mu.Lock()
 			t.Logf("--- log of %s ---\n%s", name, lastLines(buf.String(), 40))
-			buf.mu.Unlock()
 		}
 	})
 	p.admin = c.mint(1, adminUID)[0]
