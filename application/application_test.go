@@ -389,6 +389,10 @@ func TestConstructorsRefuseNilDependencies(t *testing.T) {
 	})
 	mustPanic("fulfill_without_gate", func() { application.NewFulfillOrders(memory.NewOrders(memory.NewVouchers()), nil) })
 	mustPanic("get_without_orders", func() { application.NewGetOrder(nil, memory.NewGate(testenv.NewClock(now))) })
+	mustPanic("sale_dashboard_without_claim_counts", func() {
+		v := memory.NewVouchers()
+		application.NewSaleDashboard(v, memory.NewGate(testenv.NewClock(now)), memory.NewOrders(v), chanqueue.New(1, 0), nil, testenv.NewClock(now))
+	})
 }
 
 func TestClaimSeckillOutOfTimeIsBusyAndUndone(t *testing.T) {

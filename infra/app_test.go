@@ -17,6 +17,7 @@ import (
 func startEmbedded(t *testing.T, c infra.Config, log zerolog.Logger) *infra.App {
 	t.Helper()
 	c.HTTPAddr = "127.0.0.1:0"
+	c.MetricsAddr = "127.0.0.1:0" // test packages run in parallel: no fixed port
 	c.DataDir = t.TempDir()
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)

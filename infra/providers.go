@@ -11,6 +11,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/hmdp-go/seckill/adapters/chanqueue"
+	"github.com/hmdp-go/seckill/adapters/claimcount"
 	"github.com/hmdp-go/seckill/adapters/httpapi"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
@@ -66,7 +67,7 @@ func provideHandler(
 	add *application.AddSeckillVoucher, list *application.ListShopVouchers,
 	claim *application.ClaimSeckill, get *application.GetOrder,
 	sessions ports.Sessions, tokens ports.TokenIssuer, ready ReadyCheck,
-	log zerolog.Logger, c Config, obs httpapi.ClaimObserver,
+	sales *application.SaleDashboard, log zerolog.Logger, c Config, obs httpapi.ClaimObserver,
 ) http.Handler {
 	if tokens != nil {
 		log.Warn().Msg("dev endpoint POST /dev/tokens is enabled: anyone can mint a login token")
@@ -75,7 +76,7 @@ func provideHandler(
 		log.Warn().Msg("no admin user: voucher creation and every admin endpoint answer 403 to everyone; " +
 			"set SECKILL_ADMIN_USERS to comma-separated user ids (e.g. SECKILL_ADMIN_USERS=1) to enable them")
 	} else {
-		log.Info().Interface("admin_users", c.Admins()).Msg("admin endpoints enabled")
+		log.Info().Interface("admin_users", c.Admins()).Str("live_sale_page", "/admin/sales").Msg("admin endpoints enabled")
 	}
 	proxies := make([]string, len(c.Proxies()))
 	for i, p := range c.Proxies() {
@@ -89,6 +90,7 @@ func provideHandler(
 		Admins:         c.Admins(),
 		Limits:         httpapi.Limits{PerUser: c.RateUser, PerIP: c.RateIP, Window: c.RateWindow},
 		TrustedProxies: c.Proxies(),
+		Sales:          sales,
 		ClaimObserver:  obs,
 	})
 }
@@ -116,6 +118,12 @@ func provideChannelAdmission(m *soldout.Marks, g *soldout.Gate, q *chanqueue.Que
 	return m.Admission(chanqueue.NewAdmission(g, q))
 }
 
+// provideCountedAdmission counts every claim's answer for the live sale
+// page; it wraps the sold-out marks so their in-memory answers count too.
+func provideCountedAdmission(c *claimcount.Counter, a *soldout.Admission) *claimcount.Admission {
+	return c.Admission(a)
+}
+
 // commonSet is everything but the queue driver.
 var commonSet = wire.NewSet(
 	NewRedis,
@@ -136,15 +144,22 @@ var commonSet = wire.NewSet(
 	provideClaimObserver,
 	provideGate,
 	wire.Bind(new(ports.GateProbe), new(*redisgate.Gate)),
+	wire.Bind(new(ports.GateAudit), new(*redisgate.Gate)),
+	wire.Bind(new(ports.OrderLedger), new(*mysqlstore.OrderRepo)),
 	provideSoldOutMarks,
 	provideSoldOutGate,
 	wire.Bind(new(ports.StockGate), new(*soldout.Gate)),
+	claimcount.New,
+	wire.Bind(new(ports.ClaimCounts), new(*claimcount.Counter)),
+	provideCountedAdmission,
+	wire.Bind(new(ports.Admission), new(*claimcount.Admission)),
 	application.NewAddSeckillVoucher,
 	application.NewListShopVouchers,
 	application.NewClaimSeckill,
 	application.NewFulfillOrders,
 	application.NewGetOrder,
 	application.NewRestoreGate,
+	application.NewSaleDashboard,
 	provideWorker,
 	provideHandler,
 	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Gate", "Tokens", "DB", "Redis", "Observability"),
@@ -153,7 +168,7 @@ var commonSet = wire.NewSet(
 // channelSet: the in-process bounded channel, fed by the gate plus the channel.
 var channelSet = wire.NewSet(
 	provideChannelAdmission,
-	wire.Bind(new(ports.Admission), new(*soldout.Admission)),
 	provideChannelQueue,
 	provideObservedChannelQueue,
+	wire.Bind(new(ports.QueueMonitor), new(*chanqueue.Queue)),
 )

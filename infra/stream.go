@@ -86,8 +86,8 @@ func provideStreamQueue(rdb redis.UniversalClient, c Config, log zerolog.Logger,
 // streamSet: the Redis Stream queue, shared by every instance as one group.
 var streamSet = wire.NewSet(
 	provideStreamAdmission,
-	wire.Bind(new(ports.Admission), new(*soldout.Admission)),
 	provideConsumerLease,
 	provideStreamQueue,
 	provideObservedStreamQueue,
+	wire.Bind(new(ports.QueueMonitor), new(*redisstream.Queue)),
 )

@@ -7,6 +7,7 @@
 package infra
 
 import (
+	"github.com/hmdp-go/seckill/adapters/claimcount"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/rs/zerolog"
@@ -40,20 +41,23 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs := provideIDs(universalClient, c)
+	counter := claimcount.New()
 	queue := provideChannelQueue(c)
 	admission := provideChannelAdmission(marks, soldoutGate, queue)
-	claimSeckill := application.NewClaimSeckill(iDs, admission)
+	claimcountAdmission := provideCountedAdmission(counter, admission)
+	claimSeckill := application.NewClaimSeckill(iDs, claimcountAdmission)
 	getOrder := application.NewGetOrder(orderRepository, soldoutGate)
 	store := provideSessionStore(universalClient, c)
 	sessions := provideSessions(store, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
+	systemClock := SystemClock{}
+	saleDashboard := application.NewSaleDashboard(voucherRepo, gate, orderRepo, queue, counter, systemClock)
 	claimObserver := provideClaimObserver(observability)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, log, c, claimObserver)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, saleDashboard, log, c, claimObserver)
 	orderQueue := provideObservedChannelQueue(queue, observability)
 	fulfillOrders := application.NewFulfillOrders(orderRepository, soldoutGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
-	systemClock := SystemClock{}
 	restoreGate := application.NewRestoreGate(voucherRepo, orderRepository, soldoutGate, gate, systemClock)
 	app := &App{
 		Config:        c,
@@ -100,6 +104,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs := provideIDs(universalClient, c)
+	counter := claimcount.New()
 	v, cleanup3, err := provideConsumerLease(universalClient, c, log)
 	if err != nil {
 		cleanup2()
@@ -114,18 +119,20 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	admission := provideStreamAdmission(marks, gate, queue)
-	claimSeckill := application.NewClaimSeckill(iDs, admission)
+	claimcountAdmission := provideCountedAdmission(counter, admission)
+	claimSeckill := application.NewClaimSeckill(iDs, claimcountAdmission)
 	getOrder := application.NewGetOrder(orderRepository, soldoutGate)
 	store := provideSessionStore(universalClient, c)
 	sessions := provideSessions(store, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
+	systemClock := SystemClock{}
+	saleDashboard := application.NewSaleDashboard(voucherRepo, gate, orderRepo, queue, counter, systemClock)
 	claimObserver := provideClaimObserver(observability)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, log, c, claimObserver)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, saleDashboard, log, c, claimObserver)
 	orderQueue := provideObservedStreamQueue(queue, universalClient, c, observability)
 	fulfillOrders := application.NewFulfillOrders(orderRepository, soldoutGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
-	systemClock := SystemClock{}
 	restoreGate := application.NewRestoreGate(voucherRepo, orderRepository, soldoutGate, gate, systemClock)
 	app := &App{
 		Config:        c,

@@ -216,3 +216,54 @@ type Sessions interface {
 type TokenIssuer interface {
 	Mint(ctx context.Context, user domain.UserID) (string, error)
 }
+
+// The live sale page's read ports. None is on the claim path; each costs a
+// constant number of round trips per voucher, so the page's cost is bounded
+// by the number of vouchers it shows.
+
+// SaleTally is the database's side of a sale, read in one query.
+type SaleTally struct {
+	Stock   int   // tb_seckill_voucher.stock: what is left to sell
+	Created int64 // orders committed in tb_voucher_order
+	Failed  int64 // orders recorded as failed for good
+}
+
+// OrderLedger counts a voucher's recorded orders for the live sale page.
+type OrderLedger interface {
+	// Tally reads the voucher's stock and order counts in one query.
+	Tally(ctx context.Context, id domain.VoucherID) (SaleTally, error)
+}
+
+// Backlog is what a queue still holds of one voucher's orders.
+type Backlog struct {
+	// Known is false for a queue that keeps no per-voucher figures (the
+	// channel holds every voucher's orders in one line).
+	Known bool
+	// Length is the entries not finished yet (delivered or not).
+	Length int64
+	// Pending is the entries delivered to a consumer and not acknowledged.
+	Pending int64
+	// Lag is the age of the oldest unfinished entry: how far fulfilment
+	// trails the claims. Zero when nothing is waiting.
+	Lag time.Duration
+}
+
+// QueueOverview is the whole queue at a glance; -1 means "not kept here".
+type QueueOverview struct {
+	Kind        string // "channel" or "stream"
+	Length      int64  // entries waiting in the whole queue (channel), else -1
+	DeadLetters int64  // records set aside for an operator (stream), else -1
+}
+
+// QueueMonitor reads a queue's depth for the live sale page.
+type QueueMonitor interface {
+	Overview(ctx context.Context) (QueueOverview, error)
+	Backlog(ctx context.Context, id domain.VoucherID) (Backlog, error)
+}
+
+// ClaimCounts reports how this instance has answered claims so far, per
+// voucher and outcome ("success", a refusal's code, "busy", "error"). The
+// counts only grow; a reader derives rates from two readings.
+type ClaimCounts interface {
+	Claims(id domain.VoucherID) map[string]int64
+}

@@ -231,7 +231,7 @@ func TestBusyRollsBackReservation(t *testing.T) {
 // show (header handling by net/http, a chunked body hitting the limit).
 func TestOverRealServer(t *testing.T) {
 	e := newEnv(t, options{maxBody: 512})
-	srv := httptest.NewServer(e.h)
+	srv := httptest.NewServer(contractHandler(t, e.h))
 	defer srv.Close()
 
 	send := func(method, path, token string, body io.Reader) result {

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/adapters/chanqueue"
+	"github.com/hmdp-go/seckill/adapters/claimcount"
 	"github.com/hmdp-go/seckill/adapters/httpapi"
 	"github.com/hmdp-go/seckill/adapters/memory"
 	"github.com/hmdp-go/seckill/application"
@@ -230,7 +231,9 @@ func newEnv(t testing.TB, opt options) *env {
 	t.Cleanup(func() { _ = queue.Close() })
 	mv := memory.NewVouchers()
 	vouchers := &spyVouchers{VoucherRepository: mv, c: c}
-	orders := &spyOrders{OrderRepository: memory.NewOrders(mv), c: c}
+	ledger := memory.NewOrders(mv)
+	orders := &spyOrders{OrderRepository: ledger, c: c}
+	counter := claimcount.New()
 	sgate := &spyGate{StockGate: gate, c: c}
 	sessions := memory.NewSessions()
 
@@ -243,7 +246,7 @@ func newEnv(t testing.TB, opt options) *env {
 		AddVoucher:   application.NewAddSeckillVoucher(vouchers, orders, sgate),
 		ListVouchers: application.NewListShopVouchers(vouchers),
 		Claim: application.NewClaimSeckill(&spyIDs{OrderIDs: memory.NewIDs(clock), c: c},
-			&spyAdmission{Admission: chanqueue.NewAdmission(sgate, queue), c: c}),
+			counter.Admission(&spyAdmission{Admission: chanqueue.NewAdmission(sgate, queue), c: c})),
 		GetOrder:       application.NewGetOrder(orders, sgate),
 		Sessions:       sessions,
 		Tokens:         sessions,
@@ -255,6 +258,7 @@ func newEnv(t testing.TB, opt options) *env {
 		Admins:         []domain.UserID{adminUser},
 		Limits:         opt.limits,
 		TrustedProxies: opt.proxies,
+		Sales:          application.NewSaleDashboard(mv, gate, ledger, queue, counter, clock),
 	}
 	if !opt.createdAt.IsZero() {
 		d.Clock = testenv.NewClock(opt.createdAt)
@@ -311,11 +315,22 @@ type req struct {
 	remote                    string    // the peer's host:port; httptest's default otherwise
 }
 
-func (e *env) do(r req) result {
+// raw makes one request and checks the exchange against openapi.json.
+func (e *env) raw(r req) *httptest.ResponseRecorder {
 	e.t.Helper()
-	body := r.reader
-	if body == nil && r.body != "" {
-		body = strings.NewReader(r.body)
+	var sent []byte
+	var body io.Reader
+	switch {
+	case r.reader != nil:
+		// Read whole so the contract check sees what the server read; the
+		// handler still gets a body of unknown length.
+		b, err := io.ReadAll(r.reader)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		sent, body = b, unsized{bytes.NewReader(b)}
+	case r.body != "":
+		sent, body = []byte(r.body), strings.NewReader(r.body)
 	}
 	hr := httptest.NewRequest(r.method, r.path, body)
 	if r.remote != "" {
@@ -334,8 +349,19 @@ func (e *env) do(r req) result {
 		}
 		hr.Header.Set(k, v)
 	}
+	sentHeader := hr.Header.Clone()
 	w := httptest.NewRecorder()
 	e.h.ServeHTTP(w, hr)
+	checkContract(e.t, r.method, r.path, sentHeader, sent, w)
+	return w
+}
+
+// unsized hides a reader's length, as a chunked body has none.
+type unsized struct{ io.Reader }
+
+func (e *env) do(r req) result {
+	e.t.Helper()
+	w := e.raw(r)
 	res := decodeResult(e.t, w.Code, w.Header().Get("Content-Type"), w.Body.String())
 	res.requestID = w.Header().Get("X-Request-Id")
 	res.retryAfter = w.Header().Get("Retry-After")

@@ -50,6 +50,9 @@ type Deps struct {
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For and
 	// X-Real-IP headers name the client; empty trusts no header.
 	TrustedProxies []netip.Prefix
+	// Sales feeds the live sale page (GET /admin/sales); nil leaves the
+	// page and its data unmounted.
+	Sales *application.SaleDashboard
 	// ClaimObserver, when set, is told the answer of every claim (metrics).
 	ClaimObserver ClaimObserver
 }
@@ -77,6 +80,7 @@ type api struct {
 	admins       map[domain.UserID]struct{}
 	limits       Limits
 	proxies      []netip.Prefix
+	sales        *application.SaleDashboard
 }
 
 // NewRouter builds the HTTP handler. It panics on a missing required
@@ -114,6 +118,7 @@ func NewRouter(d Deps) http.Handler {
 		admins:       adminSet(d.Admins),
 		limits:       d.Limits,
 		proxies:      d.TrustedProxies,
+		sales:        d.Sales,
 	}
 	if a.loc == nil {
 		a.loc = time.UTC
@@ -140,6 +145,7 @@ func NewRouter(d Deps) http.Handler {
 
 	r.Get("/healthz", a.healthz)
 	r.Get("/readyz", a.readyz)
+	r.Get("/openapi.json", a.openAPI)
 
 	r.Get("/voucher/list/{shopId}", a.listShopVouchers)
 
@@ -167,6 +173,17 @@ func NewRouter(d Deps) http.Handler {
 		r.Post("/voucher-order/seckill/{id}", a.claimSeckill)
 		r.Get("/voucher-order/{id}", a.orderStatus)
 	})
+
+	if a.sales != nil {
+		// The page and its assets are static and public (a browser's
+		// navigation cannot send the token header); the figures are not.
+		r.Get("/admin/sales", a.salesPage)
+		r.Get("/admin/assets/{name}", a.salesAsset)
+		r.Group(func(r chi.Router) {
+			a.adminRoutes(r)
+			r.Get("/admin/sales.json", a.salesBoard)
+		})
+	}
 
 	if a.tokens != nil {
 		r.Post("/dev/tokens", a.mintToken)

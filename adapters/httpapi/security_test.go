@@ -132,7 +132,7 @@ func TestWritesTakeJSONOnly(t *testing.T) {
 	// Content-Length: 0 and no Content-Type; axios versions whose post
 	// default is a form type may send that type, still with no body. Over a
 	// real connection, as a browser would.
-	srv := httptest.NewServer(e.h)
+	srv := httptest.NewServer(contractHandler(t, e.h))
 	defer srv.Close()
 	for i, contentType := range []string{"", "application/x-www-form-urlencoded"} {
 		r, _ := http.NewRequest("POST", srv.URL+"/voucher-order/seckill/"+voucher, nil)

@@ -150,3 +150,26 @@ func (s *Orders) Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain
 	slices.SortFunc(buyers, func(a, b domain.VoucherOrder) int { return cmp.Compare(a.ID(), b.ID()) })
 	return buyers, nil
 }
+
+var _ ports.OrderLedger = (*Orders)(nil)
+
+// Tally counts as the SQL repository does; it walks every order, which is
+// fine for the small fakes of tests.
+func (s *Orders) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTally, error) {
+	if err := ctx.Err(); err != nil {
+		return ports.SaleTally{}, err
+	}
+	stock, ok := s.vouchers.stockOf(id)
+	if !ok {
+		return ports.SaleTally{}, domain.ErrVoucherNotFound
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := ports.SaleTally{Stock: stock, Created: int64(len(s.holders[id]))}
+	for _, f := range s.failed {
+		if f.order.VoucherID() == id {
+			t.Failed++
+		}
+	}
+	return t, nil
+}

@@ -221,6 +221,29 @@ func TestStreamQueue(t *testing.T) {
 			streamMustPending(t, q2, streamVoucher, 0)
 		}},
 
+		{"backlog_counts_unfinished_and_pending_entries_and_their_lag", func(t *testing.T, e streamEnv) {
+			ctx := context.Background()
+			q := e.queue(t, "c1")
+			if b, err := q.Backlog(ctx, streamVoucher); err != nil || !b.Known || b.Length != 0 || b.Pending != 0 || b.Lag != 0 {
+				t.Fatalf("backlog of an empty stream: %+v, %v", b, err)
+			}
+			streamPublish(t, q, 1, 5)
+			held := testenv.ReceiveN(t, q, 2, 2)
+			b, err := q.Backlog(ctx, streamVoucher)
+			if err != nil || b.Length != 5 || b.Pending < 2 || b.Lag < 0 {
+				t.Fatalf("backlog after 5 published, 2 received: %+v, %v", b, err)
+			}
+			if err := q.Ack(ctx, held); err != nil {
+				t.Fatal(err)
+			}
+			if b, err = q.Backlog(ctx, streamVoucher); err != nil || b.Length != 3 {
+				t.Fatalf("backlog after 2 acked: %+v, %v", b, err)
+			}
+			if o, err := q.Overview(ctx); err != nil || o.Kind != "stream" || o.DeadLetters != 0 {
+				t.Fatalf("overview: %+v, %v", o, err)
+			}
+		}},
+
 		{"close_right_after_a_new_vouchers_first_claims_drains_them", func(t *testing.T, e streamEnv) {
 			// The queue has been running (and discovering) before the voucher
 			// exists; its claims land, and the stop comes before the next

@@ -279,6 +279,30 @@ var repoCases = []struct {
 	name string
 	run  func(t *testing.T, s repoSubject)
 }{
+	{"tally_counts_stock_created_and_failed_orders_of_one_voucher", func(t *testing.T, s repoSubject) {
+		ledger, ok := s.orders.(ports.OrderLedger)
+		if !ok {
+			t.Fatalf("%T is not a ports.OrderLedger", s.orders)
+		}
+		v := repoAdd(t, s, 1, 2)
+		other := repoAdd(t, s, 1, 5)
+		repoBatch(t, s, testenv.Order(t, 1, 1, v.ID()), testenv.Order(t, 2, 2, v.ID()), testenv.Order(t, 3, 3, v.ID()),
+			testenv.Order(t, 4, 1, other.ID()))
+		if _, err := s.orders.MarkFailed(repoCtx(t), []domain.VoucherOrder{testenv.Order(t, 5, 5, v.ID())}, domain.FailUndeliverable); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ledger.Tally(repoCtx(t), v.ID())
+		if want := (ports.SaleTally{Stock: 0, Created: 2, Failed: 2}); err != nil || got != want {
+			t.Fatalf("Tally = %+v, %v; want %+v", got, err, want)
+		}
+		if got, err := ledger.Tally(repoCtx(t), other.ID()); err != nil || got != (ports.SaleTally{Stock: 4, Created: 1}) {
+			t.Fatalf("Tally of the other voucher = %+v, %v", got, err)
+		}
+		if _, err := ledger.Tally(repoCtx(t), other.ID()+100); !errors.Is(err, domain.ErrVoucherNotFound) {
+			t.Fatalf("Tally of an unknown voucher: %v, want ErrVoucherNotFound", err)
+		}
+	}},
+
 	{"add_get_list_round_trip", func(t *testing.T, s repoSubject) {
 		// Sub-microsecond digits and a non-UTC zone: what comes back is the
 		// same instant, in UTC, at the precision the database keeps.

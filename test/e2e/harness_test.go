@@ -50,18 +50,25 @@ func TestMain(m *testing.M) {
 }
 
 // cluster is what one test shares between its service processes: one
-// database, one Redis key prefix.
+// database, one Redis deployment (a node or a Redis Cluster), one key prefix.
 type cluster struct {
 	t      *testing.T
 	env    []string
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	db     *bun.DB
 	prefix string
 }
 
+// newCluster runs the services on the one Redis node of SECKILL_TEST_REDIS_URL.
 func newCluster(t *testing.T, extra ...string) *cluster {
 	t.Helper()
-	rdb := testenv.RealRedis(t)
+	return newClusterOn(t, testenv.RealRedis(t), "SECKILL_REDIS_URL="+os.Getenv(testenv.RedisEnv), extra...)
+}
+
+// newClusterOn runs the services on rdb, which redisEnv (the service's
+// variable naming it) points them to.
+func newClusterOn(t *testing.T, rdb redis.UniversalClient, redisEnv string, extra ...string) *cluster {
+	t.Helper()
 	dsn := testenv.MySQLDSN(t)
 	db, err := mysqlstore.OpenMySQL(dsn)
 	if err != nil {
@@ -70,7 +77,7 @@ func newCluster(t *testing.T, extra ...string) *cluster {
 	t.Cleanup(func() { _ = db.Close() })
 	c := &cluster{t: t, rdb: rdb, db: db, prefix: testenv.KeyPrefix(t)}
 	c.env = append([]string{
-		"SECKILL_REDIS_URL=" + os.Getenv(testenv.RedisEnv),
+		redisEnv,
 		"SECKILL_MYSQL_DSN=" + dsn,
 		"SECKILL_KEY_PREFIX=" + c.prefix,
 		"SECKILL_LOG_LEVEL=info",
@@ -97,25 +104,26 @@ type proc struct {
 	done  chan struct{}
 }
 
-// syncBuffer collects a process's output while tests read it. The buffer is
-// a field, not embedded: an embedded bytes.Buffer would lend it ReadFrom,
-// which os/exec's copy prefers to Write, bypassing the lock.
+// syncBuffer is a child's log, written by exec's copying goroutine while the
+// test reads it. The buffer is a named field, not embedded: an embedded
+// bytes.Buffer would promote ReadFrom, which io.Copy prefers to Write, and
+// the copy would bypass the lock.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu  sync.Mutex
+	buf bytes.Buffer
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.b.Write(p)
+	return b.buf.Write(p)
 }
 
-// String is the output so far; the process may be writing meanwhile.
+// String reads the log while the child may still be writing it.
 func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.b.String()
+	return b.buf.String()
 }
 
 func freeAddr(t *testing.T) string {

@@ -4,16 +4,22 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // tcpProxy forwards a loopback port to a server, and can cut every
-// connection and refuse new ones for a while: a database outage the test
-// controls, without touching the shared server.
+// connection and refuse new ones for a while, or slow every request down: a
+// database outage or a distant database the test controls, without touching
+// the shared server.
 type tcpProxy struct {
 	t      *testing.T
 	addr   string
 	target string
+	// latency delays what a client sends, chunk by chunk, before the server
+	// gets it: each round trip to the server takes at least this long.
+	latency atomic.Int64
 
 	mu    sync.Mutex
 	ln    net.Listener
@@ -64,7 +70,7 @@ func (p *tcpProxy) pipe(client net.Conn) {
 	p.conns[client], p.conns[server] = struct{}{}, struct{}{}
 	p.mu.Unlock()
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(server, client); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(server, lagReader{client, p}); done <- struct{}{} }()
 	go func() { _, _ = io.Copy(client, server); done <- struct{}{} }()
 	<-done
 	client.Close()
@@ -97,4 +103,22 @@ func (p *tcpProxy) restore() {
 		p.t.Fatalf("proxy cannot listen again on %s: %v", p.addr, err)
 	}
 	p.serve(ln)
+}
+
+// setLatency makes every request through the proxy wait d (0: none) from now
+// on, so a test can bound how fast the services write, whatever the machine.
+func (p *tcpProxy) setLatency(d time.Duration) { p.latency.Store(int64(d)) }
+
+// lagReader is a client's side of a connection, read after the proxy's latency.
+type lagReader struct {
+	r io.Reader
+	p *tcpProxy
+}
+
+func (l lagReader) Read(b []byte) (int, error) {
+	n, err := l.r.Read(b)
+	if d := time.Duration(l.p.latency.Load()); d > 0 && n > 0 {
+		time.Sleep(d) // the simulated network, not a synchronisation
+	}
+	return n, err
 }

@@ -1,0 +1,156 @@
+package httpapi
+
+import (
+	"context"
+	"embed"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/hmdp-go/seckill/application"
+)
+
+// web holds the live sale page and the chart library it draws with (uPlot,
+// MIT, vendored from its npm package's dist/): no front-end build step, and
+// the page works with no network but the service's own.
+//
+//go:embed web
+var web embed.FS
+
+// saleAssets are the files GET /admin/assets/{name} serves, with their type;
+// anything else is a 404, so the embedded tree is never listed.
+var saleAssets = map[string]string{
+	"sales.js":          "text/javascript; charset=utf-8",
+	"sales.css":         "text/css; charset=utf-8",
+	"uPlot.iife.min.js": "text/javascript; charset=utf-8",
+	"uPlot.min.css":     "text/css; charset=utf-8",
+}
+
+// salesPageCSP lets the page run only its own scripts and talk only to this
+// service. uPlot sizes its canvas through element styles, hence the inline
+// style allowance; no inline script is allowed.
+const salesPageCSP = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; " +
+	"connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// salesBoardTimeout bounds one reading so a stalled backend answers the
+// poll with an error instead of piling up requests behind it.
+const salesBoardTimeout = 2 * time.Second
+
+// salesPage is static: anyone may load it, as a browser's navigation cannot
+// send the token header. The figures come from GET /admin/sales.json, which
+// requires an admin's token.
+func (a *api) salesPage(w http.ResponseWriter, r *http.Request) {
+	a.serveAsset(w, "web/sales.html", "text/html; charset=utf-8")
+}
+
+func (a *api) salesAsset(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "name")
+	ct, ok := saleAssets[name]
+	if !ok {
+		a.notFound(w, r)
+		return
+	}
+	a.serveAsset(w, "web/"+name, ct)
+}
+
+func (a *api) serveAsset(w http.ResponseWriter, path, contentType string) {
+	b, err := web.ReadFile(path)
+	if err != nil {
+		// Only names listed above reach here, all embedded: a build error.
+		panic("httpapi: embedded asset missing: " + path)
+	}
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Security-Policy", salesPageCSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	// The assets change only with the binary; a short cache keeps a page
+	// left open for hours from serving a stale script after an upgrade.
+	h.Set("Cache-Control", "max-age=60")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+type saleBoardDTO struct {
+	// At is the server's time of the reading; the page derives rates from
+	// two readings' counts and times.
+	At    string    `json:"at"`
+	Queue string    `json:"queue"`
+	Sales []saleDTO `json:"sales"`
+	// QueueLength (channel) and DeadLetters (stream) are omitted where the
+	// queue does not keep them.
+	QueueLength *int64 `json:"queueLength,omitempty"`
+	DeadLetters *int64 `json:"deadLetters,omitempty"`
+}
+
+type saleDTO struct {
+	ID        string `json:"id"`
+	Title     string `json:"title"`
+	State     string `json:"state"` // live or upcoming
+	BeginTime string `json:"beginTime"`
+	EndTime   string `json:"endTime"`
+	// GateStock is omitted when the gate holds no state for the voucher.
+	GateStock *int             `json:"gateStock,omitempty"`
+	DBStock   int              `json:"dbStock"`
+	Orders    int64            `json:"orders"`
+	Failed    int64            `json:"failed"`
+	Claims    map[string]int64 `json:"claims"`
+	// Backlog is omitted for a queue without per-voucher figures.
+	Backlog *backlogDTO `json:"backlog,omitempty"`
+}
+
+type backlogDTO struct {
+	Length  int64 `json:"length"`
+	Pending int64 `json:"pending"`
+	LagMs   int64 `json:"lagMs"`
+}
+
+func (a *api) salesBoard(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), salesBoardTimeout)
+	defer cancel()
+	b, err := a.sales.Handle(ctx)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := saleBoardDTO{At: b.At.UTC().Format(time.RFC3339Nano), Queue: b.Queue.Kind, Sales: make([]saleDTO, 0, len(b.Sales))}
+	if b.Queue.Length >= 0 {
+		out.QueueLength = &b.Queue.Length
+	}
+	if b.Queue.DeadLetters >= 0 {
+		out.DeadLetters = &b.Queue.DeadLetters
+	}
+	for _, s := range b.Sales {
+		out.Sales = append(out.Sales, a.saleDTO(s))
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, envelope{Success: true, Data: out, Total: int64(b.Total)})
+}
+
+func (a *api) saleDTO(s application.SaleRow) saleDTO {
+	v := s.Voucher
+	d := saleDTO{
+		ID:        strconv.FormatInt(int64(v.ID()), 10),
+		Title:     v.Title(),
+		State:     "upcoming",
+		BeginTime: v.Sale().Begin().In(a.loc).Format(localLayout),
+		EndTime:   v.Sale().End().In(a.loc).Format(localLayout),
+		DBStock:   s.DB.Stock,
+		Orders:    s.DB.Created,
+		Failed:    s.DB.Failed,
+		Claims:    s.Claims,
+	}
+	if s.Live {
+		d.State = "live"
+	}
+	if s.GateFound {
+		stock := s.GateStock
+		d.GateStock = &stock
+	}
+	if s.Backlog.Known {
+		d.Backlog = &backlogDTO{Length: s.Backlog.Length, Pending: s.Backlog.Pending, LagMs: s.Backlog.Lag.Milliseconds()}
+	}
+	return d
+}
