@@ -24,12 +24,13 @@ run: build ## run the service (embedded Redis + SQLite unless SECKILL_REDIS_URL 
 		SECKILL_LOG_FORMAT=$${SECKILL_LOG_FORMAT:-console} ./$(BIN) serve
 
 .PHONY: test
-test: ## run every test with the race detector (real Redis/MySQL when SECKILL_TEST_REDIS_URL / SECKILL_TEST_MYSQL_DSN are set)
-	$(GO) test -race -count=1 -timeout 20m ./...
+test: ## run every test with the race detector (real Redis/MySQL when SECKILL_TEST_REDIS_URL / SECKILL_TEST_MYSQL_DSN are set); the last line says which backends ran
+	status=0; $(GO) test -race -count=1 -timeout 20m ./... || status=$$?; ./.ci/test-backends.sh; exit $$status
 
 # FUZZ lists package:target pairs; -fuzz takes one target per run.
 FUZZ     ?= ./adapters/httpapi:FuzzVoucherBody ./adapters/httpapi:FuzzTokenBody \
-            ./adapters/httpapi:FuzzPathID ./adapters/httpapi:FuzzAuthorizationHeader
+            ./adapters/httpapi:FuzzPathID ./adapters/httpapi:FuzzAuthorizationHeader \
+            ./adapters/redisschema:FuzzDecodeOrder
 FUZZTIME ?= 5s
 
 .PHONY: fuzz

@@ -11,11 +11,8 @@ import (
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
+	"github.com/hmdp-go/seckill/test/testenv"
 )
-
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
 
 var now = time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)
 
@@ -35,12 +32,12 @@ func newWorld(t *testing.T, queueCap int, wrap func(ports.StockGate) ports.Stock
 	t.Helper()
 	w := &world{vouchers: memory.NewVouchers(), queue: chanqueue.New(queueCap, 0)}
 	w.orders = memory.NewOrders(w.vouchers)
-	var gate ports.StockGate = memory.NewGate(fixedClock{now})
+	var gate ports.StockGate = memory.NewGate(testenv.NewClock(now))
 	if wrap != nil {
 		gate = wrap(gate)
 	}
 	w.gate = gate
-	w.claim = application.NewClaimSeckill(memory.NewIDs(fixedClock{now}), chanqueue.NewAdmission(gate, w.queue))
+	w.claim = application.NewClaimSeckill(memory.NewIDs(testenv.NewClock(now)), chanqueue.NewAdmission(gate, w.queue))
 	w.fulfill = application.NewFulfillOrders(w.orders, gate)
 	w.get = application.NewGetOrder(w.orders, gate)
 	w.add = application.NewAddSeckillVoucher(w.vouchers, w.orders, gate)
@@ -350,12 +347,12 @@ func TestRestoreGate(t *testing.T) {
 	ended := w.voucher(t, 3, now.Add(-3*time.Hour), now.Add(-2*time.Hour))
 
 	// A fresh gate, as after a Redis restart, restored from the database.
-	fresh := memory.NewGate(fixedClock{now})
-	n, err := application.NewRestoreGate(w.vouchers, w.orders, fresh, fresh, fixedClock{now}).Handle(ctx)
+	fresh := memory.NewGate(testenv.NewClock(now))
+	n, err := application.NewRestoreGate(w.vouchers, w.orders, fresh, fresh, testenv.NewClock(now)).Handle(ctx)
 	if err != nil || n != 1 {
 		t.Fatalf("restored %d, %v; want 1 (the ended sale is skipped)", n, err)
 	}
-	claim := application.NewClaimSeckill(memory.NewIDs(fixedClock{now}), chanqueue.NewAdmission(fresh, chanqueue.New(10, 0)))
+	claim := application.NewClaimSeckill(memory.NewIDs(testenv.NewClock(now)), chanqueue.NewAdmission(fresh, chanqueue.New(10, 0)))
 	if _, err := claim.Handle(ctx, 1, vid); !errors.Is(err, domain.ErrAlreadyClaimed) {
 		t.Fatalf("a buyer in the database must stay a buyer: %v", err)
 	}
@@ -384,17 +381,17 @@ func TestConstructorsRefuseNilDependencies(t *testing.T) {
 		})
 	}
 	mustPanic("claim_without_admission", func() {
-		application.NewClaimSeckill(memory.NewIDs(fixedClock{now}), nil)
+		application.NewClaimSeckill(memory.NewIDs(testenv.NewClock(now)), nil)
 	})
 	mustPanic("claim_with_a_typed_nil_admission", func() {
 		var adm *chanqueue.Admission
-		application.NewClaimSeckill(memory.NewIDs(fixedClock{now}), adm)
+		application.NewClaimSeckill(memory.NewIDs(testenv.NewClock(now)), adm)
 	})
 	mustPanic("fulfill_without_gate", func() { application.NewFulfillOrders(memory.NewOrders(memory.NewVouchers()), nil) })
-	mustPanic("get_without_orders", func() { application.NewGetOrder(nil, memory.NewGate(fixedClock{now})) })
+	mustPanic("get_without_orders", func() { application.NewGetOrder(nil, memory.NewGate(testenv.NewClock(now))) })
 	mustPanic("sale_dashboard_without_claim_counts", func() {
 		v := memory.NewVouchers()
-		application.NewSaleDashboard(v, memory.NewGate(fixedClock{now}), memory.NewOrders(v), chanqueue.New(1, 0), nil, fixedClock{now})
+		application.NewSaleDashboard(v, memory.NewGate(testenv.NewClock(now)), memory.NewOrders(v), chanqueue.New(1, 0), nil, testenv.NewClock(now))
 	})
 }
 
@@ -463,8 +460,8 @@ func (a unknownAdmission) Admit(ctx context.Context, o domain.VoucherOrder) erro
 }
 
 func TestClaimSeckillUnknownOutcomeIsNeitherBusyNorRefusedAndKeepsItsID(t *testing.T) {
-	gate := memory.NewGate(fixedClock{now})
-	ids := memory.NewIDs(fixedClock{now})
+	gate := memory.NewGate(testenv.NewClock(now))
+	ids := memory.NewIDs(testenv.NewClock(now))
 	w := newWorld(t, 10, func(ports.StockGate) ports.StockGate { return gate })
 	claim := application.NewClaimSeckill(ids, unknownAdmission{gate})
 	vid := w.live(t, 2)
@@ -530,7 +527,7 @@ func TestRestoreGateRepairRestoresOnlyWhatWasLost(t *testing.T) {
 	if _, err := w.claim.Handle(ctx, 2, kept); err != nil { // queued, not in the database yet
 		t.Fatal(err)
 	}
-	repair := application.NewRestoreGate(w.vouchers, w.orders, gate, gate, fixedClock{now})
+	repair := application.NewRestoreGate(w.vouchers, w.orders, gate, gate, testenv.NewClock(now))
 	if n, err := repair.Repair(ctx); err != nil || n != 0 {
 		t.Fatalf("repair of a whole gate: %d, %v; want nothing to do", n, err)
 	}

@@ -12,14 +12,11 @@ import (
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
+	"github.com/hmdp-go/seckill/test/testenv"
 )
 
 // The claim use case's own cost, against the memory fakes: what the service
 // adds on top of the gate's round trip. Compare runs with benchstat.
-
-type benchClock struct{ t time.Time }
-
-func (c benchClock) Now() time.Time { return c.t }
 
 // reserveOnly admits by reserving, and hands the order to no one, so a long
 // benchmark never fills a bounded queue.
@@ -31,7 +28,7 @@ func (a reserveOnly) Admit(ctx context.Context, o domain.VoucherOrder) error {
 
 func benchClaim(b *testing.B, stock int, marked bool) (*application.ClaimSeckill, domain.VoucherID) {
 	b.Helper()
-	clock := benchClock{time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)}
+	clock := testenv.NewClock(time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC))
 	var gate ports.StockGate = memory.NewGate(clock)
 	var admission ports.Admission = reserveOnly{gate}
 	if marked {
@@ -39,7 +36,7 @@ func benchClaim(b *testing.B, stock int, marked bool) (*application.ClaimSeckill
 		gate = marks.Gate(gate)
 		admission = marks.Admission(reserveOnly{gate})
 	}
-	sale, err := domain.NewSale(stock, clock.t.Add(-time.Hour), clock.t.Add(time.Hour))
+	sale, err := domain.NewSale(stock, clock.Now().Add(-time.Hour), clock.Now().Add(time.Hour))
 	if err != nil {
 		b.Fatal(err)
 	}

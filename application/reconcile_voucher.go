@@ -27,6 +27,11 @@ func NewReconcileVoucher(vouchers ports.VoucherRepository, orders ports.OrderRep
 	return &ReconcileVoucher{vouchers: vouchers, orders: orders, gate: gate, backlog: backlog}
 }
 
+// maxQueueScan bounds how many queue entries a check reads to find the orders
+// in flight: a backlog larger than this is a fulfilment far behind, and what
+// the check could not look at is reported as such (Report.QueuePartial).
+const maxQueueScan = 100_000
+
 // Report is the difference between gate and database for one voucher.
 type Report struct {
 	Voucher    domain.VoucherID
@@ -38,9 +43,18 @@ type Report struct {
 	// Pending is what a durable queue still holds for the voucher; -1 when
 	// the queue cannot be seen (an in-process channel of another process).
 	Pending int64
+	// InFlight: the gate holds these claims, the database does not have them
+	// yet, and the queue still holds them (pending or not yet delivered):
+	// not a difference, only fulfilment not done yet.
+	InFlight []domain.VoucherOrder
 	// NotInDB: the gate holds these claims, the database has no order for
-	// them: still queued (Pending) or lost (a channel queue that died).
+	// them, and the queue was not seen to hold them: lost (a channel queue
+	// that died), or, with a channel queue, possibly still in a running
+	// instance's channel (Pending is -1 then: the check cannot tell).
 	NotInDB []domain.VoucherOrder
+	// QueuePartial: the queue held more than maxQueueScan entries and only
+	// the oldest were looked at, so some of NotInDB may still be in flight.
+	QueuePartial bool
 	// NotInGate: the database has these orders, the gate has no mark for
 	// their users (the gate lost data), or a mark with another order id.
 	NotInGate []domain.VoucherOrder
@@ -49,7 +63,16 @@ type Report struct {
 // Consistent reports whether the gate matches the database exactly.
 func (r Report) Consistent() bool {
 	return r.GateFound && r.GateStock == r.DBStock && r.GateBuyers == r.DBOrders &&
-		len(r.NotInDB) == 0 && len(r.NotInGate) == 0
+		len(r.InFlight) == 0 && len(r.NotInDB) == 0 && len(r.NotInGate) == 0
+}
+
+// OnlyInFlight reports whether the gate and the database differ by the
+// orders in flight and nothing else: each holds a mark and a unit of stock
+// that the database gets once the order is written. Nothing to repair; a
+// check once the queue has drained finds them consistent.
+func (r Report) OnlyInFlight() bool {
+	return r.GateFound && len(r.InFlight) > 0 && len(r.NotInDB) == 0 && len(r.NotInGate) == 0 &&
+		r.GateStock+len(r.InFlight) == r.DBStock && r.GateBuyers == r.DBOrders+len(r.InFlight)
 }
 
 // ErrBacklog: the queue still holds orders of the voucher, so the database is
@@ -63,27 +86,43 @@ func (h *ReconcileVoucher) Check(ctx context.Context, id domain.VoucherID) (Repo
 }
 
 // check also returns the database's side, so Fix writes what it compared.
+//
+// It reads in the order an order travels: the gate, then the queue, then the
+// database. A claim is in the gate before it is in the queue (the stream mode
+// appends in the same script), and an entry leaves the queue only after its
+// order is committed; so an order finished while the check runs is either
+// still seen in the queue or already in the database, never seen as lost.
+// (Read the other way round, an order written between the database read and
+// the queue read would look lost.) Claims made during the check can still
+// show as differences: the gate was read before them.
 func (h *ReconcileVoucher) check(ctx context.Context, id domain.VoucherID) (Report, domain.Voucher, []domain.VoucherOrder, error) {
 	r := Report{Voucher: id, Pending: -1}
-	v, buyers, err := h.database(ctx, id)
+	var v domain.Voucher
+	var err error
+	if r.GateStock, r.GateFound, err = h.gate.Stock(ctx, id); err != nil {
+		return r, v, nil, fmt.Errorf("gate stock of voucher %d: %w", id, err)
+	}
+	marks, err := h.gate.Buyers(ctx, id)
+	if err != nil {
+		return r, v, nil, fmt.Errorf("gate buyers of voucher %d: %w", id, err)
+	}
+	r.GateBuyers = len(marks)
+	var queued map[domain.OrderID]domain.UserID
+	if h.backlog != nil {
+		if r.Pending, err = h.backlog.Pending(ctx, id); err != nil {
+			return r, v, nil, fmt.Errorf("queue backlog of voucher %d: %w", id, err)
+		}
+		if queued, r.QueuePartial, err = h.queued(ctx, id); err != nil {
+			return r, v, nil, err
+		}
+	}
+	v, buyers, err := h.database(ctx, id) // last, see above
 	if err != nil {
 		return r, v, nil, err
 	}
 	r.DBStock = v.Sale().Stock()
 	r.DBOrders = len(buyers)
-	if r.GateStock, r.GateFound, err = h.gate.Stock(ctx, id); err != nil {
-		return r, v, buyers, fmt.Errorf("gate stock of voucher %d: %w", id, err)
-	}
-	marks, err := h.gate.Buyers(ctx, id)
-	if err != nil {
-		return r, v, buyers, fmt.Errorf("gate buyers of voucher %d: %w", id, err)
-	}
-	r.GateBuyers = len(marks)
-	if h.backlog != nil {
-		if r.Pending, err = h.backlog.Pending(ctx, id); err != nil {
-			return r, v, buyers, fmt.Errorf("queue backlog of voucher %d: %w", id, err)
-		}
-	}
+
 	inDB := make(map[domain.UserID]domain.OrderID, len(buyers))
 	for _, o := range buyers {
 		inDB[o.UserID()] = o.ID()
@@ -99,12 +138,31 @@ func (h *ReconcileVoucher) check(ctx context.Context, id domain.VoucherID) (Repo
 		if err != nil {
 			return r, v, buyers, fmt.Errorf("gate mark of user %d on voucher %d: %w", u, id, err)
 		}
-		r.NotInDB = append(r.NotInDB, o)
+		if qu, ok := queued[oid]; ok && qu == u {
+			r.InFlight = append(r.InFlight, o)
+		} else {
+			r.NotInDB = append(r.NotInDB, o)
+		}
 	}
 	byID := func(a, b domain.VoucherOrder) int { return cmp.Compare(a.ID(), b.ID()) }
+	slices.SortFunc(r.InFlight, byID)
 	slices.SortFunc(r.NotInDB, byID)
 	slices.SortFunc(r.NotInGate, byID)
 	return r, v, buyers, nil
+}
+
+// queued is the queue's orders of the voucher by id, and whether there were
+// more than a check reads.
+func (h *ReconcileVoucher) queued(ctx context.Context, id domain.VoucherID) (map[domain.OrderID]domain.UserID, bool, error) {
+	orders, complete, err := h.backlog.Orders(ctx, id, maxQueueScan)
+	if err != nil {
+		return nil, false, fmt.Errorf("orders queued for voucher %d: %w", id, err)
+	}
+	byID := make(map[domain.OrderID]domain.UserID, len(orders))
+	for _, o := range orders {
+		byID[o.ID()] = o.UserID()
+	}
+	return byID, !complete, nil
 }
 
 func (h *ReconcileVoucher) database(ctx context.Context, id domain.VoucherID) (domain.Voucher, []domain.VoucherOrder, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
+	"github.com/hmdp-go/seckill/test/testenv"
 )
 
 // brokenGate fails the audit read, as a Redis outage would.
@@ -26,14 +27,14 @@ func TestSaleDashboard(t *testing.T) {
 	w := newWorld(t, 16, nil)
 	gate := w.gate.(*memory.Gate)
 	counter := claimcount.New()
-	board := application.NewSaleDashboard(w.vouchers, gate, w.orders, w.queue, counter, fixedClock{now})
+	board := application.NewSaleDashboard(w.vouchers, gate, w.orders, w.queue, counter, testenv.NewClock(now))
 
 	later := w.voucher(t, 5, now.Add(2*time.Hour), now.Add(3*time.Hour))
 	soon := w.voucher(t, 5, now.Add(time.Hour), now.Add(3*time.Hour))
 	live := w.live(t, 2)
 	w.voucher(t, 5, now.Add(-2*time.Hour), now.Add(-time.Minute)) // ended: not shown
 
-	claim := application.NewClaimSeckill(memory.NewIDs(fixedClock{now}), counter.Admission(chanqueue.NewAdmission(w.gate, w.queue)))
+	claim := application.NewClaimSeckill(memory.NewIDs(testenv.NewClock(now)), counter.Admission(chanqueue.NewAdmission(w.gate, w.queue)))
 	for u := domain.UserID(1); u <= 3; u++ {
 		_, _ = claim.Handle(ctx, u, live)
 	}
@@ -60,7 +61,7 @@ func TestSaleDashboard(t *testing.T) {
 	}
 
 	// A backend that fails fails the reading: zeros would read as a sell-out.
-	broken := application.NewSaleDashboard(w.vouchers, brokenGate{gate}, w.orders, w.queue, counter, fixedClock{now})
+	broken := application.NewSaleDashboard(w.vouchers, brokenGate{gate}, w.orders, w.queue, counter, testenv.NewClock(now))
 	if _, err := broken.Handle(ctx); err == nil {
 		t.Fatal("a failing gate gave a board")
 	}

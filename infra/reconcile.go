@@ -5,7 +5,6 @@ import (
 
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/adapters/redisbuckets"
-	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -36,13 +35,14 @@ func BuildReconcile(c Config, log zerolog.Logger) (*application.ReconcileVoucher
 		backlog = q
 		cleanup = func() { closeQueue(); closeDB(); closeRedis() }
 	}
+	// The service's own providers, so the tool sees the gate and the stream
+	// under the very keys and options the service writes them with.
 	vouchers, orders := mysqlstore.NewVoucherRepo(db), mysqlstore.NewOrderRepo(db)
-	whole := redisgate.New(rdb, redisgate.Options{Prefix: c.KeyPrefix, Retention: c.KeyRetention})
 	split := provideBucketGate(rdb, c, vouchers, orders)
 	if backlog != nil {
 		// A split voucher's backlog is its bucket streams'.
 		backlog = redisbuckets.NewBacklog(backlog, split)
 	}
-	gate := provideGateRouter(whole, split, c)
+	gate := provideGateRouter(provideGate(rdb, c), split, c)
 	return application.NewReconcileVoucher(vouchers, orders, gate, backlog), cleanup, nil
 }

@@ -115,10 +115,15 @@ type GateAudit interface {
 	Overwrite(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder) error
 }
 
-// QueueBacklog tells how many of a voucher's orders a durable queue still
-// holds (pending or not yet delivered).
+// QueueBacklog tells which of a voucher's orders a durable queue still holds
+// (pending or not yet delivered): claimed, and not yet written or given up.
 type QueueBacklog interface {
+	// Pending is how many entries it holds.
 	Pending(ctx context.Context, id domain.VoucherID) (int64, error)
+	// Orders lists the orders it holds, oldest first, reading at most max
+	// entries; complete is false when it holds more than that. Entries that
+	// carry no valid order are skipped (they are dead-lettered, not fulfilled).
+	Orders(ctx context.Context, id domain.VoucherID, max int) (orders []domain.VoucherOrder, complete bool, err error)
 }
 
 // Delivery is one order handed out by a queue. Ref identifies it to Ack and in

@@ -125,7 +125,8 @@ func (q *Queue) Close() error {
 	return nil
 }
 
-// Len is how many orders wait; exported for metrics and the crash comparison.
+// Len is how many orders wait in the channel: the queue-depth gauge reads it
+// (SECKILL_METRICS_ADDR), and tests wait on it to drain.
 func (q *Queue) Len() int { return len(q.ch) }
 
 var _ ports.QueueMonitor = (*Queue)(nil)

@@ -18,6 +18,7 @@ import (
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
+	"github.com/hmdp-go/seckill/test/testenv"
 )
 
 // logLines returns the JSON log lines that contain s.
@@ -153,7 +154,7 @@ func TestDevTokensEndpoint(t *testing.T) {
 }
 
 func TestNewRouterRefusesMissingDeps(t *testing.T) {
-	clock := fixedClock{now}
+	clock := testenv.NewClock(now)
 	vouchers, gate, sessions := memory.NewVouchers(), memory.NewGate(clock), memory.NewSessions()
 	orders := memory.NewOrders(vouchers)
 	full := func() httpapi.Deps {

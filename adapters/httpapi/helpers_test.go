@@ -25,6 +25,7 @@ import (
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
+	"github.com/hmdp-go/seckill/test/testenv"
 )
 
 // zone is the server's configured zone in these tests: not UTC, so that a
@@ -33,10 +34,6 @@ var zone = time.FixedZone("UTC+8", 8*3600)
 
 // now is the fixed time the gate and the ID issuer see.
 var now = time.Date(2026, 11, 29, 20, 30, 0, 0, zone)
-
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
 
 // calls counts the calls that reach the driven ports, so a test can prove a
 // request never reached a use case.
@@ -228,7 +225,7 @@ func newEnv(t testing.TB, opt options) *env {
 	if opt.ready == nil {
 		opt.ready = func(context.Context) error { return nil }
 	}
-	clock := fixedClock{now}
+	clock := testenv.NewClock(now)
 	c := &calls{}
 	gate := memory.NewGate(clock)
 	queue := chanqueue.New(opt.queueCap, 0)
@@ -266,7 +263,7 @@ func newEnv(t testing.TB, opt options) *env {
 		Split:          opt.split,
 	}
 	if !opt.createdAt.IsZero() {
-		d.Clock = fixedClock{opt.createdAt}
+		d.Clock = testenv.NewClock(opt.createdAt)
 	}
 	if opt.admins != nil {
 		d.Admins = opt.admins

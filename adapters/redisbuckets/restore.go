@@ -486,3 +486,27 @@ func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock 
 	}
 	return nil
 }
+
+// StreamOrders reads the orders of a split voucher's k bucket streams, at
+// most max entries in all (reconcile's in-flight check); complete is false
+// when the streams hold more than that. Undecodable entries are skipped.
+func (g *Gate) StreamOrders(ctx context.Context, id domain.VoucherID, k, max int) ([]domain.VoucherOrder, bool, error) {
+	var out []domain.VoucherOrder
+	left := max
+	for b := range k {
+		msgs, err := g.rdb.XRangeN(ctx, g.bucket(id, b, k).Orders, "-", "+", int64(left+1)).Result()
+		if err != nil {
+			return nil, false, fmt.Errorf("orders in voucher %d bucket %d: %w", id, b, err)
+		}
+		if len(msgs) > left {
+			return out, false, nil
+		}
+		left -= len(msgs)
+		for _, m := range msgs {
+			if o, err := redisschema.DecodeOrder(id, m); err == nil {
+				out = append(out, o)
+			}
+		}
+	}
+	return out, true, nil
+}

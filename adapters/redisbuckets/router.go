@@ -179,6 +179,19 @@ func (b *Backlog) Pending(ctx context.Context, id domain.VoucherID) (int64, erro
 	return b.whole.Pending(ctx, id)
 }
 
+// Orders lists a split voucher's queued orders across its bucket streams, at
+// most max entries in all; an unsplit voucher's come from the stream queue.
+func (b *Backlog) Orders(ctx context.Context, id domain.VoucherID, max int) ([]domain.VoucherOrder, bool, error) {
+	k, err := b.split.Buckets(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	if k <= 1 {
+		return b.whole.Orders(ctx, id, max)
+	}
+	return b.split.StreamOrders(ctx, id, k, max)
+}
+
 // Admission is the Stream driver's admission in front of both gates. A
 // voucher this process knows to be split goes straight to its buckets; any
 // other claim goes to the unsplit admission, unchanged, and only when that

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,18 +17,6 @@ import (
 
 // Uniqueness across instances, restarts and midnight is proven in
 // test/contract; these tests pin the counter's key, expiry and leasing.
-
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
 
 // incrCounter counts INCRBY commands, i.e. leases.
 type incrCounter struct{ n atomic.Int64 }
@@ -65,7 +52,7 @@ func next(t *testing.T, g *redisgate.IDs) domain.OrderID {
 
 func TestIDsUseTheOriginalsDayCounterWithExpiry(t *testing.T) {
 	m, rdb := testenv.MiniRedis(t)
-	g := redisgate.NewIDs(rdb, redisgate.IDOptions{Clock: &clock{now: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}})
+	g := redisgate.NewIDs(rdb, redisgate.IDOptions{Clock: testenv.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))})
 	next(t, g)
 	if got, err := m.Get("icr:order:2025:03:01"); err != nil || got != "1000" {
 		t.Fatalf("counter icr:order:2025:03:01 = %q (%v), want one default block leased", got, err)
@@ -80,7 +67,7 @@ func TestIDsCostOneRoundTripPerBlock(t *testing.T) {
 	var leases incrCounter
 	rdb.AddHook(&leases)
 	day := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	g := redisgate.NewIDs(rdb, redisgate.IDOptions{Block: 3, Clock: &clock{now: day}})
+	g := redisgate.NewIDs(rdb, redisgate.IDOptions{Block: 3, Clock: testenv.NewClock(day)})
 	for want := uint32(1); want <= 10; want++ {
 		if id := next(t, g); id.Seq() != want {
 			t.Fatalf("id %d has seq %d, want %d", id, id.Seq(), want)
@@ -96,7 +83,7 @@ func TestIDsCostOneRoundTripPerBlock(t *testing.T) {
 
 func TestIDsDropTheLeaseWhenTheDayChanges(t *testing.T) {
 	m, rdb := testenv.MiniRedis(t)
-	c := &clock{now: time.Date(2025, 3, 1, 23, 59, 59, 0, time.UTC)}
+	c := testenv.NewClock(time.Date(2025, 3, 1, 23, 59, 59, 0, time.UTC))
 	g := redisgate.NewIDs(rdb, redisgate.IDOptions{Clock: c})
 	if id := next(t, g); id.Seq() != 1 {
 		t.Fatalf("first id seq %d, want 1", id.Seq())
@@ -113,7 +100,7 @@ func TestIDsDropTheLeaseWhenTheDayChanges(t *testing.T) {
 
 func TestIDsFailWhenTheDaysSequenceIsExhausted(t *testing.T) {
 	m, rdb := testenv.MiniRedis(t)
-	g := redisgate.NewIDs(rdb, redisgate.IDOptions{Clock: &clock{now: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}})
+	g := redisgate.NewIDs(rdb, redisgate.IDOptions{Clock: testenv.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))})
 	if err := m.Set("icr:order:2025:03:01", "4294967294"); err != nil { // 2^32-2
 		t.Fatal(err)
 	}
@@ -127,7 +114,7 @@ func TestIDsFailWhenTheDaysSequenceIsExhausted(t *testing.T) {
 
 func TestIDsRefuseAClockOutsideTheIDRange(t *testing.T) {
 	_, rdb := testenv.MiniRedis(t)
-	g := redisgate.NewIDs(rdb, redisgate.IDOptions{Clock: &clock{now: time.Date(2021, 12, 31, 0, 0, 0, 0, time.UTC)}})
+	g := redisgate.NewIDs(rdb, redisgate.IDOptions{Clock: testenv.NewClock(time.Date(2021, 12, 31, 0, 0, 0, 0, time.UTC))})
 	if _, err := g.Next(context.Background()); err == nil {
 		t.Fatal("issued an id before the 2022 epoch")
 	}

@@ -12,8 +12,8 @@ import (
 	"github.com/hmdp-go/seckill/test/testenv"
 )
 
-// The Sessions contract (and the cache's promises) are proven in
-// test/contract; these tests pin compatibility with the original's hash.
+// The Sessions contract is proven in test/contract, the cache's promises in
+// cached_test.go; these tests pin compatibility with the original's hash.
 
 func TestUserIDReadsASessionTheOriginalWrote(t *testing.T) {
 	m, rdb := testenv.MiniRedis(t)

@@ -58,11 +58,6 @@ func queueOrder(t *testing.T, n int) domain.VoucherOrder {
 	return o
 }
 
-// wallClock: the memory gate the worker releases into reads the wall clock.
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
-
 // streamQuickTakeover makes abandoned entries claimable within a test.
 func streamQuickTakeover(o *redisstream.Options) {
 	o.MinIdle = 50 * time.Millisecond
@@ -403,7 +398,7 @@ func TestStreamQueue(t *testing.T) {
 			}
 
 			q := e.queue(t, "c1")
-			w := worker.New(q, application.NewFulfillOrders(orders, memory.NewGate(wallClock{})),
+			w := worker.New(q, application.NewFulfillOrders(orders, memory.NewGate(testenv.WallClock{})),
 				zerolog.Nop(), worker.Options{MaxDeliveries: maxDeliveries})
 			done := make(chan error, 1)
 			go func() { done <- w.Run(ctx) }()
@@ -735,6 +730,60 @@ func TestStreamQueue(t *testing.T) {
 				t.Fatal(err)
 			}
 			streamMustPending(t, q, v.ID(), 0)
+		}},
+
+		{"orders_lists_the_pending_and_the_undelivered_not_the_finished", func(t *testing.T, e streamEnv) {
+			// What reconcile counts as in flight: read-but-unacked and
+			// not-yet-read entries; an acked one is gone, poison is no order.
+			ctx := context.Background()
+			q := e.queue(t, "c1")
+			streamPublish(t, q, 1, 3)
+			e.xadd(t, streamVoucher, "id", "x")
+			streamPublish(t, q, 4, 5)
+			held := testenv.ReceiveN(t, q, 2, 2)
+			if err := q.Ack(ctx, held[:1]); err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprint([]domain.VoucherOrder{queueOrder(t, 2), queueOrder(t, 3), queueOrder(t, 4), queueOrder(t, 5)})
+			got, complete, err := q.Orders(ctx, streamVoucher, 100)
+			if err != nil || !complete || fmt.Sprint(got) != want {
+				t.Fatalf("Orders = %v, complete %v, %v; want %s, complete", got, complete, err, want)
+			}
+			// Bounded: it reads at most max entries and says there are more.
+			got, complete, err = q.Orders(ctx, streamVoucher, 2)
+			if err != nil || complete || fmt.Sprint(got) != fmt.Sprint([]domain.VoucherOrder{queueOrder(t, 2), queueOrder(t, 3)}) {
+				t.Fatalf("Orders(max 2) = %v, complete %v, %v; want orders 2 and 3, incomplete", got, complete, err)
+			}
+			if got, complete, err := q.Orders(ctx, 999, 100); err != nil || !complete || len(got) != 0 {
+				t.Fatalf("Orders of a voucher without a stream = %v, complete %v, %v", got, complete, err)
+			}
+		}},
+
+		{"orders_pages_through_a_long_stream", func(t *testing.T, e streamEnv) {
+			ctx := context.Background()
+			const n = 1005 // more than one XRANGE page
+			pipe := e.rdb.Pipeline()
+			for i := 1; i <= n; i++ {
+				pipe.XAdd(ctx, &redis.XAddArgs{Stream: e.keys(streamVoucher).Orders, Values: redisschema.EncodeOrder(queueOrder(t, i))})
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				t.Fatal(err)
+			}
+			q := e.queue(t, "c1")
+			for _, c := range []struct {
+				max, want int
+				complete  bool
+			}{{2000, n, true}, {n, n, true}, {n - 1, n - 1, false}} {
+				got, complete, err := q.Orders(ctx, streamVoucher, c.max)
+				if err != nil || len(got) != c.want || complete != c.complete {
+					t.Fatalf("Orders(max %d) = %d orders, complete %v, %v; want %d, %v", c.max, len(got), complete, err, c.want, c.complete)
+				}
+				for i, o := range got {
+					if o != queueOrder(t, i+1) {
+						t.Fatalf("Orders(max %d)[%d] = %v, want %v (stream order, none twice)", c.max, i, o, queueOrder(t, i+1))
+					}
+				}
+			}
 		}},
 	}
 

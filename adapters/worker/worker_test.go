@@ -21,10 +21,6 @@ import (
 	"github.com/hmdp-go/seckill/test/testenv"
 )
 
-type clock struct{}
-
-func (clock) Now() time.Time { return time.Now() }
-
 // flakyOrders fails the first failures calls of CreateBatch, as a database
 // outage would.
 type flakyOrders struct {
@@ -54,7 +50,7 @@ type rig struct {
 
 func newRig(t *testing.T, stock int) *rig {
 	t.Helper()
-	r := &rig{vouchers: memory.NewVouchers(), gate: memory.NewGate(clock{})}
+	r := &rig{vouchers: memory.NewVouchers(), gate: memory.NewGate(testenv.WallClock{})}
 	r.orders = memory.NewOrders(r.vouchers)
 	sale, _ := domain.NewSale(stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
 	v, _ := domain.NewSeckillVoucher(domain.VoucherSpec{ShopID: 1, Title: "w"}, sale)
@@ -284,7 +280,7 @@ func TestWorkerIsolatesAnOrderTheDatabaseRefusesForGood(t *testing.T) {
 		t.Fatalf("the log does not carry the database's reason:\n%s", logs.String())
 	}
 	// The refused order's unit went back and its user was let go.
-	if err := r.gate.Reserve(context.Background(), mustOrder(t, 9999, bad.UserID(), r.voucher)); err != nil {
+	if err := r.gate.Reserve(context.Background(), testenv.Order(t, 9999, bad.UserID(), r.voucher)); err != nil {
 		t.Fatalf("user of the refused order cannot claim again: %v", err)
 	}
 }
@@ -326,13 +322,4 @@ func TestWorkerOverTheLimitSaysWhatReallyHappened(t *testing.T) {
 	if !strings.Contains(createdLine, `"outcome":"created"`) || strings.Contains(createdLine, "recorded as failed") {
 		t.Fatalf("the created order's log line does not say it was created: %q\nall logs:\n%s", createdLine, logs.String())
 	}
-}
-
-func mustOrder(t *testing.T, id domain.OrderID, u domain.UserID, v domain.VoucherID) domain.VoucherOrder {
-	t.Helper()
-	o, err := domain.NewVoucherOrder(id, u, v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return o
 }

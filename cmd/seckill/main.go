@@ -1,5 +1,7 @@
 // Command seckill is the flash-sale service's one binary: serve runs it,
-// migrate manages the schema, token mints login tokens for tests and load.
+// migrate manages the schema, token mints login tokens for tests and load,
+// and reconcile compares a voucher's Redis state with MySQL (and repairs
+// Redis from it). The design comparison is cmd/seckill-bench.
 package main
 
 import (

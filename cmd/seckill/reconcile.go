@@ -46,10 +46,7 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		printReport(stdout, "", r)
-		if !r.Consistent() {
-			return errDifferences
-		}
-		return nil
+		return verdict(r)
 	}
 	before, err := rec.Check(ctx, id)
 	if err != nil {
@@ -67,6 +64,15 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
+// verdict is the check's exit status: orders only in flight are not a
+// difference (fulfilment is merely not done yet), anything else is.
+func verdict(r application.Report) error {
+	if r.Consistent() || r.OnlyInFlight() {
+		return nil
+	}
+	return errDifferences
+}
+
 func printReport(w io.Writer, label string, r application.Report) {
 	pending := "unknown (channel queue: in the service's process)"
 	if r.Pending >= 0 {
@@ -77,15 +83,29 @@ func printReport(w io.Writer, label string, r application.Report) {
 		gate = fmt.Sprintf("stock %d, buyers %d", r.GateStock, r.GateBuyers)
 	}
 	state := "consistent"
-	if !r.Consistent() {
+	switch {
+	case r.OnlyInFlight():
+		state = "consistent but for orders in flight"
+	case !r.Consistent():
 		state = "DIFFERENT"
 	}
 	fmt.Fprintf(w, "%svoucher %d: %s\n", label, r.Voucher, state)
 	fmt.Fprintf(w, "%s  mysql:   stock %d, orders %d\n", label, r.DBStock, r.DBOrders)
 	fmt.Fprintf(w, "%s  redis:   %s\n", label, gate)
 	fmt.Fprintf(w, "%s  pending: %s\n", label, pending)
+	if r.Pending >= 0 {
+		fmt.Fprintf(w, "%s  in flight (claimed, queued in the stream): %d%s\n", label, len(r.InFlight), sample(r.InFlight))
+	}
 	fmt.Fprintf(w, "%s  claimed in redis, not in mysql: %d%s\n", label, len(r.NotInDB), sample(r.NotInDB))
 	fmt.Fprintf(w, "%s  in mysql, not in redis:         %d%s\n", label, len(r.NotInGate), sample(r.NotInGate))
+	switch {
+	case r.OnlyInFlight():
+		fmt.Fprintf(w, "%s  only orders in flight differ (%d): nothing to repair; run again once the workers have caught up\n", label, len(r.InFlight))
+	case r.QueuePartial && len(r.NotInDB) > 0:
+		fmt.Fprintf(w, "%s  the stream holds more entries than one check reads: some of the orders claimed in redis, not in mysql may still be in flight; run again once the workers have caught up\n", label)
+	case r.Pending < 0 && len(r.NotInDB) > 0:
+		fmt.Fprintf(w, "%s  channel queue: orders in a running instance's channel cannot be seen from here and show as claimed in redis, not in mysql until written; with no instance running they are lost\n", label)
+	}
 }
 
 func sample(os []domain.VoucherOrder) string {

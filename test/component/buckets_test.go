@@ -67,7 +67,7 @@ func TestSplitVoucherThroughTheService(t *testing.T) {
 		}
 		tokens[i] = tok
 	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * users}, Timeout: time.Minute}
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: stampedeConns, MaxIdleConnsPerHost: stampedeConns}, Timeout: time.Minute}
 	claim := func(i int) envelope {
 		_, env := postJSON(t, client, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), tokens[i], nil)
 		return env

@@ -27,28 +27,8 @@ import (
 func TestMetricsCountWhatWasAnswered(t *testing.T) {
 	for _, queue := range []string{infra.QueueChannel, infra.QueueStream} {
 		t.Run(queue, func(t *testing.T) {
-			cfg := infra.DefaultConfig()
-			cfg.DataDir = t.TempDir()
-			cfg.HTTPAddr = "127.0.0.1:0"
-			cfg.MetricsAddr = "127.0.0.1:0"
-			cfg.Queue = queue
-			cfg.AdminUsers = adminUIDs
-			app, cleanup, err := infra.Build(cfg, zerolog.Nop())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := app.Start(context.Background()); err != nil {
-				cleanup()
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				if err := app.Shutdown(ctx); err != nil {
-					t.Errorf("shutdown: %v", err)
-				}
-				cleanup()
-			})
+			cfg := embeddedConfig(t, queue)
+			app := run(t, cfg, zerolog.Nop())
 			base := "http://" + app.Addr()
 			scrapeURL := "http://" + app.Observability.MetricsAddr() + "/metrics"
 			if app.Observability.MetricsAddr() == app.Addr() {

@@ -19,29 +19,12 @@ import (
 // Redis. It runs on the embedded default, over the same adapters.
 func TestLimitedRequestsCostNoRedis(t *testing.T) {
 	const perUser, perIP = 3, 20
-	cfg := infra.DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.HTTPAddr = "127.0.0.1:0"
-	cfg.MetricsAddr = "127.0.0.1:0"
-	cfg.AdminUsers = adminUIDs
+	cfg := embeddedConfig(t, infra.QueueStream)
 	cfg.RateUser, cfg.RateIP, cfg.RateWindow = perUser, perIP, time.Hour
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	app, cleanup, err := infra.Build(cfg, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		cleanup()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = app.Shutdown(ctx)
-		cleanup()
-	})
+	app := run(t, cfg, zerolog.Nop())
 	vid := createVoucher(t, app, 100)
 	token, err := redissession.New(app.Redis, redissession.Options{TTL: time.Hour}).Mint(context.Background(), 5)
 	if err != nil {
@@ -54,7 +37,7 @@ func TestLimitedRequestsCostNoRedis(t *testing.T) {
 			t.Fatalf("claim %d under the limit: %d %+v", i+1, status, env)
 		}
 	}
-	counter := &roundTrips{}
+	counter := &requestTraffic{}
 	app.Redis.AddHook(counter)
 	sent := perUser
 	for i := 0; i < 5; i++ {

@@ -2,13 +2,13 @@ package component_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
 	"github.com/hmdp-go/seckill/adapters/redisschema"
-	"github.com/hmdp-go/seckill/adapters/redissession"
+	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/infra"
 	"github.com/hmdp-go/seckill/test/testenv"
@@ -22,25 +22,13 @@ import (
 func TestRunningServiceRepairsALostGate(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
-			app, base := startServiceOn(t, infra.QueueStream, b.Name, func(c *infra.Config) {
+			app, _ := startServiceOn(t, infra.QueueStream, b.Name, func(c *infra.Config) {
 				c.RestoreInterval = 100 * time.Millisecond
 			})
 			ctx := context.Background()
 			vid := createVoucher(t, app, 5)
-			sessions := redissession.New(app.Redis, redissession.Options{TTL: time.Hour})
-			token := func(u int) string {
-				tok, err := sessions.Mint(ctx, domain.UserID(u))
-				if err != nil {
-					t.Fatal(err)
-				}
-				return tok
-			}
-			claim := func(tok string) envelope {
-				_, env := postJSON(t, http.DefaultClient, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), tok, nil)
-				return env
-			}
-			first := token(1)
-			if env := claim(first); !env.Success {
+			first := login(t, app, 1)
+			if env := claim(t, app, vid, first); !env.Success {
 				t.Fatalf("first claim: %+v", env)
 			}
 			testenv.Eventually(t, 20*time.Second, func() (bool, string) {
@@ -67,14 +55,26 @@ func TestRunningServiceRepairsALostGate(t *testing.T) {
 			if stock, _ := app.Redis.HGet(ctx, k.Voucher, "stock").Int(); stock != 4 {
 				t.Fatalf("repaired stock %d, want MySQL's 4", stock)
 			}
-			if env := claim(first); env.Success || env.Code != "duplicate" {
+			if env := claim(t, app, vid, first); env.Success || env.Code != "duplicate" {
 				t.Fatalf("the buyer MySQL holds claims again after the repair: %+v", env)
 			}
-			if env := claim(token(2)); !env.Success {
+			if env := claim(t, app, vid, login(t, app, 2)); !env.Success {
 				t.Fatalf("a new buyer after the repair: %+v", env)
 			}
 		})
 	}
+}
+
+// reconciler is the operator's reconcile tool (BuildReconcile) on app's
+// Redis and database, closed when the test ends.
+func reconciler(t *testing.T, app *infra.App) *application.ReconcileVoucher {
+	t.Helper()
+	rec, done, err := infra.BuildReconcile(app.Config, app.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(done)
+	return rec
 }
 
 // TestReconcileOnEachRedis runs the operator's reconcile (BuildReconcile, the
@@ -84,24 +84,12 @@ func TestRunningServiceRepairsALostGate(t *testing.T) {
 func TestReconcileOnEachRedis(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
-			app, base := startServiceOn(t, infra.QueueStream, b.Name)
+			app, _ := startServiceOn(t, infra.QueueStream, b.Name)
 			ctx := context.Background()
 			vid := createVoucher(t, app, 5)
-			sessions := redissession.New(app.Redis, redissession.Options{TTL: time.Hour})
-			for u := 1; u <= 2; u++ {
-				tok, err := sessions.Mint(ctx, domain.UserID(u))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, env := postJSON(t, http.DefaultClient, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), tok, nil); !env.Success {
-					t.Fatalf("claim of user %d: %+v", u, env)
-				}
-			}
-			rec, done, err := infra.BuildReconcile(app.Config, app.Log)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer done()
+			mustClaim(t, app, vid, 1)
+			mustClaim(t, app, vid, 2)
+			rec := reconciler(t, app)
 			testenv.Eventually(t, 20*time.Second, func() (bool, string) {
 				r, err := rec.Check(ctx, vid)
 				return err == nil && r.Consistent() && r.Pending == 0, fmt.Sprintf("%+v (%v)", r, err)
@@ -121,6 +109,54 @@ func TestReconcileOnEachRedis(t *testing.T) {
 	}
 }
 
+// TestReconcileRightAfterClaimsSeesThemInFlight: an operator who runs
+// reconcile while a sale's orders are still on their way to MySQL must not be
+// told to repair anything. The worker is held (the voucher's stock row is
+// locked, as a slow database would) so the claims stay in the stream.
+func TestReconcileRightAfterClaimsSeesThemInFlight(t *testing.T) {
+	for _, b := range testenv.RealRedisBackends() {
+		t.Run(b.Name, func(t *testing.T) {
+			app, _ := startServiceOn(t, infra.QueueStream, b.Name)
+			ctx := context.Background()
+			vid := createVoucher(t, app, 5)
+			rec := reconciler(t, app)
+			mustClaim(t, app, vid, 1)
+			testenv.Eventually(t, 20*time.Second, func() (bool, string) {
+				r, err := rec.Check(ctx, vid)
+				return err == nil && r.Consistent() && r.DBOrders == 1, fmt.Sprintf("%+v (%v)", r, err)
+			})
+
+			tx, err := app.DB.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback() }()
+			var stock int
+			if err := tx.QueryRowContext(ctx, "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE", int64(vid)).Scan(&stock); err != nil {
+				t.Fatal(err)
+			}
+			mustClaim(t, app, vid, 2)
+			mustClaim(t, app, vid, 3)
+			r, err := rec.Check(ctx, vid)
+			if err != nil || !r.OnlyInFlight() || len(r.InFlight) != 2 || r.Pending != 2 || len(r.NotInDB) != 0 ||
+				r.GateStock != 2 || r.DBStock != 4 {
+				t.Fatalf("check with 2 orders held from MySQL: %+v, %v; want only 2 in flight", r, err)
+			}
+			if _, err := rec.Fix(ctx, vid); !errors.Is(err, application.ErrBacklog) {
+				t.Fatalf("fix with orders in flight = %v, want ErrBacklog", err)
+			}
+
+			if err := tx.Rollback(); err != nil { // the worker goes on
+				t.Fatal(err)
+			}
+			testenv.Eventually(t, 60*time.Second, func() (bool, string) {
+				r, err := rec.Check(ctx, vid)
+				return err == nil && r.Consistent() && r.DBOrders == 3 && r.Pending == 0, fmt.Sprintf("%+v (%v)", r, err)
+			})
+		})
+	}
+}
+
 // TestStreamSpreadOverSlots: several vouchers are several hash tags, so on a
 // cluster their streams live on different masters; the consumer must read
 // them all (one XREADGROUP naming streams of several slots is a CROSSSLOT
@@ -128,10 +164,9 @@ func TestReconcileOnEachRedis(t *testing.T) {
 func TestStreamSpreadOverSlots(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
-			app, base := startServiceOn(t, infra.QueueStream, b.Name)
+			app, _ := startServiceOn(t, infra.QueueStream, b.Name)
 			ctx := context.Background()
 			const vouchers, users = 6, 8
-			sessions := redissession.New(app.Redis, redissession.Options{TTL: time.Hour})
 			slots := map[int64]bool{}
 			for i := 0; i < vouchers; i++ {
 				vid := createVoucher(t, app, users)
@@ -139,14 +174,8 @@ func TestStreamSpreadOverSlots(t *testing.T) {
 				if err == nil {
 					slots[slot] = true
 				}
-				for u := 1; u <= users; u++ {
-					tok, err := sessions.Mint(ctx, domain.UserID(u))
-					if err != nil {
-						t.Fatal(err)
-					}
-					if _, env := postJSON(t, http.DefaultClient, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), tok, nil); !env.Success {
-						t.Fatalf("claim of user %d on voucher %d: %+v", u, vid, env)
-					}
+				for u := domain.UserID(1); u <= users; u++ {
+					mustClaim(t, app, vid, u)
 				}
 			}
 			if b.Name == "redis_cluster" && len(slots) < 2 {

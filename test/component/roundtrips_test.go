@@ -17,23 +17,25 @@ import (
 	"github.com/hmdp-go/seckill/infra"
 )
 
-// roundTrips counts what HTTP requests send to Redis (one per command, one per
-// pipeline); the stream worker's background reads carry no request id and
-// are not counted.
-type roundTrips struct{ n atomic.Int64 }
+// requestTraffic counts what HTTP requests send to Redis: n round trips (one
+// per command, one per pipeline) and cmds commands (a pipeline counts each of
+// its own). The stream worker's background reads carry no request id and are
+// not counted.
+type requestTraffic struct{ n, cmds atomic.Int64 }
 
-func (r *roundTrips) count(ctx context.Context) {
+func (r *requestTraffic) count(ctx context.Context, cmds int) {
 	if middleware.GetReqID(ctx) != "" {
 		r.n.Add(1)
+		r.cmds.Add(int64(cmds))
 	}
 }
 
-func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { r.count(ctx); return next(ctx, cmd) }
+func (r *requestTraffic) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *requestTraffic) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { r.count(ctx, 1); return next(ctx, cmd) }
 }
-func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { r.count(ctx); return next(ctx, cmds) }
+func (r *requestTraffic) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { r.count(ctx, len(cmds)); return next(ctx, cmds) }
 }
 
 // TestClaimCostsAtMostTwoRedisRoundTrips: a user's first claim costs the token
@@ -42,29 +44,11 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 func TestClaimCostsAtMostTwoRedisRoundTrips(t *testing.T) {
 	for _, queue := range []string{infra.QueueChannel, infra.QueueStream} {
 		t.Run(queue, func(t *testing.T) {
-			cfg := infra.DefaultConfig()
-			cfg.DataDir = t.TempDir()
-			cfg.HTTPAddr = "127.0.0.1:0"
-			cfg.MetricsAddr = "127.0.0.1:0"
-			cfg.Queue = queue
-			cfg.AdminUsers = adminUIDs
+			cfg := embeddedConfig(t, queue)
 			if err := cfg.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			app, cleanup, err := infra.Build(cfg, zerolog.Nop())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := app.Start(context.Background()); err != nil {
-				cleanup()
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				_ = app.Shutdown(ctx)
-				cleanup()
-			})
+			app := run(t, cfg, zerolog.Nop())
 			base := "http://" + app.Addr()
 			vid := createVoucher(t, app, 100)
 			store := redissession.New(app.Redis, redissession.Options{TTL: time.Hour})
@@ -81,7 +65,7 @@ func TestClaimCostsAtMostTwoRedisRoundTrips(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			counter := &roundTrips{}
+			counter := &requestTraffic{}
 			app.Redis.AddHook(counter)
 			if env := claim(2, token); !env.Success {
 				t.Fatalf("first claim: %+v", env)

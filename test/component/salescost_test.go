@@ -36,40 +36,22 @@ func (q *queries) AfterQuery(context.Context, *bun.QueryEvent) {}
 func TestSaleBoardCostIsBoundedPerSale(t *testing.T) {
 	for _, queue := range []string{infra.QueueChannel, infra.QueueStream} {
 		t.Run(queue, func(t *testing.T) {
-			cfg := infra.DefaultConfig()
-			cfg.DataDir = t.TempDir()
-			cfg.HTTPAddr = "127.0.0.1:0"
-			cfg.Queue = queue
-			cfg.AdminUsers = adminUIDs
-			cfg.MetricsAddr = "127.0.0.1:0" // the default port would collide with parallel runs
+			cfg := embeddedConfig(t, queue)
 			if err := cfg.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			app, cleanup, err := infra.Build(cfg, zerolog.Nop())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := app.Start(context.Background()); err != nil {
-				cleanup()
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				_ = app.Shutdown(ctx)
-				cleanup()
-			})
+			app := run(t, cfg, zerolog.Nop())
 			base := "http://" + app.Addr()
 			admin, err := redissession.New(app.Redis, redissession.Options{TTL: time.Hour}).Mint(context.Background(), adminUID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			cmds, sql := &commands{}, &queries{}
+			cmds, sql := &requestTraffic{}, &queries{}
 			app.Redis.AddHook(cmds)
 			app.DB.AddQueryHook(sql)
 			board := func() (int64, int64) {
 				t.Helper()
-				cmds.n.Store(0)
+				cmds.cmds.Store(0)
 				sql.n.Store(0)
 				req, _ := http.NewRequest(http.MethodGet, base+"/admin/sales.json", nil)
 				req.Header.Set("authorization", admin)
@@ -81,7 +63,7 @@ func TestSaleBoardCostIsBoundedPerSale(t *testing.T) {
 				if resp.StatusCode != http.StatusOK {
 					t.Fatalf("board: HTTP %d", resp.StatusCode)
 				}
-				return cmds.n.Load(), sql.n.Load()
+				return cmds.cmds.Load(), sql.n.Load()
 			}
 			board() // the admin's token is cached from here on
 

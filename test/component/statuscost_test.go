@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-chi/chi/v5/middleware"
-	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/adapters/redisgate"
@@ -20,28 +17,6 @@ import (
 	"github.com/hmdp-go/seckill/infra"
 )
 
-// commands counts the Redis commands that HTTP requests send (a pipeline
-// counts each of its commands).
-type commands struct{ n atomic.Int64 }
-
-func (c *commands) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *commands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if middleware.GetReqID(ctx) != "" {
-			c.n.Add(1)
-		}
-		return next(ctx, cmd)
-	}
-}
-func (c *commands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if middleware.GetReqID(ctx) != "" {
-			c.n.Add(int64(len(cmds)))
-		}
-		return next(ctx, cmds)
-	}
-}
-
 // TestOrderStatusCostsTheSameWhateverTheNumberOfLiveSales: with 1,000 live
 // sales, a status lookup costs a constant, small number of Redis commands,
 // and an unknown order id costs exactly what another user's id costs, so
@@ -49,30 +24,12 @@ func (c *commands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 func TestOrderStatusCostsTheSameWhateverTheNumberOfLiveSales(t *testing.T) {
 	for _, queue := range []string{infra.QueueChannel, infra.QueueStream} {
 		t.Run(queue, func(t *testing.T) {
-			cfg := infra.DefaultConfig()
-			cfg.DataDir = t.TempDir()
-			cfg.HTTPAddr = "127.0.0.1:0"
-			cfg.MetricsAddr = "127.0.0.1:0"
-			cfg.Queue = queue
-			cfg.AdminUsers = adminUIDs
+			cfg := embeddedConfig(t, queue)
 			if err := cfg.Validate(); err != nil {
 				t.Fatal(err)
 			}
 			cfg.Workers = 0 // keep the orders queued: the lookups below must reach Redis
-			app, cleanup, err := infra.Build(cfg, zerolog.Nop())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := app.Start(context.Background()); err != nil {
-				cleanup()
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				_ = app.Shutdown(ctx)
-				cleanup()
-			})
+			app := run(t, cfg, zerolog.Nop())
 			base := "http://" + app.Addr()
 			ctx := context.Background()
 
@@ -108,10 +65,10 @@ func TestOrderStatusCostsTheSameWhateverTheNumberOfLiveSales(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			counter := &commands{}
+			counter := &requestTraffic{}
 			app.Redis.AddHook(counter)
 			status := func(token, id string) (int, int64) {
-				counter.n.Store(0)
+				counter.cmds.Store(0)
 				req, _ := http.NewRequest(http.MethodGet, base+"/voucher-order/"+id, nil)
 				req.Header.Set("authorization", token)
 				resp, err := http.DefaultClient.Do(req)
@@ -119,7 +76,7 @@ func TestOrderStatusCostsTheSameWhateverTheNumberOfLiveSales(t *testing.T) {
 					t.Fatal(err)
 				}
 				resp.Body.Close()
-				return resp.StatusCode, counter.n.Load()
+				return resp.StatusCode, counter.cmds.Load()
 			}
 			// Tokens are cached after their first use; warm both.
 			status(owner, orderID)

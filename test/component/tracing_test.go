@@ -23,27 +23,10 @@ import (
 func TestClaimIsTracedThroughRedis(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	cfg := infra.DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg := embeddedConfig(t, infra.QueueStream)
 	cfg.MetricsAddr = "off"
-	cfg.Queue = infra.QueueStream
 	cfg.Tracing.Provider = tp
-	cfg.AdminUsers = adminUIDs
-	app, cleanup, err := infra.Build(cfg, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		cleanup()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = app.Shutdown(ctx)
-		cleanup()
-	})
+	app := run(t, cfg, zerolog.Nop())
 	base := "http://" + app.Addr()
 	vid := createVoucher(t, app, 10)
 	tok, err := redissession.New(app.Redis, redissession.Options{TTL: time.Hour}).Mint(context.Background(), 1)

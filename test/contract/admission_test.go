@@ -52,7 +52,7 @@ func admissionDrivers() []admissionDriver {
 		}
 	}
 	return []admissionDriver{
-		{"channel_memory", func(*testing.T) admissionSubject { return channel(memory.NewGate(gateWallClock{})) }},
+		{"channel_memory", func(*testing.T) admissionSubject { return channel(memory.NewGate(testenv.WallClock{})) }},
 		{"channel_miniredis", func(t *testing.T) admissionSubject {
 			_, rdb := testenv.MiniRedis(t)
 			return channelOnRedis(rdb)(t)
@@ -75,7 +75,7 @@ func TestAdmissionContract(t *testing.T) {
 			t.Run("admitted_order_is_reserved_and_delivered", func(t *testing.T) {
 				s := d.new(t)
 				gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 2))
-				o := gateOrder(t, 11, 7, 1)
+				o := testenv.Order(t, 11, 7, 1)
 				if err := s.admission.Admit(gateCtx(t), o); err != nil {
 					t.Fatalf("admit: %v", err)
 				}
@@ -91,7 +91,7 @@ func TestAdmissionContract(t *testing.T) {
 				begin, end := gateOpen()
 				gatePreheat(t, s.gate, gateVoucher(t, 1, 1, begin, end))
 				gatePreheat(t, s.gate, gateVoucher(t, 2, 5, end, end.Add(time.Hour)))
-				first := gateOrder(t, 11, 7, 1)
+				first := testenv.Order(t, 11, 7, 1)
 				if err := s.admission.Admit(gateCtx(t), first); err != nil {
 					t.Fatal(err)
 				}
@@ -99,10 +99,10 @@ func TestAdmissionContract(t *testing.T) {
 					o    domain.VoucherOrder
 					want error
 				}{
-					{gateOrder(t, 12, 7, 1), domain.ErrSoldOut},
-					{gateOrder(t, 13, 8, 1), domain.ErrSoldOut},
-					{gateOrder(t, 14, 8, 2), domain.ErrNotStarted},
-					{gateOrder(t, 15, 8, 3), domain.ErrVoucherNotFound},
+					{testenv.Order(t, 12, 7, 1), domain.ErrSoldOut},
+					{testenv.Order(t, 13, 8, 1), domain.ErrSoldOut},
+					{testenv.Order(t, 14, 8, 2), domain.ErrNotStarted},
+					{testenv.Order(t, 15, 8, 3), domain.ErrVoucherNotFound},
 				} {
 					err := s.admission.Admit(gateCtx(t), tc.o)
 					if !errors.Is(err, tc.want) || !domain.IsRefusal(err) {
@@ -134,7 +134,7 @@ func TestAdmissionContract(t *testing.T) {
 				for u := 1; u <= users; u++ {
 					for attempt := 0; attempt < 2; attempt++ {
 						wg.Add(1)
-						o := gateOrder(t, domain.OrderID(u*10+attempt), domain.UserID(u), 1)
+						o := testenv.Order(t, domain.OrderID(u*10+attempt), domain.UserID(u), 1)
 						go func() {
 							defer wg.Done()
 							<-start

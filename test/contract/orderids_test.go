@@ -15,25 +15,6 @@ import (
 	"github.com/hmdp-go/seckill/test/testenv"
 )
 
-// idsClock is a settable clock shared by every instance of a case, standing
-// for instances whose clocks agree.
-type idsClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *idsClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *idsClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
 // idsStore is one shared backend; instance starts another issuer on it, as
 // another process or a restarted one would.
 type idsStore struct {
@@ -163,7 +144,7 @@ var idsCases = []struct {
 	run  func(t *testing.T, st idsStore)
 }{
 	{"ids_have_the_original_layout", func(t *testing.T, st idsStore) {
-		clock := &idsClock{now: idsDay.Add(1500 * time.Millisecond)}
+		clock := testenv.NewClock(idsDay.Add(1500 * time.Millisecond))
 		g := st.instance(clock)
 		id := idsNext(t, g)
 		if !id.Time().Equal(idsDay.Add(time.Second)) {
@@ -177,7 +158,7 @@ var idsCases = []struct {
 		}
 	}},
 	{"unique_under_concurrency_across_instances", func(t *testing.T, st idsStore) {
-		clock := &idsClock{now: idsDay}
+		clock := testenv.NewClock(idsDay)
 		var seen idsSeen
 		idsFire(t, &seen, []ports.OrderIDs{st.instance(clock), st.instance(clock), st.instance(clock)}, 8, 250)
 		if len(seen.ids) != 3*8*250 {
@@ -185,7 +166,7 @@ var idsCases = []struct {
 		}
 	}},
 	{"unique_across_restart", func(t *testing.T, st idsStore) {
-		clock := &idsClock{now: idsDay}
+		clock := testenv.NewClock(idsDay)
 		var seen idsSeen
 		first := st.instance(clock)
 		for range 100 {
@@ -204,7 +185,7 @@ var idsCases = []struct {
 	{"unique_across_midnight_both_ways", func(t *testing.T, st idsStore) {
 		before := time.Date(2025, 3, 1, 23, 59, 59, 500_000_000, time.UTC)
 		after := before.Add(time.Second) // 2025-03-02 00:00:00.5
-		clockA, clockB := &idsClock{now: before}, &idsClock{now: after}
+		clockA, clockB := testenv.NewClock(before), testenv.NewClock(after)
 		a, b := st.instance(clockA), st.instance(clockB)
 		var seen idsSeen
 		check := func(g ports.OrderIDs, want time.Time) {

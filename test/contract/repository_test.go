@@ -129,28 +129,16 @@ func repoCtx(t *testing.T) context.Context {
 // would be caught.
 var repoZone = time.FixedZone("UTC+8", 8*60*60)
 
-func repoSale(t *testing.T, stock int, begin, end time.Time) domain.Sale {
-	t.Helper()
-	s, err := domain.NewSale(stock, begin, end)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 func repoAdd(t *testing.T, s repoSubject, shop domain.ShopID, stock int) domain.Voucher {
 	t.Helper()
 	begin := time.Date(2026, 11, 29, 20, 0, 0, 0, repoZone)
 	return repoAddSale(t, s, domain.VoucherSpec{ShopID: shop, Title: "seckill", PayValue: 8000, ActualValue: 10000},
-		repoSale(t, stock, begin, begin.Add(2*time.Hour)))
+		stock, begin, begin.Add(2*time.Hour))
 }
 
-func repoAddSale(t *testing.T, s repoSubject, spec domain.VoucherSpec, sale domain.Sale) domain.Voucher {
+func repoAddSale(t *testing.T, s repoSubject, spec domain.VoucherSpec, stock int, begin, end time.Time) domain.Voucher {
 	t.Helper()
-	v, err := domain.NewSeckillVoucher(spec, sale)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := testenv.SeckillVoucher(t, spec, stock, begin, end)
 	saved, err := s.vouchers.AddSeckill(repoCtx(t), v)
 	if err != nil {
 		t.Fatalf("add seckill voucher: %v", err)
@@ -175,15 +163,6 @@ func repoStock(t *testing.T, s repoSubject, id domain.VoucherID, want int) {
 	if got := repoGet(t, s, id).Sale().Stock(); got != want {
 		t.Fatalf("stock of voucher %d: got %d, want %d", id, got, want)
 	}
-}
-
-func repoOrder(t *testing.T, id domain.OrderID, user domain.UserID, voucher domain.VoucherID) domain.VoucherOrder {
-	t.Helper()
-	o, err := domain.NewVoucherOrder(id, user, voucher)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return o
 }
 
 func repoBatch(t *testing.T, s repoSubject, orders ...domain.VoucherOrder) []ports.Outcome {
@@ -308,9 +287,9 @@ var repoCases = []struct {
 		}
 		v := repoAdd(t, s, 1, 2)
 		other := repoAdd(t, s, 1, 5)
-		repoBatch(t, s, repoOrder(t, 1, 1, v.ID()), repoOrder(t, 2, 2, v.ID()), repoOrder(t, 3, 3, v.ID()),
-			repoOrder(t, 4, 1, other.ID()))
-		if _, err := s.orders.MarkFailed(repoCtx(t), []domain.VoucherOrder{repoOrder(t, 5, 5, v.ID())}, domain.FailUndeliverable); err != nil {
+		repoBatch(t, s, testenv.Order(t, 1, 1, v.ID()), testenv.Order(t, 2, 2, v.ID()), testenv.Order(t, 3, 3, v.ID()),
+			testenv.Order(t, 4, 1, other.ID()))
+		if _, err := s.orders.MarkFailed(repoCtx(t), []domain.VoucherOrder{testenv.Order(t, 5, 5, v.ID())}, domain.FailUndeliverable); err != nil {
 			t.Fatal(err)
 		}
 		got, err := ledger.Tally(repoCtx(t), v.ID())
@@ -329,11 +308,22 @@ var repoCases = []struct {
 		// A restore rebuilds a sale from the repository: a split one must
 		// come back split, and an unsplit one as 1.
 		begin := time.Date(2026, 11, 29, 20, 0, 0, 0, repoZone)
-		split, err := repoSale(t, 300, begin, begin.Add(time.Hour)).WithBuckets(3)
+		sale, err := domain.NewSale(300, begin, begin.Add(time.Hour))
 		if err != nil {
 			t.Fatal(err)
 		}
-		v := repoAddSale(t, s, domain.VoucherSpec{ShopID: 9, Title: "split"}, split)
+		split, err := sale.WithBuckets(3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nv, err := domain.NewSeckillVoucher(domain.VoucherSpec{ShopID: 9, Title: "split"}, split)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := s.vouchers.AddSeckill(repoCtx(t), nv)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if v.Sale().Buckets() != 3 {
 			t.Fatalf("AddSeckill returned %d buckets, want 3", v.Sale().Buckets())
 		}
@@ -360,7 +350,7 @@ var repoCases = []struct {
 			PayValue:    1 << 40,
 			ActualValue: 1<<40 + 1,
 		}
-		first := repoAddSale(t, s, spec, repoSale(t, 100, begin, end))
+		first := repoAddSale(t, s, spec, 100, begin, end)
 		if got := first.Sale().Begin(); !got.Equal(begin.Truncate(time.Microsecond)) || got.Location() != time.UTC {
 			t.Fatalf("AddSeckill returned begin %s, want %s in UTC", got, begin.Truncate(time.Microsecond).UTC())
 		}
@@ -400,13 +390,13 @@ var repoCases = []struct {
 	}},
 	{"mark_failed_keeps_recorded_outcomes_and_is_idempotent", func(t *testing.T, s repoSubject) {
 		v := repoAdd(t, s, 1, 5).ID()
-		created := repoOrder(t, 101, 1, v)
+		created := testenv.Order(t, 101, 1, v)
 		repoBatch(t, s, created)
-		repoExpect(t, repoBatch(t, s, repoOrder(t, 103, 1, v)), []domain.VoucherOrder{repoOrder(t, 103, 1, v)}, "duplicate")
+		repoExpect(t, repoBatch(t, s, testenv.Order(t, 103, 1, v)), []domain.VoucherOrder{testenv.Order(t, 103, 1, v)}, "duplicate")
 
-		fresh := repoOrder(t, 104, 3, v)
-		conflict := repoOrder(t, 101, 9, v) // another order's ID
-		orders := []domain.VoucherOrder{created, repoOrder(t, 103, 1, v), fresh, fresh, conflict}
+		fresh := testenv.Order(t, 104, 3, v)
+		conflict := testenv.Order(t, 101, 9, v) // another order's ID
+		orders := []domain.VoucherOrder{created, testenv.Order(t, 103, 1, v), fresh, fresh, conflict}
 		out, err := s.orders.MarkFailed(repoCtx(t), orders, domain.FailUndeliverable)
 		if err != nil {
 			t.Fatal(err)
@@ -424,7 +414,7 @@ var repoCases = []struct {
 		at := time.Date(2026, 11, 29, 20, 0, 0, 0, repoZone)
 		spec := domain.VoucherSpec{ShopID: 1, Title: "window"}
 		add := func(end time.Time) domain.VoucherID {
-			return repoAddSale(t, s, spec, repoSale(t, 1, end.Add(-time.Hour), end)).ID()
+			return repoAddSale(t, s, spec, 1, end.Add(-time.Hour), end).ID()
 		}
 		add(at.Add(-time.Hour))
 		add(at)
@@ -456,11 +446,7 @@ var repoCases = []struct {
 	}},
 	{"add_once_returns_the_keys_voucher_even_to_concurrent_retries", func(t *testing.T, s repoSubject) {
 		begin := time.Date(2026, 11, 29, 20, 0, 0, 0, repoZone)
-		v, err := domain.NewSeckillVoucher(domain.VoucherSpec{ShopID: 9, Title: "once", PayValue: 1, ActualValue: 2},
-			repoSale(t, 5, begin, begin.Add(time.Hour)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		v := testenv.SeckillVoucher(t, domain.VoucherSpec{ShopID: 9, Title: "once", PayValue: 1, ActualValue: 2}, 5, begin, begin.Add(time.Hour))
 		const tries = 8
 		results := make([]ports.Creation, tries)
 		errs := make([]error, tries)
@@ -519,7 +505,7 @@ var repoCases = []struct {
 	}},
 	{"batch_creates_and_decrements", func(t *testing.T, s repoSubject) {
 		v := repoAdd(t, s, 1, 5)
-		orders := []domain.VoucherOrder{repoOrder(t, 103, 3, v.ID()), repoOrder(t, 101, 1, v.ID()), repoOrder(t, 102, 2, v.ID())}
+		orders := []domain.VoucherOrder{testenv.Order(t, 103, 3, v.ID()), testenv.Order(t, 101, 1, v.ID()), testenv.Order(t, 102, 2, v.ID())}
 		repoExpect(t, repoBatch(t, s, orders...), orders, "created", "created", "created")
 		repoStock(t, s, v.ID(), 2)
 		for _, o := range orders {
@@ -529,7 +515,7 @@ var repoCases = []struct {
 	}},
 	{"redelivered_batch_is_a_no_op", func(t *testing.T, s repoSubject) {
 		v := repoAdd(t, s, 1, 2)
-		orders := []domain.VoucherOrder{repoOrder(t, 1, 1, v.ID()), repoOrder(t, 2, 2, v.ID()), repoOrder(t, 3, 3, v.ID())}
+		orders := []domain.VoucherOrder{testenv.Order(t, 1, 1, v.ID()), testenv.Order(t, 2, 2, v.ID()), testenv.Order(t, 3, 3, v.ID())}
 		repoExpect(t, repoBatch(t, s, orders...), orders, "created", "created", "out_of_stock")
 		repoExpect(t, repoBatch(t, s, orders...), orders, "created again", "created again", "out_of_stock again")
 		// Part of it again, in another order.
@@ -541,8 +527,8 @@ var repoCases = []struct {
 	}},
 	{"duplicate_user_in_later_batch", func(t *testing.T, s repoSubject) {
 		v := repoAdd(t, s, 1, 5)
-		first := repoOrder(t, 1, 7, v.ID())
-		second := repoOrder(t, 2, 7, v.ID())
+		first := testenv.Order(t, 1, 7, v.ID())
+		second := testenv.Order(t, 2, 7, v.ID())
 		repoExpect(t, repoBatch(t, s, first), []domain.VoucherOrder{first}, "created")
 		repoExpect(t, repoBatch(t, s, second), []domain.VoucherOrder{second}, "duplicate")
 		repoExpect(t, repoBatch(t, s, second), []domain.VoucherOrder{second}, "duplicate again")
@@ -553,7 +539,7 @@ var repoCases = []struct {
 	}},
 	{"two_orders_of_one_user_in_one_batch", func(t *testing.T, s repoSubject) {
 		v := repoAdd(t, s, 1, 5)
-		orders := []domain.VoucherOrder{repoOrder(t, 1, 1, v.ID()), repoOrder(t, 2, 1, v.ID()), repoOrder(t, 3, 2, v.ID())}
+		orders := []domain.VoucherOrder{testenv.Order(t, 1, 1, v.ID()), testenv.Order(t, 2, 1, v.ID()), testenv.Order(t, 3, 2, v.ID())}
 		repoExpect(t, repoBatch(t, s, orders...), orders, "created", "duplicate", "created")
 		repoStock(t, s, v.ID(), 3)
 		repoBuyers(t, s, v.ID(), orders[0], orders[2])
@@ -561,7 +547,7 @@ var repoCases = []struct {
 	}},
 	{"same_order_twice_in_one_batch", func(t *testing.T, s repoSubject) {
 		v := repoAdd(t, s, 1, 5)
-		o := repoOrder(t, 1, 1, v.ID())
+		o := testenv.Order(t, 1, 1, v.ID())
 		orders := []domain.VoucherOrder{o, o}
 		repoExpect(t, repoBatch(t, s, orders...), orders, "created", "created again")
 		repoStock(t, s, v.ID(), 4)
@@ -571,11 +557,11 @@ var repoCases = []struct {
 		v := repoAdd(t, s, 1, 3)
 		var orders []domain.VoucherOrder
 		for i := 1; i <= 5; i++ {
-			orders = append(orders, repoOrder(t, domain.OrderID(i), domain.UserID(i), v.ID()))
+			orders = append(orders, testenv.Order(t, domain.OrderID(i), domain.UserID(i), v.ID()))
 		}
 		repoExpect(t, repoBatch(t, s, orders...), orders, "created", "created", "created", "out_of_stock", "out_of_stock")
 		repoStock(t, s, v.ID(), 0)
-		late := repoOrder(t, 6, 6, v.ID())
+		late := testenv.Order(t, 6, 6, v.ID())
 		repoExpect(t, repoBatch(t, s, late), []domain.VoucherOrder{late}, "out_of_stock")
 		repoStock(t, s, v.ID(), 0)
 		repoBuyers(t, s, v.ID(), orders[:3]...)
@@ -585,9 +571,9 @@ var repoCases = []struct {
 		v := repoAdd(t, s, 1, 5)
 		normal := s.addNormal(t, domain.VoucherSpec{ShopID: 1, Title: "normal"})
 		orders := []domain.VoucherOrder{
-			repoOrder(t, 1, 1, 404),
-			repoOrder(t, 2, 1, v.ID()),
-			repoOrder(t, 3, 2, normal),
+			testenv.Order(t, 1, 1, 404),
+			testenv.Order(t, 2, 1, v.ID()),
+			testenv.Order(t, 3, 2, normal),
 		}
 		repoExpect(t, repoBatch(t, s, orders...), orders, "voucher_not_found", "created", "voucher_not_found")
 		repoExpect(t, repoBatch(t, s, orders...), orders, "voucher_not_found again", "created again", "voucher_not_found again")
@@ -599,12 +585,12 @@ var repoCases = []struct {
 	{"id_conflict", func(t *testing.T, s repoSubject) {
 		v := repoAdd(t, s, 1, 5)
 		w := repoAdd(t, s, 1, 5)
-		mine := repoOrder(t, 1, 1, v.ID())
-		failed := repoOrder(t, 2, 404, 404)
+		mine := testenv.Order(t, 1, 1, v.ID())
+		failed := testenv.Order(t, 2, 404, 404)
 		repoExpect(t, repoBatch(t, s, mine, failed), []domain.VoucherOrder{mine, failed}, "created", "voucher_not_found")
 		// Same IDs, other orders (a sequence that went back): refused, and
 		// the IDs keep their recorded orders.
-		clashes := []domain.VoucherOrder{repoOrder(t, 1, 2, v.ID()), repoOrder(t, 2, 3, w.ID()), repoOrder(t, 1, 1, w.ID())}
+		clashes := []domain.VoucherOrder{testenv.Order(t, 1, 2, v.ID()), testenv.Order(t, 2, 3, w.ID()), testenv.Order(t, 1, 1, w.ID())}
 		repoExpect(t, repoBatch(t, s, clashes...), clashes, "id_conflict", "id_conflict", "id_conflict")
 		repoFound(t, s, mine, domain.OrderCreated, "")
 		repoFound(t, s, failed, domain.OrderFailed, domain.FailVoucherGone)
@@ -616,11 +602,11 @@ var repoCases = []struct {
 		a := repoAdd(t, s, 1, 1)
 		b := repoAdd(t, s, 1, 2)
 		orders := []domain.VoucherOrder{
-			repoOrder(t, 1, 1, b.ID()),
-			repoOrder(t, 2, 1, a.ID()), // the same user may hold one order of each voucher
-			repoOrder(t, 3, 2, a.ID()),
-			repoOrder(t, 4, 2, b.ID()),
-			repoOrder(t, 5, 3, b.ID()),
+			testenv.Order(t, 1, 1, b.ID()),
+			testenv.Order(t, 2, 1, a.ID()), // the same user may hold one order of each voucher
+			testenv.Order(t, 3, 2, a.ID()),
+			testenv.Order(t, 4, 2, b.ID()),
+			testenv.Order(t, 5, 3, b.ID()),
 		}
 		repoExpect(t, repoBatch(t, s, orders...), orders, "created", "created", "out_of_stock", "created", "out_of_stock")
 		repoStock(t, s, a.ID(), 0)
@@ -630,8 +616,8 @@ var repoCases = []struct {
 	}},
 	{"find_reports_each_state", func(t *testing.T, s repoSubject) {
 		v := repoAdd(t, s, 1, 1)
-		created := repoOrder(t, 10, 1, v.ID())
-		soldOut := repoOrder(t, 11, 2, v.ID())
+		created := testenv.Order(t, 10, 1, v.ID())
+		soldOut := testenv.Order(t, 11, 2, v.ID())
 		repoBatch(t, s, created, soldOut)
 		repoFound(t, s, created, domain.OrderCreated, "")
 		repoFound(t, s, soldOut, domain.OrderFailed, domain.FailOutOfStock)
@@ -643,11 +629,11 @@ var repoCases = []struct {
 		v := repoAdd(t, s, 1, 2)
 		w := repoAdd(t, s, 1, 2)
 		orders := []domain.VoucherOrder{
-			repoOrder(t, 30, 3, v.ID()),
-			repoOrder(t, 10, 1, v.ID()),
-			repoOrder(t, 20, 1, v.ID()), // duplicate
-			repoOrder(t, 40, 4, v.ID()), // out of stock
-			repoOrder(t, 50, 5, w.ID()),
+			testenv.Order(t, 30, 3, v.ID()),
+			testenv.Order(t, 10, 1, v.ID()),
+			testenv.Order(t, 20, 1, v.ID()), // duplicate
+			testenv.Order(t, 40, 4, v.ID()), // out of stock
+			testenv.Order(t, 50, 5, w.ID()),
 		}
 		repoExpect(t, repoBatch(t, s, orders...), orders, "created", "created", "duplicate", "out_of_stock", "created")
 		repoBuyers(t, s, v.ID(), orders[1], orders[0])
@@ -685,7 +671,7 @@ var repoCases = []struct {
 			for u := 1; u <= users; u++ {
 				if (u+w)%3 == 0 {
 					for _, v := range []domain.VoucherID{scarce.ID(), plenty.ID()} {
-						mine = append(mine, repoOrder(t, idOf(u, w%2, v), domain.UserID(u), v))
+						mine = append(mine, testenv.Order(t, idOf(u, w%2, v), domain.UserID(u), v))
 					}
 				}
 			}

@@ -46,12 +46,6 @@ type gateBackend struct {
 	open func(t *testing.T) func(t *testing.T) gateSubject
 }
 
-// gateWallClock: the memory gate is checked against the wall clock, like the
-// Redis gate against Redis TIME, so one set of windows fits both.
-type gateWallClock struct{}
-
-func (gateWallClock) Now() time.Time { return time.Now() }
-
 func gateBackends() []gateBackend {
 	redisSubject := func(t *testing.T, rdb redis.UniversalClient, enqueue bool) gateSubject {
 		prefix := testenv.KeyPrefix(t)
@@ -83,7 +77,7 @@ func gateBackends() []gateBackend {
 	backends := []gateBackend{
 		{name: "memory", open: func(*testing.T) func(t *testing.T) gateSubject {
 			return func(*testing.T) gateSubject {
-				g := memory.NewGate(gateWallClock{})
+				g := memory.NewGate(testenv.WallClock{}) // as the Redis gate reads Redis TIME: one set of windows fits both
 				return gateSubject{gate: g, reserve: g.Reserve}
 			}
 		}},
@@ -121,15 +115,6 @@ func gateVoucher(t *testing.T, id domain.VoucherID, stock int, begin, end time.T
 func gateOpenVoucher(t *testing.T, id domain.VoucherID, stock int) domain.Voucher {
 	begin, end := gateOpen()
 	return gateVoucher(t, id, stock, begin, end)
-}
-
-func gateOrder(t *testing.T, id domain.OrderID, user domain.UserID, voucher domain.VoucherID) domain.VoucherOrder {
-	t.Helper()
-	o, err := domain.NewVoucherOrder(id, user, voucher)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return o
 }
 
 func gateCtx(t *testing.T) context.Context {
@@ -232,7 +217,7 @@ var gateCases = []struct {
 	run  func(t *testing.T, s gateSubject)
 }{
 	{"not_found", func(t *testing.T, s gateSubject) {
-		o := gateOrder(t, 1, 1, 404)
+		o := testenv.Order(t, 1, 1, 404)
 		gateReserve(t, s, o, domain.ErrVoucherNotFound)
 		gateRelease(t, s.gate, o, true)
 		if _, ok := gateQueued(t, s.gate, 1, 1); ok {
@@ -245,16 +230,16 @@ var gateCases = []struct {
 	{"overwrite_replaces_whatever_the_gate_holds", func(t *testing.T, s gateSubject) {
 		v := gateOpenVoucher(t, 1, 5)
 		gatePreheat(t, s.gate, v)
-		gateReserve(t, s, gateOrder(t, 11, 7, 1), nil)
-		gateReserve(t, s, gateOrder(t, 12, 8, 1), nil)
+		gateReserve(t, s, testenv.Order(t, 11, 7, 1), nil)
+		gateReserve(t, s, testenv.Order(t, 12, 8, 1), nil)
 		// The database knows only user 8's order and user 9's, and 3 left.
-		db := []domain.VoucherOrder{gateOrder(t, 12, 8, 1), gateOrder(t, 13, 9, 1)}
+		db := []domain.VoucherOrder{testenv.Order(t, 12, 8, 1), testenv.Order(t, 13, 9, 1)}
 		if err := s.gate.Overwrite(gateCtx(t), v.WithStock(3), db); err != nil {
 			t.Fatal(err)
 		}
 		gateState(t, s.gate, 1, 3, map[domain.UserID]domain.OrderID{8: 12, 9: 13})
-		gateReserve(t, s, gateOrder(t, 14, 7, 1), nil)
-		gateReserve(t, s, gateOrder(t, 15, 9, 1), domain.ErrAlreadyClaimed)
+		gateReserve(t, s, testenv.Order(t, 14, 7, 1), nil)
+		gateReserve(t, s, testenv.Order(t, 15, 9, 1), domain.ErrAlreadyClaimed)
 		// Overwriting an absent voucher creates it, like Restore.
 		w := gateOpenVoucher(t, 2, 4)
 		if err := s.gate.Overwrite(gateCtx(t), w, nil); err != nil {
@@ -265,76 +250,76 @@ var gateCases = []struct {
 	{"not_started", func(t *testing.T, s gateSubject) {
 		now := time.Now()
 		gatePreheat(t, s.gate, gateVoucher(t, 1, 5, now.Add(24*time.Hour), now.Add(48*time.Hour)))
-		gateReserve(t, s, gateOrder(t, 1, 1, 1), domain.ErrNotStarted)
+		gateReserve(t, s, testenv.Order(t, 1, 1, 1), domain.ErrNotStarted)
 		gateState(t, s.gate, 1, 5, nil)
 		gateMessages(t, s, 1)
 	}},
 	{"ended", func(t *testing.T, s gateSubject) {
 		now := time.Now()
 		gatePreheat(t, s.gate, gateVoucher(t, 1, 5, now.Add(-2*time.Hour), now.Add(-time.Hour)))
-		gateReserve(t, s, gateOrder(t, 1, 1, 1), domain.ErrEnded)
+		gateReserve(t, s, testenv.Order(t, 1, 1, 1), domain.ErrEnded)
 		gateState(t, s.gate, 1, 5, nil)
 		gateMessages(t, s, 1)
 	}},
 	{"claim_succeeds_and_decrements", func(t *testing.T, s gateSubject) {
 		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 3))
-		o := gateOrder(t, 11, 7, 1)
+		o := testenv.Order(t, 11, 7, 1)
 		gateReserve(t, s, o, nil)
 		gateState(t, s.gate, 1, 2, map[domain.UserID]domain.OrderID{7: 11})
 		gateMessages(t, s, 1, o)
 	}},
 	{"sold_out", func(t *testing.T, s gateSubject) {
 		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 2))
-		o1, o2 := gateOrder(t, 11, 1, 1), gateOrder(t, 12, 2, 1)
+		o1, o2 := testenv.Order(t, 11, 1, 1), testenv.Order(t, 12, 2, 1)
 		gateReserve(t, s, o1, nil)
 		gateReserve(t, s, o2, nil)
-		gateReserve(t, s, gateOrder(t, 13, 3, 1), domain.ErrSoldOut)
+		gateReserve(t, s, testenv.Order(t, 13, 3, 1), domain.ErrSoldOut)
 		// Stock is checked before the user: a buyer asking again after the
 		// sale sold out hears sold out, as in the original.
-		gateReserve(t, s, gateOrder(t, 14, 1, 1), domain.ErrSoldOut)
+		gateReserve(t, s, testenv.Order(t, 14, 1, 1), domain.ErrSoldOut)
 		gateState(t, s.gate, 1, 0, map[domain.UserID]domain.OrderID{1: 11, 2: 12})
 		gateMessages(t, s, 1, o1, o2)
 	}},
 	{"duplicate", func(t *testing.T, s gateSubject) {
 		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 5))
-		o := gateOrder(t, 11, 1, 1)
+		o := testenv.Order(t, 11, 1, 1)
 		gateReserve(t, s, o, nil)
-		gateReserve(t, s, gateOrder(t, 12, 1, 1), domain.ErrAlreadyClaimed)
+		gateReserve(t, s, testenv.Order(t, 12, 1, 1), domain.ErrAlreadyClaimed)
 		gateState(t, s.gate, 1, 4, map[domain.UserID]domain.OrderID{1: 11})
 		gateMessages(t, s, 1, o)
 	}},
 	{"one_user_many_vouchers", func(t *testing.T, s gateSubject) {
 		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 5))
 		gatePreheat(t, s.gate, gateOpenVoucher(t, 2, 5))
-		gateReserve(t, s, gateOrder(t, 11, 1, 1), nil)
-		gateReserve(t, s, gateOrder(t, 12, 1, 2), nil)
+		gateReserve(t, s, testenv.Order(t, 11, 1, 1), nil)
+		gateReserve(t, s, testenv.Order(t, 12, 1, 2), nil)
 		gateState(t, s.gate, 1, 4, map[domain.UserID]domain.OrderID{1: 11})
 		gateState(t, s.gate, 2, 4, map[domain.UserID]domain.OrderID{1: 12})
 	}},
 	{"release_restores_stock_and_right_to_claim", func(t *testing.T, s gateSubject) {
 		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 1))
-		o := gateOrder(t, 11, 1, 1)
+		o := testenv.Order(t, 11, 1, 1)
 		gateReserve(t, s, o, nil)
 		gateRelease(t, s.gate, o, true)
 		gateState(t, s.gate, 1, 1, nil)
-		gateReserve(t, s, gateOrder(t, 12, 1, 1), nil)
+		gateReserve(t, s, testenv.Order(t, 12, 1, 1), nil)
 		gateState(t, s.gate, 1, 0, map[domain.UserID]domain.OrderID{1: 12})
 	}},
 	{"release_without_stock_frees_only_the_user", func(t *testing.T, s gateSubject) {
 		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 2))
-		o := gateOrder(t, 11, 1, 1)
+		o := testenv.Order(t, 11, 1, 1)
 		gateReserve(t, s, o, nil)
 		gateRelease(t, s.gate, o, false)
 		gateState(t, s.gate, 1, 1, nil)
-		gateReserve(t, s, gateOrder(t, 12, 1, 1), nil)
+		gateReserve(t, s, testenv.Order(t, 12, 1, 1), nil)
 		gateState(t, s.gate, 1, 0, map[domain.UserID]domain.OrderID{1: 12})
 	}},
 	{"release_is_idempotent_and_guarded_by_order_id", func(t *testing.T, s gateSubject) {
 		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 3))
-		o := gateOrder(t, 11, 1, 1)
+		o := testenv.Order(t, 11, 1, 1)
 		gateReserve(t, s, o, nil)
-		gateRelease(t, s.gate, gateOrder(t, 99, 1, 1), true) // another order of the same user
-		gateRelease(t, s.gate, gateOrder(t, 11, 2, 1), true) // the same ID for another user
+		gateRelease(t, s.gate, testenv.Order(t, 99, 1, 1), true) // another order of the same user
+		gateRelease(t, s.gate, testenv.Order(t, 11, 2, 1), true) // the same ID for another user
 		gateState(t, s.gate, 1, 2, map[domain.UserID]domain.OrderID{1: 11})
 		gateRelease(t, s.gate, o, true)
 		gateRelease(t, s.gate, o, true)
@@ -346,40 +331,40 @@ var gateCases = []struct {
 		// again nor forget who holds one.
 		v := gateOpenVoucher(t, 1, 5)
 		gatePreheat(t, s.gate, v)
-		gateReserve(t, s, gateOrder(t, 11, 1, 1), nil)
+		gateReserve(t, s, testenv.Order(t, 11, 1, 1), nil)
 		gatePreheat(t, s.gate, v)
 		gateState(t, s.gate, 1, 4, map[domain.UserID]domain.OrderID{1: 11})
-		gateReserve(t, s, gateOrder(t, 12, 1, 1), domain.ErrAlreadyClaimed)
+		gateReserve(t, s, testenv.Order(t, 12, 1, 1), domain.ErrAlreadyClaimed)
 	}},
 	{"preheat_after_restore_keeps_the_restored_buyers", func(t *testing.T, s gateSubject) {
 		// The database's remaining stock (2) is below the sale's initial 3:
 		// one unit is held by user 1.
 		begin, end := gateOpen()
-		if _, err := s.gate.Restore(gateCtx(t), gateVoucher(t, 1, 2, begin, end), []domain.VoucherOrder{gateOrder(t, 11, 1, 1)}); err != nil {
+		if _, err := s.gate.Restore(gateCtx(t), gateVoucher(t, 1, 2, begin, end), []domain.VoucherOrder{testenv.Order(t, 11, 1, 1)}); err != nil {
 			t.Fatal(err)
 		}
 		gatePreheat(t, s.gate, gateVoucher(t, 1, 3, begin, end))
 		gateState(t, s.gate, 1, 2, map[domain.UserID]domain.OrderID{1: 11})
-		gateReserve(t, s, gateOrder(t, 12, 1, 1), domain.ErrAlreadyClaimed)
+		gateReserve(t, s, testenv.Order(t, 12, 1, 1), domain.ErrAlreadyClaimed)
 	}},
 	{"preheat_twice_is_idempotent", func(t *testing.T, s gateSubject) {
 		v := gateOpenVoucher(t, 1, 5)
 		gatePreheat(t, s.gate, v)
 		gatePreheat(t, s.gate, v)
 		gateState(t, s.gate, 1, 5, nil)
-		gateReserve(t, s, gateOrder(t, 11, 1, 1), nil)
+		gateReserve(t, s, testenv.Order(t, 11, 1, 1), nil)
 		gateState(t, s.gate, 1, 4, map[domain.UserID]domain.OrderID{1: 11})
 	}},
 	{"restore_writes_only_when_absent", func(t *testing.T, s gateSubject) {
 		v := gateOpenVoucher(t, 1, 3)
-		buyers := []domain.VoucherOrder{gateOrder(t, 11, 1, 1), gateOrder(t, 12, 2, 1)}
+		buyers := []domain.VoucherOrder{testenv.Order(t, 11, 1, 1), testenv.Order(t, 12, 2, 1)}
 		wrote, err := s.gate.Restore(gateCtx(t), v, buyers)
 		if err != nil || !wrote {
 			t.Fatalf("restore into an empty gate: wrote %v, err %v", wrote, err)
 		}
 		gateState(t, s.gate, 1, 3, map[domain.UserID]domain.OrderID{1: 11, 2: 12})
-		gateReserve(t, s, gateOrder(t, 13, 1, 1), domain.ErrAlreadyClaimed)
-		gateReserve(t, s, gateOrder(t, 14, 3, 1), nil)
+		gateReserve(t, s, testenv.Order(t, 13, 1, 1), domain.ErrAlreadyClaimed)
+		gateReserve(t, s, testenv.Order(t, 14, 3, 1), nil)
 		// Restored buyers hold orders the database has, where status queries
 		// find them; a claim after the restore is found queued.
 		if o, ok := gateQueued(t, s.gate, 3, 14); !ok || o.VoucherID() != 1 {
@@ -394,7 +379,7 @@ var gateCases = []struct {
 	}},
 	{"restore_does_not_clobber_preheat", func(t *testing.T, s gateSubject) {
 		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 5))
-		wrote, err := s.gate.Restore(gateCtx(t), gateOpenVoucher(t, 1, 1), []domain.VoucherOrder{gateOrder(t, 11, 1, 1)})
+		wrote, err := s.gate.Restore(gateCtx(t), gateOpenVoucher(t, 1, 1), []domain.VoucherOrder{testenv.Order(t, 11, 1, 1)})
 		if err != nil || wrote {
 			t.Fatalf("restore over a preheated voucher: wrote %v, err %v", wrote, err)
 		}
@@ -405,7 +390,7 @@ var gateCases = []struct {
 		if err != nil || !wrote {
 			t.Fatalf("restore: wrote %v, err %v", wrote, err)
 		}
-		gateReserve(t, s, gateOrder(t, 11, 1, 1), nil)
+		gateReserve(t, s, testenv.Order(t, 11, 1, 1), nil)
 		gateState(t, s.gate, 1, 1, map[domain.UserID]domain.OrderID{1: 11})
 	}},
 	{"restore_many_buyers", func(t *testing.T, s gateSubject) {
@@ -414,7 +399,7 @@ var gateCases = []struct {
 		want := make(map[domain.UserID]domain.OrderID, n)
 		for i := range buyers {
 			u, id := domain.UserID(i+1), domain.OrderID(100_000+i)
-			buyers[i] = gateOrder(t, id, u, 1)
+			buyers[i] = testenv.Order(t, id, u, 1)
 			want[u] = id
 		}
 		soldOut := gateOpenVoucher(t, 1, 1).WithStock(0) // as the database holds it after the sale
@@ -423,10 +408,10 @@ var gateCases = []struct {
 			t.Fatalf("restore: wrote %v, err %v", wrote, err)
 		}
 		gateState(t, s.gate, 1, 0, want)
-		gateReserve(t, s, gateOrder(t, 1, n+1, 1), domain.ErrSoldOut)
+		gateReserve(t, s, testenv.Order(t, 1, n+1, 1), domain.ErrSoldOut)
 	}},
 	{"restore_refuses_foreign_buyers", func(t *testing.T, s gateSubject) {
-		_, err := s.gate.Restore(gateCtx(t), gateOpenVoucher(t, 1, 2), []domain.VoucherOrder{gateOrder(t, 11, 1, 2)})
+		_, err := s.gate.Restore(gateCtx(t), gateOpenVoucher(t, 1, 2), []domain.VoucherOrder{testenv.Order(t, 11, 1, 2)})
 		if err == nil {
 			t.Fatal("restore accepted a buyer of another voucher")
 		}
@@ -437,9 +422,9 @@ var gateCases = []struct {
 	{"queued_finds_a_reserved_order_and_not_another_users", func(t *testing.T, s gateSubject) {
 		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 5))
 		gatePreheat(t, s.gate, gateOpenVoucher(t, 2, 5))
-		o := gateOrder(t, 11, 1, 2)
+		o := testenv.Order(t, 11, 1, 2)
 		gateReserve(t, s, o, nil)
-		gateReserve(t, s, gateOrder(t, 12, 2, 1), nil)
+		gateReserve(t, s, testenv.Order(t, 12, 2, 1), nil)
 		got, ok := gateQueued(t, s.gate, 1, 11)
 		if !ok || got != o {
 			t.Fatalf("queued(1, 11) = %v %v, want %v", got, ok, o)
