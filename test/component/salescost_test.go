@@ -82,8 +82,10 @@ func TestSaleBoardCostIsBoundedPerSale(t *testing.T) {
 			perRedis := costs[2][0] - costs[1][0]
 			perSQL := costs[2][1] - costs[1][1]
 			t.Logf("%s: per sale shown %d Redis commands and %d SQL statements; costs by sales %v", queue, perRedis, perSQL, costs)
-			if perSQL != 1 || perRedis < 1 || perRedis > 4 {
-				t.Fatalf("per sale: %d Redis commands, %d SQL statements; want at most 4 and exactly 1", perRedis, perSQL)
+			// At most 5: the stream's XLEN, XPENDING and oldest entry, the
+			// gate's stock, and the read of the voucher's bucket count K.
+			if perSQL != 1 || perRedis < 1 || perRedis > 5 {
+				t.Fatalf("per sale: %d Redis commands, %d SQL statements; want at most 5 and exactly 1", perRedis, perSQL)
 			}
 			if want := [2]int64{costs[1][0] + perRedis*(application.MaxSaleBoard-1), costs[1][1] + perSQL*(application.MaxSaleBoard-1)}; costs[application.MaxSaleBoard] != want {
 				t.Fatalf("cost at the cap %v, want %v (linear in the sales shown)", costs[application.MaxSaleBoard], want)
