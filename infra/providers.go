@@ -31,12 +31,12 @@ type ReadyCheck func(context.Context) error
 
 func provideReady(rdb redis.UniversalClient, db *bun.DB) ReadyCheck { return ready(rdb, db) }
 
-func provideIDs(rdb redis.UniversalClient, c Config) *redisgate.IDs {
-	return redisgate.NewIDs(rdb, redisgate.IDOptions{Block: c.IDBlock})
+func provideIDs(rdb redis.UniversalClient, claims ClaimRedis, c Config) *redisgate.IDs {
+	return redisgate.NewIDs(rdb, redisgate.IDOptions{Block: c.IDBlock, Leases: claims.UniversalClient})
 }
 
-func provideSessionStore(rdb redis.UniversalClient, c Config) *redissession.Store {
-	return redissession.New(rdb, redissession.Options{TTL: c.TokenTTL})
+func provideSessionStore(rdb redis.UniversalClient, claims ClaimRedis, c Config) *redissession.Store {
+	return redissession.New(rdb, redissession.Options{TTL: c.TokenTTL, Lookups: claims.UniversalClient})
 }
 
 // provideSessions puts the token cache in front of Redis, unless
@@ -92,8 +92,8 @@ func provideHandler(
 	})
 }
 
-func provideGate(rdb redis.UniversalClient, c Config) *redisgate.Gate {
-	return redisgate.New(rdb, redisgate.Options{Prefix: c.KeyPrefix, Retention: c.KeyRetention})
+func provideGate(rdb redis.UniversalClient, claims ClaimRedis, c Config) *redisgate.Gate {
+	return redisgate.New(rdb, redisgate.Options{Prefix: c.KeyPrefix, Retention: c.KeyRetention, Claims: claims.UniversalClient})
 }
 
 // provideSoldOutMarks are this instance's local sold-out marks: its
@@ -118,6 +118,7 @@ func provideChannelAdmission(m *soldout.Marks, g *soldout.Gate, q *chanqueue.Que
 // commonSet is everything but the queue driver.
 var commonSet = wire.NewSet(
 	NewRedis,
+	NewClaimRedis,
 	NewDB,
 	wire.Struct(new(SystemClock)),
 	wire.Bind(new(ports.Clock), new(SystemClock)),

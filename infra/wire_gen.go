@@ -28,16 +28,22 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	gate := provideGate(universalClient, c)
+	claimRedis, cleanup3, err := NewClaimRedis(universalClient, c, log)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	gate := provideGate(universalClient, claimRedis, c)
 	soldoutGate := provideSoldOutGate(marks, gate)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepo, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
-	iDs := provideIDs(universalClient, c)
+	iDs := provideIDs(universalClient, claimRedis, c)
 	queue := provideChannelQueue(c)
 	admission := provideChannelAdmission(marks, soldoutGate, queue)
 	claimSeckill := application.NewClaimSeckill(iDs, admission)
 	getOrder := application.NewGetOrder(orderRepo, soldoutGate)
-	store := provideSessionStore(universalClient, c)
+	store := provideSessionStore(universalClient, claimRedis, c)
 	sessions := provideSessions(store, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
@@ -59,6 +65,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Redis:   universalClient,
 	}
 	return app, func() {
+		cleanup3()
 		cleanup2()
 		cleanup()
 	}, nil
@@ -78,19 +85,27 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	gate := provideGate(universalClient, c)
-	soldoutGate := provideSoldOutGate(marks, gate)
-	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepo, soldoutGate)
-	listShopVouchers := application.NewListShopVouchers(voucherRepo)
-	iDs := provideIDs(universalClient, c)
-	v, cleanup3, err := provideConsumerLease(universalClient, c, log)
+	claimRedis, cleanup3, err := NewClaimRedis(universalClient, c, log)
 	if err != nil {
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	queue, cleanup4, err := provideStreamQueue(universalClient, c, log, v)
+	gate := provideGate(universalClient, claimRedis, c)
+	soldoutGate := provideSoldOutGate(marks, gate)
+	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepo, soldoutGate)
+	listShopVouchers := application.NewListShopVouchers(voucherRepo)
+	iDs := provideIDs(universalClient, claimRedis, c)
+	v, cleanup4, err := provideConsumerLease(universalClient, c, log)
 	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	queue, cleanup5, err := provideStreamQueue(universalClient, c, log, v)
+	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -99,7 +114,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	admission := provideStreamAdmission(marks, gate, queue)
 	claimSeckill := application.NewClaimSeckill(iDs, admission)
 	getOrder := application.NewGetOrder(orderRepo, soldoutGate)
-	store := provideSessionStore(universalClient, c)
+	store := provideSessionStore(universalClient, claimRedis, c)
 	sessions := provideSessions(store, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
@@ -121,6 +136,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Redis:   universalClient,
 	}
 	return app, func() {
+		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()

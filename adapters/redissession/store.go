@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hmdp-go/seckill/adapters/redisbatch"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -39,13 +40,17 @@ type Options struct {
 	// the original it is not refreshed on each request: that would cost a
 	// second round trip per claim.
 	TTL time.Duration
+	// Lookups carries UserID's HGET: typically the client's asynchronous
+	// AutoPipeliner (see redisbatch). Nil means the client given to New.
+	Lookups redis.UniversalClient
 }
 
 // Store reads and mints sessions in Redis.
 type Store struct {
-	rdb    redis.UniversalClient
-	prefix string
-	ttl    time.Duration
+	rdb     redis.UniversalClient
+	lookups redis.UniversalClient
+	prefix  string
+	ttl     time.Duration
 }
 
 var (
@@ -64,7 +69,10 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 	if opts.TTL <= 0 {
 		opts.TTL = DefaultTTL
 	}
-	return &Store{rdb: rdb, prefix: opts.Prefix, ttl: opts.TTL}
+	if opts.Lookups == nil {
+		opts.Lookups = rdb
+	}
+	return &Store{rdb: rdb, lookups: opts.Lookups, prefix: opts.Prefix, ttl: opts.TTL}
 }
 
 // UserID reads only the id field (HGET, not the original's HGETALL): it is all
@@ -73,7 +81,11 @@ func (s *Store) UserID(ctx context.Context, token string) (domain.UserID, error)
 	if token == "" || len(token) > maxTokenLen {
 		return 0, ports.ErrUnknownToken
 	}
-	raw, err := s.rdb.HGet(ctx, s.prefix+token, "id").Result()
+	cmd := redis.NewStringCmd(ctx, "hget", s.prefix+token, "id")
+	if err := redisbatch.Do(ctx, s.lookups, cmd); err != nil {
+		return 0, fmt.Errorf("look up session: %w", err)
+	}
+	raw, err := cmd.Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, ports.ErrUnknownToken
 	}
