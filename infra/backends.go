@@ -77,11 +77,10 @@ func NewClaimRedis(rdb redis.UniversalClient, c Config, log zerolog.Logger) (Cla
 	opts := redis.DefaultAutoPipelineOptions()
 	opts.FullDuplex = c.RedisAutoPipeline == AutoPipelineFull
 	opts.MaxFlushDelay = c.RedisAutoPipelineDelay
+	// On one node, several full-duplex engines route by the first key, so a
+	// voucher's claims and releases stay in order (Config refuses shards
+	// with half duplex, which would run batches in parallel, unordered).
 	opts.NumShards = c.RedisAutoPipelineShards
-	// Several half-duplex shards flush in parallel, which go-redis allows
-	// only once order between callers is given up; no claim-path command
-	// depends on another caller's (the id lease orders its own two).
-	opts.Unordered = !opts.FullDuplex && opts.NumShards > 1
 	var (
 		ap  *redis.AutoPipeliner
 		err error

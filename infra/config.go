@@ -51,8 +51,9 @@ type Config struct {
 	// may wait for more commands after a flush (0 = flush at once).
 	RedisAutoPipelineDelay time.Duration `env:"SECKILL_REDIS_AUTOPIPELINE_DELAY" envDefault:"0s"`
 	// RedisAutoPipelineShards is the pipeliner's NumShards (0 = go-redis's
-	// default: one queue on one node, one per CPU on a cluster; with "full"
-	// on one node, that many held connections).
+	// default: one queue on one node, one per CPU on a cluster, routed by
+	// slot; with "full" on one node, that many held connections, routed by
+	// key).
 	RedisAutoPipelineShards int `env:"SECKILL_REDIS_AUTOPIPELINE_SHARDS" envDefault:"0"`
 	// MySQLDSN empty runs embedded SQLite under DataDir.
 	MySQLDSN string `env:"SECKILL_MYSQL_DSN"`
@@ -297,6 +298,11 @@ func (c Config) check(p *problems) {
 	}
 	if c.RedisAutoPipelineShards < 0 || c.RedisAutoPipelineShards > 64 {
 		bad("SECKILL_REDIS_AUTOPIPELINE_SHARDS", "must be within 0..64, got %d", c.RedisAutoPipelineShards)
+	}
+	if c.RedisAutoPipelineShards > 1 && c.RedisAutoPipeline != AutoPipelineFull && !c.RedisCluster() {
+		// Half-duplex shards flush in parallel, unordered: a release could
+		// overtake the claim it undoes.
+		bad("SECKILL_REDIS_AUTOPIPELINE_SHARDS", "more than 1 needs SECKILL_REDIS_AUTOPIPELINE=full on one node (half-duplex shards lose the order of a claim and its release), got %d", c.RedisAutoPipelineShards)
 	}
 	if c.QueueCapacity < 1 {
 		bad("SECKILL_QUEUE_CAPACITY", "must be at least 1")

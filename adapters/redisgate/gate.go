@@ -242,7 +242,10 @@ func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock 
 	if restoreStock {
 		restore = "1"
 	}
-	err := releaseScript.Run(ctx, g.rdb, []string{k.Voucher, k.Buyers},
+	// Through the claim path's client: on the pipeliner's ordered stream a
+	// release sent after a claim that ran out of time runs after it, and so
+	// undoes it even when the claim reaches Redis late.
+	err := releaseScript.Run(ctx, g.claims, []string{k.Voucher, k.Buyers},
 		int64(o.UserID()), int64(o.ID()), restore).Err()
 	if err != nil {
 		return fmt.Errorf("release script for %s: %w", o, err)
