@@ -66,7 +66,7 @@ func provideHandler(
 	add *application.AddSeckillVoucher, list *application.ListShopVouchers,
 	claim *application.ClaimSeckill, get *application.GetOrder,
 	sessions ports.Sessions, tokens ports.TokenIssuer, ready ReadyCheck,
-	log zerolog.Logger, c Config,
+	marks *soldout.Marks, log zerolog.Logger, c Config,
 ) http.Handler {
 	if tokens != nil {
 		log.Warn().Msg("dev endpoint POST /dev/tokens is enabled: anyone can mint a login token")
@@ -89,6 +89,7 @@ func provideHandler(
 		Admins:         c.Admins(),
 		Limits:         httpapi.Limits{PerUser: c.RateUser, PerIP: c.RateIP, Window: c.RateWindow},
 		TrustedProxies: c.Proxies(),
+		SoldOut:        marks,
 	})
 }
 

@@ -47,7 +47,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	sessions := provideSessions(store, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, log, c)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, marks, log, c)
 	fulfillOrders := application.NewFulfillOrders(orderRepo, soldoutGate)
 	worker := provideWorker(queue, fulfillOrders, log, c)
 	systemClock := SystemClock{}
@@ -118,7 +118,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	sessions := provideSessions(store, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, log, c)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, marks, log, c)
 	fulfillOrders := application.NewFulfillOrders(orderRepo, soldoutGate)
 	worker := provideWorker(queue, fulfillOrders, log, c)
 	systemClock := SystemClock{}

@@ -50,6 +50,9 @@ type Deps struct {
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For and
 	// X-Real-IP headers name the client; empty trusts no header.
 	TrustedProxies []netip.Prefix
+	// SoldOut, when set, lets a claim that carries a token be answered sold
+	// out before its session is resolved; nil resolves every session first.
+	SoldOut ports.SoldOutSignal
 }
 
 // DefaultMaxBodyBytes is far above any valid voucher (rules are at most 1024
@@ -75,6 +78,7 @@ type api struct {
 	admins       map[domain.UserID]struct{}
 	limits       Limits
 	proxies      []netip.Prefix
+	soldOut      ports.SoldOutSignal
 }
 
 // NewRouter builds the HTTP handler. It panics on a missing required
@@ -112,6 +116,7 @@ func NewRouter(d Deps) http.Handler {
 		admins:       adminSet(d.Admins),
 		limits:       d.Limits,
 		proxies:      d.TrustedProxies,
+		soldOut:      d.SoldOut,
 	}
 	if a.loc == nil {
 		a.loc = time.UTC
@@ -145,12 +150,18 @@ func NewRouter(d Deps) http.Handler {
 	// Claim and order status are what a bot hammers. The per-IP limit runs
 	// before the session lookup and the per-user one right after it (a
 	// cache hit for a repeated token), so a refused request costs no Redis.
+	// A claim of a voucher this instance knows is sold out is answered
+	// between the two, before the session: stock is public, and most of a
+	// stampede arrives after the stock is gone.
 	r.Group(func(r chi.Router) {
 		if lim := a.limiter(a.limits.PerIP, ipKey); lim != nil {
 			if resolve := clientIP(a.proxies); resolve != nil {
 				r.Use(resolve)
 			}
 			r.Use(lim)
+		}
+		if a.soldOut != nil {
+			r.Use(a.soldOutFirst)
 		}
 		r.Use(a.requireUser)
 		if lim := a.limiter(a.limits.PerUser, userLimitKey); lim != nil {

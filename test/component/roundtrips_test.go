@@ -19,7 +19,9 @@ import (
 
 // roundTrips counts what HTTP requests send to Redis (one per command, one per
 // pipeline); the stream worker's background reads carry no request id and
-// are not counted.
+// are not counted. The claim path's automatic pipeliner sends its batches
+// under its own context, so a pipeline holding a claim-path command counts
+// too.
 type roundTrips struct{ n atomic.Int64 }
 
 func (r *roundTrips) count(ctx context.Context) {
@@ -28,12 +30,29 @@ func (r *roundTrips) count(ctx context.Context) {
 	}
 }
 
+// claimPathCommands are what the claim path sends (session lookup and its
+// refresh, id lease, claim script and its index entry, release).
+var claimPathCommands = map[string]bool{"hget": true, "expire": true, "incrby": true, "evalsha": true, "eval": true, "set": true}
+
+func (r *roundTrips) countPipeline(ctx context.Context, cmds []redis.Cmder) {
+	if middleware.GetReqID(ctx) != "" {
+		r.n.Add(1)
+		return
+	}
+	for _, c := range cmds {
+		if claimPathCommands[c.Name()] {
+			r.n.Add(1)
+			return
+		}
+	}
+}
+
 func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error { r.count(ctx); return next(ctx, cmd) }
 }
 func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { r.count(ctx); return next(ctx, cmds) }
+	return func(ctx context.Context, cmds []redis.Cmder) error { r.countPipeline(ctx, cmds); return next(ctx, cmds) }
 }
 
 // TestClaimCostsAtMostTwoRedisRoundTrips: a user's first claim costs the token
