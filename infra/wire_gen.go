@@ -44,7 +44,13 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	claimSeckill := application.NewClaimSeckill(iDs, admission)
 	getOrder := application.NewGetOrder(orderRepo, soldoutGate)
 	store := provideSessionStore(universalClient, claimRedis, c)
-	sessions := provideSessions(store, c)
+	sessions, cleanup4, err := provideSessions(universalClient, store, c, log)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
 	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, marks, log, c)
@@ -65,6 +71,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Redis:   universalClient,
 	}
 	return app, func() {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -115,7 +122,15 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	claimSeckill := application.NewClaimSeckill(iDs, admission)
 	getOrder := application.NewGetOrder(orderRepo, soldoutGate)
 	store := provideSessionStore(universalClient, claimRedis, c)
-	sessions := provideSessions(store, c)
+	sessions, cleanup6, err := provideSessions(universalClient, store, c, log)
+	if err != nil {
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
 	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, marks, log, c)
@@ -136,6 +151,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Redis:   universalClient,
 	}
 	return app, func() {
+		cleanup6()
 		cleanup5()
 		cleanup4()
 		cleanup3()
