@@ -48,6 +48,7 @@ func (r *roundTrips) countPipeline(ctx context.Context, cmds []redis.Cmder) {
 }
 
 func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
 // ProcessHook sees each command of the full-duplex pipeliner's stream on its
 // own; the claim's index SET is submitted with its claim script and waited
 // for with it, so it is not a round trip of its own.
