@@ -46,7 +46,7 @@ type Config struct {
 	// automatic pipeliner, half duplex), "full" streams them on one held
 	// connection per node (full duplex), "off" sends each claim's own.
 	// See docs/BENCHMARKS.md for the measurement behind the default.
-	RedisAutoPipeline string `env:"SECKILL_REDIS_AUTOPIPELINE" envDefault:"full"`
+	RedisAutoPipeline string `env:"SECKILL_REDIS_AUTOPIPELINE" envDefault:"half"`
 	// RedisAutoPipelineDelay is the pipeliner's MaxFlushDelay: how long it
 	// may wait for more commands after a flush (0 = flush at once).
 	RedisAutoPipelineDelay time.Duration `env:"SECKILL_REDIS_AUTOPIPELINE_DELAY" envDefault:"0s"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,15 +25,24 @@ import (
 // too.
 type roundTrips struct{ n atomic.Int64 }
 
-func (r *roundTrips) count(ctx context.Context) {
-	if middleware.GetReqID(ctx) != "" {
-		r.n.Add(1)
+// claimPathCommand tells the claim path's commands (session lookup, id
+// lease, claim and release scripts) from the worker's, by name and, for a
+// script, by its first key: the pipeliner sends them under its own context,
+// without the request id.
+func claimPathCommand(c redis.Cmder) bool {
+	switch c.Name() {
+	case "hget", "incrby", "expire":
+		return true
+	case "evalsha", "eval":
+		args := c.Args()
+		if len(args) < 4 {
+			return false
+		}
+		key, _ := args[3].(string)
+		return strings.HasSuffix(key, ":voucher") || strings.Contains(key, "login:token:")
 	}
+	return false
 }
-
-// claimPathCommands are what the claim path sends (session lookup and its
-// refresh, id lease, claim script and its index entry, release).
-var claimPathCommands = map[string]bool{"hget": true, "expire": true, "incrby": true, "evalsha": true, "eval": true, "set": true}
 
 func (r *roundTrips) countPipeline(ctx context.Context, cmds []redis.Cmder) {
 	if middleware.GetReqID(ctx) != "" {
@@ -40,7 +50,7 @@ func (r *roundTrips) countPipeline(ctx context.Context, cmds []redis.Cmder) {
 		return
 	}
 	for _, c := range cmds {
-		if claimPathCommands[c.Name()] {
+		if claimPathCommand(c) {
 			r.n.Add(1)
 			return
 		}
@@ -54,8 +64,10 @@ func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next 
 // for with it, so it is not a round trip of its own.
 func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() != "set" {
-			r.count(ctx)
+		switch {
+		case cmd.Name() == "set":
+		case middleware.GetReqID(ctx) != "" || claimPathCommand(cmd):
+			r.n.Add(1)
 		}
 		return next(ctx, cmd)
 	}
