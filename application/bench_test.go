@@ -26,7 +26,7 @@ func (a reserveOnly) Admit(ctx context.Context, o domain.VoucherOrder) error {
 	return a.gate.Reserve(ctx, o)
 }
 
-func benchClaim(b *testing.B, stock int, marked bool) (*application.ClaimSeckill, domain.VoucherID) {
+func benchClaim(b testing.TB, stock int, marked bool) (*application.ClaimSeckill, domain.VoucherID) {
 	b.Helper()
 	clock := testenv.NewClock(time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC))
 	var gate ports.StockGate = memory.NewGate(clock)

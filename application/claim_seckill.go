@@ -21,10 +21,16 @@ type ClaimSeckill struct {
 	budget time.Duration
 }
 
-// ClaimBudget is how long a claim may take once started, whatever the caller.
-// A claim that runs out of it is undone (or, where the driver cannot tell,
-// left to be fulfilled) and answered busy.
-const ClaimBudget = 10 * time.Second
+// ClaimBudget is how long a claim may take once started, whatever the caller:
+// every wait of the claim (the order id lease, the sold-out probe, a Redis
+// connection, Redis's answer) ends with it. A healthy claim takes about a
+// millisecond; two seconds rides out a hiccup (a failover's first retry)
+// and still answers a stalled backend before a user retrying by hand
+// would. A claim that runs out of it before anything was reserved is
+// answered busy; once the admission may have reserved, the driver undoes it
+// (channel: busy) or cannot tell (stream: an error stating the outcome is
+// unknown, the order fulfilled if the script ran).
+const ClaimBudget = 2 * time.Second
 
 // ErrBusy: the claim was not taken and nothing changed (the queue was full or
 // closing, or the claim ran out of time and was undone), so the client may
@@ -43,17 +49,24 @@ func (h *ClaimSeckill) Handle(ctx context.Context, user domain.UserID, voucher d
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	// One budget from the start, detached from the caller: once the
+	// admission may have reserved, a client hanging up must not cut the
+	// claim in half, and before that finishing costs at most the budget.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.budget)
+	defer cancel()
+
 	id, err := h.ids.Next(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Out of time before anything was reserved: nothing changed.
+			return 0, fmt.Errorf("issue order id: %w: %w", ErrBusy, err)
+		}
 		return 0, fmt.Errorf("issue order id: %w", err)
 	}
 	order, err := domain.NewVoucherOrder(id, user, voucher)
 	if err != nil {
 		return 0, err
 	}
-
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.budget)
-	defer cancel()
 
 	err = h.admission.Admit(ctx, order)
 	switch {

@@ -40,6 +40,21 @@ type Config struct {
 	RedisClusterAddrs []string `env:"SECKILL_REDIS_CLUSTER_ADDRS" envSeparator:","`
 	// RedisPoolSize is the most Redis connections; a stampede waits for one.
 	RedisPoolSize int `env:"SECKILL_REDIS_POOL_SIZE" envDefault:"128"`
+	// RedisAutoPipeline is how the claim path's commands (claim script,
+	// session lookup, id lease) reach Redis: "half" batches concurrent
+	// claims' commands into one pipeline per round trip (go-redis's
+	// automatic pipeliner, half duplex), "full" streams them on one held
+	// connection per node (full duplex), "off" sends each claim's own.
+	// See docs/BENCHMARKS.md for the measurement behind the default.
+	RedisAutoPipeline string `env:"SECKILL_REDIS_AUTOPIPELINE" envDefault:"half"`
+	// RedisAutoPipelineDelay is the pipeliner's MaxFlushDelay: how long it
+	// may wait for more commands after a flush (0 = flush at once).
+	RedisAutoPipelineDelay time.Duration `env:"SECKILL_REDIS_AUTOPIPELINE_DELAY" envDefault:"0s"`
+	// RedisAutoPipelineShards is the pipeliner's NumShards (0 = go-redis's
+	// default: one queue on one node, one per CPU on a cluster, routed by
+	// slot; with "full" on one node, that many held connections, routed by
+	// key).
+	RedisAutoPipelineShards int `env:"SECKILL_REDIS_AUTOPIPELINE_SHARDS" envDefault:"0"`
 	// MySQLDSN empty runs embedded SQLite under DataDir.
 	MySQLDSN string `env:"SECKILL_MYSQL_DSN"`
 	DataDir  string `env:"SECKILL_DATA_DIR" envDefault:"./data"`
@@ -228,6 +243,13 @@ func DefaultConfig() Config {
 
 // Validate checks every setting and names the variable at fault. It only
 // reads: a Config built in code is validated as it is.
+// Values of SECKILL_REDIS_AUTOPIPELINE.
+const (
+	AutoPipelineOff  = "off"
+	AutoPipelineHalf = "half"
+	AutoPipelineFull = "full"
+)
+
 func (c Config) Validate() error {
 	var p problems
 	c.check(&p)
@@ -279,6 +301,22 @@ func (c Config) check(p *problems) {
 	}
 	if c.RedisPoolSize < 1 || c.RedisPoolSize > 10_000 {
 		bad("SECKILL_REDIS_POOL_SIZE", "must be within 1..10000, got %d", c.RedisPoolSize)
+	}
+	switch c.RedisAutoPipeline {
+	case AutoPipelineOff, AutoPipelineHalf, AutoPipelineFull:
+	default:
+		bad("SECKILL_REDIS_AUTOPIPELINE", "want %q, %q or %q, got %q", AutoPipelineHalf, AutoPipelineFull, AutoPipelineOff, c.RedisAutoPipeline)
+	}
+	if c.RedisAutoPipelineDelay < 0 || c.RedisAutoPipelineDelay > 10*time.Millisecond {
+		bad("SECKILL_REDIS_AUTOPIPELINE_DELAY", "must be within 0..10ms, got %s", c.RedisAutoPipelineDelay)
+	}
+	if c.RedisAutoPipelineShards < 0 || c.RedisAutoPipelineShards > 64 {
+		bad("SECKILL_REDIS_AUTOPIPELINE_SHARDS", "must be within 0..64, got %d", c.RedisAutoPipelineShards)
+	}
+	if c.RedisAutoPipelineShards > 1 && c.RedisAutoPipeline != AutoPipelineFull && !c.RedisCluster() {
+		// Half-duplex shards flush in parallel, unordered: a release could
+		// overtake the claim it undoes.
+		bad("SECKILL_REDIS_AUTOPIPELINE_SHARDS", "more than 1 needs SECKILL_REDIS_AUTOPIPELINE=full on one node (half-duplex shards lose the order of a claim and its release), got %d", c.RedisAutoPipelineShards)
 	}
 	if c.QueueCapacity < 1 {
 		bad("SECKILL_QUEUE_CAPACITY", "must be at least 1")

@@ -2,6 +2,8 @@ package infra
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -34,22 +36,41 @@ type ReadyCheck func(context.Context) error
 
 func provideReady(rdb redis.UniversalClient, db *bun.DB) ReadyCheck { return ready(rdb, db) }
 
-func provideIDs(rdb redis.UniversalClient, c Config) *redisgate.IDs {
-	return redisgate.NewIDs(rdb, redisgate.IDOptions{Block: c.IDBlock})
+func provideIDs(rdb redis.UniversalClient, claims ClaimRedis, c Config) *redisgate.IDs {
+	return redisgate.NewIDs(rdb, redisgate.IDOptions{Block: c.IDBlock, Leases: claims.UniversalClient})
 }
 
-func provideSessionStore(rdb redis.UniversalClient, c Config) *redissession.Store {
-	return redissession.New(rdb, redissession.Options{TTL: c.TokenTTL})
+func provideSessionStore(rdb redis.UniversalClient, claims ClaimRedis, c Config) *redissession.Store {
+	// Without a cache every lookup slides the session's expiry itself.
+	return redissession.New(rdb, redissession.Options{TTL: c.TokenTTL, Lookups: claims.UniversalClient, Refresh: c.TokenCacheTTL == 0})
 }
 
-// provideSessions puts the token cache in front of Redis, unless
-// SECKILL_TOKEN_CACHE_TTL is 0: then every request asks Redis, so a revoked
-// (deleted) login stops working at once.
-func provideSessions(s *redissession.Store, c Config) ports.Sessions {
-	if c.TokenCacheTTL == 0 {
-		return s
+// provideSessions puts the tracked token cache in front of Redis: no Redis
+// on a cached token, and a deleted or expired token refused on every
+// instance as soon as Redis reports it (redissession.Tracked). With
+// SECKILL_TOKEN_CACHE_TTL=0 every request asks Redis (and slides the
+// session's expiry, as the original does). On a Redis without CLIENT
+// TRACKING (the embedded miniredis) the cache falls back to the old bound:
+// a revoked token keeps working here for up to SECKILL_TOKEN_CACHE_TTL.
+func provideSessions(rdb redis.UniversalClient, s *redissession.Store, c Config, log zerolog.Logger) (ports.Sessions, func(), error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.LoadScripts(ctx); err != nil {
+		return nil, nil, fmt.Errorf("load the session lookup script: %w", err)
 	}
-	return redissession.NewCached(s, redissession.CacheOptions{Size: c.TokenCacheSize, TTL: c.TokenCacheTTL})
+	if c.TokenCacheTTL == 0 {
+		return s, func() {}, nil
+	}
+	t, err := redissession.NewTracked(ctx, rdb, s, redissession.TrackedOptions{Size: c.TokenCacheSize, Period: c.TokenCacheTTL})
+	if errors.Is(err, redissession.ErrTrackingUnsupported) {
+		log.Warn().Err(err).Dur("bound", c.TokenCacheTTL).
+			Msg("session cache without invalidation: a revoked token keeps working on this instance for up to SECKILL_TOKEN_CACHE_TTL")
+		return redissession.NewCached(s, redissession.CacheOptions{Size: c.TokenCacheSize, TTL: c.TokenCacheTTL}), func() {}, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("session cache: %w", err)
+	}
+	return t, func() { _ = t.Close() }, nil
 }
 
 // provideTokens mounts the dev token endpoint only when it is enabled.
@@ -69,7 +90,7 @@ func provideHandler(
 	add *application.AddSeckillVoucher, list *application.ListShopVouchers,
 	claim *application.ClaimSeckill, get *application.GetOrder,
 	sessions ports.Sessions, tokens ports.TokenIssuer, ready ReadyCheck,
-	sales *application.SaleDashboard, log zerolog.Logger, c Config, obs httpapi.ClaimObserver, rdb redis.UniversalClient,
+	sales *application.SaleDashboard, marks *soldout.Marks, log zerolog.Logger, c Config, obs httpapi.ClaimObserver, rdb redis.UniversalClient,
 ) http.Handler {
 	if tokens != nil {
 		log.Warn().Msg("dev endpoint POST /dev/tokens is enabled: anyone can mint a login token")
@@ -95,6 +116,7 @@ func provideHandler(
 		Sales:          sales,
 		ClaimObserver:  obs,
 		Split:          splitRule(rdb, c, log),
+		SoldOut:        marks,
 	})
 }
 
@@ -122,8 +144,8 @@ func splitRule(rdb redis.UniversalClient, c Config, log zerolog.Logger) httpapi.
 	return httpapi.SplitRule{Above: c.BucketsAbove, Into: k}
 }
 
-func provideGate(rdb redis.UniversalClient, c Config) *redisgate.Gate {
-	return redisgate.New(rdb, redisgate.Options{Prefix: c.KeyPrefix, Retention: c.KeyRetention})
+func provideGate(rdb redis.UniversalClient, claims ClaimRedis, c Config) *redisgate.Gate {
+	return redisgate.New(rdb, redisgate.Options{Prefix: c.KeyPrefix, Retention: c.KeyRetention, Claims: claims.UniversalClient})
 }
 
 // provideSoldOutMarks are this instance's local sold-out marks: its
@@ -168,6 +190,7 @@ func provideCountedAdmission(c *claimcount.Counter, a *soldout.Admission) *claim
 // commonSet is everything but the queue driver.
 var commonSet = wire.NewSet(
 	NewRedis,
+	NewClaimRedis,
 	NewDB,
 	wire.Struct(new(SystemClock)),
 	wire.Bind(new(ports.Clock), new(SystemClock)),

@@ -43,6 +43,6 @@ func BuildReconcile(c Config, log zerolog.Logger) (*application.ReconcileVoucher
 		// A split voucher's backlog is its bucket streams'.
 		backlog = redisbuckets.NewBacklog(backlog, split)
 	}
-	gate := provideGateRouter(provideGate(rdb, c), split, c)
+	gate := provideGateRouter(provideGate(rdb, ClaimRedis{rdb}, c), split, c)
 	return application.NewReconcileVoucher(vouchers, orders, gate, backlog), cleanup, nil
 }

@@ -36,27 +36,39 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	orderRepository := provideOrderRepo(orderRepo, observability)
-	gate := provideGate(universalClient, c)
+	claimRedis, cleanup3, err := NewClaimRedis(universalClient, c, log)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	gate := provideGate(universalClient, claimRedis, c)
 	redisbucketsGate := provideBucketGate(universalClient, c, voucherRepo, orderRepo)
 	router := provideGateRouter(gate, redisbucketsGate, c)
 	soldoutGate := provideSoldOutGate(marks, router)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
-	iDs := provideIDs(universalClient, c)
+	iDs := provideIDs(universalClient, claimRedis, c)
 	counter := claimcount.New()
 	queue := provideChannelQueue(c)
 	admission := provideChannelAdmission(marks, soldoutGate, queue)
 	claimcountAdmission := provideCountedAdmission(counter, admission)
 	claimSeckill := application.NewClaimSeckill(iDs, claimcountAdmission)
 	getOrder := application.NewGetOrder(orderRepository, soldoutGate)
-	store := provideSessionStore(universalClient, c)
-	sessions := provideSessions(store, c)
+	store := provideSessionStore(universalClient, claimRedis, c)
+	sessions, cleanup4, err := provideSessions(universalClient, store, c, log)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
 	systemClock := SystemClock{}
 	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, systemClock)
 	claimObserver := provideClaimObserver(observability)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, saleDashboard, log, c, claimObserver, universalClient)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, saleDashboard, marks, log, c, claimObserver, universalClient)
 	orderQueue := provideObservedChannelQueue(queue, observability)
 	fulfillOrders := application.NewFulfillOrders(orderRepository, soldoutGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
@@ -76,6 +88,8 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Observability: observability,
 	}
 	return app, func() {
+		cleanup4()
+		cleanup3()
 		cleanup2()
 		cleanup()
 	}, nil
@@ -102,22 +116,30 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	orderRepository := provideOrderRepo(orderRepo, observability)
-	gate := provideGate(universalClient, c)
-	redisbucketsGate := provideBucketGate(universalClient, c, voucherRepo, orderRepo)
-	router := provideGateRouter(gate, redisbucketsGate, c)
-	soldoutGate := provideSoldOutGate(marks, router)
-	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, soldoutGate)
-	listShopVouchers := application.NewListShopVouchers(voucherRepo)
-	iDs := provideIDs(universalClient, c)
-	counter := claimcount.New()
-	v, cleanup3, err := provideConsumerLease(universalClient, c, log)
+	claimRedis, cleanup3, err := NewClaimRedis(universalClient, c, log)
 	if err != nil {
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	queue, cleanup4, err := provideStreamQueue(universalClient, c, log, v)
+	gate := provideGate(universalClient, claimRedis, c)
+	redisbucketsGate := provideBucketGate(universalClient, c, voucherRepo, orderRepo)
+	router := provideGateRouter(gate, redisbucketsGate, c)
+	soldoutGate := provideSoldOutGate(marks, router)
+	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, soldoutGate)
+	listShopVouchers := application.NewListShopVouchers(voucherRepo)
+	iDs := provideIDs(universalClient, claimRedis, c)
+	counter := claimcount.New()
+	v, cleanup4, err := provideConsumerLease(universalClient, c, log)
 	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	queue, cleanup5, err := provideStreamQueue(universalClient, c, log, v)
+	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -127,14 +149,22 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	claimcountAdmission := provideCountedAdmission(counter, admission)
 	claimSeckill := application.NewClaimSeckill(iDs, claimcountAdmission)
 	getOrder := application.NewGetOrder(orderRepository, soldoutGate)
-	store := provideSessionStore(universalClient, c)
-	sessions := provideSessions(store, c)
+	store := provideSessionStore(universalClient, claimRedis, c)
+	sessions, cleanup6, err := provideSessions(universalClient, store, c, log)
+	if err != nil {
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
 	systemClock := SystemClock{}
 	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, systemClock)
 	claimObserver := provideClaimObserver(observability)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, saleDashboard, log, c, claimObserver, universalClient)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, saleDashboard, marks, log, c, claimObserver, universalClient)
 	orderQueue := provideObservedStreamQueue(queue, universalClient, c, observability)
 	fulfillOrders := application.NewFulfillOrders(orderRepository, soldoutGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
@@ -154,6 +184,8 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Observability: observability,
 	}
 	return app, func() {
+		cleanup6()
+		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()

@@ -212,6 +212,15 @@ type Sessions interface {
 	UserID(ctx context.Context, token string) (domain.UserID, error)
 }
 
+// SoldOutSignal tells, without any I/O, whether this instance already knows a
+// voucher is sold out (it heard so from the gate a moment ago). Stock is
+// public (the voucher list shows it), so a claim may be answered sold out
+// before the caller's session is resolved: a finished sale then costs no
+// Redis at all.
+type SoldOutSignal interface {
+	SoldOut(id domain.VoucherID) bool
+}
+
 // TokenIssuer mints login tokens; development and load tests only.
 type TokenIssuer interface {
 	Mint(ctx context.Context, user domain.UserID) (string, error)

@@ -40,12 +40,23 @@ func NewAdmission(gate ports.StockGate, queue *Queue) *Admission {
 // failed without saying whether it reserved): release by order ID, which
 // undoes exactly this claim's reservation if the script ran, and nothing
 // otherwise; only then is the claim "not admitted".
+//
+// When the claim's own time ran out the release runs in the background and
+// the claim is answered not admitted at once: the caller's budget is the
+// bound of every wait, and a Redis that stalled the reserve would stall the
+// release too. The gate sends the release after the reserve on the same
+// ordered stream, so it undoes a reserve that runs late. Should the release
+// fail as well, the unit stays reserved without an order (never an order
+// without a unit) until reconcile.
 func (a *Admission) Admit(ctx context.Context, o domain.VoucherOrder) error {
 	err := a.gate.Reserve(ctx, o)
 	switch {
 	case err == nil:
 	case domain.IsRefusal(err):
 		return err
+	case ctx.Err() != nil:
+		go func() { _ = a.release(ctx, o) }()
+		return fmt.Errorf("reserve %s (released in the background): %w: %w", o, ports.ErrNotAdmitted, err)
 	default:
 		if rerr := a.release(ctx, o); rerr != nil {
 			return fmt.Errorf("reserve %s: %w (release after ambiguous reserve also failed, reconcile needed: %v)", o, err, rerr)

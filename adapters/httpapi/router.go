@@ -59,6 +59,9 @@ type Deps struct {
 	// with more stock than Split.Above is split into Split.Into buckets (at
 	// most its stock). The zero value never splits.
 	Split SplitRule
+	// SoldOut, when set, lets a claim that carries a token be answered sold
+	// out before its session is resolved; nil resolves every session first.
+	SoldOut ports.SoldOutSignal
 }
 
 // SplitRule: see Deps.Split.
@@ -89,6 +92,7 @@ type api struct {
 	proxies      []netip.Prefix
 	sales        *application.SaleDashboard
 	split        SplitRule
+	soldOut      ports.SoldOutSignal
 }
 
 // NewRouter builds the HTTP handler. It panics on a missing required
@@ -128,6 +132,7 @@ func NewRouter(d Deps) http.Handler {
 		proxies:      d.TrustedProxies,
 		sales:        d.Sales,
 		split:        d.Split,
+		soldOut:      d.SoldOut,
 	}
 	if a.loc == nil {
 		a.loc = time.UTC
@@ -168,12 +173,18 @@ func NewRouter(d Deps) http.Handler {
 	// Claim and order status are what a bot hammers. The per-IP limit runs
 	// before the session lookup and the per-user one right after it (a
 	// cache hit for a repeated token), so a refused request costs no Redis.
+	// A claim of a voucher this instance knows is sold out is answered
+	// between the two, before the session: stock is public, and most of a
+	// stampede arrives after the stock is gone.
 	r.Group(func(r chi.Router) {
 		if lim := a.limiter(a.limits.PerIP, ipKey); lim != nil {
 			if resolve := clientIP(a.proxies); resolve != nil {
 				r.Use(resolve)
 			}
 			r.Use(lim)
+		}
+		if a.soldOut != nil {
+			r.Use(a.soldOutFirst)
 		}
 		r.Use(a.requireUser)
 		if lim := a.limiter(a.limits.PerUser, userLimitKey); lim != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hmdp-go/seckill/adapters/redisbatch"
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -65,11 +66,16 @@ type Options struct {
 	// A voucher preheated after end+Retention is gone at once: claims answer
 	// not found rather than ended.
 	Retention time.Duration
+	// Claims carries the claim script and its index write: typically the
+	// client's asynchronous AutoPipeliner, so concurrent claims share round
+	// trips (see redisbatch). Nil means the client given to New.
+	Claims redis.UniversalClient
 }
 
 // Gate is the StockGate over Redis.
 type Gate struct {
 	rdb       redis.UniversalClient
+	claims    redis.UniversalClient
 	prefix    string
 	retention time.Duration
 }
@@ -91,7 +97,10 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 	if opts.Retention <= 0 {
 		opts.Retention = DefaultRetention
 	}
-	return &Gate{rdb: rdb, prefix: opts.Prefix, retention: opts.Retention}
+	if opts.Claims == nil {
+		opts.Claims = rdb
+	}
+	return &Gate{rdb: rdb, claims: opts.Claims, prefix: opts.Prefix, retention: opts.Retention}
 }
 
 func (g *Gate) keys(id domain.VoucherID) redisschema.Keys { return redisschema.KeysFor(g.prefix, id) }
@@ -179,13 +188,19 @@ func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder boo
 		args[3] = "1"
 		args = append(args, redisschema.EncodeOrder(o)...) // the message the script XADDs
 	}
-	pipe := g.rdb.Pipeline()
-	run := pipe.EvalSha(ctx, claimScript.Hash(), keys, args...)
-	index := pipe.Set(ctx, g.orderKey(o.ID()), indexValue(o), max(g.retention, minIndexTTL))
-	_, _ = pipe.Exec(ctx) // each command's error is read below
+	// Built by hand, not with EvalSha: on the asynchronous pipeliner the
+	// typed method submits at once, and the claim wants both commands
+	// submitted together and then one bounded wait (redisbatch.Do).
+	run := redis.NewCmd(ctx, append([]any{"evalsha", claimScript.Hash(), len(keys), keys[0], keys[1], keys[2]}, args...)...)
+	run.SetFirstKeyPos(3) // routes by the voucher's slot on a cluster
+	index := redis.NewStatusCmd(ctx, "set", g.orderKey(o.ID()), indexValue(o), "px", max(g.retention, minIndexTTL).Milliseconds())
+	if err := redisbatch.Do(ctx, g.claims, run, index); err != nil {
+		// Out of time: the script may still run, so the outcome is unknown.
+		return fmt.Errorf("claim script for %s: %w", o, err)
+	}
 	if err := run.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// Redis lost its script cache (a restart, SCRIPT FLUSH): Run loads it.
-		run = claimScript.Run(ctx, g.rdb, keys, args...)
+		run = claimScript.Run(ctx, g.claims, keys, args...)
 	}
 	answer, err := run.Text()
 	if err != nil {
@@ -227,7 +242,10 @@ func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock 
 	if restoreStock {
 		restore = "1"
 	}
-	err := releaseScript.Run(ctx, g.rdb, []string{k.Voucher, k.Buyers},
+	// Through the claim path's client: on the pipeliner's ordered stream a
+	// release sent after a claim that ran out of time runs after it, and so
+	// undoes it even when the claim reaches Redis late.
+	err := releaseScript.Run(ctx, g.claims, []string{k.Voucher, k.Buyers},
 		int64(o.UserID()), int64(o.ID()), restore).Err()
 	if err != nil {
 		return fmt.Errorf("release script for %s: %w", o, err)

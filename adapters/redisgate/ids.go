@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hmdp-go/seckill/adapters/redisbatch"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -38,6 +39,10 @@ type IDOptions struct {
 	Block int
 	// Clock tells the time of each ID (default: the system clock).
 	Clock ports.Clock
+	// Leases carries the lease's INCRBY and EXPIRE: typically the client's
+	// asynchronous AutoPipeliner (see redisbatch). Nil means the client
+	// given to NewIDs.
+	Leases redis.UniversalClient
 }
 
 // IDs issues order IDs in the original's layout (seconds since 2022-01-01 UTC
@@ -57,10 +62,14 @@ type IDs struct {
 	block  int64
 	clock  ports.Clock
 
-	mu   sync.Mutex
-	day  string // the UTC day of the lease, as in the counter key
-	next int64  // next sequence to hand out
-	last int64  // last sequence of the lease
+	// lock is a one-slot semaphore rather than a sync.Mutex: a caller
+	// waiting for a lease in flight must give up when its context ends, so
+	// a stalled Redis holds no claim past its budget.
+	lock chan struct{}
+	mu   sync.Mutex // guards unused only
+	day  string     // the UTC day of the lease, as in the counter key
+	next int64      // next sequence to hand out
+	last int64      // last sequence of the lease
 	// unused holds IDs handed back by refused claims, reissued first. They
 	// were never written anywhere, so reissuing keeps every ID unique; the
 	// cap bounds what a stampede of refusals can park here.
@@ -90,20 +99,31 @@ func NewIDs(rdb redis.UniversalClient, opts IDOptions) *IDs {
 	if opts.Clock == nil {
 		opts.Clock = systemClock{}
 	}
-	return &IDs{rdb: rdb, prefix: opts.Prefix, block: int64(opts.Block), clock: opts.Clock}
+	if opts.Leases == nil {
+		opts.Leases = rdb
+	}
+	return &IDs{rdb: opts.Leases, prefix: opts.Prefix, block: int64(opts.Block), clock: opts.Clock,
+		lock: make(chan struct{}, 1)}
 }
 
 // Next holds the lock across the lease's round trip: callers arriving then
 // need the new block anyway, and a second concurrent lease would only waste
-// one.
+// one. A caller whose ctx ends while it waits gets ctx's error.
 func (g *IDs) Next(ctx context.Context) (domain.OrderID, error) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if n := len(g.unused); n > 0 {
 		id := g.unused[n-1]
 		g.unused = g.unused[:n-1]
+		g.mu.Unlock()
 		return id, nil
 	}
+	g.mu.Unlock()
+	select {
+	case g.lock <- struct{}{}:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("wait for an order id lease: %w", ctx.Err())
+	}
+	defer func() { <-g.lock }()
 	now := g.clock.Now().UTC()
 	day := now.Format("2006:01:02")
 	if day != g.day || g.next > g.last {
@@ -129,14 +149,23 @@ func (g *IDs) Unused(id domain.OrderID) {
 
 func (g *IDs) lease(ctx context.Context, day string) error {
 	key := g.prefix + day
-	var incr *redis.IntCmd
 	// EXPIRE rides along with every lease, so a crash after the first INCRBY
 	// cannot leave a counter without a TTL.
-	_, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		incr = p.IncrBy(ctx, key, g.block)
-		p.Expire(ctx, key, counterTTL)
-		return nil
-	})
+	// Sent one after the other, not together: a pipeliner that runs batches
+	// in parallel (Unordered) could run the EXPIRE first, on no key. A lease
+	// is one claim in Block, so the second round trip costs nothing much.
+	incr := redis.NewIntCmd(ctx, "incrby", key, g.block)
+	expire := redis.NewBoolCmd(ctx, "expire", key, int64(counterTTL/time.Second))
+	err := redisbatch.Do(ctx, g.rdb, incr)
+	if err == nil {
+		err = incr.Err()
+	}
+	if err == nil {
+		err = redisbatch.Do(ctx, g.rdb, expire)
+	}
+	if err == nil {
+		err = expire.Err()
+	}
 	if err != nil {
 		return fmt.Errorf("lease order id block from %s: %w", key, err)
 	}

@@ -1,14 +1,17 @@
 // Package redissession resolves login tokens the way the original hmdp stores
 // them (the Redis hash login:token:<token>, field id) and mints such tokens for
-// development and load tests. Cached puts a small in-process cache in front,
-// so a repeat request costs no Redis round trip. Its bound: a token deleted or
-// expired in Redis keeps resolving, on an instance that cached it, for up to
-// the cache's TTL (default 10s).
+// development and load tests. Tracked puts an in-process cache in front that
+// Redis invalidates (CLIENT TRACKING), so a repeat request costs no Redis
+// round trip and a deleted token stops resolving everywhere as soon as Redis
+// reports it. Cached is the fallback for a Redis that cannot track (the
+// embedded miniredis); its bound: a token deleted or expired in Redis keeps
+// resolving, on an instance that cached it, for up to the cache's TTL.
 package redissession
 
 import (
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hmdp-go/seckill/adapters/redisbatch"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -35,17 +39,30 @@ const maxTokenLen = 128
 type Options struct {
 	// Prefix of the session hash's key (default "login:token:").
 	Prefix string
-	// TTL of a minted session (default 30 minutes, as the original). Unlike
-	// the original it is not refreshed on each request: that would cost a
-	// second round trip per claim.
+	// TTL of a minted session (default 30 minutes, as the original), and
+	// what a refresh sets it back to.
 	TTL time.Duration
+	// Refresh makes UserID push the session's expiry to TTL from now, in the
+	// lookup's round trip, as the original does on every request. (Tracked
+	// refreshes on its own, once per token per period.)
+	Refresh bool
+	// RefreshSlack: a refresh is skipped while more than TTL - RefreshSlack
+	// is left (default 10s, at most half the TTL), so the expiry is at
+	// least TTL - RefreshSlack after the last request.
+	RefreshSlack time.Duration
+	// Lookups carries UserID's HGET: typically the client's asynchronous
+	// AutoPipeliner (see redisbatch). Nil means the client given to New.
+	Lookups redis.UniversalClient
 }
 
 // Store reads and mints sessions in Redis.
 type Store struct {
-	rdb    redis.UniversalClient
-	prefix string
-	ttl    time.Duration
+	rdb     redis.UniversalClient
+	lookups redis.UniversalClient
+	refresh bool
+	slack   time.Duration
+	prefix  string
+	ttl     time.Duration
 }
 
 var (
@@ -64,27 +81,87 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 	if opts.TTL <= 0 {
 		opts.TTL = DefaultTTL
 	}
-	return &Store{rdb: rdb, prefix: opts.Prefix, ttl: opts.TTL}
+	if opts.Lookups == nil {
+		opts.Lookups = rdb
+	}
+	if opts.RefreshSlack <= 0 || opts.RefreshSlack >= opts.TTL {
+		opts.RefreshSlack = min(DefaultCacheTTL, opts.TTL/2)
+	}
+	return &Store{rdb: rdb, lookups: opts.Lookups, refresh: opts.Refresh, slack: opts.RefreshSlack, prefix: opts.Prefix, ttl: opts.TTL}
 }
 
 // UserID reads only the id field (HGET, not the original's HGETALL): it is all
-// the claim path needs.
+// the claim path needs. With Options.Refresh it also pushes the session's
+// expiry to TTL from now, in the same round trip, as the original's
+// RefreshTokenInterceptor does on every request.
 func (s *Store) UserID(ctx context.Context, token string) (domain.UserID, error) {
 	if token == "" || len(token) > maxTokenLen {
 		return 0, ports.ErrUnknownToken
 	}
-	raw, err := s.rdb.HGet(ctx, s.prefix+token, "id").Result()
-	if errors.Is(err, redis.Nil) {
-		return 0, ports.ErrUnknownToken
-	}
-	if err != nil {
-		return 0, fmt.Errorf("look up session: %w", err)
+	id, _, err := s.lookup(ctx, token, s.refresh)
+	return id, err
+}
+
+//go:embed lookup.lua
+var lookupLua string
+
+var lookupScript = redis.NewScript(lookupLua)
+
+// lookup reads the session's user; with refresh it also pushes the
+// session's expiry back to TTL when less than TTL - refreshSlack is left
+// (lookup.lua, one round trip), and refreshed tells whether it did. The
+// slack keeps a stampede of lookups (or of instances) from writing the key,
+// and so from invalidating every tracking cache, on each request.
+func (s *Store) lookup(ctx context.Context, token string, refresh bool) (domain.UserID, bool, error) {
+	key := s.prefix + token
+	var (
+		raw       string
+		refreshed bool
+	)
+	if refresh {
+		cmd := redis.NewCmd(ctx, "evalsha", lookupScript.Hash(), 1, key, s.ttl.Milliseconds(), (s.ttl - s.slack).Milliseconds())
+		cmd.SetFirstKeyPos(3)
+		if err := redisbatch.Do(ctx, s.lookups, cmd); err != nil {
+			return 0, false, fmt.Errorf("look up session: %w", err)
+		}
+		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			cmd = lookupScript.Run(ctx, s.lookups, []string{key}, s.ttl.Milliseconds(), (s.ttl - s.slack).Milliseconds())
+		}
+		vals, err := cmd.Slice()
+		if err != nil {
+			return 0, false, fmt.Errorf("look up session: %w", err)
+		}
+		if len(vals) != 2 || vals[0] == nil {
+			return 0, false, ports.ErrUnknownToken
+		}
+		raw, _ = vals[0].(string)
+		n, _ := vals[1].(int64)
+		refreshed = n == 1
+	} else {
+		get := redis.NewStringCmd(ctx, "hget", key, "id")
+		if err := redisbatch.Do(ctx, s.lookups, get); err != nil {
+			return 0, false, fmt.Errorf("look up session: %w", err)
+		}
+		var err error
+		raw, err = get.Result()
+		if errors.Is(err, redis.Nil) {
+			return 0, false, ports.ErrUnknownToken
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("look up session: %w", err)
+		}
 	}
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id <= 0 {
-		return 0, ports.ErrUnknownToken
+		return 0, false, ports.ErrUnknownToken
 	}
-	return domain.UserID(id), nil
+	return domain.UserID(id), refreshed, nil
+}
+
+// LoadScripts loads the lookup script (on every master of a cluster), so
+// the first lookups do not each pay the NOSCRIPT fallback.
+func (s *Store) LoadScripts(ctx context.Context) error {
+	return lookupScript.Load(ctx, s.rdb).Err()
 }
 
 // Mint writes the hash the original's login writes (id, nickName, icon) and

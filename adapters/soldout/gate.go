@@ -138,6 +138,22 @@ func (g *Marks) Window() time.Duration { return g.window }
 // made (the bench reports it).
 func (g *Marks) Saved() int64 { return g.saved.Load() }
 
+var _ ports.SoldOutSignal = (*Marks)(nil)
+
+// SoldOut reports whether v has a fresh mark, the same answer Admit would
+// give from it (an expired mark is not an answer: Admit re-checks the gate).
+// An answer given from it counts as saved.
+func (g *Marks) SoldOut(v domain.VoucherID) bool {
+	g.mu.Lock()
+	m := g.marks[v]
+	fresh := m != nil && g.clock.Now().Before(m.until)
+	g.mu.Unlock()
+	if fresh {
+		g.saved.Add(1)
+	}
+	return fresh
+}
+
 // Admit answers domain.ErrSoldOut from a fresh mark; otherwise it asks the
 // admission it wraps, and a sold-out answer (re)starts the voucher's mark.
 func (g *Admission) Admit(ctx context.Context, o domain.VoucherOrder) error {

@@ -31,11 +31,17 @@ type idsBackend struct {
 const idsBlock = 7
 
 func idsBackends() []idsBackend {
-	redisStore := func(t *testing.T, rdb redis.UniversalClient) idsStore {
+	// pipelined: leases go through the client's automatic pipeliner, as in
+	// the service.
+	redisStore := func(t *testing.T, rdb redis.UniversalClient, pipelined bool) idsStore {
 		prefix := testenv.KeyPrefix(t)
 		testenv.DropPrefix(t, rdb, prefix)
+		var leases redis.UniversalClient
+		if pipelined {
+			leases = testenv.AutoPipelined(t, rdb, false)
+		}
 		return idsStore{instance: func(clock ports.Clock) ports.OrderIDs {
-			return redisgate.NewIDs(rdb, redisgate.IDOptions{Prefix: prefix + "icr:order:", Block: idsBlock, Clock: clock})
+			return redisgate.NewIDs(rdb, redisgate.IDOptions{Prefix: prefix + "icr:order:", Block: idsBlock, Clock: clock, Leases: leases})
 		}}
 	}
 	backends := []idsBackend{
@@ -61,16 +67,22 @@ func idsBackends() []idsBackend {
 		{name: "miniredis", open: func(*testing.T) func(t *testing.T) idsStore {
 			return func(t *testing.T) idsStore {
 				_, rdb := testenv.MiniRedis(t)
-				return redisStore(t, rdb)
+				return redisStore(t, rdb, false)
 			}
 		}},
 	}
 	for _, b := range testenv.RealRedisBackends() {
 		connect := b.Client
-		backends = append(backends, idsBackend{name: b.Name, open: func(t *testing.T) func(t *testing.T) idsStore {
-			rdb := connect(t)
-			return func(t *testing.T) idsStore { return redisStore(t, rdb) }
-		}})
+		for _, pipelined := range []bool{false, true} {
+			name := b.Name
+			if pipelined {
+				name += "_autopipelined"
+			}
+			backends = append(backends, idsBackend{name: name, open: func(t *testing.T) func(t *testing.T) idsStore {
+				rdb := connect(t)
+				return func(t *testing.T) idsStore { return redisStore(t, rdb, pipelined) }
+			}})
+		}
 	}
 	return backends
 }

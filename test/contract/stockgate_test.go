@@ -47,10 +47,22 @@ type gateBackend struct {
 }
 
 func gateBackends() []gateBackend {
-	redisSubject := func(t *testing.T, rdb redis.UniversalClient, enqueue bool) gateSubject {
+	// pipelined: the claim script goes through the client's automatic
+	// pipeliner (half or full duplex), as in the service.
+	type pipelining int
+	const (
+		plain pipelining = iota
+		half
+		full
+	)
+	redisSubject := func(t *testing.T, rdb redis.UniversalClient, enqueue bool, p pipelining) gateSubject {
 		prefix := testenv.KeyPrefix(t)
 		testenv.DropPrefix(t, rdb, prefix)
-		g := redisgate.New(rdb, redisgate.Options{Prefix: prefix})
+		opts := redisgate.Options{Prefix: prefix}
+		if p != plain {
+			opts.Claims = testenv.AutoPipelined(t, rdb, p == full)
+		}
+		g := redisgate.New(rdb, opts)
 		s := gateSubject{gate: g, reserve: g.Reserve}
 		if enqueue {
 			s.reserve = g.ReserveAndAppend
@@ -60,18 +72,18 @@ func gateBackends() []gateBackend {
 		}
 		return s
 	}
-	mini := func(enqueue bool) func(t *testing.T) func(t *testing.T) gateSubject {
+	mini := func(enqueue bool, p pipelining) func(t *testing.T) func(t *testing.T) gateSubject {
 		return func(*testing.T) func(t *testing.T) gateSubject {
 			return func(t *testing.T) gateSubject {
 				_, rdb := testenv.MiniRedis(t)
-				return redisSubject(t, rdb, enqueue)
+				return redisSubject(t, rdb, enqueue, p)
 			}
 		}
 	}
-	real := func(connect func(testing.TB) redis.UniversalClient, enqueue bool) func(t *testing.T) func(t *testing.T) gateSubject {
+	real := func(connect func(testing.TB) redis.UniversalClient, enqueue bool, p pipelining) func(t *testing.T) func(t *testing.T) gateSubject {
 		return func(t *testing.T) func(t *testing.T) gateSubject {
 			rdb := connect(t)
-			return func(t *testing.T) gateSubject { return redisSubject(t, rdb, enqueue) }
+			return func(t *testing.T) gateSubject { return redisSubject(t, rdb, enqueue, p) }
 		}
 	}
 	backends := []gateBackend{
@@ -81,13 +93,18 @@ func gateBackends() []gateBackend {
 				return gateSubject{gate: g, reserve: g.Reserve}
 			}
 		}},
-		{name: "miniredis", open: mini(false)},
-		{name: "miniredis_enqueue", open: mini(true)},
+		{name: "miniredis", open: mini(false, plain)},
+		{name: "miniredis_enqueue", open: mini(true, plain)},
+		{name: "miniredis_autopipelined", open: mini(false, half)},
+		{name: "miniredis_enqueue_autopipelined", open: mini(true, half)},
 	}
 	for _, b := range testenv.RealRedisBackends() {
 		backends = append(backends,
-			gateBackend{name: b.Name, open: real(b.Client, false)},
-			gateBackend{name: b.Name + "_enqueue", open: real(b.Client, true)})
+			gateBackend{name: b.Name, open: real(b.Client, false, plain)},
+			gateBackend{name: b.Name + "_enqueue", open: real(b.Client, true, plain)},
+			gateBackend{name: b.Name + "_autopipelined", open: real(b.Client, false, half)},
+			gateBackend{name: b.Name + "_enqueue_autopipelined", open: real(b.Client, true, half)},
+			gateBackend{name: b.Name + "_enqueue_full_duplex", open: real(b.Client, true, full)})
 	}
 	return backends
 }

@@ -243,3 +243,28 @@ func ReceiveN(t testing.TB, q ports.OrderQueue, n, max int) []ports.Delivery {
 	}
 	return got
 }
+
+// AutoPipelined returns rdb's asynchronous automatic pipeliner, as the
+// service's claim path uses it (infra.NewClaimRedis), closed when t ends.
+func AutoPipelined(t testing.TB, rdb redis.UniversalClient, fullDuplex bool) redis.UniversalClient {
+	t.Helper()
+	opts := redis.DefaultAutoPipelineOptions()
+	opts.FullDuplex = fullDuplex
+	var (
+		ap  *redis.AutoPipeliner
+		err error
+	)
+	switch c := rdb.(type) {
+	case *redis.Client:
+		ap, err = c.AsyncAutoPipelineWithOptions(opts)
+	case *redis.ClusterClient:
+		ap, err = c.AsyncAutoPipelineWithOptions(opts)
+	default:
+		t.Fatalf("AutoPipelined: unsupported client %T", rdb)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ap.Close() })
+	return ap
+}

@@ -1,0 +1,39 @@
+package httpapi_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/hmdp-go/seckill/adapters/httpapi"
+)
+
+// claimHTTPAllocBudget is today's count of allocations the HTTP adapter adds
+// to a claim (router, middleware, session lookup over a fake, answer), with
+// the use case over the fakes behind it, measured on the duplicate refusal,
+// which leaves the fakes unchanged. BenchmarkClaimRefused reports the same
+// (b.ReportAllocs). A change that allocates more fails here and must raise
+// the budget on purpose, saying why.
+const claimHTTPAllocBudget = 28
+
+func TestClaimHandlerAllocationsStayWithinBudget(t *testing.T) {
+	e := newEnv(t, options{quiet: true, limits: httpapi.Limits{}})
+	voucher := e.addVoucher(1, 10)
+	token := e.token(1)
+	if res := e.claim(voucher, token); !res.Success {
+		t.Fatalf("first claim: %s", res.raw)
+	}
+	r := httptest.NewRequest("POST", "/voucher-order/seckill/"+voucher, nil)
+	r.Header.Set("authorization", token)
+	got := testing.AllocsPerRun(200, func() {
+		w := httptest.NewRecorder() // counted too: a few allocations of the test's own
+		e.h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			t.Fatalf("status %d", w.Code)
+		}
+	})
+	t.Logf("%.1f allocations per claim through the handler (budget %d)", got, claimHTTPAllocBudget)
+	if got > claimHTTPAllocBudget {
+		t.Fatalf("%.1f allocations per claim through the handler, budget %d", got, claimHTTPAllocBudget)
+	}
+}
