@@ -74,6 +74,14 @@ func NewClaimRedis(rdb redis.UniversalClient, c Config, log zerolog.Logger) (Cla
 	if c.RedisAutoPipeline == AutoPipelineOff {
 		return ClaimRedis{rdb}, func() {}, nil
 	}
+	if c.Tracing.Enabled() {
+		// A pipelined command's span would belong to the pipeliner's batch,
+		// not to the request that sent it, and the tracing hook would cost
+		// every wait a goroutine-id read: traced, the claim path talks to
+		// Redis directly, each command a child of its request.
+		log.Info().Msg("tracing is on: the claim path does not auto-pipeline, so its Redis calls are traced per request")
+		return ClaimRedis{rdb}, func() {}, nil
+	}
 	opts := redis.DefaultAutoPipelineOptions()
 	opts.FullDuplex = c.RedisAutoPipeline == AutoPipelineFull
 	opts.MaxFlushDelay = c.RedisAutoPipelineDelay

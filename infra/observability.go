@@ -62,7 +62,15 @@ func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, marks
 	o.tracing = t
 	if c.MetricsEnabled() {
 		o.Metrics = metrics.New()
-		o.Metrics.InstrumentRedis(rdb)
+		if c.RedisAutoPipeline == AutoPipelineOff || c.Tracing.Enabled() {
+			o.Metrics.InstrumentRedis(rdb)
+		} else {
+			// Any hook on the client makes go-redis's pipeliner read the
+			// goroutine id on every wait: 30% of a claim's CPU
+			// (docs/BENCHMARKS.md). The Redis counters and the per-claim
+			// round trips are for a service that does not auto-pipeline.
+			log.Info().Msg("metrics: Redis command counters are off while the claim path auto-pipelines (SECKILL_REDIS_AUTOPIPELINE=off turns them on)")
+		}
 		o.Metrics.SoldOutAnswers(marks.Saved)
 	}
 	return o, nil
