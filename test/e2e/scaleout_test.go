@@ -1,8 +1,6 @@
 package e2e_test
 
 import (
-	"github.com/redis/go-redis/v9"
-
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
