@@ -90,7 +90,7 @@ func provideHandler(
 	add *application.AddSeckillVoucher, list *application.ListShopVouchers,
 	claim *application.ClaimSeckill, get *application.GetOrder,
 	sessions ports.Sessions, tokens ports.TokenIssuer, ready ReadyCheck,
-	sales *application.SaleDashboard, marks *soldout.Marks, log zerolog.Logger, c Config, obs httpapi.ClaimObserver, rdb redis.UniversalClient,
+	sales *application.SaleDashboard, marks *soldout.Marks, counter *claimcount.Counter, log zerolog.Logger, c Config, obs httpapi.ClaimObserver, rdb redis.UniversalClient,
 ) http.Handler {
 	if tokens != nil {
 		log.Warn().Msg("dev endpoint POST /dev/tokens is enabled: anyone can mint a login token")
@@ -116,7 +116,7 @@ func provideHandler(
 		Sales:          sales,
 		ClaimObserver:  obs,
 		Split:          splitRule(rdb, c, log),
-		SoldOut:        marks,
+		SoldOut:        counter.SoldOut(marks),
 	})
 }
 

@@ -68,7 +68,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	systemClock := SystemClock{}
 	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, systemClock)
 	claimObserver := provideClaimObserver(observability)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, saleDashboard, marks, log, c, claimObserver, universalClient)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient)
 	orderQueue := provideObservedChannelQueue(queue, observability)
 	fulfillOrders := application.NewFulfillOrders(orderRepository, soldoutGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
@@ -164,7 +164,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	systemClock := SystemClock{}
 	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, systemClock)
 	claimObserver := provideClaimObserver(observability)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, saleDashboard, marks, log, c, claimObserver, universalClient)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient)
 	orderQueue := provideObservedStreamQueue(queue, universalClient, c, observability)
 	fulfillOrders := application.NewFulfillOrders(orderRepository, soldoutGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)

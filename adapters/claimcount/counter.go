@@ -126,3 +126,27 @@ func outcomeOf(err error) string {
 	}
 	return OutcomeError
 }
+
+// SoldOut counts the claims the HTTP edge answers sold out from next before
+// their session is resolved (ports.SoldOutSignal): they never reach the
+// Admission, and the page would otherwise miss them.
+func (c *Counter) SoldOut(next ports.SoldOutSignal) *SoldOutSignal {
+	return &SoldOutSignal{c: c, next: next}
+}
+
+// SoldOutSignal is a ports.SoldOutSignal that counts its yeses as sold-out
+// answers; it is asked only when a yes is answered so.
+type SoldOutSignal struct {
+	c    *Counter
+	next ports.SoldOutSignal
+}
+
+var _ ports.SoldOutSignal = (*SoldOutSignal)(nil)
+
+func (s *SoldOutSignal) SoldOut(id domain.VoucherID) bool {
+	if s.next.SoldOut(id) {
+		s.c.add(id, domain.ErrSoldOut.Code())
+		return true
+	}
+	return false
+}

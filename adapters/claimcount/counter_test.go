@@ -84,3 +84,28 @@ func TestConcurrentClaimsAreAllCounted(t *testing.T) {
 		t.Fatalf("counted %d successes, want 4000", sum)
 	}
 }
+
+type signal map[domain.VoucherID]bool
+
+func (s signal) SoldOut(id domain.VoucherID) bool { return s[id] }
+
+// A claim answered sold out at the HTTP edge, before its session, never
+// reaches the Admission: the signal's wrapper counts it.
+func TestCountsSoldOutAnswersGivenBeforeTheSession(t *testing.T) {
+	c := claimcount.New()
+	s := c.SoldOut(signal{7: true})
+	for range 3 {
+		if !s.SoldOut(7) {
+			t.Fatal("the wrapper changed the answer")
+		}
+	}
+	if s.SoldOut(8) {
+		t.Fatal("the wrapper said sold out for a voucher on sale")
+	}
+	if got := c.Claims(7)["sold_out"]; got != 3 {
+		t.Fatalf("sold_out of voucher 7 = %d, want 3", got)
+	}
+	if got := c.Claims(8)["sold_out"]; got != 0 {
+		t.Fatalf("sold_out of voucher 8 = %d, want 0", got)
+	}
+}
