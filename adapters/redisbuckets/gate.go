@@ -14,7 +14,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -288,7 +287,7 @@ func (g *Gate) claimOnce(ctx context.Context, bk redisschema.Keys, o domain.Vouc
 	pipe := g.rdb.Pipeline()
 	run := pipe.EvalSha(ctx, claimScript.Hash(), keys, args...)
 	if index {
-		pipe.Set(ctx, g.orderKey(o.ID()), g.indexValue(o), max(g.opts.Retention, minIndexTTL))
+		pipe.Set(ctx, redisschema.OrderIndexKey(g.prefix, o.ID()), redisschema.EncodeOrderIndex(o, g.cached(o.VoucherID())), max(g.opts.Retention, minIndexTTL))
 	}
 	_, _ = pipe.Exec(ctx)
 	if err := run.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -299,17 +298,4 @@ func (g *Gate) claimOnce(ctx context.Context, bk redisschema.Keys, o domain.Vouc
 		return "", fmt.Errorf("bucket claim script for %s: %w", o, err)
 	}
 	return answer, nil
-}
-
-func (g *Gate) orderKey(id domain.OrderID) string {
-	return g.prefix + "order:" + strconv.FormatInt(int64(id), 10)
-}
-
-// indexValue is "<voucher>:<user>:<K>". The unsplit gate writes
-// "<voucher>:<user>" under the same key (and cannot parse this one), so one
-// GET tells a status query both where the order's mark is and which layout
-// to look in.
-func (g *Gate) indexValue(o domain.VoucherOrder) string {
-	return strconv.FormatInt(int64(o.VoucherID()), 10) + ":" + strconv.FormatInt(int64(o.UserID()), 10) +
-		":" + strconv.Itoa(g.cached(o.VoucherID()))
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -435,38 +434,30 @@ func (g *Gate) Pending(ctx context.Context, id domain.VoucherID) (int64, error) 
 // id and another user's id both stop after the GET, so neither answer nor
 // cost tells them apart.
 func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error) {
-	raw, err := g.rdb.Get(ctx, g.orderKey(id)).Result()
+	raw, err := g.rdb.Get(ctx, redisschema.OrderIndexKey(g.prefix, id)).Result()
 	if errors.Is(err, redis.Nil) {
 		return domain.VoucherOrder{}, false, nil
 	}
 	if err != nil {
 		return domain.VoucherOrder{}, false, fmt.Errorf("queued order %d: %w", id, err)
 	}
-	parts := strings.Split(raw, ":")
-	if len(parts) < 2 || len(parts) > 3 {
+	idx, ok := redisschema.DecodeOrderIndex(raw)
+	if !ok || idx.User != user {
 		return domain.VoucherOrder{}, false, nil
 	}
-	vid, err1 := strconv.ParseInt(parts[0], 10, 64)
-	uid, err2 := strconv.ParseInt(parts[1], 10, 64)
-	if err1 != nil || err2 != nil || domain.UserID(uid) != user {
-		return domain.VoucherOrder{}, false, nil
+	vid := idx.Voucher
+	buyers := redisschema.KeysFor(g.prefix, vid).Buyers
+	if idx.Buckets > 1 {
+		buyers = g.bucket(vid, redisschema.HomeBucket(user, idx.Buckets), idx.Buckets).Buyers
 	}
-	buyers := redisschema.KeysFor(g.prefix, domain.VoucherID(vid)).Buyers
-	if len(parts) == 3 {
-		k, err := strconv.Atoi(parts[2])
-		if err != nil || k < 2 || k > redisschema.MaxBuckets {
-			return domain.VoucherOrder{}, false, nil
-		}
-		buyers = g.bucket(domain.VoucherID(vid), redisschema.HomeBucket(user, k), k).Buyers
-	}
-	mark, err := g.rdb.HGet(ctx, buyers, parts[1]).Result()
+	mark, err := g.rdb.HGet(ctx, buyers, strconv.FormatInt(int64(user), 10)).Result()
 	if errors.Is(err, redis.Nil) || (err == nil && mark != strconv.FormatInt(int64(id), 10)) {
 		return domain.VoucherOrder{}, false, nil
 	}
 	if err != nil {
 		return domain.VoucherOrder{}, false, fmt.Errorf("queued order %d: %w", id, err)
 	}
-	o, err := domain.NewVoucherOrder(id, user, domain.VoucherID(vid))
+	o, err := domain.NewVoucherOrder(id, user, vid)
 	return o, err == nil, err
 }
 

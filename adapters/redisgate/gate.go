@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -174,7 +173,7 @@ func (g *Gate) ReserveAndAppend(ctx context.Context, o domain.VoucherOrder) erro
 func (g *Gate) Prefix() string { return g.prefix }
 
 // claim runs the claim script and, in the same round trip, writes the
-// order's index entry (orderKey -> voucher and user), which lets Queued find
+// order's index entry (redisschema.OrderIndexKey -> voucher and user), which lets Queued find
 // a queued order in O(1) whatever the number of live sales. The entry cannot
 // be written by the script (it lives outside the voucher's hash tag, so on a
 // cluster in another slot), and is written whatever the script answers, so it
@@ -193,7 +192,7 @@ func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder boo
 	// submitted together and then one bounded wait (redisbatch.Do).
 	run := redis.NewCmd(ctx, append([]any{"evalsha", claimScript.Hash(), len(keys), keys[0], keys[1], keys[2]}, args...)...)
 	run.SetFirstKeyPos(3) // routes by the voucher's slot on a cluster
-	index := redis.NewStatusCmd(ctx, "set", g.orderKey(o.ID()), indexValue(o), "px", max(g.retention, minIndexTTL).Milliseconds())
+	index := redis.NewStatusCmd(ctx, "set", redisschema.OrderIndexKey(g.prefix, o.ID()), redisschema.EncodeOrderIndex(o, 1), "px", max(g.retention, minIndexTTL).Milliseconds())
 	if err := redisbatch.Do(ctx, g.claims, run, index); err != nil {
 		// Out of time: the script may still run, so the outcome is unknown.
 		return fmt.Errorf("claim script for %s: %w", o, err)
@@ -223,16 +222,6 @@ func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder boo
 // reaches the database (seconds, or the length of an outage), after which the
 // database answers for it.
 const minIndexTTL = 48 * time.Hour
-
-// orderKey is an order's index entry. It carries no hash tag: each order's
-// entry may live on any node.
-func (g *Gate) orderKey(id domain.OrderID) string {
-	return g.prefix + "order:" + strconv.FormatInt(int64(id), 10)
-}
-
-func indexValue(o domain.VoucherOrder) string {
-	return strconv.FormatInt(int64(o.VoucherID()), 10) + ":" + strconv.FormatInt(int64(o.UserID()), 10)
-}
 
 // Release leaves a stream entry written by Reserve in place: the stream
 // consumer owns it, and the entry ID is not known here.
@@ -402,20 +391,19 @@ func (g *Gate) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.Vo
 // both stop after the first command, so neither the answer nor its timing
 // tells them apart.
 func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error) {
-	raw, err := g.rdb.Get(ctx, g.orderKey(id)).Result()
+	raw, err := g.rdb.Get(ctx, redisschema.OrderIndexKey(g.prefix, id)).Result()
 	if errors.Is(err, redis.Nil) {
 		return domain.VoucherOrder{}, false, nil
 	}
 	if err != nil {
 		return domain.VoucherOrder{}, false, fmt.Errorf("queued order %d: %w", id, err)
 	}
-	vs, us, ok := strings.Cut(raw, ":")
-	vid, err1 := strconv.ParseInt(vs, 10, 64)
-	uid, err2 := strconv.ParseInt(us, 10, 64)
-	if !ok || err1 != nil || err2 != nil || domain.UserID(uid) != user {
+	idx, ok := redisschema.DecodeOrderIndex(raw)
+	if !ok || idx.User != user || idx.Buckets != 1 {
 		return domain.VoucherOrder{}, false, nil
 	}
-	mark, err := g.rdb.HGet(ctx, g.keys(domain.VoucherID(vid)).Buyers, us).Result()
+	vid := idx.Voucher
+	mark, err := g.rdb.HGet(ctx, g.keys(vid).Buyers, strconv.FormatInt(int64(user), 10)).Result()
 	if errors.Is(err, redis.Nil) || (err == nil && mark != strconv.FormatInt(int64(id), 10)) {
 		return domain.VoucherOrder{}, false, nil
 	}
