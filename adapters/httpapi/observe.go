@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // ClaimObserver is told how every request to the claim route was answered,
@@ -12,13 +13,14 @@ import (
 // is given, so without it the claim path pays nothing.
 type ClaimObserver interface {
 	// ClaimStarted may return a context carrying what the observer needs
-	// (the start time, a counter its Redis hook increments); the request goes
-	// on with it, and ClaimAnswered gets it back.
+	// (a counter its Redis hook increments); the request goes on with it,
+	// and ClaimAnswered gets it back. Returning ctx itself costs nothing: the
+	// request is copied only for a new context.
 	ClaimStarted(ctx context.Context) context.Context
 	// ClaimAnswered gets the answer's code: "success", a refusal's code, or
 	// the code of the error envelope (unauthorized, rate_limited, busy,
-	// internal ...).
-	ClaimAnswered(ctx context.Context, code string)
+	// internal ...), and how long the claim took.
+	ClaimAnswered(ctx context.Context, code string, took time.Duration)
 }
 
 // claimPathPrefix is the claim route's path up to its id. The observer
@@ -39,12 +41,13 @@ func observeClaims(obs ClaimObserver) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
+			start := time.Now()
 			ctx := obs.ClaimStarted(r.Context())
 			if ctx != r.Context() {
 				r = r.WithContext(ctx)
 			}
 			next.ServeHTTP(w, r)
-			obs.ClaimAnswered(ctx, answeredCode(w))
+			obs.ClaimAnswered(ctx, answeredCode(w), time.Since(start))
 		})
 	}
 }

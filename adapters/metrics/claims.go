@@ -12,12 +12,12 @@ import (
 
 var _ httpapi.ClaimObserver = (*Metrics)(nil)
 
-// claimCtx is the context of one claim request: the parent, plus when it
-// started and how many Redis round trips it made. Being the context itself
-// (rather than a value stored in one) costs one allocation per claim.
+// claimCtx is the context of one claim request: the parent, plus how many
+// Redis round trips it made. Being the context itself (rather than a value
+// stored in one) costs one allocation per claim, and the request a copy:
+// paid only when a Redis hook counts (InstrumentRedis).
 type claimCtx struct {
 	context.Context
-	start      time.Time
 	roundTrips atomic.Int32
 }
 
@@ -35,21 +35,26 @@ func claimFrom(ctx context.Context) *claimCtx {
 	return c
 }
 
-// ClaimStarted starts timing a claim and counting its Redis round trips.
+// ClaimStarted starts counting a claim's Redis round trips, when a Redis
+// hook is there to count them; otherwise the claim goes on with its own
+// context, at no cost.
 func (m *Metrics) ClaimStarted(ctx context.Context) context.Context {
-	return &claimCtx{Context: ctx, start: time.Now()}
+	if !m.instrumented.Load() {
+		return ctx
+	}
+	return &claimCtx{Context: ctx}
 }
 
 // ClaimAnswered counts the claim under its outcome (unknown codes count as
-// OutcomeError) and observes its latency and round trips.
-func (m *Metrics) ClaimAnswered(ctx context.Context, code string) {
+// OutcomeError) and observes its latency and, when counted, round trips.
+func (m *Metrics) ClaimAnswered(ctx context.Context, code string, took time.Duration) {
 	c, ok := m.claims[code]
 	if !ok {
 		c = m.claims[OutcomeError]
 	}
 	c.Inc()
+	m.claimSeconds.Observe(took.Seconds())
 	if cc := claimFrom(ctx); cc != nil {
-		m.claimSeconds.Observe(time.Since(cc.start).Seconds())
 		m.claimRoundTrips.Observe(float64(cc.roundTrips.Load()))
 	}
 }
@@ -57,6 +62,7 @@ func (m *Metrics) ClaimAnswered(ctx context.Context, code string) {
 // InstrumentRedis counts every command and pipeline rdb sends, and charges
 // each to the claim whose context it runs in. Call it before serving.
 func (m *Metrics) InstrumentRedis(rdb redis.UniversalClient) {
+	m.instrumented.Store(true)
 	rdb.AddHook(redisHook{m})
 }
 

@@ -8,6 +8,7 @@ package metrics
 
 import (
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,6 +48,9 @@ var commitBuckets = []float64{.5, 1, 2, 3, 5, 10, 30, 60, 300, 1800}
 // Its methods are safe for concurrent use.
 type Metrics struct {
 	reg *prometheus.Registry
+	// instrumented: InstrumentRedis hooked a client, so claims carry a
+	// round-trip counter in their context.
+	instrumented atomic.Bool
 
 	claims          map[string]prometheus.Counter
 	claimSeconds    prometheus.Histogram

@@ -22,7 +22,7 @@ func stringsReader(s string) io.Reader { return strings.NewReader(s) }
 func TestOutcomesAreClosed(t *testing.T) {
 	m := metrics.New()
 	for _, code := range []string{"success", "sold_out", "internal", "unavailable", "forbidden", "made_up"} {
-		m.ClaimAnswered(m.ClaimStarted(context.Background()), code)
+		m.ClaimAnswered(m.ClaimStarted(context.Background()), code, time.Millisecond)
 	}
 	reg := m.Registry()
 	if n := testutil.CollectAndCount(reg, "seckill_claims_total"); n != len(metrics.Outcomes()) {
@@ -73,7 +73,7 @@ func TestRoundTripsAreChargedToTheirClaim(t *testing.T) {
 	pipe.Set(inner, "b", 1, 0)
 	_, _ = pipe.Exec(inner)
 	rdb.Get(context.Background(), "unrelated")
-	m.ClaimAnswered(ctx, "success")
+	m.ClaimAnswered(ctx, "success", time.Millisecond)
 
 	if n := testutil.ToFloat64(counterOf(t, m, "seckill_redis_commands_total")); n < 2 {
 		t.Errorf("%v commands counted, want at least 2", n)
@@ -187,4 +187,30 @@ func counterOf(t *testing.T, m *metrics.Metrics, name string) prometheus.Collect
 	}
 	t.Fatalf("%s missing", name)
 	return nil
+}
+
+// Without a Redis hook to count round trips (the auto-pipelined claim path),
+// a claim keeps its own context, so the router copies no request for it, and
+// its latency is still observed.
+func TestClaimWithoutARedisHookKeepsItsContext(t *testing.T) {
+	m := metrics.New()
+	ctx := context.Background()
+	if got := m.ClaimStarted(ctx); got != ctx {
+		t.Fatal("ClaimStarted made a new context with no Redis hook to count for it")
+	}
+	m.ClaimAnswered(ctx, "success", 3*time.Millisecond)
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]uint64{}
+	for _, mf := range mfs {
+		if h := mf.GetMetric()[0].GetHistogram(); h != nil {
+			counts[mf.GetName()] = h.GetSampleCount()
+		}
+	}
+	if counts["seckill_claim_duration_seconds"] != 1 || counts["seckill_claim_redis_round_trips"] != 0 {
+		t.Fatalf("latency observations %d (want 1), round-trip observations %d (want 0)",
+			counts["seckill_claim_duration_seconds"], counts["seckill_claim_redis_round_trips"])
+	}
 }
