@@ -10,7 +10,6 @@ import (
 
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/domain"
-	"github.com/hmdp-go/seckill/test/testenv"
 )
 
 // BenchmarkCreateBatchSpread is what one MySQL sustains when the writers are
@@ -25,30 +24,10 @@ func BenchmarkCreateBatchSpread(b *testing.B) {
 	for _, c := range []struct{ writers, vouchers int }{{1, 1}, {4, 1}, {4, 4}, {8, 8}} {
 		b.Run(fmt.Sprintf("writers_%d/vouchers_%d", c.writers, c.vouchers), func(b *testing.B) {
 			ctx := context.Background()
-			db, err := mysqlstore.OpenMySQL(testenv.MySQLDSN(b))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = db.Close() })
-			if _, err := mysqlstore.Migrate(ctx, db); err != nil {
-				b.Fatal(err)
-			}
-			now := time.Now()
-			sale, err := domain.NewSale(domain.MaxStock, now.Add(-time.Minute), now.Add(time.Hour))
-			if err != nil {
-				b.Fatal(err)
-			}
+			db := benchDB(b)
 			ids := make([]domain.VoucherID, c.vouchers)
 			for i := range ids {
-				v, err := domain.NewSeckillVoucher(domain.VoucherSpec{ShopID: 1, Title: "bench", PayValue: 1, ActualValue: 2}, sale)
-				if err != nil {
-					b.Fatal(err)
-				}
-				saved, err := mysqlstore.NewVoucherRepo(db).AddSeckill(ctx, v)
-				if err != nil {
-					b.Fatal(err)
-				}
-				ids[i] = saved.ID()
+				ids[i] = benchVoucher(b, db).ID()
 			}
 			repo := mysqlstore.NewOrderRepo(db)
 			var next atomic.Int64 // order and user ids, unique across writers

@@ -17,6 +17,7 @@ import (
 	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/infra"
+	"github.com/hmdp-go/seckill/test/testenv"
 )
 
 // TestMetricsCountWhatWasAnswered drives claims with every kind of answer
@@ -124,14 +125,11 @@ func TestMetricsCountWhatWasAnswered(t *testing.T) {
 			}
 
 			// The worker commits both orders.
-			deadline := time.Now().Add(10 * time.Second)
-			for value(fams, "seckill_orders_written_total", "state", "created") < 2 {
-				if time.Now().After(deadline) {
-					t.Fatalf("orders written never reached 2: %v", value(fams, "seckill_orders_written_total", "state", "created"))
-				}
-				time.Sleep(20 * time.Millisecond)
+			testenv.Eventually(t, 10*time.Second, func() (bool, string) {
 				fams = scrape(t, scrapeURL)
-			}
+				n := value(fams, "seckill_orders_written_total", "state", "created")
+				return n >= 2, fmt.Sprintf("orders written %v, want 2", n)
+			})
 			if got := histCount(fams, "seckill_claim_to_commit_seconds"); got != 2 {
 				t.Errorf("claim-to-commit observations %d, want 2", got)
 			}
@@ -155,14 +153,11 @@ func TestMetricsCountWhatWasAnswered(t *testing.T) {
 				t.Errorf("stock left %v, want 0", got)
 			}
 			// Once the sale has ended its series go.
-			deadline = time.Now().Add(15 * time.Second)
-			for has(fams, "seckill_stream_backlog_orders", "voucher", label) {
-				if time.Now().After(deadline) {
-					t.Fatalf("per-voucher series still there %s after the sale ended", time.Since(end))
-				}
-				time.Sleep(100 * time.Millisecond)
+			testenv.Eventually(t, 15*time.Second, func() (bool, string) {
 				fams = scrape(t, scrapeURL)
-			}
+				return !has(fams, "seckill_stream_backlog_orders", "voucher", label),
+					fmt.Sprintf("per-voucher series still there %s after the sale ended", time.Since(end))
+			})
 			if time.Now().Before(end) {
 				t.Fatalf("per-voucher series gone before the sale ended")
 			}

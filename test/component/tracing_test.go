@@ -14,6 +14,7 @@ import (
 
 	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/infra"
+	"github.com/hmdp-go/seckill/test/testenv"
 )
 
 // TestClaimIsTracedThroughRedis: with tracing on (here into an in-memory
@@ -38,16 +39,17 @@ func TestClaimIsTracedThroughRedis(t *testing.T) {
 	}
 
 	const route = "POST /voucher-order/seckill/{id}"
-	var server sdktrace.ReadOnlySpan
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, func() (bool, string) {
+		var server sdktrace.ReadOnlySpan
 		var redisChildren, sql int
 		for _, s := range rec.Ended() {
 			if s.Name() == route && s.SpanKind() == trace.SpanKindServer {
 				server = s
 			}
 		}
+		var names []string
 		for _, s := range rec.Ended() {
+			names = append(names, s.Name())
 			if server != nil && s.Parent().SpanID() == server.SpanContext().SpanID() && isRedis(s) {
 				redisChildren++
 			}
@@ -55,18 +57,9 @@ func TestClaimIsTracedThroughRedis(t *testing.T) {
 				sql++
 			}
 		}
-		if server != nil && redisChildren > 0 && sql > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			var names []string
-			for _, s := range rec.Ended() {
-				names = append(names, s.Name())
-			}
-			t.Fatalf("server span %v, %d Redis children, %d SQL spans; spans: %q", server != nil, redisChildren, sql, names)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return server != nil && redisChildren > 0 && sql > 0,
+			fmt.Sprintf("server span %v, %d Redis children, %d SQL spans; spans: %q", server != nil, redisChildren, sql, names)
+	})
 }
 
 func isRedis(s sdktrace.ReadOnlySpan) bool {
