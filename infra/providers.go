@@ -55,9 +55,6 @@ func provideSessionStore(rdb redis.UniversalClient, claims ClaimRedis, c Config)
 func provideSessions(rdb redis.UniversalClient, s *redissession.Store, c Config, log zerolog.Logger) (ports.Sessions, func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := s.LoadScripts(ctx); err != nil {
-		return nil, nil, fmt.Errorf("load the session lookup script: %w", err)
-	}
 	if c.TokenCacheTTL == 0 {
 		return s, func() {}, nil
 	}

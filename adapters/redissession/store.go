@@ -11,7 +11,6 @@ package redissession
 import (
 	"context"
 	"crypto/rand"
-	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -102,53 +101,54 @@ func (s *Store) UserID(ctx context.Context, token string) (domain.UserID, error)
 	return id, err
 }
 
-//go:embed lookup.lua
-var lookupLua string
-
-var lookupScript = redis.NewScript(lookupLua)
-
-// lookup reads the session's user; with refresh it also pushes the
-// session's expiry back to TTL when less than TTL - refreshSlack is left
-// (lookup.lua, one round trip), and refreshed tells whether it did. The
-// slack keeps a stampede of lookups (or of instances) from writing the key,
-// and so from invalidating every tracking cache, on each request.
+// lookup reads the session's user; with refresh it also reads the
+// session's remaining TTL in the same batch (HGET and PTTL: plain commands,
+// a fraction of a script's cost in Redis) and, only when less than
+// TTL - slack is left, pushes the expiry back to TTL with a PEXPIRE;
+// refreshed tells whether it did. The slack keeps a stampede of lookups (or
+// of instances) from writing the key, and so from invalidating every
+// tracking cache, on each request: a token is written at most once per
+// slack, which is also the only time a lookup costs a second round trip.
+//
+// The two reads are not one atomic step: a token deleted between them reads
+// as a user with no TTL (-2), which is not refreshed (and PEXPIRE on a key
+// that is gone writes nothing), and the deletion's invalidation keeps the
+// answer out of every cache.
 func (s *Store) lookup(ctx context.Context, token string, refresh bool) (domain.UserID, bool, error) {
 	key := s.prefix + token
-	var (
-		raw       string
-		refreshed bool
-	)
+	get := redis.NewStringCmd(ctx, "hget", key, "id")
+	var left *redis.DurationCmd
 	if refresh {
-		cmd := redis.NewCmd(ctx, "evalsha", lookupScript.Hash(), 1, key, s.ttl.Milliseconds(), (s.ttl - s.slack).Milliseconds())
-		cmd.SetFirstKeyPos(3)
-		if err := redisbatch.Do(ctx, s.lookups, cmd); err != nil {
+		left = redis.NewDurationCmd(ctx, time.Millisecond, "pttl", key)
+		if err := redisbatch.Do(ctx, s.lookups, get, left); err != nil {
 			return 0, false, fmt.Errorf("look up session: %w", err)
 		}
-		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			cmd = lookupScript.Run(ctx, s.lookups, []string{key}, s.ttl.Milliseconds(), (s.ttl - s.slack).Milliseconds())
-		}
-		vals, err := cmd.Slice()
+	} else if err := redisbatch.Do(ctx, s.lookups, get); err != nil {
+		return 0, false, fmt.Errorf("look up session: %w", err)
+	}
+	raw, err := get.Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, ports.ErrUnknownToken
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("look up session: %w", err)
+	}
+	refreshed := false
+	if refresh {
+		ttl, err := left.Result()
 		if err != nil {
 			return 0, false, fmt.Errorf("look up session: %w", err)
 		}
-		if len(vals) != 2 || vals[0] == nil {
-			return 0, false, ports.ErrUnknownToken
-		}
-		raw, _ = vals[0].(string)
-		n, _ := vals[1].(int64)
-		refreshed = n == 1
-	} else {
-		get := redis.NewStringCmd(ctx, "hget", key, "id")
-		if err := redisbatch.Do(ctx, s.lookups, get); err != nil {
-			return 0, false, fmt.Errorf("look up session: %w", err)
-		}
-		var err error
-		raw, err = get.Result()
-		if errors.Is(err, redis.Nil) {
-			return 0, false, ports.ErrUnknownToken
-		}
-		if err != nil {
-			return 0, false, fmt.Errorf("look up session: %w", err)
+		// PTTL answers -1 (no expiry) and -2 (gone) as such durations.
+		if ttl >= 0 && ttl < s.ttl-s.slack {
+			push := redis.NewBoolCmd(ctx, "pexpire", key, s.ttl.Milliseconds())
+			if err := redisbatch.Do(ctx, s.lookups, push); err != nil {
+				return 0, false, fmt.Errorf("refresh session: %w", err)
+			}
+			if err := push.Err(); err != nil {
+				return 0, false, fmt.Errorf("refresh session: %w", err)
+			}
+			refreshed = push.Val()
 		}
 	}
 	id, err := strconv.ParseInt(raw, 10, 64)
@@ -156,12 +156,6 @@ func (s *Store) lookup(ctx context.Context, token string, refresh bool) (domain.
 		return 0, false, ports.ErrUnknownToken
 	}
 	return domain.UserID(id), refreshed, nil
-}
-
-// LoadScripts loads the lookup script (on every master of a cluster), so
-// the first lookups do not each pay the NOSCRIPT fallback.
-func (s *Store) LoadScripts(ctx context.Context) error {
-	return lookupScript.Load(ctx, s.rdb).Err()
 }
 
 // Mint writes the hash the original's login writes (id, nickName, icon) and

@@ -31,14 +31,15 @@ import (
 // empty: invalidations missed in between cannot leave a revoked token behind.
 //
 // Sliding expiry, as the original's RefreshTokenInterceptor: a lookup that
-// misses the cache runs lookup.lua (HGET, and PEXPIRE <TTL> when less than
-// TTL - slack is left; one round trip), and an entry lives at most Period, so
+// misses the cache reads HGET and PTTL in one round trip (plain commands: a
+// script cost Redis three times as much), then PEXPIRE <TTL> only when less
+// than TTL - slack is left, and an entry lives at most Period, so
 // a user who keeps making requests has their session pushed back to TTL after
 // the last of them, within one Period plus the slack. The refresh is a write
 // like any other: its report evicts the token here and on every instance,
 // and the next request looks it up again (no write then: the TTL is fresh).
-// So a refresh costs two round trips per token per slack period across the
-// whole fleet, and a request in between costs none.
+// So a refresh costs three round trips per token per slack period across
+// the whole fleet, a first request one, and a request in between none.
 //
 // Every report evicts; a lookup caches its answer only if no report of its
 // key's shard arrived while it was in flight, so a DEL racing the lookup can
