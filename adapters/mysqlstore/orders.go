@@ -73,17 +73,29 @@ func (r *OrderRepo) createBatch(ctx context.Context, db bun.IDB, orders []domain
 	if err != nil {
 		return nil, err
 	}
-	st := domain.BatchState{Stock: stock}
-	if st.Recorded, err = r.readRecorded(ctx, db, orders); err != nil {
+	inserted, err := r.insertIfAllNew(ctx, db, orders, stock)
+	if err != nil {
 		return nil, err
 	}
-	if st.Holders, err = r.readHolders(ctx, db, orders, stock); err != nil {
-		return nil, err
+	st := domain.BatchState{Stock: stock}
+	if !inserted {
+		if st.Recorded, err = r.readRecorded(ctx, db, orders); err != nil {
+			return nil, err
+		}
+		if st.Holders, err = r.readHolders(ctx, db, orders, stock); err != nil {
+			return nil, err
+		}
 	}
 
 	plan := domain.PlanBatch(orders, st)
 
-	if len(plan.Created) > 0 {
+	switch {
+	case inserted && len(plan.Created) != len(orders):
+		// The insert proved every order new and the stock was checked, so
+		// the plan must create them all: anything else is a bug, and
+		// nothing is committed.
+		return nil, fmt.Errorf("batch of %d new orders planned %d creations", len(orders), len(plan.Created))
+	case !inserted && len(plan.Created) > 0:
 		rows := make([]orderModel, len(plan.Created))
 		for i, o := range plan.Created {
 			rows[i] = toOrderModel(o)
@@ -144,6 +156,94 @@ func insertIgnoring(ctx context.Context, db bun.IDB, rows any, want int, table s
 		return fmt.Errorf("insert into %s: %d of %d rows already existed: %w", table, int64(want)-n, want, errConcurrentWrite)
 	}
 	return nil
+}
+
+// insertIfAllNew is the common case's shortcut: a batch of first deliveries
+// (no order ID seen before, no user who already holds the voucher, enough
+// stock) is written by one INSERT, without reading the order tables first.
+// Whether every order was new is what the keys answer: the INSERT IGNORE
+// inserts all the rows exactly when no order ID (primary key) and no
+// (user, voucher) pair (uk_user_voucher) existed, and only a read of the
+// failure table, which has no such key in common with the orders, is left.
+// Then domain.PlanBatch given no recorded orders and no holders, which is
+// what the database has just shown, creates them all, as it would have after
+// reading. When any row was skipped the insert is rolled back to its
+// savepoint and it reports false: the caller reads and plans as before, in
+// the same transaction, behind the same stock locks. It also reports false,
+// writing nothing, when the batch is not plainly new (a voucher without a
+// sale, more orders than stock, an ID or a user twice in the batch).
+//
+// Measured with bin/seckill-bench --scenario fulfil on MariaDB: the two
+// reads were more than half of the database's CPU per order.
+func (r *OrderRepo) insertIfAllNew(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, stock map[domain.VoucherID]int) (bool, error) {
+	if !plainlyNew(orders, stock) {
+		return false, nil
+	}
+	ids := make([]int64, len(orders))
+	for i, o := range orders {
+		ids[i] = int64(o.ID())
+	}
+	var failed []int64
+	err := db.NewSelect().Table("tb_voucher_order_failure").Column("order_id").
+		Where("order_id IN (?)", bun.List(ids)).Limit(1).Scan(ctx, &failed)
+	if err != nil {
+		return false, fmt.Errorf("read recorded failures: %w", err)
+	}
+	if len(failed) > 0 {
+		return false, nil
+	}
+	if _, err := db.ExecContext(ctx, "SAVEPOINT all_new"); err != nil {
+		return false, fmt.Errorf("savepoint before inserting %d orders: %w", len(orders), err)
+	}
+	rows := make([]orderModel, len(orders))
+	for i, o := range orders {
+		rows[i] = toOrderModel(o)
+	}
+	res, err := db.NewInsert().Model(&rows).Ignore().Returning("").Exec(ctx)
+	if err != nil {
+		return false, fmt.Errorf("insert %d rows into tb_voucher_order: %w", len(rows), err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("insert %d rows into tb_voucher_order: %w", len(rows), err)
+	}
+	if n == int64(len(rows)) {
+		return true, nil
+	}
+	if _, err := db.ExecContext(ctx, "ROLLBACK TO SAVEPOINT all_new"); err != nil {
+		return false, fmt.Errorf("roll back %d orders of which %d were not new: %w", len(rows), int64(len(rows))-n, err)
+	}
+	return false, nil
+}
+
+// plainlyNew: every voucher of the batch has a sale with stock for all its
+// orders, and no order ID and no (voucher, user) appears twice.
+func plainlyNew(orders []domain.VoucherOrder, stock map[domain.VoucherID]int) bool {
+	type buyer struct {
+		v domain.VoucherID
+		u domain.UserID
+	}
+	ids := make(map[domain.OrderID]struct{}, len(orders))
+	buyers := make(map[buyer]struct{}, len(orders))
+	wanted := make(map[domain.VoucherID]int, 1)
+	for _, o := range orders {
+		b := buyer{o.VoucherID(), o.UserID()}
+		if _, dup := ids[o.ID()]; dup {
+			return false
+		}
+		if _, dup := buyers[b]; dup {
+			return false
+		}
+		ids[o.ID()] = struct{}{}
+		buyers[b] = struct{}{}
+		wanted[b.v]++
+	}
+	for v, n := range wanted {
+		if left, onSale := stock[v]; !onSale || left < n {
+			return false
+		}
+	}
+	return true
 }
 
 // errConcurrentWrite: the batch raced a write the locks do not cover (an order

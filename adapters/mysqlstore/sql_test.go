@@ -188,6 +188,31 @@ var sqlCases = []struct {
 	name string
 	run  func(t *testing.T, connect func(*testing.T) *bun.DB)
 }{
+	{"a_batch_of_new_orders_is_written_without_reading_the_order_tables", func(t *testing.T, connect func(*testing.T) *bun.DB) {
+		db, s := migrated(t, connect)
+		v := add(t, s, 1, 10)
+		seen := &statements{}
+		db.AddQueryHook(seen)
+		var orders []domain.VoucherOrder
+		for i := 1; i <= 5; i++ {
+			orders = append(orders, testenv.Order(t, domain.OrderID(i), domain.UserID(i), v.ID()))
+		}
+		if _, err := s.orders.CreateBatch(ctx(t), orders); err != nil {
+			t.Fatal(err)
+		}
+		if n := seen.reading("tb_voucher_order"); n != 0 {
+			t.Fatalf("a batch of new orders read tb_voucher_order %d times, want 0 (the insert's keys tell they are new):\n%s", n, seen)
+		}
+		stockIs(t, s, v.ID(), 5)
+		// A redelivery of one of them is read (and recorded as it was).
+		if _, err := s.orders.CreateBatch(ctx(t), orders[:1]); err != nil {
+			t.Fatal(err)
+		}
+		if n := seen.reading("tb_voucher_order"); n == 0 {
+			t.Fatalf("a redelivered order was not looked up:\n%s", seen)
+		}
+		stockIs(t, s, v.ID(), 5)
+	}},
 	{"migrate_up_status_down_up", func(t *testing.T, connect func(*testing.T) *bun.DB) {
 		db := connect(t)
 		status(t, db, nil, migrations)
@@ -355,4 +380,43 @@ func TestOpenMySQLCreatesDatabase(t *testing.T) {
 	s := reposOn(t, db)
 	v := add(t, s, 1, 1)
 	sameVoucher(t, get(t, s, v.ID()), v)
+}
+
+// statements records the SQL a database ran (a bun query hook).
+type statements struct {
+	mu  sync.Mutex
+	sql []string
+}
+
+func (s *statements) BeforeQuery(c context.Context, _ *bun.QueryEvent) context.Context { return c }
+
+func (s *statements) AfterQuery(_ context.Context, e *bun.QueryEvent) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sql = append(s.sql, e.Query)
+}
+
+// reading counts the SELECTs from table (not from tables whose name it
+// merely begins).
+func (s *statements) reading(table string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, q := range s.sql {
+		if !strings.HasPrefix(q, "SELECT") {
+			continue
+		}
+		for _, quoted := range []string{"`" + table + "`", `"` + table + `"`} {
+			if strings.Contains(q, "FROM "+quoted+" ") || strings.HasSuffix(q, "FROM "+quoted) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func (s *statements) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(s.sql, "\n")
 }

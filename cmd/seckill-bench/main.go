@@ -62,6 +62,7 @@ flags:
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	infra.TuneGC() // the in-process service runs as `seckill serve` does
 	if err := runBench(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "seckill-bench:", err)

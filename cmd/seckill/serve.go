@@ -43,6 +43,7 @@ environment variables (README.md, "Configuration", says what each does):
 		cfg.Migrate = false
 	}
 	log := infra.NewLogger(cfg, stderr)
+	log.Info().Int("gc_percent", infra.TuneGC()).Msg("garbage collector target (GOGC; default 400 here)")
 	app, cleanup, err := infra.Build(cfg, log)
 	if err != nil {
 		return fmt.Errorf("build service: %w", err)

@@ -525,6 +525,25 @@ var repoCases = []struct {
 		repoBuyers(t, s, v.ID(), orders[0], orders[1])
 		repoFound(t, s, orders[2], domain.OrderFailed, domain.FailOutOfStock)
 	}},
+	{"redelivery_mixed_with_new_orders_creates_only_the_new", func(t *testing.T, s repoSubject) {
+		// A batch whose first insert attempt meets rows that exist (a
+		// redelivered order, a user who already holds one) must end as if
+		// it had been read first: the new order created once, the stock
+		// taken once, nothing of the attempt left behind.
+		v := repoAdd(t, s, 1, 5)
+		first := testenv.Order(t, 1, 1, v.ID())
+		repoExpect(t, repoBatch(t, s, first), []domain.VoucherOrder{first}, "created")
+		fresh := testenv.Order(t, 2, 2, v.ID())
+		again := testenv.Order(t, 3, 1, v.ID()) // user 1 again, another ID
+		orders := []domain.VoucherOrder{fresh, first, again}
+		repoExpect(t, repoBatch(t, s, orders...), orders, "created", "created again", "duplicate")
+		repoStock(t, s, v.ID(), 3)
+		repoBuyers(t, s, v.ID(), first, fresh)
+		repoFound(t, s, again, domain.OrderFailed, domain.FailDuplicate)
+		late := testenv.Order(t, 4, 4, v.ID())
+		repoExpect(t, repoBatch(t, s, late, fresh), []domain.VoucherOrder{late, fresh}, "created", "created again")
+		repoStock(t, s, v.ID(), 2)
+	}},
 	{"duplicate_user_in_later_batch", func(t *testing.T, s repoSubject) {
 		v := repoAdd(t, s, 1, 5)
 		first := testenv.Order(t, 1, 7, v.ID())
