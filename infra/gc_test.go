@@ -14,7 +14,7 @@ func TestTuneGCRaisesTheTargetUnlessGOGCIsSet(t *testing.T) {
 	t.Cleanup(func() { debug.SetGCPercent(before) })
 
 	t.Run("unset: the service's default", func(t *testing.T) {
-		t.Setenv("GOGC", "") // restored after the test...
+		t.Setenv("GOGC", "")                        // restored after the test...
 		if err := os.Unsetenv("GOGC"); err != nil { // ...but unset during it
 			t.Fatal(err)
 		}
