@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/go-chi/chi/v5/middleware"
-
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -147,8 +145,8 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if ans.status >= 500 {
 		// The client sees only a generic message; the request id lets an
 		// operator find the logged detail.
-		if id := middleware.GetReqID(r.Context()); id != "" {
-			w.Header().Set(middleware.RequestIDHeader, id)
+		if id := requestID(r); id != "" {
+			w.Header().Set(requestIDHeader, id)
 		}
 	}
 	if ans.body != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -270,5 +271,30 @@ func TestClaimLogLine(t *testing.T) {
 	e.do(req{method: "GET", path: "/healthz", header: map[string]string{"X-Request-Id": long}})
 	if len(e.logLines(long)) != 0 {
 		t.Fatal("an over-long request id reached the logs")
+	}
+}
+
+// A request without a usable X-Request-Id gets one made here (host/random-
+// sequence, made only when something asks for it): a 500's answer carries
+// it, and it is the one on the request's log line, distinct per request.
+func TestRequestWithoutAnIDGetsOneWhenItIsNeeded(t *testing.T) {
+	e := newEnv(t, options{})
+	e.vouchers.listErr = errors.New("db down")
+	seen := map[string]bool{}
+	for _, header := range []map[string]string{nil, {"X-Request-Id": strings.Repeat("a", 200)}, {"X-Request-Id": "bad id"}} {
+		res := e.do(req{method: "GET", path: "/voucher/list/1", header: header})
+		wantRefusal(t, res, http.StatusInternalServerError, "internal", "internal error")
+		id := res.requestID
+		if !regexp.MustCompile(`^[^/\s]+/[0-9a-f]{10}-\d{6,}$`).MatchString(id) {
+			t.Fatalf("500 carries request id %q, want one made here (host/random-sequence)", id)
+		}
+		if seen[id] {
+			t.Fatalf("request id %q given twice", id)
+		}
+		seen[id] = true
+		lines := e.logLines(`"request_id":"` + id + `"`)
+		if len(lines) != 1 || lines[0]["status"] != json.Number("500") {
+			t.Fatalf("log lines with request id %s = %v, want the request's one line:\n%s", id, lines, e.logs.String())
+		}
 	}
 }

@@ -2,33 +2,63 @@ package httpapi
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// maxRequestIDLen bounds a client-supplied X-Request-Id, which chi's RequestID
-// would otherwise copy into every log line whatever its size.
+// maxRequestIDLen bounds a client-supplied X-Request-Id, which would
+// otherwise be copied into every log line whatever its size.
 const maxRequestIDLen = 64
 
-// boundRequestID drops a client request id that is too long or not printable
-// ASCII, so chi's RequestID generates one instead.
-func boundRequestID(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if id := r.Header.Get(middleware.RequestIDHeader); id != "" && !printableASCII(id, maxRequestIDLen) {
-			r.Header.Del(middleware.RequestIDHeader)
-		}
-		next.ServeHTTP(w, r)
-	})
+// requestIDs names the requests that come without a usable X-Request-Id the
+// way chi's RequestID does (<host>/<random>-<sequence>), but only when
+// something asks for the name: a log line, or a 5xx answer's header. A claim
+// answered 2xx-4xx with debug logging off never formats one, and the request
+// is not copied to carry it (the recorder, in the context once, holds it).
+var requestIDs = struct {
+	prefix string
+	seq    atomic.Uint64
+}{prefix: requestIDPrefix()}
+
+func requestIDPrefix() string {
+	host, err := os.Hostname()
+	if host == "" || err != nil {
+		host = "localhost"
+	}
+	var buf [5]byte
+	_, _ = rand.Read(buf[:]) // crypto/rand.Read never fails since Go 1.24
+	return host + "/" + hex.EncodeToString(buf[:])
 }
+
+// requestID is the request's id: the client's X-Request-Id when it is
+// printable ASCII of at most maxRequestIDLen bytes, else one made here.
+func requestID(r *http.Request) string {
+	rec := recorderOf(r.Context())
+	if rec == nil {
+		if id := r.Header.Get(requestIDHeader); id != "" && printableASCII(id, maxRequestIDLen) {
+			return id
+		}
+		return ""
+	}
+	if rec.requestID == "" {
+		rec.requestID = requestIDs.prefix + "-" + fmt.Sprintf("%06d", rec.seq)
+	}
+	return rec.requestID
+}
+
+const requestIDHeader = "X-Request-Id"
 
 func printableASCII(s string, max int) bool {
 	if len(s) > max {
@@ -44,11 +74,26 @@ func printableASCII(s string, max int) bool {
 
 // recorder keeps what the access log needs: the status, and the error the
 // handler answered with, so that error is logged once, on the request's line.
+//
+// It is also the request's own state, put in its context once by accessLog:
+// the request id (made when first asked for) and the user requireUser
+// resolved, so neither copies the request to add a context value.
 type recorder struct {
 	http.ResponseWriter
 	status      int
 	wroteHeader bool
 	err         error
+
+	requestID string        // the client's, or made by requestID on demand
+	seq       uint64        // this request's number, for a made id
+	user      domain.UserID // set by requireUser
+}
+
+type recorderKey struct{}
+
+func recorderOf(ctx context.Context) *recorder {
+	rec, _ := ctx.Value(recorderKey{}).(*recorder)
+	return rec
 }
 
 func (rec *recorder) WriteHeader(status int) {
@@ -75,7 +120,7 @@ func (a *api) noteError(w http.ResponseWriter, r *http.Request, err error) {
 		rec.err = err
 		return
 	}
-	a.log.Error().Str("request_id", middleware.GetReqID(r.Context())).Err(err).Msg("request failed")
+	a.log.Error().Str("request_id", requestID(r)).Err(err).Msg("request failed")
 }
 
 // accessLog writes one line per request: debug for 2xx-4xx (refusals are
@@ -85,7 +130,11 @@ func (a *api) noteError(w http.ResponseWriter, r *http.Request, err error) {
 func (a *api) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		rec := &recorder{ResponseWriter: w, status: http.StatusOK, seq: requestIDs.seq.Add(1)}
+		if id := r.Header.Get(requestIDHeader); id != "" && printableASCII(id, maxRequestIDLen) {
+			rec.requestID = id
+		}
+		r = r.WithContext(context.WithValue(r.Context(), recorderKey{}, rec))
 		next.ServeHTTP(rec, r)
 
 		level := zerolog.DebugLevel
@@ -99,7 +148,7 @@ func (a *api) accessLog(next http.Handler) http.Handler {
 		if !e.Enabled() {
 			return
 		}
-		e.Str("request_id", middleware.GetReqID(r.Context())).
+		e.Str("request_id", requestID(r)).
 			Str("method", r.Method).
 			Str("path", r.URL.Path).
 			Int("status", rec.status).
@@ -192,6 +241,11 @@ func (a *api) requireUser(next http.Handler) http.Handler {
 			a.fail(w, r, fmt.Errorf("session token resolved to invalid user %d", user))
 			return
 		}
+		if rec := recorderOf(r.Context()); rec != nil {
+			rec.user = user
+			next.ServeHTTP(w, r)
+			return
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, user)))
 	})
 }
@@ -215,6 +269,9 @@ func (a *api) soldOutFirst(next http.Handler) http.Handler {
 
 // userFrom is only called behind requireUser, which guarantees a user.
 func userFrom(ctx context.Context) domain.UserID {
+	if rec := recorderOf(ctx); rec != nil && rec.user > 0 {
+		return rec.user
+	}
 	u, _ := ctx.Value(userKey{}).(domain.UserID)
 	return u
 }

@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/go-chi/chi/v5/middleware"
-
 	"github.com/hmdp-go/seckill/domain"
 )
 
@@ -30,7 +28,7 @@ func (a *api) claimSeckill(w http.ResponseWriter, r *http.Request) {
 	user := userFrom(r.Context())
 	id, err := a.claim.Handle(r.Context(), user, domain.VoucherID(voucher))
 	if e := a.log.Debug(); e.Enabled() {
-		e.Str("request_id", middleware.GetReqID(r.Context())).
+		e.Str("request_id", requestID(r)).
 			Int64("voucher", voucher).
 			Int64("user", int64(user)).
 			Int64("order", int64(id)).

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/application"
@@ -147,7 +146,7 @@ func NewRouter(d Deps) http.Handler {
 	r := chi.NewRouter()
 	// The access log sits outside the recoverer so that a panic's 500 is
 	// logged like any other answer, with the panic as its error.
-	r.Use(boundRequestID, middleware.RequestID, a.accessLog)
+	r.Use(a.accessLog)
 	if d.ClaimObserver != nil {
 		// Inside the access log (it reads its recorder), outside everything
 		// that may answer a claim, so every answer is seen once.
