@@ -45,3 +45,18 @@ func Do(ctx context.Context, c redis.UniversalClient, cmds ...redis.Cmder) error
 	_, _ = pipe.Exec(ctx)
 	return ctx.Err()
 }
+
+// Send queues cmds without waiting for their answers when c is an
+// asynchronous AutoPipeliner (they travel with the next batch, usually the
+// caller's next command's), and runs them like Do otherwise. For writes
+// whose outcome the caller does not need, such as pushing a session's expiry
+// back: on the pipelined path they cost the request no round trip of its own.
+func Send(ctx context.Context, c redis.UniversalClient, cmds ...redis.Cmder) {
+	if ap, ok := c.(*redis.AutoPipeliner); ok && !ap.IsBlocking() {
+		for _, cmd := range cmds {
+			ap.Submit(ctx, cmd)
+		}
+		return
+	}
+	_ = Do(ctx, c, cmds...)
+}

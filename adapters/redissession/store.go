@@ -105,10 +105,10 @@ func (s *Store) UserID(ctx context.Context, token string) (domain.UserID, error)
 // session's remaining TTL in the same batch (HGET and PTTL: plain commands,
 // a fraction of a script's cost in Redis) and, only when less than
 // TTL - slack is left, pushes the expiry back to TTL with a PEXPIRE;
-// refreshed tells whether it did. The slack keeps a stampede of lookups (or
+// refreshed tells whether it sent that. The slack keeps a stampede of lookups (or
 // of instances) from writing the key, and so from invalidating every
 // tracking cache, on each request: a token is written at most once per
-// slack, which is also the only time a lookup costs a second round trip.
+// slack.
 //
 // The two reads are not one atomic step: a token deleted between them reads
 // as a user with no TTL (-2), which is not refreshed (and PEXPIRE on a key
@@ -141,14 +141,14 @@ func (s *Store) lookup(ctx context.Context, token string, refresh bool) (domain.
 		}
 		// PTTL answers -1 (no expiry) and -2 (gone) as such durations.
 		if ttl >= 0 && ttl < s.ttl-s.slack {
-			push := redis.NewBoolCmd(ctx, "pexpire", key, s.ttl.Milliseconds())
-			if err := redisbatch.Do(ctx, s.lookups, push); err != nil {
-				return 0, false, fmt.Errorf("refresh session: %w", err)
-			}
-			if err := push.Err(); err != nil {
-				return 0, false, fmt.Errorf("refresh session: %w", err)
-			}
-			refreshed = push.Val()
+			// Sent, not awaited: on the automatic pipeliner it rides with
+			// the claim's own batch, so sliding the expiry adds no round
+			// trip; its answer is not needed (were it lost, the session
+			// would merely lapse at its old expiry, and the next lookup
+			// past the slack sends it again).
+			bg := context.WithoutCancel(ctx)
+			redisbatch.Send(bg, s.lookups, redis.NewBoolCmd(bg, "pexpire", key, s.ttl.Milliseconds()))
+			refreshed = true
 		}
 	}
 	id, err := strconv.ParseInt(raw, 10, 64)
