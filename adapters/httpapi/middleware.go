@@ -45,17 +45,30 @@ func requestIDPrefix() string {
 // requestID is the request's id: the client's X-Request-Id when it is
 // printable ASCII of at most maxRequestIDLen bytes, else one made here.
 func requestID(r *http.Request) string {
-	rec := recorderOf(r.Context())
-	if rec == nil {
+	if recorderOf(r.Context()) == nil {
+		// A handler used outside the router.
 		if id := r.Header.Get(requestIDHeader); id != "" && printableASCII(id, maxRequestIDLen) {
 			return id
 		}
 		return ""
 	}
-	if rec.requestID == "" {
-		rec.requestID = requestIDs.prefix + "-" + fmt.Sprintf("%06d", rec.seq)
+	return RequestID(r.Context())
+}
+
+// RequestID is the id of the request ctx belongs to, or "" for a context
+// that is not a request's, such as a worker's: for a hook or a log line
+// outside this package that wants to tie its work to the request that caused
+// it. A made id is formatted on each call from the request's number, so the
+// recorder is only read here, from any goroutine.
+func RequestID(ctx context.Context) string {
+	rec := recorderOf(ctx)
+	switch {
+	case rec == nil:
+		return ""
+	case rec.requestID != "":
+		return rec.requestID
 	}
-	return rec.requestID
+	return requestIDs.prefix + "-" + fmt.Sprintf("%06d", rec.seq)
 }
 
 const requestIDHeader = "X-Request-Id"
@@ -84,7 +97,7 @@ type recorder struct {
 	wroteHeader bool
 	err         error
 
-	requestID string        // the client's, or made by requestID on demand
+	requestID string        // the client's, if usable
 	seq       uint64        // this request's number, for a made id
 	user      domain.UserID // set by requireUser
 }

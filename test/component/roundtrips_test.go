@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/hmdp-go/seckill/adapters/httpapi"
 	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/infra"
@@ -46,7 +46,7 @@ func claimPathCommand(c redis.Cmder) bool {
 }
 
 func (r *requestTraffic) countPipeline(ctx context.Context, cmds []redis.Cmder) {
-	if middleware.GetReqID(ctx) == "" && !slices.ContainsFunc(cmds, claimPathCommand) {
+	if httpapi.RequestID(ctx) == "" && !slices.ContainsFunc(cmds, claimPathCommand) {
 		return
 	}
 	r.n.Add(1)
@@ -62,7 +62,7 @@ func (r *requestTraffic) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		switch {
 		case cmd.Name() == "set":
-		case middleware.GetReqID(ctx) != "" || claimPathCommand(cmd):
+		case httpapi.RequestID(ctx) != "" || claimPathCommand(cmd):
 			r.n.Add(1)
 			r.cmds.Add(1)
 		}

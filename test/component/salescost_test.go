@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/rs/zerolog"
 	"github.com/uptrace/bun"
 
+	"github.com/hmdp-go/seckill/adapters/httpapi"
 	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
@@ -22,7 +22,7 @@ import (
 type queries struct{ n atomic.Int64 }
 
 func (q *queries) BeforeQuery(ctx context.Context, _ *bun.QueryEvent) context.Context {
-	if middleware.GetReqID(ctx) != "" {
+	if httpapi.RequestID(ctx) != "" {
 		q.n.Add(1)
 	}
 	return ctx
