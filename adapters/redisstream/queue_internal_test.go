@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -319,9 +320,16 @@ func TestFinishedStreamsOfGoneVouchersAreCollected(t *testing.T) {
 }
 
 // BenchmarkReceiveAck measures draining a backlog the way the worker does:
-// batches of 200, each acked (XACK+XDEL) before the next. It runs on
+// batches of 200, each acked (ack.lua) before the next, by one consumer or by
+// two on one Queue (the service's default of two workers). It runs on
 // SECKILL_TEST_REDIS_URL when set, on miniredis otherwise.
 func BenchmarkReceiveAck(b *testing.B) {
+	for _, consumers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("consumers=%d", consumers), func(b *testing.B) { benchReceiveAck(b, consumers) })
+	}
+}
+
+func benchReceiveAck(b *testing.B, consumers int) {
 	var rdb redis.UniversalClient
 	if testenv.CI() || os.Getenv(testenv.RedisEnv) != "" {
 		rdb = testenv.RealRedis(b)
@@ -353,18 +361,47 @@ func BenchmarkReceiveAck(b *testing.B) {
 	if err := rdb.SAdd(ctx, q.registry, 7).Err(); err != nil {
 		b.Fatal(err)
 	}
+	// finished ends a consumer waiting for entries the other one took.
+	finished, finish := context.WithCancel(ctx)
+	defer finish()
+	var (
+		mu   sync.Mutex
+		done int
+		wg   sync.WaitGroup
+	)
+	errs := make(chan error, consumers)
 	b.ResetTimer()
-	for done := 0; done < b.N; {
-		ds, err := q.Receive(ctx, 200)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := q.Ack(ctx, ds); err != nil {
-			b.Fatal(err)
-		}
-		done += len(ds)
+	for range consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				ds, err := q.Receive(finished, 200)
+				if finished.Err() != nil {
+					return
+				}
+				if err == nil {
+					err = q.Ack(ctx, ds)
+				}
+				if err != nil {
+					errs <- err
+					finish()
+					return
+				}
+				mu.Lock()
+				if done += len(ds); done >= b.N {
+					finish()
+				}
+				mu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
 	b.StopTimer()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "orders/s")
 	if n, _ := q.Pending(ctx, 7); n != 0 {
 		b.Fatalf("%d entries left", n)
