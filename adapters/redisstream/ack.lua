@@ -17,64 +17,65 @@
 -- that largest ID that is no longer pending is finished. So the trim bound is
 -- just past the largest ID, lowered to the oldest entry still pending in the
 -- group; IDs at or above a lowered bound (acks out of order) are deleted by
--- XDEL. When any ID was not pending (acked again, the group made anew), or an
--- ID is not in full form, only the given IDs are deleted, as XDEL alone
--- always did.
-local ids = {}
-for i = 2, #ARGV do
-  ids[#ids + 1] = ARGV[i]
-end
-local n = redis.call('XACK', KEYS[1], ARGV[1], unpack(ids))
-if n ~= #ids then
-  redis.call('XDEL', KEYS[1], unpack(ids))
+-- XDEL. When any ID was not pending (acked again, the group made anew), or
+-- the IDs are not in ascending order (the caller sorts them, so finding the
+-- largest and those above a bound costs no parsing), only the given IDs are
+-- deleted, as XDEL alone always did.
+local n = redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 2))
+local first, last = 2, #ARGV
+if n ~= last - 1 then
+  redis.call('XDEL', KEYS[1], unpack(ARGV, 2))
   return n
 end
 
--- less compares IDs given as decimal strings without leading zeros ("<ms>",
--- "<seq>"), exactly (Lua numbers are floats).
-local function less(am, as, bm, bs)
-  if #am ~= #bm then return #am < #bm end
-  if am ~= bm then return am < bm end
-  if #as ~= #bs then return #as < #bs end
-  return as < bs
+-- less compares two IDs ("<ms>-<seq>", decimal, no leading zeros) exactly,
+-- without making numbers (Lua's are floats) and mostly without new strings.
+local function less(a, b)
+  local da, db = string.find(a, '-', 1, true), string.find(b, '-', 1, true)
+  if not da or not db then
+    return false
+  end
+  if da ~= db then
+    return da < db -- the one with the shorter ms is older
+  end
+  if #a == #b or string.sub(a, 1, da) ~= string.sub(b, 1, db) then
+    return a < b -- the digits line up, or the ms differ and decide
+  end
+  return #a < #b -- the same ms: the shorter seq is older
 end
 
-local ms, seq = {}, {}
-local top
-for i, s in ipairs(ids) do
-  local m, q = string.match(s, '^(%d+)-(%d+)$')
-  if not m then
-    redis.call('XDEL', KEYS[1], unpack(ids))
+-- The largest ID is compared with the oldest pending one to bound the trim,
+-- so it must be in the form less expects.
+local top = ARGV[last]
+if not string.find(top, '^%d+-%d+$') or string.find(top, '^0%d') or string.find(top, '-0%d') then
+  redis.call('XDEL', KEYS[1], unpack(ARGV, 2))
+  return n
+end
+for i = first + 1, last do
+  if not less(ARGV[i - 1], ARGV[i]) then
+    redis.call('XDEL', KEYS[1], unpack(ARGV, 2))
     return n
-  end
-  ms[i], seq[i] = m, q
-  if not top or less(ms[top], seq[top], m, q) then
-    top = i
   end
 end
 
 local oldest = redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1)[1]
-if oldest then
-  local m, q = string.match(oldest[1], '^(%d+)-(%d+)$')
-  if m and less(m, q, ms[top], seq[top]) then
-    -- Out of order: an older entry is still pending. Trim below it, delete
-    -- the rest of the given IDs one by one.
-    redis.call('XTRIM', KEYS[1], 'MINID', oldest[1])
-    local rest = {}
-    for i, s in ipairs(ids) do
-      if not less(ms[i], seq[i], m, q) then
-        rest[#rest + 1] = s
-      end
-    end
-    redis.call('XDEL', KEYS[1], unpack(rest))
-    return n
+if oldest and less(oldest[1], top) then
+  -- Out of order: an older entry is still pending. Trim below it, delete
+  -- the given IDs from it on one by one.
+  redis.call('XTRIM', KEYS[1], 'MINID', oldest[1])
+  local from = last
+  while from > first and not less(ARGV[from - 1], oldest[1]) do
+    from = from - 1
   end
+  redis.call('XDEL', KEYS[1], unpack(ARGV, from, last))
+  return n
 end
 -- Nothing older is pending: everything up to the largest ID is finished.
-if #seq[top] < 16 then
-  redis.call('XTRIM', KEYS[1], 'MINID', ms[top] .. '-' .. string.format('%.0f', tonumber(seq[top]) + 1))
+local ms, seq = string.match(top, '^(%d+)-(%d+)$')
+if #seq < 16 then
+  redis.call('XTRIM', KEYS[1], 'MINID', ms .. '-' .. string.format('%.0f', tonumber(seq) + 1))
 else
-  redis.call('XTRIM', KEYS[1], 'MINID', ids[top])
-  redis.call('XDEL', KEYS[1], ids[top])
+  redis.call('XTRIM', KEYS[1], 'MINID', top)
+  redis.call('XDEL', KEYS[1], top)
 end
 return n

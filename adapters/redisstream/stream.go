@@ -136,6 +136,17 @@ func idLess(a, b string) bool {
 	return am < bm || am == bm && as < bs
 }
 
+// cmpID orders entry IDs as idLess does, for slices.SortFunc.
+func cmpID(a, b string) int {
+	switch {
+	case idLess(a, b):
+		return -1
+	case idLess(b, a):
+		return 1
+	}
+	return 0
+}
+
 func splitID(id string) (uint64, uint64) {
 	ms, seq, _ := strings.Cut(id, "-")
 	m, _ := strconv.ParseUint(ms, 10, 64)
