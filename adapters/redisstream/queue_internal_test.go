@@ -98,6 +98,22 @@ func TestRefsAndIDs(t *testing.T) {
 			t.Fatalf("idLess(%s, %s) = %v", tt.a, tt.b, got)
 		}
 	}
+	// cmpID (how finish sorts IDs for ack.lua) agrees with idLess.
+	ids := []string{"0-0", "0-1", "1-0", "1-9", "1-10", "9-9", "9-10", "10-0", "10-1", "10-99", "10-100",
+		"99-5", "100-0", "1700000000000-7", "1700000000001-0", "01-1", "1-01", "1-", "-1", "x", ""}
+	for _, a := range ids {
+		for _, b := range ids {
+			want := 0
+			if idLess(a, b) {
+				want = -1
+			} else if idLess(b, a) {
+				want = 1
+			}
+			if got := cmpID(a, b); got != want {
+				t.Fatalf("cmpID(%q, %q) = %d, want %d", a, b, got, want)
+			}
+		}
+	}
 }
 
 func newTestQueue(t *testing.T, rdb redis.UniversalClient, prefix string, tweak func(*Options)) *Queue {
