@@ -21,6 +21,9 @@
 -- the IDs are not in ascending order (the caller sorts them, so finding the
 -- largest and those above a bound costs no parsing), only the given IDs are
 -- deleted, as XDEL alone always did.
+-- "No longer pending means finished" holds while only XACK takes entries out
+-- of the group's pending list: an operator's XGROUP DELCONSUMER or SETID
+-- behind the group's back would let the trim remove what they dropped.
 local n = redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 2))
 local first, last = 2, #ARGV
 if n ~= last - 1 then
