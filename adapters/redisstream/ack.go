@@ -8,18 +8,21 @@ import (
 )
 
 // Trimming: a stream must not grow without bound, and trimming must never
-// remove an entry that is pending or not yet delivered. Entries are deleted
-// (XDEL) in the same script that acknowledges them (ack.lua), instead of an
-// XTRIM MINID below the oldest unfinished entry: acks arrive out of order
-// (several workers and instances, redeliveries), so MINID would need the
-// oldest pending ID and the group's read position, read and acted on without
-// a race; XDEL removes exactly what was just finished and nothing else. It
-// also makes XLEN the number of unfinished entries, which Pending and the
-// stream's garbage collection rely on. Memory comes back a radix-tree node
-// (up to 100 entries) at a time, once all its entries are deleted, which
-// suits entries finished roughly in the order they came. The price: the
-// stream is a work queue owned by this one group; a second group reading it
-// would lose what this one already finished.
+// remove an entry that is pending or not yet delivered. Entries are deleted in
+// the same script that acknowledges them (ack.lua), atomically, so exactly
+// what was just finished goes and nothing else. That keeps XLEN the number of
+// unfinished entries, which Pending and the stream's garbage collection rely
+// on. The script works out, inside Redis and so without a race, how far the
+// stream may be trimmed: up to the largest ID it acknowledged, but never to
+// the oldest entry still pending in the group. Acks mostly arrive in order,
+// and then one XTRIM MINID deletes them; IDs acked out of order (several
+// workers and instances, redeliveries), above an older pending entry, are
+// deleted one by one (XDEL). XDEL alone was the first design, but it walks a
+// radix-tree node (up to 100 entries) from its start for each ID, and was
+// over half of Redis's time per order. Memory comes back a node at a time,
+// once all its entries are deleted. The price: the stream is a work queue
+// owned by this one group; a second group reading it would lose what this one
+// already finished.
 
 // Ack finishes deliveries whose outcome is committed: their entries are
 // acknowledged and deleted (see trimming), grouped per stream, in one

@@ -14,13 +14,20 @@ import (
 // renewal all reach it, so it is the one state under a lock.
 type inflight struct {
 	mu        sync.Mutex
-	buf       []ports.Delivery          // read from Redis, not yet handed out
-	held      map[string]entryRef       // by Ref: every entry read and not yet finished
+	buf       []buffered                // read from Redis, not yet handed out
+	held      map[entryRef]struct{}     // every entry read and not yet finished
 	published map[domain.VoucherID]bool // streams Publish wrote, to read at once
 }
 
+// buffered is a delivery with its entry, so that no Ref is parsed or built
+// again on the way out.
+type buffered struct {
+	d   ports.Delivery
+	ref entryRef
+}
+
 func newInflight() inflight {
-	return inflight{held: map[string]entryRef{}, published: map[domain.VoucherID]bool{}}
+	return inflight{held: map[entryRef]struct{}{}, published: map[domain.VoucherID]bool{}}
 }
 
 // notHeld keeps the messages of stream key this process does not hold yet.
@@ -31,7 +38,7 @@ func (f *inflight) notHeld(key string, msgs []redis.XMessage) []redis.XMessage {
 	defer f.mu.Unlock()
 	out := make([]redis.XMessage, 0, len(msgs))
 	for _, m := range msgs {
-		if _, ok := f.held[entryRef{key, m.ID}.String()]; !ok {
+		if _, ok := f.held[entryRef{key, m.ID}]; !ok {
 			out = append(out, m)
 		}
 	}
@@ -39,14 +46,13 @@ func (f *inflight) notHeld(key string, msgs []redis.XMessage) []redis.XMessage {
 }
 
 // hold buffers deliveries to hand out and holds them until they are finished.
-func (f *inflight) hold(ds []ports.Delivery) {
+func (f *inflight) hold(bs []buffered) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, d := range ds {
-		r, _ := parseRef(d.Ref)
-		f.held[d.Ref] = r
+	for _, b := range bs {
+		f.held[b.ref] = struct{}{}
 	}
-	f.buf = append(f.buf, ds...)
+	f.buf = append(f.buf, bs...)
 }
 
 // take hands out buffered deliveries, skipping any whose hold was lost to
@@ -54,11 +60,11 @@ func (f *inflight) hold(ds []ports.Delivery) {
 func (f *inflight) take(max int) []ports.Delivery {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []ports.Delivery
+	out := make([]ports.Delivery, 0, min(max, len(f.buf)))
 	i := 0
 	for ; i < len(f.buf) && len(out) < max; i++ {
-		if _, ok := f.held[f.buf[i].Ref]; ok {
-			out = append(out, f.buf[i])
+		if _, ok := f.held[f.buf[i].ref]; ok {
+			out = append(out, f.buf[i].d)
 		}
 	}
 	f.buf = f.buf[i:]
@@ -73,7 +79,7 @@ func (f *inflight) release(refs []entryRef) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, r := range refs {
-		delete(f.held, r.String())
+		delete(f.held, r)
 	}
 }
 
@@ -82,7 +88,7 @@ func (f *inflight) heldRefs() []entryRef {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	refs := make([]entryRef, 0, len(f.held))
-	for _, r := range f.held {
+	for r := range f.held {
 		refs = append(refs, r)
 	}
 	return refs
@@ -96,7 +102,7 @@ func (f *inflight) keeps(s *stream) bool {
 	if f.published[s.vid] {
 		return true
 	}
-	for _, r := range f.held {
+	for r := range f.held {
 		if r.stream == s.key {
 			return true
 		}

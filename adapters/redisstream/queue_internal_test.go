@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,6 +98,22 @@ func TestRefsAndIDs(t *testing.T) {
 			t.Fatalf("idLess(%s, %s) = %v", tt.a, tt.b, got)
 		}
 	}
+	// cmpID (how finish sorts IDs for ack.lua) agrees with idLess.
+	ids := []string{"0-0", "0-1", "1-0", "1-9", "1-10", "9-9", "9-10", "10-0", "10-1", "10-99", "10-100",
+		"99-5", "100-0", "1700000000000-7", "1700000000001-0", "01-1", "1-01", "1-", "-1", "x", ""}
+	for _, a := range ids {
+		for _, b := range ids {
+			want := 0
+			if idLess(a, b) {
+				want = -1
+			} else if idLess(b, a) {
+				want = 1
+			}
+			if got := cmpID(a, b); got != want {
+				t.Fatalf("cmpID(%q, %q) = %d, want %d", a, b, got, want)
+			}
+		}
+	}
 }
 
 func newTestQueue(t *testing.T, rdb redis.UniversalClient, prefix string, tweak func(*Options)) *Queue {
@@ -184,6 +201,49 @@ func TestReadsEveryStreamWhetherKeysAreShardedOrNot(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// ack.lua trims cheaply only for IDs in ascending order, which finish sorts;
+// given them in any other order it must still delete exactly those IDs.
+func TestAckScriptGivenIDsOutOfOrderDeletesExactlyThem(t *testing.T) {
+	for _, b := range testenv.Redises() {
+		t.Run(b.Name, func(t *testing.T) {
+			rdb := b.Client(t)
+			ctx := context.Background()
+			key := redisschema.KeysFor(testenv.KeyPrefix(t), 7).Orders
+			testenv.DropPrefix(t, rdb, testenv.KeyPrefix(t))
+			if err := rdb.XGroupCreateMkStream(ctx, key, DefaultGroup, "0").Err(); err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for i := 1; i <= 5; i++ {
+				id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: redisschema.EncodeOrder(order(t, i, 7))}).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, id)
+			}
+			if err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: DefaultGroup, Consumer: "c1",
+				Streams: []string{key, ">"}, Count: 10, Block: -1}).Err(); err != nil {
+				t.Fatal(err)
+			}
+			call := scriptCall{keys: []string{key}, args: []any{DefaultGroup, ids[2], ids[0]}}
+			if _, err := runScripts(ctx, rdb, ackScript, []scriptCall{call}); err != nil {
+				t.Fatal(err)
+			}
+			msgs, err := rdb.XRange(ctx, key, "-", "+").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var left []string
+			for _, m := range msgs {
+				left = append(left, m.ID)
+			}
+			if want := []string{ids[1], ids[3], ids[4]}; fmt.Sprint(left) != fmt.Sprint(want) {
+				t.Fatalf("stream holds %v, want %v", left, want)
+			}
+		})
 	}
 }
 
@@ -319,9 +379,16 @@ func TestFinishedStreamsOfGoneVouchersAreCollected(t *testing.T) {
 }
 
 // BenchmarkReceiveAck measures draining a backlog the way the worker does:
-// batches of 200, each acked (XACK+XDEL) before the next. It runs on
+// batches of 200, each acked (ack.lua) before the next, by one consumer or by
+// two on one Queue (the service's default of two workers). It runs on
 // SECKILL_TEST_REDIS_URL when set, on miniredis otherwise.
 func BenchmarkReceiveAck(b *testing.B) {
+	for _, consumers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("consumers=%d", consumers), func(b *testing.B) { benchReceiveAck(b, consumers) })
+	}
+}
+
+func benchReceiveAck(b *testing.B, consumers int) {
 	var rdb redis.UniversalClient
 	if testenv.CI() || os.Getenv(testenv.RedisEnv) != "" {
 		rdb = testenv.RealRedis(b)
@@ -353,18 +420,47 @@ func BenchmarkReceiveAck(b *testing.B) {
 	if err := rdb.SAdd(ctx, q.registry, 7).Err(); err != nil {
 		b.Fatal(err)
 	}
+	// finished ends a consumer waiting for entries the other one took.
+	finished, finish := context.WithCancel(ctx)
+	defer finish()
+	var (
+		mu   sync.Mutex
+		done int
+		wg   sync.WaitGroup
+	)
+	errs := make(chan error, consumers)
 	b.ResetTimer()
-	for done := 0; done < b.N; {
-		ds, err := q.Receive(ctx, 200)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := q.Ack(ctx, ds); err != nil {
-			b.Fatal(err)
-		}
-		done += len(ds)
+	for range consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				ds, err := q.Receive(finished, 200)
+				if finished.Err() != nil {
+					return
+				}
+				if err == nil {
+					err = q.Ack(ctx, ds)
+				}
+				if err != nil {
+					errs <- err
+					finish()
+					return
+				}
+				mu.Lock()
+				if done += len(ds); done >= b.N {
+					finish()
+				}
+				mu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
 	b.StopTimer()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "orders/s")
 	if n, _ := q.Pending(ctx, 7); n != 0 {
 		b.Fatalf("%d entries left", n)

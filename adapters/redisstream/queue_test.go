@@ -495,6 +495,85 @@ func TestStreamQueue(t *testing.T) {
 			streamMustPending(t, q, streamVoucher, 0)
 		}},
 
+		// ack.lua trims below a bound instead of deleting each ID: the bound
+		// must stop at the oldest entry still pending and right after the
+		// largest acked one, comparing IDs as numbers (9-10 after 9-9, 10-1
+		// after 9-10, 100-0 after 10-100), whatever the order of the acks.
+		{"acks_in_any_order_delete_exactly_the_finished_entries", func(t *testing.T, e streamEnv) {
+			ctx := context.Background()
+			stream := e.keys(streamVoucher).Orders
+			ids := []string{"9-9", "9-10", "10-1", "10-99", "10-100", "100-0", "100-1", "1000-0"}
+			for i, id := range ids {
+				err := e.rdb.XAdd(ctx, &redis.XAddArgs{Stream: stream, ID: id, Values: redisschema.EncodeOrder(queueOrder(t, i+1))}).Err()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.live(t, streamVoucher)
+			q := e.queue(t, "c1")
+			ds := testenv.ReceiveN(t, q, 6, 6)
+			holds := func(want ...string) {
+				t.Helper()
+				if got := e.entryIDs(t, streamVoucher); strings.Join(got, " ") != strings.Join(want, " ") {
+					t.Fatalf("stream holds %v, want %v", got, want)
+				}
+				streamMustPending(t, q, streamVoucher, int64(len(want)))
+			}
+			steps := []struct {
+				ack  []ports.Delivery
+				want []string
+			}{
+				{ds[3:6], []string{"9-9", "9-10", "10-1", "100-1", "1000-0"}}, // a later batch first
+				{ds[1:2], []string{"9-9", "10-1", "100-1", "1000-0"}},         // 9-9 still pending
+				{[]ports.Delivery{ds[2], ds[0]}, []string{"100-1", "1000-0"}}, // in any order
+			}
+			for _, s := range steps {
+				if err := q.Ack(ctx, s.ack); err != nil {
+					t.Fatal(err)
+				}
+				holds(s.want...)
+			}
+			rest := testenv.ReceiveN(t, q, 2, 10)
+			if rest[0].Order != queueOrder(t, 7) || rest[1].Order != queueOrder(t, 8) || rest[0].Attempts != 1 {
+				t.Fatalf("after the acks got %v, want the two undelivered orders 7 and 8", rest)
+			}
+			if err := q.Ack(ctx, rest[:1]); err != nil {
+				t.Fatal(err)
+			}
+			holds("1000-0")
+			if err := q.Ack(ctx, rest); err != nil { // again: harmless
+				t.Fatal(err)
+			}
+			holds()
+		}},
+
+		// A group made anew (deleted by hand, or collected by another instance)
+		// has delivered nothing: an ack from before must delete only its own
+		// entries, not trim the older ones the new group has yet to deliver.
+		{"an_ack_after_the_group_was_made_anew_deletes_only_its_entries", func(t *testing.T, e streamEnv) {
+			ctx := context.Background()
+			stream := e.keys(streamVoucher).Orders
+			var ids []string
+			for i := 1; i <= 4; i++ {
+				ids = append(ids, e.xaddOrder(t, queueOrder(t, i)))
+			}
+			e.live(t, streamVoucher)
+			q := e.queue(t, "c1")
+			ds := testenv.ReceiveN(t, q, 3, 3)
+			if err := e.rdb.XGroupDestroy(ctx, stream, redisstream.DefaultGroup).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.rdb.XGroupCreate(ctx, stream, redisstream.DefaultGroup, "0").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := q.Ack(ctx, ds[2:]); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := e.entryIDs(t, streamVoucher), []string{ids[0], ids[1], ids[3]}; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("stream holds %v, want %v: only the acked entry deleted", got, want)
+			}
+		}},
+
 		{"poison_goes_to_the_dead_letter_and_does_not_stall_the_entries_behind_it", func(t *testing.T, e streamEnv) {
 			e.live(t, streamVoucher)
 			first := e.xaddOrder(t, queueOrder(t, 1))

@@ -276,7 +276,7 @@ func (q *Queue) accept(ctx context.Context, s *stream, msgs []redis.XMessage, re
 		}
 	}
 
-	var good []ports.Delivery
+	good := make([]buffered, 0, len(fresh))
 	type bad struct {
 		msg      redis.XMessage
 		attempts int
@@ -289,7 +289,8 @@ func (q *Queue) accept(ctx context.Context, s *stream, msgs []redis.XMessage, re
 			poison = append(poison, bad{m, attempts[i], err})
 			continue
 		}
-		good = append(good, ports.Delivery{Order: o, Ref: entryRef{s.key, m.ID}.String(), Attempts: attempts[i]})
+		r := entryRef{s.key, m.ID}
+		good = append(good, buffered{ports.Delivery{Order: o, Ref: r.String(), Attempts: attempts[i]}, r})
 	}
 	// The good ones are held before the poison is dealt with, so an error
 	// there cannot lose them.

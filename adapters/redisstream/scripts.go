@@ -3,6 +3,7 @@ package redisstream
 import (
 	"context"
 	_ "embed"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -33,7 +34,8 @@ type scriptCall struct {
 
 // perStreamCalls makes the calls of a script over entries of one stream each
 // (ack.lua, renew.lua): KEYS[1] the stream, ARGV the lead arguments and then
-// at most scriptChunk entry IDs.
+// at most scriptChunk entry IDs, in ascending order (ack.lua trims cheaply
+// only then; they mostly come sorted already).
 func perStreamCalls(refs []entryRef, lead ...any) []scriptCall {
 	byStream := map[string][]string{}
 	for _, r := range refs {
@@ -41,6 +43,9 @@ func perStreamCalls(refs []entryRef, lead ...any) []scriptCall {
 	}
 	var calls []scriptCall
 	for key, ids := range byStream {
+		if !slices.IsSortedFunc(ids, cmpID) {
+			slices.SortFunc(ids, cmpID)
+		}
 		for len(ids) > 0 {
 			n := min(len(ids), scriptChunk)
 			args := make([]any, 0, len(lead)+n)

@@ -1,6 +1,7 @@
 package redisstream
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -134,6 +135,40 @@ func idLess(a, b string) bool {
 	am, as := splitID(a)
 	bm, bs := splitID(b)
 	return am < bm || am == bm && as < bs
+}
+
+// cmpID orders entry IDs as idLess does, for slices.SortFunc, without
+// parsing IDs in Redis's form (decimal "<ms>-<seq>", no leading zeros): the
+// one whose ms has fewer digits is older; with the digits lined up, text
+// order is number order; with the same ms, the shorter seq is older. ack.lua
+// compares the same way.
+func cmpID(a, b string) int {
+	da, db := strings.IndexByte(a, '-'), strings.IndexByte(b, '-')
+	switch {
+	case !redisForm(a, da) || !redisForm(b, db):
+		// Not in Redis's form.
+		if idLess(a, b) {
+			return -1
+		}
+		if idLess(b, a) {
+			return 1
+		}
+		return 0
+	case da != db:
+		return cmp.Compare(da, db)
+	case len(a) == len(b) || a[:da] != b[:db]:
+		return strings.Compare(a, b)
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// redisForm: id, whose '-' is at dash, has two parts without leading zeros,
+// as Redis writes IDs, so cmpID may compare it as text. Digits are not
+// checked: an ID with other characters is none Redis hands out (XACK refuses
+// it, so ack.lua never trims by it).
+func redisForm(id string, dash int) bool {
+	return dash > 0 && dash < len(id)-1 &&
+		(id[0] != '0' || dash == 1) && (id[dash+1] != '0' || dash == len(id)-2)
 }
 
 func splitID(id string) (uint64, uint64) {

@@ -85,12 +85,12 @@ func (e *env) runFulfil(ctx context.Context, m Mode, r *Result) (err error) {
 		r.QueueAlonePerSec = alone
 		r.note("the channel queue alone moves %.0f orders/s (publish + receive in batches of %d)", alone, e.opts.Base.BatchSize)
 		if e.opts.wants(ModeStream) {
-			alone, err := streamAlone(ctx, rdb, space.prefix, saved, orders, e.opts.Base.BatchSize, e.opts.DrainTimeout)
+			alone, err := streamAlone(ctx, rdb, space.prefix, saved, orders, e.opts.Base.BatchSize, workers, e.opts.DrainTimeout)
 			if err != nil {
 				r.note("the stream queue alone could not be measured: %v", err)
 			} else {
 				r.StreamAlonePerSec = alone
-				r.note("the stream queue alone hands out %.0f orders/s (receive + ack in batches of %d, entries written beforehand)", alone, e.opts.Base.BatchSize)
+				r.note("the stream queue alone hands out %.0f orders/s (%d consumers on one queue, as many as the writer's workers and as the service runs them, each receiving + acking batches of %d; entries written beforehand)", alone, workers, e.opts.Base.BatchSize)
 			}
 		}
 	}
@@ -99,10 +99,16 @@ func (e *env) runFulfil(ctx context.Context, m Mode, r *Result) (err error) {
 
 // streamAlone times the Redis Stream queue's consuming side with no
 // database behind it: the voucher's stream is filled beforehand (pipelined
-// XADDs in the claim script's encoding), then a consumer receives and acks
-// every entry in batches. The producing side is the claim script's XADD,
-// whose price shows in the claim modes.
-func streamAlone(ctx context.Context, rdb *redis.Client, prefix string, v domain.Voucher, orders []domain.VoucherOrder, batch int, timeout time.Duration) (float64, error) {
+// XADDs in the claim script's encoding), then consumers receive and ack every
+// entry in batches. The producing side is the claim script's XADD, whose
+// price shows in the claim modes.
+//
+// It runs `workers` consumers concurrently on one Queue, the same number as
+// the batched writer it is compared with has workers, because that is how the
+// service's workers use the queue: one Receive at a time, while the others'
+// batches are in flight and acked. (Until the ack script stopped using XDEL
+// for in-order acks it ran one consumer; the note says how many it ran.)
+func streamAlone(ctx context.Context, rdb *redis.Client, prefix string, v domain.Voucher, orders []domain.VoucherOrder, batch, workers int, timeout time.Duration) (float64, error) {
 	gate := redisgate.New(rdb, redisgate.Options{Prefix: prefix})
 	if err := gate.Preheat(ctx, v); err != nil {
 		return 0, err
@@ -128,19 +134,53 @@ func streamAlone(ctx context.Context, rdb *redis.Client, prefix string, v domain
 	defer q.Close()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// done ends the consumers still waiting for entries once the last is
+	// acked; the time is taken then.
+	done, finish := context.WithCancel(ctx)
+	defer finish()
+	var (
+		mu   sync.Mutex
+		n    int
+		took time.Duration
+		errs []error
+		wg   sync.WaitGroup
+	)
 	start := time.Now()
-	n := 0
-	for n < len(orders) {
-		ds, err := q.Receive(ctx, batch)
-		if err != nil {
-			return 0, fmt.Errorf("after %d of %d: %w", n, len(orders), err)
-		}
-		if err := q.Ack(ctx, ds); err != nil {
-			return 0, err
-		}
-		n += len(ds)
+	for range max(workers, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				ds, err := q.Receive(done, batch)
+				if err == nil {
+					err = q.Ack(ctx, ds)
+				}
+				mu.Lock()
+				if err != nil {
+					if done.Err() == nil || ctx.Err() != nil {
+						errs = append(errs, fmt.Errorf("after %d of %d: %w", n, len(orders), err))
+						finish()
+					}
+					mu.Unlock()
+					return
+				}
+				n += len(ds)
+				if n >= len(orders) && took == 0 {
+					took = time.Since(start)
+					finish()
+				}
+				mu.Unlock()
+			}
+		}()
 	}
-	return float64(n) / time.Since(start).Seconds(), nil
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	if n != len(orders) {
+		return 0, fmt.Errorf("stream alone: handed out %d of %d", n, len(orders))
+	}
+	return float64(n) / took.Seconds(), nil
 }
 
 // claimedOrders are n orders of n users, as the claim path would have
