@@ -89,8 +89,9 @@ func printableASCII(s string, max int) bool {
 // handler answered with, so that error is logged once, on the request's line.
 //
 // It is also the request's own state, put in its context once by accessLog:
-// the request id (made when first asked for) and the user requireUser
-// resolved, so neither copies the request to add a context value.
+// the request id (the client's, or its number, formatted only when asked
+// for) and the user requireUser resolved, so neither copies the request to
+// add a context value. Only the request's goroutine writes it.
 type recorder struct {
 	http.ResponseWriter
 	status      int
