@@ -48,13 +48,15 @@ func Do(ctx context.Context, c redis.UniversalClient, cmds ...redis.Cmder) error
 
 // Send queues cmds without waiting for their answers when c is an
 // asynchronous AutoPipeliner (they travel with the next batch, usually the
-// caller's next command's), and runs them like Do otherwise. For writes
-// whose outcome the caller does not need, such as pushing a session's expiry
-// back: on the pipelined path they cost the request no round trip of its own.
+// caller's next command's, and are not dropped when ctx ends), and runs them
+// like Do, bounded by ctx, otherwise. For writes whose outcome the caller
+// does not need, such as pushing a session's expiry back: on the pipelined
+// path they cost the request no round trip of its own.
 func Send(ctx context.Context, c redis.UniversalClient, cmds ...redis.Cmder) {
 	if ap, ok := c.(*redis.AutoPipeliner); ok && !ap.IsBlocking() {
+		bg := context.WithoutCancel(ctx)
 		for _, cmd := range cmds {
-			ap.Submit(ctx, cmd)
+			ap.Submit(bg, cmd)
 		}
 		return
 	}

@@ -97,47 +97,48 @@ func (s *Store) UserID(ctx context.Context, token string) (domain.UserID, error)
 	if token == "" || len(token) > maxTokenLen {
 		return 0, ports.ErrUnknownToken
 	}
-	id, _, err := s.lookup(ctx, token, s.refresh)
-	return id, err
+	return s.lookup(ctx, token, s.refresh)
 }
 
 // lookup reads the session's user; with refresh it also reads the
 // session's remaining TTL in the same batch (HGET and PTTL: plain commands,
 // a fraction of a script's cost in Redis) and, only when less than
-// TTL - slack is left, pushes the expiry back to TTL with a PEXPIRE;
-// refreshed tells whether it sent that. The slack keeps a stampede of lookups (or
-// of instances) from writing the key, and so from invalidating every
-// tracking cache, on each request: a token is written at most once per
-// slack.
+// TTL - slack is left, pushes the expiry back to TTL with a PEXPIRE. The
+// slack keeps a stampede of lookups (or of instances) from writing the key,
+// and so from invalidating every tracking cache, on each request: a token is
+// written at most once per slack.
 //
 // The two reads are not one atomic step: a token deleted between them reads
 // as a user with no TTL (-2), which is not refreshed (and PEXPIRE on a key
 // that is gone writes nothing), and the deletion's invalidation keeps the
 // answer out of every cache.
-func (s *Store) lookup(ctx context.Context, token string, refresh bool) (domain.UserID, bool, error) {
+func (s *Store) lookup(ctx context.Context, token string, refresh bool) (domain.UserID, error) {
 	key := s.prefix + token
 	get := redis.NewStringCmd(ctx, "hget", key, "id")
 	var left *redis.DurationCmd
 	if refresh {
 		left = redis.NewDurationCmd(ctx, time.Millisecond, "pttl", key)
 		if err := redisbatch.Do(ctx, s.lookups, get, left); err != nil {
-			return 0, false, fmt.Errorf("look up session: %w", err)
+			return 0, fmt.Errorf("look up session: %w", err)
 		}
 	} else if err := redisbatch.Do(ctx, s.lookups, get); err != nil {
-		return 0, false, fmt.Errorf("look up session: %w", err)
+		return 0, fmt.Errorf("look up session: %w", err)
 	}
 	raw, err := get.Result()
 	if errors.Is(err, redis.Nil) {
-		return 0, false, ports.ErrUnknownToken
+		return 0, ports.ErrUnknownToken
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("look up session: %w", err)
+		return 0, fmt.Errorf("look up session: %w", err)
 	}
-	refreshed := false
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, ports.ErrUnknownToken
+	}
 	if refresh {
 		ttl, err := left.Result()
 		if err != nil {
-			return 0, false, fmt.Errorf("look up session: %w", err)
+			return 0, fmt.Errorf("look up session: %w", err)
 		}
 		// PTTL answers -1 (no expiry) and -2 (gone) as such durations.
 		if ttl >= 0 && ttl < s.ttl-s.slack {
@@ -146,16 +147,10 @@ func (s *Store) lookup(ctx context.Context, token string, refresh bool) (domain.
 			// trip; its answer is not needed (were it lost, the session
 			// would merely lapse at its old expiry, and the next lookup
 			// past the slack sends it again).
-			bg := context.WithoutCancel(ctx)
-			redisbatch.Send(bg, s.lookups, redis.NewBoolCmd(bg, "pexpire", key, s.ttl.Milliseconds()))
-			refreshed = true
+			redisbatch.Send(ctx, s.lookups, redis.NewBoolCmd(ctx, "pexpire", key, s.ttl.Milliseconds()))
 		}
 	}
-	id, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || id <= 0 {
-		return 0, false, ports.ErrUnknownToken
-	}
-	return domain.UserID(id), refreshed, nil
+	return domain.UserID(id), nil
 }
 
 // Mint writes the hash the original's login writes (id, nickName, icon) and

@@ -95,3 +95,44 @@ func TestMintWritesTheOriginalsFieldsWithTTL(t *testing.T) {
 		})
 	}
 }
+
+// Without the cache (SECKILL_TOKEN_CACHE_TTL=0) and without the automatic
+// pipeliner (SECKILL_REDIS_AUTOPIPELINE=off) a lookup slides the expiry
+// itself, before it answers, as the original does per request; a session
+// well within its slack is not written.
+func TestUserIDWithRefreshSlidesALapsingSession(t *testing.T) {
+	for _, b := range testenv.Redises() {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx := context.Background()
+			rdb := b.Client(t)
+			prefix := testenv.KeyPrefix(t) + "login:token:"
+			s := redissession.New(rdb, redissession.Options{Prefix: prefix, Refresh: true})
+			lapsing, err := s.Mint(ctx, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh, err := s.Mint(ctx, 8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rdb.Expire(ctx, prefix+lapsing, 5*time.Second).Err(); err != nil {
+				t.Fatal(err)
+			}
+			// Within the slack: a TTL a little short of 30 minutes stays.
+			if err := rdb.Expire(ctx, prefix+fresh, 30*time.Minute-2*time.Second).Err(); err != nil {
+				t.Fatal(err)
+			}
+			for token, user := range map[string]int64{lapsing: 7, fresh: 8} {
+				if got, err := s.UserID(ctx, token); err != nil || int64(got) != user {
+					t.Fatalf("UserID = %d, %v; want %d", got, err, user)
+				}
+			}
+			if ttl := rdb.TTL(ctx, prefix+lapsing).Val(); ttl < 29*time.Minute {
+				t.Fatalf("lapsing session's TTL after a lookup = %s, want it back to 30m", ttl)
+			}
+			if ttl := rdb.TTL(ctx, prefix+fresh).Val(); ttl > 30*time.Minute-2*time.Second {
+				t.Fatalf("fresh session's TTL after a lookup = %s: it was written within the slack", ttl)
+			}
+		})
+	}
+}

@@ -282,7 +282,7 @@ func (t *Tracked) UserID(ctx context.Context, token string) (domain.UserID, erro
 	}
 	epoch := t.epoch(t.store.prefix + token)
 	seen := epoch.Load()
-	id, _, err := t.store.lookup(ctx, token, true)
+	id, err := t.store.lookup(ctx, token, true)
 	if err != nil {
 		return 0, err
 	}
