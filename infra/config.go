@@ -59,11 +59,16 @@ type Config struct {
 	MySQLDSN string `env:"SECKILL_MYSQL_DSN"`
 	DataDir  string `env:"SECKILL_DATA_DIR" envDefault:"./data"`
 
-	Queue         string        `env:"SECKILL_QUEUE" envDefault:"stream"`
-	QueueCapacity int           `env:"SECKILL_QUEUE_CAPACITY" envDefault:"65536"`
-	BatchSize     int           `env:"SECKILL_BATCH_SIZE" envDefault:"200"`
-	BatchLinger   time.Duration `env:"SECKILL_BATCH_LINGER" envDefault:"5ms"`
-	Workers       int           `env:"SECKILL_WORKERS" envDefault:"2"`
+	Queue         string `env:"SECKILL_QUEUE" envDefault:"stream"`
+	QueueCapacity int    `env:"SECKILL_QUEUE_CAPACITY" envDefault:"65536"`
+	// One worker writing batches of up to 500, lingering 20ms for a batch
+	// to fill: a commit costs MariaDB about 480µs of CPU whatever its size
+	// (plus about 4.7µs per row), and a second worker only splits the same
+	// voucher's orders into smaller batches that queue on its stock row
+	// lock. Measured in docs/BENCHMARKS.md ("Bigger batches, one writer").
+	BatchSize   int           `env:"SECKILL_BATCH_SIZE" envDefault:"500"`
+	BatchLinger time.Duration `env:"SECKILL_BATCH_LINGER" envDefault:"20ms"`
+	Workers     int           `env:"SECKILL_WORKERS" envDefault:"1"`
 
 	// Stream queue settings (SECKILL_QUEUE=stream).
 	Consumer      string        `env:"SECKILL_CONSUMER"` // default: derived from the host name
