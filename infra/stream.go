@@ -77,6 +77,7 @@ func provideStreamQueue(rdb redis.UniversalClient, c Config, log zerolog.Logger,
 		Consumer: c.Consumer,
 		Block:    c.StreamBlock,
 		MinIdle:  c.StreamMinIdle,
+		Linger:   c.BatchLinger,
 		Log:      log.With().Str("component", "stream").Logger(),
 	})
 	if err != nil {

@@ -69,6 +69,9 @@ const (
 	DefaultGroup   = "seckill"
 	DefaultBlock   = 200 * time.Millisecond
 	DefaultMinIdle = 30 * time.Second
+	// MaxLinger bounds Options.Linger: a linger is a batching delay, well
+	// below MinIdle and the lease renewal.
+	MaxLinger = time.Second
 )
 
 const (
@@ -99,6 +102,11 @@ type Options struct {
 	MinIdle time.Duration
 	// ClaimInterval is how often idle entries are looked for (default MinIdle/2).
 	ClaimInterval time.Duration
+	// Linger: after a read of new entries that returned fewer than asked
+	// for, the next one waits until Linger has passed since it began, so a
+	// batch gathers what arrives meanwhile (default 0: read at once). A read
+	// that comes back full is followed at once. At most MaxLinger.
+	Linger time.Duration
 	// DeadLetter is the stream that keeps entries set aside for an operator
 	// (default Prefix+"dead-letter"). It is never trimmed.
 	DeadLetter string
@@ -133,6 +141,9 @@ type Queue struct {
 	wake      chan struct{} // a Publish nudges a Receive waiting for its first stream
 	stopRenew context.CancelFunc
 	renewed   chan struct{} // closed when the renewal loop has stopped
+
+	// after is time.After; a test swaps it to hold a linger open.
+	after func(time.Duration) <-chan time.Time
 }
 
 // readState is what the one running Receive works with; no lock guards it.
@@ -141,6 +152,9 @@ type readState struct {
 	nextDiscover time.Time
 	nextCollect  time.Time
 	rotate       int // which group of streams the next blocking read waits on
+	// shortReadAt is when the last read of new entries that came back short
+	// began (zero after a full one): the next read lingers from there.
+	shortReadAt time.Time
 	// discoveredAfterClose: the one discovery a closed queue makes is done.
 	discoveredAfterClose bool
 }
@@ -186,6 +200,9 @@ func New(rdb redis.UniversalClient, opts Options) (*Queue, error) {
 	case opts.ClaimInterval < 0:
 		return nil, fmt.Errorf("redisstream: ClaimInterval %s must not be negative", opts.ClaimInterval)
 	}
+	if opts.Linger < 0 || opts.Linger > MaxLinger {
+		return nil, fmt.Errorf("redisstream: Linger %s must be within 0..%s", opts.Linger, MaxLinger)
+	}
 	if opts.DeadLetter == "" {
 		opts.DeadLetter = redisschema.DeadLetter(opts.Prefix)
 	}
@@ -206,6 +223,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Queue, error) {
 		done:       make(chan struct{}),
 		wake:       make(chan struct{}, 1),
 		renewed:    make(chan struct{}),
+		after:      time.After,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	q.stopRenew = cancel

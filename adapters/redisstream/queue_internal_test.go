@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,6 +52,8 @@ func TestNewValidatesOptions(t *testing.T) {
 		{name: "negative_block", opts: Options{Consumer: "c1", Block: -time.Second}, wantErr: "Block"},
 		{name: "tiny_min_idle", opts: Options{Consumer: "c1", MinIdle: time.Millisecond}, wantErr: "MinIdle"},
 		{name: "negative_claim_interval", opts: Options{Consumer: "c1", ClaimInterval: -1}, wantErr: "ClaimInterval"},
+		{name: "negative_linger", opts: Options{Consumer: "c1", Linger: -time.Millisecond}, wantErr: "Linger"},
+		{name: "linger_above_max", opts: Options{Consumer: "c1", Linger: MaxLinger + time.Millisecond}, wantErr: "Linger"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -493,4 +496,104 @@ func TestStreamStates(t *testing.T) {
 		t.Fatalf("draining to %q, want 5-0", s.drainTo)
 	}
 	step("drained", s.drained, stateDrained, true)
+}
+
+// A read of new entries that comes back short makes the next one wait out
+// the linger, so what arrives meanwhile is one batch; a full read is
+// followed at once, so a backlog is not slowed down.
+func TestAShortReadMakesTheNextReadLinger(t *testing.T) {
+	for _, b := range testenv.Redises() {
+		t.Run(b.Name, func(t *testing.T) {
+			rdb := b.Client(t)
+			const linger = 500 * time.Millisecond
+			q := newTestQueue(t, rdb, testenv.KeyPrefix(t), func(o *Options) { o.Linger = linger })
+			var (
+				holding  atomic.Bool
+				waits    atomic.Int64
+				lingered = make(chan time.Duration, 1)
+				release  = make(chan time.Time)
+			)
+			q.after = func(d time.Duration) <-chan time.Time {
+				waits.Add(1)
+				if holding.Load() {
+					lingered <- d
+					return release
+				}
+				now := make(chan time.Time, 1)
+				now <- time.Now()
+				return now
+			}
+			ctx := context.Background()
+			publish := func(ids ...int) {
+				t.Helper()
+				for _, id := range ids {
+					if err := q.Publish(ctx, order(t, id, 7)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			receive := func(max int) []ports.Delivery {
+				t.Helper()
+				ds, err := q.Receive(ctx, max)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := q.Ack(ctx, ds); err != nil {
+					t.Fatal(err)
+				}
+				return ds
+			}
+
+			publish(1)
+			if ds := receive(10); len(ds) != 1 {
+				t.Fatalf("first read got %d entries, want 1", len(ds))
+			}
+			// The read was short: the next one lingers, and what is
+			// published meanwhile comes back as one batch.
+			holding.Store(true)
+			type result struct {
+				ds  []ports.Delivery
+				err error
+			}
+			got := make(chan result, 1)
+			go func() {
+				ds, err := q.Receive(ctx, 10)
+				got <- result{ds, err}
+			}()
+			select {
+			case d := <-lingered:
+				if d <= 0 || d > linger {
+					t.Fatalf("lingered %s, want within (0, %s]", d, linger)
+				}
+			case r := <-got:
+				t.Fatalf("the read after a short one did not linger: got %d entries, %v", len(r.ds), r.err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the read after a short one neither lingered nor returned")
+			}
+			publish(2, 3)
+			holding.Store(false)
+			close(release)
+			r := <-got
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if len(r.ds) != 2 || r.ds[0].Order.ID() != 2 || r.ds[1].Order.ID() != 3 {
+				t.Fatalf("after the linger got %v, want orders 2 and 3 in one batch", r.ds)
+			}
+			if err := q.Ack(ctx, r.ds); err != nil {
+				t.Fatal(err)
+			}
+
+			// Full reads are followed at once.
+			publish(4, 5, 6, 7)
+			receive(2) // lingers after the short read above
+			before := waits.Load()
+			if ds := receive(2); len(ds) != 2 || ds[0].Order.ID() != 6 {
+				t.Fatalf("second full read got %v, want orders 6 and 7", ds)
+			}
+			if n := waits.Load() - before; n != 0 {
+				t.Fatalf("a read after a full one lingered %d times, want none", n)
+			}
+		})
+	}
 }

@@ -138,9 +138,16 @@ func (q *Queue) readNew(ctx context.Context, max int) error {
 		q.idle(ctx)
 		return nil
 	}
+	if !q.linger(ctx) {
+		return nil // closed or cancelled while lingering: the caller looks again
+	}
+	read := time.Now()
+	var n int
+	defer func() { q.rd.shortReadAt = shortRead(n, max, read) }()
 	groups := q.readGroups(ss)
 	if len(groups) == 1 {
 		res, err := q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(ss), max, q.opts.Block)).Result()
+		n = countEntries(res)
 		return q.acceptNew(ctx, ss, res, err)
 	}
 
@@ -154,6 +161,7 @@ func (q *Queue) readNew(ctx context.Context, max int) error {
 	for i, c := range cmds {
 		res, err := c.Result()
 		got = got || len(res) > 0
+		n += countEntries(res)
 		if err := q.acceptNew(ctx, groups[i], res, err); err != nil {
 			return err
 		}
@@ -164,7 +172,48 @@ func (q *Queue) readNew(ctx context.Context, max int) error {
 	g := groups[q.rd.rotate%len(groups)]
 	q.rd.rotate++
 	res, err := q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(g), max, q.opts.Block)).Result()
+	n = countEntries(res)
 	return q.acceptNew(ctx, g, res, err)
+}
+
+// linger waits, after a read of new entries that came back short, until
+// Options.Linger has passed since that read began, so that what arrives in
+// between is read as one batch (and written to the database in one
+// transaction) instead of one batch per read. It reports false when Close or
+// ctx cut the wait short.
+func (q *Queue) linger(ctx context.Context) bool {
+	if q.opts.Linger <= 0 || q.rd.shortReadAt.IsZero() {
+		return true
+	}
+	wait := time.Until(q.rd.shortReadAt.Add(q.opts.Linger))
+	if wait <= 0 {
+		return true
+	}
+	select {
+	case <-q.after(wait):
+		return true
+	case <-q.done:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// shortRead is the readState's shortReadAt after a read that began at start
+// and returned n entries of the max asked for: zero when it was full (the
+// next read goes at once: a backlog is read as fast as it is written).
+func shortRead(n, max int, start time.Time) time.Time {
+	if n >= max {
+		return time.Time{}
+	}
+	return start
+}
+
+func countEntries(res []redis.XStream) int {
+	n := 0
+	for _, r := range res {
+		n += len(r.Messages)
+	}
+	return n
 }
 
 // newEntriesOf is XREADGROUP's STREAMS argument for the entries of ss never
