@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -77,6 +78,16 @@ type Gate struct {
 	claims    redis.UniversalClient
 	prefix    string
 	retention time.Duration
+
+	// last holds the key names of the voucher looked up last: a sale's
+	// claims are for one voucher, and building its names on every claim
+	// (six strings) cost about 1% of a claim's CPU.
+	last atomic.Pointer[voucherKeys]
+}
+
+type voucherKeys struct {
+	id   domain.VoucherID
+	keys redisschema.Keys
 }
 
 var _ ports.StockGate = (*Gate)(nil)
@@ -102,7 +113,14 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 	return &Gate{rdb: rdb, claims: opts.Claims, prefix: opts.Prefix, retention: opts.Retention}
 }
 
-func (g *Gate) keys(id domain.VoucherID) redisschema.Keys { return redisschema.KeysFor(g.prefix, id) }
+func (g *Gate) keys(id domain.VoucherID) redisschema.Keys {
+	if l := g.last.Load(); l != nil && l.id == id {
+		return l.keys
+	}
+	k := redisschema.KeysFor(g.prefix, id)
+	g.last.Store(&voucherKeys{id: id, keys: k})
+	return k
+}
 
 func (g *Gate) expireAt(s domain.Sale) time.Time { return s.End().Add(g.retention) }
 

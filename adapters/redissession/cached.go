@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
-
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -29,11 +27,10 @@ type CacheOptions struct {
 // kept: caching "unknown" would make a freshly minted token fail for up to
 // TTL, and would let random tokens fill the cache.
 //
-// The underlying expirable LRU runs one cleanup goroutine for the life of the
-// process, so make one Cached per process, not per request.
+// Make one Cached per process, not per request: the cache is its state.
 type Cached struct {
 	next  ports.Sessions
-	cache *expirable.LRU[string, domain.UserID]
+	cache *ttlCache
 }
 
 var _ ports.Sessions = (*Cached)(nil)
@@ -49,7 +46,7 @@ func NewCached(next ports.Sessions, opts CacheOptions) *Cached {
 	if opts.TTL <= 0 {
 		opts.TTL = DefaultCacheTTL
 	}
-	return &Cached{next: next, cache: expirable.NewLRU[string, domain.UserID](opts.Size, nil, opts.TTL)}
+	return &Cached{next: next, cache: newTTLCache(opts.Size, opts.TTL)}
 }
 
 func (c *Cached) UserID(ctx context.Context, token string) (domain.UserID, error) {

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmdp-go/seckill/domain"
@@ -47,7 +46,7 @@ import (
 type Tracked struct {
 	store  *Store
 	period time.Duration
-	cache  *expirable.LRU[string, domain.UserID]
+	cache  *ttlCache
 
 	// epochs count the reports per shard of keys; a lookup caches its
 	// answer only if its key's shard saw none while it was in flight.
@@ -117,7 +116,7 @@ func NewTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 	t := &Tracked{
 		store:  store,
 		period: opts.Period,
-		cache:  expirable.NewLRU[string, domain.UserID](opts.Size, nil, opts.Period),
+		cache:  newTTLCache(opts.Size, opts.Period),
 	}
 	t.down.Store(int64(len(nodes)))
 	runCtx, cancel := context.WithCancel(context.Background())

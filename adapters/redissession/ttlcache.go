@@ -1,0 +1,57 @@
+package redissession
+
+import (
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/hmdp-go/seckill/domain"
+)
+
+// ttlCache is the token cache of Cached and Tracked: an LRU of at most size
+// tokens, each of which lapses ttl after it was added. The expiry is looked
+// at when an entry is read, not kept by a timer: expirable.LRU's per-entry
+// expiry buckets and cleanup goroutine cost about twice as much per miss
+// and add, which every user's first claim pays. A lapsed entry is never
+// returned; it stays until it is overwritten or the LRU pushes it out, so
+// the memory bound is size either way. Safe for concurrent use.
+type ttlCache struct {
+	lru *lru.Cache[string, ttlEntry]
+	ttl time.Duration
+	now func() time.Duration // monotonic; a test moves it by hand
+}
+
+type ttlEntry struct {
+	id      domain.UserID
+	expires time.Duration // on now's scale
+}
+
+// monotonicStart anchors ttlCache's clock: time.Since reads the monotonic
+// clock, so a change of the wall clock moves no expiry.
+var monotonicStart = time.Now()
+
+func sinceStart() time.Duration { return time.Since(monotonicStart) }
+
+func newTTLCache(size int, ttl time.Duration) *ttlCache {
+	c, err := lru.New[string, ttlEntry](size)
+	if err != nil {
+		panic("redissession: token cache size must be positive") // callers default it
+	}
+	return &ttlCache{lru: c, ttl: ttl, now: sinceStart}
+}
+
+func (c *ttlCache) Get(token string) (domain.UserID, bool) {
+	e, ok := c.lru.Get(token)
+	if !ok || c.now() >= e.expires {
+		return 0, false
+	}
+	return e.id, true
+}
+
+func (c *ttlCache) Add(token string, id domain.UserID) {
+	c.lru.Add(token, ttlEntry{id: id, expires: c.now() + c.ttl})
+}
+
+func (c *ttlCache) Remove(token string) { c.lru.Remove(token) }
+
+func (c *ttlCache) Purge() { c.lru.Purge() }

@@ -1,0 +1,91 @@
+package redissession
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/expirable"
+
+	"github.com/hmdp-go/seckill/domain"
+)
+
+func TestTTLCacheEntriesLapseTTLAfterTheirAdd(t *testing.T) {
+	var clock time.Duration
+	c := newTTLCache(2, 10*time.Second)
+	c.now = func() time.Duration { return clock }
+
+	c.Add("a", 1)
+	clock = 9 * time.Second
+	if id, ok := c.Get("a"); !ok || id != 1 {
+		t.Fatalf("Get(a) before its TTL = %d, %v; want 1, true", id, ok)
+	}
+	c.Add("b", 2) // added at 9s: lapses at 19s
+	clock = 10 * time.Second
+	if id, ok := c.Get("a"); ok {
+		t.Fatalf("Get(a) at its TTL = %d, want a miss", id)
+	}
+	if id, ok := c.Get("b"); !ok || id != 2 {
+		t.Fatalf("Get(b) = %d, %v; want 2, true", id, ok)
+	}
+	// Adding again restarts the TTL.
+	c.Add("a", 3)
+	clock = 19 * time.Second
+	if _, ok := c.Get("b"); ok {
+		t.Fatal("b outlived its TTL")
+	}
+	if id, ok := c.Get("a"); !ok || id != 3 {
+		t.Fatalf("Get(a) after it was added again = %d, %v; want 3, true", id, ok)
+	}
+}
+
+func TestTTLCacheIsBoundedAndForgetsOnRequest(t *testing.T) {
+	c := newTTLCache(3, time.Hour)
+	for i := 1; i <= 4; i++ {
+		c.Add(fmt.Sprint("t", i), domain.UserID(i))
+	}
+	if _, ok := c.Get("t1"); ok {
+		t.Fatal("the least recently used token stayed past the size bound")
+	}
+	for i := 2; i <= 4; i++ {
+		if id, ok := c.Get(fmt.Sprint("t", i)); !ok || id != domain.UserID(i) {
+			t.Fatalf("Get(t%d) = %d, %v", i, id, ok)
+		}
+	}
+	c.Remove("t3")
+	if _, ok := c.Get("t3"); ok {
+		t.Fatal("a removed token is still answered")
+	}
+	c.Purge()
+	if _, ok := c.Get("t4"); ok {
+		t.Fatal("a purged token is still answered")
+	}
+}
+
+// BenchmarkTokenCacheFirstRequest is what every user's first claim costs the
+// cache: a miss, then an add (ttlCache against the expirable.LRU it
+// replaced: 350-370 against 740-820 ns/op here).
+func BenchmarkTokenCacheFirstRequest(b *testing.B) {
+	tokens := make([]string, 1<<20)
+	for i := range tokens {
+		tokens[i] = fmt.Sprintf("%032x", i)
+	}
+	b.Run("ttlCache", func(b *testing.B) {
+		c := newTTLCache(DefaultCacheSize, DefaultCacheTTL)
+		for i := 0; b.Loop(); i++ {
+			tok := tokens[i&(len(tokens)-1)]
+			if _, ok := c.Get(tok); !ok {
+				c.Add(tok, domain.UserID(i))
+			}
+		}
+	})
+	b.Run("expirable", func(b *testing.B) {
+		c := expirable.NewLRU[string, domain.UserID](DefaultCacheSize, nil, DefaultCacheTTL)
+		for i := 0; b.Loop(); i++ {
+			tok := tokens[i&(len(tokens)-1)]
+			if _, ok := c.Get(tok); !ok {
+				c.Add(tok, domain.UserID(i))
+			}
+		}
+	})
+}
