@@ -67,7 +67,7 @@ type IDs struct {
 	// a stalled Redis holds no claim past its budget.
 	lock chan struct{}
 	mu   sync.Mutex // guards unused only
-	day  string     // the UTC day of the lease, as in the counter key
+	day  date       // the UTC day of the lease (its counter key's name)
 	next int64      // next sequence to hand out
 	last int64      // last sequence of the lease
 	// unused holds IDs handed back by refused claims, reissued first. They
@@ -125,9 +125,10 @@ func (g *IDs) Next(ctx context.Context) (domain.OrderID, error) {
 	}
 	defer func() { <-g.lock }()
 	now := g.clock.Now().UTC()
-	day := now.Format("2006:01:02")
-	if day != g.day || g.next > g.last {
-		if err := g.lease(ctx, day); err != nil {
+	// Compared as a date, formatted only for a lease: a claim then costs no
+	// string.
+	if day := dateOf(now); day != g.day || g.next > g.last {
+		if err := g.lease(ctx, day, now.Format("2006:01:02")); err != nil {
 			return 0, err
 		}
 	}
@@ -147,8 +148,20 @@ func (g *IDs) Unused(id domain.OrderID) {
 	}
 }
 
-func (g *IDs) lease(ctx context.Context, day string) error {
-	key := g.prefix + day
+// date is a UTC calendar day.
+type date struct {
+	year  int
+	month time.Month
+	day   int
+}
+
+func dateOf(t time.Time) date {
+	y, m, d := t.Date()
+	return date{y, m, d}
+}
+
+func (g *IDs) lease(ctx context.Context, day date, name string) error {
+	key := g.prefix + name
 	// EXPIRE rides along with every lease, so a crash after the first INCRBY
 	// cannot leave a counter without a TTL.
 	// Sent one after the other, not together: a pipeliner that runs batches

@@ -119,3 +119,15 @@ func TestIDsRefuseAClockOutsideTheIDRange(t *testing.T) {
 		t.Fatal("issued an id before the 2022 epoch")
 	}
 }
+
+// TestIDsFromALeaseAllocateNothing: an id handed out of a lease already held
+// costs no allocation (the day is compared as a date, and formatted only
+// for a lease).
+func TestIDsFromALeaseAllocateNothing(t *testing.T) {
+	_, rdb := testenv.MiniRedis(t)
+	g := redisgate.NewIDs(rdb, redisgate.IDOptions{Block: 1 << 20})
+	next(t, g) // takes the lease
+	if n := testing.AllocsPerRun(1000, func() { next(t, g) }); n != 0 {
+		t.Fatalf("%.1f allocations per id from a held lease, want 0", n)
+	}
+}
