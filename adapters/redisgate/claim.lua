@@ -26,11 +26,11 @@ end
 if tonumber(v[1]) <= 0 then
   return 'sold_out'
 end
-if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then
+-- HSETNX checks and reserves the user's mark in one call.
+if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then
   return 'duplicate'
 end
 redis.call('HINCRBY', KEYS[1], 'stock', -1)
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 -- Preheat deletes the buyers hash, so the first buyer creates it without a TTL.
 if redis.call('PTTL', KEYS[2]) == -1 then
   redis.call('PEXPIREAT', KEYS[2], tonumber(v[3]) + tonumber(ARGV[5]))
