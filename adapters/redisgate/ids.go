@@ -127,8 +127,8 @@ func (g *IDs) Next(ctx context.Context) (domain.OrderID, error) {
 	now := g.clock.Now().UTC()
 	// Compared as a date, formatted only for a lease: a claim then costs no
 	// string.
-	if day := dateOf(now); day != g.day || g.next > g.last {
-		if err := g.lease(ctx, day, now.Format("2006:01:02")); err != nil {
+	if dateOf(now) != g.day || g.next > g.last {
+		if err := g.lease(ctx, now); err != nil {
 			return 0, err
 		}
 	}
@@ -160,8 +160,9 @@ func dateOf(t time.Time) date {
 	return date{y, m, d}
 }
 
-func (g *IDs) lease(ctx context.Context, day date, name string) error {
-	key := g.prefix + name
+// lease takes a new block from the counter of now's UTC day.
+func (g *IDs) lease(ctx context.Context, now time.Time) error {
+	key := g.prefix + now.Format("2006:01:02")
 	// EXPIRE rides along with every lease, so a crash after the first INCRBY
 	// cannot leave a counter without a TTL.
 	// Sent one after the other, not together: a pipeliner that runs batches
@@ -190,7 +191,7 @@ func (g *IDs) lease(ctx context.Context, day date, name string) error {
 	if lo > math.MaxUint32 {
 		return fmt.Errorf("%w: %s", ErrSequenceExhausted, key)
 	}
-	g.day, g.next, g.last = day, lo, min(hi, math.MaxUint32)
+	g.day, g.next, g.last = dateOf(now), lo, min(hi, math.MaxUint32)
 	return nil
 }
 
