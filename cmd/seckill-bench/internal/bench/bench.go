@@ -116,8 +116,10 @@ type Options struct {
 	// Modes filters the modes of every scenario (nil: all of them).
 	Modes []Mode
 
-	// Rounds repeats every scenario, its modes interleaved (A B C, A B C...),
-	// so that a drift of the machine hits every mode alike; the table shows
+	// Rounds repeats every scenario, its modes interleaved and their order
+	// reversed every other round (A B C, C B A, A B C...), so that a drift
+	// of the machine hits every mode alike and no mode always runs right
+	// after another one's clean-up; the table shows
 	// each mode's median round and the targets judge the median of the
 	// per-round ratios. Default 1.
 	Rounds int
@@ -283,7 +285,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	for _, sc := range opts.Scenarios {
 		for round := 1; round <= opts.Rounds; round++ {
-			for _, m := range modesOf(sc) {
+			for _, m := range roundOrder(modesOf(sc), round) {
 				if !opts.wants(m) {
 					continue
 				}
@@ -312,6 +314,17 @@ func (e *env) runName(sc Scenario, m Mode, round int) string {
 		return fmt.Sprintf("%s/%s#%d", sc, m, round)
 	}
 	return string(sc) + "/" + string(m)
+}
+
+// roundOrder is the order of a scenario's modes in a round: as listed in odd
+// rounds, reversed in even ones.
+func roundOrder(modes []Mode, round int) []Mode {
+	if round%2 == 1 {
+		return modes
+	}
+	r := slices.Clone(modes)
+	slices.Reverse(r)
+	return r
 }
 
 func modesOf(sc Scenario) []Mode {

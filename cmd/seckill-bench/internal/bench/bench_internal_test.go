@@ -194,6 +194,22 @@ func TestTargetsTakeTheMedianOfPerRoundRatios(t *testing.T) {
 	}
 }
 
+// Every other round runs the modes in reverse, so no mode always runs first,
+// or right after the same other mode's clean-up; the listed order itself is
+// left alone.
+func TestRoundsAlternateTheOrderOfModes(t *testing.T) {
+	modes := modesOf(ScenarioWide)
+	want := map[int][]Mode{1: modes, 2: {ModeNoop, ModeCeiling, ModeStream, ModeChannel, ModeSync}, 3: modes}
+	for round, w := range want {
+		if got := roundOrder(modes, round); !slices.Equal(got, w) {
+			t.Fatalf("round %d runs %v, want %v", round, got, w)
+		}
+	}
+	if !slices.Equal(modes, ClaimModes) {
+		t.Fatalf("reversing a round reordered the scenario's own list: %v", modes)
+	}
+}
+
 func TestChartDrawsEveryMeasuredMode(t *testing.T) {
 	rep := &Report{Results: []Result{
 		{Scenario: ScenarioHot, Mode: ModeChannel, Status: "ok", HasClaims: true, ClaimsPerSec: 5000, Latency: Latency{P50: 1, P99: 5, P999: 9}},
