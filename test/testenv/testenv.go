@@ -66,6 +66,7 @@ func RealRedis(t testing.TB) *redis.Client {
 		t.Fatalf("parse %s: %v", RedisEnv, err)
 	}
 	opt.PoolSize = 64
+	opt.PoolTimeout = testPoolTimeout
 	c := redis.NewClient(opt)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -76,12 +77,22 @@ func RealRedis(t testing.TB) *redis.Client {
 	return c
 }
 
+// testPoolTimeout is how long a test's command may wait for one of the
+// client's connections. A stampede test parks thousands of goroutines on 64
+// connections per node, and go-redis's pool is not first come, first served:
+// on a loaded machine under -race, one unlucky waiter went past the default
+// (ReadTimeout + 1 s = 4 s) and its claim failed as "outcome unknown"
+// (TestStampedeOnOneBucketedVoucher, 2026-12-01, with two CPU hogs beside
+// it). The tests judge outcomes, not pool waits; the service's own claims
+// are bounded by their budget instead.
+const testPoolTimeout = 2 * time.Minute
+
 // RedisCluster connects to the cluster named by SECKILL_TEST_REDIS_CLUSTER_ADDRS
 // (or skips / fails, see package doc), once every master answers.
 func RedisCluster(t testing.TB) *redis.ClusterClient {
 	t.Helper()
 	seeds := strings.Split(required(t, RedisClusterEnv, "Redis Cluster"), ",")
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds, PoolSize: 64})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds, PoolSize: 64, PoolTimeout: testPoolTimeout})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() })
