@@ -82,9 +82,9 @@ func RealRedis(t testing.TB) *redis.Client {
 // connections per node, and go-redis's pool is not first come, first served:
 // on a loaded machine under -race, one unlucky waiter went past the default
 // (ReadTimeout + 1 s = 4 s) and its claim failed as "outcome unknown"
-// (TestStampedeOnOneBucketedVoucher, 2026-12-01, with two CPU hogs beside
-// it). The tests judge outcomes, not pool waits; the service's own claims
-// are bounded by their budget instead.
+// (TestStampedeOnOneBucketedVoucher in CI on 2026-12-01; it fails the same
+// way beside two CPU hogs). The tests judge outcomes, not pool waits; the
+// service's own claims are bounded by their budget instead.
 const testPoolTimeout = 2 * time.Minute
 
 // RedisCluster connects to the cluster named by SECKILL_TEST_REDIS_CLUSTER_ADDRS
