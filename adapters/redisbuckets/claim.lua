@@ -6,8 +6,9 @@
 -- already holds an order here ('duplicate': no transfer can change that); and
 -- a bucket a restore has frozen answers 'busy' (nothing changed, try again).
 -- KEYS[1] bucket hash (stock, begin, end), KEYS[2] buyers hash, KEYS[3] stream
--- ARGV[1] userId, ARGV[2] orderId, ARGV[3] retention ms, ARGV[4..] the order
--- message (redisschema.EncodeOrder).
+-- ARGV[1] userId, ARGV[2] orderId, ARGV[3] retention ms, ARGV[4] voucherId.
+-- The XADD's arguments are filled in by Go (redisschema.OrderScript) with the order
+-- message's fields and these arguments.
 local v = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end', 'frozen')
 if not v[1] then
   return 'not_found'
@@ -34,5 +35,5 @@ redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 if redis.call('PTTL', KEYS[2]) == -1 then
   redis.call('PEXPIREAT', KEYS[2], tonumber(v[3]) + tonumber(ARGV[3]))
 end
-redis.call('XADD', KEYS[3], '*', unpack(ARGV, 4))
+redis.call('XADD', KEYS[3], '*', ORDER_MESSAGE)
 return 'ok'

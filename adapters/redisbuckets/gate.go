@@ -26,8 +26,9 @@ import (
 
 var (
 	//go:embed claim.lua
-	claimLua    string
-	claimScript = redis.NewScript(claimLua)
+	claimLua string
+	// The message the script appends: id ARGV[2], userId ARGV[1], voucherId ARGV[4].
+	claimScript = redis.NewScript(redisschema.OrderScript(claimLua, "ARGV[2]", "ARGV[1]", "ARGV[4]"))
 	//go:embed take.lua
 	takeLua    string
 	takeScript = redis.NewScript(takeLua)
@@ -283,7 +284,7 @@ func answerErr(answer string, o domain.VoucherOrder) error {
 // the same format, so status queries find queued orders of either kind).
 func (g *Gate) claimOnce(ctx context.Context, bk redisschema.Keys, o domain.VoucherOrder, index bool) (string, error) {
 	keys := []string{bk.Voucher, bk.Buyers, bk.Orders}
-	args := append([]any{int64(o.UserID()), int64(o.ID()), g.opts.Retention.Milliseconds()}, redisschema.EncodeOrder(o)...)
+	args := []any{int64(o.UserID()), int64(o.ID()), g.opts.Retention.Milliseconds(), int64(o.VoucherID())}
 	pipe := g.rdb.Pipeline()
 	run := pipe.EvalSha(ctx, claimScript.Hash(), keys, args...)
 	if index {

@@ -3,9 +3,9 @@
 -- KEYS[2] buyers hash (userId -> orderId)
 -- KEYS[3] order stream (written only when ARGV[4] == '1')
 -- ARGV[1] userId, ARGV[2] orderId, ARGV[3] voucherId, ARGV[4] enqueue flag,
--- ARGV[5] retention in ms (the buyers hash expires at end + retention),
--- ARGV[6..] the order message as field, value pairs (redisschema.EncodeOrder),
--- written as given so that its layout is defined in Go only.
+-- ARGV[5] retention in ms (the buyers hash expires at end + retention).
+-- The XADD's arguments are filled in by Go (redisschema.OrderScript) with the order
+-- message's fields and these arguments, so its layout is defined in Go only.
 -- Returns 'ok' when reserved, or the code of the domain refusal (domain.Refusal:
 -- not_found, not_started, ended, sold_out, duplicate). Refusals are answers,
 -- not errors, so a caller can tell a business answer from a broken script.
@@ -36,6 +36,6 @@ if redis.call('PTTL', KEYS[2]) == -1 then
   redis.call('PEXPIREAT', KEYS[2], tonumber(v[3]) + tonumber(ARGV[5]))
 end
 if ARGV[4] == '1' then
-  redis.call('XADD', KEYS[3], '*', unpack(ARGV, 6))
+  redis.call('XADD', KEYS[3], '*', ORDER_MESSAGE)
 end
 return 'ok'

@@ -26,8 +26,9 @@ import (
 
 var (
 	//go:embed claim.lua
-	claimLua    string
-	claimScript = redis.NewScript(claimLua)
+	claimLua string
+	// The message the script appends: id ARGV[2], userId ARGV[1], voucherId ARGV[3].
+	claimScript = redis.NewScript(redisschema.OrderScript(claimLua, "ARGV[2]", "ARGV[1]", "ARGV[3]"))
 
 	//go:embed release.lua
 	releaseLua    string
@@ -200,11 +201,11 @@ func (g *Gate) Prefix() string { return g.prefix }
 func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder bool) error {
 	k := g.keys(o.VoucherID())
 	keys := []string{k.Voucher, k.Buyers, k.Orders}
-	args := []any{int64(o.UserID()), int64(o.ID()), int64(o.VoucherID()), "0", g.retention.Milliseconds()}
+	enqueue := "0"
 	if appendOrder {
-		args[3] = "1"
-		args = append(args, redisschema.EncodeOrder(o)...) // the message the script XADDs
+		enqueue = "1" // the script XADDs the order message (redisschema.OrderScript)
 	}
+	args := []any{int64(o.UserID()), int64(o.ID()), int64(o.VoucherID()), enqueue, g.retention.Milliseconds()}
 	// Built by hand, not with EvalSha: on the asynchronous pipeliner the
 	// typed method submits at once, and the claim wants both commands
 	// submitted together and then one bounded wait (redisbatch.Do).

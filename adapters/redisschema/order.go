@@ -4,15 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// The order message's fields, each a decimal integer. The claim script gets
-// them from EncodeOrder (it XADDs its ARGV tail as they are), so this is the
-// only place they are named.
+// The order message's fields, each a decimal integer. This is the only place
+// they are named: Go writes the message with EncodeOrder, and the claim
+// scripts are built with OrderScript.
 const (
 	FieldOrderID   = "id"
 	FieldUserID    = "userId"
@@ -26,14 +27,37 @@ var OrderFields = [...]string{FieldOrderID, FieldUserID, FieldVoucherID}
 // carry a valid order and will not on a second read (poison).
 var ErrBadOrderMessage = errors.New("not a valid order message")
 
-// EncodeOrder is the order message as field, value pairs for XADD (and for
-// the claim script's ARGV).
+// EncodeOrder is the order message as field, value pairs for XADD.
 func EncodeOrder(o domain.VoucherOrder) []any {
 	return []any{
 		FieldOrderID, int64(o.ID()),
 		FieldUserID, int64(o.UserID()),
 		FieldVoucherID, int64(o.VoucherID()),
 	}
+}
+
+// OrderMessage marks, in a claim script's source, where the order message's
+// XADD arguments go: redis.call('XADD', KEYS[3], '*', ORDER_MESSAGE).
+const OrderMessage = "ORDER_MESSAGE"
+
+// OrderScript renders a claim script: src with its one OrderMessage replaced
+// by the message's fields in EncodeOrder's order, each name quoted and each
+// value the Lua expression given for it (a script argument such as
+// "ARGV[2]", holding the ID's decimal string). The script then appends the
+// same message EncodeOrder writes, from the IDs the claim already passes, so
+// a claim sends no field names and no second copy of the IDs (six arguments
+// fewer), and the layout is still defined here alone. It panics unless src
+// holds OrderMessage exactly once: scripts are embedded, so that is a
+// mistake in the build, not in the input.
+func OrderScript(src, orderID, userID, voucherID string) string {
+	if n := strings.Count(src, OrderMessage); n != 1 {
+		panic(fmt.Sprintf("redisschema: a claim script must hold %s once, found %d", OrderMessage, n))
+	}
+	quote := func(f string) string { return "'" + f + "'" }
+	args := quote(FieldOrderID) + ", " + orderID + ", " +
+		quote(FieldUserID) + ", " + userID + ", " +
+		quote(FieldVoucherID) + ", " + voucherID
+	return strings.Replace(src, OrderMessage, args, 1)
 }
 
 // DecodeOrder turns a stream entry into the order it carries. The entry must

@@ -67,3 +67,37 @@ func TestEncodeOrderDecodesBack(t *testing.T) {
 		t.Fatalf("DecodeOrder(EncodeOrder(%v)) = %v, %v", o, back, err)
 	}
 }
+
+// A claim script built with OrderScript appends the message EncodeOrder
+// writes: the same fields in the same order, each value the script's
+// expression for that ID.
+func TestOrderScriptWritesEncodeOrdersLayout(t *testing.T) {
+	o, err := domain.NewVoucherOrder(77, 5, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exprOf := map[string]string{"77": "ARGV[2]", "5": "ARGV[1]", "7": "ARGV[3]"}
+	var want []string
+	enc := redisschema.EncodeOrder(o)
+	for i := 0; i < len(enc); i += 2 {
+		want = append(want, "'"+enc[i].(string)+"'", exprOf[fmt.Sprint(enc[i+1])])
+	}
+	got := redisschema.OrderScript("redis.call('XADD', KEYS[3], '*', ORDER_MESSAGE)\nreturn 'ok'", "ARGV[2]", "ARGV[1]", "ARGV[3]")
+	wantScript := "redis.call('XADD', KEYS[3], '*', " + strings.Join(want, ", ") + ")\nreturn 'ok'"
+	if got != wantScript {
+		t.Fatalf("rendered\n%s\nwant\n%s", got, wantScript)
+	}
+}
+
+func TestOrderScriptPanicsWithoutExactlyOnePlaceholder(t *testing.T) {
+	for _, src := range []string{"return 'ok'", "ORDER_MESSAGE ORDER_MESSAGE"} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("OrderScript(%q) did not panic", src)
+				}
+			}()
+			redisschema.OrderScript(src, "a", "b", "c")
+		}()
+	}
+}
