@@ -267,3 +267,26 @@ func TestReadWrkResults(t *testing.T) {
 		t.Error("an unreadable report was accepted")
 	}
 }
+
+// The cost lines say how busy the machine's cores were, so a run bound by
+// waiting (a closed loop short of the CPU) is told from one bound by the CPU.
+func TestCostsShowHowBusyTheCoresWere(t *testing.T) {
+	rep := &Report{Results: []Result{
+		{Scenario: ScenarioWide, Mode: ModeChannel, Round: 1, Status: "ok", HasClaims: true, Sent: 100, CPUPerRequestMicros: 50, MachineBusy: 0.834},
+		{Scenario: ScenarioWide, Mode: ModeCeiling, Round: 1, Status: "ok", HasClaims: true, Sent: 100, CPUPerRequestMicros: 40},
+	}}
+	var b strings.Builder
+	rep.writeCosts(&b)
+	lines := map[string]string{}
+	for _, l := range strings.Split(b.String(), "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			lines[f[0]] = l
+		}
+	}
+	if l := lines["wide/channel"]; !strings.HasSuffix(l, "µs, busy 83%") {
+		t.Errorf("channel line %q, want the cores 83%% busy", l)
+	}
+	if l := lines["wide/ceiling"]; !strings.HasSuffix(l, "µs, busy "+dash) {
+		t.Errorf("ceiling line %q, want no busy share (not measured)", l)
+	}
+}

@@ -57,6 +57,8 @@ type loadOutcome struct {
 	// others is the CPU that processes other than this one and the
 	// backends used meanwhile: another workload on the machine.
 	others time.Duration
+	// busy is the CPU every process on the machine used meanwhile.
+	busy time.Duration
 }
 
 type claimAnswer struct {
@@ -93,6 +95,7 @@ func (e *env) drive(ctx context.Context, label string, w *workload, base string,
 	out.backends = e.backendCPU().since(back0)
 	out.backends.LoadGen = loadGen
 	if sys := systemBusy() - sys0; sys > 0 {
+		out.busy = sys
 		out.others = max(0, sys-out.cpu-out.backends.total())
 	}
 	stopProfile()

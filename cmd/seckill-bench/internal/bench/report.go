@@ -493,7 +493,8 @@ func (rep *Report) WriteTable(w io.Writer) {
 // writeCosts shows where each request's time goes: Redis round trips, and
 // CPU per request of the bench process (load generator plus an in-process
 // service), of the service when it is a child process, of Redis and of MySQL.
-// On a 2-core machine their sum bounds the claims/s.
+// On a 2-core machine their sum bounds the claims/s; how busy the cores were
+// tells whether the run reached that bound or waited short of it.
 func (rep *Report) writeCosts(w io.Writer) {
 	header := false
 	for _, r := range rep.representative() {
@@ -501,7 +502,7 @@ func (rep *Report) writeCosts(w io.Writer) {
 			continue
 		}
 		if !header {
-			fmt.Fprintln(w, "\nPer request (per order for fulfil): Redis round trips of the service, and CPU µs of the bench process | child service | Redis | MySQL | wrk:")
+			fmt.Fprintln(w, "\nPer request (per order for fulfil): Redis round trips of the service, and CPU µs of the bench process | child service | Redis | MySQL | wrk, and the share of the cores busy:")
 			header = true
 		}
 		n := float64(r.Sent)
@@ -516,8 +517,12 @@ func (rep *Report) writeCosts(w io.Writer) {
 		if r.RedisTripsPerClaim > 0 {
 			trips = fmt.Sprintf("%.2f", r.RedisTripsPerClaim)
 		}
-		fmt.Fprintf(w, "  %-17s trips %-5s cpu %4.0f | %4.0f | %4.0f | %4.0f | %4.0f µs\n", r.label(), trips,
-			r.CPUPerRequestMicros, us(r.BackendCPU.Service), us(r.BackendCPU.Redis), us(r.BackendCPU.MySQL), us(r.BackendCPU.LoadGen))
+		busy := dash
+		if r.MachineBusy > 0 {
+			busy = fmt.Sprintf("%.0f%%", 100*r.MachineBusy)
+		}
+		fmt.Fprintf(w, "  %-17s trips %-5s cpu %4.0f | %4.0f | %4.0f | %4.0f | %4.0f µs, busy %s\n", r.label(), trips,
+			r.CPUPerRequestMicros, us(r.BackendCPU.Service), us(r.BackendCPU.Redis), us(r.BackendCPU.MySQL), us(r.BackendCPU.LoadGen), busy)
 	}
 }
 

@@ -48,6 +48,11 @@ type Result struct {
 	// OtherLoad is the share of the machine's cores that other processes
 	// used during the load; above a few percent the run was disturbed.
 	OtherLoad float64 `json:"other_load"`
+	// MachineBusy is the share of the machine's cores busy during the load
+	// (every process). Well under 1 on a closed loop means the requests
+	// spent their time waiting rather than computing: the run was bound by
+	// latency, and the CPU per request alone does not predict its claims/s.
+	MachineBusy float64 `json:"machine_busy,omitempty"`
 
 	HasDrain     bool    `json:"has_drain"`
 	DrainSeconds float64 `json:"drain_seconds,omitempty"`
@@ -110,6 +115,7 @@ func (r *Result) fromLoad(o *loadOutcome) {
 	}
 	if o.elapsed > 0 {
 		r.OtherLoad = o.others.Seconds() / (o.elapsed.Seconds() * float64(runtime.NumCPU()))
+		r.MachineBusy = o.busy.Seconds() / (o.elapsed.Seconds() * float64(runtime.NumCPU()))
 		if r.OtherLoad > otherLoadWarn {
 			r.note("%.0f%% of the machine went elsewhere during the load (other processes, or the hypervisor's steal): these numbers are disturbed", r.OtherLoad*100)
 		}
