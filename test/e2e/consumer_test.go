@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"context"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -23,7 +22,7 @@ func TestSecondInstanceUnderTheSameConsumerNameIsRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, "serve")
-	cmd.Env = append(append(os.Environ(), c.env...), "SECKILL_HTTP_ADDR="+freeAddr(t))
+	cmd.Env = append(append(baseEnv(), c.env...), "SECKILL_HTTP_ADDR="+freeAddr(t))
 	out, err := cmd.CombinedOutput()
 	if err == nil || ctx.Err() != nil {
 		t.Fatalf("a second instance named node-x started (err %v, ctx %v):\n%s", err, ctx.Err(), out)

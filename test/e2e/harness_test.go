@@ -136,6 +136,21 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// baseEnv is the environment a service under test starts from: this
+// process's, without any SECKILL_* variable, so a service is configured by
+// the test alone. A developer's shell that sets SECKILL_REDIS_URL (to run
+// the service, as the README says) made the Redis Cluster test's instances
+// refuse to start with both it and SECKILL_REDIS_CLUSTER_ADDRS set.
+func baseEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SECKILL_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
 // start runs the service with the cluster's environment plus env, and waits
 // until it is ready.
 func (c *cluster) start(name string, env ...string) *proc {
@@ -143,7 +158,7 @@ func (c *cluster) start(name string, env ...string) *proc {
 	t.Helper()
 	addr := freeAddr(t)
 	cmd := exec.Command(binary, "serve")
-	cmd.Env = append(append(append(os.Environ(), c.env...), "SECKILL_HTTP_ADDR="+addr), env...)
+	cmd.Env = append(append(append(baseEnv(), c.env...), "SECKILL_HTTP_ADDR="+addr), env...)
 	buf := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = buf, buf
 	if err := cmd.Start(); err != nil {
@@ -336,7 +351,7 @@ func (c *cluster) books(vid domain.VoucherID) books {
 // reconcile runs `seckill reconcile` with the cluster's environment.
 func (c *cluster) reconcile(vid domain.VoucherID, args ...string) (string, error) {
 	cmd := exec.Command(binary, append([]string{"reconcile", "--voucher", strconv.FormatInt(int64(vid), 10)}, args...)...)
-	cmd.Env = append(os.Environ(), c.env...)
+	cmd.Env = append(baseEnv(), c.env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

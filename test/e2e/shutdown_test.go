@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"net/http"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -72,7 +71,7 @@ func TestCommands(t *testing.T) {
 	c := newCluster(t)
 	run := func(args ...string) (string, error) {
 		cmd := exec.Command(binary, args...)
-		cmd.Env = append(os.Environ(), c.env...)
+		cmd.Env = append(baseEnv(), c.env...)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
@@ -131,7 +130,7 @@ func TestCommands(t *testing.T) {
 	t.Run("unknown_migrate_action_opens_no_database", func(t *testing.T) {
 		cmd := exec.Command(binary, "migrate", "bogus")
 		// A database that cannot answer: reaching it would show in the error.
-		cmd.Env = append(append(os.Environ(), c.env...), "SECKILL_MYSQL_DSN=root@tcp(127.0.0.1:1)/nope")
+		cmd.Env = append(append(baseEnv(), c.env...), "SECKILL_MYSQL_DSN=root@tcp(127.0.0.1:1)/nope")
 		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), `unknown migrate action "bogus"`) || strings.Contains(string(out), "database") {
 			t.Fatalf("migrate bogus: %v\n%s", err, out)
@@ -140,7 +139,7 @@ func TestCommands(t *testing.T) {
 	t.Run("commands_print_no_json_logs", func(t *testing.T) {
 		// The embedded database warns at open: the warning must read as text.
 		cmd := exec.Command(binary, "migrate", "up")
-		cmd.Env = append(append(os.Environ(), c.env...), "SECKILL_MYSQL_DSN=", "SECKILL_DATA_DIR="+t.TempDir())
+		cmd.Env = append(append(baseEnv(), c.env...), "SECKILL_MYSQL_DSN=", "SECKILL_DATA_DIR="+t.TempDir())
 		out, err := cmd.CombinedOutput()
 		if err != nil || strings.Contains(string(out), `{"level"`) || !strings.Contains(string(out), "embedded SQLite") {
 			t.Fatalf("migrate up on SQLite: %v\n%s", err, out)
@@ -148,7 +147,7 @@ func TestCommands(t *testing.T) {
 	})
 	t.Run("redis_down_is_one_clear_line", func(t *testing.T) {
 		cmd := exec.Command(binary, "serve")
-		cmd.Env = append(append(os.Environ(), c.env...), "SECKILL_REDIS_URL=redis://127.0.0.1:1/0")
+		cmd.Env = append(append(baseEnv(), c.env...), "SECKILL_REDIS_URL=redis://127.0.0.1:1/0")
 		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(lastLines(string(out), 1), "redis at 127.0.0.1:1 does not answer") {
 			t.Fatalf("serve with Redis down: %v\n%s", err, out)
@@ -159,7 +158,7 @@ func TestCommands(t *testing.T) {
 	})
 	t.Run("bad_config_names_the_variable", func(t *testing.T) {
 		cmd := exec.Command(binary, "serve")
-		cmd.Env = append(os.Environ(), "SECKILL_QUEUE=kafka")
+		cmd.Env = append(baseEnv(), "SECKILL_QUEUE=kafka")
 		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), "SECKILL_QUEUE") {
 			t.Fatalf("serve with a bad queue: %v\n%s", err, out)
