@@ -44,9 +44,10 @@ const OrderMessage = "ORDER_MESSAGE"
 // by the message's fields in EncodeOrder's order, each name quoted and each
 // value the Lua expression given for it (a script argument such as
 // "ARGV[2]", holding the ID's decimal string). The script then appends the
-// same message EncodeOrder writes, from the IDs the claim already passes, so
-// a claim sends no field names and no second copy of the IDs (six arguments
-// fewer), and the layout is still defined here alone. It panics unless src
+// same message EncodeOrder writes, from the IDs the claim passes anyway, so
+// a claim sends no field names and no second copy of the IDs (redisgate's
+// claim six arguments fewer, redisbuckets' five: it passes the voucher ID
+// now), and the layout is still defined here alone. It panics unless src
 // holds OrderMessage exactly once: scripts are embedded, so that is a
 // mistake in the build, not in the input.
 func OrderScript(src, orderID, userID, voucherID string) string {
