@@ -58,7 +58,7 @@ func provideSessions(rdb redis.UniversalClient, s *redissession.Store, c Config,
 	if c.TokenCacheTTL == 0 {
 		return s, func() {}, nil
 	}
-	t, err := redissession.NewTracked(ctx, rdb, s, redissession.TrackedOptions{Size: c.TokenCacheSize, Period: c.TokenCacheTTL})
+	t, err := redissession.NewTracked(ctx, rdb, s, redissession.TrackedOptions{Size: c.TokenCacheSize})
 	if errors.Is(err, redissession.ErrTrackingUnsupported) {
 		log.Warn().Err(err).Dur("bound", c.TokenCacheTTL).
 			Msg("session cache without invalidation: a revoked token keeps working on this instance for up to SECKILL_TOKEN_CACHE_TTL")
@@ -225,7 +225,7 @@ var commonSet = wire.NewSet(
 	application.NewSaleDashboard,
 	provideWorker,
 	provideHandler,
-	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Gate", "Buckets", "Tokens", "DB", "Redis", "Observability"),
+	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Gate", "Buckets", "Tokens", "Sessions", "DB", "Redis", "Observability"),
 )
 
 // channelSet: the in-process bounded channel, fed by the gate plus the channel.

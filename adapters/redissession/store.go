@@ -1,9 +1,11 @@
 // Package redissession resolves login tokens the way the original hmdp stores
 // them (the Redis hash login:token:<token>, field id) and mints such tokens for
 // development and load tests. Tracked puts an in-process cache in front that
-// Redis invalidates (CLIENT TRACKING), so a repeat request costs no Redis
-// round trip and a deleted token stops resolving everywhere as soon as Redis
-// reports it. Cached is the fallback for a Redis that cannot track (the
+// Redis invalidates (CLIENT TRACKING) and fills from the same reports (a
+// login is read back by every instance), so a request, even a user's first
+// after logging in, costs no Redis round trip for its session, and a deleted
+// token stops resolving everywhere as soon as Redis reports it. Cached is
+// the fallback for a Redis that cannot track (the
 // embedded miniredis); its bound: a token deleted or expired in Redis keeps
 // resolving, on an instance that cached it, for up to the cache's TTL.
 package redissession
@@ -97,7 +99,8 @@ func (s *Store) UserID(ctx context.Context, token string) (domain.UserID, error)
 	if token == "" || len(token) > maxTokenLen {
 		return 0, ports.ErrUnknownToken
 	}
-	return s.lookup(ctx, token, s.refresh)
+	id, _, err := s.lookup(ctx, token, s.refresh)
+	return id, err
 }
 
 // lookup reads the session's user; with refresh it also reads the
@@ -108,22 +111,69 @@ func (s *Store) UserID(ctx context.Context, token string) (domain.UserID, error)
 // and so from invalidating every tracking cache, on each request: a token is
 // written at most once per slack.
 //
+// With refresh, life is how long the session lives from now as far as this
+// lookup knows (TTL when it sent the refresh, TTL as well for a session
+// without expiry, 0 for one that is gone); without, it is 0 (unknown).
+//
 // The two reads are not one atomic step: a token deleted between them reads
 // as a user with no TTL (-2), which is not refreshed (and PEXPIRE on a key
 // that is gone writes nothing), and the deletion's invalidation keeps the
 // answer out of every cache.
-func (s *Store) lookup(ctx context.Context, token string, refresh bool) (domain.UserID, error) {
+func (s *Store) lookup(ctx context.Context, token string, refresh bool) (id domain.UserID, life time.Duration, err error) {
 	key := s.prefix + token
 	get := redis.NewStringCmd(ctx, "hget", key, "id")
 	var left *redis.DurationCmd
 	if refresh {
 		left = redis.NewDurationCmd(ctx, time.Millisecond, "pttl", key)
 		if err := redisbatch.Do(ctx, s.lookups, get, left); err != nil {
-			return 0, fmt.Errorf("look up session: %w", err)
+			return 0, 0, fmt.Errorf("look up session: %w", err)
 		}
 	} else if err := redisbatch.Do(ctx, s.lookups, get); err != nil {
-		return 0, fmt.Errorf("look up session: %w", err)
+		return 0, 0, fmt.Errorf("look up session: %w", err)
 	}
+	if id, err = parseUser(get); err != nil || !refresh {
+		return id, 0, err
+	}
+	ttl, err := left.Result()
+	if err != nil {
+		return 0, 0, fmt.Errorf("look up session: %w", err)
+	}
+	life = s.lifeOf(ttl)
+	// PTTL answers -1 (no expiry) and -2 (gone) as such durations.
+	if ttl >= 0 && ttl < s.ttl-s.slack {
+		// Sent, not awaited: on the automatic pipeliner it rides with
+		// the claim's own batch, so sliding the expiry adds no round
+		// trip; its answer is not needed (were it lost, the session
+		// would merely lapse at its old expiry, and the next lookup
+		// past the slack sends it again).
+		s.sendRefresh(ctx, key)
+		life = s.ttl
+	}
+	return id, life, nil
+}
+
+// sendRefresh pushes the session's expiry back to TTL from now, without
+// waiting for the answer.
+func (s *Store) sendRefresh(ctx context.Context, key string) {
+	redisbatch.Send(ctx, s.lookups, redis.NewBoolCmd(ctx, "pexpire", key, s.ttl.Milliseconds()))
+}
+
+// lifeOf reads a PTTL answer: how long the session lives from now, TTL
+// for one without expiry (-1), 0 for one that is gone (-2).
+func (s *Store) lifeOf(pttl time.Duration) time.Duration {
+	switch {
+	case pttl > 0:
+		return pttl
+	case pttl == -1: // go-redis keeps -1 and -2 unscaled
+		return s.ttl
+	default:
+		return 0
+	}
+}
+
+// parseUser reads an HGET of the session's id field: a positive user id,
+// or ErrUnknownToken for a missing session or a malformed id.
+func parseUser(get *redis.StringCmd) (domain.UserID, error) {
 	raw, err := get.Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, ports.ErrUnknownToken
@@ -134,21 +184,6 @@ func (s *Store) lookup(ctx context.Context, token string, refresh bool) (domain.
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id <= 0 {
 		return 0, ports.ErrUnknownToken
-	}
-	if refresh {
-		ttl, err := left.Result()
-		if err != nil {
-			return 0, fmt.Errorf("look up session: %w", err)
-		}
-		// PTTL answers -1 (no expiry) and -2 (gone) as such durations.
-		if ttl >= 0 && ttl < s.ttl-s.slack {
-			// Sent, not awaited: on the automatic pipeliner it rides with
-			// the claim's own batch, so sliding the expiry adds no round
-			// trip; its answer is not needed (were it lost, the session
-			// would merely lapse at its old expiry, and the next lookup
-			// past the slack sends it again).
-			redisbatch.Send(ctx, s.lookups, redis.NewBoolCmd(ctx, "pexpire", key, s.ttl.Milliseconds()))
-		}
 	}
 	return domain.UserID(id), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,17 +12,21 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmdp-go/seckill/adapters/redissession"
+	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 	"github.com/hmdp-go/seckill/test/testenv"
 )
 
 // commands counts what one instance sends to Redis, but a new connection's
 // handshake (the pipeliner opens one per node on first use).
-type commands struct{ all atomic.Int64 }
+type commands struct{ all, pexpire atomic.Int64 }
 
 func (c *commands) add(cmd redis.Cmder) {
 	switch cmd.Name() {
-	case "hello", "client", "auth", "select", "ping", "readonly":
+	case "hello", "client", "auth", "select", "ping", "readonly", "cluster":
+	case "pexpire":
+		c.pexpire.Add(1)
+		c.all.Add(1)
 	default:
 		c.all.Add(1)
 	}
@@ -48,7 +53,7 @@ type instance struct {
 	sent     *commands
 }
 
-func newInstance(t *testing.T, connect func(testing.TB) redis.UniversalClient, prefix string, period time.Duration) instance {
+func newInstance(t *testing.T, connect func(testing.TB) redis.UniversalClient, prefix string, opts redissession.TrackedOptions) instance {
 	t.Helper()
 	rdb := connect(t)
 	sent := &commands{}
@@ -64,7 +69,7 @@ func newInstance(t *testing.T, connect func(testing.TB) redis.UniversalClient, p
 		rdb.AddHook(sent)
 	}
 	store := redissession.New(rdb, redissession.Options{Prefix: prefix, Lookups: testenv.AutoPipelined(t, rdb, true)})
-	tr, err := redissession.NewTracked(context.Background(), rdb, store, redissession.TrackedOptions{Period: period})
+	tr, err := redissession.NewTracked(context.Background(), rdb, store, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +93,8 @@ func TestTrackedRevokesOnEveryInstance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a := newInstance(t, b.Client, prefix, time.Hour)
-			other := newInstance(t, b.Client, prefix, time.Hour)
+			a := newInstance(t, b.Client, prefix, redissession.TrackedOptions{})
+			other := newInstance(t, b.Client, prefix, redissession.TrackedOptions{})
 			for _, in := range []instance{a, other} {
 				if u, err := in.sessions.UserID(ctx, token); err != nil || u != 42 {
 					t.Fatalf("first lookup: %d, %v", u, err)
@@ -125,12 +130,12 @@ func TestTrackedRevokesOnEveryInstance(t *testing.T) {
 	}
 }
 
-// TestTrackedSlidesExpiryOncePerPeriod: a lookup that misses pushes a
-// lapsing session's expiry back to its TTL in the same round trip (as hmdp's
-// RefreshTokenInterceptor does per request); after that write's report, one
-// more lookup (no write) and the requests that follow within the period
-// cost nothing at all.
-func TestTrackedSlidesExpiryOncePerPeriod(t *testing.T) {
+// TestTrackedSlidesExpiryOnAMiss: a lookup that misses pushes a lapsing
+// session's expiry back to its TTL in the same round trip (as hmdp's
+// RefreshTokenInterceptor does per request); that write's report makes the
+// instance read the session back (two commands, no write: the TTL is
+// fresh), and the requests that follow cost nothing at all.
+func TestTrackedSlidesExpiryOnAMiss(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
 			prefix := testenv.Unique("login:token:")
@@ -148,7 +153,7 @@ func TestTrackedSlidesExpiryOncePerPeriod(t *testing.T) {
 			if err := setup.Expire(ctx, key, 5*time.Second).Err(); err != nil {
 				t.Fatal(err)
 			}
-			in := newInstance(t, b.Client, prefix, time.Hour)
+			in := newInstance(t, b.Client, prefix, redissession.TrackedOptions{})
 			// Opens the pipeliner's connection (its handshake would be
 			// counted below); an unknown token writes nothing.
 			if _, err := in.sessions.UserID(ctx, "warm-up"); !errors.Is(err, ports.ErrUnknownToken) {
@@ -159,33 +164,188 @@ func TestTrackedSlidesExpiryOncePerPeriod(t *testing.T) {
 				t.Fatalf("lookup: %d, %v", u, err)
 			}
 			// The refresh is sent without being waited for (it rides with
-			// the pipeliner's next batch): the lookup costs one round trip,
-			// and the expiry is pushed back by three commands in all.
-			// (The hook counts a batch once its replies are read, which may be
-			// after Redis applied it: wait for both.)
+			// the pipeliner's next batch). Its report evicts the token and
+			// the instance reads it back: HGET and PTTL, then PEXPIRE, then
+			// HGET and PTTL again. (The hook counts a batch once its replies
+			// are read: wait for all of it.)
 			testenv.Eventually(t, 2*time.Second, func() (bool, string) {
 				ttl := setup.TTL(ctx, key).Val() // not through in.rdb, whose commands are counted
-				n := in.sent.all.Load() - sentBefore
-				return ttl >= 29*time.Minute && n >= 3, fmt.Sprintf("TTL after a request = %s (want it back to 30m), %d commands sent", ttl, n)
+				return ttl >= 29*time.Minute && in.sessions.Prefetched() >= 1,
+					fmt.Sprintf("TTL after a request = %s (want it back to 30m), %d sessions read back", ttl, in.sessions.Prefetched())
 			})
-			if n := in.sent.all.Load() - sentBefore; n != 3 {
-				t.Fatalf("a missing lookup of a lapsing session sent %d commands, want 3 (HGET and PTTL together, then PEXPIRE)", n)
-			}
-			// The refresh is a write, reported to every cache (this one
-			// too): it evicts, and the next request looks up once more,
-			// without writing (the TTL is fresh), and caches.
 			testenv.Eventually(t, 2*time.Second, func() (bool, string) {
-				return in.sessions.Reports() >= 1, "the refresh has not been reported"
+				n := in.sent.all.Load() - sentBefore
+				return n >= 5, fmt.Sprintf("%d commands counted", n)
 			})
+			if n, p := in.sent.all.Load()-sentBefore, in.sent.pexpire.Load(); n != 5 || p != 1 {
+				t.Fatalf("a missing lookup of a lapsing session and its read-back sent %d commands (%d PEXPIRE), want 5 (1)", n, p)
+			}
 			before := in.sent.all.Load()
 			for i := 0; i < 100; i++ {
 				if u, err := in.sessions.UserID(ctx, token); err != nil || u != 7 {
 					t.Fatalf("lookup %d: %d, %v", i, u, err)
 				}
 			}
-			if n := in.sent.all.Load() - before; n > 2 {
-				t.Fatalf("100 lookups within the period sent %d commands, want at most 2 (one HGET and PTTL, no refresh)", n)
+			if n := in.sent.all.Load() - before; n != 0 {
+				t.Fatalf("100 lookups of a fresh session sent %d commands, want 0", n)
 			}
+		})
+	}
+}
+
+// TestTrackedSlidesExpiryOnAHit: a session read from memory whose expiry is
+// more than the slack behind TTL gets one PEXPIRE for a burst of requests,
+// without a round trip of theirs; the instance then reads the session back
+// with its new expiry and sends nothing more.
+func TestTrackedSlidesExpiryOnAHit(t *testing.T) {
+	for _, b := range testenv.RealRedisBackends() {
+		t.Run(b.Name, func(t *testing.T) {
+			prefix := testenv.Unique("login:token:")
+			ctx := context.Background()
+			in := newInstance(t, b.Client, prefix, redissession.TrackedOptions{})
+			// A session with 20 s left, written while the instance listens:
+			// it is read back and cached with that expiry.
+			setup := b.Client(t)
+			token := redissession.NewToken()
+			key := prefix + token
+			if _, err := setup.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				p.HSet(ctx, key, "id", 8)
+				p.PExpire(ctx, key, 20*time.Second)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			testenv.Eventually(t, 2*time.Second, func() (bool, string) {
+				return in.sessions.Prefetched() >= 1, "the login was not read back"
+			})
+			before := in.sent.all.Load()
+			for i := 0; i < 100; i++ {
+				if u, err := in.sessions.UserID(ctx, token); err != nil || u != 8 {
+					t.Fatalf("lookup %d: %d, %v", i, u, err)
+				}
+			}
+			testenv.Eventually(t, 2*time.Second, func() (bool, string) {
+				ttl := setup.TTL(ctx, key).Val()
+				return ttl >= 29*time.Minute && in.sessions.Prefetched() >= 2,
+					fmt.Sprintf("TTL after 100 requests = %s (want it back to 30m), %d sessions read back", ttl, in.sessions.Prefetched())
+			})
+			if p := in.sent.pexpire.Load(); p != 1 {
+				t.Fatalf("100 requests of a lapsing session sent %d PEXPIRE, want 1", p)
+			}
+			// Commands are counted as they are sent, so once the read-back
+			// is cached every command of the burst has been counted: the
+			// PEXPIRE, the read-back's HGET and PTTL, and the same two for
+			// each request that fell between the refresh's report and the
+			// read-back (it looked the session up, without writing).
+			mid := in.sent.all.Load()
+			t.Logf("100 requests of a lapsing session and the read-back sent %d commands", mid-before)
+			for i := 0; i < 100; i++ {
+				if u, err := in.sessions.UserID(ctx, token); err != nil || u != 8 {
+					t.Fatalf("lookup %d after the refresh: %d, %v", i, u, err)
+				}
+			}
+			if n := in.sent.all.Load() - mid; n != 0 {
+				t.Fatalf("100 requests of a refreshed session sent %d commands, want 0", n)
+			}
+		})
+	}
+}
+
+// TestTrackedPrefetchesALoginOnEveryInstance: a login written while the
+// instances listen is read back by each, so the user's first request costs
+// no Redis anywhere; revoking it still works at once.
+func TestTrackedPrefetchesALoginOnEveryInstance(t *testing.T) {
+	for _, b := range testenv.RealRedisBackends() {
+		t.Run(b.Name, func(t *testing.T) {
+			prefix := testenv.Unique("login:token:")
+			ctx := context.Background()
+			a := newInstance(t, b.Client, prefix, redissession.TrackedOptions{})
+			other := newInstance(t, b.Client, prefix, redissession.TrackedOptions{})
+			setup := b.Client(t)
+			const users = 300 // more than one prefetch batch
+			tokens := make([]string, users)
+			for i := range tokens {
+				tok, err := redissession.New(setup, redissession.Options{Prefix: prefix}).Mint(ctx, domain.UserID(i+1))
+				if err != nil {
+					t.Fatal(err)
+				}
+				tokens[i] = tok
+			}
+			for _, in := range []instance{a, other} {
+				testenv.Eventually(t, 5*time.Second, func() (bool, string) {
+					return in.sessions.Prefetched() >= users, fmt.Sprintf("%d of %d logins read back", in.sessions.Prefetched(), users)
+				})
+				before := in.sent.all.Load()
+				for i, tok := range tokens {
+					if u, err := in.sessions.UserID(ctx, tok); err != nil || u != domain.UserID(i+1) {
+						t.Fatalf("first request of user %d: %d, %v", i+1, u, err)
+					}
+				}
+				if n := in.sent.all.Load() - before; n != 0 {
+					t.Fatalf("%d users' first requests sent %d commands, want 0", users, n)
+				}
+			}
+			if err := setup.Del(ctx, prefix+tokens[0]).Err(); err != nil {
+				t.Fatal(err)
+			}
+			for _, in := range []instance{a, other} {
+				testenv.Eventually(t, 2*time.Second, func() (bool, string) {
+					_, err := in.sessions.UserID(ctx, tokens[0])
+					return errors.Is(err, ports.ErrUnknownToken), fmt.Sprintf("revoked token still resolves (%v)", err)
+				})
+			}
+		})
+	}
+}
+
+// TestTrackedPrefetchRacingARevocationCachesNothing: a token deleted after
+// a prefetch read it, and reported before the prefetch caches it, must not
+// be cached (it would resolve until the session's expiry).
+func TestTrackedPrefetchRacingARevocationCachesNothing(t *testing.T) {
+	for _, b := range testenv.RealRedisBackends() {
+		t.Run(b.Name, func(t *testing.T) {
+			prefix := testenv.Unique("login:token:")
+			ctx := context.Background()
+			setup := b.Client(t)
+			var (
+				token   string
+				reads   atomic.Int64
+				tr      *redissession.Tracked
+				during  = make(chan error, 1)
+				checked = make(chan struct{})
+			)
+			opts := redissession.WithAfterRead(redissession.TrackedOptions{}, func() {
+				switch reads.Add(1) {
+				case 1: // the login, read back: revoke it, and wait for the report
+					reported := tr.Reports()
+					if err := setup.Del(ctx, prefix+token).Err(); err != nil {
+						during <- err
+						return
+					}
+					for deadline := time.Now().Add(5 * time.Second); tr.Reports() == reported && time.Now().Before(deadline); {
+						runtime.Gosched()
+					}
+				case 2: // the revocation's read-back: the first prefetch is done
+					_, err := tr.UserID(ctx, token)
+					during <- err
+					close(checked)
+				}
+			})
+			in := newInstance(t, b.Client, prefix, opts)
+			tr = in.sessions
+			token = redissession.NewToken()
+			if _, err := setup.HSet(ctx, prefix+token, "id", 9).Result(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-during:
+				if !errors.Is(err, ports.ErrUnknownToken) {
+					t.Fatalf("a token revoked while its prefetch was in flight: %v, want ErrUnknownToken", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the prefetches did not run")
+			}
+			<-checked
 		})
 	}
 }
@@ -199,4 +359,126 @@ func TestTrackedNeedsClientTracking(t *testing.T) {
 	if !errors.Is(err, redissession.ErrTrackingUnsupported) {
 		t.Fatalf("NewTracked on miniredis: %v, want ErrTrackingUnsupported", err)
 	}
+}
+
+// TestTrackedFollowsTheClustersMasters: the watch lists the masters on each
+// tick. A master it did not know (here: hidden from the first listings, as
+// one that joins by a failover or a new node would be) gets a subscriber,
+// and the cache serves nothing it may have missed a report for; a master
+// that cannot be listed stops the cache from serving; a master that leaves
+// is dropped without holding the cache back.
+func TestTrackedFollowsTheClustersMasters(t *testing.T) {
+	ctx := context.Background()
+	cc := testenv.RedisCluster(t)
+	all, err := redissession.ClusterMasters(ctx, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) < 3 {
+		t.Fatalf("the cluster has %d masters, the test needs 3", len(all))
+	}
+	prefix := testenv.Unique("login:token:")
+	store := redissession.New(cc, redissession.Options{Prefix: prefix})
+	// mintOn logs a user in with a token whose key lives on master addr.
+	mintOn := func(addr string, user domain.UserID) string {
+		t.Helper()
+		for {
+			tok, err := store.Mint(ctx, user)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := cc.MasterForKey(ctx, prefix+tok)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Options().Addr == addr {
+				return tok
+			}
+			if err := cc.Del(ctx, prefix+tok).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	joining := all[2]
+
+	type listing struct {
+		addrs []string
+		err   error
+	}
+	var listed atomic.Pointer[listing]
+	listed.Store(&listing{addrs: all[:2]})
+	tick := make(chan time.Time)
+	poll := func(in instance, want listing) {
+		t.Helper()
+		listed.Store(&want)
+		before := in.sessions.Polls()
+		tick <- time.Now()
+		testenv.Eventually(t, 2*time.Second, func() (bool, string) {
+			return in.sessions.Polls() > before, "the watch did not list the masters"
+		})
+	}
+	opts := redissession.WithTopology(redissession.TrackedOptions{NoPrefetch: true}, func(context.Context) ([]string, error) {
+		l := listed.Load()
+		return l.addrs, l.err
+	}, tick)
+	in := newInstance(t, func(testing.TB) redis.UniversalClient { return cc }, prefix, opts)
+	resolves := func(tok string, want domain.UserID) {
+		t.Helper()
+		if u, err := in.sessions.UserID(ctx, tok); err != nil || u != want {
+			t.Fatalf("lookup: %d, %v; want %d", u, err, want)
+		}
+	}
+	costs := func(tok string) int64 {
+		t.Helper()
+		before := in.sent.all.Load()
+		_, _ = in.sessions.UserID(ctx, tok)
+		return in.sent.all.Load() - before
+	}
+
+	// A session on the unknown master is cached, and its revocation goes
+	// unheard: the gap the watch closes.
+	hidden := mintOn(joining, 1)
+	resolves(hidden, 1)
+	if err := cc.Del(ctx, prefix+hidden).Err(); err != nil {
+		t.Fatal(err)
+	}
+	resolves(hidden, 1)
+
+	// The next listing names it: from the end of that poll on, the token
+	// is refused (the new subscriber holds the cache back, then empties it).
+	poll(in, listing{addrs: all})
+	if _, err := in.sessions.UserID(ctx, hidden); !errors.Is(err, ports.ErrUnknownToken) {
+		t.Fatalf("a token revoked on a master that joined, after the watch saw it: %v, want ErrUnknownToken", err)
+	}
+	// Once the subscriber listens, that master's revocations are heard.
+	heard := mintOn(joining, 2)
+	testenv.Eventually(t, 2*time.Second, func() (bool, string) {
+		resolves(heard, 2)
+		return costs(heard) == 0, "the cache does not serve after the new master's subscriber started"
+	})
+	if err := cc.Del(ctx, prefix+heard).Err(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 2*time.Second, func() (bool, string) {
+		_, err := in.sessions.UserID(ctx, heard)
+		return errors.Is(err, ports.ErrUnknownToken), fmt.Sprintf("a revoked token on the joined master still resolves (%v)", err)
+	})
+
+	// Masters that cannot be listed: every request asks Redis.
+	// (The login's own report may evict the first lookup's answer.)
+	kept := mintOn(all[0], 3)
+	testenv.Eventually(t, 2*time.Second, func() (bool, string) {
+		resolves(kept, 3)
+		return costs(kept) == 0, "a lookup is not cached"
+	})
+	poll(in, listing{err: errors.New("CLUSTER SLOTS failed")})
+	if n := costs(kept); n == 0 {
+		t.Fatal("the cache served while the masters could not be listed")
+	}
+	// Listed again, without a master that left: the cache serves again.
+	poll(in, listing{addrs: []string{all[0], joining}})
+	testenv.Eventually(t, 2*time.Second, func() (bool, string) {
+		resolves(kept, 3)
+		return costs(kept) == 0, "the cache does not serve after the masters were listed again"
+	})
 }

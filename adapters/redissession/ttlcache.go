@@ -1,6 +1,7 @@
 package redissession
 
 import (
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -9,14 +10,15 @@ import (
 )
 
 // ttlCache is the token cache of Cached and Tracked: an LRU of at most size
-// tokens, each of which lapses ttl after it was added. The expiry is looked
-// at when an entry is read, not kept by a timer: expirable.LRU's per-entry
-// expiry buckets and cleanup goroutine cost about twice as much per miss
-// and add, which every user's first claim pays. A lapsed entry is never
-// returned; it stays until it is overwritten or the LRU pushes it out, so
-// the memory bound is size either way. Safe for concurrent use.
+// tokens, each of which lapses when its expiry passes (ttl after it was
+// added, or a life of the caller's choosing). The expiry is looked at when
+// an entry is read, not kept by a timer: expirable.LRU's per-entry expiry
+// buckets and cleanup goroutine cost about twice as much per miss and add,
+// which every user's first claim pays. A lapsed entry is never returned; it
+// stays until it is overwritten or the LRU pushes it out, so the memory
+// bound is size either way. Safe for concurrent use.
 type ttlCache struct {
-	lru *lru.Cache[string, ttlEntry]
+	lru *lru.Cache[string, *ttlEntry]
 	ttl time.Duration
 	now func() time.Duration // monotonic; a test moves it by hand
 }
@@ -24,6 +26,9 @@ type ttlCache struct {
 type ttlEntry struct {
 	id      domain.UserID
 	expires time.Duration // on now's scale
+	// refreshed is when (on now's scale) a refresh of the session's expiry
+	// was last sent for this entry, so that a burst of hits sends one.
+	refreshed atomic.Int64
 }
 
 // monotonicStart anchors ttlCache's clock: time.Since reads the monotonic
@@ -33,7 +38,7 @@ var monotonicStart = time.Now()
 func sinceStart() time.Duration { return time.Since(monotonicStart) }
 
 func newTTLCache(size int, ttl time.Duration) *ttlCache {
-	c, err := lru.New[string, ttlEntry](size)
+	c, err := lru.New[string, *ttlEntry](size)
 	if err != nil {
 		panic("redissession: token cache size must be positive") // callers default it
 	}
@@ -41,17 +46,32 @@ func newTTLCache(size int, ttl time.Duration) *ttlCache {
 }
 
 func (c *ttlCache) Get(token string) (domain.UserID, bool) {
-	e, ok := c.lru.Get(token)
-	if !ok || c.now() >= e.expires {
+	e, ok := c.entry(token, c.now())
+	if !ok {
 		return 0, false
 	}
 	return e.id, true
 }
 
-func (c *ttlCache) Add(token string, id domain.UserID) {
-	c.lru.Add(token, ttlEntry{id: id, expires: c.now() + c.ttl})
+// entry returns the token's entry unless it is missing or lapsed at now.
+func (c *ttlCache) entry(token string, now time.Duration) (*ttlEntry, bool) {
+	e, ok := c.lru.Get(token)
+	if !ok || now >= e.expires {
+		return nil, false
+	}
+	return e, true
+}
+
+// Add keeps the token for the cache's ttl.
+func (c *ttlCache) Add(token string, id domain.UserID) { c.AddFor(token, id, c.ttl) }
+
+// AddFor keeps the token for life.
+func (c *ttlCache) AddFor(token string, id domain.UserID, life time.Duration) {
+	c.lru.Add(token, &ttlEntry{id: id, expires: c.now() + life})
 }
 
 func (c *ttlCache) Remove(token string) { c.lru.Remove(token) }
 
 func (c *ttlCache) Purge() { c.lru.Purge() }
+
+func (c *ttlCache) Len() int { return c.lru.Len() }
