@@ -33,8 +33,11 @@ type App struct {
 	Gate    *redisgate.Gate
 	Buckets *redisbuckets.Gate
 	Tokens  ports.TokenIssuer
-	DB      *bun.DB
-	Redis   redis.UniversalClient
+	// Sessions resolves login tokens (redissession.Tracked on a Redis
+	// that tracks).
+	Sessions ports.Sessions
+	DB       *bun.DB
+	Redis    redis.UniversalClient
 	// Observability holds the metrics and their listener.
 	Observability *Observability
 

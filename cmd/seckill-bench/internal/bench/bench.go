@@ -150,6 +150,12 @@ type Options struct {
 	ServiceBinary string
 
 	Seed int64
+	// ColdSessions logs the users in before the service starts, so it
+	// cannot read their sessions back ahead of the sale and every user's
+	// first claim looks the session up in Redis. By default they log in
+	// while it runs, as before a real sale, and the load waits until the
+	// service has read them back (at most 30 s).
+	ColdSessions bool
 	// KeepData keeps each run's database and Redis keys for inspection.
 	KeepData bool
 

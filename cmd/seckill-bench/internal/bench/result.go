@@ -54,6 +54,11 @@ type Result struct {
 	// latency, and the CPU per request alone does not predict its claims/s.
 	MachineBusy float64 `json:"machine_busy,omitempty"`
 
+	// SessionsReadBack is how many of the users' logins, made while the
+	// service ran, it had read back into its session cache when the load
+	// began (-1: the service has no such cache; absent with ColdSessions).
+	SessionsReadBack int `json:"sessions_read_back,omitempty"`
+
 	HasDrain     bool    `json:"has_drain"`
 	DrainSeconds float64 `json:"drain_seconds,omitempty"`
 	OrdersPerSec float64 `json:"orders_per_sec,omitempty"`

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/infra"
+	"github.com/hmdp-go/seckill/ports"
 )
 
 // run runs one mode of one scenario and never fails the bench: what went
@@ -99,6 +100,16 @@ func (e *env) runService(ctx context.Context, sc Scenario, m Mode, r *Result) (e
 	if err != nil {
 		return err
 	}
+	users, stock, maxPer := e.sale(sc)
+	r.Users, r.Stock = users, stock
+	w := newWorkload(users, maxPer, e.opts.Seed)
+	if e.opts.ColdSessions {
+		// Logged in before the service started: it hears none of it.
+		if err := w.mint(ctx, e.rdb); err != nil {
+			return err
+		}
+		space.tokens = w.tokens
+	}
 	logs := &logTail{}
 	app, cleanup, err := infra.Build(cfg, zerolog.New(logs).Level(zerolog.WarnLevel))
 	// What Build warns of is the embedded SQLite file, which the report
@@ -132,18 +143,24 @@ func (e *env) runService(ctx context.Context, sc Scenario, m Mode, r *Result) (e
 		logs.notes(r)
 	}()
 
-	users, stock, maxPer := e.sale(sc)
-	r.Users, r.Stock = users, stock
 	base := "http://" + app.Addr()
 	vid, err := createVoucher(ctx, e.rdb, base, stock)
 	if err != nil {
 		return err
 	}
-	w := newWorkload(users, maxPer, e.opts.Seed)
-	if err := w.mint(ctx, e.rdb); err != nil {
-		return err
+	if !e.opts.ColdSessions {
+		// The users log in while the service runs, before the sale
+		// starts, as they would in the minutes before it: the service
+		// reads their sessions back as Redis reports the logins.
+		if err := w.mint(ctx, e.rdb); err != nil {
+			return err
+		}
+		space.tokens = w.tokens
+		r.SessionsReadBack = waitSessionsReadBack(ctx, app.Sessions, len(w.tokens))
+		if n := r.SessionsReadBack; n >= 0 && n < len(w.tokens) {
+			r.note("the service had read back %d of %d logins when the sale began; the other users' first claims looked their session up in Redis", n, len(w.tokens))
+		}
 	}
-	space.tokens = w.tokens
 
 	out, err := e.drive(ctx, e.runName(r.Scenario, r.Mode, r.Round), w, base, vid, trips)
 	if err != nil {
@@ -244,4 +261,23 @@ func (l *logTail) notes(r *Result) {
 		return
 	}
 	r.note("the service logged %d warnings/errors; first: %s", l.n, strings.Join(l.first, " | "))
+}
+
+// sessionsReadBackBound caps the wait for the service to read the users'
+// logins back; 60,000 take about a second.
+const sessionsReadBackBound = 30 * time.Second
+
+// waitSessionsReadBack waits until the service's session cache has read
+// back (or given up on) n logins, and tells how many it read (-1: the
+// service has no such cache, e.g. on a Redis that cannot track).
+func waitSessionsReadBack(ctx context.Context, s ports.Sessions, n int) int {
+	t, ok := s.(*redissession.Tracked)
+	if !ok {
+		return -1
+	}
+	deadline := time.Now().Add(sessionsReadBackBound)
+	for t.Prefetched()+t.Skipped() < int64(n) && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return int(t.Prefetched())
 }
