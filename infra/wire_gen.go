@@ -29,19 +29,29 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	marks := provideSoldOutMarks(c)
-	observability, err := provideObservability(c, universalClient, db, marks, log)
-	if err != nil {
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	orderRepository := provideOrderRepo(orderRepo, observability)
 	claimRedis, cleanup3, err := NewClaimRedis(universalClient, c, log)
 	if err != nil {
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
+	store := provideSessionStore(universalClient, claimRedis, c)
+	sessions, cleanup4, err := provideSessions(universalClient, store, c, log)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	observability, err := provideObservability(c, universalClient, db, marks, sessions, log)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	orderRepository := provideOrderRepo(orderRepo, observability)
 	gate := provideGate(universalClient, claimRedis, c)
 	redisbucketsGate := provideBucketGate(universalClient, c, voucherRepo, orderRepo)
 	router := provideGateRouter(gate, redisbucketsGate, c)
@@ -55,14 +65,6 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	claimcountAdmission := provideCountedAdmission(counter, admission)
 	claimSeckill := application.NewClaimSeckill(iDs, claimcountAdmission)
 	getOrder := application.NewGetOrder(orderRepository, soldoutGate)
-	store := provideSessionStore(universalClient, claimRedis, c)
-	sessions, cleanup4, err := provideSessions(universalClient, store, c, log)
-	if err != nil {
-		cleanup3()
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
 	systemClock := SystemClock{}
@@ -110,19 +112,29 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	marks := provideSoldOutMarks(c)
-	observability, err := provideObservability(c, universalClient, db, marks, log)
-	if err != nil {
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	orderRepository := provideOrderRepo(orderRepo, observability)
 	claimRedis, cleanup3, err := NewClaimRedis(universalClient, c, log)
 	if err != nil {
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
+	store := provideSessionStore(universalClient, claimRedis, c)
+	sessions, cleanup4, err := provideSessions(universalClient, store, c, log)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	observability, err := provideObservability(c, universalClient, db, marks, sessions, log)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	orderRepository := provideOrderRepo(orderRepo, observability)
 	gate := provideGate(universalClient, claimRedis, c)
 	redisbucketsGate := provideBucketGate(universalClient, c, voucherRepo, orderRepo)
 	router := provideGateRouter(gate, redisbucketsGate, c)
@@ -131,15 +143,17 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs := provideIDs(universalClient, claimRedis, c)
 	counter := claimcount.New()
-	v, cleanup4, err := provideConsumerLease(universalClient, c, log)
+	v, cleanup5, err := provideConsumerLease(universalClient, c, log)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	queue, cleanup5, err := provideStreamQueue(universalClient, c, log, v)
+	queue, cleanup6, err := provideStreamQueue(universalClient, c, log, v)
 	if err != nil {
+		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()
@@ -150,16 +164,6 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	claimcountAdmission := provideCountedAdmission(counter, admission)
 	claimSeckill := application.NewClaimSeckill(iDs, claimcountAdmission)
 	getOrder := application.NewGetOrder(orderRepository, soldoutGate)
-	store := provideSessionStore(universalClient, claimRedis, c)
-	sessions, cleanup6, err := provideSessions(universalClient, store, c, log)
-	if err != nil {
-		cleanup5()
-		cleanup4()
-		cleanup3()
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
 	systemClock := SystemClock{}

@@ -170,6 +170,40 @@ func (m *Metrics) SoldOutAnswers(saved func() int64) {
 	}, func() float64 { return float64(saved()) }))
 }
 
+// SessionStats is what the session cache tells about itself
+// (redissession.Tracked).
+type SessionStats struct {
+	Entries  func() int   // tokens held
+	Reports  func() int64 // writes to session keys Redis reported
+	ReadBack func() int64 // reported sessions read back and cached
+	Skipped  func() int64 // reported sessions not read back (queue full, cache down)
+}
+
+// SessionCache exposes the tracked session cache: how full it is, and how
+// the logins Redis reports are read back into it.
+func (m *Metrics) SessionCache(s SessionStats) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace,
+		Name:      "session_cache_entries",
+		Help:      "Login tokens held in this instance's session cache (lapsed ones until they are pushed out).",
+	}, func() float64 { return float64(s.Entries()) }))
+	for _, c := range []struct {
+		name, help string
+		n          func() int64
+	}{
+		{"session_reports_total", "Writes to session keys Redis reported to this instance (each evicts the token).", s.Reports},
+		{"session_read_back_total", "Reported sessions this instance read back and cached, so the user's next request needs no lookup.", s.ReadBack},
+		{"session_read_back_skipped_total", "Reported sessions not read back (queue full, or the cache not serving); the user's next request looks the session up.", s.Skipped},
+	} {
+		n := c.n
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      c.name,
+			Help:      c.help,
+		}, func() float64 { return float64(n()) }))
+	}
+}
+
 // ChannelQueue exposes the in-process channel's length.
 func (m *Metrics) ChannelQueue(length func() int) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -17,6 +17,7 @@ import (
 	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/infra"
+	"github.com/hmdp-go/seckill/test/testenv"
 )
 
 // requestTraffic counts what claims and HTTP requests send to Redis: n round
@@ -140,6 +141,76 @@ func TestClaimCostsAtMostTwoRedisRoundTrips(t *testing.T) {
 			// re-check, never one per request.
 			if n := counter.n.Load(); n > 1 {
 				t.Fatalf("20 sold-out answers cost %d Redis round trips, want at most 1", n)
+			}
+		})
+	}
+}
+
+// TestFirstClaimAfterALoginCostsOneRedisRoundTrip: on a Redis that tracks,
+// every instance reads a login back as Redis reports it, so the user's
+// first claim costs only its claim script; /metrics shows the read-back.
+// Revoking the token then refuses the next claim at once (401).
+func TestFirstClaimAfterALoginCostsOneRedisRoundTrip(t *testing.T) {
+	for _, b := range testenv.RealRedisBackends() {
+		t.Run(b.Name, func(t *testing.T) {
+			app, base := startServiceOn(t, infra.QueueChannel, b.Name, func(c *infra.Config) {
+				// Round trips are counted by a hook, which the automatic
+				// pipeliner does not show one by one.
+				c.RedisAutoPipeline = infra.AutoPipelineOff
+			})
+			tracked, ok := app.Sessions.(*redissession.Tracked)
+			if !ok {
+				t.Fatalf("sessions are a %T, want the tracked cache on a Redis that tracks", app.Sessions)
+			}
+			vid := createVoucher(t, app, 100)
+			claim := func(token string) (int, envelope) {
+				return postJSON(t, http.DefaultClient, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), token, nil)
+			}
+			ctx := context.Background()
+			store := redissession.New(app.Redis, redissession.Options{TTL: time.Hour})
+			warm, err := store.Mint(ctx, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, env := claim(warm); !env.Success { // loads the script, leases an id block
+				t.Fatalf("warm-up claim: %+v", env)
+			}
+
+			readBefore := tracked.Prefetched()
+			token, err := store.Mint(ctx, 2) // the login, while the service runs
+			if err != nil {
+				t.Fatal(err)
+			}
+			testenv.Eventually(t, 5*time.Second, func() (bool, string) {
+				return tracked.Prefetched() > readBefore, "the login was not read back"
+			})
+			counter := &requestTraffic{}
+			app.Redis.AddHook(counter)
+			if _, env := claim(token); !env.Success {
+				t.Fatalf("first claim: %+v", env)
+			}
+			if n := counter.n.Load(); n != 1 {
+				t.Fatalf("a first claim after the login cost %d Redis round trips, want 1 (the claim script)", n)
+			}
+
+			fams := scrape(t, "http://"+app.Observability.MetricsAddr()+"/metrics")
+			if got := value(fams, "seckill_session_read_back_total", "", ""); got < 2 {
+				t.Errorf("seckill_session_read_back_total = %v, want at least 2 (two logins)", got)
+			}
+			if got := value(fams, "seckill_session_cache_entries", "", ""); got < 2 {
+				t.Errorf("seckill_session_cache_entries = %v, want at least 2", got)
+			}
+
+			if err := app.Redis.Del(ctx, redissession.DefaultPrefix+token).Err(); err != nil {
+				t.Fatal(err)
+			}
+			testenv.Eventually(t, 2*time.Second, func() (bool, string) {
+				status, env := claim(token)
+				return status == http.StatusUnauthorized, fmt.Sprintf("a revoked token's claim answered %d %+v", status, env)
+			})
+			fams = scrape(t, "http://"+app.Observability.MetricsAddr()+"/metrics")
+			if got := value(fams, "seckill_session_reports_total", "", ""); got < 3 {
+				t.Errorf("seckill_session_reports_total = %v, want at least 3 (two logins and a logout)", got)
 			}
 		})
 	}
