@@ -641,6 +641,14 @@ func (t *Tracked) Prefetched() int64 { return t.prefetched.Load() }
 // full, or the cache was not serving.
 func (t *Tracked) Skipped() int64 { return t.skipped.Load() }
 
+// Holds tells whether token is in the cache and not lapsed, without
+// touching its place in the LRU (for a bench that waits for logins to be
+// read back).
+func (t *Tracked) Holds(token string) bool {
+	e, ok := t.cache.lru.Peek(token)
+	return ok && t.cache.now() < e.expires
+}
+
 // Cached tells how many tokens the cache holds (lapsed ones included until
 // they are pushed out).
 func (t *Tracked) Cached() int { return t.cache.Len() }

@@ -58,6 +58,9 @@ type Result struct {
 	// service ran, it had read back into its session cache when the load
 	// began (-1: the service has no such cache; absent with ColdSessions).
 	SessionsReadBack int `json:"sessions_read_back,omitempty"`
+	// SessionsWaitSeconds is how long the load waited, after the last
+	// login, for the service to read the sessions back.
+	SessionsWaitSeconds float64 `json:"sessions_wait_seconds,omitempty"`
 
 	HasDrain     bool    `json:"has_drain"`
 	DrainSeconds float64 `json:"drain_seconds,omitempty"`
