@@ -77,6 +77,21 @@ func newInstance(t *testing.T, connect func(testing.TB) redis.UniversalClient, p
 	return instance{rdb: rdb, sessions: tr, store: store, sent: sent}
 }
 
+// requireFreeLookups makes 100 lookups of token on in, each of which must
+// resolve to want without sending Redis anything.
+func requireFreeLookups(t *testing.T, in instance, token string, want domain.UserID, what string) {
+	t.Helper()
+	before := in.sent.all.Load()
+	for i := 0; i < 100; i++ {
+		if u, err := in.sessions.UserID(context.Background(), token); err != nil || u != want {
+			t.Fatalf("lookup %d of %s: %d, %v; want %d", i, what, u, err, want)
+		}
+	}
+	if n := in.sent.all.Load() - before; n != 0 {
+		t.Fatalf("100 lookups of %s sent %d commands, want 0", what, n)
+	}
+}
+
 // TestTrackedRevokesOnEveryInstance: a token both instances have cached
 // (the second lookup on each costs no Redis) stops resolving on the other
 // instance as soon as Redis reports the DEL; no cache TTL is waited out (the
@@ -180,15 +195,7 @@ func TestTrackedSlidesExpiryOnAMiss(t *testing.T) {
 			if n, p := in.sent.all.Load()-sentBefore, in.sent.pexpire.Load(); n != 5 || p != 1 {
 				t.Fatalf("a missing lookup of a lapsing session and its read-back sent %d commands (%d PEXPIRE), want 5 (1)", n, p)
 			}
-			before := in.sent.all.Load()
-			for i := 0; i < 100; i++ {
-				if u, err := in.sessions.UserID(ctx, token); err != nil || u != 7 {
-					t.Fatalf("lookup %d: %d, %v", i, u, err)
-				}
-			}
-			if n := in.sent.all.Load() - before; n != 0 {
-				t.Fatalf("100 lookups of a fresh session sent %d commands, want 0", n)
-			}
+			requireFreeLookups(t, in, token, 7, "a freshly refreshed session")
 		})
 	}
 }
@@ -237,16 +244,8 @@ func TestTrackedSlidesExpiryOnAHit(t *testing.T) {
 			// PEXPIRE, the read-back's HGET and PTTL, and the same two for
 			// each request that fell between the refresh's report and the
 			// read-back (it looked the session up, without writing).
-			mid := in.sent.all.Load()
-			t.Logf("100 requests of a lapsing session and the read-back sent %d commands", mid-before)
-			for i := 0; i < 100; i++ {
-				if u, err := in.sessions.UserID(ctx, token); err != nil || u != 8 {
-					t.Fatalf("lookup %d after the refresh: %d, %v", i, u, err)
-				}
-			}
-			if n := in.sent.all.Load() - mid; n != 0 {
-				t.Fatalf("100 requests of a refreshed session sent %d commands, want 0", n)
-			}
+			t.Logf("100 requests of a lapsing session and the read-back sent %d commands", in.sent.all.Load()-before)
+			requireFreeLookups(t, in, token, 8, "a session refreshed from a hit")
 		})
 	}
 }
