@@ -20,6 +20,24 @@ func WithAfterRead(o TrackedOptions, f func()) TrackedOptions {
 	return o
 }
 
+// WithAfterDown runs f in a subscriber's listener each time a failed read
+// has marked the cache down, before it redials.
+func WithAfterDown(o TrackedOptions, f func()) TrackedOptions {
+	o.afterDown = f
+	return o
+}
+
+// SubscriberIDs are the Redis client ids of the subscribers' connections.
+func (t *Tracked) SubscriberIDs() []int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var ids []int64
+	for _, s := range t.subs {
+		ids = append(ids, s.id.Load())
+	}
+	return ids
+}
+
 // Polls tells how many times the masters were listed since the start.
 func (t *Tracked) Polls() int64 { return t.polls.Load() }
 

@@ -84,8 +84,9 @@ type Tracked struct {
 	masters  func(context.Context) ([]string, error) // nil: one node
 	poll     time.Duration
 	tick     <-chan time.Time // tests: drives the topology watch by hand
-	// afterRead, in tests, runs between a prefetch's read and its caching.
-	afterRead func()
+	// afterRead, in tests, runs between a prefetch's read and its caching;
+	// afterDown after a subscriber's failed read marked the cache down.
+	afterRead, afterDown func()
 
 	mu     sync.Mutex // guards subs
 	subs   map[string]*subscriber
@@ -100,6 +101,8 @@ type subscriber struct {
 	ps     *redis.PubSub
 	cancel context.CancelFunc
 	done   chan struct{}
+	// id is the Redis client id of its current connection.
+	id atomic.Int64
 }
 
 var _ ports.Sessions = (*Tracked)(nil)
@@ -130,9 +133,9 @@ type TrackedOptions struct {
 	// can go unheard.
 	TopologyPoll time.Duration
 
-	masters   func(context.Context) ([]string, error)
-	tick      <-chan time.Time
-	afterRead func()
+	masters              func(context.Context) ([]string, error)
+	tick                 <-chan time.Time
+	afterRead, afterDown func()
 }
 
 // NewTracked starts one invalidation subscriber per master of rdb (a Client
@@ -157,6 +160,7 @@ func NewTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 		poll:      opts.TopologyPoll,
 		tick:      opts.tick,
 		afterRead: opts.afterRead,
+		afterDown: opts.afterDown,
 		subs:      make(map[string]*subscriber),
 	}
 	if !opts.NoPrefetch {
@@ -244,11 +248,13 @@ func (t *Tracked) addSubscriber(ctx context.Context, addr string, confirm bool) 
 	o.MinIdleConns = 0
 	o.MaxRetries = -1
 	prefix := t.store.prefix
+	s := &subscriber{done: make(chan struct{})}
 	o.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
 		id, err := cn.ClientID(ctx).Result()
 		if err != nil {
 			return err
 		}
+		s.id.Store(id)
 		return cn.Do(ctx, "client", "tracking", "on", "redirect", id, "bcast", "prefix", prefix).Err()
 	}
 	c := redis.NewClient(&o)
@@ -279,7 +285,7 @@ func (t *Tracked) addSubscriber(ctx context.Context, addr string, confirm bool) 
 		t.down.Add(-1)
 	}
 	sctx, cancel := context.WithCancel(t.ctx)
-	s := &subscriber{client: c, ps: ps, cancel: cancel, done: make(chan struct{})}
+	s.client, s.ps, s.cancel = c, ps, cancel
 	t.mu.Lock()
 	t.subs[addr] = s
 	t.mu.Unlock()
@@ -344,6 +350,9 @@ func (t *Tracked) listen(ctx context.Context, s *subscriber, up bool) {
 				}
 			}
 			markDown()
+			if t.afterDown != nil {
+				t.afterDown()
+			}
 			if ctx.Err() == nil {
 				// Each failed read redials; do not spin on a dead node.
 				select {

@@ -485,3 +485,90 @@ func TestTrackedFollowsTheClustersMasters(t *testing.T) {
 		return costs(kept) == 0, "the cache does not serve after the masters were listed again"
 	})
 }
+
+// TestTrackedServesNothingWhileASubscriberIsDown: when the subscriber's
+// connection dies, reports can be missed, so every request asks Redis until
+// it listens again, and what was cached before is gone: a token revoked
+// while it was down (unreported) is refused afterwards.
+func TestTrackedServesNothingWhileASubscriberIsDown(t *testing.T) {
+	ctx := context.Background()
+	setup := testenv.RealRedis(t)
+	prefix := testenv.Unique("login:token:")
+	store := redissession.New(setup, redissession.Options{Prefix: prefix})
+	kept, err := store.Mint(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoked, err := store.Mint(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		current atomic.Pointer[instance]
+		downs   atomic.Int64
+		during  = make(chan error, 1)
+	)
+	opts := redissession.WithAfterDown(redissession.TrackedOptions{NoPrefetch: true}, func() {
+		if downs.Add(1) != 1 {
+			return
+		}
+		in := current.Load()
+		// A token is looked up in Redis on every request, not cached and
+		// served.
+		var err error
+		for i := 0; i < 2 && err == nil; i++ {
+			before := in.sent.all.Load()
+			if _, err = in.sessions.UserID(ctx, kept); err == nil && in.sent.all.Load() == before {
+				err = fmt.Errorf("request %d was answered from memory while the subscriber was down", i+1)
+			}
+		}
+		during <- err
+	})
+	in := newInstance(t, func(tb testing.TB) redis.UniversalClient { return testenv.RealRedis(tb) }, prefix, opts)
+	current.Store(&in)
+	for i, tok := range []string{kept, revoked} {
+		testenv.Eventually(t, 2*time.Second, func() (bool, string) {
+			if u, err := in.sessions.UserID(ctx, tok); err != nil || u != domain.UserID(i+1) {
+				return false, fmt.Sprintf("lookup: %d, %v", u, err)
+			}
+			before := in.sent.all.Load()
+			_, _ = in.sessions.UserID(ctx, tok)
+			return in.sent.all.Load() == before, "a lookup is not cached"
+		})
+	}
+
+	ids := in.sessions.SubscriberIDs()
+	if len(ids) != 1 || ids[0] == 0 {
+		t.Fatalf("subscriber ids %v, want one", ids)
+	}
+	// The kill and a revocation in one step: no subscriber hears it (go-redis
+	// redials at once once it notices, so a DEL sent after the kill could be
+	// heard by the new connection).
+	if _, err := setup.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Do(ctx, "client", "kill", "id", ids[0])
+		p.Del(ctx, prefix+revoked)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-during:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the subscriber did not notice its connection was killed")
+	}
+
+	// Listening again: served from memory once more, without the token
+	// revoked in between.
+	testenv.Eventually(t, 5*time.Second, func() (bool, string) {
+		_, _ = in.sessions.UserID(ctx, kept)
+		before := in.sent.all.Load()
+		_, _ = in.sessions.UserID(ctx, kept)
+		return in.sent.all.Load() == before, "the cache does not serve after the subscriber reconnected"
+	})
+	if _, err := in.sessions.UserID(ctx, revoked); !errors.Is(err, ports.ErrUnknownToken) {
+		t.Fatalf("a token revoked while the subscriber was down: %v, want ErrUnknownToken", err)
+	}
+}
