@@ -80,11 +80,8 @@ func (t *Tracked) addSubscriber(ctx context.Context, addr string, confirm bool) 
 		}
 		return fmt.Errorf("subscribe to session invalidations on %s: %w", addr, err)
 	}
-	// A failed SUBSCRIBE is remembered: the listener's next read redials
-	// and subscribes again.
-	err := ps.Subscribe(ctx, "__redis__:invalidate")
 	if confirm {
-		if err != nil {
+		if err := ps.Subscribe(ctx, invalidations); err != nil {
 			return fail(err)
 		}
 		// The confirmation proves the connection tracks: OnConnect ran first.
@@ -99,18 +96,36 @@ func (t *Tracked) addSubscriber(ctx context.Context, addr string, confirm bool) 
 	t.mu.Lock()
 	t.subs[addr] = s
 	t.mu.Unlock()
-	go t.listen(sctx, s, up)
+	go func() {
+		if !confirm {
+			// Dialled here, not by the caller: a master that does not
+			// answer holds only its own listener back. A failed SUBSCRIBE
+			// is remembered, and the listener's next read redials and
+			// subscribes again.
+			_ = ps.Subscribe(sctx, invalidations)
+		}
+		t.listen(sctx, s, up)
+	}()
 	return nil
 }
 
-// removeSubscriber stops listening to a master that left the cluster.
+// invalidations is the channel the tracking reports come on (RESP2).
+const invalidations = "__redis__:invalidate"
+
+// removeSubscriber stops listening to a master that left the cluster. It
+// does not wait: a listener stuck on a node that does not answer ends when
+// its read times out, and Close waits for it.
 func (t *Tracked) removeSubscriber(addr string) {
 	t.mu.Lock()
 	s := t.subs[addr]
 	delete(t.subs, addr)
 	t.mu.Unlock()
 	if s != nil {
-		s.stop()
+		t.done.Add(1)
+		go func() {
+			defer t.done.Done()
+			s.stop()
+		}()
 	}
 }
 
@@ -261,7 +276,7 @@ func (t *Tracked) follow(addrs []string) {
 	for _, a := range added {
 		// Not confirmed here: a master that does not answer yet must not
 		// stall the watch; its subscriber counts as down until it listens.
-		_ = t.addSubscriber(t.ctx, a, false)
+		_ = t.addSubscriber(t.ctx, a, false) // cannot fail unconfirmed
 	}
 	for _, a := range gone {
 		t.removeSubscriber(a)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -574,4 +575,82 @@ func TestTrackedServesNothingWhileASubscriberIsDown(t *testing.T) {
 	if _, err := in.sessions.UserID(ctx, revoked); !errors.Is(err, ports.ErrUnknownToken) {
 		t.Fatalf("a token revoked while the subscriber was down: %v, want ErrUnknownToken", err)
 	}
+}
+
+// TestTrackedWatchIsNotStalledByAMasterThatDoesNotAnswer: a listed master
+// that accepts connections but never answers (a node still starting, a
+// half-dead host) gets a subscriber that counts as down, so the cache asks
+// Redis, and the watch goes on listing instead of waiting on its handshake.
+func TestTrackedWatchIsNotStalledByAMasterThatDoesNotAnswer(t *testing.T) {
+	ctx := context.Background()
+	cc := testenv.RedisCluster(t)
+	all, err := redissession.ClusterMasters(ctx, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Accepts, reads nothing, answers nothing: the client's handshake waits
+	// out its read timeout (3 s).
+	mute, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mute.Close() })
+	go func() {
+		for {
+			c, err := mute.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = c.Close() })
+		}
+	}()
+
+	prefix := testenv.Unique("login:token:")
+	var listed atomic.Pointer[[]string]
+	listed.Store(&all)
+	tick := make(chan time.Time)
+	opts := redissession.WithTopology(redissession.TrackedOptions{NoPrefetch: true}, func(context.Context) ([]string, error) {
+		return *listed.Load(), nil
+	}, tick)
+	in := newInstance(t, func(testing.TB) redis.UniversalClient { return cc }, prefix, opts)
+	token, err := redissession.New(cc, redissession.Options{Prefix: prefix}).Mint(ctx, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 2*time.Second, func() (bool, string) {
+		_, _ = in.sessions.UserID(ctx, token)
+		before := in.sent.all.Load()
+		_, _ = in.sessions.UserID(ctx, token)
+		return in.sent.all.Load() == before, "a lookup is not cached"
+	})
+
+	poll := func(addrs []string) {
+		t.Helper()
+		listed.Store(&addrs)
+		before := in.sessions.Polls()
+		select {
+		case tick <- time.Now():
+		case <-time.After(time.Second):
+			t.Fatal("the watch did not take the next tick: it is stalled")
+		}
+		testenv.Eventually(t, time.Second, func() (bool, string) {
+			return in.sessions.Polls() > before, "the watch did not finish listing the masters: it is stalled"
+		})
+	}
+	poll(append(append([]string{}, all...), mute.Addr().String()))
+	before := in.sent.all.Load()
+	if _, err := in.sessions.UserID(ctx, token); err != nil {
+		t.Fatal(err)
+	}
+	if in.sent.all.Load() == before {
+		t.Fatal("the cache served while a listed master's subscriber was not listening")
+	}
+	// The next listing goes on at once, and drops the mute node.
+	poll(all)
+	testenv.Eventually(t, 10*time.Second, func() (bool, string) {
+		_, _ = in.sessions.UserID(ctx, token)
+		before := in.sent.all.Load()
+		_, _ = in.sessions.UserID(ctx, token)
+		return in.sent.all.Load() == before, "the cache does not serve after the mute node left the listing"
+	})
 }
