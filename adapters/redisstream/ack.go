@@ -2,31 +2,38 @@ package redisstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hmdp-go/seckill/ports"
 )
 
 // Trimming: a stream must not grow without bound, and trimming must never
-// remove an entry that is pending or not yet delivered. Entries are deleted in
-// the same script that acknowledges them (ack.lua), atomically, so exactly
-// what was just finished goes and nothing else. That keeps XLEN the number of
-// unfinished entries, which Pending and the stream's garbage collection rely
-// on. The script works out, inside Redis and so without a race, how far the
-// stream may be trimmed: up to the largest ID it acknowledged, but never to
-// the oldest entry still pending in the group. Acks mostly arrive in order,
-// and then one XTRIM MINID deletes them; IDs acked out of order (several
-// workers and instances, redeliveries), above an older pending entry, are
-// deleted one by one (XDEL). XDEL alone was the first design, but it walks a
-// radix-tree node (up to 100 entries) from its start for each ID, and was
-// over half of Redis's time per order. Memory comes back a node at a time,
-// once all its entries are deleted. The price: the stream is a work queue
-// owned by this one group; a second group reading it would lose what this one
-// already finished.
+// remove an entry that is pending or not yet delivered. Entries are deleted
+// in the same MULTI/EXEC that acknowledges them, by ack.lua right after the
+// XACK, atomically, so exactly what is finished goes and nothing else. That
+// keeps XLEN the number of unfinished entries, which Pending and the stream's
+// garbage collection rely on. The script works out, inside Redis and so
+// without a race, how far the stream may be trimmed: up to the largest ID
+// acknowledged, but never to the oldest entry still pending in the group.
+// Acks mostly arrive in order, and then one XTRIM MINID deletes them; entries
+// acked out of order (several workers and instances, redeliveries), above an
+// older pending entry, are deleted one by one (XDEL). XDEL alone was the first
+// design, but it walks a radix-tree node (up to 100 entries) from its start
+// for each ID, and was over half of Redis's time per order. A single script
+// doing the XACK too came next; handing it the IDs (Lua makes a string of
+// each, then Redis an argument of each again) cost twice the XACK itself, so
+// the XACK now goes to Redis directly and the script gets only the smallest
+// and largest ID. Memory comes back a node at a time, once all its entries
+// are deleted. The price: the stream is a work queue owned by this one group;
+// a second group reading it would lose what this one already finished.
 
 // Ack finishes deliveries whose outcome is committed: their entries are
-// acknowledged and deleted (see trimming), grouped per stream, in one
-// pipelined round trip. Acking again is harmless. It works after Close.
+// acknowledged and deleted (see trimming), per stream, in one round trip.
+// Acking again is harmless. It works after Close.
 func (q *Queue) Ack(ctx context.Context, ds []ports.Delivery) error {
 	if len(ds) == 0 {
 		return nil
@@ -41,14 +48,72 @@ func (q *Queue) Ack(ctx context.Context, ds []ports.Delivery) error {
 	return nil
 }
 
-// finish acknowledges and deletes entries (ack.lua), per stream, and lets go
-// of them.
+// finish acknowledges and deletes entries (see trimming), and lets go of
+// them. Each chunk of a stream is an XACK and ack.lua in one MULTI/EXEC, in
+// one round trip. Where keys are sharded a transaction stays in one slot, so
+// each stream gets one of its own, all sent at once.
 func (q *Queue) finish(ctx context.Context, refs []entryRef) error {
-	calls := perStreamCalls(refs, q.opts.Group)
-	if _, err := runScripts(ctx, q.rdb, ackScript, calls); err != nil {
-		return err
+	chunks := perStream(refs)
+	if !q.perStream || len(chunks) == 1 {
+		if err := q.ackTx(ctx, chunks); err != nil {
+			return err
+		}
+		q.in.release(refs)
+		return nil
+	}
+	byKey := map[string][]streamIDs{}
+	for _, c := range chunks {
+		byKey[c.key] = append(byKey[c.key], c)
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, cs := range byKey {
+		wg.Go(func() {
+			if err := q.ackTx(ctx, cs); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err // what was acked is acked; acking it again is harmless
 	}
 	q.in.release(refs)
+	return nil
+}
+
+// ackTx acknowledges and deletes chunks in one MULTI/EXEC.
+func (q *Queue) ackTx(ctx context.Context, chunks []streamIDs) error {
+	pipe := q.rdb.TxPipeline()
+	trims := make([]*redis.Cmd, len(chunks))
+	for i, c := range chunks {
+		pipe.XAck(ctx, c.key, q.opts.Group, c.ids...)
+		// EVAL, not EVALSHA: a NOSCRIPT inside the MULTI would leave the
+		// XACK done and the trim not. Redis hashes the body once per chunk.
+		trims[i] = ackScript.Eval(ctx, pipe, []string{c.key}, q.opts.Group, c.ids[0], c.ids[len(c.ids)-1])
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	// The group has not delivered these IDs (it was made anew): they are
+	// finished all the same, and deleted alone, as XDEL alone always did. A
+	// crash before this leaves them to be delivered again: harmless.
+	pipe = q.rdb.Pipeline()
+	for i, c := range chunks {
+		if n, _ := trims[i].Int(); n < 0 {
+			pipe.XDel(ctx, c.key, c.ids...)
+		}
+	}
+	if pipe.Len() > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

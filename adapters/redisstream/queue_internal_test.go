@@ -207,9 +207,10 @@ func TestReadsEveryStreamWhetherKeysAreShardedOrNot(t *testing.T) {
 	}
 }
 
-// ack.lua trims cheaply only for IDs in ascending order, which finish sorts;
-// given them in any other order it must still delete exactly those IDs.
-func TestAckScriptGivenIDsOutOfOrderDeletesExactlyThem(t *testing.T) {
+// ack.lua trusts its two bounds to say how far the stream may be trimmed, so
+// bounds that are not two stream IDs in ascending order (which finish never
+// sends) are refused and delete nothing.
+func TestAckScriptRefusesBoundsThatAreNotTwoIDsInOrder(t *testing.T) {
 	for _, b := range testenv.Redises() {
 		t.Run(b.Name, func(t *testing.T) {
 			rdb := b.Client(t)
@@ -231,20 +232,78 @@ func TestAckScriptGivenIDsOutOfOrderDeletesExactlyThem(t *testing.T) {
 				Streams: []string{key, ">"}, Count: 10, Block: -1}).Err(); err != nil {
 				t.Fatal(err)
 			}
-			call := scriptCall{keys: []string{key}, args: []any{DefaultGroup, ids[2], ids[0]}}
-			if _, err := runScripts(ctx, rdb, ackScript, []scriptCall{call}); err != nil {
+			if err := rdb.XAck(ctx, key, DefaultGroup, ids...).Err(); err != nil {
 				t.Fatal(err)
 			}
-			msgs, err := rdb.XRange(ctx, key, "-", "+").Result()
+			for _, bounds := range [][2]string{{ids[3], ids[1]}, {"junk", ids[4]}, {ids[0], "1-01"}, {"01-1", ids[4]}} {
+				err := ackScript.Eval(ctx, rdb, []string{key}, DefaultGroup, bounds[0], bounds[1]).Err()
+				if err == nil || !strings.Contains(err.Error(), "not two stream IDs in order") {
+					t.Fatalf("bounds %v: got %v, want a refusal", bounds, err)
+				}
+			}
+			if n, err := rdb.XLen(ctx, key).Result(); err != nil || n != 5 {
+				t.Fatalf("stream holds %d entries (%v), want all 5", n, err)
+			}
+		})
+	}
+}
+
+// An ack out of order deletes, between its smallest and largest ID, exactly
+// the entries no longer pending: not another consumer's entries read in
+// between, nor the older pending one, nor what is not yet delivered.
+func TestAckOutOfOrderKeepsOtherConsumersEntriesInItsRange(t *testing.T) {
+	for _, b := range testenv.Redises() {
+		t.Run(b.Name, func(t *testing.T) {
+			rdb := b.Client(t)
+			ctx := context.Background()
+			prefix := testenv.KeyPrefix(t)
+			key := redisschema.KeysFor(prefix, 7).Orders
+			testenv.DropPrefix(t, rdb, prefix)
+			q, err := New(rdb, Options{Prefix: prefix, Consumer: "c1"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			var left []string
-			for _, m := range msgs {
-				left = append(left, m.ID)
+			t.Cleanup(func() { _ = q.Close() })
+			if err := rdb.XGroupCreateMkStream(ctx, key, DefaultGroup, "0").Err(); err != nil {
+				t.Fatal(err)
 			}
-			if want := []string{ids[1], ids[3], ids[4]}; fmt.Sprint(left) != fmt.Sprint(want) {
-				t.Fatalf("stream holds %v, want %v", left, want)
+			var ids []string
+			for i := 1; i <= 7; i++ {
+				id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: redisschema.EncodeOrder(order(t, i, 7))}).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, id)
+			}
+			// c1 reads 1-2, c2 reads 3-4, c1 reads 5-6; 7 is not delivered.
+			for _, r := range []struct {
+				consumer string
+				n        int64
+			}{{"c1", 2}, {"c2", 2}, {"c1", 2}} {
+				if err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: DefaultGroup, Consumer: r.consumer,
+					Streams: []string{key, ">"}, Count: r.n, Block: -1}).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// c1 finishes 5 and 2 (given out of order), 1 still pending.
+			if err := q.finish(ctx, []entryRef{{key, ids[4]}, {key, ids[1]}}); err != nil {
+				t.Fatal(err)
+			}
+			left, err := rdb.XRange(ctx, key, "-", "+").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, m := range left {
+				got = append(got, m.ID)
+			}
+			want := []string{ids[0], ids[2], ids[3], ids[5], ids[6]}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("stream holds %v, want %v", got, want)
+			}
+			pending, err := rdb.XPending(ctx, key, DefaultGroup).Result()
+			if err != nil || pending.Count != 4 {
+				t.Fatalf("pending %+v (%v), want 4: 1, 3, 4 and 6", pending, err)
 			}
 		})
 	}

@@ -32,30 +32,47 @@ type scriptCall struct {
 	args []any
 }
 
-// perStreamCalls makes the calls of a script over entries of one stream each
-// (ack.lua, renew.lua): KEYS[1] the stream, ARGV the lead arguments and then
-// at most scriptChunk entry IDs, in ascending order (ack.lua trims cheaply
-// only then; they mostly come sorted already).
-func perStreamCalls(refs []entryRef, lead ...any) []scriptCall {
+// streamIDs is at most scriptChunk entry IDs of one stream, ascending.
+type streamIDs struct {
+	key string
+	ids []string
+}
+
+// perStream groups entries by stream, in chunks of at most scriptChunk IDs,
+// each in ascending order (ack.lua needs the smallest and largest; they
+// mostly come sorted already).
+func perStream(refs []entryRef) []streamIDs {
 	byStream := map[string][]string{}
 	for _, r := range refs {
 		byStream[r.stream] = append(byStream[r.stream], r.id)
 	}
-	var calls []scriptCall
+	var out []streamIDs
 	for key, ids := range byStream {
 		if !slices.IsSortedFunc(ids, cmpID) {
 			slices.SortFunc(ids, cmpID)
 		}
 		for len(ids) > 0 {
 			n := min(len(ids), scriptChunk)
-			args := make([]any, 0, len(lead)+n)
-			args = append(args, lead...)
-			for _, id := range ids[:n] {
-				args = append(args, id)
-			}
-			calls = append(calls, scriptCall{keys: []string{key}, args: args})
+			out = append(out, streamIDs{key: key, ids: ids[:n:n]})
 			ids = ids[n:]
 		}
+	}
+	return out
+}
+
+// perStreamCalls makes the calls of a script over entries of one stream each
+// (renew.lua): KEYS[1] the stream, ARGV the lead arguments and then at most
+// scriptChunk entry IDs, in ascending order.
+func perStreamCalls(refs []entryRef, lead ...any) []scriptCall {
+	chunks := perStream(refs)
+	calls := make([]scriptCall, len(chunks))
+	for i, c := range chunks {
+		args := make([]any, 0, len(lead)+len(c.ids))
+		args = append(args, lead...)
+		for _, id := range c.ids {
+			args = append(args, id)
+		}
+		calls[i] = scriptCall{keys: []string{c.key}, args: args}
 	}
 	return calls
 }

@@ -165,7 +165,7 @@ func cmpID(a, b string) int {
 // redisForm: id, whose '-' is at dash, has two parts without leading zeros,
 // as Redis writes IDs, so cmpID may compare it as text. Digits are not
 // checked: an ID with other characters is none Redis hands out (XACK refuses
-// it, so ack.lua never trims by it).
+// it, and ack.lua refuses it as a bound).
 func redisForm(id string, dash int) bool {
 	return dash > 0 && dash < len(id)-1 &&
 		(id[0] != '0' || dash == 1) && (id[dash+1] != '0' || dash == len(id)-2)
