@@ -17,8 +17,7 @@ import (
 // stream adapter dead-letters on it); an accepted entry must be an order of
 // the stream's voucher whose fields are the entry's integers, and re-encoding
 // it must give back an equivalent message: the same order once Redis has
-// stored its values as strings. DecodeOrderFields, given the same fields as
-// bytes, must agree. Seeds are in testdata/fuzz; `make fuzz` runs
+// stored its values as strings. Seeds are in testdata/fuzz; `make fuzz` runs
 // it for a few seconds.
 //
 // shape says which fields the entry has: bit i (i = 0, 1, 2 for the fields of
@@ -47,21 +46,6 @@ func FuzzDecodeOrder(f *testing.F) {
 		}
 
 		o, err := redisschema.DecodeOrder(domain.VoucherID(vid), redis.XMessage{ID: "1-0", Values: values})
-
-		// The same fields as bytes of a raw reply decode the same way.
-		var flat [][]byte
-		strs := true
-		for k, v := range values {
-			s, ok := v.(string)
-			strs = strs && ok
-			flat = append(flat, []byte(k), []byte(s))
-		}
-		if strs {
-			fo, ferr := redisschema.DecodeOrderFields(domain.VoucherID(vid), flat)
-			if fo != o || (ferr == nil) != (err == nil) || ferr != nil && !errors.Is(ferr, redisschema.ErrBadOrderMessage) {
-				t.Fatalf("DecodeOrderFields(%q) = %v, %v; DecodeOrder of the map = %v, %v", flat, fo, ferr, o, err)
-			}
-		}
 		if err != nil {
 			if !errors.Is(err, redisschema.ErrBadOrderMessage) {
 				t.Fatalf("DecodeOrder(%v): error %v does not wrap ErrBadOrderMessage", values, err)

@@ -3,7 +3,6 @@ package redisschema
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -67,48 +66,22 @@ func OrderScript(src, orderID, userID, voucherID string) string {
 // and be for vid, the voucher whose stream it was read from. Other fields are
 // ignored, so a producer may add some.
 func DecodeOrder(vid domain.VoucherID, m redis.XMessage) (domain.VoucherOrder, error) {
-	fields := make([]string, 0, 2*len(m.Values))
-	for f, v := range m.Values {
-		s, ok := v.(string)
-		if !ok {
-			if slices.Contains(OrderFields[:], f) {
-				return domain.VoucherOrder{}, fmt.Errorf("%w: field %s is a %T, not a string", ErrBadOrderMessage, f, v)
-			}
-			continue // another field, ignored
-		}
-		fields = append(fields, f, s)
-	}
-	return DecodeOrderFields(vid, fields)
-}
-
-// DecodeOrderFields is DecodeOrder of an entry's fields as Redis sends them:
-// name, value, name, value... (bytes of a raw reply, or strings). A name
-// given twice counts with its last value, as in go-redis's map.
-func DecodeOrderFields[T string | []byte](vid domain.VoucherID, fields []T) (domain.VoucherOrder, error) {
-	if len(fields) == 0 {
+	if len(m.Values) == 0 {
 		return domain.VoucherOrder{}, fmt.Errorf("%w: entry has no fields (deleted while pending?)", ErrBadOrderMessage)
-	}
-	var (
-		vals [len(OrderFields)]T
-		have [len(OrderFields)]bool
-	)
-	for i := 0; i+1 < len(fields); i += 2 {
-		for j, f := range OrderFields {
-			if string(fields[i]) == f {
-				vals[j], have[j] = fields[i+1], true
-			}
-		}
 	}
 	var n [len(OrderFields)]int64
 	for i, f := range OrderFields {
-		if !have[i] {
+		v, ok := m.Values[f]
+		if !ok {
 			return domain.VoucherOrder{}, fmt.Errorf("%w: field %s is missing", ErrBadOrderMessage, f)
 		}
-		// strconv copies the string into its error, so converting bytes
-		// here allocates nothing.
-		x, err := strconv.ParseInt(string(vals[i]), 10, 64)
+		s, ok := v.(string)
+		if !ok {
+			return domain.VoucherOrder{}, fmt.Errorf("%w: field %s is a %T, not a string", ErrBadOrderMessage, f, v)
+		}
+		x, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return domain.VoucherOrder{}, fmt.Errorf("%w: field %s=%q is not an integer", ErrBadOrderMessage, f, vals[i])
+			return domain.VoucherOrder{}, fmt.Errorf("%w: field %s=%q is not an integer", ErrBadOrderMessage, f, s)
 		}
 		n[i] = x
 	}

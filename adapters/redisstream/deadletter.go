@@ -44,11 +44,11 @@ func (q *Queue) DeadLetter(ctx context.Context, ds []ports.Delivery, reason doma
 
 // setAsidePoison copies an undecodable entry to the dead letter, then
 // finishes it, and says so in the log: an operator must look at its producer.
-func (q *Queue) setAsidePoison(ctx context.Context, s *stream, m message, attempts int, cause error) error {
+func (q *Queue) setAsidePoison(ctx context.Context, s *stream, m redis.XMessage, attempts int, cause error) error {
 	values := []any{"reason", ReasonUndecodable, "stream", s.key, "entry", m.ID, "deliveries", attempts, "error", cause.Error()}
 	for _, f := range redisschema.OrderFields {
-		if v, ok := m.value(f); ok {
-			values = append(values, f, string(v))
+		if v, ok := m.Values[f]; ok {
+			values = append(values, f, fmt.Sprint(v))
 		}
 	}
 	if err := q.rdb.XAdd(ctx, &redis.XAddArgs{Stream: q.opts.DeadLetter, Values: values}).Err(); err != nil {

@@ -82,7 +82,7 @@ func (q *Queue) drain(ctx context.Context, max int) (finished bool, err error) {
 			s.drained()
 		}
 		if len(msgs) > 0 {
-			if _, err := q.accept(ctx, s, messagesOf(msgs), false); err != nil {
+			if _, err := q.accept(ctx, s, msgs, false); err != nil {
 				return false, err
 			}
 		}

@@ -3,6 +3,8 @@ package redisstream
 import (
 	"sync"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -31,10 +33,10 @@ func newInflight() inflight {
 // notHeld keeps the messages of stream key this process does not hold yet.
 // One it holds (a re-read, or a claim of an entry whose renewal was late) is
 // in the buffer or with a worker: it must not be handed out twice.
-func (f *inflight) notHeld(key string, msgs []message) []message {
+func (f *inflight) notHeld(key string, msgs []redis.XMessage) []redis.XMessage {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]message, 0, len(msgs))
+	out := make([]redis.XMessage, 0, len(msgs))
 	for _, m := range msgs {
 		if _, ok := f.held[entryRef{key, m.ID}]; !ok {
 			out = append(out, m)

@@ -128,9 +128,9 @@ func (q *Queue) readGroups(ss []*stream) [][]*stream {
 }
 
 // readNew reads entries never delivered to the group, waiting up to one
-// Block. Each read group is looked at without waiting first (one pipeline
-// where keys are sharded), with the reply walked raw (rawread.go): under load
-// that read finds entries. Only when none has any is one group, in turn,
+// Block. With one read group (a single Redis), one XREADGROUP names every
+// stream and returns as soon as any has entries. With several, each group is
+// looked at without waiting (one pipeline), then one of them, in turn, is
 // waited on: a new entry on another group is then seen within one Block.
 func (q *Queue) readNew(ctx context.Context, max int) error {
 	ss := q.streamsIn(stateReading)
@@ -145,62 +145,35 @@ func (q *Queue) readNew(ctx context.Context, max int) error {
 	var n int
 	defer func() { q.rd.shortReadAt = shortRead(n, max, read) }()
 	groups := q.readGroups(ss)
+	if len(groups) == 1 {
+		res, err := q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(ss), max, q.opts.Block)).Result()
+		n = countEntries(res)
+		return q.acceptNew(ctx, ss, res, err)
+	}
 
-	cmds := make([]*redis.RawCmd, len(groups))
+	pipe := q.rdb.Pipeline()
+	cmds := make([]*redis.XStreamSliceCmd, len(groups))
 	for i, g := range groups {
-		cmds[i] = q.xreadgroupRaw(ctx, newEntriesOf(g), max)
+		cmds[i] = pipe.XReadGroup(ctx, q.readArgs(newEntriesOf(g), max, -1))
 	}
-	if len(cmds) == 1 {
-		_ = q.rdb.Process(ctx, cmds[0]) // its error is looked at below
-	} else {
-		pipe := q.rdb.Pipeline()
-		for _, c := range cmds {
-			_ = pipe.Process(ctx, c)
-		}
-		_, _ = pipe.Exec(ctx)
-	}
+	_, _ = pipe.Exec(ctx) // each command's error is looked at below
+	var got bool
 	for i, c := range cmds {
-		raw, err := c.Result()
-		var res []streamReply
-		if err == nil {
-			res, err = parseStreams(raw)
-		}
-		if err != nil {
-			// An error Redis answered is in the raw reply, where go-redis
-			// does not see it: a cluster's MOVED would not be followed, nor
-			// its slot map reloaded. So anything but entries is asked again
-			// the typed way, which handles errors as every other command.
-			res, err = q.readTyped(ctx, groups[i], max, -1)
-		}
-		for _, r := range res {
-			n += len(r.msgs)
-		}
+		res, err := c.Result()
+		got = got || len(res) > 0
+		n += countEntries(res)
 		if err := q.acceptNew(ctx, groups[i], res, err); err != nil {
 			return err
 		}
 	}
-	if n > 0 {
+	if got {
 		return nil
 	}
 	g := groups[q.rd.rotate%len(groups)]
 	q.rd.rotate++
-	res, err := q.readTyped(ctx, g, max, q.opts.Block)
-	for _, r := range res {
-		n += len(r.msgs)
-	}
+	res, err := q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(g), max, q.opts.Block)).Result()
+	n = countEntries(res)
 	return q.acceptNew(ctx, g, res, err)
-}
-
-// readTyped is one XREADGROUP of new entries of a read group through
-// go-redis's typed command (which follows redirects and can wait: block as
-// in readArgs).
-func (q *Queue) readTyped(ctx context.Context, g []*stream, max int, block time.Duration) ([]streamReply, error) {
-	res, err := q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(g), max, block)).Result()
-	replies := make([]streamReply, len(res))
-	for i, r := range res {
-		replies[i] = streamReply{key: r.Stream, msgs: messagesOf(r.Messages)}
-	}
-	return replies, err
 }
 
 // linger waits, after a read of new entries that came back short, until
@@ -235,6 +208,14 @@ func shortRead(n, max int, start time.Time) time.Time {
 	return start
 }
 
+func countEntries(res []redis.XStream) int {
+	n := 0
+	for _, r := range res {
+		n += len(r.Messages)
+	}
+	return n
+}
+
 // newEntriesOf is XREADGROUP's STREAMS argument for the entries of ss never
 // delivered to the group.
 func newEntriesOf(ss []*stream) []string {
@@ -248,7 +229,7 @@ func newEntriesOf(ss []*stream) []string {
 	return keys
 }
 
-func (q *Queue) acceptNew(ctx context.Context, ss []*stream, res []streamReply, err error) error {
+func (q *Queue) acceptNew(ctx context.Context, ss []*stream, res []redis.XStream, err error) error {
 	if errors.Is(err, redis.Nil) {
 		return nil
 	}
@@ -270,11 +251,11 @@ func (q *Queue) acceptNew(ctx context.Context, ss []*stream, res []streamReply, 
 		byKey[s.key] = s
 	}
 	for _, r := range res {
-		s := byKey[r.key]
-		if s == nil || len(r.msgs) == 0 {
+		s := byKey[r.Stream]
+		if s == nil || len(r.Messages) == 0 {
 			continue
 		}
-		if _, err := q.accept(ctx, s, r.msgs, false); err != nil {
+		if _, err := q.accept(ctx, s, r.Messages, false); err != nil {
 			return err
 		}
 	}
@@ -299,7 +280,7 @@ func (q *Queue) idle(ctx context.Context) {
 }
 
 // read is one non-blocking XREADGROUP of one stream from id.
-func (q *Queue) read(ctx context.Context, s *stream, id string, count int) ([]message, error) {
+func (q *Queue) read(ctx context.Context, s *stream, id string, count int) ([]redis.XMessage, error) {
 	res, err := q.rdb.XReadGroup(ctx, q.readArgs([]string{s.key, id}, count, -1)).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
@@ -307,7 +288,7 @@ func (q *Queue) read(ctx context.Context, s *stream, id string, count int) ([]me
 	if err != nil || len(res) == 0 {
 		return nil, err
 	}
-	return messagesOf(res[0].Messages), nil
+	return res[0].Messages, nil
 }
 
 // readArgs builds an XREADGROUP; block < 0 sends no BLOCK at all (go-redis
@@ -327,7 +308,7 @@ func (q *Queue) readArgs(streams []string, count int, block time.Duration) *redi
 // ones to the dead letter. redelivered entries (own pending, claimed) get
 // their delivery counts looked up; a first delivery counts 1. It reports how
 // many entries it took.
-func (q *Queue) accept(ctx context.Context, s *stream, msgs []message, redelivered bool) (int, error) {
+func (q *Queue) accept(ctx context.Context, s *stream, msgs []redis.XMessage, redelivered bool) (int, error) {
 	fresh := q.in.notHeld(s.key, msgs)
 	if len(fresh) == 0 {
 		return 0, nil
@@ -346,13 +327,13 @@ func (q *Queue) accept(ctx context.Context, s *stream, msgs []message, redeliver
 
 	good := make([]buffered, 0, len(fresh))
 	type bad struct {
-		msg      message
+		msg      redis.XMessage
 		attempts int
 		err      error
 	}
 	var poison []bad
 	for i, m := range fresh {
-		o, err := redisschema.DecodeOrderFields(s.vid, m.fields)
+		o, err := redisschema.DecodeOrder(s.vid, m)
 		if err != nil {
 			poison = append(poison, bad{m, attempts[i], err})
 			continue

@@ -80,7 +80,7 @@ func (q *Queue) claim(ctx context.Context, max int, now time.Time) (int, error) 
 		if len(msgs) == 0 {
 			continue
 		}
-		if n, err := q.accept(ctx, s, messagesOf(msgs), true); err != nil || n > 0 {
+		if n, err := q.accept(ctx, s, msgs, true); err != nil || n > 0 {
 			return n, err
 		}
 	}
@@ -90,7 +90,7 @@ func (q *Queue) claim(ctx context.Context, max int, now time.Time) (int, error) 
 // deliveryCounts looks up each entry's delivery count (XPENDING of that one
 // ID, pipelined). Entries no longer pending (finished by another consumer
 // meanwhile) are dropped.
-func (q *Queue) deliveryCounts(ctx context.Context, s *stream, msgs []message) ([]message, []int, error) {
+func (q *Queue) deliveryCounts(ctx context.Context, s *stream, msgs []redis.XMessage) ([]redis.XMessage, []int, error) {
 	pipe := q.rdb.Pipeline()
 	cmds := make([]*redis.XPendingExtCmd, len(msgs))
 	for i, m := range msgs {
