@@ -16,7 +16,10 @@ import (
 // in the same MULTI/EXEC that acknowledges them, by ack.lua right after the
 // XACK, atomically, so exactly what is finished goes and nothing else. That
 // keeps XLEN the number of unfinished entries, which Pending and the stream's
-// garbage collection rely on. The script works out, inside Redis and so
+// garbage collection rely on. Two rare cases take a second step (see ackTx):
+// a server without the script yet, and a group made anew; a crash between
+// the steps leaves acked entries in the stream until a later ack's trim
+// passes them, or has them delivered again. The script works out, inside Redis and so
 // without a race, how far the stream may be trimmed: up to the largest ID
 // acknowledged, but never to the oldest entry still pending in the group.
 // Acks mostly arrive in order, and then one XTRIM MINID deletes them; entries
