@@ -309,6 +309,38 @@ func TestAckOutOfOrderKeepsOtherConsumersEntriesInItsRange(t *testing.T) {
 	}
 }
 
+// The deletion runs by EVALSHA inside the ack's transaction; a server that
+// has not cached the script (just started, SCRIPT FLUSH) has the XACK done
+// and the deletion run right after, so nothing acked stays in the stream.
+func TestAckDeletesItsEntriesOnAServerWithoutTheScript(t *testing.T) {
+	for _, b := range testenv.Redises() {
+		t.Run(b.Name, func(t *testing.T) {
+			rdb := b.Client(t)
+			q := newTestQueue(t, rdb, testenv.KeyPrefix(t), nil)
+			ctx := context.Background()
+			for i := 1; i <= 3; i++ {
+				if err := q.Publish(ctx, order(t, i, 7)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ds := testenv.ReceiveN(t, q, 3, 10)
+			if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := q.Ack(ctx, ds); err != nil {
+				t.Fatal(err)
+			}
+			key := redisschema.KeysFor(q.opts.Prefix, 7).Orders
+			if n, err := rdb.XLen(ctx, key).Result(); err != nil || n != 0 {
+				t.Fatalf("stream holds %d entries (%v) after the ack, want 0", n, err)
+			}
+			if p, err := rdb.XPending(ctx, key, DefaultGroup).Result(); err != nil || p.Count != 0 {
+				t.Fatalf("pending %+v (%v), want none", p, err)
+			}
+		})
+	}
+}
+
 func TestAnEntryReadButNeverHandedOutIsClaimedBack(t *testing.T) {
 	for _, b := range testenv.Redises() {
 		t.Run(b.Name, func(t *testing.T) {

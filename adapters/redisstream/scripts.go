@@ -92,23 +92,31 @@ func runScripts(ctx context.Context, rdb redis.UniversalClient, s *redis.Script,
 		cmds[i] = s.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
 	_, _ = pipe.Exec(ctx) // each command's error is looked at below
-	var again []int
-	for i, c := range cmds {
-		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-			again = append(again, i)
-		}
-	}
-	if len(again) > 0 {
-		pipe := rdb.Pipeline()
-		for _, i := range again {
-			cmds[i] = s.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
-		}
-		_, _ = pipe.Exec(ctx)
-	}
+	evalWhereNoScript(ctx, rdb, s, cmds, calls)
 	for _, c := range cmds {
 		if err := c.Err(); err != nil {
 			return cmds, err
 		}
 	}
 	return cmds, nil
+}
+
+// evalWhereNoScript sends again, with EVAL and in one pipeline, the calls
+// whose EVALSHA the server answered NOSCRIPT (it had not cached the script:
+// just started, or SCRIPT FLUSH), and puts their new commands in cmds.
+func evalWhereNoScript(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, cmds []*redis.Cmd, calls []scriptCall) {
+	var again []int
+	for i, c := range cmds {
+		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		return
+	}
+	pipe := rdb.Pipeline()
+	for _, i := range again {
+		cmds[i] = s.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
+	}
+	_, _ = pipe.Exec(ctx)
 }
