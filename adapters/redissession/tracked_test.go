@@ -83,13 +83,16 @@ func newInstance(t *testing.T, connect func(testing.TB) redis.UniversalClient, p
 func requireFreeLookups(t *testing.T, in instance, token string, want domain.UserID, what string) {
 	t.Helper()
 	before := in.sent.all.Load()
+	reports, readBack, pexpires := in.sessions.Reports(), in.sessions.Prefetched(), in.sent.pexpire.Load()
 	for i := 0; i < 100; i++ {
 		if u, err := in.sessions.UserID(context.Background(), token); err != nil || u != want {
 			t.Fatalf("lookup %d of %s: %d, %v; want %d", i, what, u, err, want)
 		}
 	}
 	if n := in.sent.all.Load() - before; n != 0 {
-		t.Fatalf("100 lookups of %s sent %d commands, want 0", what, n)
+		// What else happened meanwhile says where the commands came from.
+		t.Fatalf("100 lookups of %s sent %d commands, want 0 (meanwhile %d reports heard, %d sessions read back, %d PEXPIRE sent)",
+			what, n, in.sessions.Reports()-reports, in.sessions.Prefetched()-readBack, in.sent.pexpire.Load()-pexpires)
 	}
 }
 
