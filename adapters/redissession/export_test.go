@@ -20,6 +20,13 @@ func WithAfterRead(o TrackedOptions, f func()) TrackedOptions {
 	return o
 }
 
+// WithAfterLookup runs f in a request's miss after its read ("read") and
+// after it cached the answer ("add").
+func WithAfterLookup(o TrackedOptions, f func(stage string)) TrackedOptions {
+	o.afterLookup = f
+	return o
+}
+
 // WithAfterDown runs f in a subscriber's listener each time a failed read
 // has marked the cache down, before it redials.
 func WithAfterDown(o TrackedOptions, f func()) TrackedOptions {

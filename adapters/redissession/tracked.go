@@ -87,8 +87,11 @@ type Tracked struct {
 	poll     time.Duration
 	tick     <-chan time.Time // tests: drives the topology watch by hand
 	// afterRead, in tests, runs between a prefetch's read and its caching;
-	// afterDown after a subscriber's failed read marked the cache down.
+	// afterDown after a subscriber's failed read marked the cache down;
+	// afterLookup in a request's miss, after its read (stage lookupRead)
+	// and after it cached the answer (lookupAdded).
 	afterRead, afterDown func()
+	afterLookup          func(stage string)
 
 	mu     sync.Mutex // guards subs
 	subs   map[string]*subscriber
@@ -128,6 +131,7 @@ type TrackedOptions struct {
 	masters              func(context.Context) ([]string, error)
 	tick                 <-chan time.Time
 	afterRead, afterDown func()
+	afterLookup          func(stage string)
 }
 
 // NewTracked starts one invalidation subscriber per master of rdb (a Client
@@ -145,15 +149,16 @@ func NewTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 		opts.TopologyPoll = DefaultTopologyPoll
 	}
 	t := &Tracked{
-		store:     store,
-		cache:     newTTLCache(opts.Size, store.ttl),
-		pending:   make(map[string]bool),
-		masters:   opts.masters,
-		poll:      opts.TopologyPoll,
-		tick:      opts.tick,
-		afterRead: opts.afterRead,
-		afterDown: opts.afterDown,
-		subs:      make(map[string]*subscriber),
+		store:       store,
+		cache:       newTTLCache(opts.Size, store.ttl),
+		pending:     make(map[string]bool),
+		masters:     opts.masters,
+		poll:        opts.TopologyPoll,
+		tick:        opts.tick,
+		afterRead:   opts.afterRead,
+		afterDown:   opts.afterDown,
+		afterLookup: opts.afterLookup,
+		subs:        make(map[string]*subscriber),
 	}
 	if !opts.NoPrefetch {
 		t.queue = make(chan string, prefetchQueue) // before any listener runs
@@ -227,15 +232,48 @@ func (t *Tracked) UserID(ctx context.Context, token string) (domain.UserID, erro
 	if err != nil {
 		return 0, err
 	}
-	// Add, then check: an invalidation after the check finds the entry and
-	// evicts it; one before it moved the epoch, and the entry goes again.
+	t.hook(lookupRead)
 	if serving && life > 0 {
-		t.cache.AddFor(token, id, life)
-		if epoch.Load() != seen || t.down.Load() != 0 {
-			t.cache.Remove(token)
-		}
+		t.keep(token, id, life, epoch, seen)
 	}
 	return id, nil
+}
+
+// Stages of a request's miss at which afterLookup runs.
+const (
+	lookupRead  = "read"
+	lookupAdded = "add"
+)
+
+func (t *Tracked) hook(stage string) {
+	if t.afterLookup != nil {
+		t.afterLookup(stage)
+	}
+}
+
+// keep caches what a request's miss read, unless the token moved meanwhile.
+// Add, then check: an invalidation after the check finds the entry and
+// evicts it; one before it moved the epoch, and the entry goes again.
+//
+// What goes is this request's entry only. The invalidation that moved the
+// epoch also queued the token to be read back, and that read, being later
+// than this one, may already have cached it (a request whose goroutine
+// waited for a CPU between its read and here): a live entry found at the
+// add is kept and this answer dropped, and the removal takes the entry only
+// if it is still this one, under the lock under which read-backs cache, so
+// none lands between the look and the removal. Dropping the read-back's
+// entry would be safe, but would cost the token's next request a round trip.
+func (t *Tracked) keep(token string, id domain.UserID, life time.Duration, epoch *atomic.Uint64, seen uint64) {
+	e := t.cache.addUnlessLive(token, id, life)
+	if e == nil {
+		return
+	}
+	t.hook(lookupAdded)
+	if epoch.Load() != seen || t.down.Load() != 0 {
+		t.pmu.Lock()
+		t.cache.removeEntry(token, e)
+		t.pmu.Unlock()
+	}
 }
 
 // slide sends the refresh of a cached session whose expiry is more than

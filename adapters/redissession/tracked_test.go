@@ -207,6 +207,104 @@ func TestTrackedSlidesExpiryOnAMiss(t *testing.T) {
 	}
 }
 
+// TestTrackedMissKeepsAReadBackThatOvertookIt: a request's miss that sent
+// the refresh can be overtaken, between its read and its caching, by the
+// refresh's report and the read-back that report queues (the request's
+// goroutine waiting for a CPU meanwhile). The read-back is the later read.
+// Whether it lands before the request's add or between the add and its
+// check, the token stays cached and the next lookups cost nothing; before,
+// the request's add replaced the read-back's entry (or the report removed
+// the request's), and its check then removed the read-back's.
+func TestTrackedMissKeepsAReadBackThatOvertookIt(t *testing.T) {
+	for _, b := range testenv.RealRedisBackends() {
+		for _, stage := range []string{"read", "add"} {
+			t.Run(b.Name+"/overtaken_after_"+stage, func(t *testing.T) {
+				prefix := testenv.Unique("login:token:")
+				ctx := context.Background()
+				setup := b.Client(t)
+				token, err := redissession.New(setup, redissession.Options{Prefix: prefix}).Mint(ctx, 7)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Lapsing, so the miss sends a refresh, whose report
+				// queues the token to be read back.
+				if err := setup.Expire(ctx, prefix+token, 5*time.Second).Err(); err != nil {
+					t.Fatal(err)
+				}
+				var in instance
+				var armed atomic.Bool
+				opts := redissession.WithAfterLookup(redissession.TrackedOptions{}, func(s string) {
+					if s != stage || !armed.CompareAndSwap(true, false) {
+						return
+					}
+					testenv.Eventually(t, 2*time.Second, func() (bool, string) {
+						return in.sessions.Prefetched() >= 1, "the refresh's report was not read back"
+					})
+				})
+				in = newInstance(t, b.Client, prefix, opts)
+				armed.Store(true)
+				if u, err := in.sessions.UserID(ctx, token); err != nil || u != 7 {
+					t.Fatalf("lookup: %d, %v", u, err)
+				}
+				if armed.Load() {
+					t.Fatalf("the lookup never reached stage %q", stage)
+				}
+				if !in.sessions.Holds(token) {
+					t.Fatalf("a read-back that overtook the request's miss (after its %s) is not cached", stage)
+				}
+				requireFreeLookups(t, in, token, 7, "a session read back while its miss was being cached")
+			})
+		}
+	}
+}
+
+// TestTrackedMissDropsWhatARevocationOvertook: a logout (the token's DEL)
+// reported between a request's read and its caching keeps the request's
+// answer out of the cache: the next request finds the token gone.
+func TestTrackedMissDropsWhatARevocationOvertook(t *testing.T) {
+	for _, b := range testenv.RealRedisBackends() {
+		t.Run(b.Name, func(t *testing.T) {
+			prefix := testenv.Unique("login:token:")
+			ctx := context.Background()
+			setup := b.Client(t)
+			token, err := redissession.New(setup, redissession.Options{Prefix: prefix}).Mint(ctx, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var in instance
+			var armed atomic.Bool
+			opts := redissession.WithAfterLookup(redissession.TrackedOptions{NoPrefetch: true}, func(s string) {
+				if s != "read" || !armed.CompareAndSwap(true, false) {
+					return
+				}
+				reports := in.sessions.Reports()
+				if err := setup.Del(ctx, prefix+token).Err(); err != nil {
+					t.Error(err)
+					return
+				}
+				testenv.Eventually(t, 2*time.Second, func() (bool, string) {
+					return in.sessions.Reports() > reports, "the DEL was not reported"
+				})
+			})
+			in = newInstance(t, b.Client, prefix, opts)
+			armed.Store(true)
+			// Answered from what it read: the logout came after.
+			if u, err := in.sessions.UserID(ctx, token); err != nil || u != 7 {
+				t.Fatalf("lookup: %d, %v", u, err)
+			}
+			if armed.Load() {
+				t.Fatal("the lookup never reached its read")
+			}
+			if in.sessions.Holds(token) {
+				t.Fatal("a token deleted before its lookup was cached is held")
+			}
+			if u, err := in.sessions.UserID(ctx, token); !errors.Is(err, ports.ErrUnknownToken) {
+				t.Fatalf("lookup after the logout: %d, %v; want ErrUnknownToken", u, err)
+			}
+		})
+	}
+}
+
 // TestTrackedSlidesExpiryOnAHit: a session read from memory whose expiry is
 // more than the slack behind TTL gets one PEXPIRE for a burst of requests,
 // without a round trip of theirs; the instance then reads the session back

@@ -70,6 +70,31 @@ func (c *ttlCache) AddFor(token string, id domain.UserID, life time.Duration) {
 	c.lru.Add(token, &ttlEntry{id: id, expires: c.now() + life})
 }
 
+// addUnlessLive keeps the token for life unless a live entry holds it, and
+// returns the entry it added (nil when it kept the live one). A lapsed entry
+// is replaced.
+func (c *ttlCache) addUnlessLive(token string, id domain.UserID, life time.Duration) *ttlEntry {
+	now := c.now()
+	e := &ttlEntry{id: id, expires: now + life}
+	prev, found, _ := c.lru.PeekOrAdd(token, e)
+	if found {
+		if now < prev.expires {
+			return nil
+		}
+		c.lru.Add(token, e)
+	}
+	return e
+}
+
+// removeEntry removes the token if e is still its entry. The look and the
+// removal are two steps: a caller that must not lose an entry added in
+// between holds the lock its adders hold.
+func (c *ttlCache) removeEntry(token string, e *ttlEntry) {
+	if cur, ok := c.lru.Peek(token); ok && cur == e {
+		c.lru.Remove(token)
+	}
+}
+
 func (c *ttlCache) Remove(token string) { c.lru.Remove(token) }
 
 func (c *ttlCache) Purge() { c.lru.Purge() }
