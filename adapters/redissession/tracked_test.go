@@ -233,16 +233,30 @@ func TestTrackedMissKeepsAReadBackThatOvertookIt(t *testing.T) {
 				}
 				var in instance
 				var armed atomic.Bool
+				// The read-back caches once the miss is past stage: after
+				// the read, it may well do so by itself; after the add, it
+				// is held until the miss has added.
+				passed := make(chan struct{})
 				opts := redissession.WithAfterLookup(redissession.TrackedOptions{}, func(s string) {
 					if s != stage || !armed.CompareAndSwap(true, false) {
 						return
 					}
+					close(passed)
 					testenv.Eventually(t, 2*time.Second, func() (bool, string) {
 						return in.sessions.Prefetched() >= 1, "the refresh's report was not read back"
 					})
 				})
+				if stage == "add" {
+					opts = redissession.WithAfterRead(opts, func() {
+						select {
+						case <-passed:
+						case <-time.After(5 * time.Second): // failed below: never reached
+						}
+					})
+				}
 				in = newInstance(t, b.Client, prefix, opts)
 				armed.Store(true)
+				sentBefore := in.sent.all.Load()
 				if u, err := in.sessions.UserID(ctx, token); err != nil || u != 7 {
 					t.Fatalf("lookup: %d, %v", u, err)
 				}
@@ -252,6 +266,13 @@ func TestTrackedMissKeepsAReadBackThatOvertookIt(t *testing.T) {
 				if !in.sessions.Holds(token) {
 					t.Fatalf("a read-back that overtook the request's miss (after its %s) is not cached", stage)
 				}
+				// The hook counts a batch once its replies are read, which
+				// may be after the read-back: wait for the lookup's HGET,
+				// PTTL and PEXPIRE and the read-back's HGET and PTTL.
+				testenv.Eventually(t, 2*time.Second, func() (bool, string) {
+					n := in.sent.all.Load() - sentBefore
+					return n >= 5, fmt.Sprintf("%d commands counted", n)
+				})
 				requireFreeLookups(t, in, token, 7, "a session read back while its miss was being cached")
 			})
 		}
