@@ -102,10 +102,10 @@ type Options struct {
 	MinIdle time.Duration
 	// ClaimInterval is how often idle entries are looked for (default MinIdle/2).
 	ClaimInterval time.Duration
-	// Linger: after a read of new entries that returned fewer than asked
-	// for, the next one waits until Linger has passed since it began, so a
-	// batch gathers what arrives meanwhile (default 0: read at once). A read
-	// that comes back full is followed at once. At most MaxLinger.
+	// Linger: a read of new entries that returned fewer than asked for
+	// keeps its batch open for Linger, then reads what arrived meanwhile
+	// into it, as the channel queue does (default 0: hand out at once). A
+	// read that comes back full is handed out at once. At most MaxLinger.
 	Linger time.Duration
 	// DeadLetter is the stream that keeps entries set aside for an operator
 	// (default Prefix+"dead-letter"). It is never trimmed.
@@ -152,9 +152,6 @@ type readState struct {
 	nextDiscover time.Time
 	nextCollect  time.Time
 	rotate       int // which group of streams the next blocking read waits on
-	// shortReadAt is when the last read of new entries that came back short
-	// began (zero after a full one): the next read lingers from there.
-	shortReadAt time.Time
 	// discoveredAfterClose: the one discovery a closed queue makes is done.
 	discoveredAfterClose bool
 }

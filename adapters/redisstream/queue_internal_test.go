@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -612,30 +613,24 @@ func TestStreamStates(t *testing.T) {
 	step("drained", s.drained, stateDrained, true)
 }
 
-// A read of new entries that comes back short makes the next one wait out
-// the linger, so what arrives meanwhile is one batch; a full read is
-// followed at once, so a backlog is not slowed down.
-func TestAShortReadMakesTheNextReadLinger(t *testing.T) {
+// A read of new entries that comes back short keeps its batch open for the
+// linger, as the channel queue does: what is published meanwhile joins it. A
+// full read is handed out at once, so a backlog is not slowed down.
+func TestAShortReadKeepsItsBatchOpenForTheLinger(t *testing.T) {
 	for _, b := range testenv.Redises() {
 		t.Run(b.Name, func(t *testing.T) {
 			rdb := b.Client(t)
 			const linger = 500 * time.Millisecond
 			q := newTestQueue(t, rdb, testenv.KeyPrefix(t), func(o *Options) { o.Linger = linger })
 			var (
-				holding  atomic.Bool
 				waits    atomic.Int64
 				lingered = make(chan time.Duration, 1)
 				release  = make(chan time.Time)
 			)
 			q.after = func(d time.Duration) <-chan time.Time {
 				waits.Add(1)
-				if holding.Load() {
-					lingered <- d
-					return release
-				}
-				now := make(chan time.Time, 1)
-				now <- time.Now()
-				return now
+				lingered <- d
+				return release
 			}
 			ctx := context.Background()
 			publish := func(ids ...int) {
@@ -646,25 +641,15 @@ func TestAShortReadMakesTheNextReadLinger(t *testing.T) {
 					}
 				}
 			}
-			receive := func(max int) []ports.Delivery {
-				t.Helper()
-				ds, err := q.Receive(ctx, max)
-				if err != nil {
-					t.Fatal(err)
+			ids := func(ds []ports.Delivery) []int64 {
+				out := make([]int64, len(ds))
+				for i, d := range ds {
+					out[i] = int64(d.Order.ID())
 				}
-				if err := q.Ack(ctx, ds); err != nil {
-					t.Fatal(err)
-				}
-				return ds
+				return out
 			}
 
 			publish(1)
-			if ds := receive(10); len(ds) != 1 {
-				t.Fatalf("first read got %d entries, want 1", len(ds))
-			}
-			// The read was short: the next one lingers, and what is
-			// published meanwhile comes back as one batch.
-			holding.Store(true)
 			type result struct {
 				ds  []ports.Delivery
 				err error
@@ -680,33 +665,40 @@ func TestAShortReadMakesTheNextReadLinger(t *testing.T) {
 					t.Fatalf("lingered %s, want within (0, %s]", d, linger)
 				}
 			case r := <-got:
-				t.Fatalf("the read after a short one did not linger: got %d entries, %v", len(r.ds), r.err)
+				t.Fatalf("a short read was handed out without lingering: %v, %v", ids(r.ds), r.err)
 			case <-time.After(10 * time.Second):
-				t.Fatal("the read after a short one neither lingered nor returned")
+				t.Fatal("a short read neither lingered nor came back")
 			}
 			publish(2, 3)
-			holding.Store(false)
 			close(release)
 			r := <-got
 			if r.err != nil {
 				t.Fatal(r.err)
 			}
-			if len(r.ds) != 2 || r.ds[0].Order.ID() != 2 || r.ds[1].Order.ID() != 3 {
-				t.Fatalf("after the linger got %v, want orders 2 and 3 in one batch", r.ds)
+			if got := ids(r.ds); !slices.Equal(got, []int64{1, 2, 3}) {
+				t.Fatalf("after the linger got orders %v, want 1, 2 and 3 in one batch", got)
 			}
 			if err := q.Ack(ctx, r.ds); err != nil {
 				t.Fatal(err)
 			}
 
-			// Full reads are followed at once.
+			// Full reads are handed out at once.
 			publish(4, 5, 6, 7)
-			receive(2) // lingers after the short read above
 			before := waits.Load()
-			if ds := receive(2); len(ds) != 2 || ds[0].Order.ID() != 6 {
-				t.Fatalf("second full read got %v, want orders 6 and 7", ds)
+			for _, want := range [][]int64{{4, 5}, {6, 7}} {
+				ds, err := q.Receive(ctx, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := ids(ds); !slices.Equal(got, want) {
+					t.Fatalf("a full read got orders %v, want %v", got, want)
+				}
+				if err := q.Ack(ctx, ds); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if n := waits.Load() - before; n != 0 {
-				t.Fatalf("a read after a full one lingered %d times, want none", n)
+				t.Fatalf("full reads lingered %d times, want none", n)
 			}
 		})
 	}

@@ -128,27 +128,44 @@ func (q *Queue) readGroups(ss []*stream) [][]*stream {
 }
 
 // readNew reads entries never delivered to the group, waiting up to one
-// Block. With one read group (a single Redis), one XREADGROUP names every
-// stream and returns as soon as any has entries. With several, each group is
-// looked at without waiting (one pipeline), then one of them, in turn, is
-// waited on: a new entry on another group is then seen within one Block.
+// Block for the first of them. A read that comes back short keeps its batch
+// open for Options.Linger from then, as the channel queue keeps its own
+// open after its first order: what arrives meanwhile is read once the
+// linger is over and joins the batch, so both queues write the same
+// batches to the database under one setting. A full read is handed out at
+// once, so a backlog is read as fast as it is written.
 func (q *Queue) readNew(ctx context.Context, max int) error {
 	ss := q.streamsIn(stateReading)
 	if len(ss) == 0 {
 		q.idle(ctx)
 		return nil
 	}
-	if !q.linger(ctx) {
-		return nil // closed or cancelled while lingering: the caller looks again
+	n, err := q.readNewOnce(ctx, ss, max, q.opts.Block)
+	if err != nil || n == 0 || n >= max || q.opts.Linger <= 0 {
+		return err
 	}
-	read := time.Now()
-	var n int
-	defer func() { q.rd.shortReadAt = shortRead(n, max, read) }()
+	if !q.linger(ctx, time.Now()) {
+		return nil // closed or cancelled: what was read is handed out
+	}
+	if ss = q.streamsIn(stateReading); len(ss) == 0 {
+		return nil
+	}
+	_, err = q.readNewOnce(ctx, ss, max-n, -1)
+	return err
+}
+
+// readNewOnce is one read of new entries from ss, of up to max each, waiting
+// up to block (none when negative) when nothing is there; it reports how
+// many entries came back. With one read group (a single Redis), one
+// XREADGROUP names every stream and returns as soon as any has entries.
+// With several, each group is looked at without waiting (one pipeline),
+// then one of them, in turn, is waited on: a new entry on another group is
+// then seen within one Block.
+func (q *Queue) readNewOnce(ctx context.Context, ss []*stream, max int, block time.Duration) (int, error) {
 	groups := q.readGroups(ss)
 	if len(groups) == 1 {
-		res, err := q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(ss), max, q.opts.Block)).Result()
-		n = countEntries(res)
-		return q.acceptNew(ctx, ss, res, err)
+		res, err := q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(ss), max, block)).Result()
+		return countEntries(res), q.acceptNew(ctx, ss, res, err)
 	}
 
 	pipe := q.rdb.Pipeline()
@@ -157,35 +174,28 @@ func (q *Queue) readNew(ctx context.Context, max int) error {
 		cmds[i] = pipe.XReadGroup(ctx, q.readArgs(newEntriesOf(g), max, -1))
 	}
 	_, _ = pipe.Exec(ctx) // each command's error is looked at below
-	var got bool
+	var n int
 	for i, c := range cmds {
 		res, err := c.Result()
-		got = got || len(res) > 0
 		n += countEntries(res)
 		if err := q.acceptNew(ctx, groups[i], res, err); err != nil {
-			return err
+			return n, err
 		}
 	}
-	if got {
-		return nil
+	if n > 0 || block < 0 {
+		return n, nil
 	}
 	g := groups[q.rd.rotate%len(groups)]
 	q.rd.rotate++
-	res, err := q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(g), max, q.opts.Block)).Result()
-	n = countEntries(res)
-	return q.acceptNew(ctx, g, res, err)
+	res, err := q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(g), max, block)).Result()
+	return countEntries(res), q.acceptNew(ctx, g, res, err)
 }
 
-// linger waits, after a read of new entries that came back short, until
-// Options.Linger has passed since that read began, so that what arrives in
-// between is read as one batch (and written to the database in one
-// transaction) instead of one batch per read. It reports false when Close or
-// ctx cut the wait short.
-func (q *Queue) linger(ctx context.Context) bool {
-	if q.opts.Linger <= 0 || q.rd.shortReadAt.IsZero() {
-		return true
-	}
-	wait := time.Until(q.rd.shortReadAt.Add(q.opts.Linger))
+// linger waits until Options.Linger has passed since from, the moment a
+// short read came back. It reports false when Close or ctx cut the wait
+// short.
+func (q *Queue) linger(ctx context.Context, from time.Time) bool {
+	wait := time.Until(from.Add(q.opts.Linger))
 	if wait <= 0 {
 		return true
 	}
@@ -196,16 +206,6 @@ func (q *Queue) linger(ctx context.Context) bool {
 	case <-ctx.Done():
 	}
 	return false
-}
-
-// shortRead is the readState's shortReadAt after a read that began at start
-// and returned n entries of the max asked for: zero when it was full (the
-// next read goes at once: a backlog is read as fast as it is written).
-func shortRead(n, max int, start time.Time) time.Time {
-	if n >= max {
-		return time.Time{}
-	}
-	return start
 }
 
 func countEntries(res []redis.XStream) int {
