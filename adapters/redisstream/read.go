@@ -145,7 +145,7 @@ func (q *Queue) readNew(ctx context.Context, max int) error {
 		return err
 	}
 	if !q.linger(ctx, time.Now()) {
-		return nil // closed or cancelled: what was read is handed out
+		return nil // closed or cancelled: what was read stays buffered for Receive
 	}
 	if ss = q.streamsIn(stateReading); len(ss) == 0 {
 		return nil
