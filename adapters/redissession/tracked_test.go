@@ -96,6 +96,24 @@ func requireFreeLookups(t *testing.T, in instance, token string, want domain.Use
 	}
 }
 
+// mintLapsing logs user in through a client of its own (not an instance's,
+// whose commands are counted) before any instance listens, and leaves the
+// session 5 s to live, so that its next lookup sends a refresh. It returns
+// that client and the token.
+func mintLapsing(t *testing.T, b testenv.RedisBackend, prefix string, user domain.UserID) (redis.UniversalClient, string) {
+	t.Helper()
+	ctx := context.Background()
+	setup := b.Client(t)
+	token, err := redissession.New(setup, redissession.Options{Prefix: prefix}).Mint(ctx, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setup.Expire(ctx, prefix+token, 5*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return setup, token
+}
+
 // TestTrackedRevokesOnEveryInstance: a token both instances have cached
 // (the second lookup on each costs no Redis) stops resolving on the other
 // instance as soon as Redis reports the DEL; no cache TTL is waited out (the
@@ -163,18 +181,10 @@ func TestTrackedSlidesExpiryOnAMiss(t *testing.T) {
 			prefix := testenv.Unique("login:token:")
 			ctx := context.Background()
 			// The session is written before the instance starts listening,
-			// so the only report it hears is its own EXPIRE's.
-			setup := b.Client(t)
-			token, err := redissession.New(setup, redissession.Options{Prefix: prefix}).Mint(ctx, 7)
-			if err != nil {
-				t.Fatal(err)
-			}
+			// so the only report it hears is its own EXPIRE's. It is about
+			// to lapse: the user's last request was almost 30 minutes ago.
+			setup, token := mintLapsing(t, b, prefix, 7)
 			key := prefix + token
-			// The session is about to lapse: the user's last request was
-			// almost 30 minutes ago.
-			if err := setup.Expire(ctx, key, 5*time.Second).Err(); err != nil {
-				t.Fatal(err)
-			}
 			in := newInstance(t, b.Client, prefix, redissession.TrackedOptions{})
 			// Opens the pipeliner's connection (its handshake would be
 			// counted below); an unknown token writes nothing.
@@ -221,16 +231,9 @@ func TestTrackedMissKeepsAReadBackThatOvertookIt(t *testing.T) {
 			t.Run(b.Name+"/overtaken_after_"+stage, func(t *testing.T) {
 				prefix := testenv.Unique("login:token:")
 				ctx := context.Background()
-				setup := b.Client(t)
-				token, err := redissession.New(setup, redissession.Options{Prefix: prefix}).Mint(ctx, 7)
-				if err != nil {
-					t.Fatal(err)
-				}
 				// Lapsing, so the miss sends a refresh, whose report
 				// queues the token to be read back.
-				if err := setup.Expire(ctx, prefix+token, 5*time.Second).Err(); err != nil {
-					t.Fatal(err)
-				}
+				_, token := mintLapsing(t, b, prefix, 7)
 				var in instance
 				var armed atomic.Bool
 				// The read-back caches once the miss is past stage: after
