@@ -194,6 +194,71 @@ func TestTargetsTakeTheMedianOfPerRoundRatios(t *testing.T) {
 	}
 }
 
+// The median's interval is the order statistics a binomial table gives:
+// x(40) and x(61) of 100, x(6) and x(15) of 20, x(2) and x(9) of 10, the
+// extremes of 6, and none for 5 or fewer.
+func TestMedianIntervalIsTheBinomialOrderStatistics(t *testing.T) {
+	for _, c := range []struct{ n, lo, hi int }{{100, 40, 61}, {20, 6, 15}, {10, 2, 9}, {6, 1, 6}, {5, 0, 0}, {3, 0, 0}, {1, 0, 0}} {
+		xs := make([]float64, c.n)
+		for i := range xs {
+			xs[i] = float64(c.n - i) // given unsorted: 1 is the smallest
+		}
+		iv, ok := medianInterval(xs, 0.95)
+		if c.lo == 0 {
+			if ok {
+				t.Errorf("n=%d: interval %+v, want none", c.n, iv)
+			}
+			continue
+		}
+		if !ok || iv != (Interval{Low: float64(c.lo), High: float64(c.hi)}) {
+			t.Errorf("n=%d: interval %+v (%v), want x(%d)–x(%d)", c.n, iv, ok, c.lo, c.hi)
+		}
+	}
+	// Far past what exact factorials could hold.
+	if _, ok := medianInterval(make([]float64, 5000), 0.95); !ok {
+		t.Error("n=5000: no interval")
+	}
+}
+
+// With rounds enough, a ratio's verdict says whether its limit is inside
+// the median's interval: a stream/channel ratio that wanders around 0.95 is
+// met or missed by the luck of the median, one far above it is not.
+func TestTargetsSayWhenTheVerdictIsWithinNoise(t *testing.T) {
+	judge := func(perRound []float64) Target {
+		var rs []Result
+		for k, x := range perRound {
+			rs = append(rs,
+				Result{Scenario: ScenarioWide, Mode: ModeChannel, Round: k + 1, Status: "ok", HasClaims: true, ClaimsPerSec: 10000},
+				Result{Scenario: ScenarioWide, Mode: ModeStream, Round: k + 1, Status: "ok", HasClaims: true, ClaimsPerSec: 10000 * x})
+		}
+		for _, tg := range checkTargets(rs, true) {
+			if tg.Name == "wide: stream claims/s vs channel" {
+				return tg
+			}
+		}
+		t.Fatal("no wide stream/channel target")
+		return Target{}
+	}
+	near := judge([]float64{0.90, 0.97, 0.93, 1.01, 0.96, 0.92, 0.99, 0.945})
+	if near.Met == nil || !*near.Met || !near.WithinNoise || near.Interval == nil ||
+		!strings.HasPrefix(near.Got, "median 0.95× (95% interval 0.90–1.01) over 8 rounds") {
+		t.Errorf("around the line: %+v", near)
+	}
+	far := judge([]float64{1.20, 1.10, 1.30, 1.15, 1.25, 1.05})
+	if far.Met == nil || !*far.Met || far.WithinNoise || far.Interval == nil || far.Interval.Low != 1.05 {
+		t.Errorf("far above the line: %+v", far)
+	}
+	few := judge([]float64{0.90, 0.97, 0.93})
+	if few.Interval != nil || few.WithinNoise || !strings.HasPrefix(few.Got, "median 0.93× over 3 rounds") {
+		t.Errorf("three rounds: %+v", few)
+	}
+	var out strings.Builder
+	(&Report{Targets: []Target{near, far}}).WriteTable(&out)
+	if !strings.Contains(out.String(), "met?    wide: stream claims/s vs channel") || strings.Count(out.String(), "met?") != 1 {
+		t.Errorf("the table does not mark the verdict within noise, and only it:\n%s", out.String())
+	}
+}
+
 // Every other round runs the modes in reverse, so no mode always runs first,
 // or right after the same other mode's clean-up; the listed order itself is
 // left alone.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -51,6 +52,19 @@ type Target struct {
 	Got    string `json:"got"`
 	Judged bool   `json:"judged"`
 	Met    *bool  `json:"met"`
+	// Interval is a 95% confidence interval of the median ratio, when
+	// there are rounds enough for one (6 or more); see medianInterval.
+	Interval *Interval `json:"median_ci95,omitempty"`
+	// WithinNoise marks a judged target whose interval holds its limit:
+	// the verdict went the way the median fell, and more rounds could
+	// turn it.
+	WithinNoise bool `json:"within_noise,omitempty"`
+}
+
+// Interval is a range of ratios.
+type Interval struct {
+	Low  float64 `json:"low"`
+	High float64 `json:"high"`
 }
 
 // measured tells whether the run produced the figure.
@@ -163,6 +177,35 @@ func rounds(rs []Result) int {
 	return n
 }
 
+// medianInterval is a distribution-free confidence interval of the median
+// of xs, at least conf (0.95: 95%): the k-th smallest and k-th largest
+// value, for the largest k at which the true median lies outside them with
+// probability 2·P(Binomial(n, ½) < k) ≤ 1 − conf. It assumes nothing of
+// the rounds' spread, only that rounds are independent. ok is false when
+// n is too small for any such k (below 6 at 95%).
+func medianInterval(xs []float64, conf float64) (iv Interval, ok bool) {
+	n := len(xs)
+	// tail accumulates P(Binomial(n, ½) ≤ j) in log space, so n in the
+	// thousands does not underflow.
+	k, tail := 0, 0.0
+	for j := 0; 2*j < n; j++ {
+		lg, _ := math.Lgamma(float64(n + 1))
+		lj, _ := math.Lgamma(float64(j + 1))
+		lr, _ := math.Lgamma(float64(n - j + 1))
+		tail += math.Exp(lg - lj - lr - float64(n)*math.Ln2)
+		if 2*tail > 1-conf {
+			break
+		}
+		k = j + 1
+	}
+	if k == 0 {
+		return Interval{}, false
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return Interval{Low: s[k-1], High: s[n-k]}, true
+}
+
 func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
@@ -209,16 +252,24 @@ func checkTargets(rs []Result, judge bool) []Target {
 			return
 		}
 		x := median(xs)
+		iv, haveIV := medianInterval(xs, 0.95)
+		if haveIV {
+			t.Interval = &iv
+		}
 		if t.Judged {
 			met := x >= limit
 			if !atLeast {
 				met = x <= limit
 			}
 			t.Met = &met
+			t.WithinNoise = haveIV && iv.Low <= limit && limit <= iv.High
 		}
-		if len(xs) == 1 {
+		switch {
+		case len(xs) == 1:
 			t.Got = detail[0]
-		} else {
+		case haveIV:
+			t.Got = fmt.Sprintf("median %.2f× (95%% interval %.2f–%.2f) over %d rounds: %s", x, iv.Low, iv.High, len(xs), strings.Join(detail, ", "))
+		default:
 			t.Got = fmt.Sprintf("median %.2f× over %d rounds: %s", x, len(xs), strings.Join(detail, ", "))
 		}
 		ts = append(ts, t)
@@ -428,7 +479,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 		}
 	}
 	if len(measured) > 0 {
-		fmt.Fprintln(w, "\nTargets (issue 10's, ratios within this run; \"info\": reported, not judged):")
+		fmt.Fprintln(w, "\nTargets (issue 10's, ratios within this run; \"info\": reported, not judged; \"?\": the limit is inside the median's 95% interval, so more rounds could turn the verdict):")
 		for _, t := range measured {
 			verdict := "info"
 			switch {
@@ -437,7 +488,10 @@ func (rep *Report) WriteTable(w io.Writer) {
 			case t.Met != nil:
 				verdict = "MISSED"
 			}
-			fmt.Fprintf(w, "  %-6s %s: want %s, got %s\n", verdict, t.Name, t.Want, t.Got)
+			if t.WithinNoise {
+				verdict += "?"
+			}
+			fmt.Fprintf(w, "  %-7s %s: want %s, got %s\n", verdict, t.Name, t.Want, t.Got)
 		}
 		if n := len(rep.Targets) - len(measured); n > 0 {
 			fmt.Fprintf(w, "  (%d more need modes this run did not measure)\n", n)
