@@ -79,7 +79,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		modes       = fs.String("modes", "all", "comma-separated modes to run (sync, channel, stream, ceiling, noop, per-order, batched, or all); each scenario runs those of its modes that are listed")
 		load        = fs.String("load", "auto", "load generator of the claim scenarios: wrk (its own process), inproc (vegeta in this process), or auto (wrk when on PATH)")
 		wrkThreads  = fs.Int("wrk-threads", bench.DefaultWrkThreads, "wrk's threads (-t); --concurrency is its connections (-c)")
-		rounds      = fs.Int("rounds", 1, "repeat every scenario this many times, its modes interleaved (in reverse order every other round); the table shows each mode's median round and the targets judge the median of the per-round ratios (this machine is noisy: use 3 for numbers you publish)")
+		rounds      = fs.Int("rounds", 1, "repeat every scenario this many times, its modes interleaved (in reverse order every other round); the table shows each mode's median round and the targets judge the median of the per-round ratios (this machine is noisy: use 3 for numbers you publish; from 6 on, each ratio also gets its median's 95% interval, and a verdict the interval cannot settle is marked ?)")
 		users       = fs.Int("users", bench.DefaultUsers, "users per claim scenario (hot, wide, crash); wide and crash sell one unit to each")
 		stock       = fs.Int("stock", bench.DefaultHotStock, "stock of the hot sale")
 		maxPerUser  = fs.Int("max-per-user", bench.DefaultMaxPerUser, "in hot, each user sends between 1 and this many claims")
