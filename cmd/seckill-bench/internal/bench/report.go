@@ -188,8 +188,8 @@ func medianInterval(xs []float64, conf float64) (iv Interval, ok bool) {
 	// tail accumulates P(Binomial(n, ½) ≤ j) in log space, so n in the
 	// thousands does not underflow.
 	k, tail := 0, 0.0
+	lg, _ := math.Lgamma(float64(n + 1))
 	for j := 0; 2*j < n; j++ {
-		lg, _ := math.Lgamma(float64(n + 1))
 		lj, _ := math.Lgamma(float64(j + 1))
 		lr, _ := math.Lgamma(float64(n - j + 1))
 		tail += math.Exp(lg - lj - lr - float64(n)*math.Ln2)
