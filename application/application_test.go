@@ -466,14 +466,44 @@ func TestClaimSeckillUnknownOutcomeIsNeitherBusyNorRefusedAndKeepsItsID(t *testi
 	claim := application.NewClaimSeckill(ids, unknownAdmission{gate})
 	vid := w.live(t, 2)
 	_, err := claim.Handle(context.Background(), 1, vid)
-	if err == nil || errors.Is(err, application.ErrBusy) || domain.IsRefusal(err) {
+	if !errors.Is(err, application.ErrOutcomeUnknown) || errors.Is(err, application.ErrBusy) || domain.IsRefusal(err) {
 		t.Fatalf("err = %v; want an unknown-outcome error, neither busy nor a refusal", err)
+	}
+	// The client is told the order's ID, to ask its status.
+	var unknown *application.OutcomeUnknownError
+	if !errors.As(err, &unknown) || unknown.Order.Seq() != 1 {
+		t.Fatalf("err = %#v; want an *OutcomeUnknownError carrying the order's ID (sequence 1)", err)
 	}
 	// The admission may have taken the order: its ID must not go to anyone else.
 	next, err := ids.Next(context.Background())
 	if err != nil || next.Seq() != 2 {
 		t.Fatalf("next id = %v (seq %d), %v; want sequence 2, the unknown claim's ID kept", next, next.Seq(), err)
 	}
+}
+
+// failingIDs is an order-id source whose Redis is down.
+type failingIDs struct{ ports.OrderIDs }
+
+func (failingIDs) Next(context.Context) (domain.OrderID, error) {
+	return 0, errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+}
+
+func TestClaimSeckillIsBusyWhenNoOrderIDCanBeIssued(t *testing.T) {
+	w := newWorld(t, 10, nil)
+	vid := w.live(t, 2)
+	claim := application.NewClaimSeckill(failingIDs{memory.NewIDs(testenv.NewClock(now))}, countingAdmission{})
+	_, err := claim.Handle(context.Background(), 1, vid)
+	// Nothing was reserved: the client may retry, and must not see a 500.
+	if !errors.Is(err, application.ErrBusy) || errors.Is(err, application.ErrOutcomeUnknown) {
+		t.Fatalf("err = %v; want busy", err)
+	}
+}
+
+// countingAdmission fails a test that reaches it.
+type countingAdmission struct{}
+
+func (countingAdmission) Admit(context.Context, domain.VoucherOrder) error {
+	panic("the admission must not run without an order id")
 }
 
 func TestRefusedClaimsSpendNoOrderID(t *testing.T) {

@@ -33,9 +33,30 @@ type ClaimSeckill struct {
 const ClaimBudget = 2 * time.Second
 
 // ErrBusy: the claim was not taken and nothing changed (the queue was full or
-// closing, or the claim ran out of time and was undone), so the client may
-// try again. It wraps the cause.
+// closing, Redis could not be reached before anything was reserved, or the
+// claim ran out of time and was undone), so the client may try again. It
+// wraps the cause.
 var ErrBusy = errors.New("service busy")
+
+// ErrOutcomeUnknown: the claim may have been taken. Redis failed (or the
+// claim ran out of its budget) after the admission was sent, and the driver
+// cannot undo it (stream mode: the script may have reserved and enqueued the
+// order, which is then fulfilled). The error is an *OutcomeUnknownError
+// carrying the order's ID, which the order status then resolves: queued or
+// created if the script ran, not found if it did not.
+var ErrOutcomeUnknown = errors.New("claim outcome unknown")
+
+// OutcomeUnknownError is ErrOutcomeUnknown with the order's ID.
+type OutcomeUnknownError struct {
+	Order domain.OrderID
+	Err   error
+}
+
+func (e *OutcomeUnknownError) Error() string {
+	return fmt.Sprintf("admit order %d: %v: %v", e.Order, ErrOutcomeUnknown, e.Err)
+}
+
+func (e *OutcomeUnknownError) Unwrap() []error { return []error{ErrOutcomeUnknown, e.Err} }
 
 func NewClaimSeckill(ids ports.OrderIDs, admission ports.Admission) *ClaimSeckill {
 	mustHave("ClaimSeckill", map[string]any{"ids": ids, "admission": admission})
@@ -46,22 +67,28 @@ func NewClaimSeckill(ids ports.OrderIDs, admission ports.Admission) *ClaimSeckil
 // refusals come back as *domain.Refusal errors, and a claim not taken as
 // ErrBusy; either way nothing changed, and the order ID was handed back.
 func (h *ClaimSeckill) Handle(ctx context.Context, user domain.UserID, voucher domain.VoucherID) (domain.OrderID, error) {
+	return h.HandleSince(ctx, time.Now(), user, voucher)
+}
+
+// HandleSince is Handle with the budget counted from started, when the
+// request arrived: what the caller already waited (a session lookup on Redis)
+// comes off the claim's budget, so the whole request answers within one.
+func (h *ClaimSeckill) HandleSince(ctx context.Context, started time.Time, user domain.UserID, voucher domain.VoucherID) (domain.OrderID, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	// One budget from the start, detached from the caller: once the
 	// admission may have reserved, a client hanging up must not cut the
 	// claim in half, and before that finishing costs at most the budget.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.budget)
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), started.Add(h.budget))
 	defer cancel()
 
 	id, err := h.ids.Next(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			// Out of time before anything was reserved: nothing changed.
-			return 0, fmt.Errorf("issue order id: %w: %w", ErrBusy, err)
-		}
-		return 0, fmt.Errorf("issue order id: %w", err)
+		// Nothing was reserved yet, whatever went wrong (out of time, Redis
+		// unreachable, the day's sequence exhausted): nothing changed, and
+		// the client may try again.
+		return 0, fmt.Errorf("issue order id: %w: %w", ErrBusy, err)
 	}
 	order, err := domain.NewVoucherOrder(id, user, voucher)
 	if err != nil {
@@ -82,5 +109,7 @@ func (h *ClaimSeckill) Handle(ctx context.Context, user domain.UserID, voucher d
 		// hand it back, so no later order ever shares it with a stale mark.
 		return 0, fmt.Errorf("admit %s: %w: %w", order, ErrBusy, err)
 	}
-	return 0, fmt.Errorf("admit %s: %w", order, err)
+	// The admission may have taken the order and cannot tell: the ID stays
+	// spent, and the client gets it to ask the order's status.
+	return 0, &OutcomeUnknownError{Order: id, Err: err}
 }

@@ -30,11 +30,13 @@ func (h *GetOrder) Handle(ctx context.Context, user domain.UserID, id domain.Ord
 	case err == nil && st.Order.UserID() == user:
 		return st, nil
 	case err != nil && !errors.Is(err, domain.ErrOrderNotFound):
-		return domain.OrderStatus{}, fmt.Errorf("find order %d: %w", id, err)
+		return domain.OrderStatus{}, fmt.Errorf("find order %d: %w: %w", id, ErrBusy, err)
 	}
 	o, ok, err := h.gate.Queued(ctx, user, id)
 	if err != nil {
-		return domain.OrderStatus{}, fmt.Errorf("look up queued order %d: %w", id, err)
+		// Redis down or failing over: ask again shortly (an outcome-unknown
+		// claim's status is read here).
+		return domain.OrderStatus{}, fmt.Errorf("look up queued order %d: %w: %w", id, ErrBusy, err)
 	}
 	if !ok {
 		return domain.OrderStatus{}, domain.ErrOrderNotFound

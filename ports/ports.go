@@ -57,9 +57,11 @@ type Admission interface {
 	//     ends created or failed, exactly once;
 	//   - a *domain.Refusal (sold out, duplicate, ...): nothing changed;
 	//   - an error wrapping ErrNotAdmitted: nothing changed, try again;
-	//   - any other error: the outcome is the driver's to state (the Stream
-	//     driver's script may have run, and then the order is fulfilled; the
-	//     channel driver undoes what it may have reserved).
+	//   - any other error: the order may have been taken (the Stream
+	//     driver's script may have run, and then the order is fulfilled);
+	//     the caller tells the client the outcome is unknown, with the
+	//     order's ID. A driver that can undo (the channel driver releases by
+	//     order ID) returns ErrNotAdmitted instead.
 	Admit(ctx context.Context, o domain.VoucherOrder) error
 }
 

@@ -2,7 +2,6 @@ package chanqueue
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -58,17 +57,18 @@ func (a *Admission) Admit(ctx context.Context, o domain.VoucherOrder) error {
 		go func() { _ = a.release(ctx, o) }()
 		return fmt.Errorf("reserve %s (released in the background): %w: %w", o, ports.ErrNotAdmitted, err)
 	default:
+		// The order never reaches the channel, so no order will exist: the
+		// claim is not admitted, whether or not the release got through.
+		// A failed release leaves the unit reserved without an order (the
+		// user's retry answers duplicate) until reconcile repairs Redis.
 		if rerr := a.release(ctx, o); rerr != nil {
-			return fmt.Errorf("reserve %s: %w (release after ambiguous reserve also failed, reconcile needed: %v)", o, err, rerr)
+			return fmt.Errorf("reserve %s: %w: %w (release after ambiguous reserve also failed, reconcile needed: %v)", o, ports.ErrNotAdmitted, err, rerr)
 		}
-		if errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("reserve %s: %w: %w", o, ports.ErrNotAdmitted, err)
-		}
-		return fmt.Errorf("reserve %s (released): %w", o, err)
+		return fmt.Errorf("reserve %s (released): %w: %w", o, ports.ErrNotAdmitted, err)
 	}
 	if err := a.queue.Publish(ctx, o); err != nil {
 		if rerr := a.release(ctx, o); rerr != nil {
-			return fmt.Errorf("publish %s: %w (rollback failed, reconcile needed: %v)", o, err, rerr)
+			return fmt.Errorf("publish %s: %w: %w (rollback failed, reconcile needed: %v)", o, ports.ErrNotAdmitted, err, rerr)
 		}
 		return fmt.Errorf("publish %s: %w: %w", o, ports.ErrNotAdmitted, err)
 	}

@@ -28,6 +28,9 @@ type envelope struct {
 const (
 	codeNotFound     = "not_found"
 	codeBusy         = "busy"
+	// codeOutcomeUnknown: the claim may have been taken; data is the order
+	// id, which GET /voucher-order/{id} resolves.
+	codeOutcomeUnknown = "outcome_unknown"
 	codeUnauthorized = "unauthorized"
 	codeForbidden    = "forbidden"
 	codeRateLimited  = "rate_limited"
@@ -83,11 +86,18 @@ var errorTable = []struct {
 	// Nothing was sold (queue full, shutting down, or out of time and undone):
 	// the client may simply try again.
 	{application.ErrBusy, fixed(http.StatusServiceUnavailable, codeBusy, "系统繁忙，请稍后重试")},
+	// Redis failed after the claim was sent: it may have been taken. The
+	// answer carries the order id (see fail), and the status endpoint
+	// resolves it once Redis answers again. Never a 500: Redis being down or
+	// failing over is not an internal error.
+	{application.ErrOutcomeUnknown, fixed(http.StatusServiceUnavailable, codeOutcomeUnknown, "系统繁忙，下单结果未知，请稍后查询订单")},
 	{ports.ErrUnknownToken, fixed(http.StatusUnauthorized, codeUnauthorized, "未登录或登录已过期")},
 	{errForbidden, fixed(http.StatusForbidden, codeForbidden, "没有权限：需要管理员账号")},
 	// A human never meets the limit; Retry-After says when a bot may retry.
 	{errRateLimited, fixed(http.StatusTooManyRequests, codeRateLimited, "请求过于频繁，请稍后重试")},
 }
+
+var retryAfterOne = []string{"1"}
 
 var (
 	internalAnswer = fixed(http.StatusInternalServerError, codeInternal, "internal error")
@@ -147,6 +157,21 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 		// operator find the logged detail.
 		if id := requestID(r); id != "" {
 			w.Header().Set(requestIDHeader, id)
+		}
+	}
+	if ans.status == http.StatusServiceUnavailable {
+		// Busy and unknown outcomes pass within seconds (a failover's
+		// promotion, a full queue): say when to come back.
+		w.Header()["Retry-After"] = retryAfterOne
+	}
+	if ans.code == codeOutcomeUnknown {
+		// Looked up only here: the target escapes, which would cost every
+		// refusal an allocation.
+		var unknown *application.OutcomeUnknownError
+		if errors.As(err, &unknown) {
+			writeJSON(w, ans.status, envelope{ErrorMsg: ans.msg, Code: ans.code,
+				Data: strconv.FormatInt(int64(unknown.Order), 10)})
+			return
 		}
 	}
 	if ans.body != nil {

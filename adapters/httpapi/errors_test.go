@@ -97,7 +97,8 @@ func TestSessionStoreErrors(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"store_down_is_internal", errors.New("redis: connection refused"), 500, "internal"},
+		// Redis down or failing over: nothing was done, try again; never a 500.
+		{"store_down_is_busy", errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"), 503, "busy"},
 		{"wrapped_unknown_token_is_unauthorized", fmt.Errorf("hgetall login:token: %w", ports.ErrUnknownToken), 401, "unauthorized"},
 	}
 	for _, tc := range cases {
@@ -111,6 +112,39 @@ func TestSessionStoreErrors(t *testing.T) {
 				t.Fatalf("gate stock = %d, want 1", got)
 			}
 		})
+	}
+}
+
+// lostReply reserves through the real admission, then reports what a Redis
+// that died before answering reports: the claim may have been taken.
+type lostReply struct{ ports.Admission }
+
+func (a lostReply) Admit(ctx context.Context, o domain.VoucherOrder) error {
+	if err := a.Admission.Admit(ctx, o); err != nil {
+		return err
+	}
+	return errors.New("read tcp 127.0.0.1:50000->127.0.0.1:6379: read: connection reset by peer")
+}
+
+func TestClaimWhoseOutcomeIsUnknownAnswersItsOrderID(t *testing.T) {
+	e := newEnv(t, options{admission: func(a ports.Admission) ports.Admission { return lostReply{a} }})
+	voucher := e.addVoucher(1, 5)
+	tok := e.token(42)
+	res := e.claim(voucher, tok)
+	if res.status != http.StatusServiceUnavailable || res.Success || res.Code != "outcome_unknown" || res.ErrorMsg == "" {
+		t.Fatalf("answer = %d %s; want 503 outcome_unknown with a message", res.status, res.raw)
+	}
+	if res.retryAfter != "1" {
+		t.Fatalf("Retry-After = %q, want 1", res.retryAfter)
+	}
+	var id string
+	if err := json.Unmarshal(res.Data, &id); err != nil || id == "" {
+		t.Fatalf("data = %s; want the order id as a string", res.Data)
+	}
+	// The status endpoint resolves it: the reservation was made.
+	st := e.do(req{method: "GET", path: "/voucher-order/" + id, token: tok})
+	if st.status != http.StatusOK || !strings.Contains(string(st.Data), `"state":"queued"`) {
+		t.Fatalf("status of the unknown claim's order = %d %s; want it queued", st.status, st.raw)
 	}
 }
 

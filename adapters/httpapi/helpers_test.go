@@ -191,6 +191,8 @@ type options struct {
 	limits   httpapi.Limits
 	proxies  []netip.Prefix
 	split    httpapi.SplitRule
+	// admission wraps the claim's admission, to inject its failures.
+	admission func(ports.Admission) ports.Admission
 }
 
 // adminUser is the admin of every env unless a test says otherwise.
@@ -243,11 +245,15 @@ func newEnv(t testing.TB, opt options) *env {
 	if opt.quiet {
 		level = zerolog.InfoLevel
 	}
+	var admission ports.Admission = chanqueue.NewAdmission(sgate, queue)
+	if opt.admission != nil {
+		admission = opt.admission(admission)
+	}
 	d := httpapi.Deps{
 		AddVoucher:   application.NewAddSeckillVoucher(vouchers, orders, sgate),
 		ListVouchers: application.NewListShopVouchers(vouchers),
 		Claim: application.NewClaimSeckill(&spyIDs{OrderIDs: memory.NewIDs(clock), c: c},
-			counter.Admission(&spyAdmission{Admission: chanqueue.NewAdmission(sgate, queue), c: c})),
+			counter.Admission(&spyAdmission{Admission: admission, c: c})),
 		GetOrder:       application.NewGetOrder(orders, sgate),
 		Sessions:       sessions,
 		Tokens:         sessions,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -101,6 +102,18 @@ type recorder struct {
 	requestID string        // the client's, if usable
 	seq       uint64        // this request's number, for a made id
 	user      domain.UserID // set by requireUser
+	// arrived is when the request came in: a claim's budget counts from
+	// it, so the session lookup spends the same budget as the claim.
+	arrived time.Time
+}
+
+// arrival is when the request came in (now for a handler used outside the
+// router).
+func arrival(r *http.Request) time.Time {
+	if rec := recorderOf(r.Context()); rec != nil {
+		return rec.arrived
+	}
+	return time.Now()
 }
 
 type recorderKey struct{}
@@ -144,7 +157,7 @@ func (a *api) noteError(w http.ResponseWriter, r *http.Request, err error) {
 func (a *api) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &recorder{ResponseWriter: w, status: http.StatusOK, seq: requestIDs.seq.Add(1)}
+		rec := &recorder{ResponseWriter: w, status: http.StatusOK, seq: requestIDs.seq.Add(1), arrived: start}
 		if id := r.Header.Get(requestIDHeader); id != "" && printableASCII(id, maxRequestIDLen) {
 			rec.requestID = id
 		}
@@ -245,7 +258,10 @@ func (a *api) requireUser(next http.Handler) http.Handler {
 		user, err := a.sessions.UserID(r.Context(), token)
 		if err != nil {
 			if !errors.Is(err, ports.ErrUnknownToken) {
-				err = fmt.Errorf("resolve session token: %w", err)
+				// Redis did not answer (down, failing over, out of the
+				// request's budget): nothing was done, so the client may
+				// retry; never a 500.
+				err = fmt.Errorf("resolve session token: %w: %w", application.ErrBusy, err)
 			}
 			a.fail(w, r, err)
 			return

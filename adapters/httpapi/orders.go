@@ -26,7 +26,9 @@ func (a *api) claimSeckill(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	user := userFrom(r.Context())
-	id, err := a.claim.Handle(r.Context(), user, domain.VoucherID(voucher))
+	// The budget counts from the request's arrival: a session lookup that
+	// waited on Redis spent part of it.
+	id, err := a.claim.HandleSince(r.Context(), arrival(r), user, domain.VoucherID(voucher))
 	if e := a.log.Debug(); e.Enabled() {
 		e.Str("request_id", requestID(r)).
 			Int64("voucher", voucher).

@@ -2,6 +2,7 @@ package redisstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/hmdp-go/seckill/adapters/redisgate"
@@ -39,7 +40,7 @@ func NewAdmission(gate *redisgate.Gate, queue *Queue) *Admission {
 
 func (a *Admission) Admit(ctx context.Context, o domain.VoucherOrder) error {
 	if err := a.gate.ReserveAndAppend(ctx, o); err != nil {
-		if domain.IsRefusal(err) {
+		if domain.IsRefusal(err) || errors.Is(err, ports.ErrNotAdmitted) {
 			return err
 		}
 		return fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
