@@ -26,17 +26,17 @@ type envelope struct {
 // refusals answer their domain.Refusal's own code (sold_out, duplicate,
 // not_started, ended, not_found).
 const (
-	codeNotFound     = "not_found"
-	codeBusy         = "busy"
+	codeNotFound = "not_found"
+	codeBusy     = "busy"
 	// codeOutcomeUnknown: the claim may have been taken; data is the order
 	// id, which GET /voucher-order/{id} resolves.
 	codeOutcomeUnknown = "outcome_unknown"
-	codeUnauthorized = "unauthorized"
-	codeForbidden    = "forbidden"
-	codeRateLimited  = "rate_limited"
-	codeBadRequest   = "bad_request"
-	codeUnavailable  = "unavailable"
-	codeInternal     = "internal"
+	codeUnauthorized   = "unauthorized"
+	codeForbidden      = "forbidden"
+	codeRateLimited    = "rate_limited"
+	codeBadRequest     = "bad_request"
+	codeUnavailable    = "unavailable"
+	codeInternal       = "internal"
 
 	codeUnsupportedMediaType = "unsupported_media_type"
 )
