@@ -138,11 +138,17 @@ func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) error {
 	if !ok {
 		return domain.ErrVoucherNotFound
 	}
+	// A claim resent after its reply was lost finds its own mark: taken,
+	// and nothing changes (the claim script's rule).
+	mark, marked := s.buyers[o.UserID()]
+	if marked && mark == o.ID() && s.sale.Check(now, 1) == nil {
+		return nil
+	}
 	// The domain's window-then-stock rule, the one the claim script mirrors.
 	if err := s.sale.Check(now, s.stock); err != nil {
 		return err
 	}
-	if _, dup := s.buyers[o.UserID()]; dup {
+	if marked {
 		return domain.ErrAlreadyClaimed
 	}
 	s.stock--

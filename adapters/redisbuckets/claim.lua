@@ -24,7 +24,13 @@ end
 if now >= tonumber(v[3]) then
   return 'ended'
 end
-if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then
+-- A mark holding this very order ID is this claim's own, resent after its
+-- reply was lost (see redisgate/claim.lua): it was taken, answer 'ok' again.
+local mine = redis.call('HGET', KEYS[2], ARGV[1])
+if mine then
+  if mine == ARGV[2] then
+    return 'ok'
+  end
   return 'duplicate'
 end
 if tonumber(v[1]) <= 0 then

@@ -22,12 +22,22 @@ if now >= tonumber(v[3]) then
   return 'ended'
 end
 -- Stock before duplicate, as the original: a sold-out sale answers sold out
--- to everyone.
+-- to everyone, except to a retry of a claim that was taken (below).
 if tonumber(v[1]) <= 0 then
+  if redis.call('HGET', KEYS[2], ARGV[1]) == ARGV[2] then
+    return 'ok'
+  end
   return 'sold_out'
 end
--- HSETNX checks and reserves the user's mark in one call.
+-- HSETNX checks and reserves the user's mark in one call. A mark holding
+-- this very order ID is this claim's own: the client resent the script after
+-- losing its reply (a connection cut, a failover to a replica that had the
+-- write), and the claim was taken, so it answers 'ok' again and changes
+-- nothing.
 if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then
+  if redis.call('HGET', KEYS[2], ARGV[1]) == ARGV[2] then
+    return 'ok'
+  end
   return 'duplicate'
 end
 redis.call('HINCRBY', KEYS[1], 'stock', -1)

@@ -244,6 +244,27 @@ var gateCases = []struct {
 			t.Fatalf("release of an unknown voucher created it (present %v, err %v)", ok, err)
 		}
 	}},
+	{"a_claim_resent_after_its_reply_was_lost_is_taken_once", func(t *testing.T, s gateSubject) {
+		// A client resends the claim script when its connection is cut
+		// before the reply (a failover): the resend finds the claim's own
+		// mark and answers taken again, changing nothing, even when the
+		// claim took the last unit. Another order of the same user is a
+		// duplicate.
+		gatePreheat(t, s.gate, gateOpenVoucher(t, 1, 2))
+		first, last := testenv.Order(t, 11, 7, 1), testenv.Order(t, 12, 8, 1)
+		gateReserve(t, s, first, nil)
+		gateReserve(t, s, first, nil)
+		gateReserve(t, s, last, nil)
+		gateReserve(t, s, last, nil)
+		gateReserve(t, s, first, nil)
+		gateReserve(t, s, testenv.Order(t, 13, 7, 1), domain.ErrSoldOut)
+		gateState(t, s.gate, 1, 0, map[domain.UserID]domain.OrderID{7: 11, 8: 12})
+		gateMessages(t, s, 1, first, last)
+		gatePreheat(t, s.gate, gateOpenVoucher(t, 2, 5))
+		gateReserve(t, s, testenv.Order(t, 21, 7, 2), nil)
+		gateReserve(t, s, testenv.Order(t, 22, 7, 2), domain.ErrAlreadyClaimed)
+		gateState(t, s.gate, 2, 4, map[domain.UserID]domain.OrderID{7: 21})
+	}},
 	{"overwrite_replaces_whatever_the_gate_holds", func(t *testing.T, s gateSubject) {
 		v := gateOpenVoucher(t, 1, 5)
 		gatePreheat(t, s.gate, v)
