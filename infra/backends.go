@@ -43,6 +43,7 @@ func NewRedis(c Config, log zerolog.Logger) (redis.UniversalClient, func(), erro
 		}
 	}
 	opt.PoolSize = c.RedisPoolSize
+	bounded(c, &opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout, &opt.ContextTimeoutEnabled)
 	rdb := redis.NewClient(opt)
 	cleanup := func() {
 		_ = rdb.Close()
@@ -57,6 +58,15 @@ func NewRedis(c Config, log zerolog.Logger) (redis.UniversalClient, func(), erro
 		return nil, nil, fmt.Errorf("redis at %s does not answer: %w", opt.Addr, err)
 	}
 	return rdb, cleanup, nil
+}
+
+// bounded applies SECKILL_REDIS_TIMEOUT to every wait of a client and makes
+// it honour its callers' deadlines (go-redis ignores a context's deadline on
+// the connection unless told): a claim's budget then ends a dial, a read or a
+// wait for a connection, instead of go-redis's 5 s defaults outliving it.
+func bounded(c Config, dial, read, write, pool *time.Duration, honourCtx *bool) {
+	*dial, *read, *write, *pool = c.RedisTimeout, c.RedisTimeout, c.RedisTimeout, c.RedisTimeout
+	*honourCtx = true
 }
 
 // ClaimRedis is the client of the claim path's commands (claim script and its
@@ -113,10 +123,15 @@ func NewClaimRedis(rdb redis.UniversalClient, c Config, log zerolog.Logger) (Cla
 // newRedisCluster builds the cluster client. RedisPoolSize is per node, as
 // go-redis counts it: each master serves its own slots' share of a stampede.
 func newRedisCluster(c Config, log zerolog.Logger) (redis.UniversalClient, func(), error) {
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{
+	opt := &redis.ClusterOptions{
 		Addrs:    c.RedisClusterAddrs,
 		PoolSize: c.RedisPoolSize,
-	})
+		// The periodic reload is only the backstop of reloadOnNodeFailure.
+		ClusterStateReloadInterval: clusterReloadBackstop,
+	}
+	bounded(c, &opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout, &opt.ContextTimeoutEnabled)
+	rdb := redis.NewClusterClient(opt)
+	followFailovers(rdb)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	// Ping every master, not just one seed: a claim lands on whichever master

@@ -40,6 +40,18 @@ type Config struct {
 	RedisClusterAddrs []string `env:"SECKILL_REDIS_CLUSTER_ADDRS" envSeparator:","`
 	// RedisPoolSize is the most Redis connections; a stampede waits for one.
 	RedisPoolSize int `env:"SECKILL_REDIS_POOL_SIZE" envDefault:"128"`
+	// RedisTimeout bounds every single wait on Redis: a dial, a read, a
+	// write, a wait for a pooled connection. A claim's own budget
+	// (application.ClaimBudget) bounds it further. Short, so a node that
+	// died or stalled is given up on (and, on a cluster, the slot map
+	// reloaded) in about this long, not in go-redis's 5 s defaults.
+	RedisTimeout time.Duration `env:"SECKILL_REDIS_TIMEOUT" envDefault:"1s"`
+	// RedisWaitReplicas: a claim answers success only after this many
+	// replicas of its master acknowledged its writes (Redis WAIT); 0 = off.
+	// Unconfirmed within RedisWaitTimeout, the claim answers
+	// outcome_unknown with its order id.
+	RedisWaitReplicas int           `env:"SECKILL_REDIS_WAIT_REPLICAS" envDefault:"0"`
+	RedisWaitTimeout  time.Duration `env:"SECKILL_REDIS_WAIT_TIMEOUT" envDefault:"500ms"`
 	// RedisAutoPipeline is how the claim path's commands (claim script,
 	// session lookup, id lease) reach Redis: "half" batches concurrent
 	// claims' commands into one pipeline per round trip (go-redis's
@@ -306,6 +318,20 @@ func (c Config) check(p *problems) {
 	}
 	if c.RedisPoolSize < 1 || c.RedisPoolSize > 10_000 {
 		bad("SECKILL_REDIS_POOL_SIZE", "must be within 1..10000, got %d", c.RedisPoolSize)
+	}
+	if c.RedisTimeout < 50*time.Millisecond || c.RedisTimeout > 30*time.Second {
+		bad("SECKILL_REDIS_TIMEOUT", "must be within 50ms..30s, got %s", c.RedisTimeout)
+	}
+	if c.RedisWaitReplicas < 0 || c.RedisWaitReplicas > 16 {
+		bad("SECKILL_REDIS_WAIT_REPLICAS", "must be within 0..16, got %d", c.RedisWaitReplicas)
+	}
+	// The WAIT rides inside the claim's budget, with room left for the
+	// claim script's own round trip.
+	if c.RedisWaitTimeout < time.Millisecond || c.RedisWaitTimeout > 1500*time.Millisecond {
+		bad("SECKILL_REDIS_WAIT_TIMEOUT", "must be within 1ms..1.5s (inside the claim's 2 s budget), got %s", c.RedisWaitTimeout)
+	}
+	if c.RedisWaitReplicas > 0 && c.RedisURL == "" && !c.RedisCluster() {
+		bad("SECKILL_REDIS_WAIT_REPLICAS", "needs a real Redis with replicas (SECKILL_REDIS_URL or SECKILL_REDIS_CLUSTER_ADDRS); the embedded one has none")
 	}
 	switch c.RedisAutoPipeline {
 	case AutoPipelineOff, AutoPipelineHalf, AutoPipelineFull:

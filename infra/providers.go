@@ -142,7 +142,8 @@ func splitRule(rdb redis.UniversalClient, c Config, log zerolog.Logger) httpapi.
 }
 
 func provideGate(rdb redis.UniversalClient, claims ClaimRedis, c Config) *redisgate.Gate {
-	return redisgate.New(rdb, redisgate.Options{Prefix: c.KeyPrefix, Retention: c.KeyRetention, Claims: claims.UniversalClient})
+	return redisgate.New(rdb, redisgate.Options{Prefix: c.KeyPrefix, Retention: c.KeyRetention, Claims: claims.UniversalClient,
+		WaitReplicas: c.RedisWaitReplicas, WaitTimeout: c.RedisWaitTimeout})
 }
 
 // provideSoldOutMarks are this instance's local sold-out marks: its

@@ -71,7 +71,19 @@ type Options struct {
 	// client's asynchronous AutoPipeliner, so concurrent claims share round
 	// trips (see redisbatch). Nil means the client given to New.
 	Claims redis.UniversalClient
+	// WaitReplicas > 0 makes a claim answer only after that many replicas
+	// of its master acknowledged the claim's writes (Redis WAIT, within
+	// WaitTimeout); unconfirmed, the claim fails with ErrNotReplicated and
+	// its outcome is unknown (it may survive a failover, or not). 0 is off:
+	// a claim is answered once its master has it, and a failover to a
+	// replica that lagged can lose it.
+	WaitReplicas int
+	WaitTimeout  time.Duration
 }
+
+// ErrNotReplicated: a claim ran on its master but fewer replicas than asked
+// confirmed it in time; a failover now could lose it.
+var ErrNotReplicated = errors.New("claim not confirmed by enough replicas")
 
 // Gate is the StockGate over Redis.
 type Gate struct {
@@ -79,6 +91,9 @@ type Gate struct {
 	claims    redis.UniversalClient
 	prefix    string
 	retention time.Duration
+
+	waitReplicas int
+	waitTimeout  time.Duration
 
 	// last holds the key names of the voucher looked up last: a sale's
 	// claims are for one voucher, and building its names on every claim
@@ -111,7 +126,14 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 	if opts.Claims == nil {
 		opts.Claims = rdb
 	}
-	return &Gate{rdb: rdb, claims: opts.Claims, prefix: opts.Prefix, retention: opts.Retention}
+	if opts.WaitReplicas < 0 {
+		panic("redisgate: WaitReplicas must not be negative")
+	}
+	if opts.WaitReplicas > 0 && opts.WaitTimeout <= 0 {
+		opts.WaitTimeout = 500 * time.Millisecond
+	}
+	return &Gate{rdb: rdb, claims: opts.Claims, prefix: opts.Prefix, retention: opts.Retention,
+		waitReplicas: opts.WaitReplicas, waitTimeout: opts.WaitTimeout}
 }
 
 func (g *Gate) keys(id domain.VoucherID) redisschema.Keys {
@@ -212,6 +234,9 @@ func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder boo
 	run := redis.NewCmd(ctx, append([]any{"evalsha", claimScript.Hash(), len(keys), keys[0], keys[1], keys[2]}, args...)...)
 	run.SetFirstKeyPos(3) // routes by the voucher's slot on a cluster
 	index := redis.NewStatusCmd(ctx, "set", redisschema.OrderIndexKey(g.prefix, o.ID()), redisschema.EncodeOrderIndex(o, 1), "px", max(g.retention, minIndexTTL).Milliseconds())
+	if g.waitReplicas > 0 {
+		return g.claimReplicated(ctx, o, k.Voucher, run, index, keys, args)
+	}
 	if err := redisbatch.Do(ctx, g.claims, run, index); err != nil {
 		// Out of time: the script may still run, so the outcome is unknown.
 		return fmt.Errorf("claim script for %s: %w", o, err)
@@ -220,6 +245,12 @@ func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder boo
 		// Redis lost its script cache (a restart, SCRIPT FLUSH): Run loads it.
 		run = claimScript.Run(ctx, g.claims, keys, args...)
 	}
+	return g.answer(o, run)
+}
+
+// answer reads the claim script's answer: nil for a reservation, the domain
+// refusal it names, or an error.
+func (g *Gate) answer(o domain.VoucherOrder, run *redis.Cmd) error {
 	answer, err := run.Text()
 	if err != nil {
 		return fmt.Errorf("claim script for %s: %w", o, err)
@@ -230,10 +261,9 @@ func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder boo
 		}
 		return fmt.Errorf("claim script for %s: unexpected answer %q", o, answer)
 	}
-	// A failed index write (index.Err()) is not worth failing a sold unit
-	// for: a status query then answers not_found until the database has the
-	// order, as it would for any query racing the claim's answer.
-	_ = index
+	// A failed index write is not worth failing a sold unit for: a status
+	// query then answers not_found until the database has the order, as it
+	// would for any query racing the claim's answer.
 	return nil
 }
 
