@@ -43,7 +43,7 @@ func NewRedis(c Config, log zerolog.Logger) (redis.UniversalClient, func(), erro
 		}
 	}
 	opt.PoolSize = c.RedisPoolSize
-	bounded(c, &opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout, &opt.ContextTimeoutEnabled)
+	bounded(c, &opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout, &opt.ContextTimeoutEnabled, &opt.DialerRetries)
 	rdb := redis.NewClient(opt)
 	cleanup := func() {
 		_ = rdb.Close()
@@ -64,9 +64,15 @@ func NewRedis(c Config, log zerolog.Logger) (redis.UniversalClient, func(), erro
 // it honour its callers' deadlines (go-redis ignores a context's deadline on
 // the connection unless told): a claim's budget then ends a dial, a read or a
 // wait for a connection, instead of go-redis's 5 s defaults outliving it.
-func bounded(c Config, dial, read, write, pool *time.Duration, honourCtx *bool) {
+//
+// A refused dial is not retried within an attempt (go-redis dials 5 times,
+// 100 ms apart, by default): the command's own retries follow, and a node
+// that refuses connections is dead, which the cluster client must learn at
+// once to reload its slot map.
+func bounded(c Config, dial, read, write, pool *time.Duration, honourCtx *bool, dialRetries *int) {
 	*dial, *read, *write, *pool = c.RedisTimeout, c.RedisTimeout, c.RedisTimeout, c.RedisTimeout
 	*honourCtx = true
+	*dialRetries = 1
 }
 
 // ClaimRedis is the client of the claim path's commands (claim script and its
@@ -129,7 +135,7 @@ func newRedisCluster(c Config, log zerolog.Logger) (redis.UniversalClient, func(
 		// The periodic reload is only the backstop of reloadOnNodeFailure.
 		ClusterStateReloadInterval: clusterReloadBackstop,
 	}
-	bounded(c, &opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout, &opt.ContextTimeoutEnabled)
+	bounded(c, &opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout, &opt.ContextTimeoutEnabled, &opt.DialerRetries)
 	rdb := redis.NewClusterClient(opt)
 	followFailovers(rdb)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -42,7 +42,8 @@ func provideIDs(rdb redis.UniversalClient, claims ClaimRedis, c Config) *redisga
 
 func provideSessionStore(rdb redis.UniversalClient, claims ClaimRedis, c Config) *redissession.Store {
 	// Without a cache every lookup slides the session's expiry itself.
-	return redissession.New(rdb, redissession.Options{TTL: c.TokenTTL, Lookups: claims.UniversalClient, Refresh: c.TokenCacheTTL == 0})
+	return redissession.New(rdb, redissession.Options{TTL: c.TokenTTL, Lookups: claims.UniversalClient, Refresh: c.TokenCacheTTL == 0,
+		Wait: c.RedisTimeout})
 }
 
 // provideSessions puts the tracked token cache in front of Redis: no Redis

@@ -54,7 +54,14 @@ type Options struct {
 	// Lookups carries UserID's HGET: typically the client's asynchronous
 	// AutoPipeliner (see redisbatch). Nil means the client given to New.
 	Lookups redis.UniversalClient
+	// Wait bounds a lookup's wait on Redis (default 1s), so a request whose
+	// session Redis cannot read (down, stalled, failing over) is answered
+	// busy within the claim's budget rather than after the client's retries.
+	Wait time.Duration
 }
+
+// DefaultWait is Options.Wait's default.
+const DefaultWait = time.Second
 
 // Store reads and mints sessions in Redis.
 type Store struct {
@@ -64,6 +71,7 @@ type Store struct {
 	slack   time.Duration
 	prefix  string
 	ttl     time.Duration
+	wait    time.Duration
 }
 
 var (
@@ -88,7 +96,11 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 	if opts.RefreshSlack <= 0 || opts.RefreshSlack >= opts.TTL {
 		opts.RefreshSlack = min(DefaultCacheTTL, opts.TTL/2)
 	}
-	return &Store{rdb: rdb, lookups: opts.Lookups, refresh: opts.Refresh, slack: opts.RefreshSlack, prefix: opts.Prefix, ttl: opts.TTL}
+	if opts.Wait <= 0 {
+		opts.Wait = DefaultWait
+	}
+	return &Store{rdb: rdb, lookups: opts.Lookups, refresh: opts.Refresh, slack: opts.RefreshSlack, prefix: opts.Prefix, ttl: opts.TTL,
+		wait: opts.Wait}
 }
 
 // UserID reads only the id field (HGET, not the original's HGETALL): it is all
@@ -121,6 +133,10 @@ func (s *Store) UserID(ctx context.Context, token string) (domain.UserID, error)
 // answer out of every cache.
 func (s *Store) lookup(ctx context.Context, token string, refresh bool) (id domain.UserID, life time.Duration, err error) {
 	key := s.prefix + token
+	// Only a lookup that reaches Redis pays for the timer: a cached session
+	// never gets here.
+	ctx, cancel := context.WithTimeout(ctx, s.wait)
+	defer cancel()
 	get := redis.NewStringCmd(ctx, "hget", key, "id")
 	var left *redis.DurationCmd
 	if refresh {

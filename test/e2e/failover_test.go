@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -292,22 +291,10 @@ func resolveUnknown(t *testing.T, p *proc, tokens []string, l *saleLog) int {
 // checkOrdersCreated: every order answered success is in MySQL under its id.
 func checkOrdersCreated(t *testing.T, c *cluster, won map[int]domain.OrderID) {
 	t.Helper()
-	ids := map[int64]bool{}
-	rows, err := c.db.QueryContext(context.Background(), "SELECT id FROM tb_voucher_order")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids[id] = true
-	}
+	created := createdOrders(t, c)
 	lost := 0
 	for _, id := range won {
-		if !ids[int64(id)] {
+		if !created[int64(id)] {
 			lost++
 		}
 	}

@@ -69,6 +69,8 @@ func TestClaimsAnswerWithinTheirBudgetWhenRedisStallsOrDies(t *testing.T) {
 			dead := stampede(300, 500)
 			checkFaultAnswers(t, "killed", dead)
 			own.Restart() // empty: the service rebuilds the gate from MySQL
+			// The sessions were in that Redis too: the users log in again.
+			copy(tokens, c.mint(len(tokens), 1))
 			waitSelling(t, client, p, v, tokens, 650, 700, t0, log)
 
 			resolved := resolveUnknown(t, p, tokens, log)
