@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
@@ -34,6 +35,7 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	log := infra.NewCLILogger(cfg, stderr)
+	infra.WarnUnknownVariables(log, os.Environ())
 	db, cleanup, err := infra.NewDB(cfg, log)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/hmdp-go/seckill/infra"
@@ -43,6 +44,7 @@ environment variables (README.md, "Configuration", says what each does):
 		cfg.Migrate = false
 	}
 	log := infra.NewLogger(cfg, stderr)
+	infra.WarnUnknownVariables(log, os.Environ())
 	log.Info().Int("gc_percent", infra.TuneGC()).Msg("garbage collector target (GOGC; default 400 here)")
 	app, cleanup, err := infra.Build(cfg, log)
 	if err != nil {
