@@ -92,7 +92,7 @@ vulncheck: ## govulncheck against a pinned local copy of the Go vulnerability da
 .PHONY: migrate-up migrate-down migrate-status
 migrate-up: build ## apply pending migrations to the configured database
 	./$(BIN) migrate up
-migrate-down: build ## roll back the last migration group
-	./$(BIN) migrate down
+migrate-down: build ## roll back the newest migration (refused if it would drop rows; FORCE=1 drops them)
+	./$(BIN) migrate down $(if $(FORCE),--force)
 migrate-status: build ## show which migrations are applied
 	./$(BIN) migrate status

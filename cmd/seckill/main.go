@@ -19,8 +19,9 @@ const usage = `usage: seckill <command> [flags]
 
 commands:
   serve               run the HTTP service and the fulfilment workers
-  migrate up|down|status
-                      apply, roll back (last group) or show database migrations
+  migrate up|down [--force]|status
+                      apply, roll back (the newest one; refuses to drop rows
+                      without --force) or show database migrations
   token --user ID [--count N]
                       mint login tokens (users ID..ID+N-1), one per line
   reconcile --voucher ID [--fix]
