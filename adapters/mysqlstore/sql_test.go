@@ -142,7 +142,7 @@ func sqlBackends() []sqlBackend {
 
 // migrations are every migration, in order; a fresh database applies
 // them as one group, and each migrate down undoes one of them.
-var migrations = []string{"20250101000001_create_seckill_tables", "20261201000001_create_voucher_creation", "20261201000012_add_seckill_buckets"}
+var migrations = []string{"20250101000001_create_seckill_tables", "20261201000001_create_voucher_creation", "20261201000012_add_seckill_buckets", "20261202000001_create_deployment"}
 
 func migrateUp(t *testing.T, db *bun.DB, want ...string) {
 	t.Helper()
@@ -168,7 +168,7 @@ func status(t *testing.T, db *bun.DB, applied, pending []string) {
 
 func tablesExist(t *testing.T, db *bun.DB, want bool) {
 	t.Helper()
-	for _, table := range []string{"tb_voucher", "tb_seckill_voucher", "tb_voucher_order", "tb_voucher_order_failure", "tb_voucher_creation"} {
+	for _, table := range []string{"tb_voucher", "tb_seckill_voucher", "tb_voucher_order", "tb_voucher_order_failure", "tb_voucher_creation", "tb_deployment"} {
 		var n int
 		err := db.NewSelect().Table(table).ColumnExpr("COUNT(*)").Scan(ctx(t), &n)
 		if exists := err == nil; exists != want {

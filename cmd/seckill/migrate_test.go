@@ -32,6 +32,7 @@ func TestMigrateDownCommand(t *testing.T) {
 	for _, q := range []string{
 		"INSERT INTO tb_voucher (id, title, pay_value, actual_value, type) VALUES (1, 'v', 1, 1, 1)",
 		"INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time) VALUES (1, 5, '2026-01-01', '2027-01-01')",
+		"INSERT INTO tb_deployment (id, deployment_id) VALUES (1, 'd1')",
 	} {
 		if _, err := db.ExecContext(t.Context(), q); err != nil {
 			t.Fatal(err)
@@ -48,8 +49,8 @@ func TestMigrateDownCommand(t *testing.T) {
 		{name: "force_on_up_refused", args: []string{"up", "--force"}, wantErr: "--force applies to migrate down only"},
 		{name: "extra_argument_refused", args: []string{"down", "now"}, wantErr: "exactly one of"},
 		{name: "rows_refused", args: []string{"down"}, wantErr: "migrate down --force"},
-		{name: "forced_after_action", args: []string{"down", "--force"}, wantOut: "rolled back: 20261201000012_add_seckill_buckets\n"},
-		{name: "forced_before_action", args: []string{"--force", "down"}, wantOut: "rolled back: 20261201000001_create_voucher_creation\n"},
+		{name: "forced_after_action", args: []string{"down", "--force"}, wantOut: "rolled back: 20261202000001_create_deployment\n"},
+		{name: "forced_before_action", args: []string{"--force", "down"}, wantOut: "rolled back: 20261201000012_add_seckill_buckets\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
