@@ -4,6 +4,19 @@ BIN   := bin/seckill
 BENCH := bin/seckill-bench
 GO    ?= go
 
+# Build, run and test with the toolchain go.mod names (its `toolchain` line
+# carries the standard library's security fixes). A machine whose go env says
+# GOTOOLCHAIN=local ignores that line and builds with whatever Go it has, so
+# the Makefile names the toolchain itself; the go command fetches it from the
+# module proxy once. `make GOTOOLCHAIN=...` still overrides it.
+TOOLCHAIN := $(shell sed -n 's/^toolchain //p' go.mod)
+export GOTOOLCHAIN := $(if $(TOOLCHAIN),$(TOOLCHAIN),auto)
+
+# What `seckill version` prints besides the Go version.
+VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  := $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
 .DEFAULT_GOAL := help
 
 .PHONY: help
@@ -12,7 +25,7 @@ help: ## list the targets
 
 .PHONY: build
 build: ## build bin/seckill
-	$(GO) build -o $(BIN) ./cmd/seckill
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/seckill
 
 .PHONY: build-bench
 build-bench: build ## build bin/seckill-bench (the design comparison; it runs bin/seckill for the crash scenario)
@@ -79,7 +92,7 @@ vulncheck: ## govulncheck against a pinned local copy of the Go vulnerability da
 .PHONY: migrate-up migrate-down migrate-status
 migrate-up: build ## apply pending migrations to the configured database
 	./$(BIN) migrate up
-migrate-down: build ## roll back the last migration group
-	./$(BIN) migrate down
+migrate-down: build ## roll back the newest migration (refused if it would drop rows; FORCE=1 drops them)
+	./$(BIN) migrate down $(if $(FORCE),--force)
 migrate-status: build ## show which migrations are applied
 	./$(BIN) migrate status

@@ -75,6 +75,12 @@ func (a *App) Start(ctx context.Context) error {
 			a.Log.Info().Strs("migrations", applied).Msg("database migrated")
 		}
 	}
+	// Before anything is written to Redis: a prefix of another deployment's
+	// must not receive this database's gates.
+	deployment, err := BindDeployment(ctx, a.DB, a.Redis, a.Config)
+	if err != nil {
+		return err
+	}
 	n, err := a.Restore.Handle(ctx)
 	if err != nil {
 		return fmt.Errorf("restore gate: %w", err)
@@ -138,6 +144,7 @@ func (a *App) Start(ctx context.Context) error {
 	redisEmbedded, dbEmbedded := a.Config.Embedded()
 	ev := a.Log.Info().Str("addr", "http://"+a.addr.String()).Str("queue", a.Config.Queue).
 		Bool("embedded_redis", redisEmbedded).Bool("embedded_db", dbEmbedded).Str("db", a.Config.dbForLog()).
+		Str("deployment", deployment).
 		Str("metrics", a.Observability.metricsURL()).Bool("tracing", a.Observability.tracing != nil)
 	if a.Config.RedisCluster() {
 		ev = ev.Str("redis", "cluster").Strs("redis_seeds", a.Config.RedisClusterAddrs)
@@ -164,6 +171,17 @@ func (a *App) repairLoop(ctx context.Context, every time.Duration) {
 		case <-t.C:
 		}
 		rctx, cancel := context.WithTimeout(ctx, every)
+		// A Redis that lost its data lost the binding too: write it back
+		// (before the gates) so that another deployment's start on the same
+		// prefix is still refused; a foreign one means a second deployment
+		// took the prefix while this one ran.
+		if _, err := BindDeployment(rctx, a.DB, a.Redis, a.Config); err != nil && ctx.Err() == nil {
+			a.Log.Error().Err(err).Msg("deployment binding check failed; retrying at the next interval")
+			if errors.Is(err, ErrForeignRedis) {
+				cancel() // no repair from this database into another's prefix
+				continue
+			}
+		}
 		n, err := a.Restore.Repair(rctx)
 		// Transfer records of split vouchers whose claimant died between two
 		// steps are finished here, so their units are on sale again within

@@ -117,6 +117,9 @@ type Config struct {
 	Migrate         bool          `env:"SECKILL_MIGRATE" envDefault:"true"`
 	ShutdownTimeout time.Duration `env:"SECKILL_SHUTDOWN_TIMEOUT" envDefault:"20s"`
 	DevEndpoints    bool          `env:"SECKILL_DEV_ENDPOINTS" envDefault:"false"`
+	// DevEndpointsOnRealRedis acknowledges the dev endpoint on a real Redis
+	// (config_guard.go): it must read DevEndpointsAck exactly.
+	DevEndpointsOnRealRedis string `env:"SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS"`
 
 	// AdminUsers are the user ids (comma-separated) whose login token may
 	// create vouchers and reach every admin endpoint; empty means nobody.
@@ -441,6 +444,7 @@ func (c Config) check(p *problems) {
 			bad("SECKILL_DEV_ENDPOINTS", "%s", reason)
 		}
 	}
+	c.checkDevEndpointsAck(p)
 	if _, err := time.LoadLocation(c.Timezone); err != nil {
 		bad("SECKILL_TIMEZONE", "unknown zone %q", c.Timezone)
 	}
@@ -455,34 +459,6 @@ func (c Config) check(p *problems) {
 	for _, err := range c.validateObservability() {
 		p.list = append(p.list, err.Error())
 	}
-}
-
-// devEndpointsRefused says why the dev token endpoint may not run here, or ""
-// when it may. It mints a session for any user id, so it must never face the
-// internet or a Redis whose sessions other services (the rest of hmdp) trust:
-// it runs only on the embedded Redis, which nothing else can read, or behind a
-// loopback listener, which only this machine can reach.
-func (c Config) devEndpointsRefused() string {
-	if c.RedisURL == "" || isLoopback(c.HTTPAddr) {
-		return ""
-	}
-	return fmt.Sprintf("the dev token endpoint mints a login for any user in the Redis at SECKILL_REDIS_URL, "+
-		"so it is allowed only with the embedded Redis (SECKILL_REDIS_URL empty) or a loopback "+
-		"SECKILL_HTTP_ADDR (127.0.0.1:port, [::1]:port, localhost:port); SECKILL_HTTP_ADDR is %q", c.HTTPAddr)
-}
-
-// isLoopback: the listener accepts connections from this machine only. An
-// empty host means every interface, so it is not loopback.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil || host == "" {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // defaultConsumer names this instance in the consumer group after its host,

@@ -158,21 +158,75 @@ func TestConfigReportsEveryBadVariableInOneFormat(t *testing.T) {
 	}
 }
 
-func TestConfigAllowsTheDevEndpointWhereOnlyThisMachineReachesIt(t *testing.T) {
-	for name, vars := range map[string]map[string]string{
-		"embedded_redis_any_addr":  {"SECKILL_HTTP_ADDR": "0.0.0.0:8080"},
-		"real_redis_ipv4_loopback": {"SECKILL_REDIS_URL": "redis://10.0.0.5:6379/0", "SECKILL_HTTP_ADDR": "127.0.0.1:8080"},
-		"real_redis_ipv6_loopback": {"SECKILL_REDIS_URL": "redis://10.0.0.5:6379/0", "SECKILL_HTTP_ADDR": "[::1]:8080"},
-		"real_redis_localhost":     {"SECKILL_REDIS_URL": "redis://10.0.0.5:6379/0", "SECKILL_HTTP_ADDR": "localhost:8080"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			vars["SECKILL_DEV_ENDPOINTS"] = "true"
-			if _, err := infra.LoadConfigFrom(vars); err != nil {
-				t.Fatal(err)
+// The dev endpoint mints a login for anyone in the Redis it runs on: with a
+// real Redis (one node or a cluster) it is refused whatever the listen
+// address (a reverse proxy on this machine reaches loopback too), unless the
+// operator acknowledges it in a variable of its own; `make run` (embedded
+// Redis, SECKILL_DEV_ENDPOINTS=true) starts as before.
+func TestConfigDevEndpointNeedsEmbeddedRedisOrAnAcknowledgement(t *testing.T) {
+	const cluster = "127.0.0.1:7001,127.0.0.1:7002"
+	tests := []struct {
+		name    string
+		vars    map[string]string
+		refused bool
+	}{
+		{name: "cluster_public_addr_refused", vars: map[string]string{
+			"SECKILL_REDIS_CLUSTER_ADDRS": cluster, "SECKILL_HTTP_ADDR": "0.0.0.0:8080"}, refused: true},
+		{name: "cluster_loopback_refused", vars: map[string]string{
+			"SECKILL_REDIS_CLUSTER_ADDRS": cluster, "SECKILL_HTTP_ADDR": "127.0.0.1:8080"}, refused: true},
+		{name: "url_loopback_refused", vars: map[string]string{
+			"SECKILL_REDIS_URL": "redis://10.0.0.5:6379/0", "SECKILL_HTTP_ADDR": "127.0.0.1:8080"}, refused: true},
+		{name: "url_ipv6_loopback_refused", vars: map[string]string{
+			"SECKILL_REDIS_URL": "redis://10.0.0.5:6379/0", "SECKILL_HTTP_ADDR": "[::1]:8080"}, refused: true},
+		{name: "url_localhost_refused", vars: map[string]string{
+			"SECKILL_REDIS_URL": "redis://127.0.0.1:6379/0", "SECKILL_HTTP_ADDR": "localhost:8080"}, refused: true},
+		{name: "url_public_addr_refused", vars: map[string]string{
+			"SECKILL_REDIS_URL": "redis://10.0.0.5:6379/0", "SECKILL_HTTP_ADDR": "0.0.0.0:8080"}, refused: true},
+		{name: "url_ack_misspelt_refused", vars: map[string]string{
+			"SECKILL_REDIS_URL": "redis://10.0.0.5:6379/0", "SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS": "true"}, refused: true},
+		{name: "url_acknowledged_accepted", vars: map[string]string{
+			"SECKILL_REDIS_URL": "redis://10.0.0.5:6379/0", "SECKILL_HTTP_ADDR": "0.0.0.0:8080",
+			"SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS": devEndpointsAck}},
+		{name: "cluster_acknowledged_accepted", vars: map[string]string{
+			"SECKILL_REDIS_CLUSTER_ADDRS": cluster, "SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS": devEndpointsAck}},
+		{name: "embedded_default_accepted", vars: map[string]string{}},
+		{name: "embedded_any_addr_accepted", vars: map[string]string{"SECKILL_HTTP_ADDR": "0.0.0.0:8080"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.vars["SECKILL_DEV_ENDPOINTS"] = "true"
+			_, err := infra.LoadConfigFrom(tt.vars)
+			if !tt.refused {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("dev endpoint accepted on a real Redis without the acknowledgement")
+			}
+			if !strings.Contains(err.Error(), "SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS") {
+				t.Fatalf("err = %v, want it to name SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS", err)
 			}
 		})
 	}
 }
+
+// The acknowledgement means nothing without the dev endpoint, but a wrong
+// value is still refused so that a typo never passes for one.
+func TestConfigDevEndpointAckAloneNeedsItsExactValue(t *testing.T) {
+	if _, err := infra.LoadConfigFrom(map[string]string{"SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS": devEndpointsAck}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := infra.LoadConfigFrom(map[string]string{"SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS": "yes"})
+	if err == nil || !strings.Contains(err.Error(), devEndpointsAck) {
+		t.Fatalf("err = %v, want one naming the value", err)
+	}
+}
+
+// devEndpointsAck is spelt out, not infra.DevEndpointsAck: the README tells
+// operators this value, so changing it is a change of contract.
+const devEndpointsAck = "i-understand-anyone-can-log-in-as-anyone"
 
 func TestConfigValidateDoesNotChangeTheConfig(t *testing.T) {
 	c := infra.DefaultConfig()

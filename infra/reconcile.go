@@ -1,6 +1,9 @@
 package infra
 
 import (
+	"context"
+	"time"
+
 	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
@@ -23,6 +26,13 @@ func BuildReconcile(c Config, log zerolog.Logger) (*application.ReconcileVoucher
 		return nil, nil, err
 	}
 	cleanup := func() { closeDB(); closeRedis() }
+	// --fix writes this database's state into Redis: only into its own prefix.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := BindDeployment(ctx, db, rdb, c); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
 	var backlog ports.QueueBacklog
 	if c.Queue == QueueStream {
 		// No consumer lease: reconcile only counts the backlog, and runs

@@ -27,7 +27,8 @@ const (
 	lockWait = time.Minute
 )
 
-func newMigrator(db *bun.DB) (*migrate.Migrator, error) {
+// migrationsOf are the migration files of db's dialect.
+func migrationsOf(db *bun.DB) (fs.FS, error) {
 	var dir string
 	switch db.Dialect().Name() {
 	case dialect.MySQL:
@@ -37,7 +38,11 @@ func newMigrator(db *bun.DB) (*migrate.Migrator, error) {
 	default:
 		return nil, fmt.Errorf("no migrations for the %s dialect", db.Dialect().Name())
 	}
-	sub, err := fs.Sub(migrationFiles, dir)
+	return fs.Sub(migrationFiles, dir)
+}
+
+func newMigrator(db *bun.DB) (*migrate.Migrator, error) {
+	sub, err := migrationsOf(db)
 	if err != nil {
 		return nil, err
 	}
@@ -66,21 +71,6 @@ func Migrate(ctx context.Context, db *bun.DB) (applied []string, err error) {
 		return nil
 	})
 	return applied, err
-}
-
-// Rollback undoes the last group of applied migrations and returns their names.
-func Rollback(ctx context.Context, db *bun.DB) (rolledBack []string, err error) {
-	err = withLock(ctx, db, func(m *migrate.Migrator) error {
-		group, err := m.Rollback(ctx)
-		if err != nil {
-			return fmt.Errorf("migrate down: %w", err)
-		}
-		for _, mig := range group.Migrations {
-			rolledBack = append(rolledBack, mig.String())
-		}
-		return nil
-	})
-	return rolledBack, err
 }
 
 // MigrationStatus lists the migrations by state, oldest first.

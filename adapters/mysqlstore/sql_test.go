@@ -141,8 +141,8 @@ func sqlBackends() []sqlBackend {
 }
 
 // migrations are every migration, in order; a fresh database applies
-// them as one group, and one rollback undoes that group.
-var migrations = []string{"20250101000001_create_seckill_tables", "20261201000001_create_voucher_creation", "20261201000012_add_seckill_buckets"}
+// them as one group, and each migrate down undoes one of them.
+var migrations = []string{"20250101000001_create_seckill_tables", "20261201000001_create_voucher_creation", "20261201000012_add_seckill_buckets", "20261202000001_create_deployment"}
 
 func migrateUp(t *testing.T, db *bun.DB, want ...string) {
 	t.Helper()
@@ -168,7 +168,7 @@ func status(t *testing.T, db *bun.DB, applied, pending []string) {
 
 func tablesExist(t *testing.T, db *bun.DB, want bool) {
 	t.Helper()
-	for _, table := range []string{"tb_voucher", "tb_seckill_voucher", "tb_voucher_order", "tb_voucher_order_failure", "tb_voucher_creation"} {
+	for _, table := range []string{"tb_voucher", "tb_seckill_voucher", "tb_voucher_order", "tb_voucher_order_failure", "tb_voucher_creation", "tb_deployment"} {
 		var n int
 		err := db.NewSelect().Table(table).ColumnExpr("COUNT(*)").Scan(ctx(t), &n)
 		if exists := err == nil; exists != want {
@@ -223,13 +223,16 @@ var sqlCases = []struct {
 		s := reposOn(t, db)
 		v := add(t, s, 1, 1)
 
-		rolled, err := mysqlstore.Rollback(ctx(t), db)
-		if err != nil || fmt.Sprint(rolled) != fmt.Sprint(migrations) {
-			t.Fatalf("migrate down: rolled back %v (err %v), want %v", rolled, err, migrations)
+		// One migration per down, newest first (forced: the voucher's rows go).
+		for i := len(migrations) - 1; i >= 0; i-- {
+			rolled, err := mysqlstore.Rollback(ctx(t), db, true)
+			if err != nil || fmt.Sprint(rolled) != fmt.Sprint(migrations[i:i+1]) {
+				t.Fatalf("migrate down: rolled back %v (err %v), want %v", rolled, err, migrations[i:i+1])
+			}
+			status(t, db, migrations[:i], migrations[i:])
 		}
 		tablesExist(t, db, false)
-		status(t, db, nil, migrations)
-		if rolled, err := mysqlstore.Rollback(ctx(t), db); err != nil || len(rolled) != 0 {
+		if rolled, err := mysqlstore.Rollback(ctx(t), db, false); err != nil || len(rolled) != 0 {
 			t.Fatalf("second migrate down: rolled back %v (err %v), want nothing", rolled, err)
 		}
 

@@ -63,12 +63,20 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	infra.TuneGC() // the in-process service runs as `seckill serve` does
-	if err := runBench(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "seckill-bench:", err)
-		}
-		os.Exit(2)
+	err := runBench(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "seckill-bench:", err)
 	}
+	os.Exit(exitCode(err))
+}
+
+// exitCode: 0 for a run, and for --help (asked for, printed: not a failure);
+// 2 for anything else.
+func exitCode(err error) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {

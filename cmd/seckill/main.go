@@ -19,12 +19,14 @@ const usage = `usage: seckill <command> [flags]
 
 commands:
   serve               run the HTTP service and the fulfilment workers
-  migrate up|down|status
-                      apply, roll back (last group) or show database migrations
+  migrate up|down [--force]|status
+                      apply, roll back (the newest one; refuses to drop rows
+                      without --force) or show database migrations
   token --user ID [--count N]
                       mint login tokens (users ID..ID+N-1), one per line
   reconcile --voucher ID [--fix]
                       compare Redis with MySQL for a voucher; --fix repairs Redis from MySQL
+  version             print the version, the commit and the Go it was built with
 
 Configuration comes from SECKILL_* environment variables (see README.md).
 Without SECKILL_REDIS_URL / SECKILL_MYSQL_DSN the service runs on an embedded
@@ -67,6 +69,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return token(ctx, rest, stdout, stderr)
 	case "reconcile":
 		return reconcile(ctx, rest, stdout, stderr)
+	case "version", "--version":
+		printVersion(stdout)
+		return nil
 	case "help", "-h", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil

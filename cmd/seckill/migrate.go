@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
@@ -14,33 +16,57 @@ import (
 func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, "usage: seckill migrate up|down|status") }
+	force := fs.Bool("force", false, "migrate down: roll back even a migration that drops tables (or columns) holding rows, losing them")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: seckill migrate up|status\n       seckill migrate down [--force]\n\n"+
+			"down rolls back the newest migration only, and refuses one that would drop rows (vouchers, orders)\nunless --force is given.\n\nflags:")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	// Flags may follow the action too: `migrate down --force`.
+	if fs.NArg() > 1 {
+		action := fs.Arg(0)
+		if err := fs.Parse(fs.Args()[1:]); err != nil {
+			return err
+		}
+		if fs.NArg() > 0 {
+			fs.Usage()
+			return fmt.Errorf("migrate needs exactly one of up, down, status, got %q too", fs.Args())
+		}
+		args = []string{action}
+	} else {
+		args = fs.Args()
+	}
+	if len(args) != 1 {
 		fs.Usage()
 		return fmt.Errorf("migrate needs exactly one of up, down, status")
 	}
 	// Refuse a wrong action before touching (or creating) a database.
-	switch fs.Arg(0) {
+	action := args[0]
+	switch action {
 	case "up", "down", "status":
 	default:
 		fs.Usage()
-		return fmt.Errorf("unknown migrate action %q", fs.Arg(0))
+		return fmt.Errorf("unknown migrate action %q", action)
+	}
+	if *force && action != "down" {
+		return fmt.Errorf("--force applies to migrate down only")
 	}
 	cfg, err := infra.LoadConfig()
 	if err != nil {
 		return err
 	}
 	log := infra.NewCLILogger(cfg, stderr)
+	infra.WarnUnknownVariables(log, os.Environ())
 	db, cleanup, err := infra.NewDB(cfg, log)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
 
-	switch fs.Arg(0) {
+	switch action {
 	case "up":
 		applied, err := mysqlstore.Migrate(ctx, db)
 		if err != nil {
@@ -52,7 +78,10 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		fmt.Fprintln(stdout, "applied:", strings.Join(applied, ", "))
 	case "down":
-		rolled, err := mysqlstore.Rollback(ctx, db)
+		rolled, err := mysqlstore.Rollback(ctx, db, *force)
+		if lost := (*mysqlstore.DataLossError)(nil); errors.As(err, &lost) {
+			return fmt.Errorf("%w; back up the database first, then run seckill migrate down --force to drop them", err)
+		}
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
@@ -33,7 +34,9 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if !cfg.RealRedis() || cfg.MySQLDSN == "" {
 		return errors.New("reconcile: set SECKILL_REDIS_URL (or SECKILL_REDIS_CLUSTER_ADDRS) and SECKILL_MYSQL_DSN; an embedded backend lives inside `seckill serve` and is rebuilt from the database at its start")
 	}
-	rec, cleanup, err := infra.BuildReconcile(cfg, infra.NewCLILogger(cfg, stderr))
+	log := infra.NewCLILogger(cfg, stderr)
+	infra.WarnUnknownVariables(log, os.Environ())
+	rec, cleanup, err := infra.BuildReconcile(cfg, log)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/hmdp-go/seckill/infra"
@@ -15,7 +16,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	noMigrate := fs.Bool("no-migrate", false, "do not apply pending migrations at start (same as SECKILL_MIGRATE=false)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: seckill serve [-no-migrate]
+		fmt.Fprint(stderr, `usage: seckill serve [--no-migrate]
 
 Runs the HTTP service and the fulfilment workers until SIGINT or SIGTERM, then
 drains the queue within SECKILL_SHUTDOWN_TIMEOUT. Everything else is set by
@@ -26,7 +27,9 @@ environment variables (README.md, "Configuration", says what each does):
 			fmt.Fprintf(stderr, "  %-26s default %q\n", v.Name, v.Default)
 		}
 		fmt.Fprintln(stderr, "  (SECKILL_CONSUMER empty: seckill-<host name>)\n\nflags:")
-		fs.PrintDefaults()
+		// Spelt with two dashes, as README writes them (the flag package
+		// takes one or two, and prints one).
+		fs.VisitAll(func(f *flag.Flag) { fmt.Fprintf(stderr, "  --%s\n    \t%s\n", f.Name, f.Usage) })
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -43,6 +46,7 @@ environment variables (README.md, "Configuration", says what each does):
 		cfg.Migrate = false
 	}
 	log := infra.NewLogger(cfg, stderr)
+	infra.WarnUnknownVariables(log, os.Environ())
 	log.Info().Int("gc_percent", infra.TuneGC()).Msg("garbage collector target (GOGC; default 400 here)")
 	app, cleanup, err := infra.Build(cfg, log)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/domain"
@@ -35,7 +36,9 @@ func token(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.New("token: neither SECKILL_REDIS_URL nor SECKILL_REDIS_CLUSTER_ADDRS is set; the embedded Redis lives inside `seckill serve`, " +
 			"so mint tokens there with POST /dev/tokens (SECKILL_DEV_ENDPOINTS=true)")
 	}
-	rdb, cleanup, err := infra.NewRedis(cfg, infra.NewCLILogger(cfg, stderr))
+	log := infra.NewCLILogger(cfg, stderr)
+	infra.WarnUnknownVariables(log, os.Environ())
+	rdb, cleanup, err := infra.NewRedis(cfg, log)
 	if err != nil {
 		return err
 	}

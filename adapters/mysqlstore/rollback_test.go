@@ -1,0 +1,67 @@
+package mysqlstore_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/hmdp-go/seckill/adapters/mysqlstore"
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/test/testenv"
+)
+
+// migrate down on a database that holds a sale: every migration was applied
+// in one group, and rolling back that group dropped every table, orders
+// included. Now each down undoes one migration, and one whose down script
+// would destroy rows is refused (nothing changes) unless forced.
+func TestMigrateDownRefusesToDestroyRows(t *testing.T) {
+	for _, b := range sqlBackends() {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			db, s := migrated(t, b.open(t)(t))
+			v := add(t, s, 1, 5)
+			o := testenv.Order(t, 1, 7, v.ID())
+			if _, err := s.orders.CreateBatch(ctx(t), []domain.VoucherOrder{o}); err != nil {
+				t.Fatal(err)
+			}
+			down := func(force bool) ([]string, error) { return mysqlstore.Rollback(ctx(t), db, force) }
+			refused := func(wantMigration string, wantTables ...string) {
+				t.Helper()
+				rolled, err := down(false)
+				var lost *mysqlstore.DataLossError
+				if !errors.As(err, &lost) || lost.Migration != wantMigration ||
+					fmt.Sprint(lost.Tables) != fmt.Sprint(wantTables) || len(rolled) != 0 {
+					t.Fatalf("down: rolled back %v, err %v; want %s refused for %v", rolled, err, wantMigration, wantTables)
+				}
+			}
+			rolledBack := func(force bool, want string) {
+				t.Helper()
+				if rolled, err := down(force); err != nil || fmt.Sprint(rolled) != fmt.Sprint([]string{want}) {
+					t.Fatalf("down (force %v): rolled back %v, err %v; want [%s]", force, rolled, err, want)
+				}
+			}
+
+			// No deployment id was written: an empty table goes without --force.
+			rolledBack(false, migrations[3])
+
+			// The buckets column of a table with a sale in it.
+			refused(migrations[2], "tb_seckill_voucher")
+			status(t, db, migrations[:3], migrations[3:])
+			stockIs(t, s, v.ID(), 4) // the sale is intact: 5 less the order
+			rolledBack(true, migrations[2])
+
+			// An empty table goes without --force.
+			rolledBack(false, migrations[1])
+
+			// The sale and its order.
+			refused(migrations[0], "tb_seckill_voucher", "tb_voucher", "tb_voucher_order")
+			status(t, db, migrations[:1], migrations[1:])
+			if n, err := db.NewSelect().Table("tb_voucher_order").Count(ctx(t)); err != nil || n != 1 {
+				t.Fatalf("orders after a refused down: %d (%v), want 1", n, err)
+			}
+			rolledBack(true, migrations[0])
+			tablesExist(t, db, false)
+			status(t, db, nil, migrations)
+		})
+	}
+}

@@ -1,0 +1,110 @@
+package infra
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/rs/zerolog"
+)
+
+// Variables of the project's tools, not of the service: tests and the bench
+// read them, and they are set beside the service's in the same shell.
+var toolVariablePrefixes = []string{"SECKILL_TEST_", "SECKILL_BENCH_"}
+
+var toolVariables = map[string]bool{
+	"SECKILL_SALE_SCREENSHOT": true, // make sale-screenshot
+	"SECKILL_BUCKETS_MEASURE": true, // the bucket scaling measurement test
+}
+
+// UnknownVariable is a SECKILL_* variable in the environment that no setting
+// reads, with the known name it most likely misspells ("" when none is near).
+type UnknownVariable struct{ Name, Closest string }
+
+// UnknownVariables finds the SECKILL_* variables of environ (KEY=value
+// entries, as os.Environ gives them) that the service does not read. A
+// misspelt one (SECKILL_REDIS_ULR) is otherwise silently ignored, and the
+// service falls back to its default, here the embedded Redis.
+func UnknownVariables(environ []string) []UnknownVariable {
+	known := map[string]bool{}
+	var names []string
+	for _, v := range ConfigVariables() {
+		known[v.Name] = true
+		names = append(names, v.Name)
+	}
+	var out []UnknownVariable
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "SECKILL_") || known[name] || toolVariables[name] || hasAnyPrefix(name, toolVariablePrefixes) {
+			continue
+		}
+		out = append(out, UnknownVariable{Name: name, Closest: closest(name, names)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// WarnUnknownVariables logs one warning per unknown SECKILL_* variable.
+func WarnUnknownVariables(log zerolog.Logger, environ []string) {
+	for _, u := range UnknownVariables(environ) {
+		ev := log.Warn().Str("variable", u.Name)
+		msg := "unknown variable " + u.Name + " is ignored"
+		if u.Closest != "" {
+			ev = ev.Str("did_you_mean", u.Closest)
+			msg += "; did you mean " + u.Closest + "?"
+		}
+		ev.Msg(msg)
+	}
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// closest is the candidate nearest to name by edit distance, if it is near
+// enough to be a typo: at most a quarter of the name's length after the
+// shared SECKILL_ prefix, and never less than 2 (a swapped pair of letters).
+func closest(name string, candidates []string) string {
+	best, bestD := "", -1
+	for _, c := range candidates {
+		if d := editDistance(name, c); bestD < 0 || d < bestD {
+			best, bestD = c, d
+		}
+	}
+	limit := max(2, (len(name)-len("SECKILL_"))/4)
+	if bestD < 0 || bestD > limit {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance: insertions,
+// deletions, substitutions and swaps of adjacent characters each cost 1, so
+// ULR for URL is one typo, not two.
+func editDistance(a, b string) int {
+	prev2 := make([]int, len(b)+1)
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,67 @@
+package infra_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/hmdp-go/seckill/infra"
+)
+
+// A misspelt variable is otherwise ignored without a word, and the service
+// falls back to its default (SECKILL_REDIS_ULR: the embedded Redis).
+func TestUnknownVariablesAreNamedWithTheClosestKnownOne(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     string
+		unknown string
+		closest string
+	}{
+		{name: "swapped_letters", env: "SECKILL_REDIS_ULR=redis://10.0.0.5:6379/0", unknown: "SECKILL_REDIS_ULR", closest: "SECKILL_REDIS_URL"},
+		{name: "missing_letter", env: "SECKILL_MYSQL_DN=root@tcp(db)/x", unknown: "SECKILL_MYSQL_DN", closest: "SECKILL_MYSQL_DSN"},
+		{name: "wrong_word", env: "SECKILL_QUEUE_CAPACTY=10", unknown: "SECKILL_QUEUE_CAPACTY", closest: "SECKILL_QUEUE_CAPACITY"},
+		{name: "nothing_near", env: "SECKILL_COLOUR=blue", unknown: "SECKILL_COLOUR"},
+		{name: "known", env: "SECKILL_REDIS_URL=redis://x"},
+		{name: "test_variable", env: "SECKILL_TEST_REDIS_URL=redis://x"},
+		{name: "bench_variable", env: "SECKILL_BENCH_WRK_OUT=/tmp/x"},
+		{name: "other_program", env: "REDIS_ULR=x"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := infra.UnknownVariables([]string{"PATH=/bin", tt.env, "SECKILL_QUEUE=stream"})
+			if tt.unknown == "" {
+				if len(got) != 0 {
+					t.Fatalf("unknown %+v, want none", got)
+				}
+				return
+			}
+			if len(got) != 1 || got[0].Name != tt.unknown || got[0].Closest != tt.closest {
+				t.Fatalf("unknown %+v, want [{%s %s}]", got, tt.unknown, tt.closest)
+			}
+		})
+	}
+}
+
+func TestUnknownVariablesAreLoggedAsWarnings(t *testing.T) {
+	var buf bytes.Buffer
+	infra.WarnUnknownVariables(zerolog.New(&buf), []string{"SECKILL_REDIS_ULR=redis://x", "SECKILL_HTTP_ADDR=:1"})
+	out := buf.String()
+	if strings.Count(out, "\n") != 1 || !strings.Contains(out, `"level":"warn"`) ||
+		!strings.Contains(out, "SECKILL_REDIS_ULR") || !strings.Contains(out, `"did_you_mean":"SECKILL_REDIS_URL"`) {
+		t.Fatalf("logged %q, want one warning naming SECKILL_REDIS_ULR and SECKILL_REDIS_URL", out)
+	}
+}
+
+// Every variable the service reads is known, so a correct environment warns
+// about nothing.
+func TestEveryConfigVariableIsKnown(t *testing.T) {
+	var env []string
+	for _, v := range infra.ConfigVariables() {
+		env = append(env, v.Name+"=x")
+	}
+	if got := infra.UnknownVariables(env); len(got) != 0 {
+		t.Fatalf("unknown %+v", got)
+	}
+}
