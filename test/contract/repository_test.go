@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -276,10 +277,14 @@ func repoIDs(vs []domain.Voucher) []domain.VoucherID {
 	return ids
 }
 
-var repoCases = []struct {
+// repoCase is one case of the repository suite; the cases are spread over
+// files by concern (repoCases here, repoReadCases for the repair's reads).
+type repoCase struct {
 	name string
 	run  func(t *testing.T, s repoSubject)
-}{
+}
+
+var repoCases = []repoCase{
 	{"tally_counts_stock_created_and_failed_orders_of_one_voucher", func(t *testing.T, s repoSubject) {
 		ledger, ok := s.orders.(ports.OrderLedger)
 		if !ok {
@@ -658,44 +663,6 @@ var repoCases = []struct {
 		repoBuyers(t, s, v.ID(), orders[1], orders[0])
 		repoBuyers(t, s, w.ID(), orders[4])
 	}},
-	{"buyers_in_pages_and_counted", func(t *testing.T, s repoSubject) {
-		v := repoAdd(t, s, 1, 5)
-		w := repoAdd(t, s, 1, 5)
-		none := repoAdd(t, s, 1, 5)
-		orders := []domain.VoucherOrder{
-			testenv.Order(t, 30, 3, v.ID()),
-			testenv.Order(t, 10, 1, v.ID()),
-			testenv.Order(t, 50, 5, v.ID()),
-			testenv.Order(t, 20, 2, v.ID()),
-			testenv.Order(t, 25, 2, v.ID()), // duplicate: not a buyer
-			testenv.Order(t, 40, 4, w.ID()),
-		}
-		repoBatch(t, s, orders...)
-		var got []domain.VoucherOrder
-		var after domain.OrderID
-		for pages := 0; ; pages++ {
-			page, err := s.orders.BuyersAfter(repoCtx(t), v.ID(), after, 2)
-			if err != nil || len(page) > 2 || pages > 3 {
-				t.Fatalf("page %d after %d: %v, %v", pages, after, page, err)
-			}
-			if len(page) == 0 {
-				break
-			}
-			got = append(got, page...)
-			after = page[len(page)-1].ID()
-		}
-		want := []domain.VoucherOrder{orders[1], orders[3], orders[0], orders[2]} // by id
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Fatalf("buyers in pages of 2: %v, want %v", got, want)
-		}
-		n, err := s.orders.CountBuyers(repoCtx(t), []domain.VoucherID{v.ID(), w.ID(), none.ID(), 999999})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n[v.ID()] != 4 || n[w.ID()] != 1 || n[none.ID()] != 0 || len(n) != 4 {
-			t.Fatalf("counts %v, want %d:4 %d:1 %d:0 999999:0", n, v.ID(), w.ID(), none.ID())
-		}
-	}},
 	{"concurrent_batches_never_oversell", func(t *testing.T, s repoSubject) {
 		const (
 			users   = 100
@@ -840,7 +807,7 @@ func TestRepositoryContract(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			newSubject := b.open(t)
-			for _, tc := range repoCases {
+			for _, tc := range append(slices.Clone(repoCases), repoReadCases...) {
 				t.Run(tc.name, func(t *testing.T) { tc.run(t, newSubject(t)) })
 			}
 		})
