@@ -348,9 +348,9 @@ func TestRestoreGate(t *testing.T) {
 
 	// A fresh gate, as after a Redis restart, restored from the database.
 	fresh := memory.NewGate(testenv.NewClock(now))
-	n, err := application.NewRestoreGate(w.vouchers, w.orders, fresh, fresh, testenv.NewClock(now)).Handle(ctx)
-	if err != nil || n != 1 {
-		t.Fatalf("restored %d, %v; want 1 (the ended sale is skipped)", n, err)
+	rep, err := application.NewRestoreGate(w.vouchers, w.orders, fresh, fresh, testenv.NewClock(now)).Handle(ctx)
+	if err != nil || rep.Restored != 1 || len(rep.Healed) != 0 {
+		t.Fatalf("restored %+v, %v; want 1 (the ended sale is skipped), nothing healed", rep, err)
 	}
 	claim := application.NewClaimSeckill(memory.NewIDs(testenv.NewClock(now)), chanqueue.NewAdmission(fresh, chanqueue.New(10, 0)))
 	if _, err := claim.Handle(ctx, 1, vid); !errors.Is(err, domain.ErrAlreadyClaimed) {
@@ -558,15 +558,15 @@ func TestRestoreGateRepairRestoresOnlyWhatWasLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	repair := application.NewRestoreGate(w.vouchers, w.orders, gate, gate, testenv.NewClock(now))
-	if n, err := repair.Repair(ctx); err != nil || n != 0 {
-		t.Fatalf("repair of a whole gate: %d, %v; want nothing to do", n, err)
+	if rep, err := repair.Repair(ctx); err != nil || rep.Restored != 0 || len(rep.Healed) != 0 {
+		t.Fatalf("repair of a whole gate: %+v, %v; want nothing to do", rep, err)
 	}
 	gate.Forget(lost)
 	if _, err := w.claim.Handle(ctx, 3, lost); !errors.Is(err, domain.ErrVoucherNotFound) {
 		t.Fatalf("claim on the lost gate: %v", err)
 	}
-	if n, err := repair.Repair(ctx); err != nil || n != 1 {
-		t.Fatalf("repair: %d, %v; want 1", n, err)
+	if rep, err := repair.Repair(ctx); err != nil || rep.Restored != 1 {
+		t.Fatalf("repair: %+v, %v; want 1", rep, err)
 	}
 	if _, err := w.claim.Handle(ctx, 1, lost); !errors.Is(err, domain.ErrAlreadyClaimed) {
 		t.Fatalf("the database's buyer was not restored: %v", err)

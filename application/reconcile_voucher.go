@@ -58,6 +58,23 @@ type Report struct {
 	// NotInGate: the database has these orders, the gate has no mark for
 	// their users (the gate lost data), or a mark with another order id.
 	NotInGate []domain.VoucherOrder
+	// Forgotten counts the orders of NotInGate whose user the gate does not
+	// mark at all: committed orders whose writes Redis lost (a restart
+	// without persistence, a failover to a replica that lagged). A running
+	// service heals them within its repair interval (RestoreGate.Repair). The
+	// rest of NotInGate are users marked with another order: a claim made
+	// again after such a loss, which the database refuses as a duplicate.
+	Forgotten int
+}
+
+// StockDiff is the gate's stock minus the database's: negative by the
+// claims in flight, positive when the gate holds units the database has
+// sold (it forgot their orders).
+func (r Report) StockDiff() int {
+	if !r.GateFound {
+		return 0
+	}
+	return r.GateStock - r.DBStock
 }
 
 // Consistent reports whether the gate matches the database exactly.
@@ -126,7 +143,10 @@ func (h *ReconcileVoucher) check(ctx context.Context, id domain.VoucherID) (Repo
 	inDB := make(map[domain.UserID]domain.OrderID, len(buyers))
 	for _, o := range buyers {
 		inDB[o.UserID()] = o.ID()
-		if marks[o.UserID()] != o.ID() {
+		if mark, ok := marks[o.UserID()]; !ok {
+			r.NotInGate = append(r.NotInGate, o)
+			r.Forgotten++
+		} else if mark != o.ID() {
 			r.NotInGate = append(r.NotInGate, o)
 		}
 	}

@@ -71,6 +71,7 @@ func TestReconcileVoucher(t *testing.T) {
 		crash         func(t *testing.T, w *world, vid domain.VoucherID) *memory.Gate
 		wantNotInDB   int
 		wantNotInGate int
+		wantForgotten int
 	}{
 		{
 			name: "channel_crash_lost_queued_orders",
@@ -103,6 +104,37 @@ func TestReconcileVoucher(t *testing.T) {
 				return memory.NewGate(testenv.NewClock(now))
 			},
 			wantNotInGate: 2,
+			wantForgotten: 2,
+		},
+		{
+			name: "redis_forgot_a_committed_order_and_its_buyer_claimed_again",
+			crash: func(t *testing.T, w *world, vid domain.VoucherID) *memory.Gate {
+				var first domain.OrderID
+				for u := domain.UserID(1); u <= 2; u++ {
+					id, err := w.claim.Handle(ctx, u, vid)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if u == 1 {
+						first = id
+					}
+				}
+				w.drain(t)
+				gate := w.gate.(*memory.Gate)
+				gate.Lose(testenv.Order(t, first, 1, vid)) // a failover to a replica that lagged
+				// User 2's order is forgotten too; user 1 claims again (told
+				// success twice) and the database refuses it as a duplicate.
+				b, _ := gate.Buyers(ctx, vid)
+				gate.Lose(testenv.Order(t, b[2], 2, vid))
+				if _, err := w.claim.Handle(ctx, 1, vid); err != nil {
+					t.Fatal(err)
+				}
+				w.drain(t)
+				return gate
+			},
+			wantNotInDB:   1, // the duplicate's mark: refused by the database, kept by the gate
+			wantNotInGate: 2,
+			wantForgotten: 1,
 		},
 	}
 	for _, tt := range tests {
@@ -116,7 +148,7 @@ func TestReconcileVoucher(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Consistent() || len(r.NotInDB) != tt.wantNotInDB || len(r.NotInGate) != tt.wantNotInGate ||
+			if r.Consistent() || len(r.NotInDB) != tt.wantNotInDB || len(r.NotInGate) != tt.wantNotInGate || r.Forgotten != tt.wantForgotten ||
 				r.DBOrders != 2 || r.DBStock != 8 || r.Pending != -1 {
 				t.Fatalf("report %+v", r)
 			}

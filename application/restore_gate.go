@@ -9,10 +9,11 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// RestoreGate rebuilds the gate from the database for every sale that has not
-// ended, where the gate has lost it (an embedded or restarted Redis keeps
-// nothing, a failover may lose recent writes). Sales whose gate state exists
-// are left as they are.
+// RestoreGate repairs the gate from the database for every sale that has not
+// ended: it rebuilds a gate that is gone (an embedded or restarted Redis
+// keeps nothing), and heals one that exists but forgot committed orders (a
+// failover to a replica that lagged, a restart from an older snapshot).
+// Whatever else a gate holds (claims in flight) is left as it is.
 type RestoreGate struct {
 	vouchers ports.VoucherRepository
 	orders   ports.OrderRepository
@@ -26,32 +27,60 @@ func NewRestoreGate(vouchers ports.VoucherRepository, orders ports.OrderReposito
 	return &RestoreGate{vouchers: vouchers, orders: orders, gate: gate, probe: probe, clock: clock}
 }
 
-// Handle returns how many vouchers it restored. At start it runs before
-// claims are served: with a lost gate and an empty queue, the database's
-// stock and buyers are exactly what the gate should hold.
-func (h *RestoreGate) Handle(ctx context.Context) (int, error) {
-	vs, err := h.live(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return h.restore(ctx, vs)
+// RepairReport is what a Handle or a Repair changed in the gate.
+type RepairReport struct {
+	// Restored counts the vouchers whose gate state (or live-set entry) was
+	// gone and was rebuilt from the database.
+	Restored int
+	// Healed lists the vouchers whose gate existed but was behind the
+	// database, and what was put back.
+	Healed []HealedVoucher
 }
 
-// Repair is the periodic form of Handle for a running instance, and returns
-// how many vouchers it repaired: it asks the
+// HealedVoucher is one voucher's heal.
+type HealedVoucher struct {
+	Voucher domain.VoucherID
+	ports.Healed
+}
+
+// healPage is how many of a voucher's orders one step of the exact diff reads
+// from the database and checks in the gate.
+const healPage = 1000
+
+// Handle rebuilds the gate of every live voucher that has none, then heals
+// those that are behind the database (see Repair). At start it runs before
+// claims are served: with a lost gate and an empty queue, the database's
+// stock and buyers are exactly what the gate should hold.
+func (h *RestoreGate) Handle(ctx context.Context) (RepairReport, error) {
+	var r RepairReport
+	vs, err := h.live(ctx)
+	if err != nil {
+		return r, err
+	}
+	if r.Restored, err = h.restore(ctx, vs); err != nil {
+		return r, err
+	}
+	r.Healed, err = h.heal(ctx, vs)
+	return r, err
+}
+
+// Repair is the periodic form of Handle for a running instance. It asks the
 // gate which live vouchers it lacks (one pipelined probe for all of them)
 // and restores only those, under the same rule (write only when absent), so
-// a Redis that lost its data heals without a restart. Its steady cost is one
-// database query and one Redis round trip per call.
+// a Redis that lost its data heals without a restart. Then it heals the
+// gates that exist but lost recent writes (a failover to a replica that
+// lagged): see heal. Its steady cost is two database queries and two Redis
+// round trips per call, whatever the number of orders.
 //
 // Orders still queued when the gate was lost are not in the database yet:
 // the restored gate may then admit a few claims the database refuses
 // (out_of_stock, duplicate); those end failed with their reason, never
 // oversold, since the database's guarded decrement is the last word.
-func (h *RestoreGate) Repair(ctx context.Context) (int, error) {
+func (h *RestoreGate) Repair(ctx context.Context) (RepairReport, error) {
+	var r RepairReport
 	vs, err := h.live(ctx)
 	if err != nil || len(vs) == 0 {
-		return 0, err
+		return r, err
 	}
 	ids := make([]domain.VoucherID, len(vs))
 	byID := make(map[domain.VoucherID]domain.Voucher, len(vs))
@@ -60,19 +89,92 @@ func (h *RestoreGate) Repair(ctx context.Context) (int, error) {
 		byID[v.ID()] = v
 	}
 	missing, err := h.probe.Missing(ctx, ids)
-	if err != nil || len(missing) == 0 {
-		return 0, err
+	if err != nil {
+		return r, err
 	}
-	lost := make([]domain.Voucher, 0, len(missing))
-	for _, id := range missing {
-		lost = append(lost, byID[id])
+	if len(missing) > 0 {
+		lost := make([]domain.Voucher, 0, len(missing))
+		for _, id := range missing {
+			lost = append(lost, byID[id])
+		}
+		// Counted as repaired whether the gate or only its live-set entry
+		// was gone (Restore puts the entry back in both cases).
+		if _, err := h.restore(ctx, lost); err != nil {
+			return r, err
+		}
+		r.Restored = len(lost)
 	}
-	// Counted as repaired whether the gate or only its live-set entry was
-	// gone (Restore puts the entry back in both cases).
-	if n, err := h.restore(ctx, lost); err != nil {
-		return n, err
+	r.Healed, err = h.heal(ctx, vs)
+	return r, err
+}
+
+// heal finds the gates that are behind the database and puts back what they
+// forgot. The cheap signal comes first: a buyer's mark is written before its
+// order can be committed and stays while the order stands, so normally the
+// gate marks at least as many buyers as the database holds orders, and holds
+// no more stock than the database (it takes a unit before the database does).
+// The database is read before the gate, so an order committed in between
+// has its mark already and cannot look forgotten. Only where the signal
+// fires is the exact diff run: the voucher's orders read from the database
+// page by page and each page's users checked in the gate (GateProbe.Heal).
+//
+// Claims in flight (marked, not yet committed) can hide a loss from the
+// signal as long as they outnumber the forgotten orders; the loss shows once
+// they are written or refused, at a later call.
+func (h *RestoreGate) heal(ctx context.Context, vs []domain.Voucher) ([]HealedVoucher, error) {
+	if len(vs) == 0 {
+		return nil, nil
 	}
-	return len(lost), nil
+	ids := make([]domain.VoucherID, len(vs))
+	for i, v := range vs {
+		ids[i] = v.ID()
+	}
+	orders, err := h.orders.CountBuyers(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("count orders of %d live vouchers: %w", len(ids), err)
+	}
+	gates, err := h.probe.Counts(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("count gate buyers of %d live vouchers: %w", len(ids), err)
+	}
+	var healed []HealedVoucher
+	for _, v := range vs {
+		g, ok := gates[v.ID()]
+		if !ok || (g.Buyers >= orders[v.ID()] && g.Stock <= v.Sale().Stock()) {
+			continue
+		}
+		hv, err := h.healVoucher(ctx, v)
+		if err != nil {
+			return healed, err
+		}
+		if hv.Restored > 0 {
+			healed = append(healed, hv)
+		}
+	}
+	return healed, nil
+}
+
+func (h *RestoreGate) healVoucher(ctx context.Context, v domain.Voucher) (HealedVoucher, error) {
+	hv := HealedVoucher{Voucher: v.ID()}
+	var after domain.OrderID
+	for {
+		page, err := h.orders.BuyersAfter(ctx, v.ID(), after, healPage)
+		if err != nil {
+			return hv, fmt.Errorf("list buyers of voucher %d: %w", v.ID(), err)
+		}
+		if len(page) == 0 {
+			return hv, nil
+		}
+		got, err := h.probe.Heal(ctx, v, page)
+		hv.Healed = hv.Add(got)
+		if err != nil {
+			return hv, fmt.Errorf("heal voucher %d: %w", v.ID(), err)
+		}
+		if len(page) < healPage {
+			return hv, nil
+		}
+		after = page[len(page)-1].ID()
+	}
 }
 
 func (h *RestoreGate) live(ctx context.Context) ([]domain.Voucher, error) {

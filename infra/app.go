@@ -81,12 +81,13 @@ func (a *App) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n, err := a.Restore.Handle(ctx)
+	rep, err := a.Restore.Handle(ctx)
+	a.logHealed(rep.Healed)
 	if err != nil {
 		return fmt.Errorf("restore gate: %w", err)
 	}
-	if n > 0 {
-		a.Log.Info().Int("vouchers", n).Msg("gate restored from the database")
+	if rep.Restored > 0 {
+		a.Log.Info().Int("vouchers", rep.Restored).Msg("gate restored from the database")
 	}
 	// Housekeeping: a failure leaves the members for the next start.
 	if n, err := a.Gate.PruneLive(ctx); err != nil {
@@ -182,7 +183,8 @@ func (a *App) repairLoop(ctx context.Context, every time.Duration) {
 				continue
 			}
 		}
-		n, err := a.Restore.Repair(rctx)
+		rep, err := a.Restore.Repair(rctx)
+		a.logHealed(rep.Healed)
 		// Transfer records of split vouchers whose claimant died between two
 		// steps are finished here, so their units are on sale again within
 		// one interval (plus the records' apply deadline).
@@ -194,10 +196,21 @@ func (a *App) repairLoop(ctx context.Context, every time.Duration) {
 		cancel()
 		switch {
 		case err != nil && ctx.Err() == nil:
-			a.Log.Error().Err(err).Int("repaired", n).Msg("gate repair failed; retrying at the next interval")
-		case n > 0:
-			a.Log.Warn().Int("vouchers", n).Msg("gate repaired from the database: Redis had lost their state")
+			a.Log.Error().Err(err).Int("repaired", rep.Restored).Msg("gate repair failed; retrying at the next interval")
+		case rep.Restored > 0:
+			a.Log.Warn().Int("vouchers", rep.Restored).Msg("gate repaired from the database: Redis had lost their state")
 		}
+	}
+}
+
+// logHealed tells, per voucher, what a gate that was behind the database
+// got back: Redis had lost writes (a failover to a replica that lagged, a
+// restart from an older snapshot) while their orders were committed.
+func (a *App) logHealed(healed []application.HealedVoucher) {
+	for _, h := range healed {
+		a.Log.Warn().Int64("voucher", int64(h.Voucher)).Int("buyers_restored", h.Restored).
+			Int("units_retaken", h.Retaken).Int("oversold", h.Oversold).
+			Msg("gate healed from the database: Redis had forgotten committed orders (oversold: units it had sold again, which the database refuses)")
 	}
 }
 

@@ -97,12 +97,50 @@ type StockGate interface {
 	Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error)
 }
 
-// GateProbe tells cheaply which vouchers the gate has lost, so a running
-// instance can repair them without rebuilding every voucher every time.
+// GateProbe tells cheaply what the gate has lost, so a running instance can
+// repair it from the database without rebuilding every voucher every time:
+// a voucher whose whole state is gone (Missing), or one whose state exists
+// but is behind the database, having forgotten buyers whose orders are
+// already committed (Counts, then Heal).
 type GateProbe interface {
 	// Missing returns those of ids whose gate state or live-set entry is
 	// gone, in one round trip however many ids there are.
 	Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error)
+	// Counts returns, for those of ids the gate holds (others are absent from
+	// the map: Missing's business, or a gate kept in a form Heal does not
+	// repair), how many buyers it marks and the stock it has left, in one
+	// round trip however many ids there are. A buyer's mark is written before
+	// its order can reach the database and stays while the order stands, so
+	// a gate marking fewer buyers than the database holds orders, or holding
+	// more stock than the database, has lost writes.
+	Counts(ctx context.Context, ids []domain.VoucherID) (map[domain.VoucherID]GateCount, error)
+	// Heal puts back the mark of every one of orders (committed in the
+	// database: v's orders) whose user the gate does not mark, and takes a
+	// unit off the gate's stock for each mark it put back, while stock is
+	// left; a mark put back with no stock left counts as Oversold (its unit
+	// was sold again, and the database refuses that resale). A user marked
+	// with another order id is left as marked: it holds a unit either way. It
+	// never removes a mark and is idempotent: run twice, the second run
+	// changes nothing. It writes nothing when the gate holds no state for v.
+	Heal(ctx context.Context, v domain.Voucher, orders []domain.VoucherOrder) (Healed, error)
+}
+
+// GateCount is the gate's side of the cheap check that it lost writes.
+type GateCount struct {
+	Buyers int // users marked as holding an order
+	Stock  int // units left to reserve
+}
+
+// Healed is what one Heal put back.
+type Healed struct {
+	Restored int // marks put back (committed orders the gate had forgotten)
+	Retaken  int // of those, the ones whose unit was taken off the gate's stock
+	Oversold int // of those, the ones whose unit the gate had already sold again
+}
+
+// Add sums two heals.
+func (h Healed) Add(o Healed) Healed {
+	return Healed{Restored: h.Restored + o.Restored, Retaken: h.Retaken + o.Retaken, Oversold: h.Oversold + o.Oversold}
 }
 
 // GateAudit reads and repairs a voucher's gate state; it is what an operator's
@@ -177,6 +215,12 @@ type OrderRepository interface {
 	Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error)
 	// Buyers lists the created orders of a voucher.
 	Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain.VoucherOrder, error)
+	// BuyersAfter is Buyers in pages: at most limit created orders of the
+	// voucher whose ids are above after, by id.
+	BuyersAfter(ctx context.Context, voucher domain.VoucherID, after domain.OrderID, limit int) ([]domain.VoucherOrder, error)
+	// CountBuyers counts the created orders of each of the vouchers in one
+	// query; a voucher without orders counts 0.
+	CountBuyers(ctx context.Context, vouchers []domain.VoucherID) (map[domain.VoucherID]int, error)
 }
 
 // Creation is what AddSeckillOnce did under an idempotency key.

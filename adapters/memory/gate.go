@@ -88,6 +88,66 @@ func (g *Gate) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.Vo
 	return missing, nil
 }
 
+// Counts reports the vouchers the gate holds: marks and stock left.
+func (g *Gate) Counts(ctx context.Context, ids []domain.VoucherID) (map[domain.VoucherID]ports.GateCount, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[domain.VoucherID]ports.GateCount, len(ids))
+	for _, id := range ids {
+		if s, ok := g.sales[id]; ok {
+			out[id] = ports.GateCount{Buyers: len(s.buyers), Stock: s.stock}
+		}
+	}
+	return out, nil
+}
+
+// Heal decides like the Redis gate's heal script, under the mutex.
+func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.VoucherOrder) (ports.Healed, error) {
+	if err := ctx.Err(); err != nil {
+		return ports.Healed{}, err
+	}
+	if _, err := domain.BuyerMarks(v.ID(), orders); err != nil {
+		return ports.Healed{}, fmt.Errorf("heal: %w", err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var h ports.Healed
+	s, ok := g.sales[v.ID()]
+	if !ok {
+		return h, nil
+	}
+	for _, o := range orders {
+		if _, marked := s.buyers[o.UserID()]; marked {
+			continue
+		}
+		s.buyers[o.UserID()] = o.ID()
+		h.Restored++
+		if s.stock > 0 {
+			s.stock--
+			h.Retaken++
+		} else {
+			h.Oversold++
+		}
+	}
+	return h, nil
+}
+
+// Lose undoes a reservation as a Redis that lost the claim's write would
+// (a restart without persistence, a failover to a replica that lagged): the
+// mark is gone and the unit is back, whatever became of the order; for tests
+// of the repair.
+func (g *Gate) Lose(o domain.VoucherOrder) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s, ok := g.sales[o.VoucherID()]; ok && s.buyers[o.UserID()] == o.ID() {
+		delete(s.buyers, o.UserID())
+		s.stock++
+	}
+}
+
 // Forget drops a voucher's state, as a Redis that lost its data would; for
 // tests of the repair.
 func (g *Gate) Forget(id domain.VoucherID) {

@@ -151,6 +151,30 @@ func (s *Orders) Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain
 	return buyers, nil
 }
 
+// BuyersAfter pages Buyers as the SQL repository does: by id, above after.
+func (s *Orders) BuyersAfter(ctx context.Context, voucher domain.VoucherID, after domain.OrderID, limit int) ([]domain.VoucherOrder, error) {
+	all, err := s.Buyers(ctx, voucher)
+	if err != nil {
+		return nil, err
+	}
+	i, _ := slices.BinarySearchFunc(all, after+1, func(o domain.VoucherOrder, id domain.OrderID) int { return cmp.Compare(o.ID(), id) })
+	all = all[i:]
+	return all[:min(limit, len(all))], nil
+}
+
+func (s *Orders) CountBuyers(ctx context.Context, vouchers []domain.VoucherID) (map[domain.VoucherID]int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[domain.VoucherID]int, len(vouchers))
+	for _, v := range vouchers {
+		out[v] = len(s.holders[v])
+	}
+	return out, nil
+}
+
 var _ ports.OrderLedger = (*Orders)(nil)
 
 // Tally counts as the SQL repository does; it walks every order, which is

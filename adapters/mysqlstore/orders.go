@@ -414,6 +414,55 @@ func (r *OrderRepo) Buyers(ctx context.Context, voucher domain.VoucherID) ([]dom
 	return buyers, nil
 }
 
+// BuyersAfter walks the voucher_id index from after on: InnoDB's secondary
+// index holds the primary key, so (voucher_id, id) is its order and a page
+// costs limit entries, not the voucher's whole order list.
+func (r *OrderRepo) BuyersAfter(ctx context.Context, voucher domain.VoucherID, after domain.OrderID, limit int) ([]domain.VoucherOrder, error) {
+	var rows []orderModel
+	err := r.db.NewSelect().Model(&rows).Where("voucher_id = ? AND id > ?", int64(voucher), int64(after)).
+		Order("id").Limit(int64(limit)).Scan(ctx)
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("list buyers of voucher %d after order %d", voucher, after), err)
+	}
+	buyers := make([]domain.VoucherOrder, 0, len(rows))
+	for _, row := range rows {
+		o, err := row.toDomain()
+		if err != nil {
+			return nil, err
+		}
+		buyers = append(buyers, o)
+	}
+	return buyers, nil
+}
+
+type buyerCount struct {
+	VoucherID int64 `bun:"voucher_id"`
+	N         int   `bun:"n"`
+}
+
+// CountBuyers counts on the voucher_id index, as Tally does.
+func (r *OrderRepo) CountBuyers(ctx context.Context, vouchers []domain.VoucherID) (map[domain.VoucherID]int, error) {
+	out := make(map[domain.VoucherID]int, len(vouchers))
+	if len(vouchers) == 0 {
+		return out, nil
+	}
+	ids := make([]int64, len(vouchers))
+	for i, v := range vouchers {
+		ids[i] = int64(v)
+		out[v] = 0
+	}
+	var rows []buyerCount
+	err := r.db.NewSelect().Table("tb_voucher_order").ColumnExpr("voucher_id, COUNT(*) AS n").
+		Where("voucher_id IN (?)", bun.In(ids)).Group("voucher_id").Scan(ctx, &rows)
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("count buyers of %d vouchers", len(vouchers)), err)
+	}
+	for _, row := range rows {
+		out[domain.VoucherID(row.VoucherID)] = row.N
+	}
+	return out, nil
+}
+
 func voucherIDs(orders []domain.VoucherOrder) []int64 {
 	ids := make([]int64, 0, len(orders))
 	for _, o := range orders {

@@ -88,35 +88,21 @@ func (r *Router) Queued(ctx context.Context, user domain.UserID, id domain.Order
 	return r.split.Queued(ctx, user, id)
 }
 
-// Missing reads every voucher's K in one pipelined round trip more, then
-// probes the unsplit ones as before and each split one bucket by bucket. A
-// split voucher whose K key was lost is probed as unsplit, is reported
-// missing, and its Restore (K from MySQL) writes the key again.
+// Missing reads every voucher's K in one pipelined round trip more (kinds),
+// then probes the unsplit ones as before and each split one bucket by bucket.
 func (r *Router) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error) {
-	if len(ids) == 0 {
-		return nil, nil
+	whole, split, err := r.kinds(ctx, ids)
+	if err != nil {
+		return nil, err
 	}
-	pipe := r.split.rdb.Pipeline()
-	cmds := make([]*redis.StringCmd, len(ids))
-	for i, id := range ids {
-		cmds[i] = pipe.Get(ctx, redisschema.BucketMeta(r.split.prefix, id))
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("probe %d vouchers' buckets: %w", len(ids), err)
-	}
-	var whole, missing []domain.VoucherID
-	for i, id := range ids {
-		k, err := cmds[i].Int()
-		if err != nil || k < 2 {
-			whole = append(whole, id)
-			continue
-		}
-		gone, err := r.split.Missing(ctx, id, k)
+	var missing []domain.VoucherID
+	for _, s := range split {
+		gone, err := r.split.Missing(ctx, s.id, s.k)
 		if err != nil {
 			return nil, err
 		}
 		if gone {
-			missing = append(missing, id)
+			missing = append(missing, s.id)
 		}
 	}
 	w, err := r.whole.Missing(ctx, whole)
@@ -124,6 +110,60 @@ func (r *Router) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.
 		return nil, err
 	}
 	return append(missing, w...), nil
+}
+
+// Counts reports the unsplit vouchers only: a split voucher keeps its
+// buyers and units spread over its buckets (and units in transfer records),
+// and Heal does not repair it yet, so it is left out as if the gate did not
+// hold it. Its K costs one pipelined round trip more, as in Missing.
+func (r *Router) Counts(ctx context.Context, ids []domain.VoucherID) (map[domain.VoucherID]ports.GateCount, error) {
+	whole, _, err := r.kinds(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	return r.whole.Counts(ctx, whole)
+}
+
+// errHealSplit: Counts never reports a split voucher, so nothing should ask.
+var errHealSplit = errors.New("healing a split voucher's buckets is not supported")
+
+func (r *Router) Heal(ctx context.Context, v domain.Voucher, orders []domain.VoucherOrder) (ports.Healed, error) {
+	if k := v.Sale().Buckets(); k > 1 && r.streams {
+		return ports.Healed{}, fmt.Errorf("heal voucher %d: %w", v.ID(), errHealSplit)
+	}
+	return r.whole.Heal(ctx, v, orders)
+}
+
+type splitVoucher struct {
+	id domain.VoucherID
+	k  int
+}
+
+// kinds reads every voucher's K in one pipelined round trip. A split voucher
+// whose K key was lost counts as unsplit: it is then reported missing, and
+// its Restore (K from MySQL) writes the key again.
+func (r *Router) kinds(ctx context.Context, ids []domain.VoucherID) ([]domain.VoucherID, []splitVoucher, error) {
+	if len(ids) == 0 {
+		return nil, nil, nil
+	}
+	pipe := r.split.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.Get(ctx, redisschema.BucketMeta(r.split.prefix, id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, nil, fmt.Errorf("probe %d vouchers' buckets: %w", len(ids), err)
+	}
+	var whole []domain.VoucherID
+	var split []splitVoucher
+	for i, id := range ids {
+		if k, err := cmds[i].Int(); err == nil && k >= 2 {
+			split = append(split, splitVoucher{id, k})
+		} else {
+			whole = append(whole, id)
+		}
+	}
+	return whole, split, nil
 }
 
 func (r *Router) Stock(ctx context.Context, id domain.VoucherID) (int, bool, error) {

@@ -101,6 +101,13 @@ func printReport(w io.Writer, label string, r application.Report) {
 	}
 	fmt.Fprintf(w, "%s  claimed in redis, not in mysql: %d%s\n", label, len(r.NotInDB), sample(r.NotInDB))
 	fmt.Fprintf(w, "%s  in mysql, not in redis:         %d%s\n", label, len(r.NotInGate), sample(r.NotInGate))
+	fmt.Fprintf(w, "%s    of which redis forgot (no mark for the user): %d\n", label, r.Forgotten)
+	if r.GateFound {
+		fmt.Fprintf(w, "%s  stock difference (redis - mysql): %d\n", label, r.StockDiff())
+	}
+	for _, why := range differences(r) {
+		fmt.Fprintf(w, "%s  %s\n", label, why)
+	}
 	switch {
 	case r.OnlyInFlight():
 		fmt.Fprintf(w, "%s  only orders in flight differ (%d): nothing to repair; run again once the workers have caught up\n", label, len(r.InFlight))
@@ -109,6 +116,44 @@ func printReport(w io.Writer, label string, r application.Report) {
 	case r.Pending < 0 && len(r.NotInDB) > 0:
 		fmt.Fprintf(w, "%s  channel queue: orders in a running instance's channel cannot be seen from here and show as claimed in redis, not in mysql until written; with no instance running they are lost\n", label)
 	}
+}
+
+// cannotSee is what no check can find, said wherever Redis is seen to
+// have lost writes.
+const cannotSee = "not visible to any check: a claim answered success whose order Redis lost before it reached mysql " +
+	"(its mark and, in stream mode, its queue entry) leaves no trace in either; it cannot be recovered, only prevented " +
+	"(SECKILL_REDIS_WAIT_REPLICAS, or AOF with appendfsync always)"
+
+// differences names, for a report that is not consistent, every reason it
+// is not, so a DIFFERENT verdict never stands with no counter to explain it.
+func differences(r application.Report) []string {
+	if r.Consistent() || r.OnlyInFlight() {
+		return nil
+	}
+	var out []string
+	lost := false
+	if !r.GateFound {
+		lost = true
+		out = append(out, "redis holds no gate for this voucher (it lost the keys): a running service rebuilds it from mysql within SECKILL_RESTORE_INTERVAL; or run --fix")
+	}
+	if r.Forgotten > 0 {
+		lost = true
+		out = append(out, fmt.Sprintf("redis forgot %d committed orders (it lost writes: a restart without persistence, a failover to a replica that lagged); "+
+			"a running service puts their buyers back and takes their units within SECKILL_RESTORE_INTERVAL; or run --fix", r.Forgotten))
+	}
+	if n := len(r.NotInGate) - r.Forgotten; n > 0 {
+		out = append(out, fmt.Sprintf("%d users hold an order in mysql and another order's mark in redis (a claim made again after redis forgot theirs, refused by mysql as a duplicate)", n))
+	}
+	// Each mark in redis and each order in mysql took one unit of the same
+	// initial stock, so the marks and orders account for this much of the
+	// stock difference; the rest is the stock itself.
+	if d := r.StockDiff() - (r.DBOrders - r.GateBuyers); r.GateFound && d != 0 {
+		out = append(out, fmt.Sprintf("the stock differs by %d units more than the orders above account for (redis %d, mysql %d)", d, r.GateStock, r.DBStock))
+	}
+	if lost {
+		out = append(out, cannotSee)
+	}
+	return out
 }
 
 func sample(os []domain.VoucherOrder) string {

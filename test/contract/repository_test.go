@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -276,10 +277,14 @@ func repoIDs(vs []domain.Voucher) []domain.VoucherID {
 	return ids
 }
 
-var repoCases = []struct {
+// repoCase is one case of the repository suite; the cases are spread over
+// files by concern (repoCases here, repoReadCases for the repair's reads).
+type repoCase struct {
 	name string
 	run  func(t *testing.T, s repoSubject)
-}{
+}
+
+var repoCases = []repoCase{
 	{"tally_counts_stock_created_and_failed_orders_of_one_voucher", func(t *testing.T, s repoSubject) {
 		ledger, ok := s.orders.(ports.OrderLedger)
 		if !ok {
@@ -802,7 +807,7 @@ func TestRepositoryContract(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			newSubject := b.open(t)
-			for _, tc := range repoCases {
+			for _, tc := range append(slices.Clone(repoCases), repoReadCases...) {
 				t.Run(tc.name, func(t *testing.T) { tc.run(t, newSubject(t)) })
 			}
 		})
