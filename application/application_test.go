@@ -23,9 +23,13 @@ type world struct {
 	gate     ports.StockGate
 	queue    *chanqueue.Queue
 	claim    *application.ClaimSeckill
-	fulfill  *application.FulfillOrders
-	get      *application.GetOrder
-	add      *application.AddSeckillVoucher
+	// ids is the claim's order-id source; a test that claims through
+	// another admission shares its sequence (ids.Sharing), as a second
+	// instance shares the Redis counter, so no two orders share an id.
+	ids     *memory.IDs
+	fulfill *application.FulfillOrders
+	get     *application.GetOrder
+	add     *application.AddSeckillVoucher
 }
 
 func newWorld(t *testing.T, queueCap int, wrap func(ports.StockGate) ports.StockGate) *world {
@@ -37,7 +41,8 @@ func newWorld(t *testing.T, queueCap int, wrap func(ports.StockGate) ports.Stock
 		gate = wrap(gate)
 	}
 	w.gate = gate
-	w.claim = application.NewClaimSeckill(memory.NewIDs(testenv.NewClock(now)), chanqueue.NewAdmission(gate, w.queue))
+	w.ids = memory.NewIDs(testenv.NewClock(now))
+	w.claim = application.NewClaimSeckill(w.ids, chanqueue.NewAdmission(gate, w.queue))
 	w.fulfill = application.NewFulfillOrders(w.orders, gate)
 	w.get = application.NewGetOrder(w.orders, gate)
 	w.add = application.NewAddSeckillVoucher(w.vouchers, w.orders, gate)
@@ -352,7 +357,7 @@ func TestRestoreGate(t *testing.T) {
 	if err != nil || rep.Restored != 1 || len(rep.Healed) != 0 {
 		t.Fatalf("restored %+v, %v; want 1 (the ended sale is skipped), nothing healed", rep, err)
 	}
-	claim := application.NewClaimSeckill(memory.NewIDs(testenv.NewClock(now)), chanqueue.NewAdmission(fresh, chanqueue.New(10, 0)))
+	claim := application.NewClaimSeckill(w.ids.Sharing(testenv.NewClock(now)), chanqueue.NewAdmission(fresh, chanqueue.New(10, 0)))
 	if _, err := claim.Handle(ctx, 1, vid); !errors.Is(err, domain.ErrAlreadyClaimed) {
 		t.Fatalf("a buyer in the database must stay a buyer: %v", err)
 	}

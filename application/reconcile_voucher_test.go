@@ -158,7 +158,7 @@ func TestReconcileVoucher(t *testing.T) {
 			}
 			// The gate now sells exactly what the database has left, to users
 			// without an order; buyers in the database stay buyers.
-			claim := application.NewClaimSeckill(memory.NewIDs(testenv.NewClock(now)), chanqueue.NewAdmission(gate, chanqueue.New(100, 0)))
+			claim := application.NewClaimSeckill(w.ids.Sharing(testenv.NewClock(now)), chanqueue.NewAdmission(gate, chanqueue.New(100, 0)))
 			if _, err := claim.Handle(ctx, 1, vid); !errors.Is(err, domain.ErrAlreadyClaimed) {
 				t.Fatalf("a buyer in the database: %v", err)
 			}
