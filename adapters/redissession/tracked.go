@@ -184,6 +184,7 @@ func NewTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 		warmDuty:    opts.warmDuty,
 	}
 	t.cache.states = &t.states
+	t.warm.ended = make(chan struct{})
 	for i := range t.states {
 		t.states[i].Store(slotDown) // no slot is served before its master listens
 	}

@@ -30,9 +30,10 @@ const (
 
 // warmUp is the warm-up's state and counters.
 type warmUp struct {
-	on                  bool         // under Tracked.mu: Warm was called
-	left                atomic.Int64 // first warm-ups not yet ended
-	done                atomic.Bool  // every first warm-up has ended
+	on                  bool          // under Tracked.mu: Warm was called
+	left                atomic.Int64  // first warm-ups not yet ended
+	done                atomic.Bool   // every first warm-up has ended
+	ended               chan struct{} // closed when done is set
 	cached, read, scans atomic.Int64
 	wg                  sync.WaitGroup
 }
@@ -72,7 +73,7 @@ func (t *Tracked) Warm() {
 	}
 	t.warm.left.Store(int64(len(first)))
 	if len(first) == 0 {
-		t.warm.done.Store(true)
+		t.warm.finish()
 	}
 	for _, s := range first {
 		t.startWarm(s, true)
@@ -136,9 +137,19 @@ func (t *Tracked) startWarm(s *subscriber, first bool) {
 
 func (t *Tracked) firstWarmEnded() {
 	if t.warm.left.Add(-1) == 0 {
-		t.warm.done.Store(true)
+		t.warm.finish()
 	}
 }
+
+func (w *warmUp) finish() {
+	if w.done.CompareAndSwap(false, true) {
+		close(w.ended)
+	}
+}
+
+// WarmedUp is closed once the warm-up Warm started is done (see
+// WarmProgress.Done).
+func (t *Tracked) WarmedUp() <-chan struct{} { return t.warm.ended }
 
 // stopWarm stops the warm-up of s's master (its slots are no longer served:
 // what it would read is not cached). The caller holds t.mu.
