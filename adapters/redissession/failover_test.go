@@ -151,26 +151,17 @@ func TestTrackedServesNothingWhileASubscriberIsDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		current atomic.Pointer[instance]
-		downs   atomic.Int64
-		during  = make(chan error, 1)
-	)
-	opts := redissession.WithAfterDown(redissession.TrackedOptions{NoPrefetch: true}, func() {
-		if downs.Add(1) != 1 {
-			return
-		}
+	var current atomic.Pointer[instance]
+	opts, during := whileDown(redissession.TrackedOptions{NoPrefetch: true}, func() error {
 		in := current.Load()
 		// A token is looked up in Redis on every request, not cached and
 		// served.
-		var err error
-		for i := 0; i < 2 && err == nil; i++ {
-			before := in.sent.all.Load()
-			if _, err = in.sessions.UserID(ctx, kept); err == nil && in.sent.all.Load() == before {
-				err = fmt.Errorf("request %d was answered from memory while the subscriber was down", i+1)
+		for i := 0; i < 2; i++ {
+			if n, err := lookupCost(*in, kept, 1); err != nil || n == 0 {
+				return fmt.Errorf("request %d while the subscriber was down: %d commands, %v; want a lookup", i+1, n, err)
 			}
 		}
-		during <- err
+		return nil
 	})
 	in := newInstance(t, func(tb testing.TB) redis.UniversalClient { return testenv.RealRedis(tb) }, prefix, opts)
 	current.Store(&in)
@@ -189,24 +180,7 @@ func TestTrackedServesNothingWhileASubscriberIsDown(t *testing.T) {
 	if len(ids) != 1 || ids[0] == 0 {
 		t.Fatalf("subscriber ids %v, want one", ids)
 	}
-	// The kill and a revocation in one step: no subscriber hears it (go-redis
-	// redials at once once it notices, so a DEL sent after the kill could be
-	// heard by the new connection).
-	if _, err := setup.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Do(ctx, "client", "kill", "id", ids[0])
-		p.Del(ctx, prefix+revoked)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-during:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the subscriber did not notice its connection was killed")
-	}
+	killRevoking(t, setup, ids[0], prefix+revoked, during)
 
 	// Listening again: served from memory once more, without the token
 	// revoked in between.
@@ -352,6 +326,43 @@ func TestSlotOfMatchesClusterKeyslot(t *testing.T) {
 	}
 }
 
+// whileDown sets a hook that runs check once, on a subscriber's first
+// failure, in its listener before it redials: the subscriber stays down
+// until check returns. Check's verdict comes on the channel.
+func whileDown(opts redissession.TrackedOptions, check func() error) (redissession.TrackedOptions, <-chan error) {
+	var downs atomic.Int64
+	verdict := make(chan error, 1)
+	return redissession.WithAfterDown(opts, func() {
+		if downs.Add(1) == 1 {
+			verdict <- check()
+		}
+	}), verdict
+}
+
+// killRevoking kills the subscriber connection id on node and deletes key
+// in one step, so that no subscriber hears the deletion (go-redis redials at
+// once once it notices, so a DEL sent after the kill could be heard by the
+// new connection), then waits for the verdict of the check whileDown ran.
+func killRevoking(t *testing.T, node redis.Cmdable, id int64, key string, verdict <-chan error) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := node.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Do(ctx, "client", "kill", "id", id)
+		p.Del(ctx, key)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-verdict:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the subscriber did not notice its connection was killed")
+	}
+}
+
 // lookupCost looks token up on in and tells how many commands that sent,
 // or an error if it did not resolve to want.
 func lookupCost(in instance, token string, want domain.UserID) (int64, error) {
@@ -385,31 +396,20 @@ func TestTrackedServesOtherMastersWhileOneSubscriberIsDown(t *testing.T) {
 	affected := mintOnMaster(t, cc, store, prefix, all[1].Addr, 2)
 	revoked := mintOnMaster(t, cc, store, prefix, all[1].Addr, 3)
 
-	var (
-		current atomic.Pointer[instance]
-		downs   atomic.Int64
-		during  = make(chan error, 1)
-	)
-	// Runs in the killed subscriber's listener before it redials: the
-	// subscriber stays down until it returns.
-	opts := redissession.WithAfterDown(redissession.TrackedOptions{NoPrefetch: true}, func() {
-		if downs.Add(1) != 1 {
-			return
-		}
+	var current atomic.Pointer[instance]
+	opts, during := whileDown(redissession.TrackedOptions{NoPrefetch: true}, func() error {
 		in := current.Load()
-		during <- func() error {
-			for i := 0; i < 100; i++ {
-				if n, err := lookupCost(*in, healthy, 1); err != nil || n != 0 {
-					return fmt.Errorf("request %d of a token on a healthy master: %d commands, %v; want 0 (served from memory)", i+1, n, err)
-				}
+		for i := 0; i < 100; i++ {
+			if n, err := lookupCost(*in, healthy, 1); err != nil || n != 0 {
+				return fmt.Errorf("request %d of a token on a healthy master: %d commands, %v; want 0 (served from memory)", i+1, n, err)
 			}
-			for i := 0; i < 2; i++ {
-				if n, err := lookupCost(*in, affected, 2); err != nil || n == 0 {
-					return fmt.Errorf("request %d of a token on the master whose subscriber is down: %d commands, %v; want a lookup", i+1, n, err)
-				}
+		}
+		for i := 0; i < 2; i++ {
+			if n, err := lookupCost(*in, affected, 2); err != nil || n == 0 {
+				return fmt.Errorf("request %d of a token on the master whose subscriber is down: %d commands, %v; want a lookup", i+1, n, err)
 			}
-			return nil
-		}()
+		}
+		return nil
 	})
 	in := newInstance(t, func(testing.TB) redis.UniversalClient { return cc }, prefix, opts)
 	current.Store(&in)
@@ -432,23 +432,7 @@ func TestTrackedServesOtherMastersWhileOneSubscriberIsDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The kill and a revocation in one step on that master: no subscriber
-	// hears it.
-	if _, err := node.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Do(ctx, "client", "kill", "id", id)
-		p.Del(ctx, prefix+revoked)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-during:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the subscriber did not notice its connection was killed")
-	}
+	killRevoking(t, node, id, prefix+revoked, during)
 
 	// Listening again: the master's sessions are read back (the warm-up
 	// reads a master again when its subscriber comes back), without the
