@@ -55,7 +55,8 @@ func (t *Tracked) SubscriberID(addr string) int64 {
 	return 0
 }
 
-// WithAfterRead runs f between each prefetch's read and its caching.
+// WithAfterRead runs f between each read-back's read (a prefetch's or the
+// warm-up's) and its caching.
 func WithAfterRead(o TrackedOptions, f func()) TrackedOptions {
 	o.afterRead = f
 	return o
@@ -69,7 +70,7 @@ func WithAfterLookup(o TrackedOptions, f func(stage string)) TrackedOptions {
 }
 
 // WithAfterDown runs f in a subscriber's listener each time a failed read
-// has marked the cache down, before it redials.
+// has stopped its master's slots from being served, before it redials.
 func WithAfterDown(o TrackedOptions, f func()) TrackedOptions {
 	o.afterDown = f
 	return o

@@ -101,8 +101,8 @@ type Tracked struct {
 	masters  func(context.Context) ([]master, error) // nil: one node
 	poll     time.Duration
 	tick     <-chan time.Time // tests: drives the topology watch by hand
-	// afterRead, in tests, runs between a prefetch's read and its caching;
-	// afterDown after a subscriber's failed read marked the cache down;
+	// afterRead, in tests, runs between a read-back's read and its caching;
+	// afterDown after a subscriber's failed read stopped its master's slots;
 	// afterLookup in a request's miss, after its read (stage lookupRead)
 	// and after it cached the answer (lookupAdded).
 	afterRead, afterDown func()
