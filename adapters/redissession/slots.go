@@ -95,6 +95,9 @@ func (t *Tracked) assign(ms []master) []*subscriber {
 	}
 	for _, m := range ms {
 		s := t.subs[m.addr]
+		if s == nil {
+			continue // its slots have no owner: not served
+		}
 		for _, r := range m.slots {
 			for i := int(r.lo); i <= int(r.hi); i++ {
 				owners[i] = s
@@ -155,16 +158,14 @@ func (t *Tracked) setUp(s *subscriber, up bool) []*subscriber {
 	return t.restate(&t.owner, force)
 }
 
-// setListed records whether the masters could be listed; while they cannot,
-// no slot is served.
-func (t *Tracked) setListed(listed bool) {
+// unlisted records that the masters could not be listed: until they are
+// (follow), no slot is served.
+func (t *Tracked) unlisted() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.listed = listed
-	if !listed {
-		for _, s := range t.subs {
-			stopWarm(s)
-		}
+	t.listed = false
+	for _, s := range t.subs {
+		stopWarm(s)
 	}
 	t.restate(&t.owner, nil)
 }

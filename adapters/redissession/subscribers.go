@@ -213,7 +213,7 @@ func (t *Tracked) watch() {
 			}
 			if listed {
 				listed = false
-				t.setListed(false)
+				t.unlisted()
 			}
 			t.polls.Add(1)
 			continue
