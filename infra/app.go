@@ -16,6 +16,7 @@ import (
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/adapters/redisbuckets"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/adapters/worker"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/ports"
@@ -102,6 +103,7 @@ func (a *App) Start(ctx context.Context) error {
 	}
 
 	a.workerCtx, a.stopWork = context.WithCancel(context.WithoutCancel(ctx))
+	a.warmSessions(a.workerCtx)
 	for i := 0; i < a.Config.Workers; i++ {
 		a.workers.Add(1)
 		go func() {
@@ -157,6 +159,27 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	ev.Msg("seckill listening")
 	return nil
+}
+
+// warmSessions starts reading the sessions already in Redis into the token
+// cache, in the background and paced (redissession.Tracked.Warm), and logs
+// when it is done. The cache's Close, at shutdown, stops it.
+func (a *App) warmSessions(ctx context.Context) {
+	t, ok := a.Sessions.(*redissession.Tracked)
+	if !ok || !a.Config.TokenWarm {
+		return
+	}
+	began := time.Now()
+	t.Warm()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-t.WarmedUp():
+			p := t.WarmProgress()
+			a.Log.Info().Int64("sessions", p.Cached).Int64("read", p.Read).Int64("scans", p.Scans).
+				Dur("took", time.Since(began)).Msg("session cache warmed")
+		}
+	}()
 }
 
 // repairLoop restores, every interval, the gate of any live voucher that

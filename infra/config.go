@@ -101,6 +101,10 @@ type Config struct {
 	TokenCacheSize  int           `env:"SECKILL_TOKEN_CACHE_SIZE" envDefault:"100000"`
 	TokenTTL        time.Duration `env:"SECKILL_TOKEN_TTL" envDefault:"30m"`
 	KeyRetention    time.Duration `env:"SECKILL_KEY_RETENTION" envDefault:"24h"`
+	// TokenWarm: at start, read the sessions already in Redis into the
+	// tracked token cache in the background (at most TokenCacheSize), so
+	// users who logged in before this instance started cost no lookup.
+	TokenWarm bool `env:"SECKILL_TOKEN_WARM" envDefault:"true"`
 	// KeyPrefix namespaces the gate's Redis keys, so several deployments (or
 	// test runs) can share one Redis.
 	KeyPrefix string `env:"SECKILL_KEY_PREFIX" envDefault:"seckill:"`

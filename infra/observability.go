@@ -74,7 +74,8 @@ func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, marks
 		}
 		o.Metrics.SoldOutAnswers(marks.Saved)
 		if t, ok := sessions.(*redissession.Tracked); ok {
-			o.Metrics.SessionCache(metrics.SessionStats{Entries: t.Cached, Reports: t.Reports, ReadBack: t.Prefetched, Skipped: t.Skipped})
+			o.Metrics.SessionCache(metrics.SessionStats{Entries: t.Cached, Reports: t.Reports, ReadBack: t.Prefetched, Skipped: t.Skipped,
+				Warmed: func() int64 { return t.WarmProgress().Cached }})
 		}
 	}
 	return o, nil

@@ -177,6 +177,7 @@ type SessionStats struct {
 	Reports  func() int64 // writes to session keys Redis reported
 	ReadBack func() int64 // reported sessions read back and cached
 	Skipped  func() int64 // reported sessions not read back (queue full, cache down)
+	Warmed   func() int64 // sessions the warm-up read from Redis and cached
 }
 
 // SessionCache exposes the tracked session cache: how full it is, and how
@@ -194,6 +195,7 @@ func (m *Metrics) SessionCache(s SessionStats) {
 		{"session_reports_total", "Writes to session keys Redis reported to this instance (each evicts the token).", s.Reports},
 		{"session_read_back_total", "Reported sessions this instance read back and cached, so the user's next request needs no lookup.", s.ReadBack},
 		{"session_read_back_skipped_total", "Reported sessions not read back (queue full, or the cache not serving); the user's next request looks the session up.", s.Skipped},
+		{"session_warmed_total", "Sessions the warm-up read from Redis and cached (at start, and for a master whose subscriber came back or that took slots).", s.Warmed},
 	} {
 		n := c.n
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{

@@ -7,14 +7,56 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// Master is a master's address and the slot ranges (inclusive) it serves,
+// as a listing of the topology tells them.
+type Master struct {
+	Addr  string
+	Slots [][2]int
+}
+
 // WithTopology makes a Tracked list its masters with masters, on each
 // value sent on tick instead of a timer.
-func WithTopology(o TrackedOptions, masters func(context.Context) ([]string, error), tick <-chan time.Time) TrackedOptions {
-	o.masters, o.tick = masters, tick
+func WithTopology(o TrackedOptions, masters func(context.Context) ([]Master, error), tick <-chan time.Time) TrackedOptions {
+	o.masters = func(ctx context.Context) ([]master, error) {
+		ms, err := masters(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]master, len(ms))
+		for i, m := range ms {
+			out[i].addr = m.Addr
+			for _, r := range m.Slots {
+				out[i].slots = append(out[i].slots, slotRange{uint16(r[0]), uint16(r[1])})
+			}
+		}
+		return out, nil
+	}
+	o.tick = tick
 	return o
 }
 
-// WithAfterRead runs f between each prefetch's read and its caching.
+// WithWarmDuty sets the fraction of the time a warm-up keeps Redis busy.
+func WithWarmDuty(o TrackedOptions, duty float64) TrackedOptions {
+	o.warmDuty = duty
+	return o
+}
+
+// SlotOf is the Redis Cluster slot of key, as the cache computes it.
+func SlotOf(key string) int { return int(slotOf(key)) }
+
+// SubscriberID is the Redis client id of the connection of the subscriber
+// listening to the master at addr (0: none).
+func (t *Tracked) SubscriberID(addr string) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.subs[addr]; s != nil {
+		return s.id.Load()
+	}
+	return 0
+}
+
+// WithAfterRead runs f between each read-back's read (a prefetch's or the
+// warm-up's) and its caching.
 func WithAfterRead(o TrackedOptions, f func()) TrackedOptions {
 	o.afterRead = f
 	return o
@@ -28,7 +70,7 @@ func WithAfterLookup(o TrackedOptions, f func(stage string)) TrackedOptions {
 }
 
 // WithAfterDown runs f in a subscriber's listener each time a failed read
-// has marked the cache down, before it redials.
+// has stopped its master's slots from being served, before it redials.
 func WithAfterDown(o TrackedOptions, f func()) TrackedOptions {
 	o.afterDown = f
 	return o
@@ -48,7 +90,16 @@ func (t *Tracked) SubscriberIDs() []int64 {
 // Polls tells how many times the masters were listed since the start.
 func (t *Tracked) Polls() int64 { return t.polls.Load() }
 
-// ClusterMasters lists the masters serving slots, as the watch does.
-func ClusterMasters(ctx context.Context, c *redis.ClusterClient) ([]string, error) {
-	return clusterMasters(ctx, c)
+// ClusterMasters lists the masters serving slots and their ranges, as the
+// watch does.
+func ClusterMasters(ctx context.Context, c *redis.ClusterClient) ([]Master, error) {
+	ms, err := clusterMasters(ctx, c)
+	out := make([]Master, len(ms))
+	for i, m := range ms {
+		out[i].Addr = m.addr
+		for _, r := range m.slots {
+			out[i].Slots = append(out[i].Slots, [2]int{int(r.lo), int(r.hi)})
+		}
+	}
+	return out, err
 }

@@ -22,16 +22,22 @@ func (t *Tracked) epoch(key string) *atomic.Uint64 {
 	return &t.epochs[h%epochShards]
 }
 
+// pendingRead is a token some read-backs are reading.
+type pendingRead struct {
+	readers int  // the read-backs reading it
+	dirty   bool // a report of it arrived since the first of them began
+}
+
 // invalidate evicts a session key's token and queues it to be read back.
-// The epoch moves and a prefetch in flight is marked first, so neither a
-// lookup nor a prefetch of that key caches what it read before the write.
+// The epoch moves and a read-back in flight is marked first, so neither a
+// lookup nor a read-back of that key caches what it read before the write.
 func (t *Tracked) invalidate(key string) {
 	t.epoch(key).Add(1)
 	token := strings.TrimPrefix(key, t.store.prefix)
 	if t.npending.Load() > 0 {
 		t.pmu.Lock()
-		if _, ok := t.pending[token]; ok {
-			t.pending[token] = true
+		if p := t.pending[token]; p != nil {
+			p.dirty = true
 		}
 		t.pmu.Unlock()
 	}
@@ -44,18 +50,6 @@ func (t *Tracked) invalidate(key string) {
 			t.skipped.Add(1) // looked up on its first request instead
 		}
 	}
-}
-
-func (t *Tracked) flush() {
-	for i := range t.epochs {
-		t.epochs[i].Add(1)
-	}
-	t.pmu.Lock()
-	for token := range t.pending {
-		t.pending[token] = true
-	}
-	t.pmu.Unlock()
-	t.cache.Purge()
 }
 
 // prefetchLoop reads reported tokens back, in batches of what has queued
@@ -84,61 +78,98 @@ func (t *Tracked) prefetchLoop() {
 	}
 }
 
-// prefetch reads tokens' sessions (HGET and PTTL, no refresh: this is not a
-// request of theirs) in one pipeline and caches those that exist, for as
-// long as they live, unless a report of the token arrived meanwhile.
+// prefetch reads reported tokens back; those whose slot is not served are
+// skipped (their request asks Redis).
 func (t *Tracked) prefetch(tokens []string) {
-	if t.down.Load() != 0 {
-		t.skipped.Add(int64(len(tokens)))
-		return
+	ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
+	defer cancel()
+	cached, skipped := t.readBack(ctx, t.store.rdb, tokens)
+	t.prefetched.Add(int64(cached))
+	t.skipped.Add(int64(skipped))
+}
+
+// readBack reads tokens' sessions through rdb (HGET and PTTL, no refresh:
+// this is not a request of theirs) in one pipeline and caches those that
+// exist, for as long as they live, unless a report of the token arrived
+// meanwhile or its slot's state moved (its subscriber went down or came
+// back). Tokens whose slot is not served are not read. It tells how many it
+// cached and how many it skipped so.
+//
+// Several read-backs may run at once (prefetching and the warm-up of each
+// master): a token they share is dirty for all of them once a report of it
+// arrives, until the last of them is done.
+func (t *Tracked) readBack(ctx context.Context, rdb redis.Cmdable, tokens []string) (cached, skipped int) {
+	type read struct {
+		token string
+		slot  uint16
+		state uint64
+		get   *redis.StringCmd
+		ttl   *redis.DurationCmd
+	}
+	reads := make([]read, 0, len(tokens))
+	seen := make(map[string]bool, len(tokens))
+	for _, token := range tokens {
+		if seen[token] {
+			continue
+		}
+		seen[token] = true
+		slot, state, ok := t.servable(t.store.prefix + token)
+		if !ok {
+			skipped++
+			continue
+		}
+		reads = append(reads, read{token: token, slot: slot, state: state})
+	}
+	if len(reads) == 0 {
+		return 0, skipped
 	}
 	t.pmu.Lock()
-	for _, token := range tokens {
-		t.pending[token] = false
+	for _, r := range reads {
+		p := t.pending[r.token]
+		if p == nil {
+			p = &pendingRead{}
+			t.pending[r.token] = p
+		}
+		p.readers++
 	}
 	t.npending.Store(int64(len(t.pending)))
 	t.pmu.Unlock()
 
-	gets := make([]*redis.StringCmd, len(tokens))
-	ttls := make([]*redis.DurationCmd, len(tokens))
-	ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
-	_, _ = t.store.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, token := range tokens {
-			key := t.store.prefix + token
-			gets[i] = p.HGet(ctx, key, "id")
-			ttls[i] = p.PTTL(ctx, key)
+	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range reads {
+			key := t.store.prefix + reads[i].token
+			reads[i].get = p.HGet(ctx, key, "id")
+			reads[i].ttl = p.PTTL(ctx, key)
 		}
 		return nil
 	})
-	cancel()
 	if t.afterRead != nil {
 		t.afterRead()
 	}
 
 	t.pmu.Lock()
 	defer t.pmu.Unlock()
-	serving := t.down.Load() == 0
-	for i, token := range tokens {
-		dirty, ok := t.pending[token]
-		if !ok {
-			continue // a duplicate in this batch, already handled
+	for _, r := range reads {
+		p := t.pending[r.token]
+		if p.readers--; p.readers == 0 {
+			delete(t.pending, r.token)
 		}
-		delete(t.pending, token)
-		if dirty || !serving {
+		if p.dirty || t.states[r.slot].Load() != r.state {
 			continue
 		}
-		id, err := parseUser(gets[i])
+		id, err := parseUser(r.get)
 		if err != nil {
 			continue // gone, malformed, or unreadable: its request asks Redis
 		}
-		pttl, err := ttls[i].Result()
+		pttl, err := r.ttl.Result()
 		if err != nil {
 			continue
 		}
 		if life := t.store.lifeOf(pttl); life > 0 {
-			t.cache.AddFor(token, id, life)
-			t.prefetched.Add(1)
+			t.cache.addIn(r.token, id, life, r.slot, r.state)
+			cached++
 		}
 	}
 	t.npending.Store(int64(len(t.pending)))
+	return cached, skipped
 }

@@ -2,9 +2,10 @@
 // them (the Redis hash login:token:<token>, field id) and mints such tokens for
 // development and load tests. Tracked puts an in-process cache in front that
 // Redis invalidates (CLIENT TRACKING) and fills from the same reports (a
-// login is read back by every instance), so a request, even a user's first
-// after logging in, costs no Redis round trip for its session, and a deleted
-// token stops resolving everywhere as soon as Redis reports it. Cached is
+// login is read back by every instance) and, at start, from what Redis
+// already holds (Warm), so a request, even a user's first after logging in,
+// costs no Redis round trip for its session, and a deleted token stops
+// resolving everywhere as soon as Redis reports it. Cached is
 // the fallback for a Redis that cannot track (the
 // embedded miniredis); its bound: a token deleted or expired in Redis keeps
 // resolving, on an instance that cached it, for up to the cache's TTL.

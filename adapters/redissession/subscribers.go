@@ -16,40 +16,27 @@ import (
 
 // subscriber listens to one master's reports.
 type subscriber struct {
+	addr   string
 	client *redis.Client
 	ps     *redis.PubSub
 	cancel context.CancelFunc
 	done   chan struct{}
 	// id is the Redis client id of its current connection.
 	id atomic.Int64
-}
-
-// clusterMasters lists the addresses of the masters that serve slots.
-func clusterMasters(ctx context.Context, c *redis.ClusterClient) ([]string, error) {
-	slots, err := c.ClusterSlots(ctx).Result()
-	if err != nil {
-		return nil, err
-	}
-	seen := make(map[string]bool)
-	var addrs []string
-	for _, s := range slots {
-		if len(s.Nodes) == 0 || seen[s.Nodes[0].Addr] {
-			continue
-		}
-		seen[s.Nodes[0].Addr] = true
-		addrs = append(addrs, s.Nodes[0].Addr)
-	}
-	if len(addrs) == 0 {
-		return nil, errors.New("the cluster has no master serving slots")
-	}
-	return addrs, nil
+	// Under Tracked.mu: whether it listens (its master's slots are
+	// served), how many slots its master serves, and the warm-up reading
+	// its master, if one runs.
+	up         bool
+	owns       int
+	warmCancel context.CancelFunc
 }
 
 // addSubscriber starts listening to one master. Its client makes every
 // connection it dials (the first and any reconnection) track the session
 // prefix, redirected to itself, before it subscribes. With confirm it
 // returns once the subscriber listens (or fails); otherwise the subscriber
-// counts as down until its listener hears the confirmation.
+// counts as down until its listener hears the confirmation. Its master's
+// slots are given to it by assign.
 func (t *Tracked) addSubscriber(ctx context.Context, addr string, confirm bool) error {
 	o := *t.template
 	o.Addr = addr
@@ -58,7 +45,7 @@ func (t *Tracked) addSubscriber(ctx context.Context, addr string, confirm bool) 
 	o.MinIdleConns = 0
 	o.MaxRetries = -1
 	prefix := t.store.prefix
-	s := &subscriber{done: make(chan struct{})}
+	s := &subscriber{addr: addr, done: make(chan struct{})}
 	o.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
 		id, err := cn.ClientID(ctx).Result()
 		if err != nil {
@@ -69,12 +56,9 @@ func (t *Tracked) addSubscriber(ctx context.Context, addr string, confirm bool) 
 	}
 	c := redis.NewClient(&o)
 	ps := c.Subscribe(ctx) // connects lazily, on the first SUBSCRIBE
-	t.down.Add(1)
-	up := false
 	fail := func(err error) error {
 		_ = ps.Close()
 		_ = c.Close()
-		t.down.Add(-1)
 		if isUnsupported(err) {
 			return fmt.Errorf("%w: %v", ErrTrackingUnsupported, err)
 		}
@@ -88,12 +72,11 @@ func (t *Tracked) addSubscriber(ctx context.Context, addr string, confirm bool) 
 		if _, err := ps.ReceiveTimeout(ctx, 5*time.Second); err != nil {
 			return fail(err)
 		}
-		up = true
-		t.down.Add(-1)
 	}
 	sctx, cancel := context.WithCancel(t.ctx)
 	s.client, s.ps, s.cancel = c, ps, cancel
 	t.mu.Lock()
+	s.up = confirm
 	t.subs[addr] = s
 	t.mu.Unlock()
 	go func() {
@@ -104,7 +87,7 @@ func (t *Tracked) addSubscriber(ctx context.Context, addr string, confirm bool) 
 			// subscribes again.
 			_ = ps.Subscribe(sctx, invalidations)
 		}
-		t.listen(sctx, s, up)
+		t.listen(sctx, s, confirm)
 	}()
 	return nil
 }
@@ -112,13 +95,17 @@ func (t *Tracked) addSubscriber(ctx context.Context, addr string, confirm bool) 
 // invalidations is the channel the tracking reports come on (RESP2).
 const invalidations = "__redis__:invalidate"
 
-// removeSubscriber stops listening to a master that left the cluster. It
-// does not wait: a listener stuck on a node that does not answer ends when
-// its read times out, and Close waits for it.
+// removeSubscriber stops listening to a master that left the cluster (its
+// slots were given to others by then). It does not wait: a listener stuck on
+// a node that does not answer ends when its read times out, and Close waits
+// for it.
 func (t *Tracked) removeSubscriber(addr string) {
 	t.mu.Lock()
 	s := t.subs[addr]
 	delete(t.subs, addr)
+	if s != nil && s.warmCancel != nil {
+		s.warmCancel()
+	}
 	t.mu.Unlock()
 	if s != nil {
 		t.done.Add(1)
@@ -142,28 +129,17 @@ func isUnsupported(err error) bool {
 }
 
 // heartbeat is how long a subscriber waits for a message before it pings,
-// so a dead connection is noticed (and the cache stops serving) within
-// about twice this.
+// so a dead connection is noticed (and its master's slots stop being
+// served) within about twice this.
 const heartbeat = time.Second
 
 // listen applies one subscriber's invalidations until it is stopped. A
-// failed read marks the subscriber down (the cache stops serving and
-// empties); the next read reconnects, and the subscription confirmation
-// marks it up.
+// failed read marks the subscriber down (its master's slots are not served,
+// and what was cached of them is stale from then on); the next read
+// reconnects, and the subscription confirmation marks it up, and has its
+// master's sessions read again once Warm has been called.
 func (t *Tracked) listen(ctx context.Context, s *subscriber, up bool) {
 	defer close(s.done)
-	markDown := func() {
-		if up {
-			up = false
-			t.down.Add(1)
-			t.flush()
-		}
-	}
-	defer func() {
-		if !up { // a subscriber that is gone holds nothing back
-			t.down.Add(-1)
-		}
-	}()
 	ps := s.ps
 	for ctx.Err() == nil {
 		msg, err := ps.ReceiveTimeout(ctx, heartbeat)
@@ -174,7 +150,10 @@ func (t *Tracked) listen(ctx context.Context, s *subscriber, up bool) {
 					continue
 				}
 			}
-			markDown()
+			if up {
+				up = false
+				t.setUp(s, false)
+			}
 			if t.afterDown != nil {
 				t.afterDown()
 			}
@@ -190,14 +169,12 @@ func (t *Tracked) listen(ctx context.Context, s *subscriber, up bool) {
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			// A (re)subscription: invalidations may have been missed.
-			t.flush()
-			if !up {
-				up = true
-				t.down.Add(-1)
-			}
+			up = true
+			t.rewarm(t.setUp(s, true))
 		case *redis.Message:
 			if len(m.PayloadSlice) == 0 && m.Payload == "" {
-				t.flush() // FLUSHDB / FLUSHALL: every key is gone
+				// FLUSHDB / FLUSHALL: every key of this master is gone.
+				t.setUp(s, true)
 				continue
 			}
 			keys := m.PayloadSlice
@@ -220,7 +197,7 @@ func (t *Tracked) watch() {
 		defer tk.Stop()
 		tick = tk.C
 	}
-	known := true
+	listed := true
 	for {
 		select {
 		case <-t.ctx.Done():
@@ -228,56 +205,55 @@ func (t *Tracked) watch() {
 		case <-tick:
 		}
 		ctx, cancel := context.WithTimeout(t.ctx, max(t.poll, time.Second))
-		addrs, err := t.masters(ctx)
+		ms, err := t.masters(ctx)
 		cancel()
 		if err != nil {
 			if t.ctx.Err() != nil {
 				return
 			}
-			if known {
-				known = false
-				t.down.Add(1)
-				t.flush()
+			if listed {
+				listed = false
+				t.unlisted()
 			}
 			t.polls.Add(1)
 			continue
 		}
-		t.follow(addrs)
-		if !known {
-			// New masters' subscribers, added above, hold the cache back
-			// until they listen.
-			known = true
-			t.down.Add(-1)
-		}
+		listed = true
+		t.follow(ms)
 		t.polls.Add(1)
 	}
 }
 
-// follow adds a subscriber for each new master and drops those of masters
-// that left.
-func (t *Tracked) follow(addrs []string) {
-	want := make(map[string]bool, len(addrs))
-	for _, a := range addrs {
-		want[a] = true
-	}
+// follow adds a subscriber for each new master, gives each master its
+// slots, and drops the subscribers of masters that left. A slot that moved
+// is not served until its new master's subscriber listens, and what was
+// cached of it before is stale.
+func (t *Tracked) follow(ms []master) {
 	t.mu.Lock()
+	want := make(map[string]bool, len(ms))
 	var gone, added []string
+	for _, m := range ms {
+		want[m.addr] = true
+		if t.subs[m.addr] == nil {
+			added = append(added, m.addr)
+		}
+	}
 	for a := range t.subs {
 		if !want[a] {
 			gone = append(gone, a)
 		}
 	}
-	for a := range want {
-		if t.subs[a] == nil {
-			added = append(added, a)
-		}
-	}
 	t.mu.Unlock()
 	for _, a := range added {
 		// Not confirmed here: a master that does not answer yet must not
-		// stall the watch; its subscriber counts as down until it listens.
+		// stall the watch; its slots are not served until it listens.
 		_ = t.addSubscriber(t.ctx, a, false) // cannot fail unconfirmed
 	}
+	t.mu.Lock()
+	t.listed = true
+	served := t.assign(ms)
+	t.mu.Unlock()
+	t.rewarm(served)
 	for _, a := range gone {
 		t.removeSubscriber(a)
 	}

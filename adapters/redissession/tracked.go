@@ -23,16 +23,26 @@ import (
 // broadcast mode on the session prefix, redirected to itself, and listens on
 // __redis__:invalidate (RESP2), so every write to any login:token:* key
 // (DEL, EXPIRE, expiry, HSET) arrives as a message naming the key, in the
-// order Redis applied them. While a subscriber is down nothing is served from
-// memory (every request asks Redis), and when it is back the cache starts
-// empty: invalidations missed in between cannot leave a revoked token behind.
+// order Redis applied them. A failure stays where it happened: while a
+// master's subscriber is down, the tokens whose slot that master serves are
+// not served from memory (each request asks Redis), and the entries cached
+// from it before are never served again, so invalidations missed in between
+// cannot leave a revoked token behind; the other masters' tokens are still
+// served. (A single Redis is one master serving every slot.)
 //
-// On a Redis Cluster the masters are listed again every TopologyPoll (CLUSTER
-// SLOTS). A master that appears (a failover, a node added) gets a subscriber,
-// and nothing is served from memory until it listens; the cache is emptied
-// then. A master that leaves is dropped. While the masters cannot be listed,
+// On a Redis Cluster the masters and their slots are listed again every
+// TopologyPoll (CLUSTER SLOTS). A master that appears (a failover, a node
+// added) gets a subscriber, and the slots it took are not served from
+// memory until it listens; what was cached of them before is dropped then.
+// A master that leaves is dropped. While the masters cannot be listed,
 // nothing is served from memory. So the one report this process can miss is
-// a write to a master that joined less than one poll ago.
+// a write to a master that took its slots less than one poll ago.
+//
+// Warm-up (Warm): each master's sessions are read once its subscriber
+// listens (SCAN over the prefix, then HGET and PTTL pipelined as a
+// read-back), at most the master's share of the cache size, paced so that
+// it holds Redis a small fraction of the time. A master whose subscriber
+// comes back, or that takes slots, is read again the same way.
 //
 // Prefetching: every report names a session key that was just written,
 // most often by a login. The report evicts the token, then the token is read
@@ -65,36 +75,46 @@ type Tracked struct {
 	// Sharded so that a burst of logins (each HSET is reported) does not
 	// keep every concurrent lookup from caching.
 	epochs [epochShards]atomic.Uint64
-	// down counts what keeps the cache from serving: subscribers that are
-	// not (yet) listening, and a cluster whose masters could not be listed.
-	down atomic.Int64
+	// states are the slots' states: whether a slot's tokens are served from
+	// memory, and a generation every change moves (slots.go).
+	states slotStates
 
-	// pending are the tokens a prefetch is reading, each marked true once a
-	// report of it (or a flush) arrives; a marked token is not cached. Per
-	// token, not per shard as the epochs: read-backs run while logins are
-	// reported in bursts that move every shard, and would rarely cache. The
-	// epochs stay for the request path, where they cost no lock.
+	// pending are the tokens being read back (by prefetching or the
+	// warm-up), each marked dirty once a report of it arrives; a dirty
+	// token is not cached. Per token, not per shard as the epochs:
+	// read-backs run while logins are reported in bursts that move every
+	// shard, and would rarely cache. The epochs stay for the request path,
+	// where they cost no lock.
 	pmu      sync.Mutex
-	pending  map[string]bool
+	pending  map[string]*pendingRead
 	npending atomic.Int64
 	queue    chan string
 
 	// Counters, for tests and metrics.
 	reports, prefetched, skipped, polls atomic.Int64
 
+	warm     warmUp
+	size     int     // the cache's bound, which the warm-up shares out
+	warmDuty float64 // the fraction of time a warm-up keeps Redis busy
+
 	template *redis.Options
-	masters  func(context.Context) ([]string, error) // nil: one node
+	masters  func(context.Context) ([]master, error) // nil: one node
 	poll     time.Duration
 	tick     <-chan time.Time // tests: drives the topology watch by hand
-	// afterRead, in tests, runs between a prefetch's read and its caching;
-	// afterDown after a subscriber's failed read marked the cache down;
+	// afterRead, in tests, runs between a read-back's read and its caching;
+	// afterDown after a subscriber's failed read stopped its master's slots;
 	// afterLookup in a request's miss, after its read (stage lookupRead)
 	// and after it cached the answer (lookupAdded).
 	afterRead, afterDown func()
 	afterLookup          func(stage string)
 
-	mu     sync.Mutex // guards subs
+	mu sync.Mutex // guards subs, owner, listed, closed and the subscribers' up and owns
+	// subs are the subscribers by master address; owner is each slot's
+	// master's subscriber (nil: no known master serves it).
 	subs   map[string]*subscriber
+	owner  [slotCount]*subscriber
+	listed bool
+	closed bool
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   sync.WaitGroup
@@ -128,7 +148,8 @@ type TrackedOptions struct {
 	// can go unheard.
 	TopologyPoll time.Duration
 
-	masters              func(context.Context) ([]string, error)
+	masters              func(context.Context) ([]master, error)
+	warmDuty             float64
 	tick                 <-chan time.Time
 	afterRead, afterDown func()
 	afterLookup          func(stage string)
@@ -151,7 +172,7 @@ func NewTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 	t := &Tracked{
 		store:       store,
 		cache:       newTTLCache(opts.Size, store.ttl),
-		pending:     make(map[string]bool),
+		pending:     make(map[string]*pendingRead),
 		masters:     opts.masters,
 		poll:        opts.TopologyPoll,
 		tick:        opts.tick,
@@ -159,16 +180,26 @@ func NewTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 		afterDown:   opts.afterDown,
 		afterLookup: opts.afterLookup,
 		subs:        make(map[string]*subscriber),
+		size:        opts.Size,
+		warmDuty:    opts.warmDuty,
+	}
+	t.cache.states = &t.states
+	t.warm.ended = make(chan struct{})
+	for i := range t.states {
+		t.states[i].Store(slotDown) // no slot is served before its master listens
+	}
+	if t.warmDuty <= 0 || t.warmDuty > 1 {
+		t.warmDuty = DefaultWarmDuty
 	}
 	if !opts.NoPrefetch {
 		t.queue = make(chan string, prefetchQueue) // before any listener runs
 	}
-	var addrs []string
+	var ms []master
 	switch c := rdb.(type) {
 	case *redis.Client:
 		t.template = c.Options()
 		if t.masters == nil {
-			addrs = []string{t.template.Addr}
+			ms = []master{{addr: t.template.Addr, slots: allSlots}}
 		}
 	case *redis.ClusterClient:
 		// Every node of a cluster is dialled with the same options but
@@ -182,24 +213,28 @@ func NewTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 			return nil, fmt.Errorf("list redis masters: %w", err)
 		}
 		if t.masters == nil {
-			t.masters = func(ctx context.Context) ([]string, error) { return clusterMasters(ctx, c) }
+			t.masters = func(ctx context.Context) ([]master, error) { return clusterMasters(ctx, c) }
 		}
 	default:
 		return nil, fmt.Errorf("redissession: tracking needs a go-redis Client or ClusterClient, got %T", rdb)
 	}
 	if t.masters != nil {
 		var err error
-		if addrs, err = t.masters(ctx); err != nil {
+		if ms, err = t.masters(ctx); err != nil {
 			return nil, fmt.Errorf("list redis masters: %w", err)
 		}
 	}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
-	for _, addr := range addrs {
-		if err := t.addSubscriber(ctx, addr, true); err != nil {
+	for _, m := range ms {
+		if err := t.addSubscriber(ctx, m.addr, true); err != nil {
 			_ = t.Close()
 			return nil, err
 		}
 	}
+	t.mu.Lock()
+	t.listed = true
+	t.assign(ms) // nothing warms yet: Warm starts it
+	t.mu.Unlock()
 	if t.masters != nil {
 		t.done.Add(1)
 		go t.watch()
@@ -211,22 +246,22 @@ func NewTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 	return t, nil
 }
 
-// UserID answers from memory while every subscriber listens (sliding the
-// session's expiry when due); otherwise, or on a miss, it asks Redis and
+// UserID answers from memory when the token's entry was read while its
+// master's subscriber listened and nothing happened to its slot since
+// (sliding the session's expiry when due); otherwise it asks Redis and
 // refreshes the session's TTL in the same round trip.
 func (t *Tracked) UserID(ctx context.Context, token string) (domain.UserID, error) {
 	if token == "" || len(token) > maxTokenLen {
 		return 0, ports.ErrUnknownToken
 	}
-	serving := t.down.Load() == 0
-	if serving {
-		now := t.cache.now()
-		if e, ok := t.cache.entry(token, now); ok {
-			t.slide(ctx, token, e, now)
-			return e.id, nil
-		}
+	now := t.cache.now()
+	if e, ok := t.cache.entry(token, now); ok {
+		t.slide(ctx, token, e, now)
+		return e.id, nil
 	}
-	epoch := t.epoch(t.store.prefix + token)
+	key := t.store.prefix + token
+	slot, state, serving := t.servable(key)
+	epoch := t.epoch(key)
 	seen := epoch.Load()
 	id, life, err := t.store.lookup(ctx, token, true)
 	if err != nil {
@@ -234,7 +269,7 @@ func (t *Tracked) UserID(ctx context.Context, token string) (domain.UserID, erro
 	}
 	t.hook(lookupRead)
 	if serving && life > 0 {
-		t.keep(token, id, life, epoch, seen)
+		t.keep(token, id, life, slot, state, epoch, seen)
 	}
 	return id, nil
 }
@@ -263,13 +298,16 @@ func (t *Tracked) hook(stage string) {
 // if it is still this one, under the lock under which read-backs cache, so
 // none lands between the look and the removal. Dropping the read-back's
 // entry would be safe, but would cost the token's next request a round trip.
-func (t *Tracked) keep(token string, id domain.UserID, life time.Duration, epoch *atomic.Uint64, seen uint64) {
-	e := t.cache.addUnlessLive(token, id, life)
+//
+// A change of the slot's state meanwhile (its subscriber went down or came
+// back) makes the entry stale, never served; it is removed as well.
+func (t *Tracked) keep(token string, id domain.UserID, life time.Duration, slot uint16, state uint64, epoch *atomic.Uint64, seen uint64) {
+	e := t.cache.addUnlessLive(token, id, life, slot, state)
 	if e == nil {
 		return
 	}
 	t.hook(lookupAdded)
-	if epoch.Load() != seen || t.down.Load() != 0 {
+	if epoch.Load() != seen || t.states[slot].Load() != state {
 		t.pmu.Lock()
 		t.cache.removeEntry(token, e)
 		t.pmu.Unlock()
@@ -301,27 +339,32 @@ func (t *Tracked) Reports() int64 { return t.reports.Load() }
 func (t *Tracked) Prefetched() int64 { return t.prefetched.Load() }
 
 // Skipped tells how many reported tokens were not read back: the queue was
-// full, or the cache was not serving.
+// full, or their slot was not served.
 func (t *Tracked) Skipped() int64 { return t.skipped.Load() }
 
-// Holds tells whether token is in the cache and not lapsed, without
+// Holds tells whether token is in the cache and would be served, without
 // touching its place in the LRU (for a bench that waits for logins to be
 // read back).
 func (t *Tracked) Holds(token string) bool {
 	e, ok := t.cache.lru.Peek(token)
-	return ok && t.cache.now() < e.expires
+	return ok && t.cache.live(e, t.cache.now())
 }
 
-// Cached tells how many tokens the cache holds (lapsed ones included until
-// they are pushed out).
+// Cached tells how many tokens the cache holds (lapsed and stale ones
+// included until they are pushed out or replaced).
 func (t *Tracked) Cached() int { return t.cache.Len() }
 
-// Close stops the subscribers, the topology watch and prefetching.
+// Close stops the subscribers, the topology watch, prefetching and the
+// warm-up.
 func (t *Tracked) Close() error {
+	t.mu.Lock()
+	t.closed = true // no warm-up starts after this
+	t.mu.Unlock()
 	if t.cancel != nil {
 		t.cancel()
 	}
 	t.done.Wait()
+	t.warm.wg.Wait()
 	t.mu.Lock()
 	subs := t.subs
 	t.subs = map[string]*subscriber{}

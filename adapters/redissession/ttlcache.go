@@ -21,11 +21,18 @@ type ttlCache struct {
 	lru *lru.Cache[string, *ttlEntry]
 	ttl time.Duration
 	now func() time.Duration // monotonic; a test moves it by hand
+	// states, when set (Tracked), are the slots' states: an entry is
+	// served only while its slot is in the state it was read under.
+	states *slotStates
 }
 
 type ttlEntry struct {
 	id      domain.UserID
 	expires time.Duration // on now's scale
+	// slot and state: the token's slot, and its state when the read that
+	// made this entry began (Tracked only).
+	slot  uint16
+	state uint64
 	// refreshed is when (on now's scale) a refresh of the session's expiry
 	// was last sent for this entry, so that a burst of hits sends one.
 	refreshed atomic.Int64
@@ -53,32 +60,37 @@ func (c *ttlCache) Get(token string) (domain.UserID, bool) {
 	return e.id, true
 }
 
-// entry returns the token's entry unless it is missing or lapsed at now.
+// entry returns the token's entry unless it is missing, lapsed at now, or
+// stale (its slot's state moved since it was read).
 func (c *ttlCache) entry(token string, now time.Duration) (*ttlEntry, bool) {
 	e, ok := c.lru.Get(token)
-	if !ok || now >= e.expires {
+	if !ok || !c.live(e, now) {
 		return nil, false
 	}
 	return e, true
 }
 
-// Add keeps the token for the cache's ttl.
-func (c *ttlCache) Add(token string, id domain.UserID) { c.AddFor(token, id, c.ttl) }
-
-// AddFor keeps the token for life.
-func (c *ttlCache) AddFor(token string, id domain.UserID, life time.Duration) {
-	c.lru.Add(token, &ttlEntry{id: id, expires: c.now() + life})
+func (c *ttlCache) live(e *ttlEntry, now time.Duration) bool {
+	return now < e.expires && (c.states == nil || c.states[e.slot].Load() == e.state)
 }
 
-// addUnlessLive keeps the token for life unless a live entry holds it, and
-// returns the entry it added (nil when it kept the live one). A lapsed entry
-// is replaced.
-func (c *ttlCache) addUnlessLive(token string, id domain.UserID, life time.Duration) *ttlEntry {
+// Add keeps the token for the cache's ttl.
+func (c *ttlCache) Add(token string, id domain.UserID) { c.addIn(token, id, c.ttl, 0, 0) }
+
+// addIn keeps the token for life, as read under its slot's state.
+func (c *ttlCache) addIn(token string, id domain.UserID, life time.Duration, slot uint16, state uint64) {
+	c.lru.Add(token, &ttlEntry{id: id, expires: c.now() + life, slot: slot, state: state})
+}
+
+// addUnlessLive keeps the token for life, as read under its slot's state,
+// unless a live entry holds it, and returns the entry it added (nil when it
+// kept the live one). A lapsed or stale entry is replaced.
+func (c *ttlCache) addUnlessLive(token string, id domain.UserID, life time.Duration, slot uint16, state uint64) *ttlEntry {
 	now := c.now()
-	e := &ttlEntry{id: id, expires: now + life}
+	e := &ttlEntry{id: id, expires: now + life, slot: slot, state: state}
 	prev, found, _ := c.lru.PeekOrAdd(token, e)
 	if found {
-		if now < prev.expires {
+		if c.live(prev, now) {
 			return nil
 		}
 		c.lru.Add(token, e)

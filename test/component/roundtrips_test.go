@@ -215,3 +215,71 @@ func TestFirstClaimAfterALoginCostsOneRedisRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// TestAnInstanceStartsWarm: a user who logged in before the instance
+// started finds their session in memory on their first claim, which costs
+// only its claim script, once the start's warm-up
+// (SECKILL_TOKEN_WARM) has read it; without the warm-up the same claim also
+// looks the session up (which is what makes the first case mean something).
+func TestAnInstanceStartsWarm(t *testing.T) {
+	for _, b := range testenv.RealRedisBackends() {
+		for _, tc := range []struct {
+			name      string
+			warm      bool
+			wantTrips int64
+		}{
+			{name: "warm", warm: true, wantTrips: 1},
+			{name: "no_warm_up", warm: false, wantTrips: 2},
+		} {
+			t.Run(b.Name+"/"+tc.name, func(t *testing.T) {
+				ctx := context.Background()
+				early, err := redissession.New(b.Client(t), redissession.Options{TTL: time.Hour}).Mint(ctx, 3)
+				if err != nil {
+					t.Fatal(err)
+				}
+				app, base := startServiceOn(t, infra.QueueChannel, b.Name, func(c *infra.Config) {
+					c.RedisAutoPipeline = infra.AutoPipelineOff // round trips are counted by a hook
+					c.TokenWarm = tc.warm
+				})
+				tracked, ok := app.Sessions.(*redissession.Tracked)
+				if !ok {
+					t.Fatalf("sessions are a %T, want the tracked cache on a Redis that tracks", app.Sessions)
+				}
+				vid := createVoucher(t, app, 100)
+				claim := func(token string) envelope {
+					_, env := postJSON(t, http.DefaultClient, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), token, nil)
+					return env
+				}
+				// Loads the script and leases an id block, with a login read
+				// back while the service runs.
+				first, err := redissession.New(app.Redis, redissession.Options{TTL: time.Hour}).Mint(ctx, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				testenv.Eventually(t, 5*time.Second, func() (bool, string) {
+					return tracked.Holds(first), "the login was not read back"
+				})
+				if env := claim(first); !env.Success {
+					t.Fatalf("first claim: %+v", env)
+				}
+				// Not waiting for the whole warm-up: the shared Redis may
+				// hold many sessions of other tests.
+				if tc.warm {
+					testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+						return tracked.Holds(early), fmt.Sprintf("a session from before the start is not warmed: %+v", tracked.WarmProgress())
+					})
+				} else if p := tracked.WarmProgress(); p.Read != 0 || tracked.Holds(early) {
+					t.Fatalf("without the warm-up: %+v, held %v", p, tracked.Holds(early))
+				}
+				counter := &requestTraffic{}
+				app.Redis.AddHook(counter)
+				if env := claim(early); !env.Success {
+					t.Fatalf("claim of a user who logged in before the start: %+v", env)
+				}
+				if n := counter.n.Load(); n != tc.wantTrips {
+					t.Fatalf("the first claim of a user who logged in before the start cost %d Redis round trips, want %d", n, tc.wantTrips)
+				}
+			})
+		}
+	}
+}

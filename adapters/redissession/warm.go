@@ -1,0 +1,226 @@
+package redissession
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The warm-up: each master's sessions are read into the cache once its
+// subscriber listens, so that an instance started before a sale finds the
+// sessions of users who logged in earlier in memory, and a master whose
+// subscriber came back (whose entries are stale) is read again.
+
+const (
+	// DefaultWarmDuty is the fraction of the time a master's warm-up keeps
+	// a request to Redis in flight: after each round (one SCAN and the
+	// pipelined read of what it found) it waits nine times as long as the
+	// round took. A busy Redis answers later, so the warm-up slows down
+	// with it instead of competing with a stampede.
+	DefaultWarmDuty = 0.1
+	// warmScanCount is the COUNT of each SCAN, so of the keys one round
+	// visits; the tokens it finds (about as many at most) are read in one
+	// pipeline.
+	warmScanCount = 256
+)
+
+// warmUp is the warm-up's state and counters.
+type warmUp struct {
+	on                  bool          // under Tracked.mu: Warm was called
+	left                atomic.Int64  // first warm-ups not yet ended
+	done                atomic.Bool   // every first warm-up has ended
+	ended               chan struct{} // closed when done is set
+	cached, read, scans atomic.Int64
+	wg                  sync.WaitGroup
+}
+
+// WarmProgress tells how far the warm-up went.
+type WarmProgress struct {
+	// Cached is how many sessions warm-ups cached; Read how many they read
+	// (an HGET and a PTTL each, pipelined); Scans how many SCANs they sent.
+	Cached, Read, Scans int64
+	// Done: the warm-up of each master that listened when Warm was called
+	// has ended (read all its sessions, filled its share of the cache, or
+	// stopped because its subscriber went down or Redis failed).
+	Done bool
+}
+
+// Warm starts reading, in the background, the sessions of every master
+// whose subscriber listens: SCAN over the session prefix on that master,
+// then HGET and PTTL of what it found, pipelined, cached as the read-back of
+// a report is (a report that overtakes a read keeps its token out). Each
+// master caches at most its share of the cache size (by the slots it
+// serves), so the whole warm-up at most the cache size, and its pace is
+// DefaultWarmDuty. From then on, a master whose subscriber comes back, or
+// that takes slots, is read again the same way. A second call does nothing;
+// Close stops it.
+func (t *Tracked) Warm() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.warm.on || t.closed {
+		return
+	}
+	t.warm.on = true
+	var first []*subscriber
+	for _, s := range t.subs {
+		if s.up && s.owns > 0 {
+			first = append(first, s)
+		}
+	}
+	t.warm.left.Store(int64(len(first)))
+	if len(first) == 0 {
+		t.warm.finish()
+	}
+	for _, s := range first {
+		t.startWarm(s, true)
+	}
+}
+
+// WarmProgress tells how far the warm-up went (for metrics, a test or the
+// bench waiting for it).
+func (t *Tracked) WarmProgress() WarmProgress {
+	return WarmProgress{
+		Cached: t.warm.cached.Load(),
+		Read:   t.warm.read.Load(),
+		Scans:  t.warm.scans.Load(),
+		Done:   t.warm.done.Load(),
+	}
+}
+
+// rewarm reads again the masters of subscribers whose slots are served
+// again (after Warm only).
+func (t *Tracked) rewarm(ss []*subscriber) {
+	if len(ss) == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.warm.on || t.closed {
+		return
+	}
+	for _, s := range ss {
+		if t.subs[s.addr] == s && s.up {
+			t.startWarm(s, false)
+		}
+	}
+}
+
+// startWarm starts reading s's master, in place of a warm-up of it that
+// still runs. The caller holds t.mu.
+func (t *Tracked) startWarm(s *subscriber, first bool) {
+	if s.warmCancel != nil {
+		s.warmCancel()
+	}
+	share := t.size * s.owns / slotCount
+	if share <= 0 {
+		if first {
+			t.firstWarmEnded()
+		}
+		return
+	}
+	ctx, cancel := context.WithCancel(t.ctx)
+	s.warmCancel = cancel
+	t.warm.wg.Add(1)
+	go func() {
+		defer t.warm.wg.Done()
+		defer cancel()
+		if first {
+			defer t.firstWarmEnded()
+		}
+		t.warmMaster(ctx, s.addr, share)
+	}()
+}
+
+func (t *Tracked) firstWarmEnded() {
+	if t.warm.left.Add(-1) == 0 {
+		t.warm.finish()
+	}
+}
+
+func (w *warmUp) finish() {
+	if w.done.CompareAndSwap(false, true) {
+		close(w.ended)
+	}
+}
+
+// WarmedUp is closed once the warm-up Warm started is done (see
+// WarmProgress.Done).
+func (t *Tracked) WarmedUp() <-chan struct{} { return t.warm.ended }
+
+// stopWarm stops the warm-up of s's master (its slots are no longer served:
+// what it would read is not cached). The caller holds t.mu.
+func stopWarm(s *subscriber) {
+	if s.warmCancel != nil {
+		s.warmCancel()
+		s.warmCancel = nil
+	}
+}
+
+// warmMaster reads the sessions of the master at addr until it has cached
+// share of them, SCAN has visited every key, or ctx ends. Its connection is
+// its own, so the read goes to that master even on a cluster (a key whose
+// slot moved meanwhile answers MOVED and is not cached), and the service's
+// pools are not used.
+func (t *Tracked) warmMaster(ctx context.Context, addr string, share int) {
+	o := *t.template
+	o.Addr = addr
+	o.PoolSize = 1
+	o.MinIdleConns = 0
+	c := redis.NewClient(&o)
+	defer func() { _ = c.Close() }()
+	prefix := t.store.prefix
+	match := escapeGlob(prefix) + "*"
+	var cursor uint64
+	cached := 0
+	for ctx.Err() == nil {
+		began := time.Now()
+		keys, next, err := c.Scan(ctx, cursor, match, warmScanCount).Result()
+		t.warm.scans.Add(1)
+		if err != nil {
+			return // read again when the subscriber comes back
+		}
+		tokens := make([]string, 0, len(keys))
+		for _, k := range keys {
+			if tok := strings.TrimPrefix(k, prefix); tok != "" && len(tok) <= maxTokenLen {
+				tokens = append(tokens, tok)
+			}
+		}
+		if room := share - cached; len(tokens) > room {
+			tokens = tokens[:room]
+		}
+		if len(tokens) > 0 {
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			n, _ := t.readBack(rctx, c, tokens)
+			cancel()
+			cached += n
+			t.warm.cached.Add(int64(n))
+			t.warm.read.Add(int64(len(tokens)))
+		}
+		if next == 0 || cached >= share {
+			return
+		}
+		cursor = next
+		rest := time.Duration(float64(time.Since(began)) * (1/t.warmDuty - 1))
+		select {
+		case <-ctx.Done():
+		case <-time.After(rest):
+		}
+	}
+}
+
+// escapeGlob quotes the characters SCAN's MATCH reads as a pattern.
+func escapeGlob(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
