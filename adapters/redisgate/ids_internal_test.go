@@ -75,3 +75,24 @@ func TestIDsLeaseFromTheShardsDayCounterWithExpiry(t *testing.T) {
 		t.Fatalf("keys %v, want only the one counter leased", keys)
 	}
 }
+
+func TestIDShardTurnAlternatesMasters(t *testing.T) {
+	for masters := 2; masters <= 6; masters++ {
+		master := func(k int) int { return int(redisschema.Slot(idShardTags[k])) * masters / 16384 }
+		seen := map[int]bool{}
+		same := 0
+		for p := range IDShards {
+			k, after := p*shardStride%IDShards, (p+1)%IDShards*shardStride%IDShards
+			seen[k] = true
+			if master(k) == master(after) {
+				same++
+			}
+		}
+		if len(seen) != IDShards {
+			t.Fatalf("a turn visits %d shards, want %d", len(seen), IDShards)
+		}
+		if want := map[bool]int{true: 2, false: 0}[masters == 2]; same > want {
+			t.Fatalf("%d masters: %d shards in a turn are followed by one on the same master, want at most %d", masters, same, want)
+		}
+	}
+}

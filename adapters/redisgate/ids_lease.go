@@ -56,10 +56,18 @@ var idShardTags = func() (tags [IDShards]string) {
 // leases spread over the counters (and masters); one that failed lately is
 // passed over, one spent for the day is not tried again that day.
 type shardState struct {
-	next   int
+	next   int                 // the position in turn (see shardStride) of the next shard
 	failed [IDShards]time.Time // when the shard's last lease failed; zero if it did not
 	spent  [IDShards]date      // the day the shard ran out of numbers
 }
+
+// shardStride orders the turn: position p is shard p*7 mod 16. Odd, so a
+// turn visits every shard; and chosen so that shards next in turn lie on
+// different masters of a cluster of 3 to 6 masters with even slot ranges
+// (on 2, twice a turn they do not): a lease that meets a dead master tries
+// a live one next, instead of that master's next shard.
+// TestIDShardTurnAlternatesMasters checks it against the tags' slots.
+const shardStride = 7
 
 // pick returns the shard the next attempt of a lease for day tries, skipping
 // those tried already: the first in turn that did not fail lately, else the
@@ -68,23 +76,24 @@ type shardState struct {
 func (s *shardState) pick(day date, tried *[IDShards]bool, now time.Time) (k int, ok bool) {
 	fallback := -1
 	for i := range IDShards {
-		k := (s.next + i) % IDShards
+		pos := (s.next + i) % IDShards
+		k := pos * shardStride % IDShards
 		if tried[k] || s.spent[k] == day {
 			continue
 		}
 		if s.failed[k].IsZero() || now.Sub(s.failed[k]) >= IDShardRetry {
-			s.next = (k + 1) % IDShards
+			s.next = (pos + 1) % IDShards
 			return k, true
 		}
 		if fallback < 0 {
-			fallback = k
+			fallback = pos
 		}
 	}
 	if fallback < 0 {
 		return 0, false
 	}
 	s.next = (fallback + 1) % IDShards
-	return fallback, true
+	return fallback * shardStride % IDShards, true
 }
 
 // startLease starts leasing a block for now's day in the background. Called
