@@ -277,3 +277,23 @@ func TestIDsFromALeaseAllocateNothing(t *testing.T) {
 		}
 	}
 }
+
+// A number handed back is reissued on its own day only: after midnight the
+// next id comes from a new day's lease (a fresh counter on the next shard in
+// turn), not from the old day's lease this instance held.
+func TestIDsDropHandedBackNumbersWhenTheDayChanges(t *testing.T) {
+	_, rdb := testenv.MiniRedis(t)
+	c := testenv.NewClock(time.Date(2025, 3, 1, 23, 59, 59, 0, time.UTC))
+	g := redisgate.NewIDs(rdb, redisgate.IDOptions{Clock: c})
+	closeIDs(t, g)
+	old := next(t, g)
+	g.Unused(old)
+	if again := next(t, g); again != old {
+		t.Fatalf("handed back %d and got %d in the same second, want it again", old, again)
+	}
+	g.Unused(old)
+	c.Set(time.Date(2025, 3, 2, 0, 0, 0, 0, time.UTC))
+	if id := next(t, g); id.Seq() == old.Seq() {
+		t.Fatalf("after midnight got seq %d again, the number handed back on the day before", id.Seq())
+	}
+}
