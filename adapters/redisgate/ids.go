@@ -47,10 +47,11 @@ type IDOptions struct {
 	// asynchronous AutoPipeliner (see redisbatch). Nil means the client
 	// given to NewIDs.
 	Leases redis.UniversalClient
-	// LeaseTimeout bounds one attempt at one shard's counter (default
-	// 250 ms): a shard that does not answer in time is left for the next,
-	// so a dead Redis master costs a lease this much, far under a claim's
-	// budget.
+	// LeaseTimeout is how long a lease waits for one shard's counter
+	// before asking the next one too (default 250 ms): a dead Redis master
+	// costs a lease this much, far under a claim's budget, while a Redis
+	// that is only slow still answers. An attempt is abandoned after eight
+	// of them.
 	LeaseTimeout time.Duration
 }
 
@@ -58,9 +59,10 @@ type IDOptions struct {
 // << 32 | a 32-bit sequence). A UTC day's sequence is split over IDShards
 // counters, each under its own hash tag, the tags spread evenly over the
 // cluster's slots, so no one key (and no one Redis master) stops the issue of
-// IDs: a lease that fails or does not answer within LeaseTimeout moves on to
-// the next shard. Blocks are leased in the background once the block in use
-// is half spent, so a claim normally never waits on Redis for its ID.
+// IDs: a lease whose shard fails, or does not answer within LeaseTimeout, asks
+// the next shard, and passes over the failed one for IDShardRetry. Blocks are
+// leased in the background once the block in use is half spent, so a claim
+// normally never waits on Redis for its ID.
 //
 // Why IDs are unique across processes, restarts and days:
 //   - shard k's counter for a day hands out n = 1, 2, ... < 2^28, each block of

@@ -119,58 +119,112 @@ func (g *IDs) startLease(now time.Time) *leaseRun {
 	return run
 }
 
-// lease takes a block of now's day from one shard after another until one
-// answers, each shard at most once.
+// attempt is one shard's answer to a lease.
+type attempt struct {
+	k   int
+	b   idBlock
+	err error
+}
+
+// attemptCap bounds one attempt, in LeaseTimeouts (2 s by default): past it
+// the shard is not slow but gone.
+const attemptCap = 8
+
+// lease takes a block of now's day from the first shard to answer. It asks
+// one shard, and another each time an attempt fails or LeaseTimeout passes
+// without an answer, each shard at most once, without giving up on those
+// still out: a dead master costs the lease one LeaseTimeout, and a Redis
+// that is only slow (a stampede's first lease waits behind thousands of
+// claims, and took 300 ms on a loaded test machine) still answers it.
 func (g *IDs) lease(now time.Time) (idBlock, error) {
 	day := dateOf(now)
 	dayName := now.Format("2006:01:02")
+	// Cancelled once the lease is decided: an attempt still out then may
+	// yet take its block, which is never used, which only spends it.
+	round, cancel := context.WithCancel(g.life)
+	defer cancel()
+	answers := make(chan attempt, IDShards) // never blocks a late attempt
 	var (
-		tried   [IDShards]bool
-		lastErr error
+		tried, out [IDShards]bool
+		n          int
+		lastErr    error
 	)
-	for {
+	launch := func() bool {
 		g.mu.Lock()
 		k, ok := g.shards.pick(day, &tried, time.Now())
 		g.mu.Unlock()
 		if !ok {
-			if lastErr == nil {
-				return idBlock{}, fmt.Errorf("%w: every shard of %s", ErrSequenceExhausted, dayName)
+			return false
+		}
+		tried[k], out[k] = true, true
+		n++
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			b, err := g.leaseFrom(round, k, day, g.keys[k]+dayName)
+			answers <- attempt{k, b, err}
+		}()
+		return true
+	}
+	if !launch() {
+		return idBlock{}, fmt.Errorf("%w: every shard of %s", ErrSequenceExhausted, dayName)
+	}
+	hedge := time.NewTimer(g.attempt)
+	defer hedge.Stop()
+	for n > 0 {
+		select {
+		case a := <-answers:
+			n--
+			out[a.k] = false
+			g.mu.Lock()
+			switch {
+			case a.err == nil:
+				g.shards.failed[a.k] = time.Time{}
+			case errors.Is(a.err, ErrSequenceExhausted):
+				g.shards.spent[a.k] = day
+			case g.life.Err() == nil:
+				g.shards.failed[a.k] = time.Now()
 			}
-			return idBlock{}, lastErr
-		}
-		tried[k] = true
-		b, err := g.leaseFrom(k, day, g.keys[k]+dayName)
-		g.mu.Lock()
-		switch {
-		case err == nil:
-			g.shards.failed[k] = time.Time{}
-		case errors.Is(err, ErrSequenceExhausted):
-			g.shards.spent[k] = day
-		case g.life.Err() == nil:
-			g.shards.failed[k] = time.Now()
-		}
-		g.mu.Unlock()
-		if err == nil {
-			return b, nil
-		}
-		if g.life.Err() != nil {
-			return idBlock{}, fmt.Errorf("%w: %w", ErrIDsClosed, err)
-		}
-		// An exhausted shard is no failure of the others: keep the
-		// error that says why a shard did not answer, if one did not.
-		if lastErr == nil || !errors.Is(err, ErrSequenceExhausted) {
-			lastErr = err
+			g.mu.Unlock()
+			if a.err == nil {
+				return a.b, nil
+			}
+			if g.life.Err() != nil {
+				return idBlock{}, fmt.Errorf("%w: %w", ErrIDsClosed, a.err)
+			}
+			// An exhausted shard is no failure of the others: keep the
+			// error that says why a shard did not answer, if one did not.
+			if lastErr == nil || !errors.Is(a.err, ErrSequenceExhausted) {
+				lastErr = a.err
+			}
+			if launch() {
+				hedge.Reset(g.attempt)
+			}
+		case <-hedge.C:
+			// The shards still out are slow or gone: pass over them for a
+			// while (an answer clears that), and ask another meanwhile.
+			g.mu.Lock()
+			for k, o := range out {
+				if o {
+					g.shards.failed[k] = time.Now()
+				}
+			}
+			g.mu.Unlock()
+			if launch() {
+				hedge.Reset(g.attempt)
+			}
 		}
 	}
+	return idBlock{}, lastErr
 }
 
 // leaseFrom takes a block from shard k's counter key, giving up after
-// LeaseTimeout whatever the client does: a client that ignores its context's
-// deadline (go-redis without ContextTimeoutEnabled waits for its
-// ReadTimeout) finishes in the background, and the block it may have taken
-// is never used, which only spends it.
-func (g *IDs) leaseFrom(k int, day date, key string) (idBlock, error) {
-	ctx, cancel := context.WithTimeout(g.life, g.attempt)
+// attemptCap LeaseTimeouts or when ctx ends, whatever the client does: a
+// client that ignores its context's deadline (go-redis without
+// ContextTimeoutEnabled waits for its ReadTimeout) finishes in the
+// background, and the block it may have taken is never used.
+func (g *IDs) leaseFrom(ctx context.Context, k int, day date, key string) (idBlock, error) {
+	ctx, cancel := context.WithTimeout(ctx, attemptCap*g.attempt)
 	defer cancel()
 	// EXPIRE rides along with every lease, so a crash after the first INCRBY
 	// cannot leave a counter without a TTL.

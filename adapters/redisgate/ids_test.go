@@ -31,6 +31,7 @@ type leaseHook struct {
 	n       atomic.Int64
 	refuse  atomic.Bool
 	stall   atomic.Bool
+	delay   time.Duration // every command answers this late (set before use)
 	running atomic.Int64 // commands inside the hook now
 
 	mu   sync.Mutex
@@ -50,6 +51,14 @@ func (h *leaseHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			}
 			h.keys[cmd.Args()[1].(string)]++
 			h.mu.Unlock()
+		}
+		if h.delay > 0 {
+			select {
+			case <-time.After(h.delay): // latency, not synchronisation
+			case <-ctx.Done():
+				cmd.SetErr(ctx.Err())
+				return ctx.Err()
+			}
 		}
 		if h.stall.Load() {
 			<-ctx.Done()
@@ -295,5 +304,25 @@ func TestIDsDropHandedBackNumbersWhenTheDayChanges(t *testing.T) {
 	c.Set(time.Date(2025, 3, 2, 0, 0, 0, 0, time.UTC))
 	if id := next(t, g); id.Seq() == old.Seq() {
 		t.Fatalf("after midnight got seq %d again, the number handed back on the day before", id.Seq())
+	}
+}
+
+// A Redis slower than LeaseTimeout is slow, not dead: the lease asks other
+// shards meanwhile but still takes the first answer. (Abandoning each
+// attempt at LeaseTimeout failed the first lease of a stampede on the
+// cluster, TestStampedeSellsExactlyTheStock, where it took 300 ms.)
+func TestIDsWaitOutASlowRedis(t *testing.T) {
+	_, rdb := testenv.MiniRedis(t)
+	hook := leaseHook{delay: 50 * time.Millisecond} // a lease is two commands: 100 ms
+	rdb.AddHook(&hook)
+	g := redisgate.NewIDs(rdb, redisgate.IDOptions{LeaseTimeout: 20 * time.Millisecond})
+	closeIDs(t, g)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := g.Next(ctx); err != nil {
+		t.Fatalf("next order id from a Redis leasing in 100 ms with a 20 ms lease timeout: %v", err)
+	}
+	if n := hook.n.Load(); n < 2 {
+		t.Fatalf("%d attempts, want the lease to have asked another shard while the first was slow", n)
 	}
 }
