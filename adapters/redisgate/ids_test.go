@@ -32,7 +32,7 @@ type leaseHook struct {
 	refuse  atomic.Bool
 	stall   atomic.Bool
 	delay   time.Duration // every command answers this late (set before use)
-	running atomic.Int64 // commands inside the hook now
+	running atomic.Int64  // commands inside the hook now
 
 	mu   sync.Mutex
 	keys map[string]int
