@@ -209,32 +209,36 @@ var idsCases = []struct {
 		}
 	}},
 	{"unique_under_concurrency_across_midnight", func(t *testing.T, st idsStore) {
-		// The instances' clocks go back and forth over midnight while they
-		// issue: each lease must serve its own day only.
+		// Each worker steps its instance's clock over midnight and back
+		// while the instance's other workers issue: each lease must serve
+		// its own day only, whoever's clock moved.
 		before := time.Date(2025, 3, 1, 23, 59, 59, 0, time.UTC)
-		clocks := []*testenv.Clock{testenv.NewClock(before), testenv.NewClock(before), testenv.NewClock(before)}
-		instances := make([]ports.OrderIDs, len(clocks))
-		for i, c := range clocks {
-			instances[i] = st.instance(c)
-		}
-		stop := make(chan struct{})
-		flipped := make(chan struct{})
-		go func() {
-			defer close(flipped)
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				c := clocks[i%len(clocks)]
-				c.Set(before.Add(time.Duration(i/len(clocks)%2) * time.Second))
-			}
-		}()
 		var seen idsSeen
-		idsFireBack(t, &seen, instances, 4, 200, 5)
-		close(stop)
-		<-flipped
+		var wg sync.WaitGroup
+		for range 3 {
+			clock := testenv.NewClock(before)
+			g := st.instance(clock)
+			for w := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range 200 {
+						clock.Set(before.Add(time.Duration((i/7+w)%2) * time.Second))
+						id, err := g.Next(context.Background())
+						if err != nil {
+							t.Errorf("next order id: %v", err)
+							return
+						}
+						seen.add(t, id)
+						if i%5 == 0 {
+							seen.drop(id)
+							g.Unused(id)
+						}
+					}
+				}()
+			}
+		}
+		wg.Wait()
 	}},
 	{"reused_id_carries_the_current_second", func(t *testing.T, st idsStore) {
 		// Issue 26: an id handed back and reissued later is stamped with
