@@ -85,9 +85,10 @@ type IDOptions struct {
 //
 // Losing a counter (a Redis without persistence or a failover that lost the
 // last writes) breaks this; the database then refuses the colliding order
-// (domain.FailIDConflict). So does running this beside the previous version,
-// whose single counter icr:order:yyyy:MM:dd overlaps shard 0, within one UTC
-// day.
+// (domain.FailIDConflict). So does running this beside the previous version
+// in the same seconds: its single counter icr:order:yyyy:MM:dd hands out
+// shard 0's numbers too (one that stopped before this started issued only
+// earlier seconds, which no ID of this one carries).
 type IDs struct {
 	rdb     redis.UniversalClient
 	keys    [IDShards]string // shard k's key without its day
