@@ -36,8 +36,11 @@ type ReadyCheck func(context.Context) error
 
 func provideReady(rdb redis.UniversalClient, db *bun.DB) ReadyCheck { return ready(rdb, db) }
 
-func provideIDs(rdb redis.UniversalClient, claims ClaimRedis, c Config) *redisgate.IDs {
-	return redisgate.NewIDs(rdb, redisgate.IDOptions{Block: c.IDBlock, Leases: claims.UniversalClient})
+// provideIDs' cleanup stops the issuer's background leases before the
+// clients they use are closed.
+func provideIDs(rdb redis.UniversalClient, claims ClaimRedis, c Config) (*redisgate.IDs, func()) {
+	ids := redisgate.NewIDs(rdb, redisgate.IDOptions{Block: c.IDBlock, Leases: claims.UniversalClient})
+	return ids, func() { _ = ids.Close() }
 }
 
 func provideSessionStore(rdb redis.UniversalClient, claims ClaimRedis, c Config) *redissession.Store {

@@ -58,7 +58,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	soldoutGate := provideSoldOutGate(marks, router)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
-	iDs := provideIDs(universalClient, claimRedis, c)
+	iDs, cleanup5 := provideIDs(universalClient, claimRedis, c)
 	counter := claimcount.New()
 	queue := provideChannelQueue(c)
 	admission := provideChannelAdmission(marks, soldoutGate, queue)
@@ -91,6 +91,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Observability: observability,
 	}
 	return app, func() {
+		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()
@@ -141,18 +142,20 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	soldoutGate := provideSoldOutGate(marks, router)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, soldoutGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
-	iDs := provideIDs(universalClient, claimRedis, c)
+	iDs, cleanup5 := provideIDs(universalClient, claimRedis, c)
 	counter := claimcount.New()
-	v, cleanup5, err := provideConsumerLease(universalClient, c, log)
+	v, cleanup6, err := provideConsumerLease(universalClient, c, log)
 	if err != nil {
+		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	queue, cleanup6, err := provideStreamQueue(universalClient, c, log, v)
+	queue, cleanup7, err := provideStreamQueue(universalClient, c, log, v)
 	if err != nil {
+		cleanup6()
 		cleanup5()
 		cleanup4()
 		cleanup3()
@@ -190,6 +193,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Observability: observability,
 	}
 	return app, func() {
+		cleanup7()
 		cleanup6()
 		cleanup5()
 		cleanup4()

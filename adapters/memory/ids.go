@@ -19,7 +19,7 @@ type IDs struct {
 	seq   *atomic.Uint64
 
 	mu     sync.Mutex
-	unused []domain.OrderID
+	unused []uint32 // sequence numbers handed back, reissued first
 }
 
 var _ ports.OrderIDs = (*IDs)(nil)
@@ -51,10 +51,12 @@ func (g *IDs) Next(ctx context.Context) (domain.OrderID, error) {
 	}
 	g.mu.Lock()
 	if n := len(g.unused); n > 0 {
-		id := g.unused[n-1]
+		seq := g.unused[n-1]
 		g.unused = g.unused[:n-1]
 		g.mu.Unlock()
-		return id, nil
+		// Stamped anew, as the Redis adapter does: the sequence never
+		// repeats here, whatever the second.
+		return domain.NewOrderID(g.clock.Now(), seq)
 	}
 	g.mu.Unlock()
 	seq := g.seq.Add(1)
@@ -64,9 +66,10 @@ func (g *IDs) Next(ctx context.Context) (domain.OrderID, error) {
 	return domain.NewOrderID(g.clock.Now(), uint32(seq))
 }
 
-// Unused parks an ID for the next Next, like the Redis adapter's.
+// Unused parks an ID's sequence number for the next Next, which reissues it
+// with its own second, like the Redis adapter's.
 func (g *IDs) Unused(id domain.OrderID) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.unused = append(g.unused, id)
+	g.unused = append(g.unused, id.Seq())
 }

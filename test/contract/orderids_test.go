@@ -41,7 +41,9 @@ func idsBackends() []idsBackend {
 			leases = testenv.AutoPipelined(t, rdb, false)
 		}
 		return idsStore{instance: func(clock ports.Clock) ports.OrderIDs {
-			return redisgate.NewIDs(rdb, redisgate.IDOptions{Prefix: prefix + "icr:order:", Block: idsBlock, Clock: clock, Leases: leases})
+			g := redisgate.NewIDs(rdb, redisgate.IDOptions{Prefix: prefix + "icr:order:", Block: idsBlock, Clock: clock, Leases: leases})
+			t.Cleanup(func() { _ = g.Close() })
+			return g
 		}}
 	}
 	backends := []idsBackend{
@@ -117,9 +119,22 @@ func idsNext(t *testing.T, g ports.OrderIDs) domain.OrderID {
 	return id
 }
 
+// drop forgets an ID handed back: it was written nowhere, so it may come again.
+func (s *idsSeen) drop(id domain.OrderID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.ids, id)
+}
+
 // idsFire has every instance issue n IDs from each of workers goroutines, all
 // released together, and records them in seen.
 func idsFire(t *testing.T, seen *idsSeen, instances []ports.OrderIDs, workers, n int) {
+	idsFireBack(t, seen, instances, workers, n, 0)
+}
+
+// idsFireBack is idsFire where every giveBack-th ID of a worker is handed
+// back (Unused), as a refused claim does, instead of being kept.
+func idsFireBack(t *testing.T, seen *idsSeen, instances []ports.OrderIDs, workers, n, giveBack int) {
 	t.Helper()
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -130,13 +145,19 @@ func idsFire(t *testing.T, seen *idsSeen, instances []ports.OrderIDs, workers, n
 			go func() {
 				defer wg.Done()
 				<-start
-				for range n {
+				for i := range n {
 					id, err := g.Next(context.Background())
 					if err != nil {
 						errs <- err
 						return
 					}
+					// Recorded before it may be handed back: a reissue
+					// before drop would then read as issued twice.
 					seen.add(t, id)
+					if giveBack > 0 && i%giveBack == 0 {
+						seen.drop(id)
+						g.Unused(id)
+					}
 				}
 			}()
 		}
@@ -175,6 +196,85 @@ var idsCases = []struct {
 		idsFire(t, &seen, []ports.OrderIDs{st.instance(clock), st.instance(clock), st.instance(clock)}, 8, 250)
 		if len(seen.ids) != 3*8*250 {
 			t.Fatalf("%d distinct ids, want %d", len(seen.ids), 3*8*250)
+		}
+	}},
+	{"unique_with_ids_handed_back", func(t *testing.T, st idsStore) {
+		// A third of the ids come back, as refused claims' do, and are
+		// reissued while the others are issued: every id kept is distinct.
+		clock := testenv.NewClock(idsDay)
+		var seen idsSeen
+		idsFireBack(t, &seen, []ports.OrderIDs{st.instance(clock), st.instance(clock), st.instance(clock)}, 8, 150, 3)
+		if want := 3 * 8 * 100; len(seen.ids) != want {
+			t.Fatalf("%d distinct ids kept, want %d", len(seen.ids), want)
+		}
+	}},
+	{"unique_under_concurrency_across_midnight", func(t *testing.T, st idsStore) {
+		// Each worker steps its instance's clock over midnight and back
+		// while the instance's other workers issue: each lease must serve
+		// its own day only, whoever's clock moved.
+		before := time.Date(2025, 3, 1, 23, 59, 59, 0, time.UTC)
+		var seen idsSeen
+		var wg sync.WaitGroup
+		for range 3 {
+			clock := testenv.NewClock(before)
+			g := st.instance(clock)
+			for w := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range 200 {
+						clock.Set(before.Add(time.Duration((i/7+w)%2) * time.Second))
+						id, err := g.Next(context.Background())
+						if err != nil {
+							t.Errorf("next order id: %v", err)
+							return
+						}
+						seen.add(t, id)
+						if i%5 == 0 {
+							seen.drop(id)
+							g.Unused(id)
+						}
+					}
+				}()
+			}
+		}
+		wg.Wait()
+	}},
+	{"reused_id_carries_the_current_second", func(t *testing.T, st idsStore) {
+		// Issue 26: an id handed back and reissued later is stamped with
+		// the second it is reissued in, not the refused claim's.
+		clock := testenv.NewClock(idsDay)
+		g := st.instance(clock)
+		refused := idsNext(t, g)
+		g.Unused(refused)
+		clock.Advance(90 * time.Second)
+		id := idsNext(t, g)
+		if want := idsDay.Add(90 * time.Second); !id.Time().Equal(want) {
+			t.Fatalf("reissued id %d carries second %s, want %s (the refused claim's was %s)", id, id.Time(), want, refused.Time())
+		}
+		var seen idsSeen
+		seen.add(t, id)
+		for range 3 * idsBlock {
+			seen.add(t, idsNext(t, g))
+		}
+	}},
+	{"reused_id_stays_on_its_day", func(t *testing.T, st idsStore) {
+		// A number handed back before midnight is not reissued after it:
+		// the new day's counters hand it out again.
+		before := time.Date(2025, 3, 1, 23, 59, 59, 0, time.UTC)
+		clock := testenv.NewClock(before)
+		g, other := st.instance(clock), st.instance(clock)
+		g.Unused(idsNext(t, g))
+		clock.Advance(time.Second)
+		var seen idsSeen
+		for range 3 * idsBlock {
+			for _, h := range []ports.OrderIDs{g, other} {
+				id := idsNext(t, h)
+				if !id.Time().Equal(before.Add(time.Second)) {
+					t.Fatalf("id %d carries second %s, want %s", id, id.Time(), before.Add(time.Second))
+				}
+				seen.add(t, id)
+			}
 		}
 	}},
 	{"unique_across_restart", func(t *testing.T, st idsStore) {
