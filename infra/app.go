@@ -116,7 +116,7 @@ func (a *App) Start(ctx context.Context) error {
 	l, err := net.Listen("tcp", a.Config.HTTPAddr)
 	if err != nil {
 		a.stopWork()
-		return fmt.Errorf("listen on %s: %w", a.Config.HTTPAddr, err)
+		return listenError("the API", "SECKILL_HTTP_ADDR", a.Config.HTTPAddr, err)
 	}
 	a.addr = l.Addr()
 	a.srv = &http.Server{
