@@ -119,13 +119,7 @@ func (a *App) Start(ctx context.Context) error {
 		return listenError("the API", "SECKILL_HTTP_ADDR", a.Config.HTTPAddr, err)
 	}
 	a.addr = l.Addr()
-	a.srv = &http.Server{
-		Handler:           a.Observability.wrapHTTP(a.Handler),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      10 * time.Second,
-		IdleTimeout:       60 * time.Second,
-	}
+	a.srv = newAPIServer(a.Observability.wrapHTTP(a.Handler))
 	a.serveErr = make(chan error, 1)
 	go func() { a.serveErr <- a.srv.Serve(l) }()
 	if err := a.Observability.start(a.Config); err != nil {
