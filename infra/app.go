@@ -119,7 +119,8 @@ func (a *App) Start(ctx context.Context) error {
 		return listenError("the API", "SECKILL_HTTP_ADDR", a.Config.HTTPAddr, err)
 	}
 	a.addr = l.Addr()
-	a.srv = newAPIServer(a.Observability.wrapHTTP(a.Handler))
+	maxConns := a.Config.maxConns(fileLimit())
+	a.srv, l = newAPIServer(a.Observability.wrapHTTP(a.Handler), l, maxConns)
 	a.serveErr = make(chan error, 1)
 	go func() { a.serveErr <- a.srv.Serve(l) }()
 	if err := a.Observability.start(a.Config); err != nil {
@@ -132,7 +133,8 @@ func (a *App) Start(ctx context.Context) error {
 	redisEmbedded, dbEmbedded := a.Config.Embedded()
 	ev := a.Log.Info().Str("addr", "http://"+a.addr.String()).Str("queue", a.Config.Queue).
 		Bool("embedded_redis", redisEmbedded).Bool("embedded_db", dbEmbedded).Str("db", a.Config.dbForLog()).
-		Str("metrics", a.Observability.metricsURL()).Bool("tracing", a.Observability.tracing != nil)
+		Str("metrics", a.Observability.metricsURL()).Bool("tracing", a.Observability.tracing != nil).
+		Int("max_conns", maxConns).Uint64("file_limit", fileLimit())
 	if a.Config.RedisCluster() {
 		ev = ev.Str("redis", "cluster").Strs("redis_seeds", a.Config.RedisClusterAddrs)
 	} else {
