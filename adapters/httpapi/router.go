@@ -8,6 +8,7 @@ import (
 	"context"
 	"net/http"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -100,6 +101,9 @@ type api struct {
 	// probe's outcome, for Deps.PublicReadTTL.
 	lists     *shortCache[[]byte]
 	readiness *shortCache[struct{}]
+	// proxyWarned is when the unconfigured-proxy warning was last logged
+	// (Unix ns; 0 = never).
+	proxyWarned atomic.Int64
 }
 
 // NewRouter builds the HTTP handler. It panics on a missing required
@@ -192,7 +196,7 @@ func NewRouter(d Deps) http.Handler {
 	// between the two, before the session: stock is public, and most of a
 	// stampede arrives after the stock is gone.
 	r.Group(func(r chi.Router) {
-		if lim := a.limiter(a.limits.PerIP, ipKey); lim != nil {
+		if lim := a.limiter(a.limits.PerIP, ipKey, a.ipRateLimited); lim != nil {
 			if resolve := clientIP(a.proxies); resolve != nil {
 				r.Use(resolve)
 			}
@@ -202,7 +206,7 @@ func NewRouter(d Deps) http.Handler {
 			r.Use(a.soldOutFirst)
 		}
 		r.Use(a.requireUser)
-		if lim := a.limiter(a.limits.PerUser, userLimitKey); lim != nil {
+		if lim := a.limiter(a.limits.PerUser, userLimitKey, a.rateLimited); lim != nil {
 			r.Use(lim)
 		}
 		r.Post("/voucher-order/seckill/{id}", a.claimSeckill)
