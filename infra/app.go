@@ -75,6 +75,13 @@ func (a *App) Start(ctx context.Context) error {
 			a.Log.Info().Strs("migrations", applied).Msg("database migrated")
 		}
 	}
+	// Before any claim: a claim that meets NOSCRIPT waits for a reload.
+	if err := a.Gate.LoadScripts(ctx); err != nil {
+		return err
+	}
+	if err := a.Buckets.LoadScripts(ctx); err != nil {
+		return err
+	}
 	n, err := a.Restore.Handle(ctx)
 	if err != nil {
 		return fmt.Errorf("restore gate: %w", err)
