@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -55,7 +56,7 @@ func TestAddVoucherRetryWithTheSameKeyReturnsTheSameVoucher(t *testing.T) {
 	if again.ID() != first.ID() {
 		t.Fatalf("retry returned voucher %d, the first attempt created %d", again.ID(), first.ID())
 	}
-	if list, _ := w.vouchers.ListByShop(ctx, 3); len(list) != 1 {
+	if list, _ := w.vouchers.ListByShop(ctx, 3, application.MaxShopVouchers); len(list) != 1 {
 		t.Fatalf("shop lists %d vouchers after a retry, want 1", len(list))
 	}
 	if _, err := w.claim.Handle(ctx, 1, again.ID()); err != nil {
@@ -81,7 +82,7 @@ func TestAddVoucherKeyReusedForAnotherVoucherIsRefused(t *testing.T) {
 	if !errors.As(err, &ve) || ve.Field != "Idempotency-Key" {
 		t.Fatalf("key reused with other values: %v, want a validation error on Idempotency-Key", err)
 	}
-	if list, _ := w.vouchers.ListByShop(ctx, 3); len(list) != 1 {
+	if list, _ := w.vouchers.ListByShop(ctx, 3, application.MaxShopVouchers); len(list) != 1 {
 		t.Fatalf("shop lists %d vouchers, want 1", len(list))
 	}
 	for _, bad := range []string{"has space", string(make([]byte, 200))} {

@@ -335,7 +335,7 @@ func TestAddSeckillVoucherRejectsNormalVouchers(t *testing.T) {
 	if _, err := w.add.Handle(context.Background(), domain.Voucher{}); err == nil {
 		t.Fatal("a voucher without a sale must be refused")
 	}
-	vs, _ := w.vouchers.ListByShop(context.Background(), 1)
+	vs, _ := w.vouchers.ListByShop(context.Background(), 1, application.MaxShopVouchers)
 	if len(vs) != 0 {
 		t.Fatalf("a refused voucher was stored: %v", vs)
 	}

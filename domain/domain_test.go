@@ -128,6 +128,15 @@ func TestNewSeckillVoucher(t *testing.T) {
 		{name: "negative_pay_value", mutate: func(s *domain.VoucherSpec) { s.PayValue = -1 }, sale: sale, wantField: "payValue"},
 		{name: "negative_actual_value", mutate: func(s *domain.VoucherSpec) { s.ActualValue = -1 }, sale: sale, wantField: "actualValue"},
 		{name: "no_sale", mutate: func(*domain.VoucherSpec) {}, wantField: "sale"},
+		{name: "nul_title", mutate: func(s *domain.VoucherSpec) { s.Title = "\x00" }, sale: sale, wantField: "title"},
+		{name: "nul_inside_title", mutate: func(s *domain.VoucherSpec) { s.Title = "100\x00off" }, sale: sale, wantField: "title"},
+		{name: "newline_in_sub_title", mutate: func(s *domain.VoucherSpec) { s.SubTitle = "a\nb" }, sale: sale, wantField: "subTitle"},
+		{name: "escape_in_rules", mutate: func(s *domain.VoucherSpec) { s.Rules = "\x1b[31mred" }, sale: sale, wantField: "rules"},
+		{name: "del_in_rules", mutate: func(s *domain.VoucherSpec) { s.Rules = "x\x7f" }, sale: sale, wantField: "rules"},
+		{name: "tab_in_title", mutate: func(s *domain.VoucherSpec) { s.Title = "a\tb" }, sale: sale, wantField: "title"},
+		{name: "cjk_and_emoji_pass", mutate: func(s *domain.VoucherSpec) {
+			s.Title, s.Rules = "100元代金券 🎟", "全场通用，周一至周日"
+		}, sale: sale},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

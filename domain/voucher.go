@@ -141,6 +141,13 @@ const (
 // NewSeckillVoucher validates a new, not yet stored, seckill voucher (its ID is 0
 // until a repository assigns one).
 func NewSeckillVoucher(spec VoucherSpec, sale Sale) (Voucher, error) {
+	for _, f := range [...]struct{ name, text string }{
+		{"title", spec.Title}, {"subTitle", spec.SubTitle}, {"rules", spec.Rules},
+	} {
+		if i := controlAt(f.text); i >= 0 {
+			return Voucher{}, invalid(f.name, "must not hold control characters, got %U at byte %d", rune(f.text[i]), i)
+		}
+	}
 	switch {
 	case spec.ShopID <= 0:
 		return Voucher{}, invalid("shopId", "must be a positive id")
@@ -164,6 +171,19 @@ func NewSeckillVoucher(spec VoucherSpec, sale Sale) (Voucher, error) {
 		payValue: spec.PayValue, actualValue: spec.ActualValue,
 		typ: VoucherSeckill, status: 1, sale: sale,
 	}, nil
+}
+
+// controlAt is the byte offset of the first C0 control character (NUL
+// included) or DEL in s, or -1. Text fields hold none: MySQL drops a NUL
+// silently (a title of "\x00" passed "required" and was stored empty), and a
+// line break or escape in a title is not something a shop means to show.
+func controlAt(s string) int {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f {
+			return i
+		}
+	}
+	return -1
 }
 
 // UnmarshalVoucherFromDatabase rebuilds a stored voucher. It is not a

@@ -82,6 +82,13 @@ func (a *App) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Before any claim: a claim that meets NOSCRIPT waits for a reload.
+	if err := a.Gate.LoadScripts(ctx); err != nil {
+		return err
+	}
+	if err := a.Buckets.LoadScripts(ctx); err != nil {
+		return err
+	}
 	rep, err := a.Restore.Handle(ctx)
 	a.logHealed(rep.Healed)
 	if err != nil {
@@ -125,16 +132,11 @@ func (a *App) Start(ctx context.Context) error {
 	l, err := net.Listen("tcp", a.Config.HTTPAddr)
 	if err != nil {
 		a.stopWork()
-		return fmt.Errorf("listen on %s: %w", a.Config.HTTPAddr, err)
+		return listenError("the API", "SECKILL_HTTP_ADDR", a.Config.HTTPAddr, err)
 	}
 	a.addr = l.Addr()
-	a.srv = &http.Server{
-		Handler:           a.Observability.wrapHTTP(a.Handler),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      10 * time.Second,
-		IdleTimeout:       60 * time.Second,
-	}
+	maxConns := a.Config.maxConns(fileLimit())
+	a.srv, l = newAPIServer(a.Observability.wrapHTTP(a.Handler), l, maxConns)
 	a.serveErr = make(chan error, 1)
 	go func() { a.serveErr <- a.srv.Serve(l) }()
 	if err := a.Observability.start(a.Config); err != nil {
@@ -148,7 +150,8 @@ func (a *App) Start(ctx context.Context) error {
 	ev := a.Log.Info().Str("addr", "http://"+a.addr.String()).Str("queue", a.Config.Queue).
 		Bool("embedded_redis", redisEmbedded).Bool("embedded_db", dbEmbedded).Str("db", a.Config.dbForLog()).
 		Str("deployment", deployment).
-		Str("metrics", a.Observability.metricsURL()).Bool("tracing", a.Observability.tracing != nil)
+		Str("metrics", a.Observability.metricsURL()).Bool("tracing", a.Observability.tracing != nil).
+		Int("max_conns", maxConns).Uint64("file_limit", fileLimit())
 	if a.Config.RedisCluster() {
 		ev = ev.Str("redis", "cluster").Strs("redis_seeds", a.Config.RedisClusterAddrs)
 	} else {

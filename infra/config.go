@@ -32,6 +32,8 @@ const (
 // Config is read once from the environment at start, validated, and passed down.
 type Config struct {
 	HTTPAddr string `env:"SECKILL_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
+	// HTTPMaxConns caps the API's open connections (0: from the file limit).
+	HTTPMaxConns int `env:"SECKILL_HTTP_MAX_CONNS" envDefault:"0"`
 	// RedisURL names one Redis node. With RedisClusterAddrs also empty, an
 	// embedded in-process Redis (miniredis) runs instead.
 	RedisURL string `env:"SECKILL_REDIS_URL"`
@@ -284,6 +286,9 @@ func (c Config) check(p *problems) {
 	bad := p.add
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		bad("SECKILL_HTTP_ADDR", "want host:port, got %q", c.HTTPAddr)
+	}
+	if c.HTTPMaxConns != 0 && (c.HTTPMaxConns < minConns || c.HTTPMaxConns > 10_000_000) {
+		bad("SECKILL_HTTP_MAX_CONNS", "must be 0 (derived from the open-file limit) or within %d..10000000, got %d", minConns, c.HTTPMaxConns)
 	}
 	if c.RedisURL != "" {
 		if _, err := redis.ParseURL(c.RedisURL); err != nil {

@@ -139,7 +139,7 @@ func (o *Observability) start(c Config) error {
 	}
 	l, err := net.Listen("tcp", c.MetricsAddr)
 	if err != nil {
-		return fmt.Errorf("listen for metrics on %s (SECKILL_METRICS_ADDR; off disables): %w", c.MetricsAddr, err)
+		return listenError("metrics", "SECKILL_METRICS_ADDR", c.MetricsAddr, err)
 	}
 	o.addr = l.Addr()
 	mux := http.NewServeMux()

@@ -246,8 +246,9 @@ type VoucherRepository interface {
 	AddSeckillOnce(ctx context.Context, key, fingerprint string, v domain.Voucher) (Creation, error)
 	// Get returns a voucher (with its sale's remaining stock), or domain.ErrVoucherNotFound.
 	Get(ctx context.Context, id domain.VoucherID) (domain.Voucher, error)
-	// ListByShop returns the shop's vouchers, seckill ones with their sale.
-	ListByShop(ctx context.Context, shop domain.ShopID) ([]domain.Voucher, error)
+	// ListByShop returns the shop's vouchers on sale, seckill ones with
+	// their sale, in id order: the newest max of them when it has more.
+	ListByShop(ctx context.Context, shop domain.ShopID, max int) ([]domain.Voucher, error)
 	// ListSeckillEndingAfter returns seckill vouchers whose sale ends after t.
 	ListSeckillEndingAfter(ctx context.Context, t time.Time) ([]domain.Voucher, error)
 }

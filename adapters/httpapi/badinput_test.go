@@ -75,6 +75,10 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"oversized_chunked", req{method: "POST", path: "/voucher/seckill", token: admin, reader: io.MultiReader(strings.NewReader(validVoucher(map[string]string{"rules": `"` + strings.Repeat("r", 2000) + `"`})))}, 413, "larger than 1024 bytes"},
 
 		// voucher fields
+		{"nul_title", post(validVoucher(map[string]string{"title": `"\u0000"`})), 400, "title: must not hold control characters"},
+		{"nul_inside_sub_title", post(validVoucher(map[string]string{"subTitle": `"a\u0000b"`})), 400, "subTitle: must not hold control characters"},
+		{"escape_in_rules", post(validVoucher(map[string]string{"rules": `"\u001b[2J"`})), 400, "rules: must not hold control characters"},
+		{"del_in_title", post(validVoucher(map[string]string{"title": `"x\u007f"`})), 400, "title: must not hold control characters"},
 		{"stock_zero", post(validVoucher(map[string]string{"stock": "0"})), 400, "stock"},
 		{"stock_negative", post(validVoucher(map[string]string{"stock": "-3"})), 400, "stock"},
 		{"stock_missing", post(validVoucher(map[string]string{"stock": "-"})), 400, "stock: is required"},

@@ -151,7 +151,7 @@ func TestClaimWhoseOutcomeIsUnknownAnswersItsOrderID(t *testing.T) {
 func TestHealthAndReadiness(t *testing.T) {
 	var readyErr error
 	var sawDeadline bool
-	e := newEnv(t, options{ready: func(ctx context.Context) error {
+	e := newEnv(t, options{readTTL: -1, ready: func(ctx context.Context) error {
 		_, sawDeadline = ctx.Deadline()
 		return readyErr
 	}})

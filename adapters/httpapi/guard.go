@@ -130,14 +130,14 @@ func userLimitKey(r *http.Request) (string, error) {
 // limiter builds one in-process sliding-window limiter, or nil when off.
 // Over the limit it answers 429 with Retry-After before any backend is
 // touched; only Retry-After is set, so an allowed request pays no headers.
-func (a *api) limiter(n int, key httprate.KeyFunc) func(http.Handler) http.Handler {
+func (a *api) limiter(n int, key httprate.KeyFunc, onLimit http.HandlerFunc) func(http.Handler) http.Handler {
 	if n <= 0 || a.limits.Window <= 0 {
 		return nil
 	}
 	return httprate.NewRateLimiter(n, a.limits.Window,
 		httprate.WithKeyFuncs(key),
 		httprate.WithResponseHeaders(httprate.ResponseHeaders{RetryAfter: "Retry-After"}),
-		httprate.WithLimitHandler(a.rateLimited),
+		httprate.WithLimitHandler(onLimit),
 		// The local counter never fails; if it did, the request must not
 		// slip through unlimited nor leak the error.
 		httprate.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
@@ -148,6 +148,44 @@ func (a *api) limiter(n int, key httprate.KeyFunc) func(http.Handler) http.Handl
 
 func (a *api) rateLimited(w http.ResponseWriter, r *http.Request) {
 	a.fail(w, r, errRateLimited)
+}
+
+// proxyWarnEvery spaces the unconfigured-proxy warnings out.
+const proxyWarnEvery = time.Minute
+
+// ipRateLimited is the per-IP limit's refusal. Behind a reverse proxy that is
+// not in SECKILL_TRUSTED_PROXIES every user arrives from the proxy's address
+// and shares one budget, which silently throttles a whole sale; a loopback or
+// private peer over the limit, with no proxy trusted, looks like that, so it
+// is logged (at most once per proxyWarnEvery) with the variable to set.
+func (a *api) ipRateLimited(w http.ResponseWriter, r *http.Request) {
+	if len(a.proxies) == 0 {
+		if peer, ok := peerAddr(r); ok && (peer.IsLoopback() || peer.IsPrivate()) {
+			a.warnUnconfiguredProxy(peer)
+		}
+	}
+	a.fail(w, r, errRateLimited)
+}
+
+func (a *api) warnUnconfiguredProxy(peer netip.Addr) {
+	now := time.Now().UnixNano()
+	last := a.proxyWarned.Load()
+	if last != 0 && now-last < int64(proxyWarnEvery) || !a.proxyWarned.CompareAndSwap(last, now) {
+		return
+	}
+	a.log.Warn().Str("peer", peer.String()).Int("limit", a.limits.PerIP).Str("window", a.limits.Window.String()).
+		Msg("the per-IP rate limit refused a loopback or private address: if it is a reverse proxy, every client " +
+			"behind it shares this one budget; set SECKILL_TRUSTED_PROXIES to the proxy's address so its " +
+			"X-Forwarded-For names the clients (or SECKILL_RATE_IP=0 to turn the per-IP limit off)")
+}
+
+// peerAddr is the connection's peer address.
+func peerAddr(r *http.Request) (netip.Addr, bool) {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return ap.Addr().Unmap(), true
 }
 
 // adminSet is a set for the admin check on every admin request.

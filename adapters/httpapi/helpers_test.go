@@ -79,7 +79,7 @@ func (s *spyVouchers) Get(ctx context.Context, id domain.VoucherID) (domain.Vouc
 	return s.VoucherRepository.Get(ctx, id)
 }
 
-func (s *spyVouchers) ListByShop(ctx context.Context, shop domain.ShopID) ([]domain.Voucher, error) {
+func (s *spyVouchers) ListByShop(ctx context.Context, shop domain.ShopID, max int) ([]domain.Voucher, error) {
 	s.c.hit("vouchers.ListByShop")
 	if s.listPanic {
 		panic("boom: secret panic detail")
@@ -87,7 +87,7 @@ func (s *spyVouchers) ListByShop(ctx context.Context, shop domain.ShopID) ([]dom
 	if s.listErr != nil {
 		return nil, s.listErr
 	}
-	return s.VoucherRepository.ListByShop(ctx, shop)
+	return s.VoucherRepository.ListByShop(ctx, shop, max)
 }
 
 type spyGate struct {
@@ -193,6 +193,8 @@ type options struct {
 	split    httpapi.SplitRule
 	// admission wraps the claim's admission, to inject its failures.
 	admission func(ports.Admission) ports.Admission
+	// readTTL is Deps.PublicReadTTL; zero is the default.
+	readTTL time.Duration
 }
 
 // adminUser is the admin of every env unless a test says otherwise.
@@ -267,6 +269,7 @@ func newEnv(t testing.TB, opt options) *env {
 		TrustedProxies: opt.proxies,
 		Sales:          application.NewSaleDashboard(mv, gate, ledger, queue, counter, clock),
 		Split:          opt.split,
+		PublicReadTTL:  opt.readTTL,
 	}
 	if !opt.createdAt.IsZero() {
 		d.Clock = testenv.NewClock(opt.createdAt)

@@ -18,10 +18,14 @@ func (a *api) healthz(w http.ResponseWriter, _ *http.Request) {
 
 // readyz says whether Redis and the database answer. Why not is logged, never
 // sent: the probe is unauthenticated.
+// The outcome is shared by the probes of Deps.PublicReadTTL.
 func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
-	defer cancel()
-	if err := a.ready(ctx); err != nil {
+	_, err := a.readiness.get(r.Context(), "", func(ctx context.Context) (struct{}, error) {
+		ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+		defer cancel()
+		return struct{}{}, a.ready(ctx)
+	})
+	if err != nil {
 		a.noteError(w, r, fmt.Errorf("not ready: %w", err))
 		writeBody(w, notReadyAnswer.status, notReadyAnswer.body)
 		return

@@ -8,6 +8,7 @@ import (
 	"context"
 	"net/http"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -58,6 +59,10 @@ type Deps struct {
 	// with more stock than Split.Above is split into Split.Into buckets (at
 	// most its stock). The zero value never splits.
 	Split SplitRule
+	// PublicReadTTL is how long the answers of GET /voucher/list/{shopId}
+	// and GET /readyz are reused (0 means DefaultPublicReadTTL); a
+	// negative value reuses nothing, only concurrent loads are shared.
+	PublicReadTTL time.Duration
 	// SoldOut, when set, lets a claim that carries a token be answered sold
 	// out before its session is resolved; nil resolves every session first.
 	SoldOut ports.SoldOutSignal
@@ -92,6 +97,13 @@ type api struct {
 	sales        *application.SaleDashboard
 	split        SplitRule
 	soldOut      ports.SoldOutSignal
+	// lists holds each shop's encoded voucher list, readiness the last
+	// probe's outcome, for Deps.PublicReadTTL.
+	lists     *shortCache[[]byte]
+	readiness *shortCache[struct{}]
+	// proxyWarned is when the unconfigured-proxy warning was last logged
+	// (Unix ns; 0 = never).
+	proxyWarned atomic.Int64
 }
 
 // NewRouter builds the HTTP handler. It panics on a missing required
@@ -133,6 +145,14 @@ func NewRouter(d Deps) http.Handler {
 		split:        d.Split,
 		soldOut:      d.SoldOut,
 	}
+	ttl := d.PublicReadTTL
+	if ttl == 0 {
+		ttl = DefaultPublicReadTTL
+	}
+	// A failed list is not kept (the next request tries again); a failed
+	// probe is: an outage must not turn a probe flood into a ping flood.
+	a.lists = newShortCache[[]byte](ttl, maxCachedShops, func(err error) bool { return err == nil })
+	a.readiness = newShortCache[struct{}](ttl, 1, func(error) bool { return true })
 	if a.loc == nil {
 		a.loc = time.UTC
 	}
@@ -176,7 +196,7 @@ func NewRouter(d Deps) http.Handler {
 	// between the two, before the session: stock is public, and most of a
 	// stampede arrives after the stock is gone.
 	r.Group(func(r chi.Router) {
-		if lim := a.limiter(a.limits.PerIP, ipKey); lim != nil {
+		if lim := a.limiter(a.limits.PerIP, ipKey, a.ipRateLimited); lim != nil {
 			if resolve := clientIP(a.proxies); resolve != nil {
 				r.Use(resolve)
 			}
@@ -186,7 +206,7 @@ func NewRouter(d Deps) http.Handler {
 			r.Use(a.soldOutFirst)
 		}
 		r.Use(a.requireUser)
-		if lim := a.limiter(a.limits.PerUser, userLimitKey); lim != nil {
+		if lim := a.limiter(a.limits.PerUser, userLimitKey, a.rateLimited); lim != nil {
 			r.Use(lim)
 		}
 		r.Post("/voucher-order/seckill/{id}", a.claimSeckill)

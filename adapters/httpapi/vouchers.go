@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -75,6 +77,9 @@ func (a *api) addSeckillVoucher(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	// The admin who created it sees it at once here; other instances within
+	// Deps.PublicReadTTL.
+	a.lists.forget(strconv.FormatInt(int64(saved.ShopID()), 10))
 	writeOK(w, strconv.FormatInt(int64(saved.ID()), 10))
 }
 
@@ -153,16 +158,24 @@ func (a *api) listShopVouchers(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	vs, err := a.listVouchers.Handle(r.Context(), domain.ShopID(shop))
+	// Public and unauthenticated: the encoded answer is shared for
+	// Deps.PublicReadTTL, so a flood costs the database one query per shop per TTL.
+	body, err := a.lists.get(r.Context(), strconv.FormatInt(shop, 10), func(ctx context.Context) ([]byte, error) {
+		vs, err := a.listVouchers.Handle(ctx, domain.ShopID(shop))
+		if err != nil {
+			return nil, err
+		}
+		out := make([]voucherDTO, 0, len(vs))
+		for _, v := range vs {
+			out = append(out, a.voucherDTO(v))
+		}
+		return json.Marshal(envelope{Success: true, Data: out})
+	})
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	out := make([]voucherDTO, 0, len(vs))
-	for _, v := range vs {
-		out = append(out, a.voucherDTO(v))
-	}
-	writeOK(w, out)
+	writeBody(w, http.StatusOK, body)
 }
 
 func (a *api) voucherDTO(v domain.Voucher) voucherDTO {

@@ -99,8 +99,12 @@ func (s *Vouchers) Get(ctx context.Context, id domain.VoucherID) (domain.Voucher
 }
 
 // ListByShop lists the vouchers on sale (status 1), as the SQL repository does.
-func (s *Vouchers) ListByShop(ctx context.Context, shop domain.ShopID) ([]domain.Voucher, error) {
-	return s.list(ctx, func(v domain.Voucher) bool { return v.ShopID() == shop && v.Status() == 1 })
+func (s *Vouchers) ListByShop(ctx context.Context, shop domain.ShopID, max int) ([]domain.Voucher, error) {
+	vs, err := s.list(ctx, func(v domain.Voucher) bool { return v.ShopID() == shop && v.Status() == 1 })
+	if len(vs) > max {
+		vs = vs[len(vs)-max:]
+	}
+	return vs, err
 }
 
 func (s *Vouchers) ListSeckillEndingAfter(ctx context.Context, t time.Time) ([]domain.Voucher, error) {

@@ -368,30 +368,48 @@ func (r *OrderRepo) MarkFailed(ctx context.Context, orders []domain.VoucherOrder
 	return outcomes, nil
 }
 
+// findOrderSQL reads an order from both tables in one statement, so every id
+// costs the same query whether it was created, failed or never existed: a
+// status lookup's cost must not tell which ids exist (the created table
+// first, then the failures, was one query for a created order and two for an
+// unknown id).
+const findOrderSQL = `SELECT id, user_id, voucher_id, '' AS reason, 0 AS failed FROM tb_voucher_order WHERE id = ?
+UNION ALL
+SELECT order_id, user_id, voucher_id, reason, 1 FROM tb_voucher_order_failure WHERE order_id = ?`
+
+type foundOrder struct {
+	ID        int64  `bun:"id"`
+	UserID    int64  `bun:"user_id"`
+	VoucherID int64  `bun:"voucher_id"`
+	Reason    string `bun:"reason"`
+	Failed    int    `bun:"failed"`
+}
+
 func (r *OrderRepo) Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error) {
-	var created []orderModel
-	if err := r.db.NewSelect().Model(&created).Where("id = ?", int64(id)).Scan(ctx); err != nil {
+	var rows []foundOrder
+	if err := r.db.NewRaw(findOrderSQL, int64(id), int64(id)).Scan(ctx, &rows); err != nil {
 		return domain.OrderStatus{}, wrap(fmt.Sprintf("find order %d", id), err)
 	}
-	if len(created) > 0 {
-		o, err := created[0].toDomain()
-		if err != nil {
-			return domain.OrderStatus{}, err
-		}
-		return domain.OrderStatus{Order: o, State: domain.OrderCreated}, nil
-	}
-	var failed []failureModel
-	if err := r.db.NewSelect().Model(&failed).Where("order_id = ?", int64(id)).Scan(ctx); err != nil {
-		return domain.OrderStatus{}, wrap(fmt.Sprintf("find failed order %d", id), err)
-	}
-	if len(failed) == 0 {
+	if len(rows) == 0 {
 		return domain.OrderStatus{}, domain.ErrOrderNotFound
 	}
-	o, err := failed[0].toDomain()
+	// An order is never both created and failed (CreateBatch and MarkFailed
+	// are serialised per voucher); should a hand-written row say so, the
+	// created one is the truth, as it was when created was read first.
+	row := rows[0]
+	for _, x := range rows {
+		if x.Failed == 0 {
+			row = x
+		}
+	}
+	o, err := unmarshalOrder(row.ID, row.UserID, row.VoucherID)
 	if err != nil {
 		return domain.OrderStatus{}, err
 	}
-	reason, err := domain.ParseFailureReason(failed[0].Reason)
+	if row.Failed == 0 {
+		return domain.OrderStatus{Order: o, State: domain.OrderCreated}, nil
+	}
+	reason, err := domain.ParseFailureReason(row.Reason)
 	if err != nil {
 		return domain.OrderStatus{}, fmt.Errorf("stored failure of order %d: %w", id, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -142,14 +143,17 @@ func (r *VoucherRepo) Get(ctx context.Context, id domain.VoucherID) (domain.Vouc
 
 // ListByShop lists the vouchers on sale (status 1), as the original's
 // queryVoucherOfShop does; withdrawn ones stay in the table but are not shown.
-func (r *VoucherRepo) ListByShop(ctx context.Context, shop domain.ShopID) ([]domain.Voucher, error) {
+// The newest max are read (the index on shop_id serves it) and answered in id
+// order, as before the cap.
+func (r *VoucherRepo) ListByShop(ctx context.Context, shop domain.ShopID, max int) ([]domain.Voucher, error) {
 	var rows []voucherRow
 	err := r.db.NewRaw(voucherRowSelect+
-		"LEFT JOIN tb_seckill_voucher AS sv ON sv.voucher_id = v.id WHERE v.shop_id = ? AND v.status = 1 ORDER BY v.id",
-		int64(shop)).Scan(ctx, &rows)
+		"LEFT JOIN tb_seckill_voucher AS sv ON sv.voucher_id = v.id WHERE v.shop_id = ? AND v.status = 1 ORDER BY v.id DESC LIMIT ?",
+		int64(shop), max).Scan(ctx, &rows)
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("list vouchers of shop %d", shop), err)
 	}
+	slices.Reverse(rows)
 	return toVouchers(rows), nil
 }
 

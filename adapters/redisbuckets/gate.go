@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmdp-go/seckill/adapters/redisschema"
+	"github.com/hmdp-go/seckill/adapters/redisscript"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -91,6 +92,9 @@ type Gate struct {
 	prefix string
 	opts   Options
 	ks     sync.Map // domain.VoucherID -> int: K never changes for a voucher
+	// scripts runs every script of the package, and reloads them all when
+	// Redis lost them.
+	scripts *redisscript.Set
 }
 
 // New panics on a nil client or a bad prefix: wiring mistakes.
@@ -116,7 +120,17 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 	if opts.Sweeps <= 0 {
 		opts.Sweeps = DefaultSweeps
 	}
-	return &Gate{rdb: rdb, prefix: opts.Prefix, opts: opts}
+	return &Gate{rdb: rdb, prefix: opts.Prefix, opts: opts, scripts: redisscript.NewSet(rdb,
+		claimScript, takeScript, applyScript, writeScript, freezeScript, releaseScript)}
+}
+
+// LoadScripts loads the package's scripts on every node, so the first
+// claims of a split voucher run them by SHA; the service calls it at start.
+func (g *Gate) LoadScripts(ctx context.Context) error {
+	if err := g.scripts.Load(ctx); err != nil {
+		return fmt.Errorf("bucket gate: %w", err)
+	}
+	return nil
 }
 
 // Prefix is the key prefix; the stream queue must read the same.
@@ -228,7 +242,7 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher, k int) error {
 	s := v.Sale()
 	for b := range k {
 		bk := g.bucket(v.ID(), b, k)
-		code, err := writeScript.Run(ctx, g.rdb, []string{bk.Voucher, bk.Buyers, bk.Staging("none")},
+		code, err := g.scripts.Run(ctx, g.rdb, writeScript, []string{bk.Voucher, bk.Buyers, bk.Staging("none")},
 			split(s.Stock(), b, k), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), 0, "preheat").Int()
 		if err != nil {
 			return fmt.Errorf("preheat voucher %d bucket %d: %w", v.ID(), b, err)
@@ -291,8 +305,8 @@ func (g *Gate) claimOnce(ctx context.Context, bk redisschema.Keys, o domain.Vouc
 		pipe.Set(ctx, redisschema.OrderIndexKey(g.prefix, o.ID()), redisschema.EncodeOrderIndex(o, g.cached(o.VoucherID())), max(g.opts.Retention, minIndexTTL))
 	}
 	_, _ = pipe.Exec(ctx)
-	if err := run.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		run = claimScript.Run(ctx, g.rdb, keys, args...)
+	if redisscript.IsNoScript(run.Err()) {
+		run = g.scripts.Retry(ctx, g.rdb, claimScript, keys, args...)
 	}
 	answer, err := run.Text()
 	if err != nil {

@@ -132,7 +132,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, k int, buyers []do
 	}
 	// 1. freeze
 	for b := range k {
-		if err := freezeScript.Run(ctx, g.rdb, []string{g.bucket(id, b, k).Voucher},
+		if err := g.scripts.Run(ctx, g.rdb, freezeScript, []string{g.bucket(id, b, k).Voucher},
 			s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli()).Err(); err != nil {
 			return false, fmt.Errorf("restore voucher %d: freeze bucket %d: %w", id, b, err)
 		}
@@ -252,7 +252,7 @@ func (g *Gate) writeRestored(ctx context.Context, v domain.Voucher, k, b, stock 
 		return fmt.Errorf("restore voucher %d bucket %d: stage buyers: %w", v.ID(), b, err)
 	}
 	s := v.Sale()
-	code, err := writeScript.Run(ctx, g.rdb, []string{bk.Voucher, bk.Buyers, staging},
+	code, err := g.scripts.Run(ctx, g.rdb, writeScript, []string{bk.Voucher, bk.Buyers, staging},
 		stock, s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), len(marks), "restore").Int()
 	if err != nil {
 		return fmt.Errorf("restore voucher %d bucket %d: %w", v.ID(), b, err)
@@ -472,7 +472,7 @@ func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock 
 	if restoreStock {
 		r = "1"
 	}
-	if err := releaseScript.Run(ctx, g.rdb, []string{home.Voucher, home.Buyers}, int64(o.UserID()), int64(o.ID()), r).Err(); err != nil {
+	if err := g.scripts.Run(ctx, g.rdb, releaseScript, []string{home.Voucher, home.Buyers}, int64(o.UserID()), int64(o.ID()), r).Err(); err != nil {
 		return fmt.Errorf("release %s: %w", o, err)
 	}
 	return nil

@@ -135,7 +135,7 @@ func (g *Gate) fault(step string) error {
 
 // take is step 1 on the donor.
 func (g *Gate) take(ctx context.Context, donor redisschema.Keys, id string, to int) (n int64, created int64, young int64, err error) {
-	r, err := takeScript.Run(ctx, g.rdb, []string{donor.Voucher, donor.Transfers()},
+	r, err := g.scripts.Run(ctx, g.rdb, takeScript, []string{donor.Voucher, donor.Transfers()},
 		id, to, g.opts.ApplyDeadline.Milliseconds()).Int64Slice()
 	if err != nil {
 		return 0, 0, 0, err
@@ -152,7 +152,7 @@ func (g *Gate) apply(ctx context.Context, home redisschema.Keys, id string, n, c
 	if force {
 		f = "1"
 	}
-	return applyScript.Run(ctx, g.rdb, []string{home.Voucher, home.Applied()},
+	return g.scripts.Run(ctx, g.rdb, applyScript, []string{home.Voucher, home.Applied()},
 		id, n, created, deadline.Milliseconds(), f).Int64()
 }
 

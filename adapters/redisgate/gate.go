@@ -20,6 +20,7 @@ import (
 
 	"github.com/hmdp-go/seckill/adapters/redisbatch"
 	"github.com/hmdp-go/seckill/adapters/redisschema"
+	"github.com/hmdp-go/seckill/adapters/redisscript"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -89,6 +90,7 @@ var ErrNotReplicated = errors.New("claim not confirmed by enough replicas")
 type Gate struct {
 	rdb       redis.UniversalClient
 	claims    redis.UniversalClient
+	scripts   *redisscript.Set
 	prefix    string
 	retention time.Duration
 
@@ -133,7 +135,17 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 		opts.WaitTimeout = 500 * time.Millisecond
 	}
 	return &Gate{rdb: rdb, claims: opts.Claims, prefix: opts.Prefix, retention: opts.Retention,
-		waitReplicas: opts.WaitReplicas, waitTimeout: opts.WaitTimeout}
+		waitReplicas: opts.WaitReplicas, waitTimeout: opts.WaitTimeout,
+		scripts: redisscript.NewSet(rdb, claimScript, releaseScript, preheatScript, restoreScript)}
+}
+
+// LoadScripts loads the gate's scripts on every node, so the first claims
+// run them by SHA; the service calls it at start.
+func (g *Gate) LoadScripts(ctx context.Context) error {
+	if err := g.scripts.Load(ctx); err != nil {
+		return fmt.Errorf("gate: %w", err)
+	}
+	return nil
 }
 
 func (g *Gate) keys(id domain.VoucherID) redisschema.Keys {
@@ -177,7 +189,7 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 		return fmt.Errorf("preheat voucher %d: %w", v.ID(), err)
 	}
 	s := v.Sale()
-	code, err := preheatScript.Run(ctx, g.rdb, []string{k.Voucher, k.Buyers},
+	code, err := g.scripts.Run(ctx, g.rdb, preheatScript, []string{k.Voucher, k.Buyers},
 		s.Stock(), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli()).Int64()
 	if err != nil {
 		return fmt.Errorf("preheat voucher %d: %w", v.ID(), err)
@@ -241,9 +253,10 @@ func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder boo
 		// Out of time: the script may still run, so the outcome is unknown.
 		return fmt.Errorf("claim script for %s: %w", o, err)
 	}
-	if err := run.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		// Redis lost its script cache (a restart, SCRIPT FLUSH): Run loads it.
-		run = claimScript.Run(ctx, g.claims, keys, args...)
+	if redisscript.IsNoScript(run.Err()) {
+		// Redis lost its script cache (a restart, SCRIPT FLUSH): reloaded
+		// once for every claim that met it.
+		run = g.scripts.Retry(ctx, g.claims, claimScript, keys, args...)
 	}
 	return g.answer(o, run)
 }
@@ -283,7 +296,7 @@ func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock 
 	// Through the claim path's client: on the pipeliner's ordered stream a
 	// release sent after a claim that ran out of time runs after it, and so
 	// undoes it even when the claim reaches Redis late.
-	err := releaseScript.Run(ctx, g.claims, []string{k.Voucher, k.Buyers},
+	err := g.scripts.Run(ctx, g.claims, releaseScript, []string{k.Voucher, k.Buyers},
 		int64(o.UserID()), int64(o.ID()), restore).Err()
 	if err != nil {
 		return fmt.Errorf("release script for %s: %w", o, err)
@@ -339,7 +352,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	}
 
 	s := v.Sale()
-	code, err := restoreScript.Run(ctx, g.rdb, []string{k.Voucher, k.Buyers, staging},
+	code, err := g.scripts.Run(ctx, g.rdb, restoreScript, []string{k.Voucher, k.Buyers, staging},
 		s.Stock(), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), len(marks), forceArg(force),
 	).Int64()
 	if err != nil {

@@ -48,6 +48,10 @@ environment variables (README.md, "Configuration", says what each does):
 	log := infra.NewLogger(cfg, stderr)
 	infra.WarnUnknownVariables(log, os.Environ())
 	log.Info().Int("gc_percent", infra.TuneGC()).Msg("garbage collector target (GOGC; default 400 here)")
+	// Before the build: the API's connection cap is derived from it.
+	if files, err := infra.RaiseFileLimit(); err != nil {
+		log.Warn().Err(err).Uint64("file_limit", files).Msg("could not raise the open-file limit to its hard limit")
+	}
 	app, cleanup, err := infra.Build(cfg, log)
 	if err != nil {
 		return fmt.Errorf("build service: %w", err)

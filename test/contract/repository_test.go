@@ -20,6 +20,9 @@ import (
 	"github.com/hmdp-go/seckill/test/testenv"
 )
 
+// listAll is a cap on ListByShop above any list these cases make.
+const listAll = 1000
+
 // repoSubject is one fresh, empty store behind both repository ports.
 type repoSubject struct {
 	vouchers ports.VoucherRepository
@@ -368,7 +371,7 @@ var repoCases = []repoCase{
 			t.Fatalf("ids not increasing: %d, %d, %d, %d", first.ID(), normal, second.ID(), other.ID())
 		}
 
-		list, err := s.vouchers.ListByShop(repoCtx(t), 7)
+		list, err := s.vouchers.ListByShop(repoCtx(t), 7, listAll)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -384,13 +387,18 @@ var repoCases = []repoCase{
 		}
 		repoSameVoucher(t, repoGet(t, s, normal), n)
 
-		list, err = s.vouchers.ListByShop(repoCtx(t), 8)
+		list, err = s.vouchers.ListByShop(repoCtx(t), 8, listAll)
 		if err != nil || len(list) != 1 || list[0].ID() != other.ID() {
 			t.Fatalf("list of shop 8: got %v (err %v), want [%d]", repoIDs(list), err, other.ID())
 		}
-		list, err = s.vouchers.ListByShop(repoCtx(t), 404)
+		list, err = s.vouchers.ListByShop(repoCtx(t), 404, listAll)
 		if err != nil || len(list) != 0 {
 			t.Fatalf("list of an unknown shop: got %v (err %v), want none", repoIDs(list), err)
+		}
+		// Over the cap: the newest, still in id order.
+		list, err = s.vouchers.ListByShop(repoCtx(t), 7, 2)
+		if got, want := repoIDs(list), []domain.VoucherID{normal, second.ID()}; err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("list of shop 7 capped at 2: got %v (err %v), want %v", got, err, want)
 		}
 	}},
 	{"mark_failed_keeps_recorded_outcomes_and_is_idempotent", func(t *testing.T, s repoSubject) {
@@ -483,7 +491,7 @@ var repoCases = []repoCase{
 		if created != 1 {
 			t.Fatalf("%d tries created a voucher, want exactly 1", created)
 		}
-		if list, err := s.vouchers.ListByShop(repoCtx(t), 9); err != nil || len(list) != 1 {
+		if list, err := s.vouchers.ListByShop(repoCtx(t), 9, listAll); err != nil || len(list) != 1 {
 			t.Fatalf("shop 9 lists %v (err %v), want one voucher", repoIDs(list), err)
 		}
 		other, err := s.vouchers.AddSeckillOnce(repoCtx(t), "admin-retry-2", "fp-a", v)
@@ -497,7 +505,7 @@ var repoCases = []repoCase{
 		if !errors.As(err, &ve) {
 			t.Fatalf("add a voucher without a sale: got %v, want a ValidationError", err)
 		}
-		list, err := s.vouchers.ListByShop(repoCtx(t), 0)
+		list, err := s.vouchers.ListByShop(repoCtx(t), 0, listAll)
 		if err != nil || len(list) != 0 {
 			t.Fatalf("a refused voucher was stored: %v (err %v)", repoIDs(list), err)
 		}

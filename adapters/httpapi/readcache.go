@@ -1,0 +1,110 @@
+package httpapi
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+)
+
+// DefaultPublicReadTTL is how long the answers of the public, unauthenticated
+// reads that cost a backend round trip (GET /voucher/list/{shopId}, GET /readyz)
+// are reused. Without it each request is a MySQL query (or a Redis and a
+// database ping), which anyone can send by the thousand per second; with it a
+// flood costs each instance one load per key per TTL, and a new voucher
+// shows on other instances within it.
+const DefaultPublicReadTTL = time.Second
+
+// maxCachedShops bounds the list cache: a client walking shop ids cannot grow
+// it past this many entries.
+const maxCachedShops = 4096
+
+// loadTimeout bounds one shared load, which no single client's disconnect
+// may cancel: the requests waiting for it would all fail.
+const loadTimeout = 5 * time.Second
+
+// shortCache keeps a read's result for ttl, loads each key once however many
+// requests ask for it at the same moment (singleflight), and holds at most
+// max keys. Only results that keep(err) says so are stored; the others are
+// still shared with the requests that waited for them.
+type shortCache[V any] struct {
+	ttl   time.Duration
+	max   int
+	keep  func(error) bool
+	group singleflight.Group
+
+	mu    sync.Mutex
+	gen   uint64 // bumped by forget: a load begun before it stores nothing
+	items map[string]cachedRead[V]
+}
+
+type cachedRead[V any] struct {
+	v     V
+	err   error
+	until time.Time
+}
+
+func newShortCache[V any](ttl time.Duration, max int, keep func(error) bool) *shortCache[V] {
+	return &shortCache[V]{ttl: ttl, max: max, keep: keep, items: make(map[string]cachedRead[V])}
+}
+
+func (c *shortCache[V]) get(ctx context.Context, key string, load func(context.Context) (V, error)) (V, error) {
+	c.mu.Lock()
+	e, ok := c.items[key]
+	c.mu.Unlock()
+	if ok && time.Now().Before(e.until) && c.ttl > 0 {
+		return e.v, e.err
+	}
+	r, _, _ := c.group.Do(key, func() (any, error) {
+		c.mu.Lock()
+		gen := c.gen
+		c.mu.Unlock()
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
+		defer cancel()
+		v, err := load(lctx)
+		e := cachedRead[V]{v: v, err: err, until: time.Now().Add(c.ttl)}
+		if c.ttl > 0 && c.keep(err) {
+			c.store(key, e, gen)
+		}
+		return e, nil
+	})
+	e = r.(cachedRead[V])
+	return e.v, e.err
+}
+
+func (c *shortCache[V]) store(key string, e cachedRead[V], gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.gen {
+		return
+	}
+	if _, ok := c.items[key]; !ok && len(c.items) >= c.max {
+		now := time.Now()
+		for k, old := range c.items {
+			if !now.Before(old.until) {
+				delete(c.items, k)
+			}
+		}
+		if len(c.items) >= c.max {
+			clear(c.items)
+		}
+	}
+	c.items[key] = e
+}
+
+// forget drops key, and makes a load already under way store nothing, so this
+// instance's next read sees a write it made itself.
+func (c *shortCache[V]) forget(key string) {
+	c.mu.Lock()
+	c.gen++
+	delete(c.items, key)
+	c.mu.Unlock()
+	c.group.Forget(key)
+}
+
+func (c *shortCache[V]) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.items)
+}

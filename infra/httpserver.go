@@ -1,0 +1,69 @@
+package infra
+
+import (
+	"net"
+	"net/http"
+	"time"
+)
+
+// MaxHeaderBytes bounds a request's header. Go's default, 1 MiB, let 800
+// connections sending unfinished 1 MiB headers grow the process from 29 MB
+// to 3.4 GB; the hmdp page sends well under 1 KiB. Over it: 431.
+const MaxHeaderBytes = 16 << 10
+
+// The API server's timeouts. IdleTimeout is short because an idle keep-alive
+// holds a file and a goroutine; a reverse proxy's upstream keep-alive must be
+// shorter still (nginx: keepalive_timeout in the upstream block), or it may
+// send a request on a connection this side is closing.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 10 * time.Second
+	writeTimeout      = 10 * time.Second
+	idleTimeout       = 30 * time.Second
+)
+
+// Bounds of the derived connection cap (SECKILL_HTTP_MAX_CONNS=0).
+const (
+	// fileReserve is kept for everything that is not an API connection:
+	// the database pool, listeners, log and data files, the tracer.
+	fileReserve = 1024
+	// maxDerivedConns: beyond this many connections memory, not files, is
+	// what runs out (each holds a goroutine and its buffers).
+	maxDerivedConns = 65536
+	minConns        = 64
+)
+
+// maxConns is the API's connection cap: SECKILL_HTTP_MAX_CONNS, or when 0
+// the file limit less the Redis pools (per node: seeds are counted, a
+// cluster has at least 3 masters) and fileReserve.
+func (c Config) maxConns(files uint64) int {
+	if c.HTTPMaxConns > 0 {
+		return c.HTTPMaxConns
+	}
+	nodes := 1
+	if c.RedisCluster() {
+		nodes = max(len(c.RedisClusterAddrs), 3)
+	}
+	reserve := uint64(fileReserve + nodes*c.RedisPoolSize)
+	if files == 0 || files > reserve+maxDerivedConns {
+		return maxDerivedConns
+	}
+	if files < reserve+minConns {
+		return max(int(files/2), minConns)
+	}
+	return int(files - reserve)
+}
+
+// newAPIServer is the API's server on a listener capped at max connections.
+func newAPIServer(h http.Handler, l net.Listener, max int) (*http.Server, net.Listener) {
+	capped := newConnCap(l, max)
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ConnState:         capped.connState,
+	}, capped
+}
