@@ -164,6 +164,7 @@ func provideSoldOutGate(m *soldout.Marks, g *redisbuckets.Router) *soldout.Gate 
 func provideBucketGate(rdb redis.UniversalClient, c Config, vouchers *mysqlstore.VoucherRepo, orders *mysqlstore.OrderRepo) *redisbuckets.Gate {
 	return redisbuckets.New(rdb, redisbuckets.Options{
 		Prefix: c.KeyPrefix, Retention: c.KeyRetention, Vouchers: vouchers, Orders: orders,
+		WaitReplicas: c.RedisWaitReplicas, WaitTimeout: c.RedisWaitTimeout,
 	})
 }
 

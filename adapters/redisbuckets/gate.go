@@ -19,6 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hmdp-go/seckill/adapters/redisbatch"
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/adapters/redisscript"
 	"github.com/hmdp-go/seckill/domain"
@@ -80,6 +81,11 @@ type Options struct {
 	// otherwise be counted as still unsold).
 	Vouchers ports.VoucherRepository
 	Orders   ports.OrderRepository
+	// WaitReplicas > 0 answers a claim only once that many replicas of its
+	// bucket's master confirmed it (Redis WAIT within WaitTimeout), as the
+	// unsplit gate does (redisgate.Options.WaitReplicas).
+	WaitReplicas int
+	WaitTimeout  time.Duration
 	// Fault, for tests only: called after transfer step 1 ("taken") and step 2
 	// ("applied"); a non-nil error stops the claim there, as a process
 	// killed between the steps would.
@@ -110,6 +116,9 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 	}
 	if opts.Retention <= 0 {
 		opts.Retention = DefaultRetention
+	}
+	if opts.WaitReplicas > 0 && opts.WaitTimeout <= 0 {
+		opts.WaitTimeout = 500 * time.Millisecond
 	}
 	if opts.ApplyDeadline <= 0 {
 		opts.ApplyDeadline = DefaultApplyDeadline
@@ -299,6 +308,9 @@ func answerErr(answer string, o domain.VoucherOrder) error {
 func (g *Gate) claimOnce(ctx context.Context, bk redisschema.Keys, o domain.VoucherOrder, index bool) (string, error) {
 	keys := []string{bk.Voucher, bk.Buyers, bk.Orders}
 	args := []any{int64(o.UserID()), int64(o.ID()), g.opts.Retention.Milliseconds(), int64(o.VoucherID())}
+	if g.opts.WaitReplicas > 0 {
+		return g.claimReplicated(ctx, bk, o, index, keys, args)
+	}
 	pipe := g.rdb.Pipeline()
 	run := pipe.EvalSha(ctx, claimScript.Hash(), keys, args...)
 	if index {
@@ -311,6 +323,39 @@ func (g *Gate) claimOnce(ctx context.Context, bk redisschema.Keys, o domain.Vouc
 	answer, err := run.Text()
 	if err != nil {
 		return "", fmt.Errorf("bucket claim script for %s: %w", o, err)
+	}
+	return answer, nil
+}
+
+// claimReplicated is claimOnce with a WAIT on the claim's own connection to
+// the bucket's master: an 'ok' not confirmed by enough replicas in time is an
+// error (the outcome is unknown: the master took it). Refusals and 'empty'
+// write nothing, so they need no confirmation.
+func (g *Gate) claimReplicated(ctx context.Context, bk redisschema.Keys, o domain.VoucherOrder, index bool, keys []string, args []any) (string, error) {
+	if index {
+		_ = g.rdb.Set(ctx, redisschema.OrderIndexKey(g.prefix, o.ID()), redisschema.EncodeOrderIndex(o, g.cached(o.VoucherID())), max(g.opts.Retention, minIndexTTL)).Err()
+	}
+	node, err := redisbatch.Master(ctx, g.rdb, bk.Voucher)
+	if err != nil {
+		return "", fmt.Errorf("bucket claim for %s: %w: find the bucket's master: %w", o, ports.ErrNotAdmitted, err)
+	}
+	run := redis.NewCmd(ctx, append([]any{"evalsha", claimScript.Hash(), len(keys), keys[0], keys[1], keys[2]}, args...)...)
+	wait := redisbatch.DoReplicated(ctx, node, g.opts.WaitReplicas, g.opts.WaitTimeout, run)
+	if redisscript.IsNoScript(run.Err()) {
+		if err := claimScript.Load(ctx, node).Err(); err != nil {
+			return "", fmt.Errorf("bucket claim script for %s: load after NOSCRIPT: %w", o, err)
+		}
+		run = redis.NewCmd(ctx, append([]any{"evalsha", claimScript.Hash(), len(keys), keys[0], keys[1], keys[2]}, args...)...)
+		wait = redisbatch.DoReplicated(ctx, node, g.opts.WaitReplicas, g.opts.WaitTimeout, run)
+	}
+	answer, err := run.Text()
+	if err != nil {
+		return "", fmt.Errorf("bucket claim script for %s: %w", o, err)
+	}
+	if answer == "ok" {
+		if err := redisbatch.Replicated(wait, g.opts.WaitReplicas, g.opts.WaitTimeout); err != nil {
+			return "", fmt.Errorf("bucket claim %s: %w", o, err)
+		}
 	}
 	return answer, nil
 }

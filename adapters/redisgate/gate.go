@@ -82,10 +82,6 @@ type Options struct {
 	WaitTimeout  time.Duration
 }
 
-// ErrNotReplicated: a claim ran on its master but fewer replicas than asked
-// confirmed it in time; a failover now could lose it.
-var ErrNotReplicated = errors.New("claim not confirmed by enough replicas")
-
 // Gate is the StockGate over Redis.
 type Gate struct {
 	rdb       redis.UniversalClient
