@@ -25,7 +25,7 @@ BUILDAH ?= buildah --storage-driver vfs
 IMAGE   ?= seckill:dev
 
 .PHONY: image
-image: build-static ## build the container image $(IMAGE) from Containerfile with buildah (no Docker engine needed)
+image: build-static ## build the container image seckill:dev (IMAGE=...) from Containerfile with buildah (no Docker engine needed)
 	mkdir -p bin/image-data
 	$(BUILDAH) bud --isolation chroot --layers=false -f Containerfile -t $(IMAGE) .
 
