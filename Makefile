@@ -2,6 +2,7 @@
 SHELL := /bin/bash
 BIN   := bin/seckill
 BENCH := bin/seckill-bench
+STATIC := bin/seckill-static
 GO    ?= go
 
 # Build, run and test with the toolchain go.mod names (its `toolchain` line
@@ -26,6 +27,20 @@ help: ## list the targets
 .PHONY: build
 build: ## build bin/seckill
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/seckill
+
+.PHONY: build-static
+build-static: ## build bin/seckill-static: static (CGO_ENABLED=0), -trimpath, time zones embedded; what the image runs
+	CGO_ENABLED=0 GOTOOLCHAIN=auto $(GO) build -trimpath -tags timetzdata -ldflags='-s -w' -o $(STATIC) ./cmd/seckill
+
+# buildah's storage: vfs needs no overlay support from the kernel or
+# fuse-overlayfs, so it works as root in any CI container.
+BUILDAH ?= buildah --storage-driver vfs
+IMAGE   ?= seckill:dev
+
+.PHONY: image
+image: build-static ## build the container image seckill:dev (IMAGE=...) from Containerfile with buildah (no Docker engine needed)
+	mkdir -p bin/image-data
+	$(BUILDAH) bud --isolation chroot --layers=false -f Containerfile -t $(IMAGE) .
 
 .PHONY: build-bench
 build-bench: build ## build bin/seckill-bench (the design comparison; it runs bin/seckill for the crash scenario)
