@@ -16,12 +16,7 @@ import (
 // one's, is answered only once a replica holds it. With the replica stalled
 // (SIGSTOP) the claim is reported not replicated; resumed, it is confirmed.
 func TestSplitClaimWaitsForItsReplicas(t *testing.T) {
-	master := testenv.StartRedis(t)
-	replica := testenv.StartRedis(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port))
-	testenv.Eventually(t, 20*time.Second, func() (bool, string) {
-		st := replica.Info("master_link_status")
-		return st == "up", "replica link " + st
-	})
+	master, replica := testenv.StartReplicated(t)
 	ctx := context.Background()
 	g := redisbuckets.New(master.Client(), redisbuckets.Options{Prefix: "w:", WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond})
 	v := newVoucher(t, 10)

@@ -3,7 +3,6 @@ package redisgate_test
 import (
 	"context"
 	"errors"
-	"strconv"
 	"testing"
 	"time"
 
@@ -18,12 +17,7 @@ import (
 // lags, although the master took it; without WaitReplicas the same claim is
 // answered at once, replicated or not.
 func TestClaimWaitsForItsReplicas(t *testing.T) {
-	master := testenv.StartRedis(t)
-	replica := testenv.StartRedis(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port))
-	testenv.Eventually(t, 20*time.Second, func() (bool, string) {
-		st := replica.Info("master_link_status")
-		return st == "up", "replica link " + st
-	})
+	master, replica := testenv.StartReplicated(t)
 	rdb := master.Client()
 	ctx := context.Background()
 	begin, end := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)

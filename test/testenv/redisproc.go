@@ -146,10 +146,20 @@ func (p *RedisProc) Client() *redis.Client {
 
 // Info reads one field of INFO (e.g. "role", "master_link_status").
 func (p *RedisProc) Info(field string) string {
+	return p.read(field, func(ctx context.Context, c *redis.Client) (string, error) { return c.Info(ctx).Result() })
+}
+
+func (p *RedisProc) clusterInfo(field string) string {
+	return p.read(field, func(ctx context.Context, c *redis.Client) (string, error) { return c.ClusterInfo(ctx).Result() })
+}
+
+// read fetches an INFO-shaped reply ("field:value" lines) and picks field;
+// "" when the node does not answer.
+func (p *RedisProc) read(field string, fetch func(context.Context, *redis.Client) (string, error)) string {
 	c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, DialTimeout: time.Second,
 		ReadTimeout: time.Second})
 	defer c.Close()
-	s, err := c.Info(context.Background()).Result()
+	s, err := fetch(context.Background(), c)
 	if err != nil {
 		return ""
 	}
@@ -159,6 +169,19 @@ func (p *RedisProc) Info(field string) string {
 		}
 	}
 	return ""
+}
+
+// StartReplicated starts a master and one replica of it, and returns once
+// the replica's link is up.
+func StartReplicated(t testing.TB) (master, replica *RedisProc) {
+	t.Helper()
+	master = StartRedis(t)
+	replica = StartRedis(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port))
+	Eventually(t, 20*time.Second, func() (bool, string) {
+		st := replica.Info("master_link_status")
+		return st == "up", "replica link " + st
+	})
+	return master, replica
 }
 
 // freePortPair finds a loopback port that is free together with its cluster
@@ -331,20 +354,4 @@ func (c *OwnCluster) node(addr string) *RedisProc {
 	}
 	c.t.Fatalf("%s is not a node of this cluster", addr)
 	return nil
-}
-
-func (p *RedisProc) clusterInfo(field string) string {
-	c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, DialTimeout: time.Second,
-		ReadTimeout: time.Second})
-	defer c.Close()
-	s, err := c.ClusterInfo(context.Background()).Result()
-	if err != nil {
-		return ""
-	}
-	for _, line := range strings.Split(s, "\r\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return v
-		}
-	}
-	return ""
 }
