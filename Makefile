@@ -86,6 +86,10 @@ bench: ## run the Go micro-benchmarks into bench-out/bench.txt (compare runs wit
 bench-designs: build-bench ## compare sync, channel, stream and the two references on the configured Redis/MySQL, load from wrk if installed (docs/BENCHMARKS.md)
 	./$(BENCH) --out bench-out --json bench-out/bench.json
 
+.PHONY: bench-quick
+bench-quick: build-bench ## a one-minute look: wide and hot, channel and stream against the references, one round (numbers to glance at, not to publish)
+	./$(BENCH) --scenario wide,hot --modes channel,stream,ceiling,noop --rounds 1
+
 .PHONY: sale-screenshot
 sale-screenshot: ## remake docs/live-sale.png: the live sale page in headless Chromium at 390x844 (needs chromium)
 	SECKILL_SALE_SCREENSHOT=$(CURDIR)/docs/live-sale.png $(GO) test -count=1 -run TestLiveSalePage ./test/browser

@@ -307,9 +307,9 @@ func userFrom(ctx context.Context) domain.UserID {
 }
 
 func (a *api) notFound(w http.ResponseWriter, r *http.Request) {
-	a.fail(w, r, &requestError{status: http.StatusNotFound, code: codeNotFound, msg: "no such endpoint"})
+	a.fail(w, r, &requestError{status: http.StatusNotFound, code: codeNotFound, msg: "接口不存在"})
 }
 
 func (a *api) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	a.fail(w, r, &requestError{status: http.StatusMethodNotAllowed, msg: "method not allowed"})
+	a.fail(w, r, &requestError{status: http.StatusMethodNotAllowed, msg: "不支持该请求方法"})
 }
