@@ -64,6 +64,10 @@ func TestClaimsAnswerWithinTheirBudgetWhenRedisStallsOrDies(t *testing.T) {
 			own.Resume()
 			checkFaultAnswers(t, "stalled", stalled)
 			waitSelling(t, client, p, v, tokens, 600, 650, t0, log)
+			// What was sold so far reaches MySQL before Redis dies: this Redis
+			// keeps nothing on disk, so an order still in its stream would die
+			// with it (docs/GUARANTEES.md, the durability table).
+			waitCommitted(t, c, log)
 
 			own.Kill9()
 			dead := stampede(300, 500)
@@ -120,6 +124,26 @@ func waitSelling(t *testing.T, client *http.Client, p *proc, v domain.VoucherID,
 			i++
 		}
 		return a.ok(), fmt.Sprintf("claim answered %d %s", a.status, a.code)
+	})
+}
+
+// waitCommitted waits until every order answered success so far is in MySQL.
+func waitCommitted(t *testing.T, c *cluster, log *saleLog) {
+	t.Helper()
+	log.mu.Lock()
+	won := make([]int64, 0, len(log.won))
+	for _, id := range log.won {
+		won = append(won, int64(id))
+	}
+	log.mu.Unlock()
+	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+		created := createdOrders(t, c)
+		for _, id := range won {
+			if !created[id] {
+				return false, fmt.Sprintf("order %d answered success is not in MySQL yet", id)
+			}
+		}
+		return true, ""
 	})
 }
 
