@@ -104,7 +104,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		outDir      = fs.String("out", "", "also write a chart into this directory (bench.html, claims.svg, latency.svg, orders.svg)")
 		profileDir  = fs.String("cpuprofile", "", "write a CPU profile of each run (load generator and in-process service) into this directory")
 		progress    = fs.String("progress", "auto", "progress display: bar, plain (a line every few seconds), none, or auto (bar on a terminal)")
-		cold        = fs.Bool("cold-sessions", false, "log the users in before the service starts, so every user's first claim looks the session up in Redis (default: they log in while it runs, and the load waits until it has read their sessions back, as before a real sale)")
+		cold        = fs.Bool("cold-sessions", false, "log the users in before the service starts: it warms its session cache from Redis at start and the load waits for that (with SECKILL_TOKEN_WARM=false every first claim looks its session up in Redis instead); default: they log in while it runs, and the load waits until it has read their sessions back, as before a real sale")
 		keep        = fs.Bool("keep", false, "keep each run's database and Redis keys for inspection instead of dropping them")
 	)
 	fs.Usage = func() {
