@@ -322,3 +322,34 @@ type QueueMonitor interface {
 type ClaimCounts interface {
 	Claims(id domain.VoucherID) map[string]int64
 }
+
+// OrderLifecycle moves committed orders through payment and cancellation.
+// Every change is a status transition of one row under its lock (the rules
+// are domain.OrderState's AfterPayment and AfterCancel), so of a payment and
+// an expiry racing for one order exactly one applies first and the other
+// sees its result. A cancellation gives the unit back to the database's stock
+// in the same transaction; giving it back to the gate comes after (the
+// gate's Release is idempotent by order id), and Returned records that it
+// did, so a crash between the two is finished by a later pass.
+type OrderLifecycle interface {
+	// ExpireDue cancels (reason expired) up to limit created orders whose
+	// pay deadline is at or before now, with their units, in one
+	// transaction, and returns them. Instances running it at once take
+	// disjoint orders (rows another holds locked are skipped).
+	ExpireDue(ctx context.Context, now time.Time, limit int) ([]domain.VoucherOrder, error)
+	// Unreturned lists up to limit cancelled orders whose unit the gate has
+	// not been given back yet, oldest first.
+	Unreturned(ctx context.Context, limit int) ([]domain.VoucherOrder, error)
+	// Returned records that the gate has these orders' units back.
+	Returned(ctx context.Context, ids []domain.OrderID) error
+	// Cancel applies domain.OrderState.AfterCancel to the order (reason
+	// by buyer), returning the unit with it, and reports its status after
+	// and whether it changed; domain.ErrOrderNotFound when the database does
+	// not have it.
+	Cancel(ctx context.Context, id domain.OrderID) (domain.OrderStatus, bool, error)
+	// Pay applies domain.OrderState.AfterPayment to the order, recording
+	// the provider's transaction id and the time, and reports its status
+	// after and whether it changed; domain.ErrOrderNotFound when the
+	// database does not have it.
+	Pay(ctx context.Context, id domain.OrderID, transactionID string, at time.Time) (domain.OrderStatus, bool, error)
+}
