@@ -339,4 +339,3 @@ func TestPaymentRacesExpiry(t *testing.T) {
 		}
 	}
 }
-
