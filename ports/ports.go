@@ -213,7 +213,8 @@ type OrderRepository interface {
 	MarkFailed(ctx context.Context, orders []domain.VoucherOrder, reason domain.FailureReason) ([]Outcome, error)
 	// Find returns an order's recorded state, or domain.ErrOrderNotFound.
 	Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error)
-	// Buyers lists the created orders of a voucher.
+	// Buyers lists the orders of a voucher that hold their unit (created or
+	// paid; a cancelled order gave its unit and its buyer back).
 	Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain.VoucherOrder, error)
 	// BuyersAfter is Buyers in pages: at most limit created orders of the
 	// voucher whose ids are above after, by id.

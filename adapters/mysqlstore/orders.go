@@ -33,7 +33,8 @@ var _ ports.OrderRepository = (*OrderRepo)(nil)
 // being retried. Several instances and several workers can therefore write
 // batches at once, with no lock outside the database.
 type OrderRepo struct {
-	db *bun.DB
+	db     *bun.DB
+	window time.Duration // the pay window of the orders it creates
 }
 
 func NewOrderRepo(db *bun.DB) *OrderRepo {
@@ -98,7 +99,7 @@ func (r *OrderRepo) createBatch(ctx context.Context, db bun.IDB, orders []domain
 	case !inserted && len(plan.Created) > 0:
 		rows := make([]orderModel, len(plan.Created))
 		for i, o := range plan.Created {
-			rows[i] = toOrderModel(o)
+			rows[i] = toOrderModel(o, r.window)
 		}
 		if err := insertIgnoring(ctx, db, &rows, len(rows), "tb_voucher_order"); err != nil {
 			return nil, err
@@ -197,7 +198,7 @@ func (r *OrderRepo) insertIfAllNew(ctx context.Context, db bun.IDB, orders []dom
 	}
 	rows := make([]orderModel, len(orders))
 	for i, o := range orders {
-		rows[i] = toOrderModel(o)
+		rows[i] = toOrderModel(o, r.window)
 	}
 	res, err := db.NewInsert().Model(&rows).Ignore().Returning("").Exec(ctx)
 	if err != nil {
@@ -329,6 +330,7 @@ func (r *OrderRepo) readHolders(ctx context.Context, db bun.IDB, orders []domain
 		err := db.NewSelect().Model(&rows).
 			Where("voucher_id = ?", int64(v)).
 			Where("user_id IN (?)", bun.List(users[v])).
+			Where(holding).
 			Scan(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("read buyers of voucher %d: %w", v, err)
@@ -374,11 +376,7 @@ func (r *OrderRepo) Find(ctx context.Context, id domain.OrderID) (domain.OrderSt
 		return domain.OrderStatus{}, wrap(fmt.Sprintf("find order %d", id), err)
 	}
 	if len(created) > 0 {
-		o, err := created[0].toDomain()
-		if err != nil {
-			return domain.OrderStatus{}, err
-		}
-		return domain.OrderStatus{Order: o, State: domain.OrderCreated}, nil
+		return created[0].status()
 	}
 	var failed []failureModel
 	if err := r.db.NewSelect().Model(&failed).Where("order_id = ?", int64(id)).Scan(ctx); err != nil {
@@ -400,7 +398,7 @@ func (r *OrderRepo) Find(ctx context.Context, id domain.OrderID) (domain.OrderSt
 
 func (r *OrderRepo) Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain.VoucherOrder, error) {
 	var rows []orderModel
-	if err := r.db.NewSelect().Model(&rows).Where("voucher_id = ?", int64(voucher)).Order("id").Scan(ctx); err != nil {
+	if err := r.db.NewSelect().Model(&rows).Where("voucher_id = ?", int64(voucher)).Where(holding).Order("id").Scan(ctx); err != nil {
 		return nil, wrap(fmt.Sprintf("list buyers of voucher %d", voucher), err)
 	}
 	buyers := make([]domain.VoucherOrder, 0, len(rows))
@@ -419,7 +417,7 @@ func (r *OrderRepo) Buyers(ctx context.Context, voucher domain.VoucherID) ([]dom
 // costs limit entries, not the voucher's whole order list.
 func (r *OrderRepo) BuyersAfter(ctx context.Context, voucher domain.VoucherID, after domain.OrderID, limit int) ([]domain.VoucherOrder, error) {
 	var rows []orderModel
-	err := r.db.NewSelect().Model(&rows).Where("voucher_id = ? AND id > ?", int64(voucher), int64(after)).
+	err := r.db.NewSelect().Model(&rows).Where("voucher_id = ? AND id > ?", int64(voucher), int64(after)).Where(holding).
 		Order("id").Limit(int64(limit)).Scan(ctx)
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("list buyers of voucher %d after order %d", voucher, after), err)
@@ -453,7 +451,7 @@ func (r *OrderRepo) CountBuyers(ctx context.Context, vouchers []domain.VoucherID
 	}
 	var rows []buyerCount
 	err := r.db.NewSelect().Table("tb_voucher_order").ColumnExpr("voucher_id, COUNT(*) AS n").
-		Where("voucher_id IN (?)", bun.In(ids)).Group("voucher_id").Scan(ctx, &rows)
+		Where("voucher_id IN (?)", bun.In(ids)).Where(holding).Group("voucher_id").Scan(ctx, &rows)
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("count buyers of %d vouchers", len(vouchers)), err)
 	}
@@ -495,7 +493,7 @@ func (r *OrderRepo) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleT
 	var row tallyRow
 	err := r.db.NewRaw(`SELECT
 		(SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?) AS stock,
-		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?) AS created,
+		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND `+holding+`) AS created,
 		(SELECT COUNT(*) FROM tb_voucher_order_failure WHERE voucher_id = ?) AS failed`,
 		int64(id), int64(id), int64(id)).Scan(ctx, &row)
 	if err != nil {

@@ -807,7 +807,7 @@ func TestRepositoryContract(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			newSubject := b.open(t)
-			for _, tc := range append(slices.Clone(repoCases), repoReadCases...) {
+			for _, tc := range slices.Concat(repoCases, repoReadCases, repoLifecycleCases) {
 				t.Run(tc.name, func(t *testing.T) { tc.run(t, newSubject(t)) })
 			}
 		})
