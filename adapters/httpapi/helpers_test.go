@@ -193,7 +193,16 @@ type options struct {
 	split    httpapi.SplitRule
 	// admission wraps the claim's admission, to inject its failures.
 	admission func(ports.Admission) ports.Admission
+	// noPayments leaves SECKILL_PAYMENT_SECRET unset.
+	noPayments bool
 }
+
+// paySecret signs payment notifications in these tests; payWindow is the
+// pay window of their orders.
+const (
+	paySecret = "test-payment-secret-0123456789"
+	payWindow = 15 * time.Minute
+)
 
 // adminUser is the admin of every env unless a test says otherwise.
 const adminUser = 900_001
@@ -217,6 +226,9 @@ type env struct {
 	lookups *atomic.Int64
 	// adminToken is adminUser's login token, minted on first use.
 	adminTok string
+	// ledger is the orders under the spy; clock the gate's and the ids'.
+	ledger *memory.Orders
+	clock  *testenv.Clock
 }
 
 func newEnv(t testing.TB, opt options) *env {
@@ -234,7 +246,7 @@ func newEnv(t testing.TB, opt options) *env {
 	t.Cleanup(func() { _ = queue.Close() })
 	mv := memory.NewVouchers()
 	vouchers := &spyVouchers{VoucherRepository: mv, c: c}
-	ledger := memory.NewOrders(mv)
+	ledger := memory.NewOrders(mv).WithPayWindow(payWindow)
 	orders := &spyOrders{OrderRepository: ledger, c: c}
 	counter := claimcount.New()
 	sgate := &spyGate{StockGate: gate, c: c}
@@ -267,6 +279,12 @@ func newEnv(t testing.TB, opt options) *env {
 		TrustedProxies: opt.proxies,
 		Sales:          application.NewSaleDashboard(mv, gate, ledger, queue, counter, clock),
 		Split:          opt.split,
+		Cancel:         application.NewCancelOrder(orders, ledger, sgate),
+		Pay:            application.NewPayOrder(orders, vouchers, ledger, clock, payWindow),
+		PaymentSecret:  []byte(paySecret),
+	}
+	if opt.noPayments {
+		d.PaymentSecret = nil
 	}
 	if !opt.createdAt.IsZero() {
 		d.Clock = testenv.NewClock(opt.createdAt)
@@ -299,7 +317,7 @@ func newEnv(t testing.TB, opt options) *env {
 	return &env{
 		t: t, h: httpapi.NewRouter(d), calls: c, vouchers: vouchers, stored: mv, orders: orders,
 		gate: gate, queue: queue, fulfill: application.NewFulfillOrders(orders, gate), logs: logs,
-		sessions: sessions, lookups: lookups,
+		sessions: sessions, lookups: lookups, ledger: ledger, clock: clock,
 	}
 }
 

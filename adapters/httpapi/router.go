@@ -58,6 +58,12 @@ type Deps struct {
 	// with more stock than Split.Above is split into Split.Into buckets (at
 	// most its stock). The zero value never splits.
 	Split SplitRule
+	// Cancel, when set, mounts POST /voucher-order/{id}/cancel.
+	Cancel *application.CancelOrder
+	// Pay and PaymentSecret, when both set, mount POST /payments/notify,
+	// whose notifications must be signed with the secret (SignatureHeader).
+	Pay           *application.PayOrder
+	PaymentSecret []byte
 	// SoldOut, when set, lets a claim that carries a token be answered sold
 	// out before its session is resolved; nil resolves every session first.
 	SoldOut ports.SoldOutSignal
@@ -92,6 +98,9 @@ type api struct {
 	sales        *application.SaleDashboard
 	split        SplitRule
 	soldOut      ports.SoldOutSignal
+	cancel       *application.CancelOrder
+	pay          *application.PayOrder
+	paySecret    []byte
 }
 
 // NewRouter builds the HTTP handler. It panics on a missing required
@@ -132,6 +141,9 @@ func NewRouter(d Deps) http.Handler {
 		sales:        d.Sales,
 		split:        d.Split,
 		soldOut:      d.SoldOut,
+		cancel:       d.Cancel,
+		pay:          d.Pay,
+		paySecret:    d.PaymentSecret,
 	}
 	if a.loc == nil {
 		a.loc = time.UTC
@@ -191,7 +203,16 @@ func NewRouter(d Deps) http.Handler {
 		}
 		r.Post("/voucher-order/seckill/{id}", a.claimSeckill)
 		r.Get("/voucher-order/{id}", a.orderStatus)
+		if a.cancel != nil {
+			r.Post("/voucher-order/{id}/cancel", a.cancelOrder)
+		}
 	})
+
+	// A payment provider has no login token: the signature is its
+	// credential. Without a secret the route does not exist.
+	if a.pay != nil && len(a.paySecret) > 0 {
+		r.Post("/payments/notify", a.paymentNotify)
+	}
 
 	if a.sales != nil {
 		// The page and its assets are static and public (a browser's
