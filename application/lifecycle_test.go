@@ -339,3 +339,29 @@ func TestPaymentRacesExpiry(t *testing.T) {
 		}
 	}
 }
+
+// Reconcile counts the orders by state and keeps the invariant on both
+// sides once an expired order's unit is back.
+func TestReconcileKnowsTheLifecycle(t *testing.T) {
+	ctx := context.Background()
+	w := newLifeWorld(t, nil)
+	v := w.live(t, 3)
+	paid := w.sold(t, v, 1)
+	w.sold(t, v, 2)
+	if _, _, err := w.pay.Handle(ctx, application.PaymentNotice{Order: paid, Amount: 1, TransactionID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Set(now.Add(payWindow))
+	if _, err := w.expire.Handle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.sold(t, v, 3)
+	rep, err := application.NewReconcileVoucher(w.vouchers, w.orders, w.audit, nil).Check(ctx, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ports.SaleTally{Stock: 1, Created: 2, Unpaid: 1, Paid: 1, Cancelled: 1}
+	if !rep.Consistent() || !rep.Balanced() || !rep.HasBooks || rep.Books != want {
+		t.Fatalf("report %+v, want consistent, balanced, books %+v", rep, want)
+	}
+}

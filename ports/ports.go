@@ -280,8 +280,12 @@ type TokenIssuer interface {
 // SaleTally is the database's side of a sale, read in one query.
 type SaleTally struct {
 	Stock   int   // tb_seckill_voucher.stock: what is left to sell
-	Created int64 // orders committed in tb_voucher_order
+	Created int64 // orders committed that hold their unit (Unpaid + Paid)
 	Failed  int64 // orders recorded as failed for good
+	// The lifecycle: Created split into not yet paid and paid; and the
+	// orders that gave their unit back, cancelled (expired or by the buyer)
+	// or refunding (paid after they were cancelled).
+	Unpaid, Paid, Cancelled, Refunding int64
 }
 
 // OrderLedger counts a voucher's recorded orders for the live sale page.

@@ -197,6 +197,21 @@ func (s *Orders) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTall
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := ports.SaleTally{Stock: stock, Created: int64(len(s.holders[id]))}
+	for oid, l := range s.life {
+		if s.created[oid].VoucherID() != id {
+			continue
+		}
+		switch l.state {
+		case domain.OrderCreated:
+			t.Unpaid++
+		case domain.OrderPaid:
+			t.Paid++
+		case domain.OrderCancelled:
+			t.Cancelled++
+		case domain.OrderRefunding:
+			t.Refunding++
+		}
+	}
 	for _, f := range s.failed {
 		if f.order.VoucherID() == id {
 			t.Failed++

@@ -482,25 +482,34 @@ func sortedKeys[V any](m map[domain.VoucherID]V) []domain.VoucherID {
 var _ ports.OrderLedger = (*OrderRepo)(nil)
 
 type tallyRow struct {
-	Stock   *int  `bun:"stock"`
-	Created int64 `bun:"created"`
-	Failed  int64 `bun:"failed"`
+	Stock     *int  `bun:"stock"`
+	Unpaid    int64 `bun:"unpaid"`
+	Paid      int64 `bun:"paid"`
+	Cancelled int64 `bun:"cancelled"`
+	Refunding int64 `bun:"refunding"`
+	Failed    int64 `bun:"failed"`
 }
 
-// Tally reads a sale's stock and order counts in one statement; both counts
-// walk the voucher_id index, not the tables.
+// Tally reads a sale's stock and order counts in one statement; the order
+// counts walk the voucher_id index, not the tables.
 func (r *OrderRepo) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTally, error) {
 	var row tallyRow
 	err := r.db.NewRaw(`SELECT
 		(SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?) AS stock,
-		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND `+holding+`) AS created,
+		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND status = 1) AS unpaid,
+		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND status IN (2, 3)) AS paid,
+		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND status = 4) AS cancelled,
+		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND status IN (5, 6)) AS refunding,
 		(SELECT COUNT(*) FROM tb_voucher_order_failure WHERE voucher_id = ?) AS failed`,
-		int64(id), int64(id), int64(id)).Scan(ctx, &row)
+		int64(id), int64(id), int64(id), int64(id), int64(id), int64(id)).Scan(ctx, &row)
 	if err != nil {
 		return ports.SaleTally{}, wrap(fmt.Sprintf("tally orders of voucher %d", id), err)
 	}
 	if row.Stock == nil {
 		return ports.SaleTally{}, fmt.Errorf("tally voucher %d: %w", id, domain.ErrVoucherNotFound)
 	}
-	return ports.SaleTally{Stock: *row.Stock, Created: row.Created, Failed: row.Failed}, nil
+	return ports.SaleTally{
+		Stock: *row.Stock, Created: row.Unpaid + row.Paid, Failed: row.Failed,
+		Unpaid: row.Unpaid, Paid: row.Paid, Cancelled: row.Cancelled, Refunding: row.Refunding,
+	}, nil
 }

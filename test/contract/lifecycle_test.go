@@ -109,6 +109,15 @@ var repoLifecycleCases = []repoCase{
 		if st := lifeFind(t, r, paid.ID()); st.State != domain.OrderPaid || !st.PaidAt.Equal(lifeT0.Add(time.Minute)) {
 			t.Fatalf("paid order = %+v", st)
 		}
+		if _, _, err := r.Pay(ctx, later.ID(), "tx-2", lifeT0.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		// stock left + unpaid + paid = the initial stock; the cancelled and
+		// the refunding gave theirs back.
+		want := ports.SaleTally{Stock: 4, Created: 1, Paid: 1, Cancelled: 1, Refunding: 1}
+		if got, err := r.(ports.OrderLedger).Tally(ctx, v.ID()); err != nil || got != want {
+			t.Fatalf("tally = %+v, %v; want %+v", got, err, want)
+		}
 	}},
 	{"lifecycle_cancelled_buyer_claims_again", func(t *testing.T, s repoSubject) {
 		r, ctx := lifeOf(t, s), repoCtx(t)
