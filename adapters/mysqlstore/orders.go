@@ -26,8 +26,9 @@ var _ ports.OrderRepository = (*OrderRepo)(nil)
 // the checks it makes (does this order ID exist, does this user already hold
 // an order, how much stock is left) cannot be invalidated before it commits.
 // Behind those checks the database itself enforces the rules: the order-ID
-// primary key makes a redelivered order a no-op, UNIQUE(user_id, voucher_id)
-// refuses a second order of a user, and the guarded decrement with
+// primary key makes a redelivered order a no-op, UNIQUE(holder_id,
+// voucher_id) refuses a second order of a user while the first holds its
+// unit (holder_id is the buyer until the order is cancelled), and the guarded decrement with
 // CHECK (stock >= 0) refuses to oversell; were the row lock ever missing,
 // these would still keep the data right, at the cost of batches failing and
 // being retried. Several instances and several workers can therefore write
@@ -164,8 +165,8 @@ func insertIgnoring(ctx context.Context, db bun.IDB, rows any, want int, table s
 // stock) is written by one INSERT, without reading the order tables first.
 // Whether every order was new is what the keys answer: the INSERT IGNORE
 // inserts all the rows exactly when no order ID (primary key) and no
-// (user, voucher) pair (uk_user_voucher) existed, and only a read of the
-// failure table, which has no such key in common with the orders, is left.
+// (user, voucher) pair holding a unit (uk_holder_voucher) existed, and only
+// a read of the failure table, which has no such key in common with the orders, is left.
 // Then domain.PlanBatch given no recorded orders and no holders, which is
 // what the database has just shown, creates them all, as it would have after
 // reading. When any row was skipped the insert is rolled back to its

@@ -109,6 +109,11 @@ func TestHalfPayHalfExpire(t *testing.T) {
 			if s := mysqlStock(t, app, vid); s != returned {
 				t.Fatalf("MySQL stock %d, want %d", s, returned)
 			}
+			// One instance did every expiry, and counted each once.
+			fams := scrape(t, "http://"+app.Observability.MetricsAddr()+"/metrics")
+			if got := value(fams, "seckill_orders_expired_total", "", ""); got != float64(returned) {
+				t.Fatalf("seckill_orders_expired_total = %v, want %d", got, returned)
+			}
 
 			// New buyers, and the first five whose order expired, at once.
 			users := make([]domain.UserID, 0, newUsers+5)
