@@ -32,7 +32,12 @@ func NewCancelOrder(orders ports.OrderRepository, life ports.OrderLifecycle, gat
 func (h *CancelOrder) Handle(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.OrderStatus, error) {
 	st, err := h.orders.Find(ctx, id)
 	switch {
-	case errors.Is(err, domain.ErrOrderNotFound):
+	case err == nil && st.Order.UserID() == user:
+	case err != nil && !errors.Is(err, domain.ErrOrderNotFound):
+		return domain.OrderStatus{}, fmt.Errorf("find order %d: %w: %w", id, ErrBusy, err)
+	default:
+		// Unknown, or another user's: the same path (the gate) either way,
+		// as GetOrder, so neither the answer nor its timing tells them apart.
 		_, queued, qerr := h.gate.Queued(ctx, user, id)
 		if qerr != nil {
 			return domain.OrderStatus{}, fmt.Errorf("look up queued order %d: %w: %w", id, ErrBusy, qerr)
@@ -40,10 +45,6 @@ func (h *CancelOrder) Handle(ctx context.Context, user domain.UserID, id domain.
 		if queued {
 			return domain.OrderStatus{}, fmt.Errorf("order %d is not in the database yet: %w", id, ErrBusy)
 		}
-		return domain.OrderStatus{}, domain.ErrOrderNotFound
-	case err != nil:
-		return domain.OrderStatus{}, fmt.Errorf("find order %d: %w: %w", id, ErrBusy, err)
-	case st.Order.UserID() != user:
 		return domain.OrderStatus{}, domain.ErrOrderNotFound
 	}
 	st, changed, err := h.life.Cancel(ctx, id)
