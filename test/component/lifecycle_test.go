@@ -161,3 +161,64 @@ func TestHalfPayHalfExpire(t *testing.T) {
 		})
 	}
 }
+
+// TestExpiryFinishesAfterACrash injects, on the real Redis and MariaDB, the
+// two crashes an expiry can meet, and lets the running service's loop
+// finish them: each unit comes back to the gate exactly once.
+//   - after_mysql_before_redis: the cancelling transaction committed (order
+//     cancelled, MySQL stock back), the process died before the gate's
+//     release: the loop releases it.
+//   - after_redis_before_returned: the gate's release ran, the process died
+//     before recording it: the loop releases again, which must be a no-op.
+func TestExpiryFinishesAfterACrash(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		releasedOnce bool // the crash came after the gate's release
+	}{
+		{"after_mysql_before_redis", false},
+		{"after_redis_before_returned", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// Orders never expire on their own here: the test plays the
+			// crashed instance, the service's loop finishes its work.
+			app, _ := startServiceOn(t, infra.QueueChannel, "redis", func(c *infra.Config) { c.PayWindow = 0 })
+			ctx := context.Background()
+			vid := createVoucher(t, app, 2)
+			const user = 3_000_000
+			id := orderIDOf(t, claim(t, app, vid, login(t, app, user)))
+			waitOrders(t, app, vid, 1)
+			if _, err := app.DB.ExecContext(ctx,
+				"UPDATE tb_voucher_order SET status = 4, cancel_reason = 'expired', returned = 0 WHERE id = ?", int64(id)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := app.DB.ExecContext(ctx, "UPDATE tb_seckill_voucher SET stock = stock + 1 WHERE voucher_id = ?", int64(vid)); err != nil {
+				t.Fatal(err)
+			}
+			o, err := domain.NewVoucherOrder(id, user, vid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.releasedOnce {
+				if err := app.Gate.Release(ctx, o, true); err != nil {
+					t.Fatal(err)
+				}
+			}
+			testenv.Eventually(t, 10*time.Second, func() (bool, string) {
+				var returned bool
+				err := app.DB.NewSelect().Table("tb_voucher_order").Column("returned").Where("id = ?", int64(id)).Scan(ctx, &returned)
+				return err == nil && returned, fmt.Sprintf("returned = %v (%v)", returned, err)
+			})
+			stock, ok, err := app.Gate.Stock(ctx, vid)
+			if err != nil || !ok || stock != 2 {
+				t.Fatalf("gate stock %d (%v, %v), want 2: the unit back exactly once", stock, ok, err)
+			}
+			// Its buyer may claim again, once.
+			if env := claim(t, app, vid, login(t, app, user)); !env.Success {
+				t.Fatalf("claim again: %+v", env)
+			}
+			if stock, _, _ := app.Gate.Stock(ctx, vid); stock != 1 {
+				t.Fatalf("gate stock %d after the claim, want 1", stock)
+			}
+		})
+	}
+}
