@@ -20,11 +20,16 @@ type ReconcileVoucher struct {
 	orders   ports.OrderRepository
 	gate     ports.GateAudit
 	backlog  ports.QueueBacklog // nil: the queue's backlog cannot be seen from here
+	ledger   ports.OrderLedger  // nil: orders is no ledger, the report has no Books
 }
 
 func NewReconcileVoucher(vouchers ports.VoucherRepository, orders ports.OrderRepository, gate ports.GateAudit, backlog ports.QueueBacklog) *ReconcileVoucher {
 	mustHave("ReconcileVoucher", map[string]any{"vouchers": vouchers, "orders": orders, "gate": gate})
-	return &ReconcileVoucher{vouchers: vouchers, orders: orders, gate: gate, backlog: backlog}
+	h := &ReconcileVoucher{vouchers: vouchers, orders: orders, gate: gate, backlog: backlog}
+	// Every repository of the service keeps its books too; one that does
+	// not leaves the report without them rather than failing.
+	h.ledger, _ = orders.(ports.OrderLedger)
+	return h
 }
 
 // maxQueueScan bounds how many queue entries a check reads to find the orders
@@ -65,6 +70,19 @@ type Report struct {
 	// rest of NotInGate are users marked with another order: a claim made
 	// again after such a loss, which the database refuses as a duplicate.
 	Forgotten int
+	// Books is the database's count of the voucher's orders by lifecycle
+	// state (unpaid, paid, cancelled, refunding), when HasBooks. DBOrders
+	// is Books.Unpaid + Books.Paid: the orders that hold a unit.
+	Books    ports.SaleTally
+	HasBooks bool
+}
+
+// Balanced is the invariant every sale keeps, on each side: what is left to
+// sell plus what is held (unpaid + paid in the database; marked buyers,
+// including claims in flight, in the gate) is the same initial stock. A
+// cancelled order is on neither side once its unit is back.
+func (r Report) Balanced() bool {
+	return r.GateFound && r.GateStock+r.GateBuyers == r.DBStock+r.DBOrders
 }
 
 // StockDiff is the gate's stock minus the database's: negative by the
@@ -139,6 +157,12 @@ func (h *ReconcileVoucher) check(ctx context.Context, id domain.VoucherID) (Repo
 	}
 	r.DBStock = v.Sale().Stock()
 	r.DBOrders = len(buyers)
+	if h.ledger != nil {
+		if r.Books, err = h.ledger.Tally(ctx, id); err != nil {
+			return r, v, buyers, fmt.Errorf("books of voucher %d: %w", id, err)
+		}
+		r.HasBooks = true
+	}
 
 	inDB := make(map[domain.UserID]domain.OrderID, len(buyers))
 	for _, o := range buyers {

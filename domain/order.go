@@ -60,12 +60,13 @@ func (o VoucherOrder) String() string {
 	return fmt.Sprintf("order %d (user %d, voucher %d)", o.id, o.userID, o.voucherID)
 }
 
-// OrderState is where a claimed order is on its way to the database.
+// OrderState is where a claimed order is on its way to the database, and
+// then in its lifecycle (lifecycle.go).
 type OrderState string
 
 const (
 	OrderQueued  OrderState = "queued"  // claimed in Redis, not yet in the database
-	OrderCreated OrderState = "created" // committed in tb_voucher_order
+	OrderCreated OrderState = "created" // committed in tb_voucher_order, not paid yet
 	OrderFailed  OrderState = "failed"  // rejected for good, with a FailureReason
 )
 
@@ -116,6 +117,9 @@ type OrderStatus struct {
 	Order  VoucherOrder
 	State  OrderState
 	Reason FailureReason // set when State is OrderFailed
+	// Lifecycle is what the database records of a created order's payment
+	// and cancellation (zero for a queued or failed one).
+	Lifecycle
 }
 
 // Redelivery is the outcome of delivering o again when st is what is already

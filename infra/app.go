@@ -41,6 +41,8 @@ type App struct {
 	Redis    redis.UniversalClient
 	// Observability holds the metrics and their listener.
 	Observability *Observability
+	// Expire cancels unpaid orders past their pay window (expiryLoop).
+	Expire *application.ExpireOrders
 
 	srv       *http.Server
 	addr      net.Addr
@@ -128,6 +130,12 @@ func (a *App) Start(ctx context.Context) error {
 			a.repairLoop(a.workerCtx, a.Config.RestoreInterval)
 		}()
 	}
+
+	a.repairs.Add(1)
+	go func() {
+		defer a.repairs.Done()
+		a.expiryLoop(a.workerCtx, expiryEvery)
+	}()
 
 	l, err := net.Listen("tcp", a.Config.HTTPAddr)
 	if err != nil {

@@ -31,6 +31,8 @@ const (
 
 // Config is read once from the environment at start, validated, and passed down.
 type Config struct {
+	// Lifecycle: the order lifecycle's settings (config_lifecycle.go).
+	Lifecycle
 	HTTPAddr string `env:"SECKILL_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
 	// HTTPMaxConns caps the API's open connections (0: from the file limit).
 	HTTPMaxConns int `env:"SECKILL_HTTP_MAX_CONNS" envDefault:"0"`
@@ -279,6 +281,7 @@ const (
 func (c Config) Validate() error {
 	var p problems
 	c.check(&p)
+	c.Lifecycle.check(&p)
 	return p.err()
 }
 
@@ -585,21 +588,4 @@ func (c Config) dbForLog() string {
 		return "(unparsable)"
 	}
 	return fmt.Sprintf("mysql://%s@%s(%s)/%s", cfg.User, cfg.Net, cfg.Addr, cfg.DBName)
-}
-
-// Variable is one setting as the environment names it.
-type Variable struct{ Name, Default string }
-
-// ConfigVariables lists every SECKILL_* variable with its default, read from
-// Config's tags so that the list cannot fall behind the struct.
-func ConfigVariables() []Variable {
-	t := reflect.TypeOf(Config{})
-	vars := make([]Variable, 0, t.NumField())
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if name := f.Tag.Get("env"); name != "" {
-			vars = append(vars, Variable{Name: name, Default: f.Tag.Get("envDefault")})
-		}
-	}
-	return vars
 }

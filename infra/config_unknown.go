@@ -1,6 +1,7 @@
 package infra
 
 import (
+	"reflect"
 	"sort"
 	"strings"
 
@@ -107,4 +108,29 @@ func editDistance(a, b string) int {
 		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(b)]
+}
+
+// Variable is one setting as the environment names it.
+type Variable struct{ Name, Default string }
+
+// ConfigVariables lists every SECKILL_* variable with its default, read from
+// Config's tags so that the list cannot fall behind the struct.
+// Embedded structs (Lifecycle) are settings of Config too, as env reads them.
+func ConfigVariables() []Variable {
+	return variablesOf(reflect.TypeOf(Config{}))
+}
+
+func variablesOf(t reflect.Type) []Variable {
+	vars := make([]Variable, 0, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			vars = append(vars, variablesOf(f.Type)...)
+			continue
+		}
+		if name := f.Tag.Get("env"); name != "" {
+			vars = append(vars, Variable{Name: name, Default: f.Tag.Get("envDefault")})
+		}
+	}
+	return vars
 }

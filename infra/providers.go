@@ -90,6 +90,7 @@ func provideWorker(q ports.OrderQueue, f *application.FulfillOrders, log zerolog
 func provideHandler(
 	add *application.AddSeckillVoucher, list *application.ListShopVouchers,
 	claim *application.ClaimSeckill, get *application.GetOrder,
+	cancel *application.CancelOrder, pay *application.PayOrder,
 	sessions ports.Sessions, tokens ports.TokenIssuer, ready ReadyCheck,
 	sales *application.SaleDashboard, marks *soldout.Marks, counter *claimcount.Counter, log zerolog.Logger, c Config, obs httpapi.ClaimObserver, rdb redis.UniversalClient,
 ) http.Handler {
@@ -106,6 +107,9 @@ func provideHandler(
 	for i, p := range c.Proxies() {
 		proxies[i] = p.String()
 	}
+	if c.PaymentSecret == "" {
+		log.Info().Msg("payments off: POST /payments/notify is not mounted; set SECKILL_PAYMENT_SECRET to enable it")
+	}
 	log.Info().Int("per_user", c.RateUser).Int("per_ip", c.RateIP).Str("window", c.RateWindow.String()).
 		Strs("trusted_proxies", proxies).Msg("rate limits on claim and order status (0 = off)")
 	return httpapi.NewRouter(httpapi.Deps{
@@ -118,6 +122,9 @@ func provideHandler(
 		ClaimObserver:  obs,
 		Split:          splitRule(rdb, c, log),
 		SoldOut:        counter.SoldOut(marks),
+		Cancel:         cancel,
+		Pay:            pay,
+		PaymentSecret:  []byte(c.PaymentSecret),
 	})
 }
 
@@ -205,8 +212,12 @@ var commonSet = wire.NewSet(
 	provideTokens,
 	mysqlstore.NewVoucherRepo,
 	wire.Bind(new(ports.VoucherRepository), new(*mysqlstore.VoucherRepo)),
-	mysqlstore.NewOrderRepo,
+	provideMySQLOrderRepo,
 	provideOrderRepo,
+	wire.Bind(new(ports.OrderLifecycle), new(*mysqlstore.OrderRepo)),
+	provideExpireOrders,
+	application.NewCancelOrder,
+	providePayOrder,
 	provideObservability,
 	provideClaimObserver,
 	provideGate,
@@ -231,7 +242,7 @@ var commonSet = wire.NewSet(
 	application.NewSaleDashboard,
 	provideWorker,
 	provideHandler,
-	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Gate", "Buckets", "Tokens", "Sessions", "DB", "Redis", "Observability"),
+	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Gate", "Buckets", "Tokens", "Sessions", "DB", "Redis", "Observability", "Expire"),
 )
 
 // channelSet: the in-process bounded channel, fed by the gate plus the channel.

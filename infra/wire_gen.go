@@ -22,7 +22,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	voucherRepo := mysqlstore.NewVoucherRepo(db)
-	orderRepo := mysqlstore.NewOrderRepo(db)
+	orderRepo := provideMySQLOrderRepo(db, c)
 	universalClient, cleanup2, err := NewRedis(c, log)
 	if err != nil {
 		cleanup()
@@ -65,16 +65,19 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	claimcountAdmission := provideCountedAdmission(counter, admission)
 	claimSeckill := application.NewClaimSeckill(iDs, claimcountAdmission)
 	getOrder := application.NewGetOrder(orderRepository, soldoutGate)
+	cancelOrder := application.NewCancelOrder(orderRepository, orderRepo, soldoutGate)
+	systemClock := SystemClock{}
+	payOrder := providePayOrder(orderRepository, voucherRepo, orderRepo, systemClock, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
-	systemClock := SystemClock{}
 	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, systemClock)
 	claimObserver := provideClaimObserver(observability)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient)
 	orderQueue := provideObservedChannelQueue(queue, observability)
 	fulfillOrders := application.NewFulfillOrders(orderRepository, soldoutGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
 	restoreGate := application.NewRestoreGate(voucherRepo, orderRepository, soldoutGate, router, systemClock)
+	expireOrders := provideExpireOrders(orderRepo, soldoutGate, systemClock)
 	app := &App{
 		Config:        c,
 		Log:           log,
@@ -89,6 +92,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		DB:            db,
 		Redis:         universalClient,
 		Observability: observability,
+		Expire:        expireOrders,
 	}
 	return app, func() {
 		cleanup5()
@@ -106,7 +110,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	voucherRepo := mysqlstore.NewVoucherRepo(db)
-	orderRepo := mysqlstore.NewOrderRepo(db)
+	orderRepo := provideMySQLOrderRepo(db, c)
 	universalClient, cleanup2, err := NewRedis(c, log)
 	if err != nil {
 		cleanup()
@@ -167,16 +171,19 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	claimcountAdmission := provideCountedAdmission(counter, admission)
 	claimSeckill := application.NewClaimSeckill(iDs, claimcountAdmission)
 	getOrder := application.NewGetOrder(orderRepository, soldoutGate)
+	cancelOrder := application.NewCancelOrder(orderRepository, orderRepo, soldoutGate)
+	systemClock := SystemClock{}
+	payOrder := providePayOrder(orderRepository, voucherRepo, orderRepo, systemClock, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
-	systemClock := SystemClock{}
 	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, systemClock)
 	claimObserver := provideClaimObserver(observability)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, sessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient)
 	orderQueue := provideObservedStreamQueue(queue, universalClient, c, observability)
 	fulfillOrders := application.NewFulfillOrders(orderRepository, soldoutGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
 	restoreGate := application.NewRestoreGate(voucherRepo, orderRepository, soldoutGate, router, systemClock)
+	expireOrders := provideExpireOrders(orderRepo, soldoutGate, systemClock)
 	app := &App{
 		Config:        c,
 		Log:           log,
@@ -191,6 +198,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		DB:            db,
 		Redis:         universalClient,
 		Observability: observability,
+		Expire:        expireOrders,
 	}
 	return app, func() {
 		cleanup7()

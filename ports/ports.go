@@ -213,7 +213,8 @@ type OrderRepository interface {
 	MarkFailed(ctx context.Context, orders []domain.VoucherOrder, reason domain.FailureReason) ([]Outcome, error)
 	// Find returns an order's recorded state, or domain.ErrOrderNotFound.
 	Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error)
-	// Buyers lists the created orders of a voucher.
+	// Buyers lists the orders of a voucher that hold their unit (created or
+	// paid; a cancelled order gave its unit and its buyer back).
 	Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain.VoucherOrder, error)
 	// BuyersAfter is Buyers in pages: at most limit created orders of the
 	// voucher whose ids are above after, by id.
@@ -280,8 +281,12 @@ type TokenIssuer interface {
 // SaleTally is the database's side of a sale, read in one query.
 type SaleTally struct {
 	Stock   int   // tb_seckill_voucher.stock: what is left to sell
-	Created int64 // orders committed in tb_voucher_order
+	Created int64 // orders committed that hold their unit (Unpaid + Paid)
 	Failed  int64 // orders recorded as failed for good
+	// The lifecycle: Created split into not yet paid and paid; and the
+	// orders that gave their unit back, cancelled (expired or by the buyer)
+	// or refunding (paid after they were cancelled).
+	Unpaid, Paid, Cancelled, Refunding int64
 }
 
 // OrderLedger counts a voucher's recorded orders for the live sale page.
@@ -322,4 +327,35 @@ type QueueMonitor interface {
 // counts only grow; a reader derives rates from two readings.
 type ClaimCounts interface {
 	Claims(id domain.VoucherID) map[string]int64
+}
+
+// OrderLifecycle moves committed orders through payment and cancellation.
+// Every change is a status transition of one row under its lock (the rules
+// are domain.OrderState's AfterPayment and AfterCancel), so of a payment and
+// an expiry racing for one order exactly one applies first and the other
+// sees its result. A cancellation gives the unit back to the database's stock
+// in the same transaction; giving it back to the gate comes after (the
+// gate's Release is idempotent by order id), and Returned records that it
+// did, so a crash between the two is finished by a later pass.
+type OrderLifecycle interface {
+	// ExpireDue cancels (reason expired) up to limit created orders whose
+	// pay deadline is at or before now, with their units, in one
+	// transaction, and returns them. Instances running it at once take
+	// disjoint orders (rows another holds locked are skipped).
+	ExpireDue(ctx context.Context, now time.Time, limit int) ([]domain.VoucherOrder, error)
+	// Unreturned lists up to limit cancelled orders whose unit the gate has
+	// not been given back yet, oldest first.
+	Unreturned(ctx context.Context, limit int) ([]domain.VoucherOrder, error)
+	// Returned records that the gate has these orders' units back.
+	Returned(ctx context.Context, ids []domain.OrderID) error
+	// Cancel applies domain.OrderState.AfterCancel to the order (reason
+	// by buyer), returning the unit with it, and reports its status after
+	// and whether it changed; domain.ErrOrderNotFound when the database does
+	// not have it.
+	Cancel(ctx context.Context, id domain.OrderID) (domain.OrderStatus, bool, error)
+	// Pay applies domain.OrderState.AfterPayment to the order, recording
+	// the provider's transaction id and the time, and reports its status
+	// after and whether it changed; domain.ErrOrderNotFound when the
+	// database does not have it.
+	Pay(ctx context.Context, id domain.OrderID, transactionID string, at time.Time) (domain.OrderStatus, bool, error)
 }

@@ -95,6 +95,11 @@ var errorTable = []struct {
 	{errForbidden, fixed(http.StatusForbidden, codeForbidden, "没有权限：需要管理员账号")},
 	// A human never meets the limit; Retry-After says when a bot may retry.
 	{errRateLimited, fixed(http.StatusTooManyRequests, codeRateLimited, "请求过于频繁，请稍后重试")},
+	{domain.ErrAlreadyPaid, alreadyPaidAnswer},
+	// A payment for an order that failed (never sold): the provider must
+	// refund it; nothing is recorded.
+	{domain.ErrNotPayable, fixed(http.StatusBadRequest, codeBadRequest, "order was never created: it cannot be paid")},
+	{errBadSignature, fixed(http.StatusUnauthorized, codeUnauthorized, "invalid payment signature")},
 }
 
 var retryAfterOne = []string{"1"}

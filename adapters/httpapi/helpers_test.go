@@ -195,7 +195,16 @@ type options struct {
 	admission func(ports.Admission) ports.Admission
 	// readTTL is Deps.PublicReadTTL; zero is the default.
 	readTTL time.Duration
+	// noPayments leaves SECKILL_PAYMENT_SECRET unset.
+	noPayments bool
 }
+
+// paySecret signs payment notifications in these tests; payWindow is the
+// pay window of their orders.
+const (
+	paySecret = "test-payment-secret-0123456789"
+	payWindow = 15 * time.Minute
+)
 
 // adminUser is the admin of every env unless a test says otherwise.
 const adminUser = 900_001
@@ -219,6 +228,9 @@ type env struct {
 	lookups *atomic.Int64
 	// adminToken is adminUser's login token, minted on first use.
 	adminTok string
+	// ledger is the orders under the spy; clock the gate's and the ids'.
+	ledger *memory.Orders
+	clock  *testenv.Clock
 }
 
 func newEnv(t testing.TB, opt options) *env {
@@ -236,7 +248,7 @@ func newEnv(t testing.TB, opt options) *env {
 	t.Cleanup(func() { _ = queue.Close() })
 	mv := memory.NewVouchers()
 	vouchers := &spyVouchers{VoucherRepository: mv, c: c}
-	ledger := memory.NewOrders(mv)
+	ledger := memory.NewOrders(mv).WithPayWindow(payWindow)
 	orders := &spyOrders{OrderRepository: ledger, c: c}
 	counter := claimcount.New()
 	sgate := &spyGate{StockGate: gate, c: c}
@@ -270,6 +282,12 @@ func newEnv(t testing.TB, opt options) *env {
 		Sales:          application.NewSaleDashboard(mv, gate, ledger, queue, counter, clock),
 		Split:          opt.split,
 		PublicReadTTL:  opt.readTTL,
+		Cancel:         application.NewCancelOrder(orders, ledger, sgate),
+		Pay:            application.NewPayOrder(orders, vouchers, ledger, clock, payWindow),
+		PaymentSecret:  []byte(paySecret),
+	}
+	if opt.noPayments {
+		d.PaymentSecret = nil
 	}
 	if !opt.createdAt.IsZero() {
 		d.Clock = testenv.NewClock(opt.createdAt)
@@ -302,7 +320,7 @@ func newEnv(t testing.TB, opt options) *env {
 	return &env{
 		t: t, h: httpapi.NewRouter(d), calls: c, vouchers: vouchers, stored: mv, orders: orders,
 		gate: gate, queue: queue, fulfill: application.NewFulfillOrders(orders, gate), logs: logs,
-		sessions: sessions, lookups: lookups,
+		sessions: sessions, lookups: lookups, ledger: ledger, clock: clock,
 	}
 }
 

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/hmdp-go/seckill/domain"
 )
@@ -14,7 +13,11 @@ type orderDTO struct {
 	VoucherID string `json:"voucherId"`
 	UserID    string `json:"userId"`
 	State     string `json:"state"`
-	Reason    string `json:"reason,omitempty"`
+	// Reason: why a failed order failed, or a cancelled (or refunding)
+	// one was cancelled.
+	Reason string `json:"reason,omitempty"`
+	// PayDeadline: when a created (unpaid) order must be paid by.
+	PayDeadline string `json:"payDeadline,omitempty"`
 }
 
 // claimSeckill is the hot path: one path parse, one use-case call, one
@@ -55,14 +58,5 @@ func (a *api) orderStatus(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	d := orderDTO{
-		ID:        strconv.FormatInt(int64(st.Order.ID()), 10),
-		VoucherID: strconv.FormatInt(int64(st.Order.VoucherID()), 10),
-		UserID:    strconv.FormatInt(int64(st.Order.UserID()), 10),
-		State:     string(st.State),
-	}
-	if st.State == domain.OrderFailed {
-		d.Reason = string(st.Reason)
-	}
-	writeOK(w, d)
+	writeOK(w, toOrderDTO(st))
 }

@@ -63,6 +63,12 @@ type Deps struct {
 	// and GET /readyz are reused (0 means DefaultPublicReadTTL); a
 	// negative value reuses nothing, only concurrent loads are shared.
 	PublicReadTTL time.Duration
+	// Cancel, when set, mounts POST /voucher-order/{id}/cancel.
+	Cancel *application.CancelOrder
+	// Pay and PaymentSecret, when both set, mount POST /payments/notify,
+	// whose notifications must be signed with the secret (SignatureHeader).
+	Pay           *application.PayOrder
+	PaymentSecret []byte
 	// SoldOut, when set, lets a claim that carries a token be answered sold
 	// out before its session is resolved; nil resolves every session first.
 	SoldOut ports.SoldOutSignal
@@ -97,6 +103,9 @@ type api struct {
 	sales        *application.SaleDashboard
 	split        SplitRule
 	soldOut      ports.SoldOutSignal
+	cancel       *application.CancelOrder
+	pay          *application.PayOrder
+	paySecret    []byte
 	// lists holds each shop's encoded voucher list, readiness the last
 	// probe's outcome, for Deps.PublicReadTTL.
 	lists     *shortCache[[]byte]
@@ -144,6 +153,9 @@ func NewRouter(d Deps) http.Handler {
 		sales:        d.Sales,
 		split:        d.Split,
 		soldOut:      d.SoldOut,
+		cancel:       d.Cancel,
+		pay:          d.Pay,
+		paySecret:    d.PaymentSecret,
 	}
 	ttl := d.PublicReadTTL
 	if ttl == 0 {
@@ -211,7 +223,16 @@ func NewRouter(d Deps) http.Handler {
 		}
 		r.Post("/voucher-order/seckill/{id}", a.claimSeckill)
 		r.Get("/voucher-order/{id}", a.orderStatus)
+		if a.cancel != nil {
+			r.Post("/voucher-order/{id}/cancel", a.cancelOrder)
+		}
 	})
+
+	// A payment provider has no login token: the signature is its
+	// credential. Without a secret the route does not exist.
+	if a.pay != nil && len(a.paySecret) > 0 {
+		r.Post("/payments/notify", a.paymentNotify)
+	}
 
 	if a.sales != nil {
 		// The page and its assets are static and public (a browser's

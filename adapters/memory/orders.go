@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -24,6 +25,9 @@ type Orders struct {
 	created map[domain.OrderID]domain.VoucherOrder
 	failed  map[domain.OrderID]orderFailure
 	holders map[domain.VoucherID]map[domain.UserID]domain.OrderID
+	// life is each created order's lifecycle (lifecycle.go).
+	life   map[domain.OrderID]*orderLife
+	window time.Duration
 }
 
 type orderFailure struct {
@@ -40,6 +44,7 @@ func NewOrders(vouchers *Vouchers) *Orders {
 		created:  map[domain.OrderID]domain.VoucherOrder{},
 		failed:   map[domain.OrderID]orderFailure{},
 		holders:  map[domain.VoucherID]map[domain.UserID]domain.OrderID{},
+		life:     map[domain.OrderID]*orderLife{},
 	}
 }
 
@@ -78,6 +83,7 @@ func (s *Orders) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) 
 			s.holders[o.VoucherID()] = map[domain.UserID]domain.OrderID{}
 		}
 		s.holders[o.VoucherID()][o.UserID()] = o.ID()
+		s.life[o.ID()] = &orderLife{state: domain.OrderCreated, Lifecycle: domain.Lifecycle{PayDeadline: domain.PayDeadline(o.ID(), s.window)}}
 	}
 	s.recordFailures(plan.Failures)
 	return plan.Outcomes, nil
@@ -129,7 +135,8 @@ func (s *Orders) Find(ctx context.Context, id domain.OrderID) (domain.OrderStatu
 // recorded is what is recorded under id; the caller holds s.mu.
 func (s *Orders) recorded(id domain.OrderID) (domain.OrderStatus, bool) {
 	if o, ok := s.created[id]; ok {
-		return domain.OrderStatus{Order: o, State: domain.OrderCreated}, true
+		l := s.life[id]
+		return domain.OrderStatus{Order: o, State: l.state, Lifecycle: l.Lifecycle}, true
 	}
 	if f, ok := s.failed[id]; ok {
 		return domain.OrderStatus{Order: f.order, State: domain.OrderFailed, Reason: f.reason}, true
@@ -190,6 +197,21 @@ func (s *Orders) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTall
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := ports.SaleTally{Stock: stock, Created: int64(len(s.holders[id]))}
+	for oid, l := range s.life {
+		if s.created[oid].VoucherID() != id {
+			continue
+		}
+		switch l.state {
+		case domain.OrderCreated:
+			t.Unpaid++
+		case domain.OrderPaid:
+			t.Paid++
+		case domain.OrderCancelled:
+			t.Cancelled++
+		case domain.OrderRefunding:
+			t.Refunding++
+		}
+	}
 	for _, f := range s.failed {
 		if f.order.VoucherID() == id {
 			t.Failed++

@@ -12,7 +12,7 @@ import (
 
 // The models mirror the original's columns and stay private: the rest of the
 // service sees domain types only. Columns the service never sets (create and
-// update times, pay_type, status of an order) are left to their defaults.
+// update times, pay_type, use and refund times) are left to their defaults.
 
 type voucherModel struct {
 	bun.BaseModel `bun:"table:tb_voucher"`
@@ -52,6 +52,13 @@ type orderModel struct {
 	ID        int64 `bun:"id,pk"`
 	UserID    int64 `bun:"user_id"`
 	VoucherID int64 `bun:"voucher_id"`
+	// The lifecycle (lifecycle.go); status holds hmdp's codes.
+	Status        int8           `bun:"status"`
+	PayDeadline   sql.NullTime   `bun:"pay_deadline"`
+	CancelReason  sql.NullString `bun:"cancel_reason"`
+	TransactionID sql.NullString `bun:"transaction_id"`
+	PayTime       sql.NullTime   `bun:"pay_time"`
+	Returned      bool           `bun:"returned"`
 }
 
 type failureModel struct {
@@ -123,8 +130,14 @@ func unmarshalOrder(id, user, voucher int64) (domain.VoucherOrder, error) {
 	return o, nil
 }
 
-func toOrderModel(o domain.VoucherOrder) orderModel {
-	return orderModel{ID: int64(o.ID()), UserID: int64(o.UserID()), VoucherID: int64(o.VoucherID())}
+// toOrderModel is a new, unpaid order, to be paid within window of its
+// claim (0: never expires).
+func toOrderModel(o domain.VoucherOrder, window time.Duration) orderModel {
+	m := orderModel{ID: int64(o.ID()), UserID: int64(o.UserID()), VoucherID: int64(o.VoucherID()), Status: statusUnpaid}
+	if d := domain.PayDeadline(o.ID(), window); !d.IsZero() {
+		m.PayDeadline = sql.NullTime{Time: storedTime(d), Valid: true}
+	}
+	return m
 }
 
 // storedTime is how precisely the database keeps a time (MySQL DATETIME(6)):

@@ -2,6 +2,7 @@ package mysqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"time"
@@ -26,14 +27,16 @@ var _ ports.OrderRepository = (*OrderRepo)(nil)
 // the checks it makes (does this order ID exist, does this user already hold
 // an order, how much stock is left) cannot be invalidated before it commits.
 // Behind those checks the database itself enforces the rules: the order-ID
-// primary key makes a redelivered order a no-op, UNIQUE(user_id, voucher_id)
-// refuses a second order of a user, and the guarded decrement with
+// primary key makes a redelivered order a no-op, UNIQUE(holder_id,
+// voucher_id) refuses a second order of a user while the first holds its
+// unit (holder_id is the buyer until the order is cancelled), and the guarded decrement with
 // CHECK (stock >= 0) refuses to oversell; were the row lock ever missing,
 // these would still keep the data right, at the cost of batches failing and
 // being retried. Several instances and several workers can therefore write
 // batches at once, with no lock outside the database.
 type OrderRepo struct {
-	db *bun.DB
+	db     *bun.DB
+	window time.Duration // the pay window of the orders it creates
 }
 
 func NewOrderRepo(db *bun.DB) *OrderRepo {
@@ -98,7 +101,7 @@ func (r *OrderRepo) createBatch(ctx context.Context, db bun.IDB, orders []domain
 	case !inserted && len(plan.Created) > 0:
 		rows := make([]orderModel, len(plan.Created))
 		for i, o := range plan.Created {
-			rows[i] = toOrderModel(o)
+			rows[i] = toOrderModel(o, r.window)
 		}
 		if err := insertIgnoring(ctx, db, &rows, len(rows), "tb_voucher_order"); err != nil {
 			return nil, err
@@ -163,8 +166,8 @@ func insertIgnoring(ctx context.Context, db bun.IDB, rows any, want int, table s
 // stock) is written by one INSERT, without reading the order tables first.
 // Whether every order was new is what the keys answer: the INSERT IGNORE
 // inserts all the rows exactly when no order ID (primary key) and no
-// (user, voucher) pair (uk_user_voucher) existed, and only a read of the
-// failure table, which has no such key in common with the orders, is left.
+// (user, voucher) pair holding a unit (uk_holder_voucher) existed, and only
+// a read of the failure table, which has no such key in common with the orders, is left.
 // Then domain.PlanBatch given no recorded orders and no holders, which is
 // what the database has just shown, creates them all, as it would have after
 // reading. When any row was skipped the insert is rolled back to its
@@ -197,7 +200,7 @@ func (r *OrderRepo) insertIfAllNew(ctx context.Context, db bun.IDB, orders []dom
 	}
 	rows := make([]orderModel, len(orders))
 	for i, o := range orders {
-		rows[i] = toOrderModel(o)
+		rows[i] = toOrderModel(o, r.window)
 	}
 	res, err := db.NewInsert().Model(&rows).Ignore().Returning("").Exec(ctx)
 	if err != nil {
@@ -329,6 +332,7 @@ func (r *OrderRepo) readHolders(ctx context.Context, db bun.IDB, orders []domain
 		err := db.NewSelect().Model(&rows).
 			Where("voucher_id = ?", int64(v)).
 			Where("user_id IN (?)", bun.List(users[v])).
+			Where(holding).
 			Scan(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("read buyers of voucher %d: %w", v, err)
@@ -373,16 +377,25 @@ func (r *OrderRepo) MarkFailed(ctx context.Context, orders []domain.VoucherOrder
 // status lookup's cost must not tell which ids exist (the created table
 // first, then the failures, was one query for a created order and two for an
 // unknown id).
-const findOrderSQL = `SELECT id, user_id, voucher_id, '' AS reason, 0 AS failed FROM tb_voucher_order WHERE id = ?
+const findOrderSQL = `SELECT id, user_id, voucher_id, status, pay_deadline, cancel_reason, transaction_id, pay_time, returned,
+	'' AS reason, 0 AS failed FROM tb_voucher_order WHERE id = ?
 UNION ALL
-SELECT order_id, user_id, voucher_id, reason, 1 FROM tb_voucher_order_failure WHERE order_id = ?`
+SELECT order_id, user_id, voucher_id, 0, NULL, NULL, NULL, NULL, 0, reason, 1 FROM tb_voucher_order_failure WHERE order_id = ?`
 
+// foundOrder is a row of findOrderSQL: an order's columns (the lifecycle's
+// NULL for a failure) and, for a failure, its reason.
 type foundOrder struct {
-	ID        int64  `bun:"id"`
-	UserID    int64  `bun:"user_id"`
-	VoucherID int64  `bun:"voucher_id"`
-	Reason    string `bun:"reason"`
-	Failed    int    `bun:"failed"`
+	ID            int64          `bun:"id"`
+	UserID        int64          `bun:"user_id"`
+	VoucherID     int64          `bun:"voucher_id"`
+	Status        int8           `bun:"status"`
+	PayDeadline   sql.NullTime   `bun:"pay_deadline"`
+	CancelReason  sql.NullString `bun:"cancel_reason"`
+	TransactionID sql.NullString `bun:"transaction_id"`
+	PayTime       sql.NullTime   `bun:"pay_time"`
+	Returned      bool           `bun:"returned"`
+	Reason        string         `bun:"reason"`
+	Failed        int            `bun:"failed"`
 }
 
 func (r *OrderRepo) Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error) {
@@ -402,12 +415,14 @@ func (r *OrderRepo) Find(ctx context.Context, id domain.OrderID) (domain.OrderSt
 			row = x
 		}
 	}
+	if row.Failed == 0 {
+		return orderModel{ID: row.ID, UserID: row.UserID, VoucherID: row.VoucherID, Status: row.Status,
+			PayDeadline: row.PayDeadline, CancelReason: row.CancelReason, TransactionID: row.TransactionID,
+			PayTime: row.PayTime, Returned: row.Returned}.status()
+	}
 	o, err := unmarshalOrder(row.ID, row.UserID, row.VoucherID)
 	if err != nil {
 		return domain.OrderStatus{}, err
-	}
-	if row.Failed == 0 {
-		return domain.OrderStatus{Order: o, State: domain.OrderCreated}, nil
 	}
 	reason, err := domain.ParseFailureReason(row.Reason)
 	if err != nil {
@@ -418,7 +433,7 @@ func (r *OrderRepo) Find(ctx context.Context, id domain.OrderID) (domain.OrderSt
 
 func (r *OrderRepo) Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain.VoucherOrder, error) {
 	var rows []orderModel
-	if err := r.db.NewSelect().Model(&rows).Where("voucher_id = ?", int64(voucher)).Order("id").Scan(ctx); err != nil {
+	if err := r.db.NewSelect().Model(&rows).Where("voucher_id = ?", int64(voucher)).Where(holding).Order("id").Scan(ctx); err != nil {
 		return nil, wrap(fmt.Sprintf("list buyers of voucher %d", voucher), err)
 	}
 	buyers := make([]domain.VoucherOrder, 0, len(rows))
@@ -437,7 +452,7 @@ func (r *OrderRepo) Buyers(ctx context.Context, voucher domain.VoucherID) ([]dom
 // costs limit entries, not the voucher's whole order list.
 func (r *OrderRepo) BuyersAfter(ctx context.Context, voucher domain.VoucherID, after domain.OrderID, limit int) ([]domain.VoucherOrder, error) {
 	var rows []orderModel
-	err := r.db.NewSelect().Model(&rows).Where("voucher_id = ? AND id > ?", int64(voucher), int64(after)).
+	err := r.db.NewSelect().Model(&rows).Where("voucher_id = ? AND id > ?", int64(voucher), int64(after)).Where(holding).
 		Order("id").Limit(int64(limit)).Scan(ctx)
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("list buyers of voucher %d after order %d", voucher, after), err)
@@ -471,7 +486,7 @@ func (r *OrderRepo) CountBuyers(ctx context.Context, vouchers []domain.VoucherID
 	}
 	var rows []buyerCount
 	err := r.db.NewSelect().Table("tb_voucher_order").ColumnExpr("voucher_id, COUNT(*) AS n").
-		Where("voucher_id IN (?)", bun.In(ids)).Group("voucher_id").Scan(ctx, &rows)
+		Where("voucher_id IN (?)", bun.In(ids)).Where(holding).Group("voucher_id").Scan(ctx, &rows)
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("count buyers of %d vouchers", len(vouchers)), err)
 	}
@@ -502,25 +517,34 @@ func sortedKeys[V any](m map[domain.VoucherID]V) []domain.VoucherID {
 var _ ports.OrderLedger = (*OrderRepo)(nil)
 
 type tallyRow struct {
-	Stock   *int  `bun:"stock"`
-	Created int64 `bun:"created"`
-	Failed  int64 `bun:"failed"`
+	Stock     *int  `bun:"stock"`
+	Unpaid    int64 `bun:"unpaid"`
+	Paid      int64 `bun:"paid"`
+	Cancelled int64 `bun:"cancelled"`
+	Refunding int64 `bun:"refunding"`
+	Failed    int64 `bun:"failed"`
 }
 
-// Tally reads a sale's stock and order counts in one statement; both counts
-// walk the voucher_id index, not the tables.
+// Tally reads a sale's stock and order counts in one statement; the order
+// counts walk the voucher_id index, not the tables.
 func (r *OrderRepo) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTally, error) {
 	var row tallyRow
 	err := r.db.NewRaw(`SELECT
 		(SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?) AS stock,
-		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?) AS created,
+		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND status = 1) AS unpaid,
+		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND status IN (2, 3)) AS paid,
+		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND status = 4) AS cancelled,
+		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND status IN (5, 6)) AS refunding,
 		(SELECT COUNT(*) FROM tb_voucher_order_failure WHERE voucher_id = ?) AS failed`,
-		int64(id), int64(id), int64(id)).Scan(ctx, &row)
+		int64(id), int64(id), int64(id), int64(id), int64(id), int64(id)).Scan(ctx, &row)
 	if err != nil {
 		return ports.SaleTally{}, wrap(fmt.Sprintf("tally orders of voucher %d", id), err)
 	}
 	if row.Stock == nil {
 		return ports.SaleTally{}, fmt.Errorf("tally voucher %d: %w", id, domain.ErrVoucherNotFound)
 	}
-	return ports.SaleTally{Stock: *row.Stock, Created: row.Created, Failed: row.Failed}, nil
+	return ports.SaleTally{
+		Stock: *row.Stock, Created: row.Unpaid + row.Paid, Failed: row.Failed,
+		Unpaid: row.Unpaid, Paid: row.Paid, Cancelled: row.Cancelled, Refunding: row.Refunding,
+	}, nil
 }

@@ -41,6 +41,10 @@ func TestMigrateDownRefusesToDestroyRows(t *testing.T) {
 				}
 			}
 
+			// The lifecycle's columns of the order table.
+			refused(migrations[4], "tb_voucher_order")
+			rolledBack(true, migrations[4])
+
 			// No deployment id was written: an empty table goes without --force.
 			rolledBack(false, migrations[3])
 

@@ -94,6 +94,11 @@ func printReport(w io.Writer, label string, r application.Report) {
 	}
 	fmt.Fprintf(w, "%svoucher %d: %s\n", label, r.Voucher, state)
 	fmt.Fprintf(w, "%s  mysql:   stock %d, orders %d\n", label, r.DBStock, r.DBOrders)
+	if r.HasBooks {
+		b := r.Books
+		fmt.Fprintf(w, "%s  orders:  unpaid %d, paid %d; cancelled %d, refunding %d (units returned); failed %d\n",
+			label, b.Unpaid, b.Paid, b.Cancelled, b.Refunding, b.Failed)
+	}
 	fmt.Fprintf(w, "%s  redis:   %s\n", label, gate)
 	fmt.Fprintf(w, "%s  pending: %s\n", label, pending)
 	if r.Pending >= 0 {

@@ -1,0 +1,253 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hmdp-go/seckill/adapters/httpapi"
+	"github.com/hmdp-go/seckill/application"
+	"github.com/hmdp-go/seckill/domain"
+)
+
+type lifeOut struct {
+	State       string `json:"state"`
+	Reason      string `json:"reason"`
+	PayDeadline string `json:"payDeadline"`
+}
+
+// sold claims for token and writes the order to the database; its id.
+func (e *env) sold(voucher, token string) string {
+	e.t.Helper()
+	id := e.claim(voucher, token).dataString(e.t)
+	e.fulfilQueued(1)
+	return id
+}
+
+func (e *env) fulfilQueued(n int) {
+	e.t.Helper()
+	var orders []domain.VoucherOrder
+	for _, d := range e.drain(n) {
+		orders = append(orders, d.Order)
+	}
+	if _, err := e.fulfill.Handle(context.Background(), orders); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) life(res result) lifeOut {
+	e.t.Helper()
+	var o lifeOut
+	if err := json.Unmarshal(res.Data, &o); err != nil {
+		e.t.Fatalf("order data: %v: %s", err, res.raw)
+	}
+	return o
+}
+
+func (e *env) stateOf(id, token string) lifeOut {
+	e.t.Helper()
+	return e.life(e.mustOK(req{method: "GET", path: "/voucher-order/" + id, token: token}))
+}
+
+func (e *env) notify(body string, header map[string]string) result {
+	e.t.Helper()
+	if header == nil {
+		header = map[string]string{httpapi.SignatureHeader: httpapi.Sign([]byte(paySecret), []byte(body))}
+	}
+	return e.do(req{method: "POST", path: "/payments/notify", body: body, header: header})
+}
+
+func payBody(id string, amount int64) string {
+	return fmt.Sprintf(`{"orderId":%q,"amount":%d,"transactionId":"wx-%s"}`, id, amount, id)
+}
+
+func TestOrderStatusLifecycle(t *testing.T) {
+	e := newEnv(t, options{})
+	v, tok := e.addVoucher(1, 2), e.token(7)
+	id := e.sold(v, tok)
+	n, _ := strconv.ParseInt(id, 10, 64)
+	want := domain.OrderID(n).Time().Add(payWindow).UTC().Format(time.RFC3339)
+	if got := e.stateOf(id, tok); got.State != "created" || got.PayDeadline != want || got.Reason != "" {
+		t.Fatalf("created order = %+v, want payDeadline %s", got, want)
+	}
+	e.clock.Advance(payWindow)
+	expire := application.NewExpireOrders(e.ledger, e.gate, e.clock, 10)
+	if res, err := expire.Handle(context.Background()); err != nil || res.Expired != 1 {
+		t.Fatalf("expire: %+v, %v", res, err)
+	}
+	if got := e.stateOf(id, tok); got.State != "cancelled" || got.Reason != "expired" || got.PayDeadline != "" {
+		t.Fatalf("expired order = %+v", got)
+	}
+	if e.gateStock(v) != 2 {
+		t.Fatalf("gate stock %d, want the unit back", e.gateStock(v))
+	}
+	// The buyer may claim again.
+	if again := e.sold(v, tok); again == id || e.stateOf(again, tok).State != "created" {
+		t.Fatalf("claim again = %s", again)
+	}
+}
+
+func TestCancelOrderHTTP(t *testing.T) {
+	tests := []struct {
+		name       string
+		setup      func(e *env, v, tok string) string
+		other      bool // cancel with another user's token
+		wantStatus int
+		wantCode   string
+		wantState  string // after, as GET answers
+		wantStock  int
+	}{
+		{name: "unpaid", setup: func(e *env, v, tok string) string { return e.sold(v, tok) },
+			wantStatus: 200, wantState: "cancelled", wantStock: 1},
+		{name: "cancelled_again", setup: func(e *env, v, tok string) string {
+			id := e.sold(v, tok)
+			e.mustOK(req{method: "POST", path: "/voucher-order/" + id + "/cancel", token: tok})
+			return id
+		}, wantStatus: 200, wantState: "cancelled", wantStock: 1},
+		{name: "paid", setup: func(e *env, v, tok string) string {
+			id := e.sold(v, tok)
+			if res := e.notify(payBody(id, 8000), nil); !res.Success {
+				e.t.Fatalf("pay: %s", res.raw)
+			}
+			return id
+		}, wantStatus: 200, wantCode: "already_paid", wantState: "paid"},
+		{name: "someone_elses", setup: func(e *env, v, tok string) string { return e.sold(v, tok) },
+			other: true, wantStatus: 404, wantCode: "not_found", wantState: "created"},
+		{name: "unknown", setup: func(e *env, v, tok string) string { return "123456789" },
+			wantStatus: 404, wantCode: "not_found", wantStock: 1},
+		{name: "queued", setup: func(e *env, v, tok string) string { return e.claim(v, tok).dataString(e.t) },
+			wantStatus: 503, wantCode: "busy", wantState: "queued"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, options{})
+			v, tok := e.addVoucher(1, 1), e.token(7)
+			id := tt.setup(e, v, tok)
+			as := tok
+			if tt.other {
+				as = e.token(8)
+			}
+			res := e.do(req{method: "POST", path: "/voucher-order/" + id + "/cancel", token: as})
+			if res.status != tt.wantStatus || res.Code != tt.wantCode || res.Success != (tt.wantCode == "") {
+				t.Fatalf("cancel: %d %s, want %d code %q", res.status, res.raw, tt.wantStatus, tt.wantCode)
+			}
+			if tt.wantStatus == 503 && res.retryAfter == "" {
+				t.Fatal("busy without Retry-After")
+			}
+			if tt.wantCode == "" && e.life(res).State != tt.wantState {
+				t.Fatalf("answer %s, want state %s", res.raw, tt.wantState)
+			}
+			if tt.wantState != "" {
+				if got := e.stateOf(id, tok); got.State != tt.wantState {
+					t.Fatalf("recorded %+v, want %s", got, tt.wantState)
+				}
+			}
+			if e.gateStock(v) != tt.wantStock {
+				t.Fatalf("gate stock %d, want %d", e.gateStock(v), tt.wantStock)
+			}
+		})
+	}
+}
+
+func TestPaymentNotify(t *testing.T) {
+	big := `{"orderId":"1","amount":8000,"transactionId":"` + strings.Repeat("x", 5000) + `"}`
+	tests := []struct {
+		name       string
+		setup      func(e *env, v, tok string) string // the order id
+		body       func(id string) string
+		header     func(body string) map[string]string // nil: signed right
+		wantStatus int
+		wantCode   string
+		wantState  string // recorded after
+	}{
+		{name: "unpaid_becomes_paid", body: func(id string) string { return payBody(id, 8000) },
+			wantStatus: 200, wantState: "paid"},
+		{name: "same_notification_again", setup: func(e *env, v, tok string) string {
+			id := e.sold(v, tok)
+			e.notify(payBody(id, 8000), nil)
+			return id
+		}, body: func(id string) string { return payBody(id, 8000) }, wantStatus: 200, wantState: "paid"},
+		{name: "missing_signature", body: func(id string) string { return payBody(id, 8000) },
+			header:     func(string) map[string]string { return map[string]string{httpapi.SignatureHeader: ""} },
+			wantStatus: 401, wantCode: "unauthorized", wantState: "created"},
+		{name: "wrong_secret", body: func(id string) string { return payBody(id, 8000) },
+			header: func(b string) map[string]string {
+				return map[string]string{httpapi.SignatureHeader: httpapi.Sign([]byte("guess"), []byte(b))}
+			}, wantStatus: 401, wantCode: "unauthorized", wantState: "created"},
+		{name: "upper_case_signature", body: func(id string) string { return payBody(id, 8000) },
+			header: func(b string) map[string]string {
+				return map[string]string{httpapi.SignatureHeader: strings.ToUpper(httpapi.Sign([]byte(paySecret), []byte(b)))}
+			}, wantStatus: 401, wantCode: "unauthorized", wantState: "created"},
+		{name: "signature_of_another_body", body: func(id string) string { return payBody(id, 8000) },
+			header: func(string) map[string]string {
+				return map[string]string{httpapi.SignatureHeader: httpapi.Sign([]byte(paySecret), []byte(payBody("1", 8000)))}
+			}, wantStatus: 401, wantCode: "unauthorized", wantState: "created"},
+		{name: "wrong_amount", body: func(id string) string { return payBody(id, 1) },
+			wantStatus: 400, wantCode: "bad_request", wantState: "created"},
+		{name: "amount_missing", body: func(id string) string { return `{"orderId":"` + id + `","transactionId":"t"}` },
+			wantStatus: 400, wantCode: "bad_request", wantState: "created"},
+		{name: "unknown_field", body: func(id string) string {
+			return `{"orderId":"` + id + `","amount":8000,"transactionId":"t","status":"paid"}`
+		}, wantStatus: 400, wantCode: "bad_request", wantState: "created"},
+		{name: "duplicate_key", body: func(id string) string {
+			return `{"orderId":"1","orderId":"` + id + `","amount":8000,"transactionId":"t"}`
+		}, wantStatus: 400, wantCode: "bad_request", wantState: "created"},
+		{name: "order_id_not_canonical", body: func(id string) string { return payBody("0"+id, 8000) },
+			wantStatus: 400, wantCode: "bad_request", wantState: "created"},
+		{name: "too_large", body: func(string) string { return big }, wantStatus: 413, wantCode: "bad_request", wantState: "created"},
+		{name: "unknown_old_order", setup: func(e *env, v, tok string) string {
+			old, _ := domain.NewOrderID(now.Add(-2*payWindow), 1)
+			return strconv.FormatInt(int64(old), 10)
+		}, body: func(id string) string { return payBody(id, 8000) }, wantStatus: 404, wantCode: "not_found"},
+		{name: "queued", setup: func(e *env, v, tok string) string { return e.claim(v, tok).dataString(e.t) },
+			body: func(id string) string { return payBody(id, 8000) }, wantStatus: 503, wantCode: "busy", wantState: "queued"},
+		{name: "after_cancel_refunding", setup: func(e *env, v, tok string) string {
+			id := e.sold(v, tok)
+			e.mustOK(req{method: "POST", path: "/voucher-order/" + id + "/cancel", token: tok})
+			return id
+		}, body: func(id string) string { return payBody(id, 8000) }, wantStatus: 200, wantState: "refunding"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, options{})
+			v, tok := e.addVoucher(1, 1), e.token(7)
+			setup := tt.setup
+			if setup == nil {
+				setup = func(e *env, v, tok string) string { return e.sold(v, tok) }
+			}
+			id := setup(e, v, tok)
+			body := tt.body(id)
+			var header map[string]string
+			if tt.header != nil {
+				header = tt.header(body)
+			}
+			res := e.notify(body, header)
+			if res.status != tt.wantStatus || res.Code != tt.wantCode || res.Success != (tt.wantCode == "") {
+				t.Fatalf("notify: %d %s, want %d code %q", res.status, res.raw, tt.wantStatus, tt.wantCode)
+			}
+			if tt.wantState != "" {
+				if got := e.stateOf(id, tok); got.State != tt.wantState {
+					t.Fatalf("recorded %+v, want %s", got, tt.wantState)
+				}
+			}
+		})
+	}
+}
+
+func TestPaymentNotifyUnmountedWithoutSecret(t *testing.T) {
+	e := newEnv(t, options{noPayments: true})
+	v, tok := e.addVoucher(1, 1), e.token(7)
+	id := e.sold(v, tok)
+	res := e.notify(payBody(id, 8000), nil)
+	if res.status != http.StatusNotFound {
+		t.Fatalf("notify without a secret: %d %s, want 404", res.status, res.raw)
+	}
+	if got := e.stateOf(id, tok); got.State != "created" {
+		t.Fatalf("recorded %+v", got)
+	}
+}

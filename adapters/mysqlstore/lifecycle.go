@@ -1,0 +1,277 @@
+package mysqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+var _ ports.OrderLifecycle = (*OrderRepo)(nil)
+
+// hmdp's tb_voucher_order.status codes.
+const (
+	statusUnpaid    = 1
+	statusPaid      = 2
+	statusUsed      = 3
+	statusCancelled = 4
+	statusRefunding = 5
+	statusRefunded  = 6
+)
+
+// holding selects the orders that hold their unit (and their buyer's one
+// order per voucher): every status but cancelled, refunding and refunded.
+const holding = "status NOT IN (4, 5, 6)"
+
+// WithPayWindow sets the pay window of the orders CreateBatch writes from
+// now on (0, the default, never expires them) and returns r. Set it before
+// the repository is shared.
+func (r *OrderRepo) WithPayWindow(window time.Duration) *OrderRepo {
+	r.window = window
+	return r
+}
+
+func stateOf(status int8) (domain.OrderState, error) {
+	switch status {
+	case statusUnpaid:
+		return domain.OrderCreated, nil
+	case statusPaid, statusUsed:
+		return domain.OrderPaid, nil
+	case statusCancelled:
+		return domain.OrderCancelled, nil
+	case statusRefunding, statusRefunded:
+		return domain.OrderRefunding, nil
+	}
+	return "", fmt.Errorf("unknown order status %d", status)
+}
+
+func statusOf(s domain.OrderState) int8 {
+	switch s {
+	case domain.OrderPaid:
+		return statusPaid
+	case domain.OrderCancelled:
+		return statusCancelled
+	case domain.OrderRefunding:
+		return statusRefunding
+	}
+	return statusUnpaid
+}
+
+// status maps a stored order to where it stands.
+func (m orderModel) status() (domain.OrderStatus, error) {
+	o, err := m.toDomain()
+	if err != nil {
+		return domain.OrderStatus{}, err
+	}
+	state, err := stateOf(m.Status)
+	if err != nil {
+		return domain.OrderStatus{}, fmt.Errorf("stored order %d: %w", m.ID, err)
+	}
+	st := domain.OrderStatus{Order: o, State: state}
+	if m.PayDeadline.Valid {
+		st.PayDeadline = m.PayDeadline.Time.UTC()
+	}
+	if m.PayTime.Valid {
+		st.PaidAt = m.PayTime.Time.UTC()
+	}
+	if m.CancelReason.Valid {
+		if st.CancelReason, err = domain.ParseCancelReason(m.CancelReason.String); err != nil {
+			return domain.OrderStatus{}, fmt.Errorf("stored order %d: %w", m.ID, err)
+		}
+	}
+	return st, nil
+}
+
+// forUpdate locks the rows q reads, skipping those another transaction
+// holds when skip is set. SQLite has neither: its IMMEDIATE transaction
+// already holds the database's only write lock, so one writer runs at a time.
+func (r *OrderRepo) forUpdate(q *bun.SelectQuery, skip bool) *bun.SelectQuery {
+	if r.db.Dialect().Name() == dialect.SQLite {
+		return q
+	}
+	if skip {
+		return q.For("UPDATE SKIP LOCKED")
+	}
+	return q.For("UPDATE")
+}
+
+// ExpireDue takes the due orders with SKIP LOCKED, so instances expiring at
+// once split them instead of waiting on each other; the status guard on the
+// UPDATE makes a row counted twice impossible even without the lock.
+func (r *OrderRepo) ExpireDue(ctx context.Context, now time.Time, limit int) ([]domain.VoucherOrder, error) {
+	var due []domain.VoucherOrder
+	err := r.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		due = nil
+		var rows []orderModel
+		q := tx.NewSelect().Model(&rows).Column("id", "user_id", "voucher_id").
+			Where("status = ?", statusUnpaid).Where("pay_deadline <= ?", now.UTC()).
+			Order("pay_deadline").Limit(int64(limit))
+		if err := r.forUpdate(q, true).Scan(ctx); err != nil {
+			return fmt.Errorf("select due orders: %w", err)
+		}
+		for _, row := range rows {
+			o, err := row.toDomain()
+			if err != nil {
+				return err
+			}
+			due = append(due, o)
+		}
+		return r.cancelRows(ctx, tx, due, statusUnpaid, domain.CancelExpired)
+	})
+	if err != nil {
+		return nil, wrap("expire due orders", err)
+	}
+	return due, nil
+}
+
+// cancelRows cancels orders the caller holds locked in status from, and
+// gives their units back to their sales' stock; a sale that is gone has
+// nothing to give back to.
+func (r *OrderRepo) cancelRows(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, from int8, reason domain.CancelReason) error {
+	if len(orders) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(orders))
+	units := map[domain.VoucherID]int{}
+	for i, o := range orders {
+		ids[i] = int64(o.ID())
+		units[o.VoucherID()]++
+	}
+	res, err := db.NewUpdate().Table("tb_voucher_order").
+		Set("status = ?", statusCancelled).Set("cancel_reason = ?", string(reason)).Set("returned = ?", false).
+		Set("update_time = ?", time.Now().UTC()).
+		Where("id IN (?)", bun.List(ids)).Where("status = ?", from).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("cancel %d orders: %w", len(ids), err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != int64(len(ids)) {
+		// The rows are locked in that status: anything else is a bug, and
+		// nothing is committed.
+		return fmt.Errorf("cancel %d orders: guard matched %d rows (%v)", len(ids), n, err)
+	}
+	for _, v := range sortedKeys(units) {
+		_, err := db.NewUpdate().Table("tb_seckill_voucher").
+			Set("stock = stock + ?", units[v]).Set("update_time = ?", time.Now().UTC()).
+			Where("voucher_id = ?", int64(v)).Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("return %d units to voucher %d: %w", units[v], v, err)
+		}
+	}
+	return nil
+}
+
+func (r *OrderRepo) Unreturned(ctx context.Context, limit int) ([]domain.VoucherOrder, error) {
+	var rows []orderModel
+	err := r.db.NewSelect().Model(&rows).Column("id", "user_id", "voucher_id").
+		Where("status IN (?, ?)", statusCancelled, statusRefunding).Where("returned = ?", false).
+		Order("id").Limit(int64(limit)).Scan(ctx)
+	if err != nil {
+		return nil, wrap("list unreturned orders", err)
+	}
+	out := make([]domain.VoucherOrder, 0, len(rows))
+	for _, row := range rows {
+		o, err := row.toDomain()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+func (r *OrderRepo) Returned(ctx context.Context, ids []domain.OrderID) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	raw := make([]int64, len(ids))
+	for i, id := range ids {
+		raw[i] = int64(id)
+	}
+	_, err := r.db.NewUpdate().Table("tb_voucher_order").Set("returned = ?", true).
+		Where("id IN (?)", bun.List(raw)).Where("status IN (?, ?)", statusCancelled, statusRefunding).Exec(ctx)
+	return wrap(fmt.Sprintf("record %d units returned", len(ids)), err)
+}
+
+func (r *OrderRepo) Cancel(ctx context.Context, id domain.OrderID) (domain.OrderStatus, bool, error) {
+	return r.transition(ctx, id, "cancel", func(ctx context.Context, tx bun.Tx, st domain.OrderStatus) (bool, error) {
+		_, changed, err := st.State.AfterCancel()
+		if err != nil || !changed {
+			return false, err
+		}
+		return true, r.cancelRows(ctx, tx, []domain.VoucherOrder{st.Order}, statusOf(st.State), domain.CancelByBuyer)
+	})
+}
+
+func (r *OrderRepo) Pay(ctx context.Context, id domain.OrderID, transactionID string, at time.Time) (domain.OrderStatus, bool, error) {
+	return r.transition(ctx, id, "pay", func(ctx context.Context, tx bun.Tx, st domain.OrderStatus) (bool, error) {
+		next, changed, err := st.State.AfterPayment()
+		if err != nil || !changed {
+			return false, err
+		}
+		res, err := tx.NewUpdate().Table("tb_voucher_order").
+			Set("status = ?", statusOf(next)).Set("pay_time = ?", at.UTC()).Set("transaction_id = ?", transactionID).
+			Set("update_time = ?", time.Now().UTC()).
+			Where("id = ?", int64(id)).Where("status = ?", statusOf(st.State)).Exec(ctx)
+		if err != nil {
+			return false, fmt.Errorf("record payment: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return false, fmt.Errorf("record payment: guard matched %d rows (%v)", n, err)
+		}
+		return true, nil
+	})
+}
+
+// transition locks the order's row, lets apply change it, and answers the
+// order's status after. An order only in the failure table is answered as
+// Find answers it, with apply's verdict on a failed order.
+func (r *OrderRepo) transition(ctx context.Context, id domain.OrderID, what string,
+	apply func(context.Context, bun.Tx, domain.OrderStatus) (bool, error)) (domain.OrderStatus, bool, error) {
+	var (
+		changed bool
+		refused error
+		found   bool
+	)
+	err := r.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		changed, refused, found = false, nil, false
+		var rows []orderModel
+		if err := r.forUpdate(tx.NewSelect().Model(&rows).Where("id = ?", int64(id)), false).Scan(ctx); err != nil {
+			return fmt.Errorf("lock order: %w", err)
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		found = true
+		st, err := rows[0].status()
+		if err != nil {
+			return err
+		}
+		changed, err = apply(ctx, tx, st)
+		var refusal *domain.Refusal
+		if errors.As(err, &refusal) || errors.Is(err, domain.ErrNotPayable) {
+			refused, err = err, nil
+		}
+		return err
+	})
+	if err != nil {
+		return domain.OrderStatus{}, false, wrap(fmt.Sprintf("%s order %d", what, id), err)
+	}
+	st, err := r.Find(ctx, id)
+	if err != nil {
+		return domain.OrderStatus{}, false, err
+	}
+	if !found {
+		// Failed (never sold): apply's rule for a failed order.
+		_, _, refused = domain.OrderFailed.AfterPayment()
+		if what == "cancel" {
+			_, _, refused = domain.OrderFailed.AfterCancel()
+		}
+	}
+	return st, changed, refused
+}

@@ -1,0 +1,64 @@
+package application
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// CancelOrder is a buyer cancelling an unpaid order: the order is cancelled
+// (reason cancelled) and its unit goes back to the sale at once, by the same
+// steps as an expiry (ExpireOrders), whose later passes finish the gate's
+// side if this one fails it.
+type CancelOrder struct {
+	orders ports.OrderRepository
+	life   ports.OrderLifecycle
+	gate   ports.StockGate
+}
+
+func NewCancelOrder(orders ports.OrderRepository, life ports.OrderLifecycle, gate ports.StockGate) *CancelOrder {
+	mustHave("CancelOrder", map[string]any{"orders": orders, "life": life, "gate": gate})
+	return &CancelOrder{orders: orders, life: life, gate: gate}
+}
+
+// Handle answers the order's status after the cancellation; another user's
+// order and an unknown one are domain.ErrOrderNotFound alike; a paid one is
+// domain.ErrAlreadyPaid; an order still queued (claimed, not yet in the
+// database) is ErrBusy: the client retries, and the cancellation applies once
+// the row exists. Cancelling a cancelled order changes nothing.
+func (h *CancelOrder) Handle(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.OrderStatus, error) {
+	st, err := h.orders.Find(ctx, id)
+	switch {
+	case err == nil && st.Order.UserID() == user:
+	case err != nil && !errors.Is(err, domain.ErrOrderNotFound):
+		return domain.OrderStatus{}, fmt.Errorf("find order %d: %w: %w", id, ErrBusy, err)
+	default:
+		// Unknown, or another user's: the same path (the gate) either way,
+		// as GetOrder, so neither the answer nor its timing tells them apart.
+		_, queued, qerr := h.gate.Queued(ctx, user, id)
+		if qerr != nil {
+			return domain.OrderStatus{}, fmt.Errorf("look up queued order %d: %w: %w", id, ErrBusy, qerr)
+		}
+		if queued {
+			return domain.OrderStatus{}, fmt.Errorf("order %d is not in the database yet: %w", id, ErrBusy)
+		}
+		return domain.OrderStatus{}, domain.ErrOrderNotFound
+	}
+	st, changed, err := h.life.Cancel(ctx, id)
+	switch {
+	case errors.Is(err, domain.ErrAlreadyPaid):
+		return st, err
+	case err != nil:
+		return domain.OrderStatus{}, fmt.Errorf("cancel order %d: %w: %w", id, ErrBusy, err)
+	}
+	if changed {
+		// The database has the unit back and the order cancelled; a failed
+		// release is finished by the expiry loop's next pass, so the buyer's
+		// answer does not depend on it.
+		_, _ = releaseAndRecord(ctx, h.life, h.gate, []domain.VoucherOrder{st.Order})
+	}
+	return st, nil
+}

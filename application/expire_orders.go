@@ -1,0 +1,92 @@
+package application
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// ExpireOrders cancels the unpaid orders whose pay window has passed and
+// gives their units back to the sale: first in the database (one transaction
+// per pass: status, reason and stock), then in the gate, then it records
+// that the gate has them. Each step is safe to repeat, so a crash between
+// any two is finished by a later pass, on this instance or another:
+//   - the status transition is the guard: an order is cancelled once, and
+//     only a cancellation adds its unit to the database's stock;
+//   - the gate's Release undoes only the mark that holds this very order id,
+//     so releasing twice, or after the buyer claimed again, returns nothing
+//     more.
+type ExpireOrders struct {
+	life  ports.OrderLifecycle
+	gate  ports.StockGate
+	clock ports.Clock
+	batch int
+}
+
+func NewExpireOrders(life ports.OrderLifecycle, gate ports.StockGate, clock ports.Clock, batch int) *ExpireOrders {
+	mustHave("ExpireOrders", map[string]any{"life": life, "gate": gate, "clock": clock})
+	if batch <= 0 {
+		panic("application: ExpireOrders needs a positive batch")
+	}
+	return &ExpireOrders{life: life, gate: gate, clock: clock, batch: batch}
+}
+
+// ExpiryResult counts what one pass did.
+type ExpiryResult struct {
+	Expired  int // orders cancelled for want of payment
+	Returned int // units given back to the gate (this pass's and earlier ones')
+}
+
+// Handle runs one pass: it expires at most one batch and returns at most one
+// batch of units. Full says whether a batch was full (call it again now).
+func (h *ExpireOrders) Handle(ctx context.Context) (ExpiryResult, error) {
+	var res ExpiryResult
+	due, err := h.life.ExpireDue(ctx, h.clock.Now(), h.batch)
+	if err != nil {
+		return res, fmt.Errorf("expire unpaid orders: %w", err)
+	}
+	res.Expired = len(due)
+	res.Returned, err = returnUnits(ctx, h.life, h.gate, h.batch)
+	return res, err
+}
+
+// Full tells whether a pass took a whole batch, so more may be waiting.
+func (h *ExpireOrders) Full(r ExpiryResult) bool {
+	return r.Expired >= h.batch || r.Returned >= h.batch
+}
+
+// returnUnits gives the gate back the units of up to limit cancelled orders
+// the database has not yet recorded as returned, and records those it did.
+// An order whose release fails stays unreturned for the next pass.
+func returnUnits(ctx context.Context, life ports.OrderLifecycle, gate ports.StockGate, limit int) (int, error) {
+	orders, err := life.Unreturned(ctx, limit)
+	if err != nil || len(orders) == 0 {
+		if err != nil {
+			err = fmt.Errorf("list cancelled orders to return: %w", err)
+		}
+		return 0, err
+	}
+	return releaseAndRecord(ctx, life, gate, orders)
+}
+
+func releaseAndRecord(ctx context.Context, life ports.OrderLifecycle, gate ports.StockGate, orders []domain.VoucherOrder) (int, error) {
+	done := make([]domain.OrderID, 0, len(orders))
+	var errs []error
+	for _, o := range orders {
+		if err := gate.Release(ctx, o, true); err != nil {
+			errs = append(errs, fmt.Errorf("return the unit of %s to the gate: %w", o, err))
+			continue
+		}
+		done = append(done, o.ID())
+	}
+	if len(done) > 0 {
+		if err := life.Returned(ctx, done); err != nil {
+			errs = append(errs, fmt.Errorf("record %d units returned: %w", len(done), err))
+			return 0, errors.Join(errs...)
+		}
+	}
+	return len(done), errors.Join(errs...)
+}

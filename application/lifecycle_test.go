@@ -1,0 +1,367 @@
+package application_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hmdp-go/seckill/application"
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+	"github.com/hmdp-go/seckill/test/testenv"
+)
+
+const payWindow = time.Minute
+
+// lifeWorld is a world whose orders expire after payWindow, with the
+// lifecycle's use cases on a clock the test moves.
+type lifeWorld struct {
+	*world
+	clock  *testenv.Clock
+	audit  ports.GateAudit // the memory gate under any wrapper
+	expire *application.ExpireOrders
+	cancel *application.CancelOrder
+	pay    *application.PayOrder
+}
+
+func newLifeWorld(t *testing.T, wrap func(ports.StockGate) ports.StockGate) *lifeWorld {
+	t.Helper()
+	w := &lifeWorld{clock: testenv.NewClock(now)}
+	w.world = newWorld(t, 100, func(g ports.StockGate) ports.StockGate {
+		w.audit = g.(ports.GateAudit)
+		if wrap != nil {
+			return wrap(g)
+		}
+		return g
+	})
+	w.orders.WithPayWindow(payWindow)
+	w.expire = application.NewExpireOrders(w.orders, w.gate, w.clock, 100)
+	w.cancel = application.NewCancelOrder(w.orders, w.orders, w.gate)
+	w.pay = application.NewPayOrder(w.orders, w.vouchers, w.orders, w.clock, payWindow)
+	return w
+}
+
+// sold claims one unit for user and writes it to the database.
+func (w *lifeWorld) sold(t *testing.T, voucher domain.VoucherID, user domain.UserID) domain.OrderID {
+	t.Helper()
+	id, err := w.claim.Handle(context.Background(), user, voucher)
+	if err != nil {
+		t.Fatalf("claim of user %d: %v", user, err)
+	}
+	w.drain(t)
+	return id
+}
+
+// stock is the database's and the gate's stock left.
+func (w *lifeWorld) stock(t *testing.T, voucher domain.VoucherID) (db, gate int) {
+	t.Helper()
+	v, err := w.vouchers.Get(context.Background(), voucher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, ok, err := w.audit.Stock(context.Background(), voucher)
+	if err != nil || !ok {
+		t.Fatalf("gate stock: %v %v", ok, err)
+	}
+	return v.Sale().Stock(), g
+}
+
+func (w *lifeWorld) state(t *testing.T, id domain.OrderID) domain.OrderStatus {
+	t.Helper()
+	st, err := w.orders.Find(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestExpireOrders(t *testing.T) {
+	ctx := context.Background()
+	w := newLifeWorld(t, nil)
+	v := w.live(t, 2)
+	unpaid, paid := w.sold(t, v, 1), w.sold(t, v, 2)
+	if st := w.state(t, unpaid); st.State != domain.OrderCreated || !st.PayDeadline.Equal(now.Add(payWindow)) {
+		t.Fatalf("new order = %+v, want created with deadline %s", st, now.Add(payWindow))
+	}
+	if _, _, err := w.pay.Handle(ctx, application.PaymentNotice{Order: paid, Amount: 1, TransactionID: "tx-2"}); err != nil {
+		t.Fatal(err)
+	}
+
+	w.clock.Set(now.Add(payWindow - time.Second))
+	if res, err := w.expire.Handle(ctx); err != nil || res.Expired != 0 {
+		t.Fatalf("before the deadline: %+v, %v; want nothing expired", res, err)
+	}
+	w.clock.Set(now.Add(payWindow))
+	res, err := w.expire.Handle(ctx)
+	if err != nil || res != (application.ExpiryResult{Expired: 1, Returned: 1}) {
+		t.Fatalf("at the deadline: %+v, %v; want one expired and returned", res, err)
+	}
+	if st := w.state(t, unpaid); st.State != domain.OrderCancelled || st.CancelReason != domain.CancelExpired {
+		t.Fatalf("expired order = %+v", st)
+	}
+	if st := w.state(t, paid); st.State != domain.OrderPaid {
+		t.Fatalf("paid order = %+v, a paid order never expires", st)
+	}
+	if db, gate := w.stock(t, v); db != 1 || gate != 1 {
+		t.Fatalf("stock db=%d gate=%d, want the one unit back in both", db, gate)
+	}
+	if res, err := w.expire.Handle(ctx); err != nil || res != (application.ExpiryResult{}) {
+		t.Fatalf("second pass: %+v, %v; want nothing", res, err)
+	}
+	// The buyer may claim again: a new order, the cancelled one on record.
+	again := w.sold(t, v, 1)
+	if again == unpaid || w.state(t, again).State != domain.OrderCreated {
+		t.Fatalf("claim again = %d (%+v)", again, w.state(t, again))
+	}
+	if db, gate := w.stock(t, v); db != 0 || gate != 0 {
+		t.Fatalf("stock db=%d gate=%d after the resale, want 0", db, gate)
+	}
+}
+
+// onceFailingGate fails the first Release of each order and counts the
+// releases that went through.
+type onceFailingGate struct {
+	ports.StockGate
+	mu       sync.Mutex
+	failed   map[domain.OrderID]bool
+	released map[domain.OrderID]int
+}
+
+func (g *onceFailingGate) Release(ctx context.Context, o domain.VoucherOrder, restore bool) error {
+	g.mu.Lock()
+	if !g.failed[o.ID()] {
+		g.failed[o.ID()] = true
+		g.mu.Unlock()
+		return errors.New("injected: crash after the database, before Redis")
+	}
+	g.released[o.ID()]++
+	g.mu.Unlock()
+	return g.StockGate.Release(ctx, o, restore)
+}
+
+func TestExpireOrdersFinishesAfterAGateFailure(t *testing.T) {
+	ctx := context.Background()
+	var fg *onceFailingGate
+	w := newLifeWorld(t, func(g ports.StockGate) ports.StockGate {
+		fg = &onceFailingGate{StockGate: g, failed: map[domain.OrderID]bool{}, released: map[domain.OrderID]int{}}
+		return fg
+	})
+	v := w.live(t, 1)
+	id := w.sold(t, v, 1)
+	w.clock.Set(now.Add(payWindow + time.Second))
+	res, err := w.expire.Handle(ctx)
+	if err == nil || res.Expired != 1 || res.Returned != 0 {
+		t.Fatalf("first pass: %+v, %v; want expired in the database, the gate's release failed", res, err)
+	}
+	if db, gate := w.stock(t, v); db != 1 || gate != 0 {
+		t.Fatalf("after the failure db=%d gate=%d, want 1 and 0", db, gate)
+	}
+	res, err = w.expire.Handle(ctx)
+	if err != nil || res != (application.ExpiryResult{Returned: 1}) {
+		t.Fatalf("second pass: %+v, %v; want the unit returned", res, err)
+	}
+	for range 2 {
+		if res, err := w.expire.Handle(ctx); err != nil || res != (application.ExpiryResult{}) {
+			t.Fatalf("later pass: %+v, %v; want nothing", res, err)
+		}
+	}
+	if db, gate := w.stock(t, v); db != 1 || gate != 1 || fg.released[id] != 1 {
+		t.Fatalf("db=%d gate=%d releases=%d, want the unit back once", db, gate, fg.released[id])
+	}
+}
+
+func TestCancelOrder(t *testing.T) {
+	tests := []struct {
+		name      string
+		setup     func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID
+		user      domain.UserID
+		wantErr   error
+		wantState domain.OrderState
+		wantStock int // database and gate
+	}{
+		{name: "unpaid", setup: func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID {
+			return w.sold(t, v, 1)
+		}, user: 1, wantState: domain.OrderCancelled, wantStock: 1},
+		{name: "cancelled_again", setup: func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID {
+			id := w.sold(t, v, 1)
+			if _, err := w.cancel.Handle(context.Background(), 1, id); err != nil {
+				t.Fatal(err)
+			}
+			return id
+		}, user: 1, wantState: domain.OrderCancelled, wantStock: 1},
+		{name: "paid", setup: func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID {
+			id := w.sold(t, v, 1)
+			if _, _, err := w.pay.Handle(context.Background(), application.PaymentNotice{Order: id, Amount: 1, TransactionID: "t"}); err != nil {
+				t.Fatal(err)
+			}
+			return id
+		}, user: 1, wantErr: domain.ErrAlreadyPaid, wantState: domain.OrderPaid},
+		{name: "someone_elses", setup: func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID {
+			return w.sold(t, v, 1)
+		}, user: 2, wantErr: domain.ErrOrderNotFound, wantState: domain.OrderCreated},
+		{name: "queued", setup: func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID {
+			id, err := w.claim.Handle(context.Background(), 1, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return id
+		}, user: 1, wantErr: application.ErrBusy, wantState: domain.OrderCreated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newLifeWorld(t, nil)
+			v := w.live(t, 1)
+			id := tt.setup(t, w, v)
+			st, err := w.cancel.Handle(context.Background(), tt.user, id)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if err == nil && (st.State != tt.wantState || st.CancelReason != domain.CancelByBuyer) {
+				t.Fatalf("answer = %+v", st)
+			}
+			w.drain(t) // a queued order reaches the database: still created
+			if got := w.state(t, id).State; got != tt.wantState {
+				t.Fatalf("recorded state = %s, want %s", got, tt.wantState)
+			}
+			if db, gate := w.stock(t, v); db != tt.wantStock || gate != tt.wantStock {
+				t.Fatalf("stock db=%d gate=%d, want %d", db, gate, tt.wantStock)
+			}
+		})
+	}
+}
+
+func TestPayOrder(t *testing.T) {
+	tests := []struct {
+		name        string
+		setup       func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID
+		amount      int64
+		wantErr     any // error to errors.Is, or a *domain.ValidationError
+		wantState   domain.OrderState
+		wantChanged bool
+		wantStock   int
+	}{
+		{name: "unpaid", setup: soldTo(1), amount: 1, wantState: domain.OrderPaid, wantChanged: true},
+		{name: "same_notification_again", setup: func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID {
+			id := soldTo(1)(t, w, v)
+			if _, _, err := w.pay.Handle(context.Background(), application.PaymentNotice{Order: id, Amount: 1, TransactionID: "tx"}); err != nil {
+				t.Fatal(err)
+			}
+			return id
+		}, amount: 1, wantState: domain.OrderPaid},
+		{name: "wrong_amount", setup: soldTo(1), amount: 2, wantErr: &domain.ValidationError{}, wantState: domain.OrderCreated},
+		{name: "after_expiry_refunds", setup: func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID {
+			id := soldTo(1)(t, w, v)
+			w.clock.Set(now.Add(payWindow))
+			if _, err := w.expire.Handle(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			w.sold(t, v, 2) // the returned unit is sold again
+			return id
+		}, amount: 1, wantState: domain.OrderRefunding, wantChanged: true},
+		{name: "unknown_old_order", setup: func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID {
+			w.clock.Set(now.Add(2 * payWindow))
+			return soldTo(1)(t, w, v) + 1000
+		}, amount: 1, wantErr: domain.ErrOrderNotFound},
+		{name: "unknown_recent_may_be_queued", setup: func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID {
+			id, err := w.claim.Handle(context.Background(), 1, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return id
+		}, amount: 1, wantErr: application.ErrBusy, wantState: domain.OrderCreated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newLifeWorld(t, nil)
+			v := w.live(t, 1)
+			id := tt.setup(t, w, v)
+			st, changed, err := w.pay.Handle(context.Background(), application.PaymentNotice{Order: id, Amount: tt.amount, TransactionID: "tx"})
+			switch want := tt.wantErr.(type) {
+			case nil:
+				if err != nil || st.State != tt.wantState || changed != tt.wantChanged {
+					t.Fatalf("got (%+v, %v, %v), want %s changed=%v", st, changed, err, tt.wantState, tt.wantChanged)
+				}
+			case *domain.ValidationError:
+				if !errors.As(err, &want) {
+					t.Fatalf("err = %v, want a validation error", err)
+				}
+			case error:
+				if !errors.Is(err, want) {
+					t.Fatalf("err = %v, want %v", err, want)
+				}
+			}
+			w.drain(t)
+			if tt.wantState != "" {
+				if got := w.state(t, id); got.State != tt.wantState {
+					t.Fatalf("recorded %s, want %s", got.State, tt.wantState)
+				}
+			}
+			if db, gate := w.stock(t, v); db != tt.wantStock || gate != tt.wantStock {
+				t.Fatalf("stock db=%d gate=%d, want %d (a late payment never resurrects a unit)", db, gate, tt.wantStock)
+			}
+		})
+	}
+}
+
+func soldTo(user domain.UserID) func(*testing.T, *lifeWorld, domain.VoucherID) domain.OrderID {
+	return func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID { return w.sold(t, v, user) }
+}
+
+// A payment racing its order's expiry: exactly one of them applies first,
+// every round; the unit is returned only when the expiry won.
+func TestPaymentRacesExpiry(t *testing.T) {
+	ctx := context.Background()
+	for round := range 300 {
+		w := newLifeWorld(t, nil)
+		v := w.live(t, 1)
+		id := w.sold(t, v, 1)
+		w.clock.Set(now.Add(payWindow))
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); <-start; _, _ = w.expire.Handle(ctx) }()
+		go func() {
+			defer wg.Done()
+			<-start
+			_, _, _ = w.pay.Handle(ctx, application.PaymentNotice{Order: id, Amount: 1, TransactionID: "tx"})
+		}()
+		close(start)
+		wg.Wait()
+		st := w.state(t, id)
+		db, gate := w.stock(t, v)
+		switch {
+		case st.State == domain.OrderPaid && db == 0 && gate == 0:
+		case st.State == domain.OrderRefunding && st.CancelReason == domain.CancelExpired && db == 1 && gate == 1:
+		default:
+			t.Fatalf("round %d: %+v with stock db=%d gate=%d", round, st, db, gate)
+		}
+	}
+}
+
+// Reconcile counts the orders by state and keeps the invariant on both
+// sides once an expired order's unit is back.
+func TestReconcileKnowsTheLifecycle(t *testing.T) {
+	ctx := context.Background()
+	w := newLifeWorld(t, nil)
+	v := w.live(t, 3)
+	paid := w.sold(t, v, 1)
+	w.sold(t, v, 2)
+	if _, _, err := w.pay.Handle(ctx, application.PaymentNotice{Order: paid, Amount: 1, TransactionID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Set(now.Add(payWindow))
+	if _, err := w.expire.Handle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.sold(t, v, 3)
+	rep, err := application.NewReconcileVoucher(w.vouchers, w.orders, w.audit, nil).Check(ctx, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ports.SaleTally{Stock: 1, Created: 2, Unpaid: 1, Paid: 1, Cancelled: 1}
+	if !rep.Consistent() || !rep.Balanced() || !rep.HasBooks || rep.Books != want {
+		t.Fatalf("report %+v, want consistent, balanced, books %+v", rep, want)
+	}
+}
