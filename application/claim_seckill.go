@@ -65,7 +65,9 @@ func NewClaimSeckill(ids ports.OrderIDs, admission ports.Admission) *ClaimSeckil
 
 // Handle returns the new order's ID once the order is admitted. Business
 // refusals come back as *domain.Refusal errors, and a claim not taken as
-// ErrBusy; either way nothing changed, and the order ID was handed back.
+// ErrBusy; either way nothing changed, and the order ID was handed back. A
+// claim that may have been taken (Redis failed after the admission was sent)
+// comes back as an *OutcomeUnknownError carrying its order ID.
 func (h *ClaimSeckill) Handle(ctx context.Context, user domain.UserID, voucher domain.VoucherID) (domain.OrderID, error) {
 	return h.HandleSince(ctx, time.Now(), user, voucher)
 }
