@@ -2,7 +2,6 @@ package mysqlstore
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"time"
@@ -385,17 +384,9 @@ SELECT order_id, user_id, voucher_id, 0, NULL, NULL, NULL, NULL, 0, reason, 1 FR
 // foundOrder is a row of findOrderSQL: an order's columns (the lifecycle's
 // NULL for a failure) and, for a failure, its reason.
 type foundOrder struct {
-	ID            int64          `bun:"id"`
-	UserID        int64          `bun:"user_id"`
-	VoucherID     int64          `bun:"voucher_id"`
-	Status        int8           `bun:"status"`
-	PayDeadline   sql.NullTime   `bun:"pay_deadline"`
-	CancelReason  sql.NullString `bun:"cancel_reason"`
-	TransactionID sql.NullString `bun:"transaction_id"`
-	PayTime       sql.NullTime   `bun:"pay_time"`
-	Returned      bool           `bun:"returned"`
-	Reason        string         `bun:"reason"`
-	Failed        int            `bun:"failed"`
+	orderModel
+	Reason string `bun:"reason"`
+	Failed int    `bun:"failed"`
 }
 
 func (r *OrderRepo) Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error) {
@@ -416,9 +407,7 @@ func (r *OrderRepo) Find(ctx context.Context, id domain.OrderID) (domain.OrderSt
 		}
 	}
 	if row.Failed == 0 {
-		return orderModel{ID: row.ID, UserID: row.UserID, VoucherID: row.VoucherID, Status: row.Status,
-			PayDeadline: row.PayDeadline, CancelReason: row.CancelReason, TransactionID: row.TransactionID,
-			PayTime: row.PayTime, Returned: row.Returned}.status()
+		return row.orderModel.status()
 	}
 	o, err := unmarshalOrder(row.ID, row.UserID, row.VoucherID)
 	if err != nil {
