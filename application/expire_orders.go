@@ -2,7 +2,6 @@ package application
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/hmdp-go/seckill/domain"
@@ -16,9 +15,11 @@ import (
 // any two is finished by a later pass, on this instance or another:
 //   - the status transition is the guard: an order is cancelled once, and
 //     only a cancellation adds its unit to the database's stock;
-//   - the gate's Release undoes only the mark that holds this very order id,
-//     so releasing twice, or after the buyer claimed again, returns nothing
-//     more.
+//   - the gate's Return undoes only the mark that holds this very order id,
+//     so returning twice, or after the buyer claimed again, gives nothing
+//     more; and it remembers the order, so the gate's heal, which may have
+//     read the order as a buyer just before it was cancelled, never puts
+//     its mark back.
 type ExpireOrders struct {
 	life  ports.OrderLifecycle
 	gate  ports.StockGate
@@ -73,20 +74,17 @@ func returnUnits(ctx context.Context, life ports.OrderLifecycle, gate ports.Stoc
 }
 
 func releaseAndRecord(ctx context.Context, life ports.OrderLifecycle, gate ports.StockGate, orders []domain.VoucherOrder) (int, error) {
-	done := make([]domain.OrderID, 0, len(orders))
-	var errs []error
-	for _, o := range orders {
-		if err := gate.Release(ctx, o, true); err != nil {
-			errs = append(errs, fmt.Errorf("return the unit of %s to the gate: %w", o, err))
-			continue
-		}
-		done = append(done, o.ID())
+	// One batch: a failed return leaves every order of it unreturned for the
+	// next pass, which returns nothing twice (Return is idempotent by id).
+	if err := gate.Return(ctx, orders); err != nil {
+		return 0, fmt.Errorf("return %d units to the gate: %w", len(orders), err)
 	}
-	if len(done) > 0 {
-		if err := life.Returned(ctx, done); err != nil {
-			errs = append(errs, fmt.Errorf("record %d units returned: %w", len(done), err))
-			return 0, errors.Join(errs...)
-		}
+	ids := make([]domain.OrderID, len(orders))
+	for i, o := range orders {
+		ids[i] = o.ID()
 	}
-	return len(done), errors.Join(errs...)
+	if err := life.Returned(ctx, ids); err != nil {
+		return 0, fmt.Errorf("record %d units returned: %w", len(ids), err)
+	}
+	return len(ids), nil
 }

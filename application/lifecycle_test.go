@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmdp-go/seckill/adapters/memory"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -120,8 +121,8 @@ func TestExpireOrders(t *testing.T) {
 	}
 }
 
-// onceFailingGate fails the first Release of each order and counts the
-// releases that went through.
+// onceFailingGate fails the first Return of each order and counts the
+// returns that went through.
 type onceFailingGate struct {
 	ports.StockGate
 	mu       sync.Mutex
@@ -129,16 +130,20 @@ type onceFailingGate struct {
 	released map[domain.OrderID]int
 }
 
-func (g *onceFailingGate) Release(ctx context.Context, o domain.VoucherOrder, restore bool) error {
+func (g *onceFailingGate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
 	g.mu.Lock()
-	if !g.failed[o.ID()] {
-		g.failed[o.ID()] = true
-		g.mu.Unlock()
-		return errors.New("injected: crash after the database, before Redis")
+	for _, o := range orders {
+		if !g.failed[o.ID()] {
+			g.failed[o.ID()] = true
+			g.mu.Unlock()
+			return errors.New("injected: crash after the database, before Redis")
+		}
 	}
-	g.released[o.ID()]++
+	for _, o := range orders {
+		g.released[o.ID()]++
+	}
 	g.mu.Unlock()
-	return g.StockGate.Release(ctx, o, restore)
+	return g.StockGate.Return(ctx, orders)
 }
 
 func TestExpireOrdersFinishesAfterAGateFailure(t *testing.T) {
@@ -363,5 +368,67 @@ func TestReconcileKnowsTheLifecycle(t *testing.T) {
 	want := ports.SaleTally{Stock: 1, Created: 2, Unpaid: 1, Paid: 1, Cancelled: 1}
 	if !rep.Consistent() || !rep.Balanced() || !rep.HasBooks || rep.Books != want {
 		t.Fatalf("report %+v, want consistent, balanced, books %+v", rep, want)
+	}
+}
+
+// buyersHook runs after once after the first BuyersAfter read: the moment
+// between the repair's database read and its heal script.
+type buyersHook struct {
+	ports.OrderRepository
+	once  sync.Once
+	after func()
+}
+
+func (h *buyersHook) BuyersAfter(ctx context.Context, v domain.VoucherID, after domain.OrderID, limit int) ([]domain.VoucherOrder, error) {
+	page, err := h.OrderRepository.BuyersAfter(ctx, v, after, limit)
+	h.once.Do(h.after)
+	return page, err
+}
+
+// The heal/expiry race: the periodic repair reads a voucher's buyers from
+// the database, an expiry commits and returns the unit before the repair's
+// heal runs, and the heal must not put the expired order's mark back (the
+// gate would be one unit short for good, its return already recorded, and
+// the buyer unable to claim again). The repair has real work too (one
+// forgotten order), so its exact diff runs.
+func TestRepairDoesNotResurrectAnOrderExpiredDuringIt(t *testing.T) {
+	ctx := context.Background()
+	w := newLifeWorld(t, nil)
+	v := w.live(t, 5)
+	expiring := w.sold(t, v, 1)
+	forgotten := w.sold(t, v, 2) // paid: survives the expiry
+	if _, _, err := w.pay.Handle(ctx, application.PaymentNotice{Order: forgotten, Amount: 1, TransactionID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	mg := w.audit.(*memory.Gate)
+	lost, err := domain.NewVoucherOrder(forgotten, 2, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mg.Lose(lost)
+	hook := &buyersHook{OrderRepository: w.orders, after: func() {
+		w.clock.Set(now.Add(payWindow + time.Second))
+		if res, err := w.expire.Handle(ctx); err != nil || res.Expired != 1 || res.Returned != 1 {
+			t.Errorf("expiry during the repair: %+v, %v; want order %d expired and returned", res, err, expiring)
+		}
+	}}
+	repair := application.NewRestoreGate(w.vouchers, hook, mg, mg, w.clock)
+	rep, err := repair.Repair(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []application.HealedVoucher{{Voucher: v, Healed: ports.Healed{Restored: 1, Retaken: 1}}}
+	if len(rep.Healed) != 1 || rep.Healed[0] != want[0] {
+		t.Fatalf("healed %+v, want only the forgotten order: %+v", rep.Healed, want)
+	}
+	if db, gate := w.stock(t, v); db != 4 || gate != 4 {
+		t.Fatalf("stock db=%d gate=%d, want 4 and 4 (5 - the forgotten order's unit)", db, gate)
+	}
+	if b, _ := mg.Buyers(ctx, v); len(b) != 1 || b[2] != forgotten {
+		t.Fatalf("gate buyers %v, want only user 2's order %d", b, forgotten)
+	}
+	// The expired buyer may claim again.
+	if again := w.sold(t, v, 1); w.state(t, again).State != domain.OrderCreated {
+		t.Fatalf("claim again: %+v", w.state(t, again))
 	}
 }

@@ -89,6 +89,15 @@ type StockGate interface {
 	// It is idempotent and does nothing when the user's mark belongs to another
 	// order or is gone.
 	Release(ctx context.Context, o domain.VoucherOrder, restoreStock bool) error
+	// Return gives back the units of orders the database has cancelled
+	// (expired, or cancelled by their buyer): for each, what Release(o,
+	// true) does, and the gate also remembers, until the sale's keys expire,
+	// that it returned o, so a GateProbe.Heal that read o among the
+	// database's buyers before the cancellation committed never puts o's
+	// mark back (nor takes its unit again). It is idempotent per order, does
+	// not touch a user marked with another order id, and costs one round
+	// trip per voucher of the batch (on a cluster, per voucher's slot).
+	Return(ctx context.Context, orders []domain.VoucherOrder) error
 	// Queued finds the order the gate holds for this user under this ID, if
 	// it was reserved through this gate, so status queries can answer
 	// "queued" before the database has it. (Buyers a Restore copied from the
@@ -122,6 +131,9 @@ type GateProbe interface {
 	// with another order id is left as marked: it holds a unit either way. It
 	// never removes a mark and is idempotent: run twice, the second run
 	// changes nothing. It writes nothing when the gate holds no state for v.
+	// An order the gate was given back (StockGate.Return) is never put
+	// back: orders may be read from the database before the cancellation
+	// that returned it committed.
 	Heal(ctx context.Context, v domain.Voucher, orders []domain.VoucherOrder) (Healed, error)
 }
 

@@ -23,6 +23,9 @@ type gateSale struct {
 	sale   domain.Sale // its window; its stock is the initial one
 	stock  int         // what is left to reserve
 	buyers map[domain.UserID]domain.OrderID
+	// returned holds the orders Return gave back, which Heal never puts
+	// back (the Redis gate's returned set).
+	returned map[domain.OrderID]struct{}
 }
 
 var _ ports.StockGate = (*Gate)(nil)
@@ -65,7 +68,7 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 	}
 	g.sales[v.ID()] = &gateSale{
 		sale: s, stock: s.Stock(),
-		buyers: make(map[domain.UserID]domain.OrderID),
+		buyers: make(map[domain.UserID]domain.OrderID), returned: map[domain.OrderID]struct{}{},
 	}
 	return nil
 }
@@ -121,6 +124,9 @@ func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.Vouch
 	}
 	for _, o := range orders {
 		if _, marked := s.buyers[o.UserID()]; marked {
+			continue
+		}
+		if _, gone := s.returned[o.ID()]; gone {
 			continue
 		}
 		s.buyers[o.UserID()] = o.ID()
@@ -183,7 +189,11 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	if _, ok := g.sales[v.ID()]; ok && !force {
 		return false, nil
 	}
-	g.sales[v.ID()] = &gateSale{sale: s, stock: s.Stock(), buyers: marks}
+	returned := map[domain.OrderID]struct{}{}
+	if cur, ok := g.sales[v.ID()]; ok {
+		returned = cur.returned // an Overwrite keeps what was given back
+	}
+	g.sales[v.ID()] = &gateSale{sale: s, stock: s.Stock(), buyers: marks, returned: returned}
 	return true, nil
 }
 
@@ -229,6 +239,28 @@ func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock 
 	delete(s.buyers, o.UserID())
 	if restoreStock {
 		s.stock++
+	}
+	return nil
+}
+
+// Return releases each order as Release(o, true) and remembers it, under
+// the mutex (the Redis gate's return script).
+func (g *Gate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, o := range orders {
+		s, ok := g.sales[o.VoucherID()]
+		if !ok {
+			continue
+		}
+		s.returned[o.ID()] = struct{}{}
+		if s.buyers[o.UserID()] == o.ID() {
+			delete(s.buyers, o.UserID())
+			s.stock++
+		}
 	}
 	return nil
 }

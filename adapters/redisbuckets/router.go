@@ -82,6 +82,43 @@ func (r *Router) Release(ctx context.Context, o domain.VoucherOrder, restoreStoc
 	return r.whole.Release(ctx, o, restoreStock)
 }
 
+// Return sends the unsplit vouchers' orders to the unsplit gate in one
+// batch, and releases each split voucher's order in its home bucket (split
+// vouchers are never healed, so they need no returned set), after one
+// pipelined K lookup for the batch's vouchers.
+func (r *Router) Return(ctx context.Context, orders []domain.VoucherOrder) error {
+	ids := make([]domain.VoucherID, 0, len(orders))
+	seen := map[domain.VoucherID]bool{}
+	for _, o := range orders {
+		if !seen[o.VoucherID()] {
+			seen[o.VoucherID()] = true
+			ids = append(ids, o.VoucherID())
+		}
+	}
+	_, split, err := r.kinds(ctx, ids)
+	if err != nil {
+		return err
+	}
+	isSplit := make(map[domain.VoucherID]bool, len(split))
+	for _, s := range split {
+		isSplit[s.id] = true
+	}
+	whole := make([]domain.VoucherOrder, 0, len(orders))
+	for _, o := range orders {
+		if !isSplit[o.VoucherID()] {
+			whole = append(whole, o)
+			continue
+		}
+		if err := r.split.Release(ctx, o, true); err != nil {
+			return err
+		}
+	}
+	if len(whole) == 0 {
+		return nil
+	}
+	return r.whole.Return(ctx, whole)
+}
+
 // Queued reads the order index once for either kind of voucher (see
 // Gate.Queued): its cost is the unsplit gate's, for both.
 func (r *Router) Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error) {

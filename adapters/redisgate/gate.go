@@ -132,7 +132,7 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 	}
 	return &Gate{rdb: rdb, claims: opts.Claims, prefix: opts.Prefix, retention: opts.Retention,
 		waitReplicas: opts.WaitReplicas, waitTimeout: opts.WaitTimeout,
-		scripts: redisscript.NewSet(rdb, claimScript, releaseScript, preheatScript, restoreScript)}
+		scripts: redisscript.NewSet(rdb, claimScript, releaseScript, preheatScript, restoreScript, returnScript)}
 }
 
 // LoadScripts loads the gate's scripts on every node, so the first claims

@@ -79,7 +79,7 @@ func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.Vouch
 		for _, o := range chunk {
 			args = append(args, int64(o.UserID()), int64(o.ID()))
 		}
-		res, err := healScript.Run(ctx, g.rdb, []string{k.Voucher, k.Buyers}, args...).Int64Slice()
+		res, err := healScript.Run(ctx, g.rdb, []string{k.Voucher, k.Buyers, k.Returned()}, args...).Int64Slice()
 		if err != nil {
 			return h, fmt.Errorf("heal voucher %d: %w", v.ID(), err)
 		}

@@ -54,6 +54,11 @@ func KeysFor(prefix string, id domain.VoucherID) Keys {
 // It shares the voucher's hash tag so the swap (RENAME) is one slot.
 func (k Keys) Staging(token string) string { return k.tag + "restore:" + token }
 
+// Returned is a voucher's set of the order ids whose units the gate was
+// given back after the database cancelled them (StockGate.Return), so the
+// heal never puts their marks back. It expires with the voucher hash.
+func (k Keys) Returned() string { return k.tag + "returned" }
+
 // LiveSet is the set of preheated voucher IDs (Keys.Live).
 func LiveSet(prefix string) string { return prefix + "vouchers" }
 

@@ -262,6 +262,16 @@ func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock 
 	return g.next.Release(ctx, o, restoreStock)
 }
 
+// Return gives units back, so the marks of the orders' vouchers go.
+func (g *Gate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
+	defer func() {
+		for _, o := range orders {
+			g.clear(o.VoucherID())
+		}
+	}()
+	return g.next.Return(ctx, orders)
+}
+
 // Reserve is the wrapped gate's: marks are set by the Admission, which sees
 // every claim whatever the driver.
 func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) error {

@@ -199,7 +199,7 @@ func TestExpiryFinishesAfterACrash(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tt.releasedOnce {
-				if err := app.Gate.Release(ctx, o, true); err != nil {
+				if err := app.Gate.Return(ctx, []domain.VoucherOrder{o}); err != nil {
 					t.Fatal(err)
 				}
 			}

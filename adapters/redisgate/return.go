@@ -1,0 +1,60 @@
+package redisgate
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hmdp-go/seckill/domain"
+)
+
+var (
+	//go:embed return.lua
+	returnLua    string
+	returnScript = redis.NewScript(returnLua)
+)
+
+// returnChunk bounds one return script, which holds Redis while it runs (a
+// chunk of 500 costs about as much as one claim pipeline's worth of work).
+const returnChunk = 500
+
+// Return runs return.lua once per voucher and chunk of its orders: an expiry
+// pass of one sale's 500 orders is one round trip, not 500. The returned set
+// it writes costs one member per cancelled order, for as long as the sale's
+// keys live (its end + retention).
+func (g *Gate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
+	for _, group := range byVoucher(orders) {
+		k := g.keys(group[0].VoucherID())
+		for start := 0; start < len(group); start += returnChunk {
+			chunk := group[start:min(start+returnChunk, len(group))]
+			args := make([]any, 0, 2*len(chunk))
+			for _, o := range chunk {
+				args = append(args, int64(o.UserID()), int64(o.ID()))
+			}
+			err := g.scripts.Run(ctx, g.rdb, returnScript, []string{k.Voucher, k.Buyers, k.Returned()}, args...).Err()
+			if err != nil {
+				return fmt.Errorf("return %d units of voucher %d: %w", len(chunk), group[0].VoucherID(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// byVoucher groups orders by voucher, keeping their order within each
+// group and the groups in order of first appearance.
+func byVoucher(orders []domain.VoucherOrder) [][]domain.VoucherOrder {
+	idx := map[domain.VoucherID]int{}
+	var out [][]domain.VoucherOrder
+	for _, o := range orders {
+		i, ok := idx[o.VoucherID()]
+		if !ok {
+			i = len(out)
+			idx[o.VoucherID()] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], o)
+	}
+	return out
+}

@@ -1,0 +1,35 @@
+-- Give back the units of orders the database cancelled (expired, or
+-- cancelled by their buyer), and remember each order as returned.
+-- KEYS[1] voucher hash, KEYS[2] buyers hash, KEYS[3] returned set (one hash tag)
+-- ARGV[1], ARGV[2], ... pairs userId, orderId
+-- Each order is released as release.lua does (only the mark that holds this
+-- very order id goes, and its unit with it), so a repeated return, or one
+-- after the buyer claimed again, gives nothing more. Every order id is added
+-- to the returned set, marked or not, which heal.lua honours: a heal that
+-- read the order among the database's buyers before its cancellation
+-- committed must not put its mark back once this ran. The set lives as long
+-- as the voucher hash; with the voucher hash gone (the sale's keys expired,
+-- or Redis lost them) nothing is remembered or returned: a Restore rebuilds
+-- the gate from the database, which no longer counts these orders.
+-- Returns the number of units given back.
+local exists = redis.call('EXISTS', KEYS[1]) == 1
+local n = 0
+for i = 1, #ARGV, 2 do
+  if exists then
+    redis.call('SADD', KEYS[3], ARGV[i + 1])
+  end
+  if redis.call('HGET', KEYS[2], ARGV[i]) == ARGV[i + 1] then
+    redis.call('HDEL', KEYS[2], ARGV[i])
+    n = n + 1
+  end
+end
+if exists then
+  if n > 0 then
+    redis.call('HINCRBY', KEYS[1], 'stock', n)
+  end
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 then
+    redis.call('PEXPIRE', KEYS[3], ttl)
+  end
+end
+return n
