@@ -86,7 +86,7 @@ func TestExpireOrders(t *testing.T) {
 	if st := w.state(t, unpaid); st.State != domain.OrderCreated || !st.PayDeadline.Equal(now.Add(payWindow)) {
 		t.Fatalf("new order = %+v, want created with deadline %s", st, now.Add(payWindow))
 	}
-	if _, _, err := w.pay.Handle(ctx, application.PaymentNotice{Order: paid, Amount: 1, TransactionID: "tx-2"}); err != nil {
+	if _, err := w.pay.Handle(ctx, application.PaymentNotice{Order: paid, Amount: 1, TransactionID: "tx-2"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -198,7 +198,7 @@ func TestCancelOrder(t *testing.T) {
 		}, user: 1, wantState: domain.OrderCancelled, wantStock: 1},
 		{name: "paid", setup: func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID {
 			id := w.sold(t, v, 1)
-			if _, _, err := w.pay.Handle(context.Background(), application.PaymentNotice{Order: id, Amount: 1, TransactionID: "t"}); err != nil {
+			if _, err := w.pay.Handle(context.Background(), application.PaymentNotice{Order: id, Amount: 1, TransactionID: "t"}); err != nil {
 				t.Fatal(err)
 			}
 			return id
@@ -238,33 +238,60 @@ func TestCancelOrder(t *testing.T) {
 }
 
 func TestPayOrder(t *testing.T) {
+	paidWith := func(tx string) func(*testing.T, *lifeWorld, domain.VoucherID) domain.OrderID {
+		return func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID {
+			id := soldTo(1)(t, w, v)
+			if _, err := w.pay.Handle(context.Background(), application.PaymentNotice{Order: id, Amount: 1, TransactionID: tx}); err != nil {
+				t.Fatal(err)
+			}
+			return id
+		}
+	}
+	expired := func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID {
+		id := soldTo(1)(t, w, v)
+		w.clock.Set(now.Add(payWindow))
+		if _, err := w.expire.Handle(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		w.sold(t, v, 2) // the returned unit is sold again
+		return id
+	}
 	tests := []struct {
-		name        string
-		setup       func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID
-		amount      int64
-		wantErr     any // error to errors.Is, or a *domain.ValidationError
-		wantState   domain.OrderState
-		wantChanged bool
-		wantStock   int
+		name      string
+		setup     func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID
+		amount    int64
+		wantErr   any // error to errors.Is, or a *domain.ValidationError
+		wantState domain.OrderState
+		wantKind  domain.PaymentKind
+		wantNew   bool
+		wantStock int
+		wantOwed  int64 // payments owed back, in the voucher's tally
 	}{
-		{name: "unpaid", setup: soldTo(1), amount: 1, wantState: domain.OrderPaid, wantChanged: true},
-		{name: "same_notification_again", setup: func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID {
-			id := soldTo(1)(t, w, v)
-			if _, _, err := w.pay.Handle(context.Background(), application.PaymentNotice{Order: id, Amount: 1, TransactionID: "tx"}); err != nil {
-				t.Fatal(err)
-			}
-			return id
-		}, amount: 1, wantState: domain.OrderPaid},
+		{name: "unpaid", setup: soldTo(1), amount: 1, wantState: domain.OrderPaid, wantKind: domain.PaymentSettled, wantNew: true},
+		{name: "same_notification_again", setup: paidWith("tx"), amount: 1, wantState: domain.OrderPaid, wantKind: domain.PaymentSettled},
+		{name: "another_transaction_on_a_paid_order_is_a_double_charge", setup: paidWith("tx-1"), amount: 1,
+			wantState: domain.OrderPaid, wantKind: domain.PaymentDouble, wantNew: true, wantOwed: 1},
 		{name: "wrong_amount", setup: soldTo(1), amount: 2, wantErr: &domain.ValidationError{}, wantState: domain.OrderCreated},
-		{name: "after_expiry_refunds", setup: func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID {
-			id := soldTo(1)(t, w, v)
-			w.clock.Set(now.Add(payWindow))
-			if _, err := w.expire.Handle(context.Background()); err != nil {
+		{name: "after_expiry_refunds", setup: expired, amount: 1, wantState: domain.OrderRefunding, wantKind: domain.PaymentLate, wantNew: true, wantOwed: 1},
+		{name: "another_transaction_on_a_refunding_order_is_owed_too", setup: func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID {
+			id := expired(t, w, v)
+			if _, err := w.pay.Handle(context.Background(), application.PaymentNotice{Order: id, Amount: 1, TransactionID: "tx-1"}); err != nil {
 				t.Fatal(err)
 			}
-			w.sold(t, v, 2) // the returned unit is sold again
 			return id
-		}, amount: 1, wantState: domain.OrderRefunding, wantChanged: true},
+		}, amount: 1, wantState: domain.OrderRefunding, wantKind: domain.PaymentDouble, wantNew: true, wantOwed: 2},
+		{name: "a_failed_order_is_recorded_as_owed_back", setup: func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID {
+			o := testenv.Order(t, soldTo(1)(t, w, v)+1, 9, v)
+			if _, err := w.orders.MarkFailed(context.Background(), []domain.VoucherOrder{o}, domain.FailOutOfStock); err != nil {
+				t.Fatal(err)
+			}
+			return o.ID()
+		}, amount: 1, wantState: domain.OrderFailed, wantKind: domain.PaymentUnsold, wantNew: true, wantOwed: 1},
+		{name: "a_transaction_recorded_for_another_order", setup: func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID {
+			paidWith("tx")(t, w, v)
+			w.clock.Set(now) // the first buyer's order paid with tx; the second is unpaid
+			return w.sold(t, w.live(t, 1), 2)
+		}, amount: 1, wantErr: &domain.ValidationError{}, wantState: domain.OrderCreated},
 		{name: "unknown_old_order", setup: func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID {
 			w.clock.Set(now.Add(2 * payWindow))
 			return soldTo(1)(t, w, v) + 1000
@@ -282,11 +309,11 @@ func TestPayOrder(t *testing.T) {
 			w := newLifeWorld(t, nil)
 			v := w.live(t, 1)
 			id := tt.setup(t, w, v)
-			st, changed, err := w.pay.Handle(context.Background(), application.PaymentNotice{Order: id, Amount: tt.amount, TransactionID: "tx"})
+			res, err := w.pay.Handle(context.Background(), application.PaymentNotice{Order: id, Amount: tt.amount, TransactionID: "tx"})
 			switch want := tt.wantErr.(type) {
 			case nil:
-				if err != nil || st.State != tt.wantState || changed != tt.wantChanged {
-					t.Fatalf("got (%+v, %v, %v), want %s changed=%v", st, changed, err, tt.wantState, tt.wantChanged)
+				if err != nil || res.Status.State != tt.wantState || res.Kind != tt.wantKind || res.New != tt.wantNew {
+					t.Fatalf("got (%+v, %v), want %s kind %s new=%v", res, err, tt.wantState, tt.wantKind, tt.wantNew)
 				}
 			case *domain.ValidationError:
 				if !errors.As(err, &want) {
@@ -305,6 +332,10 @@ func TestPayOrder(t *testing.T) {
 			}
 			if db, gate := w.stock(t, v); db != tt.wantStock || gate != tt.wantStock {
 				t.Fatalf("stock db=%d gate=%d, want %d (a late payment never resurrects a unit)", db, gate, tt.wantStock)
+			}
+			tally, err := w.orders.Tally(context.Background(), v)
+			if err != nil || tally.RefundsOwed != tt.wantOwed || tally.RefundsOwedFen != tt.wantOwed {
+				t.Fatalf("tally %+v (%v), want %d payments (%d fen) owed back", tally, err, tt.wantOwed, tt.wantOwed)
 			}
 		})
 	}
@@ -330,7 +361,7 @@ func TestPaymentRacesExpiry(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			_, _, _ = w.pay.Handle(ctx, application.PaymentNotice{Order: id, Amount: 1, TransactionID: "tx"})
+			_, _ = w.pay.Handle(ctx, application.PaymentNotice{Order: id, Amount: 1, TransactionID: "tx"})
 		}()
 		close(start)
 		wg.Wait()
@@ -353,7 +384,7 @@ func TestReconcileKnowsTheLifecycle(t *testing.T) {
 	v := w.live(t, 3)
 	paid := w.sold(t, v, 1)
 	w.sold(t, v, 2)
-	if _, _, err := w.pay.Handle(ctx, application.PaymentNotice{Order: paid, Amount: 1, TransactionID: "t"}); err != nil {
+	if _, err := w.pay.Handle(ctx, application.PaymentNotice{Order: paid, Amount: 1, TransactionID: "t"}); err != nil {
 		t.Fatal(err)
 	}
 	w.clock.Set(now.Add(payWindow))
@@ -397,7 +428,7 @@ func TestRepairDoesNotResurrectAnOrderExpiredDuringIt(t *testing.T) {
 	v := w.live(t, 5)
 	expiring := w.sold(t, v, 1)
 	forgotten := w.sold(t, v, 2) // paid: survives the expiry
-	if _, _, err := w.pay.Handle(ctx, application.PaymentNotice{Order: forgotten, Amount: 1, TransactionID: "t"}); err != nil {
+	if _, err := w.pay.Handle(ctx, application.PaymentNotice{Order: forgotten, Amount: 1, TransactionID: "t"}); err != nil {
 		t.Fatal(err)
 	}
 	mg := w.audit.(*memory.Gate)

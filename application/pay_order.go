@@ -18,9 +18,12 @@ type PaymentNotice struct {
 	TransactionID string
 }
 
-// PayOrder records a payment: an unpaid order becomes paid; a cancelled one
-// refunding (the money is recorded and owed back; the unit it gave back stays
-// on sale); the same notification again changes nothing.
+// PayOrder records a payment, once per transaction id, and never loses
+// money: an unpaid order becomes paid; a cancelled one refunding (the money
+// is owed back; the unit it gave back stays on sale); a second transaction
+// for a paid (or refunding) order is a double charge, and one for an order
+// that failed was never for a sale: both are recorded, owed back and leave
+// the order as it is; the same notification again changes nothing.
 type PayOrder struct {
 	orders   ports.OrderRepository
 	vouchers ports.VoucherRepository
@@ -41,37 +44,35 @@ func NewPayOrder(orders ports.OrderRepository, vouchers ports.VoucherRepository,
 	return &PayOrder{orders: orders, vouchers: vouchers, life: life, clock: clock, horizon: window}
 }
 
-// Handle returns the order's status after the payment and whether it changed.
-// Errors: domain.ErrOrderNotFound; a *domain.ValidationError (wrong amount or
-// transaction id: nothing recorded); domain.ErrNotPayable (the order failed:
-// never sold); ErrBusy (may still be queued, or the database failed).
-func (h *PayOrder) Handle(ctx context.Context, n PaymentNotice) (domain.OrderStatus, bool, error) {
+// Handle returns what the payment did. Errors: domain.ErrOrderNotFound; a
+// *domain.ValidationError (wrong amount, a bad transaction id, or one
+// already recorded for another order: nothing recorded); ErrBusy (may still
+// be queued, or the database failed).
+func (h *PayOrder) Handle(ctx context.Context, n PaymentNotice) (ports.PayResult, error) {
 	st, err := h.orders.Find(ctx, n.Order)
 	switch {
 	case errors.Is(err, domain.ErrOrderNotFound):
 		now, claimed := h.clock.Now(), n.Order.Time()
 		if n.Order > 0 && !claimed.After(now.Add(time.Minute)) && now.Sub(claimed) < h.horizon {
-			return domain.OrderStatus{}, false, fmt.Errorf("order %d may still be queued: %w", n.Order, ErrBusy)
+			return ports.PayResult{}, fmt.Errorf("order %d may still be queued: %w", n.Order, ErrBusy)
 		}
-		return domain.OrderStatus{}, false, domain.ErrOrderNotFound
+		return ports.PayResult{}, domain.ErrOrderNotFound
 	case err != nil:
-		return domain.OrderStatus{}, false, fmt.Errorf("find order %d: %w: %w", n.Order, ErrBusy, err)
-	case st.State == domain.OrderFailed:
-		return st, false, domain.ErrNotPayable
+		return ports.PayResult{}, fmt.Errorf("find order %d: %w: %w", n.Order, ErrBusy, err)
 	}
 	v, err := h.vouchers.Get(ctx, st.Order.VoucherID())
 	if err != nil {
-		return domain.OrderStatus{}, false, fmt.Errorf("voucher of order %d: %w: %w", n.Order, ErrBusy, err)
+		return ports.PayResult{}, fmt.Errorf("voucher of order %d: %w: %w", n.Order, ErrBusy, err)
 	}
 	if err := domain.CheckPayment(v.PayValue(), n.Amount, n.TransactionID); err != nil {
-		return domain.OrderStatus{}, false, err
+		return ports.PayResult{}, err
 	}
-	st, changed, err := h.life.Pay(ctx, n.Order, n.TransactionID, h.clock.Now())
+	res, err := h.life.Pay(ctx, domain.Payment{TransactionID: n.TransactionID, Order: st.Order, Amount: n.Amount, At: h.clock.Now()})
 	switch {
-	case errors.Is(err, domain.ErrNotPayable):
-		return st, false, err
+	case errors.Is(err, domain.ErrTransactionReused), errors.Is(err, domain.ErrOrderNotFound):
+		return ports.PayResult{}, err
 	case err != nil:
-		return domain.OrderStatus{}, false, fmt.Errorf("pay order %d: %w: %w", n.Order, ErrBusy, err)
+		return ports.PayResult{}, fmt.Errorf("pay order %d: %w: %w", n.Order, ErrBusy, err)
 	}
-	return st, changed, nil
+	return res, nil
 }

@@ -299,6 +299,10 @@ type SaleTally struct {
 	// orders that gave their unit back, cancelled (expired or by the buyer)
 	// or refunding (paid after they were cancelled).
 	Unpaid, Paid, Cancelled, Refunding int64
+	// Payments received that must go back to the payer (late, double and
+	// unsold ones: domain.PaymentKind.Owed), their sum in fen, and of them
+	// the double charges.
+	RefundsOwed, RefundsOwedFen, DoubleCharges int64
 }
 
 // OrderLedger counts a voucher's recorded orders for the live sale page.
@@ -365,9 +369,22 @@ type OrderLifecycle interface {
 	// and whether it changed; domain.ErrOrderNotFound when the database does
 	// not have it.
 	Cancel(ctx context.Context, id domain.OrderID) (domain.OrderStatus, bool, error)
-	// Pay applies domain.OrderState.AfterPayment to the order, recording
-	// the provider's transaction id and the time, and reports its status
-	// after and whether it changed; domain.ErrOrderNotFound when the
-	// database does not have it.
-	Pay(ctx context.Context, id domain.OrderID, transactionID string, at time.Time) (domain.OrderStatus, bool, error)
+	// Pay records p once per transaction id, in one transaction with its
+	// order's change, so money received is never lost nor counted twice. A
+	// transaction id not seen before is recorded with the kind
+	// domain.PaymentKindOf gives the order's state, and the order takes
+	// domain.OrderState.AfterPayment's change (created -> paid, cancelled ->
+	// refunding; a paid, refunding or failed order is left as it is, its
+	// payment owed back). A transaction id recorded before for this order
+	// changes nothing and answers its recorded kind (New=false); one recorded
+	// for another order is domain.ErrTransactionReused, nothing recorded.
+	// domain.ErrOrderNotFound when the database has no such order.
+	Pay(ctx context.Context, p domain.Payment) (PayResult, error)
+}
+
+// PayResult is what OrderLifecycle.Pay did with one notification.
+type PayResult struct {
+	Status domain.OrderStatus // the order after
+	Kind   domain.PaymentKind // what the transaction did when it was first received
+	New    bool               // false: the transaction was recorded before; nothing changed now
 }

@@ -98,7 +98,6 @@ var errorTable = []struct {
 	{domain.ErrAlreadyPaid, alreadyPaidAnswer},
 	// A payment for an order that failed (never sold): the provider must
 	// refund it; nothing is recorded.
-	{domain.ErrNotPayable, fixed(http.StatusBadRequest, codeBadRequest, "order was never created: it cannot be paid")},
 	{errBadSignature, fixed(http.StatusUnauthorized, codeUnauthorized, "invalid payment signature")},
 }
 

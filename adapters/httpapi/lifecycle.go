@@ -108,14 +108,18 @@ func (a *api) paymentNotify(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, badRequest("amount is required (fen)"))
 		return
 	}
-	st, _, err := a.pay.Handle(r.Context(), application.PaymentNotice{
+	res, err := a.pay.Handle(r.Context(), application.PaymentNotice{
 		Order: domain.OrderID(id), Amount: *n.Amount, TransactionID: n.TransactionID,
 	})
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	writeOK(w, toOrderDTO(st))
+	// 200 whenever the money is recorded, owed back or not: a provider
+	// retries anything else, and the shop has the payment either way.
+	d := toOrderDTO(res.Status)
+	d.Payment = &paymentDTO{TransactionID: n.TransactionID, Kind: string(res.Kind), RefundOwed: res.Kind.Owed()}
+	writeOK(w, d)
 }
 
 // validSignature compares the expected lower-case hex MAC with the header's

@@ -19,6 +19,11 @@ type lifeOut struct {
 	State       string `json:"state"`
 	Reason      string `json:"reason"`
 	PayDeadline string `json:"payDeadline"`
+	Payment     *struct {
+		TransactionID string `json:"transactionId"`
+		Kind          string `json:"kind"`
+		RefundOwed    bool   `json:"refundOwed"`
+	} `json:"payment"`
 }
 
 // sold claims for token and writes the order to the database; its id.
@@ -164,14 +169,37 @@ func TestPaymentNotify(t *testing.T) {
 		wantStatus int
 		wantCode   string
 		wantState  string // recorded after
+		wantKind   string // data.payment.kind of a 200
 	}{
 		{name: "unpaid_becomes_paid", body: func(id string) string { return payBody(id, 8000) },
-			wantStatus: 200, wantState: "paid"},
+			wantStatus: 200, wantState: "paid", wantKind: "settled"},
 		{name: "same_notification_again", setup: func(e *env, v, tok string) string {
 			id := e.sold(v, tok)
 			e.notify(payBody(id, 8000), nil)
 			return id
-		}, body: func(id string) string { return payBody(id, 8000) }, wantStatus: 200, wantState: "paid"},
+		}, body: func(id string) string { return payBody(id, 8000) }, wantStatus: 200, wantState: "paid", wantKind: "settled"},
+		{name: "another_transaction_on_a_paid_order_is_a_double_charge", setup: func(e *env, v, tok string) string {
+			id := e.sold(v, tok)
+			e.notify(payBody(id, 8000), nil)
+			return id
+		}, body: func(id string) string {
+			return `{"orderId":"` + id + `","amount":8000,"transactionId":"wx-again"}`
+		}, wantStatus: 200, wantState: "paid", wantKind: "double"},
+		{name: "a_failed_order_is_recorded_as_owed_back", setup: func(e *env, v, tok string) string {
+			vid, _ := strconv.ParseInt(v, 10, 64)
+			oid, err := domain.NewOrderID(now, 4242)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			o, err := domain.NewVoucherOrder(oid, 8, domain.VoucherID(vid))
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			if _, err := e.ledger.MarkFailed(context.Background(), []domain.VoucherOrder{o}, domain.FailOutOfStock); err != nil {
+				e.t.Fatal(err)
+			}
+			return strconv.FormatInt(int64(o.ID()), 10)
+		}, body: func(id string) string { return payBody(id, 8000) }, wantStatus: 200, wantKind: "unsold"},
 		{name: "missing_signature", body: func(id string) string { return payBody(id, 8000) },
 			header:     func(string) map[string]string { return map[string]string{httpapi.SignatureHeader: ""} },
 			wantStatus: 401, wantCode: "unauthorized", wantState: "created"},
@@ -210,7 +238,7 @@ func TestPaymentNotify(t *testing.T) {
 			id := e.sold(v, tok)
 			e.mustOK(req{method: "POST", path: "/voucher-order/" + id + "/cancel", token: tok})
 			return id
-		}, body: func(id string) string { return payBody(id, 8000) }, wantStatus: 200, wantState: "refunding"},
+		}, body: func(id string) string { return payBody(id, 8000) }, wantStatus: 200, wantState: "refunding", wantKind: "late"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -229,6 +257,11 @@ func TestPaymentNotify(t *testing.T) {
 			res := e.notify(body, header)
 			if res.status != tt.wantStatus || res.Code != tt.wantCode || res.Success != (tt.wantCode == "") {
 				t.Fatalf("notify: %d %s, want %d code %q", res.status, res.raw, tt.wantStatus, tt.wantCode)
+			}
+			if tt.wantKind != "" {
+				if p := e.life(res).Payment; p == nil || p.Kind != tt.wantKind || p.RefundOwed != (tt.wantKind != "settled") {
+					t.Fatalf("payment %s, want kind %s", res.raw, tt.wantKind)
+				}
 			}
 			if tt.wantState != "" {
 				if got := e.stateOf(id, tok); got.State != tt.wantState {

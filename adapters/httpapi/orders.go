@@ -18,6 +18,15 @@ type orderDTO struct {
 	Reason string `json:"reason,omitempty"`
 	// PayDeadline: when a created (unpaid) order must be paid by.
 	PayDeadline string `json:"payDeadline,omitempty"`
+	// Payment: in a payment notification's answer only, what it did.
+	Payment *paymentDTO `json:"payment,omitempty"`
+}
+
+// paymentDTO is what one provider transaction did (domain.PaymentKind).
+type paymentDTO struct {
+	TransactionID string `json:"transactionId"`
+	Kind          string `json:"kind"`
+	RefundOwed    bool   `json:"refundOwed"`
 }
 
 // claimSeckill is the hot path: one path parse, one use-case call, one

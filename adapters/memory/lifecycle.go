@@ -101,16 +101,58 @@ func (s *Orders) Cancel(ctx context.Context, id domain.OrderID) (domain.OrderSta
 	})
 }
 
-func (s *Orders) Pay(ctx context.Context, id domain.OrderID, transactionID string, at time.Time) (domain.OrderStatus, bool, error) {
-	return s.transition(ctx, id, func(st domain.OrderStatus) (bool, error) {
-		next, changed, err := st.State.AfterPayment()
-		if err != nil || !changed {
-			return false, err
+// payment is one received payment, as a tb_payment row keeps it.
+type payment struct {
+	domain.Payment
+	kind domain.PaymentKind
+}
+
+// Pay records the payment and changes the order under one hold of the
+// mutex, as the SQL repository does in one transaction.
+func (s *Orders) Pay(ctx context.Context, p domain.Payment) (ports.PayResult, error) {
+	if err := ctx.Err(); err != nil {
+		return ports.PayResult{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := p.Order.ID()
+	st, ok := s.recorded(id)
+	if !ok {
+		return ports.PayResult{}, domain.ErrOrderNotFound
+	}
+	if seen, ok := s.payments[p.TransactionID]; ok {
+		if seen.Order.ID() != id {
+			return ports.PayResult{}, domain.ErrTransactionReused
 		}
+		return ports.PayResult{Status: st, Kind: seen.kind}, nil
+	}
+	kind, err := domain.PaymentKindOf(st.State)
+	if err != nil {
+		return ports.PayResult{}, err
+	}
+	if next, changed, err := st.State.AfterPayment(); err == nil && changed {
 		l := s.life[id]
-		l.state, l.PaidAt, l.transactionID = next, at.UTC().Truncate(time.Microsecond), transactionID
-		return true, nil
-	})
+		l.state, l.PaidAt, l.transactionID = next, p.At.UTC().Truncate(time.Microsecond), p.TransactionID
+	}
+	p.Order = st.Order
+	s.payments[p.TransactionID] = payment{Payment: p, kind: kind}
+	st, _ = s.recorded(id)
+	return ports.PayResult{Status: st, Kind: kind, New: true}, nil
+}
+
+// tallyPayments adds the voucher's payments owed back to t; the caller
+// holds s.mu.
+func (s *Orders) tallyPayments(id domain.VoucherID, t *ports.SaleTally) {
+	for _, p := range s.payments {
+		if p.Order.VoucherID() != id || !p.kind.Owed() {
+			continue
+		}
+		t.RefundsOwed++
+		t.RefundsOwedFen += p.Amount
+		if p.kind == domain.PaymentDouble {
+			t.DoubleCharges++
+		}
+	}
 }
 
 // transition applies apply to the recorded order under the mutex and

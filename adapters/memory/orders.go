@@ -28,6 +28,8 @@ type Orders struct {
 	// life is each created order's lifecycle (lifecycle.go).
 	life   map[domain.OrderID]*orderLife
 	window time.Duration
+	// payments is every payment received, by transaction id (lifecycle.go).
+	payments map[string]payment
 }
 
 type orderFailure struct {
@@ -45,6 +47,7 @@ func NewOrders(vouchers *Vouchers) *Orders {
 		failed:   map[domain.OrderID]orderFailure{},
 		holders:  map[domain.VoucherID]map[domain.UserID]domain.OrderID{},
 		life:     map[domain.OrderID]*orderLife{},
+		payments: map[string]payment{},
 	}
 }
 
@@ -217,5 +220,6 @@ func (s *Orders) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTall
 			t.Failed++
 		}
 	}
+	s.tallyPayments(id, &t)
 	return t, nil
 }

@@ -208,38 +208,17 @@ func (r *OrderRepo) Cancel(ctx context.Context, id domain.OrderID) (domain.Order
 	})
 }
 
-func (r *OrderRepo) Pay(ctx context.Context, id domain.OrderID, transactionID string, at time.Time) (domain.OrderStatus, bool, error) {
-	return r.transition(ctx, id, "pay", func(ctx context.Context, tx bun.Tx, st domain.OrderStatus) (bool, error) {
-		next, changed, err := st.State.AfterPayment()
-		if err != nil || !changed {
-			return false, err
-		}
-		res, err := tx.NewUpdate().Table("tb_voucher_order").
-			Set("status = ?", statusOf(next)).Set("pay_time = ?", at.UTC()).Set("transaction_id = ?", transactionID).
-			Set("update_time = ?", time.Now().UTC()).
-			Where("id = ?", int64(id)).Where("status = ?", statusOf(st.State)).Exec(ctx)
-		if err != nil {
-			return false, fmt.Errorf("record payment: %w", err)
-		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return false, fmt.Errorf("record payment: guard matched %d rows (%v)", n, err)
-		}
-		return true, nil
-	})
-}
-
 // transition locks the order's row, lets apply change it, and answers the
 // order's status after. An order only in the failure table is answered as
-// Find answers it, with apply's verdict on a failed order.
+// Find answers it, unchanged.
 func (r *OrderRepo) transition(ctx context.Context, id domain.OrderID, what string,
 	apply func(context.Context, bun.Tx, domain.OrderStatus) (bool, error)) (domain.OrderStatus, bool, error) {
 	var (
 		changed bool
 		refused error
-		found   bool
 	)
 	err := r.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		changed, refused, found = false, nil, false
+		changed, refused = false, nil
 		var rows []orderModel
 		if err := r.forUpdate(tx.NewSelect().Model(&rows).Where("id = ?", int64(id)), false).Scan(ctx); err != nil {
 			return fmt.Errorf("lock order: %w", err)
@@ -247,14 +226,13 @@ func (r *OrderRepo) transition(ctx context.Context, id domain.OrderID, what stri
 		if len(rows) == 0 {
 			return nil
 		}
-		found = true
 		st, err := rows[0].status()
 		if err != nil {
 			return err
 		}
 		changed, err = apply(ctx, tx, st)
 		var refusal *domain.Refusal
-		if errors.As(err, &refusal) || errors.Is(err, domain.ErrNotPayable) {
+		if errors.As(err, &refusal) {
 			refused, err = err, nil
 		}
 		return err
@@ -262,16 +240,11 @@ func (r *OrderRepo) transition(ctx context.Context, id domain.OrderID, what stri
 	if err != nil {
 		return domain.OrderStatus{}, false, wrap(fmt.Sprintf("%s order %d", what, id), err)
 	}
+	// Not found: failed (never sold), which a cancel leaves as it is, or
+	// unknown, which Find answers.
 	st, err := r.Find(ctx, id)
 	if err != nil {
 		return domain.OrderStatus{}, false, err
-	}
-	if !found {
-		// Failed (never sold): apply's rule for a failed order.
-		_, _, refused = domain.OrderFailed.AfterPayment()
-		if what == "cancel" {
-			_, _, refused = domain.OrderFailed.AfterCancel()
-		}
 	}
 	return st, changed, refused
 }

@@ -512,6 +512,9 @@ type tallyRow struct {
 	Cancelled int64 `bun:"cancelled"`
 	Refunding int64 `bun:"refunding"`
 	Failed    int64 `bun:"failed"`
+	Owed      int64 `bun:"owed"`
+	OwedFen   int64 `bun:"owed_fen"`
+	Doubles   int64 `bun:"doubles"`
 }
 
 // Tally reads a sale's stock and order counts in one statement; the order
@@ -524,8 +527,11 @@ func (r *OrderRepo) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleT
 		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND status IN (2, 3)) AS paid,
 		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND status = 4) AS cancelled,
 		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND status IN (5, 6)) AS refunding,
-		(SELECT COUNT(*) FROM tb_voucher_order_failure WHERE voucher_id = ?) AS failed`,
-		int64(id), int64(id), int64(id), int64(id), int64(id), int64(id)).Scan(ctx, &row)
+		(SELECT COUNT(*) FROM tb_voucher_order_failure WHERE voucher_id = ?) AS failed,
+		(SELECT COUNT(*) FROM tb_payment WHERE voucher_id = ? AND kind <> 'settled') AS owed,
+		(SELECT COALESCE(SUM(amount), 0) FROM tb_payment WHERE voucher_id = ? AND kind <> 'settled') AS owed_fen,
+		(SELECT COUNT(*) FROM tb_payment WHERE voucher_id = ? AND kind = 'double') AS doubles`,
+		int64(id), int64(id), int64(id), int64(id), int64(id), int64(id), int64(id), int64(id), int64(id)).Scan(ctx, &row)
 	if err != nil {
 		return ports.SaleTally{}, wrap(fmt.Sprintf("tally orders of voucher %d", id), err)
 	}
@@ -535,5 +541,6 @@ func (r *OrderRepo) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleT
 	return ports.SaleTally{
 		Stock: *row.Stock, Created: row.Unpaid + row.Paid, Failed: row.Failed,
 		Unpaid: row.Unpaid, Paid: row.Paid, Cancelled: row.Cancelled, Refunding: row.Refunding,
+		RefundsOwed: row.Owed, RefundsOwedFen: row.OwedFen, DoubleCharges: row.Doubles,
 	}, nil
 }

@@ -41,6 +41,9 @@ func TestMigrateDownRefusesToDestroyRows(t *testing.T) {
 				}
 			}
 
+			// No payment was received: an empty table goes without --force.
+			rolledBack(false, migrations[5])
+
 			// The lifecycle's columns of the order table.
 			refused(migrations[4], "tb_voucher_order")
 			rolledBack(true, migrations[4])

@@ -98,6 +98,8 @@ func printReport(w io.Writer, label string, r application.Report) {
 		b := r.Books
 		fmt.Fprintf(w, "%s  orders:  unpaid %d, paid %d; cancelled %d, refunding %d (units returned); failed %d\n",
 			label, b.Unpaid, b.Paid, b.Cancelled, b.Refunding, b.Failed)
+		fmt.Fprintf(w, "%s  refunds: %d payments owed back (%d fen), %d of them double charges\n",
+			label, b.RefundsOwed, b.RefundsOwedFen, b.DoubleCharges)
 	}
 	fmt.Fprintf(w, "%s  redis:   %s\n", label, gate)
 	fmt.Fprintf(w, "%s  pending: %s\n", label, pending)

@@ -1,7 +1,9 @@
 package contract_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +26,14 @@ var lifeT0 = time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)
 type lifeRepo interface {
 	ports.OrderRepository
 	ports.OrderLifecycle
+	ports.OrderLedger
+}
+
+// lifePay pays o with transaction tx: the order after, and whether the
+// transaction was new.
+func lifePay(r lifeRepo, ctx context.Context, o domain.VoucherOrder, tx string, at time.Time) (domain.OrderStatus, bool, error) {
+	res, err := r.Pay(ctx, domain.Payment{TransactionID: tx, Order: o, Amount: 1, At: at})
+	return res.Status, res.New, err
 }
 
 func lifeOf(t *testing.T, s repoSubject) lifeRepo {
@@ -77,7 +87,7 @@ var repoLifecycleCases = []repoCase{
 		if st := lifeFind(t, r, due.ID()); st.State != domain.OrderCreated || !st.PayDeadline.Equal(lifeT0.Add(lifeWindow)) {
 			t.Fatalf("new order = %+v, want created, due at %s", st, lifeT0.Add(lifeWindow))
 		}
-		if _, _, err := r.Pay(ctx, paid.ID(), "tx-3", lifeT0.Add(time.Minute)); err != nil {
+		if _, _, err := lifePay(r, ctx, paid, "tx-3", lifeT0.Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		got, err := r.ExpireDue(ctx, lifeT0.Add(lifeWindow-time.Microsecond), 10)
@@ -109,13 +119,13 @@ var repoLifecycleCases = []repoCase{
 		if st := lifeFind(t, r, paid.ID()); st.State != domain.OrderPaid || !st.PaidAt.Equal(lifeT0.Add(time.Minute)) {
 			t.Fatalf("paid order = %+v", st)
 		}
-		if _, _, err := r.Pay(ctx, later.ID(), "tx-2", lifeT0.Add(time.Hour)); err != nil {
+		if _, _, err := lifePay(r, ctx, later, "tx-2", lifeT0.Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		// stock left + unpaid + paid = the initial stock; the cancelled and
-		// the refunding gave theirs back.
-		want := ports.SaleTally{Stock: 4, Created: 1, Paid: 1, Cancelled: 1, Refunding: 1}
-		if got, err := r.(ports.OrderLedger).Tally(ctx, v.ID()); err != nil || got != want {
+		// the refunding gave theirs back, and its late payment is owed back.
+		want := ports.SaleTally{Stock: 4, Created: 1, Paid: 1, Cancelled: 1, Refunding: 1, RefundsOwed: 1, RefundsOwedFen: 1}
+		if got, err := r.Tally(ctx, v.ID()); err != nil || got != want {
 			t.Fatalf("tally = %+v, %v; want %+v", got, err, want)
 		}
 	}},
@@ -165,12 +175,17 @@ var repoLifecycleCases = []repoCase{
 			wantChanged bool
 			wantErr     error
 		}{
-			{"pay", func() (domain.OrderStatus, bool, error) { return r.Pay(ctx, o.ID(), "tx", lifeT0) }, domain.OrderPaid, true, nil},
-			{"pay_again", func() (domain.OrderStatus, bool, error) { return r.Pay(ctx, o.ID(), "tx", lifeT0) }, domain.OrderPaid, false, nil},
+			{"pay", func() (domain.OrderStatus, bool, error) { return lifePay(r, ctx, o, "tx", lifeT0) }, domain.OrderPaid, true, nil},
+			{"pay_again", func() (domain.OrderStatus, bool, error) { return lifePay(r, ctx, o, "tx", lifeT0) }, domain.OrderPaid, false, nil},
+			{"pay_again_with_another_transaction", func() (domain.OrderStatus, bool, error) { return lifePay(r, ctx, o, "tx-2", lifeT0) }, domain.OrderPaid, true, nil},
 			{"cancel_paid", func() (domain.OrderStatus, bool, error) { return r.Cancel(ctx, o.ID()) }, domain.OrderPaid, false, domain.ErrAlreadyPaid},
-			{"pay_failed", func() (domain.OrderStatus, bool, error) { return r.Pay(ctx, sold.ID(), "tx", lifeT0) }, domain.OrderFailed, false, domain.ErrNotPayable},
+			{"pay_failed_with_a_transaction_of_another_order", func() (domain.OrderStatus, bool, error) { return lifePay(r, ctx, sold, "tx", lifeT0) }, "", false, domain.ErrTransactionReused},
+			{"pay_failed", func() (domain.OrderStatus, bool, error) { return lifePay(r, ctx, sold, "tx-f", lifeT0) }, domain.OrderFailed, true, nil},
+			{"pay_failed_again", func() (domain.OrderStatus, bool, error) { return lifePay(r, ctx, sold, "tx-f", lifeT0) }, domain.OrderFailed, false, nil},
 			{"cancel_failed", func() (domain.OrderStatus, bool, error) { return r.Cancel(ctx, sold.ID()) }, domain.OrderFailed, false, nil},
-			{"pay_unknown", func() (domain.OrderStatus, bool, error) { return r.Pay(ctx, o.ID()+99, "tx", lifeT0) }, "", false, domain.ErrOrderNotFound},
+			{"pay_unknown", func() (domain.OrderStatus, bool, error) {
+				return lifePay(r, ctx, lifeOrder(t, lifeT0, 99, 9, v.ID()), "tx-u", lifeT0)
+			}, "", false, domain.ErrOrderNotFound},
 			{"cancel_unknown", func() (domain.OrderStatus, bool, error) { return r.Cancel(ctx, o.ID()+99) }, "", false, domain.ErrOrderNotFound},
 		}
 		for _, st := range steps {
@@ -182,6 +197,12 @@ var repoLifecycleCases = []repoCase{
 		repoStock(t, s, v.ID(), 0)
 		if got, err := r.ExpireDue(ctx, lifeT0.Add(time.Hour), 10); err != nil || len(got) != 0 {
 			t.Fatalf("a paid order expired: %v, %v", got, err)
+		}
+		// Every payment is on record once: the double charge and the
+		// failed order's are owed back.
+		tally, err := r.Tally(ctx, v.ID())
+		if err != nil || tally.RefundsOwed != 2 || tally.RefundsOwedFen != 2 || tally.DoubleCharges != 1 || tally.Paid != 1 {
+			t.Fatalf("tally %+v (%v), want 2 payments owed back, 1 of them a double charge, 1 order paid", tally, err)
 		}
 	}},
 	{"lifecycle_two_expirers_return_each_unit_once", func(t *testing.T, s repoSubject) {
@@ -243,7 +264,7 @@ var repoLifecycleCases = []repoCase{
 			start := make(chan struct{})
 			var wg sync.WaitGroup
 			wg.Go(func() { <-start; got, expErr = r.ExpireDue(ctx, lifeT0.Add(lifeWindow), 10) })
-			wg.Go(func() { <-start; _, _, payErr = r.Pay(ctx, o.ID(), "tx", lifeT0) })
+			wg.Go(func() { <-start; _, _, payErr = lifePay(r, ctx, o, fmt.Sprintf("tx-%d", i), lifeT0) })
 			close(start)
 			wg.Wait()
 			if payErr != nil || expErr != nil {
