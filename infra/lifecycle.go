@@ -6,7 +6,6 @@ import (
 
 	"github.com/uptrace/bun"
 
-	"github.com/hmdp-go/seckill/adapters/metrics"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/ports"
@@ -30,12 +29,10 @@ func providePayOrder(orders ports.OrderRepository, vouchers ports.VoucherReposit
 // interval, at once again while a pass finds a full batch. It runs on every
 // instance: the database hands each due order to one of them (SKIP LOCKED),
 // and it runs with a window of 0 too, so that cancelled orders' units are
-// returned. Errors are logged and retried at the next tick.
+// returned. Errors are logged and retried at the next tick. Its metrics
+// (orders expired, the expiry lag, units returned) are counted by the
+// lifecycle's decorator (provideOrderLifecycle), payments with them.
 func (a *App) expiryLoop(ctx context.Context, every time.Duration) {
-	var counts *metrics.Expiries
-	if a.Observability.Metrics != nil {
-		counts = metrics.NewExpiries(a.Observability.Metrics)
-	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -48,9 +45,6 @@ func (a *App) expiryLoop(ctx context.Context, every time.Duration) {
 			pctx, cancel := context.WithTimeout(ctx, 10*every)
 			res, err := a.Expire.Handle(pctx)
 			cancel()
-			if counts != nil {
-				counts.Pass(res.Expired, res.Returned)
-			}
 			if res.Expired > 0 || res.Returned > 0 {
 				a.Log.Info().Int("expired", res.Expired).Int("returned", res.Returned).Msg("unpaid orders expired; units back on sale")
 			}

@@ -105,6 +105,15 @@ func provideOrderRepo(r *mysqlstore.OrderRepo, o *Observability) ports.OrderRepo
 	return o.Metrics.OrderRepository(r)
 }
 
+// provideOrderLifecycle counts the lifecycle's expiries, returns and
+// payments when metrics are on.
+func provideOrderLifecycle(r *mysqlstore.OrderRepo, o *Observability) ports.OrderLifecycle {
+	if o.Metrics == nil {
+		return r
+	}
+	return o.Metrics.OrderLifecycle(r)
+}
+
 // workerRetried is the worker's retry hook, nil without metrics.
 func (o *Observability) workerRetried() func(string, time.Duration) {
 	if o.Metrics == nil {

@@ -214,7 +214,7 @@ var commonSet = wire.NewSet(
 	wire.Bind(new(ports.VoucherRepository), new(*mysqlstore.VoucherRepo)),
 	provideMySQLOrderRepo,
 	provideOrderRepo,
-	wire.Bind(new(ports.OrderLifecycle), new(*mysqlstore.OrderRepo)),
+	provideOrderLifecycle,
 	provideExpireOrders,
 	application.NewCancelOrder,
 	providePayOrder,

@@ -65,9 +65,10 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	claimcountAdmission := provideCountedAdmission(counter, admission)
 	claimSeckill := application.NewClaimSeckill(iDs, claimcountAdmission)
 	getOrder := application.NewGetOrder(orderRepository, soldoutGate)
-	cancelOrder := application.NewCancelOrder(orderRepository, orderRepo, soldoutGate)
+	orderLifecycle := provideOrderLifecycle(orderRepo, observability)
+	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, soldoutGate)
 	systemClock := SystemClock{}
-	payOrder := providePayOrder(orderRepository, voucherRepo, orderRepo, systemClock, c)
+	payOrder := providePayOrder(orderRepository, voucherRepo, orderLifecycle, systemClock, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
 	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, systemClock)
@@ -77,7 +78,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	fulfillOrders := application.NewFulfillOrders(orderRepository, soldoutGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
 	restoreGate := application.NewRestoreGate(voucherRepo, orderRepository, soldoutGate, router, systemClock)
-	expireOrders := provideExpireOrders(orderRepo, soldoutGate, systemClock)
+	expireOrders := provideExpireOrders(orderLifecycle, soldoutGate, systemClock)
 	app := &App{
 		Config:        c,
 		Log:           log,
@@ -171,9 +172,10 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	claimcountAdmission := provideCountedAdmission(counter, admission)
 	claimSeckill := application.NewClaimSeckill(iDs, claimcountAdmission)
 	getOrder := application.NewGetOrder(orderRepository, soldoutGate)
-	cancelOrder := application.NewCancelOrder(orderRepository, orderRepo, soldoutGate)
+	orderLifecycle := provideOrderLifecycle(orderRepo, observability)
+	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, soldoutGate)
 	systemClock := SystemClock{}
-	payOrder := providePayOrder(orderRepository, voucherRepo, orderRepo, systemClock, c)
+	payOrder := providePayOrder(orderRepository, voucherRepo, orderLifecycle, systemClock, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
 	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, systemClock)
@@ -183,7 +185,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	fulfillOrders := application.NewFulfillOrders(orderRepository, soldoutGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
 	restoreGate := application.NewRestoreGate(voucherRepo, orderRepository, soldoutGate, router, systemClock)
-	expireOrders := provideExpireOrders(orderRepo, soldoutGate, systemClock)
+	expireOrders := provideExpireOrders(orderLifecycle, soldoutGate, systemClock)
 	app := &App{
 		Config:        c,
 		Log:           log,

@@ -356,9 +356,10 @@ type ClaimCounts interface {
 type OrderLifecycle interface {
 	// ExpireDue cancels (reason expired) up to limit created orders whose
 	// pay deadline is at or before now, with their units, in one
-	// transaction, and returns them. Instances running it at once take
-	// disjoint orders (rows another holds locked are skipped).
-	ExpireDue(ctx context.Context, now time.Time, limit int) ([]domain.VoucherOrder, error)
+	// transaction, and returns them with the deadlines they missed.
+	// Instances running it at once take disjoint orders (rows another holds
+	// locked are skipped).
+	ExpireDue(ctx context.Context, now time.Time, limit int) ([]ExpiredOrder, error)
 	// Unreturned lists up to limit cancelled orders whose unit the gate has
 	// not been given back yet, oldest first.
 	Unreturned(ctx context.Context, limit int) ([]domain.VoucherOrder, error)
@@ -380,6 +381,12 @@ type OrderLifecycle interface {
 	// for another order is domain.ErrTransactionReused, nothing recorded.
 	// domain.ErrOrderNotFound when the database has no such order.
 	Pay(ctx context.Context, p domain.Payment) (PayResult, error)
+}
+
+// ExpiredOrder is an order ExpireDue cancelled, and the deadline it missed.
+type ExpiredOrder struct {
+	Order    domain.VoucherOrder
+	Deadline time.Time
 }
 
 // PayResult is what OrderLifecycle.Pay did with one notification.

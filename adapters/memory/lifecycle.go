@@ -32,22 +32,22 @@ func (s *Orders) WithPayWindow(window time.Duration) *Orders {
 
 // ExpireDue holds the mutex for the whole pass, as the SQL transaction holds
 // its rows.
-func (s *Orders) ExpireDue(ctx context.Context, now time.Time, limit int) ([]domain.VoucherOrder, error) {
+func (s *Orders) ExpireDue(ctx context.Context, now time.Time, limit int) ([]ports.ExpiredOrder, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var due []domain.VoucherOrder
+	var due []ports.ExpiredOrder
 	for id, l := range s.life {
 		if l.state == domain.OrderCreated && !l.PayDeadline.IsZero() && !l.PayDeadline.After(now) {
-			due = append(due, s.created[id])
+			due = append(due, ports.ExpiredOrder{Order: s.created[id], Deadline: l.PayDeadline})
 		}
 	}
-	slices.SortFunc(due, func(a, b domain.VoucherOrder) int { return cmp.Compare(a.ID(), b.ID()) })
+	slices.SortFunc(due, func(a, b ports.ExpiredOrder) int { return cmp.Compare(a.Order.ID(), b.Order.ID()) })
 	due = due[:min(limit, len(due))]
-	for _, o := range due {
-		s.cancel(o, domain.CancelExpired)
+	for _, d := range due {
+		s.cancel(d.Order, domain.CancelExpired)
 	}
 	return due, nil
 }

@@ -104,25 +104,27 @@ func (r *OrderRepo) forUpdate(q *bun.SelectQuery, skip bool) *bun.SelectQuery {
 // ExpireDue takes the due orders with SKIP LOCKED, so instances expiring at
 // once split them instead of waiting on each other; the status guard on the
 // UPDATE makes a row counted twice impossible even without the lock.
-func (r *OrderRepo) ExpireDue(ctx context.Context, now time.Time, limit int) ([]domain.VoucherOrder, error) {
-	var due []domain.VoucherOrder
+func (r *OrderRepo) ExpireDue(ctx context.Context, now time.Time, limit int) ([]ports.ExpiredOrder, error) {
+	var due []ports.ExpiredOrder
 	err := r.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		due = nil
 		var rows []orderModel
-		q := tx.NewSelect().Model(&rows).Column("id", "user_id", "voucher_id").
+		q := tx.NewSelect().Model(&rows).Column("id", "user_id", "voucher_id", "pay_deadline").
 			Where("status = ?", statusUnpaid).Where("pay_deadline <= ?", now.UTC()).
 			Order("pay_deadline").Limit(int64(limit))
 		if err := r.forUpdate(q, true).Scan(ctx); err != nil {
 			return fmt.Errorf("select due orders: %w", err)
 		}
+		orders := make([]domain.VoucherOrder, 0, len(rows))
 		for _, row := range rows {
 			o, err := row.toDomain()
 			if err != nil {
 				return err
 			}
-			due = append(due, o)
+			orders = append(orders, o)
+			due = append(due, ports.ExpiredOrder{Order: o, Deadline: row.PayDeadline.Time.UTC()})
 		}
-		return r.cancelRows(ctx, tx, due, statusUnpaid, domain.CancelExpired)
+		return r.cancelRows(ctx, tx, orders, statusUnpaid, domain.CancelExpired)
 	})
 	if err != nil {
 		return nil, wrap("expire due orders", err)

@@ -114,6 +114,17 @@ func TestHalfPayHalfExpire(t *testing.T) {
 			if got := value(fams, "seckill_orders_expired_total", "", ""); got != float64(returned) {
 				t.Fatalf("seckill_orders_expired_total = %v, want %d", got, returned)
 			}
+			if got := histCount(fams, "seckill_order_expiry_lag_seconds"); got != uint64(returned) {
+				t.Fatalf("expiry lag observations = %d, want %d", got, returned)
+			}
+			late := float64(stock/2 - paid) // payments that lost the race to their expiry
+			if got := value(fams, "seckill_payments_total", "kind", "settled"); got != float64(paid) {
+				t.Fatalf("settled payments = %v, want %d", got, paid)
+			}
+			if got := value(fams, "seckill_payments_total", "kind", "late"); got != late {
+				t.Fatalf("late payments = %v, want %v", got, late)
+			}
+			lifecycleBalanced(t, app, vid, stock)
 
 			// New buyers, and the first five whose order expired, at once.
 			users := make([]domain.UserID, 0, newUsers+5)
@@ -158,7 +169,36 @@ func TestHalfPayHalfExpire(t *testing.T) {
 			if s := mysqlStock(t, app, vid); s != 0 {
 				t.Fatalf("MySQL stock %d, want 0", s)
 			}
+			lifecycleBalanced(t, app, vid, stock)
 		})
+	}
+}
+
+// lifecycleBalanced asserts the lifecycle's invariant once nothing is in
+// flight: stock left + unpaid + paid = the initial stock in MySQL, and stock
+// left + marked buyers = the initial stock in Redis; cancelled and
+// refunding orders hold nothing on either side.
+func lifecycleBalanced(t *testing.T, app *infra.App, vid domain.VoucherID, initial int) {
+	t.Helper()
+	ctx := context.Background()
+	var holders int
+	if err := app.DB.NewSelect().Table("tb_voucher_order").ColumnExpr("COUNT(*)").
+		Where("voucher_id = ? AND status IN (1, 2, 3)", vid).Scan(ctx, &holders); err != nil {
+		t.Fatal(err)
+	}
+	if s := mysqlStock(t, app, vid); s+holders != initial {
+		t.Fatalf("MySQL: stock %d + unpaid and paid %d != %d", s, holders, initial)
+	}
+	stock, ok, err := app.Gate.Stock(ctx, vid)
+	if err != nil || !ok {
+		t.Fatalf("gate stock: %v (present %v)", err, ok)
+	}
+	buyers, err := app.Gate.Buyers(ctx, vid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stock+len(buyers) != initial {
+		t.Fatalf("Redis: stock %d + buyers %d != %d", stock, len(buyers), initial)
 	}
 }
 

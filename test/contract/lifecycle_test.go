@@ -95,14 +95,14 @@ var repoLifecycleCases = []repoCase{
 			t.Fatalf("before the deadline: %v, %v", got, err)
 		}
 		got, err = r.ExpireDue(ctx, lifeT0.Add(lifeWindow), 10)
-		if err != nil || len(got) != 1 || got[0] != due {
+		if err != nil || len(got) != 1 || got[0].Order != due || !got[0].Deadline.Equal(lifeT0.Add(lifeWindow)) {
 			t.Fatalf("at the deadline: %v, %v; want [%s]", got, err, due)
 		}
 		if st := lifeFind(t, r, due.ID()); st.State != domain.OrderCancelled || st.CancelReason != domain.CancelExpired {
 			t.Fatalf("expired order = %+v", st)
 		}
 		repoStock(t, s, v.ID(), 3)
-		if got, err := r.ExpireDue(ctx, lifeT0.Add(time.Hour), 10); err != nil || len(got) != 1 || got[0] != later {
+		if got, err := r.ExpireDue(ctx, lifeT0.Add(time.Hour), 10); err != nil || len(got) != 1 || got[0].Order != later {
 			t.Fatalf("an hour later: %v, %v; want only [%s] (paid never expires)", got, err, later)
 		}
 		repoStock(t, s, v.ID(), 4)
@@ -233,7 +233,7 @@ var repoLifecycleCases = []repoCase{
 					}
 					mu.Lock()
 					for _, o := range got {
-						seen[o.ID()]++
+						seen[o.Order.ID()]++
 					}
 					mu.Unlock()
 				}
@@ -259,7 +259,7 @@ var repoLifecycleCases = []repoCase{
 		for i := range rounds {
 			o := lifeOrder(t, lifeT0, uint32(i+1), domain.UserID(i+1), v.ID())
 			lifeCreate(t, r, o)
-			var got []domain.VoucherOrder
+			var got []ports.ExpiredOrder
 			var payErr, expErr error
 			start := make(chan struct{})
 			var wg sync.WaitGroup
