@@ -59,7 +59,7 @@ var AllScenarios = []Scenario{ScenarioHot, ScenarioWide, ScenarioFulfil, Scenari
 var ClaimModes = []Mode{ModeSync, ModeChannel, ModeStream, ModeCeiling, ModeNoop}
 
 // allModes is every mode, in the order the table lists them.
-var allModes = []Mode{ModeSync, ModeChannel, ModeStream, ModeCeiling, ModeNoop, ModePerOrder, ModeBatched}
+var allModes = append([]Mode{ModeSync, ModeChannel, ModeStream, ModeCeiling, ModeNoop, ModePerOrder, ModeBatched}, lifecycleModes...)
 
 // Load is the generator that drives the claim scenarios.
 type Load string
@@ -138,6 +138,7 @@ type Options struct {
 	DrainTimeout time.Duration
 
 	FulfilOrders  int // orders drained by each fulfilment mode
+	ExpiryOrders  int // orders of the expiry sale (lifecycle.go)
 	FulfilWorkers int // consumers of each fulfilment mode (0: Base.Workers)
 
 	// CrashBatch is the service's batch size until the kill, small so the
@@ -232,13 +233,13 @@ func ParseScenarios(s string) ([]Scenario, error) {
 		switch Scenario(f) {
 		case "all":
 			out = append(out, AllScenarios...)
-		case ScenarioHot, ScenarioWide, ScenarioCrash, ScenarioFulfil:
+		case ScenarioHot, ScenarioWide, ScenarioCrash, ScenarioFulfil, ScenarioLifecycle, ScenarioExpiry:
 			out = append(out, Scenario(f))
 		default:
-			return nil, fmt.Errorf("unknown scenario %q (want hot, wide, fulfil, crash or all)", f)
+			return nil, fmt.Errorf("unknown scenario %q (want hot, wide, fulfil, crash, lifecycle, expiry or all)", f)
 		}
 	}
-	return slices.Compact(orderLike(out, AllScenarios)), nil
+	return slices.Compact(orderLike(out, append(slices.Clone(AllScenarios), lifecycleScenarios...))), nil
 }
 
 // ParseModes reads a comma-separated list; "all" is every mode.
@@ -252,7 +253,7 @@ func ParseModes(s string) ([]Mode, error) {
 			continue
 		}
 		if !slices.Contains(all, Mode(f)) {
-			return nil, fmt.Errorf("unknown mode %q (want sync, channel, stream, ceiling, noop, per-order, batched or all)", f)
+			return nil, fmt.Errorf("unknown mode %q (want sync, channel, stream, ceiling, noop, per-order, batched, pay-off, pay-15m, expire or all)", f)
 		}
 		out = append(out, Mode(f))
 	}
@@ -342,7 +343,7 @@ func modesOf(sc Scenario) []Mode {
 	case ScenarioFulfil:
 		return []Mode{ModePerOrder, ModeBatched}
 	}
-	return nil
+	return lifecycleModesOf(sc)
 }
 
 // errUnavailable marks a mode that cannot run here; the result says why.

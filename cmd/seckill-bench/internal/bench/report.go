@@ -292,6 +292,7 @@ func checkTargets(rs []Result, judge bool) []Target {
 	for _, sc := range []Scenario{ScenarioHot, ScenarioWide} {
 		ratio(fmt.Sprintf("%s: stream claims/s vs channel", sc), "≥ 0.95×", sc, ModeStream, sc, ModeChannel, claims, 0.95, true, goal)
 	}
+	ratio("lifecycle: claims/s with a 15m pay window vs none", "≥ 0.95×", ScenarioLifecycle, ModePayOn, ScenarioLifecycle, ModePayOff, claims, 0.95, true, goal)
 	ratio("fulfil: stream queue alone vs batched writer", "≥ 2× (the consumer is not the next bottleneck)", ScenarioFulfil, ModeBatched, ScenarioFulfil, ModeBatched,
 		func(a, _ *Result) (float64, float64) { return a.StreamAlonePerSec, a.OrdersPerSec }, 2, true, goal)
 	ratio("fulfil: channel queue alone vs batched writer", "≥ 1× (the queue is not the bottleneck)", ScenarioFulfil, ModeBatched, ScenarioFulfil, ModeBatched,

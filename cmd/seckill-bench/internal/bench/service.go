@@ -32,6 +32,10 @@ func (e *env) run(ctx context.Context, sc Scenario, m Mode, round int) Result {
 		err = e.runFulfil(ctx, m, &r)
 	case sc == ScenarioCrash:
 		err = e.runCrash(ctx, m, &r)
+	case sc == ScenarioLifecycle:
+		err = e.runLifecycle(ctx, m, &r)
+	case sc == ScenarioExpiry:
+		err = e.runExpiry(ctx, &r)
 	case m == ModeSync:
 		err = e.runSync(ctx, sc, &r)
 	case m == ModeCeiling:
