@@ -105,3 +105,35 @@ func TestCheckPayment(t *testing.T) {
 		})
 	}
 }
+
+func TestPaymentKinds(t *testing.T) {
+	tests := []struct {
+		state    domain.OrderState
+		want     domain.PaymentKind
+		wantOwed bool
+		wantErr  bool
+	}{
+		{domain.OrderCreated, domain.PaymentSettled, false, false},
+		{domain.OrderCancelled, domain.PaymentLate, true, false},
+		{domain.OrderPaid, domain.PaymentDouble, true, false},
+		{domain.OrderRefunding, domain.PaymentDouble, true, false},
+		{domain.OrderFailed, domain.PaymentUnsold, true, false},
+		{domain.OrderQueued, "", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.state), func(t *testing.T) {
+			got, err := domain.PaymentKindOf(tt.state)
+			if (err != nil) != tt.wantErr || got != tt.want || (err == nil && got.Owed() != tt.wantOwed) {
+				t.Fatalf("PaymentKindOf(%s) = %q, %v; want %q owed=%v", tt.state, got, err, tt.want, tt.wantOwed)
+			}
+			if err == nil {
+				if back, err := domain.ParsePaymentKind(string(got)); err != nil || back != got {
+					t.Fatalf("ParsePaymentKind(%q) = %q, %v", got, back, err)
+				}
+			}
+		})
+	}
+	if _, err := domain.ParsePaymentKind("refund"); err == nil {
+		t.Fatal("ParsePaymentKind accepted an unknown kind")
+	}
+}
