@@ -242,7 +242,7 @@ var commonSet = wire.NewSet(
 	application.NewSaleDashboard,
 	provideWorker,
 	provideHandler,
-	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Gate", "Buckets", "Tokens", "Sessions", "DB", "Redis", "Observability", "Expire"),
+	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Gate", "Buckets", "Tokens", "Sessions", "DB", "Redis", "Observability", "Expire", "Claims"),
 )
 
 // channelSet: the in-process bounded channel, fed by the gate plus the channel.

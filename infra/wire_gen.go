@@ -93,6 +93,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Redis:         universalClient,
 		Observability: observability,
 		Expire:        expireOrders,
+		Claims:        counter,
 	}
 	return app, func() {
 		cleanup5()
@@ -199,6 +200,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Redis:         universalClient,
 		Observability: observability,
 		Expire:        expireOrders,
+		Claims:        counter,
 	}
 	return app, func() {
 		cleanup7()

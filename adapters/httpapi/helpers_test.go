@@ -231,6 +231,9 @@ type env struct {
 	// ledger is the orders under the spy; clock the gate's and the ids'.
 	ledger *memory.Orders
 	clock  *testenv.Clock
+	// counter counts claim answers for the sale board (its Sample is the
+	// once-a-second reading the service takes).
+	counter *claimcount.Counter
 }
 
 func newEnv(t testing.TB, opt options) *env {
@@ -320,7 +323,7 @@ func newEnv(t testing.TB, opt options) *env {
 	return &env{
 		t: t, h: httpapi.NewRouter(d), calls: c, vouchers: vouchers, stored: mv, orders: orders,
 		gate: gate, queue: queue, fulfill: application.NewFulfillOrders(orders, gate), logs: logs,
-		sessions: sessions, lookups: lookups, ledger: ledger, clock: clock,
+		sessions: sessions, lookups: lookups, ledger: ledger, clock: clock, counter: counter,
 	}
 }
 
