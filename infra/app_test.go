@@ -1,10 +1,12 @@
 package infra_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,5 +81,27 @@ func TestTokenCacheTTLZeroRevokesAtOnce(t *testing.T) {
 				t.Fatalf("right after deletion: revoked=%v, want %v", revoked, tc.wantRevoked)
 			}
 		})
+	}
+}
+
+// TestMakeRunWarnsOnlyOfWhatItChose: `make run` (embedded backends, the dev
+// endpoint, user 1 as admin) warns of those choices and of nothing a
+// newcomer would have to look up; the embedded Redis's lack of CLIENT
+// TRACKING is expected there and said at info level.
+func TestMakeRunWarnsOnlyOfWhatItChose(t *testing.T) {
+	c := infra.DefaultConfig()
+	c.DevEndpoints = true
+	c.AdminUsers = "1"
+	var logs bytes.Buffer
+	startEmbedded(t, c, zerolog.New(&logs).Level(zerolog.WarnLevel))
+	expected := []string{"embedded SQLite", "embedded Redis", "dev endpoint"}
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		known := false
+		for _, e := range expected {
+			known = known || strings.Contains(line, e)
+		}
+		if !known {
+			t.Errorf("make run warns of something it did not choose: %s", line)
+		}
 	}
 }
