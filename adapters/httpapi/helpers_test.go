@@ -157,24 +157,6 @@ func (f sessionsFunc) UserID(ctx context.Context, token string) (domain.UserID, 
 	return f(ctx, token)
 }
 
-// syncBuffer is a log sink safe for the server goroutines of httptest.Server.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type options struct {
 	queueCap int
 	noTokens bool
@@ -221,7 +203,7 @@ type env struct {
 	gate     *memory.Gate
 	queue    *chanqueue.Queue
 	fulfill  *application.FulfillOrders
-	logs     *syncBuffer
+	logs     *testenv.LogBuffer
 	sessions *memory.Sessions
 	// lookups counts session lookups, kept apart from calls because most
 	// requests make one.
@@ -257,7 +239,7 @@ func newEnv(t testing.TB, opt options) *env {
 	sgate := &spyGate{StockGate: gate, c: c}
 	sessions := memory.NewSessions()
 
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	level := zerolog.DebugLevel
 	if opt.quiet {
 		level = zerolog.InfoLevel
