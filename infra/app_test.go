@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/infra"
+	"github.com/hmdp-go/seckill/test/testapp"
 )
 
 // startEmbedded runs the wired service on the embedded backends.
@@ -24,20 +25,7 @@ func startEmbedded(t *testing.T, c infra.Config, log zerolog.Logger) *infra.App 
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	app, cleanup, err := infra.Build(c, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cleanup)
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = app.Shutdown(ctx)
-	})
-	return app
+	return testapp.Start(t, c, log)
 }
 
 // TestTokenCacheTTLZeroRevokesAtOnce: with SECKILL_TOKEN_CACHE_TTL=0 a login

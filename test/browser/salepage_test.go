@@ -24,6 +24,7 @@ import (
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/infra"
+	"github.com/hmdp-go/seckill/test/testapp"
 	"github.com/hmdp-go/seckill/test/testenv"
 )
 
@@ -67,19 +68,7 @@ func startService(t *testing.T) (string, *infra.App) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	app, cleanup, err := infra.Build(c, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cleanup)
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = app.Shutdown(ctx)
-	})
+	app := testapp.Start(t, c, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
 	return "http://" + app.Addr(), app
 }
 
