@@ -37,20 +37,37 @@ func NewSaleDashboard(vouchers ports.VoucherRepository, gate ports.GateAudit, le
 	return &SaleDashboard{vouchers: vouchers, gate: gate, ledger: ledger, queue: queue, claims: claims, clock: clock}
 }
 
+// SaleBoardQuery says what one reading includes.
+type SaleBoardQuery struct {
+	// History adds each sale's claim counts over the last minute
+	// (ports.ClaimCounts.History): a page asks once, when it opens.
+	History bool
+}
+
 // SaleBoard is one reading of every sale shown.
 type SaleBoard struct {
 	At    time.Time
 	Queue ports.QueueOverview
-	// Sales are the first MaxSaleBoard sales that have not ended, live ones
-	// first, each group by start time; Total counts them all.
+	// Sales are the first MaxSaleBoard sales that have not ended: those
+	// selling, then those sold out, then those not started, each group by
+	// start time. Total counts every sale not ended.
 	Sales []SaleRow
 	Total int
 }
 
+// SaleState is where a sale shown stands.
+type SaleState string
+
+const (
+	SaleSelling  SaleState = "live"     // started, and the gate has stock left
+	SaleSoldOut  SaleState = "sold_out" // started, and the gate has none (an expiry can put a unit back)
+	SaleUpcoming SaleState = "upcoming" // not started yet
+)
+
 // SaleRow is one sale's figures.
 type SaleRow struct {
 	Voucher domain.Voucher
-	Live    bool // started; false: not started yet
+	State   SaleState
 	// GateFound is false when the gate holds no state for the voucher (lost,
 	// or expired): GateStock is then meaningless.
 	GateFound bool
@@ -58,11 +75,55 @@ type SaleRow struct {
 	DB        ports.SaleTally
 	Backlog   ports.Backlog
 	Claims    map[string]int64
+	History   ports.ClaimHistory // only when the query asked for it
+}
+
+// Live reports whether the sale has started (selling or sold out).
+func (r SaleRow) Live() bool { return r.State != SaleUpcoming }
+
+// SaleBalance accounts for a sale's units on both sides. The database keeps
+// Initial = stock left + unpaid + paid in each transaction (a cancelled
+// order's unit is back in its stock); the gate has sold the same units plus
+// the claims in flight, those it holds that are not an order in the
+// database yet.
+type SaleBalance struct {
+	Initial  int
+	InFlight int // the database's stock left minus the gate's
+	// Holds is this reading's verdict; Problem says what is wrong when not.
+	// A claim committed between the reading's steps can break one reading
+	// (the page flags an imbalance seen in a row); a standing one is a gate
+	// that lost orders, or claims that neither the queue nor the database
+	// has.
+	Holds   bool
+	Problem string
+}
+
+// Balance checks the row's books. With a channel queue, orders in flight
+// are not counted per voucher, so only a gate ahead of the database (too
+// much stock) can be told.
+func (r SaleRow) Balance() SaleBalance {
+	b := SaleBalance{Initial: r.DB.Stock + int(r.DB.Unpaid+r.DB.Paid), Holds: true}
+	if !r.GateFound {
+		b.Holds, b.Problem = false, "Redis holds no state for this sale: claims answer not_found until the repair loop restores it"
+		return b
+	}
+	b.InFlight = r.DB.Stock - r.GateStock
+	switch {
+	case b.InFlight < 0:
+		b.Holds, b.Problem = false, fmt.Sprintf("Redis has %d more units left than MySQL: it forgot orders MySQL has (the repair loop puts them back; `seckill reconcile` shows them)", -b.InFlight)
+	case r.Backlog.Known && int64(b.InFlight) > r.Backlog.Length:
+		b.Holds, b.Problem = false, fmt.Sprintf("%d claims taken in Redis are neither orders in MySQL nor in the queue (`seckill reconcile` lists them)", int64(b.InFlight)-r.Backlog.Length)
+	}
+	return b
 }
 
 // Handle reads the board. A failing backend fails the reading: a page that
 // silently showed zeros would mislead whoever watches a sale.
-func (h *SaleDashboard) Handle(ctx context.Context) (SaleBoard, error) {
+//
+// Each sale is read database first, then gate, then queue: a claim made
+// between the reads shows as in flight (the gate has it, the database's
+// read did not), never as a gate ahead of the database.
+func (h *SaleDashboard) Handle(ctx context.Context, q SaleBoardQuery) (SaleBoard, error) {
 	now := h.clock.Now()
 	b := SaleBoard{At: now}
 	var err error
@@ -75,6 +136,8 @@ func (h *SaleDashboard) Handle(ctx context.Context) (SaleBoard, error) {
 	}
 	b.Total = len(vs)
 	started := func(v domain.Voucher) bool { return !v.Sale().Begin().After(now) }
+	// Started sales first, so the cap keeps them; whether one sold out is
+	// known only once its gate is read, below.
 	slices.SortFunc(vs, func(x, y domain.Voucher) int {
 		if sx, sy := started(x), started(y); sx != sy {
 			if sx {
@@ -92,17 +155,28 @@ func (h *SaleDashboard) Handle(ctx context.Context) (SaleBoard, error) {
 	}
 	b.Sales = make([]SaleRow, 0, len(vs))
 	for _, v := range vs {
-		row := SaleRow{Voucher: v, Live: started(v), Claims: h.claims.Claims(v.ID())}
-		if row.GateStock, row.GateFound, err = h.gate.Stock(ctx, v.ID()); err != nil {
-			return b, fmt.Errorf("gate stock of voucher %d: %w", v.ID(), err)
+		row := SaleRow{Voucher: v, State: SaleUpcoming, Claims: h.claims.Claims(v.ID())}
+		if q.History {
+			row.History = h.claims.History(v.ID())
 		}
 		if row.DB, err = h.ledger.Tally(ctx, v.ID()); err != nil {
 			return b, fmt.Errorf("orders of voucher %d: %w", v.ID(), err)
 		}
+		if row.GateStock, row.GateFound, err = h.gate.Stock(ctx, v.ID()); err != nil {
+			return b, fmt.Errorf("gate stock of voucher %d: %w", v.ID(), err)
+		}
 		if row.Backlog, err = h.queue.Backlog(ctx, v.ID()); err != nil {
 			return b, fmt.Errorf("queue backlog of voucher %d: %w", v.ID(), err)
 		}
+		if started(v) {
+			row.State = SaleSelling
+			if row.GateFound && row.GateStock == 0 {
+				row.State = SaleSoldOut
+			}
+		}
 		b.Sales = append(b.Sales, row)
 	}
+	rank := map[SaleState]int{SaleSelling: 0, SaleSoldOut: 1, SaleUpcoming: 2}
+	slices.SortStableFunc(b.Sales, func(x, y SaleRow) int { return cmp.Compare(rank[x.State], rank[y.State]) })
 	return b, nil
 }

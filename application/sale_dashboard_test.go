@@ -40,7 +40,7 @@ func TestSaleDashboard(t *testing.T) {
 	}
 	w.drain(t)
 
-	b, err := board.Handle(ctx)
+	b, err := board.Handle(ctx, application.SaleBoardQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestSaleDashboard(t *testing.T) {
 		t.Fatalf("board lists %v of %d; want live %d, then %d and %d by start", ids, b.Total, live, soon, later)
 	}
 	s := b.Sales[0]
-	if !s.Live || b.Sales[1].Live || !s.GateFound || s.GateStock != 0 ||
+	if s.State != application.SaleSoldOut || b.Sales[1].State != application.SaleUpcoming || !s.GateFound || s.GateStock != 0 ||
 		s.DB != (ports.SaleTally{Stock: 0, Created: 2, Unpaid: 2}) || s.Claims["success"] != 2 || s.Claims["sold_out"] != 1 {
 		t.Fatalf("live sale row: %+v", s)
 	}
@@ -62,7 +62,7 @@ func TestSaleDashboard(t *testing.T) {
 
 	// A backend that fails fails the reading: zeros would read as a sell-out.
 	broken := application.NewSaleDashboard(w.vouchers, brokenGate{gate}, w.orders, w.queue, counter, testenv.NewClock(now))
-	if _, err := broken.Handle(ctx); err == nil {
+	if _, err := broken.Handle(ctx, application.SaleBoardQuery{}); err == nil {
 		t.Fatal("a failing gate gave a board")
 	}
 }

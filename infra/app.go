@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/uptrace/bun"
 
+	"github.com/hmdp-go/seckill/adapters/claimcount"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/adapters/redisbuckets"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
@@ -43,6 +44,9 @@ type App struct {
 	Observability *Observability
 	// Expire cancels unpaid orders past their pay window (expiryLoop).
 	Expire *application.ExpireOrders
+	// Claims counts claim answers for the live sale page and keeps their
+	// last minute (sampled once a second from Start).
+	Claims *claimcount.Counter
 
 	srv       *http.Server
 	addr      net.Addr
@@ -135,6 +139,12 @@ func (a *App) Start(ctx context.Context) error {
 	go func() {
 		defer a.repairs.Done()
 		a.expiryLoop(a.workerCtx, expiryEvery)
+	}()
+
+	a.repairs.Add(1)
+	go func() {
+		defer a.repairs.Done()
+		a.Claims.Run(a.workerCtx)
 	}()
 
 	l, err := net.Listen("tcp", a.Config.HTTPAddr)

@@ -1,16 +1,19 @@
 package infra_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/infra"
+	"github.com/hmdp-go/seckill/test/testapp"
 )
 
 // startEmbedded runs the wired service on the embedded backends.
@@ -22,20 +25,7 @@ func startEmbedded(t *testing.T, c infra.Config, log zerolog.Logger) *infra.App 
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	app, cleanup, err := infra.Build(c, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cleanup)
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = app.Shutdown(ctx)
-	})
-	return app
+	return testapp.Start(t, c, log)
 }
 
 // TestTokenCacheTTLZeroRevokesAtOnce: with SECKILL_TOKEN_CACHE_TTL=0 a login
@@ -79,5 +69,27 @@ func TestTokenCacheTTLZeroRevokesAtOnce(t *testing.T) {
 				t.Fatalf("right after deletion: revoked=%v, want %v", revoked, tc.wantRevoked)
 			}
 		})
+	}
+}
+
+// TestMakeRunWarnsOnlyOfWhatItChose: `make run` (embedded backends, the dev
+// endpoint, user 1 as admin) warns of those choices and of nothing a
+// newcomer would have to look up; the embedded Redis's lack of CLIENT
+// TRACKING is expected there and said at info level.
+func TestMakeRunWarnsOnlyOfWhatItChose(t *testing.T) {
+	c := infra.DefaultConfig()
+	c.DevEndpoints = true
+	c.AdminUsers = "1"
+	var logs bytes.Buffer
+	startEmbedded(t, c, zerolog.New(&logs).Level(zerolog.WarnLevel))
+	expected := []string{"embedded SQLite", "embedded Redis", "dev endpoint"}
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		known := false
+		for _, e := range expected {
+			known = known || strings.Contains(line, e)
+		}
+		if !known {
+			t.Errorf("make run warns of something it did not choose: %s", line)
+		}
 	}
 }

@@ -64,7 +64,13 @@ func provideSessions(rdb redis.UniversalClient, s *redissession.Store, c Config,
 	}
 	t, err := redissession.NewTracked(ctx, rdb, s, redissession.TrackedOptions{Size: c.TokenCacheSize})
 	if errors.Is(err, redissession.ErrTrackingUnsupported) {
-		log.Warn().Err(err).Dur("bound", c.TokenCacheTTL).
+		// Expected on the embedded Redis (`make run`), where it is no news;
+		// a real Redis without tracking is worth a warning.
+		ev := log.Warn().Err(err)
+		if embedded, _ := c.Embedded(); embedded {
+			ev = log.Info()
+		}
+		ev.Dur("bound", c.TokenCacheTTL).
 			Msg("session cache without invalidation: a revoked token keeps working on this instance for up to SECKILL_TOKEN_CACHE_TTL")
 		return redissession.NewCached(s, redissession.CacheOptions{Size: c.TokenCacheSize, TTL: c.TokenCacheTTL}), func() {}, nil
 	}
@@ -242,7 +248,7 @@ var commonSet = wire.NewSet(
 	application.NewSaleDashboard,
 	provideWorker,
 	provideHandler,
-	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Gate", "Buckets", "Tokens", "Sessions", "DB", "Redis", "Observability", "Expire"),
+	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Gate", "Buckets", "Tokens", "Sessions", "DB", "Redis", "Observability", "Expire", "Claims"),
 )
 
 // channelSet: the in-process bounded channel, fed by the gate plus the channel.

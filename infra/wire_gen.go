@@ -94,6 +94,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Redis:         universalClient,
 		Observability: observability,
 		Expire:        expireOrders,
+		Claims:        counter,
 	}
 	return app, func() {
 		cleanup5()
@@ -201,6 +202,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Redis:         universalClient,
 		Observability: observability,
 		Expire:        expireOrders,
+		Claims:        counter,
 	}
 	return app, func() {
 		cleanup7()

@@ -343,6 +343,17 @@ type QueueMonitor interface {
 // counts only grow; a reader derives rates from two readings.
 type ClaimCounts interface {
 	Claims(id domain.VoucherID) map[string]int64
+	// History is the voucher's counts as read once a second over the last
+	// minute, so a page opened mid-sale can draw it; empty when the voucher
+	// counted no claim in that time.
+	History(id domain.VoucherID) ClaimHistory
+}
+
+// ClaimHistory is a voucher's past readings of ClaimCounts, oldest first:
+// Claims[outcome][i] is the count at At[i].
+type ClaimHistory struct {
+	At     []time.Time
+	Claims map[string][]int64
 }
 
 // OrderLifecycle moves committed orders through payment and cancellation.

@@ -51,6 +51,7 @@ type Counter struct {
 	mu       sync.Mutex // guards adding entries; reads go through the sync.Map
 	vouchers sync.Map   // domain.VoucherID -> counts
 	n        int
+	h        histories
 }
 
 func New() *Counter { return &Counter{} }

@@ -103,8 +103,15 @@ var errorTable = []struct {
 
 var retryAfterOne = []string{"1"}
 
+// The language of errorMsg follows who reads it. What the original front
+// end shows a buyer or an admin is in Chinese, as the original: refusals,
+// 401/403 of a login, a missing order or route, busy, rate limits, and an
+// internal error (hmdp's own "服务器异常"). What a developer's or a
+// machine's client reads is in English: bad input (400, 413, 415), the
+// payment provider's answers, readiness. TestErrorMessagesFollowTheirReader
+// holds every kind to it.
 var (
-	internalAnswer = fixed(http.StatusInternalServerError, codeInternal, "internal error")
+	internalAnswer = fixed(http.StatusInternalServerError, codeInternal, "服务器异常")
 	notReadyAnswer = fixed(http.StatusServiceUnavailable, codeUnavailable, "not ready")
 )
 

@@ -29,7 +29,7 @@ func TestErrorTableMapsWrappedErrors(t *testing.T) {
 		{"voucher_not_found", wrap(domain.ErrVoucherNotFound), http.StatusOK, "not_found", ""},
 		{"order_not_found", wrap(domain.ErrOrderNotFound), http.StatusNotFound, "not_found", ""},
 		{"busy", wrap(fmt.Errorf("%w: %w", application.ErrBusy, ports.ErrQueueFull)), http.StatusServiceUnavailable, "busy", ""},
-		{"queue_error_alone_is_internal", wrap(ports.ErrQueueFull), http.StatusInternalServerError, "internal", "internal error"},
+		{"queue_error_alone_is_internal", wrap(ports.ErrQueueFull), http.StatusInternalServerError, "internal", "服务器异常"},
 		{"unknown_token", wrap(ports.ErrUnknownToken), http.StatusUnauthorized, "unauthorized", ""},
 		{"forbidden", wrap(errForbidden), http.StatusForbidden, "forbidden", ""},
 		{"rate_limited", wrap(errRateLimited), http.StatusTooManyRequests, "rate_limited", ""},
@@ -38,8 +38,8 @@ func TestErrorTableMapsWrappedErrors(t *testing.T) {
 		{"validation", wrap(&domain.ValidationError{Field: "stock", Reason: "must be greater than 0"}), http.StatusBadRequest, "bad_request", "invalid stock: must be greater than 0"},
 		{"request_error", wrap(badRequest("id must be a positive integer")), http.StatusBadRequest, "bad_request", "id must be a positive integer"},
 		{"body_too_large", errBodyTooLarge(10), http.StatusRequestEntityTooLarge, "bad_request", "request body is larger than 10 bytes"},
-		{"unknown_is_internal", wrap(errors.New("dial tcp 10.0.0.1:6379: refused")), http.StatusInternalServerError, "internal", "internal error"},
-		{"text_that_reads_like_validation_is_internal", wrap(errors.New("invalid stock")), http.StatusInternalServerError, "internal", "internal error"},
+		{"unknown_is_internal", wrap(errors.New("dial tcp 10.0.0.1:6379: refused")), http.StatusInternalServerError, "internal", "服务器异常"},
+		{"text_that_reads_like_validation_is_internal", wrap(errors.New("invalid stock")), http.StatusInternalServerError, "internal", "服务器异常"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

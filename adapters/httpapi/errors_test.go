@@ -65,7 +65,7 @@ func TestInternalErrorIsLoggedOnceAndNotLeaked(t *testing.T) {
 			tc.setup(e)
 			tc.r.header = map[string]string{"X-Request-Id": "req-42"}
 			res := e.do(tc.r)
-			wantRefusal(t, res, http.StatusInternalServerError, "internal", "internal error")
+			wantRefusal(t, res, http.StatusInternalServerError, "internal", "服务器异常")
 			if res.requestID != "req-42" {
 				t.Fatalf("500 carries request id %q, want req-42", res.requestID)
 			}
@@ -317,7 +317,7 @@ func TestRequestWithoutAnIDGetsOneWhenItIsNeeded(t *testing.T) {
 	seen := map[string]bool{}
 	for _, header := range []map[string]string{nil, {"X-Request-Id": strings.Repeat("a", 200)}, {"X-Request-Id": "bad id"}} {
 		res := e.do(req{method: "GET", path: "/voucher/list/1", header: header})
-		wantRefusal(t, res, http.StatusInternalServerError, "internal", "internal error")
+		wantRefusal(t, res, http.StatusInternalServerError, "internal", "服务器异常")
 		id := res.requestID
 		if !regexp.MustCompile(`^[^/\s]+/[0-9a-f]{10}-\d{6,}$`).MatchString(id) {
 			t.Fatalf("500 carries request id %q, want one made here (host/random-sequence)", id)

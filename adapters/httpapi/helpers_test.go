@@ -157,24 +157,6 @@ func (f sessionsFunc) UserID(ctx context.Context, token string) (domain.UserID, 
 	return f(ctx, token)
 }
 
-// syncBuffer is a log sink safe for the server goroutines of httptest.Server.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type options struct {
 	queueCap int
 	noTokens bool
@@ -221,7 +203,7 @@ type env struct {
 	gate     *memory.Gate
 	queue    *chanqueue.Queue
 	fulfill  *application.FulfillOrders
-	logs     *syncBuffer
+	logs     *testenv.LogBuffer
 	sessions *memory.Sessions
 	// lookups counts session lookups, kept apart from calls because most
 	// requests make one.
@@ -231,6 +213,9 @@ type env struct {
 	// ledger is the orders under the spy; clock the gate's and the ids'.
 	ledger *memory.Orders
 	clock  *testenv.Clock
+	// counter counts claim answers for the sale board (its Sample is the
+	// once-a-second reading the service takes).
+	counter *claimcount.Counter
 }
 
 func newEnv(t testing.TB, opt options) *env {
@@ -254,7 +239,7 @@ func newEnv(t testing.TB, opt options) *env {
 	sgate := &spyGate{StockGate: gate, c: c}
 	sessions := memory.NewSessions()
 
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	level := zerolog.DebugLevel
 	if opt.quiet {
 		level = zerolog.InfoLevel
@@ -320,7 +305,7 @@ func newEnv(t testing.TB, opt options) *env {
 	return &env{
 		t: t, h: httpapi.NewRouter(d), calls: c, vouchers: vouchers, stored: mv, orders: orders,
 		gate: gate, queue: queue, fulfill: application.NewFulfillOrders(orders, gate), logs: logs,
-		sessions: sessions, lookups: lookups, ledger: ledger, clock: clock,
+		sessions: sessions, lookups: lookups, ledger: ledger, clock: clock, counter: counter,
 	}
 }
 

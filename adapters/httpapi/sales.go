@@ -88,17 +88,41 @@ type saleBoardDTO struct {
 type saleDTO struct {
 	ID        string `json:"id"`
 	Title     string `json:"title"`
-	State     string `json:"state"` // live or upcoming
+	State     string `json:"state"` // live (selling), sold_out or upcoming
 	BeginTime string `json:"beginTime"`
 	EndTime   string `json:"endTime"`
 	// GateStock is omitted when the gate holds no state for the voucher.
-	GateStock *int             `json:"gateStock,omitempty"`
-	DBStock   int              `json:"dbStock"`
-	Orders    int64            `json:"orders"`
-	Failed    int64            `json:"failed"`
+	GateStock *int  `json:"gateStock,omitempty"`
+	DBStock   int   `json:"dbStock"`
+	Orders    int64 `json:"orders"` // unpaid + paid: the orders holding a unit
+	Failed    int64 `json:"failed"`
+	// The lifecycle: orders by state; Returned is the units given back
+	// (cancelled or expired, and refunding: paid after that).
+	Unpaid    int64            `json:"unpaid"`
+	Paid      int64            `json:"paid"`
+	Cancelled int64            `json:"cancelled"`
+	Refunding int64            `json:"refunding"`
+	Returned  int64            `json:"returned"`
+	Balance   balanceDTO       `json:"balance"`
 	Claims    map[string]int64 `json:"claims"`
 	// Backlog is omitted for a queue without per-voucher figures.
 	Backlog *backlogDTO `json:"backlog,omitempty"`
+	// History is present when the request asked for it (?history=1).
+	History *historyDTO `json:"history,omitempty"`
+}
+
+type balanceDTO struct {
+	Initial  int    `json:"initial"`
+	InFlight int    `json:"inFlight"`
+	Holds    bool   `json:"holds"`
+	Problem  string `json:"problem,omitempty"`
+}
+
+// historyDTO is the claim counts of the last minute, one reading a second:
+// claims[outcome][i] was the count at at[i] (Unix milliseconds).
+type historyDTO struct {
+	At     []int64            `json:"at"`
+	Claims map[string][]int64 `json:"claims"`
 }
 
 type backlogDTO struct {
@@ -110,7 +134,7 @@ type backlogDTO struct {
 func (a *api) salesBoard(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), salesBoardTimeout)
 	defer cancel()
-	b, err := a.sales.Handle(ctx)
+	b, err := a.sales.Handle(ctx, application.SaleBoardQuery{History: r.URL.Query().Get("history") == "1"})
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -130,20 +154,23 @@ func (a *api) salesBoard(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) saleDTO(s application.SaleRow) saleDTO {
-	v := s.Voucher
+	v, bal := s.Voucher, s.Balance()
 	d := saleDTO{
 		ID:        strconv.FormatInt(int64(v.ID()), 10),
 		Title:     v.Title(),
-		State:     "upcoming",
+		State:     string(s.State),
 		BeginTime: v.Sale().Begin().In(a.loc).Format(localLayout),
 		EndTime:   v.Sale().End().In(a.loc).Format(localLayout),
 		DBStock:   s.DB.Stock,
 		Orders:    s.DB.Created,
 		Failed:    s.DB.Failed,
+		Unpaid:    s.DB.Unpaid,
+		Paid:      s.DB.Paid,
+		Cancelled: s.DB.Cancelled,
+		Refunding: s.DB.Refunding,
+		Returned:  s.DB.Cancelled + s.DB.Refunding,
+		Balance:   balanceDTO{Initial: bal.Initial, InFlight: bal.InFlight, Holds: bal.Holds, Problem: bal.Problem},
 		Claims:    s.Claims,
-	}
-	if s.Live {
-		d.State = "live"
 	}
 	if s.GateFound {
 		stock := s.GateStock
@@ -151,6 +178,18 @@ func (a *api) saleDTO(s application.SaleRow) saleDTO {
 	}
 	if s.Backlog.Known {
 		d.Backlog = &backlogDTO{Length: s.Backlog.Length, Pending: s.Backlog.Pending, LagMs: s.Backlog.Lag.Milliseconds()}
+	}
+	if h := s.History; h.At != nil {
+		d.History = &historyDTO{At: make([]int64, len(h.At)), Claims: make(map[string][]int64)}
+		for i, t := range h.At {
+			d.History.At[i] = t.UnixMilli()
+		}
+		// Counts only grow: an outcome whose last count is 0 was never answered.
+		for o, n := range h.Claims {
+			if len(n) > 0 && n[len(n)-1] > 0 {
+				d.History.Claims[o] = n
+			}
+		}
 	}
 	return d
 }

@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -14,22 +13,44 @@ import (
 )
 
 type saleBoard struct {
-	Queue       string `json:"queue"`
-	QueueLength *int64 `json:"queueLength"`
-	Sales       []struct {
-		ID        string           `json:"id"`
-		State     string           `json:"state"`
-		GateStock *int             `json:"gateStock"`
-		DBStock   int              `json:"dbStock"`
-		Orders    int64            `json:"orders"`
-		Failed    int64            `json:"failed"`
-		Claims    map[string]int64 `json:"claims"`
-	} `json:"sales"`
+	Queue       string    `json:"queue"`
+	QueueLength *int64    `json:"queueLength"`
+	Sales       []saleOut `json:"sales"`
+}
+
+type saleOut struct {
+	ID        string           `json:"id"`
+	State     string           `json:"state"`
+	GateStock *int             `json:"gateStock"`
+	DBStock   int              `json:"dbStock"`
+	Orders    int64            `json:"orders"`
+	Failed    int64            `json:"failed"`
+	Unpaid    int64            `json:"unpaid"`
+	Paid      int64            `json:"paid"`
+	Cancelled int64            `json:"cancelled"`
+	Refunding int64            `json:"refunding"`
+	Returned  int64            `json:"returned"`
+	Claims    map[string]int64 `json:"claims"`
+	Balance   struct {
+		Initial  int    `json:"initial"`
+		InFlight int    `json:"inFlight"`
+		Holds    bool   `json:"holds"`
+		Problem  string `json:"problem"`
+	} `json:"balance"`
+	History *struct {
+		At     []int64            `json:"at"`
+		Claims map[string][]int64 `json:"claims"`
+	} `json:"history"`
 }
 
 func (e *env) board() (saleBoard, int64) {
 	e.t.Helper()
-	res := e.mustOK(req{method: "GET", path: "/admin/sales.json", token: e.adminToken()})
+	return e.boardAt("/admin/sales.json")
+}
+
+func (e *env) boardAt(path string) (saleBoard, int64) {
+	e.t.Helper()
+	res := e.mustOK(req{method: "GET", path: path, token: e.adminToken()})
 	var b saleBoard
 	if err := json.Unmarshal(res.Data, &b); err != nil {
 		e.t.Fatalf("board: %v: %s", err, res.raw)
@@ -91,18 +112,11 @@ func TestSaleBoardShowsClaimsStockAndOrders(t *testing.T) {
 			t.Fatalf("claims = %v, want %v", s.Claims, want)
 		}
 	}
-	if *s.GateStock != 0 || s.DBStock != 3 || s.Orders != 0 || b.Queue != "channel" || b.QueueLength == nil || *b.QueueLength != 3 {
+	if s.State != "sold_out" || *s.GateStock != 0 || s.DBStock != 3 || s.Orders != 0 || b.Queue != "channel" || b.QueueLength == nil || *b.QueueLength != 3 {
 		t.Fatalf("after claims, before fulfilment: queue %s len %v, sale %+v", b.Queue, b.QueueLength, s)
 	}
 
-	ds := e.drain(3)
-	orders := make([]domain.VoucherOrder, len(ds))
-	for i, d := range ds {
-		orders[i] = d.Order
-	}
-	if _, err := e.fulfill.Handle(context.Background(), orders); err != nil {
-		t.Fatal(err)
-	}
+	e.fulfilQueued(3)
 	b, _ = e.board()
 	if s := b.Sales[0]; s.DBStock != 0 || s.Orders != 3 || s.Failed != 0 || *b.QueueLength != 0 {
 		t.Fatalf("after fulfilment: queue len %d, sale %+v", *b.QueueLength, s)
@@ -164,5 +178,110 @@ func TestSaleBoardTellsALostGate(t *testing.T) {
 	b, _ := e.board()
 	if b.Sales[0].GateStock != nil {
 		t.Fatalf("a voucher the gate lost shows gate stock %d", *b.Sales[0].GateStock)
+	}
+}
+
+// TestSaleBoardShowsTheOrderLifecycle: the orders by state, the units they
+// gave back, and the balance of units between Redis and MySQL, which a gate
+// that forgot an order breaks.
+func TestSaleBoardShowsTheOrderLifecycle(t *testing.T) {
+	e := newEnv(t, options{})
+	id := e.addVoucher(1, 5)
+	tokens := make([]string, 5)
+	orders := make([]string, 4)
+	for i := range tokens {
+		tokens[i] = e.token(int64(200 + i))
+	}
+	for i := range orders {
+		orders[i] = e.sold(id, tokens[i])
+	}
+	if res := e.notify(payBody(orders[0], 8000), nil); !res.Success {
+		t.Fatalf("pay: %s", res.raw)
+	}
+	e.mustOK(req{method: "POST", path: "/voucher-order/" + orders[1] + "/cancel", token: tokens[1]})
+	e.mustOK(req{method: "POST", path: "/voucher-order/" + orders[2] + "/cancel", token: tokens[2]})
+	e.notify(payBody(orders[2], 8000), nil) // paid after its cancel: refunding
+	e.claim(id, tokens[4])                  // in flight: in Redis and the queue, not in MySQL
+
+	b, _ := e.board()
+	s := b.Sales[0]
+	if s.Unpaid != 1 || s.Paid != 1 || s.Cancelled != 1 || s.Refunding != 1 || s.Returned != 2 || s.Orders != 2 ||
+		s.DBStock != 3 || s.GateStock == nil || *s.GateStock != 2 || s.State != "live" {
+		t.Fatalf("lifecycle figures: %+v", s)
+	}
+	if bal := s.Balance; bal.Initial != 5 || bal.InFlight != 1 || !bal.Holds || bal.Problem != "" {
+		t.Fatalf("balance with one claim in flight: %+v", bal)
+	}
+
+	e.fulfilQueued(1)
+	n, _ := strconv.ParseInt(orders[3], 10, 64)
+	v, _ := strconv.ParseInt(id, 10, 64)
+	o, err := domain.NewVoucherOrder(domain.OrderID(n), 203, domain.VoucherID(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.gate.Lose(o) // Redis forgets an unpaid order MySQL has
+	b, _ = e.board()
+	if bal := b.Sales[0].Balance; bal.Initial != 5 || bal.InFlight != -1 || bal.Holds || !strings.Contains(bal.Problem, "1 more units") {
+		t.Fatalf("balance with a forgotten order: %+v", bal)
+	}
+	e.gate.Forget(domain.VoucherID(v))
+	if bal := e.mustBoardSale(0).Balance; bal.Holds || !strings.Contains(bal.Problem, "no state") {
+		t.Fatalf("balance with no gate: %+v", bal)
+	}
+}
+
+func (e *env) mustBoardSale(i int) saleOut {
+	e.t.Helper()
+	b, _ := e.board()
+	if len(b.Sales) <= i {
+		e.t.Fatalf("the board shows %d sales, want sale %d", len(b.Sales), i)
+	}
+	return b.Sales[i]
+}
+
+// TestSaleBoardPutsSellingSalesFirst: a sale that sold out reads sold_out
+// and comes after one still selling, even one that started later.
+func TestSaleBoardPutsSellingSalesFirst(t *testing.T) {
+	e := newEnv(t, options{})
+	gone := e.addVoucherWindow(1, 1, now.Add(-2*time.Hour), now.Add(time.Hour))
+	selling := e.addVoucherWindow(2, 5, now.Add(-time.Hour), now.Add(time.Hour))
+	soon := e.addVoucherWindow(3, 5, now.Add(time.Hour), now.Add(2*time.Hour))
+	e.claim(gone, e.token(300))
+
+	b, _ := e.board()
+	var got []string
+	for _, s := range b.Sales {
+		got = append(got, s.ID+":"+s.State)
+	}
+	want := []string{selling + ":live", gone + ":sold_out", soon + ":upcoming"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("board order %v, want %v", got, want)
+	}
+}
+
+// TestSaleBoardServesTheLastMinuteOnRequest: ?history=1 adds the readings
+// the instance took, so a page opened mid-sale draws the last minute;
+// without it the poll carries none.
+func TestSaleBoardServesTheLastMinuteOnRequest(t *testing.T) {
+	e := newEnv(t, options{})
+	id := e.addVoucher(1, 10)
+	for i := 0; i < 3; i++ {
+		e.claim(id, e.token(int64(400+i)))
+		e.counter.Sample(now.Add(time.Duration(i) * time.Second))
+	}
+	if b, _ := e.board(); b.Sales[0].History != nil {
+		t.Fatal("a plain poll carries the history")
+	}
+	b, _ := e.boardAt("/admin/sales.json?history=1")
+	h := b.Sales[0].History
+	if h == nil || len(h.At) != 3 || h.At[0] != now.UnixMilli() || h.At[2] != now.Add(2*time.Second).UnixMilli() {
+		t.Fatalf("history: %+v", h)
+	}
+	if got := h.Claims["success"]; len(got) != 3 || got[0] != 1 || got[2] != 3 {
+		t.Fatalf("success counts %v, want 1..3", got)
+	}
+	if _, ok := h.Claims["sold_out"]; ok || len(h.Claims) != 1 {
+		t.Fatalf("outcomes never answered are in the history: %v", h.Claims)
 	}
 }

@@ -116,6 +116,19 @@ func (m orderModel) toDomain() (domain.VoucherOrder, error) {
 	return unmarshalOrder(m.ID, m.UserID, m.VoucherID)
 }
 
+// toOrders maps rows read for their orders; the first bad row fails them all.
+func toOrders(rows []orderModel) ([]domain.VoucherOrder, error) {
+	out := make([]domain.VoucherOrder, 0, len(rows))
+	for _, row := range rows {
+		o, err := row.toDomain()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
 func (m failureModel) toDomain() (domain.VoucherOrder, error) {
 	return unmarshalOrder(m.OrderID, m.UserID, m.VoucherID)
 }

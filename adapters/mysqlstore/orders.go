@@ -425,15 +425,7 @@ func (r *OrderRepo) Buyers(ctx context.Context, voucher domain.VoucherID) ([]dom
 	if err := r.db.NewSelect().Model(&rows).Where("voucher_id = ?", int64(voucher)).Where(holding).Order("id").Scan(ctx); err != nil {
 		return nil, wrap(fmt.Sprintf("list buyers of voucher %d", voucher), err)
 	}
-	buyers := make([]domain.VoucherOrder, 0, len(rows))
-	for _, row := range rows {
-		o, err := row.toDomain()
-		if err != nil {
-			return nil, err
-		}
-		buyers = append(buyers, o)
-	}
-	return buyers, nil
+	return toOrders(rows)
 }
 
 // BuyersAfter walks the voucher_id index from after on: InnoDB's secondary
@@ -446,15 +438,7 @@ func (r *OrderRepo) BuyersAfter(ctx context.Context, voucher domain.VoucherID, a
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("list buyers of voucher %d after order %d", voucher, after), err)
 	}
-	buyers := make([]domain.VoucherOrder, 0, len(rows))
-	for _, row := range rows {
-		o, err := row.toDomain()
-		if err != nil {
-			return nil, err
-		}
-		buyers = append(buyers, o)
-	}
-	return buyers, nil
+	return toOrders(rows)
 }
 
 type buyerCount struct {

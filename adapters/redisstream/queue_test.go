@@ -1,7 +1,6 @@
 package redisstream_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -159,24 +158,6 @@ func streamRefs(ds []ports.Delivery) []string {
 		out[i] = d.Ref
 	}
 	return out
-}
-
-// streamLogBuffer is a log sink the renewal goroutine may write to while the test reads.
-type streamLogBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *streamLogBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *streamLogBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 const streamVoucher domain.VoucherID = 7
@@ -585,7 +566,7 @@ func TestStreamQueue(t *testing.T) {
 				e.xadd(t, streamVoucher, "junk", "x"),                                     // nothing at all
 			}
 			last := e.xaddOrder(t, queueOrder(t, 6))
-			var logs streamLogBuffer
+			var logs testenv.LogBuffer
 			q := e.queue(t, "c1", func(o *redisstream.Options) { o.Log = zerolog.New(&logs) })
 
 			got := testenv.ReceiveN(t, q, 2, 10)

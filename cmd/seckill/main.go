@@ -13,6 +13,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/rs/zerolog"
+
+	"github.com/hmdp-go/seckill/infra"
 )
 
 const usage = `usage: seckill <command> [flags]
@@ -79,4 +83,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, usage)
 		return fmt.Errorf("unknown command %q", cmd)
 	}
+}
+
+// loadCLI reads the configuration for a command other than serve, with a
+// terse logger on stderr, and warns of SECKILL_* variables no one reads.
+func loadCLI(stderr io.Writer) (infra.Config, zerolog.Logger, error) {
+	cfg, err := infra.LoadConfig()
+	if err != nil {
+		return cfg, zerolog.Nop(), err
+	}
+	log := infra.NewCLILogger(cfg, stderr)
+	infra.WarnUnknownVariables(log, os.Environ())
+	return cfg, log, nil
 }

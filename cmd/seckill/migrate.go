@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
@@ -54,12 +53,10 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *force && action != "down" {
 		return fmt.Errorf("--force applies to migrate down only")
 	}
-	cfg, err := infra.LoadConfig()
+	cfg, log, err := loadCLI(stderr)
 	if err != nil {
 		return err
 	}
-	log := infra.NewCLILogger(cfg, stderr)
-	infra.WarnUnknownVariables(log, os.Environ())
 	db, cleanup, err := infra.NewDB(cfg, log)
 	if err != nil {
 		return err

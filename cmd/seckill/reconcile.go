@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
@@ -27,15 +26,13 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *voucher <= 0 {
 		return errors.New("reconcile: --voucher must be a positive voucher id")
 	}
-	cfg, err := infra.LoadConfig()
+	cfg, log, err := loadCLI(stderr)
 	if err != nil {
 		return err
 	}
 	if !cfg.RealRedis() || cfg.MySQLDSN == "" {
 		return errors.New("reconcile: set SECKILL_REDIS_URL (or SECKILL_REDIS_CLUSTER_ADDRS) and SECKILL_MYSQL_DSN; an embedded backend lives inside `seckill serve` and is rebuilt from the database at its start")
 	}
-	log := infra.NewCLILogger(cfg, stderr)
-	infra.WarnUnknownVariables(log, os.Environ())
 	rec, cleanup, err := infra.BuildReconcile(cfg, log)
 	if err != nil {
 		return err

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/domain"
@@ -28,7 +27,7 @@ func token(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *count < 1 || *count > 1_000_000 {
 		return errors.New("token: --count must be within 1..1000000")
 	}
-	cfg, err := infra.LoadConfig()
+	cfg, log, err := loadCLI(stderr)
 	if err != nil {
 		return err
 	}
@@ -36,8 +35,6 @@ func token(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.New("token: neither SECKILL_REDIS_URL nor SECKILL_REDIS_CLUSTER_ADDRS is set; the embedded Redis lives inside `seckill serve`, " +
 			"so mint tokens there with POST /dev/tokens (SECKILL_DEV_ENDPOINTS=true)")
 	}
-	log := infra.NewCLILogger(cfg, stderr)
-	infra.WarnUnknownVariables(log, os.Environ())
 	rdb, cleanup, err := infra.NewRedis(cfg, log)
 	if err != nil {
 		return err

@@ -45,20 +45,7 @@ func TestSoldOutClaimWithATokenCostsNoRedis(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	app, cleanup, err := infra.Build(cfg, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		cleanup()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = app.Shutdown(ctx)
-		cleanup()
-	})
+	app := run(t, cfg, zerolog.Nop())
 	vid := createVoucher(t, app, 1)
 	url := fmt.Sprintf("http://%s/voucher-order/seckill/%d", app.Addr(), vid)
 	store := redissession.New(app.Redis, redissession.Options{TTL: time.Hour})

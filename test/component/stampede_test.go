@@ -22,6 +22,7 @@ import (
 	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/infra"
+	"github.com/hmdp-go/seckill/test/testapp"
 	"github.com/hmdp-go/seckill/test/testenv"
 )
 
@@ -98,28 +99,10 @@ func embeddedConfig(t *testing.T, queue string) infra.Config {
 	return cfg
 }
 
-// run builds and starts the service cfg describes, and shuts it down when the
-// test ends; a failed shutdown fails the test. It leaves validating cfg to
-// the caller, who may need a state Validate refuses (no workers).
+// run starts the service cfg describes for the test (testapp.Start).
 func run(t *testing.T, cfg infra.Config, log zerolog.Logger) *infra.App {
 	t.Helper()
-	app, cleanup, err := infra.Build(cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		cleanup()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := app.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		cleanup()
-	})
-	return app
+	return testapp.Start(t, cfg, log)
 }
 
 func postJSON(t *testing.T, c *http.Client, url, token string, body any) (int, envelope) {

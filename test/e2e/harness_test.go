@@ -100,30 +100,8 @@ type proc struct {
 	admin string // adminUID's login token
 	cmd   *exec.Cmd
 	base  string
-	log   *syncBuffer
+	log   *testenv.LogBuffer
 	done  chan struct{}
-}
-
-// syncBuffer is a child's log, written by exec's copying goroutine while the
-// test reads it. The buffer is a named field, not embedded: an embedded
-// bytes.Buffer would promote ReadFrom, which io.Copy prefers to Write, and
-// the copy would bypass the lock.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// String reads the log while the child may still be writing it.
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func freeAddr(t *testing.T) string {
@@ -159,7 +137,7 @@ func (c *cluster) start(name string, env ...string) *proc {
 	addr := freeAddr(t)
 	cmd := exec.Command(binary, "serve")
 	cmd.Env = append(append(append(baseEnv(), c.env...), "SECKILL_HTTP_ADDR="+addr), env...)
-	buf := &syncBuffer{}
+	buf := &testenv.LogBuffer{}
 	cmd.Stdout, cmd.Stderr = buf, buf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,9 @@
   var POLL_MS = 1000;
   var TIMEOUT_MS = 2000;
   var WINDOW = 60; // seconds of claims/s kept in each chart
+  // One reading can catch a claim between its steps and look unbalanced:
+  // the page flags an imbalance only when this many readings in a row show it.
+  var IMBALANCED_AFTER = 3;
   var OUTCOMES = ['success', 'sold_out', 'duplicate', 'not_started', 'ended', 'not_found', 'busy', 'error'];
   var COLORS = {
     success: '#16a34a', sold_out: '#f59e0b', duplicate: '#8b5cf6', not_started: '#64748b',
@@ -21,6 +24,9 @@
   var cards = new Map(); // voucher id -> card state
   var timer = null;
   var generation = 0; // a poll of an older session must not schedule another
+  // The first poll, and the one after a sale's card appears, asks for the
+  // last minute of claims so the chart starts with it instead of empty.
+  var wantHistory = true;
 
   function token() { return sessionStorage.getItem(TOKEN_KEY) || ''; }
 
@@ -49,6 +55,7 @@
     $('login').hidden = true;
     $('board').hidden = false;
     setStatus('connecting…', '');
+    wantHistory = true;
     poll(generation);
   }
 
@@ -69,7 +76,8 @@
   function poll(gen) {
     var ctl = new AbortController();
     var to = setTimeout(function () { ctl.abort(); }, TIMEOUT_MS);
-    fetch('/admin/sales.json', { headers: { authorization: token() }, cache: 'no-store', signal: ctl.signal })
+    var withHistory = wantHistory;
+    fetch('/admin/sales.json' + (withHistory ? '?history=1' : ''), { headers: { authorization: token() }, cache: 'no-store', signal: ctl.signal })
       .then(function (res) {
         if (gen !== generation) { return; }
         if (res.status === 401 || res.status === 403) {
@@ -84,7 +92,7 @@
           if (!res.ok || !body.success) {
             setStatus('error: ' + (body.errorMsg || res.status), 'down');
           } else {
-            render(body.data, body.total || 0);
+            render(body.data, body.total || 0, withHistory);
             setStatus('updated ' + new Date(body.data.at).toLocaleTimeString(), 'live');
           }
           schedule(gen);
@@ -102,7 +110,7 @@
     if (gen === generation) { timer = setTimeout(function () { poll(gen); }, POLL_MS); }
   }
 
-  function render(data, total) {
+  function render(data, total, withHistory) {
     $('queue-kind').textContent = data.queue;
     $('queue-length-box').hidden = data.queueLength === undefined;
     $('queue-length').textContent = data.queueLength === undefined ? '–' : String(data.queueLength);
@@ -114,14 +122,22 @@
 
     var at = Date.parse(data.at);
     var seen = new Set();
+    var fresh = false;
     data.sales.forEach(function (s, i) {
       seen.add(s.id);
       var c = cards.get(s.id);
-      if (!c) { c = newCard(s.id); cards.set(s.id, c); }
+      if (!c) {
+        c = newCard(s.id);
+        cards.set(s.id, c);
+        fresh = true;
+      }
+      if (withHistory && s.history && !c.prev) { seed(c, s.history); }
       var list = $('sales');
       if (list.children[i] !== c.el) { list.insertBefore(c.el, list.children[i] || null); }
       update(c, s, at, data.queue);
     });
+    // A sale that appeared in a plain poll gets its last minute next time.
+    wantHistory = fresh && !withHistory;
     cards.forEach(function (c, id) {
       if (!seen.has(id)) {
         if (c.plot) { c.plot.destroy(); }
@@ -153,6 +169,22 @@
     return c;
   }
 
+  // seed fills a new card's chart with the readings the service took over
+  // the last minute: the same rates a page open all along would have drawn.
+  function seed(c, h) {
+    for (var k = 0; k < h.at.length; k++) {
+      var claims = {};
+      OUTCOMES.forEach(function (o) { claims[o] = h.claims[o] ? h.claims[o][k] : 0; });
+      if (c.prev && h.at[k] > c.prev.at) {
+        c.times.push(h.at[k] / 1000);
+        OUTCOMES.forEach(function (o, i) { c.rates[i].push(rate(claims[o], c.prev.claims[o], h.at[k] - c.prev.at)); });
+      }
+      c.prev = { at: h.at[k], claims: claims };
+    }
+  }
+
+  function rate(n, before, ms) { return Math.max(0, n - (before || 0)) / (ms / 1000); }
+
   function field(c, name, text) { c.el.querySelector('[data-field="' + name + '"]').textContent = text; }
 
   function fmtRate(r) { return r >= 10 ? String(Math.round(r)) : r.toFixed(1); }
@@ -166,12 +198,13 @@
   function update(c, s, at, queue) {
     c.el.querySelector('.title').textContent = s.title || ('voucher ' + s.id);
     var badge = c.el.querySelector('.state');
-    badge.textContent = s.state;
+    badge.textContent = s.state.replace('_', ' ');
     badge.className = 'badge state ' + s.state;
     c.el.querySelector('.window').textContent = '#' + s.id + ' · ' + s.beginTime.replace('T', ' ') + ' → ' + s.endTime.replace('T', ' ');
 
-    // The sale's whole stock: MySQL's stock falls by one per order it writes.
-    var whole = s.dbStock + s.orders;
+    // The sale's whole stock: MySQL's stock falls by one per order it
+    // writes and rises by one per unit an order gives back.
+    var whole = s.balance.initial;
     var claimed = s.gateStock === undefined ? s.orders : whole - s.gateStock;
     var pct = function (n) { return whole > 0 ? Math.max(0, Math.min(100, 100 * n / whole)) + '%' : '0'; };
     c.el.querySelector('.bar-db').style.width = pct(s.orders);
@@ -179,8 +212,13 @@
 
     field(c, 'gateStock', s.gateStock === undefined ? 'not in Redis' : String(s.gateStock));
     field(c, 'dbStock', String(s.dbStock));
-    field(c, 'orders', String(s.orders));
+    field(c, 'unpaid', String(s.unpaid));
+    field(c, 'paid', String(s.paid));
+    field(c, 'cancelled', String(s.cancelled));
+    field(c, 'refunding', String(s.refunding));
+    field(c, 'returned', String(s.returned));
     field(c, 'failed', String(s.failed));
+    showBalance(c, s);
     if (s.backlog) {
       field(c, 'backlog', s.backlog.length + ' (' + s.backlog.pending + ' pending)');
       field(c, 'lag', fmtMs(s.backlog.lagMs));
@@ -194,9 +232,7 @@
     OUTCOMES.forEach(function (o, i) {
       var n = s.claims[o] || 0;
       sum += n;
-      if (c.prev && at > c.prev.at) {
-        rates[i] = Math.max(0, n - (c.prev.claims[o] || 0)) / ((at - c.prev.at) / 1000);
-      }
+      if (c.prev && at > c.prev.at) { rates[i] = rate(n, c.prev.claims[o], at - c.prev.at); }
       var tr = c.el.querySelector('tr[data-outcome="' + o + '"]');
       tr.hidden = n === 0;
       tr.children[1].textContent = String(n);
@@ -215,6 +251,25 @@
       draw(c);
     }
     c.prev = { at: at, claims: s.claims };
+    // For whoever checks the page: points drawn, and readings taken live.
+    c.readings = (c.readings || 0) + 1;
+    c.el.dataset.readings = String(c.readings);
+    c.el.dataset.points = String(c.times.length);
+  }
+
+  // showBalance writes the sale's units as a sum, and flags it once
+  // IMBALANCED_AFTER readings in a row found it broken.
+  function showBalance(c, s) {
+    var b = s.balance;
+    var left = s.gateStock === undefined ? '? left in Redis' : s.gateStock + ' left';
+    field(c, 'balance', b.initial + ' units = ' + left + ' + ' + s.unpaid + ' unpaid + ' + s.paid + ' paid + ' +
+      b.inFlight + ' in flight');
+    c.broken = b.holds ? 0 : (c.broken || 0) + 1;
+    var flagged = c.broken >= IMBALANCED_AFTER;
+    var p = c.el.querySelector('[data-field="problem"]');
+    p.hidden = !flagged;
+    p.textContent = flagged ? 'Books do not balance: ' + b.problem : '';
+    c.el.classList.toggle('imbalanced', flagged);
   }
 
   function chartWidth(c) { return Math.max(200, c.el.querySelector('.chart').clientWidth); }
