@@ -28,6 +28,10 @@ help: ## list the targets
 build: ## build bin/seckill
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/seckill
 
+.PHONY: build-pprof
+build-pprof: ## build bin/seckill-pprof: the service with net/http/pprof on $$PPROF_ADDR (default 127.0.0.1:6060), for profiling under load only
+	$(GO) build -tags pprof -ldflags '$(LDFLAGS)' -o bin/seckill-pprof ./cmd/seckill
+
 .PHONY: build-static
 build-static: ## build bin/seckill-static: static (CGO_ENABLED=0), -trimpath, time zones embedded; what the image runs
 	CGO_ENABLED=0 GOTOOLCHAIN=auto $(GO) build -trimpath -tags timetzdata -ldflags='-s -w' -o $(STATIC) ./cmd/seckill

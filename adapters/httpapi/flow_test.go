@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -280,15 +281,21 @@ func TestOverRealServer(t *testing.T) {
 // duplicate refusal leaves the fakes' state unchanged, so every iteration does
 // the same work.
 func BenchmarkClaimRefused(b *testing.B) {
-	b.Run("no_limits", func(b *testing.B) { benchClaimRefused(b, httpapi.Limits{}) })
+	b.Run("no_limits", func(b *testing.B) { benchClaimRefused(b, httpapi.Limits{}, nil) })
 	// Limits far above the loop's rate: what checking them costs an allowed request.
 	b.Run("limits", func(b *testing.B) {
-		benchClaimRefused(b, httpapi.Limits{PerUser: 1 << 30, PerIP: 1 << 30, Window: time.Hour})
+		benchClaimRefused(b, httpapi.Limits{PerUser: 1 << 30, PerIP: 1 << 30, Window: time.Hour}, nil)
+	})
+	// Behind a trusted proxy, as a deployment behind nginx: the client's
+	// address comes from X-Forwarded-For.
+	b.Run("limits_proxied", func(b *testing.B) {
+		benchClaimRefused(b, httpapi.Limits{PerUser: 1 << 30, PerIP: 1 << 30, Window: time.Hour},
+			[]netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")})
 	})
 }
 
-func benchClaimRefused(b *testing.B, limits httpapi.Limits) {
-	e := newEnv(b, options{quiet: true, limits: limits})
+func benchClaimRefused(b *testing.B, limits httpapi.Limits, proxies []netip.Prefix) {
+	e := newEnv(b, options{quiet: true, limits: limits, proxies: proxies})
 	voucher := e.addVoucher(1, 10)
 	token := e.token(1)
 	if res := e.claim(voucher, token); !res.Success {
@@ -296,6 +303,7 @@ func benchClaimRefused(b *testing.B, limits httpapi.Limits) {
 	}
 	r := httptest.NewRequest("POST", "/voucher-order/seckill/"+voucher, nil)
 	r.Header.Set("authorization", token)
+	r.Header.Set("X-Forwarded-For", "203.0.113.7")
 	b.ReportAllocs()
 	for b.Loop() {
 		w := httptest.NewRecorder()

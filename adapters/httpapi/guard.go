@@ -4,15 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"mime"
-	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"strings"
 	"time"
-
-	"github.com/go-chi/chi/v5/middleware"
-	"github.com/go-chi/httprate"
 
 	"github.com/hmdp-go/seckill/domain"
 )
@@ -86,64 +81,15 @@ func checkJSONType(r *http.Request) error {
 	return nil
 }
 
-// clientIP resolves the client's address for the per-IP limit from
-// X-Real-IP / X-Forwarded-For, when (and only when) the connection's peer is
-// one of the trusted proxies; chi's resolvers walk X-Forwarded-For from the
-// right, skipping trusted hops, so a client cannot choose its own address by
-// prepending entries. With no trusted proxy there is nothing to resolve:
-// ipKey reads the peer itself, which saves the claim path a request copy.
-func clientIP(trusted []netip.Prefix) func(http.Handler) http.Handler {
-	if len(trusted) == 0 {
-		return nil
-	}
-	cidrs := make([]string, len(trusted))
-	for i, p := range trusted {
-		cidrs[i] = p.String()
-	}
-	fromRealIP := middleware.ClientIPFromHeader("X-Real-IP", cidrs...)
-	fromXFF := middleware.ClientIPFromXFF(cidrs...)
-	return func(next http.Handler) http.Handler {
-		// A later resolver overwrites an earlier one only when it finds an
-		// address: X-Forwarded-For wins over X-Real-IP, which wins over the peer.
-		return middleware.ClientIPFromRemoteAddr(fromRealIP(fromXFF(next)))
-	}
-}
-
-// ipKey is the per-IP limit's key: the resolved client, else the peer
-// without its port (a new connection must not buy a new budget). IPv6
-// clients are bucketed by their /64, which one client usually controls whole.
-func ipKey(r *http.Request) (string, error) {
-	if ip := middleware.GetClientIP(r.Context()); ip != "" {
-		return httprate.CanonicalizeIP(ip), nil
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr, nil
-	}
-	return httprate.CanonicalizeIP(host), nil
-}
-
-func userLimitKey(r *http.Request) (string, error) {
-	return strconv.FormatInt(int64(userFrom(r.Context())), 10), nil
-}
-
-// limiter builds one in-process sliding-window limiter, or nil when off.
-// Over the limit it answers 429 with Retry-After before any backend is
-// touched; only Retry-After is set, so an allowed request pays no headers.
-func (a *api) limiter(n int, key httprate.KeyFunc, onLimit http.HandlerFunc) func(http.Handler) http.Handler {
+// limiter builds one in-process sliding-window limiter (slidingLimit), or
+// nil when off. Over the limit it answers 429 with Retry-After before any
+// backend is touched; only Retry-After is set, so an allowed request pays no
+// headers.
+func limiter[K comparable](a *api, n int, key func(*http.Request) K, hash func(K) uint64, onLimit http.HandlerFunc) func(http.Handler) http.Handler {
 	if n <= 0 || a.limits.Window <= 0 {
 		return nil
 	}
-	return httprate.NewRateLimiter(n, a.limits.Window,
-		httprate.WithKeyFuncs(key),
-		httprate.WithResponseHeaders(httprate.ResponseHeaders{RetryAfter: "Retry-After"}),
-		httprate.WithLimitHandler(onLimit),
-		// The local counter never fails; if it did, the request must not
-		// slip through unlimited nor leak the error.
-		httprate.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
-			a.fail(w, r, fmt.Errorf("rate limiter: %w", err))
-		}),
-	).Handler
+	return limitMiddleware(newSlidingLimit(n, a.limits.Window, hash), key, onLimit)
 }
 
 func (a *api) rateLimited(w http.ResponseWriter, r *http.Request) {
@@ -160,7 +106,7 @@ const proxyWarnEvery = time.Minute
 // is logged (at most once per proxyWarnEvery) with the variable to set.
 func (a *api) ipRateLimited(w http.ResponseWriter, r *http.Request) {
 	if len(a.proxies) == 0 {
-		if peer, ok := peerAddr(r); ok && (peer.IsLoopback() || peer.IsPrivate()) {
+		if peer, ok := parseRemoteAddr(r.RemoteAddr); ok && (peer.IsLoopback() || peer.IsPrivate()) {
 			a.warnUnconfiguredProxy(peer)
 		}
 	}
@@ -177,15 +123,6 @@ func (a *api) warnUnconfiguredProxy(peer netip.Addr) {
 		Msg("the per-IP rate limit refused a loopback or private address: if it is a reverse proxy, every client " +
 			"behind it shares this one budget; set SECKILL_TRUSTED_PROXIES to the proxy's address so its " +
 			"X-Forwarded-For names the clients (or SECKILL_RATE_IP=0 to turn the per-IP limit off)")
-}
-
-// peerAddr is the connection's peer address.
-func peerAddr(r *http.Request) (netip.Addr, bool) {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return netip.Addr{}, false
-	}
-	return ap.Addr().Unmap(), true
 }
 
 // adminSet is a set for the admin check on every admin request.

@@ -208,17 +208,14 @@ func NewRouter(d Deps) http.Handler {
 	// between the two, before the session: stock is public, and most of a
 	// stampede arrives after the stock is gone.
 	r.Group(func(r chi.Router) {
-		if lim := a.limiter(a.limits.PerIP, ipKey, a.ipRateLimited); lim != nil {
-			if resolve := clientIP(a.proxies); resolve != nil {
-				r.Use(resolve)
-			}
+		if lim := limiter(a, a.limits.PerIP, a.ipKey, hashIP, a.ipRateLimited); lim != nil {
 			r.Use(lim)
 		}
 		if a.soldOut != nil {
 			r.Use(a.soldOutFirst)
 		}
 		r.Use(a.requireUser)
-		if lim := a.limiter(a.limits.PerUser, userLimitKey, a.rateLimited); lim != nil {
+		if lim := limiter(a, a.limits.PerUser, userLimitKey, hashUser, a.rateLimited); lim != nil {
 			r.Use(lim)
 		}
 		r.Post("/voucher-order/seckill/{id}", a.claimSeckill)

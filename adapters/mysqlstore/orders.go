@@ -98,11 +98,8 @@ func (r *OrderRepo) createBatch(ctx context.Context, db bun.IDB, orders []domain
 		// nothing is committed.
 		return nil, fmt.Errorf("batch of %d new orders planned %d creations", len(orders), len(plan.Created))
 	case !inserted && len(plan.Created) > 0:
-		rows := make([]orderModel, len(plan.Created))
-		for i, o := range plan.Created {
-			rows[i] = toOrderModel(o, r.window)
-		}
-		if err := insertIgnoring(ctx, db, &rows, len(rows), "tb_voucher_order"); err != nil {
+		n, err := r.insertOrders(ctx, db, plan.Created)
+		if err := allInserted(n, err, len(plan.Created), "tb_voucher_order"); err != nil {
 			return nil, err
 		}
 	}
@@ -154,6 +151,14 @@ func insertIgnoring(ctx context.Context, db bun.IDB, rows any, want int, table s
 	if err != nil {
 		return fmt.Errorf("insert %d rows into %s: %w", want, table, err)
 	}
+	return allInserted(n, nil, want, table)
+}
+
+// allInserted checks an insertIgnoring-style insert wrote all want rows.
+func allInserted(n int64, err error, want int, table string) error {
+	if err != nil {
+		return err
+	}
 	if n != int64(want) {
 		return fmt.Errorf("insert into %s: %d of %d rows already existed: %w", table, int64(want)-n, want, errConcurrentWrite)
 	}
@@ -197,23 +202,15 @@ func (r *OrderRepo) insertIfAllNew(ctx context.Context, db bun.IDB, orders []dom
 	if _, err := db.ExecContext(ctx, "SAVEPOINT all_new"); err != nil {
 		return false, fmt.Errorf("savepoint before inserting %d orders: %w", len(orders), err)
 	}
-	rows := make([]orderModel, len(orders))
-	for i, o := range orders {
-		rows[i] = toOrderModel(o, r.window)
-	}
-	res, err := db.NewInsert().Model(&rows).Ignore().Returning("").Exec(ctx)
+	n, err := r.insertOrders(ctx, db, orders)
 	if err != nil {
-		return false, fmt.Errorf("insert %d rows into tb_voucher_order: %w", len(rows), err)
+		return false, err
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("insert %d rows into tb_voucher_order: %w", len(rows), err)
-	}
-	if n == int64(len(rows)) {
+	if n == int64(len(orders)) {
 		return true, nil
 	}
 	if _, err := db.ExecContext(ctx, "ROLLBACK TO SAVEPOINT all_new"); err != nil {
-		return false, fmt.Errorf("roll back %d orders of which %d were not new: %w", len(rows), int64(len(rows))-n, err)
+		return false, fmt.Errorf("roll back %d orders of which %d were not new: %w", len(orders), int64(len(orders))-n, err)
 	}
 	return false, nil
 }

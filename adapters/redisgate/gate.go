@@ -89,6 +89,7 @@ type Gate struct {
 	scripts   *redisscript.Set
 	prefix    string
 	retention time.Duration
+	boxed     boxedArgs
 
 	waitReplicas int
 	waitTimeout  time.Duration
@@ -102,6 +103,9 @@ type Gate struct {
 type voucherKeys struct {
 	id   domain.VoucherID
 	keys redisschema.Keys
+	// claimHead is the claim command's arguments before the claim's own
+	// (claimargs.go), boxed once.
+	claimHead []any
 }
 
 var _ ports.StockGate = (*Gate)(nil)
@@ -130,7 +134,7 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 	if opts.WaitReplicas > 0 && opts.WaitTimeout <= 0 {
 		opts.WaitTimeout = 500 * time.Millisecond
 	}
-	return &Gate{rdb: rdb, claims: opts.Claims, prefix: opts.Prefix, retention: opts.Retention,
+	return &Gate{rdb: rdb, claims: opts.Claims, prefix: opts.Prefix, retention: opts.Retention, boxed: boxArgs(opts.Retention),
 		waitReplicas: opts.WaitReplicas, waitTimeout: opts.WaitTimeout,
 		scripts: redisscript.NewSet(rdb, claimScript, releaseScript, preheatScript, restoreScript, returnScript)}
 }
@@ -144,13 +148,16 @@ func (g *Gate) LoadScripts(ctx context.Context) error {
 	return nil
 }
 
-func (g *Gate) keys(id domain.VoucherID) redisschema.Keys {
+func (g *Gate) keys(id domain.VoucherID) redisschema.Keys { return g.voucher(id).keys }
+
+func (g *Gate) voucher(id domain.VoucherID) *voucherKeys {
 	if l := g.last.Load(); l != nil && l.id == id {
-		return l.keys
+		return l
 	}
 	k := redisschema.KeysFor(g.prefix, id)
-	g.last.Store(&voucherKeys{id: id, keys: k})
-	return k
+	l := &voucherKeys{id: id, keys: k, claimHead: claimHead(k)}
+	g.last.Store(l)
+	return l
 }
 
 func (g *Gate) expireAt(s domain.Sale) time.Time { return s.End().Add(g.retention) }
@@ -229,21 +236,10 @@ func (g *Gate) Prefix() string { return g.prefix }
 // costs no second round trip: an entry of a refused claim names a voucher
 // whose buyers do not hold that ID, and Queued checks them.
 func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder bool) error {
-	k := g.keys(o.VoucherID())
-	keys := []string{k.Voucher, k.Buyers, k.Orders}
-	enqueue := "0"
-	if appendOrder {
-		enqueue = "1" // the script XADDs the order message (redisschema.OrderScript)
-	}
-	args := []any{int64(o.UserID()), int64(o.ID()), int64(o.VoucherID()), enqueue, g.retention.Milliseconds()}
-	// Built by hand, not with EvalSha: on the asynchronous pipeliner the
-	// typed method submits at once, and the claim wants both commands
-	// submitted together and then one bounded wait (redisbatch.Do).
-	run := redis.NewCmd(ctx, append([]any{"evalsha", claimScript.Hash(), len(keys), keys[0], keys[1], keys[2]}, args...)...)
-	run.SetFirstKeyPos(3) // routes by the voucher's slot on a cluster
-	index := redis.NewStatusCmd(ctx, "set", redisschema.OrderIndexKey(g.prefix, o.ID()), redisschema.EncodeOrderIndex(o, 1), "px", max(g.retention, minIndexTTL).Milliseconds())
+	l := g.voucher(o.VoucherID())
+	run, index := g.claimCmds(ctx, l, o, appendOrder)
 	if g.waitReplicas > 0 {
-		return g.claimReplicated(ctx, o, k.Voucher, run, index, keys, args)
+		return g.claimReplicated(ctx, o, l.keys.Voucher, run, index)
 	}
 	if err := redisbatch.Do(ctx, g.claims, run, index); err != nil {
 		// Out of time: the script may still run, so the outcome is unknown.
@@ -252,6 +248,7 @@ func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder boo
 	if redisscript.IsNoScript(run.Err()) {
 		// Redis lost its script cache (a restart, SCRIPT FLUSH): reloaded
 		// once for every claim that met it.
+		keys, args := claimKeysArgs(run)
 		run = g.scripts.Retry(ctx, g.claims, claimScript, keys, args...)
 	}
 	return g.answer(o, run)

@@ -19,7 +19,7 @@ var ErrNotReplicated = redisbatch.ErrNotReplicated
 // voucher's master (redisbatch.DoReplicated), so a claim pays a pooled
 // connection of its own for the round trip; the index entry still rides the
 // pipeliner.
-func (g *Gate) claimReplicated(ctx context.Context, o domain.VoucherOrder, key string, run *redis.Cmd, index redis.Cmder, keys []string, args []any) error {
+func (g *Gate) claimReplicated(ctx context.Context, o domain.VoucherOrder, key string, run *redis.Cmd, index redis.Cmder) error {
 	redisbatch.Send(ctx, g.claims, index)
 	node, err := redisbatch.Master(ctx, g.rdb, key)
 	if err != nil {
@@ -33,7 +33,7 @@ func (g *Gate) claimReplicated(ctx context.Context, o domain.VoucherOrder, key s
 		if err := claimScript.Load(ctx, node).Err(); err != nil {
 			return fmt.Errorf("claim script for %s: load after NOSCRIPT: %w", o, err)
 		}
-		run = redis.NewCmd(ctx, append([]any{"evalsha", claimScript.Hash(), len(keys), keys[0], keys[1], keys[2]}, args...)...)
+		run = redis.NewCmd(ctx, run.Args()...)
 		wait = redisbatch.DoReplicated(ctx, node, g.waitReplicas, g.waitTimeout, run)
 	}
 	if err := g.answer(o, run); err != nil {

@@ -12,7 +12,10 @@ import (
 // which voucher (and, for a split voucher, how many buckets) holds the
 // order's buyer mark. It carries no hash tag: each entry may live anywhere.
 func OrderIndexKey(prefix string, id domain.OrderID) string {
-	return prefix + "order:" + strconv.FormatInt(int64(id), 10)
+	// One allocation, the string: each claim writes one.
+	var buf [64]byte
+	b := append(append(buf[:0], prefix...), "order:"...)
+	return string(strconv.AppendInt(b, int64(id), 10))
 }
 
 // OrderIndex is what an index entry says: the order's voucher and user, and
@@ -26,11 +29,13 @@ type OrderIndex struct {
 // EncodeOrderIndex is "<voucher>:<user>", or "<voucher>:<user>:<K>" for a
 // split voucher.
 func EncodeOrderIndex(o domain.VoucherOrder, buckets int) string {
-	v := strconv.FormatInt(int64(o.VoucherID()), 10) + ":" + strconv.FormatInt(int64(o.UserID()), 10)
+	var buf [48]byte
+	b := strconv.AppendInt(buf[:0], int64(o.VoucherID()), 10)
+	b = strconv.AppendInt(append(b, ':'), int64(o.UserID()), 10)
 	if buckets > 1 {
-		v += ":" + strconv.Itoa(buckets)
+		b = strconv.AppendInt(append(b, ':'), int64(buckets), 10)
 	}
-	return v
+	return string(b)
 }
 
 // DecodeOrderIndex reads an entry; false for anything EncodeOrderIndex does

@@ -45,6 +45,7 @@ environment variables (README.md, "Configuration", says what each does):
 	if *noMigrate {
 		cfg.Migrate = false
 	}
+	startProfiler(stderr)
 	log := infra.NewLogger(cfg, stderr)
 	infra.WarnUnknownVariables(log, os.Environ())
 	log.Info().Int("gc_percent", infra.TuneGC()).Msg("garbage collector target (GOGC; default 400 here)")

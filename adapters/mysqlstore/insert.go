@@ -1,0 +1,60 @@
+package mysqlstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect"
+
+	"github.com/hmdp-go/seckill/domain"
+)
+
+// insertOrders inserts orders as new, unpaid ones (toOrderModel's columns
+// and values), skipping those whose keys exist, and returns how many rows
+// it inserted. It is the fulfilment's one statement per batch, so it is
+// written by hand: bun's model insert reflected over every field of every
+// row, ~3.5% of the service's CPU in a stampede of claims.
+func (r *OrderRepo) insertOrders(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder) (int64, error) {
+	d := r.db.Dialect()
+	b := make([]byte, 0, 160+len(orders)*72)
+	if d.Name() == dialect.SQLite {
+		b = append(b, "INSERT OR IGNORE INTO"...)
+	} else {
+		b = append(b, "INSERT IGNORE INTO"...)
+	}
+	b = append(b, " tb_voucher_order (id, user_id, voucher_id, status, pay_deadline, cancel_reason, transaction_id, pay_time, returned) VALUES "...)
+	for i, o := range orders {
+		m := toOrderModel(o, r.window)
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, '(')
+		b = strconv.AppendInt(b, m.ID, 10)
+		b = append(b, ", "...)
+		b = strconv.AppendInt(b, m.UserID, 10)
+		b = append(b, ", "...)
+		b = strconv.AppendInt(b, m.VoucherID, 10)
+		b = append(b, ", "...)
+		b = strconv.AppendInt(b, int64(m.Status), 10)
+		b = append(b, ", "...)
+		if m.PayDeadline.Valid {
+			b = d.AppendTime(b, m.PayDeadline.Time)
+		} else {
+			b = append(b, "NULL"...)
+		}
+		b = append(b, ", NULL, NULL, NULL, "...)
+		b = d.AppendBool(b, false)
+		b = append(b, ')')
+	}
+	res, err := db.ExecContext(ctx, string(b))
+	if err != nil {
+		return 0, fmt.Errorf("insert %d rows into tb_voucher_order: %w", len(orders), err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("insert %d rows into tb_voucher_order: %w", len(orders), err)
+	}
+	return n, nil
+}
