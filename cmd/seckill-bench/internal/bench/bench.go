@@ -46,7 +46,9 @@ const (
 	ModeSync     Mode = "sync"      // the original's pre-optimisation flow, in MySQL per request
 	ModeChannel  Mode = "channel"   // this service, in-process channel queue
 	ModeStream   Mode = "stream"    // this service, Redis Stream queue
-	ModeCeiling  Mode = "ceiling"   // HTTP plus one EVALSHA of the claim script, nothing else
+	ModeCeiling  Mode = "ceiling"   // a chi handler doing one EVALSHA of the service's claim script
+	ModeBare     Mode = "bare"      // fixed: net/http plus one EVALSHA of a five-command script, in a process of its own
+	ModeFullpipe Mode = "fullpipe"  // fixed: bare plus one consumer writing MySQL in batches: the whole job at its least
 	ModeNoop     Mode = "noop"      // a bare net/http handler answering a constant: HTTP alone
 	ModePerOrder Mode = "per-order" // fulfilment: one transaction per order (the original's consumer)
 	ModeBatched  Mode = "batched"   // fulfilment: this service's batched writer
@@ -56,10 +58,10 @@ const (
 var AllScenarios = []Scenario{ScenarioHot, ScenarioWide, ScenarioFulfil, ScenarioCrash}
 
 // ClaimModes are the modes the claim scenarios (hot, wide) run, in order.
-var ClaimModes = []Mode{ModeSync, ModeChannel, ModeStream, ModeCeiling, ModeNoop}
+var ClaimModes = []Mode{ModeSync, ModeChannel, ModeStream, ModeCeiling, ModeBare, ModeFullpipe, ModeNoop}
 
 // allModes is every mode, in the order the table lists them.
-var allModes = []Mode{ModeSync, ModeChannel, ModeStream, ModeCeiling, ModeNoop, ModePerOrder, ModeBatched}
+var allModes = []Mode{ModeSync, ModeChannel, ModeStream, ModeCeiling, ModeBare, ModeFullpipe, ModeNoop, ModePerOrder, ModeBatched}
 
 // Load is the generator that drives the claim scenarios.
 type Load string
@@ -145,6 +147,10 @@ type Options struct {
 	// must stay still after the restart before a channel's loss is final.
 	CrashBatch  int
 	CrashSettle time.Duration
+	// ReferenceBinary is the seckill-bench binary the fixed references (bare,
+	// fullpipe) run in, as its hidden `reference` subcommand, each in a
+	// process of its own; empty makes them unavailable.
+	ReferenceBinary string
 	// ServiceBinary is the seckill binary the crash scenario runs as a child
 	// process (`seckill serve`); empty makes crash unavailable.
 	ServiceBinary string
@@ -252,7 +258,7 @@ func ParseModes(s string) ([]Mode, error) {
 			continue
 		}
 		if !slices.Contains(all, Mode(f)) {
-			return nil, fmt.Errorf("unknown mode %q (want sync, channel, stream, ceiling, noop, per-order, batched or all)", f)
+			return nil, fmt.Errorf("unknown mode %q (want sync, channel, stream, ceiling, bare, fullpipe, noop, per-order, batched or all)", f)
 		}
 		out = append(out, Mode(f))
 	}

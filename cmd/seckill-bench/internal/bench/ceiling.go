@@ -117,6 +117,7 @@ func (e *env) runCeiling(ctx context.Context, sc Scenario, r *Result) (err error
 		return err
 	}
 	r.fromLoad(out)
+	e.settle(r, out)
 	b, err := check(ctx, nil, v.ID(), stock, out.won)
 	if err != nil {
 		return err
@@ -159,6 +160,7 @@ func (e *env) runNoop(ctx context.Context, sc Scenario, r *Result) (err error) {
 		return err
 	}
 	r.fromLoad(out)
+	e.settle(r, out)
 	b, err := check(ctx, nil, 1, stock, out.won)
 	if err != nil {
 		return err

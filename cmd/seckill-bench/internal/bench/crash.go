@@ -88,6 +88,8 @@ func (e *env) runCrash(ctx context.Context, m Mode, r *Result) (err error) {
 		return err
 	}
 	r.fromLoad(out)
+	// The load alone: the kill and restart change the serving process.
+	e.settle(r, out)
 
 	db, err := mysqlstore.OpenMySQL(space.dsn)
 	if err != nil {

@@ -544,39 +544,52 @@ func (rep *Report) WriteTable(w io.Writer) {
 	}
 }
 
-// writeCosts shows where each request's time goes: Redis round trips, and
-// CPU per request of the bench process (load generator plus an in-process
-// service), of the service when it is a child process, of Redis and of MySQL.
-// On a 2-core machine their sum bounds the claims/s; how busy the cores were
-// tells whether the run reached that bound or waited short of it.
+// writeCosts is the second table: what each request cost each process in
+// CPU over the load and its drain (the serving process, Redis, MySQL, the
+// load generator), the service's Redis round trips, and how busy the
+// machine's cores were, by the run's processes and by others. On a shared
+// machine the CPU per claim is the robust figure: other work slows a run
+// (and shows as "others"), but hardly changes what a claim costs.
 func (rep *Report) writeCosts(w io.Writer) {
 	header := false
 	for _, r := range rep.representative() {
-		if !r.ok() || (!r.HasClaims && !r.HasDrain) {
+		if !r.ok() || r.CPU == nil || r.CPU.Requests == 0 {
 			continue
 		}
 		if !header {
-			fmt.Fprintln(w, "\nPer request (per order for fulfil): Redis round trips of the service, and CPU µs of the bench process | child service | Redis | MySQL | wrk, and the share of the cores busy:")
+			fmt.Fprintln(w, "\nCPU per request (per order in fulfil), µs, by process, over the load and its drain; cores busy (all processes / others):")
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, "| scenario | mode | claims/s | service | Redis | MySQL | wrk | total | Redis trips | cores busy | others | window s | load avg |")
+			fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 			header = true
 		}
-		n := float64(r.Sent)
-		if !r.HasClaims {
-			n = float64(r.Users)
+		c := r.CPU
+		rate, trips, busy, others, gen := dash, dash, dash, dash, fmt.Sprintf("%.1f", c.LoadGen)
+		if r.HasClaims {
+			rate = fmt.Sprintf("%.0f", r.ClaimsPerSec)
+		} else if r.HasDrain {
+			rate = fmt.Sprintf("%.0f orders/s", r.OrdersPerSec)
+			gen = dash
 		}
-		if n == 0 {
-			continue
+		if c.LoadGenInService {
+			gen = "in service"
 		}
-		us := func(d time.Duration) float64 { return float64(d.Microseconds()) / n }
-		trips := dash
 		if r.RedisTripsPerClaim > 0 {
 			trips = fmt.Sprintf("%.2f", r.RedisTripsPerClaim)
 		}
-		busy := dash
-		if r.MachineBusy > 0 {
-			busy = fmt.Sprintf("%.0f%%", 100*r.MachineBusy)
+		if c.sharesKnown() {
+			busy, others = fmt.Sprintf("%.2f of %d", c.BusyCores, c.Cores), fmt.Sprintf("%.2f", c.OtherCores)
 		}
-		fmt.Fprintf(w, "  %-17s trips %-5s cpu %4.0f | %4.0f | %4.0f | %4.0f | %4.0f µs, busy %s\n", r.label(), trips,
-			r.CPUPerRequestMicros, us(r.BackendCPU.Service), us(r.BackendCPU.Redis), us(r.BackendCPU.MySQL), us(r.BackendCPU.LoadGen), busy)
+		service := fmt.Sprintf("%.1f", c.Service)
+		if c.Bench >= 0.05 {
+			service += fmt.Sprintf(" (+%.1f bench)", c.Bench)
+		}
+		load := r.LoadAverage
+		if load == "" {
+			load = dash
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %.1f | %.1f | %s | %.1f | %s | %s | %s | %.2f | %s |\n", r.Scenario, r.Mode, rate,
+			service, c.Redis, c.MySQL, gen, c.Total, trips, busy, others, c.WindowSeconds, load)
 	}
 }
 

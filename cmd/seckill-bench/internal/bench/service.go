@@ -38,6 +38,8 @@ func (e *env) run(ctx context.Context, sc Scenario, m Mode, round int) Result {
 		err = e.runCeiling(ctx, sc, &r)
 	case m == ModeNoop:
 		err = e.runNoop(ctx, sc, &r)
+	case m == ModeBare || m == ModeFullpipe:
+		err = e.runReference(ctx, sc, m, &r)
 	default:
 		err = e.runService(ctx, sc, m, &r)
 	}
@@ -185,6 +187,7 @@ func (e *env) runService(ctx context.Context, sc Scenario, m Mode, r *Result) (e
 	if err != nil {
 		return err
 	}
+	e.settle(r, out)
 	b, err := check(ctx, app.DB, vid, stock, out.won)
 	if err != nil {
 		return err
