@@ -291,6 +291,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		Machine: describeMachine(ctx, env),
 		Options: describeOptions(opts),
 	}
+	rep.LoadAverage.Start = loadAverage()
 	if env.embeddedRedis || env.embeddedDB {
 		rep.Warnings = append(rep.Warnings, "embedded backends (miniredis and/or SQLite): these figures are NOT representative and no speed target is judged; "+
 			"set SECKILL_REDIS_URL and SECKILL_MYSQL_DSN to measure real servers")
@@ -307,12 +308,16 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 				name := env.runName(sc, m, round)
 				fmt.Fprintf(opts.Log, "bench: %s\n", name)
 				r := env.run(ctx, sc, m, round)
-				fmt.Fprintf(opts.Log, "bench: %s: %s\n", name, r.summary())
+				// Why a mode is unavailable is in the notes, once.
+				if r.Status != "unavailable" {
+					fmt.Fprintf(opts.Log, "bench: %s: %s\n", name, r.summary())
+				}
 				rep.Results = append(rep.Results, r)
 			}
 		}
 	}
 	rep.Finished = time.Now().UTC()
+	rep.LoadAverage.End = loadAverage()
 	rep.Targets = checkTargets(rep.Results, !env.embeddedRedis && !env.embeddedDB)
 	if err := ctx.Err(); err != nil {
 		return rep, err

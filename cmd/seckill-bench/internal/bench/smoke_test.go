@@ -37,18 +37,18 @@ func testBinary(t *testing.T) string {
 func tiny(t *testing.T, base infra.Config, binary string) bench.Options {
 	return bench.Options{
 		ReferenceBinary: testBinary(t),
-		Base:          base,
-		Scenarios:     bench.AllScenarios,
-		Users:         120,
-		HotStock:      10,
-		MaxPerUser:    3,
-		Concurrency:   8,
-		MaxDuration:   30 * time.Second,
-		DrainTimeout:  30 * time.Second,
-		FulfilOrders:  300,
-		CrashBatch:    1,
-		CrashSettle:   2 * time.Second,
-		ServiceBinary: binary,
+		Base:            base,
+		Scenarios:       bench.AllScenarios,
+		Users:           120,
+		HotStock:        10,
+		MaxPerUser:      3,
+		Concurrency:     8,
+		MaxDuration:     30 * time.Second,
+		DrainTimeout:    30 * time.Second,
+		FulfilOrders:    300,
+		CrashBatch:      1,
+		CrashSettle:     2 * time.Second,
+		ServiceBinary:   binary,
 	}
 }
 
