@@ -297,7 +297,7 @@ func TestTargetsSayWhenTheVerdictIsWithinNoise(t *testing.T) {
 // left alone.
 func TestRoundsAlternateTheOrderOfModes(t *testing.T) {
 	modes := modesOf(ScenarioWide)
-	want := map[int][]Mode{1: modes, 2: {ModeNoop, ModeCeiling, ModeStream, ModeChannel, ModeSync}, 3: modes}
+	want := map[int][]Mode{1: modes, 2: {ModeNoop, ModeFullpipe, ModeBare, ModeCeiling, ModeStream, ModeChannel, ModeSync}, 3: modes}
 	for round, w := range want {
 		if got := roundOrder(modes, round); !slices.Equal(got, w) {
 			t.Fatalf("round %d runs %v, want %v", round, got, w)

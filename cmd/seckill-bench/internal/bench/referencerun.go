@@ -72,13 +72,10 @@ func (e *env) runReference(ctx context.Context, sc Scenario, m Mode, r *Result) 
 		return err
 	}
 	defer func() { err = errors.Join(err, space.cleanup()) }()
-	users, stock, maxPer := e.sale(sc)
-	r.Users, r.Stock = users, stock
-	w := newWorkload(users, maxPer, e.opts.Seed)
-	if err := w.mint(ctx, e.rdb); err != nil {
+	w, stock, err := e.loggedInSale(ctx, space, sc, r)
+	if err != nil {
 		return err
 	}
-	space.tokens = w.tokens
 	if err := e.rdb.Set(ctx, fmt.Sprintf("%sstock:%d", space.prefix, referenceVoucher), stock, 0).Err(); err != nil {
 		return err
 	}
@@ -141,6 +138,19 @@ func (e *env) runReference(ctx context.Context, sc Scenario, m Mode, r *Result) 
 		r.note("the reference's consumer retried %d times (Redis or MySQL errors)", f)
 	}
 	return nil
+}
+
+// loggedInSale is the scenario's workload with every user logged in (their
+// tokens minted in Redis and owned by space, which deletes them).
+func (e *env) loggedInSale(ctx context.Context, space *runSpace, sc Scenario, r *Result) (*workload, int, error) {
+	users, stock, maxPer := e.sale(sc)
+	r.Users, r.Stock = users, stock
+	w := newWorkload(users, maxPer, e.opts.Seed)
+	if err := w.mint(ctx, e.rdb); err != nil {
+		return nil, 0, err
+	}
+	space.tokens = w.tokens
+	return w, stock, nil
 }
 
 // openReferenceDB creates the run's database with the reference's fixed
