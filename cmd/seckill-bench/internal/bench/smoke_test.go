@@ -257,5 +257,46 @@ func TestSmokeWrk(t *testing.T) {
 		if r.Status == "ok" && (r.Latency.Max <= 0 || r.Latency.Max < r.Latency.P99) {
 			t.Errorf("%s/%s: max latency %.3f ms, p99 %.3f ms", r.Scenario, r.Mode, r.Latency.Max, r.Latency.P99)
 		}
+		assertCPU(t, r, base.RedisURL != "")
+	}
+}
+
+// assertCPU checks a run's CPU accounting: every claim run has one, wrk's
+// share is measured, no figure exceeds what the machine's cores give over
+// the window, and a fixed reference's serving process (a child) is measured
+// as such, fullpipe's with every order drained into MySQL.
+func assertCPU(t *testing.T, r bench.Result, realBackends bool) {
+	t.Helper()
+	name := string(r.Scenario) + "/" + string(r.Mode)
+	if r.Status != "ok" {
+		return
+	}
+	c := r.CPU
+	if c == nil || c.Requests != r.Sent || c.WindowSeconds <= 0 {
+		t.Errorf("%s: CPU accounting %+v for %d requests", name, c, r.Sent)
+		return
+	}
+	limit := c.WindowSeconds * float64(c.Cores) * 1e6 / float64(c.Requests)
+	for what, us := range map[string]float64{"service": c.Service, "Redis": c.Redis, "MySQL": c.MySQL, "wrk": c.LoadGen} {
+		if us < 0 || us > limit+1e-6 {
+			t.Errorf("%s: %s %.1f µs per request, outside 0..%.1f (the machine's cores over the window)", name, what, us, limit)
+		}
+	}
+	if c.BusyCores > float64(c.Cores) || c.OtherCores > c.BusyCores {
+		t.Errorf("%s: %.2f cores busy, %.2f others, of %d", name, c.BusyCores, c.OtherCores, c.Cores)
+	}
+	if c.LoadGen <= 0 {
+		t.Errorf("%s: wrk's CPU not measured", name)
+	}
+	if r.Mode == bench.ModeBare || r.Mode == bench.ModeFullpipe {
+		if c.Service <= 0 || c.LoadGenInService {
+			t.Errorf("%s: the reference's own process not measured: %+v", name, c)
+		}
+		if realBackends && c.Redis <= 0 {
+			t.Errorf("%s: Redis's CPU not measured", name)
+		}
+	}
+	if r.Mode == bench.ModeFullpipe && (!r.HasDrain || !r.Drained || r.Books.Created != r.Successes) {
+		t.Errorf("%s: %d of %d orders in MySQL (drained %v)", name, r.Books.Created, r.Successes, r.Drained)
 	}
 }
