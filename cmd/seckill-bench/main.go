@@ -119,6 +119,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		progress    = fs.String("progress", "auto", "progress display: bar, plain (a line every few seconds), none, or auto (bar on a terminal)")
 		cold        = fs.Bool("cold-sessions", false, "log the users in before the service starts: it warms its session cache from Redis at start and the load waits for that (with SECKILL_TOKEN_WARM=false every first claim looks its session up in Redis instead); default: they log in while it runs, and the load waits until it has read their sessions back, as before a real sale")
 		keep        = fs.Bool("keep", false, "keep each run's database and Redis keys for inspection instead of dropping them")
+		tableFrom   = fs.String("table-from", "", "run nothing: print the tables of a report saved with --json")
 	)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, benchUsage)
@@ -130,6 +131,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		fs.Usage()
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *tableFrom != "" {
+		rep, err := bench.ReadJSON(*tableFrom)
+		if err != nil {
+			return err
+		}
+		rep.WriteTable(stdout)
+		return nil
 	}
 	sc, err := bench.ParseScenarios(*scenarios)
 	if err != nil {

@@ -442,6 +442,15 @@ func TestCostsTableShowsEveryProcess(t *testing.T) {
 	}}
 	var b strings.Builder
 	rep.writeCosts(&b)
+	// With rounds, each figure is its own median over them.
+	three := &Report{}
+	for k, us := range []float64{50, 70, 60} {
+		three.Results = append(three.Results, Result{Scenario: ScenarioWide, Mode: ModeStream, Round: k + 1, Status: "ok", HasClaims: true, Sent: 100,
+			ClaimsPerSec: 1000 * us, CPU: &CPUCost{WindowSeconds: 1, Requests: 100, Service: us, Redis: 100 - us, Cores: 2}})
+	}
+	if m := three.medianCPU(three.representative()[0]); m.Service != 60 || m.Redis != 40 {
+		t.Errorf("medians over rounds: service %.0f, Redis %.0f; want 60 and 40", m.Service, m.Redis)
+	}
 	rows := map[string]string{}
 	for _, l := range strings.Split(b.String(), "\n") {
 		if f := strings.Split(l, " | "); len(f) > 2 {
@@ -465,7 +474,8 @@ func TestNotesSayEachTextOnce(t *testing.T) {
 		{Scenario: ScenarioCrash, Mode: ModeChannel, Round: 1, Status: "unavailable", Reason: why},
 		{Scenario: ScenarioCrash, Mode: ModeStream, Round: 1, Status: "unavailable", Reason: why},
 		{Scenario: ScenarioWide, Mode: ModeBare, Round: 1, Status: "ok", Notes: []string{"slow"}},
-		{Scenario: ScenarioWide, Mode: ModeBare, Round: 2, Status: "ok"},
+		{Scenario: ScenarioWide, Mode: ModeBare, Round: 2, Status: "ok", CPU: &CPUCost{WindowSeconds: 2, Cores: 2, OtherCores: 0.8}},
+		{Scenario: ScenarioWide, Mode: ModeNoop, Round: 2, Status: "ok", CPU: &CPUCost{WindowSeconds: 0.1, Cores: 2, OtherCores: 1.5}},
 	}}
 	var b strings.Builder
 	rep.WriteTable(&b)
@@ -477,5 +487,10 @@ func TestNotesSayEachTextOnce(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "wide/bare#1: slow") {
 		t.Errorf("a note of round 1 only does not name its round:\n%s", b.String())
+	}
+	// Other processes' share is summed up in one line, over the windows
+	// long enough to tell (not the 0.1 s one).
+	if !strings.Contains(b.String(), "1 of 5 runs had more than 10% of the machine in other processes (median 40%, up to 40%;") {
+		t.Errorf("no summary of the disturbed runs:\n%s", b.String())
 	}
 }

@@ -143,15 +143,20 @@ func (c CPUCost) sharesKnown() bool {
 	return c.WindowSeconds >= minShareWindow.Seconds()
 }
 
-// settle accounts the run's CPU from the load's start until now (the load
-// and whatever drain followed) and says when another workload took a share
-// of the machine meanwhile.
+// settle accounts the run's CPU from the load's start until now: the load
+// and whatever drain followed.
 func (e *env) settle(r *Result, o *loadOutcome) {
 	c := costOf(windowOf(o.cpu0, e.sample(), o.loadGen, e.cores), o.sent, e.opts.Load == LoadInproc)
 	r.CPU = &c
-	if c.sharesKnown() && c.OtherCores > otherLoadWarn*float64(c.Cores) {
-		r.note("%.0f%% of the machine went to other processes during the run: its claims/s are disturbed (its CPU per claim much less so)", 100*c.OtherCores/float64(c.Cores))
+}
+
+// disturbed is the share of the machine that went to other processes
+// during the run, when the window was long enough to tell (else 0).
+func (r *Result) disturbed() float64 {
+	if c := r.CPU; c != nil && c.sharesKnown() && c.Cores > 0 {
+		return c.OtherCores / float64(c.Cores)
 	}
+	return 0
 }
 
 // processCPU is the user plus system CPU this process has used.

@@ -498,6 +498,16 @@ func (rep *Report) notes() []string {
 		}
 	}
 	var out []string
+	var shares []float64
+	for _, r := range rep.Results {
+		if x := r.disturbed(); x > otherLoadWarn {
+			shares = append(shares, x)
+		}
+	}
+	if len(shares) > 0 {
+		out = append(out, fmt.Sprintf("%d of %d runs had more than %.0f%% of the machine in other processes (median %.0f%%, up to %.0f%%; the \"others\" column): their claims/s are disturbed, their CPU per claim much less so",
+			len(shares), len(rep.Results), 100*otherLoadWarn, 100*median(shares), 100*slices.Max(shares)))
+	}
 	for _, n := range order {
 		names := make([]string, len(n.runs))
 		for i, x := range n.runs {
@@ -608,13 +618,13 @@ func (rep *Report) writeCosts(w io.Writer) {
 			continue
 		}
 		if !header {
-			fmt.Fprintln(w, "\nCPU per request (per order in fulfil), µs, by process, over the load and its drain; cores busy (all processes / others):")
+			fmt.Fprintln(w, "\nCPU per request (per order in fulfil), µs, by process, over the load and its drain (each figure the median of the rounds); cores busy (all processes / others):")
 			fmt.Fprintln(w)
 			fmt.Fprintln(w, "| scenario | mode | claims/s | service | Redis | MySQL | wrk | total | Redis trips | cores busy | others | window s | load avg |")
 			fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 			header = true
 		}
-		c := r.CPU
+		c := rep.medianCPU(r)
 		rate, trips, busy, others, gen := dash, dash, dash, dash, fmt.Sprintf("%.1f", c.LoadGen)
 		if r.HasClaims {
 			rate = fmt.Sprintf("%.0f", r.ClaimsPerSec)
@@ -644,11 +654,59 @@ func (rep *Report) writeCosts(w io.Writer) {
 	}
 }
 
+// medianCPU is each CPU figure of r's scenario and mode, the median over
+// its rounds that ran fine (claims/s is the median round's; CPU per claim
+// is steadier than claims/s, and each figure's own median is steadier
+// still than the one round's).
+func (rep *Report) medianCPU(r Result) CPUCost {
+	var cs []*CPUCost
+	for i := range rep.Results {
+		o := &rep.Results[i]
+		if o.Scenario == r.Scenario && o.Mode == r.Mode && o.ok() && o.CPU != nil && o.CPU.Requests > 0 {
+			cs = append(cs, o.CPU)
+		}
+	}
+	if len(cs) < 2 {
+		return *r.CPU
+	}
+	m := *r.CPU
+	med := func(f func(*CPUCost) float64) float64 {
+		xs := make([]float64, len(cs))
+		for i, c := range cs {
+			xs[i] = f(c)
+		}
+		return median(xs)
+	}
+	m.Service = med(func(c *CPUCost) float64 { return c.Service })
+	m.Bench = med(func(c *CPUCost) float64 { return c.Bench })
+	m.Redis = med(func(c *CPUCost) float64 { return c.Redis })
+	m.MySQL = med(func(c *CPUCost) float64 { return c.MySQL })
+	m.LoadGen = med(func(c *CPUCost) float64 { return c.LoadGen })
+	m.Total = med(func(c *CPUCost) float64 { return c.Total })
+	m.BusyCores = med(func(c *CPUCost) float64 { return c.BusyCores })
+	m.OtherCores = med(func(c *CPUCost) float64 { return c.OtherCores })
+	m.WindowSeconds = med(func(c *CPUCost) float64 { return c.WindowSeconds })
+	return m
+}
+
 func ms(v float64) string {
 	if v >= 100 {
 		return fmt.Sprintf("%.0f ms", v)
 	}
 	return fmt.Sprintf("%.2f ms", v)
+}
+
+// ReadJSON reads a report WriteJSON wrote, to print its tables again.
+func ReadJSON(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &rep, nil
 }
 
 // WriteJSON writes the raw report.
