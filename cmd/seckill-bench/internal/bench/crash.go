@@ -245,7 +245,8 @@ func (e *env) startChild(ctx context.Context, s *runSpace, m Mode, addr string, 
 		"SECKILL_LOG_FORMAT":         "json",
 		"SECKILL_ADMIN_USERS":        strconv.FormatInt(int64(benchAdmin), 10),
 		"SECKILL_RATE_USER":          strconv.Itoa(c.RateUser),
-		"SECKILL_RATE_IP":            "0", // as in serviceConfig
+		"SECKILL_RATE_IP":            strconv.Itoa(c.RateIP),
+		"SECKILL_TRUSTED_PROXIES":    benchProxy, // as in serviceConfig
 		"SECKILL_RATE_WINDOW":        c.RateWindow.String(),
 	}
 	env := make([]string, 0, len(os.Environ())+len(vars))

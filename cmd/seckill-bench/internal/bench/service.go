@@ -78,10 +78,12 @@ func (e *env) serviceConfig(s *runSpace, queue string) (infra.Config, error) {
 	c.Migrate = true
 	c.DevEndpoints = false
 	c.AdminUsers = strconv.FormatInt(int64(benchAdmin), 10)
-	// The load comes from this one host but stands for many clients, whom
-	// the per-IP limit would throttle as one; the per-user limit stays, as
-	// in production (a user sends at most MaxPerUser claims).
-	c.RateIP = 0
+	// The load comes from this one host but stands for many clients: every
+	// user's requests carry an address of its own in X-Real-IP (see
+	// userAddr), as a reverse proxy on loopback would set it, so the per-IP
+	// limit runs as in production, as does the per-user one (a user sends
+	// at most MaxPerUser claims).
+	c.TrustedProxies = benchProxy
 	// Per-request logs are debug; warnings and errors are kept for the notes.
 	c.LogLevel = "warn"
 	if err := c.Validate(); err != nil {

@@ -236,6 +236,10 @@ func TestSmokeWrk(t *testing.T) {
 	if err := base.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	// Each user's requests carry an address of their own: with the per-IP
+	// limit at the most one user sends, a load from one address would be
+	// refused.
+	base.RateIP = bench.DefaultMaxPerUser
 	opts := tiny(t, base, "")
 	opts.Scenarios = []bench.Scenario{bench.ScenarioHot, bench.ScenarioWide}
 	opts.Modes = []bench.Mode{bench.ModeChannel, bench.ModeStream, bench.ModeCeiling, bench.ModeBare, bench.ModeFullpipe, bench.ModeNoop}
