@@ -28,14 +28,22 @@ const benchUsage = `usage: seckill-bench [flags]
 Runs the same flash sale through each design, one after the other, over real
 HTTP on loopback, waits until every claimed order is in MySQL, checks the books
 and prints one table (Markdown), then the targets (issue 10's, as ratios within
-the run) met or missed. Modes:
+the run) met or missed, and a second table: CPU per claim of each process
+(service, Redis, MySQL, wrk) over the load and its drain. Modes:
 
   sync       the original's pre-optimisation flow: per request, token HGETALL +
              EXPIRE, SELECT the voucher, per-user lock (SET NX PX), COUNT,
              guarded decrement, INSERT, in MySQL (a bench-only handler)
   channel    this service (in-process, wired by infra) with the channel queue
   stream     this service with the Redis Stream queue
-  ceiling    a bare chi handler doing only the claim script's one EVALSHA
+  ceiling    a chi handler doing only the service's claim script, one EVALSHA
+             (moves with the service's gate script)
+  bare       fixed reference, in a process of its own: a net/http handler, one
+             EVALSHA of a five-command script (GET stock, SISMEMBER, INCRBY,
+             SADD, XADD): HTTP plus one round trip
+  fullpipe   fixed reference: bare plus, in the same process, one consumer
+             (XREADGROUP 500 -> one multi-row INSERT IGNORE + guarded stock
+             UPDATE in a transaction -> XACK + XTRIM): the whole job at its least
   noop       a bare net/http handler answering a constant: what HTTP alone costs
   per-order  fulfilment alone: the original's consumer, one transaction per order
   batched    fulfilment alone: this service's batched writer (worker + CreateBatch)
@@ -65,6 +73,11 @@ flags:
 `
 
 func main() {
+	// The fixed references run as this binary's hidden subcommand, in a
+	// process of their own; they take none of the bench's tuning.
+	if len(os.Args) > 1 && os.Args[1] == bench.ReferenceCommand {
+		os.Exit(bench.ReferenceMain(os.Args[2:]))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	infra.TuneGC() // the in-process service runs as `seckill serve` does
@@ -89,7 +102,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	var (
 		scenarios   = fs.String("scenario", "all", "comma-separated scenarios: hot, wide, fulfil, crash, or all; and lifecycle, expiry (not in all)")
-		modes       = fs.String("modes", "all", "comma-separated modes to run (sync, channel, stream, ceiling, noop, per-order, batched, pay-off, pay-15m, expire, or all); each scenario runs those of its modes that are listed")
+		modes       = fs.String("modes", "all", "comma-separated modes to run (sync, channel, stream, ceiling, bare, fullpipe, noop, per-order, batched, pay-off, pay-15m, expire, or all); each scenario runs those of its modes that are listed")
 		load        = fs.String("load", "auto", "load generator of the claim scenarios: wrk (its own process), inproc (vegeta in this process), or auto (wrk when on PATH)")
 		wrkThreads  = fs.Int("wrk-threads", bench.DefaultWrkThreads, "wrk's threads (-t); --concurrency is its connections (-c)")
 		rounds      = fs.Int("rounds", 1, "repeat every scenario this many times, its modes interleaved (in reverse order every other round); the table shows each mode's median round and the targets judge the median of the per-round ratios (this machine is noisy: use 3 for numbers you publish; from 6 on, each ratio also gets its median's 95% interval, and a verdict the interval cannot settle is marked ?)")
@@ -112,6 +125,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		progress    = fs.String("progress", "auto", "progress display: bar, plain (a line every few seconds), none, or auto (bar on a terminal)")
 		cold        = fs.Bool("cold-sessions", false, "log the users in before the service starts: it warms its session cache from Redis at start and the load waits for that (with SECKILL_TOKEN_WARM=false every first claim looks its session up in Redis instead); default: they log in while it runs, and the load waits until it has read their sessions back, as before a real sale")
 		keep        = fs.Bool("keep", false, "keep each run's database and Redis keys for inspection instead of dropping them")
+		tableFrom   = fs.String("table-from", "", "run nothing: print the tables of a report saved with --json")
 	)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, benchUsage)
@@ -123,6 +137,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		fs.Usage()
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *tableFrom != "" {
+		rep, err := bench.ReadJSON(*tableFrom)
+		if err != nil {
+			return err
+		}
+		rep.WriteTable(stdout)
+		return nil
 	}
 	sc, err := bench.ParseScenarios(*scenarios)
 	if err != nil {
@@ -153,7 +175,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Rounds: *rounds, Users: *users, HotStock: *stock, MaxPerUser: *maxPerUser, Concurrency: *concurrency,
 		MaxDuration: *maxDuration, DrainTimeout: *drain,
 		FulfilOrders: *orders, ExpiryOrders: *expiries, FulfilWorkers: *workers, ColdSessions: *cold,
-		CrashBatch: *crashBatch, CrashSettle: *crashSettle, ServiceBinary: *binary,
+		CrashBatch: *crashBatch, CrashSettle: *crashSettle, ServiceBinary: *binary, ReferenceBinary: ownBinary(),
 		Load: driver, WrkThreads: *wrkThreads,
 		Seed: *seed, KeepData: *keep, ProfileDir: *profileDir,
 		Progress: stderr, Log: stderr,
@@ -201,6 +223,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		errs = append(errs, fmt.Errorf("the books do not balance: %s", strings.Join(bad, "; ")))
 	}
 	return errors.Join(errs...)
+}
+
+// ownBinary is this executable, which runs the fixed references; empty
+// makes them unavailable.
+func ownBinary() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	return exe
 }
 
 // serviceBinary is the seckill binary the crash scenario runs: the one built

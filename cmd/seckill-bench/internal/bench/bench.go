@@ -46,7 +46,9 @@ const (
 	ModeSync     Mode = "sync"      // the original's pre-optimisation flow, in MySQL per request
 	ModeChannel  Mode = "channel"   // this service, in-process channel queue
 	ModeStream   Mode = "stream"    // this service, Redis Stream queue
-	ModeCeiling  Mode = "ceiling"   // HTTP plus one EVALSHA of the claim script, nothing else
+	ModeCeiling  Mode = "ceiling"   // a chi handler doing one EVALSHA of the service's claim script
+	ModeBare     Mode = "bare"      // fixed: net/http plus one EVALSHA of a five-command script, in a process of its own
+	ModeFullpipe Mode = "fullpipe"  // fixed: bare plus one consumer writing MySQL in batches: the whole job at its least
 	ModeNoop     Mode = "noop"      // a bare net/http handler answering a constant: HTTP alone
 	ModePerOrder Mode = "per-order" // fulfilment: one transaction per order (the original's consumer)
 	ModeBatched  Mode = "batched"   // fulfilment: this service's batched writer
@@ -56,10 +58,10 @@ const (
 var AllScenarios = []Scenario{ScenarioHot, ScenarioWide, ScenarioFulfil, ScenarioCrash}
 
 // ClaimModes are the modes the claim scenarios (hot, wide) run, in order.
-var ClaimModes = []Mode{ModeSync, ModeChannel, ModeStream, ModeCeiling, ModeNoop}
+var ClaimModes = []Mode{ModeSync, ModeChannel, ModeStream, ModeCeiling, ModeBare, ModeFullpipe, ModeNoop}
 
 // allModes is every mode, in the order the table lists them.
-var allModes = append([]Mode{ModeSync, ModeChannel, ModeStream, ModeCeiling, ModeNoop, ModePerOrder, ModeBatched}, lifecycleModes...)
+var allModes = append([]Mode{ModeSync, ModeChannel, ModeStream, ModeCeiling, ModeBare, ModeFullpipe, ModeNoop, ModePerOrder, ModeBatched}, lifecycleModes...)
 
 // Load is the generator that drives the claim scenarios.
 type Load string
@@ -146,6 +148,10 @@ type Options struct {
 	// must stay still after the restart before a channel's loss is final.
 	CrashBatch  int
 	CrashSettle time.Duration
+	// ReferenceBinary is the seckill-bench binary the fixed references (bare,
+	// fullpipe) run in, as its hidden `reference` subcommand, each in a
+	// process of its own; empty makes them unavailable.
+	ReferenceBinary string
 	// ServiceBinary is the seckill binary the crash scenario runs as a child
 	// process (`seckill serve`); empty makes crash unavailable.
 	ServiceBinary string
@@ -253,7 +259,7 @@ func ParseModes(s string) ([]Mode, error) {
 			continue
 		}
 		if !slices.Contains(all, Mode(f)) {
-			return nil, fmt.Errorf("unknown mode %q (want sync, channel, stream, ceiling, noop, per-order, batched, pay-off, pay-15m, expire or all)", f)
+			return nil, fmt.Errorf("unknown mode %q (want sync, channel, stream, ceiling, bare, fullpipe, noop, per-order, batched, pay-off, pay-15m, expire or all)", f)
 		}
 		out = append(out, Mode(f))
 	}
@@ -286,6 +292,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		Machine: describeMachine(ctx, env),
 		Options: describeOptions(opts),
 	}
+	rep.LoadAverage.Start = loadAverage()
 	if env.embeddedRedis || env.embeddedDB {
 		rep.Warnings = append(rep.Warnings, "embedded backends (miniredis and/or SQLite): these figures are NOT representative and no speed target is judged; "+
 			"set SECKILL_REDIS_URL and SECKILL_MYSQL_DSN to measure real servers")
@@ -302,12 +309,16 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 				name := env.runName(sc, m, round)
 				fmt.Fprintf(opts.Log, "bench: %s\n", name)
 				r := env.run(ctx, sc, m, round)
-				fmt.Fprintf(opts.Log, "bench: %s: %s\n", name, r.summary())
+				// Why a mode is unavailable is in the notes, once.
+				if r.Status != "unavailable" {
+					fmt.Fprintf(opts.Log, "bench: %s: %s\n", name, r.summary())
+				}
 				rep.Results = append(rep.Results, r)
 			}
 		}
 	}
 	rep.Finished = time.Now().UTC()
+	rep.LoadAverage.End = loadAverage()
 	rep.Targets = checkTargets(rep.Results, !env.embeddedRedis && !env.embeddedDB)
 	if err := ctx.Err(); err != nil {
 		return rep, err

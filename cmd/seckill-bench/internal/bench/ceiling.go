@@ -117,6 +117,7 @@ func (e *env) runCeiling(ctx context.Context, sc Scenario, r *Result) (err error
 		return err
 	}
 	r.fromLoad(out)
+	e.settle(r, out)
 	b, err := check(ctx, nil, v.ID(), stock, out.won)
 	if err != nil {
 		return err
@@ -142,13 +143,10 @@ func (e *env) runNoop(ctx context.Context, sc Scenario, r *Result) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, space.cleanup()) }()
-	users, stock, maxPer := e.sale(sc)
-	r.Users, r.Stock = users, stock
-	w := newWorkload(users, maxPer, e.opts.Seed)
-	if err := w.mint(ctx, e.rdb); err != nil {
+	w, stock, err := e.loggedInSale(ctx, space, sc, r)
+	if err != nil {
 		return err
 	}
-	space.tokens = w.tokens
 	base, stop, err := serve(noopHandler())
 	if err != nil {
 		return err
@@ -159,6 +157,7 @@ func (e *env) runNoop(ctx context.Context, sc Scenario, r *Result) (err error) {
 		return err
 	}
 	r.fromLoad(out)
+	e.settle(r, out)
 	b, err := check(ctx, nil, 1, stock, out.won)
 	if err != nil {
 		return err

@@ -15,6 +15,150 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// A run's CPU is accounted per process over a window (the load and, for
+// the modes that write MySQL, its drain): the serving process (this one for
+// an in-process service, else the child that serves), Redis, MySQL and wrk.
+// On a shared 2-core machine the CPU per claim of each process is the robust
+// figure: another workload slows a run down, but hardly changes what a claim
+// costs each process.
+
+// cpuSample is what the processes of interest had used up to a moment.
+type cpuSample struct {
+	at time.Time
+	// self is this process (rusage: exact); the others are read from
+	// /proc/<pid>/stat in ticks of 10 ms.
+	self  time.Duration
+	child time.Duration
+	// childPID is the serving child process at the sample (0: none).
+	childPID     int64
+	redis, mysql time.Duration
+	// busy is the CPU every process on the machine had used (/proc/stat).
+	busy time.Duration
+}
+
+func (e *env) sample() cpuSample {
+	s := cpuSample{at: time.Now(), self: processCPU(), busy: systemBusy()}
+	if !e.embeddedRedis {
+		s.redis = cpuOfPIDs(e.redisPIDs)
+	}
+	if !e.embeddedDB {
+		s.mysql = cpuOfPIDs(e.mysqlPIDs)
+	}
+	if pid := e.childPID.Load(); pid > 0 {
+		s.childPID = pid
+		s.child = cpuOfStat(fmt.Sprintf("/proc/%d/stat", pid), nil)
+	}
+	return s
+}
+
+// cpuWindow is what each process used between two samples, each bounded by
+// what the machine's cores can give in that time: a figure above it is a
+// reading error (a sample a tick apart, a process that came or went), never
+// a process that was busier than the machine.
+type cpuWindow struct {
+	Wall  time.Duration
+	Cores int
+	// Self is this process; Child the serving child, when the same one ran
+	// at both samples (else zero: not measured).
+	Self, Child, Redis, MySQL, LoadGen time.Duration
+	ChildServes                        bool
+	Busy                               time.Duration
+}
+
+func windowOf(a, b cpuSample, loadGen time.Duration, cores int) cpuWindow {
+	w := cpuWindow{Wall: b.at.Sub(a.at), Cores: max(cores, 1)}
+	w.Self = w.bound(b.self - a.self)
+	w.Redis = w.bound(b.redis - a.redis)
+	w.MySQL = w.bound(b.mysql - a.mysql)
+	w.LoadGen = w.bound(loadGen)
+	w.Busy = w.bound(b.busy - a.busy)
+	if a.childPID > 0 && a.childPID == b.childPID {
+		w.ChildServes = true
+		w.Child = w.bound(b.child - a.child)
+	}
+	return w
+}
+
+// bound clamps d to [0, Wall × Cores].
+func (w cpuWindow) bound(d time.Duration) time.Duration {
+	return min(max(d, 0), w.Wall*time.Duration(w.Cores))
+}
+
+// CPUCost is a run's CPU per request (per order in fulfil) of each process,
+// over the window, in µs.
+type CPUCost struct {
+	WindowSeconds float64 `json:"window_seconds"`
+	Requests      int     `json:"requests"`
+	// Service is the serving process: the bench process for an in-process
+	// service or handler (with --load inproc it holds the load generator
+	// too: LoadGenInService), else the child process that serves.
+	Service          float64 `json:"service_us"`
+	LoadGenInService bool    `json:"load_generator_in_service,omitempty"`
+	Redis            float64 `json:"redis_us"`
+	MySQL            float64 `json:"mysql_us"`
+	LoadGen          float64 `json:"load_generator_us"`
+	// Bench is this process's own CPU while a child serves (it polls MySQL
+	// during the drain).
+	Bench float64 `json:"bench_us,omitempty"`
+	// Total is the sum of the above.
+	Total float64 `json:"total_us"`
+	// BusyCores is how many of the machine's cores were busy on average
+	// (every process); OtherCores how many of those went to processes not
+	// accounted above (another workload on the machine).
+	BusyCores  float64 `json:"busy_cores"`
+	OtherCores float64 `json:"other_cores"`
+	Cores      int     `json:"cores"`
+}
+
+// minShareWindow is the shortest window whose shares of the machine the
+// report states: /proc counts in ticks of 10 ms per process, so over a
+// window of a few ticks a share can be off by more than itself.
+const minShareWindow = 500 * time.Millisecond
+
+// costOf spreads a window over its n requests. inproc says the load
+// generator runs in this process.
+func costOf(w cpuWindow, n int, inproc bool) CPUCost {
+	c := CPUCost{WindowSeconds: w.Wall.Seconds(), Requests: n, Cores: w.Cores}
+	if n <= 0 || w.Wall <= 0 {
+		return c
+	}
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(n) }
+	service, bench := w.Self, time.Duration(0)
+	if w.ChildServes {
+		service, bench = w.Child, w.Self
+	}
+	c.Service, c.Bench = us(service), us(bench)
+	c.LoadGenInService = inproc && !w.ChildServes
+	c.Redis, c.MySQL, c.LoadGen = us(w.Redis), us(w.MySQL), us(w.LoadGen)
+	c.Total = c.Service + c.Bench + c.Redis + c.MySQL + c.LoadGen
+	accounted := w.bound(service + bench + w.Redis + w.MySQL + w.LoadGen)
+	c.BusyCores = w.Busy.Seconds() / w.Wall.Seconds()
+	c.OtherCores = max(0, w.Busy-accounted).Seconds() / w.Wall.Seconds()
+	return c
+}
+
+// sharesKnown tells whether the window was long enough for its shares of
+// the machine to mean something.
+func (c CPUCost) sharesKnown() bool {
+	return c.WindowSeconds >= minShareWindow.Seconds()
+}
+
+// settle accounts the run's CPU from the load's start until now: the load
+// and whatever drain followed.
+func (e *env) settle(r *Result, o *loadOutcome) {
+	c := costOf(windowOf(o.cpu0, e.sample(), o.loadGen, e.cores), o.sent, e.opts.Load == LoadInproc)
+	r.CPU = &c
+}
+
+// disturbed is the share of the machine that went to other processes
+// during the run, when the window was long enough to tell (else 0).
+func (r *Result) disturbed() float64 {
+	if c := r.CPU; c != nil && c.sharesKnown() && c.Cores > 0 {
+		return c.OtherCores / float64(c.Cores)
+	}
+	return 0
+}
+
 // processCPU is the user plus system CPU this process has used.
 func processCPU() time.Duration {
 	var ru syscall.Rusage
@@ -24,50 +168,52 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// backendCPU is the CPU the local Redis and MySQL server processes have
-// used, read from /proc: on a 2-core machine the backends compete with the
-// service for the same cores, and their share explains a ceiling. Zero when
-// the servers are not local processes (or /proc is not there).
-type backendCPU struct {
-	Redis time.Duration `json:"redis"`
-	MySQL time.Duration `json:"mysql"`
-	// Service is the CPU of the service when it runs as a child process
-	// (the crash scenario); in-process modes count in the bench's own.
-	Service time.Duration `json:"service,omitempty"`
-	// LoadGen is wrk's CPU when it drives the load (set from its rusage
-	// once it exits, not sampled).
-	LoadGen time.Duration `json:"load_generator,omitempty"`
-}
-
-func (b backendCPU) since(a backendCPU) backendCPU {
-	return backendCPU{Redis: b.Redis - a.Redis, MySQL: b.MySQL - a.MySQL, Service: b.Service - a.Service}
-}
-
-func (b backendCPU) total() time.Duration { return b.Redis + b.MySQL + b.Service + b.LoadGen }
-
-func (e *env) backendCPU() backendCPU {
-	var b backendCPU
-	if !e.embeddedRedis {
-		b.Redis = cpuOfProcesses("redis-server")
-	}
-	if !e.embeddedDB {
-		b.MySQL = cpuOfProcesses("mariadbd", "mysqld")
-	}
-	if pid := e.childPID.Load(); pid > 0 {
-		b.Service = cpuOfStat(fmt.Sprintf("/proc/%d/stat", pid), nil)
-	}
-	return b
-}
-
 // userHZ is the unit of /proc/<pid>/stat's times; Linux fixes it at 100 for
 // user space whatever the kernel's tick rate.
 const userHZ = 100
 
-func cpuOfProcesses(names ...string) time.Duration {
+// redisServerPIDs finds the local Redis server process: Redis says its own
+// pid, so a Redis Cluster on the same machine is not counted as the Redis
+// under test; by name when that pid is not a local redis-server.
+func redisServerPIDs(ctx context.Context, rdb *redis.Client) []int {
+	if info, err := rdb.Info(ctx, "server").Result(); err == nil {
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+				if pid, err := strconv.Atoi(v); err == nil && isProcess(pid, "redis-server") {
+					return []int{pid}
+				}
+			}
+		}
+	}
+	return pidsNamed("redis-server")
+}
+
+func isProcess(pid int, names ...string) bool {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(raw)
+	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	return open >= 0 && closing > open && slices.Contains(names, s[open+1:closing])
+}
+
+func pidsNamed(names ...string) []int {
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var total time.Duration
+	var pids []int
 	for _, p := range stats {
-		total += cpuOfStat(p, names)
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if err == nil && isProcess(pid, names...) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func cpuOfPIDs(pids []int) time.Duration {
+	var total time.Duration
+	for _, pid := range pids {
+		total += cpuOfStat(fmt.Sprintf("/proc/%d/stat", pid), nil)
 	}
 	return total
 }
@@ -79,7 +225,10 @@ func cpuOfStat(path string, names []string) time.Duration {
 	if err != nil {
 		return 0
 	}
-	s := string(raw)
+	return parseStat(string(raw), names)
+}
+
+func parseStat(s string, names []string) time.Duration {
 	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
 	if open < 0 || closing < open {
 		return 0
@@ -101,16 +250,19 @@ func cpuOfStat(path string, names []string) time.Duration {
 }
 
 // systemBusy is the CPU time every process on the machine has used (busy
-// time from /proc/stat: all but idle and iowait). Set against this process's
-// and the backends' share, it tells how much of a run's machine went to
-// something else (another test suite, a build), which makes its numbers
-// unreliable.
+// time from /proc/stat: all but idle and iowait). Set against the accounted
+// processes' share, it tells how much of a run's machine went to something
+// else (another test suite, a build), which disturbs its claims/s.
 func systemBusy() time.Duration {
 	raw, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return 0
 	}
 	line, _, _ := strings.Cut(string(raw), "\n")
+	return parseSystemBusy(line)
+}
+
+func parseSystemBusy(line string) time.Duration {
 	f := strings.Fields(line)
 	if len(f) < 6 || f[0] != "cpu" {
 		return 0
@@ -129,6 +281,19 @@ func systemBusy() time.Duration {
 		busy += n
 	}
 	return time.Duration(busy) * time.Second / userHZ
+}
+
+// loadAverage is /proc/loadavg's first three fields ("" when unreadable).
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(raw))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // tripCounter counts a Redis client's round trips (a pipeline is one), so

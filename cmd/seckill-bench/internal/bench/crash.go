@@ -88,6 +88,8 @@ func (e *env) runCrash(ctx context.Context, m Mode, r *Result) (err error) {
 		return err
 	}
 	r.fromLoad(out)
+	// The load alone: the kill and restart change the serving process.
+	e.settle(r, out)
 
 	db, err := mysqlstore.OpenMySQL(space.dsn)
 	if err != nil {
@@ -243,7 +245,8 @@ func (e *env) startChild(ctx context.Context, s *runSpace, m Mode, addr string, 
 		"SECKILL_LOG_FORMAT":         "json",
 		"SECKILL_ADMIN_USERS":        strconv.FormatInt(int64(benchAdmin), 10),
 		"SECKILL_RATE_USER":          strconv.Itoa(c.RateUser),
-		"SECKILL_RATE_IP":            "0", // as in serviceConfig
+		"SECKILL_RATE_IP":            strconv.Itoa(c.RateIP),
+		"SECKILL_TRUSTED_PROXIES":    benchProxy, // as in serviceConfig
 		"SECKILL_RATE_WINDOW":        c.RateWindow.String(),
 	}
 	env := make([]string, 0, len(os.Environ())+len(vars))

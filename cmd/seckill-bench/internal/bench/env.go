@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,10 @@ type env struct {
 	// childPID is the service process of the crash scenario while it runs,
 	// so its CPU is told apart from other load on the machine.
 	childPID atomic.Int64
+	// cores is the machine's; redisPIDs and mysqlPIDs are the local server
+	// processes whose CPU a run accounts (none when they are not local).
+	cores                int
+	redisPIDs, mysqlPIDs []int
 }
 
 func openEnv(ctx context.Context, opts Options) (*env, error) {
@@ -68,6 +73,13 @@ func openEnv(ctx context.Context, opts Options) (*env, error) {
 	if err := e.rdb.Ping(pctx).Err(); err != nil {
 		e.close()
 		return nil, fmt.Errorf("redis at %s does not answer: %w", opt.Addr, err)
+	}
+	e.cores = runtime.NumCPU()
+	if !e.embeddedRedis {
+		e.redisPIDs = redisServerPIDs(pctx, e.rdb)
+	}
+	if !e.embeddedDB {
+		e.mysqlPIDs = pidsNamed("mariadbd", "mysqld")
 	}
 	return e, nil
 }

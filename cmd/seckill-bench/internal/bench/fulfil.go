@@ -49,7 +49,7 @@ func (e *env) runFulfil(ctx context.Context, m Mode, r *Result) (err error) {
 	if err != nil {
 		return err
 	}
-	cpu0, back0 := processCPU(), e.backendCPU()
+	cpu0 := e.sample()
 	workers := e.opts.FulfilWorkers
 	var took time.Duration
 	switch m {
@@ -64,8 +64,8 @@ func (e *env) runFulfil(ctx context.Context, m Mode, r *Result) (err error) {
 	if err != nil {
 		return err
 	}
-	r.CPUPerRequestMicros = float64((processCPU() - cpu0).Microseconds()) / float64(n)
-	r.BackendCPU = e.backendCPU().since(back0)
+	cost := costOf(windowOf(cpu0, e.sample(), 0, e.cores), n, false)
+	r.CPU = &cost
 	b, err := check(ctx, db, saved.ID(), n, won)
 	if err != nil {
 		return err

@@ -45,20 +45,16 @@ type loadOutcome struct {
 	kinds     map[string]int
 	// won is what each user (by workload index) was told it won.
 	won map[int][]domain.OrderID
-	// cpu is the bench process's CPU time during the load (the in-process
-	// generator, if used, plus any in-process service); backends is the CPU
-	// the local Redis and MySQL servers, a child service and wrk spent
-	// meanwhile, when they could be found.
-	cpu      time.Duration
-	backends backendCPU
+	// cpu0 is the CPU sample at the load's start, and loadGen wrk's CPU
+	// (from its rusage once it exits): the run's CPU is accounted from
+	// there to the end of its drain (env.settle).
+	cpu0    cpuSample
+	loadGen time.Duration
+	// loadAvg is the machine's load average as the load began.
+	loadAvg string
 	// trips is how many Redis round trips the service made meanwhile, when
 	// it runs in this process (-1: not counted).
 	trips int64
-	// others is the CPU that processes other than this one and the
-	// backends used meanwhile: another workload on the machine.
-	others time.Duration
-	// busy is the CPU every process on the machine used meanwhile.
-	busy time.Duration
 }
 
 type claimAnswer struct {
@@ -80,23 +76,17 @@ func (e *env) drive(ctx context.Context, label string, w *workload, base string,
 	if err != nil {
 		return nil, err
 	}
-	cpu0, back0, sys0, trips0 := processCPU(), e.backendCPU(), systemBusy(), trips.load()
+	out.loadAvg = loadAverage()
+	trips0 := trips.load()
+	out.cpu0 = e.sample()
 	out.started = time.Now()
-	var loadGen time.Duration
 	if e.opts.Load == LoadWrk {
-		loadGen, err = e.driveWrk(ctx, label, w, base, voucher, out)
+		out.loadGen, err = e.driveWrk(ctx, label, w, base, voucher, out)
 	} else {
 		err = e.driveVegeta(ctx, label, w, base, voucher, out)
 	}
-	out.cpu = processCPU() - cpu0
 	if trips != nil {
 		out.trips = trips.load() - trips0
-	}
-	out.backends = e.backendCPU().since(back0)
-	out.backends.LoadGen = loadGen
-	if sys := systemBusy() - sys0; sys > 0 {
-		out.busy = sys
-		out.others = max(0, sys-out.cpu-out.backends.total())
 	}
 	stopProfile()
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -29,6 +28,11 @@ type Report struct {
 	Warnings []string       `json:"warnings,omitempty"`
 	Results  []Result       `json:"results"`
 	Targets  []Target       `json:"targets"`
+	// LoadAverage is the machine's at the start and the end of the bench.
+	LoadAverage struct {
+		Start string `json:"start"`
+		End   string `json:"end"`
+	} `json:"load_average"`
 }
 
 // Machine is where the numbers come from.
@@ -41,36 +45,6 @@ type Machine struct {
 	Redis     string  `json:"redis"`
 	MySQL     string  `json:"mysql"`
 }
-
-// Target is one figure the report judges or reports, on this run's
-// numbers. Met is nil when the run did not measure what it needs, when it is
-// only reported (Judged false: a ratio kept for comparison, no longer a goal),
-// or when the backends are embedded and no speed is judged.
-type Target struct {
-	Name   string `json:"name"`
-	Want   string `json:"want"`
-	Got    string `json:"got"`
-	Judged bool   `json:"judged"`
-	Met    *bool  `json:"met"`
-	// Interval is a 95% confidence interval of the median ratio, when
-	// there are rounds enough for one (6 or more); see medianInterval.
-	Interval *Interval `json:"median_ci95,omitempty"`
-	// WithinNoise marks a judged target whose interval holds its limit:
-	// the verdict went the way the median fell, and more rounds could
-	// turn it.
-	WithinNoise bool `json:"within_noise,omitempty"`
-}
-
-// Interval is a range of ratios.
-type Interval struct {
-	Low  float64 `json:"low"`
-	High float64 `json:"high"`
-}
-
-// measured tells whether the run produced the figure.
-func (t Target) measured() bool { return t.Got != notMeasured }
-
-const notMeasured = "not measured"
 
 func describeOptions(o Options) map[string]any {
 	sc := make([]string, len(o.Scenarios))
@@ -157,183 +131,6 @@ func mysqlVersion(ctx context.Context, dsn string) string {
 		return "MariaDB " + v
 	}
 	return "MySQL " + v
-}
-
-// find returns the run of a mode in a scenario and round, if it ran fine.
-func find(rs []Result, sc Scenario, m Mode, round int) *Result {
-	for i := range rs {
-		if rs[i].Scenario == sc && rs[i].Mode == m && rs[i].Round == round && rs[i].ok() {
-			return &rs[i]
-		}
-	}
-	return nil
-}
-
-func rounds(rs []Result) int {
-	n := 0
-	for _, r := range rs {
-		n = max(n, r.Round)
-	}
-	return n
-}
-
-// medianInterval is a distribution-free confidence interval of the median
-// of xs, at least conf (0.95: 95%): the k-th smallest and k-th largest
-// value, for the largest k at which the true median lies outside them with
-// probability 2·P(Binomial(n, ½) < k) ≤ 1 − conf. It assumes nothing of
-// the rounds' spread, only that rounds are independent. ok is false when
-// n is too small for any such k (below 6 at 95%).
-func medianInterval(xs []float64, conf float64) (iv Interval, ok bool) {
-	n := len(xs)
-	// tail accumulates P(Binomial(n, ½) ≤ j) in log space, so n in the
-	// thousands does not underflow.
-	k, tail := 0, 0.0
-	lg, _ := math.Lgamma(float64(n + 1))
-	for j := 0; 2*j < n; j++ {
-		lj, _ := math.Lgamma(float64(j + 1))
-		lr, _ := math.Lgamma(float64(n - j + 1))
-		tail += math.Exp(lg - lj - lr - float64(n)*math.Ln2)
-		if 2*tail > 1-conf {
-			break
-		}
-		k = j + 1
-	}
-	if k == 0 {
-		return Interval{}, false
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return Interval{Low: s[k-1], High: s[n-k]}, true
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// checkTargets evaluates the targets of issue 10 (the design comparison's
-// goals since then) and reports two older ratios. Each is a ratio within
-// this run, because a shared 2-core machine is too noisy for absolute
-// numbers; with several rounds, the ratio is taken within each round (the
-// modes of a round run back to back, so they share the machine's mood) and
-// the median of those is judged. judge false (embedded backends, whose
-// speed says nothing of real servers) reports every speed ratio without a
-// verdict; the books are judged whatever the backends.
-func checkTargets(rs []Result, judge bool) []Target {
-	var ts []Target
-	n := rounds(rs)
-	ratio := func(name, want string, aSc Scenario, aM Mode, bSc Scenario, bM Mode, get func(a, b *Result) (float64, float64), limit float64, atLeast, goal bool) {
-		t := Target{Name: name, Want: want, Judged: goal && judge}
-		var xs []float64
-		var detail []string
-		for k := 1; k <= n; k++ {
-			a, b := find(rs, aSc, aM, k), find(rs, bSc, bM, k)
-			if a == nil || b == nil {
-				continue
-			}
-			va, vb := get(a, b)
-			if va == 0 || vb == 0 {
-				continue
-			}
-			xs = append(xs, va/vb)
-			f := "%.0f vs %.0f"
-			if va < 100 || vb < 100 {
-				f = "%.2f vs %.2f"
-			}
-			detail = append(detail, fmt.Sprintf("%.2f× ("+f+")", va/vb, va, vb))
-		}
-		if len(xs) == 0 {
-			t.Got = notMeasured
-			ts = append(ts, t)
-			return
-		}
-		x := median(xs)
-		iv, haveIV := medianInterval(xs, 0.95)
-		if haveIV {
-			t.Interval = &iv
-		}
-		if t.Judged {
-			met := x >= limit
-			if !atLeast {
-				met = x <= limit
-			}
-			t.Met = &met
-			t.WithinNoise = haveIV && iv.Low <= limit && limit <= iv.High
-		}
-		switch {
-		case len(xs) == 1:
-			t.Got = detail[0]
-		case haveIV:
-			t.Got = fmt.Sprintf("median %.2f× (95%% interval %.2f–%.2f) over %d rounds: %s", x, iv.Low, iv.High, len(xs), strings.Join(detail, ", "))
-		default:
-			t.Got = fmt.Sprintf("median %.2f× over %d rounds: %s", x, len(xs), strings.Join(detail, ", "))
-		}
-		ts = append(ts, t)
-	}
-	claims := func(a, b *Result) (float64, float64) { return a.ClaimsPerSec, b.ClaimsPerSec }
-	p99 := func(a, b *Result) (float64, float64) { return a.Latency.P99, b.Latency.P99 }
-	orders := func(a, b *Result) (float64, float64) { return a.OrdersPerSec, b.OrdersPerSec }
-	const goal, reported = true, false
-
-	// wide: every claim succeeds, so the queue's hand-off is on every request.
-	ratio("wide: stream claims/s vs ceiling", "≥ 0.8×", ScenarioWide, ModeStream, ScenarioWide, ModeCeiling, claims, 0.8, true, goal)
-	ratio("wide: channel claims/s vs ceiling", "≥ 0.9×", ScenarioWide, ModeChannel, ScenarioWide, ModeCeiling, claims, 0.9, true, goal)
-	for _, m := range []Mode{ModeChannel, ModeStream} {
-		ratio(fmt.Sprintf("wide: %s p99 vs ceiling p99", m), "≤ 1.5×", ScenarioWide, m, ScenarioWide, ModeCeiling, p99, 1.5, false, goal)
-	}
-	// hot: mostly sold out, so what remains is the HTTP stack around a claim.
-	for _, m := range []Mode{ModeChannel, ModeStream} {
-		ratio(fmt.Sprintf("hot: %s claims/s vs no-op handler", m), "≥ 0.8×", ScenarioHot, m, ScenarioHot, ModeNoop, claims, 0.8, true, goal)
-	}
-	for _, sc := range []Scenario{ScenarioHot, ScenarioWide} {
-		ratio(fmt.Sprintf("%s: stream claims/s vs channel", sc), "≥ 0.95×", sc, ModeStream, sc, ModeChannel, claims, 0.95, true, goal)
-	}
-	ratio("lifecycle: claims/s with a 15m pay window vs none", "≥ 0.95×", ScenarioLifecycle, ModePayOn, ScenarioLifecycle, ModePayOff, claims, 0.95, true, goal)
-	ratio("fulfil: stream queue alone vs batched writer", "≥ 2× (the consumer is not the next bottleneck)", ScenarioFulfil, ModeBatched, ScenarioFulfil, ModeBatched,
-		func(a, _ *Result) (float64, float64) { return a.StreamAlonePerSec, a.OrdersPerSec }, 2, true, goal)
-	ratio("fulfil: channel queue alone vs batched writer", "≥ 1× (the queue is not the bottleneck)", ScenarioFulfil, ModeBatched, ScenarioFulfil, ModeBatched,
-		func(a, _ *Result) (float64, float64) { return a.QueueAlonePerSec, a.OrdersPerSec }, 1, true, goal)
-	// Reported, not judged: on one machine both are bounded by what the
-	// fast side shares with the slow one (docs/BENCHMARKS.md explains).
-	for _, m := range []Mode{ModeChannel, ModeStream} {
-		ratio(fmt.Sprintf("hot: %s claims/s vs sync", m), "was ≥ 20×", ScenarioHot, m, ScenarioHot, ModeSync, claims, 20, true, reported)
-	}
-	ratio("fulfil: batched orders/s vs per-order", "was ≥ 40×", ScenarioFulfil, ModeBatched, ScenarioFulfil, ModePerOrder, orders, 40, true, reported)
-
-	// The books: zero everywhere except a channel's loss under crash.
-	var bad []string
-	checked := 0
-	for _, r := range rs {
-		if !r.ok() || r.Books == nil {
-			continue
-		}
-		checked++
-		b := r.Books
-		lost := b.Lost
-		if r.Scenario == ScenarioCrash && r.Mode == ModeChannel {
-			lost = 0
-		}
-		if b.Oversold != 0 || b.Duplicates != 0 || lost != 0 {
-			bad = append(bad, fmt.Sprintf("%s#%d: oversold %d, duplicates %d, lost %d", r.label(), r.Round, b.Oversold, b.Duplicates, lost))
-		}
-	}
-	t := Target{Name: "books balance in every run", Want: "0 oversold, 0 duplicates, 0 lost (channel under crash: loss reported)", Judged: true}
-	if checked == 0 {
-		t.Got = notMeasured
-	} else {
-		met := len(bad) == 0
-		t.Met = &met
-		t.Got = fmt.Sprintf("%d runs checked", checked)
-		if !met {
-			t.Got += ": " + strings.Join(bad, "; ")
-		}
-	}
-	ts = append(ts, t)
-	return ts
 }
 
 // BooksBalance reports the runs whose books do not balance (oversold,
@@ -427,11 +224,85 @@ func (rep *Report) spread() []string {
 	return lines
 }
 
+// notes are the runs' notes, failures and error kinds, each text once: a
+// text several modes share (crash unavailable on embedded backends, for
+// both queues) names them all, and a mode's label names its rounds when the
+// text holds for some of them only.
+func (rep *Report) notes() []string {
+	type run struct {
+		label  string
+		rounds []string
+	}
+	type noted struct {
+		text string
+		runs []*run
+	}
+	var order []*noted
+	byText := map[string]*noted{}
+	runs := map[string]int{}
+	add := func(r Result, text string) {
+		n, ok := byText[text]
+		if !ok {
+			n = &noted{text: text}
+			byText[text] = n
+			order = append(order, n)
+		}
+		var at *run
+		for _, x := range n.runs {
+			if x.label == r.label() {
+				at = x
+			}
+		}
+		if at == nil {
+			at = &run{label: r.label()}
+			n.runs = append(n.runs, at)
+		}
+		at.rounds = append(at.rounds, fmt.Sprintf("#%d", r.Round))
+	}
+	for _, r := range rep.Results {
+		runs[r.label()]++
+		if !r.ok() {
+			add(r, r.Status+": "+r.Reason)
+		}
+		if len(r.ErrorKinds) > 0 {
+			add(r, "errors: "+errorKinds(r.ErrorKinds))
+		}
+		for _, n := range r.Notes {
+			add(r, n)
+		}
+	}
+	var out []string
+	var shares []float64
+	for _, r := range rep.Results {
+		if x := r.disturbed(); x > otherLoadWarn {
+			shares = append(shares, x)
+		}
+	}
+	if len(shares) > 0 {
+		out = append(out, fmt.Sprintf("%d of %d runs had more than %.0f%% of the machine in other processes (median %.0f%%, up to %.0f%%; the \"others\" column): their claims/s are disturbed, their CPU per claim much less so",
+			len(shares), len(rep.Results), 100*otherLoadWarn, 100*median(shares), 100*slices.Max(shares)))
+	}
+	for _, n := range order {
+		names := make([]string, len(n.runs))
+		for i, x := range n.runs {
+			names[i] = x.label
+			if len(x.rounds) < runs[x.label] {
+				names[i] += strings.Join(x.rounds, ",")
+			}
+		}
+		out = append(out, strings.Join(names, ", ")+": "+n.text)
+	}
+	return out
+}
+
 // WriteTable prints the one table, then the targets and the notes, as
 // Markdown so it can be pasted into docs.
 func (rep *Report) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "\n%d cores, %.1f GiB, %s; %s; %s; %s; load from %s\n", rep.Machine.Cores, rep.Machine.MemoryGiB, rep.Machine.CPU,
 		rep.Machine.Redis, rep.Machine.MySQL, rep.Machine.Go, rep.Options["load"])
+	if rep.LoadAverage.Start != "" {
+		fmt.Fprintf(w, "load average (1, 5, 15 min) %s at the start, %s at the end: the machine is shared, see \"others\" below\n", rep.LoadAverage.Start, rep.LoadAverage.End)
+	}
 	for _, warn := range rep.Warnings {
 		fmt.Fprintf(w, "WARNING: %s\n", warn)
 	}
@@ -480,7 +351,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 		}
 	}
 	if len(measured) > 0 {
-		fmt.Fprintln(w, "\nTargets (issue 10's, ratios within this run; \"info\": reported, not judged; \"?\": the limit is inside the median's 95% interval, so more rounds could turn the verdict):")
+		fmt.Fprintln(w, "\nTargets (issues 10 and 28, ratios within this run; \"info\": reported, not judged; \"?\": the limit is inside the median's 95% interval, so more rounds could turn the verdict):")
 		for _, t := range measured {
 			verdict := "info"
 			switch {
@@ -499,44 +370,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 		}
 	}
 	notes := rep.spread()
-	// A note every round of a mode repeats is printed once; others name
-	// their rounds.
-	type noted struct {
-		label, text string
-		rounds      []string
-	}
-	var order []*noted
-	byKey := map[string]*noted{}
-	runs := map[string]int{}
-	add := func(r Result, text string) {
-		k := r.label() + "\x00" + text
-		n, ok := byKey[k]
-		if !ok {
-			n = &noted{label: r.label(), text: text}
-			byKey[k] = n
-			order = append(order, n)
-		}
-		n.rounds = append(n.rounds, fmt.Sprintf("#%d", r.Round))
-	}
-	for _, r := range rep.Results {
-		runs[r.label()]++
-		if !r.ok() {
-			add(r, r.Status+": "+r.Reason)
-		}
-		if len(r.ErrorKinds) > 0 {
-			add(r, "errors: "+errorKinds(r.ErrorKinds))
-		}
-		for _, n := range r.Notes {
-			add(r, n)
-		}
-	}
-	for _, n := range order {
-		name := n.label
-		if len(n.rounds) < runs[n.label] {
-			name += strings.Join(n.rounds, ",")
-		}
-		notes = append(notes, name+": "+n.text)
-	}
+	notes = append(notes, rep.notes()...)
 	if len(notes) > 0 {
 		fmt.Fprintln(w, "\nNotes:")
 		for _, n := range notes {
@@ -545,40 +379,88 @@ func (rep *Report) WriteTable(w io.Writer) {
 	}
 }
 
-// writeCosts shows where each request's time goes: Redis round trips, and
-// CPU per request of the bench process (load generator plus an in-process
-// service), of the service when it is a child process, of Redis and of MySQL.
-// On a 2-core machine their sum bounds the claims/s; how busy the cores were
-// tells whether the run reached that bound or waited short of it.
+// writeCosts is the second table: what each request cost each process in
+// CPU over the load and its drain (the serving process, Redis, MySQL, the
+// load generator), the service's Redis round trips, and how busy the
+// machine's cores were, by the run's processes and by others. On a shared
+// machine the CPU per claim is the robust figure: other work slows a run
+// (and shows as "others"), but hardly changes what a claim costs.
 func (rep *Report) writeCosts(w io.Writer) {
 	header := false
 	for _, r := range rep.representative() {
-		if !r.ok() || (!r.HasClaims && !r.HasDrain) {
+		if !r.ok() || r.CPU == nil || r.CPU.Requests == 0 {
 			continue
 		}
 		if !header {
-			fmt.Fprintln(w, "\nPer request (per order for fulfil): Redis round trips of the service, and CPU µs of the bench process | child service | Redis | MySQL | wrk, and the share of the cores busy:")
+			fmt.Fprintln(w, "\nCPU per request (per order in fulfil), µs, by process, over the load and its drain (each figure the median of the rounds); cores busy (all processes / others):")
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, "| scenario | mode | claims/s | service | Redis | MySQL | wrk | total | Redis trips | cores busy | others | window s | load avg |")
+			fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 			header = true
 		}
-		n := float64(r.Sent)
-		if !r.HasClaims {
-			n = float64(r.Users)
+		c := rep.medianCPU(r)
+		rate, trips, busy, others, gen := dash, dash, dash, dash, fmt.Sprintf("%.1f", c.LoadGen)
+		if r.HasClaims {
+			rate = fmt.Sprintf("%.0f", r.ClaimsPerSec)
+		} else if r.HasDrain {
+			rate = fmt.Sprintf("%.0f orders/s", r.OrdersPerSec)
+			gen = dash
 		}
-		if n == 0 {
-			continue
+		if c.LoadGenInService {
+			gen = "in service"
 		}
-		us := func(d time.Duration) float64 { return float64(d.Microseconds()) / n }
-		trips := dash
 		if r.RedisTripsPerClaim > 0 {
 			trips = fmt.Sprintf("%.2f", r.RedisTripsPerClaim)
 		}
-		busy := dash
-		if r.MachineBusy > 0 {
-			busy = fmt.Sprintf("%.0f%%", 100*r.MachineBusy)
+		if c.sharesKnown() {
+			busy, others = fmt.Sprintf("%.2f of %d", c.BusyCores, c.Cores), fmt.Sprintf("%.2f", c.OtherCores)
 		}
-		fmt.Fprintf(w, "  %-17s trips %-5s cpu %4.0f | %4.0f | %4.0f | %4.0f | %4.0f µs, busy %s\n", r.label(), trips,
-			r.CPUPerRequestMicros, us(r.BackendCPU.Service), us(r.BackendCPU.Redis), us(r.BackendCPU.MySQL), us(r.BackendCPU.LoadGen), busy)
+		service := fmt.Sprintf("%.1f", c.Service)
+		if c.Bench >= 0.05 {
+			service += fmt.Sprintf(" (+%.1f bench)", c.Bench)
+		}
+		load := r.LoadAverage
+		if load == "" {
+			load = dash
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %.1f | %.1f | %s | %.1f | %s | %s | %s | %.2f | %s |\n", r.Scenario, r.Mode, rate,
+			service, c.Redis, c.MySQL, gen, c.Total, trips, busy, others, c.WindowSeconds, load)
 	}
+}
+
+// medianCPU is each CPU figure of r's scenario and mode, the median over
+// its rounds that ran fine (claims/s is the median round's; CPU per claim
+// is steadier than claims/s, and each figure's own median is steadier
+// still than the one round's).
+func (rep *Report) medianCPU(r Result) CPUCost {
+	var cs []*CPUCost
+	for i := range rep.Results {
+		o := &rep.Results[i]
+		if o.Scenario == r.Scenario && o.Mode == r.Mode && o.ok() && o.CPU != nil && o.CPU.Requests > 0 {
+			cs = append(cs, o.CPU)
+		}
+	}
+	if len(cs) < 2 {
+		return *r.CPU
+	}
+	m := *r.CPU
+	med := func(f func(*CPUCost) float64) float64 {
+		xs := make([]float64, len(cs))
+		for i, c := range cs {
+			xs[i] = f(c)
+		}
+		return median(xs)
+	}
+	m.Service = med(func(c *CPUCost) float64 { return c.Service })
+	m.Bench = med(func(c *CPUCost) float64 { return c.Bench })
+	m.Redis = med(func(c *CPUCost) float64 { return c.Redis })
+	m.MySQL = med(func(c *CPUCost) float64 { return c.MySQL })
+	m.LoadGen = med(func(c *CPUCost) float64 { return c.LoadGen })
+	m.Total = med(func(c *CPUCost) float64 { return c.Total })
+	m.BusyCores = med(func(c *CPUCost) float64 { return c.BusyCores })
+	m.OtherCores = med(func(c *CPUCost) float64 { return c.OtherCores })
+	m.WindowSeconds = med(func(c *CPUCost) float64 { return c.WindowSeconds })
+	return m
 }
 
 func ms(v float64) string {
@@ -586,6 +468,19 @@ func ms(v float64) string {
 		return fmt.Sprintf("%.0f ms", v)
 	}
 	return fmt.Sprintf("%.2f ms", v)
+}
+
+// ReadJSON reads a report WriteJSON wrote, to print its tables again.
+func ReadJSON(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &rep, nil
 }
 
 // WriteJSON writes the raw report.

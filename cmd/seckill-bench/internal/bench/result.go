@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 	"maps"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -36,23 +35,16 @@ type Result struct {
 	Dup          int            `json:"dup"`
 	Errors       int            `json:"errors"`
 	ErrorKinds   map[string]int `json:"error_kinds,omitempty"`
-	// CPUPerRequestMicros is the bench process's CPU per request (load
-	// generator and, for in-process modes, the service); BackendCPU is what
-	// the local Redis and MySQL servers spent during the load, in seconds.
-	CPUPerRequestMicros float64    `json:"cpu_per_request_us,omitempty"`
-	BackendCPU          backendCPU `json:"backend_cpu_ns"`
+	// CPU is what each process spent per request over the load and its
+	// drain (per order in fulfil).
+	CPU *CPUCost `json:"cpu,omitempty"`
+	// LoadAverage is the machine's load average (1, 5, 15 minutes) as the
+	// load began: the machine is shared, and this says how much.
+	LoadAverage string `json:"load_average,omitempty"`
 	// RedisTripsPerClaim is the service's Redis round trips during the load
 	// per request (the claim path, plus a stream consumer's reads and acks),
 	// when the service runs in this process.
 	RedisTripsPerClaim float64 `json:"redis_trips_per_claim,omitempty"`
-	// OtherLoad is the share of the machine's cores that other processes
-	// used during the load; above a few percent the run was disturbed.
-	OtherLoad float64 `json:"other_load"`
-	// MachineBusy is the share of the machine's cores busy during the load
-	// (every process). Well under 1 on a closed loop means the requests
-	// spent their time waiting rather than computing: the run was bound by
-	// latency, and the CPU per request alone does not predict its claims/s.
-	MachineBusy float64 `json:"machine_busy,omitempty"`
 
 	// SessionsReadBack is how many of the users' logins, made while the
 	// service ran, it had read back into its session cache when the load
@@ -80,7 +72,7 @@ type Result struct {
 }
 
 // otherLoadWarn is the share of the machine other processes may use during
-// a load before the result says it was disturbed.
+// a run before the result says it was disturbed.
 const otherLoadWarn = 0.10
 
 // Latency percentiles in milliseconds.
@@ -114,19 +106,9 @@ func (r *Result) fromLoad(o *loadOutcome) {
 	if len(o.kinds) > 0 {
 		r.ErrorKinds = o.kinds
 	}
-	if o.sent > 0 {
-		r.CPUPerRequestMicros = float64(o.cpu.Microseconds()) / float64(o.sent)
-	}
-	r.BackendCPU = o.backends
+	r.LoadAverage = o.loadAvg
 	if o.trips >= 0 && o.sent > 0 {
 		r.RedisTripsPerClaim = float64(o.trips) / float64(o.sent)
-	}
-	if o.elapsed > 0 {
-		r.OtherLoad = o.others.Seconds() / (o.elapsed.Seconds() * float64(runtime.NumCPU()))
-		r.MachineBusy = o.busy.Seconds() / (o.elapsed.Seconds() * float64(runtime.NumCPU()))
-		if r.OtherLoad > otherLoadWarn {
-			r.note("%.0f%% of the machine went elsewhere during the load (other processes, or the hypervisor's steal): these numbers are disturbed", r.OtherLoad*100)
-		}
 	}
 	if o.sent < o.planned {
 		r.note("capped by --max-duration: %d of %d requests sent", o.sent, o.planned)

@@ -42,6 +42,8 @@ func (e *env) run(ctx context.Context, sc Scenario, m Mode, round int) Result {
 		err = e.runCeiling(ctx, sc, &r)
 	case m == ModeNoop:
 		err = e.runNoop(ctx, sc, &r)
+	case m == ModeBare || m == ModeFullpipe:
+		err = e.runReference(ctx, sc, m, &r)
 	default:
 		err = e.runService(ctx, sc, m, &r)
 	}
@@ -80,10 +82,12 @@ func (e *env) serviceConfig(s *runSpace, queue string) (infra.Config, error) {
 	c.Migrate = true
 	c.DevEndpoints = false
 	c.AdminUsers = strconv.FormatInt(int64(benchAdmin), 10)
-	// The load comes from this one host but stands for many clients, whom
-	// the per-IP limit would throttle as one; the per-user limit stays, as
-	// in production (a user sends at most MaxPerUser claims).
-	c.RateIP = 0
+	// The load comes from this one host but stands for many clients: every
+	// user's requests carry an address of its own in X-Real-IP (see
+	// userAddr), as a reverse proxy on loopback would set it, so the per-IP
+	// limit runs as in production, as does the per-user one (a user sends
+	// at most MaxPerUser claims).
+	c.TrustedProxies = benchProxy
 	// Per-request logs are debug; warnings and errors are kept for the notes.
 	c.LogLevel = "warn"
 	if err := c.Validate(); err != nil {
@@ -189,6 +193,7 @@ func (e *env) runService(ctx context.Context, sc Scenario, m Mode, r *Result) (e
 	if err != nil {
 		return err
 	}
+	e.settle(r, out)
 	b, err := check(ctx, app.DB, vid, stock, out.won)
 	if err != nil {
 		return err

@@ -14,22 +14,41 @@ import (
 	"github.com/hmdp-go/seckill/test/testenv"
 )
 
+// TestMain lets the test binary stand in for seckill-bench: the bench runs
+// the fixed references as its own binary's `reference` subcommand.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == bench.ReferenceCommand {
+		os.Exit(bench.ReferenceMain(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+func testBinary(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
 // tiny is a sale small enough for CI: seconds, not minutes. Its speed is
 // never asserted; its books are.
-func tiny(base infra.Config, binary string) bench.Options {
+func tiny(t *testing.T, base infra.Config, binary string) bench.Options {
 	return bench.Options{
-		Base:          base,
-		Scenarios:     bench.AllScenarios,
-		Users:         120,
-		HotStock:      10,
-		MaxPerUser:    3,
-		Concurrency:   8,
-		MaxDuration:   30 * time.Second,
-		DrainTimeout:  30 * time.Second,
-		FulfilOrders:  300,
-		CrashBatch:    1,
-		CrashSettle:   2 * time.Second,
-		ServiceBinary: binary,
+		ReferenceBinary: testBinary(t),
+		Base:            base,
+		Scenarios:       bench.AllScenarios,
+		Users:           120,
+		HotStock:        10,
+		MaxPerUser:      3,
+		Concurrency:     8,
+		MaxDuration:     30 * time.Second,
+		DrainTimeout:    30 * time.Second,
+		FulfilOrders:    300,
+		CrashBatch:      1,
+		CrashSettle:     2 * time.Second,
+		ServiceBinary:   binary,
 	}
 }
 
@@ -60,7 +79,7 @@ func TestSmokeBooksBalanceInEveryMode(t *testing.T) {
 	if err := base.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	opts := tiny(base, buildService(t))
+	opts := tiny(t, base, buildService(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rep, err := bench.Run(ctx, opts)
@@ -74,7 +93,7 @@ func TestSmokeBooksBalanceInEveryMode(t *testing.T) {
 
 	want := map[string]bool{}
 	for _, sc := range bench.AllScenarios {
-		for _, m := range []bench.Mode{bench.ModeSync, bench.ModeChannel, bench.ModeStream, bench.ModeCeiling, bench.ModeNoop, bench.ModePerOrder, bench.ModeBatched} {
+		for _, m := range []bench.Mode{bench.ModeSync, bench.ModeChannel, bench.ModeStream, bench.ModeCeiling, bench.ModeBare, bench.ModeFullpipe, bench.ModeNoop, bench.ModePerOrder, bench.ModeBatched} {
 			want[string(sc)+"/"+string(m)] = false
 		}
 	}
@@ -87,8 +106,8 @@ func TestSmokeBooksBalanceInEveryMode(t *testing.T) {
 			t.Errorf("%s/%s: the service held %d of %d users' sessions when the load began", r.Scenario, r.Mode, r.SessionsReadBack, r.Users)
 		}
 	}
-	for _, name := range []string{"hot/sync", "hot/channel", "hot/stream", "hot/ceiling", "hot/noop", "wide/sync", "wide/channel",
-		"wide/stream", "wide/ceiling", "wide/noop", "fulfil/per-order", "fulfil/batched", "crash/channel", "crash/stream"} {
+	for _, name := range []string{"hot/sync", "hot/channel", "hot/stream", "hot/ceiling", "hot/bare", "hot/fullpipe", "hot/noop", "wide/sync", "wide/channel",
+		"wide/stream", "wide/ceiling", "wide/bare", "wide/fullpipe", "wide/noop", "fulfil/per-order", "fulfil/batched", "crash/channel", "crash/stream"} {
 		if !want[name] {
 			t.Errorf("%s did not run", name)
 		}
@@ -107,7 +126,7 @@ func TestSmokeEmbedded(t *testing.T) {
 	if err := base.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	opts := tiny(base, "")
+	opts := tiny(t, base, "")
 	opts.Users, opts.FulfilOrders = 40, 60
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -138,14 +157,24 @@ func TestSmokeEmbedded(t *testing.T) {
 	}
 }
 
+// embeddedReference: a fixed reference on embedded backends, which it
+// cannot run on.
+func embeddedReference(r bench.Result, opts bench.Options) bool {
+	if r.Mode != bench.ModeBare && r.Mode != bench.ModeFullpipe {
+		return false
+	}
+	return opts.Base.RedisURL == "" || (r.Mode == bench.ModeFullpipe && opts.Base.MySQLDSN == "")
+}
+
 func assertBooks(t *testing.T, rep *bench.Report, opts bench.Options) {
 	t.Helper()
 	for _, r := range rep.Results {
 		name := string(r.Scenario) + "/" + string(r.Mode)
 		switch {
-		case r.Status == "unavailable" && (r.Mode == bench.ModeStream || r.Scenario == bench.ScenarioCrash):
+		case r.Status == "unavailable" && (r.Mode == bench.ModeStream || r.Scenario == bench.ScenarioCrash || embeddedReference(r, opts)):
 			// The stream driver may not be wired yet; crash needs real
-			// servers and a binary. Both say why.
+			// servers and a binary; the fixed references real servers.
+			// Each says why.
 			t.Logf("%s unavailable: %s", name, r.Reason)
 			continue
 		case r.Status != "ok":
@@ -207,9 +236,13 @@ func TestSmokeWrk(t *testing.T) {
 	if err := base.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	opts := tiny(base, "")
+	// Each user's requests carry an address of their own: with the per-IP
+	// limit at the most one user sends, a load from one address would be
+	// refused.
+	base.RateIP = bench.DefaultMaxPerUser
+	opts := tiny(t, base, "")
 	opts.Scenarios = []bench.Scenario{bench.ScenarioHot, bench.ScenarioWide}
-	opts.Modes = []bench.Mode{bench.ModeChannel, bench.ModeStream, bench.ModeCeiling, bench.ModeNoop}
+	opts.Modes = []bench.Mode{bench.ModeChannel, bench.ModeStream, bench.ModeCeiling, bench.ModeBare, bench.ModeFullpipe, bench.ModeNoop}
 	opts.Load = bench.LoadWrk
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -221,12 +254,53 @@ func TestSmokeWrk(t *testing.T) {
 	rep.WriteTable(&table)
 	t.Log(table.String())
 	assertBooks(t, rep, opts)
-	if len(rep.Results) != 8 {
-		t.Errorf("%d runs, want 8 (hot and wide, four modes each)", len(rep.Results))
+	if len(rep.Results) != 12 {
+		t.Errorf("%d runs, want 12 (hot and wide, six modes each)", len(rep.Results))
 	}
 	for _, r := range rep.Results {
 		if r.Status == "ok" && (r.Latency.Max <= 0 || r.Latency.Max < r.Latency.P99) {
 			t.Errorf("%s/%s: max latency %.3f ms, p99 %.3f ms", r.Scenario, r.Mode, r.Latency.Max, r.Latency.P99)
 		}
+		assertCPU(t, r, base.RedisURL != "")
+	}
+}
+
+// assertCPU checks a run's CPU accounting: every claim run has one, wrk's
+// share is measured, no figure exceeds what the machine's cores give over
+// the window, and a fixed reference's serving process (a child) is measured
+// as such, fullpipe's with every order drained into MySQL.
+func assertCPU(t *testing.T, r bench.Result, realBackends bool) {
+	t.Helper()
+	name := string(r.Scenario) + "/" + string(r.Mode)
+	if r.Status != "ok" {
+		return
+	}
+	c := r.CPU
+	if c == nil || c.Requests != r.Sent || c.WindowSeconds <= 0 {
+		t.Errorf("%s: CPU accounting %+v for %d requests", name, c, r.Sent)
+		return
+	}
+	limit := c.WindowSeconds * float64(c.Cores) * 1e6 / float64(c.Requests)
+	for what, us := range map[string]float64{"service": c.Service, "Redis": c.Redis, "MySQL": c.MySQL, "wrk": c.LoadGen} {
+		if us < 0 || us > limit+1e-6 {
+			t.Errorf("%s: %s %.1f µs per request, outside 0..%.1f (the machine's cores over the window)", name, what, us, limit)
+		}
+	}
+	if c.BusyCores > float64(c.Cores) || c.OtherCores > c.BusyCores {
+		t.Errorf("%s: %.2f cores busy, %.2f others, of %d", name, c.BusyCores, c.OtherCores, c.Cores)
+	}
+	if c.LoadGen <= 0 {
+		t.Errorf("%s: wrk's CPU not measured", name)
+	}
+	if r.Mode == bench.ModeBare || r.Mode == bench.ModeFullpipe {
+		if c.Service <= 0 || c.LoadGenInService {
+			t.Errorf("%s: the reference's own process not measured: %+v", name, c)
+		}
+		if realBackends && c.Redis <= 0 {
+			t.Errorf("%s: Redis's CPU not measured", name)
+		}
+	}
+	if r.Mode == bench.ModeFullpipe && (!r.HasDrain || !r.Drained || r.Books.Created != r.Successes) {
+		t.Errorf("%s: %d of %d orders in MySQL (drained %v)", name, r.Books.Created, r.Successes, r.Drained)
 	}
 }

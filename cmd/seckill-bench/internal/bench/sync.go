@@ -277,6 +277,7 @@ func (e *env) runSync(ctx context.Context, sc Scenario, r *Result) (err error) {
 	if err != nil {
 		return err
 	}
+	e.settle(r, out)
 	b, err := check(ctx, db, saved.ID(), stock, out.won)
 	if err != nil {
 		return err

@@ -22,6 +22,17 @@ const tokenTTL = 30 * time.Minute
 // mintPipeline is how many sessions one round trip writes.
 const mintPipeline = 1000
 
+// benchProxy is the reverse proxy the service trusts in the bench: the load
+// comes from loopback and names each user's own address (userAddr) in
+// X-Real-IP.
+const benchProxy = "127.0.0.1/32"
+
+// userAddr is user i's client address: 10.0.0.1 onwards, one per user.
+func userAddr(i int) string {
+	n := i + 1
+	return fmt.Sprintf("10.%d.%d.%d", n>>16&0xff, n>>8&0xff, n&0xff)
+}
+
 // workload is who claims and in which order.
 type workload struct {
 	users  []domain.UserID
@@ -70,7 +81,7 @@ func (w *workload) mint(ctx context.Context, rdb *redis.Client) error {
 				p.HSet(ctx, key, "id", u, "nickName", fmt.Sprintf("user_%d", u), "icon", "")
 				p.Expire(ctx, key, tokenTTL)
 				w.tokens[i] = tok
-				w.headers[i] = http.Header{"Authorization": {tok}}
+				w.headers[i] = http.Header{"Authorization": {tok}, "X-Real-Ip": {userAddr(i)}}
 			}
 			return nil
 		})

@@ -25,7 +25,7 @@ import (
 var wrkScript []byte
 
 // driveWrk runs wrk as a process of its own over the workload: the tokens
-// file lists one token per request in the sale's order. wrk only knows
+// file lists one "token address" line per request in the sale's order. wrk only knows
 // durations, so -d is --max-duration and the script prints "drained" once a
 // thread has sent its share and read every answer; when every thread has,
 // SIGINT ends wrk at once. It returns wrk's CPU time.
@@ -48,6 +48,8 @@ func (e *env) driveWrk(ctx context.Context, label string, w *workload, base stri
 	var buf bytes.Buffer
 	for _, u := range w.seq {
 		buf.WriteString(w.tokens[u])
+		buf.WriteByte(' ')
+		buf.WriteString(userAddr(int(u)))
 		buf.WriteByte('\n')
 	}
 	if err := os.WriteFile(tokens, buf.Bytes(), 0o600); err != nil {

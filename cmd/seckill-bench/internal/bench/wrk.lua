@@ -1,6 +1,6 @@
 -- claims.lua: wrk script of seckill-bench. Every request carries the next
--- user's token, read from a file the bench writes (one token per request,
--- in the order of the sale); thread k of n sends lines k+1, k+1+n, ... A
+-- user's token and address (X-Real-IP), read from a file the bench writes
+-- (one "token address" line per request, in the order of the sale); thread k of n sends lines k+1, k+1+n, ... A
 -- thread prints "started" before its first request; once it has sent its
 -- share and read every answer it prints "drained"
 -- and its connections idle, so the bench can end wrk (SIGINT) the moment
@@ -34,9 +34,10 @@ end
 function init(args)
   local file, nthreads = args[1], tonumber(args[2])
   local n = 0
-  for tok in io.lines(file) do
+  for line in io.lines(file) do
     if n % nthreads == id then
-      reqs[#reqs + 1] = wrk.format("POST", nil, { ["Authorization"] = tok })
+      local tok, addr = line:match("^(%S+) (%S+)$")
+      reqs[#reqs + 1] = wrk.format("POST", nil, { ["Authorization"] = tok, ["X-Real-IP"] = addr })
     end
     n = n + 1
   end
