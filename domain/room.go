@@ -116,7 +116,9 @@ func (s Sale) RoomJoinable(now time.Time) error {
 // the draw includes every join recorded at or before the begin, to the
 // millisecond (the resolution the room's store keeps). The draw closes at
 // the first room operation after that, whichever instance makes it.
-func (s Sale) InDraw(now time.Time) bool { return !now.After(s.begin.Truncate(time.Millisecond)) }
+func (s Sale) InDraw(now time.Time) bool {
+	return !now.Truncate(time.Millisecond).After(s.begin.Truncate(time.Millisecond))
+}
 
 // Waiting-room answers. ErrPassRequired and ErrPassExpired are a claim's
 // refusals (see Refusals); the others answer a join or a poll.
