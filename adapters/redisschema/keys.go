@@ -54,6 +54,11 @@ func KeysFor(prefix string, id domain.VoucherID) Keys {
 // It shares the voucher's hash tag so the swap (RENAME) is one slot.
 func (k Keys) Staging(token string) string { return k.tag + "restore:" + token }
 
+// Room names one of the voucher's waiting-room keys (adapters/redisroom):
+// "" for its hash, or a part such as ":users". They share the voucher's hash
+// tag, so every room script runs on one Redis Cluster slot.
+func (k Keys) Room(part string) string { return k.tag + "room" + part }
+
 // LiveSet is the set of preheated voucher IDs (Keys.Live).
 func LiveSet(prefix string) string { return prefix + "vouchers" }
 
