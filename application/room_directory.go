@@ -27,7 +27,8 @@ type RoomDirectory struct {
 
 	mu     sync.Mutex
 	rooms  map[domain.VoucherID]*roomView
-	absent map[domain.VoucherID]time.Time // no room, as of then
+	none   map[domain.VoucherID]struct{}  // sales known to have no room
+	absent map[domain.VoucherID]time.Time // no room and no sale, as of then
 	flight map[domain.VoucherID]*lookup
 }
 
@@ -36,12 +37,13 @@ type RoomDirectory struct {
 // interval per instance.
 const RoomRefresh = 250 * time.Millisecond
 
-// roomAbsentTTL is how long "this sale has no room" is believed. A sale with
-// a room is created domain.RoomLead before its begin, so a claim can never
+// roomAbsentTTL is how long "no room, and no sale either" is believed (a
+// sale whose gate exists without a room has none for good). A sale with a
+// room is created domain.RoomLead before its begin, so a claim can never
 // pass an instance that looked before the room was written.
 const roomAbsentTTL = time.Second
 
-// maxAbsent bounds the "no room" cache against claims of made-up ids.
+// maxAbsent bounds both "no room" caches against claims of made-up ids.
 const maxAbsent = 10_000
 
 type lookup struct {
@@ -72,6 +74,7 @@ func NewRoomDirectory(store ports.RoomStore, clock ports.Clock) *RoomDirectory {
 	return &RoomDirectory{
 		store: store, clock: clock, seed: randomSeed,
 		rooms:  make(map[domain.VoucherID]*roomView),
+		none:   make(map[domain.VoucherID]struct{}),
 		absent: make(map[domain.VoucherID]time.Time),
 		flight: make(map[domain.VoucherID]*lookup),
 	}
@@ -85,10 +88,17 @@ func randomSeed() [domain.RoomSeedSize]byte {
 	return s
 }
 
-// Remember records a sale's room, known from the database or its creation.
+// Remember records a sale's room (or that it has none), known from the
+// database or its creation.
 func (d *RoomDirectory) Remember(v domain.Voucher) {
 	s := v.Sale()
 	if !s.HasRoom() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if len(d.none) >= maxAbsent {
+			clear(d.none)
+		}
+		d.none[v.ID()] = struct{}{}
 		return
 	}
 	cfg := ports.RoomConfig{Rules: s.Room(), Begin: s.Begin().Truncate(time.Millisecond),
@@ -108,6 +118,10 @@ func (d *RoomDirectory) room(ctx context.Context, id domain.VoucherID) (*roomVie
 	if v, ok := d.rooms[id]; ok {
 		d.mu.Unlock()
 		return v, nil
+	}
+	if _, ok := d.none[id]; ok {
+		d.mu.Unlock()
+		return nil, nil
 	}
 	now := d.clock.Now()
 	if at, ok := d.absent[id]; ok && now.Sub(at) < roomAbsentTTL && !now.Before(at) {
@@ -129,15 +143,20 @@ func (d *RoomDirectory) room(ctx context.Context, id domain.VoucherID) (*roomVie
 
 	// Detached: the callers waiting on it must not fail because the first
 	// one hung up.
-	cfg, ok, err := d.store.Config(context.WithoutCancel(ctx), id)
+	cfg, found, err := d.store.Config(context.WithoutCancel(ctx), id)
 	d.mu.Lock()
 	delete(d.flight, id)
 	switch {
 	case err != nil:
 		l.err = fmt.Errorf("read waiting room of voucher %d: %w", id, err)
-	case ok:
+	case found == ports.RoomPresent:
 		l.view = &roomView{id: id, cfg: cfg}
 		d.rooms[id] = l.view
+	case found == ports.RoomAbsent:
+		if len(d.none) >= maxAbsent {
+			clear(d.none)
+		}
+		d.none[id] = struct{}{}
 	default:
 		if len(d.absent) >= maxAbsent {
 			clear(d.absent)

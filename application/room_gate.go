@@ -26,6 +26,7 @@ func NewRoomGate(gate ports.StockGate, rooms ports.RoomStore, dir *RoomDirectory
 
 func (g *RoomGate) open(ctx context.Context, v domain.Voucher) error {
 	if !v.Sale().HasRoom() {
+		g.dir.Remember(v)
 		return nil
 	}
 	if err := g.rooms.Open(ctx, v); err != nil {

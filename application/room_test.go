@@ -28,8 +28,9 @@ type roomWorld struct {
 
 func newRoomWorld(t testing.TB, at time.Time) *roomWorld {
 	t.Helper()
-	w := &roomWorld{clock: testenv.NewClock(at), rooms: memory.NewRooms()}
+	w := &roomWorld{clock: testenv.NewClock(at)}
 	w.gate = memory.NewGate(w.clock)
+	w.rooms = memory.NewRooms(w.gate)
 	w.dir = application.NewRoomDirectory(w.rooms, w.clock)
 	signer := application.NewRoomSigner(roomKey)
 	w.join = application.NewJoinRoom(w.dir, signer)

@@ -40,14 +40,26 @@ type RoomState struct {
 	Steps []RoomStep
 }
 
+// RoomLookup is what RoomStore.Config found.
+type RoomLookup int8
+
+const (
+	RoomUnknown RoomLookup = iota
+	RoomAbsent
+	RoomPresent
+)
+
 // RoomStore keeps every sale's waiting room. Each operation is atomic and its
 // Redis cost does not grow with the number of joiners.
 type RoomStore interface {
 	// Open writes v's room (config from v's sale) unless the store has one;
 	// it is idempotent and must run before the gate makes v claimable.
 	Open(ctx context.Context, v domain.Voucher) error
-	// Config reads a voucher's room; false when the store has none.
-	Config(ctx context.Context, id domain.VoucherID) (RoomConfig, bool, error)
+	// Config reads a voucher's room. Without one it tells whether the
+	// sale's gate exists (RoomAbsent: the sale has no room, for good, since
+	// a room is opened before its gate) or not (RoomUnknown: no such sale
+	// yet, or one about to be opened).
+	Config(ctx context.Context, id domain.VoucherID) (RoomConfig, RoomLookup, error)
 	// Join gives user the next join index, or the one it was given before.
 	// The first Join or Advance at a time after the draw closes (see
 	// domain.Sale.InDraw) closes it: N is frozen to the joiners so far and

@@ -18,6 +18,7 @@ type Rooms struct {
 	rooms map[domain.VoucherID]*room
 	// Calls counts the operations that would each be one Redis round trip.
 	calls int64
+	gate  ports.GateAudit
 }
 
 type room struct {
@@ -37,7 +38,11 @@ type room struct {
 
 var _ ports.RoomStore = (*Rooms)(nil)
 
-func NewRooms() *Rooms { return &Rooms{rooms: make(map[domain.VoucherID]*room)} }
+// NewRooms: gate, when given, tells Config that a sale without a room
+// exists (as the Redis room reads the gate's key); nil answers RoomUnknown.
+func NewRooms(gate ports.GateAudit) *Rooms {
+	return &Rooms{rooms: make(map[domain.VoucherID]*room), gate: gate}
+}
 
 // Calls is how many store operations ran (each a Redis round trip in the
 // real store).
@@ -80,18 +85,25 @@ func (s *Rooms) Open(ctx context.Context, v domain.Voucher) error {
 	return nil
 }
 
-func (s *Rooms) Config(ctx context.Context, id domain.VoucherID) (ports.RoomConfig, bool, error) {
+func (s *Rooms) Config(ctx context.Context, id domain.VoucherID) (ports.RoomConfig, ports.RoomLookup, error) {
 	if err := ctx.Err(); err != nil {
-		return ports.RoomConfig{}, false, err
+		return ports.RoomConfig{}, ports.RoomUnknown, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.calls++
 	r, ok := s.rooms[id]
-	if !ok {
-		return ports.RoomConfig{}, false, nil
+	s.mu.Unlock()
+	if ok {
+		return r.cfg, ports.RoomPresent, nil
 	}
-	return r.cfg, true, nil
+	if s.gate != nil {
+		if _, held, err := s.gate.Stock(ctx, id); err != nil {
+			return ports.RoomConfig{}, ports.RoomUnknown, err
+		} else if held {
+			return ports.RoomConfig{}, ports.RoomAbsent, nil
+		}
+	}
+	return ports.RoomConfig{}, ports.RoomUnknown, nil
 }
 
 func (s *Rooms) Join(ctx context.Context, id domain.VoucherID, user domain.UserID, now time.Time, seed [domain.RoomSeedSize]byte) (int64, error) {

@@ -102,25 +102,36 @@ func (s *Rooms) Open(ctx context.Context, v domain.Voucher) error {
 	return nil
 }
 
-func (s *Rooms) Config(ctx context.Context, id domain.VoucherID) (ports.RoomConfig, bool, error) {
-	vals, err := s.rdb.HMGet(ctx, s.keys(id).room, "opens", "rate", "ttl", "cap", "begin", "end", "margin").Result()
+// Config reads the room's hash and whether the gate holds the sale, in one
+// round trip to the voucher's slot.
+func (s *Rooms) Config(ctx context.Context, id domain.VoucherID) (ports.RoomConfig, ports.RoomLookup, error) {
+	var get *redis.SliceCmd
+	var gate *redis.IntCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.HMGet(ctx, s.keys(id).room, "opens", "rate", "ttl", "cap", "begin", "end", "margin")
+		gate = p.Exists(ctx, redisschema.KeysFor(s.prefix, id).Voucher)
+		return nil
+	})
 	if err != nil {
-		return ports.RoomConfig{}, false, fmt.Errorf("read room of voucher %d: %w", id, err)
+		return ports.RoomConfig{}, ports.RoomUnknown, fmt.Errorf("read room of voucher %d: %w", id, err)
 	}
 	var n [7]int64
-	for i, v := range vals {
+	for i, v := range get.Val() {
 		str, ok := v.(string)
 		if !ok {
-			return ports.RoomConfig{}, false, nil
+			if gate.Val() > 0 {
+				return ports.RoomConfig{}, ports.RoomAbsent, nil
+			}
+			return ports.RoomConfig{}, ports.RoomUnknown, nil
 		}
 		if n[i], err = strconv.ParseInt(str, 10, 64); err != nil {
-			return ports.RoomConfig{}, false, fmt.Errorf("room of voucher %d: field %d: %w", id, i, err)
+			return ports.RoomConfig{}, ports.RoomUnknown, fmt.Errorf("room of voucher %d: field %d: %w", id, i, err)
 		}
 	}
 	return ports.RoomConfig{
 		Rules: domain.UnmarshalRoomRulesFromDatabase(time.Duration(n[0])*time.Millisecond, int(n[1]), time.Duration(n[2])*time.Millisecond, int(n[6])),
 		Begin: time.UnixMilli(n[4]).UTC(), End: time.UnixMilli(n[5]).UTC(), Cap: n[3],
-	}, true, nil
+	}, ports.RoomPresent, nil
 }
 
 func (s *Rooms) Join(ctx context.Context, id domain.VoucherID, user domain.UserID, now time.Time, seed [domain.RoomSeedSize]byte) (int64, error) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hmdp-go/seckill/adapters/memory"
+	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redisroom"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -16,27 +17,29 @@ import (
 
 // roomBackends: the one RoomStore suite runs against the memory room and
 // the Redis room on miniredis, a real Redis and the cluster.
-func roomBackends() []struct {
+// Each backend comes with the gate of the same store, which Config looks at.
+type roomBackend struct {
 	name string
-	open func(t *testing.T) ports.RoomStore
-} {
-	out := []struct {
-		name string
-		open func(t *testing.T) ports.RoomStore
-	}{{"memory", func(*testing.T) ports.RoomStore { return memory.NewRooms() }}}
+	open func(t *testing.T) (ports.RoomStore, ports.StockGate)
+}
+
+func roomBackends() []roomBackend {
+	out := []roomBackend{{"memory", func(*testing.T) (ports.RoomStore, ports.StockGate) {
+		g := memory.NewGate(testenv.NewClock(roomBegin))
+		return memory.NewRooms(g), g
+	}}}
 	for _, b := range testenv.Redises() {
-		out = append(out, struct {
-			name string
-			open func(t *testing.T) ports.RoomStore
-		}{b.Name, func(t *testing.T) ports.RoomStore {
+		out = append(out, roomBackend{b.Name, func(t *testing.T) (ports.RoomStore, ports.StockGate) {
 			rdb := b.Client(t)
 			prefix := testenv.KeyPrefix(t)
 			testenv.DropPrefix(t, rdb, prefix)
-			return redisroom.New(rdb, prefix)
+			return redisroom.New(rdb, prefix), redisgate.New(rdb, redisgate.Options{Prefix: prefix})
 		}})
 	}
 	return out
 }
+
+func store(s ports.RoomStore, _ ports.StockGate) ports.RoomStore { return s }
 
 var roomBegin = time.Date(2026, 12, 2, 20, 0, 0, 0, time.UTC)
 
@@ -67,12 +70,13 @@ func seedOf(b byte) (s [domain.RoomSeedSize]byte) {
 func TestRoomStoreContract(t *testing.T) {
 	for _, b := range roomBackends() {
 		t.Run(b.name, func(t *testing.T) {
-			t.Run("open_is_idempotent_and_reads_back", func(t *testing.T) { roomOpen(t, b.open(t)) })
-			t.Run("joins_are_dense_and_stable", func(t *testing.T) { roomJoins(t, b.open(t)) })
-			t.Run("draw_closes_after_the_begin_millisecond", func(t *testing.T) { roomDraw(t, b.open(t)) })
-			t.Run("boundary_follows_rate_and_joiners", func(t *testing.T) { roomRate(t, b.open(t)) })
-			t.Run("cap_use_and_expiry", func(t *testing.T) { roomCap(t, b.open(t)) })
-			t.Run("concurrent_joins_one_place_each", func(t *testing.T) { roomConcurrent(t, b.open(t)) })
+			t.Run("open_is_idempotent_and_reads_back", func(t *testing.T) { roomOpen(t, store(b.open(t))) })
+			t.Run("config_tells_a_sale_without_room", func(t *testing.T) { s, g := b.open(t); roomAbsent(t, s, g) })
+			t.Run("joins_are_dense_and_stable", func(t *testing.T) { roomJoins(t, store(b.open(t))) })
+			t.Run("draw_closes_after_the_begin_millisecond", func(t *testing.T) { roomDraw(t, store(b.open(t))) })
+			t.Run("boundary_follows_rate_and_joiners", func(t *testing.T) { roomRate(t, store(b.open(t))) })
+			t.Run("cap_use_and_expiry", func(t *testing.T) { roomCap(t, store(b.open(t))) })
+			t.Run("concurrent_joins_one_place_each", func(t *testing.T) { roomConcurrent(t, store(b.open(t))) })
 		})
 	}
 }
@@ -80,15 +84,16 @@ func TestRoomStoreContract(t *testing.T) {
 func roomOpen(t *testing.T, s ports.RoomStore) {
 	ctx := context.Background()
 	v := roomVoucher(t, 7, 10, 50, 30*time.Second, 5)
-	if _, ok, err := s.Config(ctx, 7); err != nil || ok {
-		t.Fatalf("Config before Open = %v, %v; want none", ok, err)
+	if _, found, err := s.Config(ctx, 7); err != nil || found != ports.RoomUnknown {
+		t.Fatalf("Config before Open = %v, %v; want unknown", found, err)
 	}
 	for range 2 {
 		if err := s.Open(ctx, v); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cfg, ok, err := s.Config(ctx, 7)
+	cfg, found, err := s.Config(ctx, 7)
+	ok := found == ports.RoomPresent
 	want := ports.RoomConfig{Rules: v.Sale().Room(), Begin: roomBegin, End: roomBegin.Add(time.Hour), Cap: 15}
 	if err != nil || !ok || cfg.Rules != want.Rules || !cfg.Begin.Equal(want.Begin) || !cfg.End.Equal(want.End) || cfg.Cap != want.Cap {
 		t.Fatalf("Config = %+v, %v, %v; want %+v", cfg, ok, err, want)
@@ -98,7 +103,7 @@ func roomOpen(t *testing.T, s ports.RoomStore) {
 	if err := s.Open(ctx, plain); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _ := s.Config(ctx, 8); ok {
+	if _, found, _ := s.Config(ctx, 8); found == ports.RoomPresent {
 		t.Fatal("a voucher without a room has one after Open")
 	}
 	if _, err := s.Join(ctx, 8, 1, roomBegin, seedOf(1)); !errors.Is(err, domain.ErrNoRoom) {
@@ -106,6 +111,20 @@ func roomOpen(t *testing.T, s ports.RoomStore) {
 	}
 	if _, err := s.Advance(ctx, 8, roomBegin, seedOf(1), -1); !errors.Is(err, domain.ErrNoRoom) {
 		t.Fatalf("Advance without a room = %v; want no_room", err)
+	}
+}
+
+func roomAbsent(t *testing.T, s ports.RoomStore, g ports.StockGate) {
+	ctx := context.Background()
+	plain := testenv.SeckillVoucher(t, domain.VoucherSpec{ShopID: 1, Title: "t"}, 10, roomBegin, roomBegin.Add(time.Hour)).WithID(9)
+	if _, found, err := s.Config(ctx, 9); err != nil || found != ports.RoomUnknown {
+		t.Fatalf("before its gate: %v, %v; want unknown", found, err)
+	}
+	if err := g.Preheat(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := s.Config(ctx, 9); err != nil || found != ports.RoomAbsent {
+		t.Fatalf("with its gate: %v, %v; want absent", found, err)
 	}
 }
 
