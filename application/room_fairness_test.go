@@ -165,7 +165,7 @@ func TestFairnessWithRoom(t *testing.T) {
 				continue
 			}
 			claimed[u] = true
-			p, err := w.check.Check(ctx, id, u, st.Pass)
+			p, err := w.check.Check(ctx, id, u, func() string { return st.Pass })
 			if err != nil {
 				t.Fatal(err)
 			}

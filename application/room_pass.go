@@ -24,8 +24,9 @@ func NewRoomPassCheck(dir *RoomDirectory, signer *RoomSigner) *RoomPassCheck {
 // Check returns the position the pass admits (-1 for a sale without a room)
 // or domain.ErrPassRequired (no pass, or not this user's for this sale) or
 // domain.ErrPassExpired; ErrBusy when whether the sale has a room could not
-// be read.
-func (h *RoomPassCheck) Check(ctx context.Context, voucher domain.VoucherID, user domain.UserID, pass string) (int64, error) {
+// be read. pass is asked for the claim's pass only when the sale has a room,
+// so a claim without one does not even read it.
+func (h *RoomPassCheck) Check(ctx context.Context, voucher domain.VoucherID, user domain.UserID, pass func() string) (int64, error) {
 	v, err := h.dir.room(ctx, voucher)
 	if err != nil {
 		return -1, fmt.Errorf("%w: %w", ErrBusy, err)
@@ -33,7 +34,7 @@ func (h *RoomPassCheck) Check(ctx context.Context, voucher domain.VoucherID, use
 	if v == nil {
 		return -1, nil
 	}
-	p, err := h.signer.OpenPass(pass, voucher, user)
+	p, err := h.signer.OpenPass(pass(), voucher, user)
 	if err != nil {
 		return -1, domain.ErrPassRequired
 	}

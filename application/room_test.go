@@ -251,7 +251,7 @@ func TestRoomAdmitsAtTheRateAndChecksPasses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w.clock.Set(begin.Add(tc.at))
-			if _, err := w.check.Check(ctx, tc.voucher, tc.user, tc.pass); !errors.Is(err, tc.want) {
+			if _, err := w.check.Check(ctx, tc.voucher, tc.user, func() string { return tc.pass }); !errors.Is(err, tc.want) {
 				t.Fatalf("check = %v; want %v", err, tc.want)
 			}
 		})
@@ -292,7 +292,7 @@ func TestPollAnswersFromMemory(t *testing.T) {
 	w.clock.Set(begin.Add(time.Second))
 	before = w.rooms.Calls()
 	for i := 0; i < 1000; i++ {
-		if _, err := w.check.Check(ctx, plain, 1, ""); err != nil {
+		if _, err := w.check.Check(ctx, plain, 1, func() string { return "" }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -333,7 +333,7 @@ func TestRoomCapsOutstandingPasses(t *testing.T) {
 		t.Fatalf("admitted %v; want stock+margin = 3", adm)
 	}
 	// One claims with its pass: the next in line is admitted.
-	p, err := w.check.Check(ctx, id, adm[0], passes[adm[0]])
+	p, err := w.check.Check(ctx, id, adm[0], func() string { return passes[adm[0]] })
 	if err != nil {
 		t.Fatal(err)
 	}

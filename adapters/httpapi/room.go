@@ -109,14 +109,16 @@ func (a *api) roomPass(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r) // the handler answers the bad id
 			return
 		}
-		pass := r.Header.Get(RoomPassHeader)
-		if pass == "" {
-			pass = r.URL.Query().Get("pass")
-		}
-		if len(pass) > maxRoomToken {
-			pass = ""
-		}
-		p, err := a.rooms.Pass.Check(r.Context(), domain.VoucherID(voucher), userFrom(r.Context()), pass)
+		p, err := a.rooms.Pass.Check(r.Context(), domain.VoucherID(voucher), userFrom(r.Context()), func() string {
+			pass := r.Header.Get(RoomPassHeader)
+			if pass == "" {
+				pass = r.URL.Query().Get("pass")
+			}
+			if len(pass) > maxRoomToken {
+				return ""
+			}
+			return pass
+		})
 		if err != nil {
 			a.fail(w, r, err)
 			return
