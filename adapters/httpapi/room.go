@@ -203,4 +203,3 @@ type waitingRoomDTO struct {
 	PassTTLSeconds     int64 `json:"passTtlSeconds"`
 	Margin             int   `json:"margin"`
 }
-
