@@ -195,3 +195,19 @@ func (s *Rooms) Use(ctx context.Context, id domain.VoucherID, user domain.UserID
 	}
 	return nil
 }
+
+// SharedKey is the deployment's room signing key kept in Redis: drawn once
+// by the first instance (SET NX) and read by every other, so instances
+// without SECKILL_ROOM_SECRET still sign alike. It is outside every hash tag
+// (one key for the deployment) and never expires.
+func SharedKey(ctx context.Context, rdb redis.UniversalClient, prefix string, fresh []byte) ([]byte, error) {
+	key := prefix + "room-key"
+	if err := rdb.SetNX(ctx, key, fresh, 0).Err(); err != nil {
+		return nil, fmt.Errorf("keep the room key: %w", err)
+	}
+	b, err := rdb.Get(ctx, key).Bytes()
+	if err != nil {
+		return nil, fmt.Errorf("read the room key: %w", err)
+	}
+	return b, nil
+}
