@@ -239,3 +239,44 @@ func (s roomSnapshot) admittedAt(p int64) (time.Time, bool) {
 	}
 	return s.Steps[i].At, true
 }
+
+// RoomFigures is one room as this instance last saw it (the live sale page
+// and the metrics read them; nothing here asks the store).
+type RoomFigures struct {
+	Voucher domain.VoucherID
+	// Joined: places given; Admitted: places admitted so far; Waiting:
+	// joined and not admitted yet (0 before the draw counts as all).
+	Joined, Admitted, Waiting int64
+	// Used and Lapsed: passes used, and places whose pass expired unused.
+	Used, Lapsed int64
+	// Drawn: the draw has closed.
+	Drawn bool
+	// ReadAt is when the figures were read from the store.
+	ReadAt time.Time
+}
+
+// Figures lists the rooms this instance has read whose sale has not ended at
+// now, by voucher id.
+func (d *RoomDirectory) Figures(now time.Time) []RoomFigures {
+	d.mu.Lock()
+	views := make([]*roomView, 0, len(d.rooms))
+	for _, v := range d.rooms {
+		if now.Before(v.cfg.End) {
+			views = append(views, v)
+		}
+	}
+	d.mu.Unlock()
+	out := make([]RoomFigures, 0, len(views))
+	for _, v := range views {
+		v.mu.Lock()
+		s, at := v.snap, v.readAt
+		v.mu.Unlock()
+		if at.IsZero() {
+			continue
+		}
+		out = append(out, RoomFigures{Voucher: v.id, Joined: s.Joined, Admitted: s.Boundary,
+			Waiting: max(s.Joined-s.Boundary, 0), Used: s.Used, Lapsed: s.Lapsed, Drawn: s.Drawn, ReadAt: at})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Voucher < out[j].Voucher })
+	return out
+}

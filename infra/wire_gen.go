@@ -43,7 +43,10 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	observability, err := provideObservability(c, universalClient, db, marks, sessions, log)
+	rooms := provideRoomStore(universalClient, c)
+	systemClock := SystemClock{}
+	roomDirectory := application.NewRoomDirectory(rooms, systemClock)
+	observability, err := provideObservability(c, universalClient, db, marks, sessions, roomDirectory, log)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -56,9 +59,6 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	redisbucketsGate := provideBucketGate(universalClient, c, voucherRepo, orderRepo)
 	router := provideGateRouter(gate, redisbucketsGate, c)
 	soldoutGate := provideSoldOutGate(marks, router)
-	rooms := provideRoomStore(universalClient, c)
-	systemClock := SystemClock{}
-	roomDirectory := application.NewRoomDirectory(rooms, systemClock)
 	roomGate := provideRoomGate(soldoutGate, rooms, roomDirectory)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, roomGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
@@ -147,7 +147,10 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	observability, err := provideObservability(c, universalClient, db, marks, sessions, log)
+	rooms := provideRoomStore(universalClient, c)
+	systemClock := SystemClock{}
+	roomDirectory := application.NewRoomDirectory(rooms, systemClock)
+	observability, err := provideObservability(c, universalClient, db, marks, sessions, roomDirectory, log)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -160,9 +163,6 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	redisbucketsGate := provideBucketGate(universalClient, c, voucherRepo, orderRepo)
 	router := provideGateRouter(gate, redisbucketsGate, c)
 	soldoutGate := provideSoldOutGate(marks, router)
-	rooms := provideRoomStore(universalClient, c)
-	systemClock := SystemClock{}
-	roomDirectory := application.NewRoomDirectory(rooms, systemClock)
 	roomGate := provideRoomGate(soldoutGate, rooms, roomDirectory)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, roomGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)

@@ -33,8 +33,9 @@ type RoomState struct {
 	Seed  [domain.RoomSeedSize]byte
 	// Boundary: positions below it are admitted. Expired: positions below
 	// it were admitted more than a pass's lifetime ago (their passes are
-	// used or void). Used counts the passes used.
-	Boundary, Expired, Used int64
+	// used or void). Used counts the passes used, Lapsed the places whose
+	// pass expired unused.
+	Boundary, Expired, Used, Lapsed int64
 	// Steps are the boundary's advances above the boundary the caller
 	// passed, oldest first, down to (not below) Expired.
 	Steps []RoomStep

@@ -31,6 +31,7 @@ type room struct {
 	boundary int64
 	expired  int64
 	usedN    int64
+	lapsed   int64
 	usedBy   map[domain.UserID]bool
 	live     map[int64]bool // used positions not below expired
 	steps    []ports.RoomStep
@@ -150,15 +151,19 @@ func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time,
 	r.closeDraw(now, seed)
 	if r.drawn {
 		ttl := r.cfg.Rules.PassTTL()
+		was := r.expired
 		for len(r.steps) > 0 && !r.steps[0].At.Add(ttl).After(now) {
 			r.expired = r.steps[0].Boundary
 			r.steps = r.steps[1:]
 		}
+		removed := int64(0)
 		for p := range r.live {
 			if p < r.expired {
 				delete(r.live, p)
+				removed++
 			}
 		}
+		r.lapsed += r.expired - was - removed
 		target := min(r.cfg.Rules.AdmitTarget(now.Sub(r.cfg.Begin)), r.joined)
 		free := r.cfg.Cap - (r.boundary - r.expired - int64(len(r.live)))
 		if next := min(target, r.boundary+max(free, 0)); next > r.boundary {
@@ -167,7 +172,7 @@ func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time,
 		}
 	}
 	st := ports.RoomState{
-		Joined: r.joined, Drawn: r.drawn, N: r.n, Boundary: r.boundary, Expired: r.expired, Used: r.usedN,
+		Joined: r.joined, Drawn: r.drawn, N: r.n, Boundary: r.boundary, Expired: r.expired, Used: r.usedN, Lapsed: r.lapsed,
 	}
 	if r.drawn {
 		st.Seed = r.seed

@@ -9,7 +9,7 @@
 -- ARGV[1] now (unix ms), ARGV[2] seed, ARGV[3] steps wanted above this
 -- boundary, ARGV[4] retention (ms the room's keys outlive its end)
 -- Returns -1 without a room, else {joined, drawn, n, seed, boundary,
--- expired, used, step members...}.
+-- expired, used, lapsed, step members...}.
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return -1
 end
@@ -19,7 +19,7 @@ local h = redis.call('HMGET', KEYS[1], 'begin', 'rate', 'ttl', 'cap', 'joined', 
 local begin, rate, ttl, cap = tonumber(h[1]), tonumber(h[2]), tonumber(h[3]), tonumber(h[4])
 local joined, boundary, expired = tonumber(h[5]), tonumber(h[7]), tonumber(h[8])
 if h[6] == '1' then
-  local moved = false
+  local was, moved = expired, false
   while true do
     local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
     if #head == 0 then break end
@@ -30,8 +30,9 @@ if h[6] == '1' then
     redis.call('ZREMRANGEBYRANK', KEYS[2], 0, 0)
   end
   if moved then
+    local removed = redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. expired)
     redis.call('HSET', KEYS[1], 'expired', expired)
-    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. expired)
+    redis.call('HINCRBY', KEYS[1], 'lapsed', expired - was - removed)
   end
   local target = math.min(math.floor(rate * (now - begin) / 1000), joined)
   local free = cap - (boundary - expired - redis.call('ZCARD', KEYS[3]))
@@ -43,8 +44,8 @@ if h[6] == '1' then
     redis.call('PEXPIREAT', KEYS[2], tonumber(redis.call('HGET', KEYS[1], 'end')) + tonumber(ARGV[4]))
   end
 end
-local st = redis.call('HMGET', KEYS[1], 'drawn', 'n', 'seed', 'used')
-local out = {joined, tonumber(st[1]), tonumber(st[2]), st[3] or '', boundary, expired, tonumber(st[4])}
+local st = redis.call('HMGET', KEYS[1], 'drawn', 'n', 'seed', 'used', 'lapsed')
+local out = {joined, tonumber(st[1]), tonumber(st[2]), st[3] or '', boundary, expired, tonumber(st[4]), tonumber(st[5] or '0')}
 local steps = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[3], '+inf')
 for i = 1, #steps do
   out[#out + 1] = steps[i]

@@ -239,11 +239,11 @@ func roomCap(t *testing.T, s ports.RoomStore) {
 	}
 	// Unused passes expire a TTL after their step; the line moves on.
 	st := adv(11 * time.Second)
-	if st.Expired != 3 || st.Boundary != 6 {
-		t.Fatalf("at +11s: %+v; want expired 3 (the first step), boundary 6", st)
+	if st.Expired != 3 || st.Boundary != 6 || st.Lapsed != 2 {
+		t.Fatalf("at +11s: %+v; want expired 3 (the first step, one of it used, two lapsed), boundary 6", st)
 	}
 	st = adv(11*time.Second + 100*time.Millisecond)
-	if st.Expired != 4 || st.Boundary != 7 || len(st.Steps) != 2 || st.Steps[0].Boundary != 6 {
+	if st.Expired != 4 || st.Boundary != 7 || st.Lapsed != 3 || len(st.Steps) != 2 || st.Steps[0].Boundary != 6 {
 		t.Fatalf("at +11.1s: %+v; want expired 4, boundary 7, the two live steps", st)
 	}
 }
