@@ -257,6 +257,11 @@ func NewRouter(d Deps) http.Handler {
 		})
 	}
 
+	if a.rooms.enabled() {
+		r.Get("/waiting-room", a.roomPage)
+		r.Get("/waiting-room/assets/{name}", a.roomAsset)
+	}
+
 	if a.tokens != nil {
 		r.Post("/dev/tokens", a.mintToken)
 	}
