@@ -118,6 +118,12 @@ func fingerprint(v domain.Voucher) string {
 		strconv.FormatInt(s.Begin().UnixMicro(), 10), strconv.FormatInt(s.End().UnixMicro(), 10),
 		strconv.Itoa(max(s.Buckets(), 1)),
 	}
+	if r := s.Room(); !r.IsZero() {
+		// Only a sale with a room hashes one, so keys recorded before rooms
+		// keep their fingerprints.
+		fields = append(fields, "room", r.OpensBefore().String(), strconv.Itoa(r.AdmitPerSecond()),
+			r.PassTTL().String(), strconv.Itoa(r.Margin()))
+	}
 	h := sha256.New()
 	var n [binary.MaxVarintLen64]byte
 	for _, f := range fields {

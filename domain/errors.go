@@ -28,7 +28,7 @@ var (
 	ErrAlreadyClaimed  = &Refusal{"duplicate", "already claimed by this user"}
 )
 
-var refusals = []*Refusal{ErrVoucherNotFound, ErrNotStarted, ErrEnded, ErrSoldOut, ErrAlreadyClaimed}
+var refusals = []*Refusal{ErrVoucherNotFound, ErrNotStarted, ErrEnded, ErrSoldOut, ErrAlreadyClaimed, ErrPassRequired, ErrPassExpired}
 
 // Refusals lists every business refusal of a claim. The slice is a copy.
 func Refusals() []*Refusal { return append([]*Refusal(nil), refusals...) }

@@ -27,6 +27,8 @@ type Sale struct {
 	end   time.Time
 	// buckets is how many parts the gate splits the stock into (0 and 1: one).
 	buckets int
+	// room is the sale's waiting room (room.go); zero: none.
+	room RoomRules
 }
 
 // MaxBuckets bounds a sale's split: more buckets than the gate's shards gains

@@ -33,6 +33,8 @@ const (
 type Config struct {
 	// Lifecycle: the order lifecycle's settings (config_lifecycle.go).
 	Lifecycle
+	// Room: the waiting rooms' settings (config_room.go).
+	Room
 	HTTPAddr string `env:"SECKILL_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
 	// HTTPMaxConns caps the API's open connections (0: from the file limit).
 	HTTPMaxConns int `env:"SECKILL_HTTP_MAX_CONNS" envDefault:"0"`
@@ -282,6 +284,7 @@ func (c Config) Validate() error {
 	var p problems
 	c.check(&p)
 	c.Lifecycle.check(&p)
+	c.Room.check(&p)
 	return p.err()
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/adapters/redisbuckets"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redisroom"
 	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/adapters/soldout"
 	"github.com/hmdp-go/seckill/adapters/worker"
@@ -99,6 +100,7 @@ func provideHandler(
 	cancel *application.CancelOrder, pay *application.PayOrder,
 	sessions ports.Sessions, tokens ports.TokenIssuer, ready ReadyCheck,
 	sales *application.SaleDashboard, marks *soldout.Marks, counter *claimcount.Counter, log zerolog.Logger, c Config, obs httpapi.ClaimObserver, rdb redis.UniversalClient,
+	rooms httpapi.Rooms,
 ) http.Handler {
 	if tokens != nil {
 		log.Warn().Msg("dev endpoint POST /dev/tokens is enabled: anyone can mint a login token")
@@ -131,6 +133,7 @@ func provideHandler(
 		Cancel:         cancel,
 		Pay:            pay,
 		PaymentSecret:  []byte(c.PaymentSecret),
+		Rooms:          rooms,
 	})
 }
 
@@ -234,7 +237,16 @@ var commonSet = wire.NewSet(
 	wire.Bind(new(ports.OrderLedger), new(*mysqlstore.OrderRepo)),
 	provideSoldOutMarks,
 	provideSoldOutGate,
-	wire.Bind(new(ports.StockGate), new(*soldout.Gate)),
+	provideRoomStore,
+	wire.Bind(new(ports.RoomStore), new(*redisroom.Rooms)),
+	application.NewRoomDirectory,
+	provideRoomSigner,
+	provideRoomGate,
+	wire.Bind(new(ports.StockGate), new(*application.RoomGate)),
+	application.NewJoinRoom,
+	application.NewPollRoom,
+	application.NewRoomPassCheck,
+	provideRooms,
 	claimcount.New,
 	wire.Bind(new(ports.ClaimCounts), new(*claimcount.Counter)),
 	provideCountedAdmission,

@@ -43,7 +43,10 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	observability, err := provideObservability(c, universalClient, db, marks, sessions, log)
+	rooms := provideRoomStore(universalClient, c)
+	systemClock := SystemClock{}
+	roomDirectory := application.NewRoomDirectory(rooms, systemClock)
+	observability, err := provideObservability(c, universalClient, db, marks, sessions, roomDirectory, log)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -56,7 +59,8 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	redisbucketsGate := provideBucketGate(universalClient, c, voucherRepo, orderRepo)
 	router := provideGateRouter(gate, redisbucketsGate, c)
 	soldoutGate := provideSoldOutGate(marks, router)
-	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, soldoutGate)
+	roomGate := provideRoomGate(soldoutGate, rooms, roomDirectory)
+	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, roomGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs, cleanup5 := provideIDs(universalClient, claimRedis, c)
 	counter := claimcount.New()
@@ -64,21 +68,33 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	admission := provideChannelAdmission(marks, soldoutGate, queue)
 	claimcountAdmission := provideCountedAdmission(counter, admission)
 	claimSeckill := application.NewClaimSeckill(iDs, claimcountAdmission)
-	getOrder := application.NewGetOrder(orderRepository, soldoutGate)
+	getOrder := application.NewGetOrder(orderRepository, roomGate)
 	orderLifecycle := provideOrderLifecycle(orderRepo, observability)
-	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, soldoutGate)
-	systemClock := SystemClock{}
+	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, roomGate)
 	payOrder := providePayOrder(orderRepository, voucherRepo, orderLifecycle, systemClock, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
 	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, systemClock)
 	claimObserver := provideClaimObserver(observability)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient)
+	roomSigner, err := provideRoomSigner(universalClient, c, log)
+	if err != nil {
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	joinRoom := application.NewJoinRoom(roomDirectory, roomSigner)
+	pollRoom := application.NewPollRoom(roomDirectory, roomSigner)
+	roomPassCheck := application.NewRoomPassCheck(roomDirectory, roomSigner)
+	httpapiRooms := provideRooms(joinRoom, pollRoom, roomPassCheck)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient, httpapiRooms)
 	orderQueue := provideObservedChannelQueue(queue, observability)
-	fulfillOrders := application.NewFulfillOrders(orderRepository, soldoutGate)
+	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
-	restoreGate := application.NewRestoreGate(voucherRepo, orderRepository, soldoutGate, router, systemClock)
-	expireOrders := provideExpireOrders(orderLifecycle, soldoutGate, systemClock)
+	restoreGate := application.NewRestoreGate(voucherRepo, orderRepository, roomGate, router, systemClock)
+	expireOrders := provideExpireOrders(orderLifecycle, roomGate, systemClock)
 	app := &App{
 		Config:        c,
 		Log:           log,
@@ -133,7 +149,10 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	observability, err := provideObservability(c, universalClient, db, marks, sessions, log)
+	rooms := provideRoomStore(universalClient, c)
+	systemClock := SystemClock{}
+	roomDirectory := application.NewRoomDirectory(rooms, systemClock)
+	observability, err := provideObservability(c, universalClient, db, marks, sessions, roomDirectory, log)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -146,7 +165,8 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	redisbucketsGate := provideBucketGate(universalClient, c, voucherRepo, orderRepo)
 	router := provideGateRouter(gate, redisbucketsGate, c)
 	soldoutGate := provideSoldOutGate(marks, router)
-	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, soldoutGate)
+	roomGate := provideRoomGate(soldoutGate, rooms, roomDirectory)
+	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, roomGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs, cleanup5 := provideIDs(universalClient, claimRedis, c)
 	counter := claimcount.New()
@@ -172,21 +192,35 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	admission := provideStreamAdmission(marks, gate, redisbucketsGate, queue)
 	claimcountAdmission := provideCountedAdmission(counter, admission)
 	claimSeckill := application.NewClaimSeckill(iDs, claimcountAdmission)
-	getOrder := application.NewGetOrder(orderRepository, soldoutGate)
+	getOrder := application.NewGetOrder(orderRepository, roomGate)
 	orderLifecycle := provideOrderLifecycle(orderRepo, observability)
-	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, soldoutGate)
-	systemClock := SystemClock{}
+	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, roomGate)
 	payOrder := providePayOrder(orderRepository, voucherRepo, orderLifecycle, systemClock, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
 	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, systemClock)
 	claimObserver := provideClaimObserver(observability)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient)
+	roomSigner, err := provideRoomSigner(universalClient, c, log)
+	if err != nil {
+		cleanup7()
+		cleanup6()
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	joinRoom := application.NewJoinRoom(roomDirectory, roomSigner)
+	pollRoom := application.NewPollRoom(roomDirectory, roomSigner)
+	roomPassCheck := application.NewRoomPassCheck(roomDirectory, roomSigner)
+	httpapiRooms := provideRooms(joinRoom, pollRoom, roomPassCheck)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient, httpapiRooms)
 	orderQueue := provideObservedStreamQueue(queue, universalClient, c, observability)
-	fulfillOrders := application.NewFulfillOrders(orderRepository, soldoutGate)
+	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
-	restoreGate := application.NewRestoreGate(voucherRepo, orderRepository, soldoutGate, router, systemClock)
-	expireOrders := provideExpireOrders(orderLifecycle, soldoutGate, systemClock)
+	restoreGate := application.NewRestoreGate(voucherRepo, orderRepository, roomGate, router, systemClock)
+	expireOrders := provideExpireOrders(orderLifecycle, roomGate, systemClock)
 	app := &App{
 		Config:        c,
 		Log:           log,

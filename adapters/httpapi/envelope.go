@@ -58,13 +58,18 @@ var refusalText = map[string]string{
 	domain.ErrNotStarted.Code():      "秒杀尚未开始",
 	domain.ErrEnded.Code():           "秒杀已经结束",
 	domain.ErrVoucherNotFound.Code(): "优惠券不存在",
+	domain.ErrPassRequired.Code():    "该秒杀需要排队：请先进入等候室，轮到您后再抢购",
+	domain.ErrPassExpired.Code():     "您的抢购资格已过期，名额已让给后面排队的用户",
+	domain.ErrNoRoom.Code():          "该优惠券没有等候室",
+	domain.ErrRoomNotOpen.Code():     "等候室尚未开放",
+	domain.ErrNotInRoom.Code():       "您不在该等候室中，请先加入排队",
 }
 
 // refusalAnswers are the claim's refusals, answered as HTTP 200 with
 // success=false, as the original front end expects.
 var refusalAnswers = func() map[*domain.Refusal]answer {
 	out := make(map[*domain.Refusal]answer)
-	for _, r := range domain.Refusals() {
+	for _, r := range append(domain.Refusals(), domain.RoomRefusals()...) {
 		msg := refusalText[r.Code()]
 		if msg == "" {
 			msg = r.Error()

@@ -179,7 +179,12 @@ type options struct {
 	readTTL time.Duration
 	// noPayments leaves SECKILL_PAYMENT_SECRET unset.
 	noPayments bool
+	// noRooms leaves the waiting rooms unmounted.
+	noRooms bool
 }
+
+// roomKey signs the waiting rooms' tickets and passes in these tests.
+const roomKey = "test-room-key-0123456789abcdefghij"
 
 // paySecret signs payment notifications in these tests; payWindow is the
 // pay window of their orders.
@@ -216,6 +221,7 @@ type env struct {
 	// counter counts claim answers for the sale board (its Sample is the
 	// once-a-second reading the service takes).
 	counter *claimcount.Counter
+	rooms   *memory.Rooms
 }
 
 func newEnv(t testing.TB, opt options) *env {
@@ -238,6 +244,9 @@ func newEnv(t testing.TB, opt options) *env {
 	counter := claimcount.New()
 	sgate := &spyGate{StockGate: gate, c: c}
 	sessions := memory.NewSessions()
+	rooms := memory.NewRooms(gate)
+	roomDir := application.NewRoomDirectory(rooms, clock)
+	signer := application.NewRoomSigner([]byte(roomKey))
 
 	logs := &testenv.LogBuffer{}
 	level := zerolog.DebugLevel
@@ -249,7 +258,7 @@ func newEnv(t testing.TB, opt options) *env {
 		admission = opt.admission(admission)
 	}
 	d := httpapi.Deps{
-		AddVoucher:   application.NewAddSeckillVoucher(vouchers, orders, sgate),
+		AddVoucher:   application.NewAddSeckillVoucher(vouchers, orders, application.NewRoomGate(sgate, rooms, roomDir)),
 		ListVouchers: application.NewListShopVouchers(vouchers),
 		Claim: application.NewClaimSeckill(&spyIDs{OrderIDs: memory.NewIDs(clock), c: c},
 			counter.Admission(&spyAdmission{Admission: admission, c: c})),
@@ -270,6 +279,14 @@ func newEnv(t testing.TB, opt options) *env {
 		Cancel:         application.NewCancelOrder(orders, ledger, sgate),
 		Pay:            application.NewPayOrder(orders, vouchers, ledger, clock, payWindow),
 		PaymentSecret:  []byte(paySecret),
+		Rooms: httpapi.Rooms{
+			Join: application.NewJoinRoom(roomDir, signer),
+			Poll: application.NewPollRoom(roomDir, signer),
+			Pass: application.NewRoomPassCheck(roomDir, signer),
+		},
+	}
+	if opt.noRooms {
+		d.Rooms = httpapi.Rooms{}
 	}
 	if opt.noPayments {
 		d.PaymentSecret = nil
@@ -305,7 +322,7 @@ func newEnv(t testing.TB, opt options) *env {
 	return &env{
 		t: t, h: httpapi.NewRouter(d), calls: c, vouchers: vouchers, stored: mv, orders: orders,
 		gate: gate, queue: queue, fulfill: application.NewFulfillOrders(orders, gate), logs: logs,
-		sessions: sessions, lookups: lookups, ledger: ledger, clock: clock, counter: counter,
+		sessions: sessions, lookups: lookups, ledger: ledger, clock: clock, counter: counter, rooms: rooms,
 	}
 }
 

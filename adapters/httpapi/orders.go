@@ -53,6 +53,7 @@ func (a *api) claimSeckill(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	a.passUsed(r, domain.VoucherID(voucher), user)
 	writeOKID(w, int64(id))
 }
 

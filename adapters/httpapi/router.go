@@ -72,6 +72,10 @@ type Deps struct {
 	// SoldOut, when set, lets a claim that carries a token be answered sold
 	// out before its session is resolved; nil resolves every session first.
 	SoldOut ports.SoldOutSignal
+	// Rooms, when set, mounts the waiting rooms' join and poll and makes a
+	// claim of a sale with a room need its pass; unset, a voucher cannot be
+	// created with a room.
+	Rooms Rooms
 }
 
 // SplitRule: see Deps.Split.
@@ -106,6 +110,7 @@ type api struct {
 	cancel       *application.CancelOrder
 	pay          *application.PayOrder
 	paySecret    []byte
+	rooms        Rooms
 	// lists holds each shop's encoded voucher list, readiness the last
 	// probe's outcome, for Deps.PublicReadTTL.
 	lists     *shortCache[[]byte]
@@ -156,6 +161,7 @@ func NewRouter(d Deps) http.Handler {
 		cancel:       d.Cancel,
 		pay:          d.Pay,
 		paySecret:    d.PaymentSecret,
+		rooms:        d.Rooms,
 	}
 	ttl := d.PublicReadTTL
 	if ttl == 0 {
@@ -218,7 +224,13 @@ func NewRouter(d Deps) http.Handler {
 		if lim := limiter(a, a.limits.PerUser, userLimitKey, hashUser, a.rateLimited); lim != nil {
 			r.Use(lim)
 		}
-		r.Post("/voucher-order/seckill/{id}", a.claimSeckill)
+		if a.rooms.enabled() {
+			r.With(a.roomPass).Post("/voucher-order/seckill/{id}", a.claimSeckill)
+			r.Post("/voucher-order/room/{id}/join", a.joinRoom)
+			r.Get("/voucher-order/room/{id}", a.pollRoom)
+		} else {
+			r.Post("/voucher-order/seckill/{id}", a.claimSeckill)
+		}
 		r.Get("/voucher-order/{id}", a.orderStatus)
 		if a.cancel != nil {
 			r.Post("/voucher-order/{id}/cancel", a.cancelOrder)
@@ -240,6 +252,11 @@ func NewRouter(d Deps) http.Handler {
 			a.adminRoutes(r)
 			r.Get("/admin/sales.json", a.salesBoard)
 		})
+	}
+
+	if a.rooms.enabled() {
+		r.Get("/waiting-room", a.roomPage)
+		r.Get("/waiting-room/assets/{name}", a.roomAsset)
 	}
 
 	if a.tokens != nil {

@@ -39,6 +39,8 @@ type addVoucherRequest struct {
 	// Buckets splits the stock over that many Redis shards (1..16, default
 	// 1): for one sale hotter than one shard can serve.
 	Buckets *int `json:"buckets"`
+	// WaitingRoom puts the sale behind a fair waiting room (room.go).
+	WaitingRoom *waitingRoomRequest `json:"waitingRoom"`
 }
 
 // voucherDTO is a voucher as the original's /voucher/list returns it, with the
@@ -57,6 +59,8 @@ type voucherDTO struct {
 	Stock       *int   `json:"stock,omitempty"`
 	BeginTime   string `json:"beginTime,omitempty"`
 	EndTime     string `json:"endTime,omitempty"`
+	// WaitingRoom: the sale's room, when it has one (claims need a pass).
+	WaitingRoom *waitingRoomDTO `json:"waitingRoom,omitempty"`
 }
 
 func (a *api) addSeckillVoucher(w http.ResponseWriter, r *http.Request) {
@@ -110,6 +114,15 @@ func (a *api) voucherFrom(req addVoucherRequest) (domain.Voucher, error) {
 		}
 	} else if r := a.split; r.Above > 0 && r.Into > 1 && sale.Stock() > r.Above {
 		if sale, err = sale.WithBuckets(min(r.Into, sale.Stock(), domain.MaxBuckets)); err != nil {
+			return domain.Voucher{}, err
+		}
+	}
+	if req.WaitingRoom != nil {
+		rules, err := a.roomRules(req.WaitingRoom)
+		if err != nil {
+			return domain.Voucher{}, err
+		}
+		if sale, err = sale.WithRoom(a.clock.Now(), rules); err != nil {
 			return domain.Voucher{}, err
 		}
 	}
@@ -196,6 +209,7 @@ func (a *api) voucherDTO(v domain.Voucher) voucherDTO {
 		d.Stock = &stock
 		d.BeginTime = s.Begin().In(a.loc).Format(localLayout)
 		d.EndTime = s.End().In(a.loc).Format(localLayout)
+		roomFields(&d, s)
 	}
 	return d
 }

@@ -39,7 +39,7 @@ func (s *Vouchers) AddSeckillOnce(ctx context.Context, key, fingerprint string, 
 	if !v.IsSeckill() {
 		return ports.Creation{}, &domain.ValidationError{Field: "type", Reason: "must be a seckill voucher with a sale"}
 	}
-	sale := domain.UnmarshalSplitSaleFromDatabase(v.Sale().Stock(), voucherStoredTime(v.Sale().Begin()), voucherStoredTime(v.Sale().End()), v.Sale().Buckets())
+	sale := domain.UnmarshalSplitSaleFromDatabase(v.Sale().Stock(), voucherStoredTime(v.Sale().Begin()), voucherStoredTime(v.Sale().End()), v.Sale().Buckets()).WithStoredRoom(v.Sale().Room())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if k, ok := s.keys[key]; ok {
@@ -61,7 +61,7 @@ func (s *Vouchers) AddSeckill(ctx context.Context, v domain.Voucher) (domain.Vou
 	if !v.IsSeckill() {
 		return domain.Voucher{}, &domain.ValidationError{Field: "type", Reason: "must be a seckill voucher with a sale"}
 	}
-	sale := domain.UnmarshalSplitSaleFromDatabase(v.Sale().Stock(), voucherStoredTime(v.Sale().Begin()), voucherStoredTime(v.Sale().End()), v.Sale().Buckets())
+	sale := domain.UnmarshalSplitSaleFromDatabase(v.Sale().Stock(), voucherStoredTime(v.Sale().Begin()), voucherStoredTime(v.Sale().End()), v.Sale().Buckets()).WithStoredRoom(v.Sale().Room())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastID++

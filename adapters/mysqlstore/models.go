@@ -44,6 +44,11 @@ type seckillModel struct {
 	BeginTime time.Time `bun:"begin_time"`
 	EndTime   time.Time `bun:"end_time"`
 	Buckets   int       `bun:"buckets"`
+	// The waiting room (all 0: none).
+	RoomOpensBefore int `bun:"room_opens_before_s"`
+	RoomAdmitRate   int `bun:"room_admit_rate"`
+	RoomPassTTL     int `bun:"room_pass_ttl_s"`
+	RoomMargin      int `bun:"room_margin"`
 }
 
 type orderModel struct {
@@ -86,10 +91,15 @@ type voucherRow struct {
 	BeginTime   sql.NullTime   `bun:"begin_time"`
 	EndTime     sql.NullTime   `bun:"end_time"`
 	Buckets     sql.NullInt64  `bun:"buckets"`
+	RoomOpens   sql.NullInt64  `bun:"room_opens_before_s"`
+	RoomRate    sql.NullInt64  `bun:"room_admit_rate"`
+	RoomPassTTL sql.NullInt64  `bun:"room_pass_ttl_s"`
+	RoomMargin  sql.NullInt64  `bun:"room_margin"`
 }
 
 const voucherRowSelect = `SELECT v.id, v.shop_id, v.title, v.sub_title, v.rules, v.pay_value,
-	v.actual_value, v.type, v.status, sv.stock, sv.begin_time, sv.end_time, sv.buckets
+	v.actual_value, v.type, v.status, sv.stock, sv.begin_time, sv.end_time, sv.buckets,
+	sv.room_opens_before_s, sv.room_admit_rate, sv.room_pass_ttl_s, sv.room_margin
 FROM tb_voucher AS v
 `
 
@@ -100,6 +110,9 @@ func (r voucherRow) toDomain() domain.Voucher {
 		if r.Buckets.Valid && r.Buckets.Int64 > 1 {
 			sale = domain.UnmarshalSplitSaleFromDatabase(int(r.Stock.Int64), r.BeginTime.Time.UTC(), r.EndTime.Time.UTC(), int(r.Buckets.Int64))
 		}
+		sale = sale.WithStoredRoom(domain.UnmarshalRoomRulesFromDatabase(
+			time.Duration(r.RoomOpens.Int64)*time.Second, int(r.RoomRate.Int64),
+			time.Duration(r.RoomPassTTL.Int64)*time.Second, int(r.RoomMargin.Int64)))
 	}
 	spec := domain.VoucherSpec{
 		ShopID:      domain.ShopID(r.ShopID.Int64),

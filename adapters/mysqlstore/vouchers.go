@@ -120,7 +120,10 @@ func insertSeckill(ctx context.Context, db bun.IDB, vm *voucherModel, sale domai
 	if vm.ID <= 0 {
 		return errors.New("insert tb_voucher: the database returned no id")
 	}
-	sm := seckillModel{VoucherID: vm.ID, Stock: sale.Stock(), BeginTime: sale.Begin(), EndTime: sale.End(), Buckets: sale.Buckets()}
+	room := sale.Room()
+	sm := seckillModel{VoucherID: vm.ID, Stock: sale.Stock(), BeginTime: sale.Begin(), EndTime: sale.End(), Buckets: sale.Buckets(),
+		RoomOpensBefore: int(room.OpensBefore() / time.Second), RoomAdmitRate: room.AdmitPerSecond(),
+		RoomPassTTL: int(room.PassTTL() / time.Second), RoomMargin: room.Margin()}
 	if _, err := db.NewInsert().Model(&sm).Exec(ctx); err != nil {
 		return fmt.Errorf("insert tb_seckill_voucher: %w", err)
 	}
@@ -180,7 +183,7 @@ func toVouchers(rows []voucherRow) []domain.Voucher {
 // split as it was asked.
 func storedSale(s domain.Sale) domain.Sale {
 	if s.Buckets() > 1 {
-		return domain.UnmarshalSplitSaleFromDatabase(s.Stock(), storedTime(s.Begin()), storedTime(s.End()), s.Buckets())
+		return domain.UnmarshalSplitSaleFromDatabase(s.Stock(), storedTime(s.Begin()), storedTime(s.End()), s.Buckets()).WithStoredRoom(s.Room())
 	}
-	return domain.UnmarshalSaleFromDatabase(s.Stock(), storedTime(s.Begin()), storedTime(s.End()))
+	return domain.UnmarshalSaleFromDatabase(s.Stock(), storedTime(s.Begin()), storedTime(s.End())).WithStoredRoom(s.Room())
 }

@@ -59,6 +59,11 @@ func (k Keys) Staging(token string) string { return k.tag + "restore:" + token }
 // heal never puts their marks back. It expires with the voucher hash.
 func (k Keys) Returned() string { return k.tag + "returned" }
 
+// Room names one of the voucher's waiting-room keys (adapters/redisroom):
+// "" for its hash, or a part such as ":users". They share the voucher's hash
+// tag, so every room script runs on one Redis Cluster slot.
+func (k Keys) Room(part string) string { return k.tag + "room" + part }
+
 // LiveSet is the set of preheated voucher IDs (Keys.Live).
 func LiveSet(prefix string) string { return prefix + "vouchers" }
 

@@ -48,6 +48,9 @@ func TestMigrateDownCommand(t *testing.T) {
 	}{
 		{name: "force_on_up_refused", args: []string{"up", "--force"}, wantErr: "--force applies to migrate down only"},
 		{name: "extra_argument_refused", args: []string{"down", "now"}, wantErr: "exactly one of"},
+		// The waiting room's columns hold the sale's settings.
+		{name: "room_columns_refused", args: []string{"down"}, wantErr: "migrate down --force"},
+		{name: "room_columns_forced", args: []string{"down", "--force"}, wantOut: "rolled back: 20261205000001_add_waiting_room\n"},
 		{name: "empty_payments_go", args: []string{"down"}, wantOut: "rolled back: 20261204000001_payments\n"},
 		{name: "empty_orders_go", args: []string{"down"}, wantOut: "rolled back: 20261203000001_order_lifecycle\n"},
 		{name: "rows_refused", args: []string{"down"}, wantErr: "migrate down --force"},

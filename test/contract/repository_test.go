@@ -345,6 +345,36 @@ var repoCases = []repoCase{
 			t.Fatalf("an unsplit sale comes back with %d buckets", got)
 		}
 	}},
+	{"a_sale_keeps_its_waiting_room", func(t *testing.T, s repoSubject) {
+		// A restore opens a room from what the repository returns.
+		begin := time.Date(2026, 11, 29, 20, 0, 0, 0, repoZone)
+		rules, err := domain.NewRoomRules(90*time.Second, 250, 45*time.Second, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sale, err := domain.NewSale(30, begin, begin.Add(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nv, err := domain.NewSeckillVoucher(domain.VoucherSpec{ShopID: 9, Title: "room"}, sale.WithStoredRoom(rules))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := s.vouchers.AddSeckill(repoCtx(t), nv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := repoGet(t, s, v.ID()).Sale().Room(); got != rules {
+			t.Fatalf("Get returned room %+v, want %+v", got, rules)
+		}
+		live, err := s.vouchers.ListSeckillEndingAfter(repoCtx(t), begin)
+		if err != nil || len(live) != 1 || live[0].Sale().Room() != rules {
+			t.Fatalf("ListSeckillEndingAfter: %v, %v", live, err)
+		}
+		if repoGet(t, s, repoAdd(t, s, 9, 5).ID()).Sale().HasRoom() {
+			t.Fatal("a sale without a room comes back with one")
+		}
+	}},
 	{"add_get_list_round_trip", func(t *testing.T, s repoSubject) {
 		// Sub-microsecond digits and a non-UTC zone: what comes back is the
 		// same instant, in UTC, at the precision the database keeps.

@@ -1,0 +1,205 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/hmdp-go/seckill/application"
+	"github.com/hmdp-go/seckill/domain"
+)
+
+// Rooms are the waiting-room use cases (issue 27); all three or none.
+type Rooms struct {
+	Join *application.JoinRoom
+	Poll *application.PollRoom
+	Pass *application.RoomPassCheck
+}
+
+func (r Rooms) enabled() bool { return r.Join != nil && r.Poll != nil && r.Pass != nil }
+
+// A claim of a sale with a waiting room carries its pass in this header (or,
+// for a client that cannot set headers, in the query parameter "pass"); a
+// poll carries the join's ticket in the query parameter "ticket" (or the
+// header RoomTicketHeader).
+const (
+	RoomPassHeader   = "X-Room-Pass"
+	RoomTicketHeader = "X-Room-Ticket"
+	// maxRoomToken bounds what is read of a ticket or pass; a real one is 67
+	// characters, so anything longer is refused without decoding.
+	maxRoomToken = 128
+)
+
+// roomStatusDTO is a join's or a poll's answer.
+type roomStatusDTO struct {
+	Ticket string `json:"ticket"`
+	// State: pre_queue | waiting | admitted | expired.
+	State    string `json:"state"`
+	Position int64  `json:"position,omitempty"`
+	Ahead    int64  `json:"ahead"`
+	Joined   int64  `json:"joined"`
+	// WaitSeconds is the estimated wait, rounded up.
+	WaitSeconds int64  `json:"waitSeconds"`
+	DrawAt      string `json:"drawAt"`
+	Pass        string `json:"pass,omitempty"`
+	PassExpires string `json:"passExpires,omitempty"`
+}
+
+func toRoomDTO(st application.RoomStatus) roomStatusDTO {
+	d := roomStatusDTO{
+		Ticket: st.Ticket, State: string(st.Phase), Position: st.Position, Ahead: st.Ahead, Joined: st.Joined,
+		WaitSeconds: int64((st.Wait + time.Second - 1) / time.Second),
+		DrawAt:      st.DrawAt.UTC().Format(time.RFC3339Nano),
+		Pass:        st.Pass,
+	}
+	if !st.PassExpires.IsZero() {
+		d.PassExpires = st.PassExpires.UTC().Format(time.RFC3339Nano)
+	}
+	return d
+}
+
+func (a *api) joinRoom(w http.ResponseWriter, r *http.Request) {
+	voucher, err := pathID(r, "id")
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	st, err := a.rooms.Join.Handle(r.Context(), domain.VoucherID(voucher), userFrom(r.Context()))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeOK(w, toRoomDTO(st))
+}
+
+func (a *api) pollRoom(w http.ResponseWriter, r *http.Request) {
+	voucher, err := pathID(r, "id")
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	ticket := r.URL.Query().Get("ticket")
+	if ticket == "" {
+		ticket = r.Header.Get(RoomTicketHeader)
+	}
+	if len(ticket) > maxRoomToken {
+		a.fail(w, r, domain.ErrNotInRoom)
+		return
+	}
+	st, err := a.rooms.Poll.Handle(r.Context(), domain.VoucherID(voucher), userFrom(r.Context()), ticket)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeOK(w, toRoomDTO(st))
+}
+
+// passKey carries the position a claim's pass admits to the claim handler,
+// which records the pass used once the claim succeeds.
+type passKey struct{}
+
+// roomPass is the claim's waiting-room step: for a sale without a room it
+// costs a map lookup and passes; for one with a room it refuses a claim
+// without this user's valid pass (pass_required, pass_expired) before any
+// Redis work.
+func (a *api) roomPass(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		voucher, err := pathID(r, "id")
+		if err != nil {
+			next.ServeHTTP(w, r) // the handler answers the bad id
+			return
+		}
+		p, err := a.rooms.Pass.Check(r.Context(), domain.VoucherID(voucher), userFrom(r.Context()), func() string {
+			pass := r.Header.Get(RoomPassHeader)
+			if pass == "" {
+				pass = r.URL.Query().Get("pass")
+			}
+			if len(pass) > maxRoomToken {
+				return ""
+			}
+			return pass
+		})
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		if p >= 0 {
+			r = r.WithContext(context.WithValue(r.Context(), passKey{}, p))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// passUsed records that the claim's pass, if it had one, was used.
+func (a *api) passUsed(r *http.Request, voucher domain.VoucherID, user domain.UserID) {
+	p, ok := r.Context().Value(passKey{}).(int64)
+	if !ok {
+		return
+	}
+	// Accounting only: the order is taken whatever happens here, and a
+	// place not marked used frees itself when its pass expires.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Second)
+	defer cancel()
+	if err := a.rooms.Pass.Used(ctx, voucher, user, p); err != nil {
+		a.log.Warn().Err(err).Str("request_id", requestID(r)).Int64("voucher", int64(voucher)).
+			Msg("recording a used waiting-room pass failed; its place frees when the pass expires")
+	}
+}
+
+// waitingRoomRequest is a voucher's optional waiting room at creation.
+type waitingRoomRequest struct {
+	OpensBeforeSeconds *int64 `json:"opensBeforeSeconds"`
+	AdmitPerSecond     *int   `json:"admitPerSecond"`
+	PassTTLSeconds     *int64 `json:"passTtlSeconds"`
+	Margin             *int   `json:"margin"`
+}
+
+// defaultPassTTL is a pass's life when the request names none.
+const defaultPassTTL = 60
+
+func (a *api) roomRules(req *waitingRoomRequest) (domain.RoomRules, error) {
+	if !a.rooms.enabled() {
+		return domain.RoomRules{}, &domain.ValidationError{Field: "waitingRoom", Reason: "waiting rooms are not enabled on this service"}
+	}
+	if req.OpensBeforeSeconds == nil {
+		return domain.RoomRules{}, &domain.ValidationError{Field: "waitingRoom.opensBeforeSeconds", Reason: "is required"}
+	}
+	if req.AdmitPerSecond == nil {
+		return domain.RoomRules{}, &domain.ValidationError{Field: "waitingRoom.admitPerSecond", Reason: "is required"}
+	}
+	ttl, margin := int64(defaultPassTTL), 0
+	if req.PassTTLSeconds != nil {
+		ttl = *req.PassTTLSeconds
+	}
+	if req.Margin != nil {
+		margin = *req.Margin
+	}
+	const maxSeconds = int64(365 * 24 * 3600) // keeps the durations below from overflowing
+	opens := *req.OpensBeforeSeconds
+	if opens < 0 || opens > maxSeconds {
+		opens = -1
+	}
+	if ttl < 0 || ttl > maxSeconds {
+		ttl = -1
+	}
+	return domain.NewRoomRules(time.Duration(opens)*time.Second, *req.AdmitPerSecond, time.Duration(ttl)*time.Second, margin)
+}
+
+// roomFields adds a room sale's settings to its listing.
+func roomFields(d *voucherDTO, s domain.Sale) {
+	if !s.HasRoom() {
+		return
+	}
+	r := s.Room()
+	d.WaitingRoom = &waitingRoomDTO{
+		OpensBeforeSeconds: int64(r.OpensBefore() / time.Second), AdmitPerSecond: r.AdmitPerSecond(),
+		PassTTLSeconds: int64(r.PassTTL() / time.Second), Margin: r.Margin(),
+	}
+}
+
+type waitingRoomDTO struct {
+	OpensBeforeSeconds int64 `json:"opensBeforeSeconds"`
+	AdmitPerSecond     int   `json:"admitPerSecond"`
+	PassTTLSeconds     int64 `json:"passTtlSeconds"`
+	Margin             int   `json:"margin"`
+}

@@ -1,0 +1,134 @@
+package application
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// RoomPhase is where a user stands in a waiting room.
+type RoomPhase string
+
+const (
+	// RoomDrawPending: in the pre-queue; the place is drawn at the begin.
+	RoomDrawPending RoomPhase = "pre_queue"
+	// RoomWaiting: in line, Ahead places in front.
+	RoomWaiting RoomPhase = "waiting"
+	// RoomAdmitted: the pass is valid until PassExpires.
+	RoomAdmitted RoomPhase = "admitted"
+	// RoomPassExpired: admitted, but the pass was not used in time; the
+	// place went to the next in line.
+	RoomPassExpired RoomPhase = "expired"
+)
+
+// RoomStatus is what a join or a poll answers.
+type RoomStatus struct {
+	// Ticket is the user's signed place, to poll with.
+	Ticket string
+	Phase  RoomPhase
+	// Position is the place in line (1 = first) once drawn; 0 before.
+	Position int64
+	// Ahead is how many places in front of the user are not admitted yet.
+	Ahead int64
+	// Joined is how many have joined the room.
+	Joined int64
+	// Wait is the estimated time until admission (before the draw: until
+	// the begin plus half the pre-queue at the admission rate).
+	Wait time.Duration
+	// DrawAt is the sale's begin, when the pre-queue is drawn.
+	DrawAt time.Time
+	// Pass and PassExpires, once admitted.
+	Pass        string
+	PassExpires time.Time
+}
+
+// JoinRoom puts a user in a sale's waiting room: one place per user, and
+// joining again answers the same place. It costs one store round trip.
+type JoinRoom struct {
+	dir    *RoomDirectory
+	signer *RoomSigner
+}
+
+func NewJoinRoom(dir *RoomDirectory, signer *RoomSigner) *JoinRoom {
+	mustHave("JoinRoom", map[string]any{"dir": dir, "signer": signer})
+	return &JoinRoom{dir: dir, signer: signer}
+}
+
+// Handle joins; refusals are domain.ErrNoRoom, ErrRoomNotOpen and ErrEnded.
+func (h *JoinRoom) Handle(ctx context.Context, voucher domain.VoucherID, user domain.UserID) (RoomStatus, error) {
+	v, err := h.dir.room(ctx, voucher)
+	if err != nil {
+		return RoomStatus{}, fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	if v == nil {
+		return RoomStatus{}, domain.ErrNoRoom
+	}
+	now := h.dir.clock.Now()
+	if err := joinable(v.cfg, now); err != nil {
+		return RoomStatus{}, err
+	}
+	j, err := h.dir.store.Join(ctx, voucher, user, now, h.dir.seed())
+	if err != nil {
+		if domain.IsRefusal(err) {
+			return RoomStatus{}, err
+		}
+		return RoomStatus{}, fmt.Errorf("join waiting room of voucher %d: %w: %w", voucher, ErrBusy, err)
+	}
+	t := Ticket{Voucher: voucher, User: user, Index: j}
+	return status(ctx, h.dir, h.signer, v, t)
+}
+
+func joinable(cfg ports.RoomConfig, now time.Time) error {
+	switch {
+	case now.Before(cfg.Begin.Add(-cfg.Rules.OpensBefore())):
+		return domain.ErrRoomNotOpen
+	case !now.Before(cfg.End):
+		return domain.ErrEnded
+	}
+	return nil
+}
+
+// status answers where ticket t stands, from the instance's view of the room.
+func status(ctx context.Context, dir *RoomDirectory, signer *RoomSigner, v *roomView, t Ticket) (RoomStatus, error) {
+	snap, err := dir.state(ctx, v)
+	if err != nil {
+		return RoomStatus{}, fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	now := dir.clock.Now()
+	rate := int64(v.cfg.Rules.AdmitPerSecond())
+	st := RoomStatus{Ticket: signer.Ticket(t), Joined: max(snap.Joined, t.Index+1), DrawAt: v.cfg.Begin}
+	if !snap.Drawn {
+		st.Phase = RoomDrawPending
+		st.Wait = max(v.cfg.Begin.Sub(now), 0) + perRate(st.Joined/2, rate)
+		return st, nil
+	}
+	p := snap.draw.Place(t.Index)
+	st.Position = p + 1
+	if p >= snap.Boundary {
+		st.Phase = RoomWaiting
+		st.Ahead = p - snap.Boundary
+		st.Wait = perRate(st.Ahead+1, rate)
+		return st, nil
+	}
+	at, live := snap.admittedAt(p)
+	exp := at.Add(v.cfg.Rules.PassTTL())
+	if !live || !now.Before(exp) {
+		st.Phase = RoomPassExpired
+		return st, nil
+	}
+	st.Phase = RoomAdmitted
+	st.PassExpires = exp
+	st.Pass = signer.Pass(Pass{Voucher: t.Voucher, User: t.User, Position: p, Expires: exp})
+	return st, nil
+}
+
+// perRate is how long n admissions take at rate per second.
+func perRate(n, rate int64) time.Duration {
+	if n <= 0 || rate <= 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Second / time.Duration(rate)
+}

@@ -1,0 +1,282 @@
+package application
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// RoomDirectory is one instance's view of the waiting rooms: which sales have
+// one (learned once per sale and kept, since a sale's room never changes) and
+// how far each room's line has moved (one store read per room per
+// RoomRefresh, whatever the number of polls). Joins, polls and the claim's
+// pass check all read it, so a waiting user's poll costs no Redis.
+type RoomDirectory struct {
+	store ports.RoomStore
+	clock ports.Clock
+	// seed draws a fresh secret for the draw; only the first one the
+	// store sees after the draw closes is kept.
+	seed func() [domain.RoomSeedSize]byte
+
+	mu     sync.Mutex
+	rooms  map[domain.VoucherID]*roomView
+	none   map[domain.VoucherID]struct{}  // sales known to have no room
+	absent map[domain.VoucherID]time.Time // no room and no sale, as of then
+	flight map[domain.VoucherID]*lookup
+}
+
+// RoomRefresh is how stale an instance's view of a room may get: a waiting
+// user sees the line move within it, and the store is read once per room per
+// interval per instance.
+const RoomRefresh = 250 * time.Millisecond
+
+// roomAbsentTTL is how long "no room, and no sale either" is believed (a
+// sale whose gate exists without a room has none for good). A sale with a
+// room is created domain.RoomLead before its begin, so a claim can never
+// pass an instance that looked before the room was written.
+const roomAbsentTTL = time.Second
+
+// maxAbsent bounds both "no room" caches against claims of made-up ids.
+const maxAbsent = 10_000
+
+type lookup struct {
+	done chan struct{}
+	view *roomView
+	err  error
+}
+
+// roomView is one room as this instance last read it.
+type roomView struct {
+	id  domain.VoucherID
+	cfg ports.RoomConfig
+
+	mu         sync.Mutex
+	snap       roomSnapshot
+	readAt     time.Time
+	refreshing bool
+}
+
+// roomSnapshot is immutable once published: readers keep one without a lock.
+type roomSnapshot struct {
+	ports.RoomState
+	draw domain.Draw
+}
+
+func NewRoomDirectory(store ports.RoomStore, clock ports.Clock) *RoomDirectory {
+	mustHave("RoomDirectory", map[string]any{"store": store, "clock": clock})
+	return &RoomDirectory{
+		store: store, clock: clock, seed: randomSeed,
+		rooms:  make(map[domain.VoucherID]*roomView),
+		none:   make(map[domain.VoucherID]struct{}),
+		absent: make(map[domain.VoucherID]time.Time),
+		flight: make(map[domain.VoucherID]*lookup),
+	}
+}
+
+func randomSeed() [domain.RoomSeedSize]byte {
+	var s [domain.RoomSeedSize]byte
+	if _, err := rand.Read(s[:]); err != nil {
+		panic("application: crypto/rand failed: " + err.Error()) // it does not, on any supported system
+	}
+	return s
+}
+
+// Remember records a sale's room (or that it has none), known from the
+// database or its creation.
+func (d *RoomDirectory) Remember(v domain.Voucher) {
+	s := v.Sale()
+	if !s.HasRoom() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if len(d.none) >= maxAbsent {
+			clear(d.none)
+		}
+		d.none[v.ID()] = struct{}{}
+		return
+	}
+	cfg := ports.RoomConfig{Rules: s.Room(), Begin: s.Begin().Truncate(time.Millisecond),
+		End: s.End().Truncate(time.Millisecond), Cap: int64(s.Stock()) + int64(s.Room().Margin())}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.rooms[v.ID()]; !ok {
+		d.rooms[v.ID()] = &roomView{id: v.ID(), cfg: cfg}
+	}
+	delete(d.absent, v.ID())
+}
+
+// room finds a voucher's room: from memory, or with one store read shared by
+// every concurrent caller; nil when it has none.
+func (d *RoomDirectory) room(ctx context.Context, id domain.VoucherID) (*roomView, error) {
+	d.mu.Lock()
+	if v, ok := d.rooms[id]; ok {
+		d.mu.Unlock()
+		return v, nil
+	}
+	if _, ok := d.none[id]; ok {
+		d.mu.Unlock()
+		return nil, nil
+	}
+	now := d.clock.Now()
+	if at, ok := d.absent[id]; ok && now.Sub(at) < roomAbsentTTL && !now.Before(at) {
+		d.mu.Unlock()
+		return nil, nil
+	}
+	if l, ok := d.flight[id]; ok {
+		d.mu.Unlock()
+		select {
+		case <-l.done:
+			return l.view, l.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	l := &lookup{done: make(chan struct{})}
+	d.flight[id] = l
+	d.mu.Unlock()
+
+	// Detached: the callers waiting on it must not fail because the first
+	// one hung up.
+	cfg, found, err := d.store.Config(context.WithoutCancel(ctx), id)
+	d.mu.Lock()
+	delete(d.flight, id)
+	switch {
+	case err != nil:
+		l.err = fmt.Errorf("read waiting room of voucher %d: %w", id, err)
+	case found == ports.RoomPresent:
+		l.view = &roomView{id: id, cfg: cfg}
+		d.rooms[id] = l.view
+	case found == ports.RoomAbsent:
+		if len(d.none) >= maxAbsent {
+			clear(d.none)
+		}
+		d.none[id] = struct{}{}
+	default:
+		if len(d.absent) >= maxAbsent {
+			clear(d.absent)
+		}
+		d.absent[id] = now
+	}
+	d.mu.Unlock()
+	close(l.done)
+	return l.view, l.err
+}
+
+// state is the room as of at most RoomRefresh ago; the caller that finds it
+// stale reads the store (one round trip) while the others answer from the
+// view they have.
+func (d *RoomDirectory) state(ctx context.Context, v *roomView) (roomSnapshot, error) {
+	now := d.clock.Now()
+	v.mu.Lock()
+	fresh := !v.readAt.IsZero() && now.Sub(v.readAt) < RoomRefresh && !now.Before(v.readAt)
+	if fresh || (v.refreshing && !v.readAt.IsZero()) {
+		s := v.snap
+		v.mu.Unlock()
+		return s, nil
+	}
+	v.refreshing = true
+	after := v.snap.Boundary
+	if v.readAt.IsZero() {
+		after = -1
+	}
+	v.mu.Unlock()
+
+	st, err := d.store.Advance(ctx, v.id, now, d.seed(), after)
+
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.refreshing = false
+	if err != nil {
+		if !v.readAt.IsZero() && !errors.Is(err, domain.ErrNoRoom) {
+			// A stale view is better than none: the line only moves on.
+			return v.snap, nil
+		}
+		return roomSnapshot{}, fmt.Errorf("read waiting room of voucher %d: %w", v.id, err)
+	}
+	v.snap = merge(v.snap, st, after)
+	v.readAt = now
+	return v.snap, nil
+}
+
+// merge publishes a new snapshot: the old steps still live, then the new
+// ones, none at or below the expired frontier.
+func merge(old roomSnapshot, st ports.RoomState, after int64) roomSnapshot {
+	steps := make([]ports.RoomStep, 0, len(old.Steps)+len(st.Steps))
+	if after >= 0 {
+		for _, s := range old.Steps {
+			if s.Boundary > st.Expired && s.Boundary <= after {
+				steps = append(steps, s)
+			}
+		}
+	}
+	for _, s := range st.Steps {
+		if s.Boundary > st.Expired {
+			steps = append(steps, s)
+		}
+	}
+	st.Steps = steps
+	n := roomSnapshot{RoomState: st}
+	if st.Drawn {
+		n.draw = domain.NewDraw(st.Seed, st.N)
+	}
+	return n
+}
+
+// admittedAt is when position p was admitted, if its pass may still be live.
+func (s roomSnapshot) admittedAt(p int64) (time.Time, bool) {
+	if p < s.Expired || p >= s.Boundary {
+		return time.Time{}, false
+	}
+	i := sort.Search(len(s.Steps), func(i int) bool { return s.Steps[i].Boundary > p })
+	if i == len(s.Steps) {
+		return time.Time{}, false
+	}
+	return s.Steps[i].At, true
+}
+
+// RoomFigures is one room as this instance last saw it (the live sale page
+// and the metrics read them; nothing here asks the store).
+type RoomFigures struct {
+	Voucher domain.VoucherID
+	// Joined: places given; Admitted: places admitted so far; Waiting:
+	// joined and not admitted yet (0 before the draw counts as all).
+	Joined, Admitted, Waiting int64
+	// Used and Lapsed: passes used, and places whose pass expired unused.
+	Used, Lapsed int64
+	// Drawn: the draw has closed.
+	Drawn bool
+	// ReadAt is when the figures were read from the store.
+	ReadAt time.Time
+}
+
+// Figures lists the rooms this instance has read whose sale has not ended at
+// now, by voucher id.
+func (d *RoomDirectory) Figures(now time.Time) []RoomFigures {
+	d.mu.Lock()
+	views := make([]*roomView, 0, len(d.rooms))
+	for _, v := range d.rooms {
+		if now.Before(v.cfg.End) {
+			views = append(views, v)
+		}
+	}
+	d.mu.Unlock()
+	out := make([]RoomFigures, 0, len(views))
+	for _, v := range views {
+		v.mu.Lock()
+		s, at := v.snap, v.readAt
+		v.mu.Unlock()
+		if at.IsZero() {
+			continue
+		}
+		out = append(out, RoomFigures{Voucher: v.id, Joined: s.Joined, Admitted: s.Boundary,
+			Waiting: max(s.Joined-s.Boundary, 0), Used: s.Used, Lapsed: s.Lapsed, Drawn: s.Drawn, ReadAt: at})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Voucher < out[j].Voucher })
+	return out
+}

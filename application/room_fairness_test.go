@@ -1,0 +1,239 @@
+package application_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hmdp-go/seckill/adapters/chanqueue"
+	"github.com/hmdp-go/seckill/adapters/memory"
+	"github.com/hmdp-go/seckill/application"
+	"github.com/hmdp-go/seckill/domain"
+)
+
+// The issue's measured fairness (issue 27, item 4): 1,000 bots fire at the
+// exact start with 50 connections each, 1,000 people arrive spread over the
+// 30 s before it, and the stock is 1,000. Without a room the bots take it
+// all; with one, their share of the stock is their share of the joiners.
+const (
+	fairBots   = 1000
+	fairPeople = 1000
+	fairConns  = 50
+	fairStock  = 1000
+	fairLate   = 200 // joiners after the start, who queue first come, first served
+)
+
+func isBot(u domain.UserID) bool { return u > fairPeople && u <= fairPeople+fairBots }
+
+// fairArrivals are the people's arrival times: spread over the 30 s before
+// begin, in order.
+func fairArrivals(begin time.Time) []time.Time {
+	r := rand.New(rand.NewPCG(27, 1))
+	at := make([]time.Time, fairPeople)
+	for i := range at {
+		at[i] = begin.Add(-time.Duration(r.Int64N(int64(30 * time.Second))))
+	}
+	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
+	return at
+}
+
+// fire runs n calls of f over a pool of goroutines (the bots' connections).
+func fire(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				f(i)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+func TestFairnessWithoutRoomBotsTakeTheStock(t *testing.T) {
+	ctx := context.Background()
+	begin := now.Add(time.Minute)
+	w := newRoomWorld(t, now)
+	id := w.sale(t, fairStock, begin, domain.RoomRules{})
+	claim := application.NewClaimSeckill(memory.NewIDs(w.clock), chanqueue.NewAdmission(w.gate, chanqueue.New(fairBots*fairConns, 0)))
+	won := map[bool]int{}
+	var mu sync.Mutex
+	try := func(u domain.UserID) {
+		if _, err := claim.Handle(ctx, u, id); err == nil {
+			mu.Lock()
+			won[isBot(u)]++
+			mu.Unlock()
+		}
+	}
+	// People press early and are told the sale has not started; each
+	// presses again a human reaction after the start.
+	for i, at := range fairArrivals(begin) {
+		w.clock.Set(at)
+		if _, err := claim.Handle(ctx, domain.UserID(i+1), id); !errors.Is(err, domain.ErrNotStarted) {
+			t.Fatalf("an early claim: %v; want not_started", err)
+		}
+	}
+	w.clock.Set(begin)
+	fire(fairBots*fairConns, func(i int) { try(domain.UserID(fairPeople + 1 + i%fairBots)) })
+	w.clock.Set(begin.Add(200 * time.Millisecond))
+	for u := domain.UserID(1); u <= fairPeople; u++ {
+		try(u)
+	}
+	share := float64(won[true]) / fairStock
+	t.Logf("without a room: bots won %d of %d units (%.1f%%), people %d; bots are %.0f%% of the buyers",
+		won[true], fairStock, 100*share, won[false], 100*float64(fairBots)/float64(fairBots+fairPeople))
+	if share < 0.9 {
+		t.Fatalf("without a room the bots won only %.1f%% of the stock; the comparison needs them to win most", 100*share)
+	}
+}
+
+func TestFairnessWithRoom(t *testing.T) {
+	ctx := context.Background()
+	begin := now.Add(time.Minute)
+	w := newRoomWorld(t, now)
+	id := w.sale(t, fairStock, begin, rules(t, time.Minute, 200, 30*time.Second, 0))
+	claim := application.NewClaimSeckill(memory.NewIDs(w.clock), chanqueue.NewAdmission(w.gate, chanqueue.New(fairBots*fairConns, 0)))
+
+	var mu sync.Mutex
+	tickets := make(map[domain.UserID]string)
+	joinOrder := make(map[domain.UserID]int) // the order of arrival in the pre-queue
+	join := func(u domain.UserID) {
+		st, err := w.join.Handle(ctx, id, u)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if old, ok := tickets[u]; ok && old != st.Ticket {
+			t.Errorf("bot %d got two places", u)
+		}
+		if _, ok := joinOrder[u]; !ok {
+			joinOrder[u] = len(joinOrder)
+		}
+		tickets[u] = st.Ticket
+	}
+	for i, at := range fairArrivals(begin) {
+		w.clock.Set(at)
+		join(domain.UserID(i + 1))
+	}
+	// The bots at the exact start: the begin's millisecond is in the draw.
+	w.clock.Set(begin)
+	fire(fairBots*fairConns, func(i int) { join(domain.UserID(fairPeople + 1 + i%fairBots)) })
+	if t.Failed() {
+		t.FailNow()
+	}
+	// After the start, late joiners queue behind the draw, first come,
+	// first served.
+	late := make([]domain.UserID, fairLate)
+	for i := range late {
+		w.clock.Set(begin.Add(time.Duration(i+1) * time.Millisecond))
+		late[i] = domain.UserID(fairPeople + fairBots + 1 + i)
+		join(late[i])
+	}
+
+	// Everyone polls every RoomRefresh; whoever holds a pass claims with it
+	// at once (a bot with all its connections).
+	won := map[bool]int{}
+	position := make(map[domain.UserID]int64)
+	claimed := make(map[domain.UserID]bool)
+	for step := 0; won[true]+won[false] < fairStock && step < 1000; step++ {
+		w.clock.Advance(application.RoomRefresh)
+		for u, tk := range tickets {
+			if claimed[u] {
+				continue
+			}
+			st, err := w.poll.Handle(ctx, id, u, tk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Position > 0 {
+				position[u] = st.Position - 1
+			}
+			if st.Phase != application.RoomAdmitted {
+				continue
+			}
+			claimed[u] = true
+			p, err := w.check.Check(ctx, id, u, func() string { return st.Pass })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := claim.Handle(ctx, u, id); errors.Is(err, domain.ErrSoldOut) {
+				continue // passes outnumber the stock once some are used
+			} else if err != nil {
+				t.Fatalf("user %d with a pass: %v", u, err)
+			}
+			if err := w.check.Used(ctx, id, u, p); err != nil {
+				t.Fatal(err)
+			}
+			won[isBot(u)]++
+		}
+	}
+	if won[true]+won[false] != fairStock {
+		t.Fatalf("the room sold %d of %d", won[true]+won[false], fairStock)
+	}
+	botShare := float64(won[true]) / fairStock
+	joinShare := float64(fairBots) / float64(fairBots+fairPeople) // of the draw, which sells out the stock
+	// Rank correlation of the pre-queue's arrival order with its admission
+	// order (≈ 0: the draw ignores who came first), and of the late
+	// joiners' (= 1: first come, first served).
+	var xs, ys []float64
+	for u, j := range joinOrder {
+		if j < fairBots+fairPeople {
+			xs, ys = append(xs, float64(j)), append(ys, float64(position[u]))
+		}
+	}
+	rhoDraw := spearman(xs, ys)
+	xs, ys = nil, nil
+	for i, u := range late {
+		xs, ys = append(xs, float64(i)), append(ys, float64(position[u]))
+	}
+	rhoLate := spearman(xs, ys)
+	t.Logf("with a room: bots won %d of %d units (%.1f%%), people %d; bots are %.1f%% of the pre-queue",
+		won[true], fairStock, 100*botShare, won[false], 100*joinShare)
+	t.Logf("rank correlation, pre-queue arrival vs admission: %.4f; after the start: %.4f", rhoDraw, rhoLate)
+	if d := botShare - joinShare; d > 0.05 || d < -0.05 {
+		t.Errorf("bots' share of the stock %.1f%% is not their share of the joiners %.1f%% (±5 points)", 100*botShare, 100*joinShare)
+	}
+	if rhoDraw > 0.1 || rhoDraw < -0.1 {
+		t.Errorf("pre-queue arrival order correlates with admission order: ρ = %.3f", rhoDraw)
+	}
+	if rhoLate != 1 {
+		t.Errorf("late joiners are not admitted first come, first served: ρ = %.3f", rhoLate)
+	}
+}
+
+// spearman is the rank correlation of paired samples (ranks by value).
+func spearman(xs, ys []float64) float64 {
+	rank := func(v []float64) []float64 {
+		idx := make([]int, len(v))
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.Slice(idx, func(a, b int) bool { return v[idx[a]] < v[idx[b]] })
+		r := make([]float64, len(v))
+		for k, i := range idx {
+			r[i] = float64(k)
+		}
+		return r
+	}
+	rx, ry := rank(xs), rank(ys)
+	n := float64(len(xs))
+	var d2 float64
+	for i := range rx {
+		d := rx[i] - ry[i]
+		d2 += d * d
+	}
+	return 1 - 6*d2/(n*(n*n-1))
+}

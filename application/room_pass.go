@@ -1,0 +1,58 @@
+package application
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hmdp-go/seckill/domain"
+)
+
+// RoomPassCheck is the claim's one step for waiting rooms, run before the
+// claim: a sale without a room passes at the cost of a map lookup (after the
+// instance's first look at the sale), and a sale with one needs the user's
+// valid pass, checked by its signature with no Redis at all.
+type RoomPassCheck struct {
+	dir    *RoomDirectory
+	signer *RoomSigner
+}
+
+func NewRoomPassCheck(dir *RoomDirectory, signer *RoomSigner) *RoomPassCheck {
+	mustHave("RoomPassCheck", map[string]any{"dir": dir, "signer": signer})
+	return &RoomPassCheck{dir: dir, signer: signer}
+}
+
+// Check returns the position the pass admits (-1 for a sale without a room)
+// or domain.ErrPassRequired (no pass, or not this user's for this sale) or
+// domain.ErrPassExpired; ErrBusy when whether the sale has a room could not
+// be read. pass is asked for the claim's pass only when the sale has a room,
+// so a claim without one does not even read it.
+func (h *RoomPassCheck) Check(ctx context.Context, voucher domain.VoucherID, user domain.UserID, pass func() string) (int64, error) {
+	v, err := h.dir.room(ctx, voucher)
+	if err != nil {
+		return -1, fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	if v == nil {
+		return -1, nil
+	}
+	p, err := h.signer.OpenPass(pass(), voucher, user)
+	if err != nil {
+		return -1, domain.ErrPassRequired
+	}
+	if !h.dir.clock.Now().Before(p.Expires) {
+		return -1, domain.ErrPassExpired
+	}
+	return p.Position, nil
+}
+
+// Used records that a claim succeeded with the pass for position, so its
+// place counts as used, not outstanding. One store round trip; a failure
+// leaves the place to expire with its pass.
+func (h *RoomPassCheck) Used(ctx context.Context, voucher domain.VoucherID, user domain.UserID, position int64) error {
+	if position < 0 {
+		return nil
+	}
+	if err := h.dir.store.Use(ctx, voucher, user, position); err != nil {
+		return fmt.Errorf("mark pass of voucher %d used: %w", voucher, err)
+	}
+	return nil
+}

@@ -1,0 +1,394 @@
+package application_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hmdp-go/seckill/adapters/memory"
+	"github.com/hmdp-go/seckill/application"
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/test/testenv"
+)
+
+var roomKey = []byte("0123456789abcdef0123456789abcdef")
+
+// roomWorld is one instance's waiting rooms on the memory fakes.
+type roomWorld struct {
+	clock *testenv.Clock
+	rooms *memory.Rooms
+	gate  *memory.Gate
+	dir   *application.RoomDirectory
+	join  *application.JoinRoom
+	poll  *application.PollRoom
+	check *application.RoomPassCheck
+	add   *application.AddSeckillVoucher
+}
+
+func newRoomWorld(t testing.TB, at time.Time) *roomWorld {
+	t.Helper()
+	w := &roomWorld{clock: testenv.NewClock(at)}
+	w.gate = memory.NewGate(w.clock)
+	w.rooms = memory.NewRooms(w.gate)
+	w.dir = application.NewRoomDirectory(w.rooms, w.clock)
+	signer := application.NewRoomSigner(roomKey)
+	w.join = application.NewJoinRoom(w.dir, signer)
+	w.poll = application.NewPollRoom(w.dir, signer)
+	w.check = application.NewRoomPassCheck(w.dir, signer)
+	vouchers := memory.NewVouchers()
+	w.add = application.NewAddSeckillVoucher(vouchers, memory.NewOrders(vouchers), application.NewRoomGate(w.gate, w.rooms, w.dir))
+	return w
+}
+
+// sale creates a voucher beginning at begin with the room rules (zero: none).
+func (w *roomWorld) sale(t testing.TB, stock int, begin time.Time, r domain.RoomRules) domain.VoucherID {
+	t.Helper()
+	s, err := domain.NewSale(stock, begin, begin.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err = s.WithRoom(w.clock.Now(), r); err != nil {
+		t.Fatal(err)
+	}
+	v, err := domain.NewSeckillVoucher(domain.VoucherSpec{ShopID: 1, Title: "t"}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved, err := w.add.Handle(context.Background(), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return saved.ID()
+}
+
+func rules(t testing.TB, opens time.Duration, rate int, ttl time.Duration, margin int) domain.RoomRules {
+	t.Helper()
+	r, err := domain.NewRoomRules(opens, rate, ttl, margin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestJoinRoomRefusals(t *testing.T) {
+	ctx := context.Background()
+	begin := now.Add(time.Minute)
+	for _, tc := range []struct {
+		name string
+		at   time.Time
+		room bool
+		want error
+	}{
+		{"before_the_room_opens", begin.Add(-31 * time.Second), true, domain.ErrRoomNotOpen},
+		{"at_opening", begin.Add(-30 * time.Second), true, nil},
+		{"after_the_begin", begin.Add(time.Second), true, nil},
+		{"at_the_end", begin.Add(time.Hour), true, domain.ErrEnded},
+		{"a_sale_without_room", begin, false, domain.ErrNoRoom},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newRoomWorld(t, now)
+			var r domain.RoomRules
+			if tc.room {
+				r = rules(t, 30*time.Second, 10, time.Minute, 0)
+			}
+			id := w.sale(t, 10, begin, r)
+			w.clock.Set(tc.at)
+			st, err := w.join.Handle(ctx, id, 1)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("join = %+v, %v; want %v", st, err, tc.want)
+			}
+			if err == nil && st.Ticket == "" {
+				t.Fatal("a join answered no ticket")
+			}
+		})
+	}
+	w := newRoomWorld(t, now)
+	if _, err := w.join.Handle(ctx, 404, 1); !errors.Is(err, domain.ErrNoRoom) {
+		t.Fatalf("join of an unknown voucher = %v; want no_room", err)
+	}
+}
+
+func TestJoinAgainKeepsThePlace(t *testing.T) {
+	ctx := context.Background()
+	w := newRoomWorld(t, now)
+	id := w.sale(t, 10, now.Add(time.Minute), rules(t, time.Minute, 10, time.Minute, 0))
+	a, err := w.join.Handle(ctx, id, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.join.Handle(ctx, id, 2); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(application.RoomRefresh) // the view is refreshed at most once per interval
+	again, err := w.join.Handle(ctx, id, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Ticket != a.Ticket {
+		t.Fatalf("joining again gave another ticket: %q, then %q", a.Ticket, again.Ticket)
+	}
+	if again.Joined != 2 || again.Phase != application.RoomDrawPending {
+		t.Fatalf("status %+v; want 2 joined, pre_queue", again)
+	}
+}
+
+func TestPollRoomTickets(t *testing.T) {
+	ctx := context.Background()
+	w := newRoomWorld(t, now)
+	id := w.sale(t, 10, now.Add(time.Minute), rules(t, time.Minute, 10, time.Minute, 0))
+	other := w.sale(t, 10, now.Add(time.Minute), rules(t, time.Minute, 10, time.Minute, 0))
+	mine, err := w.join.Handle(ctx, id, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := application.NewRoomSigner([]byte("another key, of another service!")).
+		Ticket(application.Ticket{Voucher: id, User: 1, Index: 0})
+	for _, tc := range []struct {
+		name    string
+		voucher domain.VoucherID
+		user    domain.UserID
+		ticket  string
+		want    error
+	}{
+		{"own_ticket", id, 1, mine.Ticket, nil},
+		{"no_ticket", id, 1, "", domain.ErrNotInRoom},
+		{"garbage", id, 1, "not a ticket", domain.ErrNotInRoom},
+		{"another_users_ticket", id, 2, mine.Ticket, domain.ErrNotInRoom},
+		{"another_sales_ticket", other, 1, mine.Ticket, domain.ErrNotInRoom},
+		{"signed_with_another_key", id, 1, forged, domain.ErrNotInRoom},
+		{"truncated", id, 1, mine.Ticket[:len(mine.Ticket)-1], domain.ErrNotInRoom},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := w.poll.Handle(ctx, tc.voucher, tc.user, tc.ticket); !errors.Is(err, tc.want) {
+				t.Fatalf("poll = %v; want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// admitted polls until user's pass is issued or the clock passes until.
+func (w *roomWorld) pollAll(t testing.TB, id domain.VoucherID, tickets map[domain.UserID]string) map[domain.UserID]application.RoomStatus {
+	t.Helper()
+	out := make(map[domain.UserID]application.RoomStatus, len(tickets))
+	for u, tk := range tickets {
+		st, err := w.poll.Handle(context.Background(), id, u, tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[u] = st
+	}
+	return out
+}
+
+func TestRoomAdmitsAtTheRateAndChecksPasses(t *testing.T) {
+	ctx := context.Background()
+	begin := now.Add(time.Minute)
+	w := newRoomWorld(t, now)
+	id := w.sale(t, 100, begin, rules(t, time.Minute, 4, 10*time.Second, 0))
+	plain := w.sale(t, 100, begin, domain.RoomRules{})
+	tickets := make(map[domain.UserID]string)
+	for u := domain.UserID(1); u <= 8; u++ {
+		st, err := w.join.Handle(ctx, id, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tickets[u] = st.Ticket
+	}
+	// At the begin (in the draw's last millisecond) nobody is admitted.
+	w.clock.Set(begin)
+	for u, st := range w.pollAll(t, id, tickets) {
+		if st.Phase != application.RoomDrawPending {
+			t.Fatalf("user %d at the begin: %+v; want pre_queue", u, st)
+		}
+	}
+	// Half a second later the rate (4/s) admits 2; the others wait, told
+	// how many are ahead.
+	w.clock.Set(begin.Add(500 * time.Millisecond))
+	sts := w.pollAll(t, id, tickets)
+	var admitted []domain.UserID
+	positions := make(map[int64]bool)
+	for u, st := range sts {
+		positions[st.Position] = true
+		switch st.Phase {
+		case application.RoomAdmitted:
+			admitted = append(admitted, u)
+			if st.Pass == "" || !st.PassExpires.Equal(begin.Add(500*time.Millisecond+10*time.Second)) {
+				t.Fatalf("admitted user %d: %+v", u, st)
+			}
+		case application.RoomWaiting:
+			if st.Ahead != st.Position-1-2 || st.Wait != time.Duration(st.Ahead+1)*time.Second/4 {
+				t.Fatalf("waiting user %d: %+v", u, st)
+			}
+		default:
+			t.Fatalf("user %d: %+v", u, st)
+		}
+	}
+	if len(admitted) != 2 || len(positions) != 8 {
+		t.Fatalf("admitted %v, %d distinct positions; want 2 admitted of 8 distinct", admitted, len(positions))
+	}
+	u := admitted[0]
+	pass := sts[u].Pass
+	var waiting domain.UserID
+	for v, st := range sts {
+		if st.Phase == application.RoomWaiting {
+			waiting = v
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		voucher domain.VoucherID
+		user    domain.UserID
+		pass    string
+		at      time.Duration // after the begin
+		want    error
+	}{
+		{"own_pass", id, u, pass, time.Second, nil},
+		{"no_pass", id, u, "", time.Second, domain.ErrPassRequired},
+		{"a_ticket_is_no_pass", id, u, tickets[u], time.Second, domain.ErrPassRequired},
+		{"another_users_pass", id, waiting, pass, time.Second, domain.ErrPassRequired},
+		{"expired_pass", id, u, pass, 10500 * time.Millisecond, domain.ErrPassExpired},
+		{"sale_without_room_needs_none", plain, u, "", time.Second, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w.clock.Set(begin.Add(tc.at))
+			if _, err := w.check.Check(ctx, tc.voucher, tc.user, func() string { return tc.pass }); !errors.Is(err, tc.want) {
+				t.Fatalf("check = %v; want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// Polls between two refreshes cost the store nothing; one read per
+// RoomRefresh serves every poll of the instance.
+func TestPollAnswersFromMemory(t *testing.T) {
+	ctx := context.Background()
+	begin := now.Add(time.Minute)
+	w := newRoomWorld(t, now)
+	id := w.sale(t, 100, begin, rules(t, time.Minute, 4, 10*time.Second, 0))
+	st, err := w.join.Handle(ctx, id, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := w.rooms.Calls()
+	for i := 0; i < 1000; i++ {
+		if _, err := w.poll.Handle(ctx, id, 1, st.Ticket); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := w.rooms.Calls() - before; got != 0 {
+		t.Fatalf("1000 polls within one refresh cost %d store calls; want 0", got)
+	}
+	w.clock.Advance(application.RoomRefresh)
+	for i := 0; i < 1000; i++ {
+		if _, err := w.poll.Handle(ctx, id, 1, st.Ticket); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := w.rooms.Calls() - before; got != 1 {
+		t.Fatalf("1000 polls after a refresh interval cost %d store calls; want 1", got)
+	}
+	// The pass check of a sale without a room costs the instance that
+	// created it nothing, and another instance one look, then nothing: the
+	// sale's gate exists without a room, so it has none for good.
+	plain := w.sale(t, 100, begin, domain.RoomRules{})
+	w.clock.Set(begin.Add(time.Second))
+	other := application.NewRoomPassCheck(application.NewRoomDirectory(w.rooms, w.clock), application.NewRoomSigner(roomKey))
+	for _, tc := range []struct {
+		name  string
+		check *application.RoomPassCheck
+		want  int64
+	}{{"creating_instance", w.check, 0}, {"another_instance", other, 1}} {
+		before = w.rooms.Calls()
+		for i := 0; i < 1000; i++ {
+			if _, err := tc.check.Check(ctx, plain, 1, func() string { return "" }); err != nil {
+				t.Fatal(err)
+			}
+			w.clock.Advance(time.Second)
+		}
+		if got := w.rooms.Calls() - before; got != tc.want {
+			t.Fatalf("%s: 1000 claims of a sale without a room over 1000 s cost %d store calls; want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// No more passes are outstanding than stock + margin; a used pass frees its
+// place at once, an unused one when it expires, so abandoned places never
+// stall the line.
+func TestRoomCapsOutstandingPasses(t *testing.T) {
+	ctx := context.Background()
+	begin := now.Add(time.Minute)
+	w := newRoomWorld(t, now)
+	id := w.sale(t, 2, begin, rules(t, time.Minute, 1000, 10*time.Second, 1))
+	tickets := make(map[domain.UserID]string)
+	for u := domain.UserID(1); u <= 10; u++ {
+		st, err := w.join.Handle(ctx, id, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tickets[u] = st.Ticket
+	}
+	count := func() (admitted []domain.UserID, passes map[domain.UserID]string) {
+		passes = make(map[domain.UserID]string)
+		for u, st := range w.pollAll(t, id, tickets) {
+			if st.Phase == application.RoomAdmitted {
+				admitted = append(admitted, u)
+				passes[u] = st.Pass
+			}
+		}
+		return admitted, passes
+	}
+	w.clock.Set(begin.Add(time.Second))
+	adm, passes := count()
+	if len(adm) != 3 {
+		t.Fatalf("admitted %v; want stock+margin = 3", adm)
+	}
+	// One claims with its pass: the next in line is admitted.
+	p, err := w.check.Check(ctx, id, adm[0], func() string { return passes[adm[0]] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.check.Used(ctx, id, adm[0], p); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(application.RoomRefresh)
+	if adm, _ = count(); len(adm) != 4 {
+		t.Fatalf("after one pass was used: admitted %v; want 4", adm)
+	}
+	// Nobody else claims: ten seconds on, both batches of passes expired
+	// (the used one counts once), and three places are outstanding again.
+	w.clock.Advance(10 * time.Second)
+	if adm, _ = count(); len(adm) != 3 {
+		t.Fatalf("after the passes expired: admitted %v; want 3: abandoned places must not stall the line", adm)
+	}
+	for u, st := range w.pollAll(t, id, tickets) {
+		if st.Phase == application.RoomAdmitted && st.Position <= 4 {
+			t.Fatalf("user %d at position %d is still admitted after its pass expired", u, st.Position)
+		}
+	}
+}
+
+// An instance that looked at a sale before it existed learns of its room
+// within a second, well before its begin (domain.RoomLead): no claim slips
+// through without a pass.
+func TestAnotherInstanceLearnsOfANewRoom(t *testing.T) {
+	ctx := context.Background()
+	w := newRoomWorld(t, now)
+	other := application.NewRoomPassCheck(application.NewRoomDirectory(w.rooms, w.clock), application.NewRoomSigner(roomKey))
+	noPass := func() string { return "" }
+	const next = domain.VoucherID(1) // the id the memory repository gives first
+	if _, err := other.Check(ctx, next, 1, noPass); err != nil {
+		t.Fatalf("a sale that does not exist yet: %v", err)
+	}
+	begin := now.Add(domain.RoomLead)
+	if id := w.sale(t, 10, begin, rules(t, time.Second, 10, time.Minute, 0)); id != next {
+		t.Fatalf("the sale got id %d; the test expects %d", id, next)
+	}
+	w.clock.Advance(time.Second)
+	if _, err := other.Check(ctx, next, 1, noPass); !errors.Is(err, domain.ErrPassRequired) {
+		t.Fatalf("a second after the room was opened, another instance: %v; want pass_required", err)
+	}
+	if !w.clock.Now().Before(begin) {
+		t.Fatal("the test must check before the begin")
+	}
+}

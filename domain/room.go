@@ -1,0 +1,148 @@
+package domain
+
+import (
+	"time"
+)
+
+// RoomRules are a sale's waiting room (issue 27): who may claim is decided
+// by a line, not by who reaches the gate first. Everyone who joins from
+// OpensBefore before the sale's begin until the begin itself is placed in a
+// uniformly random order at the start (the draw); later joiners queue first
+// come, first served. Places are admitted at AdmitPerSecond; an admitted user
+// holds a pass valid for PassTTL, and no more passes are outstanding (issued,
+// not used, not expired) than the stock plus Margin. The zero value is "no
+// waiting room": the sale behaves as every sale did before rooms.
+type RoomRules struct {
+	opensBefore time.Duration
+	admitPerSec int
+	passTTL     time.Duration
+	margin      int
+}
+
+// Bounds of a room's rules: a pre-queue of a second is no pre-queue and one of
+// more than a day is not a flash sale; a pass must outlive a person's click
+// and a page load, and one held for longer than ten minutes blocks others.
+const (
+	MinRoomOpensBefore = time.Second
+	MaxRoomOpensBefore = 24 * time.Hour
+	MaxRoomAdmitRate   = 100_000
+	MinRoomPassTTL     = 5 * time.Second
+	MaxRoomPassTTL     = 10 * time.Minute
+	// RoomLead is how long before its begin a sale with a room must be
+	// created: every instance learns that a voucher has a room within a
+	// second of its creation, and none may let a claim without a pass
+	// through in the meantime (no claim succeeds before the begin anyway).
+	RoomLead = 3 * time.Second
+)
+
+// NewRoomRules validates a room's rules.
+func NewRoomRules(opensBefore time.Duration, admitPerSec int, passTTL time.Duration, margin int) (RoomRules, error) {
+	switch {
+	case opensBefore < MinRoomOpensBefore || opensBefore > MaxRoomOpensBefore:
+		return RoomRules{}, invalid("waitingRoom.opensBeforeSeconds", "must be between %d and %d seconds, got %s",
+			int(MinRoomOpensBefore/time.Second), int(MaxRoomOpensBefore/time.Second), opensBefore)
+	case opensBefore%time.Second != 0:
+		return RoomRules{}, invalid("waitingRoom.opensBeforeSeconds", "must be whole seconds, got %s", opensBefore)
+	case admitPerSec < 1 || admitPerSec > MaxRoomAdmitRate:
+		return RoomRules{}, invalid("waitingRoom.admitPerSecond", "must be between 1 and %d, got %d", MaxRoomAdmitRate, admitPerSec)
+	case passTTL < MinRoomPassTTL || passTTL > MaxRoomPassTTL:
+		return RoomRules{}, invalid("waitingRoom.passTtlSeconds", "must be between %d and %d seconds, got %s",
+			int(MinRoomPassTTL/time.Second), int(MaxRoomPassTTL/time.Second), passTTL)
+	case passTTL%time.Second != 0:
+		return RoomRules{}, invalid("waitingRoom.passTtlSeconds", "must be whole seconds, got %s", passTTL)
+	case margin < 0 || margin > MaxStock:
+		return RoomRules{}, invalid("waitingRoom.margin", "must be between 0 and %d, got %d", MaxStock, margin)
+	}
+	return RoomRules{opensBefore: opensBefore, admitPerSec: admitPerSec, passTTL: passTTL, margin: margin}, nil
+}
+
+func (r RoomRules) OpensBefore() time.Duration { return r.opensBefore }
+func (r RoomRules) AdmitPerSecond() int        { return r.admitPerSec }
+func (r RoomRules) PassTTL() time.Duration     { return r.passTTL }
+func (r RoomRules) Margin() int                { return r.margin }
+func (r RoomRules) IsZero() bool               { return r.admitPerSec == 0 }
+
+// UnmarshalRoomRulesFromDatabase rebuilds stored rules (all zero: no room).
+// Use it only in repositories and stores, for rules validated when written.
+func UnmarshalRoomRulesFromDatabase(opensBefore time.Duration, admitPerSec int, passTTL time.Duration, margin int) RoomRules {
+	if admitPerSec <= 0 {
+		return RoomRules{}
+	}
+	return RoomRules{opensBefore: opensBefore, admitPerSec: admitPerSec, passTTL: passTTL, margin: margin}
+}
+
+// WithRoom returns the sale with a waiting room, created at now: the sale
+// must begin at least RoomLead after now.
+func (s Sale) WithRoom(now time.Time, r RoomRules) (Sale, error) {
+	if r.IsZero() {
+		s.room = RoomRules{}
+		return s, nil
+	}
+	if s.begin.Before(now.Add(RoomLead)) {
+		return Sale{}, invalid("beginTime", "must be at least %s after now for a sale with a waiting room", RoomLead)
+	}
+	s.room = r
+	return s, nil
+}
+
+// WithStoredRoom is WithRoom for a sale read back from storage. Use it only in
+// repositories.
+func (s Sale) WithStoredRoom(r RoomRules) Sale { s.room = r; return s }
+
+// Room is the sale's waiting room; the zero RoomRules when it has none.
+func (s Sale) Room() RoomRules { return s.room }
+
+// HasRoom tells whether claims of the sale need a waiting-room pass.
+func (s Sale) HasRoom() bool { return !s.room.IsZero() }
+
+// RoomOpens is when the pre-queue opens.
+func (s Sale) RoomOpens() time.Time { return s.begin.Add(-s.room.opensBefore) }
+
+// RoomJoinable tells whether a user may join the room at now: from its
+// opening until the sale ends.
+func (s Sale) RoomJoinable(now time.Time) error {
+	switch {
+	case !s.HasRoom():
+		return ErrNoRoom
+	case now.Before(s.RoomOpens()):
+		return ErrRoomNotOpen
+	case s.Ended(now):
+		return ErrEnded
+	}
+	return nil
+}
+
+// InDraw tells whether a room operation at now is still in the pre-queue:
+// the draw includes every join recorded at or before the begin, to the
+// millisecond (the resolution the room's store keeps). The draw closes at
+// the first room operation after that, whichever instance makes it.
+func (s Sale) InDraw(now time.Time) bool {
+	return !now.Truncate(time.Millisecond).After(s.begin.Truncate(time.Millisecond))
+}
+
+// Waiting-room answers. ErrPassRequired and ErrPassExpired are a claim's
+// refusals (see Refusals); the others answer a join or a poll.
+var (
+	ErrPassRequired = &Refusal{"pass_required", "this sale has a waiting room: a valid pass is required"}
+	ErrNoRoom       = &Refusal{"no_room", "this sale has no waiting room"}
+	ErrRoomNotOpen  = &Refusal{"room_not_open", "the waiting room is not open yet"}
+	ErrNotInRoom    = &Refusal{"not_in_room", "not in this waiting room: join it first"}
+	ErrPassExpired  = &Refusal{"pass_expired", "the pass was not used in time; the place went to the next in line"}
+)
+
+// RoomRefusals lists the answers of a join or a poll that are not claim
+// refusals. The slice is a copy.
+func RoomRefusals() []*Refusal {
+	return []*Refusal{ErrNoRoom, ErrRoomNotOpen, ErrNotInRoom}
+}
+
+// AdmitTarget is how many places the admission rate allows after elapsed
+// since the begin (whole milliseconds, as the store counts them); before the
+// begin, none.
+func (r RoomRules) AdmitTarget(elapsed time.Duration) int64 {
+	ms := elapsed.Milliseconds()
+	if ms <= 0 {
+		return 0
+	}
+	return int64(r.admitPerSec) * ms / 1000
+}

@@ -1,0 +1,109 @@
+package component_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/hmdp-go/seckill/adapters/redissession"
+	"github.com/hmdp-go/seckill/infra"
+)
+
+type roomAnswer struct {
+	Ticket string `json:"ticket"`
+	State  string `json:"state"`
+	Pass   string `json:"pass"`
+}
+
+func sendRoom(t *testing.T, method, url, token string, header map[string]string) (int, envelope) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, http.NoBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("authorization", token)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var env envelope
+	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, env
+}
+
+// TestWaitingRoomThroughTheService: the wired service, on the embedded
+// Redis, with a voucher created over HTTP with a waiting room: joining,
+// polling, a claim without a pass refused at no Redis cost, and the claim
+// with the pass taken once the room admits the user at the begin.
+func TestWaitingRoomThroughTheService(t *testing.T) {
+	app := run(t, embeddedConfig(t, infra.QueueStream), zerolog.Nop())
+	sessions := redissession.New(app.Redis, redissession.Options{TTL: time.Hour})
+	admin, err := sessions.Mint(context.Background(), adminUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, err := sessions.Mint(context.Background(), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now().UTC().Add(3500 * time.Millisecond)
+	status, env := postJSON(t, http.DefaultClient, "http://"+app.Addr()+"/voucher/seckill", admin, map[string]any{
+		"shopId": 1, "title": "room", "payValue": 100, "actualValue": 1000, "type": 1, "stock": 3,
+		"beginTime": begin.Format(time.RFC3339Nano), "endTime": begin.Add(time.Hour).Format(time.RFC3339),
+		"waitingRoom": map[string]any{"opensBeforeSeconds": 60, "admitPerSecond": 10},
+	})
+	if status != http.StatusOK || !env.Success {
+		t.Fatalf("create voucher: %d %+v", status, env)
+	}
+	var s string
+	_ = json.Unmarshal(env.Data, &s)
+	vid, _ := strconv.ParseInt(s, 10, 64)
+	base := fmt.Sprintf("http://%s/voucher-order/", app.Addr())
+
+	status, env = sendRoom(t, http.MethodPost, fmt.Sprintf("%sroom/%d/join", base, vid), user, nil)
+	var joined roomAnswer
+	if status != http.StatusOK || !env.Success || json.Unmarshal(env.Data, &joined) != nil || joined.State != "pre_queue" {
+		t.Fatalf("join: %d %+v", status, env)
+	}
+
+	counter := &requestTraffic{}
+	app.Redis.AddHook(counter)
+	status, env = sendRoom(t, http.MethodPost, fmt.Sprintf("%sseckill/%d", base, vid), user, nil)
+	if status != http.StatusOK || env.Code != "pass_required" || env.ErrorMsg == "" {
+		t.Fatalf("claim without a pass: %d %+v", status, env)
+	}
+	if n := counter.n.Load(); n != 0 {
+		t.Fatalf("a claim without a pass cost %d Redis round trips; want 0", n)
+	}
+
+	var pass string
+	deadline := time.Now().Add(15 * time.Second)
+	for pass == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("not admitted 15 s after joining a room whose sale begins 3.5 s after its creation")
+		}
+		status, env = sendRoom(t, http.MethodGet, fmt.Sprintf("%sroom/%d?ticket=%s", base, vid, joined.Ticket), user, nil)
+		var st roomAnswer
+		if status != http.StatusOK || !env.Success || json.Unmarshal(env.Data, &st) != nil {
+			t.Fatalf("poll: %d %+v", status, env)
+		}
+		pass = st.Pass
+		time.Sleep(50 * time.Millisecond) // a client's poll interval, not synchronisation
+	}
+	status, env = sendRoom(t, http.MethodPost, fmt.Sprintf("%sseckill/%d", base, vid), user, map[string]string{"X-Room-Pass": pass})
+	if status != http.StatusOK || !env.Success {
+		t.Fatalf("claim with the pass: %d %+v", status, env)
+	}
+}
