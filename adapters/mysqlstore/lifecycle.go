@@ -176,15 +176,7 @@ func (r *OrderRepo) Unreturned(ctx context.Context, limit int) ([]domain.Voucher
 	if err != nil {
 		return nil, wrap("list unreturned orders", err)
 	}
-	out := make([]domain.VoucherOrder, 0, len(rows))
-	for _, row := range rows {
-		o, err := row.toDomain()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
-	}
-	return out, nil
+	return toOrders(rows)
 }
 
 func (r *OrderRepo) Returned(ctx context.Context, ids []domain.OrderID) error {
