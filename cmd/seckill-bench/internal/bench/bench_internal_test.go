@@ -494,3 +494,24 @@ func TestNotesSayEachTextOnce(t *testing.T) {
 		t.Errorf("no summary of the disturbed runs:\n%s", b.String())
 	}
 }
+
+// A short run costs the serving child less than a 10 ms tick of
+// /proc/<pid>/stat, so its CPU is summed from its threads' schedstat in
+// nanoseconds: a few milliseconds of work show, which ticks would round
+// to zero or to a whole tick.
+func TestThreadCPUSeesLessThanATick(t *testing.T) {
+	before, self0 := cpuOfThreads(os.Getpid()), processCPU()
+	for processCPU()-self0 < 3*time.Millisecond {
+		for i := 0; i < 10_000; i++ {
+			_ = strings.Repeat("x", i%7)
+		}
+	}
+	spent := processCPU() - self0
+	got := cpuOfThreads(os.Getpid()) - before
+	if got < spent/2 || got > spent*4 {
+		t.Errorf("threads' CPU grew %v while this process spent %v (rusage)", got, spent)
+	}
+	if got%(10*time.Millisecond) == 0 {
+		t.Errorf("threads' CPU grew %v: a whole number of ticks, not read in nanoseconds", got)
+	}
+}

@@ -39,14 +39,14 @@ type cpuSample struct {
 func (e *env) sample() cpuSample {
 	s := cpuSample{at: time.Now(), self: processCPU(), busy: systemBusy()}
 	if !e.embeddedRedis {
-		s.redis = cpuOfPIDs(e.redisPIDs)
+		s.redis = e.redisCPU()
 	}
 	if !e.embeddedDB {
 		s.mysql = cpuOfPIDs(e.mysqlPIDs)
 	}
 	if pid := e.childPID.Load(); pid > 0 {
 		s.childPID = pid
-		s.child = cpuOfStat(fmt.Sprintf("/proc/%d/stat", pid), nil)
+		s.child = cpuOfThreads(int(pid))
 	}
 	return s
 }
@@ -174,18 +174,59 @@ const userHZ = 100
 
 // redisServerPIDs finds the local Redis server process: Redis says its own
 // pid, so a Redis Cluster on the same machine is not counted as the Redis
-// under test; by name when that pid is not a local redis-server.
-func redisServerPIDs(ctx context.Context, rdb *redis.Client) []int {
-	if info, err := rdb.Info(ctx, "server").Result(); err == nil {
-		for _, line := range strings.Split(info, "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
-				if pid, err := strconv.Atoi(v); err == nil && isProcess(pid, "redis-server") {
-					return []int{pid}
-				}
-			}
+// under test; by name when that pid is not a local redis-server. self says
+// the pid is the one Redis reported, so its own CPU figures are that
+// process's.
+func redisServerPIDs(ctx context.Context, rdb *redis.Client) (pids []int, self bool) {
+	if v, ok := infoField(ctx, rdb, "server", "process_id"); ok {
+		if pid, err := strconv.Atoi(v); err == nil && isProcess(pid, "redis-server") {
+			return []int{pid}, true
 		}
 	}
-	return pidsNamed("redis-server")
+	return pidsNamed("redis-server"), false
+}
+
+// redisCPU is what the Redis under test has used. When Redis is the local
+// process it says it is, its INFO cpu (its own getrusage, in µs) is read:
+// /proc counts in ticks of 10 ms, and a short run costs Redis less than a
+// tick. Else, or if INFO fails, the processes' ticks.
+func (e *env) redisCPU() time.Duration {
+	if e.redisSelf {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		sys, ok1 := infoSeconds(ctx, e.rdb, "used_cpu_sys")
+		user, ok2 := infoSeconds(ctx, e.rdb, "used_cpu_user")
+		if ok1 && ok2 {
+			return sys + user
+		}
+	}
+	return cpuOfPIDs(e.redisPIDs)
+}
+
+func infoSeconds(ctx context.Context, rdb *redis.Client, field string) (time.Duration, bool) {
+	v, ok := infoField(ctx, rdb, "cpu", field)
+	if !ok {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 {
+		return 0, false
+	}
+	return time.Duration(f * float64(time.Second)), true
+}
+
+// infoField reads one field of a section of Redis's INFO.
+func infoField(ctx context.Context, rdb *redis.Client, section, field string) (string, bool) {
+	info, err := rdb.Info(ctx, section).Result()
+	if err != nil {
+		return "", false
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 func isProcess(pid int, names ...string) bool {
@@ -208,6 +249,33 @@ func pidsNamed(names ...string) []int {
 		}
 	}
 	return pids
+}
+
+// cpuOfThreads is what a process's threads have run, summed from their
+// /proc/<pid>/task/<tid>/schedstat (nanoseconds): /proc/<pid>/stat counts
+// in ticks of 10 ms, and a short run costs the serving child less than a
+// tick. It suits a process whose threads live as long as it does (the
+// serving child, a Go program: a thread that exits takes its time with it);
+// when the kernel keeps no schedstat it falls back to the ticks.
+func cpuOfThreads(pid int) time.Duration {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/[0-9]*/schedstat", pid))
+	var total time.Duration
+	for _, p := range tasks {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		first, _, _ := strings.Cut(strings.TrimSpace(string(raw)), " ")
+		ns, err := strconv.ParseInt(first, 10, 64)
+		if err != nil {
+			continue
+		}
+		total += time.Duration(ns)
+	}
+	if total == 0 {
+		return cpuOfStat(fmt.Sprintf("/proc/%d/stat", pid), nil)
+	}
+	return total
 }
 
 func cpuOfPIDs(pids []int) time.Duration {

@@ -41,6 +41,9 @@ type env struct {
 	// processes whose CPU a run accounts (none when they are not local).
 	cores                int
 	redisPIDs, mysqlPIDs []int
+	// redisSelf says redisPIDs is the process Redis reported as its own,
+	// so Redis's INFO cpu measures it.
+	redisSelf bool
 }
 
 func openEnv(ctx context.Context, opts Options) (*env, error) {
@@ -76,7 +79,7 @@ func openEnv(ctx context.Context, opts Options) (*env, error) {
 	}
 	e.cores = runtime.NumCPU()
 	if !e.embeddedRedis {
-		e.redisPIDs = redisServerPIDs(pctx, e.rdb)
+		e.redisPIDs, e.redisSelf = redisServerPIDs(pctx, e.rdb)
 	}
 	if !e.embeddedDB {
 		e.mysqlPIDs = pidsNamed("mariadbd", "mysqld")
