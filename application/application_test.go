@@ -396,7 +396,9 @@ func TestConstructorsRefuseNilDependencies(t *testing.T) {
 	mustPanic("get_without_orders", func() { application.NewGetOrder(nil, memory.NewGate(testenv.NewClock(now))) })
 	mustPanic("sale_dashboard_without_claim_counts", func() {
 		v := memory.NewVouchers()
-		application.NewSaleDashboard(v, memory.NewGate(testenv.NewClock(now)), memory.NewOrders(v), chanqueue.New(1, 0), nil, testenv.NewClock(now))
+		g := memory.NewGate(testenv.NewClock(now))
+		application.NewSaleDashboard(v, g, memory.NewOrders(v), chanqueue.New(1, 0), nil,
+			application.NewRoomDirectory(memory.NewRooms(g), testenv.NewClock(now)), testenv.NewClock(now))
 	})
 }
 

@@ -255,6 +255,33 @@ type RoomFigures struct {
 	ReadAt time.Time
 }
 
+// Read gives a sale's room as of at most RoomRefresh ago (reading the store
+// when this instance's view is older: one round trip, shared with the
+// polls); false when the sale has no room.
+func (d *RoomDirectory) Read(ctx context.Context, v domain.Voucher) (RoomFigures, bool, error) {
+	if !v.Sale().HasRoom() {
+		return RoomFigures{}, false, nil
+	}
+	d.Remember(v)
+	view, err := d.room(ctx, v.ID())
+	if err != nil || view == nil {
+		return RoomFigures{}, false, err
+	}
+	if _, err := d.state(ctx, view); err != nil {
+		return RoomFigures{}, false, err
+	}
+	view.mu.Lock()
+	defer view.mu.Unlock()
+	return view.figures(), true, nil
+}
+
+// figures is the view's last reading; v.mu held.
+func (v *roomView) figures() RoomFigures {
+	s := v.snap
+	return RoomFigures{Voucher: v.id, Joined: s.Joined, Admitted: s.Boundary,
+		Waiting: max(s.Joined-s.Boundary, 0), Used: s.Used, Lapsed: s.Lapsed, Drawn: s.Drawn, ReadAt: v.readAt}
+}
+
 // Figures lists the rooms this instance has read whose sale has not ended at
 // now, by voucher id.
 func (d *RoomDirectory) Figures(now time.Time) []RoomFigures {
@@ -269,13 +296,12 @@ func (d *RoomDirectory) Figures(now time.Time) []RoomFigures {
 	out := make([]RoomFigures, 0, len(views))
 	for _, v := range views {
 		v.mu.Lock()
-		s, at := v.snap, v.readAt
+		f := v.figures()
 		v.mu.Unlock()
-		if at.IsZero() {
+		if f.ReadAt.IsZero() {
 			continue
 		}
-		out = append(out, RoomFigures{Voucher: v.id, Joined: s.Joined, Admitted: s.Boundary,
-			Waiting: max(s.Joined-s.Boundary, 0), Used: s.Used, Lapsed: s.Lapsed, Drawn: s.Drawn, ReadAt: at})
+		out = append(out, f)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Voucher < out[j].Voucher })
 	return out

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmdp-go/seckill/adapters/chanqueue"
+	"github.com/hmdp-go/seckill/adapters/claimcount"
 	"github.com/hmdp-go/seckill/adapters/memory"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
@@ -24,6 +26,7 @@ type roomWorld struct {
 	poll  *application.PollRoom
 	check *application.RoomPassCheck
 	add   *application.AddSeckillVoucher
+	board *application.SaleDashboard
 }
 
 func newRoomWorld(t testing.TB, at time.Time) *roomWorld {
@@ -37,7 +40,9 @@ func newRoomWorld(t testing.TB, at time.Time) *roomWorld {
 	w.poll = application.NewPollRoom(w.dir, signer)
 	w.check = application.NewRoomPassCheck(w.dir, signer)
 	vouchers := memory.NewVouchers()
-	w.add = application.NewAddSeckillVoucher(vouchers, memory.NewOrders(vouchers), application.NewRoomGate(w.gate, w.rooms, w.dir))
+	orders := memory.NewOrders(vouchers)
+	w.add = application.NewAddSeckillVoucher(vouchers, orders, application.NewRoomGate(w.gate, w.rooms, w.dir))
+	w.board = application.NewSaleDashboard(vouchers, w.gate, orders, chanqueue.New(1, 0), claimcount.New(), w.dir, w.clock)
 	return w
 }
 
@@ -390,5 +395,77 @@ func TestAnotherInstanceLearnsOfANewRoom(t *testing.T) {
 	}
 	if !w.clock.Now().Before(begin) {
 		t.Fatal("the test must check before the begin")
+	}
+}
+
+// The live sale page shows a sale's room as the store has it, read by the
+// board itself (an instance that serves no poll of that room still shows
+// it): places given, then admitted at the rate after the draw, and passes
+// used; a sale without a room shows none.
+func TestSaleBoardShowsTheWaitingRoom(t *testing.T) {
+	ctx := context.Background()
+	begin := now.Add(time.Minute)
+	w := newRoomWorld(t, now)
+	id := w.sale(t, 100, begin, rules(t, time.Minute, 4, 10*time.Second, 0))
+	plain := w.sale(t, 100, begin, domain.RoomRules{})
+	tickets := make(map[domain.UserID]string)
+	for u := domain.UserID(1); u <= 6; u++ {
+		st, err := w.join.Handle(ctx, id, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tickets[u] = st.Ticket
+	}
+	room := func() application.RoomFigures {
+		t.Helper()
+		b, err := w.board.Handle(ctx, application.SaleBoardQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got *application.RoomFigures
+		for _, s := range b.Sales {
+			switch s.Voucher.ID() {
+			case id:
+				got = s.Room
+			case plain:
+				if s.Room != nil {
+					t.Fatalf("the sale without a room shows one: %+v", *s.Room)
+				}
+			}
+		}
+		if got == nil {
+			t.Fatalf("the sale with a room shows none: %+v", b.Sales)
+		}
+		return *got
+	}
+	w.clock.Advance(application.RoomRefresh)
+	if f := room(); f.Joined != 6 || f.Waiting != 6 || f.Admitted != 0 || f.Drawn {
+		t.Fatalf("before the begin: %+v; want 6 joined, all waiting, none admitted, not drawn", f)
+	}
+	// One second after the begin the rate (4/s) has admitted 4.
+	w.clock.Set(begin.Add(time.Second))
+	f := room()
+	if f.Joined != 6 || f.Waiting != 2 || f.Admitted != 4 || !f.Drawn || f.Used != 0 {
+		t.Fatalf("a second after the begin: %+v; want 4 admitted, 2 waiting, drawn", f)
+	}
+	// An admitted user's pass is used by their claim; the board counts it.
+	sts := w.pollAll(t, id, tickets)
+	for u, st := range sts {
+		if st.Phase != application.RoomAdmitted {
+			continue
+		}
+		pass := st.Pass
+		p, err := w.check.Check(ctx, id, u, func() string { return pass })
+		if err != nil {
+			t.Fatalf("the pass of user %d: %v", u, err)
+		}
+		if err := w.check.Used(ctx, id, u, p); err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	w.clock.Advance(application.RoomRefresh)
+	if f := room(); f.Used != 1 || f.Lapsed != 0 {
+		t.Fatalf("after one pass used: %+v; want 1 used, none expired", f)
 	}
 }

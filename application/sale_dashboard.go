@@ -13,14 +13,17 @@ import (
 
 // MaxSaleBoard caps the vouchers one live sale page request reads, so its
 // cost stays bounded however many sales an admin schedules: per voucher one
-// SQL query, one gate read and one queue read.
+// SQL query, one gate read, one queue read and, for a sale with a waiting
+// room, at most one room read per RoomRefresh.
 const MaxSaleBoard = 12
 
 // SaleDashboard gathers what the live sale page shows: for each sale that
 // has not ended, the stock left in the gate and in the database, the orders
-// recorded, this instance's claim answers and the queue's backlog.
+// recorded, this instance's claim answers, the queue's backlog and, for a
+// sale with one, its waiting room.
 type SaleDashboard struct {
 	vouchers ports.VoucherRepository
+	rooms    *RoomDirectory
 	gate     ports.GateAudit
 	ledger   ports.OrderLedger
 	queue    ports.QueueMonitor
@@ -29,12 +32,12 @@ type SaleDashboard struct {
 }
 
 func NewSaleDashboard(vouchers ports.VoucherRepository, gate ports.GateAudit, ledger ports.OrderLedger,
-	queue ports.QueueMonitor, claims ports.ClaimCounts, clock ports.Clock,
+	queue ports.QueueMonitor, claims ports.ClaimCounts, rooms *RoomDirectory, clock ports.Clock,
 ) *SaleDashboard {
 	mustHave("SaleDashboard", map[string]any{
-		"vouchers": vouchers, "gate": gate, "ledger": ledger, "queue": queue, "claims": claims, "clock": clock,
+		"vouchers": vouchers, "gate": gate, "ledger": ledger, "queue": queue, "claims": claims, "rooms": rooms, "clock": clock,
 	})
-	return &SaleDashboard{vouchers: vouchers, gate: gate, ledger: ledger, queue: queue, claims: claims, clock: clock}
+	return &SaleDashboard{vouchers: vouchers, gate: gate, ledger: ledger, queue: queue, claims: claims, rooms: rooms, clock: clock}
 }
 
 // SaleBoardQuery says what one reading includes.
@@ -76,6 +79,8 @@ type SaleRow struct {
 	Backlog   ports.Backlog
 	Claims    map[string]int64
 	History   ports.ClaimHistory // only when the query asked for it
+	// Room is the sale's waiting room (nil: it has none).
+	Room *RoomFigures
 }
 
 // Live reports whether the sale has started (selling or sold out).
@@ -167,6 +172,11 @@ func (h *SaleDashboard) Handle(ctx context.Context, q SaleBoardQuery) (SaleBoard
 		}
 		if row.Backlog, err = h.queue.Backlog(ctx, v.ID()); err != nil {
 			return b, fmt.Errorf("queue backlog of voucher %d: %w", v.ID(), err)
+		}
+		if f, ok, err := h.rooms.Read(ctx, v); err != nil {
+			return b, fmt.Errorf("waiting room of voucher %d: %w", v.ID(), err)
+		} else if ok {
+			row.Room = &f
 		}
 		if started(v) {
 			row.State = SaleSelling

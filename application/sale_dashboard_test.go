@@ -27,7 +27,8 @@ func TestSaleDashboard(t *testing.T) {
 	w := newWorld(t, 16, nil)
 	gate := w.gate.(*memory.Gate)
 	counter := claimcount.New()
-	board := application.NewSaleDashboard(w.vouchers, gate, w.orders, w.queue, counter, testenv.NewClock(now))
+	rooms := application.NewRoomDirectory(memory.NewRooms(gate), testenv.NewClock(now))
+	board := application.NewSaleDashboard(w.vouchers, gate, w.orders, w.queue, counter, rooms, testenv.NewClock(now))
 
 	later := w.voucher(t, 5, now.Add(2*time.Hour), now.Add(3*time.Hour))
 	soon := w.voucher(t, 5, now.Add(time.Hour), now.Add(3*time.Hour))
@@ -61,7 +62,7 @@ func TestSaleDashboard(t *testing.T) {
 	}
 
 	// A backend that fails fails the reading: zeros would read as a sell-out.
-	broken := application.NewSaleDashboard(w.vouchers, brokenGate{gate}, w.orders, w.queue, counter, testenv.NewClock(now))
+	broken := application.NewSaleDashboard(w.vouchers, brokenGate{gate}, w.orders, w.queue, counter, rooms, testenv.NewClock(now))
 	if _, err := broken.Handle(ctx, application.SaleBoardQuery{}); err == nil {
 		t.Fatal("a failing gate gave a board")
 	}

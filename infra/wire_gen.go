@@ -74,7 +74,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	payOrder := providePayOrder(orderRepository, voucherRepo, orderLifecycle, systemClock, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
-	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, systemClock)
+	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, roomDirectory, systemClock)
 	claimObserver := provideClaimObserver(observability)
 	roomSigner, err := provideRoomSigner(universalClient, c, log)
 	if err != nil {
@@ -198,7 +198,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	payOrder := providePayOrder(orderRepository, voucherRepo, orderLifecycle, systemClock, c)
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
-	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, systemClock)
+	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, roomDirectory, systemClock)
 	claimObserver := provideClaimObserver(observability)
 	roomSigner, err := provideRoomSigner(universalClient, c, log)
 	if err != nil {

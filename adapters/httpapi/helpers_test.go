@@ -273,7 +273,7 @@ func newEnv(t testing.TB, opt options) *env {
 		Admins:         []domain.UserID{adminUser},
 		Limits:         opt.limits,
 		TrustedProxies: opt.proxies,
-		Sales:          application.NewSaleDashboard(mv, gate, ledger, queue, counter, clock),
+		Sales:          application.NewSaleDashboard(mv, gate, ledger, queue, counter, roomDir, clock),
 		Split:          opt.split,
 		PublicReadTTL:  opt.readTTL,
 		Cancel:         application.NewCancelOrder(orders, ledger, sgate),

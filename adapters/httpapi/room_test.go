@@ -163,4 +163,19 @@ func TestWaitingRoomFlow(t *testing.T) {
 	if got := e.rooms.Calls(); got > 12 {
 		t.Fatalf("the room store was called %d times; polls must answer from memory", got)
 	}
+	// The live sale page's figures: two joined, both admitted, one pass used
+	// and one lapsed; the sale without a room shows none.
+	board, _ := e.board()
+	for _, s := range board.Sales {
+		switch r := s.Room; s.ID {
+		case id:
+			if r == nil || r.Joined != 2 || r.Waiting != 0 || r.Admitted != 2 || r.PassesUsed != 1 || r.PassesExpired != 1 || !r.Drawn {
+				t.Fatalf("the room on the sale board: %+v", r)
+			}
+		case plain:
+			if r != nil {
+				t.Fatalf("a sale without a room shows one on the board: %+v", *r)
+			}
+		}
+	}
 }

@@ -109,6 +109,21 @@ type saleDTO struct {
 	Backlog *backlogDTO `json:"backlog,omitempty"`
 	// History is present when the request asked for it (?history=1).
 	History *historyDTO `json:"history,omitempty"`
+	// Room is the sale's waiting room; omitted for a sale without one.
+	Room *roomBoardDTO `json:"waitingRoom,omitempty"`
+}
+
+// roomBoardDTO is a waiting room as the service read it (at most 250 ms
+// ago): places given, admitted (passes issued), still waiting, passes used
+// by a claim and passes that lapsed unused; drawn once the pre-queue's
+// order was drawn at the begin.
+type roomBoardDTO struct {
+	Joined        int64 `json:"joined"`
+	Waiting       int64 `json:"waiting"`
+	Admitted      int64 `json:"admitted"`
+	PassesUsed    int64 `json:"passesUsed"`
+	PassesExpired int64 `json:"passesExpired"`
+	Drawn         bool  `json:"drawn"`
 }
 
 type balanceDTO struct {
@@ -175,6 +190,10 @@ func (a *api) saleDTO(s application.SaleRow) saleDTO {
 	if s.GateFound {
 		stock := s.GateStock
 		d.GateStock = &stock
+	}
+	if r := s.Room; r != nil {
+		d.Room = &roomBoardDTO{Joined: r.Joined, Waiting: r.Waiting, Admitted: r.Admitted,
+			PassesUsed: r.Used, PassesExpired: r.Lapsed, Drawn: r.Drawn}
 	}
 	if s.Backlog.Known {
 		d.Backlog = &backlogDTO{Length: s.Backlog.Length, Pending: s.Backlog.Pending, LagMs: s.Backlog.Lag.Milliseconds()}

@@ -41,6 +41,14 @@ type saleOut struct {
 		At     []int64            `json:"at"`
 		Claims map[string][]int64 `json:"claims"`
 	} `json:"history"`
+	Room *struct {
+		Joined        int64 `json:"joined"`
+		Waiting       int64 `json:"waiting"`
+		Admitted      int64 `json:"admitted"`
+		PassesUsed    int64 `json:"passesUsed"`
+		PassesExpired int64 `json:"passesExpired"`
+		Drawn         bool  `json:"drawn"`
+	} `json:"waitingRoom"`
 }
 
 func (e *env) board() (saleBoard, int64) {

@@ -26,28 +26,7 @@ func TestWaitingRoomPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browserPath),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(390, 844),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancelBrowser()
-	bctx, cancel := context.WithTimeout(bctx, 90*time.Second)
-	defer cancel()
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start %s: %v", browserPath, err)
-	}
+	bctx := newBrowser(t, browserPath)
 	// The sale is created once the browser runs (its start takes seconds):
 	// its begin leaves time to see the pre-queue.
 	begin := time.Now().Add(domain.RoomLead + 2*time.Second)
@@ -56,15 +35,7 @@ func TestWaitingRoomPage(t *testing.T) {
 			`"beginTime":%q,"endTime":%q,"waitingRoom":{"opensBeforeSeconds":60,"admitPerSecond":10}}`,
 		begin.Format(time.RFC3339Nano), begin.Add(time.Hour).Format(time.RFC3339)))
 
-	waitFor := func(what, cond string) {
-		t.Helper()
-		pctx, cancel := context.WithTimeout(bctx, 20*time.Second)
-		defer cancel()
-		if _, err := chromedp.Run(pctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
-			shown, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
-			t.Fatalf("the page never showed %s: %v\npage:\n%s", what, err, shown)
-		}
-	}
+	waitFor := func(what, cond string) { t.Helper(); waitOn(t, bctx, what, cond) }
 
 	err = chromedp.Do(bctx,
 		chromedp.Navigate(base+"/waiting-room?voucher="+voucher),
@@ -85,4 +56,11 @@ func TestWaitingRoomPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("the order", `/^[0-9]+$/.test(document.getElementById('result').dataset.order || '')`)
+
+	// The admin's live sale page shows the room: one joined, admitted, and
+	// the pass used by the purchase.
+	adminLogin(t, bctx, base, adminToken)
+	waitFor("the waiting room on the live sale page", fmt.Sprintf(
+		`(document.querySelector('[data-voucher="%s"] [data-field="room"]:not([hidden])') || {}).textContent === `+
+			`"Waiting room: 1 joined · 0 waiting · 1 admitted · 1 pass used · 0 expired"`, voucher))
 }

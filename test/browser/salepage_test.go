@@ -51,6 +51,64 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// newBrowser starts headless Chromium at path with a phone-sized window
+// and a profile of its own, for at most 90 s; a broken install fails here,
+// clearly. It closes with the test.
+func newBrowser(t *testing.T, path string) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox, // the test may run as root, where the sandbox cannot start
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(390, 844),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(cancelBrowser)
+	bctx, cancel := context.WithTimeout(bctx, 90*time.Second)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("start %s: %v", path, err)
+	}
+	return bctx
+}
+
+// waitOn polls the page in bctx (no sleeps) until the JavaScript cond
+// holds, or fails saying what the page showed.
+func waitOn(t *testing.T, bctx context.Context, what, cond string) {
+	t.Helper()
+	pctx, cancel := context.WithTimeout(bctx, 20*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(pctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		shown, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`(document.querySelector('main') || document.body || {innerText: ""}).innerText`))
+		t.Fatalf("the page never showed %s: %v\npage:\n%s", what, err, shown)
+	}
+}
+
+// adminLogin opens the live sale page in bctx and logs in with token.
+func adminLogin(t *testing.T, bctx context.Context, base, token string) {
+	t.Helper()
+	err := chromedp.Do(bctx,
+		chromedp.Navigate(base+"/admin/sales"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.ID("board")),
+	)
+	if err != nil {
+		shown, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : "(no body)"`))
+		t.Fatalf("open the live sale page and log in: %v\npage:\n%s", err, shown)
+	}
+}
+
 // startService runs the wired service on the embedded backends with the
 // Stream queue (whose backlog the page shows per sale), and user 1 as admin.
 func startService(t *testing.T) (string, *infra.App) {
@@ -140,45 +198,13 @@ func TestLiveSalePageShowsASaleAndItsNumbersMove(t *testing.T) {
 		return tok
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browserPath),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox, // the test may run as root, where the sandbox cannot start
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(390, 844),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancelBrowser()
-	bctx, cancel := context.WithTimeout(bctx, 90*time.Second)
-	defer cancel()
-	// The first run starts the browser; a broken install fails here, clearly.
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start %s: %v", browserPath, err)
-	}
+	bctx := newBrowser(t, browserPath)
 
 	card := fmt.Sprintf(`[data-voucher="%s"]`, voucher)
 	fieldJS := func(name string) string {
 		return fmt.Sprintf(`(document.querySelector('%s [data-field="%s"]') || {}).textContent`, card, name)
 	}
-	// waitFor polls the page (no sleeps) until cond holds, or fails saying
-	// what the page showed.
-	waitFor := func(what, cond string) {
-		t.Helper()
-		pctx, cancel := context.WithTimeout(bctx, 20*time.Second)
-		defer cancel()
-		if _, err := chromedp.Run(pctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
-			shown, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`(document.querySelector('main') || document.body).innerText`))
-			t.Fatalf("the page never showed %s: %v\npage:\n%s", what, err, shown)
-		}
-	}
+	waitFor := func(what, cond string) { t.Helper(); waitOn(t, bctx, what, cond) }
 
 	lctx, cancelLogin := context.WithTimeout(bctx, 30*time.Second)
 	defer cancelLogin()

@@ -219,6 +219,7 @@
     field(c, 'returned', String(s.returned));
     field(c, 'failed', String(s.failed));
     showBalance(c, s);
+    showRoom(c, s.waitingRoom);
     if (s.backlog) {
       field(c, 'backlog', s.backlog.length + ' (' + s.backlog.pending + ' pending)');
       field(c, 'lag', fmtMs(s.backlog.lagMs));
@@ -255,6 +256,18 @@
     c.readings = (c.readings || 0) + 1;
     c.el.dataset.readings = String(c.readings);
     c.el.dataset.points = String(c.times.length);
+  }
+
+  // showRoom writes a sale's waiting room in one line, or hides it for a
+  // sale without one.
+  function showRoom(c, r) {
+    var el = c.el.querySelector('[data-field="room"]');
+    el.hidden = !r;
+    if (!r) { return; }
+    var plural = function (n, one, many) { return n + ' ' + (n === 1 ? one : many); };
+    el.textContent = 'Waiting room' + (r.drawn ? '' : ' (pre-queue, drawn at the start)') + ': ' +
+      r.joined + ' joined' + ' · ' + r.waiting + ' waiting · ' + r.admitted + ' admitted · ' +
+      plural(r.passesUsed, 'pass used', 'passes used') + ' · ' + r.passesExpired + ' expired';
   }
 
   // showBalance writes the sale's units as a sum, and flags it once
