@@ -16,7 +16,8 @@ import (
 // which leaves the fakes unchanged. BenchmarkClaimRefused reports the same
 // (b.ReportAllocs). A change that allocates more fails here and must raise
 // the budget on purpose, saying why. 29 when the claim answers began to carry
-// the metrics observer's and the sold-out-first middleware's checks; 24 since
+// the metrics observer's and the sold-out-first middleware's checks (the sold-out
+// answer now comes from the edge in front of the router, edge.go); 24 since
 // the request id is made only when asked for and the user rides in the access
 // log's recorder instead of two copies of the request. Measured with both
 // rate limits on and the client's address taken from a trusted proxy's

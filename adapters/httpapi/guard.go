@@ -89,7 +89,7 @@ func limiter[K comparable](a *api, n int, key func(*http.Request) K, hash func(K
 	if n <= 0 || a.limits.Window <= 0 {
 		return nil
 	}
-	return limitMiddleware(newSlidingLimit(n, a.limits.Window, hash), key, onLimit)
+	return limitMiddleware(newSlidingLimit(n, a.limits.Window, hash), key, onLimit, nil)
 }
 
 func (a *api) rateLimited(w http.ResponseWriter, r *http.Request) {

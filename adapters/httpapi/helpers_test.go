@@ -181,6 +181,10 @@ type options struct {
 	noPayments bool
 	// noRooms leaves the waiting rooms unmounted.
 	noRooms bool
+	// soldOut is Deps.SoldOut (the local sold-out marks), observer
+	// Deps.ClaimObserver; nil leaves them out.
+	soldOut  ports.SoldOutSignal
+	observer httpapi.ClaimObserver
 }
 
 // roomKey signs the waiting rooms' tickets and passes in these tests.
@@ -288,6 +292,7 @@ func newEnv(t testing.TB, opt options) *env {
 	if opt.noRooms {
 		d.Rooms = httpapi.Rooms{}
 	}
+	d.SoldOut, d.ClaimObserver = opt.soldOut, opt.observer
 	if opt.noPayments {
 		d.PaymentSecret = nil
 	}

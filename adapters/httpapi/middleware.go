@@ -69,7 +69,12 @@ func RequestID(ctx context.Context) string {
 	case rec.requestID != "":
 		return rec.requestID
 	}
-	return requestIDs.prefix + "-" + fmt.Sprintf("%06d", rec.seq)
+	return formatRequestID(rec.seq)
+}
+
+// formatRequestID is the made id of the request numbered seq.
+func formatRequestID(seq uint64) string {
+	return requestIDs.prefix + "-" + fmt.Sprintf("%06d", seq)
 }
 
 const requestIDHeader = "X-Request-Id"
@@ -277,23 +282,6 @@ func (a *api) requireUser(next http.Handler) http.Handler {
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, user)))
-	})
-}
-
-// soldOutFirst answers a claim sold out, without resolving its session, when
-// the voucher is marked sold out on this instance. Only a request that
-// carries a token is answered so: one without still gets 401, as it would
-// for a voucher on sale. It applies to the claim (the group's only POST);
-// a bad path falls through to the handler, which refuses it.
-func (a *api) soldOutFirst(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.Header.Get("Authorization") != "" {
-			if voucher, err := pathID(r, "id"); err == nil && a.soldOut.SoldOut(domain.VoucherID(voucher)) {
-				a.fail(w, r, domain.ErrSoldOut)
-				return
-			}
-		}
-		next.ServeHTTP(w, r)
 	})
 }
 

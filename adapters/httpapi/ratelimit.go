@@ -78,17 +78,26 @@ func (l *slidingLimit[K]) allow(k K, now time.Time) bool {
 
 // limitMiddleware refuses, through refuse and with Retry-After set to the
 // window, a request whose key is over lim.
-func limitMiddleware[K comparable](lim *slidingLimit[K], key func(*http.Request) K, refuse http.HandlerFunc) func(http.Handler) http.Handler {
-	retryAfter := []string{strconv.FormatInt(int64(math.Ceil(time.Duration(lim.window).Seconds())), 10)}
+// A request skip says yes to is not counted here (another place counts it).
+func limitMiddleware[K comparable](lim *slidingLimit[K], key func(*http.Request) K, refuse http.HandlerFunc, skip func(*http.Request) bool) func(http.Handler) http.Handler {
+	refusal := lim.refusal(refuse)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !lim.allow(key(r), time.Now()) {
-				w.Header()["Retry-After"] = retryAfter
-				refuse(w, r)
+			if (skip == nil || !skip(r)) && !lim.allow(key(r), time.Now()) {
+				refusal(w, r)
 				return
 			}
 			next.ServeHTTP(w, r)
 		})
+	}
+}
+
+// refusal is refuse with Retry-After set to the window.
+func (l *slidingLimit[K]) refusal(refuse http.HandlerFunc) http.HandlerFunc {
+	retryAfter := []string{strconv.FormatInt(int64(math.Ceil(time.Duration(l.window).Seconds())), 10)}
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Retry-After"] = retryAfter
+		refuse(w, r)
 	}
 }
 

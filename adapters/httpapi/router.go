@@ -211,14 +211,21 @@ func NewRouter(d Deps) http.Handler {
 	// before the session lookup and the per-user one right after it (a
 	// cache hit for a repeated token), so a refused request costs no Redis.
 	// A claim of a voucher this instance knows is sold out is answered
-	// between the two, before the session: stock is public, and most of a
-	// stampede arrives after the stock is gone.
+	// between the two, before the session (stock is public, and most of a
+	// stampede arrives after the stock is gone), by the edge in front of
+	// the router (edge.go): it counts the claims it looks at against this
+	// same per-IP limit, so the group's copy skips those.
+	var ipLimit *slidingLimit[ipLimitKey]
+	if a.limits.PerIP > 0 && a.limits.Window > 0 {
+		ipLimit = newSlidingLimit(a.limits.PerIP, a.limits.Window, hashIP)
+	}
+	var edgeCounted func(*http.Request) bool
+	if a.soldOut != nil {
+		edgeCounted = func(r *http.Request) bool { _, ok := edgeClaim(r); return ok }
+	}
 	r.Group(func(r chi.Router) {
-		if lim := limiter(a, a.limits.PerIP, a.ipKey, hashIP, a.ipRateLimited); lim != nil {
-			r.Use(lim)
-		}
-		if a.soldOut != nil {
-			r.Use(a.soldOutFirst)
+		if ipLimit != nil {
+			r.Use(limitMiddleware(ipLimit, a.ipKey, a.ipRateLimited, edgeCounted))
 		}
 		r.Use(a.requireUser)
 		if lim := limiter(a, a.limits.PerUser, userLimitKey, hashUser, a.rateLimited); lim != nil {
@@ -262,7 +269,18 @@ func NewRouter(d Deps) http.Handler {
 	if a.tokens != nil {
 		r.Post("/dev/tokens", a.mintToken)
 	}
-	return r
+	if a.soldOut == nil {
+		return r
+	}
+	edge := &soldOutEdge{a: a, next: r, ip: ipLimit, obs: d.ClaimObserver, body: answerFor(domain.ErrSoldOut).body}
+	if ipLimit != nil {
+		refuse := http.Handler(ipLimit.refusal(a.ipRateLimited))
+		if d.ClaimObserver != nil {
+			refuse = observeClaims(d.ClaimObserver)(refuse)
+		}
+		edge.refuse = a.accessLog(refuse)
+	}
+	return edge
 }
 
 type wallClock struct{}

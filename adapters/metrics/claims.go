@@ -56,6 +56,10 @@ func (m *Metrics) ClaimAnswered(ctx context.Context, code string, took time.Dura
 	m.claimSeconds.Observe(took.Seconds())
 	if cc := claimFrom(ctx); cc != nil {
 		m.claimRoundTrips.Observe(float64(cc.roundTrips.Load()))
+	} else if m.instrumented.Load() {
+		// Answered without ClaimStarted (the sold-out edge, before any
+		// Redis work): no round trip.
+		m.claimRoundTrips.Observe(0)
 	}
 }
 
