@@ -9,9 +9,12 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/application"
@@ -94,7 +97,7 @@ func printableASCII(s string, max int) bool {
 // recorder keeps what the access log needs: the status, and the error the
 // handler answered with, so that error is logged once, on the request's line.
 //
-// It is also the request's own state, put in its context once by accessLog:
+// It is also the request's own state, put in its context once by scope:
 // the request id (the client's, or its number, formatted only when asked
 // for) and the user requireUser resolved, so neither copies the request to
 // add a context value. Only the request's goroutine writes it.
@@ -155,19 +158,41 @@ func (a *api) noteError(w http.ResponseWriter, r *http.Request, err error) {
 	a.log.Error().Str("request_id", requestID(r)).Err(err).Msg("request failed")
 }
 
-// accessLog writes one line per request: debug for 2xx-4xx (refusals are
-// normal business during a sale, and the claim path must stay cheap), warn for
-// a 503 (load shedding, not ready) and error for other 5xx, with the error's
-// detail that the client never sees.
-func (a *api) accessLog(next http.Handler) http.Handler {
+// scope is every request's entry: it gives the request its one context
+// (requestCtx: the recorder, chi's route context and, for a claim, what the
+// observer counts with; one copy of the request where the access log, the
+// observer and chi each used to make their own), tells obs (if any) how each
+// claim was answered, and writes the access log line: debug for 2xx-4xx
+// (refusals are normal business during a sale, and the claim path must stay
+// cheap), warn for a 503 (load shedding, not ready) and error for other
+// 5xx, with the error's detail that the client never sees.
+func (a *api) scope(next http.Handler, obs ClaimObserver) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w, status: http.StatusOK, seq: requestIDs.seq.Add(1), arrived: start}
 		if id := r.Header.Get(requestIDHeader); id != "" && printableASCII(id, maxRequestIDLen) {
 			rec.requestID = id
 		}
-		r = r.WithContext(context.WithValue(r.Context(), recorderKey{}, rec))
+		rc := &requestCtx{Context: r.Context(), rec: rec}
+		if rc.Context.Value(chi.RouteCtxKey) == nil {
+			// A route context already there is a wrapper's (tracing's,
+			// which names its span by the route): chi fills that one.
+			// Else one from the pool, as chi itself would take, whose
+			// slices keep their room from one request to the next.
+			rc.route = routeContexts.Get().(*chi.Context)
+			rc.route.Reset()
+			defer routeContexts.Put(rc.route)
+		}
+		var ctx context.Context = rc
+		claim := obs != nil && r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, claimPathPrefix)
+		if claim {
+			ctx = obs.ClaimStarted(ctx)
+		}
+		r = r.WithContext(ctx)
 		next.ServeHTTP(rec, r)
+		if claim {
+			obs.ClaimAnswered(ctx, answeredCode(rec), time.Since(start))
+		}
 
 		level := zerolog.DebugLevel
 		switch {
@@ -190,6 +215,28 @@ func (a *api) accessLog(next http.Handler) http.Handler {
 		}
 		e.Msg("http request")
 	})
+}
+
+var routeContexts = sync.Pool{New: func() any { return chi.NewRouteContext() }}
+
+// requestCtx is a request's context: its recorder and chi's route context
+// answered from one value, in one allocation.
+type requestCtx struct {
+	context.Context
+	rec   *recorder
+	route *chi.Context // nil: the parent's is used
+}
+
+func (c *requestCtx) Value(key any) any {
+	switch key {
+	case recorderKey{}:
+		return c.rec
+	case chi.RouteCtxKey:
+		if c.route != nil {
+			return c.route
+		}
+	}
+	return c.Context.Value(key)
 }
 
 // recoverer turns a panic into a 500 envelope. chi's Recoverer answers a bare

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -31,26 +30,6 @@ const claimPathPrefix = "/voucher-order/seckill/"
 // codeSuccess names a successful claim for observers; the envelope itself
 // carries no code on success.
 const codeSuccess = "success"
-
-// observeClaims reports each claim's answer to obs. It must run inside
-// accessLog, whose recorder holds the status and the error answered.
-func observeClaims(obs ClaimObserver) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, claimPathPrefix) {
-				next.ServeHTTP(w, r)
-				return
-			}
-			start := time.Now()
-			ctx := obs.ClaimStarted(r.Context())
-			if ctx != r.Context() {
-				r = r.WithContext(ctx)
-			}
-			next.ServeHTTP(w, r)
-			obs.ClaimAnswered(ctx, answeredCode(w), time.Since(start))
-		})
-	}
-}
 
 // answeredCode is the code of the answer recorded in w: the code its error
 // maps to through the table, "success" for a 2xx without error, and for an

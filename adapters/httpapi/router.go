@@ -182,14 +182,9 @@ func NewRouter(d Deps) http.Handler {
 	}
 
 	r := chi.NewRouter()
-	// The access log sits outside the recoverer so that a panic's 500 is
-	// logged like any other answer, with the panic as its error.
-	r.Use(a.accessLog)
-	if d.ClaimObserver != nil {
-		// Inside the access log (it reads its recorder), outside everything
-		// that may answer a claim, so every answer is seen once.
-		r.Use(observeClaims(d.ClaimObserver))
-	}
+	// The request's scope (its context, the observer, the access log: see
+	// scope) wraps the router, outside the recoverer so that a panic's 500
+	// is logged like any other answer, with the panic as its error.
 	r.Use(a.recoverer, a.limitBody, a.requireJSON)
 	r.NotFound(a.notFound)
 	r.MethodNotAllowed(a.methodNotAllowed)
@@ -269,19 +264,28 @@ func NewRouter(d Deps) http.Handler {
 	if a.tokens != nil {
 		r.Post("/dev/tokens", a.mintToken)
 	}
+	scoped := a.scope(r, d.ClaimObserver)
 	if a.soldOut == nil {
-		return r
+		return routed{Handler: scoped, mux: r}
 	}
-	edge := &soldOutEdge{a: a, next: r, ip: ipLimit, obs: d.ClaimObserver, body: answerFor(domain.ErrSoldOut).body}
+	edge := &soldOutEdge{a: a, next: scoped, ip: ipLimit, obs: d.ClaimObserver, body: answerFor(domain.ErrSoldOut).body}
 	if ipLimit != nil {
-		refuse := http.Handler(ipLimit.refusal(a.ipRateLimited))
-		if d.ClaimObserver != nil {
-			refuse = observeClaims(d.ClaimObserver)(refuse)
-		}
-		edge.refuse = a.accessLog(refuse)
+		edge.refuse = a.scope(ipLimit.refusal(a.ipRateLimited), d.ClaimObserver)
 	}
-	return edge
+	return routed{Handler: edge, mux: r}
 }
+
+// routed is the router's entry (the scope, the edge) that still lists the
+// routes behind it (chi.Walk), for whoever documents or checks them.
+type routed struct {
+	http.Handler
+	mux chi.Routes
+}
+
+func (r routed) Routes() []chi.Route                     { return r.mux.Routes() }
+func (r routed) Middlewares() chi.Middlewares            { return r.mux.Middlewares() }
+func (r routed) Match(c *chi.Context, m, p string) bool  { return r.mux.Match(c, m, p) }
+func (r routed) Find(c *chi.Context, m, p string) string { return r.mux.Find(c, m, p) }
 
 type wallClock struct{}
 
