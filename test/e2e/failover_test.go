@@ -221,18 +221,53 @@ func TestFailoverOfAMasterMidStampede(t *testing.T) {
 		t.Errorf("the sale on a healthy master went %s without a sale; want at most 3 s", gapB)
 	}
 
-	// The books, once every order reached MySQL.
+	// The books, once every order reached MySQL. With WAIT off (as here) a
+	// claim the old master answered in the instant before its death may
+	// never have reached the replica: that order is lost, its unit sold
+	// again, and its user not left marked (GUARANTEES.md, durability). Only
+	// an answer received just before the kill can be such a loss (a killed
+	// master sends nothing after); everything answered otherwise is in
+	// MySQL, once per user, and Redis and MySQL agree on the stock.
 	resolved := resolveUnknown(t, p, tokens, logA)
 	want := len(logA.won) + resolved
+	var lost []answer
 	testenv.Eventually(t, 60*time.Second, func() (bool, string) {
 		bk := c.books(a)
-		return bk.orders == want && bk.redisStock == bk.dbStock, fmt.Sprintf("%+v, want %d orders", bk, want)
+		lost = lostAnswers(t, c, logA)
+		return bk.orders+len(lost) == want && bk.redisStock == bk.dbStock,
+			fmt.Sprintf("%+v and %d answered success missing, want %d orders", bk, len(lost), want)
 	})
 	bk := c.books(a)
 	if bk.orders != bk.users || bk.dbStock != stock-bk.orders || bk.buyers != bk.orders || bk.failures != 0 {
 		t.Errorf("books of the failed-over sale: %+v (%d answered success, %d unknown taken)", bk, len(logA.won), resolved)
 	}
-	checkOrdersCreated(t, c, logA.won)
+	for _, x := range lost {
+		if got := x.at + x.took; got > killedAt || got < killedAt-lossWindow {
+			t.Errorf("an order answered success at %s is not in MySQL: only one answered in the %s before the kill at %s may be lost",
+				got.Round(time.Millisecond), lossWindow, killedAt.Round(time.Millisecond))
+		}
+	}
+	t.Logf("%d of %d orders answered success were lost with the old master (WAIT off)", len(lost), len(logA.won))
+}
+
+// lossWindow bounds how long before a master's death a claim it answered
+// may still be missing from its replica (on loopback the replica follows
+// within milliseconds; a loaded machine stretches that).
+const lossWindow = time.Second
+
+// lostAnswers are the claims l answered success whose order is not in MySQL.
+func lostAnswers(t *testing.T, c *cluster, l *saleLog) []answer {
+	t.Helper()
+	created := createdOrders(t, c)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var lost []answer
+	for _, x := range l.answers {
+		if x.ok() && !created[int64(x.order)] {
+			lost = append(lost, x)
+		}
+	}
+	return lost
 }
 
 // lastFailure is when the last claim that did not get a final answer was sent.
