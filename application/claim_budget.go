@@ -9,17 +9,17 @@ import (
 // budgets hands out the claims' budget contexts. A context.WithDeadline per
 // claim costs a timer context, a timer in the runtime's heap and its removal
 // (about 2% of the service's CPU in a stampede); instead every claim whose
-// deadline falls in the same millisecond shares one timer context, and gets
-// a small context of its own that carries its caller's values. The shared
-// deadline is the claim's own rounded down to the millisecond, so a claim
-// still never runs past its budget: it may end up to a millisecond early.
+// deadline falls in the same slot (budgetSlotWidth) shares one timer context,
+// and gets a small context of its own that carries its caller's values. The
+// shared deadline is the claim's own rounded down to the slot, so a claim
+// still never runs past its budget: it may end up to a slot early.
 type budgets struct {
 	latest atomic.Pointer[budgetSlot]
 }
 
 // budgetSlotWidth is how many claims share a timer: those whose deadlines
 // fall within it.
-const budgetSlotWidth = time.Millisecond
+const budgetSlotWidth = 10 * time.Millisecond
 
 type budgetSlot struct {
 	n   int64 // deadline / budgetSlotWidth

@@ -10,9 +10,8 @@ import (
 type budgetKey struct{}
 
 // TestClaimContextEndsWithinItsBudget: a claim's context ends at its deadline
-// rounded down to the millisecond (never later), carries its caller's values
-// but not its cancellation, and claims whose deadlines share a millisecond
-// share one timer.
+// rounded down to its slot (never later), carries its caller's values but not
+// its cancellation, and claims whose deadlines share a slot share one timer.
 func TestClaimContextEndsWithinItsBudget(t *testing.T) {
 	var b budgets
 	parent, cancelParent := context.WithCancel(context.WithValue(context.Background(), budgetKey{}, "v"))
@@ -30,7 +29,7 @@ func TestClaimContextEndsWithinItsBudget(t *testing.T) {
 		t.Fatalf("the caller's cancel ended the claim: %v", ctx.Err())
 	}
 	if b.context(parent, deadline.Add(time.Microsecond)).(*claimContext).Context != ctx.(*claimContext).Context {
-		t.Fatal("claims ending in the same millisecond do not share a slot")
+		t.Fatal("claims ending in the same slot do not share a timer")
 	}
 	child, stop := context.WithCancel(ctx)
 	defer stop()
@@ -52,5 +51,25 @@ func TestClaimContextEndsWithinItsBudget(t *testing.T) {
 	early := b.context(parent, time.Now().Add(-time.Second))
 	if !errors.Is(early.Err(), context.DeadlineExceeded) {
 		t.Fatalf("a past deadline: %v, want DeadlineExceeded", early.Err())
+	}
+}
+
+// maxLiveBudgetTimers bounds the timers a stampede's budgets keep alive at
+// once: the runtime walks its whole timer heap when a modified timer comes
+// due, so 2,000 of them (1ms slots) cost a tenth of the service's CPU.
+const maxLiveBudgetTimers = 256
+
+// TestStampedeBudgetsShareFewTimers: claims starting every 100µs for a whole
+// budget, each ending ClaimBudget later, hold at most maxLiveBudgetTimers
+// distinct timer contexts (slots), however many claims there are.
+func TestStampedeBudgetsShareFewTimers(t *testing.T) {
+	var b budgets
+	start := time.Now()
+	slots := map[context.Context]bool{}
+	for at := time.Duration(0); at < ClaimBudget; at += 100 * time.Microsecond {
+		slots[b.slot(start.Add(at+ClaimBudget))] = true
+	}
+	if claims := int(ClaimBudget / (100 * time.Microsecond)); len(slots) > maxLiveBudgetTimers {
+		t.Fatalf("%d claims over one budget hold %d timers, want at most %d", claims, len(slots), maxLiveBudgetTimers)
 	}
 }
