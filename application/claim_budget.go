@@ -6,14 +6,15 @@ import (
 	"time"
 )
 
-// budgets hands out the claims' budget contexts. A context.WithDeadline per
-// claim costs a timer context, a timer in the runtime's heap and its removal
+// SharedDeadlines hands out contexts with a deadline that many share: the
+// claims' budgets, and the session store's lookup bounds (redissession). A
+// context.WithDeadline per claim costs a timer context, a timer in the runtime's heap and its removal
 // (about 2% of the service's CPU in a stampede); instead every claim whose
 // deadline falls in the same slot (budgetSlotWidth) shares one timer context,
 // and gets a small context of its own that carries its caller's values. The
 // shared deadline is the claim's own rounded down to the slot, so a claim
 // still never runs past its budget: it may end up to a slot early.
-type budgets struct {
+type SharedDeadlines struct {
 	latest atomic.Pointer[budgetSlot]
 }
 
@@ -29,13 +30,14 @@ type budgetSlot struct {
 	cancel context.CancelFunc
 }
 
-// context is a context ending at deadline (rounded down to the millisecond),
-// detached from parent's cancellation but carrying its values.
-func (b *budgets) context(parent context.Context, deadline time.Time) context.Context {
+// Context is a context ending at deadline (rounded down to its slot, never
+// later), detached from parent's cancellation but carrying its values. The
+// zero SharedDeadlines is ready; it is safe for concurrent use.
+func (b *SharedDeadlines) Context(parent context.Context, deadline time.Time) context.Context {
 	return &claimContext{Context: b.slot(deadline), values: context.WithoutCancel(parent)}
 }
 
-func (b *budgets) slot(deadline time.Time) context.Context {
+func (b *SharedDeadlines) slot(deadline time.Time) context.Context {
 	ns := deadline.UnixNano()
 	n := ns / int64(budgetSlotWidth)
 	cur := b.latest.Load()

@@ -13,10 +13,10 @@ type budgetKey struct{}
 // rounded down to its slot (never later), carries its caller's values but not
 // its cancellation, and claims whose deadlines share a slot share one timer.
 func TestClaimContextEndsWithinItsBudget(t *testing.T) {
-	var b budgets
+	var b SharedDeadlines
 	parent, cancelParent := context.WithCancel(context.WithValue(context.Background(), budgetKey{}, "v"))
 	deadline := time.Now().Add(50 * time.Millisecond)
-	ctx := b.context(parent, deadline)
+	ctx := b.Context(parent, deadline)
 	got, ok := ctx.Deadline()
 	if !ok || got.After(deadline) || deadline.Sub(got) >= budgetSlotWidth {
 		t.Fatalf("deadline %v, want within %v before %v", got, budgetSlotWidth, deadline)
@@ -28,7 +28,7 @@ func TestClaimContextEndsWithinItsBudget(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatalf("the caller's cancel ended the claim: %v", ctx.Err())
 	}
-	if b.context(parent, deadline.Add(time.Microsecond)).(*claimContext).Context != ctx.(*claimContext).Context {
+	if b.Context(parent, deadline.Add(time.Microsecond)).(*claimContext).Context != ctx.(*claimContext).Context {
 		t.Fatal("claims ending in the same slot do not share a timer")
 	}
 	child, stop := context.WithCancel(ctx)
@@ -48,7 +48,7 @@ func TestClaimContextEndsWithinItsBudget(t *testing.T) {
 		t.Fatalf("cause %v, want DeadlineExceeded (not the caller's cancel)", context.Cause(ctx))
 	}
 	// An earlier deadline than the latest slot's still gets its own.
-	early := b.context(parent, time.Now().Add(-time.Second))
+	early := b.Context(parent, time.Now().Add(-time.Second))
 	if !errors.Is(early.Err(), context.DeadlineExceeded) {
 		t.Fatalf("a past deadline: %v, want DeadlineExceeded", early.Err())
 	}
@@ -63,7 +63,7 @@ const maxLiveBudgetTimers = 256
 // budget, each ending ClaimBudget later, hold at most maxLiveBudgetTimers
 // distinct timer contexts (slots), however many claims there are.
 func TestStampedeBudgetsShareFewTimers(t *testing.T) {
-	var b budgets
+	var b SharedDeadlines
 	start := time.Now()
 	slots := map[context.Context]bool{}
 	for at := time.Duration(0); at < ClaimBudget; at += 100 * time.Microsecond {

@@ -19,7 +19,7 @@ type ClaimSeckill struct {
 	// budget bounds the claim independently of the caller: once the admission
 	// may have reserved, a client hanging up must not cut the claim in half.
 	budget   time.Duration
-	deadline budgets
+	deadline SharedDeadlines
 }
 
 // ClaimBudget is how long a claim may take once started, whatever the caller:
@@ -83,7 +83,7 @@ func (h *ClaimSeckill) HandleSince(ctx context.Context, started time.Time, user 
 	// One budget from the start, detached from the caller: once the
 	// admission may have reserved, a client hanging up must not cut the
 	// claim in half, and before that finishing costs at most the budget.
-	ctx = h.deadline.context(ctx, started.Add(h.budget))
+	ctx = h.deadline.Context(ctx, started.Add(h.budget))
 
 	id, err := h.ids.Next(ctx)
 	if err != nil {

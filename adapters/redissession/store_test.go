@@ -3,9 +3,13 @@ package redissession_test
 import (
 	"context"
 	"errors"
+	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/ports"
@@ -134,5 +138,50 @@ func TestUserIDWithRefreshSlidesALapsingSession(t *testing.T) {
 				t.Fatalf("fresh session's TTL after a lookup = %s: it was written within the slack", ttl)
 			}
 		})
+	}
+}
+
+// TestUserIDGivesUpAfterWait: a Redis that takes the connection and never
+// answers (a stalled master) is given up on at Options.Wait, with a deadline
+// error, by a client that has no timeout of its own, and whatever the
+// caller's context: the session lookup must not hold a claim past it. Two
+// lookups ending in the same slot share one deadline and both end.
+func TestUserIDGivesUpAfterWait(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = c.Close() }) // read nothing, answer nothing
+		}
+	}()
+	rdb := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), Protocol: 2, DisableIdentity: true,
+		ReadTimeout: -1, WriteTimeout: -1, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	s := redissession.New(rdb, redissession.Options{Wait: 50 * time.Millisecond})
+	errs := make(chan error, 2)
+	for _, token := range []string{"a", "b"} {
+		go func() {
+			_, err := s.UserID(context.Background(), token)
+			errs <- err
+		}()
+	}
+	for range 2 {
+		select {
+		case err := <-errs:
+			// The client cuts its read at the context's deadline (i/o
+			// timeout) or gives up waiting for the answer (context's).
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, ports.ErrUnknownToken) {
+				t.Fatalf("UserID on a Redis that never answers: %v, want a deadline error", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("UserID on a Redis that never answers is still waiting, long after Wait")
+		}
 	}
 }
