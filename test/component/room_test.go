@@ -100,7 +100,11 @@ func TestWaitingRoomThroughTheService(t *testing.T) {
 			t.Fatalf("poll: %d %+v", status, env)
 		}
 		pass = st.Pass
-		time.Sleep(50 * time.Millisecond) // a client's poll interval, not synchronisation
+		// A client's poll interval, not synchronisation: under the per-user
+		// limit (SECKILL_RATE_USER, 40 per 2 s, which counts the join, the
+		// polls and the claims together); at 50 ms a fast machine's polls
+		// alone came to 40 per window and the poll was refused 429.
+		time.Sleep(100 * time.Millisecond)
 	}
 	status, env = sendRoom(t, http.MethodPost, fmt.Sprintf("%sseckill/%d", base, vid), user, map[string]string{"X-Room-Pass": pass})
 	if status != http.StatusOK || !env.Success {
