@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -208,22 +207,8 @@ func TestTrackedWatchIsNotStalledByAMasterThatDoesNotAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Accepts, reads nothing, answers nothing: the client's handshake waits
-	// out its read timeout (3 s).
-	mute, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = mute.Close() })
-	go func() {
-		for {
-			c, err := mute.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { _ = c.Close() })
-		}
-	}()
+	// The client's handshake waits out its read timeout (3 s).
+	mute := muteListener(t)
 
 	prefix := testenv.Unique("login:token:")
 	var listed atomic.Pointer[[]redissession.Master]

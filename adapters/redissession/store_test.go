@@ -147,21 +147,7 @@ func TestUserIDWithRefreshSlidesALapsingSession(t *testing.T) {
 // caller's context: the session lookup must not hold a claim past it. Two
 // lookups ending in the same slot share one deadline and both end.
 func TestUserIDGivesUpAfterWait(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { _ = c.Close() }) // read nothing, answer nothing
-		}
-	}()
-	rdb := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), Protocol: 2, DisableIdentity: true,
+	rdb := redis.NewClient(&redis.Options{Addr: muteListener(t).Addr().String(), Protocol: 2, DisableIdentity: true,
 		ReadTimeout: -1, WriteTimeout: -1, ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	s := redissession.New(rdb, redissession.Options{Wait: 50 * time.Millisecond})
@@ -184,4 +170,26 @@ func TestUserIDGivesUpAfterWait(t *testing.T) {
 			t.Fatal("UserID on a Redis that never answers is still waiting, long after Wait")
 		}
 	}
+}
+
+// muteListener is a Redis that does not answer (a stalled master, a node
+// still starting): it accepts connections, reads nothing and answers
+// nothing, until the test ends.
+func muteListener(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = c.Close() })
+		}
+	}()
+	return ln
 }
