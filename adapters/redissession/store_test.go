@@ -143,9 +143,10 @@ func TestUserIDWithRefreshSlidesALapsingSession(t *testing.T) {
 
 // TestUserIDGivesUpAfterWait: a Redis that takes the connection and never
 // answers (a stalled master) is given up on at Options.Wait, with a deadline
-// error, by a client that has no timeout of its own, and whatever the
-// caller's context: the session lookup must not hold a claim past it. Two
-// lookups ending in the same slot share one deadline and both end.
+// error, by a client that has no timeout of its own and a caller whose
+// context has none either: the session lookup must not hold a claim past it.
+// Two concurrent lookups both end (whether they share a slot's deadline is
+// application's TestClaimContextEndsWithinItsBudget).
 func TestUserIDGivesUpAfterWait(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: muteListener(t).Addr().String(), Protocol: 2, DisableIdentity: true,
 		ReadTimeout: -1, WriteTimeout: -1, ContextTimeoutEnabled: true, MaxRetries: -1})
