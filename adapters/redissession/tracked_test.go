@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,18 +20,38 @@ import (
 
 // commands counts what one instance sends to Redis, but a new connection's
 // handshake (the pipeliner opens one per node on first use).
-type commands struct{ all, pexpire atomic.Int64 }
+type commands struct {
+	all, pexpire atomic.Int64
+	mu           sync.Mutex
+	names        []string // the last commands counted, to say what they were
+}
 
 func (c *commands) add(cmd redis.Cmder) {
 	switch cmd.Name() {
 	case "hello", "client", "auth", "select", "ping", "readonly", "cluster":
+		return
 	case "pexpire":
 		c.pexpire.Add(1)
-		c.all.Add(1)
-	default:
-		c.all.Add(1)
+	}
+	c.record(cmd)
+	c.all.Add(1)
+}
+func (c *commands) record(cmd redis.Cmder) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.names = append(c.names, fmt.Sprint(cmd.Args()...))
+	if len(c.names) > 16 {
+		c.names = c.names[len(c.names)-16:]
 	}
 }
+
+// last returns the last n commands sent.
+func (c *commands) last(n int64) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.names[max(0, len(c.names)-int(n)):]...)
+}
+
 func (c *commands) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (c *commands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error { c.add(cmd); return next(ctx, cmd) }
@@ -90,8 +111,8 @@ func requireFreeLookups(t *testing.T, in instance, token string, want domain.Use
 	}
 	if n := in.sent.all.Load() - before; n != 0 {
 		// What else happened meanwhile says where the commands came from.
-		t.Fatalf("100 lookups of %s sent %d commands, want 0 (meanwhile %d reports heard, %d sessions read back, %d PEXPIRE sent)",
-			what, n, in.sessions.Reports()-reports, in.sessions.Prefetched()-readBack, in.sent.pexpire.Load()-pexpires)
+		t.Fatalf("100 lookups of %s sent %d commands %q, want 0 (meanwhile %d reports heard, %d sessions read back, %d PEXPIRE sent)",
+			what, n, in.sent.last(n), in.sessions.Reports()-reports, in.sessions.Prefetched()-readBack, in.sent.pexpire.Load()-pexpires)
 	}
 }
 
