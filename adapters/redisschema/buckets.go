@@ -113,7 +113,9 @@ func ValidateBuckets(k int) error {
 }
 
 // Slot is the Redis Cluster slot of a key (or of a bare hash tag): CRC16
-// (XMODEM) of the key's first non-empty {...} section, mod 16384.
+// (XMODEM) of the key's first non-empty {...} section, mod 16384. A byte a
+// table step: the bit-by-bit loop was 2.5% of the service's CPU in a sale
+// of cold sessions (every miss finds its token's slot).
 func Slot(key string) uint16 {
 	if i := strings.IndexByte(key, '{'); i >= 0 {
 		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
@@ -122,14 +124,29 @@ func Slot(key string) uint16 {
 	}
 	var crc uint16
 	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for b := 0; b < 8; b++ {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
+		crc = crc<<8 ^ crc16Table[byte(crc>>8)^key[i]]
 	}
 	return crc % clusterSlots
+}
+
+// crc16Table[b] is the CRC16 (XMODEM, polynomial 0x1021) of the byte b.
+var crc16Table = func() (t [256]uint16) {
+	for b := range t {
+		t[b] = crc16Bitwise(0, byte(b))
+	}
+	return t
+}()
+
+// crc16Bitwise feeds one byte into crc, bit by bit: the definition the
+// table is built from.
+func crc16Bitwise(crc uint16, b byte) uint16 {
+	crc ^= uint16(b) << 8
+	for range 8 {
+		if crc&0x8000 != 0 {
+			crc = crc<<1 ^ 0x1021
+		} else {
+			crc <<= 1
+		}
+	}
+	return crc
 }

@@ -1,6 +1,7 @@
 package redisschema
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/hmdp-go/seckill/domain"
@@ -13,6 +14,26 @@ func TestSlotMatchesRedis(t *testing.T) {
 			t.Errorf("Slot(%q) = %d, want %d", key, got, want)
 		}
 	}
+}
+
+// FuzzSlotMatchesTheBitwiseCRC: the table gives what the polynomial's
+// definition gives, for any key without a hash tag.
+func FuzzSlotMatchesTheBitwiseCRC(f *testing.F) {
+	for _, seed := range []string{"", "foo", "login:token:0123456789abcdef0123456789abcdef", "\xff\x00\x80"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		if strings.ContainsRune(key, '{') {
+			return
+		}
+		var crc uint16
+		for i := 0; i < len(key); i++ {
+			crc = crc16Bitwise(crc, key[i])
+		}
+		if got, want := Slot(key), crc%clusterSlots; got != want {
+			t.Fatalf("Slot(%q) = %d, the bitwise CRC gives %d", key, got, want)
+		}
+	})
 }
 
 func TestBucketTagsFallInEvenRanges(t *testing.T) {
