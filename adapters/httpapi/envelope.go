@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
@@ -214,7 +215,9 @@ func mustEncode(v any) []byte {
 var jsonContentType = []string{"application/json"}
 
 func writeBody(w http.ResponseWriter, status int, body []byte) {
-	w.Header()["Content-Type"] = jsonContentType
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Date"] = dateHeader(time.Now())
 	w.WriteHeader(status)
 	_, _ = w.Write(body) // the client is gone if this fails; nothing to do
 }
