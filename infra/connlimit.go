@@ -1,7 +1,6 @@
 package infra
 
 import (
-	"container/list"
 	"net"
 	"net/http"
 	"sync"
@@ -24,16 +23,23 @@ type connCap struct {
 	done    chan struct{}
 	closing sync.Once
 
-	mu      sync.Mutex
-	waiting *list.List // *cappedConn awaiting a request, longest first
+	// The connections awaiting a request, longest first: a list through
+	// the connections themselves, so a request's two state changes
+	// allocate nothing (a container/list element per idle turn was 0.9 µs
+	// of a sold-out answer, 2% of the service's CPU in a hot sale).
+	mu         sync.Mutex
+	head, tail *cappedConn
 
-	evicted atomic.Int64
+	// acceptors counts the Accept calls waiting for a connection to begin
+	// to wait: only then is wake sent.
+	acceptors atomic.Int32
+	evicted   atomic.Int64
 }
 
 func newConnCap(l net.Listener, max int) *connCap {
 	return &connCap{
 		Listener: l, slots: make(chan struct{}, max), wake: make(chan struct{}, 1),
-		done: make(chan struct{}), waiting: list.New(),
+		done: make(chan struct{}),
 	}
 }
 
@@ -41,7 +47,38 @@ type cappedConn struct {
 	net.Conn
 	cap     *connCap
 	release sync.Once
-	elem    *list.Element // in cap.waiting, or nil; guarded by cap.mu
+	// Under cap.mu: its place in the waiting list, if it is in it.
+	prev, next *cappedConn
+	waiting    bool
+}
+
+// push appends c to the waiting list; l.mu is held and c is not in it.
+func (l *connCap) push(c *cappedConn) {
+	c.prev, c.next, c.waiting = l.tail, nil, true
+	if l.tail != nil {
+		l.tail.next = c
+	} else {
+		l.head = c
+	}
+	l.tail = c
+}
+
+// unlink takes c out of the waiting list if it is in it; l.mu is held.
+func (l *connCap) unlink(c *cappedConn) {
+	if !c.waiting {
+		return
+	}
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		l.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		l.tail = c.prev
+	}
+	c.prev, c.next, c.waiting = nil, nil, false
 }
 
 func (l *connCap) Accept() (net.Conn, error) {
@@ -55,15 +92,24 @@ func (l *connCap) Accept() (net.Conn, error) {
 			return &cappedConn{Conn: c, cap: l}, nil
 		default:
 		}
-		l.evictOldest()
 		// Every connection was busy, or the one closed has not freed its
 		// slot yet: wait for a slot, or for a connection to start waiting
-		// for a request, which can then be closed.
+		// for a request, which can then be closed. Counted as waiting
+		// before the look, so a connection that begins to wait after it
+		// wakes this Accept.
+		l.acceptors.Add(1)
+		l.evictOldest()
+		var closed bool
 		select {
 		case l.slots <- struct{}{}:
+			l.acceptors.Add(-1)
 			return &cappedConn{Conn: c, cap: l}, nil
 		case <-l.wake:
 		case <-l.done:
+			closed = true
+		}
+		l.acceptors.Add(-1)
+		if closed {
 			_ = c.Close()
 			return nil, net.ErrClosed
 		}
@@ -79,11 +125,9 @@ func (l *connCap) Close() error {
 // if any does; its slot frees when it is closed.
 func (l *connCap) evictOldest() {
 	l.mu.Lock()
-	front := l.waiting.Front()
-	var c *cappedConn
-	if front != nil {
-		c = l.waiting.Remove(front).(*cappedConn)
-		c.elem = nil
+	c := l.head
+	if c != nil {
+		l.unlink(c)
 	}
 	l.mu.Unlock()
 	if c != nil {
@@ -99,14 +143,14 @@ func (l *connCap) connState(nc net.Conn, s http.ConnState) {
 	if !ok {
 		return
 	}
+	waits := s == http.StateNew || s == http.StateIdle
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if c.elem != nil {
-		l.waiting.Remove(c.elem)
-		c.elem = nil
+	l.unlink(c)
+	if waits {
+		l.push(c)
 	}
-	if s == http.StateNew || s == http.StateIdle {
-		c.elem = l.waiting.PushBack(c)
+	l.mu.Unlock()
+	if waits && l.acceptors.Load() > 0 {
 		select {
 		case l.wake <- struct{}{}:
 		default:
@@ -118,10 +162,7 @@ func (c *cappedConn) Close() error {
 	err := c.Conn.Close()
 	c.release.Do(func() {
 		c.cap.mu.Lock()
-		if c.elem != nil {
-			c.cap.waiting.Remove(c.elem)
-			c.elem = nil
-		}
+		c.cap.unlink(c)
 		c.cap.mu.Unlock()
 		<-c.cap.slots
 	})
