@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/hmdp-go/seckill/adapters/internal/stripe"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -44,7 +45,30 @@ var outcomeIndex = func() map[string]int {
 	return m
 }()
 
+// counts is one voucher's count per outcome, striped (stripe.Cells rows,
+// each add to one chosen at random, a read summing them): the sold-out
+// answers of a stampede all add to one outcome, and one shared counter
+// moved its cache line between the cores on every answer. A row's end and
+// the next row's start are a cache line apart at least.
 type counts []atomic.Int64
+
+// stride is the distance between two rows of counts.
+var stride = (len(outcomes)+7)/8*8 + 8
+
+func newCounts() counts { return make(counts, stripe.Cells*stride) }
+
+func (cs counts) add(outcome int) { cs[stripe.Pick()*stride+outcome].Add(1) }
+
+func (cs counts) load(outcome int) int64 {
+	var n int64
+	for r := 0; r < stripe.Cells; r++ {
+		n += cs[r*stride+outcome].Load()
+	}
+	return n
+}
+
+// soldOutIndex is the sold-out outcome's place in counts.
+var soldOutIndex = outcomeIndex[domain.ErrSoldOut.Code()]
 
 // Counter holds the counts; the zero value is not usable, use New.
 type Counter struct {
@@ -64,7 +88,7 @@ func (c *Counter) Claims(id domain.VoucherID) map[string]int64 {
 	v, ok := c.vouchers.Load(id)
 	for i, o := range outcomes {
 		if ok {
-			out[o] = v.(counts)[i].Load()
+			out[o] = v.(counts).load(i)
 		} else {
 			out[o] = 0
 		}
@@ -73,9 +97,15 @@ func (c *Counter) Claims(id domain.VoucherID) map[string]int64 {
 }
 
 func (c *Counter) add(id domain.VoucherID, outcome string) {
+	c.addAt(id, outcomeIndex[outcome], outcome == domain.ErrVoucherNotFound.Code())
+}
+
+// addAt counts one answer of outcome i; a voucher not yet counted gets an
+// entry unless the answer is that it does not exist.
+func (c *Counter) addAt(id domain.VoucherID, i int, notFound bool) {
 	v, ok := c.vouchers.Load(id)
 	if !ok {
-		if outcome == domain.ErrVoucherNotFound.Code() {
+		if notFound {
 			return
 		}
 		c.mu.Lock()
@@ -84,13 +114,13 @@ func (c *Counter) add(id domain.VoucherID, outcome string) {
 				c.mu.Unlock()
 				return
 			}
-			v = make(counts, len(outcomes))
+			v = newCounts()
 			c.vouchers.Store(id, v)
 			c.n++
 		}
 		c.mu.Unlock()
 	}
-	v.(counts)[outcomeIndex[outcome]].Add(1)
+	v.(counts).add(i)
 }
 
 // Admission counts what next answers.
@@ -146,7 +176,7 @@ var _ ports.SoldOutSignal = (*SoldOutSignal)(nil)
 
 func (s *SoldOutSignal) SoldOut(id domain.VoucherID) bool {
 	if s.next.SoldOut(id) {
-		s.c.add(id, domain.ErrSoldOut.Code())
+		s.c.addAt(id, soldOutIndex, false)
 		return true
 	}
 	return false

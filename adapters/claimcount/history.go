@@ -69,8 +69,8 @@ func (c *Counter) Sample(now time.Time) {
 		prev := h.counts[(h.next+HistoryLen-1)%HistoryLen]
 		changed := h.n == 0
 		slot := h.counts[h.next]
-		for i := range cs {
-			slot[i] = cs[i].Load()
+		for i := range outcomes {
+			slot[i] = cs.load(i)
 			changed = changed || slot[i] != prev[i]
 		}
 		h.at[h.next] = now
@@ -111,8 +111,8 @@ func (c *Counter) History(id domain.VoucherID) ports.ClaimHistory {
 
 func (cs counts) total() int64 {
 	var n int64
-	for i := range cs {
-		n += cs[i].Load()
+	for i := range outcomes {
+		n += cs.load(i)
 	}
 	return n
 }

@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hmdp-go/seckill/adapters/internal/stripe"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -63,15 +64,27 @@ type Marks struct {
 	// clear elsewhere costs at most one missed mark, which is one more gate
 	// call.
 	clears atomic.Uint64
-	saved  atomic.Int64
+	saved  stripe.Counter
+
+	// base anchors the marks' expiries: they are kept as time since base,
+	// read from the clock's monotonic reading, so a step of the wall clock
+	// moves none.
+	base time.Time
 
 	mu    sync.Mutex
 	marks map[domain.VoucherID]*mark
+	// view is a copy of marks, published (under mu) whenever a mark is
+	// added or removed, which is rare: SoldOut, the sold-out edge's check
+	// on every request of a stampede, reads it without the lock, which
+	// moved its cache line between the cores on every answer.
+	view atomic.Pointer[map[domain.VoucherID]*mark]
 }
 
 // mark is one voucher's remembered sold-out answer.
 type mark struct {
-	until time.Time
+	// until is when (since Marks.base) it stops being an answer; written
+	// under Marks.mu, read without it. 0 once the mark is removed.
+	until atomic.Int64
 	// probe is non-nil while one request re-checks an expired mark; it is
 	// closed when that request has settled the mark.
 	probe chan struct{}
@@ -108,7 +121,31 @@ func New(opts Options) *Marks {
 	if opts.Clock == nil {
 		opts.Clock = systemClock{}
 	}
-	return &Marks{window: opts.Window, clock: opts.Clock, marks: make(map[domain.VoucherID]*mark)}
+	g := &Marks{window: opts.Window, clock: opts.Clock, base: opts.Clock.Now(), marks: make(map[domain.VoucherID]*mark)}
+	g.publish()
+	return g
+}
+
+// publish makes the view a copy of the marks; g.mu is held (or g is new).
+func (g *Marks) publish() {
+	view := make(map[domain.VoucherID]*mark, len(g.marks))
+	for v, m := range g.marks {
+		view[v] = m
+	}
+	g.view.Store(&view)
+}
+
+// now is the clock's time as marks keep it.
+func (g *Marks) now() int64 { return int64(g.clock.Now().Sub(g.base)) }
+
+// fresh tells whether m is still an answer.
+func (g *Marks) fresh(m *mark) bool { return g.now() < m.until.Load() }
+
+// remove forgets v's mark m; g.mu is held.
+func (g *Marks) remove(v domain.VoucherID, m *mark) {
+	m.until.Store(0)
+	delete(g.marks, v)
+	g.publish()
 }
 
 // Admission puts the marks in front of next.
@@ -144,14 +181,12 @@ var _ ports.SoldOutSignal = (*Marks)(nil)
 // give from it (an expired mark is not an answer: Admit re-checks the gate).
 // An answer given from it counts as saved.
 func (g *Marks) SoldOut(v domain.VoucherID) bool {
-	g.mu.Lock()
-	m := g.marks[v]
-	fresh := m != nil && g.clock.Now().Before(m.until)
-	g.mu.Unlock()
-	if fresh {
-		g.saved.Add(1)
+	m := (*g.view.Load())[v]
+	if m == nil || !g.fresh(m) {
+		return false
 	}
-	return fresh
+	g.saved.Add(1)
+	return true
 }
 
 // Admit answers domain.ErrSoldOut from a fresh mark; otherwise it asks the
@@ -170,7 +205,7 @@ func (g *Admission) Admit(ctx context.Context, o domain.VoucherOrder) error {
 			}
 			return err
 		}
-		if g.clock.Now().Before(m.until) {
+		if g.fresh(m) {
 			g.mu.Unlock()
 			g.saved.Add(1)
 			return domain.ErrSoldOut
@@ -203,11 +238,15 @@ func (g *Marks) mark(v domain.VoucherID, epoch uint64) {
 		return
 	}
 	m := g.marks[v]
-	if m == nil {
+	added := m == nil
+	if added {
 		m = &mark{}
 		g.marks[v] = m
 	}
-	m.until = g.clock.Now().Add(g.window)
+	m.until.Store(g.now() + int64(g.window))
+	if added {
+		g.publish()
+	}
 }
 
 // settleProbe records what the re-check found and wakes the waiters: sold out
@@ -225,11 +264,11 @@ func (g *Marks) settleProbe(v domain.VoucherID, m *mark, epoch uint64, err error
 	}
 	switch {
 	case g.clears.Load() != epoch:
-		delete(g.marks, v)
+		g.remove(v, m)
 	case errors.Is(err, domain.ErrSoldOut):
-		m.until = g.clock.Now().Add(g.window)
+		m.until.Store(g.now() + int64(g.window))
 	case err == nil || domain.IsRefusal(err):
-		delete(g.marks, v)
+		g.remove(v, m)
 	}
 }
 
@@ -241,7 +280,9 @@ func (g *Marks) clear(v domain.VoucherID) {
 	defer g.mu.Unlock()
 	g.clears.Add(1)
 	// A probe in flight keeps its own pointer and finds it gone when it settles.
-	delete(g.marks, v)
+	if m := g.marks[v]; m != nil {
+		g.remove(v, m)
+	}
 }
 
 // Preheat (over)writes the voucher's stock, so its mark goes.

@@ -458,3 +458,52 @@ func TestNewRefusesWiringMistakes(t *testing.T) {
 		t.Fatalf("default window %s, want %s", w, soldout.DefaultWindow)
 	}
 }
+
+// TestSoldOutSignalFollowsTheMark: the lock-free check the sold-out edge
+// makes on every request answers as the admission would: no before the
+// voucher sold out, yes from the mark (counted as saved), no once the
+// window passed, yes again once a re-check renewed it, and no the moment a
+// local Release cleared it, without the clock moving.
+func TestSoldOutSignalFollowsTheMark(t *testing.T) {
+	f := newFixture(t, 1)
+	v := f.v.ID()
+	if f.adm.SoldOut(v) {
+		t.Fatal("sold out before any claim")
+	}
+	_ = f.claim(t, 1)
+	if f.adm.SoldOut(v) {
+		t.Fatal("sold out before the gate said so")
+	}
+	if err := f.claim(t, 2); !errors.Is(err, domain.ErrSoldOut) {
+		t.Fatalf("claim: %v, want sold out", err)
+	}
+	saved := f.gate.Saved()
+	if !f.adm.SoldOut(v) || !f.adm.SoldOut(v) {
+		t.Fatal("not sold out from a fresh mark")
+	}
+	if got := f.gate.Saved(); got != saved+2 {
+		t.Fatalf("Saved = %d after two answers from the mark, want %d", got, saved+2)
+	}
+	if f.adm.SoldOut(v + 1) {
+		t.Fatal("another voucher is sold out")
+	}
+	f.clock.Advance(window)
+	if f.adm.SoldOut(v) {
+		t.Fatal("sold out from an expired mark")
+	}
+	if err := f.claim(t, 3); !errors.Is(err, domain.ErrSoldOut) {
+		t.Fatalf("re-check: %v, want sold out", err)
+	}
+	if !f.adm.SoldOut(v) {
+		t.Fatal("not sold out after the re-check renewed the mark")
+	}
+	if err := f.gate.Release(context.Background(), order(t, 1001, 1, v), true); err != nil {
+		t.Fatal(err)
+	}
+	if f.adm.SoldOut(v) {
+		t.Fatal("sold out after a Release cleared the mark")
+	}
+	if err := f.claim(t, 4); err != nil {
+		t.Fatalf("claim after the release: %v, want success", err)
+	}
+}
