@@ -48,11 +48,7 @@ func (m *Metrics) ClaimStarted(ctx context.Context) context.Context {
 // ClaimAnswered counts the claim under its outcome (unknown codes count as
 // OutcomeError) and observes its latency and, when counted, round trips.
 func (m *Metrics) ClaimAnswered(ctx context.Context, code string, took time.Duration) {
-	c, ok := m.claims[code]
-	if !ok {
-		c = m.claims[OutcomeError]
-	}
-	c.Inc()
+	m.claims.inc(code, OutcomeError)
 	m.claimSeconds.Observe(took.Seconds())
 	if cc := claimFrom(ctx); cc != nil {
 		m.claimRoundTrips.Observe(float64(cc.roundTrips.Load()))

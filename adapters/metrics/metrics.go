@@ -52,9 +52,9 @@ type Metrics struct {
 	// round-trip counter in their context.
 	instrumented atomic.Bool
 
-	claims          map[string]prometheus.Counter
-	claimSeconds    prometheus.Histogram
-	claimRoundTrips prometheus.Histogram
+	claims          *outcomeCounters
+	claimSeconds    *stripedHistogram
+	claimRoundTrips *stripedHistogram
 	redisCommands   prometheus.Counter
 	redisPipelines  prometheus.Counter
 
@@ -75,18 +75,23 @@ func New() *Metrics {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	f := factory{reg}
 	m := &Metrics{
-		reg:    reg,
-		claims: map[string]prometheus.Counter{},
-		claimSeconds: f.histogram(prometheus.HistogramOpts{
+		reg: reg,
+		// Every outcome is there from the start, at 0, so rate() and
+		// absent() behave before the first sale.
+		claims: register(reg, newOutcomeCounters(prometheus.CounterOpts{
+			Name: "claims_total",
+			Help: "Claim requests by the outcome answered.",
+		}, Outcomes())),
+		claimSeconds: register(reg, newStripedHistogram(prometheus.HistogramOpts{
 			Name:    "claim_duration_seconds",
 			Help:    "Time from a claim request's arrival at the router to its answer, whatever the answer.",
 			Buckets: claimBuckets,
-		}),
-		claimRoundTrips: f.histogram(prometheus.HistogramOpts{
+		})),
+		claimRoundTrips: register(reg, newStripedHistogram(prometheus.HistogramOpts{
 			Name:    "claim_redis_round_trips",
 			Help:    "Redis round trips (commands or pipelines) one claim request made, session lookup and ID lease included.",
 			Buckets: []float64{0, 1, 2, 3, 4, 6, 8},
-		}),
+		})),
 		redisCommands: f.counter(prometheus.CounterOpts{
 			Name: "redis_commands_total",
 			Help: "Redis commands sent one at a time (each a round trip), by every part of the service.",
@@ -126,16 +131,6 @@ func New() *Metrics {
 			Name: "worker_backoff_seconds_total",
 			Help: "Time workers spent waiting before a retry, by stage.",
 		}, "stage"),
-	}
-	claims := f.counterVec(prometheus.CounterOpts{
-		Name: "claims_total",
-		Help: "Claim requests by the outcome answered.",
-	}, "outcome")
-	// Every outcome is there from the start, at 0, so rate() and absent()
-	// behave before the first sale; the map lookup keeps the hot path free
-	// of label hashing.
-	for _, o := range Outcomes() {
-		m.claims[o] = claims.WithLabelValues(o)
 	}
 	m.ordersWritten.WithLabelValues("created")
 	m.ordersWritten.WithLabelValues("failed")
@@ -213,6 +208,12 @@ func (m *Metrics) ChannelQueue(length func() int) {
 		Name:      "channel_queue_orders",
 		Help:      "Orders waiting in the in-process channel for a worker.",
 	}, func() float64 { return float64(length()) }))
+}
+
+// register registers c on reg and returns it.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	reg.MustRegister(c)
+	return c
 }
 
 // factory registers each instrument as it is made.
