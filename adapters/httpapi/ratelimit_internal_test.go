@@ -47,6 +47,58 @@ func TestSlidingLimitWeighsThePreviousWindow(t *testing.T) {
 	}
 }
 
+// TestSlidingLimitForgetsIdleKeys: a key is held while its requests can
+// still count (its window and the next), then dropped, so the limiter's
+// memory is bounded by the keys of the last two windows.
+func TestSlidingLimitForgetsIdleKeys(t *testing.T) {
+	l := newSlidingLimit(10, time.Minute, hashUser)
+	// held lists the keys the shards hold, in either window.
+	held := func() map[int64]bool {
+		keys := map[int64]bool{}
+		for i := range l.shards {
+			for _, m := range []map[int64]int32{l.shards[i].curr, l.shards[i].prev} {
+				for k := range m {
+					keys[k] = true
+				}
+			}
+		}
+		return keys
+	}
+	t0 := time.Unix(0, 0).Add(1000 * time.Minute)
+	for u := int64(1); u <= 100; u++ {
+		l.allow(u, t0)
+	}
+	// The next window: the keys' first requests still count.
+	for u := int64(1); u <= 100; u++ {
+		if !l.allow(u, t0.Add(time.Minute)) {
+			t.Fatalf("key %d refused with 2 of 10 requests", u)
+		}
+	}
+	// The window after: half of the keys come back.
+	for u := int64(1); u <= 50; u++ {
+		l.allow(u, t0.Add(2*time.Minute+time.Second))
+	}
+	// A window on, a request in every shard makes each look at the window
+	// (shards rotate lazily, on their next request): only the keys used
+	// in the window before stay, 1..50, and the probes.
+	probes := map[int64]bool{}
+	seen := map[uint64]bool{}
+	for k := int64(1000); len(seen) < limitShards; k++ {
+		seen[l.hash(k)%limitShards] = true
+		probes[k] = true
+		l.allow(k, t0.Add(3*time.Minute))
+	}
+	keys := held()
+	for k := range keys {
+		if k > 50 && !probes[k] {
+			t.Fatalf("key %d, idle for two windows, is still held", k)
+		}
+	}
+	if len(keys) != 50+len(probes) {
+		t.Fatalf("%d keys held, want %d", len(keys), 50+len(probes))
+	}
+}
+
 func TestClientAddr(t *testing.T) {
 	proxies := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 	cases := []struct {
