@@ -100,7 +100,7 @@ bench-quick: build-bench ## the short form of bench-designs: wide and hot, chann
 JUDGED := --scenario wide,hot --modes channel,stream,ceiling,bare,fullpipe,noop --rounds 3 --progress plain
 
 .PHONY: bench-judged
-bench-judged: build-bench ## the judged run of docs/BENCHMARKS.md (about 2 minutes): warm and cold sessions into bench-out/judged-{warm,cold}.md and .json
+bench-judged: build-bench ## the judged run of docs/BENCHMARKS.md (about 4 minutes): warm and cold sessions into bench-out/judged-{warm,cold}.md and .json
 	@mkdir -p bench-out
 	./$(BENCH) $(JUDGED) --json bench-out/judged-warm.json > bench-out/judged-warm.md
 	SECKILL_TOKEN_WARM=false ./$(BENCH) $(JUDGED) --cold-sessions --json bench-out/judged-cold.json > bench-out/judged-cold.md
