@@ -69,7 +69,7 @@ func edgeClaim(r *http.Request) (domain.VoucherID, bool) {
 		return 0, false
 	}
 	s, ok := strings.CutPrefix(r.URL.Path, claimPathPrefix)
-	if !ok || len(s) == 0 || len(s) > 18 || r.Header.Get("Authorization") == "" {
+	if !ok || len(s) == 0 || len(s) > 18 || firstHeader(r, authorizationHeader) == "" {
 		// 18 digits always fit an int64; a longer id takes the router's
 		// path, which says why it is refused.
 		return 0, false

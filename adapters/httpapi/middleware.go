@@ -302,7 +302,7 @@ var errNoToken = fmt.Errorf("no authorization header: %w", ports.ErrUnknownToken
 // bare token, no scheme) to a user, or answers 401.
 func (a *api) requireUser(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token := r.Header.Get("Authorization")
+		token := firstHeader(r, authorizationHeader)
 		if token == "" {
 			a.fail(w, r, errNoToken)
 			return

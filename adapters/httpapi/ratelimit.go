@@ -154,7 +154,7 @@ func clientAddr(r *http.Request, trusted []netip.Prefix) (netip.Addr, bool) {
 	if !ok || len(trusted) == 0 || !inAnyPrefix(peer.WithZone(""), trusted) {
 		return peer, ok
 	}
-	if ip, ok := fromXFF(r.Header[http.CanonicalHeaderKey("X-Forwarded-For")], trusted); ok {
+	if ip, ok := fromXFF(r.Header[forwardedForHeader], trusted); ok {
 		return ip, true
 	}
 	if v := r.Header.Values("X-Real-Ip"); len(v) > 0 {
