@@ -28,7 +28,8 @@ func shardOf(seq uint32) (int, uint32) {
 // leaseHook counts INCRBY commands (leases) and the keys they went to, and
 // refuses or stalls every command while told to.
 type leaseHook struct {
-	n       atomic.Int64
+	n       atomic.Int64 // INCRBY commands that entered the hook
+	leased  atomic.Int64 // INCRBY commands Redis answered
 	refuse  atomic.Bool
 	stall   atomic.Bool
 	delay   time.Duration // every command answers this late (set before use)
@@ -70,7 +71,11 @@ func (h *leaseHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			cmd.SetErr(err)
 			return err
 		}
-		return next(ctx, cmd)
+		err := next(ctx, cmd)
+		if err == nil && cmd.Name() == "incrby" {
+			h.leased.Add(1)
+		}
+		return err
 	}
 }
 func (h *leaseHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
@@ -138,8 +143,10 @@ func TestIDsLeaseTheNextBlockAhead(t *testing.T) {
 	for range 6 {
 		next(t, g)
 	}
+	// Answered, not only sent: a lease still inside the hook when Redis
+	// starts refusing would be refused too.
 	testenv.Eventually(t, 5*time.Second, func() (bool, string) {
-		return hook.n.Load() == 2, "waiting for the lease ahead"
+		return hook.leased.Load() == 2, "waiting for the lease ahead"
 	})
 	hook.refuse.Store(true)
 	seen := map[int]bool{}
