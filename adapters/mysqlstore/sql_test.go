@@ -71,7 +71,7 @@ var zone = time.FixedZone("UTC+8", 8*60*60)
 
 func add(t *testing.T, s repos, shop domain.ShopID, stock int) domain.Voucher {
 	t.Helper()
-	begin := time.Date(2026, 11, 29, 20, 0, 0, 0, zone)
+	begin := testenv.Now().In(zone)
 	return addSale(t, s, domain.VoucherSpec{ShopID: shop, Title: "seckill", PayValue: 8000, ActualValue: 10000},
 		stock, begin, begin.Add(2*time.Hour))
 }
@@ -335,7 +335,7 @@ var sqlCases = []struct {
 	}},
 	{"times_are_stored_in_utc", func(t *testing.T, connect func(*testing.T) *bun.DB) {
 		db, s := migrated(t, connect)
-		begin := time.Date(2026, 11, 29, 20, 0, 0, 123456789, zone)
+		begin := testenv.Now().In(zone).Add(123456789)
 		v := addSale(t, s, domain.VoucherSpec{ShopID: 1, Title: "utc"}, 1, begin, begin.Add(time.Hour))
 		var stored, created string
 		err := db.NewRaw("SELECT CAST(sv.begin_time AS CHAR), CAST(v.create_time AS CHAR) "+
@@ -344,7 +344,7 @@ var sqlCases = []struct {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := "2026-11-29 12:00:00.123456"; !strings.HasPrefix(stored, want) {
+		if want := begin.UTC().Format("2006-01-02 15:04:05.000000"); !strings.HasPrefix(stored, want) {
 			t.Fatalf("begin_time stored as %q, want the UTC %q", stored, want)
 		}
 		// The column default, not our code, writes create_time: it must be

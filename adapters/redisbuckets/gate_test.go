@@ -20,7 +20,7 @@ var nextVoucher = domain.VoucherID(time.Now().UnixNano()%1_000_000 + 1000)
 
 func newVoucher(t testing.TB, stock int) domain.Voucher {
 	t.Helper()
-	now := time.Now()
+	now := testenv.WallClock{}.Now()
 	sale, err := domain.NewSale(stock, now.Add(-time.Minute), now.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)

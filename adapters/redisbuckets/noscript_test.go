@@ -26,6 +26,7 @@ import (
 // see), and stops it when the test ends.
 func ownRedis(t *testing.T) *redis.Client {
 	t.Helper()
+	testenv.SkipOwnClock(t)
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Skip("redis-server is not installed")

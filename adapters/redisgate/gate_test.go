@@ -68,7 +68,7 @@ func TestPreheatWritesTheLayoutWithExpiry(t *testing.T) {
 			testenv.DropPrefix(t, rdb, prefix)
 			ctx := context.Background()
 			g := redisgate.New(rdb, redisgate.Options{Prefix: prefix, Retention: 2 * time.Hour})
-			now := time.Now()
+			now := testenv.WallClock{}.Now()
 			begin, end := now.Add(-time.Minute), now.Add(time.Hour+123*time.Millisecond)
 			if err := g.Preheat(ctx, voucher(t, 42, 5, begin, end)); err != nil {
 				t.Fatal(err)
@@ -101,7 +101,7 @@ func TestPreheatAfterRetentionLeavesNothing(t *testing.T) {
 	_, rdb := testenv.MiniRedis(t)
 	ctx := context.Background()
 	g := redisgate.New(rdb, redisgate.Options{Retention: time.Hour})
-	now := time.Now()
+	now := testenv.WallClock{}.Now()
 	if err := g.Preheat(ctx, voucher(t, 1, 5, now.Add(-3*time.Hour), now.Add(-2*time.Hour))); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestReserveRunsAfterTheScriptCacheIsFlushed(t *testing.T) {
 	_, rdb := testenv.MiniRedis(t)
 	ctx := context.Background()
 	g := redisgate.New(rdb, redisgate.Options{})
-	now := time.Now()
+	now := testenv.WallClock{}.Now()
 	if err := g.Preheat(ctx, voucher(t, 1, 5, now.Add(-time.Hour), now.Add(time.Hour))); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestPruneLiveDropsVouchersWhoseKeysExpired(t *testing.T) {
 			if enqueue {
 				reserve = g.ReserveAndAppend
 			}
-			now := time.Now()
+			now := testenv.WallClock{}.Now()
 			if err := g.Preheat(ctx, voucher(t, 1, 5, now.Add(-time.Hour), now.Add(time.Hour))); err != nil {
 				t.Fatal(err)
 			}
@@ -175,7 +175,7 @@ func TestRestoreLeavesNoStagingKeys(t *testing.T) {
 	_, rdb := testenv.MiniRedis(t)
 	ctx := context.Background()
 	g := redisgate.New(rdb, redisgate.Options{})
-	now := time.Now()
+	now := testenv.WallClock{}.Now()
 	v := voucher(t, 1, 10, now.Add(-time.Hour), now.Add(time.Hour))
 	buyers := make([]domain.VoucherOrder, 1500)
 	for i := range buyers {
@@ -211,7 +211,7 @@ func TestRestoreAndPreheatRaceKeepsOneWholeState(t *testing.T) {
 			testenv.DropPrefix(t, rdb, prefix)
 			g := redisgate.New(rdb, redisgate.Options{Prefix: prefix})
 			ctx := context.Background()
-			now := time.Now()
+			now := testenv.WallClock{}.Now()
 			outcomes := map[string]int{}
 			for round := 1; round <= 20; round++ {
 				id := domain.VoucherID(round)
@@ -269,7 +269,7 @@ func TestPreheatAfterRestoreKeepsReservations(t *testing.T) {
 	_, rdb := testenv.MiniRedis(t)
 	g := redisgate.New(rdb, redisgate.Options{Prefix: "p:"})
 	ctx := context.Background()
-	now := time.Now()
+	now := testenv.WallClock{}.Now()
 	v := voucher(t, 9, 2, now.Add(-time.Hour), now.Add(time.Hour))
 	if _, err := g.Restore(ctx, v, nil); err != nil {
 		t.Fatal(err)
@@ -327,7 +327,7 @@ func TestPreheatThatCannotJoinTheLiveSetLeavesNothingClaimable(t *testing.T) {
 	broken.AddHook(failSAdd{})
 	g := redisgate.New(broken, redisgate.Options{Prefix: "p:"})
 	ctx := context.Background()
-	now := time.Now()
+	now := testenv.WallClock{}.Now()
 	if err := g.Preheat(ctx, voucher(t, 5, 3, now.Add(-time.Hour), now.Add(time.Hour))); err == nil {
 		t.Fatal("preheat reported success without its live-set entry")
 	}
@@ -343,7 +343,7 @@ func TestPreheatRefusesAGateOfAnotherSale(t *testing.T) {
 	_, rdb := testenv.MiniRedis(t)
 	g := redisgate.New(rdb, redisgate.Options{Prefix: "p:"})
 	ctx := context.Background()
-	now := time.Now()
+	now := testenv.WallClock{}.Now()
 	if err := g.Preheat(ctx, voucher(t, 4, 2, now.Add(-time.Hour), now.Add(time.Hour))); err != nil {
 		t.Fatal(err)
 	}

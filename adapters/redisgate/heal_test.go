@@ -24,7 +24,7 @@ func TestHealKeepsExpiryAndRecordsOversold(t *testing.T) {
 			testenv.DropPrefix(t, rdb, prefix)
 			ctx := context.Background()
 			g := redisgate.New(rdb, redisgate.Options{Prefix: prefix, Retention: 2 * time.Hour})
-			now := time.Now()
+			now := testenv.WallClock{}.Now()
 			end := now.Add(time.Hour)
 			v := voucher(t, 42, 1, now.Add(-time.Minute), end)
 			if err := g.Preheat(ctx, v); err != nil {

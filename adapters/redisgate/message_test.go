@@ -22,7 +22,7 @@ func TestClaimScriptWritesTheCodecsOrderMessage(t *testing.T) {
 			testenv.DropPrefix(t, rdb, prefix)
 			ctx := context.Background()
 			g := redisgate.New(rdb, redisgate.Options{Prefix: prefix})
-			now := time.Now()
+			now := testenv.WallClock{}.Now()
 			if err := g.Preheat(ctx, voucher(t, 42, 5, now.Add(-time.Minute), now.Add(time.Hour))); err != nil {
 				t.Fatal(err)
 			}

@@ -20,7 +20,7 @@ func TestClaimWaitsForItsReplicas(t *testing.T) {
 	master, replica := testenv.StartReplicated(t)
 	rdb := master.Client()
 	ctx := context.Background()
-	begin, end := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	begin, end := testenv.WallClock{}.Now().Add(-time.Hour), testenv.WallClock{}.Now().Add(time.Hour)
 	durable := redisgate.New(rdb, redisgate.Options{Prefix: "w:", WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond})
 	fast := redisgate.New(rdb, redisgate.Options{Prefix: "w:"})
 	if err := durable.Preheat(ctx, voucher(t, 1, 10, begin, end)); err != nil {

@@ -350,7 +350,7 @@ func TestStreamQueue(t *testing.T) {
 		{"the_worker_dead_letters_an_entry_delivered_too_often", func(t *testing.T, e streamEnv) {
 			ctx := context.Background()
 			vouchers := memory.NewVouchers()
-			sale, err := domain.NewSale(10, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+			sale, err := domain.NewSale(10, testenv.WallClock{}.Now().Add(-time.Hour), testenv.WallClock{}.Now().Add(time.Hour))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -756,7 +756,7 @@ func TestStreamQueue(t *testing.T) {
 		{"orders_the_gate_enqueues_are_delivered", func(t *testing.T, e streamEnv) {
 			ctx := context.Background()
 			g := redisgate.New(e.rdb, redisgate.Options{Prefix: e.prefix})
-			sale, err := domain.NewSale(3, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+			sale, err := domain.NewSale(3, testenv.WallClock{}.Now().Add(-time.Hour), testenv.WallClock{}.Now().Add(time.Hour))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -52,7 +52,7 @@ func newRig(t *testing.T, stock int) *rig {
 	t.Helper()
 	r := &rig{vouchers: memory.NewVouchers(), gate: memory.NewGate(testenv.WallClock{})}
 	r.orders = memory.NewOrders(r.vouchers)
-	sale, _ := domain.NewSale(stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	sale, _ := domain.NewSale(stock, testenv.WallClock{}.Now().Add(-time.Hour), testenv.WallClock{}.Now().Add(time.Hour))
 	v, _ := domain.NewSeckillVoucher(domain.VoucherSpec{ShopID: 1, Title: "w"}, sale)
 	v, err := r.vouchers.AddSeckill(context.Background(), v)
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 
 const lifeWindow = 15 * time.Minute
 
-var lifeT0 = time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)
+var lifeT0 = testenv.Now()
 
 // lifeRepo is the subject's store with a pay window.
 type lifeRepo interface {

@@ -135,7 +135,7 @@ var repoZone = time.FixedZone("UTC+8", 8*60*60)
 
 func repoAdd(t *testing.T, s repoSubject, shop domain.ShopID, stock int) domain.Voucher {
 	t.Helper()
-	begin := time.Date(2026, 11, 29, 20, 0, 0, 0, repoZone)
+	begin := testenv.Now().In(repoZone)
 	return repoAddSale(t, s, domain.VoucherSpec{ShopID: shop, Title: "seckill", PayValue: 8000, ActualValue: 10000},
 		stock, begin, begin.Add(2*time.Hour))
 }
@@ -315,7 +315,7 @@ var repoCases = []repoCase{
 	{"a_split_sale_keeps_its_buckets", func(t *testing.T, s repoSubject) {
 		// A restore rebuilds a sale from the repository: a split one must
 		// come back split, and an unsplit one as 1.
-		begin := time.Date(2026, 11, 29, 20, 0, 0, 0, repoZone)
+		begin := testenv.Now().In(repoZone)
 		sale, err := domain.NewSale(300, begin, begin.Add(time.Hour))
 		if err != nil {
 			t.Fatal(err)
@@ -347,7 +347,7 @@ var repoCases = []repoCase{
 	}},
 	{"a_sale_keeps_its_waiting_room", func(t *testing.T, s repoSubject) {
 		// A restore opens a room from what the repository returns.
-		begin := time.Date(2026, 11, 29, 20, 0, 0, 0, repoZone)
+		begin := testenv.Now().In(repoZone)
 		rules, err := domain.NewRoomRules(90*time.Second, 250, 45*time.Second, 7)
 		if err != nil {
 			t.Fatal(err)
@@ -378,7 +378,7 @@ var repoCases = []repoCase{
 	{"add_get_list_round_trip", func(t *testing.T, s repoSubject) {
 		// Sub-microsecond digits and a non-UTC zone: what comes back is the
 		// same instant, in UTC, at the precision the database keeps.
-		begin := time.Date(2026, 11, 29, 20, 0, 0, 123456789, repoZone)
+		begin := testenv.Now().In(repoZone).Add(123456789)
 		end := begin.Add(90 * time.Minute)
 		spec := domain.VoucherSpec{
 			ShopID:      7,
@@ -454,7 +454,7 @@ var repoCases = []repoCase{
 		repoStock(t, s, v, 4)
 	}},
 	{"list_seckill_ending_after", func(t *testing.T, s repoSubject) {
-		at := time.Date(2026, 11, 29, 20, 0, 0, 0, repoZone)
+		at := testenv.Now().In(repoZone)
 		spec := domain.VoucherSpec{ShopID: 1, Title: "window"}
 		add := func(end time.Time) domain.VoucherID {
 			return repoAddSale(t, s, spec, 1, end.Add(-time.Hour), end).ID()
@@ -488,7 +488,7 @@ var repoCases = []repoCase{
 		repoBuyers(t, s, 404)
 	}},
 	{"add_once_returns_the_keys_voucher_even_to_concurrent_retries", func(t *testing.T, s repoSubject) {
-		begin := time.Date(2026, 11, 29, 20, 0, 0, 0, repoZone)
+		begin := testenv.Now().In(repoZone)
 		v := testenv.SeckillVoucher(t, domain.VoucherSpec{ShopID: 9, Title: "once", PayValue: 1, ActualValue: 2}, 5, begin, begin.Add(time.Hour))
 		const tries = 8
 		results := make([]ports.Creation, tries)

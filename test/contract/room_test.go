@@ -41,7 +41,7 @@ func roomBackends() []roomBackend {
 
 func store(s ports.RoomStore, _ ports.StockGate) ports.RoomStore { return s }
 
-var roomBegin = time.Date(2026, 12, 2, 20, 0, 0, 0, time.UTC)
+var roomBegin = testenv.Now()
 
 func roomVoucher(t *testing.T, id domain.VoucherID, stock, rate int, ttl time.Duration, margin int) domain.Voucher {
 	t.Helper()

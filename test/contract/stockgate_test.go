@@ -112,7 +112,7 @@ func gateBackends() []gateBackend {
 // Windows far from now on both sides, so clock skew between the test and
 // Redis TIME cannot flip an answer.
 func gateOpen() (time.Time, time.Time) {
-	now := time.Now()
+	now := testenv.WallClock{}.Now()
 	return now.Add(-time.Hour), now.Add(time.Hour)
 }
 
@@ -286,14 +286,14 @@ var gateCases = []struct {
 		gateState(t, s.gate, 2, 4, nil)
 	}},
 	{"not_started", func(t *testing.T, s gateSubject) {
-		now := time.Now()
+		now := testenv.WallClock{}.Now()
 		gatePreheat(t, s.gate, gateVoucher(t, 1, 5, now.Add(24*time.Hour), now.Add(48*time.Hour)))
 		gateReserve(t, s, testenv.Order(t, 1, 1, 1), domain.ErrNotStarted)
 		gateState(t, s.gate, 1, 5, nil)
 		gateMessages(t, s, 1)
 	}},
 	{"ended", func(t *testing.T, s gateSubject) {
-		now := time.Now()
+		now := testenv.WallClock{}.Now()
 		gatePreheat(t, s.gate, gateVoucher(t, 1, 5, now.Add(-2*time.Hour), now.Add(-time.Hour)))
 		gateReserve(t, s, testenv.Order(t, 1, 1, 1), domain.ErrEnded)
 		gateState(t, s.gate, 1, 5, nil)

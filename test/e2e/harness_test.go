@@ -76,6 +76,7 @@ func newClusterOn(t *testing.T, rdb redis.UniversalClient, redisEnv string, extr
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	c := &cluster{t: t, rdb: rdb, db: db, prefix: testenv.KeyPrefix(t)}
+	testenv.ForgetTokens(t, rdb) // the tokens mint writes
 	c.env = append([]string{
 		redisEnv,
 		"SECKILL_MYSQL_DSN=" + dsn,

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/infra"
+	"github.com/hmdp-go/seckill/test/testenv"
 )
 
 // Start builds and starts the service c describes, and shuts it down when
@@ -21,6 +22,9 @@ func Start(t testing.TB, c infra.Config, log zerolog.Logger) *infra.App {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Tokens minted through the service's client (by the test or the
+	// service) are deleted from a shared Redis when the test ends.
+	testenv.ForgetTokens(t, app.Redis)
 	if err := app.Start(context.Background()); err != nil {
 		cleanup()
 		t.Fatal(err)

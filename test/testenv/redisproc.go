@@ -33,6 +33,7 @@ type RedisProc struct {
 // the server (.ci/run), elsewhere their absence skips the test.
 func redisBinaries(t testing.TB) {
 	t.Helper()
+	SkipOwnClock(t)
 	for _, b := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(b); err != nil {
 			if CI() {

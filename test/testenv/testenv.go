@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,10 +53,49 @@ func Unique(prefix string) string {
 	return prefix + hex.EncodeToString(b)
 }
 
-// KeyPrefix returns a Redis key prefix no other test uses.
+// KeyPrefix returns a Redis key prefix no other test uses. When the test
+// ends, every key under it is deleted from the real Redis and the Redis
+// Cluster the environment names, whichever of them the test wrote to: the
+// test database is shared by every package and must hold nothing after a run
+// (.ci/leftovers.sh checks).
 func KeyPrefix(t testing.TB) string {
-	return Unique("t") + ":"
+	prefix := Unique("t") + ":"
+	ForgetKeys(t, prefix)
+	return prefix
 }
+
+// ForgetKeys deletes every key under prefix from the real Redis backends
+// when t ends (after the cleanups registered later, such as stopping a
+// service that writes under it). Keys outside a KeyPrefix, such as hmdp's
+// login:token:<token>, are given their own unique prefix and forgotten here.
+func ForgetKeys(t testing.TB, prefix string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, c := range realClients() {
+			if err := DeletePrefix(ctx, c, prefix); err != nil {
+				// A test that stopped its Redis leaves the check at the end of
+				// the run (.ci/leftovers.sh) to say what remains.
+				t.Logf("delete the test's keys %s* from Redis: %v", prefix, err)
+			}
+		}
+	})
+}
+
+// realClients are the clients of the real Redis backends the environment
+// names, opened once per test binary for the cleanups.
+var realClients = sync.OnceValue(func() []redis.UniversalClient {
+	var out []redis.UniversalClient
+	if url := os.Getenv(RedisEnv); url != "" {
+		if opt, err := redis.ParseURL(url); err == nil {
+			out = append(out, redis.NewClient(opt))
+		}
+	}
+	if seeds := os.Getenv(RedisClusterEnv); seeds != "" {
+		out = append(out, redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(seeds, ",")}))
+	}
+	return out
+})
 
 // RealRedis connects to SECKILL_TEST_REDIS_URL (or skips / fails, see package doc).
 func RealRedis(t testing.TB) *redis.Client {
@@ -146,6 +186,26 @@ func DeletePrefix(ctx context.Context, rdb redis.UniversalClient, prefix string)
 func MiniRedis(t testing.TB) (*miniredis.Miniredis, *redis.Client) {
 	t.Helper()
 	m := miniredis.RunT(t)
+	if off := ClockOffset(); off != 0 {
+		// miniredis reads the real clock unless given one, and a time
+		// given stands still: keep giving it the moved present, so idle
+		// times and TIME advance as on a real server.
+		m.SetTime(time.Now().Add(off))
+		stop := make(chan struct{})
+		go func() {
+			tick := time.NewTicker(time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-tick.C:
+					m.SetTime(time.Now().Add(off))
+				case <-stop:
+					return
+				}
+			}
+		}()
+		t.Cleanup(func() { close(stop) })
+	}
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { _ = c.Close() })
 	return m, c
@@ -278,4 +338,81 @@ func AutoPipelined(t testing.TB, rdb redis.UniversalClient, fullDuplex bool) red
 	}
 	t.Cleanup(func() { _ = ap.Close() })
 	return ap
+}
+
+// ForgetTokens deletes, when t ends, every hmdp login token (the hash
+// login:token:<token>, whose name no prefix may change) written through rdb
+// from now on: the tokens a test mints, and those the service under test
+// mints through its own client. It deletes them on the real Redis backends
+// the environment names, with clients of its own, so it works after the
+// service and its client are gone.
+func ForgetTokens(t testing.TB, rdb redis.UniversalClient) {
+	h := &tokenWrites{}
+	rdb.AddHook(h)
+	t.Cleanup(func() {
+		keys := h.take()
+		if len(keys) == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, c := range realClients() {
+			for _, k := range keys {
+				if err := c.Del(ctx, k).Err(); err != nil {
+					t.Logf("delete the test's login token %s: %v", k, err)
+					break
+				}
+			}
+		}
+	})
+}
+
+// tokenWrites is a go-redis hook that notes the login-token keys written.
+type tokenWrites struct {
+	mu   sync.Mutex
+	keys map[string]struct{}
+}
+
+func (h *tokenWrites) note(cmds ...redis.Cmder) {
+	for _, c := range cmds {
+		args := c.Args()
+		if len(args) < 2 || !strings.EqualFold(c.Name(), "hset") {
+			continue
+		}
+		if k, ok := args[1].(string); ok && strings.HasPrefix(k, "login:token:") {
+			h.mu.Lock()
+			if h.keys == nil {
+				h.keys = map[string]struct{}{}
+			}
+			h.keys[k] = struct{}{}
+			h.mu.Unlock()
+		}
+	}
+}
+
+func (h *tokenWrites) take() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]string, 0, len(h.keys))
+	for k := range h.keys {
+		out = append(out, k)
+	}
+	h.keys = nil
+	return out
+}
+
+func (h *tokenWrites) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *tokenWrites) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.note(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *tokenWrites) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.note(cmds...)
+		return next(ctx, cmds)
+	}
 }
