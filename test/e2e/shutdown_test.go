@@ -1,12 +1,18 @@
 package e2e_test
 
 import (
+	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hmdp-go/seckill/test/testenv"
 )
 
 // TestGracefulShutdownDrainsTheQueue: SIGTERM right after a burst of claims;
@@ -47,7 +53,14 @@ func TestIdleServiceStopsPromptlyAndSaysSo(t *testing.T) {
 			c := newCluster(t, "SECKILL_QUEUE="+queue, "SECKILL_STREAM_BLOCK=200ms")
 			p := c.start("svc")
 			start := p.log.String()
-			if !strings.Contains(start, `"redis":"redis://127.0.0.1:6379/0"`) || !strings.Contains(start, `"db":"mysql://root@tcp(`) ||
+			// The start line names the Redis the test gave, whatever its
+			// database number, without a password.
+			opt, err := redis.ParseURL(os.Getenv(testenv.RedisEnv))
+			if err != nil {
+				t.Fatal(err)
+			}
+			redisLine := fmt.Sprintf(`"redis":"redis://%s/%d"`, opt.Addr, opt.DB)
+			if !strings.Contains(start, redisLine) || !strings.Contains(start, `"db":"mysql://root@tcp(`) ||
 				(queue == "stream") != strings.Contains(start, `"consumer":"`) {
 				t.Fatalf("the start line does not name Redis, the database and (stream) the consumer:\n%s", lastLines(start, 5))
 			}
