@@ -64,7 +64,8 @@ process (--load inproc), whose CPU per request is about the service's and so
 compresses the ratios toward 1. --load auto uses wrk when it is on PATH.
 
 Backends are SECKILL_REDIS_URL and SECKILL_MYSQL_DSN (each run gets its own
-database on that server and its own Redis key prefix, dropped afterwards);
+Redis key prefix, and the DSN's database, which must be empty, or a database
+seckill_bench_* of its own when the DSN names none; all dropped afterwards);
 without them the bench runs on an embedded miniredis and SQLite, says its
 figures are not representative, and judges no speed target (only the books). Other SECKILL_* variables configure the
 service under test (batch size, workers, pool size...).

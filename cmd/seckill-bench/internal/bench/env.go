@@ -108,7 +108,10 @@ type runSpace struct {
 	// holds the run's file (the path infra.NewDB opens).
 	dsn     string
 	dataDir string
-	tokens  []string
+	// ownTables: dsn is the database the operator named, shared by the
+	// runs; a run drops its tables there rather than a database of its own.
+	ownTables bool
+	tokens    []string
 }
 
 func randomName() string {
@@ -128,11 +131,82 @@ func (e *env) newSpace(sc Scenario, m Mode) (*runSpace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("SECKILL_MYSQL_DSN: %w", err)
 	}
+	cfg.ParseTime = true
+	if cfg.DBName != "" {
+		// The operator named a database: the runs write there, one after
+		// the other, and nowhere else. It must hold nothing at the start,
+		// so that dropping every table in it afterwards drops only what a
+		// run made.
+		s.dsn, s.ownTables = cfg.FormatDSN(), true
+		tables, err := tablesIn(s.dsn)
+		if err != nil {
+			return nil, err
+		}
+		if len(tables) > 0 {
+			return nil, fmt.Errorf("SECKILL_MYSQL_DSN names database %q, which holds tables (%s): the bench writes its runs there and drops them after, so it needs an empty database; name an empty one, or none and each run gets a database seckill_bench_* of its own",
+				cfg.DBName, strings.Join(tables[:min(len(tables), 3)], ", "))
+		}
+		return s, nil
+	}
 	// mysqlstore.OpenMySQL creates the database on first use.
 	cfg.DBName = "seckill_bench_" + strings.ReplaceAll(string(sc)+"_"+string(m), "-", "_") + "_" + id
-	cfg.ParseTime = true
 	s.dsn = cfg.FormatDSN()
 	return s, nil
+}
+
+// tablesIn lists the tables of dsn's database.
+func tablesIn(dsn string) ([]string, error) {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := db.QueryContext(ctx, "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()")
+	if err != nil {
+		return nil, fmt.Errorf("list the tables of the bench's database: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		out = append(out, name)
+	}
+	return out, rows.Err()
+}
+
+// dropTables drops every table of dsn's database: what a run made in the
+// database the operator named, which was empty before it.
+func dropTables(ctx context.Context, dsn string) error {
+	tables, err := tablesIn(dsn)
+	if err != nil || len(tables) == 0 {
+		return err
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	quoted := make([]string, len(tables))
+	for i, t := range tables {
+		quoted[i] = "`" + strings.ReplaceAll(t, "`", "``") + "`"
+	}
+	// One connection: the tables' foreign keys are switched off for it
+	// alone, so they may be dropped in any order.
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET FOREIGN_KEY_CHECKS = 0"); err != nil {
+		return err
+	}
+	_, err = conn.ExecContext(ctx, "DROP TABLE IF EXISTS "+strings.Join(quoted, ", "))
+	return err
 }
 
 // openDB opens (creating and migrating) the run's database the way the
@@ -191,7 +265,11 @@ func (s *runSpace) cleanup() error {
 	if err := deleteTokens(ctx, s.env.rdb, s.tokens); err != nil {
 		errs = append(errs, err)
 	}
-	if s.dsn != "" {
+	if s.ownTables {
+		if err := dropTables(ctx, s.dsn); err != nil {
+			errs = append(errs, err)
+		}
+	} else if s.dsn != "" {
 		if err := dropDatabase(ctx, s.dsn); err != nil {
 			errs = append(errs, err)
 		}

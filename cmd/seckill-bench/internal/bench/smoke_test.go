@@ -2,12 +2,15 @@ package bench_test
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	_ "github.com/go-sql-driver/mysql"
 
 	"github.com/hmdp-go/seckill/cmd/seckill-bench/internal/bench"
 	"github.com/hmdp-go/seckill/infra"
@@ -72,19 +75,25 @@ func TestSmokeBooksBalanceInEveryMode(t *testing.T) {
 	testenv.RealRedis(t)
 	base := infra.DefaultConfig()
 	base.RedisURL = os.Getenv(testenv.RedisEnv)
-	base.MySQLDSN = os.Getenv(testenv.MySQLEnv)
-	if base.MySQLDSN == "" {
-		testenv.MySQLDSN(t) // skips or fails with the standard message
-	}
+	// The DSN names a database: every run writes there and nowhere else
+	// on the server, and leaves it as empty as it found it.
+	base.MySQLDSN = testenv.MySQLDSN(t)
 	if err := base.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	before := benchDatabases(t, base.MySQLDSN)
 	opts := tiny(t, base, buildService(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rep, err := bench.Run(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if after := benchDatabases(t, base.MySQLDSN); after != before {
+		t.Errorf("databases seckill_bench_* on the server: %q before, %q after; want none made when the DSN names one", before, after)
+	}
+	if tables := tablesOf(t, base.MySQLDSN); tables != "" {
+		t.Errorf("the DSN's database holds %s after the bench; want it left empty", tables)
 	}
 	var table strings.Builder
 	rep.WriteTable(&table)
@@ -232,7 +241,9 @@ func TestSmokeWrk(t *testing.T) {
 	base := infra.DefaultConfig()
 	base.DataDir = t.TempDir()
 	base.RedisURL = os.Getenv(testenv.RedisEnv)
-	base.MySQLDSN = os.Getenv(testenv.MySQLEnv)
+	if os.Getenv(testenv.MySQLEnv) != "" {
+		base.MySQLDSN = testenv.MySQLDSN(t)
+	}
 	if err := base.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -303,4 +314,43 @@ func assertCPU(t *testing.T, r bench.Result, realBackends bool) {
 	if r.Mode == bench.ModeFullpipe && (!r.HasDrain || !r.Drained || r.Books.Created != r.Successes) {
 		t.Errorf("%s: %d of %d orders in MySQL (drained %v)", name, r.Books.Created, r.Successes, r.Drained)
 	}
+}
+
+// benchDatabases lists, sorted and comma-separated, the databases seckill_bench_*
+// on dsn's server.
+func benchDatabases(t *testing.T, dsn string) string {
+	t.Helper()
+	return queryList(t, dsn, "SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE 'seckill\\_bench\\_%' ORDER BY schema_name")
+}
+
+// tablesOf lists, sorted and comma-separated, the tables of dsn's database.
+func tablesOf(t *testing.T, dsn string) string {
+	t.Helper()
+	return queryList(t, dsn, "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() ORDER BY table_name")
+}
+
+func queryList(t *testing.T, dsn, query string) string {
+	t.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(names, ",")
 }
