@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -33,21 +34,32 @@ func (q *Queue) Close() error {
 // claims keep appending. An entry past that end that one read returns anyway
 // is handed out too: it is delivered to this consumer already. Every command
 // names one stream, so the pipelines are fine on a cluster.
+//
+// As in reading, every result is taken in before an error is returned, and
+// on a cluster a stream whose master fails rests while the others drain.
 func (q *Queue) drain(ctx context.Context, max int) (finished bool, err error) {
-	snap := q.streamsIn(stateReading)
-	todo := q.streamsIn(stateDraining)
+	if len(q.streamsIn(stateReading, stateDraining)) == 0 {
+		return true, nil
+	}
+	now := time.Now()
+	var errs []error
+	snap := ready(q.streamsIn(stateReading), now)
+	todo := ready(q.streamsIn(stateDraining), now)
 	if len(snap) > 0 {
 		pipe := q.rdb.Pipeline()
 		cmds := make([]*redis.XMessageSliceCmd, len(snap))
 		for i, s := range snap {
 			cmds[i] = pipe.XRevRangeN(ctx, s.key, "+", "-", 1)
 		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return false, fmt.Errorf("find where order streams end: %w", err)
-		}
+		_, _ = pipe.Exec(ctx) // each command's error is looked at below
 		for i, s := range snap {
+			m, err := cmds[i].Result()
+			if err != nil {
+				errs = append(errs, q.streamError(s, fmt.Errorf("find where %s ends: %w", s.key, err)))
+				continue
+			}
 			var last string
-			if m := cmds[i].Val(); len(m) > 0 {
+			if len(m) > 0 {
 				last = m[0].ID
 			}
 			s.drainUpTo(last)
@@ -56,15 +68,14 @@ func (q *Queue) drain(ctx context.Context, max int) (finished bool, err error) {
 			}
 		}
 	}
-	if len(todo) == 0 {
-		return true, nil
-	}
 	pipe := q.rdb.Pipeline()
 	cmds := make([]*redis.XStreamSliceCmd, len(todo))
 	for i := range todo {
 		cmds[i] = pipe.XReadGroup(ctx, q.readArgs(newEntriesOf(todo[i:i+1]), max, -1))
 	}
-	_, _ = pipe.Exec(ctx) // each command's error is looked at below
+	if len(todo) > 0 {
+		_, _ = pipe.Exec(ctx) // each command's error is looked at below
+	}
 	for i, s := range todo {
 		res, err := cmds[i].Result()
 		switch {
@@ -72,7 +83,8 @@ func (q *Queue) drain(ctx context.Context, max int) (finished bool, err error) {
 			s.drained()
 			continue
 		case err != nil:
-			return false, fmt.Errorf("drain %s: %w", s.key, err)
+			errs = append(errs, q.streamError(s, fmt.Errorf("drain %s: %w", s.key, err)))
+			continue
 		}
 		var msgs []redis.XMessage
 		if len(res) > 0 {
@@ -83,9 +95,33 @@ func (q *Queue) drain(ctx context.Context, max int) (finished bool, err error) {
 		}
 		if len(msgs) > 0 {
 			if _, err := q.accept(ctx, s, msgs, false); err != nil {
-				return false, err
+				errs = append(errs, err)
 			}
 		}
 	}
+	if err := errors.Join(errs...); err != nil {
+		return false, err
+	}
+	if len(todo) == 0 && len(snap) == 0 {
+		// Every stream left rests after a failure: wait for the first to
+		// be due rather than spin.
+		q.rest(ctx, q.streamsIn(stateReading, stateDraining))
+	}
 	return false, nil
+}
+
+// rest waits until the retry of the first of ss is due, or ctx ends.
+func (q *Queue) rest(ctx context.Context, ss []*stream) {
+	var due time.Time
+	for _, s := range ss {
+		if due.IsZero() || s.retryAt.Before(due) {
+			due = s.retryAt
+		}
+	}
+	t := time.NewTimer(time.Until(due))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }

@@ -18,9 +18,12 @@ import (
 // other consumers abandoned for longer than MinIdle, then new ones, waiting
 // for them one Block at a time. After Close it reads each stream no further
 // than where the stream ended then, claims nothing, and then returns
-// ports.ErrQueueClosed. Redis errors are returned as they are; an entry read
-// but not handed out stays pending and comes back (buffered, re-read, or
-// claimed after MinIdle), so an error never loses one.
+// ports.ErrQueueClosed. On a single Redis its errors are returned as they
+// are. On a cluster a stream whose master fails rests for a moment
+// (stream.failed) while the streams of the other masters are read on, and
+// every result of a pipeline is taken in before any error is looked at: an
+// entry a live master delivered is handed out at once, never left pending to
+// nobody until MinIdle.
 func (q *Queue) Receive(ctx context.Context, max int) ([]ports.Delivery, error) {
 	if max <= 0 {
 		max = 1
@@ -64,9 +67,16 @@ func (q *Queue) fill(ctx context.Context, max int) (finished bool, err error) {
 	// no new streams.
 	if (!closed && !now.Before(q.rd.nextDiscover)) || (closed && !q.rd.discoveredAfterClose) {
 		if err := q.discover(ctx, now); err != nil {
-			return false, err
+			if !q.perStream {
+				return false, err
+			}
+			// The live set or the registry is on a master that failed: the
+			// streams known already are read on, and discovery tried again.
+			q.opts.Log.Warn().Err(err).Msg("discovering order streams failed; the known streams are read on")
+			q.rd.nextDiscover = now.Add(streamRetryMax)
+		} else {
+			q.rd.discoveredAfterClose = closed
 		}
-		q.rd.discoveredAfterClose = closed
 	}
 	if err := q.adopt(ctx); err != nil {
 		return false, err
@@ -135,7 +145,7 @@ func (q *Queue) readGroups(ss []*stream) [][]*stream {
 // batches to the database under one setting. A full read is handed out at
 // once, so a backlog is read as fast as it is written.
 func (q *Queue) readNew(ctx context.Context, max int) error {
-	ss := q.streamsIn(stateReading)
+	ss := ready(q.streamsIn(stateReading), time.Now())
 	if len(ss) == 0 {
 		q.idle(ctx)
 		return nil
@@ -147,7 +157,7 @@ func (q *Queue) readNew(ctx context.Context, max int) error {
 	if !q.linger(ctx, time.Now()) {
 		return nil // closed or cancelled: what was read stays buffered for Receive
 	}
-	if ss = q.streamsIn(stateReading); len(ss) == 0 {
+	if ss = ready(q.streamsIn(stateReading), time.Now()); len(ss) == 0 {
 		return nil
 	}
 	_, err = q.readNewOnce(ctx, ss, max-n, -1)
@@ -174,16 +184,21 @@ func (q *Queue) readNewOnce(ctx context.Context, ss []*stream, max int, block ti
 		cmds[i] = pipe.XReadGroup(ctx, q.readArgs(newEntriesOf(g), max, -1))
 	}
 	_, _ = pipe.Exec(ctx) // each command's error is looked at below
-	var n int
+	// Every result is taken in before an error is returned: a read that
+	// succeeded moved its entries into this consumer's pending list, and
+	// only accept hands them out (one master down must not strand the
+	// entries another delivered).
+	var (
+		n    int
+		errs []error
+	)
 	for i, c := range cmds {
 		res, err := c.Result()
 		n += countEntries(res)
-		if err := q.acceptNew(ctx, groups[i], res, err); err != nil {
-			return n, err
-		}
+		errs = append(errs, q.acceptNew(ctx, groups[i], res, err))
 	}
-	if n > 0 || block < 0 {
-		return n, nil
+	if err := errors.Join(errs...); err != nil || n > 0 || block < 0 {
+		return n, err
 	}
 	g := groups[q.rd.rotate%len(groups)]
 	q.rd.rotate++
@@ -244,22 +259,64 @@ func (q *Queue) acceptNew(ctx context.Context, ss []*stream, res []redis.XStream
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("read new order entries: %w", err)
+		err = fmt.Errorf("read new order entries: %w", err)
+		if len(ss) == 1 {
+			return q.streamError(ss[0], err)
+		}
+		return err
+	}
+	if len(ss) == 1 {
+		q.streamAnswered(ss[0])
 	}
 	byKey := make(map[string]*stream, len(ss))
 	for _, s := range ss {
 		byKey[s.key] = s
 	}
+	var errs []error
 	for _, r := range res {
 		s := byKey[r.Stream]
 		if s == nil || len(r.Messages) == 0 {
 			continue
 		}
 		if _, err := q.accept(ctx, s, r.Messages, false); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 	}
+	return errors.Join(errs...)
+}
+
+// streamError deals with a failed command on one stream. On a cluster the
+// stream's master may be down while the others live: the stream rests
+// (stream.failed), the first failure in a row is logged, and nil tells the
+// caller to go on with the other streams. On a single Redis every stream
+// shares the one server, and the error is returned as it is.
+func (q *Queue) streamError(s *stream, err error) error {
+	if !q.perStream {
+		return err
+	}
+	if s.failed(time.Now()) {
+		q.opts.Log.Warn().Err(err).Str("stream", s.key).
+			Msg("an order stream cannot be read (its Redis master down or failing over?); the other streams are read on and this one is tried again")
+	}
 	return nil
+}
+
+// streamAnswered notes that a command on s succeeded.
+func (q *Queue) streamAnswered(s *stream) {
+	if s.readOK() {
+		q.opts.Log.Info().Str("stream", s.key).Msg("an order stream answers again")
+	}
+}
+
+// ready keeps the streams not resting after a failure.
+func ready(ss []*stream, now time.Time) []*stream {
+	out := ss[:0:0]
+	for _, s := range ss {
+		if !s.resting(now) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // idle waits, with no stream to read, for a Publish, Close, ctx, the next

@@ -19,8 +19,9 @@ import (
 // stopped. It runs once for each stream this Queue takes on, before any new
 // entry of it is read; it skips entries this process already holds.
 func (q *Queue) readOwnPending(ctx context.Context, max int) (int, error) {
+	now := time.Now()
 	for _, s := range q.sorted() {
-		for s.state == stateRecovering {
+		for s.state == stateRecovering && !s.resting(now) {
 			msgs, err := q.read(ctx, s, s.cursor, max)
 			if isNoGroup(err) {
 				// A group made anew has no pending entries of anyone.
@@ -28,8 +29,12 @@ func (q *Queue) readOwnPending(ctx context.Context, max int) (int, error) {
 				break
 			}
 			if err != nil {
-				return 0, fmt.Errorf("re-read own pending entries of %s: %w", s.key, err)
+				if err := q.streamError(s, fmt.Errorf("re-read own pending entries of %s: %w", s.key, err)); err != nil {
+					return 0, err
+				}
+				break // the next stream; this one is tried again once rested
 			}
+			q.streamAnswered(s)
 			if len(msgs) == 0 {
 				s.recovered()
 				break
@@ -53,7 +58,7 @@ func (q *Queue) readOwnPending(ctx context.Context, max int) (int, error) {
 // between read and hand-out) left idle longer than MinIdle. Each stream is
 // scanned with a cursor; a full pass rests for ClaimInterval.
 func (q *Queue) claim(ctx context.Context, max int, now time.Time) (int, error) {
-	for _, s := range q.streamsIn(stateReading) {
+	for _, s := range ready(q.streamsIn(stateReading), now) {
 		if now.Before(s.nextClaim) {
 			continue
 		}
@@ -70,8 +75,12 @@ func (q *Queue) claim(ctx context.Context, max int, now time.Time) (int, error) 
 			continue
 		}
 		if err != nil {
-			return 0, fmt.Errorf("claim idle entries of %s: %w", s.key, err)
+			if err := q.streamError(s, fmt.Errorf("claim idle entries of %s: %w", s.key, err)); err != nil {
+				return 0, err
+			}
+			continue
 		}
+		q.streamAnswered(s)
 		if next == "" || next == "0-0" {
 			s.claimFrom, s.nextClaim = "0-0", now.Add(q.opts.ClaimInterval)
 		} else {

@@ -73,6 +73,39 @@ type stream struct {
 
 	claimFrom string    // XAUTOCLAIM cursor, kept across states
 	nextClaim time.Time // when the next XAUTOCLAIM pass may start
+
+	// A read of this stream failed (on a cluster: its master is down or
+	// failing over). It is left alone until retryAt while the streams of
+	// the other masters are read on; fails counts the failures in a row.
+	retryAt time.Time
+	fails   int
+}
+
+// Backoff of a stream whose reads fail: short enough that a promoted
+// replica (seconds) is read again at once, long enough that a dead master
+// costs the streams of live ones no time.
+const (
+	streamRetryMin = 50 * time.Millisecond
+	streamRetryMax = time.Second
+)
+
+// resting: the stream's last read failed and its retry is not due at now.
+func (s *stream) resting(now time.Time) bool { return now.Before(s.retryAt) }
+
+// failed puts the stream aside after a failed read; it reports whether this
+// is the first failure in a row (the one worth a log line).
+func (s *stream) failed(now time.Time) bool {
+	s.fails++
+	s.retryAt = now.Add(min(streamRetryMin<<min(s.fails-1, 8), streamRetryMax))
+	return s.fails == 1
+}
+
+// readOK: a read of the stream succeeded; it reports whether the stream had
+// been failing.
+func (s *stream) readOK() bool {
+	was := s.fails > 0
+	s.fails, s.retryAt = 0, time.Time{}
+	return was
 }
 
 func (q *Queue) newStream(vid domain.VoucherID, tag string) *stream {

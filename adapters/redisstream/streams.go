@@ -105,8 +105,9 @@ func (q *Queue) adopt(ctx context.Context) error {
 		}
 	}
 
+	now := time.Now()
 	for _, s := range q.sorted() {
-		if s.grouped() {
+		if s.grouped() || s.resting(now) {
 			continue
 		}
 		err := q.rdb.XGroupCreateMkStream(ctx, s.key, q.opts.Group, "0").Err()
@@ -120,8 +121,12 @@ func (q *Queue) adopt(ctx context.Context) error {
 			delete(q.rd.streams, s.tag)
 			continue
 		default:
-			return fmt.Errorf("create consumer group %s on %s: %w", q.opts.Group, s.key, err)
+			if err := q.streamError(s, fmt.Errorf("create consumer group %s on %s: %w", q.opts.Group, s.key, err)); err != nil {
+				return err
+			}
+			continue
 		}
+		q.streamAnswered(s)
 		s.groupMade()
 	}
 	return nil
