@@ -44,7 +44,7 @@ func (c Config) maxConns(files uint64) int {
 	if c.RedisCluster() {
 		nodes = max(len(c.RedisClusterAddrs), 3)
 	}
-	reserve := uint64(fileReserve + nodes*c.RedisPoolSize)
+	reserve := uint64(fileReserve + metricsMaxConns + nodes*c.RedisPoolSize)
 	if files == 0 || files > reserve+maxDerivedConns {
 		return maxDerivedConns
 	}
@@ -54,7 +54,14 @@ func (c Config) maxConns(files uint64) int {
 	return int(files - reserve)
 }
 
+// metricsMaxConns caps the metrics listener's connections: a few scrapers
+// use it. Its files come out of the API's derived cap (maxConns), so no
+// number of connections to it can starve the API of files.
+const metricsMaxConns = 32
+
 // newAPIServer is the API's server on a listener capped at max connections.
+// Every listener of the process is built by it (the API's, the metrics'),
+// so each has the same timeouts, header bound and connection cap.
 func newAPIServer(h http.Handler, l net.Listener, max int) (*http.Server, net.Listener) {
 	capped := newConnCap(l, max)
 	return &http.Server{

@@ -7,7 +7,8 @@ import (
 )
 
 // TestMaxConnsIsDerivedFromTheFileLimit: the API's connection cap leaves the
-// Redis pools and a reserve of the file limit to the rest of the process,
+// Redis pools, the metrics listener's cap and a reserve of the file limit
+// to the rest of the process,
 // and a set SECKILL_HTTP_MAX_CONNS wins.
 func TestMaxConnsIsDerivedFromTheFileLimit(t *testing.T) {
 	for _, tc := range []struct {
@@ -17,8 +18,8 @@ func TestMaxConnsIsDerivedFromTheFileLimit(t *testing.T) {
 		want  int
 	}{
 		{name: "set_explicitly", set: func(c *Config) { c.HTTPMaxConns = 500 }, files: 20000, want: 500},
-		{name: "one_redis_node", set: func(*Config) {}, files: 20000, want: 20000 - fileReserve - 128},
-		{name: "cluster_counts_three_masters_at_least", set: func(c *Config) { c.RedisClusterAddrs = []string{"a:1"} }, files: 20000, want: 20000 - fileReserve - 3*128},
+		{name: "one_redis_node", set: func(*Config) {}, files: 20000, want: 20000 - fileReserve - metricsMaxConns - 128},
+		{name: "cluster_counts_three_masters_at_least", set: func(c *Config) { c.RedisClusterAddrs = []string{"a:1"} }, files: 20000, want: 20000 - fileReserve - metricsMaxConns - 3*128},
 		{name: "huge_limit_is_bounded_by_memory", set: func(*Config) {}, files: 1 << 20, want: maxDerivedConns},
 		{name: "unknown_limit", set: func(*Config) {}, files: 0, want: maxDerivedConns},
 		{name: "tiny_limit_keeps_half", set: func(*Config) {}, files: 1024, want: 512},
