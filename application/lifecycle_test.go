@@ -111,10 +111,14 @@ func TestExpireOrders(t *testing.T) {
 	if res, err := w.expire.Handle(ctx); err != nil || res != (application.ExpiryResult{}) {
 		t.Fatalf("second pass: %+v, %v; want nothing", res, err)
 	}
-	// The buyer may claim again: a new order, the cancelled one on record.
-	again := w.sold(t, v, 1)
+	// The expired order forfeited its buyer's place: a claim of theirs is
+	// a duplicate, and the unit goes to someone else.
+	if _, err := w.claim.Handle(ctx, 1, v); !errors.Is(err, domain.ErrAlreadyClaimed) {
+		t.Fatalf("the expired order's buyer claims again: %v; want duplicate", err)
+	}
+	again := w.sold(t, v, 3)
 	if again == unpaid || w.state(t, again).State != domain.OrderCreated {
-		t.Fatalf("claim again = %d (%+v)", again, w.state(t, again))
+		t.Fatalf("another buyer's claim = %d (%+v)", again, w.state(t, again))
 	}
 	if db, gate := w.stock(t, v); db != 0 || gate != 0 {
 		t.Fatalf("stock db=%d gate=%d after the resale, want 0", db, gate)
@@ -458,8 +462,11 @@ func TestRepairDoesNotResurrectAnOrderExpiredDuringIt(t *testing.T) {
 	if b, _ := mg.Buyers(ctx, v); len(b) != 1 || b[2] != forgotten {
 		t.Fatalf("gate buyers %v, want only user 2's order %d", b, forgotten)
 	}
-	// The expired buyer may claim again.
-	if again := w.sold(t, v, 1); w.state(t, again).State != domain.OrderCreated {
-		t.Fatalf("claim again: %+v", w.state(t, again))
+	// The expired buyer's place is forfeited; its unit is on sale.
+	if _, err := w.claim.Handle(ctx, 1, v); !errors.Is(err, domain.ErrAlreadyClaimed) {
+		t.Fatalf("the expired buyer claims again: %v; want duplicate", err)
+	}
+	if again := w.sold(t, v, 3); w.state(t, again).State != domain.OrderCreated {
+		t.Fatalf("another buyer's claim: %+v", w.state(t, again))
 	}
 }

@@ -12,6 +12,12 @@ type Lifecycle struct {
 	// (POST /payments/notify, header X-Seckill-Signature); empty leaves the
 	// route unmounted.
 	PaymentSecret string `env:"SECKILL_PAYMENT_SECRET"`
+	// ReclaimAfterCancel lets the buyer of a cancelled or expired order claim
+	// the voucher again (a new order; the cancelled one stays on record).
+	// Off, the default, the order forfeits the place: it still counts toward
+	// the buyer's one order per voucher, and a later claim answers duplicate,
+	// so a few accounts cannot hold the stock by letting orders lapse.
+	ReclaimAfterCancel bool `env:"SECKILL_RECLAIM_AFTER_CANCEL" envDefault:"false"`
 }
 
 // expiryEvery is how often an instance expires due orders and finishes the

@@ -14,7 +14,7 @@ import (
 // The order lifecycle's wiring and its driving loop (issue 25).
 
 func provideMySQLOrderRepo(db *bun.DB, c Config) *mysqlstore.OrderRepo {
-	return mysqlstore.NewOrderRepo(db).WithPayWindow(c.PayWindow)
+	return mysqlstore.NewOrderRepo(db).WithPayWindow(c.PayWindow).WithReclaimAfterCancel(c.ReclaimAfterCancel)
 }
 
 func provideExpireOrders(life ports.OrderLifecycle, gate ports.StockGate, clock ports.Clock) *application.ExpireOrders {

@@ -163,7 +163,7 @@ func splitRule(rdb redis.UniversalClient, c Config, log zerolog.Logger) httpapi.
 
 func provideGate(rdb redis.UniversalClient, claims ClaimRedis, c Config) *redisgate.Gate {
 	return redisgate.New(rdb, redisgate.Options{Prefix: c.KeyPrefix, Retention: c.KeyRetention, Claims: claims.UniversalClient,
-		WaitReplicas: c.RedisWaitReplicas, WaitTimeout: c.RedisWaitTimeout})
+		WaitReplicas: c.RedisWaitReplicas, WaitTimeout: c.RedisWaitTimeout, ReclaimAfterCancel: c.ReclaimAfterCancel})
 }
 
 // provideSoldOutMarks are this instance's local sold-out marks: its
@@ -180,7 +180,7 @@ func provideSoldOutGate(m *soldout.Marks, g *redisbuckets.Router) *soldout.Gate 
 func provideBucketGate(rdb redis.UniversalClient, c Config, vouchers *mysqlstore.VoucherRepo, orders *mysqlstore.OrderRepo) *redisbuckets.Gate {
 	return redisbuckets.New(rdb, redisbuckets.Options{
 		Prefix: c.KeyPrefix, Retention: c.KeyRetention, Vouchers: vouchers, Orders: orders,
-		WaitReplicas: c.RedisWaitReplicas, WaitTimeout: c.RedisWaitTimeout,
+		WaitReplicas: c.RedisWaitReplicas, WaitTimeout: c.RedisWaitTimeout, ReclaimAfterCancel: c.ReclaimAfterCancel,
 	})
 }
 

@@ -231,8 +231,11 @@ type OrderRepository interface {
 	// BuyersAfter is Buyers in pages: at most limit created orders of the
 	// voucher whose ids are above after, by id.
 	BuyersAfter(ctx context.Context, voucher domain.VoucherID, after domain.OrderID, limit int) ([]domain.VoucherOrder, error)
-	// CountBuyers counts the created orders of each of the vouchers in one
-	// query; a voucher without orders counts 0.
+	// CountBuyers counts, for each of the vouchers in one query, the
+	// buyers holding a place in the sale: those whose order holds a unit,
+	// and those whose cancelled order forfeited the place (the gate keeps
+	// them marked, so the two counts compare); a voucher without orders
+	// counts 0.
 	CountBuyers(ctx context.Context, vouchers []domain.VoucherID) (map[domain.VoucherID]int, error)
 }
 

@@ -91,9 +91,14 @@ func TestOrderStatusLifecycle(t *testing.T) {
 	if e.gateStock(v) != 2 {
 		t.Fatalf("gate stock %d, want the unit back", e.gateStock(v))
 	}
-	// The buyer may claim again.
-	if again := e.sold(v, tok); again == id || e.stateOf(again, tok).State != "created" {
-		t.Fatalf("claim again = %s", again)
+	// The expired order forfeited the buyer's place: claiming again is the
+	// original's "不能重复下单", and the unit is another buyer's.
+	if res := e.claim(v, tok); res.status != http.StatusOK || res.Success || res.Code != "duplicate" {
+		t.Fatalf("the buyer claims again: %d %s; want 200 duplicate", res.status, res.raw)
+	}
+	other := e.token(43)
+	if again := e.sold(v, other); again == id || e.stateOf(again, other).State != "created" {
+		t.Fatalf("another buyer's claim = %s", again)
 	}
 }
 

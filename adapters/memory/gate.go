@@ -15,8 +15,23 @@ import (
 type Gate struct {
 	clock ports.Clock
 
+	// reclaim: Return frees the buyer's place (the Redis gates'
+	// ReclaimAfterCancel); otherwise it leaves forfeitMark.
+	reclaim bool
+
 	mu    sync.Mutex
 	sales map[domain.VoucherID]*gateSale
+}
+
+// forfeitMark marks a buyer whose cancelled order forfeited its place (the
+// Redis gates' redisschema.ForfeitMark); no order id is 0.
+const forfeitMark domain.OrderID = 0
+
+// WithReclaimAfterCancel sets whether Return frees a cancelled order's
+// buyer to claim again, and returns g. Set it before g is shared.
+func (g *Gate) WithReclaimAfterCancel(on bool) *Gate {
+	g.reclaim = on
+	return g
 }
 
 type gateSale struct {
@@ -258,7 +273,11 @@ func (g *Gate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
 		}
 		s.returned[o.ID()] = struct{}{}
 		if s.buyers[o.UserID()] == o.ID() {
-			delete(s.buyers, o.UserID())
+			if g.reclaim {
+				delete(s.buyers, o.UserID())
+			} else {
+				s.buyers[o.UserID()] = forfeitMark
+			}
 			s.stock++
 		}
 	}
@@ -300,7 +319,9 @@ func (g *Gate) Buyers(ctx context.Context, id domain.VoucherID) (map[domain.User
 	out := make(map[domain.UserID]domain.OrderID)
 	if s, ok := g.sales[id]; ok {
 		for u, o := range s.buyers {
-			out[u] = o
+			if o != forfeitMark {
+				out[u] = o
+			}
 		}
 	}
 	return out, nil

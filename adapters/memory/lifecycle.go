@@ -23,6 +23,16 @@ type orderLife struct {
 
 // WithPayWindow sets the pay window of the orders CreateBatch records from
 // now on (0, the default, never expires them) and returns s.
+// WithReclaimAfterCancel sets whether an order cancelled from now on frees
+// its buyer to claim again (mysqlstore.OrderRepo.WithReclaimAfterCancel)
+// and returns s.
+func (s *Orders) WithReclaimAfterCancel(on bool) *Orders {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reclaim = on
+	return s
+}
+
 func (s *Orders) WithPayWindow(window time.Duration) *Orders {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -58,6 +68,13 @@ func (s *Orders) cancel(o domain.VoucherOrder, reason domain.CancelReason) {
 	l := s.life[o.ID()]
 	l.state, l.CancelReason = domain.OrderCancelled, reason
 	delete(s.holders[o.VoucherID()], o.UserID())
+	if !s.reclaim {
+		// The place is forfeited: the buyer's next order is a duplicate.
+		if s.forfeit[o.VoucherID()] == nil {
+			s.forfeit[o.VoucherID()] = map[domain.UserID]domain.OrderID{}
+		}
+		s.forfeit[o.VoucherID()][o.UserID()] = o.ID()
+	}
 	s.vouchers.take(o.VoucherID(), -1)
 }
 

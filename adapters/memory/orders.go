@@ -25,6 +25,10 @@ type Orders struct {
 	created map[domain.OrderID]domain.VoucherOrder
 	failed  map[domain.OrderID]orderFailure
 	holders map[domain.VoucherID]map[domain.UserID]domain.OrderID
+	// forfeit: buyers whose cancelled order forfeited their place (unless
+	// reclaim); they hold no unit, and a new order of theirs is a duplicate.
+	forfeit map[domain.VoucherID]map[domain.UserID]domain.OrderID
+	reclaim bool
 	// life is each created order's lifecycle (lifecycle.go).
 	life   map[domain.OrderID]*orderLife
 	window time.Duration
@@ -46,6 +50,7 @@ func NewOrders(vouchers *Vouchers) *Orders {
 		created:  map[domain.OrderID]domain.VoucherOrder{},
 		failed:   map[domain.OrderID]orderFailure{},
 		holders:  map[domain.VoucherID]map[domain.UserID]domain.OrderID{},
+		forfeit:  map[domain.VoucherID]map[domain.UserID]domain.OrderID{},
 		life:     map[domain.OrderID]*orderLife{},
 		payments: map[string]payment{},
 	}
@@ -64,7 +69,7 @@ func (s *Orders) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) 
 	st := domain.BatchState{
 		Recorded: s.recordedOf(orders),
 		Stock:    map[domain.VoucherID]int{},
-		Holders:  s.holders, // only read by the plan
+		Holders:  s.placesHeld(), // only read by the plan
 	}
 	for _, o := range orders {
 		v := o.VoucherID()
@@ -180,9 +185,29 @@ func (s *Orders) CountBuyers(ctx context.Context, vouchers []domain.VoucherID) (
 	defer s.mu.Unlock()
 	out := make(map[domain.VoucherID]int, len(vouchers))
 	for _, v := range vouchers {
-		out[v] = len(s.holders[v])
+		out[v] = len(s.holders[v]) + len(s.forfeit[v])
 	}
 	return out, nil
+}
+
+// placesHeld is every buyer's place: the holders' and the forfeited ones
+// (the SQL unique key's rows); the caller holds s.mu.
+func (s *Orders) placesHeld() map[domain.VoucherID]map[domain.UserID]domain.OrderID {
+	if len(s.forfeit) == 0 {
+		return s.holders
+	}
+	out := make(map[domain.VoucherID]map[domain.UserID]domain.OrderID, len(s.holders)+len(s.forfeit))
+	for _, m := range []map[domain.VoucherID]map[domain.UserID]domain.OrderID{s.forfeit, s.holders} {
+		for v, users := range m {
+			if out[v] == nil {
+				out[v] = map[domain.UserID]domain.OrderID{}
+			}
+			for u, id := range users {
+				out[v][u] = id
+			}
+		}
+	}
+	return out
 }
 
 var _ ports.OrderLedger = (*Orders)(nil)

@@ -29,11 +29,25 @@ const (
 // order per voucher): every status but cancelled, refunding and refunded.
 const holding = "status NOT IN (4, 5, 6)"
 
+// placeHeld selects the orders that hold their buyer's one place in the
+// sale: those holding, and those cancelled whose place was forfeited (not
+// reclaimable). It is the rule of the unique key uk_holder_voucher.
+const placeHeld = "(status NOT IN (4, 5) OR reclaimable = 0)"
+
 // WithPayWindow sets the pay window of the orders CreateBatch writes from
 // now on (0, the default, never expires them) and returns r. Set it before
 // the repository is shared.
 func (r *OrderRepo) WithPayWindow(window time.Duration) *OrderRepo {
 	r.window = window
+	return r
+}
+
+// WithReclaimAfterCancel sets whether an order cancelled from now on frees
+// its buyer to claim the voucher again (false, the default: the place is
+// forfeited, and the unique key refuses the buyer's second order) and
+// returns r. Set it before the repository is shared.
+func (r *OrderRepo) WithReclaimAfterCancel(on bool) *OrderRepo {
+	r.reclaim = on
 	return r
 }
 
@@ -147,6 +161,7 @@ func (r *OrderRepo) cancelRows(ctx context.Context, db bun.IDB, orders []domain.
 	}
 	res, err := db.NewUpdate().Table("tb_voucher_order").
 		Set("status = ?", statusCancelled).Set("cancel_reason = ?", string(reason)).Set("returned = ?", false).
+		Set("reclaimable = ?", r.reclaim).
 		Set("update_time = ?", time.Now().UTC()).
 		Where("id IN (?)", bun.List(ids)).Where("status = ?", from).Exec(ctx)
 	if err != nil {

@@ -35,7 +35,8 @@ var _ ports.OrderRepository = (*OrderRepo)(nil)
 // batches at once, with no lock outside the database.
 type OrderRepo struct {
 	db     *bun.DB
-	window time.Duration // the pay window of the orders it creates
+	window  time.Duration // the pay window of the orders it creates
+	reclaim bool          // a cancelled order frees its buyer's place
 }
 
 func NewOrderRepo(db *bun.DB) *OrderRepo {
@@ -328,7 +329,7 @@ func (r *OrderRepo) readHolders(ctx context.Context, db bun.IDB, orders []domain
 		err := db.NewSelect().Model(&rows).
 			Where("voucher_id = ?", int64(v)).
 			Where("user_id IN (?)", bun.List(users[v])).
-			Where(holding).
+			Where(placeHeld).
 			Scan(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("read buyers of voucher %d: %w", v, err)
@@ -456,7 +457,7 @@ func (r *OrderRepo) CountBuyers(ctx context.Context, vouchers []domain.VoucherID
 	}
 	var rows []buyerCount
 	err := r.db.NewSelect().Table("tb_voucher_order").ColumnExpr("voucher_id, COUNT(*) AS n").
-		Where("voucher_id IN (?)", bun.In(ids)).Where(holding).Group("voucher_id").Scan(ctx, &rows)
+		Where("voucher_id IN (?)", bun.In(ids)).Where(placeHeld).Group("voucher_id").Scan(ctx, &rows)
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("count buyers of %d vouchers", len(vouchers)), err)
 	}

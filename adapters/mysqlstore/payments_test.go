@@ -22,8 +22,12 @@ func TestPaymentsMigrationKeepsEarlierPayments(t *testing.T) {
 			if _, err := s.orders.CreateBatch(ctx(t), []domain.VoucherOrder{paid, late}); err != nil {
 				t.Fatal(err)
 			}
-			// The waiting room's migration came after the payments': it goes
-			// first, forced (its columns hold the sale's settings).
+			// The forfeit rule's and the waiting room's migrations came after
+			// the payments': they go first, forced (their columns hold the
+			// orders' rule and the sale's settings).
+			if rolled, err := mysqlstore.Rollback(ctx(t), db, true); err != nil || len(rolled) != 1 || rolled[0] != migrations[7] {
+				t.Fatalf("down: %v, %v; want %s", rolled, err, migrations[7])
+			}
 			if rolled, err := mysqlstore.Rollback(ctx(t), db, true); err != nil || len(rolled) != 1 || rolled[0] != migrations[6] {
 				t.Fatalf("down: %v, %v; want %s", rolled, err, migrations[6])
 			}

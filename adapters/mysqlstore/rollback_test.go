@@ -41,6 +41,10 @@ func TestMigrateDownRefusesToDestroyRows(t *testing.T) {
 				}
 			}
 
+			// The forfeit rule's column of the order table.
+			refused(migrations[7], "tb_voucher_order")
+			rolledBack(true, migrations[7])
+
 			// The waiting room's columns of the sale table.
 			refused(migrations[6], "tb_seckill_voucher")
 			rolledBack(true, migrations[6])

@@ -86,6 +86,9 @@ type Options struct {
 	// unsplit gate does (redisgate.Options.WaitReplicas).
 	WaitReplicas int
 	WaitTimeout  time.Duration
+	// ReclaimAfterCancel: as redisgate.Options.ReclaimAfterCancel, for the
+	// orders of split vouchers (ReturnOrder).
+	ReclaimAfterCancel bool
 	// Fault, for tests only: called after transfer step 1 ("taken") and step 2
 	// ("applied"); a non-nil error stops the claim there, as a process
 	// killed between the steps would.

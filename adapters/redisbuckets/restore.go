@@ -399,6 +399,9 @@ func (g *Gate) Buyers(ctx context.Context, id domain.VoucherID) (map[domain.User
 			return nil, fmt.Errorf("buyers of voucher %d bucket %d: %w", id, b, err)
 		}
 		for u, o := range raw {
+			if o == redisschema.ForfeitMark {
+				continue // a cancelled order's buyer: no unit held
+			}
 			uid, err1 := strconv.ParseInt(u, 10, 64)
 			oid, err2 := strconv.ParseInt(o, 10, 64)
 			if err := errors.Join(err1, err2); err != nil {
@@ -463,17 +466,38 @@ func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID
 
 // Release undoes exactly this order's reservation in its home bucket.
 func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock bool) error {
+	r := "0"
+	if restoreStock {
+		r = "1"
+	}
+	if err := g.release(ctx, o, r, "0"); err != nil {
+		return fmt.Errorf("release %s: %w", o, err)
+	}
+	return nil
+}
+
+// release runs release.lua for o in its home bucket of a split voucher;
+// forfeit '1' leaves the buyer marked with the forfeit mark.
+func (g *Gate) release(ctx context.Context, o domain.VoucherOrder, restoreStock, forfeit string) error {
 	k, err := g.Buckets(ctx, o.VoucherID())
 	if err != nil || k < 2 {
 		return err
 	}
 	home := g.bucket(o.VoucherID(), redisschema.HomeBucket(o.UserID(), k), k)
-	r := "0"
-	if restoreStock {
-		r = "1"
+	return g.scripts.Run(ctx, g.rdb, releaseScript, []string{home.Voucher, home.Buyers}, int64(o.UserID()), int64(o.ID()), restoreStock, forfeit).Err()
+}
+
+// ReturnOrder gives back the unit of a cancelled order of a split voucher in
+// its home bucket: its buyer's place is freed (Options.ReclaimAfterCancel)
+// or forfeited. The forfeit mark no longer names the order, so a second
+// return gives nothing.
+func (g *Gate) ReturnOrder(ctx context.Context, o domain.VoucherOrder) error {
+	forfeit := "1"
+	if g.opts.ReclaimAfterCancel {
+		forfeit = "0"
 	}
-	if err := g.scripts.Run(ctx, g.rdb, releaseScript, []string{home.Voucher, home.Buyers}, int64(o.UserID()), int64(o.ID()), r).Err(); err != nil {
-		return fmt.Errorf("release %s: %w", o, err)
+	if err := g.release(ctx, o, "1", forfeit); err != nil {
+		return fmt.Errorf("return %s: %w", o, err)
 	}
 	return nil
 }

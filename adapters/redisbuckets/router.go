@@ -109,7 +109,7 @@ func (r *Router) Return(ctx context.Context, orders []domain.VoucherOrder) error
 			whole = append(whole, o)
 			continue
 		}
-		if err := r.split.Release(ctx, o, true); err != nil {
+		if err := r.split.ReturnOrder(ctx, o); err != nil {
 			return err
 		}
 	}

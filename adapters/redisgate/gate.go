@@ -80,6 +80,11 @@ type Options struct {
 	// replica that lagged can lose it.
 	WaitReplicas int
 	WaitTimeout  time.Duration
+	// ReclaimAfterCancel: a cancelled or expired order's Return frees its
+	// buyer's place, so the buyer may claim again. Off (the default), the
+	// place is forfeited: the unit returns to the sale and the buyer stays
+	// marked (with the forfeit mark), so a claim answers duplicate.
+	ReclaimAfterCancel bool
 }
 
 // Gate is the StockGate over Redis.
@@ -93,6 +98,7 @@ type Gate struct {
 
 	waitReplicas int
 	waitTimeout  time.Duration
+	reclaim      bool
 
 	// last holds the key names of the voucher looked up last: a sale's
 	// claims are for one voucher, and building its names on every claim
@@ -135,7 +141,7 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 		opts.WaitTimeout = 500 * time.Millisecond
 	}
 	return &Gate{rdb: rdb, claims: opts.Claims, prefix: opts.Prefix, retention: opts.Retention, boxed: boxArgs(opts.Retention),
-		waitReplicas: opts.WaitReplicas, waitTimeout: opts.WaitTimeout,
+		waitReplicas: opts.WaitReplicas, waitTimeout: opts.WaitTimeout, reclaim: opts.ReclaimAfterCancel,
 		scripts: redisscript.NewSet(rdb, claimScript, releaseScript, preheatScript, restoreScript, returnScript)}
 }
 
@@ -573,6 +579,9 @@ func (g *Gate) Buyers(ctx context.Context, id domain.VoucherID) (map[domain.User
 	}
 	out := make(map[domain.UserID]domain.OrderID, len(raw))
 	for u, o := range raw {
+		if o == redisschema.ForfeitMark {
+			continue // a cancelled order's buyer: no unit held
+		}
 		uid, err1 := strconv.ParseInt(u, 10, 64)
 		oid, err2 := strconv.ParseInt(o, 10, 64)
 		if err := errors.Join(err1, err2); err != nil {

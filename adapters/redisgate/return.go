@@ -29,7 +29,8 @@ func (g *Gate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
 		k := g.keys(group[0].VoucherID())
 		for start := 0; start < len(group); start += returnChunk {
 			chunk := group[start:min(start+returnChunk, len(group))]
-			args := make([]any, 0, 2*len(chunk))
+			args := make([]any, 0, 1+2*len(chunk))
+			args = append(args, boolArg(g.reclaim))
 			for _, o := range chunk {
 				args = append(args, int64(o.UserID()), int64(o.ID()))
 			}
@@ -57,4 +58,11 @@ func byVoucher(orders []domain.VoucherOrder) [][]domain.VoucherOrder {
 		out[i] = append(out[i], o)
 	}
 	return out
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }

@@ -1,10 +1,14 @@
 -- Give back the units of orders the database cancelled (expired, or
 -- cancelled by their buyer), and remember each order as returned.
 -- KEYS[1] voucher hash, KEYS[2] buyers hash, KEYS[3] returned set (one hash tag)
--- ARGV[1], ARGV[2], ... pairs userId, orderId
--- Each order is released as release.lua does (only the mark that holds this
--- very order id goes, and its unit with it), so a repeated return, or one
--- after the buyer claimed again, gives nothing more. Every order id is added
+-- ARGV[1] '1' when a cancelled order frees its buyer's place
+-- (SECKILL_RECLAIM_AFTER_CANCEL), else '0'; then ARGV[2], ARGV[3], ...
+-- pairs userId, orderId
+-- Only the mark that holds this very order id gives its unit back, so a
+-- repeated return, or one after the buyer claimed again, gives nothing more.
+-- The mark goes (reclaim), or becomes the forfeit mark '0': the user keeps
+-- counting as the sale's buyer, so a claim answers duplicate, and the mark
+-- no longer names the order, so a second return gives nothing. Every order id is added
 -- to the returned set, marked or not, which heal.lua honours: a heal that
 -- read the order among the database's buyers before its cancellation
 -- committed must not put its mark back once this ran. The set lives as long
@@ -14,12 +18,17 @@
 -- Returns the number of units given back.
 local exists = redis.call('EXISTS', KEYS[1]) == 1
 local n = 0
-for i = 1, #ARGV, 2 do
+local reclaim = ARGV[1] == '1'
+for i = 2, #ARGV, 2 do
   if exists then
     redis.call('SADD', KEYS[3], ARGV[i + 1])
   end
   if redis.call('HGET', KEYS[2], ARGV[i]) == ARGV[i + 1] then
-    redis.call('HDEL', KEYS[2], ARGV[i])
+    if reclaim then
+      redis.call('HDEL', KEYS[2], ARGV[i])
+    else
+      redis.call('HSET', KEYS[2], ARGV[i], '0')
+    end
     n = n + 1
   end
 end

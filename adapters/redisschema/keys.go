@@ -15,6 +15,12 @@ import (
 // DefaultPrefix starts every key the Redis adapters write.
 const DefaultPrefix = "seckill:"
 
+// ForfeitMark is the buyers-hash value of a user whose order was cancelled
+// or expired and whose place is forfeited (the default; see
+// SECKILL_RECLAIM_AFTER_CANCEL): the user still counts as the sale's buyer,
+// so a claim answers duplicate, but holds no unit. No order id is 0.
+const ForfeitMark = "0"
+
 // Keys names the Redis keys of one voucher. Every per-voucher key carries the
 // hash tag {<voucherId>}, so a script that touches them all runs on one Redis
 // Cluster slot.

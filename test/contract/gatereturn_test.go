@@ -2,6 +2,7 @@ package contract_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/hmdp-go/seckill/adapters/memory"
@@ -27,34 +28,36 @@ type returnSubject struct {
 
 type returnBackend struct {
 	name string
-	open func(t *testing.T) func(t *testing.T) returnSubject
+	// open returns the subject maker; reclaim makes a gate whose Return
+	// frees the buyer's place (SECKILL_RECLAIM_AFTER_CANCEL).
+	open func(t *testing.T) func(t *testing.T, reclaim bool) returnSubject
 }
 
 func returnBackends() []returnBackend {
 	backends := []returnBackend{
-		{name: "memory", open: func(*testing.T) func(*testing.T) returnSubject {
-			return func(*testing.T) returnSubject {
-				g := memory.NewGate(testenv.WallClock{})
+		{name: "memory", open: func(*testing.T) func(*testing.T, bool) returnSubject {
+			return func(_ *testing.T, reclaim bool) returnSubject {
+				g := memory.NewGate(testenv.WallClock{}).WithReclaimAfterCancel(reclaim)
 				return returnSubject{gate: g, probe: g, reserve: g.Reserve, voucher: gateOpenVoucher}
 			}
 		}},
 	}
 	for _, b := range testenv.Redises() {
-		backends = append(backends, returnBackend{name: b.Name, open: func(t *testing.T) func(*testing.T) returnSubject {
+		backends = append(backends, returnBackend{name: b.Name, open: func(t *testing.T) func(*testing.T, bool) returnSubject {
 			rdb := b.Client(t)
-			return func(t *testing.T) returnSubject {
+			return func(t *testing.T, reclaim bool) returnSubject {
 				prefix := testenv.KeyPrefix(t)
 				testenv.DropPrefix(t, rdb, prefix)
-				g := redisgate.New(rdb, redisgate.Options{Prefix: prefix})
+				g := redisgate.New(rdb, redisgate.Options{Prefix: prefix, ReclaimAfterCancel: reclaim})
 				return returnSubject{gate: g, probe: g, reserve: g.Reserve, voucher: gateOpenVoucher}
 			}
-		}}, returnBackend{name: b.Name + "_split", open: func(t *testing.T) func(*testing.T) returnSubject {
+		}}, returnBackend{name: b.Name + "_split", open: func(t *testing.T) func(*testing.T, bool) returnSubject {
 			rdb := b.Client(t)
-			return func(t *testing.T) returnSubject {
+			return func(t *testing.T, reclaim bool) returnSubject {
 				prefix := testenv.KeyPrefix(t)
 				testenv.DropPrefix(t, rdb, prefix)
-				split := redisbuckets.New(rdb, redisbuckets.Options{Prefix: prefix})
-				r := redisbuckets.NewRouter(redisgate.New(rdb, redisgate.Options{Prefix: prefix}), split, true)
+				split := redisbuckets.New(rdb, redisbuckets.Options{Prefix: prefix, ReclaimAfterCancel: reclaim})
+				r := redisbuckets.NewRouter(redisgate.New(rdb, redisgate.Options{Prefix: prefix, ReclaimAfterCancel: reclaim}), split, true)
 				return returnSubject{gate: r, reserve: split.Admit, voucher: func(t *testing.T, id domain.VoucherID, stock int) domain.Voucher {
 					begin, end := gateOpen()
 					sale, err := domain.NewSale(stock, begin, end)
@@ -101,10 +104,31 @@ func (s returnSubject) books(t *testing.T, id domain.VoucherID, initial, stock i
 }
 
 var returnCases = []struct {
-	name  string
-	heals bool // needs a gate that heals the voucher
-	run   func(t *testing.T, s returnSubject)
+	name    string
+	heals   bool // needs a gate that heals the voucher
+	reclaim bool // a gate whose Return frees the buyer's place
+	run     func(t *testing.T, s returnSubject)
 }{
+	// The default: a cancelled or expired order forfeits its buyer's place.
+	// The unit goes back to the sale, the buyer's next claim is a duplicate
+	// (the hoarding loop of claim, lapse, claim again is closed), and a
+	// repeated return gives nothing more.
+	{name: "a_returned_order_forfeits_its_buyers_place", run: func(t *testing.T, s returnSubject) {
+		v := s.voucher(t, 1, 6)
+		gatePreheat(t, s.gate, v)
+		o1 := testenv.Order(t, 11, 1, 1)
+		s.claim(t, o1)
+		s.books(t, 1, 6, 5, map[domain.UserID]domain.OrderID{1: 11})
+		s.give(t, o1)
+		s.give(t, o1, o1) // idempotent: the forfeit mark no longer names o1
+		if err := s.reserve(gateCtx(t), testenv.Order(t, 19, 1, 1)); !errors.Is(err, domain.ErrAlreadyClaimed) {
+			t.Fatalf("the buyer of a returned order claims again: %v; want duplicate", err)
+		}
+		// The unit came back once: the buyer's mark holds none.
+		s.books(t, 1, 6, 6, map[domain.UserID]domain.OrderID{})
+		s.claim(t, testenv.Order(t, 21, 2, 1))
+		s.books(t, 1, 6, 5, map[domain.UserID]domain.OrderID{2: 21})
+	}},
 	{name: "return_gives_a_unit_back_exactly_once", run: func(t *testing.T, s returnSubject) {
 		v := s.voucher(t, 1, 6)
 		gatePreheat(t, s.gate, v)
@@ -118,7 +142,7 @@ var returnCases = []struct {
 		s.give(t, o1, o1)
 		s.books(t, 1, 6, 5, map[domain.UserID]domain.OrderID{2: 12})
 	}},
-	{name: "the_buyer_claims_again_and_a_late_return_leaves_the_new_order", run: func(t *testing.T, s returnSubject) {
+	{name: "the_buyer_claims_again_and_a_late_return_leaves_the_new_order", reclaim: true, run: func(t *testing.T, s returnSubject) {
 		v := s.voucher(t, 1, 6)
 		gatePreheat(t, s.gate, v)
 		o1 := testenv.Order(t, 11, 1, 1)
@@ -132,7 +156,7 @@ var returnCases = []struct {
 		s.give(t, again)
 		s.books(t, 1, 6, 6, map[domain.UserID]domain.OrderID{})
 	}},
-	{name: "one_return_of_orders_of_several_vouchers", run: func(t *testing.T, s returnSubject) {
+	{name: "one_return_of_orders_of_several_vouchers", reclaim: true, run: func(t *testing.T, s returnSubject) {
 		gatePreheat(t, s.gate, s.voucher(t, 1, 6))
 		gatePreheat(t, s.gate, s.voucher(t, 2, 3))
 		var orders []domain.VoucherOrder
@@ -160,7 +184,7 @@ var returnCases = []struct {
 	// page it read. It must put back only what the gate truly lost (o2), not
 	// o1: that would hold o1's unit for good (its return already recorded)
 	// and refuse its buyer's next claim as a duplicate.
-	{name: "heal_never_puts_back_a_returned_order", heals: true, run: func(t *testing.T, s returnSubject) {
+	{name: "heal_never_puts_back_a_returned_order", heals: true, reclaim: true, run: func(t *testing.T, s returnSubject) {
 		v := s.voucher(t, 1, 5)
 		gatePreheat(t, s.gate, v)
 		o1, o2 := testenv.Order(t, 11, 1, 1), testenv.Order(t, 12, 2, 1)
@@ -198,7 +222,7 @@ func TestGateReturnContract(t *testing.T) {
 			newSubject := b.open(t)
 			for _, tc := range returnCases {
 				t.Run(tc.name, func(t *testing.T) {
-					s := newSubject(t)
+					s := newSubject(t, tc.reclaim)
 					if tc.heals && s.probe == nil {
 						t.Skip("split vouchers are not healed (redisbuckets.Router.Heal)")
 					}

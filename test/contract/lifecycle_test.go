@@ -38,10 +38,17 @@ func lifePay(r lifeRepo, ctx context.Context, o domain.VoucherOrder, tx string, 
 
 func lifeOf(t *testing.T, s repoSubject) lifeRepo {
 	t.Helper()
+	return lifeRule(t, s, false)
+}
+
+// lifeRule is lifeOf with the rule for a cancelled order's buyer: reclaim
+// frees the place (SECKILL_RECLAIM_AFTER_CANCEL), else it is forfeited.
+func lifeRule(t *testing.T, s repoSubject, reclaim bool) lifeRepo {
+	t.Helper()
 	if s.db != nil {
-		return mysqlstore.NewOrderRepo(s.db).WithPayWindow(lifeWindow)
+		return mysqlstore.NewOrderRepo(s.db).WithPayWindow(lifeWindow).WithReclaimAfterCancel(reclaim)
 	}
-	return memory.NewOrders(s.vouchers.(*memory.Vouchers)).WithPayWindow(lifeWindow)
+	return memory.NewOrders(s.vouchers.(*memory.Vouchers)).WithPayWindow(lifeWindow).WithReclaimAfterCancel(reclaim)
 }
 
 // lifeOrder is an order claimed at at.
@@ -129,8 +136,36 @@ var repoLifecycleCases = []repoCase{
 			t.Fatalf("tally = %+v, %v; want %+v", got, err, want)
 		}
 	}},
-	{"lifecycle_cancelled_buyer_claims_again", func(t *testing.T, s repoSubject) {
+	// The default rule: a cancelled (or expired) order forfeits its buyer's
+	// place. Its unit returns to the sale, but the buyer's next order is a
+	// duplicate, in the database as in the gate.
+	{"lifecycle_cancelled_order_forfeits_the_place", func(t *testing.T, s repoSubject) {
 		r, ctx := lifeOf(t, s), repoCtx(t)
+		v := repoAdd(t, s, 1, 2)
+		first := lifeOrder(t, lifeT0, 1, 7, v.ID())
+		lifeCreate(t, r, first)
+		if _, changed, err := r.Cancel(ctx, first.ID()); err != nil || !changed {
+			t.Fatalf("cancel: %v, %v", changed, err)
+		}
+		repoStock(t, s, v.ID(), 2)
+		again := lifeOrder(t, lifeT0, 2, 7, v.ID())
+		other := lifeOrder(t, lifeT0, 3, 8, v.ID())
+		out, err := r.CreateBatch(ctx, []domain.VoucherOrder{again, other})
+		if err != nil || out[0].Reason != domain.FailDuplicate || out[1].State != domain.OrderCreated {
+			t.Fatalf("claims after the cancel = %+v, %v; want the buyer's a duplicate, another buyer's created", out, err)
+		}
+		repoStock(t, s, v.ID(), 1)
+		// The forfeited place still counts (the gate keeps its mark); only
+		// the holding order holds a unit.
+		if n, err := r.CountBuyers(ctx, []domain.VoucherID{v.ID()}); err != nil || n[v.ID()] != 2 {
+			t.Fatalf("count = %v, %v; want 2 places", n, err)
+		}
+		if buyers, err := r.Buyers(ctx, v.ID()); err != nil || len(buyers) != 1 || buyers[0] != other {
+			t.Fatalf("buyers = %v, %v; want only the holding order", buyers, err)
+		}
+	}},
+	{"lifecycle_cancelled_buyer_claims_again", func(t *testing.T, s repoSubject) {
+		r, ctx := lifeRule(t, s, true), repoCtx(t)
 		v := repoAdd(t, s, 1, 2)
 		first := lifeOrder(t, lifeT0, 1, 7, v.ID())
 		lifeCreate(t, r, first)
