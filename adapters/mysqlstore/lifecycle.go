@@ -120,7 +120,7 @@ func (r *OrderRepo) forUpdate(q *bun.SelectQuery, skip bool) *bun.SelectQuery {
 // UPDATE makes a row counted twice impossible even without the lock.
 func (r *OrderRepo) ExpireDue(ctx context.Context, now time.Time, limit int) ([]ports.ExpiredOrder, error) {
 	var due []ports.ExpiredOrder
-	err := r.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := runInTx(ctx, r.db, func(ctx context.Context, tx bun.Tx) error {
 		due = nil
 		var rows []orderModel
 		q := tx.NewSelect().Model(&rows).Column("id", "user_id", "voucher_id", "pay_deadline").
@@ -226,7 +226,7 @@ func (r *OrderRepo) transition(ctx context.Context, id domain.OrderID, what stri
 		changed bool
 		refused error
 	)
-	err := r.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := runInTx(ctx, r.db, func(ctx context.Context, tx bun.Tx) error {
 		changed, refused = false, nil
 		var rows []orderModel
 		if err := r.forUpdate(tx.NewSelect().Model(&rows).Where("id = ?", int64(id)), false).Scan(ctx); err != nil {

@@ -55,7 +55,7 @@ func (r *OrderRepo) CreateBatch(ctx context.Context, orders []domain.VoucherOrde
 		return []ports.Outcome{}, nil
 	}
 	var outcomes []ports.Outcome
-	err := r.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := runInTx(ctx, r.db, func(ctx context.Context, tx bun.Tx) error {
 		var err error
 		outcomes, err = r.createBatch(ctx, tx, orders)
 		return err
@@ -351,7 +351,7 @@ func (r *OrderRepo) MarkFailed(ctx context.Context, orders []domain.VoucherOrder
 		return []ports.Outcome{}, nil
 	}
 	var outcomes []ports.Outcome
-	err := r.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := runInTx(ctx, r.db, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := r.lockStock(ctx, tx, voucherIDs(orders)); err != nil {
 			return err
 		}

@@ -39,7 +39,7 @@ func (r *OrderRepo) Pay(ctx context.Context, p domain.Payment) (ports.PayResult,
 		res     ports.PayResult
 		refused error
 	)
-	err := r.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := runInTx(ctx, r.db, func(ctx context.Context, tx bun.Tx) error {
 		res, refused = ports.PayResult{}, nil
 		st, found, err := r.lockForPayment(ctx, tx, id)
 		if err != nil || !found {
