@@ -34,7 +34,7 @@ var _ ports.OrderRepository = (*OrderRepo)(nil)
 // being retried. Several instances and several workers can therefore write
 // batches at once, with no lock outside the database.
 type OrderRepo struct {
-	db     *bun.DB
+	db      *bun.DB
 	window  time.Duration // the pay window of the orders it creates
 	reclaim bool          // a cancelled order frees its buyer's place
 }
