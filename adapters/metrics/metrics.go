@@ -33,7 +33,9 @@ func Outcomes() []string {
 	for _, r := range domain.Refusals() {
 		out = append(out, r.Code())
 	}
-	return append(out, "busy", "rate_limited", "unauthorized", "bad_request", OutcomeError)
+	// outcome_unknown is its own outcome: the claim may well have been
+	// taken (an operator watching a failover must tell it from an error).
+	return append(out, "busy", "outcome_unknown", "rate_limited", "unauthorized", "bad_request", OutcomeError)
 }
 
 // Buckets of the claim latency: a claim answers in about a millisecond, a

@@ -21,7 +21,7 @@ func stringsReader(s string) io.Reader { return strings.NewReader(s) }
 
 func TestOutcomesAreClosed(t *testing.T) {
 	m := metrics.New()
-	for _, code := range []string{"success", "sold_out", "internal", "unavailable", "forbidden", "made_up"} {
+	for _, code := range []string{"success", "sold_out", "internal", "unavailable", "forbidden", "made_up", "outcome_unknown"} {
 		m.ClaimAnswered(m.ClaimStarted(context.Background()), code, time.Millisecond)
 	}
 	reg := m.Registry()
@@ -38,6 +38,7 @@ seckill_claims_total{outcome="ended"} 0
 seckill_claims_total{outcome="error"} 4
 seckill_claims_total{outcome="not_found"} 0
 seckill_claims_total{outcome="not_started"} 0
+seckill_claims_total{outcome="outcome_unknown"} 1
 seckill_claims_total{outcome="pass_expired"} 0
 seckill_claims_total{outcome="pass_required"} 0
 seckill_claims_total{outcome="rate_limited"} 0
