@@ -171,8 +171,15 @@ func kindName(t reflect.Type) string {
 		return "a boolean"
 	case reflect.Pointer:
 		return kindName(t.Elem())
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
 	}
-	return t.String()
+	// Never a Go type's name: the client sees this text.
+	return "another type"
 }
 
 // pathID parses a positive int64 path parameter. Only decimal digits pass:

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -174,13 +175,17 @@ func (a *api) roomRules(req *waitingRoomRequest) (domain.RoomRules, error) {
 	if req.Margin != nil {
 		margin = *req.Margin
 	}
-	const maxSeconds = int64(365 * 24 * 3600) // keeps the durations below from overflowing
+	// Beyond a year the durations below could overflow: refused here, in
+	// the client's own words, not as a wrapped-around duration.
+	const maxSeconds = int64(365 * 24 * 3600)
 	opens := *req.OpensBeforeSeconds
 	if opens < 0 || opens > maxSeconds {
-		opens = -1
+		return domain.RoomRules{}, &domain.ValidationError{Field: "waitingRoom.opensBeforeSeconds",
+			Reason: fmt.Sprintf("must be within 0..%d seconds, got %d", maxSeconds, opens)}
 	}
 	if ttl < 0 || ttl > maxSeconds {
-		ttl = -1
+		return domain.RoomRules{}, &domain.ValidationError{Field: "waitingRoom.passTtlSeconds",
+			Reason: fmt.Sprintf("must be within 0..%d seconds, got %d", maxSeconds, ttl)}
 	}
 	return domain.NewRoomRules(time.Duration(opens)*time.Second, *req.AdmitPerSecond, time.Duration(ttl)*time.Second, margin)
 }

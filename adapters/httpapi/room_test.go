@@ -76,6 +76,21 @@ func TestCreateVoucherWithWaitingRoom(t *testing.T) {
 			}
 		})
 	}
+	// The error names what the client sent, in JSON's words: never a Go
+	// type, never a value wrapped around by a conversion.
+	for _, tc := range []struct{ name, room, want, never string }{
+		{"room_not_an_object", `"soon"`, "waitingRoom must be an object", "httpapi."},
+		{"opens_of_2_62_seconds", `{"opensBeforeSeconds":4611686018427387904,"admitPerSecond":5}`, "got 4611686018427387904", "-1s"},
+		{"ttl_of_2_62_seconds", `{"opensBeforeSeconds":600,"admitPerSecond":5,"passTtlSeconds":4611686018427387904}`, "got 4611686018427387904", "-1s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, options{})
+			res := e.do(req{method: "POST", path: "/voucher/seckill", token: e.adminToken(), body: roomVoucherJSON(5, begin, tc.room)})
+			if res.status != http.StatusBadRequest || !strings.Contains(res.ErrorMsg, tc.want) || strings.Contains(res.ErrorMsg, tc.never) {
+				t.Fatalf("got %d %q; want 400 saying %q, never %q", res.status, res.ErrorMsg, tc.want, tc.never)
+			}
+		})
+	}
 	t.Run("rooms_off", func(t *testing.T) {
 		e := newEnv(t, options{noRooms: true})
 		res := e.do(req{method: "POST", path: "/voucher/seckill", token: e.adminToken(),
