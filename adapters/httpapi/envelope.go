@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -91,7 +93,7 @@ var errorTable = []struct {
 	{domain.ErrOrderNotFound, fixed(http.StatusNotFound, codeNotFound, "订单不存在")},
 	// Nothing was sold (queue full, shutting down, or out of time and undone):
 	// the client may simply try again.
-	{application.ErrBusy, fixed(http.StatusServiceUnavailable, codeBusy, "系统繁忙，请稍后重试")},
+	{application.ErrBusy, busyAnswer},
 	// Redis failed after the claim was sent: it may have been taken. The
 	// answer carries the order id (see fail), and the status endpoint
 	// resolves it once Redis answers again. Never a 500: Redis being down or
@@ -117,6 +119,8 @@ var retryAfterOne = []string{"1"}
 // payment provider's answers, readiness. TestErrorMessagesFollowTheirReader
 // holds every kind to it.
 var (
+	// busyAnswer: nothing changed (or a retry is safe), try again.
+	busyAnswer     = fixed(http.StatusServiceUnavailable, codeBusy, "系统繁忙，请稍后重试")
 	internalAnswer = fixed(http.StatusInternalServerError, codeInternal, "服务器异常")
 	notReadyAnswer = fixed(http.StatusServiceUnavailable, codeUnavailable, "not ready")
 )
@@ -161,7 +165,19 @@ func answerFor(err error) answer {
 	if errors.As(err, &ve) {
 		return answer{status: http.StatusBadRequest, code: codeBadRequest, msg: ve.Error()}
 	}
+	if unreachable(err) {
+		return busyAnswer
+	}
 	return internalAnswer
+}
+
+// unreachable: a backend did not answer within the request's budget (a
+// Redis stalling or failing over, a database out of reach). That is a 503
+// with Retry-After, never an internal error: the same request succeeds once
+// the backend is back, and every change a request makes is idempotent.
+func unreachable(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // fail answers err and hands it to the access log, which writes it once, on

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -93,6 +94,49 @@ func (s *spyVouchers) ListByShop(ctx context.Context, shop domain.ShopID, max in
 type spyGate struct {
 	ports.StockGate
 	c *calls
+	// stall, when set, makes Return wait as a stalled Redis does: until
+	// the request's context ends (and at once, with an error, when the
+	// request set no deadline, so a missing budget shows as a 500).
+	stall *atomic.Bool
+}
+
+func (s *spyGate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
+	s.c.hit("gate.Return")
+	if err := stalled(ctx, s.stall); err != nil {
+		return err
+	}
+	return s.StockGate.Return(ctx, orders)
+}
+
+// stalled waits out ctx when stall is set, as a command to a Redis that
+// stopped answering does (go-redis honours the context's deadline).
+func stalled(ctx context.Context, stall *atomic.Bool) error {
+	if stall == nil || !stall.Load() {
+		return nil
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		unboundedStalls.Add(1)
+		return errors.New("a stalled backend was called without a deadline: it would wait forever")
+	}
+	<-ctx.Done()
+	return fmt.Errorf("redis: %w", ctx.Err())
+}
+
+// unboundedStalls counts the calls to a stalled backend made without a
+// deadline, each of which would have waited forever.
+var unboundedStalls atomic.Int64
+
+// stallAudit is the dashboard's view of the gate, stalled like spyGate.
+type stallAudit struct {
+	ports.GateAudit
+	stall *atomic.Bool
+}
+
+func (s stallAudit) Stock(ctx context.Context, id domain.VoucherID) (int, bool, error) {
+	if err := stalled(ctx, s.stall); err != nil {
+		return 0, false, err
+	}
+	return s.GateAudit.Stock(ctx, id)
 }
 
 func (s *spyGate) Preheat(ctx context.Context, v domain.Voucher) error {
@@ -185,6 +229,9 @@ type options struct {
 	// Deps.ClaimObserver; nil leaves them out.
 	soldOut  ports.SoldOutSignal
 	observer httpapi.ClaimObserver
+	// stall, when set, stalls the gate's Return and the dashboard's reads
+	// of it, as a Redis that stopped answering.
+	stall *atomic.Bool
 }
 
 // roomKey signs the waiting rooms' tickets and passes in these tests.
@@ -246,7 +293,7 @@ func newEnv(t testing.TB, opt options) *env {
 	ledger := memory.NewOrders(mv).WithPayWindow(payWindow)
 	orders := &spyOrders{OrderRepository: ledger, c: c}
 	counter := claimcount.New()
-	sgate := &spyGate{StockGate: gate, c: c}
+	sgate := &spyGate{StockGate: gate, c: c, stall: opt.stall}
 	sessions := memory.NewSessions()
 	rooms := memory.NewRooms(gate)
 	roomDir := application.NewRoomDirectory(rooms, clock)
@@ -277,7 +324,7 @@ func newEnv(t testing.TB, opt options) *env {
 		Admins:         []domain.UserID{adminUser},
 		Limits:         opt.limits,
 		TrustedProxies: opt.proxies,
-		Sales:          application.NewSaleDashboard(mv, gate, ledger, queue, counter, roomDir, clock),
+		Sales:          application.NewSaleDashboard(mv, stallAudit{gate, opt.stall}, ledger, queue, counter, roomDir, clock),
 		Split:          opt.split,
 		PublicReadTTL:  opt.readTTL,
 		Cancel:         application.NewCancelOrder(orders, ledger, sgate),

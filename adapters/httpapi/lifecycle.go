@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -65,7 +66,12 @@ func (a *api) cancelOrder(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	st, err := a.cancel.Handle(r.Context(), userFrom(r.Context()), domain.OrderID(id))
+	// Bounded as a claim is: a Redis that stalls while the unit goes back
+	// answers 503 within the budget (the cancel is committed or not; a retry
+	// is idempotent, and the expiry loop finishes a return left half-done).
+	ctx, cancel := context.WithTimeout(r.Context(), application.ClaimBudget)
+	defer cancel()
+	st, err := a.cancel.Handle(ctx, userFrom(r.Context()), domain.OrderID(id))
 	if err != nil {
 		a.fail(w, r, err)
 		return

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -287,5 +288,32 @@ func TestPaymentNotifyUnmountedWithoutSecret(t *testing.T) {
 	}
 	if got := e.stateOf(id, tok); got.State != "created" {
 		t.Fatalf("recorded %+v", got)
+	}
+}
+
+// TestAStalledRedisIsAnsweredWithinTheBudget: requests that wait on Redis
+// are bounded by the claim's budget. A cancel whose unit is going back to a
+// stalled Redis (it took ~8 s before, with no deadline of its own) is
+// answered cancelled once the budget ends: MySQL has it, and the expiry
+// loop gives the unit back later. The live sale page's figures, which need
+// Redis, answer 503 busy with Retry-After (they answered 500).
+func TestAStalledRedisIsAnsweredWithinTheBudget(t *testing.T) {
+	var stall atomic.Bool
+	e := newEnv(t, options{stall: &stall})
+	v := e.addVoucher(1, 5)
+	tok := e.token(42)
+	id := e.sold(v, tok)
+	stall.Store(true)
+	before := unboundedStalls.Load()
+
+	if got := e.life(e.do(req{method: "POST", path: "/voucher-order/" + id + "/cancel", token: tok})); got.State != "cancelled" {
+		t.Fatalf("cancel with Redis stalled: %+v; want cancelled", got)
+	}
+	if n := unboundedStalls.Load() - before; n != 0 {
+		t.Fatalf("the cancel waited on the stalled Redis %d times without a deadline", n)
+	}
+	res := e.do(req{method: "GET", path: "/admin/sales.json", token: e.adminToken()})
+	if res.status != http.StatusServiceUnavailable || res.Code != "busy" || res.retryAfter == "" {
+		t.Fatalf("sales.json with Redis stalled: %d %s (Retry-After %q); want 503 busy with Retry-After", res.status, res.raw, res.retryAfter)
 	}
 }
