@@ -130,13 +130,21 @@ func (l *Lease) renewLoop(ctx context.Context) {
 			// Transient: the next tick retries; the lease lasts TTL meanwhile.
 			l.opts.Log.Warn().Err(err).Str("key", l.key).Msg("renewing the lease failed")
 		case n == 0:
-			// Expired (Redis unreachable longer than TTL, or this process
-			// stalled) and possibly taken: another instance may now run
-			// under the same name. Say it loudly; the operator decides.
-			l.opts.Log.Error().Str("key", l.key).
-				Msg("lease lost: another instance may be running under the same name; restart this one")
-			if ok, _ := l.rdb.SetNX(ctx, l.key, l.token, l.opts.TTL).Result(); ok {
-				l.opts.Log.Warn().Str("key", l.key).Msg("lease taken again: nobody had claimed it meanwhile")
+			// Gone (Redis restarted empty or failed over, or this process
+			// stalled past TTL) and possibly taken. Take it back if nobody
+			// holds it: then nothing is wrong and nothing need be done. Only
+			// another holder is an operator's problem, said as such.
+			ok, err := l.rdb.SetNX(ctx, l.key, l.token, l.opts.TTL).Result()
+			switch {
+			case ok:
+				l.opts.Log.Warn().Str("key", l.key).
+					Msg("the lease had lapsed (Redis lost it, or this process stalled) and is held again; nobody else had taken the name")
+			case err == nil:
+				holder, _ := l.rdb.Get(ctx, l.key).Result()
+				l.opts.Log.Error().Str("key", l.key).Str("holder", holder).
+					Msg("the lease was taken by another instance under the same name while it had lapsed: two instances now share one consumer name; stop one of them (SECKILL_CONSUMER must be unique)")
+			default:
+				l.opts.Log.Warn().Err(err).Str("key", l.key).Msg("the lease had lapsed and taking it back failed; retrying")
 			}
 		}
 	}

@@ -3,6 +3,8 @@ package redislease_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,4 +85,43 @@ func TestReleaseLeavesAnotherHoldersLease(t *testing.T) {
 		t.Fatalf("Release deleted or changed another holder's lease: %q", v)
 	}
 	rdb.Del(ctx, key)
+}
+
+// TestALeaseLostWithRedisIsTakenBackWithoutAlarm: Redis restarted empty (or
+// failed over to a replica without the key) drops the lease while its
+// holder lives. Nobody else holds the name, so the renewal takes it back
+// and says so; it must not tell the operator to restart (it said "lease
+// lost ... restart this one", then "taken again", a second apart).
+func TestALeaseLostWithRedisIsTakenBackWithoutAlarm(t *testing.T) {
+	rdb := testenv.RealRedis(t)
+	key := testenv.KeyPrefix(t) + "consumer:a"
+	ctx := context.Background()
+	logs := &testenv.LogBuffer{}
+	o := opts(0)
+	o.Log = zerolog.New(logs)
+	l, err := redislease.Acquire(ctx, rdb, key, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	token := rdb.Get(ctx, key).Val()
+	if err := rdb.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, func() (bool, string) {
+		v := rdb.Get(ctx, key).Val()
+		return v == token, fmt.Sprintf("key holds %q, want the holder's %q back", v, token)
+	})
+	out := logs.String()
+	if strings.Contains(out, "restart") || strings.Contains(out, `"level":"error"`) || !strings.Contains(out, "held again") {
+		t.Fatalf("logs after the lease was taken back:\n%s\nwant one warning that it is held again, no error, no restart", out)
+	}
+
+	// Another instance took the name meanwhile: that is an error, naming it.
+	if err := rdb.Set(ctx, key, "other-host/pid-2/y", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, func() (bool, string) {
+		return strings.Contains(logs.String(), "other-host/pid-2/y"), "no error naming the other holder yet"
+	})
 }
