@@ -48,6 +48,8 @@ func TestMigrateDownCommand(t *testing.T) {
 	}{
 		{name: "force_on_up_refused", args: []string{"up", "--force"}, wantErr: "--force applies to migrate down only"},
 		{name: "extra_argument_refused", args: []string{"down", "now"}, wantErr: "exactly one of"},
+		// No order: the forfeit rule's column goes without --force.
+		{name: "empty_forfeit_column_goes", args: []string{"down"}, wantOut: "rolled back: 20261206000001_forfeit_after_cancel\n"},
 		// The waiting room's columns hold the sale's settings.
 		{name: "room_columns_refused", args: []string{"down"}, wantErr: "migrate down --force"},
 		{name: "room_columns_forced", args: []string{"down", "--force"}, wantOut: "rolled back: 20261205000001_add_waiting_room\n"},
