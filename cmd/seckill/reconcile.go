@@ -20,6 +20,19 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	voucher := fs.Int64("voucher", 0, "seckill voucher id to reconcile (required)")
 	fix := fs.Bool("fix", false, "repair Redis from MySQL (the source of truth); run only while no claims are served")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: seckill reconcile --voucher ID [--fix]
+
+Compares one sale's gate in Redis (stock left, buyers marked, orders still
+queued) with MySQL, the source of truth, prints what differs and exits 1 when
+anything does. --fix rebuilds the gate from MySQL; run it only while no claims
+are served. Needs SECKILL_REDIS_URL (or SECKILL_REDIS_CLUSTER_ADDRS) and
+SECKILL_MYSQL_DSN.
+
+flags:
+`)
+		usageFlags(fs, stderr)
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -27,9 +27,7 @@ environment variables (README.md, "Configuration", says what each does):
 			fmt.Fprintf(stderr, "  %-26s default %q\n", v.Name, v.Default)
 		}
 		fmt.Fprintln(stderr, "  (SECKILL_CONSUMER empty: seckill-<host name>)\n\nflags:")
-		// Spelt with two dashes, as README writes them (the flag package
-		// takes one or two, and prints one).
-		fs.VisitAll(func(f *flag.Flag) { fmt.Fprintf(stderr, "  --%s\n    \t%s\n", f.Name, f.Usage) })
+		usageFlags(fs, stderr)
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -68,4 +66,10 @@ environment variables (README.md, "Configuration", says what each does):
 	}
 	ev.Str("cleanup", time.Since(stopping).String()).Msg("stopped")
 	return err
+}
+
+// usageFlags lists fs's flags spelt with two dashes, as README writes them
+// (the flag package takes one or two, and prints one).
+func usageFlags(fs *flag.FlagSet, w io.Writer) {
+	fs.VisitAll(func(f *flag.Flag) { fmt.Fprintf(w, "  --%s\n    \t%s\n", f.Name, f.Usage) })
 }

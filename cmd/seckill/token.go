@@ -18,6 +18,19 @@ func token(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	user := fs.Int64("user", 0, "first user id (required, > 0)")
 	count := fs.Int("count", 1, "how many consecutive users to mint tokens for (1..1000000)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: seckill token --user ID [--count N]
+
+Mints hmdp login tokens (the hash login:token:<token>, field id, expiring after
+SECKILL_TOKEN_TTL) for users ID..ID+N-1 on the Redis that SECKILL_REDIS_URL or
+SECKILL_REDIS_CLUSTER_ADDRS names, and prints one token a line. For tests and
+load: real users log in through the shop. With the embedded Redis, use
+POST /dev/tokens of `+"`seckill serve`"+` instead.
+
+flags:
+`)
+		usageFlags(fs, stderr)
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
