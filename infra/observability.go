@@ -77,7 +77,7 @@ func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, marks
 		o.Metrics.Rooms(rooms.Figures)
 		if t, ok := sessions.(*redissession.Tracked); ok {
 			o.Metrics.SessionCache(metrics.SessionStats{Entries: t.Cached, Reports: t.Reports, ReadBack: t.Prefetched, Skipped: t.Skipped,
-				Warmed: func() int64 { return t.WarmProgress().Cached }})
+				Warmed: func() int64 { return t.WarmProgress().Cached }, Serving: t.Serving, Downs: t.Downs})
 		}
 	}
 	return o, nil

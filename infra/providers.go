@@ -63,7 +63,7 @@ func provideSessions(rdb redis.UniversalClient, s *redissession.Store, c Config,
 	if c.TokenCacheTTL == 0 {
 		return s, func() {}, nil
 	}
-	t, err := redissession.NewTracked(ctx, rdb, s, redissession.TrackedOptions{Size: c.TokenCacheSize})
+	t, err := redissession.NewTracked(ctx, rdb, s, redissession.TrackedOptions{Size: c.TokenCacheSize, Log: log})
 	if errors.Is(err, redissession.ErrTrackingUnsupported) {
 		// Expected on the embedded Redis (`make run`), where it is no news;
 		// a real Redis without tracking is worth a warning.

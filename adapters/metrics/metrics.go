@@ -175,6 +175,10 @@ type SessionStats struct {
 	ReadBack func() int64 // reported sessions read back and cached
 	Skipped  func() int64 // reported sessions not read back (queue full, cache down)
 	Warmed   func() int64 // sessions the warm-up read from Redis and cached
+	// Serving tells how many Redis masters' sessions are served from
+	// memory (their subscriber listens), of how many.
+	Serving func() (listening, masters int)
+	Downs   func() int64 // times a master's sessions stopped being served
 }
 
 // SessionCache exposes the tracked session cache: how full it is, and how
@@ -185,6 +189,27 @@ func (m *Metrics) SessionCache(s SessionStats) {
 		Name:      "session_cache_entries",
 		Help:      "Login tokens held in this instance's session cache (lapsed ones until they are pushed out).",
 	}, func() float64 { return float64(s.Entries()) }))
+	if s.Serving != nil {
+		// Below masters, requests for the rest read Redis each time
+		// (twice the Redis work in a sale) until their subscriber listens.
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: namespace,
+			Name:      "session_cache_serving_masters",
+			Help:      "Redis masters whose sessions this instance serves from memory; the others' are read from Redis on every request.",
+		}, func() float64 { l, _ := s.Serving(); return float64(l) }))
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: namespace,
+			Name:      "session_cache_masters",
+			Help:      "Redis masters whose sessions this instance caches.",
+		}, func() float64 { _, n := s.Serving(); return float64(n) }))
+	}
+	if s.Downs != nil {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "session_cache_down_total",
+			Help:      "Times a master's sessions stopped being served from memory (its subscriber's connection failed, or a report could not be read).",
+		}, func() float64 { return float64(s.Downs()) }))
+	}
 	for _, c := range []struct {
 		name, help string
 		n          func() int64

@@ -145,7 +145,8 @@ func (t *Tracked) listen(ctx context.Context, s *subscriber, up bool) {
 		msg, err := ps.ReceiveTimeout(ctx, heartbeat)
 		if err != nil {
 			var ne interface{ Timeout() bool }
-			if errors.As(err, &ne) && ne.Timeout() && up {
+			timeout := errors.As(err, &ne) && ne.Timeout()
+			if timeout && up {
 				if perr := ps.Ping(ctx); perr == nil {
 					continue
 				}
@@ -153,9 +154,26 @@ func (t *Tracked) listen(ctx context.Context, s *subscriber, up bool) {
 			if up {
 				up = false
 				t.setUp(s, false)
+				t.downs.Add(1)
+				if ctx.Err() == nil {
+					t.log.Warn().Err(err).Str("master", s.addr).
+						Msg("session cache: this master's sessions are read from Redis on every request until its invalidation reports are heard again")
+				}
 			}
 			if t.afterDown != nil {
 				t.afterDown()
+			}
+			if !timeout && ctx.Err() == nil && ps.Ping(ctx) == nil {
+				// A read can fail on a connection that works: Redis's
+				// flush-everything report (FLUSHDB or FLUSHALL of any
+				// database of the server) has a null payload in RESP2,
+				// which go-redis cannot parse. The connection is not
+				// broken, so no resubscription would ever bring the
+				// subscriber up again; its PONG does (case *redis.Pong),
+				// and what was cached of this master is stale from the
+				// failure on, as after a flush. A broken connection fails
+				// the ping, or is redialled by it and resubscribed.
+				continue
 			}
 			if ctx.Err() == nil {
 				// Each failed read redials; do not spin on a dead node.
@@ -169,8 +187,13 @@ func (t *Tracked) listen(ctx context.Context, s *subscriber, up bool) {
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			// A (re)subscription: invalidations may have been missed.
-			up = true
-			t.rewarm(t.setUp(s, true))
+			t.listening(s, &up)
+		case *redis.Pong:
+			if !up {
+				// The connection answered after a read failed on it:
+				// reports may have been missed, as after a resubscription.
+				t.listening(s, &up)
+			}
 		case *redis.Message:
 			if len(m.PayloadSlice) == 0 && m.Payload == "" {
 				// FLUSHDB / FLUSHALL: every key of this master is gone.
@@ -186,6 +209,16 @@ func (t *Tracked) listen(ctx context.Context, s *subscriber, up bool) {
 			}
 		}
 	}
+}
+
+// listening marks s up: what was cached of its master before is stale, and
+// its sessions are read again once Warm has been called.
+func (t *Tracked) listening(s *subscriber, up *bool) {
+	if !*up && t.downs.Load() > 0 {
+		t.log.Info().Str("master", s.addr).Msg("session cache: this master's sessions are served from memory again")
+	}
+	*up = true
+	t.rewarm(t.setUp(s, true))
 }
 
 // watch lists the cluster's masters on every tick and follows them.

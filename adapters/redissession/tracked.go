@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -92,6 +93,11 @@ type Tracked struct {
 
 	// Counters, for tests and metrics.
 	reports, prefetched, skipped, polls atomic.Int64
+	// downs counts the times a subscriber stopped listening (its master's
+	// sessions are then read from Redis on every request until it listens
+	// again): what an operator watches to see the cache not serving.
+	downs atomic.Int64
+	log   zerolog.Logger
 
 	warm     warmUp
 	size     int     // the cache's bound, which the warm-up shares out
@@ -147,6 +153,9 @@ type TrackedOptions struct {
 	// DefaultTopologyPoll); the longest a revocation written to a new master
 	// can go unheard.
 	TopologyPoll time.Duration
+	// Log hears when a master's sessions stop being served from memory and
+	// when they are again (default: discarded).
+	Log zerolog.Logger
 
 	masters              func(context.Context) ([]master, error)
 	warmDuty             float64
@@ -182,6 +191,7 @@ func NewTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 		subs:        make(map[string]*subscriber),
 		size:        opts.Size,
 		warmDuty:    opts.warmDuty,
+		log:         opts.Log,
 	}
 	t.cache.states = &t.states
 	t.warm.ended = make(chan struct{})
@@ -329,6 +339,22 @@ func (t *Tracked) slide(ctx context.Context, token string, e *ttlEntry, now time
 	if e.refreshed.CompareAndSwap(last, int64(now)) {
 		s.sendRefresh(ctx, s.prefix+token)
 	}
+}
+
+// Downs tells how many times a subscriber stopped listening.
+func (t *Tracked) Downs() int64 { return t.downs.Load() }
+
+// Serving tells how many masters' subscribers listen, of how many: their
+// sessions are served from memory; the others' are read on every request.
+func (t *Tracked) Serving() (listening, masters int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.subs {
+		if s.up {
+			listening++
+		}
+	}
+	return listening, len(t.subs)
 }
 
 // Reports tells how many invalidation reports were applied.
