@@ -57,9 +57,10 @@ run: build ## run the service (embedded Redis + SQLite unless SECKILL_REDIS_URL 
 
 .PHONY: test
 test: ## run every test with the race detector (real Redis/MySQL when SECKILL_TEST_REDIS_URL / SECKILL_TEST_MYSQL_DSN are set), then test-year-on and the leftovers check; the last line says which backends ran
+	keys=$$(mktemp); ./.ci/leftovers.sh snapshot $$keys; \
 	status=0; $(GO) test -race -count=1 -timeout 20m ./... || status=$$?; \
 	$(MAKE) --no-print-directory test-year-on || status=$$?; \
-	./.ci/leftovers.sh || status=$$?; \
+	./.ci/leftovers.sh check $$keys || status=$$?; rm -f $$keys; \
 	./.ci/test-backends.sh; exit $$status
 
 # The suites whose times reach Redis or the database, run as they will run a

@@ -252,9 +252,12 @@ func TestExpiryFinishesAfterACrash(t *testing.T) {
 			if err != nil || !ok || stock != 2 {
 				t.Fatalf("gate stock %d (%v, %v), want 2: the unit back exactly once", stock, ok, err)
 			}
-			// Its buyer may claim again, once.
-			if env := claim(t, app, vid, login(t, app, user)); !env.Success {
-				t.Fatalf("claim again: %+v", env)
+			// Its buyer's place is forfeited; the unit is another buyer's.
+			if env := claim(t, app, vid, login(t, app, user)); env.Success || env.Code != "duplicate" {
+				t.Fatalf("the expired order's buyer claims again: %+v; want duplicate", env)
+			}
+			if env := claim(t, app, vid, login(t, app, user+1)); !env.Success {
+				t.Fatalf("another buyer's claim: %+v", env)
 			}
 			if stock, _, _ := app.Gate.Stock(ctx, vid); stock != 1 {
 				t.Fatalf("gate stock %d after the claim, want 1", stock)
