@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -22,8 +23,53 @@ import (
 func NewRedis(c Config, log zerolog.Logger) (redis.UniversalClient, func(), error) {
 	routeRedisLogs(log)
 	if c.RedisCluster() {
-		return newRedisCluster(c, log)
+		rdb, cleanup, err := newRedisCluster(c, log)
+		if err == nil {
+			checkMinReplicas(c, rdb, log)
+		}
+		return rdb, cleanup, err
 	}
+	rdb, cleanup, err := newRedisNode(c, log)
+	if err == nil && c.RedisURL != "" {
+		checkMinReplicas(c, rdb, log)
+	}
+	return rdb, cleanup, err
+}
+
+// checkMinReplicas warns, with SECKILL_REDIS_WAIT_REPLICAS set, about every
+// master whose min-replicas-to-write is below it. Such a master, once it has
+// lost its replicas (a failover promoted it and none follows yet), takes
+// every claim and cannot confirm one: each is answered outcome_unknown, for
+// the rest of the sale. With the setting, it refuses the claim's first write
+// and the claim answers busy with nothing taken. A server that does not let
+// CONFIG be read (a managed Redis) is not checked.
+func checkMinReplicas(c Config, rdb redis.UniversalClient, log zerolog.Logger) {
+	if c.RedisWaitReplicas <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	check := func(ctx context.Context, m *redis.Client) error {
+		v, err := m.ConfigGet(ctx, "min-replicas-to-write").Result()
+		if err != nil {
+			return nil
+		}
+		if n, _ := strconv.Atoi(v["min-replicas-to-write"]); n < c.RedisWaitReplicas {
+			log.Warn().Str("master", m.Options().Addr).Int("min_replicas_to_write", n).Int("wait_replicas", c.RedisWaitReplicas).
+				Msg("this Redis master takes writes without the replicas SECKILL_REDIS_WAIT_REPLICAS waits for: if it loses them, every claim it takes answers outcome_unknown; set min-replicas-to-write (and min-replicas-max-lag) on it, and claims are refused busy instead (docs/SCALING.md)")
+		}
+		return nil
+	}
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		_ = cc.ForEachMaster(ctx, check)
+	} else if n, ok := rdb.(*redis.Client); ok {
+		_ = check(ctx, n)
+	}
+}
+
+// newRedisNode connects to the one node of SECKILL_REDIS_URL, or starts the
+// embedded one.
+func newRedisNode(c Config, log zerolog.Logger) (redis.UniversalClient, func(), error) {
 	var (
 		opt      *redis.Options
 		embedded *miniredis.Miniredis

@@ -53,3 +53,8 @@ func Replicated(wait *redis.IntCmd, replicas int, timeout time.Duration) error {
 	}
 	return nil
 }
+
+// NoReplicas: the master refused a write for want of replicas (Redis's
+// min-replicas-to-write). A claim script meets it at its first write, so the
+// claim changed nothing: it may be answered busy, never outcome unknown.
+func NoReplicas(err error) bool { return redis.HasErrorPrefix(err, "NOREPLICAS") }

@@ -325,6 +325,10 @@ func (g *Gate) claimOnce(ctx context.Context, bk redisschema.Keys, o domain.Vouc
 	}
 	answer, err := run.Text()
 	if err != nil {
+		if redisbatch.NoReplicas(err) {
+			// Refused at its first write: nothing was taken.
+			return "", fmt.Errorf("bucket claim script for %s: %w: %w", o, ports.ErrNotAdmitted, err)
+		}
 		return "", fmt.Errorf("bucket claim script for %s: %w", o, err)
 	}
 	return answer, nil
@@ -353,6 +357,10 @@ func (g *Gate) claimReplicated(ctx context.Context, bk redisschema.Keys, o domai
 	}
 	answer, err := run.Text()
 	if err != nil {
+		if redisbatch.NoReplicas(err) {
+			// Refused at its first write: nothing was taken.
+			return "", fmt.Errorf("bucket claim script for %s: %w: %w", o, ports.ErrNotAdmitted, err)
+		}
 		return "", fmt.Errorf("bucket claim script for %s: %w", o, err)
 	}
 	if answer == "ok" {

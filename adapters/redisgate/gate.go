@@ -265,6 +265,9 @@ func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder boo
 func (g *Gate) answer(o domain.VoucherOrder, run *redis.Cmd) error {
 	answer, err := run.Text()
 	if err != nil {
+		if redisbatch.NoReplicas(err) {
+			return fmt.Errorf("claim script for %s: %w: %w", o, ports.ErrNotAdmitted, err)
+		}
 		return fmt.Errorf("claim script for %s: %w", o, err)
 	}
 	if answer != claimOK {
