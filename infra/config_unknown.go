@@ -15,6 +15,7 @@ var toolVariablePrefixes = []string{"SECKILL_TEST_", "SECKILL_BENCH_"}
 var toolVariables = map[string]bool{
 	"SECKILL_SALE_SCREENSHOT": true, // make sale-screenshot
 	"SECKILL_BUCKETS_MEASURE": true, // the bucket scaling measurement test
+	"SECKILL_MEASURE_WARM":    true, // the session warm-up measurement test
 }
 
 // UnknownVariable is a SECKILL_* variable in the environment that no setting
