@@ -114,7 +114,7 @@ func status(ctx context.Context, dir *RoomDirectory, signer *RoomSigner, v *room
 		return st, nil
 	}
 	at, live := snap.admittedAt(p)
-	exp := at.Add(v.cfg.Rules.PassTTL())
+	exp := passExpiry(at, v.cfg.Rules.PassTTL())
 	if !live || !now.Before(exp) {
 		st.Phase = RoomPassExpired
 		return st, nil
@@ -124,6 +124,18 @@ func status(ctx context.Context, dir *RoomDirectory, signer *RoomSigner, v *room
 	st.Pass = signer.Pass(Pass{Voucher: t.Voucher, User: t.User, Position: p, Expires: exp})
 	return st, nil
 }
+
+// passExpiry is when a pass admitted at at stops being valid: a little
+// before the room lets its place lapse (at + ttl, by the clock of whichever
+// instance advances the room), so that with clocks up to passGrace apart no
+// instance still takes a pass whose unit the line has given to the next.
+func passExpiry(at time.Time, ttl time.Duration) time.Time {
+	return at.Add(ttl - min(passGrace, ttl/5))
+}
+
+// passGrace bounds the clock difference between instances (NTP keeps it to
+// milliseconds; a second leaves room for a bad one).
+const passGrace = time.Second
 
 // perRate is how long n admissions take at rate per second.
 func perRate(n, rate int64) time.Duration {

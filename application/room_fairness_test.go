@@ -3,6 +3,7 @@ package application_test
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"sync"
@@ -236,4 +237,132 @@ func spearman(xs, ys []float64) float64 {
 		d2 += d * d
 	}
 	return 1 - 6*d2/(n*(n*n-1))
+}
+
+// TestAPassIsWorthAUnitAgainstFasterBots is issue 37's sale: stock 300,
+// passes of 10 s, 150 admitted per second, a line of 600 people, who claim
+// 0.2–1.5 s after their pass arrives and one in ten never do, and 600 bots,
+// who claim 20 ms after theirs; everyone joined before the start and polls
+// every RoomRefresh. The cap once counted passes outstanding against the
+// whole stock, so each used pass admitted someone new although its unit was
+// gone, and a later-admitted bot beat an earlier-admitted person still
+// reacting (63–72% of the stock to the bots, 71–98 people per run refused
+// sold_out with a valid pass). Now passes outstanding never exceed what is
+// left to sell:
+//   - every claim made with a valid pass gets its unit, however slow;
+//   - the bots' share of the units is their share of those in the line who
+//     claim, within the binomial spread (3σ of 300 draws);
+//   - exactly the stock is sold.
+func TestAPassIsWorthAUnitAgainstFasterBots(t *testing.T) {
+	const (
+		stock, people, bots = 300, 600, 600
+		ttl                 = 10 * time.Second
+		botReaction         = 20 * time.Millisecond
+	)
+	ctx := context.Background()
+	begin := now.Add(time.Minute)
+	w := newRoomWorld(t, now)
+	id := w.sale(t, stock, begin, rules(t, time.Minute, 150, ttl, 0))
+	claim := application.NewClaimSeckill(memory.NewIDs(w.clock), chanqueue.NewAdmission(w.gate, chanqueue.New(stock*2, 0)))
+
+	r := rand.New(rand.NewPCG(37, 1))
+	type buyer struct {
+		bot      bool
+		never    bool
+		reaction time.Duration
+		ticket   string
+		pass     string
+		claimAt  time.Time // zero until the pass is seen
+		done     bool
+	}
+	buyers := map[domain.UserID]*buyer{}
+	w.clock.Set(begin.Add(-30 * time.Second))
+	for u := domain.UserID(1); u <= people+bots; u++ {
+		b := &buyer{bot: u > people}
+		if b.bot {
+			b.reaction = botReaction
+		} else {
+			b.reaction = 200*time.Millisecond + time.Duration(r.Int64N(int64(1300*time.Millisecond)))
+			b.never = r.IntN(10) == 0
+		}
+		st, err := w.join.Handle(ctx, id, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.ticket = st.Ticket
+		buyers[u] = b
+	}
+
+	won := map[bool]int{}
+	refusedWithPass := 0
+	const tick = 10 * time.Millisecond
+	w.clock.Set(begin)
+	// On until sold out and every pass seen has been used or let go: a
+	// person still reacting when the last unit sells is part of the test.
+	pending := func() bool {
+		for _, b := range buyers {
+			if !b.claimAt.IsZero() && !b.done {
+				return true
+			}
+		}
+		return false
+	}
+	for elapsed := time.Duration(0); elapsed < 60*time.Second && (won[true]+won[false] < stock || pending()); elapsed += tick {
+		w.clock.Advance(tick)
+		at := w.clock.Now()
+		polls := elapsed%application.RoomRefresh == 0
+		for u := domain.UserID(1); u <= people+bots; u++ {
+			b := buyers[u]
+			if b.done {
+				continue
+			}
+			if polls && b.claimAt.IsZero() {
+				st, err := w.poll.Handle(ctx, id, u, b.ticket)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Phase == application.RoomAdmitted {
+					b.pass, b.claimAt = st.Pass, at.Add(b.reaction)
+				}
+			}
+			if b.claimAt.IsZero() || at.Before(b.claimAt) {
+				continue
+			}
+			b.done = true
+			if b.never {
+				continue
+			}
+			p, err := w.check.Check(ctx, id, u, func() string { return b.pass })
+			if errors.Is(err, domain.ErrPassExpired) {
+				continue
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := claim.Handle(ctx, u, id); errors.Is(err, domain.ErrSoldOut) {
+				refusedWithPass++
+				continue
+			} else if err != nil {
+				t.Fatalf("user %d with a valid pass: %v", u, err)
+			}
+			if err := w.check.Used(ctx, id, u, p); err != nil {
+				t.Fatal(err)
+			}
+			won[b.bot]++
+		}
+	}
+	sold := won[true] + won[false]
+	share := float64(won[true]) / float64(sold)
+	want := float64(bots) / (float64(bots) + 0.9*float64(people)) // of those in the line who claim
+	sigma := math.Sqrt(want * (1 - want) / float64(stock))
+	t.Logf("bots won %d, people %d (bots' share %.1f%%, their share of the claiming line %.1f%% ± %.1f); %d claims with a valid pass refused sold_out",
+		won[true], won[false], 100*share, 100*want, 300*sigma, refusedWithPass)
+	if refusedWithPass > 0 {
+		t.Errorf("%d claims with a valid pass were refused sold_out: an admitted place must be worth a unit", refusedWithPass)
+	}
+	if sold != stock {
+		t.Errorf("sold %d of %d", sold, stock)
+	}
+	if math.Abs(share-want) > 3*sigma {
+		t.Errorf("bots' share %.1f%% is not their share of the line %.1f%% (3σ = %.1f points)", 100*share, 100*want, 300*sigma)
+	}
 }

@@ -165,7 +165,15 @@ func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time,
 		}
 		r.lapsed += r.expired - was - removed
 		target := min(r.cfg.Rules.AdmitTarget(now.Sub(r.cfg.Begin)), r.joined)
-		free := r.cfg.Cap - (r.boundary - r.expired - int64(len(r.live)))
+		// Passes outstanding never exceed what is left to sell, so each is
+		// worth a unit (the Redis room reads the gate's stock the same way).
+		outstanding := r.boundary - r.expired - int64(len(r.live))
+		free := r.cfg.Cap - outstanding
+		if s.gate != nil {
+			if left, ok, err := s.gate.Stock(ctx, id); err == nil && ok {
+				free = int64(left) - outstanding
+			}
+		}
 		if next := min(target, r.boundary+max(free, 0)); next > r.boundary {
 			r.boundary = next
 			r.steps = append(r.steps, ports.RoomStep{Boundary: next, At: now})

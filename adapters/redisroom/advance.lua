@@ -5,7 +5,8 @@
 -- more outstanding passes than the cap. Used positions not yet expired are
 -- kept, so a used pass frees its place at once.
 -- KEYS[1] room hash, KEYS[2] steps zset (score boundary, member
--- "boundary:at"), KEYS[3] used zset (positions >= expired whose pass was used)
+-- "boundary:at"), KEYS[3] used zset (positions >= expired whose pass was used),
+-- KEYS[4] the sale's gate hash (its stock left; same hash tag)
 -- ARGV[1] now (unix ms), ARGV[2] seed, ARGV[3] steps wanted above this
 -- boundary, ARGV[4] retention (ms the room's keys outlive its end)
 -- Returns -1 without a room, else {joined, drawn, n, seed, boundary,
@@ -35,7 +36,14 @@ if h[6] == '1' then
     redis.call('HINCRBY', KEYS[1], 'lapsed', expired - was - removed)
   end
   local target = math.min(math.floor(rate * (now - begin) / 1000), joined)
-  local free = cap - (boundary - expired - redis.call('ZCARD', KEYS[3]))
+  -- Passes outstanding never exceed what is left to sell, so each is worth
+  -- a unit: a used pass's unit is gone with it, and a unit returned to the
+  -- sale (an expired or cancelled order) admits the next in line. The cap
+  -- (stock + margin) bounds it only where the gate's hash is not on this
+  -- slot (a voucher split into buckets).
+  local outstanding = boundary - expired - redis.call('ZCARD', KEYS[3])
+  local left = tonumber(redis.call('HGET', KEYS[4], 'stock'))
+  local free = (left or cap) - outstanding
   local nxt = math.min(target, boundary + math.max(free, 0))
   if nxt > boundary then
     boundary = nxt

@@ -149,7 +149,7 @@ func (s *Rooms) Join(ctx context.Context, id domain.VoucherID, user domain.UserI
 
 func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time, seed [domain.RoomSeedSize]byte, after int64) (ports.RoomState, error) {
 	k := s.keys(id)
-	res, err := s.scripts.Run(ctx, s.rdb, advanceScript, []string{k.room, k.steps, k.used},
+	res, err := s.scripts.Run(ctx, s.rdb, advanceScript, []string{k.room, k.steps, k.used, redisschema.KeysFor(s.prefix, id).Voucher},
 		now.UnixMilli(), seed[:], after, s.retention.Milliseconds()).Result()
 	if err != nil {
 		return ports.RoomState{}, fmt.Errorf("advance room of voucher %d: %w", id, err)
