@@ -34,7 +34,7 @@ func TestTrackedFollowsTheClustersMasters(t *testing.T) {
 	if len(all) < 3 {
 		t.Fatalf("the cluster has %d masters, the test needs 3", len(all))
 	}
-	prefix := testenv.Unique("login:token:")
+	prefix := testenv.TokenPrefix(t)
 	store := redissession.New(cc, redissession.Options{Prefix: prefix})
 	mintOn := func(addr string, user domain.UserID) string {
 		t.Helper()
@@ -140,7 +140,7 @@ func TestTrackedFollowsTheClustersMasters(t *testing.T) {
 func TestTrackedServesNothingWhileASubscriberIsDown(t *testing.T) {
 	ctx := context.Background()
 	setup := testenv.RealRedis(t)
-	prefix := testenv.Unique("login:token:")
+	prefix := testenv.TokenPrefix(t)
 	store := redissession.New(setup, redissession.Options{Prefix: prefix})
 	kept, err := store.Mint(ctx, 1)
 	if err != nil {
@@ -210,7 +210,7 @@ func TestTrackedWatchIsNotStalledByAMasterThatDoesNotAnswer(t *testing.T) {
 	// The client's handshake waits out its read timeout (3 s).
 	mute := muteListener(t)
 
-	prefix := testenv.Unique("login:token:")
+	prefix := testenv.TokenPrefix(t)
 	var listed atomic.Pointer[[]redissession.Master]
 	listed.Store(&all)
 	tick := make(chan time.Time)
@@ -376,7 +376,7 @@ func TestTrackedServesOtherMastersWhileOneSubscriberIsDown(t *testing.T) {
 	if len(all) < 2 {
 		t.Fatalf("the cluster has %d masters, the test needs 2", len(all))
 	}
-	prefix := testenv.Unique("login:token:")
+	prefix := testenv.TokenPrefix(t)
 	store := redissession.New(cc, redissession.Options{Prefix: prefix})
 	// Logged in before the instance listens: no report races the lookups.
 	healthy := mintOnMaster(t, cc, store, prefix, all[0].Addr, 1)

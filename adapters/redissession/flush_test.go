@@ -24,7 +24,7 @@ import (
 func TestTrackedServesAgainAfterAFlushElsewhere(t *testing.T) {
 	rdb := testenv.RealRedis(t)
 	ctx := context.Background()
-	prefix := testenv.Unique("login:token:")
+	prefix := testenv.TokenPrefix(t)
 	testenv.ForgetKeys(t, prefix)
 	token, err := redissession.New(rdb, redissession.Options{Prefix: prefix}).Mint(ctx, 42)
 	if err != nil {

@@ -141,7 +141,7 @@ func mintLapsing(t *testing.T, b testenv.RedisBackend, prefix string, user domai
 func TestTrackedRevokesOnEveryInstance(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
-			prefix := testenv.Unique("login:token:")
+			prefix := testenv.TokenPrefix(t)
 			ctx := context.Background()
 			// Logged in before the instances listen: the login's own
 			// report would otherwise race the first lookups (and, safely,
@@ -198,7 +198,7 @@ func TestTrackedRevokesOnEveryInstance(t *testing.T) {
 func TestTrackedSlidesExpiryOnAMiss(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
-			prefix := testenv.Unique("login:token:")
+			prefix := testenv.TokenPrefix(t)
 			ctx := context.Background()
 			// The session is written before the instance starts listening,
 			// so the only report it hears is its own EXPIRE's. It is about
@@ -249,7 +249,7 @@ func TestTrackedMissKeepsAReadBackThatOvertookIt(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		for _, stage := range []string{"read", "add"} {
 			t.Run(b.Name+"/overtaken_after_"+stage, func(t *testing.T) {
-				prefix := testenv.Unique("login:token:")
+				prefix := testenv.TokenPrefix(t)
 				ctx := context.Background()
 				// Lapsing, so the miss sends a refresh, whose report
 				// queues the token to be read back.
@@ -308,7 +308,7 @@ func TestTrackedMissKeepsAReadBackThatOvertookIt(t *testing.T) {
 func TestTrackedMissDropsWhatARevocationOvertook(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
-			prefix := testenv.Unique("login:token:")
+			prefix := testenv.TokenPrefix(t)
 			ctx := context.Background()
 			setup := b.Client(t)
 			token, err := redissession.New(setup, redissession.Options{Prefix: prefix}).Mint(ctx, 7)
@@ -356,7 +356,7 @@ func TestTrackedMissDropsWhatARevocationOvertook(t *testing.T) {
 func TestTrackedSlidesExpiryOnAHit(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
-			prefix := testenv.Unique("login:token:")
+			prefix := testenv.TokenPrefix(t)
 			ctx := context.Background()
 			in := newInstance(t, b.Client, prefix, redissession.TrackedOptions{})
 			// A session with 20 s left, written while the instance listens:
@@ -405,7 +405,7 @@ func TestTrackedSlidesExpiryOnAHit(t *testing.T) {
 func TestTrackedPrefetchesALoginOnEveryInstance(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
-			prefix := testenv.Unique("login:token:")
+			prefix := testenv.TokenPrefix(t)
 			ctx := context.Background()
 			a := newInstance(t, b.Client, prefix, redissession.TrackedOptions{})
 			other := newInstance(t, b.Client, prefix, redissession.TrackedOptions{})
@@ -452,7 +452,7 @@ func TestTrackedPrefetchesALoginOnEveryInstance(t *testing.T) {
 func TestTrackedPrefetchRacingARevocationCachesNothing(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
-			prefix := testenv.Unique("login:token:")
+			prefix := testenv.TokenPrefix(t)
 			ctx := context.Background()
 			setup := b.Client(t)
 			var (

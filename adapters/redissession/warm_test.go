@@ -51,7 +51,7 @@ func TestTrackedWarmsUpFromRedis(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
 			const size, users = 100, 300
-			prefix := testenv.Unique("login:token:")
+			prefix := testenv.TokenPrefix(t)
 			_, tokens := mintUsers(t, b, prefix, users)
 			in := newInstance(t, b.Client, prefix, redissession.TrackedOptions{Size: size, NoPrefetch: true})
 			if p := in.sessions.WarmProgress(); p.Done || p.Read != 0 || in.sessions.Cached() != 0 {
@@ -92,7 +92,7 @@ func TestTrackedWarmUpRacingARevocationCachesNothing(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
 			const users = 20
-			prefix := testenv.Unique("login:token:")
+			prefix := testenv.TokenPrefix(t)
 			setup, tokens := mintUsers(t, b, prefix, users)
 			var (
 				tr     atomic.Pointer[redissession.Tracked]

@@ -416,3 +416,12 @@ func (h *tokenWrites) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 		return next(ctx, cmds)
 	}
 }
+
+// TokenPrefix returns a login-token key prefix no other test uses
+// ("login:token:" and a unique part, for stores under test), whose keys are
+// deleted from the real Redis backends when t ends.
+func TokenPrefix(t testing.TB) string {
+	prefix := Unique("login:token:")
+	ForgetKeys(t, prefix)
+	return prefix
+}
