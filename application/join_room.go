@@ -3,6 +3,7 @@ package application
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/hmdp-go/seckill/domain"
@@ -22,6 +23,10 @@ const (
 	// RoomPassExpired: admitted, but the pass was not used in time; the
 	// place went to the next in line.
 	RoomPassExpired RoomPhase = "expired"
+	// RoomSoldOut: the sale has nothing left to sell (and holds no pass
+	// outstanding); no place will be admitted unless an order lapses and
+	// its unit comes back.
+	RoomSoldOut RoomPhase = "sold_out"
 )
 
 // RoomStatus is what a join or a poll answers.
@@ -43,6 +48,11 @@ type RoomStatus struct {
 	// Pass and PassExpires, once admitted.
 	Pass        string
 	PassExpires time.Time
+	// InDraw: in the pre-queue, whose order is drawn at DrawAt.
+	InDraw bool
+	// PollAfter is when to ask again (0: no need, the answer is final or
+	// the pass is in hand).
+	PollAfter time.Duration
 }
 
 // JoinRoom puts a user in a sale's waiting room: one place per user, and
@@ -100,17 +110,26 @@ func status(ctx context.Context, dir *RoomDirectory, signer *RoomSigner, v *room
 	now := dir.clock.Now()
 	rate := int64(v.cfg.Rules.AdmitPerSecond())
 	st := RoomStatus{Ticket: signer.Ticket(t), Joined: max(snap.Joined, t.Index+1), DrawAt: v.cfg.Begin}
+	// Sold out: nothing left and no pass outstanding (passes never exceed
+	// what is left), so no place can be admitted until a unit comes back.
+	soldOut := snap.Left == 0
 	if !snap.Drawn {
-		st.Phase = RoomDrawPending
+		st.Phase, st.InDraw = RoomDrawPending, true
 		st.Wait = max(v.cfg.Begin.Sub(now), 0) + perRate(st.Joined/2, rate)
+		st.PollAfter = pollAfter(v.cfg.Begin.Sub(now))
 		return st, nil
 	}
 	p := snap.draw.Place(t.Index)
 	st.Position = p + 1
 	if p >= snap.Boundary {
+		if soldOut {
+			st.Phase = RoomSoldOut
+			return st, nil
+		}
 		st.Phase = RoomWaiting
 		st.Ahead = p - snap.Boundary
-		st.Wait = perRate(st.Ahead+1, rate)
+		st.Wait = estimateWait(snap.RoomState, st.Ahead, rate, v.cfg.Rules.PassTTL())
+		st.PollAfter = pollAfter(st.Wait / 4)
 		return st, nil
 	}
 	at, live := snap.admittedAt(p)
@@ -136,6 +155,33 @@ func passExpiry(at time.Time, ttl time.Duration) time.Time {
 // passGrace bounds the clock difference between instances (NTP keeps it to
 // milliseconds; a second leaves room for a bad one).
 const passGrace = time.Second
+
+// pollAfter bounds when a waiting client should ask again: not before the
+// room's view can have moved (RoomRefresh), not later than 5 s, so an
+// admission is seen within a small part of the pass's life.
+func pollAfter(d time.Duration) time.Duration {
+	return min(max(d, RoomRefresh), 5*time.Second)
+}
+
+// estimateWait is how long until ahead+1 more places are admitted. Places
+// come at the rate while units are free beyond the passes outstanding;
+// beyond those, only as outstanding passes lapse unused (a used pass takes
+// its unit along), one pass lifetime per round, at the share of passes the
+// room has seen lapse so far (a prior of one in two before any is known).
+func estimateWait(st ports.RoomState, ahead, rate int64, ttl time.Duration) time.Duration {
+	if st.Left < 0 {
+		return perRate(ahead+1, rate) // the room cannot read the stock (a split voucher)
+	}
+	free := max(st.Left-st.Outstanding, 0)
+	if ahead < free {
+		return perRate(ahead+1, rate)
+	}
+	need := ahead + 1 - free
+	lapse := float64(st.Lapsed+1) / float64(st.Lapsed+st.Used+2)
+	perRound := max(float64(st.Outstanding)*lapse, 1)
+	rounds := time.Duration(math.Ceil(float64(need) / perRound))
+	return perRate(free, rate) + rounds*ttl
+}
 
 // perRate is how long n admissions take at rate per second.
 func perRate(n, rate int64) time.Duration {

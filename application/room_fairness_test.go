@@ -274,6 +274,9 @@ func TestAPassIsWorthAUnitAgainstFasterBots(t *testing.T) {
 		pass     string
 		claimAt  time.Time // zero until the pass is seen
 		done     bool
+		// The first estimate seen while waiting: when admission was
+		// predicted, by the room's estimate and by rate alone.
+		predicted, byRate time.Time
 	}
 	buyers := map[domain.UserID]*buyer{}
 	w.clock.Set(begin.Add(-30 * time.Second))
@@ -295,6 +298,7 @@ func TestAPassIsWorthAUnitAgainstFasterBots(t *testing.T) {
 
 	won := map[bool]int{}
 	refusedWithPass := 0
+	var errs, rateErrs []time.Duration // |admission - first estimate| of those admitted after waiting
 	const tick = 10 * time.Millisecond
 	w.clock.Set(begin)
 	// On until sold out and every pass seen has been used or let go: a
@@ -321,8 +325,16 @@ func TestAPassIsWorthAUnitAgainstFasterBots(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				if st.Phase == application.RoomWaiting && b.predicted.IsZero() {
+					b.predicted = at.Add(st.Wait)
+					b.byRate = at.Add(time.Duration(st.Ahead+1) * time.Second / 150)
+				}
 				if st.Phase == application.RoomAdmitted {
 					b.pass, b.claimAt = st.Pass, at.Add(b.reaction)
+					if !b.predicted.IsZero() {
+						errs = append(errs, at.Sub(b.predicted).Abs())
+						rateErrs = append(rateErrs, at.Sub(b.byRate).Abs())
+					}
 				}
 			}
 			if b.claimAt.IsZero() || at.Before(b.claimAt) {
@@ -356,6 +368,22 @@ func TestAPassIsWorthAUnitAgainstFasterBots(t *testing.T) {
 	sigma := math.Sqrt(want * (1 - want) / float64(stock))
 	t.Logf("bots won %d, people %d (bots' share %.1f%%, their share of the claiming line %.1f%% ± %.1f); %d claims with a valid pass refused sold_out",
 		won[true], won[false], 100*share, 100*want, 300*sigma, refusedWithPass)
+	q := func(ds []time.Duration, f float64) time.Duration {
+		if len(ds) == 0 {
+			return 0
+		}
+		sorted := append([]time.Duration(nil), ds...)
+		sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+		return sorted[int(f*float64(len(sorted)-1))]
+	}
+	t.Logf("wait estimate, |admission - first estimate| over %d admitted after waiting: median %s, p90 %s (by the rate alone: median %s, p90 %s)",
+		len(errs), q(errs, .5), q(errs, .9), q(rateErrs, .5), q(rateErrs, .9))
+	// On the fake clock: a poll every RoomRefresh sees an admission up to
+	// one refresh late, so the error is that granularity unless the
+	// estimate is wrong.
+	if len(errs) == 0 || q(errs, .5) > 2*application.RoomRefresh {
+		t.Errorf("the wait estimate's median error is %s over %d admissions; want within two polls (%s)", q(errs, .5), len(errs), 2*application.RoomRefresh)
+	}
 	if refusedWithPass > 0 {
 		t.Errorf("%d claims with a valid pass were refused sold_out: an admitted place must be worth a unit", refusedWithPass)
 	}

@@ -486,3 +486,76 @@ func TestSaleBoardShowsTheWaitingRoom(t *testing.T) {
 		t.Fatalf("after one pass used: %+v; want 1 used, none expired", f)
 	}
 }
+
+// TestRoomSaysSoldOutAtOnceAndWhenToPoll: once nothing is left to sell,
+// waiting users and new joiners are told sold_out on their next answer
+// (late joiners once waited ~25 s for a pass that could only answer
+// sold_out), and a unit that comes back reopens the line. Every answer that
+// expects change says when to ask again; the pre-queue says the user is in
+// the draw.
+func TestRoomSaysSoldOutAtOnceAndWhenToPoll(t *testing.T) {
+	ctx := context.Background()
+	begin := now.Add(time.Minute)
+	w := newRoomWorld(t, now)
+	id := w.sale(t, 1, begin, rules(t, time.Minute, 1000, 10*time.Second, 0))
+	tickets := make(map[domain.UserID]string)
+	for u := domain.UserID(1); u <= 3; u++ {
+		st, err := w.join.Handle(ctx, id, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Phase != application.RoomDrawPending || !st.InDraw || st.PollAfter < application.RoomRefresh {
+			t.Fatalf("joined before the start: %+v; want the pre-queue, in the draw, with when to poll", st)
+		}
+		tickets[u] = st.Ticket
+	}
+	w.clock.Set(begin.Add(time.Second))
+	var buyer domain.UserID
+	var pass string
+	for u, st := range w.pollAll(t, id, tickets) {
+		switch st.Phase {
+		case application.RoomAdmitted:
+			buyer, pass = u, st.Pass
+		case application.RoomWaiting:
+			if st.PollAfter < application.RoomRefresh || st.PollAfter > 5*time.Second {
+				t.Fatalf("waiting user %d: poll after %s; want within %s..5s", u, st.PollAfter, application.RoomRefresh)
+			}
+		default:
+			t.Fatalf("user %d: %+v", u, st)
+		}
+	}
+	p, err := w.check.Check(ctx, id, buyer, func() string { return pass })
+	if err != nil {
+		t.Fatal(err)
+	}
+	sold := testenv.Order(t, 1, buyer, id)
+	if err := w.gate.Reserve(ctx, sold); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.check.Used(ctx, id, buyer, p); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(application.RoomRefresh)
+	for u, st := range w.pollAll(t, id, tickets) {
+		if u != buyer && (st.Phase != application.RoomSoldOut || st.PollAfter != 0) {
+			t.Fatalf("user %d once the last unit sold: %+v; want sold_out, no need to poll", u, st)
+		}
+	}
+	if st, err := w.join.Handle(ctx, id, 9); err != nil || st.Phase != application.RoomSoldOut {
+		t.Fatalf("a late joiner: %+v, %v; want sold_out at once", st, err)
+	}
+	// The order lapses and its unit returns: the line moves again.
+	if err := w.gate.Return(ctx, []domain.VoucherOrder{sold}); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(application.RoomRefresh)
+	admitted := 0
+	for u, st := range w.pollAll(t, id, tickets) {
+		if u != buyer && st.Phase == application.RoomAdmitted {
+			admitted++
+		}
+	}
+	if admitted != 1 {
+		t.Fatalf("after a unit came back: %d admitted; want the next in line", admitted)
+	}
+}

@@ -36,6 +36,10 @@ type RoomState struct {
 	// used or void). Used counts the passes used, Lapsed the places whose
 	// pass expired unused.
 	Boundary, Expired, Used, Lapsed int64
+	// Outstanding is how many passes are live and unused. Left is what the
+	// sale's gate has left to sell (passes outstanding never exceed it), or
+	// -1 where the room cannot read it (a voucher split into buckets).
+	Outstanding, Left int64
 	// Steps are the boundary's advances above the boundary the caller
 	// passed, oldest first, down to (not below) Expired.
 	Steps []RoomStep

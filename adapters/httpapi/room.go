@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/hmdp-go/seckill/application"
@@ -34,11 +35,15 @@ const (
 // roomStatusDTO is a join's or a poll's answer.
 type roomStatusDTO struct {
 	Ticket string `json:"ticket"`
-	// State: pre_queue | waiting | admitted | expired.
+	// State: pre_queue | waiting | admitted | expired | sold_out.
 	State    string `json:"state"`
 	Position int64  `json:"position,omitempty"`
-	Ahead    int64  `json:"ahead"`
-	Joined   int64  `json:"joined"`
+	// Ahead is absent in the pre-queue, whose order is not drawn yet.
+	Ahead  *int64 `json:"ahead,omitempty"`
+	Joined int64  `json:"joined"`
+	InDraw bool   `json:"inDraw,omitempty"`
+	// PollAfterMs: when to ask again; absent when there is no need.
+	PollAfterMs int64 `json:"pollAfterMs,omitempty"`
 	// WaitSeconds is the estimated wait, rounded up.
 	WaitSeconds int64  `json:"waitSeconds"`
 	DrawAt      string `json:"drawAt"`
@@ -48,10 +53,15 @@ type roomStatusDTO struct {
 
 func toRoomDTO(st application.RoomStatus) roomStatusDTO {
 	d := roomStatusDTO{
-		Ticket: st.Ticket, State: string(st.Phase), Position: st.Position, Ahead: st.Ahead, Joined: st.Joined,
+		Ticket: st.Ticket, State: string(st.Phase), Position: st.Position, Joined: st.Joined, InDraw: st.InDraw,
 		WaitSeconds: int64((st.Wait + time.Second - 1) / time.Second),
 		DrawAt:      st.DrawAt.UTC().Format(time.RFC3339Nano),
 		Pass:        st.Pass,
+		PollAfterMs: st.PollAfter.Milliseconds(),
+	}
+	if !st.InDraw {
+		ahead := st.Ahead
+		d.Ahead = &ahead
 	}
 	if !st.PassExpires.IsZero() {
 		d.PassExpires = st.PassExpires.UTC().Format(time.RFC3339Nano)
@@ -69,6 +79,15 @@ func (a *api) joinRoom(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.fail(w, r, err)
 		return
+	}
+	writeRoomStatus(w, st)
+}
+
+// writeRoomStatus answers a join or a poll, with Retry-After (whole seconds,
+// rounded up) when the client should come back.
+func writeRoomStatus(w http.ResponseWriter, st application.RoomStatus) {
+	if st.PollAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((st.PollAfter+time.Second-1)/time.Second), 10))
 	}
 	writeOK(w, toRoomDTO(st))
 }
@@ -92,7 +111,7 @@ func (a *api) pollRoom(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeOK(w, toRoomDTO(st))
+	writeRoomStatus(w, st)
 }
 
 // passKey carries the position a claim's pass admits to the claim handler,

@@ -181,6 +181,12 @@ func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time,
 	}
 	st := ports.RoomState{
 		Joined: r.joined, Drawn: r.drawn, N: r.n, Boundary: r.boundary, Expired: r.expired, Used: r.usedN, Lapsed: r.lapsed,
+		Outstanding: r.boundary - r.expired - int64(len(r.live)), Left: -1,
+	}
+	if s.gate != nil {
+		if left, ok, err := s.gate.Stock(ctx, id); err == nil && ok {
+			st.Left = int64(left)
+		}
 	}
 	if r.drawn {
 		st.Seed = r.seed

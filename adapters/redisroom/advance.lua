@@ -10,7 +10,8 @@
 -- ARGV[1] now (unix ms), ARGV[2] seed, ARGV[3] steps wanted above this
 -- boundary, ARGV[4] retention (ms the room's keys outlive its end)
 -- Returns -1 without a room, else {joined, drawn, n, seed, boundary,
--- expired, used, lapsed, step members...}.
+-- expired, used, lapsed, outstanding, left (-1: no gate hash here), step
+-- members...}.
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return -1
 end
@@ -53,7 +54,9 @@ if h[6] == '1' then
   end
 end
 local st = redis.call('HMGET', KEYS[1], 'drawn', 'n', 'seed', 'used', 'lapsed')
-local out = {joined, tonumber(st[1]), tonumber(st[2]), st[3] or '', boundary, expired, tonumber(st[4]), tonumber(st[5] or '0')}
+local outstanding = boundary - expired - redis.call('ZCARD', KEYS[3])
+local left = tonumber(redis.call('HGET', KEYS[4], 'stock')) or -1
+local out = {joined, tonumber(st[1]), tonumber(st[2]), st[3] or '', boundary, expired, tonumber(st[4]), tonumber(st[5] or '0'), outstanding, left}
 local steps = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[3], '+inf')
 for i = 1, #steps do
   out[#out + 1] = steps[i]

@@ -162,18 +162,19 @@ func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time,
 
 func parseState(res any) (ports.RoomState, error) {
 	vals, ok := res.([]any)
-	if !ok || len(vals) < 8 {
+	if !ok || len(vals) < 10 {
 		return ports.RoomState{}, fmt.Errorf("advance: unexpected answer %v", res)
 	}
 	num := func(i int) int64 { n, _ := vals[i].(int64); return n }
-	st := ports.RoomState{Joined: num(0), Drawn: num(1) == 1, N: num(2), Boundary: num(4), Expired: num(5), Used: num(6), Lapsed: num(7)}
+	st := ports.RoomState{Joined: num(0), Drawn: num(1) == 1, N: num(2), Boundary: num(4), Expired: num(5), Used: num(6), Lapsed: num(7),
+		Outstanding: num(8), Left: num(9)}
 	if seed, _ := vals[3].(string); st.Drawn {
 		if len(seed) != domain.RoomSeedSize {
 			return ports.RoomState{}, fmt.Errorf("advance: the draw's seed has %d bytes", len(seed))
 		}
 		copy(st.Seed[:], seed)
 	}
-	for _, v := range vals[8:] {
+	for _, v := range vals[10:] {
 		m, _ := v.(string)
 		b, at, ok := strings.Cut(m, ":")
 		bn, err1 := strconv.ParseInt(b, 10, 64)

@@ -8,7 +8,7 @@
   var ticketKey = 'room-ticket:' + voucher;
   var timer = null;
   var pass = '';
-  var STATES = { pre_queue: '等待开抢抽签', waiting: '排队中', admitted: '轮到您了', expired: '资格已过期' };
+  var STATES = { pre_queue: '等待开抢抽签', waiting: '排队中', admitted: '轮到您了', expired: '资格已过期', sold_out: '已售罄' };
 
   function $(id) { return document.getElementById(id); }
   function token() { return sessionStorage.getItem(TOKEN_KEY) || ''; }
@@ -37,7 +37,8 @@
     $('state').textContent = STATES[st.state] || st.state;
     $('state').dataset.state = st.state;
     $('position').textContent = st.position ? String(st.position) : '开抢时抽签决定';
-    $('ahead').textContent = String(st.ahead);
+    // Absent in the pre-queue: the order is drawn at the start.
+    $('ahead').textContent = st.ahead === undefined ? '开抢时抽签决定' : String(st.ahead);
     $('wait').textContent = st.waitSeconds + ' 秒';
     $('joined').textContent = String(st.joined);
     pass = st.pass || '';
