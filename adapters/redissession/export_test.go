@@ -35,6 +35,12 @@ func WithTopology(o TrackedOptions, masters func(context.Context) ([]Master, err
 	return o
 }
 
+// WithScanFault makes each warm-up SCAN fail with what fault returns first.
+func WithScanFault(o TrackedOptions, fault func() error) TrackedOptions {
+	o.scanFault = fault
+	return o
+}
+
 // WithWarmDuty sets the fraction of the time a warm-up keeps Redis busy.
 func WithWarmDuty(o TrackedOptions, duty float64) TrackedOptions {
 	o.warmDuty = duty

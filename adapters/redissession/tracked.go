@@ -98,6 +98,8 @@ type Tracked struct {
 	// again): what an operator watches to see the cache not serving.
 	downs atomic.Int64
 	log   zerolog.Logger
+	// scanFault, for tests: an error it returns fails a warm-up's SCAN.
+	scanFault func() error
 
 	warm     warmUp
 	size     int     // the cache's bound, which the warm-up shares out
@@ -162,6 +164,7 @@ type TrackedOptions struct {
 	tick                 <-chan time.Time
 	afterRead, afterDown func()
 	afterLookup          func(stage string)
+	scanFault            func() error
 }
 
 // NewTracked starts one invalidation subscriber per master of rdb (a Client
@@ -192,6 +195,7 @@ func NewTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 		size:        opts.Size,
 		warmDuty:    opts.warmDuty,
 		log:         opts.Log,
+		scanFault:   opts.scanFault,
 	}
 	t.cache.states = &t.states
 	t.warm.ended = make(chan struct{})

@@ -175,13 +175,29 @@ func (t *Tracked) warmMaster(ctx context.Context, addr string, share int) {
 	prefix := t.store.prefix
 	match := escapeGlob(prefix) + "*"
 	var cursor uint64
-	cached := 0
+	cached, failed := 0, 0
 	for ctx.Err() == nil {
 		began := time.Now()
-		keys, next, err := c.Scan(ctx, cursor, match, warmScanCount).Result()
+		keys, next, err := t.scan(ctx, c, cursor, match)
 		t.warm.scans.Add(1)
 		if err != nil {
-			return // read again when the subscriber comes back
+			// The connection may well be up (the subscriber would stop
+			// the warm-up otherwise): try the same page again, backing
+			// off, rather than leave the cache cold for good.
+			failed++
+			if failed == 1 {
+				t.log.Warn().Err(err).Str("master", addr).Int("cached", cached).
+					Msg("session warm-up: reading sessions failed; retrying")
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(min(warmRetry<<min(failed-1, 5), warmRetryMax)):
+			}
+			continue
+		}
+		if failed > 0 {
+			t.log.Info().Str("master", addr).Int("failures", failed).Msg("session warm-up: reading sessions again")
+			failed = 0
 		}
 		tokens := make([]string, 0, len(keys))
 		for _, k := range keys {
@@ -210,6 +226,22 @@ func (t *Tracked) warmMaster(ctx context.Context, addr string, share int) {
 		case <-time.After(rest):
 		}
 	}
+}
+
+// Backoff of a warm-up whose SCAN failed.
+const (
+	warmRetry    = 100 * time.Millisecond
+	warmRetryMax = 3 * time.Second
+)
+
+// scan is one SCAN page of the warm-up (a test may fail it: scanFault).
+func (t *Tracked) scan(ctx context.Context, c *redis.Client, cursor uint64, match string) ([]string, uint64, error) {
+	if t.scanFault != nil {
+		if err := t.scanFault(); err != nil {
+			return nil, 0, err
+		}
+	}
+	return c.Scan(ctx, cursor, match, warmScanCount).Result()
 }
 
 // escapeGlob quotes the characters SCAN's MATCH reads as a pattern.
