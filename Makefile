@@ -39,10 +39,10 @@ build-static: ## build bin/seckill-static: static (CGO_ENABLED=0), -trimpath, ti
 # buildah's storage: vfs needs no overlay support from the kernel or
 # fuse-overlayfs, so it works as root in any CI container.
 BUILDAH ?= buildah --storage-driver vfs
-IMAGE   ?= seckill:dev
+IMAGE   ?= localhost/seckill:dev
 
 .PHONY: image
-image: build-static ## build the container image seckill:dev (IMAGE=...) from Containerfile with buildah (no Docker engine needed)
+image: build-static ## build the container image localhost/seckill:dev (IMAGE=...) from Containerfile with buildah (no Docker engine needed)
 	mkdir -p bin/image-data
 	$(BUILDAH) bud --isolation chroot --layers=false -f Containerfile -t $(IMAGE) .
 

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILDAH=${BUILDAH:-buildah --storage-driver vfs}
-IMAGE=${IMAGE:-seckill:dev}
+IMAGE=${IMAGE:-localhost/seckill:dev}
 
 fail() { echo "image: $*" >&2; exit 1; }
 work=$(mktemp -d)

@@ -10,6 +10,7 @@ package deploy_test
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"reflect"
 	"regexp"
 	"slices"
@@ -25,6 +26,7 @@ type files struct {
 	containerfile, compose, haproxy string
 	readme                          string            // deploy/README.md: its variables are copied into deployments
 	kube                            map[string]string // path -> text
+	makefile                        string            // names the image `make image` builds
 }
 
 // probe asks the service for a path and says why it would fail a probe.
@@ -34,6 +36,7 @@ type probe func(path string) error
 func check(f files, served probe) []string {
 	var p problems
 	img := checkContainerfile(f.containerfile, &p)
+	img.name = builtImage(f.makefile, &p)
 	p.unknownVars("Containerfile", f.containerfile)
 	p.unknownVars("deploy/compose.yaml", f.compose)
 	p.unknownVars("deploy/README.md", f.readme)
@@ -89,6 +92,39 @@ func (p *problems) unknownVars(where, text string) {
 type imageConfig struct {
 	env  map[string]string
 	user string
+	// name is the image `make image` builds, which the examples must run
+	// as written: buildah tags seckill:dev as localhost/seckill:dev, so an
+	// example naming seckill:dev runs with podman and not with Docker.
+	name string
+}
+
+// builtImage is the Makefile's IMAGE.
+func builtImage(makefile string, p *problems) string {
+	m := regexp.MustCompile(`(?m)^IMAGE\s*\?=\s*(\S+)`).FindStringSubmatch(makefile)
+	if m == nil {
+		p.add("Makefile", "no IMAGE ?= line: the examples cannot be checked against the image it builds")
+		return ""
+	}
+	return m[1]
+}
+
+// maxTrustedAddrs bounds a trusted proxy range: the proxies are a few
+// machines; a range as wide as a pod network trusts every pod in it to say
+// who the client is (docs/SECURITY.md).
+const maxTrustedAddrs = 256
+
+// checkTrustedProxies: every range is a few proxies' addresses.
+func checkTrustedProxies(where, value string, p *problems) {
+	for _, s := range strings.Split(value, ",") {
+		pfx, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil {
+			continue // the service's own validation says so
+		}
+		if host := pfx.Addr().BitLen() - pfx.Bits(); host > 8 {
+			p.add(where, "SECKILL_TRUSTED_PROXIES trusts %s, more than %d addresses: name the proxies themselves, never a range clients or other pods connect from",
+				pfx, maxTrustedAddrs)
+		}
+	}
 }
 
 func checkContainerfile(text string, p *problems) imageConfig {
@@ -168,6 +204,7 @@ func checkInstance(in instance, p *problems) infra.Config {
 		p.add(in.where, "grace period %s is not longer than the preStop pause %s + SECKILL_SHUTDOWN_TIMEOUT %s: "+
 			"the drain would be killed", in.grace, in.pause, shutdown)
 	}
+	checkTrustedProxies(in.where, in.env["SECKILL_TRUSTED_PROXIES"], p)
 	if host, _, _ := net.SplitHostPort(c.HTTPAddr); host == "localhost" || net.ParseIP(host).IsLoopback() {
 		p.add(in.where, "SECKILL_HTTP_ADDR %s is loopback: nothing outside the container reaches it", c.HTTPAddr)
 	}

@@ -67,6 +67,9 @@ func checkCompose(text, haproxy string, img imageConfig, served probe, p *proble
 			continue
 		}
 		at := where + " " + name
+		if img.name != "" && s.Image != img.name {
+			p.add(at, "image %q is not the one make image builds (%q)", s.Image, img.name)
+		}
 		env := map[string]string{}
 		for k, v := range img.env {
 			env[k] = v

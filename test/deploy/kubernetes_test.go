@@ -170,6 +170,9 @@ func checkStatefulSet(at string, o object, img imageConfig, configMaps map[strin
 		p.add(at, "no container runs the seckill image")
 		return
 	}
+	if img.name != "" && c.Image != img.name {
+		p.add(at, "image %q is not the one make image builds (%q)", c.Image, img.name)
+	}
 	env := maps.Clone(img.env)
 	for _, ef := range c.EnvFrom {
 		if ef.ConfigMapRef == nil {

@@ -33,6 +33,7 @@ func readFiles(t *testing.T) files {
 		compose:       read("deploy/compose.yaml"),
 		haproxy:       read("deploy/haproxy.cfg"),
 		readme:        read("deploy/README.md"),
+		makefile:      read("Makefile"),
 		kube:          map[string]string{},
 	}
 	paths, err := filepath.Glob(filepath.Join(root, "deploy/kubernetes/*.yaml"))
@@ -180,6 +181,12 @@ func TestBrokenDeploymentFilesAreCaught(t *testing.T) {
 			"requests: {cpu: 500m, memory: 256Mi}", "requests: {}", "no resource requests"},
 		{"bad_value_the_service_refuses", kube,
 			"SECKILL_QUEUE: stream", "SECKILL_QUEUE: kafka", "the service would refuse to start"},
+		{"image_not_the_one_make_builds", compose,
+			"image: localhost/seckill:dev", "image: seckill:dev", "is not the one make image builds"},
+		{"kubernetes_image_not_the_one_make_builds", kube,
+			"image: localhost/seckill:dev", "image: seckill:dev", "is not the one make image builds"},
+		{"trusted_proxies_a_whole_pod_network", kube,
+			"SECKILL_TRUSTED_PROXIES: 10.244.0.10/32", "SECKILL_TRUSTED_PROXIES: 10.244.0.0/16", "more than 256 addresses"},
 		{"trusted_proxies_miss_the_balancer", compose,
 			"SECKILL_TRUSTED_PROXIES: 172.28.0.40/32", "SECKILL_TRUSTED_PROXIES: 172.28.0.41/32", "does not name the balancer balancer"},
 		{"cluster_seed_not_in_the_file", compose,
