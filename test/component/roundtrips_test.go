@@ -252,6 +252,7 @@ func TestAnInstanceStartsWarm(t *testing.T) {
 					own := testenv.StartRedis(t)
 					rdb, url = own.Client(), own.URL()
 				}
+				testenv.ForgetTokens(t, rdb)
 				early, err := redissession.New(rdb, redissession.Options{TTL: time.Hour}).Mint(ctx, 3)
 				if err != nil {
 					t.Fatal(err)

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/test/testenv"
 )
 
@@ -108,6 +110,9 @@ func TestCommands(t *testing.T) {
 			t.Fatalf("token: %v\n%s", err, out)
 		}
 		tokens := strings.Fields(out)
+		for _, tok := range tokens {
+			t.Cleanup(func() { c.rdb.Del(context.Background(), redissession.DefaultPrefix+tok) })
+		}
 		if len(tokens) != 3 {
 			t.Fatalf("want 3 tokens, got %q", out)
 		}
