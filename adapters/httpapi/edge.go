@@ -33,6 +33,7 @@ type soldOutEdge struct {
 	refuse http.Handler
 	obs    ClaimObserver
 	body   []byte
+	bodyEn []byte // body for a client that asks for English
 }
 
 func (e *soldOutEdge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -50,7 +51,11 @@ func (e *soldOutEdge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.next.ServeHTTP(w, r)
 		return
 	}
-	writeBody(w, http.StatusOK, e.body)
+	if len(r.Header["Accept-Language"]) > 0 && wantsEnglish(r) {
+		writeBody(w, http.StatusOK, e.bodyEn)
+	} else {
+		writeBody(w, http.StatusOK, e.body)
+	}
 	took := time.Since(start)
 	if e.obs != nil {
 		e.obs.ClaimAnswered(r.Context(), domain.ErrSoldOut.Code(), took)

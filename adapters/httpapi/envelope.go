@@ -51,6 +51,7 @@ type answer struct {
 	code   string
 	msg    string
 	body   []byte
+	bodyEn []byte // body in English (language.go)
 }
 
 // refusalText is what the original front end shows for each business refusal
@@ -184,6 +185,9 @@ func unreachable(err error) bool {
 // the request's own line, with the request id.
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	ans := answerFor(err)
+	if wantsEnglish(r) {
+		ans.msg, ans.body = inEnglish(ans.msg), ans.bodyEn
+	}
 	a.noteError(w, r, err)
 	if ans.status >= 500 {
 		// The client sees only a generic message; the request id lets an
@@ -215,8 +219,15 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func fixed(status int, code, msg string) answer {
-	return answer{status: status, code: code, msg: msg, body: mustEncode(envelope{ErrorMsg: msg, Code: code})}
+	a := answer{status: status, code: code, msg: msg, body: mustEncode(envelope{ErrorMsg: msg, Code: code}),
+		bodyEn: mustEncode(envelope{ErrorMsg: inEnglish(msg), Code: code})}
+	fixedAnswers = append(fixedAnswers, a)
+	return a
 }
+
+// fixedAnswers are every fixed answer made, for the test that each speaks
+// both languages.
+var fixedAnswers []answer
 
 func mustEncode(v any) []byte {
 	b, err := json.Marshal(v)

@@ -268,7 +268,8 @@ func NewRouter(d Deps) http.Handler {
 	if a.soldOut == nil {
 		return routed{Handler: scoped, mux: r}
 	}
-	edge := &soldOutEdge{a: a, next: scoped, ip: ipLimit, obs: d.ClaimObserver, body: answerFor(domain.ErrSoldOut).body}
+	soldOut := answerFor(domain.ErrSoldOut)
+	edge := &soldOutEdge{a: a, next: scoped, ip: ipLimit, obs: d.ClaimObserver, body: soldOut.body, bodyEn: soldOut.bodyEn}
 	if ipLimit != nil {
 		edge.refuse = a.scope(ipLimit.refusal(a.ipRateLimited), d.ClaimObserver)
 	}
