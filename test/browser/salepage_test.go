@@ -236,6 +236,42 @@ func TestLiveSalePageShowsASaleAndItsNumbersMove(t *testing.T) {
 	}
 	waitFor("the sale before any claim",
 		fmt.Sprintf(`%s === "0" && %s === "%d"`, fieldJS("claims"), fieldJS("gateStock"), stock))
+	// With no claim yet the chart spans the last minute, not years of empty
+	// axis (it showed 2027-2029), and on a phone no tile breaks a word
+	// across lines (it showed "0 (0 pendi ng)").
+	waitFor("a chart over the last minute", fmt.Sprintf(
+		`(function () { var u = document.querySelector(%q).uplot; var s = u && u.scales.x.max - u.scales.x.min; return s >= 59 && s <= 61; })()`,
+		card+" .chart"))
+	// The narrowest card (the desktop grid's 340 px): tiles may wrap
+	// between words, never inside one.
+	if err := chromedp.Do(bctx, chromedp.EmulateViewport(1280, 844)); err != nil {
+		t.Fatal(err)
+	}
+	split, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](fmt.Sprintf(`(function () {
+		document.querySelector(%q).style.width = "340px"; // the narrowest card the desktop grid makes
+		var bad = [];
+		document.querySelectorAll(%q).forEach(function (dd) {
+			var t = dd.firstChild;
+			if (!t || t.nodeType !== 3) { return; }
+			var re = /\S+/g, m;
+			while ((m = re.exec(t.textContent))) {
+				var r = document.createRange();
+				r.setStart(t, m.index);
+				r.setEnd(t, m.index + m[0].length);
+				if (r.getClientRects().length > 1) { bad.push(dd.dataset.field + ": " + m[0]); }
+			}
+		});
+		return bad;
+	})()`, card, card+" dd")))
+	if err != nil || len(split) > 0 {
+		t.Fatalf("tiles whose words break across lines: %q (%v)", split, err)
+	}
+	if _, err := chromedp.Run(bctx, chromedp.Evaluate[bool](fmt.Sprintf(`document.querySelector(%q).style.width = ""; true`, card))); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(bctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile)); err != nil {
+		t.Fatal(err)
+	}
 
 	// Waves of users claim; each wave waits until the page shows it, so
 	// the chart gets a point per wave.

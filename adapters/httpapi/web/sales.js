@@ -285,6 +285,8 @@
     c.el.classList.toggle('imbalanced', flagged);
   }
 
+  function lastTime(c) { return c.times.length ? c.times[c.times.length - 1] : Date.now() / 1000; }
+
   function chartWidth(c) { return Math.max(200, c.el.querySelector('.chart').clientWidth); }
 
   function draw(c) {
@@ -296,12 +298,18 @@
         height: 160,
         legend: { show: false },
         cursor: { show: false },
-        scales: { x: { time: true }, y: { range: function (u, min, max) { return [0, Math.max(1, max)]; } } },
+        // The last minute, always: with no claim in it uPlot would range
+        // over whatever it was given, down to years of empty axis.
+        scales: {
+          x: { time: true, range: function (u, min, max) { var end = lastTime(c); return [end - WINDOW, end]; } },
+          y: { range: function (u, min, max) { return [0, Math.max(1, max)]; } }
+        },
         axes: [{ size: 30 }, { size: 44, label: 'claims/s', labelSize: 14 }],
         series: [{}].concat(OUTCOMES.map(function (o) {
           return { label: o, stroke: COLORS[o], width: 1.5, points: { show: false } };
         }))
       }, data, c.el.querySelector('.chart'));
+      c.el.querySelector('.chart').uplot = c.plot; // for the browser test
     } else {
       c.plot.setData(data);
     }
