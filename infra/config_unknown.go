@@ -112,7 +112,7 @@ func editDistance(a, b string) int {
 }
 
 // Variable is one setting as the environment names it.
-type Variable struct{ Name, Default string }
+type Variable struct{ Name, Default, Help string }
 
 // ConfigVariables lists every SECKILL_* variable with its default, read from
 // Config's tags so that the list cannot fall behind the struct.
@@ -130,7 +130,7 @@ func variablesOf(t reflect.Type) []Variable {
 			continue
 		}
 		if name := f.Tag.Get("env"); name != "" {
-			vars = append(vars, Variable{Name: name, Default: f.Tag.Get("envDefault")})
+			vars = append(vars, Variable{Name: name, Default: f.Tag.Get("envDefault"), Help: variableHelp[name]})
 		}
 	}
 	return vars

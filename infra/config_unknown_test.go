@@ -65,3 +65,18 @@ func TestEveryConfigVariableIsKnown(t *testing.T) {
 		t.Fatalf("unknown %+v", got)
 	}
 }
+
+// TestEveryVariableHasHelp: serve --help says what each variable does (it
+// listed 52 names and defaults without a meaning), and has a line for no
+// variable the service does not read.
+func TestEveryVariableHasHelp(t *testing.T) {
+	vars := infra.ConfigVariables()
+	for _, v := range vars {
+		if strings.TrimSpace(v.Help) == "" {
+			t.Errorf("%s has no help line (infra/config_help.go)", v.Name)
+		}
+	}
+	if n := infra.HelpLines(); n != len(vars) {
+		t.Errorf("infra/config_help.go has %d lines for %d variables: one names a variable no setting reads", n, len(vars))
+	}
+}

@@ -24,7 +24,7 @@ environment variables (README.md, "Configuration", says what each does):
 
 `)
 		for _, v := range infra.ConfigVariables() {
-			fmt.Fprintf(stderr, "  %-26s default %q\n", v.Name, v.Default)
+			fmt.Fprintf(stderr, "  %s (default %q)\n      %s\n", v.Name, v.Default, v.Help)
 		}
 		fmt.Fprintln(stderr, "  (SECKILL_CONSUMER empty: seckill-<host name>)\n\nflags:")
 		usageFlags(fs, stderr)
