@@ -154,6 +154,12 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	a.addr = l.Addr()
 	maxConns := a.Config.maxConns(fileLimit())
+	if a.Config.HTTPMaxConns == 0 && maxConns < fewConns {
+		// Seen under a container runtime whose file limit was 1,024: the
+		// cap became 512 with nothing said, and a stampede meets it.
+		a.Log.Warn().Uint64("file_limit", fileLimit()).Int("max_conns", maxConns).
+			Msg("the open-file limit cuts the API's connection cap: raise it (ulimit -n, or the container runtime's nofile limit) or set SECKILL_HTTP_MAX_CONNS")
+	}
 	a.srv, l = newAPIServer(a.Observability.wrapHTTP(a.Handler), l, maxConns)
 	a.serveErr = make(chan error, 1)
 	go func() { a.serveErr <- a.srv.Serve(l) }()

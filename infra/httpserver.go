@@ -31,6 +31,9 @@ const (
 	// what runs out (each holds a goroutine and its buffers).
 	maxDerivedConns = 65536
 	minConns        = 64
+	// fewConns: a derived cap below this is worth a warning at start; a
+	// stampede holds thousands of connections.
+	fewConns = 8192
 )
 
 // maxConns is the API's connection cap: SECKILL_HTTP_MAX_CONNS, or when 0
