@@ -1,11 +1,13 @@
 package mysqlstore_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/test/testenv"
 )
@@ -81,5 +83,49 @@ func TestCancelChosenAsADeadlockVictimIsRunAgain(t *testing.T) {
 	var stock int
 	if err := db.QueryRowContext(c, "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?", int64(v.ID())).Scan(&stock); err != nil || stock != 5 {
 		t.Fatalf("stock %d (%v), want the unit back once: 5", stock, err)
+	}
+}
+
+// TestTheExpiryDoesNotHoldUpTheOrderWorker: while the expiry holds the due
+// orders it took, the order worker writes a batch of new unpaid orders of
+// the same sale (holding the sale's stock row, as it does). Under
+// REPEATABLE READ the expiry's range scan had next-key locks past its last
+// due order, the worker's insert waited on them, and the expiry then waited
+// for the stock row the worker held: a deadlock. It must not wait at all.
+func TestTheExpiryDoesNotHoldUpTheOrderWorker(t *testing.T) {
+	db := openMySQL(t, testenv.MySQLDSN(t))
+	s := reposOn(t, db)
+	c := ctx(t)
+	v := add(t, s, 1, 10)
+	orders := s.orders.WithPayWindow(time.Minute)
+	at := testenv.Now()
+	for i := range 3 {
+		id, err := domain.NewOrderID(at, uint32(i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := orders.CreateBatch(c, []domain.VoucherOrder{testenv.Order(t, id, domain.UserID(i+1), v.ID())}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	later, err := domain.NewOrderID(at.Add(time.Hour), 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := make(chan error, 1)
+	mysqlstore.SetAfterExpiryScan(orders, func() {
+		// The worker's batch, while the expiry holds its rows; bounded, so
+		// a wait on the expiry's locks fails here instead of deadlocking.
+		wctx, cancel := context.WithTimeout(c, 5*time.Second)
+		defer cancel()
+		_, err := orders.CreateBatch(wctx, []domain.VoucherOrder{testenv.Order(t, later, 9, v.ID())})
+		worker <- err
+	})
+	due, err := orders.ExpireDue(c, at.Add(2*time.Minute), 10)
+	if err != nil || len(due) != 3 {
+		t.Fatalf("expiry: %d due, %v; want the 3 past their deadline", len(due), err)
+	}
+	if err := <-worker; err != nil {
+		t.Fatalf("the worker's batch while the expiry held its orders: %v; want it written at once", err)
 	}
 }

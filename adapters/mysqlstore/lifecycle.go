@@ -2,6 +2,7 @@ package mysqlstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -118,9 +119,20 @@ func (r *OrderRepo) forUpdate(q *bun.SelectQuery, skip bool) *bun.SelectQuery {
 // ExpireDue takes the due orders with SKIP LOCKED, so instances expiring at
 // once split them instead of waiting on each other; the status guard on the
 // UPDATE makes a row counted twice impossible even without the lock.
+//
+// On MySQL it reads committed: under REPEATABLE READ its range scan of
+// idx_status_deadline took next-key locks up to the next order, so the order
+// worker's inserts of new unpaid orders (which hold the sale's stock row)
+// waited for the expiry, while the expiry waited for that stock row: a
+// deadlock every time a sale expired orders while it sold. READ COMMITTED
+// locks only the rows it takes; the status guard keeps each expiry exact.
 func (r *OrderRepo) ExpireDue(ctx context.Context, now time.Time, limit int) ([]ports.ExpiredOrder, error) {
 	var due []ports.ExpiredOrder
-	err := runInTx(ctx, r.db, func(ctx context.Context, tx bun.Tx) error {
+	var opts *sql.TxOptions
+	if r.db.Dialect().Name() == dialect.MySQL {
+		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	err := runInTxWith(ctx, r.db, opts, func(ctx context.Context, tx bun.Tx) error {
 		due = nil
 		var rows []orderModel
 		q := tx.NewSelect().Model(&rows).Column("id", "user_id", "voucher_id", "pay_deadline").
@@ -128,6 +140,9 @@ func (r *OrderRepo) ExpireDue(ctx context.Context, now time.Time, limit int) ([]
 			Order("pay_deadline").Limit(int64(limit))
 		if err := r.forUpdate(q, true).Scan(ctx); err != nil {
 			return fmt.Errorf("select due orders: %w", err)
+		}
+		if r.afterExpiryScan != nil {
+			r.afterExpiryScan()
 		}
 		orders := make([]domain.VoucherOrder, 0, len(rows))
 		for _, row := range rows {

@@ -37,6 +37,9 @@ type OrderRepo struct {
 	db      *bun.DB
 	window  time.Duration // the pay window of the orders it creates
 	reclaim bool          // a cancelled order frees its buyer's place
+	// afterExpiryScan, for tests: runs inside ExpireDue's transaction once
+	// it holds the due orders' locks.
+	afterExpiryScan func()
 }
 
 func NewOrderRepo(db *bun.DB) *OrderRepo {
