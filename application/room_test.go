@@ -67,6 +67,25 @@ func (w *roomWorld) sale(t testing.TB, stock int, begin time.Time, r domain.Room
 	return saved.ID()
 }
 
+// buyWithPass is a claim with the user's pass that takes a unit (order 1)
+// and records the pass used, as the service does; it returns the order.
+func (w *roomWorld) buyWithPass(t testing.TB, id domain.VoucherID, user domain.UserID, pass string) domain.VoucherOrder {
+	t.Helper()
+	ctx := context.Background()
+	p, err := w.check.Check(ctx, id, user, func() string { return pass })
+	if err != nil {
+		t.Fatal(err)
+	}
+	sold := testenv.Order(t, 1, user, id)
+	if err := w.gate.Reserve(ctx, sold); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.check.Used(ctx, id, user, p); err != nil {
+		t.Fatal(err)
+	}
+	return sold
+}
+
 func rules(t testing.TB, opens time.Duration, rate int, ttl time.Duration, margin int) domain.RoomRules {
 	t.Helper()
 	r, err := domain.NewRoomRules(opens, rate, ttl, margin)
@@ -354,17 +373,7 @@ func TestRoomCapsOutstandingPasses(t *testing.T) {
 	// One claims with its pass: its unit is gone, and nobody new is
 	// admitted (the other pass holds the last unit).
 	buyer := adm[0]
-	p, err := w.check.Check(ctx, id, buyer, func() string { return passes[buyer] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	sold := testenv.Order(t, 1, buyer, id)
-	if err := w.gate.Reserve(ctx, sold); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.check.Used(ctx, id, buyer, p); err != nil {
-		t.Fatal(err)
-	}
+	sold := w.buyWithPass(t, id, buyer, passes[buyer])
 	w.clock.Advance(application.RoomRefresh)
 	if adm, _ = count(); len(adm) != 2 {
 		t.Fatalf("after one pass was used: admitted %v; want the same 2 (one unit left, held by the other pass)", adm)
@@ -524,17 +533,7 @@ func TestRoomSaysSoldOutAtOnceAndWhenToPoll(t *testing.T) {
 			t.Fatalf("user %d: %+v", u, st)
 		}
 	}
-	p, err := w.check.Check(ctx, id, buyer, func() string { return pass })
-	if err != nil {
-		t.Fatal(err)
-	}
-	sold := testenv.Order(t, 1, buyer, id)
-	if err := w.gate.Reserve(ctx, sold); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.check.Used(ctx, id, buyer, p); err != nil {
-		t.Fatal(err)
-	}
+	sold := w.buyWithPass(t, id, buyer, pass)
 	w.clock.Advance(application.RoomRefresh)
 	for u, st := range w.pollAll(t, id, tickets) {
 		if u != buyer && (st.Phase != application.RoomSoldOut || st.PollAfter != 0) {

@@ -149,6 +149,12 @@ func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time,
 		return ports.RoomState{}, domain.ErrNoRoom
 	}
 	r.closeDraw(now, seed)
+	left := int64(-1) // what the gate has left to sell; -1 unknown
+	if s.gate != nil {
+		if n, ok, err := s.gate.Stock(ctx, id); err == nil && ok {
+			left = int64(n)
+		}
+	}
 	if r.drawn {
 		ttl := r.cfg.Rules.PassTTL()
 		was := r.expired
@@ -167,13 +173,11 @@ func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time,
 		target := min(r.cfg.Rules.AdmitTarget(now.Sub(r.cfg.Begin)), r.joined)
 		// Passes outstanding never exceed what is left to sell, so each is
 		// worth a unit (the Redis room reads the gate's stock the same way).
-		outstanding := r.boundary - r.expired - int64(len(r.live))
-		free := r.cfg.Cap - outstanding
-		if s.gate != nil {
-			if left, ok, err := s.gate.Stock(ctx, id); err == nil && ok {
-				free = int64(left) - outstanding
-			}
+		free := r.cfg.Cap
+		if left >= 0 {
+			free = left
 		}
+		free -= r.boundary - r.expired - int64(len(r.live))
 		if next := min(target, r.boundary+max(free, 0)); next > r.boundary {
 			r.boundary = next
 			r.steps = append(r.steps, ports.RoomStep{Boundary: next, At: now})
@@ -181,12 +185,7 @@ func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time,
 	}
 	st := ports.RoomState{
 		Joined: r.joined, Drawn: r.drawn, N: r.n, Boundary: r.boundary, Expired: r.expired, Used: r.usedN, Lapsed: r.lapsed,
-		Outstanding: r.boundary - r.expired - int64(len(r.live)), Left: -1,
-	}
-	if s.gate != nil {
-		if left, ok, err := s.gate.Stock(ctx, id); err == nil && ok {
-			st.Left = int64(left)
-		}
+		Outstanding: r.boundary - r.expired - int64(len(r.live)), Left: left,
 	}
 	if r.drawn {
 		st.Seed = r.seed

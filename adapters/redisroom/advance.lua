@@ -2,7 +2,7 @@
 -- their lifetime (each step of the boundary is removed once, so the work is
 -- bounded by the steps made since the last call), then advance the boundary
 -- to what the rate allows since the begin, never past the joiners nor to
--- more outstanding passes than the cap. Used positions not yet expired are
+-- more outstanding passes than the sale has left to sell. Used positions not yet expired are
 -- kept, so a used pass frees its place at once.
 -- KEYS[1] room hash, KEYS[2] steps zset (score boundary, member
 -- "boundary:at"), KEYS[3] used zset (positions >= expired whose pass was used),
@@ -20,6 +20,7 @@ close_draw(KEYS[1], now, ARGV[2])
 local h = redis.call('HMGET', KEYS[1], 'begin', 'rate', 'ttl', 'cap', 'joined', 'drawn', 'boundary', 'expired')
 local begin, rate, ttl, cap = tonumber(h[1]), tonumber(h[2]), tonumber(h[3]), tonumber(h[4])
 local joined, boundary, expired = tonumber(h[5]), tonumber(h[7]), tonumber(h[8])
+local left = tonumber(redis.call('HGET', KEYS[4], 'stock')) -- nil: no gate hash on this slot
 if h[6] == '1' then
   local was, moved = expired, false
   while true do
@@ -42,9 +43,7 @@ if h[6] == '1' then
   -- sale (an expired or cancelled order) admits the next in line. The cap
   -- (stock + margin) bounds it only where the gate's hash is not on this
   -- slot (a voucher split into buckets).
-  local outstanding = boundary - expired - redis.call('ZCARD', KEYS[3])
-  local left = tonumber(redis.call('HGET', KEYS[4], 'stock'))
-  local free = (left or cap) - outstanding
+  local free = (left or cap) - (boundary - expired - redis.call('ZCARD', KEYS[3]))
   local nxt = math.min(target, boundary + math.max(free, 0))
   if nxt > boundary then
     boundary = nxt
@@ -55,8 +54,7 @@ if h[6] == '1' then
 end
 local st = redis.call('HMGET', KEYS[1], 'drawn', 'n', 'seed', 'used', 'lapsed')
 local outstanding = boundary - expired - redis.call('ZCARD', KEYS[3])
-local left = tonumber(redis.call('HGET', KEYS[4], 'stock')) or -1
-local out = {joined, tonumber(st[1]), tonumber(st[2]), st[3] or '', boundary, expired, tonumber(st[4]), tonumber(st[5] or '0'), outstanding, left}
+local out = {joined, tonumber(st[1]), tonumber(st[2]), st[3] or '', boundary, expired, tonumber(st[4]), tonumber(st[5] or '0'), outstanding, left or -1}
 local steps = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[3], '+inf')
 for i = 1, #steps do
   out[#out + 1] = steps[i]

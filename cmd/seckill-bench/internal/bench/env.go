@@ -138,7 +138,7 @@ func (e *env) newSpace(sc Scenario, m Mode) (*runSpace, error) {
 		// so that dropping every table in it afterwards drops only what a
 		// run made.
 		s.dsn, s.ownTables = cfg.FormatDSN(), true
-		tables, err := tablesIn(s.dsn)
+		tables, err := namedTables(s.dsn)
 		if err != nil {
 			return nil, err
 		}
@@ -154,15 +154,8 @@ func (e *env) newSpace(sc Scenario, m Mode) (*runSpace, error) {
 	return s, nil
 }
 
-// tablesIn lists the tables of dsn's database.
-func tablesIn(dsn string) ([]string, error) {
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+// tablesIn lists the tables of db's database.
+func tablesIn(ctx context.Context, db *sql.DB) ([]string, error) {
 	rows, err := db.QueryContext(ctx, "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()")
 	if err != nil {
 		return nil, fmt.Errorf("list the tables of the bench's database: %w", err)
@@ -179,18 +172,30 @@ func tablesIn(dsn string) ([]string, error) {
 	return out, rows.Err()
 }
 
+// namedTables lists the tables of dsn's database.
+func namedTables(dsn string) ([]string, error) {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return tablesIn(ctx, db)
+}
+
 // dropTables drops every table of dsn's database: what a run made in the
 // database the operator named, which was empty before it.
 func dropTables(ctx context.Context, dsn string) error {
-	tables, err := tablesIn(dsn)
-	if err != nil || len(tables) == 0 {
-		return err
-	}
 	db, err := sql.Open("mysql", dsn)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	tables, err := tablesIn(ctx, db)
+	if err != nil || len(tables) == 0 {
+		return err
+	}
 	quoted := make([]string, len(tables))
 	for i, t := range tables {
 		quoted[i] = "`" + strings.ReplaceAll(t, "`", "``") + "`"
