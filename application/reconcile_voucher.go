@@ -156,7 +156,6 @@ func (h *ReconcileVoucher) check(ctx context.Context, id domain.VoucherID) (Repo
 		return r, v, nil, err
 	}
 	r.DBStock = v.Sale().Stock()
-	r.DBOrders = len(buyers)
 	if h.ledger != nil {
 		if r.Books, err = h.ledger.Tally(ctx, id); err != nil {
 			return r, v, buyers, fmt.Errorf("books of voucher %d: %w", id, err)
@@ -166,6 +165,10 @@ func (h *ReconcileVoucher) check(ctx context.Context, id domain.VoucherID) (Repo
 
 	inDB := make(map[domain.UserID]domain.OrderID, len(buyers))
 	for _, o := range buyers {
+		if !o.HoldsUnit() {
+			continue // a forfeited place: the gate's Buyers skips it too
+		}
+		r.DBOrders++
 		inDB[o.UserID()] = o.ID()
 		if mark, ok := marks[o.UserID()]; !ok {
 			r.NotInGate = append(r.NotInGate, o)

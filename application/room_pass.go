@@ -22,10 +22,14 @@ func NewRoomPassCheck(dir *RoomDirectory, signer *RoomSigner) *RoomPassCheck {
 }
 
 // Check returns the position the pass admits (-1 for a sale without a room)
-// or domain.ErrPassRequired (no pass, or not this user's for this sale) or
-// domain.ErrPassExpired; ErrBusy when whether the sale has a room could not
-// be read. pass is asked for the claim's pass only when the sale has a room,
-// so a claim without one does not even read it.
+// or domain.ErrPassRequired (no pass, or not this user's for this sale),
+// domain.ErrPassExpired, or domain.ErrAlreadyClaimed when the user has used
+// a pass of this room already: a pass admits one order, so an order that
+// lapsed or was cancelled does not let its pass claim again (even where
+// SECKILL_RECLAIM_AFTER_CANCEL frees the buyer), and its unit goes to the
+// line. ErrBusy when the room could not be read. pass is asked for the
+// claim's pass only when the sale has a room, so a claim without one does
+// not even read it; a claim with a valid one costs one store read more.
 func (h *RoomPassCheck) Check(ctx context.Context, voucher domain.VoucherID, user domain.UserID, pass func() string) (int64, error) {
 	v, err := h.dir.room(ctx, voucher)
 	if err != nil {
@@ -40,6 +44,13 @@ func (h *RoomPassCheck) Check(ctx context.Context, voucher domain.VoucherID, use
 	}
 	if !h.dir.clock.Now().Before(p.Expires) {
 		return -1, domain.ErrPassExpired
+	}
+	used, err := h.dir.store.Used(ctx, voucher, user)
+	if err != nil {
+		return -1, fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	if used {
+		return -1, domain.ErrAlreadyClaimed
 	}
 	return p.Position, nil
 }

@@ -399,6 +399,44 @@ func TestRoomCapsOutstandingPasses(t *testing.T) {
 	}
 }
 
+// A pass admits one order. Where the shop lets a buyer claim again after a
+// cancel (SECKILL_RECLAIM_AFTER_CANCEL), the gate frees the buyer, but the
+// pass that bought the cancelled order is spent: its unit went back to the
+// line, not to the canceller clicking again (the loop: one pass
+// claimed three times).
+func TestAPassAdmitsOneOrderEvenWhereACancelFreesTheBuyer(t *testing.T) {
+	ctx := context.Background()
+	begin := now.Add(time.Minute)
+	w := newRoomWorld(t, now)
+	w.gate.WithReclaimAfterCancel(true)
+	id := w.sale(t, 5, begin, rules(t, time.Minute, 1000, time.Minute, 0))
+	st, err := w.join.Handle(ctx, id, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Set(begin.Add(time.Second))
+	me := w.pollAll(t, id, map[domain.UserID]string{1: st.Ticket})[1]
+	if me.Phase != application.RoomAdmitted {
+		t.Fatalf("the only joiner: %+v; want admitted", me)
+	}
+	sold := w.buyWithPass(t, id, 1, me.Pass)
+	if err := w.gate.Return(ctx, []domain.VoucherOrder{sold}); err != nil {
+		t.Fatal(err)
+	}
+	// The gate itself would take the buyer again now...
+	again := testenv.Order(t, 2, 1, id)
+	if err := w.gate.Reserve(ctx, again); err != nil {
+		t.Fatalf("the gate after a cancel in reclaim mode: %v; want the buyer freed (the test's premise)", err)
+	}
+	if err := w.gate.Release(ctx, again, true); err != nil {
+		t.Fatal(err)
+	}
+	// ...but not through the pass that was used.
+	if _, err := w.check.Check(ctx, id, 1, func() string { return me.Pass }); !errors.Is(err, domain.ErrAlreadyClaimed) {
+		t.Fatalf("the used pass after its order was cancelled: %v; want duplicate", err)
+	}
+}
+
 // An instance that looked at a sale before it existed learns of its room
 // within a second, well before its begin (domain.RoomLead): no claim slips
 // through without a pass.

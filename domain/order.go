@@ -37,6 +37,7 @@ type VoucherOrder struct {
 	id        OrderID
 	userID    UserID
 	voucherID VoucherID
+	forfeited bool
 }
 
 // NewVoucherOrder validates the three IDs a claim is made of.
@@ -55,6 +56,15 @@ func NewVoucherOrder(id OrderID, user UserID, voucher VoucherID) (VoucherOrder, 
 func (o VoucherOrder) ID() OrderID          { return o.id }
 func (o VoucherOrder) UserID() UserID       { return o.userID }
 func (o VoucherOrder) VoucherID() VoucherID { return o.voucherID }
+
+// Forfeited returns the order as one that gave its unit back (expired or
+// cancelled) while its buyer keeps the place: the user still counts as the
+// sale's buyer, so a claim answers duplicate (DESIGN.md's rule, unless the
+// shop lets a cancel free the buyer).
+func (o VoucherOrder) Forfeited() VoucherOrder { o.forfeited = true; return o }
+
+// HoldsUnit tells whether the order holds its unit (false for a forfeited one).
+func (o VoucherOrder) HoldsUnit() bool { return !o.forfeited }
 
 func (o VoucherOrder) String() string {
 	return fmt.Sprintf("order %d (user %d, voucher %d)", o.id, o.userID, o.voucherID)
@@ -133,7 +143,9 @@ func (st OrderStatus) Redelivery(o VoucherOrder) (OrderState, FailureReason) {
 }
 
 // BuyerMarks turns a voucher's orders into its one-order-per-user marks (user
-// -> order id), refusing orders of another voucher and a user with two orders:
+// -> order id, or 0 for a forfeited order: its buyer keeps the place, and no
+// return can give its unit back twice), refusing orders of another voucher
+// and a user with two orders:
 // either would make a gate rebuilt from them wrong.
 func BuyerMarks(voucher VoucherID, orders []VoucherOrder) (map[UserID]OrderID, error) {
 	marks := make(map[UserID]OrderID, len(orders))
@@ -141,10 +153,14 @@ func BuyerMarks(voucher VoucherID, orders []VoucherOrder) (map[UserID]OrderID, e
 		if o.voucherID != voucher {
 			return nil, fmt.Errorf("voucher %d: buyer %s belongs to another voucher", voucher, o)
 		}
-		if prev, dup := marks[o.userID]; dup && prev != o.id {
+		id := o.id
+		if o.forfeited {
+			id = 0
+		}
+		if prev, dup := marks[o.userID]; dup && prev != id {
 			return nil, fmt.Errorf("voucher %d: user %d holds orders %d and %d", voucher, o.userID, prev, o.id)
 		}
-		marks[o.userID] = o.id
+		marks[o.userID] = id
 	}
 	return marks, nil
 }

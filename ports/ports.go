@@ -225,11 +225,14 @@ type OrderRepository interface {
 	MarkFailed(ctx context.Context, orders []domain.VoucherOrder, reason domain.FailureReason) ([]Outcome, error)
 	// Find returns an order's recorded state, or domain.ErrOrderNotFound.
 	Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error)
-	// Buyers lists the orders of a voucher that hold their unit (created or
-	// paid; a cancelled order gave its unit and its buyer back).
+	// Buyers lists, by id, the orders of a voucher that hold their buyer's
+	// place: those that hold their unit (created or paid), and, Forfeited,
+	// those expired or cancelled whose buyer still counts as the sale's (not
+	// under SECKILL_RECLAIM_AFTER_CANCEL). A gate rebuilt from them marks
+	// both, so a restore forgets no forfeited place.
 	Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain.VoucherOrder, error)
-	// BuyersAfter is Buyers in pages: at most limit created orders of the
-	// voucher whose ids are above after, by id.
+	// BuyersAfter is Buyers in pages: at most limit of them whose ids are
+	// above after, by id.
 	BuyersAfter(ctx context.Context, voucher domain.VoucherID, after domain.OrderID, limit int) ([]domain.VoucherOrder, error)
 	// CountBuyers counts, for each of the vouchers in one query, the
 	// buyers holding a place in the sale: those whose order holds a unit,

@@ -79,4 +79,7 @@ type RoomStore interface {
 	Advance(ctx context.Context, id domain.VoucherID, now time.Time, seed [domain.RoomSeedSize]byte, after int64) (RoomState, error)
 	// Use records that user's pass, for position, was used; again, nothing.
 	Use(ctx context.Context, id domain.VoucherID, user domain.UserID, position int64) error
+	// Used tells whether user has used a pass of id's room (false without
+	// a room): a pass admits one order, whatever becomes of that order.
+	Used(ctx context.Context, id domain.VoucherID, user domain.UserID) (bool, error)
 }

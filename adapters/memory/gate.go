@@ -141,6 +141,11 @@ func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.Vouch
 		if _, marked := s.buyers[o.UserID()]; marked {
 			continue
 		}
+		if !o.HoldsUnit() { // a forfeited place: its mark takes no unit
+			s.buyers[o.UserID()] = forfeitMark
+			h.Restored++
+			continue
+		}
 		if _, gone := s.returned[o.ID()]; gone {
 			continue
 		}

@@ -158,9 +158,12 @@ func (s *Orders) Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	buyers := make([]domain.VoucherOrder, 0, len(s.holders[voucher]))
+	buyers := make([]domain.VoucherOrder, 0, len(s.holders[voucher])+len(s.forfeit[voucher]))
 	for _, id := range s.holders[voucher] {
 		buyers = append(buyers, s.created[id])
+	}
+	for _, id := range s.forfeit[voucher] {
+		buyers = append(buyers, s.created[id].Forfeited())
 	}
 	slices.SortFunc(buyers, func(a, b domain.VoucherOrder) int { return cmp.Compare(a.ID(), b.ID()) })
 	return buyers, nil

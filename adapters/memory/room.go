@@ -195,6 +195,17 @@ func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time,
 	return st, nil
 }
 
+func (s *Rooms) Used(ctx context.Context, id domain.VoucherID, user domain.UserID) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	r, ok := s.rooms[id]
+	return ok && r.usedBy[user], nil
+}
+
 func (s *Rooms) Use(ctx context.Context, id domain.VoucherID, user domain.UserID, position int64) error {
 	if err := ctx.Err(); err != nil {
 		return err

@@ -423,10 +423,10 @@ func (r *OrderRepo) Find(ctx context.Context, id domain.OrderID) (domain.OrderSt
 
 func (r *OrderRepo) Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain.VoucherOrder, error) {
 	var rows []orderModel
-	if err := r.db.NewSelect().Model(&rows).Where("voucher_id = ?", int64(voucher)).Where(holding).Order("id").Scan(ctx); err != nil {
+	if err := r.db.NewSelect().Model(&rows).Where("voucher_id = ?", int64(voucher)).Where(placeHeld).Order("id").Scan(ctx); err != nil {
 		return nil, wrap(fmt.Sprintf("list buyers of voucher %d", voucher), err)
 	}
-	return toOrders(rows)
+	return toPlaces(rows)
 }
 
 // BuyersAfter walks the voucher_id index from after on: InnoDB's secondary
@@ -434,12 +434,27 @@ func (r *OrderRepo) Buyers(ctx context.Context, voucher domain.VoucherID) ([]dom
 // costs limit entries, not the voucher's whole order list.
 func (r *OrderRepo) BuyersAfter(ctx context.Context, voucher domain.VoucherID, after domain.OrderID, limit int) ([]domain.VoucherOrder, error) {
 	var rows []orderModel
-	err := r.db.NewSelect().Model(&rows).Where("voucher_id = ? AND id > ?", int64(voucher), int64(after)).Where(holding).
+	err := r.db.NewSelect().Model(&rows).Where("voucher_id = ? AND id > ?", int64(voucher), int64(after)).Where(placeHeld).
 		Order("id").Limit(int64(limit)).Scan(ctx)
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("list buyers of voucher %d after order %d", voucher, after), err)
 	}
-	return toOrders(rows)
+	return toPlaces(rows)
+}
+
+// toPlaces is toOrders for the rows that hold a place: those that no longer
+// hold their unit come back Forfeited.
+func toPlaces(rows []orderModel) ([]domain.VoucherOrder, error) {
+	out, err := toOrders(rows)
+	if err != nil {
+		return nil, err
+	}
+	for i, row := range rows {
+		if row.Status == statusCancelled || row.Status == statusRefunding || row.Status == statusRefunded {
+			out[i] = out[i].Forfeited()
+		}
+	}
+	return out, nil
 }
 
 type buyerCount struct {

@@ -64,7 +64,8 @@ func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.Vouch
 	if err := checkVoucher(v); err != nil {
 		return h, fmt.Errorf("heal: %w", err)
 	}
-	if _, err := domain.BuyerMarks(v.ID(), orders); err != nil {
+	marks, err := domain.BuyerMarks(v.ID(), orders)
+	if err != nil {
 		return h, fmt.Errorf("heal: %w", err)
 	}
 	k := g.keys(v.ID())
@@ -77,7 +78,7 @@ func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.Vouch
 		args := make([]any, 0, 1+2*len(chunk))
 		args = append(args, g.retention.Milliseconds())
 		for _, o := range chunk {
-			args = append(args, int64(o.UserID()), int64(o.ID()))
+			args = append(args, int64(o.UserID()), int64(marks[o.UserID()]))
 		}
 		res, err := healScript.Run(ctx, g.rdb, []string{k.Voucher, k.Buyers, k.Returned()}, args...).Int64Slice()
 		if err != nil {

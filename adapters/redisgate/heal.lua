@@ -3,7 +3,8 @@
 -- units off the stock, in one atomic step per chunk.
 -- KEYS[1] voucher hash, KEYS[2] buyers hash, KEYS[3] returned set (one hash tag)
 -- ARGV[1] retention in ms (a buyers hash this creates expires at end + retention),
--- ARGV[2], ARGV[3], ... pairs userId, orderId of orders the database holds.
+-- ARGV[2], ARGV[3], ... pairs userId, orderId of orders the database holds
+-- (orderId '0': a forfeited place, whose mark takes no unit).
 -- A user already marked, under this order or another (a duplicate claim the
 -- database refuses, which keeps its unit), is left as marked; a mark is
 -- never removed, so claims in flight are never forgotten, and a second run
@@ -24,7 +25,9 @@ for i = 2, #ARGV, 2 do
   if redis.call('SISMEMBER', KEYS[3], ARGV[i + 1]) == 0
       and redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
     restored = restored + 1
-    if stock > 0 then
+    if ARGV[i + 1] == '0' then
+      -- a forfeited place (the forfeit mark): its unit came back already
+    elseif stock > 0 then
       stock = stock - 1
       retaken = retaken + 1
     else

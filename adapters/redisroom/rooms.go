@@ -197,6 +197,14 @@ func (s *Rooms) Use(ctx context.Context, id domain.VoucherID, user domain.UserID
 	return nil
 }
 
+func (s *Rooms) Used(ctx context.Context, id domain.VoucherID, user domain.UserID) (bool, error) {
+	used, err := s.rdb.SIsMember(ctx, s.keys(id).usedBy, int64(user)).Result()
+	if err != nil {
+		return false, fmt.Errorf("read whether a pass of voucher %d was used: %w", id, err)
+	}
+	return used, nil
+}
+
 // SharedKey is the deployment's room signing key kept in Redis: drawn once
 // by the first instance (SET NX) and read by every other, so instances
 // without SECKILL_ROOM_SECRET still sign alike. It is outside every hash tag

@@ -129,6 +129,37 @@ var returnCases = []struct {
 		s.claim(t, testenv.Order(t, 21, 2, 1))
 		s.books(t, 1, 6, 5, map[domain.UserID]domain.OrderID{2: 21})
 	}},
+	// A gate rebuilt from the database (a Redis restarted empty, reconcile
+	// --fix) keeps a forfeited place: the orders' repository lists it
+	// Forfeited, and the gate marks it without a unit, so the buyer's next
+	// claim is still a duplicate and a late return gives nothing.
+	{name: "a_rebuilt_gate_keeps_a_forfeited_place", run: func(t *testing.T, s returnSubject) {
+		v := s.voucher(t, 1, 4) // what the database has left: 6 sold down to 4 by o1 and o2, o1 returned
+		o1, o2 := testenv.Order(t, 11, 1, 1), testenv.Order(t, 12, 2, 1)
+		if err := s.gate.Overwrite(gateCtx(t), v, []domain.VoucherOrder{o1.Forfeited(), o2}); err != nil {
+			t.Fatal(err)
+		}
+		s.books(t, 1, 5, 4, map[domain.UserID]domain.OrderID{2: 12})
+		if err := s.reserve(gateCtx(t), testenv.Order(t, 19, 1, 1)); !errors.Is(err, domain.ErrAlreadyClaimed) {
+			t.Fatalf("the buyer of a forfeited order claims on a rebuilt gate: %v; want duplicate", err)
+		}
+		s.give(t, o1) // a return retried after the rebuild
+		s.books(t, 1, 5, 4, map[domain.UserID]domain.OrderID{2: 12})
+	}},
+	// The heal puts a forfeited place back too (a failover that lost the
+	// claim and its return), and takes no unit for it.
+	{name: "heal_puts_back_a_forfeited_place_without_a_unit", heals: true, run: func(t *testing.T, s returnSubject) {
+		v := s.voucher(t, 1, 5)
+		gatePreheat(t, s.gate, v)
+		got, err := s.probe.Heal(gateCtx(t), v, []domain.VoucherOrder{testenv.Order(t, 11, 1, 1).Forfeited()})
+		if want := (ports.Healed{Restored: 1}); err != nil || got != want {
+			t.Fatalf("heal: %+v, %v; want %+v (a mark, no unit)", got, err, want)
+		}
+		s.books(t, 1, 5, 5, map[domain.UserID]domain.OrderID{})
+		if err := s.reserve(gateCtx(t), testenv.Order(t, 19, 1, 1)); !errors.Is(err, domain.ErrAlreadyClaimed) {
+			t.Fatalf("the buyer of a forfeited order claims after the heal: %v; want duplicate", err)
+		}
+	}},
 	{name: "return_gives_a_unit_back_exactly_once", run: func(t *testing.T, s returnSubject) {
 		v := s.voucher(t, 1, 6)
 		gatePreheat(t, s.gate, v)

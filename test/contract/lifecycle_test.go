@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -155,13 +156,18 @@ var repoLifecycleCases = []repoCase{
 			t.Fatalf("claims after the cancel = %+v, %v; want the buyer's a duplicate, another buyer's created", out, err)
 		}
 		repoStock(t, s, v.ID(), 1)
-		// The forfeited place still counts (the gate keeps its mark); only
-		// the holding order holds a unit.
+		// The forfeited place still counts (the gate keeps its mark), and a
+		// gate rebuilt from the buyers keeps it; only the holding order
+		// holds a unit.
 		if n, err := r.CountBuyers(ctx, []domain.VoucherID{v.ID()}); err != nil || n[v.ID()] != 2 {
 			t.Fatalf("count = %v, %v; want 2 places", n, err)
 		}
-		if buyers, err := r.Buyers(ctx, v.ID()); err != nil || len(buyers) != 1 || buyers[0] != other {
-			t.Fatalf("buyers = %v, %v; want only the holding order", buyers, err)
+		want := []domain.VoucherOrder{first.Forfeited(), other}
+		if buyers, err := r.Buyers(ctx, v.ID()); err != nil || !slices.Equal(buyers, want) {
+			t.Fatalf("buyers = %v, %v; want the forfeited place, then the holding order", buyers, err)
+		}
+		if page, err := r.BuyersAfter(ctx, v.ID(), first.ID(), 10); err != nil || !slices.Equal(page, want[1:]) {
+			t.Fatalf("page after the first = %v, %v; want the holding order", page, err)
 		}
 	}},
 	{"lifecycle_cancelled_buyer_claims_again", func(t *testing.T, s repoSubject) {

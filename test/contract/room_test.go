@@ -228,10 +228,23 @@ func roomCap(t *testing.T, s ports.RoomStore) {
 	if st := adv(time.Second); st.Boundary != 3 {
 		t.Fatalf("at +1s: boundary %d; want the cap, 3", st.Boundary)
 	}
-	// A used pass frees its place at once; using it twice counts once.
+	// A used pass frees its place at once; using it twice counts once, and
+	// the store remembers whose pass was used, in this room only.
+	if used, err := s.Used(ctx, 7, 1); err != nil || used {
+		t.Fatalf("before any use: used = %v, %v; want false", used, err)
+	}
 	for range 2 {
 		if err := s.Use(ctx, 7, 1, 0); err != nil {
 			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		id   domain.VoucherID
+		user domain.UserID
+		want bool
+	}{{7, 1, true}, {7, 2, false}, {8, 1, false}} {
+		if used, err := s.Used(ctx, c.id, c.user); err != nil || used != c.want {
+			t.Fatalf("Used(voucher %d, user %d) = %v, %v; want %v", c.id, c.user, used, err, c.want)
 		}
 	}
 	if st := adv(time.Second + 100*time.Millisecond); st.Boundary != 4 || st.Used != 1 {
