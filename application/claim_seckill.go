@@ -16,6 +16,7 @@ import (
 type ClaimSeckill struct {
 	ids       ports.OrderIDs
 	admission ports.Admission
+	rooms     *RoomPassCheck // nil: no sale has a waiting room
 	// budget bounds the claim independently of the caller: once the admission
 	// may have reserved, a client hanging up must not cut the claim in half.
 	budget   time.Duration
@@ -64,6 +65,77 @@ func NewClaimSeckill(ids ports.OrderIDs, admission ports.Admission) *ClaimSeckil
 	return &ClaimSeckill{ids: ids, admission: admission, budget: ClaimBudget}
 }
 
+// WithRooms makes the waiting room's pass the claim's first step (Claim) and
+// returns h. Set it before h is shared.
+func (h *ClaimSeckill) WithRooms(rooms *RoomPassCheck) *ClaimSeckill {
+	h.rooms = rooms
+	return h
+}
+
+// Claim is one claim as a client makes it.
+type Claim struct {
+	User    domain.UserID
+	Voucher domain.VoucherID
+	// Pass gives the claim's waiting-room pass; it is read only for a sale
+	// with a room (nil: none).
+	Pass PassSource
+	// Arrived is when the request arrived: the claim's budget counts from
+	// then, so what the caller already waited (a session lookup on Redis)
+	// comes off it.
+	Arrived time.Time
+}
+
+// PassSource gives a claim's waiting-room pass when asked: a sale without a
+// room never asks, so its claims do not even read it.
+type PassSource interface{ RoomPass() string }
+
+// Claimed is a claim that was taken.
+type Claimed struct {
+	Order domain.OrderID
+	// PassUnspent is why the pass the claim used could not be recorded as
+	// spent (nil when it was, or there was none): the order stands, and the
+	// pass stays usable until it lapses. For the caller's log.
+	PassUnspent error
+}
+
+// Claim runs a claim's steps, in this order:
+//
+//  1. the waiting room: a sale with a room needs this user's valid, unspent
+//     pass (domain.ErrPassRequired, ErrPassExpired, ErrAlreadyClaimed),
+//     checked by its signature before any Redis work on the stock;
+//  2. the order's ID and its admission (HandleSince): the sold-out mark,
+//     the gate's stock and one order per user, the hand-off to fulfilment;
+//  3. the pass spent, once the order is taken.
+//
+// Errors are HandleSince's; a sale without a room costs step 1 a map lookup.
+func (h *ClaimSeckill) Claim(ctx context.Context, c Claim) (Claimed, error) {
+	if err := ctx.Err(); err != nil {
+		return Claimed{}, err
+	}
+	ctx = h.deadline.Context(ctx, c.Arrived.Add(h.budget)) // see HandleSince
+	place := int64(-1)
+	if h.rooms != nil {
+		var err error
+		if place, err = h.rooms.Check(ctx, c.Voucher, c.User, func() string {
+			if c.Pass == nil {
+				return ""
+			}
+			return c.Pass.RoomPass()
+		}); err != nil {
+			return Claimed{}, err
+		}
+	}
+	id, err := h.admit(ctx, c.User, c.Voucher)
+	if err != nil || place < 0 {
+		return Claimed{Order: id}, err
+	}
+	// Accounting only: the order is taken whatever happens here, and a
+	// place not marked spent frees itself when its pass lapses.
+	spend, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	return Claimed{Order: id, PassUnspent: h.rooms.Used(spend, c.Voucher, c.User, place)}, nil
+}
+
 // Handle returns the new order's ID once the order is admitted. Business
 // refusals come back as *domain.Refusal errors, and a claim not taken as
 // ErrBusy; either way nothing changed, and the order ID was handed back. A
@@ -84,7 +156,11 @@ func (h *ClaimSeckill) HandleSince(ctx context.Context, started time.Time, user 
 	// admission may have reserved, a client hanging up must not cut the
 	// claim in half, and before that finishing costs at most the budget.
 	ctx = h.deadline.Context(ctx, started.Add(h.budget))
+	return h.admit(ctx, user, voucher)
+}
 
+// admit issues the order's ID and admits the order, within ctx's budget.
+func (h *ClaimSeckill) admit(ctx context.Context, user domain.UserID, voucher domain.VoucherID) (domain.OrderID, error) {
 	id, err := h.ids.Next(ctx)
 	if err != nil {
 		// Nothing was reserved yet, whatever went wrong (out of time, Redis

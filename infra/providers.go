@@ -253,7 +253,7 @@ var commonSet = wire.NewSet(
 	wire.Bind(new(ports.Admission), new(*claimcount.Admission)),
 	application.NewAddSeckillVoucher,
 	application.NewListShopVouchers,
-	application.NewClaimSeckill,
+	provideClaimSeckill,
 	application.NewFulfillOrders,
 	application.NewGetOrder,
 	application.NewRestoreGate,

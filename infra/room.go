@@ -45,6 +45,11 @@ func provideRoomGate(g *soldout.Gate, rooms ports.RoomStore, dir *application.Ro
 	return application.NewRoomGate(g, rooms, dir)
 }
 
-func provideRooms(j *application.JoinRoom, p *application.PollRoom, c *application.RoomPassCheck) httpapi.Rooms {
-	return httpapi.Rooms{Join: j, Poll: p, Pass: c}
+func provideRooms(j *application.JoinRoom, p *application.PollRoom) httpapi.Rooms {
+	return httpapi.Rooms{Join: j, Poll: p}
+}
+
+// provideClaimSeckill is the claim with the waiting room as its first step.
+func provideClaimSeckill(ids ports.OrderIDs, admission ports.Admission, rooms *application.RoomPassCheck) *application.ClaimSeckill {
+	return application.NewClaimSeckill(ids, admission).WithRooms(rooms)
 }

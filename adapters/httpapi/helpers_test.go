@@ -312,7 +312,7 @@ func newEnv(t testing.TB, opt options) *env {
 		AddVoucher:   application.NewAddSeckillVoucher(vouchers, orders, application.NewRoomGate(sgate, rooms, roomDir)),
 		ListVouchers: application.NewListShopVouchers(vouchers),
 		Claim: application.NewClaimSeckill(&spyIDs{OrderIDs: memory.NewIDs(clock), c: c},
-			counter.Admission(&spyAdmission{Admission: admission, c: c})),
+			counter.Admission(&spyAdmission{Admission: admission, c: c})).WithRooms(application.NewRoomPassCheck(roomDir, signer)),
 		GetOrder:       application.NewGetOrder(orders, sgate),
 		Sessions:       sessions,
 		Tokens:         sessions,
@@ -333,7 +333,6 @@ func newEnv(t testing.TB, opt options) *env {
 		Rooms: httpapi.Rooms{
 			Join: application.NewJoinRoom(roomDir, signer),
 			Poll: application.NewPollRoom(roomDir, signer),
-			Pass: application.NewRoomPassCheck(roomDir, signer),
 		},
 	}
 	if opt.noRooms {

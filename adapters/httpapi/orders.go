@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 )
 
@@ -40,12 +41,14 @@ func (a *api) claimSeckill(w http.ResponseWriter, r *http.Request) {
 	user := userFrom(r.Context())
 	// The budget counts from the request's arrival: a session lookup that
 	// waited on Redis spent part of it.
-	id, err := a.claim.HandleSince(r.Context(), arrival(r), user, domain.VoucherID(voucher))
+	c, err := a.claim.Claim(r.Context(), application.Claim{
+		User: user, Voucher: domain.VoucherID(voucher), Arrived: arrival(r), Pass: (*passOf)(r),
+	})
 	if e := a.log.Debug(); e.Enabled() {
 		e.Str("request_id", requestID(r)).
 			Int64("voucher", voucher).
 			Int64("user", int64(user)).
-			Int64("order", int64(id)).
+			Int64("order", int64(c.Order)).
 			AnErr("outcome", err).
 			Msg("seckill claim")
 	}
@@ -53,10 +56,12 @@ func (a *api) claimSeckill(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	a.passUsed(r, domain.VoucherID(voucher), user)
-	writeOKID(w, int64(id))
+	if c.PassUnspent != nil {
+		a.log.Warn().Err(c.PassUnspent).Str("request_id", requestID(r)).Int64("voucher", voucher).
+			Msg("recording a used waiting-room pass failed; its place frees when the pass expires")
+	}
+	writeOKID(w, int64(c.Order))
 }
-
 func (a *api) orderStatus(w http.ResponseWriter, r *http.Request) {
 	id, err := pathID(r, "id")
 	if err != nil {

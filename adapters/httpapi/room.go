@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -11,14 +10,14 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// Rooms are the waiting-room use cases (issue 27); all three or none.
+// Rooms are the waiting-room use cases of the join and the poll (issue 27);
+// both or none. The pass is the claim's own first step (ClaimSeckill.Claim).
 type Rooms struct {
 	Join *application.JoinRoom
 	Poll *application.PollRoom
-	Pass *application.RoomPassCheck
 }
 
-func (r Rooms) enabled() bool { return r.Join != nil && r.Poll != nil && r.Pass != nil }
+func (r Rooms) enabled() bool { return r.Join != nil && r.Poll != nil }
 
 // A claim of a sale with a waiting room carries its pass in this header (or,
 // for a client that cannot set headers, in the query parameter "pass"); a
@@ -114,56 +113,22 @@ func (a *api) pollRoom(w http.ResponseWriter, r *http.Request) {
 	writeRoomStatus(w, st)
 }
 
-// passKey carries the position a claim's pass admits to the claim handler,
-// which records the pass used once the claim succeeds.
-type passKey struct{}
+// passOf is a claim request as the source of its waiting-room pass (a
+// pointer's conversion to the interface costs no allocation).
+type passOf http.Request
 
-// roomPass is the claim's waiting-room step: for a sale without a room it
-// costs a map lookup and passes; for one with a room it refuses a claim
-// without this user's valid pass (pass_required, pass_expired) before any
-// Redis work.
-func (a *api) roomPass(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		voucher, err := pathID(r, "id")
-		if err != nil {
-			next.ServeHTTP(w, r) // the handler answers the bad id
-			return
-		}
-		p, err := a.rooms.Pass.Check(r.Context(), domain.VoucherID(voucher), userFrom(r.Context()), func() string {
-			pass := r.Header.Get(RoomPassHeader)
-			if pass == "" {
-				pass = r.URL.Query().Get("pass")
-			}
-			if len(pass) > maxRoomToken {
-				return ""
-			}
-			return pass
-		})
-		if err != nil {
-			a.fail(w, r, err)
-			return
-		}
-		if p >= 0 {
-			r = r.WithContext(context.WithValue(r.Context(), passKey{}, p))
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// passUsed records that the claim's pass, if it had one, was used.
-func (a *api) passUsed(r *http.Request, voucher domain.VoucherID, user domain.UserID) {
-	p, ok := r.Context().Value(passKey{}).(int64)
-	if !ok {
-		return
+// RoomPass is the claim's pass, from its header or, for a client that cannot
+// set headers, the query; an oversized one is no pass.
+func (p *passOf) RoomPass() string {
+	r := (*http.Request)(p)
+	pass := r.Header.Get(RoomPassHeader)
+	if pass == "" {
+		pass = r.URL.Query().Get("pass")
 	}
-	// Accounting only: the order is taken whatever happens here, and a
-	// place not marked used frees itself when its pass expires.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Second)
-	defer cancel()
-	if err := a.rooms.Pass.Used(ctx, voucher, user, p); err != nil {
-		a.log.Warn().Err(err).Str("request_id", requestID(r)).Int64("voucher", int64(voucher)).
-			Msg("recording a used waiting-room pass failed; its place frees when the pass expires")
+	if len(pass) > maxRoomToken {
+		return ""
 	}
+	return pass
 }
 
 // waitingRoomRequest is a voucher's optional waiting room at creation.

@@ -227,12 +227,10 @@ func NewRouter(d Deps) http.Handler {
 			r.Use(lim)
 		}
 		if a.rooms.enabled() {
-			r.With(a.roomPass).Post("/voucher-order/seckill/{id}", a.claimSeckill)
 			r.Post("/voucher-order/room/{id}/join", a.joinRoom)
 			r.Get("/voucher-order/room/{id}", a.pollRoom)
-		} else {
-			r.Post("/voucher-order/seckill/{id}", a.claimSeckill)
 		}
+		r.Post("/voucher-order/seckill/{id}", a.claimSeckill)
 		r.Get("/voucher-order/{id}", a.orderStatus)
 		if a.cancel != nil {
 			r.Post("/voucher-order/{id}/cancel", a.cancelOrder)
