@@ -180,7 +180,7 @@ func loadConfig(opts env.Options, lookup func(string) (string, bool)) (Config, e
 		p.parseErrors(err, lookup)
 	}
 	c.fillDefaults()
-	c.check(&p)
+	c.checkAll(&p)
 	if err := p.err(); err != nil {
 		return Config{}, err
 	}
@@ -282,10 +282,16 @@ const (
 
 func (c Config) Validate() error {
 	var p problems
-	c.check(&p)
-	c.Lifecycle.check(&p)
-	c.Room.check(&p)
+	c.checkAll(&p)
 	return p.err()
+}
+
+// checkAll checks every part: Config's own check hides its embedded parts'
+// checks, so each is named.
+func (c Config) checkAll(p *problems) {
+	c.check(p)
+	c.Lifecycle.check(p)
+	c.Room.check(p)
 }
 
 func (c Config) check(p *problems) {

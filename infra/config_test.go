@@ -107,6 +107,9 @@ func TestConfigSecuritySettings(t *testing.T) {
 		{"proxy_host_name", "SECKILL_TRUSTED_PROXIES", "nginx", `"nginx"`},
 		{"rate_negative", "SECKILL_RATE_USER", "-1", "SECKILL_RATE_USER"},
 		{"window_sub_second", "SECKILL_RATE_WINDOW", "500ms", "SECKILL_RATE_WINDOW"},
+		// The embedded parts' own checks run at load too.
+		{"pay_window_negative", "SECKILL_PAY_WINDOW", "-1s", "SECKILL_PAY_WINDOW"},
+		{"room_secret_short", "SECKILL_ROOM_SECRET", "short", "SECKILL_ROOM_SECRET"},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
@@ -268,3 +271,4 @@ func TestConfigClusterAndURLNamesBoth(t *testing.T) {
 		t.Fatalf("err = %v, want one naming both variables", err)
 	}
 }
+
