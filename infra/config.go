@@ -35,6 +35,8 @@ type Config struct {
 	Lifecycle
 	// Room: the waiting rooms' settings (config_room.go).
 	Room
+	// JWT: sessions from the shop's own identity provider (config_jwt.go).
+	JWT
 	HTTPAddr string `env:"SECKILL_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
 	// HTTPMaxConns caps the API's open connections (0: from the file limit).
 	HTTPMaxConns int `env:"SECKILL_HTTP_MAX_CONNS" envDefault:"0"`
@@ -292,6 +294,7 @@ func (c Config) checkAll(p *problems) {
 	c.check(p)
 	c.Lifecycle.check(p)
 	c.Room.check(p)
+	c.JWT.check(p)
 }
 
 func (c Config) check(p *problems) {

@@ -72,12 +72,22 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	orderLifecycle := provideOrderLifecycle(orderRepo, observability)
 	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, roomGate)
 	payOrder := providePayOrder(orderRepository, voucherRepo, orderLifecycle, systemClock, c)
+	bearerSessions, cleanup6, err := provideBearer(c, log)
+	if err != nil {
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
 	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, roomDirectory, systemClock)
 	claimObserver := provideClaimObserver(observability)
 	roomSigner, err := provideRoomSigner(universalClient, c, log)
 	if err != nil {
+		cleanup6()
 		cleanup5()
 		cleanup4()
 		cleanup3()
@@ -89,7 +99,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	pollRoom := application.NewPollRoom(roomDirectory, roomSigner)
 	roomPassCheck := application.NewRoomPassCheck(roomDirectory, roomSigner)
 	httpapiRooms := provideRooms(joinRoom, pollRoom, roomPassCheck)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient, httpapiRooms)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, bearerSessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient, httpapiRooms)
 	orderQueue := provideObservedChannelQueue(queue, observability)
 	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
@@ -113,6 +123,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Claims:        counter,
 	}
 	return app, func() {
+		cleanup6()
 		cleanup5()
 		cleanup4()
 		cleanup3()
@@ -196,12 +207,24 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	orderLifecycle := provideOrderLifecycle(orderRepo, observability)
 	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, roomGate)
 	payOrder := providePayOrder(orderRepository, voucherRepo, orderLifecycle, systemClock, c)
+	bearerSessions, cleanup8, err := provideBearer(c, log)
+	if err != nil {
+		cleanup7()
+		cleanup6()
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
 	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, roomDirectory, systemClock)
 	claimObserver := provideClaimObserver(observability)
 	roomSigner, err := provideRoomSigner(universalClient, c, log)
 	if err != nil {
+		cleanup8()
 		cleanup7()
 		cleanup6()
 		cleanup5()
@@ -215,7 +238,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	pollRoom := application.NewPollRoom(roomDirectory, roomSigner)
 	roomPassCheck := application.NewRoomPassCheck(roomDirectory, roomSigner)
 	httpapiRooms := provideRooms(joinRoom, pollRoom, roomPassCheck)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient, httpapiRooms)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, bearerSessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient, httpapiRooms)
 	orderQueue := provideObservedStreamQueue(queue, universalClient, c, observability)
 	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
@@ -239,6 +262,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Claims:        counter,
 	}
 	return app, func() {
+		cleanup8()
 		cleanup7()
 		cleanup6()
 		cleanup5()
