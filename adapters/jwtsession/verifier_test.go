@@ -256,3 +256,41 @@ func TestNewRefusesUnsafeOptions(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkSessionFirstUse is what a token's first request costs (a check
+// of its signature and claims), by algorithm, and a later one (the cache).
+func BenchmarkSessionFirstUse(b *testing.B) {
+	p := testenv.NewIdP()
+	defer p.Close()
+	p.AddKey("ec", "ES256")
+	now := testenv.Now()
+	v, err := jwtsession.New(optionsFor(p, testenv.NewClock(now)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { v.Close() }()
+	for _, kid := range []string{testenv.IdPKey, "ec"} {
+		tokens := make([]string, 1000)
+		for i := range tokens {
+			tokens[i] = p.Sign(kid, p.Claims(domain.UserID(i+1), now))
+		}
+		b.Run(kid, func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				// A fresh verifier's worth of misses: each token once.
+				if i%len(tokens) == 0 {
+					v.Close()
+					v, _ = jwtsession.New(optionsFor(p, testenv.NewClock(now)))
+				}
+				if _, _, err := v.Session(context.Background(), tokens[i%len(tokens)]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	b.Run("cached", func(b *testing.B) {
+		token := p.Token(1, now)
+		for b.Loop() {
+			_, _, _ = v.Session(context.Background(), token)
+		}
+	})
+}
