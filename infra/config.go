@@ -35,6 +35,8 @@ type Config struct {
 	Lifecycle
 	// Room: the waiting rooms' settings (config_room.go).
 	Room
+	// JWT: sessions from the shop's own identity provider (config_jwt.go).
+	JWT
 	HTTPAddr string `env:"SECKILL_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
 	// HTTPMaxConns caps the API's open connections (0: from the file limit).
 	HTTPMaxConns int `env:"SECKILL_HTTP_MAX_CONNS" envDefault:"0"`
@@ -180,7 +182,7 @@ func loadConfig(opts env.Options, lookup func(string) (string, bool)) (Config, e
 		p.parseErrors(err, lookup)
 	}
 	c.fillDefaults()
-	c.check(&p)
+	c.checkAll(&p)
 	if err := p.err(); err != nil {
 		return Config{}, err
 	}
@@ -282,10 +284,17 @@ const (
 
 func (c Config) Validate() error {
 	var p problems
-	c.check(&p)
-	c.Lifecycle.check(&p)
-	c.Room.check(&p)
+	c.checkAll(&p)
 	return p.err()
+}
+
+// checkAll checks every part: Config's own check hides its embedded parts'
+// checks, so each is named.
+func (c Config) checkAll(p *problems) {
+	c.check(p)
+	c.Lifecycle.check(p)
+	c.Room.check(p)
+	c.JWT.check(p)
 }
 
 func (c Config) check(p *problems) {

@@ -107,6 +107,9 @@ func TestConfigSecuritySettings(t *testing.T) {
 		{"proxy_host_name", "SECKILL_TRUSTED_PROXIES", "nginx", `"nginx"`},
 		{"rate_negative", "SECKILL_RATE_USER", "-1", "SECKILL_RATE_USER"},
 		{"window_sub_second", "SECKILL_RATE_WINDOW", "500ms", "SECKILL_RATE_WINDOW"},
+		// The embedded parts' own checks run at load too.
+		{"pay_window_negative", "SECKILL_PAY_WINDOW", "-1s", "SECKILL_PAY_WINDOW"},
+		{"room_secret_short", "SECKILL_ROOM_SECRET", "short", "SECKILL_ROOM_SECRET"},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
@@ -266,5 +269,42 @@ func TestConfigClusterAndURLNamesBoth(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "SECKILL_REDIS_CLUSTER_ADDRS") || !strings.Contains(err.Error(), "SECKILL_REDIS_URL") {
 		t.Fatalf("err = %v, want one naming both variables", err)
+	}
+}
+
+// TestConfigRefusesAnUnsafeIdentityProvider: the provider's tokens are
+// accepted only with an issuer, an audience and asymmetric algorithms; a
+// setting that nothing would read is refused rather than ignored.
+func TestConfigRefusesAnUnsafeIdentityProvider(t *testing.T) {
+	const jwks = "https://idp.shop.test/.well-known/jwks.json"
+	good := map[string]string{"SECKILL_JWT_JWKS_URL": jwks, "SECKILL_JWT_ISSUER": "https://idp.shop.test", "SECKILL_JWT_AUDIENCE": "seckill"}
+	if _, err := infra.LoadConfigFrom(good); err != nil {
+		t.Fatalf("a sound provider refused: %v", err)
+	}
+	bad := []struct {
+		name, key, value, say string
+	}{
+		{"no_issuer", "SECKILL_JWT_ISSUER", "", "SECKILL_JWT_ISSUER"},
+		{"no_audience", "SECKILL_JWT_AUDIENCE", "", "SECKILL_JWT_AUDIENCE"},
+		{"alg_none", "SECKILL_JWT_ALGS", "RS256,none", `"none"`},
+		{"alg_hmac", "SECKILL_JWT_ALGS", "HS256", `"HS256"`},
+		{"alg_unknown", "SECKILL_JWT_ALGS", "RS257", `"RS257"`},
+		{"url_and_file", "SECKILL_JWT_KEY_FILE", "/etc/idp.pem", "SECKILL_JWT_JWKS_URL"},
+		{"url_not_http", "SECKILL_JWT_JWKS_URL", "idp.shop.test/jwks", "SECKILL_JWT_JWKS_URL"},
+		{"role_without_provider", "SECKILL_JWT_JWKS_URL", "", "SECKILL_JWT_AUDIENCE"},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			vars := map[string]string{"SECKILL_JWT_ADMIN_ROLE": "seckill-admin", tc.key: tc.value}
+			for k, v := range good {
+				if k != tc.key {
+					vars[k] = v
+				}
+			}
+			_, err := infra.LoadConfigFrom(vars)
+			if err == nil || !strings.Contains(err.Error(), tc.key) || !strings.Contains(err.Error(), tc.say) {
+				t.Fatalf("err = %v, want one naming %s and %s", err, tc.key, tc.say)
+			}
+		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/hmdp-go/seckill/adapters/chanqueue"
 	"github.com/hmdp-go/seckill/adapters/claimcount"
 	"github.com/hmdp-go/seckill/adapters/httpapi"
+	"github.com/hmdp-go/seckill/adapters/jwtsession"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/adapters/redisbuckets"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
@@ -81,6 +82,25 @@ func provideSessions(rdb redis.UniversalClient, s *redissession.Store, c Config,
 	return t, func() { _ = t.Close() }, nil
 }
 
+// provideBearer verifies the shop's identity provider's tokens when one is
+// configured; without one, a Bearer header is an unknown token, as before.
+func provideBearer(c Config, log zerolog.Logger) (ports.BearerSessions, func(), error) {
+	if !c.JWT.on() {
+		return nil, func() {}, nil
+	}
+	v, err := jwtsession.New(jwtsession.Options{
+		JWKSURL: c.JWT.JWKSURL, KeyFile: c.JWT.KeyFile, Issuer: c.JWT.Issuer, Audience: c.JWT.Audience,
+		Algs: c.JWT.algs(), UserClaim: c.JWT.UserClaim, RolesClaim: c.JWT.RolesClaim, AdminRole: c.JWT.AdminRole,
+		CacheSize: c.TokenCacheSize, Log: log,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("sessions from the identity provider: %w", err)
+	}
+	log.Info().Str("issuer", c.JWT.Issuer).Str("audience", c.JWT.Audience).Strs("algs", c.JWT.algs()).
+		Str("admin_role", c.JWT.AdminRole).Msg("the identity provider's tokens are accepted (Authorization: Bearer <JWT>)")
+	return v, v.Close, nil
+}
+
 // provideTokens mounts the dev token endpoint only when it is enabled.
 func provideTokens(s *redissession.Store, c Config) ports.TokenIssuer {
 	if !c.DevEndpoints {
@@ -98,18 +118,18 @@ func provideHandler(
 	add *application.AddSeckillVoucher, list *application.ListShopVouchers,
 	claim *application.ClaimSeckill, get *application.GetOrder,
 	cancel *application.CancelOrder, pay *application.PayOrder,
-	sessions ports.Sessions, tokens ports.TokenIssuer, ready ReadyCheck,
+	sessions ports.Sessions, bearer ports.BearerSessions, tokens ports.TokenIssuer, ready ReadyCheck,
 	sales *application.SaleDashboard, marks *soldout.Marks, counter *claimcount.Counter, log zerolog.Logger, c Config, obs httpapi.ClaimObserver, rdb redis.UniversalClient,
 	rooms httpapi.Rooms,
 ) http.Handler {
 	if tokens != nil {
 		log.Warn().Msg("dev endpoint POST /dev/tokens is enabled: anyone can mint a login token")
 	}
-	if len(c.Admins()) == 0 {
+	if len(c.Admins()) == 0 && c.JWT.AdminRole == "" {
 		log.Warn().Msg("no admin user: voucher creation and every admin endpoint answer 403 to everyone; " +
 			"set SECKILL_ADMIN_USERS to comma-separated user ids (e.g. SECKILL_ADMIN_USERS=1) to enable them")
 	} else {
-		log.Info().Interface("admin_users", c.Admins()).Str("live_sale_page", "/admin/sales").Msg("admin endpoints enabled")
+		log.Info().Interface("admin_users", c.Admins()).Str("admin_role", c.JWT.AdminRole).Str("live_sale_page", "/admin/sales").Msg("admin endpoints enabled")
 	}
 	proxies := make([]string, len(c.Proxies()))
 	for i, p := range c.Proxies() {
@@ -122,7 +142,7 @@ func provideHandler(
 		Strs("trusted_proxies", proxies).Msg("rate limits on claim and order status (0 = off)")
 	return httpapi.NewRouter(httpapi.Deps{
 		AddVoucher: add, ListVouchers: list, Claim: claim, GetOrder: get,
-		Sessions: sessions, Tokens: tokens, Ready: ready, Log: log, Location: c.Location(),
+		Sessions: sessions, Bearer: bearer, Tokens: tokens, Ready: ready, Log: log, Location: c.Location(),
 		Admins:         c.Admins(),
 		Limits:         httpapi.Limits{PerUser: c.RateUser, PerIP: c.RateIP, Window: c.RateWindow},
 		TrustedProxies: c.Proxies(),
@@ -218,6 +238,7 @@ var commonSet = wire.NewSet(
 	wire.Bind(new(ports.OrderIDs), new(*redisgate.IDs)),
 	provideSessionStore,
 	provideSessions,
+	provideBearer,
 	provideTokens,
 	mysqlstore.NewVoucherRepo,
 	wire.Bind(new(ports.VoucherRepository), new(*mysqlstore.VoucherRepo)),

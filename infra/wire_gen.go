@@ -82,6 +82,15 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	orderLifecycle := provideOrderLifecycle(orderRepo, observability)
 	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, roomGate)
 	payOrder := providePayOrder(orderRepository, voucherRepo, orderLifecycle, systemClock, c)
+	bearerSessions, cleanup6, err := provideBearer(c, log)
+	if err != nil {
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
 	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, roomDirectory, systemClock)
@@ -89,7 +98,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	joinRoom := application.NewJoinRoom(roomDirectory, roomSigner)
 	pollRoom := application.NewPollRoom(roomDirectory, roomSigner)
 	httpapiRooms := provideRooms(joinRoom, pollRoom)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient, httpapiRooms)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, bearerSessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient, httpapiRooms)
 	orderQueue := provideObservedChannelQueue(queue, observability)
 	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
@@ -113,6 +122,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Claims:        counter,
 	}
 	return app, func() {
+		cleanup6()
 		cleanup5()
 		cleanup4()
 		cleanup3()
@@ -208,6 +218,17 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	orderLifecycle := provideOrderLifecycle(orderRepo, observability)
 	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, roomGate)
 	payOrder := providePayOrder(orderRepository, voucherRepo, orderLifecycle, systemClock, c)
+	bearerSessions, cleanup8, err := provideBearer(c, log)
+	if err != nil {
+		cleanup7()
+		cleanup6()
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
 	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, roomDirectory, systemClock)
@@ -215,7 +236,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	joinRoom := application.NewJoinRoom(roomDirectory, roomSigner)
 	pollRoom := application.NewPollRoom(roomDirectory, roomSigner)
 	httpapiRooms := provideRooms(joinRoom, pollRoom)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient, httpapiRooms)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, bearerSessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient, httpapiRooms)
 	orderQueue := provideObservedStreamQueue(queue, universalClient, c, observability)
 	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
@@ -239,6 +260,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Claims:        counter,
 	}
 	return app, func() {
+		cleanup8()
 		cleanup7()
 		cleanup6()
 		cleanup5()

@@ -278,6 +278,15 @@ type Sessions interface {
 	UserID(ctx context.Context, token string) (domain.UserID, error)
 }
 
+// BearerSessions resolves the signed token of a shop's own identity provider
+// (`Authorization: Bearer <JWT>`) to its user, and tells whether the
+// provider made that user an admin.
+type BearerSessions interface {
+	// Session returns the token's user and admin role, or an error wrapping
+	// ErrUnknownToken for a token that fails any check.
+	Session(ctx context.Context, token string) (user domain.UserID, admin bool, err error)
+}
+
 // SoldOutSignal tells, without any I/O, whether this instance already knows a
 // voucher is sold out (it heard so from the gate a moment ago). Stock is
 // public (the voucher list shows it), so a claim may be answered sold out

@@ -27,22 +27,23 @@ var (
 	errRateLimited = errors.New("rate limited")
 )
 
-// requireAdmin lets through only the users named in Deps.Admins; it runs
-// behind requireUser, so the caller is known. With no admin configured it
-// refuses everyone: an open admin endpoint is never the default.
+// requireAdmin lets through only the users named in Deps.Admins and those
+// whose identity provider's token names them admins; it runs behind
+// requireUser, so the caller is known. With neither configured it refuses
+// everyone: an open admin endpoint is never the default.
 func (a *api) requireAdmin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if u := userFrom(r.Context()); !a.isAdmin(u) {
-			a.fail(w, r, fmt.Errorf("user %d: %w", u, errForbidden))
+		if c := callerFrom(r.Context()); !a.isAdmin(c) {
+			a.fail(w, r, fmt.Errorf("user %d: %w", c.user, errForbidden))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-func (a *api) isAdmin(u domain.UserID) bool {
-	_, ok := a.admins[u]
-	return ok
+func (a *api) isAdmin(c caller) bool {
+	_, ok := a.admins[c.user]
+	return ok || c.admin
 }
 
 // requireJSON refuses a write whose body is not declared JSON. Browsers send

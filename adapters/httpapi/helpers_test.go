@@ -201,7 +201,30 @@ func (f sessionsFunc) UserID(ctx context.Context, token string) (domain.UserID, 
 	return f(ctx, token)
 }
 
+// bearerFunc is a fake identity provider's verifier.
+type bearerFunc func(ctx context.Context, token string) (domain.UserID, bool, error)
+
+func (f bearerFunc) Session(ctx context.Context, token string) (domain.UserID, bool, error) {
+	return f(ctx, token)
+}
+
+// fakeIdP knows three tokens: "jwt-admin" (user 7, admin by role),
+// "jwt-user" (user 8) and "jwt-listed" (adminUser, no role).
+var fakeIdP = bearerFunc(func(_ context.Context, token string) (domain.UserID, bool, error) {
+	switch token {
+	case "jwt-admin":
+		return 7, true, nil
+	case "jwt-user":
+		return 8, false, nil
+	case "jwt-listed":
+		return adminUser, false, nil
+	}
+	return 0, false, ports.ErrUnknownToken
+})
+
 type options struct {
+	// bearer is Deps.Bearer (fakeIdP, say); nil leaves it unset.
+	bearer   ports.BearerSessions
 	queueCap int
 	noTokens bool
 	ready    func(context.Context) error
@@ -338,7 +361,7 @@ func newEnv(t testing.TB, opt options) *env {
 	if opt.noRooms {
 		d.Rooms = httpapi.Rooms{}
 	}
-	d.SoldOut, d.ClaimObserver = opt.soldOut, opt.observer
+	d.SoldOut, d.ClaimObserver, d.Bearer = opt.soldOut, opt.observer, opt.bearer
 	if opt.noPayments {
 		d.PaymentSecret = nil
 	}

@@ -107,9 +107,9 @@ type recorder struct {
 	wroteHeader bool
 	err         error
 
-	requestID string        // the client's, if usable
-	seq       uint64        // this request's number, for a made id
-	user      domain.UserID // set by requireUser
+	requestID string // the client's, if usable
+	seq       uint64 // this request's number, for a made id
+	caller    caller // set by requireUser
 	// arrived is when the request came in: a claim's budget counts from
 	// it, so the session lookup spends the same budget as the claim.
 	arrived time.Time
@@ -294,12 +294,25 @@ func errBodyTooLarge(max int64) error {
 	}
 }
 
-type userKey struct{}
+type callerKey struct{}
+
+// caller is who requireUser found behind the request's token.
+type caller struct {
+	user domain.UserID
+	// admin: the identity provider's token named the user an admin (the
+	// configured admin users are checked apart).
+	admin bool
+}
 
 var errNoToken = fmt.Errorf("no authorization header: %w", ports.ErrUnknownToken)
 
+// bearerScheme prefixes an identity provider's token (RFC 6750; the scheme
+// is case-insensitive).
+const bearerScheme = "Bearer "
+
 // requireUser resolves the original's `authorization: <token>` header (the
-// bare token, no scheme) to a user, or answers 401.
+// bare token, no scheme) to a user, or answers 401. With Deps.Bearer, a
+// `Bearer <JWT>` is resolved by it instead.
 func (a *api) requireUser(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token := firstHeader(r, authorizationHeader)
@@ -307,7 +320,13 @@ func (a *api) requireUser(next http.Handler) http.Handler {
 			a.fail(w, r, errNoToken)
 			return
 		}
-		user, err := a.sessions.UserID(r.Context(), token)
+		var c caller
+		var err error
+		if n := len(bearerScheme); a.bearer != nil && len(token) > n && strings.EqualFold(token[:n], bearerScheme) {
+			c.user, c.admin, err = a.bearer.Session(r.Context(), token[n:])
+		} else {
+			c.user, err = a.sessions.UserID(r.Context(), token)
+		}
 		if err != nil {
 			if !errors.Is(err, ports.ErrUnknownToken) {
 				// Redis did not answer (down, failing over, out of the
@@ -318,28 +337,30 @@ func (a *api) requireUser(next http.Handler) http.Handler {
 			a.fail(w, r, err)
 			return
 		}
-		if user <= 0 {
+		if c.user <= 0 {
 			// A corrupt session must not become a 400 further down.
-			a.fail(w, r, fmt.Errorf("session token resolved to invalid user %d", user))
+			a.fail(w, r, fmt.Errorf("session token resolved to invalid user %d", c.user))
 			return
 		}
 		if rec := recorderOf(r.Context()); rec != nil {
-			rec.user = user
+			rec.caller = c
 			next.ServeHTTP(w, r)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, user)))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 	})
 }
 
-// userFrom is only called behind requireUser, which guarantees a user.
-func userFrom(ctx context.Context) domain.UserID {
-	if rec := recorderOf(ctx); rec != nil && rec.user > 0 {
-		return rec.user
+// callerFrom is only called behind requireUser, which guarantees a user.
+func callerFrom(ctx context.Context) caller {
+	if rec := recorderOf(ctx); rec != nil && rec.caller.user > 0 {
+		return rec.caller
 	}
-	u, _ := ctx.Value(userKey{}).(domain.UserID)
-	return u
+	c, _ := ctx.Value(callerKey{}).(caller)
+	return c
 }
+
+func userFrom(ctx context.Context) domain.UserID { return callerFrom(ctx).user }
 
 func (a *api) notFound(w http.ResponseWriter, r *http.Request) {
 	a.fail(w, r, &requestError{status: http.StatusNotFound, code: codeNotFound, msg: "接口不存在"})

@@ -20,14 +20,20 @@ import (
 )
 
 // Deps is everything the router needs. All fields are required except Tokens,
-// Location, MaxBodyBytes, Clock, Log (the zero Logger discards), and Admins,
-// Limits and TrustedProxies, whose zero values are the closed or off settings.
+// Bearer, Location, MaxBodyBytes, Clock, Log (the zero Logger discards), and
+// Admins, Limits and TrustedProxies, whose zero values are the closed or off
+// settings.
 type Deps struct {
 	AddVoucher   *application.AddSeckillVoucher
 	ListVouchers *application.ListShopVouchers
 	Claim        *application.ClaimSeckill
 	GetOrder     *application.GetOrder
 	Sessions     ports.Sessions
+	// Bearer, when set, resolves `Authorization: Bearer <token>` (an
+	// identity provider's JWT) instead of Sessions; a token it names an
+	// admin passes the admin endpoints as Admins do. Nil leaves such a
+	// header to Sessions, which knows no such token.
+	Bearer ports.BearerSessions
 	// Tokens mints login tokens for anyone who asks; nil keeps POST
 	// /dev/tokens unmounted, which is what production must run with.
 	Tokens ports.TokenIssuer
@@ -95,6 +101,7 @@ type api struct {
 	claim        *application.ClaimSeckill
 	getOrder     *application.GetOrder
 	sessions     ports.Sessions
+	bearer       ports.BearerSessions
 	tokens       ports.TokenIssuer
 	ready        func(context.Context) error
 	log          zerolog.Logger
@@ -146,6 +153,7 @@ func NewRouter(d Deps) http.Handler {
 		claim:        d.Claim,
 		getOrder:     d.GetOrder,
 		sessions:     d.Sessions,
+		bearer:       d.Bearer,
 		tokens:       d.Tokens,
 		ready:        d.Ready,
 		log:          d.Log,

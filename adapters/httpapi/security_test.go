@@ -33,6 +33,13 @@ func TestVoucherCreationIsForAdminsOnly(t *testing.T) {
 		{"no_admin_configured", options{noAdmins: true}, func(e *env) string { return e.adminToken() }, 403, "forbidden"},
 		{"listed_admin", options{}, func(e *env) string { return e.adminToken() }, 200, ""},
 		{"second_listed_admin", options{admins: []domain.UserID{3, adminUser}}, func(e *env) string { return e.adminToken() }, 200, ""},
+		{"bearer_admin_role", options{bearer: fakeIdP}, bearer("jwt-admin"), 200, ""},
+		{"bearer_admin_role_no_admin_users", options{bearer: fakeIdP, noAdmins: true}, bearer("jwt-admin"), 200, ""},
+		{"bearer_listed_admin", options{bearer: fakeIdP}, bearer("jwt-listed"), 200, ""},
+		{"bearer_scheme_any_case", options{bearer: fakeIdP}, func(*env) string { return "bEARER jwt-admin" }, 200, ""},
+		{"bearer_without_role", options{bearer: fakeIdP}, bearer("jwt-user"), 403, "forbidden"},
+		{"bearer_unknown", options{bearer: fakeIdP}, bearer("forged"), 401, "unauthorized"},
+		{"bearer_not_configured", options{}, bearer("jwt-admin"), 401, "unauthorized"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,6 +60,28 @@ func TestVoucherCreationIsForAdminsOnly(t *testing.T) {
 			}
 		})
 	}
+}
+
+func bearer(token string) func(*env) string {
+	return func(*env) string { return "Bearer " + token }
+}
+
+// TestBearerTokensClaimBesideHmdpTokens: with an identity provider, its
+// tokens claim and read their orders, hmdp's tokens still do, and neither
+// kind is looked up where the other lives.
+func TestBearerTokensClaimBesideHmdpTokens(t *testing.T) {
+	e := newEnv(t, options{bearer: fakeIdP})
+	voucher := e.addVoucher(1, 10)
+	before := e.lookups.Load()
+	order := e.mustOK(req{method: "POST", path: "/voucher-order/seckill/" + voucher, token: "Bearer jwt-user"}).dataString(t)
+	if got := e.lookups.Load(); got != before {
+		t.Fatalf("a bearer token made %d hmdp session lookups", got-before)
+	}
+	e.mustOK(req{method: "GET", path: "/voucher-order/" + order, token: "Bearer jwt-user"})
+	wantRefusal(t, e.do(req{method: "GET", path: "/voucher-order/" + order, token: "Bearer jwt-admin"}), 404, "not_found", "")
+	e.mustOK(req{method: "POST", path: "/voucher-order/seckill/" + voucher, token: e.token(42)})
+	wantRefusal(t, e.do(req{method: "POST", path: "/voucher-order/seckill/" + voucher, token: "Bearer " + e.token(43)}),
+		401, "unauthorized", "")
 }
 
 // TestAdminEndpointsLeaveTheRestOpen: listing needs no token, and claims and

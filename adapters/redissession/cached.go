@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/hmdp-go/seckill/adapters/internal/tokencache"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -30,7 +31,7 @@ type CacheOptions struct {
 // Make one Cached per process, not per request: the cache is its state.
 type Cached struct {
 	next  ports.Sessions
-	cache *ttlCache
+	cache *tokencache.Cache[domain.UserID]
 }
 
 var _ ports.Sessions = (*Cached)(nil)
@@ -46,7 +47,7 @@ func NewCached(next ports.Sessions, opts CacheOptions) *Cached {
 	if opts.TTL <= 0 {
 		opts.TTL = DefaultCacheTTL
 	}
-	return &Cached{next: next, cache: newTTLCache(opts.Size, opts.TTL)}
+	return &Cached{next: next, cache: tokencache.New[domain.UserID](opts.Size, opts.TTL)}
 }
 
 func (c *Cached) UserID(ctx context.Context, token string) (domain.UserID, error) {

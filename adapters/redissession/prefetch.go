@@ -166,7 +166,7 @@ func (t *Tracked) readBack(ctx context.Context, rdb redis.Cmdable, tokens []stri
 			continue
 		}
 		if life := t.store.lifeOf(pttl); life > 0 {
-			t.cache.addIn(r.token, id, life, r.slot, r.state)
+			t.cache.AddFor(r.token, id, life, r.slot, r.state)
 			cached++
 		}
 	}

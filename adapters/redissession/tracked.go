@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/hmdp-go/seckill/adapters/internal/tokencache"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -69,7 +70,7 @@ import (
 // can never leave its token cached.
 type Tracked struct {
 	store *Store
-	cache *ttlCache
+	cache *tokencache.Cache[domain.UserID]
 
 	// epochs count the reports per shard of keys; a lookup caches its
 	// answer only if its key's shard saw none while it was in flight.
@@ -183,7 +184,7 @@ func NewTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 	}
 	t := &Tracked{
 		store:       store,
-		cache:       newTTLCache(opts.Size, store.ttl),
+		cache:       tokencache.New[domain.UserID](opts.Size, store.ttl),
 		pending:     make(map[string]*pendingRead),
 		masters:     opts.masters,
 		poll:        opts.TopologyPoll,
@@ -197,7 +198,7 @@ func NewTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 		log:         opts.Log,
 		scanFault:   opts.scanFault,
 	}
-	t.cache.states = &t.states
+	t.cache.States = t.states[:]
 	t.warm.ended = make(chan struct{})
 	for i := range t.states {
 		t.states[i].Store(slotDown) // no slot is served before its master listens
@@ -268,10 +269,10 @@ func (t *Tracked) UserID(ctx context.Context, token string) (domain.UserID, erro
 	if token == "" || len(token) > maxTokenLen {
 		return 0, ports.ErrUnknownToken
 	}
-	now := t.cache.now()
-	if e, ok := t.cache.entry(token, now); ok {
+	now := t.cache.Now()
+	if e, ok := t.cache.Entry(token, now); ok {
 		t.slide(ctx, token, e, now)
-		return e.id, nil
+		return e.Value, nil
 	}
 	key := t.store.prefix + token
 	slot, state, serving := t.servable(key)
@@ -316,14 +317,14 @@ func (t *Tracked) hook(stage string) {
 // A change of the slot's state meanwhile (its subscriber went down or came
 // back) makes the entry stale, never served; it is removed as well.
 func (t *Tracked) keep(token string, id domain.UserID, life time.Duration, slot uint16, state uint64, epoch *atomic.Uint64, seen uint64) {
-	e := t.cache.addUnlessLive(token, id, life, slot, state)
+	e := t.cache.AddUnlessLive(token, id, life, slot, state)
 	if e == nil {
 		return
 	}
 	t.hook(lookupAdded)
 	if epoch.Load() != seen || t.states[slot].Load() != state {
 		t.pmu.Lock()
-		t.cache.removeEntry(token, e)
+		t.cache.RemoveEntry(token, e)
 		t.pmu.Unlock()
 	}
 }
@@ -331,16 +332,16 @@ func (t *Tracked) keep(token string, id domain.UserID, life time.Duration, slot 
 // slide sends the refresh of a cached session whose expiry is more than
 // the slack behind TTL from now, at most once per slack per entry. Its
 // report replaces the entry with one that knows the new expiry.
-func (t *Tracked) slide(ctx context.Context, token string, e *ttlEntry, now time.Duration) {
+func (t *Tracked) slide(ctx context.Context, token string, e *tokencache.Entry[domain.UserID], now time.Duration) {
 	s := t.store
-	if e.expires-now >= s.ttl-s.slack {
+	if e.Expires-now >= s.ttl-s.slack {
 		return
 	}
-	last := e.refreshed.Load()
+	last := e.Refreshed.Load()
 	if last != 0 && now-time.Duration(last) < s.slack {
 		return
 	}
-	if e.refreshed.CompareAndSwap(last, int64(now)) {
+	if e.Refreshed.CompareAndSwap(last, int64(now)) {
 		s.sendRefresh(ctx, s.prefix+token)
 	}
 }
@@ -376,8 +377,7 @@ func (t *Tracked) Skipped() int64 { return t.skipped.Load() }
 // touching its place in the LRU (for a bench that waits for logins to be
 // read back).
 func (t *Tracked) Holds(token string) bool {
-	e, ok := t.cache.lru.Peek(token)
-	return ok && t.cache.live(e, t.cache.now())
+	return t.cache.Holds(token)
 }
 
 // Cached tells how many tokens the cache holds (lapsed and stale ones

@@ -49,7 +49,9 @@ the run) met or missed, and a second table: CPU per claim of each process
   batched    fulfilment alone: this service's batched writer (worker + CreateBatch)
 
 Scenarios: hot (stock 1,000, 20,000 users, 1-3 claims each), wide (stock =
-users = 20,000, every claim succeeds), fulfil (per-order vs batched, draining
+users = 20,000, every claim succeeds), wide-jwt (wide, channel and stream, with
+every user's session a JWT of the shop's own identity provider, RS256, checked
+on its one claim), fulfil (per-order vs batched, draining
 the same orders), crash (channel and stream: the service runs as a child
 process, is killed with SIGKILL mid-drain, restarted, and the loss counted).
 Opt-in, not in all: lifecycle (the wide sale on the channel queue with
@@ -102,7 +104,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("seckill-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		scenarios   = fs.String("scenario", "all", "comma-separated scenarios: hot, wide, fulfil, crash, or all; and lifecycle, expiry (not in all)")
+		scenarios   = fs.String("scenario", "all", "comma-separated scenarios: hot, wide, wide-jwt, fulfil, crash, or all; and lifecycle, expiry (not in all)")
 		modes       = fs.String("modes", "all", "comma-separated modes to run (sync, channel, stream, ceiling, bare, fullpipe, noop, per-order, batched, pay-off, pay-15m, expire, or all); each scenario runs those of its modes that are listed")
 		load        = fs.String("load", "auto", "load generator of the claim scenarios: wrk (its own process), inproc (vegeta in this process), or auto (wrk when on PATH)")
 		wrkThreads  = fs.Int("wrk-threads", bench.DefaultWrkThreads, "wrk's threads (-t); --concurrency is its connections (-c)")

@@ -172,13 +172,23 @@ func mustClaim(t *testing.T, app *infra.App, vid domain.VoucherID, user domain.U
 // createVoucher creates a voucher through the API, as the admin.
 func createVoucher(t *testing.T, app *infra.App, stock int) domain.VoucherID {
 	t.Helper()
-	token := login(t, app, adminUID)
+	return createVoucherAs(t, app, login(t, app, adminUID), stock)
+}
+
+// saleBody is a voucher on sale from a minute ago for an hour.
+func saleBody(stock int) map[string]any {
 	now := time.Now().UTC()
-	status, env := postJSON(t, http.DefaultClient, "http://"+app.Addr()+"/voucher/seckill", token, map[string]any{
+	return map[string]any{
 		"shopId": 1, "title": "stampede", "payValue": 100, "actualValue": 1000, "type": 1,
 		"stock": stock, "beginTime": now.Add(-time.Minute).Format(time.RFC3339),
 		"endTime": now.Add(time.Hour).Format(time.RFC3339),
-	})
+	}
+}
+
+// createVoucherAs creates a voucher through the API with an admin's token.
+func createVoucherAs(t *testing.T, app *infra.App, token string, stock int) domain.VoucherID {
+	t.Helper()
+	status, env := postJSON(t, http.DefaultClient, "http://"+app.Addr()+"/voucher/seckill", token, saleBody(stock))
 	if status != http.StatusOK || !env.Success {
 		t.Fatalf("create voucher: %d %+v", status, env)
 	}

@@ -31,6 +31,11 @@ const (
 	// ScenarioWide sells one unit to every user: every claim succeeds, which
 	// stresses the queue and MySQL.
 	ScenarioWide Scenario = "wide"
+	// ScenarioWideJWT is wide with the users' sessions from the shop's own
+	// identity provider: each claim carries a JWT the service has not seen,
+	// so each pays a signature check (wide's hmdp sessions are all cached
+	// before the sale).
+	ScenarioWideJWT Scenario = "wide-jwt"
 	// ScenarioCrash kills the service process with SIGKILL while MySQL is
 	// still filling, restarts it and counts what was lost.
 	ScenarioCrash Scenario = "crash"
@@ -55,7 +60,7 @@ const (
 )
 
 // AllScenarios is what "all" means, in the order they run.
-var AllScenarios = []Scenario{ScenarioHot, ScenarioWide, ScenarioFulfil, ScenarioCrash}
+var AllScenarios = []Scenario{ScenarioHot, ScenarioWide, ScenarioWideJWT, ScenarioFulfil, ScenarioCrash}
 
 // ClaimModes are the modes the claim scenarios (hot, wide) run, in order.
 var ClaimModes = []Mode{ModeSync, ModeChannel, ModeStream, ModeCeiling, ModeBare, ModeFullpipe, ModeNoop}
@@ -239,10 +244,10 @@ func ParseScenarios(s string) ([]Scenario, error) {
 		switch Scenario(f) {
 		case "all":
 			out = append(out, AllScenarios...)
-		case ScenarioHot, ScenarioWide, ScenarioCrash, ScenarioFulfil, ScenarioLifecycle, ScenarioExpiry:
+		case ScenarioHot, ScenarioWide, ScenarioWideJWT, ScenarioCrash, ScenarioFulfil, ScenarioLifecycle, ScenarioExpiry:
 			out = append(out, Scenario(f))
 		default:
-			return nil, fmt.Errorf("unknown scenario %q (want hot, wide, fulfil, crash, lifecycle, expiry or all)", f)
+			return nil, fmt.Errorf("unknown scenario %q (want hot, wide, wide-jwt, fulfil, crash, lifecycle, expiry or all)", f)
 		}
 	}
 	return slices.Compact(orderLike(out, append(slices.Clone(AllScenarios), lifecycleScenarios...))), nil
@@ -349,7 +354,7 @@ func modesOf(sc Scenario) []Mode {
 	switch sc {
 	case ScenarioHot, ScenarioWide:
 		return ClaimModes
-	case ScenarioCrash:
+	case ScenarioCrash, ScenarioWideJWT:
 		return []Mode{ModeChannel, ModeStream}
 	case ScenarioFulfil:
 		return []Mode{ModePerOrder, ModeBatched}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,7 +112,17 @@ func (e *env) runService(ctx context.Context, sc Scenario, m Mode, r *Result) (e
 	users, stock, maxPer := e.sale(sc)
 	r.Users, r.Stock = users, stock
 	w := newWorkload(users, maxPer, e.opts.Seed)
-	if e.opts.ColdSessions {
+	if sc == ScenarioWideJWT {
+		// Its users' sessions are not in Redis: nothing to warm or read back.
+		key, err := useIdP(&cfg, filepath.Join(e.tmp, space.name+"-idp.pem"))
+		if err != nil {
+			return err
+		}
+		if err := w.mintJWT(key); err != nil {
+			return err
+		}
+		cfg.TokenWarm = false
+	} else if e.opts.ColdSessions {
 		// Logged in before the service started: it hears none of it.
 		if err := w.mint(ctx, e.rdb); err != nil {
 			return err
@@ -166,7 +177,7 @@ func (e *env) runService(ctx context.Context, sc Scenario, m Mode, r *Result) (e
 	if err != nil {
 		return err
 	}
-	if e.opts.ColdSessions && cfg.TokenWarm {
+	if sc != ScenarioWideJWT && e.opts.ColdSessions && cfg.TokenWarm {
 		// Logged in before the start: the service warms its cache from
 		// Redis in the background (SECKILL_TOKEN_WARM); the sale begins once
 		// that is done, as an operator adding instances before a sale would
@@ -178,7 +189,7 @@ func (e *env) runService(ctx context.Context, sc Scenario, m Mode, r *Result) (e
 			r.note("the service had warmed %d of %d sessions logged in before its start when the sale began; the other users' first claims looked their session up in Redis", n, len(w.tokens))
 		}
 	}
-	if !e.opts.ColdSessions {
+	if sc != ScenarioWideJWT && !e.opts.ColdSessions {
 		// The users log in while the service runs, before the sale
 		// starts, as they would in the minutes before it: the service
 		// reads their sessions back as Redis reports the logins.

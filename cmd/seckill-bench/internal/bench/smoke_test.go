@@ -116,7 +116,7 @@ func TestSmokeBooksBalanceInEveryMode(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"hot/sync", "hot/channel", "hot/stream", "hot/ceiling", "hot/bare", "hot/fullpipe", "hot/noop", "wide/sync", "wide/channel",
-		"wide/stream", "wide/ceiling", "wide/bare", "wide/fullpipe", "wide/noop", "fulfil/per-order", "fulfil/batched", "crash/channel", "crash/stream"} {
+		"wide/stream", "wide/ceiling", "wide/bare", "wide/fullpipe", "wide/noop", "wide-jwt/channel", "wide-jwt/stream", "fulfil/per-order", "fulfil/batched", "crash/channel", "crash/stream"} {
 		if !want[name] {
 			t.Errorf("%s did not run", name)
 		}

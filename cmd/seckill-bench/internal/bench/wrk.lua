@@ -36,7 +36,8 @@ function init(args)
   local n = 0
   for line in io.lines(file) do
     if n % nthreads == id then
-      local tok, addr = line:match("^(%S+) (%S+)$")
+      -- The token may hold a space ("Bearer <JWT>"): the address is the last field.
+      local tok, addr = line:match("^(.+) (%S+)$")
       reqs[#reqs + 1] = wrk.format("POST", nil, { ["Authorization"] = tok, ["X-Real-IP"] = addr })
     end
     n = n + 1

@@ -1,0 +1,130 @@
+// Package tokencache is the session caches' store: token -> what it resolved
+// to, bounded in size, each entry served only until its own expiry. Both the
+// Redis sessions (redissession) and the identity provider's signed tokens
+// (jwtsession) keep their answers in it.
+package tokencache
+
+import (
+	"sync/atomic"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// Cache is an LRU of at most size tokens, each of which lapses when its
+// expiry passes (ttl after it was added, or a life of the caller's choosing).
+// The expiry is looked at when an entry is read, not kept by a timer:
+// expirable.LRU's per-entry expiry buckets and cleanup goroutine cost about
+// twice as much per miss and add, which every user's first claim pays. A
+// lapsed entry is never returned; it stays until it is overwritten or the LRU
+// pushes it out, so the memory bound is size either way. Safe for concurrent
+// use.
+type Cache[V any] struct {
+	lru *lru.Cache[string, *Entry[V]]
+	ttl time.Duration
+	// Now is the cache's clock; by default monotonic, so a change of the
+	// wall clock moves no expiry. A test, or an owner whose expiries are
+	// on another clock, replaces it before first use.
+	Now func() time.Duration
+	// States, when set (redissession.Tracked: the slots' states), are the
+	// generations entries are checked against: an entry is served only
+	// while States[Slot] is still the State it was read under.
+	States []atomic.Uint64
+}
+
+// Entry is one token's answer.
+type Entry[V any] struct {
+	Value   V
+	Expires time.Duration // on Now's scale
+	// Slot and State: the token's slot, and its state when the read that
+	// made this entry began (see Cache.States).
+	Slot  uint16
+	State uint64
+	// Refreshed is when (on Now's scale) its owner last sent a refresh of
+	// the session's expiry, so that a burst of hits sends one.
+	Refreshed atomic.Int64
+}
+
+// monotonicStart anchors the default clock: time.Since reads the monotonic
+// clock.
+var monotonicStart = time.Now()
+
+func sinceStart() time.Duration { return time.Since(monotonicStart) }
+
+// New panics on a size below 1: callers default it.
+func New[V any](size int, ttl time.Duration) *Cache[V] {
+	c, err := lru.New[string, *Entry[V]](size)
+	if err != nil {
+		panic("tokencache: size must be positive")
+	}
+	return &Cache[V]{lru: c, ttl: ttl, Now: sinceStart}
+}
+
+func (c *Cache[V]) Get(token string) (V, bool) {
+	e, ok := c.Entry(token, c.Now())
+	if !ok {
+		var zero V
+		return zero, false
+	}
+	return e.Value, true
+}
+
+// Entry returns the token's entry unless it is missing, lapsed at now, or
+// stale (its slot's state moved since it was read).
+func (c *Cache[V]) Entry(token string, now time.Duration) (*Entry[V], bool) {
+	e, ok := c.lru.Get(token)
+	if !ok || !c.Live(e, now) {
+		return nil, false
+	}
+	return e, true
+}
+
+// Holds tells whether the token would be served, without touching its place
+// in the LRU.
+func (c *Cache[V]) Holds(token string) bool {
+	e, ok := c.lru.Peek(token)
+	return ok && c.Live(e, c.Now())
+}
+
+func (c *Cache[V]) Live(e *Entry[V], now time.Duration) bool {
+	return now < e.Expires && (c.States == nil || c.States[e.Slot].Load() == e.State)
+}
+
+// Add keeps the token for the cache's ttl.
+func (c *Cache[V]) Add(token string, v V) { c.AddFor(token, v, c.ttl, 0, 0) }
+
+// AddFor keeps the token for life, as read under its slot's state.
+func (c *Cache[V]) AddFor(token string, v V, life time.Duration, slot uint16, state uint64) {
+	c.lru.Add(token, &Entry[V]{Value: v, Expires: c.Now() + life, Slot: slot, State: state})
+}
+
+// AddUnlessLive keeps the token for life, as read under its slot's state,
+// unless a live entry holds it, and returns the entry it added (nil when it
+// kept the live one). A lapsed or stale entry is replaced.
+func (c *Cache[V]) AddUnlessLive(token string, v V, life time.Duration, slot uint16, state uint64) *Entry[V] {
+	now := c.Now()
+	e := &Entry[V]{Value: v, Expires: now + life, Slot: slot, State: state}
+	prev, found, _ := c.lru.PeekOrAdd(token, e)
+	if found {
+		if c.Live(prev, now) {
+			return nil
+		}
+		c.lru.Add(token, e)
+	}
+	return e
+}
+
+// RemoveEntry removes the token if e is still its entry. The look and the
+// removal are two steps: a caller that must not lose an entry added in
+// between holds the lock its adders hold.
+func (c *Cache[V]) RemoveEntry(token string, e *Entry[V]) {
+	if cur, ok := c.lru.Peek(token); ok && cur == e {
+		c.lru.Remove(token)
+	}
+}
+
+func (c *Cache[V]) Remove(token string) { c.lru.Remove(token) }
+
+func (c *Cache[V]) Purge() { c.lru.Purge() }
+
+func (c *Cache[V]) Len() int { return c.lru.Len() }

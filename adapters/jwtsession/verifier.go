@@ -1,0 +1,309 @@
+// Package jwtsession verifies the signed tokens (JWTs) of a shop's own
+// identity provider against the provider's keys (its JWKS, fetched from a URL
+// and refreshed, or public keys in a PEM file) and resolves each to its user
+// and admin role. A signature check costs tens of µs, a large share of a
+// claim's CPU, so a verified token is kept in memory until it expires.
+package jwtsession
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/MicahParks/keyfunc/v3"
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/rs/zerolog"
+	"golang.org/x/time/rate"
+
+	"github.com/hmdp-go/seckill/adapters/internal/tokencache"
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// Defaults of Options.
+const (
+	DefaultAlgs       = "RS256,ES256"
+	DefaultUserClaim  = "sub"
+	DefaultRolesClaim = "roles"
+	DefaultLeeway     = 30 * time.Second
+	DefaultCacheSize  = 100_000
+	// DefaultRefresh is how often the JWKS is fetched again: a key the
+	// provider withdrew stops verifying within it.
+	DefaultRefresh = 15 * time.Minute
+	// DefaultUnknownKIDEvery spaces the extra fetches a token naming a key
+	// the set does not hold (a rotation) may cause: one per interval, and
+	// every other such token is refused at once, so a flood of made-up kids
+	// neither waits nor reaches the provider.
+	DefaultUnknownKIDEvery = 30 * time.Second
+)
+
+const (
+	// maxTokenLen refuses, unread and uncached, what no provider issues.
+	maxTokenLen = 8 << 10
+	// fetchBudget bounds a JWKS fetch, the one a request makes for an
+	// unknown kid included.
+	fetchBudget = 2 * time.Second
+)
+
+// asymmetric are the algorithms a key set may be trusted with: an HMAC
+// algorithm would verify with a public key's bytes as its secret, and none
+// verifies nothing.
+var asymmetric = map[string]bool{
+	"RS256": true, "RS384": true, "RS512": true, "PS256": true, "PS384": true, "PS512": true,
+	"ES256": true, "ES384": true, "ES512": true, "EdDSA": true,
+}
+
+// CheckAlgs refuses an empty list and any algorithm that is not asymmetric.
+func CheckAlgs(algs []string) error {
+	if len(algs) == 0 {
+		return errors.New("no algorithm allowed")
+	}
+	for _, a := range algs {
+		if !asymmetric[a] {
+			return fmt.Errorf("algorithm %q is not allowed: only RS*, PS*, ES* and EdDSA are, never none or HMAC", a)
+		}
+	}
+	return nil
+}
+
+// Options configure a Verifier. Exactly one of JWKSURL and KeyFile names the
+// keys; Issuer and Audience are required (without an audience, a token the
+// provider issued for any other of its applications would pass here).
+type Options struct {
+	JWKSURL string
+	// KeyFile holds PEM "PUBLIC KEY" blocks; a token's kid is not looked
+	// at, every key is tried.
+	KeyFile  string
+	Issuer   string
+	Audience string
+	// Algs are the algorithms accepted (CheckAlgs); nil means DefaultAlgs.
+	Algs []string
+	// UserClaim names the claim holding the numeric user id.
+	UserClaim string
+	// AdminRole, when set, makes an admin of the holder of a token whose
+	// RolesClaim (a list of strings, or one string) holds it.
+	AdminRole  string
+	RolesClaim string
+	// Leeway is the clock skew allowed on exp, nbf and iat.
+	Leeway    time.Duration
+	CacheSize int
+	// Clock is the time tokens are checked against; nil means the wall
+	// clock.
+	Clock           ports.Clock
+	Refresh         time.Duration
+	UnknownKIDEvery time.Duration
+	HTTPClient      *http.Client
+	Log             zerolog.Logger
+}
+
+// Verifier is a ports.BearerSessions. Make one per process: the cache and the
+// key set's refresh are its state; Close stops the refresh.
+type Verifier struct {
+	keys       func(context.Context) jwt.Keyfunc
+	parser     *jwt.Parser
+	userClaim  string
+	rolesClaim string
+	adminRole  string
+	clock      ports.Clock
+	cache      *tokencache.Cache[session]
+	stop       context.CancelFunc
+}
+
+type session struct {
+	user  domain.UserID
+	admin bool
+}
+
+var _ ports.BearerSessions = (*Verifier)(nil)
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// New checks the options and loads the keys. A JWKS that does not answer at
+// start is not an error: tokens are refused until a fetch succeeds (the
+// refresh, or a token's unknown kid), and the failure is logged.
+func New(o Options) (*Verifier, error) {
+	if o.Algs == nil {
+		o.Algs = strings.Split(DefaultAlgs, ",")
+	}
+	if err := CheckAlgs(o.Algs); err != nil {
+		return nil, err
+	}
+	switch {
+	case (o.JWKSURL == "") == (o.KeyFile == ""):
+		return nil, errors.New("exactly one of a JWKS URL and a key file is needed")
+	case o.Issuer == "":
+		return nil, errors.New("an issuer is needed")
+	case o.Audience == "":
+		return nil, errors.New("an audience is needed")
+	}
+	o = withDefaults(o)
+	v := &Verifier{
+		userClaim: o.UserClaim, rolesClaim: o.RolesClaim, adminRole: o.AdminRole, clock: o.Clock,
+		cache: tokencache.New[session](o.CacheSize, 0),
+		parser: jwt.NewParser(jwt.WithValidMethods(o.Algs), jwt.WithIssuer(o.Issuer), jwt.WithAudience(o.Audience),
+			jwt.WithExpirationRequired(), jwt.WithLeeway(o.Leeway), jwt.WithTimeFunc(o.Clock.Now), jwt.WithJSONNumber()),
+		stop: func() {},
+	}
+	// The cache's entries end at the token's exp, on the clock the parser
+	// checks exp against.
+	v.cache.Now = func() time.Duration { return time.Duration(v.clock.Now().UnixNano()) }
+	if o.KeyFile != "" {
+		keys, err := readKeyFile(o.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		set := jwt.VerificationKeySet{Keys: keys}
+		v.keys = func(context.Context) jwt.Keyfunc { return func(*jwt.Token) (any, error) { return set, nil } }
+		return v, nil
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	k, err := keyfunc.NewDefaultOverrideCtx(ctx, []string{o.JWKSURL}, keyfunc.Override{
+		Client:            o.HTTPClient,
+		HTTPTimeout:       fetchBudget,
+		RefreshInterval:   o.Refresh,
+		RefreshUnknownKID: rate.NewLimiter(rate.Every(o.UnknownKIDEvery), 1),
+		// The longest a request waits for a fetch slot, and the budget of
+		// the fetch it then makes: a request never waits for the next slot.
+		RateLimitWaitMax: fetchBudget,
+		RefreshErrorHandlerFunc: func(u string) func(context.Context, error) {
+			return func(_ context.Context, err error) {
+				o.Log.Warn().Err(err).Str("jwks", u).Msg("JWKS fetch failed: the keys fetched last stay in use")
+			}
+		},
+	})
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("JWKS %s: %w", o.JWKSURL, err)
+	}
+	v.keys, v.stop = k.KeyfuncCtx, stop
+	return v, nil
+}
+
+func withDefaults(o Options) Options {
+	if o.UserClaim == "" {
+		o.UserClaim = DefaultUserClaim
+	}
+	if o.RolesClaim == "" {
+		o.RolesClaim = DefaultRolesClaim
+	}
+	if o.Leeway <= 0 {
+		o.Leeway = DefaultLeeway
+	}
+	if o.CacheSize <= 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.Clock == nil {
+		o.Clock = wallClock{}
+	}
+	if o.Refresh <= 0 {
+		o.Refresh = DefaultRefresh
+	}
+	if o.UnknownKIDEvery <= 0 {
+		o.UnknownKIDEvery = DefaultUnknownKIDEvery
+	}
+	return o
+}
+
+// readKeyFile reads public keys only: a private key in the file is a key that
+// should not be on this machine.
+func readKeyFile(path string) ([]jwt.VerificationKey, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var keys []jwt.VerificationKey
+	for {
+		var b *pem.Block
+		if b, raw = pem.Decode(raw); b == nil {
+			break
+		}
+		if b.Type != "PUBLIC KEY" {
+			return nil, fmt.Errorf("key file %s: a %q block; only PUBLIC KEY blocks are read", path, b.Type)
+		}
+		k, err := x509.ParsePKIXPublicKey(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("key file %s: %w", path, err)
+		}
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("key file %s: no PEM PUBLIC KEY block", path)
+	}
+	return keys, nil
+}
+
+// Close stops the key set's refresh.
+func (v *Verifier) Close() { v.stop() }
+
+// Session answers a token verified before from memory until its exp;
+// otherwise it checks the signature, algorithm, issuer, audience, exp and nbf,
+// and reads the user and role claims.
+func (v *Verifier) Session(ctx context.Context, token string) (domain.UserID, bool, error) {
+	if token == "" || len(token) > maxTokenLen {
+		return 0, false, ports.ErrUnknownToken
+	}
+	if s, ok := v.cache.Get(token); ok {
+		return s.user, s.admin, nil
+	}
+	claims := jwt.MapClaims{}
+	if _, err := v.parser.ParseWithClaims(token, claims, v.keys(ctx)); err != nil {
+		return 0, false, fmt.Errorf("%w: %w", ports.ErrUnknownToken, err)
+	}
+	user, err := userID(claims[v.userClaim])
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: claim %q: %w", ports.ErrUnknownToken, v.userClaim, err)
+	}
+	s := session{user: user, admin: v.adminRole != "" && holds(claims[v.rolesClaim], v.adminRole)}
+	exp, _ := claims.GetExpirationTime() // required: the parse checked it
+	if life := exp.Sub(v.clock.Now()); life > 0 {
+		v.cache.AddFor(token, s, life, 0, 0)
+	}
+	return s.user, s.admin, nil
+}
+
+// userID reads a positive user id from a string ("42", as sub always is) or
+// a JSON number.
+func userID(claim any) (domain.UserID, error) {
+	var s string
+	switch c := claim.(type) {
+	case string:
+		s = c
+	case json.Number:
+		s = c.String()
+	case nil:
+		return 0, errors.New("missing")
+	default:
+		return 0, fmt.Errorf("a %T, not a user id", claim)
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, fmt.Errorf("%q is not a positive user id", s)
+	}
+	return domain.UserID(id), nil
+}
+
+// holds tells whether a roles claim, a list of strings or one string, holds
+// role.
+func holds(claim any, role string) bool {
+	switch c := claim.(type) {
+	case string:
+		return c == role
+	case []any:
+		for _, r := range c {
+			if r == role {
+				return true
+			}
+		}
+	}
+	return false
+}

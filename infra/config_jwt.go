@@ -1,0 +1,71 @@
+package infra
+
+import (
+	"net/url"
+	"strings"
+
+	"github.com/hmdp-go/seckill/adapters/jwtsession"
+)
+
+// JWT holds the settings of sessions from the shop's own identity provider
+// (issue 39): with a JWKS URL or a key file, `Authorization: Bearer <JWT>`
+// is accepted beside hmdp's tokens.
+type JWT struct {
+	JWKSURL string `env:"SECKILL_JWT_JWKS_URL"`
+	KeyFile string `env:"SECKILL_JWT_KEY_FILE"`
+	// Issuer and Audience must match the token's iss and aud; both are
+	// required, or a token the provider made for another of its
+	// applications would pass.
+	Issuer   string `env:"SECKILL_JWT_ISSUER"`
+	Audience string `env:"SECKILL_JWT_AUDIENCE"`
+	// Algs is the comma-separated allow-list, asymmetric algorithms only.
+	Algs       string `env:"SECKILL_JWT_ALGS" envDefault:"RS256,ES256"`
+	UserClaim  string `env:"SECKILL_JWT_USER_CLAIM" envDefault:"sub"`
+	RolesClaim string `env:"SECKILL_JWT_ROLES_CLAIM" envDefault:"roles"`
+	// AdminRole, found in RolesClaim, makes the token's user an admin;
+	// empty: only SECKILL_ADMIN_USERS are.
+	AdminRole string `env:"SECKILL_JWT_ADMIN_ROLE"`
+}
+
+// on tells whether the provider's tokens are accepted.
+func (j JWT) on() bool { return j.JWKSURL != "" || j.KeyFile != "" }
+
+func (j JWT) algs() []string {
+	var out []string
+	for _, a := range strings.Split(j.Algs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (j JWT) check(p *problems) {
+	if err := jwtsession.CheckAlgs(j.algs()); err != nil {
+		p.add("SECKILL_JWT_ALGS", "%v", err)
+	}
+	if j.JWKSURL != "" && j.KeyFile != "" {
+		p.add("SECKILL_JWT_JWKS_URL", "is exclusive with SECKILL_JWT_KEY_FILE: name the provider's keys once")
+	}
+	if u, err := url.Parse(j.JWKSURL); j.JWKSURL != "" && (err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "") {
+		p.add("SECKILL_JWT_JWKS_URL", "must be an http(s) URL, got %q", j.JWKSURL)
+	}
+	if !j.on() {
+		for _, v := range [][2]string{{"SECKILL_JWT_ISSUER", j.Issuer}, {"SECKILL_JWT_AUDIENCE", j.Audience}, {"SECKILL_JWT_ADMIN_ROLE", j.AdminRole}} {
+			if v[1] != "" {
+				p.add(v[0], "is set but no token is checked against it: set SECKILL_JWT_JWKS_URL or SECKILL_JWT_KEY_FILE")
+			}
+		}
+		return
+	}
+	if j.Issuer == "" {
+		p.add("SECKILL_JWT_ISSUER", "must name the provider (the tokens' iss) when its tokens are accepted")
+	}
+	if j.Audience == "" {
+		p.add("SECKILL_JWT_AUDIENCE", "must name this service (the tokens' aud) when the provider's tokens are accepted: "+
+			"without it, a token the provider issued for any other application would pass")
+	}
+	if j.UserClaim == "" {
+		p.add("SECKILL_JWT_USER_CLAIM", "must name the claim of the user id")
+	}
+}
