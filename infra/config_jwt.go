@@ -13,9 +13,10 @@ import (
 type JWT struct {
 	JWKSURL string `env:"SECKILL_JWT_JWKS_URL"`
 	KeyFile string `env:"SECKILL_JWT_KEY_FILE"`
-	// Issuer and Audience must match the token's iss and aud; both are
-	// required, or a token the provider made for another of its
-	// applications would pass.
+	// Issuer and Audience, when set, must match the token's iss and aud
+	// (DESIGN.md: checked when set). Without an audience a token the
+	// provider made for another of its applications passes too: the
+	// service warns at start.
 	Issuer   string `env:"SECKILL_JWT_ISSUER"`
 	Audience string `env:"SECKILL_JWT_AUDIENCE"`
 	// Algs is the comma-separated allow-list, asymmetric algorithms only.
@@ -25,6 +26,19 @@ type JWT struct {
 	// AdminRole, found in RolesClaim, makes the token's user an admin;
 	// empty: only SECKILL_ADMIN_USERS are.
 	AdminRole string `env:"SECKILL_JWT_ADMIN_ROLE"`
+}
+
+// unchecked names what the provider's tokens are accepted without checking,
+// for the start's warning: the issuer and the audience, when unset.
+func (j JWT) unchecked() []string {
+	var out []string
+	if j.Issuer == "" {
+		out = append(out, "SECKILL_JWT_ISSUER")
+	}
+	if j.Audience == "" {
+		out = append(out, "SECKILL_JWT_AUDIENCE")
+	}
+	return out
 }
 
 // on tells whether the provider's tokens are accepted.
@@ -57,13 +71,6 @@ func (j JWT) check(p *problems) {
 			}
 		}
 		return
-	}
-	if j.Issuer == "" {
-		p.add("SECKILL_JWT_ISSUER", "must name the provider (the tokens' iss) when its tokens are accepted")
-	}
-	if j.Audience == "" {
-		p.add("SECKILL_JWT_AUDIENCE", "must name this service (the tokens' aud) when the provider's tokens are accepted: "+
-			"without it, a token the provider issued for any other application would pass")
 	}
 	if j.UserClaim == "" {
 		p.add("SECKILL_JWT_USER_CLAIM", "must name the claim of the user id")

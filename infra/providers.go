@@ -96,6 +96,10 @@ func provideBearer(c Config, log zerolog.Logger) (ports.BearerSessions, func(), 
 	if err != nil {
 		return nil, nil, fmt.Errorf("sessions from the identity provider: %w", err)
 	}
+	if unset := c.JWT.unchecked(); len(unset) > 0 {
+		log.Warn().Strs("unset", unset).Msg("the identity provider's tokens are accepted whatever their issuer or audience where unset: " +
+			"a token the provider issued for another application passes too; set SECKILL_JWT_ISSUER and SECKILL_JWT_AUDIENCE")
+	}
 	log.Info().Str("issuer", c.JWT.Issuer).Str("audience", c.JWT.Audience).Strs("algs", c.JWT.algs()).
 		Str("admin_role", c.JWT.AdminRole).Msg("the identity provider's tokens are accepted (Authorization: Bearer <JWT>)")
 	return v, v.Close, nil

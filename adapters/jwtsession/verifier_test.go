@@ -131,6 +131,22 @@ func TestSessionRefusesEveryAttack(t *testing.T) {
 	}
 }
 
+// TestIssuerAndAudienceAreCheckedWhenSet: DESIGN.md's rule. Unset, a token
+// of any issuer or audience the provider signed passes (the service warns at
+// start); set, only the named one does.
+func TestIssuerAndAudienceAreCheckedWhenSet(t *testing.T) {
+	p := newIdP(t)
+	now := testenv.Now()
+	elsewhere := p.Claims(42, now)
+	elsewhere["iss"], elsewhere["aud"] = "https://other-idp.test", "another-app"
+	token := p.Sign(testenv.IdPKey, elsewhere)
+
+	o := optionsFor(p, testenv.NewClock(now))
+	o.Issuer, o.Audience = "", ""
+	wantSession(t, newVerifier(t, o), token, 42, false)
+	wantRefused(t, newVerifier(t, optionsFor(p, testenv.NewClock(now))), token)
+}
+
 // TestSessionKeepsTheLastKeysWhenTheJWKSStopsAnswering: tokens signed with a
 // key fetched before still verify; a new key, which the set never delivered,
 // is refused.
@@ -238,8 +254,6 @@ func TestNewRefusesUnsafeOptions(t *testing.T) {
 		"alg_hmac":     func(o *jwtsession.Options) { o.Algs = []string{"HS256"} },
 		"alg_unknown":  func(o *jwtsession.Options) { o.Algs = []string{"RS999"} },
 		"no_alg":       func(o *jwtsession.Options) { o.Algs = []string{} },
-		"no_issuer":    func(o *jwtsession.Options) { o.Issuer = "" },
-		"no_audience":  func(o *jwtsession.Options) { o.Audience = "" },
 		"no_keys":      func(o *jwtsession.Options) { o.JWKSURL = "" },
 		"url_and_file": func(o *jwtsession.Options) { o.KeyFile = private },
 		"private_key":  func(o *jwtsession.Options) { o.JWKSURL, o.KeyFile = "", private },
