@@ -110,7 +110,7 @@ bench-quick: build-bench ## the short form of bench-designs: wide and hot, chann
 # The judged run of docs/BENCHMARKS.md: both queues against the ceiling and
 # the fixed references, three rounds, sessions warm (read back before the
 # sale) then cold (no warm-up: every first claim looks its session up).
-JUDGED := --scenario wide,hot --modes channel,stream,ceiling,bare,fullpipe,noop --rounds 3 --progress plain
+JUDGED := --scenario wide,wide-jwt,hot --modes channel,stream,ceiling,bare,fullpipe,noop --rounds 3 --progress plain
 
 .PHONY: bench-judged
 bench-judged: build-bench ## the judged run of docs/BENCHMARKS.md (about 4 minutes): warm and cold sessions into bench-out/judged-{warm,cold}.md and .json

@@ -32,9 +32,9 @@ const (
 	// stresses the queue and MySQL.
 	ScenarioWide Scenario = "wide"
 	// ScenarioWideJWT is wide with the users' sessions from the shop's own
-	// identity provider: each claim carries a JWT the service has not seen,
-	// so each pays a signature check (wide's hmdp sessions are all cached
-	// before the sale).
+	// identity provider: each user opens the sale's page before it starts
+	// (its token verified then, and cached), as wide's users log in before
+	// it (their sessions read back).
 	ScenarioWideJWT Scenario = "wide-jwt"
 	// ScenarioCrash kills the service process with SIGKILL while MySQL is
 	// still filling, restarts it and counts what was lost.

@@ -1,15 +1,18 @@
 package bench
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -70,4 +73,44 @@ func (w *workload) mintJWT(key *rsa.PrivateKey) error {
 		})
 	}
 	return g.Wait()
+}
+
+// openPages is the users opening the sale's page in the minutes before it
+// starts, as wide's users log in before it: each token's first request
+// (their order list, here an order that is not theirs: 404) has the service
+// verify it, and it is cached until its exp, as wide's hmdp sessions are read
+// back before the sale. The first use's cost itself is
+// jwtsession.BenchmarkSessionFirstUse's. It fails when a token is refused.
+func (w *workload) openPages(ctx context.Context, base string) error {
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	defer client.CloseIdleConnections()
+	var refused atomic.Int64
+	var g errgroup.Group
+	g.SetLimit(64)
+	for i := range w.tokens {
+		g.Go(func() error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/voucher-order/1", http.NoBody)
+			if err != nil {
+				return err
+			}
+			req.Header = w.headers[i].Clone()
+			resp, err := client.Do(req)
+			if err != nil {
+				return fmt.Errorf("open the sale's page: %w", err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusUnauthorized {
+				refused.Add(1)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if n := refused.Load(); n > 0 {
+		return fmt.Errorf("the service refused %d of %d users' tokens", n, len(w.tokens))
+	}
+	return nil
 }

@@ -113,7 +113,8 @@ func (e *env) runService(ctx context.Context, sc Scenario, m Mode, r *Result) (e
 	r.Users, r.Stock = users, stock
 	w := newWorkload(users, maxPer, e.opts.Seed)
 	if sc == ScenarioWideJWT {
-		// Its users' sessions are not in Redis: nothing to warm or read back.
+		// Its users' sessions are not in Redis: nothing to warm or read
+		// back; they open the sale's page before it starts (openPages).
 		key, err := useIdP(&cfg, filepath.Join(e.tmp, space.name+"-idp.pem"))
 		if err != nil {
 			return err
@@ -187,6 +188,11 @@ func (e *env) runService(ctx context.Context, sc Scenario, m Mode, r *Result) (e
 		r.SessionsWaitSeconds = time.Since(waited).Seconds()
 		if n := r.SessionsReadBack; n >= 0 && n < len(w.tokens) {
 			r.note("the service had warmed %d of %d sessions logged in before its start when the sale began; the other users' first claims looked their session up in Redis", n, len(w.tokens))
+		}
+	}
+	if sc == ScenarioWideJWT {
+		if err := w.openPages(ctx, base); err != nil {
+			return err
 		}
 	}
 	if sc != ScenarioWideJWT && !e.opts.ColdSessions {
