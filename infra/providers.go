@@ -260,7 +260,9 @@ var commonSet = wire.NewSet(
 	application.NewSaleDashboard,
 	provideWorker,
 	provideHandler,
-	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Gate", "Buckets", "Tokens", "Sessions", "DB", "Redis", "Observability", "Expire", "Claims"),
+	wire.Struct(new(gateRepair), "*"),
+	provideServices,
+	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Restore", "Gate", "Buckets", "Tokens", "Sessions", "DB", "Redis", "Observability", "Expire", "Services"),
 )
 
 // channelSet: the in-process bounded channel, fed by the gate plus the channel.

@@ -91,16 +91,24 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	httpapiRooms := provideRooms(joinRoom, pollRoom, roomPassCheck)
 	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient, httpapiRooms)
 	orderQueue := provideObservedChannelQueue(queue, observability)
-	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)
-	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
 	restoreGate := application.NewRestoreGate(voucherRepo, orderRepository, roomGate, router, systemClock)
 	expireOrders := provideExpireOrders(orderLifecycle, roomGate, systemClock)
+	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)
+	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
+	infraGateRepair := &gateRepair{
+		Config:  c,
+		Log:     log,
+		DB:      db,
+		Redis:   universalClient,
+		Restore: restoreGate,
+		Buckets: redisbucketsGate,
+	}
+	services := provideServices(c, log, worker, sessions, infraGateRepair, expireOrders, counter)
 	app := &App{
 		Config:        c,
 		Log:           log,
 		Handler:       handler,
 		Queue:         orderQueue,
-		Worker:        worker,
 		Restore:       restoreGate,
 		Gate:          gate,
 		Buckets:       redisbucketsGate,
@@ -110,7 +118,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Redis:         universalClient,
 		Observability: observability,
 		Expire:        expireOrders,
-		Claims:        counter,
+		Services:      services,
 	}
 	return app, func() {
 		cleanup5()
@@ -217,16 +225,24 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	httpapiRooms := provideRooms(joinRoom, pollRoom, roomPassCheck)
 	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient, httpapiRooms)
 	orderQueue := provideObservedStreamQueue(queue, universalClient, c, observability)
-	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)
-	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
 	restoreGate := application.NewRestoreGate(voucherRepo, orderRepository, roomGate, router, systemClock)
 	expireOrders := provideExpireOrders(orderLifecycle, roomGate, systemClock)
+	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)
+	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
+	infraGateRepair := &gateRepair{
+		Config:  c,
+		Log:     log,
+		DB:      db,
+		Redis:   universalClient,
+		Restore: restoreGate,
+		Buckets: redisbucketsGate,
+	}
+	services := provideServices(c, log, worker, sessions, infraGateRepair, expireOrders, counter)
 	app := &App{
 		Config:        c,
 		Log:           log,
 		Handler:       handler,
 		Queue:         orderQueue,
-		Worker:        worker,
 		Restore:       restoreGate,
 		Gate:          gate,
 		Buckets:       redisbucketsGate,
@@ -236,7 +252,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Redis:         universalClient,
 		Observability: observability,
 		Expire:        expireOrders,
-		Claims:        counter,
+		Services:      services,
 	}
 	return app, func() {
 		cleanup7()
