@@ -83,7 +83,7 @@ func TestBackgroundDrainDeadlineCancelsWorkers(t *testing.T) {
 }
 
 // TestServicesStartInOrder: the warm-up is off here (no tracked cache), the
-// workers come first and one per SECKILL_WORKERS, the repair only when its
+// workers come first and one per Tuning.Workers, the repair only when its
 // interval is set.
 func TestServicesStartInOrder(t *testing.T) {
 	c := DefaultConfig()
