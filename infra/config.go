@@ -222,8 +222,6 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	var p problems
 	c.check(&p)
-	c.Lifecycle.check(&p)
-	c.Room.check(&p)
 	return p.err()
 }
 
@@ -335,6 +333,8 @@ func (c Config) check(p *problems) {
 	default:
 		bad("SECKILL_LOG_FORMAT", "want json or console, got %q", c.LogFormat)
 	}
+	c.Lifecycle.check(p)
+	c.Room.check(p)
 	c.Tuning.check(p, c.RedisCluster())
 	for _, err := range c.validateObservability() {
 		p.list = append(p.list, err.Error())

@@ -48,6 +48,10 @@ func TestConfigRejectsBadValues(t *testing.T) {
 			"SECKILL_DEV_ENDPOINTS": "true", "SECKILL_REDIS_URL": "redis://127.0.0.1:6379/0", "SECKILL_HTTP_ADDR": ":8080",
 		}, wantVar: "SECKILL_DEV_ENDPOINTS"},
 		{name: "unparsable_bool", vars: map[string]string{"SECKILL_DEV_ENDPOINTS": "yes please"}, wantVar: "SECKILL_DEV_ENDPOINTS"},
+		// LoadConfig, which serve calls, checked neither (only Validate did).
+		{name: "pay_window_sub_second", vars: map[string]string{"SECKILL_PAY_WINDOW": "500ms"}, wantVar: "SECKILL_PAY_WINDOW"},
+		{name: "short_payment_secret", vars: map[string]string{"SECKILL_PAYMENT_SECRET": "short"}, wantVar: "SECKILL_PAYMENT_SECRET"},
+		{name: "short_room_secret", vars: map[string]string{"SECKILL_ROOM_SECRET": "short"}, wantVar: "SECKILL_ROOM_SECRET"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
