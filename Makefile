@@ -116,7 +116,7 @@ JUDGED := --scenario wide,wide-jwt,hot --modes channel,stream,ceiling,bare,fullp
 bench-judged: build-bench ## the judged run of docs/BENCHMARKS.md (about 4 minutes): warm and cold sessions into bench-out/judged-{warm,cold}.md and .json
 	@mkdir -p bench-out
 	./$(BENCH) $(JUDGED) --json bench-out/judged-warm.json > bench-out/judged-warm.md
-	SECKILL_TOKEN_WARM=false ./$(BENCH) $(JUDGED) --cold-sessions --json bench-out/judged-cold.json > bench-out/judged-cold.md
+	./$(BENCH) $(JUDGED) --cold-sessions --warm=false --json bench-out/judged-cold.json > bench-out/judged-cold.md
 	@echo "== warm sessions"; cat bench-out/judged-warm.md; echo "== cold sessions"; cat bench-out/judged-cold.md
 
 .PHONY: sale-screenshot

@@ -6,19 +6,15 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"github.com/uptrace/bun"
 
-	"github.com/hmdp-go/seckill/adapters/claimcount"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/adapters/redisbuckets"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
-	"github.com/hmdp-go/seckill/adapters/redissession"
-	"github.com/hmdp-go/seckill/adapters/worker"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -30,7 +26,6 @@ type App struct {
 	Log     zerolog.Logger
 	Handler http.Handler
 	Queue   ports.OrderQueue
-	Worker  *worker.Worker
 	Restore *application.RestoreGate
 	Gate    *redisgate.Gate
 	Buckets *redisbuckets.Gate
@@ -42,19 +37,17 @@ type App struct {
 	Redis    redis.UniversalClient
 	// Observability holds the metrics and their listener.
 	Observability *Observability
-	// Expire cancels unpaid orders past their pay window (expiryLoop).
+	// Expire cancels unpaid orders past their pay window (the order
+	// expiry service).
 	Expire *application.ExpireOrders
-	// Claims counts claim answers for the live sale page and keeps their
-	// last minute (sampled once a second from Start).
-	Claims *claimcount.Counter
+	// Services are the background work Start starts and Shutdown stops
+	// (provideServices).
+	Services Services
 
-	srv       *http.Server
-	addr      net.Addr
-	workerCtx context.Context
-	stopWork  context.CancelFunc
-	workers   sync.WaitGroup
-	repairs   sync.WaitGroup
-	serveErr  chan error
+	srv      *http.Server
+	addr     net.Addr
+	bg       *background
+	serveErr chan error
 }
 
 // Build wires the service with the injector of the configured queue driver.
@@ -69,14 +62,32 @@ func Build(c Config, log zerolog.Logger) (*App, func(), error) {
 	}
 }
 
-// Start migrates (unless disabled), restores the gate from the database,
-// starts the workers and begins serving HTTP. It returns once the listener is
-// bound; Addr tells where.
+// Start readies the backends (prepare), starts the background services,
+// then serves HTTP. It returns once the listener is bound; Addr tells where.
 func (a *App) Start(ctx context.Context) error {
+	deployment, err := a.prepare(ctx)
+	if err != nil {
+		return err
+	}
+	a.bg = startServices(ctx, a.Log, a.Services)
+	maxConns, err := a.serve()
+	if err != nil {
+		a.bg.stop()
+		return err
+	}
+	a.logListening(deployment, maxConns)
+	return nil
+}
+
+// prepare migrates (unless disabled), binds the Redis prefix to this
+// database, loads the scripts, restores the gate from the database and
+// prunes ended sales: everything a claim or a worker relies on. It answers
+// the deployment's name.
+func (a *App) prepare(ctx context.Context) (string, error) {
 	if a.Config.Migrate {
 		applied, err := mysqlstore.Migrate(ctx, a.DB)
 		if err != nil {
-			return fmt.Errorf("migrate: %w", err)
+			return "", fmt.Errorf("migrate: %w", err)
 		}
 		if len(applied) > 0 {
 			a.Log.Info().Strs("migrations", applied).Msg("database migrated")
@@ -86,24 +97,29 @@ func (a *App) Start(ctx context.Context) error {
 	// must not receive this database's gates.
 	deployment, err := BindDeployment(ctx, a.DB, a.Redis, a.Config)
 	if err != nil {
-		return err
+		return "", err
 	}
 	// Before any claim: a claim that meets NOSCRIPT waits for a reload.
 	if err := a.Gate.LoadScripts(ctx); err != nil {
-		return err
+		return "", err
 	}
 	if err := a.Buckets.LoadScripts(ctx); err != nil {
-		return err
+		return "", err
 	}
 	rep, err := a.Restore.Handle(ctx)
-	a.logHealed(rep.Healed)
+	logHealed(a.Log, rep.Healed)
 	if err != nil {
-		return fmt.Errorf("restore gate: %w", err)
+		return "", fmt.Errorf("restore gate: %w", err)
 	}
 	if rep.Restored > 0 {
 		a.Log.Info().Int("vouchers", rep.Restored).Msg("gate restored from the database")
 	}
-	// Housekeeping: a failure leaves the members for the next start.
+	a.pruneLive(ctx)
+	return deployment, nil
+}
+
+// pruneLive is housekeeping: a failure leaves the members for the next start.
+func (a *App) pruneLive(ctx context.Context) {
 	if n, err := a.Gate.PruneLive(ctx); err != nil {
 		a.Log.Warn().Err(err).Msg("pruning ended sales from the live set failed")
 	} else if n > 0 {
@@ -114,43 +130,14 @@ func (a *App) Start(ctx context.Context) error {
 	} else if n > 0 {
 		a.Log.Info().Int("buckets", n).Msg("ended split sales' buckets pruned from the live set")
 	}
+}
 
-	a.workerCtx, a.stopWork = context.WithCancel(context.WithoutCancel(ctx))
-	a.warmSessions(a.workerCtx)
-	for i := 0; i < a.Config.Workers; i++ {
-		a.workers.Add(1)
-		go func() {
-			defer a.workers.Done()
-			if err := a.Worker.Run(a.workerCtx); err != nil && !errors.Is(err, context.Canceled) {
-				a.Log.Error().Err(err).Msg("worker stopped")
-			}
-		}()
-	}
-
-	if a.Config.RestoreInterval > 0 {
-		a.repairs.Add(1)
-		go func() {
-			defer a.repairs.Done()
-			a.repairLoop(a.workerCtx, a.Config.RestoreInterval)
-		}()
-	}
-
-	a.repairs.Add(1)
-	go func() {
-		defer a.repairs.Done()
-		a.expiryLoop(a.workerCtx, expiryEvery)
-	}()
-
-	a.repairs.Add(1)
-	go func() {
-		defer a.repairs.Done()
-		a.Claims.Run(a.workerCtx)
-	}()
-
+// serve binds the API's listener, serves it, and starts the metrics
+// listener. It answers the API's connection cap.
+func (a *App) serve() (int, error) {
 	l, err := net.Listen("tcp", a.Config.HTTPAddr)
 	if err != nil {
-		a.stopWork()
-		return listenError("the API", "SECKILL_HTTP_ADDR", a.Config.HTTPAddr, err)
+		return 0, listenError("the API", "SECKILL_HTTP_ADDR", a.Config.HTTPAddr, err)
 	}
 	a.addr = l.Addr()
 	maxConns := a.Config.maxConns(fileLimit())
@@ -166,10 +153,13 @@ func (a *App) Start(ctx context.Context) error {
 	if err := a.Observability.start(a.Config); err != nil {
 		_ = a.srv.Close()
 		<-a.serveErr
-		a.stopWork()
-		return err
+		return 0, err
 	}
+	return maxConns, nil
+}
 
+// logListening is the start line: where the service listens and on what.
+func (a *App) logListening(deployment string, maxConns int) {
 	redisEmbedded, dbEmbedded := a.Config.Embedded()
 	ev := a.Log.Info().Str("addr", "http://"+a.addr.String()).Str("queue", a.Config.Queue).
 		Bool("embedded_redis", redisEmbedded).Bool("embedded_db", dbEmbedded).Str("db", a.Config.dbForLog()).
@@ -185,83 +175,6 @@ func (a *App) Start(ctx context.Context) error {
 		ev = ev.Str("consumer", a.Config.Consumer).Str("group", a.Config.StreamGroup)
 	}
 	ev.Msg("seckill listening")
-	return nil
-}
-
-// warmSessions starts reading the sessions already in Redis into the token
-// cache, in the background and paced (redissession.Tracked.Warm), and logs
-// when it is done. The cache's Close, at shutdown, stops it.
-func (a *App) warmSessions(ctx context.Context) {
-	t, ok := a.Sessions.(*redissession.Tracked)
-	if !ok || !a.Config.TokenWarm {
-		return
-	}
-	began := time.Now()
-	t.Warm()
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-t.WarmedUp():
-			p := t.WarmProgress()
-			a.Log.Info().Int64("sessions", p.Cached).Int64("read", p.Read).Int64("scans", p.Scans).
-				Dur("took", time.Since(began)).Msg("session cache warmed")
-		}
-	}()
-}
-
-// repairLoop restores, every interval, the gate of any live voucher that
-// Redis lost (a failover that dropped writes, a flushed node), so the
-// instance heals without a restart. Errors are logged and retried next tick.
-func (a *App) repairLoop(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		rctx, cancel := context.WithTimeout(ctx, every)
-		// A Redis that lost its data lost the binding too: write it back
-		// (before the gates) so that another deployment's start on the same
-		// prefix is still refused; a foreign one means a second deployment
-		// took the prefix while this one ran.
-		if _, err := BindDeployment(rctx, a.DB, a.Redis, a.Config); err != nil && ctx.Err() == nil {
-			a.Log.Error().Err(err).Msg("deployment binding check failed; retrying at the next interval")
-			if errors.Is(err, ErrForeignRedis) {
-				cancel() // no repair from this database into another's prefix
-				continue
-			}
-		}
-		rep, err := a.Restore.Repair(rctx)
-		a.logHealed(rep.Healed)
-		// Transfer records of split vouchers whose claimant died between two
-		// steps are finished here, so their units are on sale again within
-		// one interval (plus the records' apply deadline).
-		if moved, terr := a.Buckets.RepairAll(rctx); terr != nil && ctx.Err() == nil {
-			a.Log.Error().Err(terr).Int("finished", moved).Msg("finishing bucket transfers failed; retrying at the next interval")
-		} else if moved > 0 {
-			a.Log.Warn().Int("transfers", moved).Msg("finished bucket transfers left by a claim that stopped between two steps")
-		}
-		cancel()
-		switch {
-		case err != nil && ctx.Err() == nil:
-			a.Log.Error().Err(err).Int("repaired", rep.Restored).Msg("gate repair failed; retrying at the next interval")
-		case rep.Restored > 0:
-			a.Log.Warn().Int("vouchers", rep.Restored).Msg("gate repaired from the database: Redis had lost their state")
-		}
-	}
-}
-
-// logHealed tells, per voucher, what a gate that was behind the database
-// got back: Redis had lost writes (a failover to a replica that lagged, a
-// restart from an older snapshot) while their orders were committed.
-func (a *App) logHealed(healed []application.HealedVoucher) {
-	for _, h := range healed {
-		a.Log.Warn().Int64("voucher", int64(h.Voucher)).Int("buyers_restored", h.Restored).
-			Int("units_retaken", h.Retaken).Int("oversold", h.Oversold).
-			Msg("gate healed from the database: Redis had forgotten committed orders (oversold: units it had sold again, which the database refuses)")
-	}
 }
 
 // Addr is where the server listens, once started.
@@ -279,18 +192,12 @@ func (a *App) Shutdown(ctx context.Context) error {
 	if err := a.Queue.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close queue: %w", err))
 	}
-	drained := make(chan struct{})
-	go func() { a.workers.Wait(); close(drained) }()
-	select {
-	case <-drained:
+	if err := a.bg.drain(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("queue not drained before the shutdown deadline: %w", err))
+	} else {
 		a.Log.Info().Msg("queue drained")
-	case <-ctx.Done():
-		a.stopWork()
-		<-drained
-		errs = append(errs, fmt.Errorf("queue not drained before the shutdown deadline: %w", ctx.Err()))
 	}
-	a.stopWork()
-	a.repairs.Wait()
+	a.bg.stop()
 	if err := <-a.serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, err)
 	}

@@ -28,7 +28,7 @@ func startEmbedded(t *testing.T, c infra.Config, log zerolog.Logger) *infra.App 
 	return testapp.Start(t, c, log)
 }
 
-// TestTokenCacheTTLZeroRevokesAtOnce: with SECKILL_TOKEN_CACHE_TTL=0 a login
+// TestTokenCacheTTLZeroRevokesAtOnce: with Tuning.TokenCacheTTL=0 a login
 // deleted from Redis is refused on the very next request; with the default
 // cache it is still accepted (which is what makes the first half mean
 // something).

@@ -106,7 +106,7 @@ func newRedisNode(c Config, log zerolog.Logger) (redis.UniversalClient, func(), 
 	return rdb, cleanup, nil
 }
 
-// bounded applies SECKILL_REDIS_TIMEOUT to every wait of a client and makes
+// bounded applies Tuning.RedisTimeout to every wait of a client and makes
 // it honour its callers' deadlines (go-redis ignores a context's deadline on
 // the connection unless told): a claim's budget then ends a dial, a read or a
 // wait for a connection, instead of go-redis's 5 s defaults outliving it.
@@ -124,7 +124,7 @@ func bounded(c Config, dial, read, write, pool *time.Duration, honourCtx *bool, 
 // ClaimRedis is the client of the claim path's commands (claim script and its
 // index write, session lookup, order id lease): the asynchronous automatic
 // pipeliner of the Redis client, so the commands of concurrent claims share
-// one write and one read (SECKILL_REDIS_AUTOPIPELINE), or the client itself
+// one write and one read (Tuning.RedisAutoPipeline), or the client itself
 // when it is off.
 type ClaimRedis struct{ redis.UniversalClient }
 
@@ -164,7 +164,7 @@ func NewClaimRedis(rdb redis.UniversalClient, c Config, log zerolog.Logger) (Cla
 		return ClaimRedis{}, nil, fmt.Errorf("automatic pipelining needs a go-redis Client or ClusterClient, got %T", rdb)
 	}
 	if err != nil {
-		return ClaimRedis{}, nil, fmt.Errorf("SECKILL_REDIS_AUTOPIPELINE=%s: %w", c.RedisAutoPipeline, err)
+		return ClaimRedis{}, nil, fmt.Errorf("Tuning.RedisAutoPipeline=%s: %w", c.RedisAutoPipeline, err)
 	}
 	log.Info().Str("mode", c.RedisAutoPipeline).Bool("full_duplex", ap.Config().FullDuplex).
 		Dur("flush_delay", opts.MaxFlushDelay).Int("shards", opts.NumShards).

@@ -37,6 +37,8 @@ type Config struct {
 	Room
 	// JWT: sessions from the shop's own identity provider (config_jwt.go).
 	JWT
+	// Tuning: the knobs no operator sets, in code (tuning.go).
+	Tuning
 	HTTPAddr string `env:"SECKILL_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
 	// HTTPMaxConns caps the API's open connections (0: from the file limit).
 	HTTPMaxConns int `env:"SECKILL_HTTP_MAX_CONNS" envDefault:"0"`
@@ -46,87 +48,32 @@ type Config struct {
 	// RedisClusterAddrs are seed nodes (host:port) of a Redis Cluster; the
 	// cluster client discovers the rest. Exclusive with RedisURL.
 	RedisClusterAddrs []string `env:"SECKILL_REDIS_CLUSTER_ADDRS" envSeparator:","`
-	// RedisPoolSize is the most Redis connections; a stampede waits for one.
-	RedisPoolSize int `env:"SECKILL_REDIS_POOL_SIZE" envDefault:"128"`
-	// RedisTimeout bounds every single wait on Redis: a dial, a read, a
-	// write, a wait for a pooled connection. A claim's own budget
-	// (application.ClaimBudget) bounds it further. Short, so a node that
-	// died or stalled is given up on (and, on a cluster, the slot map
-	// reloaded) in about this long, not in go-redis's 5 s defaults.
-	RedisTimeout time.Duration `env:"SECKILL_REDIS_TIMEOUT" envDefault:"1s"`
 	// RedisWaitReplicas: a claim answers success only after this many
 	// replicas of its master acknowledged its writes (Redis WAIT); 0 = off.
 	// Unconfirmed within RedisWaitTimeout, the claim answers
 	// outcome_unknown with its order id.
 	RedisWaitReplicas int           `env:"SECKILL_REDIS_WAIT_REPLICAS" envDefault:"0"`
 	RedisWaitTimeout  time.Duration `env:"SECKILL_REDIS_WAIT_TIMEOUT" envDefault:"500ms"`
-	// RedisAutoPipeline is how the claim path's commands (claim script,
-	// session lookup, id lease) reach Redis: "half" batches concurrent
-	// claims' commands into one pipeline per round trip (go-redis's
-	// automatic pipeliner, half duplex), "full" streams them on one held
-	// connection per node (full duplex), "off" sends each claim's own.
-	// See docs/BENCHMARKS.md for the measurement behind the default.
-	RedisAutoPipeline string `env:"SECKILL_REDIS_AUTOPIPELINE" envDefault:"half"`
-	// RedisAutoPipelineDelay is the pipeliner's MaxFlushDelay: how long it
-	// may wait for more commands after a flush (0 = flush at once).
-	RedisAutoPipelineDelay time.Duration `env:"SECKILL_REDIS_AUTOPIPELINE_DELAY" envDefault:"0s"`
-	// RedisAutoPipelineShards is the pipeliner's NumShards (0 = go-redis's
-	// default: one queue on one node, one per CPU on a cluster, routed by
-	// slot; with "full" on one node, that many held connections, routed by
-	// key).
-	RedisAutoPipelineShards int `env:"SECKILL_REDIS_AUTOPIPELINE_SHARDS" envDefault:"0"`
 	// MySQLDSN empty runs embedded SQLite under DataDir.
 	MySQLDSN string `env:"SECKILL_MYSQL_DSN"`
 	DataDir  string `env:"SECKILL_DATA_DIR" envDefault:"./data"`
 
-	Queue         string `env:"SECKILL_QUEUE" envDefault:"stream"`
-	QueueCapacity int    `env:"SECKILL_QUEUE_CAPACITY" envDefault:"65536"`
-	// One worker writing batches of up to 500, lingering 20ms for a batch
-	// to fill: a commit costs MariaDB about 480µs of CPU whatever its size
-	// (plus about 4.7µs per row), and a second worker only splits the same
-	// voucher's orders into smaller batches that queue on its stock row
-	// lock. Measured in docs/BENCHMARKS.md ("Bigger batches, one writer").
-	BatchSize   int           `env:"SECKILL_BATCH_SIZE" envDefault:"500"`
-	BatchLinger time.Duration `env:"SECKILL_BATCH_LINGER" envDefault:"20ms"`
-	Workers     int           `env:"SECKILL_WORKERS" envDefault:"1"`
+	Queue string `env:"SECKILL_QUEUE" envDefault:"stream"`
+	// BatchSize: most orders per MySQL transaction. 500: a commit costs
+	// MariaDB about 480µs of CPU whatever its size (plus about 4.7µs per
+	// row); see Tuning.BatchLinger and docs/BENCHMARKS.md ("Bigger
+	// batches, one writer").
+	BatchSize int `env:"SECKILL_BATCH_SIZE" envDefault:"500"`
 
 	// Stream queue settings (SECKILL_QUEUE=stream).
 	Consumer      string        `env:"SECKILL_CONSUMER"` // default: derived from the host name
-	StreamGroup   string        `env:"SECKILL_STREAM_GROUP" envDefault:"seckill"`
-	StreamBlock   time.Duration `env:"SECKILL_STREAM_BLOCK" envDefault:"200ms"`
 	StreamMinIdle time.Duration `env:"SECKILL_STREAM_MIN_IDLE" envDefault:"30s"`
-	MaxDeliveries int           `env:"SECKILL_MAX_DELIVERIES" envDefault:"10"`
 
-	// SoldOutWindow: once Redis answers sold out for a voucher, this instance
-	// answers sold out itself for this long, without a Redis round trip.
-	SoldOutWindow time.Duration `env:"SECKILL_SOLDOUT_WINDOW" envDefault:"500ms"`
-	IDBlock       int           `env:"SECKILL_ID_BLOCK" envDefault:"1000"`
-	// RestoreInterval: how often a running instance checks that every live
-	// voucher still has its gate and live-set entry, and rebuilds what Redis
-	// lost from the database. 0 turns the check off (restore at start only).
-	RestoreInterval time.Duration `env:"SECKILL_RESTORE_INTERVAL" envDefault:"5s"`
-	TokenCacheTTL   time.Duration `env:"SECKILL_TOKEN_CACHE_TTL" envDefault:"10s"`
-	TokenCacheSize  int           `env:"SECKILL_TOKEN_CACHE_SIZE" envDefault:"100000"`
-	TokenTTL        time.Duration `env:"SECKILL_TOKEN_TTL" envDefault:"30m"`
-	KeyRetention    time.Duration `env:"SECKILL_KEY_RETENTION" envDefault:"24h"`
-	// TokenWarm: at start, read the sessions already in Redis into the
-	// tracked token cache in the background (at most TokenCacheSize), so
-	// users who logged in before this instance started cost no lookup.
-	TokenWarm bool `env:"SECKILL_TOKEN_WARM" envDefault:"true"`
 	// KeyPrefix namespaces the gate's Redis keys, so several deployments (or
 	// test runs) can share one Redis.
 	KeyPrefix string `env:"SECKILL_KEY_PREFIX" envDefault:"seckill:"`
 
-	// BucketsAbove: a voucher created with more stock than this and no
-	// "buckets" in its request has its stock split into Buckets buckets
-	// (docs/SCALING-buckets.md). 0 turns the rule off.
-	BucketsAbove int `env:"SECKILL_BUCKETS_ABOVE" envDefault:"0"`
-	// Buckets is the rule's K; 0 means the number of Redis Cluster masters
-	// counted at start (on a single Redis the rule then splits nothing).
-	Buckets int `env:"SECKILL_BUCKETS" envDefault:"0"`
-
 	Timezone        string        `env:"SECKILL_TIMEZONE" envDefault:"UTC"`
-	Migrate         bool          `env:"SECKILL_MIGRATE" envDefault:"true"`
 	ShutdownTimeout time.Duration `env:"SECKILL_SHUTDOWN_TIMEOUT" envDefault:"20s"`
 	DevEndpoints    bool          `env:"SECKILL_DEV_ENDPOINTS" envDefault:"false"`
 	// DevEndpointsOnRealRedis acknowledges the dev endpoint on a real Redis
@@ -140,9 +87,8 @@ type Config struct {
 	// one user (RateUser) and one client IP (RateIP) may make; 0 turns that
 	// limit off. The per-IP one is higher because many users share an IP
 	// behind NAT.
-	RateUser   int           `env:"SECKILL_RATE_USER" envDefault:"40"`
-	RateIP     int           `env:"SECKILL_RATE_IP" envDefault:"2000"`
-	RateWindow time.Duration `env:"SECKILL_RATE_WINDOW" envDefault:"2s"`
+	RateUser int `env:"SECKILL_RATE_USER" envDefault:"40"`
+	RateIP   int `env:"SECKILL_RATE_IP" envDefault:"2000"`
 	// TrustedProxies are the CIDRs (or single addresses), comma-separated, of
 	// the reverse proxies whose X-Forwarded-For / X-Real-IP name the client;
 	// empty trusts none and the client is the connection's peer.
@@ -176,7 +122,7 @@ func LoadConfigFrom(vars map[string]string) (Config, error) {
 // a user fixing a deployment sees all the bad variables in one message, each
 // as "VARIABLE: what is wrong", rather than one per attempt.
 func loadConfig(opts env.Options, lookup func(string) (string, bool)) (Config, error) {
-	var c Config
+	c := Config{Tuning: DefaultTuning()}
 	var p problems
 	if err := env.ParseWithOptions(&c, opts); err != nil {
 		p.parseErrors(err, lookup)
@@ -275,13 +221,6 @@ func DefaultConfig() Config {
 
 // Validate checks every setting and names the variable at fault. It only
 // reads: a Config built in code is validated as it is.
-// Values of SECKILL_REDIS_AUTOPIPELINE.
-const (
-	AutoPipelineOff  = "off"
-	AutoPipelineHalf = "half"
-	AutoPipelineFull = "full"
-)
-
 func (c Config) Validate() error {
 	var p problems
 	c.checkAll(&p)
@@ -289,11 +228,9 @@ func (c Config) Validate() error {
 }
 
 // checkAll checks every part: Config's own check hides its embedded parts'
-// checks, so each is named.
+// checks, so each is named (check names Lifecycle, Room and Tuning).
 func (c Config) checkAll(p *problems) {
 	c.check(p)
-	c.Lifecycle.check(p)
-	c.Room.check(p)
 	c.JWT.check(p)
 }
 
@@ -343,12 +280,6 @@ func (c Config) check(p *problems) {
 	default:
 		bad("SECKILL_QUEUE", "want %q or %q, got %q", QueueChannel, QueueStream, c.Queue)
 	}
-	if c.RedisPoolSize < 1 || c.RedisPoolSize > 10_000 {
-		bad("SECKILL_REDIS_POOL_SIZE", "must be within 1..10000, got %d", c.RedisPoolSize)
-	}
-	if c.RedisTimeout < 50*time.Millisecond || c.RedisTimeout > 30*time.Second {
-		bad("SECKILL_REDIS_TIMEOUT", "must be within 50ms..30s, got %s", c.RedisTimeout)
-	}
 	if c.RedisWaitReplicas < 0 || c.RedisWaitReplicas > 16 {
 		bad("SECKILL_REDIS_WAIT_REPLICAS", "must be within 0..16, got %d", c.RedisWaitReplicas)
 	}
@@ -360,78 +291,14 @@ func (c Config) check(p *problems) {
 	if c.RedisWaitReplicas > 0 && c.RedisURL == "" && !c.RedisCluster() {
 		bad("SECKILL_REDIS_WAIT_REPLICAS", "needs a real Redis with replicas (SECKILL_REDIS_URL or SECKILL_REDIS_CLUSTER_ADDRS); the embedded one has none")
 	}
-	switch c.RedisAutoPipeline {
-	case AutoPipelineOff, AutoPipelineHalf, AutoPipelineFull:
-	default:
-		bad("SECKILL_REDIS_AUTOPIPELINE", "want %q, %q or %q, got %q", AutoPipelineHalf, AutoPipelineFull, AutoPipelineOff, c.RedisAutoPipeline)
-	}
-	if c.RedisAutoPipelineDelay < 0 || c.RedisAutoPipelineDelay > 10*time.Millisecond {
-		bad("SECKILL_REDIS_AUTOPIPELINE_DELAY", "must be within 0..10ms, got %s", c.RedisAutoPipelineDelay)
-	}
-	if c.RedisAutoPipelineShards < 0 || c.RedisAutoPipelineShards > 64 {
-		bad("SECKILL_REDIS_AUTOPIPELINE_SHARDS", "must be within 0..64, got %d", c.RedisAutoPipelineShards)
-	}
-	if c.RedisAutoPipelineShards > 1 && c.RedisAutoPipeline != AutoPipelineFull && !c.RedisCluster() {
-		// Half-duplex shards flush in parallel, unordered: a release could
-		// overtake the claim it undoes.
-		bad("SECKILL_REDIS_AUTOPIPELINE_SHARDS", "more than 1 needs SECKILL_REDIS_AUTOPIPELINE=full on one node (half-duplex shards lose the order of a claim and its release), got %d", c.RedisAutoPipelineShards)
-	}
-	if c.QueueCapacity < 1 {
-		bad("SECKILL_QUEUE_CAPACITY", "must be at least 1")
-	}
 	if c.BatchSize < 1 || c.BatchSize > 5000 {
 		bad("SECKILL_BATCH_SIZE", "must be within 1..5000, got %d", c.BatchSize)
-	}
-	if c.BatchLinger < 0 || c.BatchLinger > time.Second {
-		bad("SECKILL_BATCH_LINGER", "must be within 0..1s, got %s", c.BatchLinger)
-	}
-	if c.Workers < 1 || c.Workers > 64 {
-		bad("SECKILL_WORKERS", "must be within 1..64, got %d", c.Workers)
 	}
 	if c.Consumer == "" || strings.ContainsAny(c.Consumer, " \t\n") {
 		bad("SECKILL_CONSUMER", "must be non-empty without spaces, got %q", c.Consumer)
 	}
-	if c.StreamGroup == "" {
-		bad("SECKILL_STREAM_GROUP", "must not be empty")
-	}
-	if c.StreamBlock <= 0 || c.StreamBlock > 10*time.Second {
-		bad("SECKILL_STREAM_BLOCK", "must be within (0, 10s], got %s (0 would block forever)", c.StreamBlock)
-	}
 	if c.StreamMinIdle < 100*time.Millisecond {
 		bad("SECKILL_STREAM_MIN_IDLE", "must be at least 100ms, got %s", c.StreamMinIdle)
-	}
-	// A restart re-delivers what was in flight: with a limit of 1 or 2, one or
-	// two restarts during a sale would dead-letter sound orders.
-	if c.MaxDeliveries < 0 || c.MaxDeliveries == 1 || c.MaxDeliveries == 2 {
-		bad("SECKILL_MAX_DELIVERIES", "must be 0 (no limit) or at least 3, got %d: "+
-			"a restart re-delivers in-flight orders, so a lower limit dead-letters sound ones", c.MaxDeliveries)
-	}
-	if c.SoldOutWindow <= 0 || c.SoldOutWindow > 10*time.Second {
-		bad("SECKILL_SOLDOUT_WINDOW", "must be within (0, 10s], got %s", c.SoldOutWindow)
-	}
-	if c.RestoreInterval != 0 && (c.RestoreInterval < 100*time.Millisecond || c.RestoreInterval > time.Hour) {
-		bad("SECKILL_RESTORE_INTERVAL", "must be 0 (off) or within 100ms..1h, got %s", c.RestoreInterval)
-	}
-	if c.BucketsAbove < 0 {
-		bad("SECKILL_BUCKETS_ABOVE", "must be 0 (off) or a stock, got %d", c.BucketsAbove)
-	}
-	if c.Buckets < 0 || c.Buckets > domain.MaxBuckets {
-		bad("SECKILL_BUCKETS", "must be 0 (the number of cluster masters) or 1..%d, got %d", domain.MaxBuckets, c.Buckets)
-	}
-	if c.IDBlock < 1 || c.IDBlock > 1_000_000 {
-		bad("SECKILL_ID_BLOCK", "must be within 1..1000000, got %d", c.IDBlock)
-	}
-	if c.TokenCacheTTL < 0 {
-		bad("SECKILL_TOKEN_CACHE_TTL", "must not be negative (0 = no cache), got %s", c.TokenCacheTTL)
-	}
-	if c.TokenCacheSize < 1 {
-		bad("SECKILL_TOKEN_CACHE_SIZE", "must be at least 1")
-	}
-	if c.TokenTTL <= 0 {
-		bad("SECKILL_TOKEN_TTL", "must be positive")
-	}
-	if c.KeyRetention <= 0 {
-		bad("SECKILL_KEY_RETENTION", "must be positive")
 	}
 	if c.KeyPrefix == "" || strings.ContainsAny(c.KeyPrefix, "{} \t\n") {
 		bad("SECKILL_KEY_PREFIX", "must be non-empty without braces or spaces, got %q", c.KeyPrefix)
@@ -447,11 +314,6 @@ func (c Config) check(p *problems) {
 	}
 	if c.RateIP < 0 {
 		bad("SECKILL_RATE_IP", "must not be negative (0 = no limit), got %d", c.RateIP)
-	}
-	// Whole seconds: Retry-After is told in seconds, and a sub-second window
-	// would tell a client to retry after 0.
-	if c.RateWindow < time.Second || c.RateWindow > time.Hour || c.RateWindow%time.Second != 0 {
-		bad("SECKILL_RATE_WINDOW", "must be whole seconds within 1s..1h, got %s", c.RateWindow)
 	}
 	if _, err := parseProxies(c.TrustedProxies); err != nil {
 		bad("SECKILL_TRUSTED_PROXIES", "%v", err)
@@ -480,6 +342,9 @@ func (c Config) check(p *problems) {
 	default:
 		bad("SECKILL_LOG_FORMAT", "want json or console, got %q", c.LogFormat)
 	}
+	c.Lifecycle.check(p)
+	c.Room.check(p)
+	c.Tuning.check(p, c.RedisCluster())
 	for _, err := range c.validateObservability() {
 		p.list = append(p.list, err.Error())
 	}

@@ -33,17 +33,11 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{name: "bad_redis_url", vars: map[string]string{"SECKILL_REDIS_URL": "http://x"}, wantVar: "SECKILL_REDIS_URL"},
 		{name: "bad_dsn", vars: map[string]string{"SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306"}, wantVar: "SECKILL_MYSQL_DSN"},
 		{name: "zero_batch", vars: map[string]string{"SECKILL_BATCH_SIZE": "0"}, wantVar: "SECKILL_BATCH_SIZE"},
-		{name: "not_a_number", vars: map[string]string{"SECKILL_WORKERS": "two"}, wantVar: "SECKILL_WORKERS"},
-		{name: "block_forever", vars: map[string]string{"SECKILL_STREAM_BLOCK": "0s"}, wantVar: "SECKILL_STREAM_BLOCK"},
+		{name: "not_a_number", vars: map[string]string{"SECKILL_BATCH_SIZE": "two"}, wantVar: "SECKILL_BATCH_SIZE"},
+		{name: "min_idle_too_short", vars: map[string]string{"SECKILL_STREAM_MIN_IDLE": "10ms"}, wantVar: "SECKILL_STREAM_MIN_IDLE"},
 		{name: "unknown_zone", vars: map[string]string{"SECKILL_TIMEZONE": "Mars/Olympus"}, wantVar: "SECKILL_TIMEZONE"},
 		{name: "bad_level", vars: map[string]string{"SECKILL_LOG_LEVEL": "loud"}, wantVar: "SECKILL_LOG_LEVEL"},
 		{name: "prefix_with_hash_tag", vars: map[string]string{"SECKILL_KEY_PREFIX": "a{b}"}, wantVar: "SECKILL_KEY_PREFIX"},
-		{name: "negative_deliveries", vars: map[string]string{"SECKILL_MAX_DELIVERIES": "-1"}, wantVar: "SECKILL_MAX_DELIVERIES"},
-		{name: "one_delivery", vars: map[string]string{"SECKILL_MAX_DELIVERIES": "1"}, wantVar: "SECKILL_MAX_DELIVERIES"},
-		{name: "two_deliveries", vars: map[string]string{"SECKILL_MAX_DELIVERIES": "2"}, wantVar: "SECKILL_MAX_DELIVERIES"},
-		{name: "negative_buckets_threshold", vars: map[string]string{"SECKILL_BUCKETS_ABOVE": "-1"}, wantVar: "SECKILL_BUCKETS_ABOVE"},
-		{name: "too_many_buckets", vars: map[string]string{"SECKILL_BUCKETS": "17"}, wantVar: "SECKILL_BUCKETS"},
-		{name: "negative_token_cache", vars: map[string]string{"SECKILL_TOKEN_CACHE_TTL": "-1s"}, wantVar: "SECKILL_TOKEN_CACHE_TTL"},
 		{name: "shutdown_outlasts_min_idle", vars: map[string]string{
 			"SECKILL_QUEUE": "stream", "SECKILL_SHUTDOWN_TIMEOUT": "30s", "SECKILL_STREAM_MIN_IDLE": "30s",
 		}, wantVar: "SECKILL_SHUTDOWN_TIMEOUT"},
@@ -54,6 +48,10 @@ func TestConfigRejectsBadValues(t *testing.T) {
 			"SECKILL_DEV_ENDPOINTS": "true", "SECKILL_REDIS_URL": "redis://127.0.0.1:6379/0", "SECKILL_HTTP_ADDR": ":8080",
 		}, wantVar: "SECKILL_DEV_ENDPOINTS"},
 		{name: "unparsable_bool", vars: map[string]string{"SECKILL_DEV_ENDPOINTS": "yes please"}, wantVar: "SECKILL_DEV_ENDPOINTS"},
+		// LoadConfig, which serve calls, checked neither (only Validate did).
+		{name: "pay_window_sub_second", vars: map[string]string{"SECKILL_PAY_WINDOW": "500ms"}, wantVar: "SECKILL_PAY_WINDOW"},
+		{name: "short_payment_secret", vars: map[string]string{"SECKILL_PAYMENT_SECRET": "short"}, wantVar: "SECKILL_PAYMENT_SECRET"},
+		{name: "short_room_secret", vars: map[string]string{"SECKILL_ROOM_SECRET": "short"}, wantVar: "SECKILL_ROOM_SECRET"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,12 +65,13 @@ func TestConfigRejectsBadValues(t *testing.T) {
 
 func TestConfigReadsValues(t *testing.T) {
 	c, err := infra.LoadConfigFrom(map[string]string{
-		"SECKILL_TIMEZONE": "Asia/Shanghai", "SECKILL_BATCH_LINGER": "20ms", "SECKILL_CONSUMER": "node-a",
+		"SECKILL_TIMEZONE": "Asia/Shanghai", "SECKILL_STREAM_MIN_IDLE": "45s", "SECKILL_CONSUMER": "node-a",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Location().String() != "Asia/Shanghai" || c.BatchLinger != 20*time.Millisecond || c.Consumer != "node-a" {
+	if c.Location().String() != "Asia/Shanghai" || c.StreamMinIdle != 45*time.Second || c.Consumer != "node-a" ||
+		c.Tuning != infra.DefaultTuning() {
 		t.Fatalf("config %+v", c)
 	}
 }
@@ -106,10 +105,6 @@ func TestConfigSecuritySettings(t *testing.T) {
 		{"proxy_not_a_cidr", "SECKILL_TRUSTED_PROXIES", "10.0.0.0/33", "10.0.0.0/33"},
 		{"proxy_host_name", "SECKILL_TRUSTED_PROXIES", "nginx", `"nginx"`},
 		{"rate_negative", "SECKILL_RATE_USER", "-1", "SECKILL_RATE_USER"},
-		{"window_sub_second", "SECKILL_RATE_WINDOW", "500ms", "SECKILL_RATE_WINDOW"},
-		// The embedded parts' own checks run at load too.
-		{"pay_window_negative", "SECKILL_PAY_WINDOW", "-1s", "SECKILL_PAY_WINDOW"},
-		{"room_secret_short", "SECKILL_ROOM_SECRET", "short", "SECKILL_ROOM_SECRET"},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,26 +121,26 @@ func TestConfigSecuritySettings(t *testing.T) {
 // Go field or strconv call behind it.
 func TestConfigReportsEveryBadVariableInOneFormat(t *testing.T) {
 	_, err := infra.LoadConfigFrom(map[string]string{
-		"SECKILL_WORKERS":        "two",
-		"SECKILL_STREAM_BLOCK":   "soon",
-		"SECKILL_QUEUE":          "kafka",
-		"SECKILL_MAX_DELIVERIES": "1",
+		"SECKILL_BATCH_SIZE":      "two",
+		"SECKILL_STREAM_MIN_IDLE": "soon",
+		"SECKILL_QUEUE":           "kafka",
+		"SECKILL_RATE_USER":       "-1",
 	})
 	if err == nil {
 		t.Fatal("bad configuration accepted")
 	}
 	msg := err.Error()
 	for _, want := range []string{
-		`SECKILL_WORKERS: want a whole number, got "two"`,
-		`SECKILL_STREAM_BLOCK: want a duration such as 200ms, 30s or 1m, got "soon"`,
+		`SECKILL_BATCH_SIZE: want a whole number, got "two"`,
+		`SECKILL_STREAM_MIN_IDLE: want a duration such as 200ms, 30s or 1m, got "soon"`,
 		`SECKILL_QUEUE: want "channel" or "stream", got "kafka"`,
-		`SECKILL_MAX_DELIVERIES: must be 0 (no limit) or at least 3, got 1`,
+		`SECKILL_RATE_USER: must not be negative (0 = no limit), got -1`,
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message lacks %q:\n%s", want, msg)
 		}
 	}
-	for _, leak := range []string{"strconv", "Workers", "parse error on field", "within 1..64", "0 would block forever"} {
+	for _, leak := range []string{"strconv", "BatchSize", "parse error on field", "within 1..5000", "at least 100ms"} {
 		if strings.Contains(msg, leak) {
 			t.Errorf("message has %q (a Go detail, or a check of a value that did not parse):\n%s", leak, msg)
 		}
@@ -304,5 +299,38 @@ func TestConfigRefusesAnUnsafeIdentityProvider(t *testing.T) {
 				t.Fatalf("err = %v, want one naming %s and %s", err, tc.key, tc.say)
 			}
 		})
+	}
+}
+
+// TestTuningIsValidatedByItsField: tuning set in Go that would hurt is
+// refused by Validate, named by its field (no variable sets it).
+func TestTuningIsValidatedByItsField(t *testing.T) {
+	tests := []struct {
+		name  string
+		set   func(*infra.Tuning)
+		field string
+	}{
+		{name: "block_forever", set: func(t *infra.Tuning) { t.StreamBlock = 0 }, field: "Tuning.StreamBlock"},
+		{name: "no_workers", set: func(t *infra.Tuning) { t.Workers = 0 }, field: "Tuning.Workers"},
+		{name: "negative_deliveries", set: func(t *infra.Tuning) { t.MaxDeliveries = -1 }, field: "Tuning.MaxDeliveries"},
+		{name: "one_delivery", set: func(t *infra.Tuning) { t.MaxDeliveries = 1 }, field: "Tuning.MaxDeliveries"},
+		{name: "two_deliveries", set: func(t *infra.Tuning) { t.MaxDeliveries = 2 }, field: "Tuning.MaxDeliveries"},
+		{name: "negative_buckets_threshold", set: func(t *infra.Tuning) { t.BucketsAbove = -1 }, field: "Tuning.BucketsAbove"},
+		{name: "too_many_buckets", set: func(t *infra.Tuning) { t.Buckets = 17 }, field: "Tuning.Buckets"},
+		{name: "negative_token_cache", set: func(t *infra.Tuning) { t.TokenCacheTTL = -time.Second }, field: "Tuning.TokenCacheTTL"},
+		{name: "window_sub_second", set: func(t *infra.Tuning) { t.RateWindow = 500 * time.Millisecond }, field: "Tuning.RateWindow"},
+		{name: "half_duplex_shards", set: func(t *infra.Tuning) { t.RedisAutoPipelineShards = 4 }, field: "Tuning.RedisAutoPipelineShards"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := infra.DefaultConfig()
+			tt.set(&c.Tuning)
+			if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tt.field) {
+				t.Fatalf("err = %v, want one naming %s", err, tt.field)
+			}
+		})
+	}
+	if err := infra.DefaultConfig().Validate(); err != nil {
+		t.Fatalf("the default tuning is refused: %v", err)
 	}
 }

@@ -18,6 +18,54 @@ var toolVariables = map[string]bool{
 	"SECKILL_MEASURE_WARM":    true, // the session warm-up measurement test
 }
 
+// removedVariables were settings until this release and are now Tuning's
+// fields, set in code (or, for SECKILL_MIGRATE, a flag). Each still set is
+// warned about by name, with what replaces it, so that an operator's
+// deployment that sets one starts and says so; one release on, this list
+// goes and they read as unknown.
+var removedVariables = map[string]string{
+	"SECKILL_BATCH_LINGER":              "Tuning.BatchLinger",
+	"SECKILL_BUCKETS":                   "Tuning.Buckets; an admin may ask for \"buckets\" per voucher",
+	"SECKILL_BUCKETS_ABOVE":             "Tuning.BucketsAbove; an admin may ask for \"buckets\" per voucher",
+	"SECKILL_ID_BLOCK":                  "Tuning.IDBlock",
+	"SECKILL_KEY_RETENTION":             "Tuning.KeyRetention",
+	"SECKILL_MAX_DELIVERIES":            "Tuning.MaxDeliveries",
+	"SECKILL_MIGRATE":                   "migrations run at start unless serve --no-migrate is given",
+	"SECKILL_QUEUE_CAPACITY":            "Tuning.QueueCapacity",
+	"SECKILL_RATE_WINDOW":               "Tuning.RateWindow",
+	"SECKILL_REDIS_AUTOPIPELINE":        "Tuning.RedisAutoPipeline",
+	"SECKILL_REDIS_AUTOPIPELINE_DELAY":  "Tuning.RedisAutoPipelineDelay",
+	"SECKILL_REDIS_AUTOPIPELINE_SHARDS": "Tuning.RedisAutoPipelineShards",
+	"SECKILL_REDIS_POOL_SIZE":           "Tuning.RedisPoolSize",
+	"SECKILL_REDIS_TIMEOUT":             "Tuning.RedisTimeout",
+	"SECKILL_RESTORE_INTERVAL":          "Tuning.RestoreInterval",
+	"SECKILL_SOLDOUT_WINDOW":            "Tuning.SoldOutWindow",
+	"SECKILL_STREAM_BLOCK":              "Tuning.StreamBlock",
+	"SECKILL_STREAM_GROUP":              "Tuning.StreamGroup",
+	"SECKILL_TOKEN_CACHE_SIZE":          "Tuning.TokenCacheSize",
+	"SECKILL_TOKEN_CACHE_TTL":           "Tuning.TokenCacheTTL",
+	"SECKILL_TOKEN_TTL":                 "Tuning.TokenTTL",
+	"SECKILL_TOKEN_WARM":                "Tuning.TokenWarm",
+	"SECKILL_WORKERS":                   "Tuning.Workers",
+}
+
+// RemovedVariable is a SECKILL_* variable in the environment that was a
+// setting until this release, with what took its place.
+type RemovedVariable struct{ Name, Instead string }
+
+// RemovedVariables finds the removed SECKILL_* variables of environ.
+func RemovedVariables(environ []string) []RemovedVariable {
+	var out []RemovedVariable
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if instead, ok := removedVariables[name]; ok {
+			out = append(out, RemovedVariable{Name: name, Instead: instead})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
 // UnknownVariable is a SECKILL_* variable in the environment that no setting
 // reads, with the known name it most likely misspells ("" when none is near).
 type UnknownVariable struct{ Name, Closest string }
@@ -36,7 +84,8 @@ func UnknownVariables(environ []string) []UnknownVariable {
 	var out []UnknownVariable
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "SECKILL_") || known[name] || toolVariables[name] || hasAnyPrefix(name, toolVariablePrefixes) {
+		if !strings.HasPrefix(name, "SECKILL_") || known[name] || removedVariables[name] != "" ||
+			toolVariables[name] || hasAnyPrefix(name, toolVariablePrefixes) {
 			continue
 		}
 		out = append(out, UnknownVariable{Name: name, Closest: closest(name, names)})
@@ -45,8 +94,13 @@ func UnknownVariables(environ []string) []UnknownVariable {
 	return out
 }
 
-// WarnUnknownVariables logs one warning per unknown SECKILL_* variable.
+// WarnUnknownVariables logs one warning per unknown or removed SECKILL_*
+// variable.
 func WarnUnknownVariables(log zerolog.Logger, environ []string) {
+	for _, r := range RemovedVariables(environ) {
+		log.Warn().Str("variable", r.Name).Str("instead", r.Instead).
+			Msg(r.Name + " is no longer read (removed in this release); its default applies. Instead: " + r.Instead)
+	}
 	for _, u := range UnknownVariables(environ) {
 		ev := log.Warn().Str("variable", u.Name)
 		msg := "unknown variable " + u.Name + " is ignored"

@@ -21,7 +21,8 @@ func TestUnknownVariablesAreNamedWithTheClosestKnownOne(t *testing.T) {
 	}{
 		{name: "swapped_letters", env: "SECKILL_REDIS_ULR=redis://10.0.0.5:6379/0", unknown: "SECKILL_REDIS_ULR", closest: "SECKILL_REDIS_URL"},
 		{name: "missing_letter", env: "SECKILL_MYSQL_DN=root@tcp(db)/x", unknown: "SECKILL_MYSQL_DN", closest: "SECKILL_MYSQL_DSN"},
-		{name: "wrong_word", env: "SECKILL_QUEUE_CAPACTY=10", unknown: "SECKILL_QUEUE_CAPACTY", closest: "SECKILL_QUEUE_CAPACITY"},
+		{name: "wrong_word", env: "SECKILL_PAYMENT_SECRT=x", unknown: "SECKILL_PAYMENT_SECRT", closest: "SECKILL_PAYMENT_SECRET"},
+		{name: "removed", env: "SECKILL_WORKERS=2"},
 		{name: "nothing_near", env: "SECKILL_COLOUR=blue", unknown: "SECKILL_COLOUR"},
 		{name: "known", env: "SECKILL_REDIS_URL=redis://x"},
 		{name: "test_variable", env: "SECKILL_TEST_REDIS_URL=redis://x"},
@@ -78,5 +79,50 @@ func TestEveryVariableHasHelp(t *testing.T) {
 	}
 	if n := infra.HelpLines(); n != len(vars) {
 		t.Errorf("infra/config_help.go has %d lines for %d variables: one names a variable no setting reads", n, len(vars))
+	}
+}
+
+// TestRemovedVariablesAreWarnedAboutByName: a deployment that still sets a
+// variable this release removed starts, and its log says that variable is
+// no longer read and what replaced it, rather than calling it unknown.
+func TestRemovedVariablesAreWarnedAboutByName(t *testing.T) {
+	tests := []struct {
+		name, env, instead string
+	}{
+		{name: "tuning", env: "SECKILL_WORKERS=4", instead: "Tuning.Workers"},
+		{name: "never_set_anywhere", env: "SECKILL_STREAM_GROUP=g", instead: "Tuning.StreamGroup"},
+		{name: "flag_instead", env: "SECKILL_MIGRATE=false", instead: "--no-migrate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			name, _, _ := strings.Cut(tt.env, "=")
+			env := []string{"PATH=/bin", tt.env, "SECKILL_QUEUE=stream"}
+			var buf bytes.Buffer
+			infra.WarnUnknownVariables(zerolog.New(&buf), env)
+			out := buf.String()
+			if strings.Count(out, "\n") != 1 || !strings.Contains(out, `"level":"warn"`) ||
+				!strings.Contains(out, name+" is no longer read") || !strings.Contains(out, tt.instead) || strings.Contains(out, "unknown") {
+				t.Fatalf("logged %q, want one warning that %s is no longer read, naming %s", out, name, tt.instead)
+			}
+			vars := map[string]string{}
+			for _, kv := range env {
+				if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "SECKILL_") {
+					vars[k] = v
+				}
+			}
+			if _, err := infra.LoadConfigFrom(vars); err != nil {
+				t.Fatalf("the service does not start with %s set: %v", name, err)
+			}
+		})
+	}
+}
+
+// TestRemovedVariablesAreNoLongerRead: no setting reads a removed name, so
+// the list cannot name a variable that is still a setting.
+func TestRemovedVariablesAreNoLongerRead(t *testing.T) {
+	for _, v := range infra.ConfigVariables() {
+		if got := infra.RemovedVariables([]string{v.Name + "=x"}); len(got) != 0 {
+			t.Errorf("%s is read by the service and listed as removed", v.Name)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/uptrace/bun"
 
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
@@ -25,37 +26,30 @@ func providePayOrder(orders ports.OrderRepository, vouchers ports.VoucherReposit
 	return application.NewPayOrder(orders, vouchers, life, clock, c.PayWindow)
 }
 
-// expiryLoop expires due orders and finishes interrupted returns every
-// interval, at once again while a pass finds a full batch. It runs on every
-// instance: the database hands each due order to one of them (SKIP LOCKED),
-// and it runs with a window of 0 too, so that cancelled orders' units are
-// returned. Errors are logged and retried at the next tick. Its metrics
+// expiryPass expires due orders and finishes interrupted returns, at once
+// again while a pass finds a full batch; the order expiry service runs it
+// every second. It runs on every instance: the database hands each due
+// order to one of them (SKIP LOCKED), and it runs with a window of 0 too, so
+// that cancelled orders' units are returned. Errors are logged and retried at the next tick. Its metrics
 // (orders expired, the expiry lag, units returned) are counted by the
 // lifecycle's decorator (provideOrderLifecycle), payments with them.
-func (a *App) expiryLoop(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+func expiryPass(expire *application.ExpireOrders, log zerolog.Logger, every time.Duration) func(context.Context) {
+	return func(ctx context.Context) {
 		for ctx.Err() == nil {
 			pctx, cancel := context.WithTimeout(ctx, 10*every)
-			res, err := a.Expire.Handle(pctx)
+			res, err := expire.Handle(pctx)
 			cancel()
 			if res.Expired > 0 || res.Returned > 0 {
-				a.Log.Info().Int("expired", res.Expired).Int("returned", res.Returned).Msg("unpaid orders expired; units back on sale")
+				log.Info().Int("expired", res.Expired).Int("returned", res.Returned).Msg("unpaid orders expired; units back on sale")
 			}
 			if err != nil {
 				if ctx.Err() == nil {
-					a.Log.Error().Err(err).Msg("order expiry pass failed; retrying at the next interval")
+					log.Error().Err(err).Msg("order expiry pass failed; retrying at the next interval")
 				}
-				break
+				return
 			}
-			if !a.Expire.Full(res) {
-				break
+			if !expire.Full(res) {
+				return
 			}
 		}
 	}

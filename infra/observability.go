@@ -71,7 +71,7 @@ func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, marks
 			// goroutine id on every wait: 30% of a claim's CPU
 			// (docs/BENCHMARKS.md). The Redis counters and the per-claim
 			// round trips are for a service that does not auto-pipeline.
-			log.Info().Msg("metrics: Redis command counters are off while the claim path auto-pipelines (SECKILL_REDIS_AUTOPIPELINE=off turns them on)")
+			log.Info().Msg("metrics: Redis command counters are off while the claim path auto-pipelines (Tuning.RedisAutoPipeline=off turns them on)")
 		}
 		o.Metrics.SoldOutAnswers(marks.Saved)
 		o.Metrics.Rooms(rooms.Figures)

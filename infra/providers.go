@@ -54,10 +54,10 @@ func provideSessionStore(rdb redis.UniversalClient, claims ClaimRedis, c Config)
 // provideSessions puts the tracked token cache in front of Redis: no Redis
 // on a cached token, and a deleted or expired token refused on every
 // instance as soon as Redis reports it (redissession.Tracked). With
-// SECKILL_TOKEN_CACHE_TTL=0 every request asks Redis (and slides the
+// Tuning.TokenCacheTTL=0 every request asks Redis (and slides the
 // session's expiry, as the original does). On a Redis without CLIENT
 // TRACKING (the embedded miniredis) the cache falls back to the old bound:
-// a revoked token keeps working here for up to SECKILL_TOKEN_CACHE_TTL.
+// a revoked token keeps working here for up to Tuning.TokenCacheTTL.
 func provideSessions(rdb redis.UniversalClient, s *redissession.Store, c Config, log zerolog.Logger) (ports.Sessions, func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -73,7 +73,7 @@ func provideSessions(rdb redis.UniversalClient, s *redissession.Store, c Config,
 			ev = log.Info()
 		}
 		ev.Dur("bound", c.TokenCacheTTL).
-			Msg("session cache without invalidation: a revoked token keeps working on this instance for up to SECKILL_TOKEN_CACHE_TTL")
+			Msg("session cache without invalidation: a revoked token keeps working on this instance for up to the session cache TTL (10s)")
 		return redissession.NewCached(s, redissession.CacheOptions{Size: c.TokenCacheSize, TTL: c.TokenCacheTTL}), func() {}, nil
 	}
 	if err != nil {
@@ -161,7 +161,7 @@ func provideHandler(
 	})
 }
 
-// splitRule is SECKILL_BUCKETS_ABOVE's rule, with K = SECKILL_BUCKETS or else
+// splitRule is Tuning.BucketsAbove's rule, with K = Tuning.Buckets or else
 // the number of Redis Cluster masters now (one bucket per master; a single
 // Redis gains nothing from a split, so there the rule splits nothing).
 func splitRule(rdb redis.UniversalClient, c Config, log zerolog.Logger) httpapi.SplitRule {
@@ -175,7 +175,7 @@ func splitRule(rdb redis.UniversalClient, c Config, log zerolog.Logger) httpapi.
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			if shards, err := cc.ClusterShards(ctx).Result(); err != nil {
-				log.Warn().Err(err).Msg("cannot count the cluster's masters: SECKILL_BUCKETS_ABOVE splits nothing; set SECKILL_BUCKETS")
+				log.Warn().Err(err).Msg("cannot count the cluster's masters: Tuning.BucketsAbove splits nothing; set Tuning.Buckets")
 			} else {
 				k = min(len(shards), domain.MaxBuckets)
 			}
@@ -285,7 +285,9 @@ var commonSet = wire.NewSet(
 	application.NewSaleDashboard,
 	provideWorker,
 	provideHandler,
-	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Gate", "Buckets", "Tokens", "Sessions", "DB", "Redis", "Observability", "Expire", "Claims"),
+	wire.Struct(new(gateRepair), "*"),
+	provideServices,
+	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Restore", "Gate", "Buckets", "Tokens", "Sessions", "DB", "Redis", "Observability", "Expire", "Services"),
 )
 
 // channelSet: the in-process bounded channel, fed by the gate plus the channel.

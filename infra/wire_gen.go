@@ -100,16 +100,24 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	httpapiRooms := provideRooms(joinRoom, pollRoom)
 	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, bearerSessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient, httpapiRooms)
 	orderQueue := provideObservedChannelQueue(queue, observability)
-	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)
-	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
 	restoreGate := application.NewRestoreGate(voucherRepo, orderRepository, roomGate, router, systemClock)
 	expireOrders := provideExpireOrders(orderLifecycle, roomGate, systemClock)
+	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)
+	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
+	infraGateRepair := &gateRepair{
+		Config:  c,
+		Log:     log,
+		DB:      db,
+		Redis:   universalClient,
+		Restore: restoreGate,
+		Buckets: redisbucketsGate,
+	}
+	services := provideServices(c, log, worker, sessions, infraGateRepair, expireOrders, counter)
 	app := &App{
 		Config:        c,
 		Log:           log,
 		Handler:       handler,
 		Queue:         orderQueue,
-		Worker:        worker,
 		Restore:       restoreGate,
 		Gate:          gate,
 		Buckets:       redisbucketsGate,
@@ -119,7 +127,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Redis:         universalClient,
 		Observability: observability,
 		Expire:        expireOrders,
-		Claims:        counter,
+		Services:      services,
 	}
 	return app, func() {
 		cleanup6()
@@ -238,16 +246,24 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	httpapiRooms := provideRooms(joinRoom, pollRoom)
 	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, bearerSessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient, httpapiRooms)
 	orderQueue := provideObservedStreamQueue(queue, universalClient, c, observability)
-	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)
-	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
 	restoreGate := application.NewRestoreGate(voucherRepo, orderRepository, roomGate, router, systemClock)
 	expireOrders := provideExpireOrders(orderLifecycle, roomGate, systemClock)
+	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)
+	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
+	infraGateRepair := &gateRepair{
+		Config:  c,
+		Log:     log,
+		DB:      db,
+		Redis:   universalClient,
+		Restore: restoreGate,
+		Buckets: redisbucketsGate,
+	}
+	services := provideServices(c, log, worker, sessions, infraGateRepair, expireOrders, counter)
 	app := &App{
 		Config:        c,
 		Log:           log,
 		Handler:       handler,
 		Queue:         orderQueue,
-		Worker:        worker,
 		Restore:       restoreGate,
 		Gate:          gate,
 		Buckets:       redisbucketsGate,
@@ -257,7 +273,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Redis:         universalClient,
 		Observability: observability,
 		Expire:        expireOrders,
-		Claims:        counter,
+		Services:      services,
 	}
 	return app, func() {
 		cleanup8()

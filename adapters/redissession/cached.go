@@ -18,7 +18,7 @@ const (
 // CacheOptions bounds a Cached: at most Size tokens, each for at most TTL. A
 // zero field takes its default; a caller that wants no cache (instant
 // revocation) uses the Store itself, as the service does for
-// SECKILL_TOKEN_CACHE_TTL=0.
+// a cache TTL of 0 (infra Tuning.TokenCacheTTL).
 type CacheOptions struct {
 	Size int
 	TTL  time.Duration

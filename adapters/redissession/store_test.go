@@ -100,8 +100,8 @@ func TestMintWritesTheOriginalsFieldsWithTTL(t *testing.T) {
 	}
 }
 
-// Without the cache (SECKILL_TOKEN_CACHE_TTL=0) and without the automatic
-// pipeliner (SECKILL_REDIS_AUTOPIPELINE=off) a lookup slides the expiry
+// Without the cache (a session cache TTL of 0) and without the automatic
+// pipeliner (auto-pipelining off) a lookup slides the expiry
 // itself, before it answers, as the original does per request; a session
 // well within its slack is not written.
 func TestUserIDWithRefreshSlidesALapsingSession(t *testing.T) {

@@ -70,7 +70,8 @@ Redis key prefix, and the DSN's database, which must be empty, or a database
 seckill_bench_* of its own when the DSN names none; all dropped afterwards);
 without them the bench runs on an embedded miniredis and SQLite, says its
 figures are not representative, and judges no speed target (only the books). Other SECKILL_* variables configure the
-service under test (batch size, workers, pool size...).
+service under test as they would seckill serve (batch size, rate limits...); its tuning (infra.Tuning: workers,
+pool size...) is the service's default, changed in Go.
 
 flags:
 `
@@ -117,7 +118,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		drain       = fs.Duration("drain-timeout", bench.DefaultDrainTimeout, "cap on the wait for claimed orders to reach MySQL")
 		orders      = fs.Int("orders", bench.DefaultFulfilOrders, "orders each fulfilment mode drains")
 		expiries    = fs.Int("expiry-orders", bench.DefaultExpiryOrders, "orders of the expiry scenario's sale, all expiring")
-		workers     = fs.Int("fulfil-workers", 0, "consumers of each fulfilment mode (default: SECKILL_WORKERS)")
+		workers     = fs.Int("fulfil-workers", 0, "consumers of each fulfilment mode (default: the service's, 1)")
 		crashBatch  = fs.Int("crash-batch", bench.DefaultCrashBatch, "the service's batch size (with 1 worker) until the kill, so the drain is still running when it is killed")
 		crashSettle = fs.Duration("crash-settle", bench.DefaultCrashSettle, "after the restart, how long the channel's order count must stay still before its loss is final")
 		binary      = fs.String("seckill-bin", "", "service binary the crash scenario runs as a child (default: seckill next to this executable, else on PATH)")
@@ -126,7 +127,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		outDir      = fs.String("out", "", "also write a chart into this directory (bench.html, claims.svg, latency.svg, orders.svg)")
 		profileDir  = fs.String("cpuprofile", "", "write a CPU profile of each run (load generator and in-process service) into this directory")
 		progress    = fs.String("progress", "auto", "progress display: bar, plain (a line every few seconds), none, or auto (bar on a terminal)")
-		cold        = fs.Bool("cold-sessions", false, "log the users in before the service starts: it warms its session cache from Redis at start and the load waits for that (with SECKILL_TOKEN_WARM=false every first claim looks its session up in Redis instead); default: they log in while it runs, and the load waits until it has read their sessions back, as before a real sale")
+		cold        = fs.Bool("cold-sessions", false, "log the users in before the service starts: it warms its session cache from Redis at start and the load waits for that (with --warm=false every first claim looks its session up in Redis instead); default: they log in while it runs, and the load waits until it has read their sessions back, as before a real sale")
+		warm        = fs.Bool("warm", true, "the service warms its session cache from Redis at start (infra Tuning.TokenWarm); --warm=false with --cold-sessions: every first claim looks its session up")
 		keep        = fs.Bool("keep", false, "keep each run's database and Redis keys for inspection instead of dropping them")
 		tableFrom   = fs.String("table-from", "", "run nothing: print the tables of a report saved with --json")
 	)
@@ -170,6 +172,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	cfg.TokenWarm = *warm
 	if *binary == "" {
 		*binary = serviceBinary()
 	}

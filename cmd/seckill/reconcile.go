@@ -151,12 +151,12 @@ func differences(r application.Report) []string {
 	lost := false
 	if !r.GateFound {
 		lost = true
-		out = append(out, "redis holds no gate for this voucher (it lost the keys): a running service rebuilds it from mysql within SECKILL_RESTORE_INTERVAL; or run --fix")
+		out = append(out, "redis holds no gate for this voucher (it lost the keys): a running service rebuilds it from mysql within its repair interval (5 s); or run --fix")
 	}
 	if r.Forgotten > 0 {
 		lost = true
 		out = append(out, fmt.Sprintf("redis forgot %d committed orders (it lost writes: a restart without persistence, a failover to a replica that lagged); "+
-			"a running service puts their buyers back and takes their units within SECKILL_RESTORE_INTERVAL; or run --fix", r.Forgotten))
+			"a running service puts their buyers back and takes their units within its repair interval (5 s); or run --fix", r.Forgotten))
 	}
 	if n := len(r.NotInGate) - r.Forgotten; n > 0 {
 		out = append(out, fmt.Sprintf("%d users hold an order in mysql and another order's mark in redis (a claim made again after redis forgot theirs, refused by mysql as a duplicate)", n))

@@ -14,7 +14,7 @@ import (
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	noMigrate := fs.Bool("no-migrate", false, "do not apply pending migrations at start (same as SECKILL_MIGRATE=false)")
+	noMigrate := fs.Bool("no-migrate", false, "do not apply pending migrations at start")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: seckill serve [--no-migrate]
 

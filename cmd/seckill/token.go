@@ -22,10 +22,10 @@ func token(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, `usage: seckill token --user ID [--count N]
 
 Mints hmdp login tokens (the hash login:token:<token>, field id, expiring after
-SECKILL_TOKEN_TTL) for users ID..ID+N-1 on the Redis that SECKILL_REDIS_URL or
-SECKILL_REDIS_CLUSTER_ADDRS names, and prints one token a line. For tests and
-load: real users log in through the shop. With the embedded Redis, use
-POST /dev/tokens of `+"`seckill serve`"+` instead.
+30 minutes, as the original's login) for users ID..ID+N-1 on the Redis that
+SECKILL_REDIS_URL or SECKILL_REDIS_CLUSTER_ADDRS names, and prints one token a
+line. For tests and load: real users log in through the shop. With the
+embedded Redis, use POST /dev/tokens of `+"`seckill serve`"+` instead.
 
 flags:
 `)

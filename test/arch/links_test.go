@@ -108,7 +108,8 @@ func TestDocsLinksResolve(t *testing.T) {
 }
 
 // TestDocsNameTheVariablesTheCodeReads: every SECKILL_* variable a document
-// names is one the service reads (or a test's), docs/CONFIGURATION.md lists
+// names is one the service reads (or a test's) — a removed one only in
+// docs/CONFIGURATION.md's list of removals —, docs/CONFIGURATION.md lists
 // every variable the service reads, and the default it gives is the code's.
 func TestDocsNameTheVariablesTheCodeReads(t *testing.T) {
 	root, docs := documents(t)
@@ -131,6 +132,10 @@ func TestDocsNameTheVariablesTheCodeReads(t *testing.T) {
 			// Unknown to the service and to its tools (tests, the bench).
 			if len(infra.UnknownVariables([]string{name + "=x"})) > 0 {
 				t.Errorf("%s names %s, which neither the service nor its tools read", rel, name)
+			}
+			// Removed this release: named only where the removal is told.
+			if len(infra.RemovedVariables([]string{name + "=x"})) > 0 && rel != filepath.Join("docs", "CONFIGURATION.md") {
+				t.Errorf("%s names %s, which this release removed (it is infra.Tuning's now)", rel, name)
 			}
 		}
 	}

@@ -126,7 +126,7 @@ func TestClaimCostsAtMostTwoRedisRoundTrips(t *testing.T) {
 			}
 
 			// Once Redis said sold out, this instance answers sold out itself
-			// (within SECKILL_SOLDOUT_WINDOW): no round trip at all.
+			// (within Tuning.SoldOutWindow): no round trip at all.
 			soldOut := createVoucher(t, app, 1)
 			claimOf := func(v domain.VoucherID, token string) envelope {
 				_, env := postJSON(t, http.DefaultClient, fmt.Sprintf("%s/voucher-order/seckill/%d", base, v), token, nil)
@@ -230,7 +230,7 @@ func TestFirstClaimAfterALoginCostsOneRedisRoundTrip(t *testing.T) {
 // TestAnInstanceStartsWarm: a user who logged in before the instance
 // started finds their session in memory on their first claim, which costs
 // only its claim script, once the start's warm-up
-// (SECKILL_TOKEN_WARM) has read it; without the warm-up the same claim also
+// (Tuning.TokenWarm) has read it; without the warm-up the same claim also
 // looks the session up (which is what makes the first case mean something).
 func TestAnInstanceStartsWarm(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {

@@ -25,7 +25,7 @@ func TestDatabaseOutageLosesNothing(t *testing.T) {
 			proxy := newTCPProxy(t, cfg.Addr)
 			cfg.Addr = proxy.addr
 			p := c.start("svc", "SECKILL_QUEUE="+queue, "SECKILL_MYSQL_DSN="+cfg.FormatDSN(),
-				"SECKILL_BATCH_SIZE=5", "SECKILL_WORKERS=1", "SECKILL_BATCH_LINGER=0s")
+				"SECKILL_BATCH_SIZE=5")
 			const users = 1000
 			vid := p.createVoucher(t, users)
 			won := claimAll(t, []*proc{p}, vid, c.mint(users, 7_000_000))

@@ -23,8 +23,7 @@ func TestClaimsAnswerWithinTheirBudgetWhenRedisStallsOrDies(t *testing.T) {
 	for _, queue := range []string{"stream", "channel"} {
 		t.Run(queue, func(t *testing.T) {
 			own := testenv.StartRedis(t)
-			c := newClusterOn(t, own.Client(), "SECKILL_REDIS_URL="+own.URL(), "SECKILL_QUEUE="+queue,
-				"SECKILL_RESTORE_INTERVAL=500ms")
+			c := newClusterOn(t, own.Client(), "SECKILL_REDIS_URL="+own.URL(), "SECKILL_QUEUE="+queue)
 			p := c.start("a")
 			v := p.createVoucher(t, 1_000_000)
 			tokens := c.mint(700, 1)

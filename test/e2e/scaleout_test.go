@@ -56,7 +56,7 @@ func TestThreeInstancesOnARedisClusterLoseNothingWhenOneIsKilled(t *testing.T) {
 	// timeout below it as a deployment must have it (a stopping instance
 	// finishes before the others would take its entries over).
 	c := newOnRedisCluster(t, "SECKILL_QUEUE=stream", "SECKILL_STREAM_MIN_IDLE=2s", "SECKILL_SHUTDOWN_TIMEOUT=1s",
-		"SECKILL_BATCH_SIZE="+strconv.Itoa(scaleBatch), "SECKILL_WORKERS=1", "SECKILL_BATCH_LINGER=0s")
+		"SECKILL_BATCH_SIZE="+strconv.Itoa(scaleBatch))
 	cfg, err := mysql.ParseDSN(envValue(c.env, "SECKILL_MYSQL_DSN"))
 	if err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ func TestGracefulShutdownDrainsTheQueue(t *testing.T) {
 	for _, queue := range []string{"channel", "stream"} {
 		t.Run(queue, func(t *testing.T) {
 			c := newCluster(t, "SECKILL_QUEUE="+queue, "SECKILL_SHUTDOWN_TIMEOUT=60s", "SECKILL_STREAM_MIN_IDLE=90s",
-				"SECKILL_BATCH_SIZE=5", "SECKILL_WORKERS=1", "SECKILL_BATCH_LINGER=0s")
+				"SECKILL_BATCH_SIZE=5")
 			p := c.start("svc")
 			const users = 1000
 			vid := p.createVoucher(t, users)
@@ -46,13 +46,13 @@ func TestGracefulShutdownDrainsTheQueue(t *testing.T) {
 }
 
 // TestIdleServiceStopsPromptlyAndSaysSo: an idle service exits on SIGTERM
-// within a few SECKILL_STREAM_BLOCKs (README promises about one), and its last
+// within a few stream blocks of 200ms (README promises about one), and its last
 // log line says it stopped. The bound is ten blocks, far above the ~10 ms it
 // takes, so only a real wait (a blocking read, a ticker, a lease) trips it.
 func TestIdleServiceStopsPromptlyAndSaysSo(t *testing.T) {
 	for _, queue := range []string{"channel", "stream"} {
 		t.Run(queue, func(t *testing.T) {
-			c := newCluster(t, "SECKILL_QUEUE="+queue, "SECKILL_STREAM_BLOCK=200ms")
+			c := newCluster(t, "SECKILL_QUEUE="+queue)
 			p := c.start("svc")
 			start := p.log.String()
 			// The start line names the Redis the test gave, whatever its
@@ -70,7 +70,7 @@ func TestIdleServiceStopsPromptlyAndSaysSo(t *testing.T) {
 			p.stop(t)
 			took := time.Since(began)
 			if took > 2*time.Second {
-				t.Fatalf("an idle %s service took %s to exit after SIGTERM, want about SECKILL_STREAM_BLOCK (200ms)", queue, took)
+				t.Fatalf("an idle %s service took %s to exit after SIGTERM, want about one stream block (200ms)", queue, took)
 			}
 			last := lastLines(p.log.String(), 1)
 			if !strings.Contains(last, `"message":"stopped"`) || !strings.Contains(last, `"level":"info"`) {

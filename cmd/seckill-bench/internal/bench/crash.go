@@ -64,7 +64,7 @@ func (e *env) runCrash(ctx context.Context, m Mode, r *Result) (err error) {
 	info := &crashInfo{Batch: e.opts.CrashBatch}
 	r.Crash = info
 
-	first, err := e.startChild(ctx, space, m, addr, e.opts.CrashBatch, 1, "before")
+	first, err := e.startChild(ctx, space, m, addr, e.opts.CrashBatch, "before")
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func (e *env) runCrash(ctx context.Context, m Mode, r *Result) (err error) {
 		r.note("the drain had finished before the kill: no crash was exercised (lower --crash-batch or raise --users)")
 	}
 
-	second, err := e.startChild(ctx, space, m, addr, e.opts.Base.BatchSize, e.opts.Base.Workers, "after")
+	second, err := e.startChild(ctx, space, m, addr, e.opts.Base.BatchSize, "after")
 	if err != nil {
 		return fmt.Errorf("restart: %w", err)
 	}
@@ -221,36 +221,28 @@ func freeAddr() (string, error) {
 }
 
 // startChild runs the service binary with its configuration in the
-// environment, as an operator would, and waits until it is ready.
-func (e *env) startChild(ctx context.Context, s *runSpace, m Mode, addr string, batch, workers int, tag string) (*child, error) {
+// environment, as an operator would, and waits until it is ready. Its tuning
+// is the binary's own (infra.DefaultTuning), as Base's is: the bench reads
+// only the operator's settings from the environment.
+func (e *env) startChild(ctx context.Context, s *runSpace, m Mode, addr string, batch int, tag string) (*child, error) {
 	c := e.opts.Base
 	vars := map[string]string{
-		"SECKILL_HTTP_ADDR":          addr,
-		"SECKILL_REDIS_URL":          e.redisURL,
-		"SECKILL_MYSQL_DSN":          s.dsn,
-		"SECKILL_KEY_PREFIX":         s.prefix,
-		"SECKILL_QUEUE":              string(m),
-		"SECKILL_BATCH_SIZE":         strconv.Itoa(batch),
-		"SECKILL_WORKERS":            strconv.Itoa(workers),
-		"SECKILL_REDIS_POOL_SIZE":    strconv.Itoa(c.RedisPoolSize),
-		"SECKILL_REDIS_AUTOPIPELINE": c.RedisAutoPipeline,
-		"SECKILL_QUEUE_CAPACITY":     strconv.Itoa(c.QueueCapacity),
-		"SECKILL_BATCH_LINGER":       c.BatchLinger.String(),
-		"SECKILL_ID_BLOCK":           strconv.Itoa(c.IDBlock),
-		"SECKILL_TOKEN_CACHE_TTL":    c.TokenCacheTTL.String(),
-		"SECKILL_TOKEN_CACHE_SIZE":   strconv.Itoa(c.TokenCacheSize),
-		"SECKILL_KEY_RETENTION":      c.KeyRetention.String(),
-		"SECKILL_SHUTDOWN_TIMEOUT":   c.ShutdownTimeout.String(),
-		"SECKILL_LOG_LEVEL":          "warn",
-		"SECKILL_LOG_FORMAT":         "json",
+		"SECKILL_HTTP_ADDR":        addr,
+		"SECKILL_REDIS_URL":        e.redisURL,
+		"SECKILL_MYSQL_DSN":        s.dsn,
+		"SECKILL_KEY_PREFIX":       s.prefix,
+		"SECKILL_QUEUE":            string(m),
+		"SECKILL_BATCH_SIZE":       strconv.Itoa(batch),
+		"SECKILL_SHUTDOWN_TIMEOUT": c.ShutdownTimeout.String(),
+		"SECKILL_LOG_LEVEL":        "warn",
+		"SECKILL_LOG_FORMAT":       "json",
 		// Not the default 127.0.0.1:9090: anything else on the machine
 		// holding it would stop the child at start.
-		"SECKILL_METRICS_ADDR":    "127.0.0.1:0",
-		"SECKILL_ADMIN_USERS":     strconv.FormatInt(int64(benchAdmin), 10),
-		"SECKILL_RATE_USER":       strconv.Itoa(c.RateUser),
-		"SECKILL_RATE_IP":         strconv.Itoa(c.RateIP),
-		"SECKILL_TRUSTED_PROXIES": benchProxy, // as in serviceConfig
-		"SECKILL_RATE_WINDOW":     c.RateWindow.String(),
+		"SECKILL_METRICS_ADDR": "127.0.0.1:0",
+		"SECKILL_ADMIN_USERS":      strconv.FormatInt(int64(benchAdmin), 10),
+		"SECKILL_RATE_USER":        strconv.Itoa(c.RateUser),
+		"SECKILL_RATE_IP":          strconv.Itoa(c.RateIP),
+		"SECKILL_TRUSTED_PROXIES":  benchProxy, // as in serviceConfig
 	}
 	env := make([]string, 0, len(os.Environ())+len(vars))
 	for _, kv := range os.Environ() {

@@ -132,7 +132,7 @@ func (e *env) runService(ctx context.Context, sc Scenario, m Mode, r *Result) (e
 	} else {
 		// The users log in while it runs and it reads their sessions back
 		// as Redis reports the logins: the warm-up at start
-		// (SECKILL_TOKEN_WARM), which reads every session Redis holds,
+		// (Tuning.TokenWarm), which reads every session Redis holds,
 		// has nothing of theirs to read. In a real sale it ended long
 		// before; here it would still be reading earlier runs' sessions,
 		// at its duty cycle, while the load runs (1% of the service's CPU
@@ -180,7 +180,7 @@ func (e *env) runService(ctx context.Context, sc Scenario, m Mode, r *Result) (e
 	}
 	if sc != ScenarioWideJWT && e.opts.ColdSessions && cfg.TokenWarm {
 		// Logged in before the start: the service warms its cache from
-		// Redis in the background (SECKILL_TOKEN_WARM); the sale begins once
+		// Redis in the background (Tuning.TokenWarm); the sale begins once
 		// that is done, as an operator adding instances before a sale would
 		// wait for their "session cache warmed" line.
 		waited := time.Now()

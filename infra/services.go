@@ -1,0 +1,201 @@
+package infra
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+	"github.com/uptrace/bun"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hmdp-go/seckill/adapters/claimcount"
+	"github.com/hmdp-go/seckill/adapters/redisbuckets"
+	"github.com/hmdp-go/seckill/adapters/redissession"
+	"github.com/hmdp-go/seckill/adapters/worker"
+	"github.com/hmdp-go/seckill/application"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// Service is one piece of background work the App runs from its start to
+// its shutdown, in one shape for every loop (asynq's heartbeater and
+// janitor, river's startstop.Service). Run returns when ctx ends, or when
+// a draining service's work is done.
+type Service struct {
+	Name string
+	Run  func(ctx context.Context) error
+	// Drains marks the workers: they end by themselves once the queue is
+	// closed and empty, and shutdown waits for that (up to its deadline)
+	// before it cancels the rest.
+	Drains bool
+}
+
+// Services are the App's background work, in the order they start.
+type Services []Service
+
+// provideServices lists the background work of one instance: the session
+// warm-up, the fulfilment workers, the gate repair, the order expiry and
+// the live page's claim sampler.
+func provideServices(c Config, log zerolog.Logger, w *worker.Worker, sessions ports.Sessions, repair *gateRepair,
+	expire *application.ExpireOrders, claims *claimcount.Counter,
+) Services {
+	var s Services
+	if t, ok := sessions.(*redissession.Tracked); ok && c.TokenWarm {
+		s = append(s, Service{Name: "session warm-up", Run: warmSessions(t, log)})
+	}
+	for range c.Workers {
+		s = append(s, Service{Name: "worker", Run: w.Run, Drains: true})
+	}
+	if c.RestoreInterval > 0 {
+		s = append(s, Service{Name: "gate repair", Run: ticking(c.RestoreInterval, repair.pass)})
+	}
+	s = append(s,
+		Service{Name: "order expiry", Run: ticking(expiryEvery, expiryPass(expire, log, expiryEvery))},
+		Service{Name: "claim sampler", Run: func(ctx context.Context) error { claims.Run(ctx); return nil }},
+	)
+	return s
+}
+
+// ticking is the shape of every periodic service: pass, every interval,
+// until ctx ends. A pass logs its own errors and is retried at the next tick.
+func ticking(every time.Duration, pass func(context.Context)) func(context.Context) error {
+	return func(ctx context.Context) error {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+				pass(ctx)
+			}
+		}
+	}
+}
+
+// background runs the Services: the draining ones and the rest under an
+// errgroup each, so that shutdown can wait for the first before it stops
+// the second. A service that fails is logged and the others keep running:
+// one worker's error must not stop the order expiry.
+type background struct {
+	cancel context.CancelFunc
+	drains errgroup.Group
+	loops  errgroup.Group
+}
+
+// startServices starts every service on a context that outlives ctx (the
+// start's), ended by drain's deadline or by stop.
+func startServices(ctx context.Context, log zerolog.Logger, services Services) *background {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	b := &background{cancel: cancel}
+	for _, s := range services {
+		g := &b.loops
+		if s.Drains {
+			g = &b.drains
+		}
+		g.Go(func() error {
+			if err := s.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				log.Error().Err(err).Str("service", s.Name).Msg(s.Name + " stopped")
+			}
+			return nil
+		})
+	}
+	return b
+}
+
+// drain waits for the draining services to finish their work; at ctx's
+// end it cancels every service, waits for the draining ones to return, and
+// answers ctx's error.
+func (b *background) drain(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { _ = b.drains.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		b.cancel()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// stop cancels every service and waits for all of them.
+func (b *background) stop() {
+	b.cancel()
+	_ = b.drains.Wait()
+	_ = b.loops.Wait()
+}
+
+// warmSessions reads the sessions already in Redis into the token cache,
+// paced (redissession.Tracked.Warm), and logs when it is done. The cache's
+// Close, at shutdown, stops the reading itself.
+func warmSessions(t *redissession.Tracked, log zerolog.Logger) func(context.Context) error {
+	return func(ctx context.Context) error {
+		began := time.Now()
+		t.Warm()
+		select {
+		case <-ctx.Done():
+		case <-t.WarmedUp():
+			p := t.WarmProgress()
+			log.Info().Int64("sessions", p.Cached).Int64("read", p.Read).Int64("scans", p.Scans).
+				Dur("took", time.Since(began)).Msg("session cache warmed")
+		}
+		return nil
+	}
+}
+
+// gateRepair restores, every interval, the gate of any live voucher that
+// Redis lost (a failover that dropped writes, a flushed node), so the
+// instance heals without a restart. Errors are logged and retried next tick.
+type gateRepair struct {
+	Config  Config
+	Log     zerolog.Logger
+	DB      *bun.DB
+	Redis   redis.UniversalClient
+	Restore *application.RestoreGate
+	Buckets *redisbuckets.Gate
+}
+
+// pass is one repair, bounded by one interval.
+func (r *gateRepair) pass(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, r.Config.RestoreInterval)
+	defer cancel()
+	// A Redis that lost its data lost the binding too: write it back
+	// (before the gates) so that another deployment's start on the same
+	// prefix is still refused; a foreign one means a second deployment
+	// took the prefix while this one ran.
+	if _, err := BindDeployment(rctx, r.DB, r.Redis, r.Config); err != nil && ctx.Err() == nil {
+		r.Log.Error().Err(err).Msg("deployment binding check failed; retrying at the next interval")
+		if errors.Is(err, ErrForeignRedis) {
+			return // no repair from this database into another's prefix
+		}
+	}
+	rep, err := r.Restore.Repair(rctx)
+	logHealed(r.Log, rep.Healed)
+	// Transfer records of split vouchers whose claimant died between two
+	// steps are finished here, so their units are on sale again within
+	// one interval (plus the records' apply deadline).
+	if moved, terr := r.Buckets.RepairAll(rctx); terr != nil && ctx.Err() == nil {
+		r.Log.Error().Err(terr).Int("finished", moved).Msg("finishing bucket transfers failed; retrying at the next interval")
+	} else if moved > 0 {
+		r.Log.Warn().Int("transfers", moved).Msg("finished bucket transfers left by a claim that stopped between two steps")
+	}
+	switch {
+	case err != nil && ctx.Err() == nil:
+		r.Log.Error().Err(err).Int("repaired", rep.Restored).Msg("gate repair failed; retrying at the next interval")
+	case rep.Restored > 0:
+		r.Log.Warn().Int("vouchers", rep.Restored).Msg("gate repaired from the database: Redis had lost their state")
+	}
+}
+
+// logHealed tells, per voucher, what a gate that was behind the database
+// got back: Redis had lost writes (a failover to a replica that lagged, a
+// restart from an older snapshot) while their orders were committed.
+func logHealed(log zerolog.Logger, healed []application.HealedVoucher) {
+	for _, h := range healed {
+		log.Warn().Int64("voucher", int64(h.Voucher)).Int("buyers_restored", h.Restored).
+			Int("units_retaken", h.Retaken).Int("oversold", h.Oversold).
+			Msg("gate healed from the database: Redis had forgotten committed orders (oversold: units it had sold again, which the database refuses)")
+	}
+}
