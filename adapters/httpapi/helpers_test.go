@@ -75,6 +75,11 @@ func (s *spyVouchers) AddSeckill(ctx context.Context, v domain.Voucher) (domain.
 	return s.VoucherRepository.AddSeckill(ctx, v)
 }
 
+func (s *spyVouchers) AddSeckillOnce(ctx context.Context, key, fp string, v domain.Voucher, e domain.AuditEntry) (ports.Creation, error) {
+	s.c.hit("vouchers.AddSeckillOnce")
+	return s.VoucherRepository.AddSeckillOnce(ctx, key, fp, v, e)
+}
+
 func (s *spyVouchers) Get(ctx context.Context, id domain.VoucherID) (domain.Voucher, error) {
 	s.c.hit("vouchers.Get")
 	return s.VoucherRepository.Get(ctx, id)
