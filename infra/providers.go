@@ -100,7 +100,7 @@ func provideHandler(
 	cancel *application.CancelOrder, pay *application.PayOrder,
 	sessions ports.Sessions, tokens ports.TokenIssuer, ready ReadyCheck,
 	sales *application.SaleDashboard, marks *soldout.Marks, counter *claimcount.Counter, log zerolog.Logger, c Config, obs httpapi.ClaimObserver, rdb redis.UniversalClient,
-	rooms httpapi.Rooms,
+	rooms httpapi.Rooms, orders *application.ListSaleOrders, audit *application.ReadAuditLog,
 ) http.Handler {
 	if tokens != nil {
 		log.Warn().Msg("dev endpoint POST /dev/tokens is enabled: anyone can mint a login token")
@@ -134,6 +134,8 @@ func provideHandler(
 		Pay:            pay,
 		PaymentSecret:  []byte(c.PaymentSecret),
 		Rooms:          rooms,
+		Orders:         orders,
+		Audit:          audit,
 	})
 }
 
@@ -235,6 +237,9 @@ var commonSet = wire.NewSet(
 	wire.Bind(new(ports.GateProbe), new(*redisbuckets.Router)),
 	wire.Bind(new(ports.GateAudit), new(*redisbuckets.Router)),
 	wire.Bind(new(ports.OrderLedger), new(*mysqlstore.OrderRepo)),
+	wire.Bind(new(ports.SaleOrders), new(*mysqlstore.OrderRepo)),
+	mysqlstore.NewAuditRepo,
+	wire.Bind(new(ports.AuditLog), new(*mysqlstore.AuditRepo)),
 	provideSoldOutMarks,
 	provideSoldOutGate,
 	provideRoomStore,
@@ -258,6 +263,8 @@ var commonSet = wire.NewSet(
 	application.NewGetOrder,
 	application.NewRestoreGate,
 	application.NewSaleDashboard,
+	application.NewListSaleOrders,
+	application.NewReadAuditLog,
 	provideWorker,
 	provideHandler,
 	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Worker", "Restore", "Gate", "Buckets", "Tokens", "Sessions", "DB", "Redis", "Observability", "Expire", "Claims"),

@@ -96,6 +96,26 @@ func (s *spyVouchers) ListByShop(ctx context.Context, shop domain.ShopID, max in
 	return s.VoucherRepository.ListByShop(ctx, shop, max)
 }
 
+type spySaleOrders struct {
+	ports.SaleOrders
+	c *calls
+}
+
+func (s spySaleOrders) OrdersAfter(ctx context.Context, v domain.VoucherID, f domain.OrderFilter, after domain.OrderID, limit int) ([]domain.OrderStatus, error) {
+	s.c.hit("orders.OrdersAfter")
+	return s.SaleOrders.OrdersAfter(ctx, v, f, after, limit)
+}
+
+type spyAudit struct {
+	ports.AuditLog
+	c *calls
+}
+
+func (s spyAudit) List(ctx context.Context, q ports.AuditQuery) ([]domain.AuditEntry, error) {
+	s.c.hit("audit.List")
+	return s.AuditLog.List(ctx, q)
+}
+
 type spyGate struct {
 	ports.StockGate
 	c *calls
@@ -335,6 +355,8 @@ func newEnv(t testing.TB, opt options) *env {
 		Cancel:         application.NewCancelOrder(orders, ledger, sgate),
 		Pay:            application.NewPayOrder(orders, vouchers, ledger, clock, payWindow),
 		PaymentSecret:  []byte(paySecret),
+		Orders:         application.NewListSaleOrders(vouchers, spySaleOrders{ledger, c}),
+		Audit:          application.NewReadAuditLog(spyAudit{memory.NewAuditLog(mv), c}),
 		Rooms: httpapi.Rooms{
 			Join: application.NewJoinRoom(roomDir, signer),
 			Poll: application.NewPollRoom(roomDir, signer),
