@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -28,34 +30,38 @@ func NewAddSeckillVoucher(vouchers ports.VoucherRepository, orders ports.OrderRe
 	return &AddSeckillVoucher{vouchers: vouchers, orders: orders, gate: gate}
 }
 
-// Handle saves the voucher, then preheats it. If the preheat fails the voucher
-// is stored but not claimable (claims answer not_found) until the periodic
-// RestoreGate writes its gate, or a retry with an idempotency key does.
-func (h *AddSeckillVoucher) Handle(ctx context.Context, v domain.Voucher) (domain.Voucher, error) {
-	return h.HandleOnce(ctx, "", v)
+// Handle saves the voucher an admin asked for, with its audit entry, then
+// preheats it. If the preheat fails the voucher is stored but not claimable
+// (claims answer not_found) until the periodic RestoreGate writes its
+// gate, or a retry with an idempotency key does.
+func (h *AddSeckillVoucher) Handle(ctx context.Context, admin domain.UserID, v domain.Voucher) (domain.Voucher, error) {
+	return h.HandleOnce(ctx, admin, "", v)
 }
 
 // HandleOnce is Handle under an idempotency key (empty: none). The first
 // request with a key creates the voucher; a retry with the key (after a
 // timeout or a 500) returns that same voucher and makes sure its gate
-// exists, never a second sale of the same stock. The key reused for a
-// different voucher is a validation error and changes nothing.
-func (h *AddSeckillVoucher) HandleOnce(ctx context.Context, key string, v domain.Voucher) (domain.Voucher, error) {
+// exists, never a second sale of the same stock nor a second audit entry.
+// The key reused for a different voucher is a validation error and changes
+// nothing.
+func (h *AddSeckillVoucher) HandleOnce(ctx context.Context, admin domain.UserID, key string, v domain.Voucher) (domain.Voucher, error) {
 	if !v.IsSeckill() {
 		return domain.Voucher{}, &domain.ValidationError{Field: "type", Reason: "must be a seckill voucher with a sale"}
 	}
-	if key == "" {
-		saved, err := h.vouchers.AddSeckill(ctx, v)
-		if err != nil {
-			return domain.Voucher{}, fmt.Errorf("save voucher: %w", err)
+	if key != "" {
+		if err := checkIdempotencyKey(key); err != nil {
+			return domain.Voucher{}, err
 		}
-		return saved, h.preheat(ctx, saved)
 	}
-	if err := checkIdempotencyKey(key); err != nil {
+	entry, err := creationEntry(admin, key, v)
+	if err != nil {
 		return domain.Voucher{}, err
 	}
-	fp := fingerprint(v)
-	c, err := h.vouchers.AddSeckillOnce(ctx, key, fp, v)
+	fp := ""
+	if key != "" {
+		fp = fingerprint(v)
+	}
+	c, err := h.vouchers.AddSeckillOnce(ctx, key, fp, v, entry)
 	if err != nil {
 		return domain.Voucher{}, fmt.Errorf("save voucher: %w", err)
 	}
@@ -80,6 +86,32 @@ func (h *AddSeckillVoucher) HandleOnce(ctx context.Context, key string, v domain
 		return c.Voucher, fmt.Errorf("restore gate of voucher %d: %w", c.Voucher.ID(), err)
 	}
 	return c.Voucher, nil
+}
+
+// creationEntry is the audit entry of a creation: who asked, and the
+// fields of the voucher they asked for, as stored (times in UTC).
+func creationEntry(admin domain.UserID, key string, v domain.Voucher) (domain.AuditEntry, error) {
+	s := v.Sale()
+	fields := map[string]any{
+		"shopId": int64(v.ShopID()), "title": v.Title(), "subTitle": v.SubTitle(), "rules": v.Rules(),
+		"payValue": v.PayValue(), "actualValue": v.ActualValue(), "stock": s.Stock(),
+		"beginTime": s.Begin().UTC().Format(time.RFC3339Nano), "endTime": s.End().UTC().Format(time.RFC3339Nano),
+		"buckets": max(s.Buckets(), 1),
+	}
+	if r := s.Room(); !r.IsZero() {
+		fields["waitingRoom"] = map[string]any{
+			"opensBeforeSeconds": int64(r.OpensBefore() / time.Second), "admitPerSecond": r.AdmitPerSecond(),
+			"passTtlSeconds": int64(r.PassTTL() / time.Second), "margin": r.Margin(),
+		}
+	}
+	if key != "" {
+		fields["idempotencyKey"] = key
+	}
+	change, err := json.Marshal(fields)
+	if err != nil {
+		return domain.AuditEntry{}, fmt.Errorf("describe the creation: %w", err)
+	}
+	return domain.NewAuditEntry(admin, domain.ActionCreateVoucher, 0, string(change))
 }
 
 func (h *AddSeckillVoucher) preheat(ctx context.Context, saved domain.Voucher) error {

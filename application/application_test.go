@@ -59,7 +59,7 @@ func (w *world) voucher(t *testing.T, stock int, begin, end time.Time) domain.Vo
 	if err != nil {
 		t.Fatal(err)
 	}
-	saved, err := w.add.Handle(context.Background(), v)
+	saved, err := w.add.Handle(context.Background(), testAdmin, v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +332,7 @@ func TestGetOrderHidesOtherUsersOrders(t *testing.T) {
 
 func TestAddSeckillVoucherRejectsNormalVouchers(t *testing.T) {
 	w := newWorld(t, 1, nil)
-	if _, err := w.add.Handle(context.Background(), domain.Voucher{}); err == nil {
+	if _, err := w.add.Handle(context.Background(), testAdmin, domain.Voucher{}); err == nil {
 		t.Fatal("a voucher without a sale must be refused")
 	}
 	vs, _ := w.vouchers.ListByShop(context.Background(), 1, application.MaxShopVouchers)

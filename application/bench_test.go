@@ -45,7 +45,7 @@ func benchClaim(b testing.TB, stock int, marked bool) (*application.ClaimSeckill
 		b.Fatal(err)
 	}
 	benchVouchers := memory.NewVouchers()
-	saved, err := application.NewAddSeckillVoucher(benchVouchers, memory.NewOrders(benchVouchers), gate).Handle(context.Background(), v)
+	saved, err := application.NewAddSeckillVoucher(benchVouchers, memory.NewOrders(benchVouchers), gate).Handle(context.Background(), testAdmin, v)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func (w *roomWorld) sale(t testing.TB, stock int, begin time.Time, r domain.Room
 	if err != nil {
 		t.Fatal(err)
 	}
-	saved, err := w.add.Handle(context.Background(), v)
+	saved, err := w.add.Handle(context.Background(), testAdmin, v)
 	if err != nil {
 		t.Fatal(err)
 	}

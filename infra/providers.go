@@ -124,7 +124,7 @@ func provideHandler(
 	cancel *application.CancelOrder, pay *application.PayOrder,
 	sessions ports.Sessions, bearer ports.BearerSessions, tokens ports.TokenIssuer, ready ReadyCheck,
 	sales *application.SaleDashboard, marks *soldout.Marks, counter *claimcount.Counter, log zerolog.Logger, c Config, obs httpapi.ClaimObserver, rdb redis.UniversalClient,
-	rooms httpapi.Rooms,
+	rooms httpapi.Rooms, orders *application.ListSaleOrders, audit *application.ReadAuditLog,
 ) http.Handler {
 	if tokens != nil {
 		log.Warn().Msg("dev endpoint POST /dev/tokens is enabled: anyone can mint a login token")
@@ -158,6 +158,8 @@ func provideHandler(
 		Pay:            pay,
 		PaymentSecret:  []byte(c.PaymentSecret),
 		Rooms:          rooms,
+		Orders:         orders,
+		Audit:          audit,
 	})
 }
 
@@ -260,6 +262,9 @@ var commonSet = wire.NewSet(
 	wire.Bind(new(ports.GateProbe), new(*redisbuckets.Router)),
 	wire.Bind(new(ports.GateAudit), new(*redisbuckets.Router)),
 	wire.Bind(new(ports.OrderLedger), new(*mysqlstore.OrderRepo)),
+	wire.Bind(new(ports.SaleOrders), new(*mysqlstore.OrderRepo)),
+	mysqlstore.NewAuditRepo,
+	wire.Bind(new(ports.AuditLog), new(*mysqlstore.AuditRepo)),
 	provideSoldOutMarks,
 	provideSoldOutGate,
 	provideRoomStore,
@@ -283,6 +288,8 @@ var commonSet = wire.NewSet(
 	application.NewGetOrder,
 	application.NewRestoreGate,
 	application.NewSaleDashboard,
+	application.NewListSaleOrders,
+	application.NewReadAuditLog,
 	provideWorker,
 	provideHandler,
 	wire.Struct(new(gateRepair), "*"),

@@ -256,13 +256,18 @@ type Creation struct {
 // VoucherRepository stores vouchers and their sales.
 type VoucherRepository interface {
 	// AddSeckill stores the voucher and its sale in one transaction and
-	// returns it with its new ID.
+	// returns it with its new ID. It records no audit entry: it is the
+	// tools' and tests' way in; an admin's creation goes through
+	// AddSeckillOnce.
 	AddSeckill(ctx context.Context, v domain.Voucher) (domain.Voucher, error)
-	// AddSeckillOnce is AddSeckill under an idempotency key: the first call
-	// with key stores the voucher and records key -> (its ID, fingerprint) in
-	// the same transaction; any later call with key, concurrent or not,
-	// stores nothing and returns the voucher the key names (Created=false).
-	AddSeckillOnce(ctx context.Context, key, fingerprint string, v domain.Voucher) (Creation, error)
+	// AddSeckillOnce is AddSeckill under an idempotency key, for an admin:
+	// the first call with key stores the voucher and records key -> (its
+	// ID, fingerprint) and the admin's audit entry (named for the new
+	// voucher: AuditEntry.ForVoucher) in the same transaction; any later
+	// call with key, concurrent or not, stores nothing, records no entry and
+	// returns the voucher the key names (Created=false). An empty key
+	// records no key: every such call creates a voucher and its entry.
+	AddSeckillOnce(ctx context.Context, key, fingerprint string, v domain.Voucher, entry domain.AuditEntry) (Creation, error)
 	// Get returns a voucher (with its sale's remaining stock), or domain.ErrVoucherNotFound.
 	Get(ctx context.Context, id domain.VoucherID) (domain.Voucher, error)
 	// ListByShop returns the shop's vouchers on sale, seckill ones with

@@ -75,6 +75,11 @@ func (s *spyVouchers) AddSeckill(ctx context.Context, v domain.Voucher) (domain.
 	return s.VoucherRepository.AddSeckill(ctx, v)
 }
 
+func (s *spyVouchers) AddSeckillOnce(ctx context.Context, key, fp string, v domain.Voucher, e domain.AuditEntry) (ports.Creation, error) {
+	s.c.hit("vouchers.AddSeckillOnce")
+	return s.VoucherRepository.AddSeckillOnce(ctx, key, fp, v, e)
+}
+
 func (s *spyVouchers) Get(ctx context.Context, id domain.VoucherID) (domain.Voucher, error) {
 	s.c.hit("vouchers.Get")
 	return s.VoucherRepository.Get(ctx, id)
@@ -89,6 +94,26 @@ func (s *spyVouchers) ListByShop(ctx context.Context, shop domain.ShopID, max in
 		return nil, s.listErr
 	}
 	return s.VoucherRepository.ListByShop(ctx, shop, max)
+}
+
+type spySaleOrders struct {
+	ports.SaleOrders
+	c *calls
+}
+
+func (s spySaleOrders) OrdersAfter(ctx context.Context, v domain.VoucherID, f domain.OrderFilter, after domain.OrderID, limit int) ([]domain.OrderStatus, error) {
+	s.c.hit("orders.OrdersAfter")
+	return s.SaleOrders.OrdersAfter(ctx, v, f, after, limit)
+}
+
+type spyAudit struct {
+	ports.AuditLog
+	c *calls
+}
+
+func (s spyAudit) List(ctx context.Context, q ports.AuditQuery) ([]domain.AuditEntry, error) {
+	s.c.hit("audit.List")
+	return s.AuditLog.List(ctx, q)
 }
 
 type spyGate struct {
@@ -353,6 +378,8 @@ func newEnv(t testing.TB, opt options) *env {
 		Cancel:         application.NewCancelOrder(orders, ledger, sgate),
 		Pay:            application.NewPayOrder(orders, vouchers, ledger, clock, payWindow),
 		PaymentSecret:  []byte(paySecret),
+		Orders:         application.NewListSaleOrders(vouchers, spySaleOrders{ledger, c}),
+		Audit:          application.NewReadAuditLog(spyAudit{memory.NewAuditLog(mv), c}),
 		Rooms: httpapi.Rooms{
 			Join: application.NewJoinRoom(roomDir, signer),
 			Poll: application.NewPollRoom(roomDir, signer),

@@ -39,7 +39,7 @@ type contract struct {
 var loadContract = sync.OnceValues(func() (*contract, error) {
 	// Non-JSON answers (the sale page and its assets) are checked for their
 	// declared type only.
-	for _, ct := range []string{"text/html", "text/javascript", "text/css"} {
+	for _, ct := range []string{"text/html", "text/javascript", "text/css", "text/csv"} {
 		openapi3filter.RegisterBodyDecoder(ct, openapi3filter.FileBodyDecoder)
 	}
 	loader := openapi3.NewLoader()

@@ -71,7 +71,7 @@ func TestCreateVoucherWithWaitingRoom(t *testing.T) {
 			if res.status != http.StatusBadRequest || !strings.Contains(res.ErrorMsg, tc.field) {
 				t.Fatalf("got %d %s; want 400 naming %s", res.status, res.raw, tc.field)
 			}
-			if n := e.calls.snapshot()["AddSeckill"]; n != 0 {
+			if n := e.calls.snapshot()["vouchers.AddSeckillOnce"]; n != 0 {
 				t.Fatalf("a refused room stored a voucher (%d calls)", n)
 			}
 		})

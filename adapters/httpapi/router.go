@@ -78,6 +78,11 @@ type Deps struct {
 	// SoldOut, when set, lets a claim that carries a token be answered sold
 	// out before its session is resolved; nil resolves every session first.
 	SoldOut ports.SoldOutSignal
+	// Orders, when set, mounts a sale's order list and CSV export (GET
+	// /admin/vouchers/{id}/orders and .../orders.csv); Audit, when set, the
+	// audit trail of admin actions (GET /admin/audit). Both admin only.
+	Orders *application.ListSaleOrders
+	Audit  *application.ReadAuditLog
 	// Rooms, when set, mounts the waiting rooms' join and poll and makes a
 	// claim of a sale with a room need its pass; unset, a voucher cannot be
 	// created with a room.
@@ -118,6 +123,8 @@ type api struct {
 	pay          *application.PayOrder
 	paySecret    []byte
 	rooms        Rooms
+	orderList    *application.ListSaleOrders
+	audit        *application.ReadAuditLog
 	// lists holds each shop's encoded voucher list, readiness the last
 	// probe's outcome, for Deps.PublicReadTTL.
 	lists     *shortCache[[]byte]
@@ -170,6 +177,8 @@ func NewRouter(d Deps) http.Handler {
 		pay:          d.Pay,
 		paySecret:    d.PaymentSecret,
 		rooms:        d.Rooms,
+		orderList:    d.Orders,
+		audit:        d.Audit,
 	}
 	ttl := d.PublicReadTTL
 	if ttl == 0 {
@@ -259,6 +268,19 @@ func NewRouter(d Deps) http.Handler {
 		r.Group(func(r chi.Router) {
 			a.adminRoutes(r)
 			r.Get("/admin/sales.json", a.salesBoard)
+		})
+	}
+
+	if a.orderList != nil || a.audit != nil {
+		r.Group(func(r chi.Router) {
+			a.adminRoutes(r)
+			if a.orderList != nil {
+				r.Get("/admin/vouchers/{id}/orders", a.saleOrders)
+				r.Get("/admin/vouchers/{id}/orders.csv", a.exportSaleOrders)
+			}
+			if a.audit != nil {
+				r.Get("/admin/audit", a.auditTrail)
+			}
 		})
 	}
 

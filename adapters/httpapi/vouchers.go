@@ -76,7 +76,7 @@ func (a *api) addSeckillVoucher(w http.ResponseWriter, r *http.Request) {
 	}
 	// An admin's retry after a timeout or a 500 carries the same key and gets
 	// the voucher the first attempt created, not a second sale.
-	saved, err := a.addVoucher.HandleOnce(r.Context(), r.Header.Get(idempotencyKeyHeader), v)
+	saved, err := a.addVoucher.HandleOnce(r.Context(), userFrom(r.Context()), r.Header.Get(idempotencyKeyHeader), v)
 	if err != nil {
 		a.fail(w, r, err)
 		return

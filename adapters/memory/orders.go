@@ -251,3 +251,26 @@ func (s *Orders) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTall
 	s.tallyPayments(id, &t)
 	return t, nil
 }
+
+var _ ports.SaleOrders = (*Orders)(nil)
+
+// OrdersAfter walks every created order, which is fine for the small fakes
+// of tests; the SQL repository reads one index range per page.
+func (s *Orders) OrdersAfter(ctx context.Context, voucher domain.VoucherID, filter domain.OrderFilter, after domain.OrderID, limit int) ([]domain.OrderStatus, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []domain.OrderStatus{}
+	for id, o := range s.created {
+		if o.VoucherID() != voucher || id <= after {
+			continue
+		}
+		if st, _ := s.recorded(id); filter.Matches(st) {
+			out = append(out, st)
+		}
+	}
+	slices.SortFunc(out, func(a, b domain.OrderStatus) int { return cmp.Compare(a.Order.ID(), b.Order.ID()) })
+	return out[:min(max(limit, 0), len(out))], nil
+}

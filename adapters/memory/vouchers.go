@@ -20,6 +20,9 @@ type Vouchers struct {
 	vouchers map[domain.VoucherID]domain.Voucher
 	lastID   domain.VoucherID
 	keys     map[string]voucherKey
+	// audit is the trail AddSeckillOnce appends to under mu, as the SQL
+	// repository inserts in its transaction; AuditLog reads it.
+	audit []domain.AuditEntry
 }
 
 type voucherKey struct {
@@ -31,24 +34,32 @@ func NewVouchers() *Vouchers {
 	return &Vouchers{vouchers: map[domain.VoucherID]domain.Voucher{}, keys: map[string]voucherKey{}}
 }
 
-// AddSeckillOnce is AddSeckill under an idempotency key, like the SQL one.
-func (s *Vouchers) AddSeckillOnce(ctx context.Context, key, fingerprint string, v domain.Voucher) (ports.Creation, error) {
+// AddSeckillOnce is AddSeckill under an idempotency key, like the SQL one:
+// the voucher, the key and the audit entry are stored under one hold of
+// the mutex, or none of them.
+func (s *Vouchers) AddSeckillOnce(ctx context.Context, key, fingerprint string, v domain.Voucher, entry domain.AuditEntry) (ports.Creation, error) {
 	if err := ctx.Err(); err != nil {
 		return ports.Creation{}, err
 	}
 	if !v.IsSeckill() {
 		return ports.Creation{}, &domain.ValidationError{Field: "type", Reason: "must be a seckill voucher with a sale"}
 	}
+	if entry.IsZero() {
+		return ports.Creation{}, &domain.ValidationError{Field: "admin", Reason: "an admin's creation needs its audit entry"}
+	}
 	sale := domain.UnmarshalSplitSaleFromDatabase(v.Sale().Stock(), voucherStoredTime(v.Sale().Begin()), voucherStoredTime(v.Sale().End()), v.Sale().Buckets()).WithStoredRoom(v.Sale().Room())
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if k, ok := s.keys[key]; ok {
+	if k, ok := s.keys[key]; ok && key != "" {
 		return ports.Creation{Voucher: s.vouchers[k.id], Fingerprint: k.fingerprint}, nil
 	}
 	s.lastID++
 	saved := domain.UnmarshalVoucherFromDatabase(s.lastID, voucherSpecOf(v), domain.VoucherSeckill, v.Status(), sale)
 	s.vouchers[saved.ID()] = saved
-	s.keys[key] = voucherKey{id: saved.ID(), fingerprint: fingerprint}
+	if key != "" {
+		s.keys[key] = voucherKey{id: saved.ID(), fingerprint: fingerprint}
+	}
+	s.appendAudit(entry.ForVoucher(saved.ID()))
 	return ports.Creation{Voucher: saved, Fingerprint: fingerprint, Created: true}, nil
 }
 

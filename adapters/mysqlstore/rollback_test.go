@@ -41,6 +41,20 @@ func TestMigrateDownRefusesToDestroyRows(t *testing.T) {
 				}
 			}
 
+			// An index holds no data: it goes without --force.
+			rolledBack(false, migrations[9])
+
+			// The audit trail, once it holds an entry.
+			e, err := domain.NewAuditEntry(3, domain.ActionCreateVoucher, v.ID(), `{}`)
+			if err == nil {
+				_, err = mysqlstore.NewAuditRepo(db).Record(ctx(t), e)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			refused(migrations[8], "tb_admin_audit")
+			rolledBack(true, migrations[8])
+
 			// The forfeit rule's column of the order table.
 			refused(migrations[7], "tb_voucher_order")
 			rolledBack(true, migrations[7])

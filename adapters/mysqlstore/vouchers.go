@@ -58,12 +58,21 @@ func (r *VoucherRepo) AddSeckill(ctx context.Context, v domain.Voucher) (domain.
 // the voucher rows: a concurrent call with the same key waits on the key's
 // primary key until the first commits, then fails as a duplicate, rolls its
 // voucher back, and reads the winner's.
-func (r *VoucherRepo) AddSeckillOnce(ctx context.Context, key, fingerprint string, v domain.Voucher) (ports.Creation, error) {
+//
+// The admin's audit entry is inserted last, in the same transaction: a
+// retry that finds the key, or loses the race for it, rolls back or never
+// writes an entry, so one creation has exactly one.
+func (r *VoucherRepo) AddSeckillOnce(ctx context.Context, key, fingerprint string, v domain.Voucher, entry domain.AuditEntry) (ports.Creation, error) {
 	if !v.IsSeckill() {
 		return ports.Creation{}, &domain.ValidationError{Field: "type", Reason: "must be a seckill voucher with a sale"}
 	}
-	if c, ok, err := r.creation(ctx, key); err != nil || ok {
-		return c, err
+	if entry.IsZero() {
+		return ports.Creation{}, &domain.ValidationError{Field: "admin", Reason: "an admin's creation needs its audit entry"}
+	}
+	if key != "" {
+		if c, ok, err := r.creation(ctx, key); err != nil || ok {
+			return c, err
+		}
 	}
 	sale := storedSale(v.Sale())
 	vm := voucherModel{
@@ -74,10 +83,16 @@ func (r *VoucherRepo) AddSeckillOnce(ctx context.Context, key, fingerprint strin
 		if err := insertSeckill(ctx, tx, &vm, sale); err != nil {
 			return err
 		}
-		_, err := tx.NewInsert().Model(&creationModel{Key: key, VoucherID: vm.ID, Fingerprint: fingerprint}).Exec(ctx)
+		if key != "" {
+			cm := creationModel{Key: key, VoucherID: vm.ID, Fingerprint: fingerprint}
+			if _, err := tx.NewInsert().Model(&cm).Exec(ctx); err != nil {
+				return err
+			}
+		}
+		_, err := recordAudit(ctx, tx, entry.ForVoucher(domain.VoucherID(vm.ID)))
 		return err
 	})
-	if isDuplicateKey(err) {
+	if key != "" && isDuplicateKey(err) {
 		c, ok, err := r.creation(ctx, key)
 		if err == nil && !ok {
 			err = fmt.Errorf("voucher creation key %q: duplicate, then not found", key)

@@ -48,6 +48,9 @@ func TestMigrateDownCommand(t *testing.T) {
 	}{
 		{name: "force_on_up_refused", args: []string{"up", "--force"}, wantErr: "--force applies to migrate down only"},
 		{name: "extra_argument_refused", args: []string{"down", "now"}, wantErr: "exactly one of"},
+		// The order list's index and the empty audit trail go without --force.
+		{name: "order_list_index_goes", args: []string{"down"}, wantOut: "rolled back: 20261207000042_add_order_list_index\n"},
+		{name: "empty_audit_trail_goes", args: []string{"down"}, wantOut: "rolled back: 20261207000041_create_admin_audit\n"},
 		// No order: the forfeit rule's column goes without --force.
 		{name: "empty_forfeit_column_goes", args: []string{"down"}, wantOut: "rolled back: 20261206000001_forfeit_after_cancel\n"},
 		// The waiting room's columns hold the sale's settings.

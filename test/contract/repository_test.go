@@ -32,6 +32,8 @@ type repoSubject struct {
 	addNormal func(t *testing.T, spec domain.VoucherSpec) domain.VoucherID
 	// db is the SQL database behind the repositories (nil for memory).
 	db *bun.DB
+	// audit is the trail the voucher repository's creations append to.
+	audit ports.AuditLog
 }
 
 type repoBackend struct {
@@ -65,6 +67,7 @@ func repoMemorySubject(*testing.T) repoSubject {
 	return repoSubject{
 		vouchers: v,
 		orders:   memory.NewOrders(v),
+		audit:    memory.NewAuditLog(v),
 		addNormal: func(t *testing.T, spec domain.VoucherSpec) domain.VoucherID {
 			saved, err := v.AddNormal(repoCtx(t), spec)
 			if err != nil {
@@ -103,6 +106,7 @@ func repoSQLSubject(t *testing.T, db *bun.DB) repoSubject {
 	return repoSubject{
 		vouchers: mysqlstore.NewVoucherRepo(db),
 		orders:   mysqlstore.NewOrderRepo(db),
+		audit:    mysqlstore.NewAuditRepo(db),
 		db:       db,
 		addNormal: func(t *testing.T, spec domain.VoucherSpec) domain.VoucherID {
 			t.Helper()
@@ -500,7 +504,7 @@ var repoCases = []repoCase{
 			go func() {
 				defer wg.Done()
 				<-start
-				results[i], errs[i] = s.vouchers.AddSeckillOnce(repoCtx(t), "admin-retry-1", "fp-a", v)
+				results[i], errs[i] = s.vouchers.AddSeckillOnce(repoCtx(t), "admin-retry-1", "fp-a", v, auditCreation(t, 7))
 			}()
 		}
 		close(start)
@@ -524,9 +528,15 @@ var repoCases = []repoCase{
 		if list, err := s.vouchers.ListByShop(repoCtx(t), 9, listAll); err != nil || len(list) != 1 {
 			t.Fatalf("shop 9 lists %v (err %v), want one voucher", repoIDs(list), err)
 		}
-		other, err := s.vouchers.AddSeckillOnce(repoCtx(t), "admin-retry-2", "fp-a", v)
+		other, err := s.vouchers.AddSeckillOnce(repoCtx(t), "admin-retry-2", "fp-a", v, auditCreation(t, 7))
 		if err != nil || !other.Created || other.Voucher.ID() == results[0].Voucher.ID() {
 			t.Fatalf("another key: %+v, %v; want a new voucher", other, err)
+		}
+		// One entry per voucher created, however many retries raced.
+		for _, id := range []domain.VoucherID{results[0].Voucher.ID(), other.Voucher.ID()} {
+			if got := auditOf(t, s, id); len(got) != 1 || got[0].Admin() != 7 {
+				t.Fatalf("voucher %d has audit entries %v, want one by admin 7", id, got)
+			}
 		}
 	}},
 	{"add_rejects_voucher_without_sale", func(t *testing.T, s repoSubject) {

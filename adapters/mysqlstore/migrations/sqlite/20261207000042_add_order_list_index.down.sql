@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS idx_voucher_status_id;
