@@ -125,6 +125,7 @@ func provideHandler(
 	sessions ports.Sessions, bearer ports.BearerSessions, tokens ports.TokenIssuer, ready ReadyCheck,
 	sales *application.SaleDashboard, marks *soldout.Marks, counter *claimcount.Counter, log zerolog.Logger, c Config, obs httpapi.ClaimObserver, rdb redis.UniversalClient,
 	rooms httpapi.Rooms, orders *application.ListSaleOrders, audit *application.ReadAuditLog,
+	controls *application.ControlSale,
 ) http.Handler {
 	if tokens != nil {
 		log.Warn().Msg("dev endpoint POST /dev/tokens is enabled: anyone can mint a login token")
@@ -160,6 +161,7 @@ func provideHandler(
 		Rooms:          rooms,
 		Orders:         orders,
 		Audit:          audit,
+		Controls:       controls,
 	})
 }
 
@@ -261,6 +263,8 @@ var commonSet = wire.NewSet(
 	provideGateRouter,
 	wire.Bind(new(ports.GateProbe), new(*redisbuckets.Router)),
 	wire.Bind(new(ports.GateAudit), new(*redisbuckets.Router)),
+	wire.Bind(new(ports.GateControls), new(*redisbuckets.Router)),
+	wire.Bind(new(ports.SaleControls), new(*mysqlstore.VoucherRepo)),
 	wire.Bind(new(ports.OrderLedger), new(*mysqlstore.OrderRepo)),
 	wire.Bind(new(ports.SaleOrders), new(*mysqlstore.OrderRepo)),
 	mysqlstore.NewAuditRepo,
@@ -290,6 +294,7 @@ var commonSet = wire.NewSet(
 	application.NewSaleDashboard,
 	application.NewListSaleOrders,
 	application.NewReadAuditLog,
+	application.NewControlSale,
 	provideWorker,
 	provideHandler,
 	wire.Struct(new(gateRepair), "*"),

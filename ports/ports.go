@@ -277,6 +277,34 @@ type VoucherRepository interface {
 	ListSeckillEndingAfter(ctx context.Context, t time.Time) ([]domain.Voucher, error)
 }
 
+// SaleChange is an admin's control applied to a sale as the database holds
+// it: the voucher after, and the audit entry that records it; an error
+// refuses it. Returning the voucher unchanged means there is nothing to do
+// (a retried request).
+type SaleChange func(v domain.Voucher) (domain.Voucher, domain.AuditEntry, error)
+
+// SaleControls stores an admin's change of a live sale.
+type SaleControls interface {
+	// ChangeSale reads voucher id with its sale's row locked, applies change,
+	// and stores the sale it returns with its audit entry, in one
+	// transaction, so a control never interleaves with another or with an
+	// order's stock decrement. It returns the voucher after, and whether
+	// anything was stored (false: change returned it unchanged, and no entry
+	// was recorded). domain.ErrVoucherNotFound for an unknown voucher or one
+	// without a sale; change's error as it returned it, nothing stored.
+	ChangeSale(ctx context.Context, id domain.VoucherID, change SaleChange) (domain.Voucher, bool, error)
+}
+
+// GateControls carries an admin's change of a sale to the gate, where the
+// claim path sees it at once on every instance.
+type GateControls interface {
+	// SetEnd sets the sale's end to v's in every hash the gate keeps for
+	// the voucher (each bucket's, for a split one) and keeps the voucher's
+	// keys for the retention past it. A gate that holds no state for v
+	// writes nothing: a restore reads the end from the database. Idempotent.
+	SetEnd(ctx context.Context, v domain.Voucher) error
+}
+
 // Sessions resolves a login token to its user.
 type Sessions interface {
 	// UserID returns the token's user or ErrUnknownToken.

@@ -152,6 +152,12 @@ func answerFor(err error) answer {
 			return errorTable[i].answer
 		}
 	}
+	// A sale control the sale's state refuses: well-formed, and nothing
+	// changed; its code says which rule.
+	var ce *domain.ControlError
+	if errors.As(err, &ce) {
+		return answer{status: http.StatusConflict, code: ce.Code(), msg: ce.Error()}
+	}
 	var re *requestError
 	if errors.As(err, &re) {
 		code := re.code

@@ -1,0 +1,59 @@
+package memory
+
+import (
+	"context"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+var (
+	_ ports.GateControls = (*Gate)(nil)
+	_ ports.SaleControls = (*Vouchers)(nil)
+)
+
+// SetEnd moves the end of a sale the gate holds, as the Redis gates'
+// setend.lua: a voucher the gate does not hold stays absent.
+func (g *Gate) SetEnd(ctx context.Context, v domain.Voucher) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s, ok := g.sales[v.ID()]; ok {
+		old := s.sale
+		s.sale = domain.UnmarshalSplitSaleFromDatabase(old.Stock(), old.Begin(), v.Sale().End(), old.Buckets()).WithStoredRoom(old.Room())
+	}
+	return nil
+}
+
+// ChangeSale applies change under the mutex, as the SQL repository does
+// under the sale's row lock, and appends its audit entry with it.
+func (s *Vouchers) ChangeSale(ctx context.Context, id domain.VoucherID, change ports.SaleChange) (domain.Voucher, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.Voucher{}, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.vouchers[id]
+	if !ok || !v.IsSeckill() {
+		return domain.Voucher{}, false, domain.ErrVoucherNotFound
+	}
+	after, entry, err := change(v)
+	if err != nil {
+		return domain.Voucher{}, false, err
+	}
+	if sameSale(v.Sale(), after.Sale()) {
+		return v, false, nil
+	}
+	a := after.Sale()
+	after = after.WithSale(domain.UnmarshalSplitSaleFromDatabase(a.Stock(), a.Begin(), voucherStoredTime(a.End()), a.Buckets()).WithStoredRoom(a.Room()))
+	s.vouchers[id] = after
+	s.appendAudit(entry)
+	return after, true, nil
+}
+
+// sameSale: what a control may change is the same (a retry's no-op).
+func sameSale(a, b domain.Sale) bool {
+	return a.Stock() == b.Stock() && a.End().Equal(b.End()) && a.Begin().Equal(b.Begin())
+}

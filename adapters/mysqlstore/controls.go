@@ -1,0 +1,78 @@
+package mysqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+var _ ports.SaleControls = (*VoucherRepo)(nil)
+
+// ChangeSale locks the sale's row first (FOR UPDATE; SQLite's IMMEDIATE
+// transaction holds the only write lock already), so an order batch's
+// guarded decrement waits for the control, or the control for it: the
+// stock written here is never one a concurrent decrement has moved. The
+// row is written as a difference from what was read (stock + added), and
+// the audit entry is inserted in the same transaction.
+func (r *VoucherRepo) ChangeSale(ctx context.Context, id domain.VoucherID, change ports.SaleChange) (domain.Voucher, bool, error) {
+	var (
+		after   domain.Voucher
+		changed bool
+	)
+	err := runInTx(ctx, r.db, func(ctx context.Context, tx bun.Tx) error {
+		after, changed = domain.Voucher{}, false
+		q := voucherRowSelect + "JOIN tb_seckill_voucher AS sv ON sv.voucher_id = v.id WHERE v.id = ?"
+		if r.db.Dialect().Name() != dialect.SQLite {
+			q += " FOR UPDATE"
+		}
+		var rows []voucherRow
+		if err := tx.NewRaw(q, int64(id)).Scan(ctx, &rows); err != nil {
+			return fmt.Errorf("lock sale: %w", err)
+		}
+		if len(rows) == 0 {
+			return domain.ErrVoucherNotFound
+		}
+		before := rows[0].toDomain()
+		next, entry, err := change(before)
+		if err != nil {
+			return err
+		}
+		b, a := before.Sale(), next.Sale()
+		end := storedTime(a.End())
+		if a.Stock() == b.Stock() && end.Equal(b.End()) {
+			after = before
+			return nil
+		}
+		res, err := tx.NewUpdate().Model((*seckillModel)(nil)).
+			Set("stock = stock + ?", a.Stock()-b.Stock()).
+			Set("end_time = ?", end).
+			Where("voucher_id = ?", int64(id)).Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("update tb_seckill_voucher: %w", err)
+		}
+		if n, err := res.RowsAffected(); err == nil && n != 1 {
+			return fmt.Errorf("update tb_seckill_voucher: %d rows changed, not 1", n)
+		}
+		if _, err := recordAudit(ctx, tx, entry); err != nil {
+			return err
+		}
+		after = next.WithSale(storedSale(a))
+		changed = true
+		return nil
+	})
+	if err != nil {
+		var ce *domain.ControlError
+		var ve *domain.ValidationError
+		if errors.Is(err, domain.ErrVoucherNotFound) || errors.As(err, &ce) || errors.As(err, &ve) {
+			return domain.Voucher{}, false, err
+		}
+		return domain.Voucher{}, false, wrap(fmt.Sprintf("change sale of voucher %d", id), err)
+	}
+	return after, changed, nil
+}

@@ -1,0 +1,79 @@
+package application
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
+)
+
+// ControlSale is an admin's control of a live sale: end it now, move its
+// end. Each is decided by the domain on the sale as the database holds it
+// (under its row lock), stored there with its audit entry, then written to
+// the gate, where every instance's claims see it at once.
+//
+// The database is written first: it is the record, and a change it refuses
+// never reaches the gate. When the gate's write fails after the commit, the
+// control answers an error and the admin's retry finishes it: each control
+// is idempotent (the same request again stores nothing, records no second
+// entry, and writes the gate again from the database's sale).
+type ControlSale struct {
+	sales ports.SaleControls
+	gate  ports.GateControls
+	clock ports.Clock
+}
+
+func NewControlSale(sales ports.SaleControls, gate ports.GateControls, clock ports.Clock) *ControlSale {
+	mustHave("ControlSale", map[string]any{"sales": sales, "gate": gate, "clock": clock})
+	return &ControlSale{sales: sales, gate: gate, clock: clock}
+}
+
+// EndNow ends the sale at once: claims answer ended from the gate's next
+// check. A sale already ended is answered as it is.
+func (h *ControlSale) EndNow(ctx context.Context, admin domain.UserID, id domain.VoucherID) (domain.Voucher, error) {
+	now := h.clock.Now()
+	return h.setEnd(ctx, admin, id, domain.ActionEndSale, func(s domain.Sale) (domain.Sale, error) { return s.EndNow(now) })
+}
+
+// MoveEnd moves the sale's end, later or earlier (domain.Sale.EndAt).
+func (h *ControlSale) MoveEnd(ctx context.Context, admin domain.UserID, id domain.VoucherID, end time.Time) (domain.Voucher, error) {
+	now := h.clock.Now()
+	return h.setEnd(ctx, admin, id, domain.ActionMoveEnd, func(s domain.Sale) (domain.Sale, error) { return s.EndAt(end, now) })
+}
+
+func (h *ControlSale) setEnd(ctx context.Context, admin domain.UserID, id domain.VoucherID, action domain.AuditAction,
+	move func(domain.Sale) (domain.Sale, error)) (domain.Voucher, error) {
+	if id <= 0 {
+		return domain.Voucher{}, domain.ErrVoucherNotFound
+	}
+	v, _, err := h.sales.ChangeSale(ctx, id, func(v domain.Voucher) (domain.Voucher, domain.AuditEntry, error) {
+		s, err := move(v.Sale())
+		if err != nil {
+			return domain.Voucher{}, domain.AuditEntry{}, err
+		}
+		entry, err := controlEntry(admin, action, id, map[string]any{
+			"endTime": map[string]string{"from": rfc3339(v.Sale().End()), "to": rfc3339(s.End())},
+		})
+		return v.WithSale(s), entry, err
+	})
+	if err != nil {
+		return domain.Voucher{}, fmt.Errorf("%s voucher %d: %w", action, id, err)
+	}
+	if err := h.gate.SetEnd(ctx, v); err != nil {
+		return domain.Voucher{}, fmt.Errorf("%s voucher %d: stored; the gate's write failed (retry): %w", action, id, err)
+	}
+	return v, nil
+}
+
+func controlEntry(admin domain.UserID, action domain.AuditAction, id domain.VoucherID, change map[string]any) (domain.AuditEntry, error) {
+	b, err := json.Marshal(change)
+	if err != nil {
+		return domain.AuditEntry{}, fmt.Errorf("describe the change: %w", err)
+	}
+	return domain.NewAuditEntry(admin, action, id, string(b))
+}
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
