@@ -44,26 +44,71 @@ func (h *ControlSale) MoveEnd(ctx context.Context, admin domain.UserID, id domai
 	return h.setEnd(ctx, admin, id, domain.ActionMoveEnd, func(s domain.Sale) (domain.Sale, error) { return s.EndAt(end, now) })
 }
 
+// AddStock adds n units to a sale that has not ended, in MySQL (its
+// stock and its total of added units, with the audit entry) and then in
+// the gate, which takes the units of the total it has not taken yet: a
+// retry of the gate's write, or the repair's (RestoreGate.Repair), never
+// adds them twice. A retry of the whole request does add again: it is a
+// new addition, recorded as one.
+func (h *ControlSale) AddStock(ctx context.Context, admin domain.UserID, id domain.VoucherID, n int) (domain.Voucher, error) {
+	now := h.clock.Now()
+	return h.control(ctx, admin, id, domain.ActionAddStock, func(s domain.Sale) (domain.Sale, map[string]any, error) {
+		after, err := s.AddStock(n, now)
+		return after, map[string]any{"add": n, "stock": map[string]int{"from": s.Stock(), "to": after.Stock()}}, err
+	})
+}
+
+// Pause refuses the sale's claims (code paused) from the gate's next
+// check, on every instance, until Resume; the stock and the buyers are
+// kept. Idempotent.
+func (h *ControlSale) Pause(ctx context.Context, admin domain.UserID, id domain.VoucherID) (domain.Voucher, error) {
+	return h.setPaused(ctx, admin, id, true, domain.ActionPause)
+}
+
+// Resume serves the sale's claims again. Idempotent.
+func (h *ControlSale) Resume(ctx context.Context, admin domain.UserID, id domain.VoucherID) (domain.Voucher, error) {
+	return h.setPaused(ctx, admin, id, false, domain.ActionResume)
+}
+
+func (h *ControlSale) setPaused(ctx context.Context, admin domain.UserID, id domain.VoucherID, paused bool, action domain.AuditAction) (domain.Voucher, error) {
+	now := h.clock.Now()
+	return h.control(ctx, admin, id, action, func(s domain.Sale) (domain.Sale, map[string]any, error) {
+		after, err := s.WithPause(paused, now)
+		return after, map[string]any{"paused": map[string]bool{"from": s.Paused(), "to": paused}}, err
+	})
+}
+
 func (h *ControlSale) setEnd(ctx context.Context, admin domain.UserID, id domain.VoucherID, action domain.AuditAction,
 	move func(domain.Sale) (domain.Sale, error)) (domain.Voucher, error) {
+	return h.control(ctx, admin, id, action, func(s domain.Sale) (domain.Sale, map[string]any, error) {
+		after, err := move(s)
+		if err != nil {
+			return domain.Sale{}, nil, err
+		}
+		return after, map[string]any{"endTime": map[string]string{"from": rfc3339(s.End()), "to": rfc3339(after.End())}}, nil
+	})
+}
+
+// control stores the change in the database with its entry, then applies
+// the sale as stored to the gate.
+func (h *ControlSale) control(ctx context.Context, admin domain.UserID, id domain.VoucherID, action domain.AuditAction,
+	change func(domain.Sale) (domain.Sale, map[string]any, error)) (domain.Voucher, error) {
 	if id <= 0 {
 		return domain.Voucher{}, domain.ErrVoucherNotFound
 	}
 	v, _, err := h.sales.ChangeSale(ctx, id, func(v domain.Voucher) (domain.Voucher, domain.AuditEntry, error) {
-		s, err := move(v.Sale())
+		s, what, err := change(v.Sale())
 		if err != nil {
 			return domain.Voucher{}, domain.AuditEntry{}, err
 		}
-		entry, err := controlEntry(admin, action, id, map[string]any{
-			"endTime": map[string]string{"from": rfc3339(v.Sale().End()), "to": rfc3339(s.End())},
-		})
+		entry, err := controlEntry(admin, action, id, what)
 		return v.WithSale(s), entry, err
 	})
 	if err != nil {
 		return domain.Voucher{}, fmt.Errorf("%s voucher %d: %w", action, id, err)
 	}
-	if err := h.gate.SetEnd(ctx, v); err != nil {
-		return domain.Voucher{}, fmt.Errorf("%s voucher %d: stored; the gate's write failed (retry): %w", action, id, err)
+	if err := h.gate.Apply(ctx, v); err != nil {
+		return domain.Voucher{}, fmt.Errorf("%s voucher %d: stored; the gate's write failed (retry, or the repair applies it): %w", action, id, err)
 	}
 	return v, nil
 }

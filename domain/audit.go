@@ -18,12 +18,15 @@ const (
 	ActionMoveEnd AuditAction = "sale.end_time"
 	// ActionAddStock: units were added to the sale's stock.
 	ActionAddStock AuditAction = "sale.stock"
+	// ActionPause, ActionResume: claims were refused, then served again.
+	ActionPause  AuditAction = "sale.pause"
+	ActionResume AuditAction = "sale.resume"
 )
 
 // ParseAuditAction accepts only the actions above.
 func ParseAuditAction(s string) (AuditAction, error) {
 	switch a := AuditAction(s); a {
-	case ActionCreateVoucher, ActionEndSale, ActionMoveEnd, ActionAddStock:
+	case ActionCreateVoucher, ActionEndSale, ActionMoveEnd, ActionAddStock, ActionPause, ActionResume:
 		return a, nil
 	}
 	return "", invalid("action", "unknown audit action %q", s)

@@ -77,9 +77,39 @@ func (s Sale) AddStock(n int, now time.Time) (Sale, error) {
 		return Sale{}, ErrSaleOver
 	}
 	s.stock += n
+	s.added += n
 	return s, nil
+}
+
+// Added is every unit admins added to the sale (AddStock) since it was
+// created; the gate keeps the same total, which makes adding them to the
+// gate idempotent.
+func (s Sale) Added() int { return s.added }
+
+// Paused tells whether claims of the sale answer ErrPaused.
+func (s Sale) Paused() bool { return s.paused }
+
+// WithStoredControls is the sale with its controls as stored. Use it only
+// in repositories.
+func (s Sale) WithStoredControls(added int, paused bool) Sale {
+	s.added, s.paused = added, paused
+	return s
 }
 
 // WithSale is the voucher with its sale changed by a control (EndAt,
 // EndNow, AddStock).
 func (v Voucher) WithSale(s Sale) Voucher { v.sale = s; return v }
+
+// WithPause is the sale paused (paused true) or resumed, as an admin asks at
+// now. Asking for what it already is changes nothing. A sale that has ended
+// takes neither: its claims answer ended either way.
+func (s Sale) WithPause(paused bool, now time.Time) (Sale, error) {
+	if s.paused == paused {
+		return s, nil
+	}
+	if s.Ended(now) {
+		return Sale{}, ErrSaleOver
+	}
+	s.paused = paused
+	return s, nil
+}

@@ -290,7 +290,7 @@ var commonSet = wire.NewSet(
 	provideClaimSeckill,
 	application.NewFulfillOrders,
 	application.NewGetOrder,
-	application.NewRestoreGate,
+	provideRestoreGate,
 	application.NewSaleDashboard,
 	application.NewListSaleOrders,
 	application.NewReadAuditLog,
@@ -309,3 +309,10 @@ var channelSet = wire.NewSet(
 	provideObservedChannelQueue,
 	wire.Bind(new(ports.QueueMonitor), new(*chanqueue.Queue)),
 )
+
+// provideRestoreGate is the repair, which also applies the sales' controls
+// again (an admin's control whose gate write failed reaches the gate).
+func provideRestoreGate(vouchers ports.VoucherRepository, orders ports.OrderRepository, gate ports.StockGate,
+	probe ports.GateProbe, clock ports.Clock, controls ports.GateControls) *application.RestoreGate {
+	return application.NewRestoreGate(vouchers, orders, gate, probe, clock).WithControls(controls)
+}

@@ -298,11 +298,14 @@ type SaleControls interface {
 // GateControls carries an admin's change of a sale to the gate, where the
 // claim path sees it at once on every instance.
 type GateControls interface {
-	// SetEnd sets the sale's end to v's in every hash the gate keeps for
-	// the voucher (each bucket's, for a split one) and keeps the voucher's
-	// keys for the retention past it. A gate that holds no state for v
-	// writes nothing: a restore reads the end from the database. Idempotent.
-	SetEnd(ctx context.Context, v domain.Voucher) error
+	// Apply makes the gate's end, pause and stock additions v's: the end
+	// and the pause in every hash the gate keeps for the voucher (each
+	// bucket's, for a split one), and the stock raised by the units of
+	// v.Sale().Added() the gate has not taken yet (so each unit is added
+	// once, however often Apply runs); the voucher's keys are kept for the
+	// retention past the end. A gate that holds no state for v writes
+	// nothing: a restore writes it all from the database. Idempotent.
+	Apply(ctx context.Context, v domain.Voucher) error
 }
 
 // Sessions resolves a login token to its user.

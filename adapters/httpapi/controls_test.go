@@ -17,6 +17,8 @@ type saleStateOut struct {
 	Stock     int    `json:"stock"`
 	BeginTime string `json:"beginTime"`
 	EndTime   string `json:"endTime"`
+	Paused    bool   `json:"paused"`
+	Added     int    `json:"added"`
 }
 
 // auditOf is the trail of one voucher, newest first.
@@ -30,7 +32,7 @@ func (e *env) auditOf(voucher string) []domain.AuditEntry {
 	return got
 }
 
-// TestSaleControlsAreForAdminsOnly: ending a sale or moving its end answers
+// TestSaleControlsAreForAdminsOnly: every sale control answers
 // a missing token 401 and another user 403, and changes nothing.
 func TestSaleControlsAreForAdminsOnly(t *testing.T) {
 	e := newEnv(t, options{})
@@ -38,6 +40,9 @@ func TestSaleControlsAreForAdminsOnly(t *testing.T) {
 	for _, r := range []req{
 		{method: "POST", path: "/admin/vouchers/" + voucher + "/end"},
 		{method: "PUT", path: "/admin/vouchers/" + voucher + "/end-time", body: `{"endTime":"2026-11-29T23:00:00+08:00"}`},
+		{method: "POST", path: "/admin/vouchers/" + voucher + "/stock", body: `{"add":5}`},
+		{method: "POST", path: "/admin/vouchers/" + voucher + "/pause"},
+		{method: "POST", path: "/admin/vouchers/" + voucher + "/resume"},
 	} {
 		t.Run(r.method+"_"+r.path, func(t *testing.T) {
 			wantRefusal(t, e.do(r), http.StatusUnauthorized, "unauthorized", "")
@@ -118,4 +123,69 @@ func TestMoveSaleEnd(t *testing.T) {
 
 	e.mustOK(req{method: "POST", path: "/admin/vouchers/" + voucher + "/end", token: e.adminToken()})
 	wantRefusal(t, move(at(time.Hour)), http.StatusConflict, "sale_over", "")
+}
+
+// TestPauseAndResumeSale: a paused sale's claims answer paused (in the
+// client's language) until it is resumed; both are idempotent and audited
+// once each.
+func TestPauseAndResumeSale(t *testing.T) {
+	e := newEnv(t, options{})
+	voucher := e.addVoucher(1, 3)
+	base := "/admin/vouchers/" + voucher
+	for range 2 {
+		st := decodeData[saleStateOut](t, e.mustOK(req{method: "POST", path: base + "/pause", token: e.adminToken()}))
+		if !st.Paused {
+			t.Fatalf("pause answered %+v", st)
+		}
+	}
+	buyer := e.token(7)
+	wantRefusal(t, e.claim(voucher, buyer), http.StatusOK, "paused", "秒杀已暂停，请稍后再试")
+	en := e.do(req{method: "POST", path: "/voucher-order/seckill/" + voucher, token: buyer, header: map[string]string{"Accept-Language": "en"}})
+	wantRefusal(t, en, http.StatusOK, "paused", "The sale is paused; try again later")
+	for range 2 {
+		st := decodeData[saleStateOut](t, e.mustOK(req{method: "POST", path: base + "/resume", token: e.adminToken()}))
+		if st.Paused || st.Stock != 3 {
+			t.Fatalf("resume answered %+v", st)
+		}
+	}
+	if res := e.claim(voucher, buyer); !res.Success {
+		t.Fatalf("claim after resume: %s", res.raw)
+	}
+	trail := e.auditOf(voucher)
+	if len(trail) != 3 || trail[0].Action() != domain.ActionResume || trail[1].Action() != domain.ActionPause {
+		t.Fatalf("audit trail %v, want creation, one pause, one resume", trail)
+	}
+}
+
+// TestAddSaleStock: added units are sold, in the database and the gate;
+// bad amounts answer 400 and change nothing; an ended sale takes none.
+func TestAddSaleStock(t *testing.T) {
+	e := newEnv(t, options{})
+	voucher := e.addVoucher(1, 1)
+	path := "/admin/vouchers/" + voucher + "/stock"
+	if res := e.claim(voucher, e.token(1)); !res.Success {
+		t.Fatal(res.raw)
+	}
+	wantRefusal(t, e.claim(voucher, e.token(2)), http.StatusOK, "sold_out", "")
+	st := decodeData[saleStateOut](t, e.mustOK(req{method: "POST", path: path, token: e.adminToken(), body: `{"add":2}`}))
+	if st.Added != 2 {
+		t.Fatalf("answer %+v, want added 2", st)
+	}
+	if got := e.gateStock(voucher); got != 2 {
+		t.Fatalf("gate stock %d, want the 2 added", got)
+	}
+	for u := int64(2); u <= 3; u++ {
+		if res := e.claim(voucher, e.token(u)); !res.Success {
+			t.Fatalf("claim of an added unit: %s", res.raw)
+		}
+	}
+	wantRefusal(t, e.claim(voucher, e.token(4)), http.StatusOK, "sold_out", "")
+	for _, body := range []string{`{}`, `{"add":0}`, `{"add":-3}`, `{"add":1.5}`, `{"add":"2"}`, `{"add":2000000000}`} {
+		wantRefusal(t, e.do(req{method: "POST", path: path, token: e.adminToken(), body: body}), http.StatusBadRequest, "bad_request", "")
+	}
+	if got := e.gateStock(voucher); got != 0 {
+		t.Fatalf("gate stock %d after refused additions, want 0", got)
+	}
+	e.mustOK(req{method: "POST", path: "/admin/vouchers/" + voucher + "/end", token: e.adminToken()})
+	wantRefusal(t, e.do(req{method: "POST", path: path, token: e.adminToken(), body: `{"add":1}`}), http.StatusConflict, "sale_over", "")
 }

@@ -84,7 +84,8 @@ type Deps struct {
 	Orders *application.ListSaleOrders
 	Audit  *application.ReadAuditLog
 	// Controls, when set, mounts the sale controls (POST
-	// /admin/vouchers/{id}/end, PUT .../end-time). Admin only.
+	// /admin/vouchers/{id}/end, PUT .../end-time, POST .../stock, .../pause,
+	// .../resume). Admin only.
 	Controls *application.ControlSale
 	// Rooms, when set, mounts the waiting rooms' join and poll and makes a
 	// claim of a sale with a room need its pass; unset, a voucher cannot be
@@ -294,6 +295,9 @@ func NewRouter(d Deps) http.Handler {
 			a.adminRoutes(r)
 			r.Post("/admin/vouchers/{id}/end", a.endSale)
 			r.Put("/admin/vouchers/{id}/end-time", a.moveSaleEnd)
+			r.Post("/admin/vouchers/{id}/stock", a.addSaleStock)
+			r.Post("/admin/vouchers/{id}/pause", a.pauseSale)
+			r.Post("/admin/vouchers/{id}/resume", a.resumeSale)
 		})
 	}
 

@@ -12,18 +12,28 @@ var (
 	_ ports.SaleControls = (*Vouchers)(nil)
 )
 
-// SetEnd moves the end of a sale the gate holds, as the Redis gates'
-// setend.lua: a voucher the gate does not hold stays absent.
-func (g *Gate) SetEnd(ctx context.Context, v domain.Voucher) error {
+// Apply carries v's end, pause and added units to a sale the gate holds,
+// as the Redis gates' controls.lua: each added unit is taken once (the
+// sale keeps the total taken), and a voucher the gate does not hold stays
+// absent.
+func (g *Gate) Apply(ctx context.Context, v domain.Voucher) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if s, ok := g.sales[v.ID()]; ok {
-		old := s.sale
-		s.sale = domain.UnmarshalSplitSaleFromDatabase(old.Stock(), old.Begin(), v.Sale().End(), old.Buckets()).WithStoredRoom(old.Room())
+	s, ok := g.sales[v.ID()]
+	if !ok {
+		return nil
 	}
+	old, want := s.sale, v.Sale()
+	added := old.Added()
+	if d := want.Added() - added; d > 0 {
+		s.stock += d
+		added = want.Added()
+	}
+	s.sale = domain.UnmarshalSplitSaleFromDatabase(old.Stock(), old.Begin(), want.End(), old.Buckets()).
+		WithStoredRoom(old.Room()).WithStoredControls(added, want.Paused())
 	return nil
 }
 
@@ -47,7 +57,7 @@ func (s *Vouchers) ChangeSale(ctx context.Context, id domain.VoucherID, change p
 		return v, false, nil
 	}
 	a := after.Sale()
-	after = after.WithSale(domain.UnmarshalSplitSaleFromDatabase(a.Stock(), a.Begin(), voucherStoredTime(a.End()), a.Buckets()).WithStoredRoom(a.Room()))
+	after = after.WithSale(domain.UnmarshalSplitSaleFromDatabase(a.Stock(), a.Begin(), voucherStoredTime(a.End()), a.Buckets()).WithStoredRoom(a.Room()).WithStoredControls(a.Added(), a.Paused()))
 	s.vouchers[id] = after
 	s.appendAudit(entry)
 	return after, true, nil
@@ -55,5 +65,5 @@ func (s *Vouchers) ChangeSale(ctx context.Context, id domain.VoucherID, change p
 
 // sameSale: what a control may change is the same (a retry's no-op).
 func sameSale(a, b domain.Sale) bool {
-	return a.Stock() == b.Stock() && a.End().Equal(b.End()) && a.Begin().Equal(b.Begin())
+	return a.Stock() == b.Stock() && a.End().Equal(b.End()) && a.Begin().Equal(b.Begin()) && a.Paused() == b.Paused()
 }

@@ -45,13 +45,15 @@ func (r *VoucherRepo) ChangeSale(ctx context.Context, id domain.VoucherID, chang
 		}
 		b, a := before.Sale(), next.Sale()
 		end := storedTime(a.End())
-		if a.Stock() == b.Stock() && end.Equal(b.End()) {
+		if a.Stock() == b.Stock() && end.Equal(b.End()) && a.Paused() == b.Paused() {
 			after = before
 			return nil
 		}
 		res, err := tx.NewUpdate().Model((*seckillModel)(nil)).
 			Set("stock = stock + ?", a.Stock()-b.Stock()).
+			Set("stock_added = stock_added + ?", a.Added()-b.Added()).
 			Set("end_time = ?", end).
+			Set("paused = ?", a.Paused()).
 			Where("voucher_id = ?", int64(id)).Exec(ctx)
 		if err != nil {
 			return fmt.Errorf("update tb_seckill_voucher: %w", err)

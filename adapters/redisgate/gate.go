@@ -140,7 +140,7 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 	}
 	return &Gate{rdb: rdb, claims: opts.Claims, prefix: opts.Prefix, retention: opts.Retention, boxed: boxArgs(opts.Retention),
 		waitReplicas: opts.WaitReplicas, waitTimeout: opts.WaitTimeout, reclaim: opts.ReclaimAfterCancel,
-		scripts: redisscript.NewSet(rdb, claimScript, releaseScript, preheatScript, restoreScript, returnScript, redisschema.SetEndScript)}
+		scripts: redisscript.NewSet(rdb, claimScript, releaseScript, preheatScript, restoreScript, returnScript, redisschema.ControlsScript)}
 }
 
 // LoadScripts loads the gate's scripts on every node, so the first claims
@@ -312,18 +312,18 @@ func randomToken() string {
 
 var _ ports.GateControls = (*Gate)(nil)
 
-// SetEnd writes the new end into the voucher's hash (redisschema's
-// setend.lua), where the claim script reads it on its next run.
-func (g *Gate) SetEnd(ctx context.Context, v domain.Voucher) error {
+// Apply runs redisschema's controls.lua on the voucher's hash, where the
+// claim script reads them on its next run.
+func (g *Gate) Apply(ctx context.Context, v domain.Voucher) error {
 	if err := checkVoucher(v); err != nil {
-		return fmt.Errorf("set end: %w", err)
+		return fmt.Errorf("apply controls: %w", err)
 	}
 	k := g.keys(v.ID())
 	s := v.Sale()
-	err := g.scripts.Run(ctx, g.rdb, redisschema.SetEndScript, []string{k.Voucher, k.Buyers},
-		s.End().UnixMilli(), g.expireAt(s).UnixMilli()).Err()
+	err := g.scripts.Run(ctx, g.rdb, redisschema.ControlsScript, []string{k.Voucher, k.Buyers},
+		s.End().UnixMilli(), g.expireAt(s).UnixMilli(), redisschema.Paused(s), s.Added()).Err()
 	if err != nil {
-		return fmt.Errorf("set end of voucher %d: %w", v.ID(), err)
+		return fmt.Errorf("apply controls to voucher %d: %w", v.ID(), err)
 	}
 	return nil
 }

@@ -1,0 +1,5 @@
+ALTER TABLE tb_seckill_voucher DROP COLUMN stock_added;
+
+--bun:split
+
+ALTER TABLE tb_seckill_voucher DROP COLUMN paused;
