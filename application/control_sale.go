@@ -48,11 +48,19 @@ func (h *ControlSale) MoveEnd(ctx context.Context, admin domain.UserID, id domai
 // stock and its total of added units, with the audit entry) and then in
 // the gate, which takes the units of the total it has not taken yet: a
 // retry of the gate's write, or the repair's (RestoreGate.Repair), never
-// adds them twice. A retry of the whole request does add again: it is a
-// new addition, recorded as one.
-func (h *ControlSale) AddStock(ctx context.Context, admin domain.UserID, id domain.VoucherID, n int) (domain.Voucher, error) {
+// adds them twice. Under an idempotency key (key, empty: none) a retry of
+// the whole request adds nothing either: it answers the sale as it is and
+// writes the gate again; the key reused for another amount or voucher is
+// a validation error. Without a key each request is a new addition.
+func (h *ControlSale) AddStock(ctx context.Context, admin domain.UserID, id domain.VoucherID, n int, key string) (domain.Voucher, error) {
+	if key != "" {
+		if err := checkIdempotencyKey(key); err != nil {
+			return domain.Voucher{}, err
+		}
+	}
 	now := h.clock.Now()
-	return h.control(ctx, admin, id, domain.ActionAddStock, func(s domain.Sale) (domain.Sale, map[string]any, error) {
+	once := ports.Once{Key: key, Fingerprint: fmt.Sprintf("%s:%d:%d", domain.ActionAddStock, id, n)}
+	return h.controlOnce(ctx, admin, id, domain.ActionAddStock, once, func(s domain.Sale) (domain.Sale, map[string]any, error) {
 		after, err := s.AddStock(n, now)
 		return after, map[string]any{"add": n, "stock": map[string]int{"from": s.Stock(), "to": after.Stock()}}, err
 	})
@@ -93,10 +101,15 @@ func (h *ControlSale) setEnd(ctx context.Context, admin domain.UserID, id domain
 // the sale as stored to the gate.
 func (h *ControlSale) control(ctx context.Context, admin domain.UserID, id domain.VoucherID, action domain.AuditAction,
 	change func(domain.Sale) (domain.Sale, map[string]any, error)) (domain.Voucher, error) {
+	return h.controlOnce(ctx, admin, id, action, ports.Once{}, change)
+}
+
+func (h *ControlSale) controlOnce(ctx context.Context, admin domain.UserID, id domain.VoucherID, action domain.AuditAction,
+	once ports.Once, change func(domain.Sale) (domain.Sale, map[string]any, error)) (domain.Voucher, error) {
 	if id <= 0 {
 		return domain.Voucher{}, domain.ErrVoucherNotFound
 	}
-	v, _, err := h.sales.ChangeSale(ctx, id, func(v domain.Voucher) (domain.Voucher, domain.AuditEntry, error) {
+	v, _, err := h.sales.ChangeSale(ctx, id, once, func(v domain.Voucher) (domain.Voucher, domain.AuditEntry, error) {
 		s, what, err := change(v.Sale())
 		if err != nil {
 			return domain.Voucher{}, domain.AuditEntry{}, err

@@ -93,7 +93,7 @@ func TestAddStockFinishedByTheRepairAfterTheGateFailed(t *testing.T) {
 	_, clock, vouchers, gate, v := controlledSale(t, 2)
 	orders := memory.NewOrders(vouchers)
 	h := application.NewControlSale(vouchers, &failingControls{GateControls: gate, fail: 1}, clock)
-	if _, err := h.AddStock(ctx, 9, v.ID(), 3); err == nil {
+	if _, err := h.AddStock(ctx, 9, v.ID(), 3, ""); err == nil {
 		t.Fatal("AddStock answered success although the gate's write failed")
 	}
 	if stored, _ := vouchers.Get(ctx, v.ID()); stored.Sale().Stock() != 5 || stored.Sale().Added() != 3 {
@@ -109,7 +109,7 @@ func TestAddStockFinishedByTheRepairAfterTheGateFailed(t *testing.T) {
 		t.Fatalf("gate stock %d after the repair, want 5 (2 + 3, once)", n)
 	}
 	// The next addition goes through at once, and only adds its own units.
-	if got, err := h.AddStock(ctx, 9, v.ID(), 1); err != nil || got.Sale().Stock() != 6 {
+	if got, err := h.AddStock(ctx, 9, v.ID(), 1, ""); err != nil || got.Sale().Stock() != 6 {
 		t.Fatalf("second addition: %v, stock %d", err, got.Sale().Stock())
 	}
 	if n, _, _ := gate.Stock(ctx, v.ID()); n != 6 {
@@ -125,13 +125,13 @@ func TestSaleControlsRefusedOnAnEndedSale(t *testing.T) {
 	h := application.NewControlSale(vouchers, gate, clock)
 	for _, n := range []int{0, -1, domain.MaxStock} {
 		var ve *domain.ValidationError
-		if _, err := h.AddStock(ctx, 9, v.ID(), n); !errors.As(err, &ve) {
+		if _, err := h.AddStock(ctx, 9, v.ID(), n, ""); !errors.As(err, &ve) {
 			t.Fatalf("add %d: %v, want a validation error", n, err)
 		}
 	}
 	clock.Advance(2 * time.Hour)
 	for name, call := range map[string]func() (domain.Voucher, error){
-		"stock":  func() (domain.Voucher, error) { return h.AddStock(ctx, 9, v.ID(), 1) },
+		"stock":  func() (domain.Voucher, error) { return h.AddStock(ctx, 9, v.ID(), 1, "") },
 		"pause":  func() (domain.Voucher, error) { return h.Pause(ctx, 9, v.ID()) },
 		"moveTo": func() (domain.Voucher, error) { return h.MoveEnd(ctx, 9, v.ID(), now.Add(3*time.Hour)) },
 	} {

@@ -113,3 +113,9 @@ func (s Sale) WithPause(paused bool, now time.Time) (Sale, error) {
 	s.paused = paused
 	return s, nil
 }
+
+// ControlKeyReused refuses an Idempotency-Key recorded for another control
+// request (another voucher, action or amount): nothing changed.
+func ControlKeyReused() error {
+	return invalid("Idempotency-Key", "was already used for another request; use a new key for a new request")
+}

@@ -292,7 +292,19 @@ type SaleControls interface {
 	// anything was stored (false: change returned it unchanged, and no entry
 	// was recorded). domain.ErrVoucherNotFound for an unknown voucher or one
 	// without a sale; change's error as it returned it, nothing stored.
-	ChangeSale(ctx context.Context, id domain.VoucherID, change SaleChange) (domain.Voucher, bool, error)
+	//
+	// once.Key, when set, is recorded with the change in its transaction: a
+	// later call with the key, concurrent or not, stores nothing and
+	// answers the voucher as it is (changed false), or a
+	// *domain.ValidationError when the key was recorded for another
+	// voucher or another request (Fingerprint).
+	ChangeSale(ctx context.Context, id domain.VoucherID, once Once, change SaleChange) (domain.Voucher, bool, error)
+}
+
+// Once names an admin's request (its Idempotency-Key) and what it asked
+// (Fingerprint), so a retry is told apart from a new request.
+type Once struct {
+	Key, Fingerprint string
 }
 
 // GateControls carries an admin's change of a sale to the gate, where the

@@ -93,7 +93,9 @@ func (a *api) addSaleStock(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, &domain.ValidationError{Field: "add", Reason: "is required"})
 		return
 	}
-	v, err := a.controls.AddStock(r.Context(), userFrom(r.Context()), domain.VoucherID(id), *req.Add)
+	// An admin's retry after a timeout or a 500 carries the same key and
+	// adds nothing more.
+	v, err := a.controls.AddStock(r.Context(), userFrom(r.Context()), domain.VoucherID(id), *req.Add, r.Header.Get(idempotencyKeyHeader))
 	a.answerControl(w, r, v, err)
 }
 

@@ -189,3 +189,26 @@ func TestAddSaleStock(t *testing.T) {
 	e.mustOK(req{method: "POST", path: "/admin/vouchers/" + voucher + "/end", token: e.adminToken()})
 	wantRefusal(t, e.do(req{method: "POST", path: path, token: e.adminToken(), body: `{"add":1}`}), http.StatusConflict, "sale_over", "")
 }
+
+// TestAddSaleStockRetriedUnderItsKey: a retry with the addition's
+// Idempotency-Key adds nothing more and records no second entry; the key
+// reused for another amount is a 400.
+func TestAddSaleStockRetriedUnderItsKey(t *testing.T) {
+	e := newEnv(t, options{})
+	voucher := e.addVoucher(1, 1)
+	path := "/admin/vouchers/" + voucher + "/stock"
+	key := map[string]string{"Idempotency-Key": "add-3-once"}
+	for range 3 {
+		st := decodeData[saleStateOut](t, e.mustOK(req{method: "POST", path: path, token: e.adminToken(), body: `{"add":3}`, header: key}))
+		if st.Stock != 4 || st.Added != 3 {
+			t.Fatalf("answer %+v, want stock 4, added 3", st)
+		}
+	}
+	if got := e.gateStock(voucher); got != 4 {
+		t.Fatalf("gate stock %d, want 4", got)
+	}
+	wantRefusal(t, e.do(req{method: "POST", path: path, token: e.adminToken(), body: `{"add":5}`, header: key}), http.StatusBadRequest, "bad_request", "")
+	if got := len(e.auditOf(voucher)); got != 2 {
+		t.Fatalf("%d audit entries, want the creation and one addition", got)
+	}
+}

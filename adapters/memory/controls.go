@@ -39,7 +39,7 @@ func (g *Gate) Apply(ctx context.Context, v domain.Voucher) error {
 
 // ChangeSale applies change under the mutex, as the SQL repository does
 // under the sale's row lock, and appends its audit entry with it.
-func (s *Vouchers) ChangeSale(ctx context.Context, id domain.VoucherID, change ports.SaleChange) (domain.Voucher, bool, error) {
+func (s *Vouchers) ChangeSale(ctx context.Context, id domain.VoucherID, once ports.Once, change ports.SaleChange) (domain.Voucher, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return domain.Voucher{}, false, err
 	}
@@ -48,6 +48,14 @@ func (s *Vouchers) ChangeSale(ctx context.Context, id domain.VoucherID, change p
 	v, ok := s.vouchers[id]
 	if !ok || !v.IsSeckill() {
 		return domain.Voucher{}, false, domain.ErrVoucherNotFound
+	}
+	if once.Key != "" {
+		if k, used := s.controlKeys[once.Key]; used {
+			if k.id != id || k.fingerprint != once.Fingerprint {
+				return domain.Voucher{}, false, domain.ControlKeyReused()
+			}
+			return v, false, nil
+		}
 	}
 	after, entry, err := change(v)
 	if err != nil {
@@ -59,6 +67,12 @@ func (s *Vouchers) ChangeSale(ctx context.Context, id domain.VoucherID, change p
 	a := after.Sale()
 	after = after.WithSale(domain.UnmarshalSplitSaleFromDatabase(a.Stock(), a.Begin(), voucherStoredTime(a.End()), a.Buckets()).WithStoredRoom(a.Room()).WithStoredControls(a.Added(), a.Paused()))
 	s.vouchers[id] = after
+	if once.Key != "" {
+		if s.controlKeys == nil {
+			s.controlKeys = map[string]voucherKey{}
+		}
+		s.controlKeys[once.Key] = voucherKey{id: id, fingerprint: once.Fingerprint}
+	}
 	s.appendAudit(entry)
 	return after, true, nil
 }

@@ -20,7 +20,11 @@ var _ ports.SaleControls = (*VoucherRepo)(nil)
 // stock written here is never one a concurrent decrement has moved. The
 // row is written as a difference from what was read (stock + added), and
 // the audit entry is inserted in the same transaction.
-func (r *VoucherRepo) ChangeSale(ctx context.Context, id domain.VoucherID, change ports.SaleChange) (domain.Voucher, bool, error) {
+//
+// A key is looked up under the sale's lock, so a concurrent retry with the
+// same key waits for the first and then finds it; the key's row is
+// inserted with the change.
+func (r *VoucherRepo) ChangeSale(ctx context.Context, id domain.VoucherID, once ports.Once, change ports.SaleChange) (domain.Voucher, bool, error) {
 	var (
 		after   domain.Voucher
 		changed bool
@@ -39,6 +43,19 @@ func (r *VoucherRepo) ChangeSale(ctx context.Context, id domain.VoucherID, chang
 			return domain.ErrVoucherNotFound
 		}
 		before := rows[0].toDomain()
+		if once.Key != "" {
+			var keys []controlKeyModel
+			if err := tx.NewSelect().Model(&keys).Where("idem_key = ?", once.Key).Limit(1).Scan(ctx); err != nil {
+				return fmt.Errorf("read control key: %w", err)
+			}
+			if len(keys) > 0 {
+				if keys[0].VoucherID != int64(id) || keys[0].Fingerprint != once.Fingerprint {
+					return domain.ControlKeyReused()
+				}
+				after = before
+				return nil
+			}
+		}
 		next, entry, err := change(before)
 		if err != nil {
 			return err
@@ -61,6 +78,12 @@ func (r *VoucherRepo) ChangeSale(ctx context.Context, id domain.VoucherID, chang
 		if n, err := res.RowsAffected(); err == nil && n != 1 {
 			return fmt.Errorf("update tb_seckill_voucher: %d rows changed, not 1", n)
 		}
+		if once.Key != "" {
+			km := controlKeyModel{Key: once.Key, VoucherID: int64(id), Fingerprint: once.Fingerprint}
+			if _, err := tx.NewInsert().Model(&km).Exec(ctx); err != nil {
+				return fmt.Errorf("insert tb_sale_control_key: %w", err)
+			}
+		}
 		if _, err := recordAudit(ctx, tx, entry); err != nil {
 			return err
 		}
@@ -77,4 +100,13 @@ func (r *VoucherRepo) ChangeSale(ctx context.Context, id domain.VoucherID, chang
 		return domain.Voucher{}, false, wrap(fmt.Sprintf("change sale of voucher %d", id), err)
 	}
 	return after, changed, nil
+}
+
+// controlKeyModel is a sale control's Idempotency-Key.
+type controlKeyModel struct {
+	bun.BaseModel `bun:"table:tb_sale_control_key"`
+
+	Key         string `bun:"idem_key,pk"`
+	VoucherID   int64  `bun:"voucher_id"`
+	Fingerprint string `bun:"fingerprint"`
 }

@@ -7,3 +7,13 @@ ALTER TABLE tb_seckill_voucher ADD COLUMN stock_added INT UNSIGNED NOT NULL DEFA
 --bun:split
 
 ALTER TABLE tb_seckill_voucher ADD COLUMN paused TINYINT(1) NOT NULL DEFAULT 0;
+
+--bun:split
+
+-- The Idempotency-Keys of admins' sale controls: a retried request finds its
+-- key and changes nothing (a retried addition of stock adds nothing).
+CREATE TABLE tb_sale_control_key (
+  idem_key VARCHAR(128) NOT NULL PRIMARY KEY,
+  voucher_id BIGINT UNSIGNED NOT NULL,
+  fingerprint VARCHAR(128) NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
