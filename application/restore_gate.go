@@ -20,6 +20,9 @@ type RestoreGate struct {
 	gate     ports.StockGate
 	probe    ports.GateProbe
 	clock    ports.Clock
+	// controls, when set, carries the sales' controls to the gate again on
+	// each Repair (WithControls).
+	controls ports.GateControls
 }
 
 func NewRestoreGate(vouchers ports.VoucherRepository, orders ports.OrderRepository, gate ports.StockGate, probe ports.GateProbe, clock ports.Clock) *RestoreGate {
@@ -80,6 +83,9 @@ func (h *RestoreGate) Repair(ctx context.Context) (RepairReport, error) {
 	var r RepairReport
 	vs, err := h.live(ctx)
 	if err != nil || len(vs) == 0 {
+		return r, err
+	}
+	if err := h.reapply(ctx, vs); err != nil {
 		return r, err
 	}
 	ids := make([]domain.VoucherID, len(vs))
@@ -201,4 +207,32 @@ func (h *RestoreGate) restore(ctx context.Context, vs []domain.Voucher) (int, er
 		}
 	}
 	return restored, nil
+}
+
+// WithControls makes Repair apply again, to the gate, the controls of every
+// live sale that has stock added or is paused (ControlSale's second step):
+// an admin's control whose gate write failed after the database committed
+// it (a Redis timeout, the process killed between the two) reaches the
+// gate within one repair. It costs one script per such sale (per bucket
+// for a split one), and adds no unit twice (GateControls.Apply). A sale
+// whose end was moved is not read here: the admin's retry of that control
+// writes it (it is idempotent). Set it before Repair runs.
+func (h *RestoreGate) WithControls(c ports.GateControls) *RestoreGate {
+	h.controls = c
+	return h
+}
+
+func (h *RestoreGate) reapply(ctx context.Context, vs []domain.Voucher) error {
+	if h.controls == nil {
+		return nil
+	}
+	for _, v := range vs {
+		if s := v.Sale(); s.Added() == 0 && !s.Paused() {
+			continue
+		}
+		if err := h.controls.Apply(ctx, v); err != nil {
+			return fmt.Errorf("apply the controls of voucher %d again: %w", v.ID(), err)
+		}
+	}
+	return nil
 }

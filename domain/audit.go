@@ -6,17 +6,27 @@ import (
 	"time"
 )
 
-// AuditAction names what an admin did, in the audit trail. The sale
-// controls to come add theirs here (pause, resume, end, stock, time).
+// AuditAction names what an admin did, in the audit trail.
 type AuditAction string
 
-// ActionCreateVoucher: POST /voucher/seckill created a sale.
-const ActionCreateVoucher AuditAction = "voucher.create"
+const (
+	// ActionCreateVoucher: POST /voucher/seckill created a sale.
+	ActionCreateVoucher AuditAction = "voucher.create"
+	// ActionEndSale: the sale was ended at once.
+	ActionEndSale AuditAction = "sale.end"
+	// ActionMoveEnd: the sale's end time was moved.
+	ActionMoveEnd AuditAction = "sale.end_time"
+	// ActionAddStock: units were added to the sale's stock.
+	ActionAddStock AuditAction = "sale.stock"
+	// ActionPause, ActionResume: claims were refused, then served again.
+	ActionPause  AuditAction = "sale.pause"
+	ActionResume AuditAction = "sale.resume"
+)
 
 // ParseAuditAction accepts only the actions above.
 func ParseAuditAction(s string) (AuditAction, error) {
 	switch a := AuditAction(s); a {
-	case ActionCreateVoucher:
+	case ActionCreateVoucher, ActionEndSale, ActionMoveEnd, ActionAddStock, ActionPause, ActionResume:
 		return a, nil
 	}
 	return "", invalid("action", "unknown audit action %q", s)

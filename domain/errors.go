@@ -24,11 +24,14 @@ var (
 	ErrVoucherNotFound = &Refusal{"not_found", "voucher not found"}
 	ErrNotStarted      = &Refusal{"not_started", "sale has not started"}
 	ErrEnded           = &Refusal{"ended", "sale has ended"}
-	ErrSoldOut         = &Refusal{"sold_out", "sold out"}
-	ErrAlreadyClaimed  = &Refusal{"duplicate", "already claimed by this user"}
+	// ErrPaused: an admin paused the sale; claims are refused until it is
+	// resumed (the stock is kept).
+	ErrPaused         = &Refusal{"paused", "sale is paused"}
+	ErrSoldOut        = &Refusal{"sold_out", "sold out"}
+	ErrAlreadyClaimed = &Refusal{"duplicate", "already claimed by this user"}
 )
 
-var refusals = []*Refusal{ErrVoucherNotFound, ErrNotStarted, ErrEnded, ErrSoldOut, ErrAlreadyClaimed, ErrPassRequired, ErrPassExpired}
+var refusals = []*Refusal{ErrVoucherNotFound, ErrNotStarted, ErrEnded, ErrPaused, ErrSoldOut, ErrAlreadyClaimed, ErrPassRequired, ErrPassExpired}
 
 // Refusals lists every business refusal of a claim. The slice is a copy.
 func Refusals() []*Refusal { return append([]*Refusal(nil), refusals...) }

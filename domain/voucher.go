@@ -29,6 +29,12 @@ type Sale struct {
 	buckets int
 	// room is the sale's waiting room (room.go); zero: none.
 	room RoomRules
+	// added is every unit admins added to the sale since its creation
+	// (control.go): the gate keeps the same total, so adding again is
+	// told apart from adding once.
+	added int
+	// paused: claims answer paused until an admin resumes the sale.
+	paused bool
 }
 
 // MaxBuckets bounds a sale's split: more buckets than the gate's shards gains

@@ -125,6 +125,7 @@ func provideHandler(
 	sessions ports.Sessions, bearer ports.BearerSessions, tokens ports.TokenIssuer, ready ReadyCheck,
 	sales *application.SaleDashboard, marks *soldout.Marks, counter *claimcount.Counter, log zerolog.Logger, c Config, obs httpapi.ClaimObserver, rdb redis.UniversalClient,
 	rooms httpapi.Rooms, orders *application.ListSaleOrders, audit *application.ReadAuditLog,
+	controls *application.ControlSale,
 ) http.Handler {
 	if tokens != nil {
 		log.Warn().Msg("dev endpoint POST /dev/tokens is enabled: anyone can mint a login token")
@@ -160,6 +161,7 @@ func provideHandler(
 		Rooms:          rooms,
 		Orders:         orders,
 		Audit:          audit,
+		Controls:       controls,
 	})
 }
 
@@ -261,6 +263,8 @@ var commonSet = wire.NewSet(
 	provideGateRouter,
 	wire.Bind(new(ports.GateProbe), new(*redisbuckets.Router)),
 	wire.Bind(new(ports.GateAudit), new(*redisbuckets.Router)),
+	wire.Bind(new(ports.GateControls), new(*redisbuckets.Router)),
+	wire.Bind(new(ports.SaleControls), new(*mysqlstore.VoucherRepo)),
 	wire.Bind(new(ports.OrderLedger), new(*mysqlstore.OrderRepo)),
 	wire.Bind(new(ports.SaleOrders), new(*mysqlstore.OrderRepo)),
 	mysqlstore.NewAuditRepo,
@@ -286,10 +290,11 @@ var commonSet = wire.NewSet(
 	provideClaimSeckill,
 	application.NewFulfillOrders,
 	application.NewGetOrder,
-	application.NewRestoreGate,
+	provideRestoreGate,
 	application.NewSaleDashboard,
 	application.NewListSaleOrders,
 	application.NewReadAuditLog,
+	application.NewControlSale,
 	provideWorker,
 	provideHandler,
 	wire.Struct(new(gateRepair), "*"),
@@ -304,3 +309,10 @@ var channelSet = wire.NewSet(
 	provideObservedChannelQueue,
 	wire.Bind(new(ports.QueueMonitor), new(*chanqueue.Queue)),
 )
+
+// provideRestoreGate is the repair, which also applies the sales' controls
+// again (an admin's control whose gate write failed reaches the gate).
+func provideRestoreGate(vouchers ports.VoucherRepository, orders ports.OrderRepository, gate ports.StockGate,
+	probe ports.GateProbe, clock ports.Clock, controls ports.GateControls) *application.RestoreGate {
+	return application.NewRestoreGate(vouchers, orders, gate, probe, clock).WithControls(controls)
+}

@@ -277,6 +277,49 @@ type VoucherRepository interface {
 	ListSeckillEndingAfter(ctx context.Context, t time.Time) ([]domain.Voucher, error)
 }
 
+// SaleChange is an admin's control applied to a sale as the database holds
+// it: the voucher after, and the audit entry that records it; an error
+// refuses it. Returning the voucher unchanged means there is nothing to do
+// (a retried request).
+type SaleChange func(v domain.Voucher) (domain.Voucher, domain.AuditEntry, error)
+
+// SaleControls stores an admin's change of a live sale.
+type SaleControls interface {
+	// ChangeSale reads voucher id with its sale's row locked, applies change,
+	// and stores the sale it returns with its audit entry, in one
+	// transaction, so a control never interleaves with another or with an
+	// order's stock decrement. It returns the voucher after, and whether
+	// anything was stored (false: change returned it unchanged, and no entry
+	// was recorded). domain.ErrVoucherNotFound for an unknown voucher or one
+	// without a sale; change's error as it returned it, nothing stored.
+	//
+	// once.Key, when set, is recorded with the change in its transaction: a
+	// later call with the key, concurrent or not, stores nothing and
+	// answers the voucher as it is (changed false), or a
+	// *domain.ValidationError when the key was recorded for another
+	// voucher or another request (Fingerprint).
+	ChangeSale(ctx context.Context, id domain.VoucherID, once Once, change SaleChange) (domain.Voucher, bool, error)
+}
+
+// Once names an admin's request (its Idempotency-Key) and what it asked
+// (Fingerprint), so a retry is told apart from a new request.
+type Once struct {
+	Key, Fingerprint string
+}
+
+// GateControls carries an admin's change of a sale to the gate, where the
+// claim path sees it at once on every instance.
+type GateControls interface {
+	// Apply makes the gate's end, pause and stock additions v's: the end
+	// and the pause in every hash the gate keeps for the voucher (each
+	// bucket's, for a split one), and the stock raised by the units of
+	// v.Sale().Added() the gate has not taken yet (so each unit is added
+	// once, however often Apply runs); the voucher's keys are kept for the
+	// retention past the end. A gate that holds no state for v writes
+	// nothing: a restore writes it all from the database. Idempotent.
+	Apply(ctx context.Context, v domain.Voucher) error
+}
+
 // Sessions resolves a login token to its user.
 type Sessions interface {
 	// UserID returns the token's user or ErrUnknownToken.

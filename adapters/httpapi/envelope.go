@@ -61,6 +61,7 @@ var refusalText = map[string]string{
 	domain.ErrAlreadyClaimed.Code():  "不能重复下单",
 	domain.ErrNotStarted.Code():      "秒杀尚未开始",
 	domain.ErrEnded.Code():           "秒杀已经结束",
+	domain.ErrPaused.Code():          "秒杀已暂停，请稍后再试",
 	domain.ErrVoucherNotFound.Code(): "优惠券不存在",
 	domain.ErrPassRequired.Code():    "该秒杀需要排队：请先进入等候室，轮到您后再抢购",
 	domain.ErrPassExpired.Code():     "您的抢购资格已过期，名额已让给后面排队的用户",
@@ -151,6 +152,12 @@ func answerFor(err error) answer {
 		if errors.Is(err, errorTable[i].target) {
 			return errorTable[i].answer
 		}
+	}
+	// A sale control the sale's state refuses: well-formed, and nothing
+	// changed; its code says which rule.
+	var ce *domain.ControlError
+	if errors.As(err, &ce) {
+		return answer{status: http.StatusConflict, code: ce.Code(), msg: ce.Error()}
 	}
 	var re *requestError
 	if errors.As(err, &re) {

@@ -380,6 +380,7 @@ func newEnv(t testing.TB, opt options) *env {
 		PaymentSecret:  []byte(paySecret),
 		Orders:         application.NewListSaleOrders(vouchers, spySaleOrders{ledger, c}),
 		Audit:          application.NewReadAuditLog(spyAudit{memory.NewAuditLog(mv), c}),
+		Controls:       application.NewControlSale(mv, gate, clock),
 		Rooms: httpapi.Rooms{
 			Join: application.NewJoinRoom(roomDir, signer),
 			Poll: application.NewPollRoom(roomDir, signer),

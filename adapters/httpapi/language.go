@@ -13,11 +13,12 @@ import (
 // englishText is every Chinese errorMsg in English;
 // TestEveryAnswerSpeaksBothLanguages holds every answer to it.
 var englishText = map[string]string{
-	"库存不足":   "Sold out",
-	"不能重复下单": "You already have an order for this voucher",
-	"秒杀尚未开始": "The sale has not started yet",
-	"秒杀已经结束": "The sale has ended",
-	"优惠券不存在": "Voucher not found",
+	"库存不足":        "Sold out",
+	"不能重复下单":      "You already have an order for this voucher",
+	"秒杀尚未开始":      "The sale has not started yet",
+	"秒杀已经结束":      "The sale has ended",
+	"秒杀已暂停，请稍后再试": "The sale is paused; try again later",
+	"优惠券不存在":      "Voucher not found",
 	"该秒杀需要排队：请先进入等候室，轮到您后再抢购": "This sale has a waiting room: join it, and buy when your turn comes",
 	"您的抢购资格已过期，名额已让给后面排队的用户":  "Your pass has expired; your place went to the next in line",
 	"该优惠券没有等候室":               "This voucher has no waiting room",

@@ -83,6 +83,10 @@ type Deps struct {
 	// audit trail of admin actions (GET /admin/audit). Both admin only.
 	Orders *application.ListSaleOrders
 	Audit  *application.ReadAuditLog
+	// Controls, when set, mounts the sale controls (POST
+	// /admin/vouchers/{id}/end, PUT .../end-time, POST .../stock, .../pause,
+	// .../resume). Admin only.
+	Controls *application.ControlSale
 	// Rooms, when set, mounts the waiting rooms' join and poll and makes a
 	// claim of a sale with a room need its pass; unset, a voucher cannot be
 	// created with a room.
@@ -125,6 +129,7 @@ type api struct {
 	rooms        Rooms
 	orderList    *application.ListSaleOrders
 	audit        *application.ReadAuditLog
+	controls     *application.ControlSale
 	// lists holds each shop's encoded voucher list, readiness the last
 	// probe's outcome, for Deps.PublicReadTTL.
 	lists     *shortCache[[]byte]
@@ -179,6 +184,7 @@ func NewRouter(d Deps) http.Handler {
 		rooms:        d.Rooms,
 		orderList:    d.Orders,
 		audit:        d.Audit,
+		controls:     d.Controls,
 	}
 	ttl := d.PublicReadTTL
 	if ttl == 0 {
@@ -281,6 +287,17 @@ func NewRouter(d Deps) http.Handler {
 			if a.audit != nil {
 				r.Get("/admin/audit", a.auditTrail)
 			}
+		})
+	}
+
+	if a.controls != nil {
+		r.Group(func(r chi.Router) {
+			a.adminRoutes(r)
+			r.Post("/admin/vouchers/{id}/end", a.endSale)
+			r.Put("/admin/vouchers/{id}/end-time", a.moveSaleEnd)
+			r.Post("/admin/vouchers/{id}/stock", a.addSaleStock)
+			r.Post("/admin/vouchers/{id}/pause", a.pauseSale)
+			r.Post("/admin/vouchers/{id}/resume", a.resumeSale)
 		})
 	}
 

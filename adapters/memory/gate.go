@@ -230,8 +230,16 @@ func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) error {
 	}
 	// A claim resent after its reply was lost finds its own mark: taken,
 	// and nothing changes (the claim script's rule).
+	if err := s.sale.Check(now, 1); err != nil {
+		return err
+	}
+	// Paused after the window and before anything else, as the claim
+	// scripts check it.
+	if s.sale.Paused() {
+		return domain.ErrPaused
+	}
 	mark, marked := s.buyers[o.UserID()]
-	if marked && mark == o.ID() && s.sale.Check(now, 1) == nil {
+	if marked && mark == o.ID() {
 		return nil
 	}
 	// The domain's window-then-stock rule, the one the claim script mirrors.

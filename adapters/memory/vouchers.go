@@ -20,6 +20,8 @@ type Vouchers struct {
 	vouchers map[domain.VoucherID]domain.Voucher
 	lastID   domain.VoucherID
 	keys     map[string]voucherKey
+	// controlKeys are the sale controls' Idempotency-Keys (ChangeSale).
+	controlKeys map[string]voucherKey
 	// audit is the trail AddSeckillOnce appends to under mu, as the SQL
 	// repository inserts in its transaction; AuditLog reads it.
 	audit []domain.AuditEntry

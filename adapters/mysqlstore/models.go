@@ -49,6 +49,9 @@ type seckillModel struct {
 	RoomAdmitRate   int `bun:"room_admit_rate"`
 	RoomPassTTL     int `bun:"room_pass_ttl_s"`
 	RoomMargin      int `bun:"room_margin"`
+	// The sale controls: units added since creation, and a pause.
+	StockAdded int  `bun:"stock_added"`
+	Paused     bool `bun:"paused"`
 }
 
 type orderModel struct {
@@ -95,11 +98,13 @@ type voucherRow struct {
 	RoomRate    sql.NullInt64  `bun:"room_admit_rate"`
 	RoomPassTTL sql.NullInt64  `bun:"room_pass_ttl_s"`
 	RoomMargin  sql.NullInt64  `bun:"room_margin"`
+	StockAdded  sql.NullInt64  `bun:"stock_added"`
+	Paused      sql.NullBool   `bun:"paused"`
 }
 
 const voucherRowSelect = `SELECT v.id, v.shop_id, v.title, v.sub_title, v.rules, v.pay_value,
 	v.actual_value, v.type, v.status, sv.stock, sv.begin_time, sv.end_time, sv.buckets,
-	sv.room_opens_before_s, sv.room_admit_rate, sv.room_pass_ttl_s, sv.room_margin
+	sv.room_opens_before_s, sv.room_admit_rate, sv.room_pass_ttl_s, sv.room_margin, sv.stock_added, sv.paused
 FROM tb_voucher AS v
 `
 
@@ -112,7 +117,8 @@ func (r voucherRow) toDomain() domain.Voucher {
 		}
 		sale = sale.WithStoredRoom(domain.UnmarshalRoomRulesFromDatabase(
 			time.Duration(r.RoomOpens.Int64)*time.Second, int(r.RoomRate.Int64),
-			time.Duration(r.RoomPassTTL.Int64)*time.Second, int(r.RoomMargin.Int64)))
+			time.Duration(r.RoomPassTTL.Int64)*time.Second, int(r.RoomMargin.Int64))).
+			WithStoredControls(int(r.StockAdded.Int64), r.Paused.Bool)
 	}
 	spec := domain.VoucherSpec{
 		ShopID:      domain.ShopID(r.ShopID.Int64),

@@ -41,6 +41,10 @@ func TestMigrateDownRefusesToDestroyRows(t *testing.T) {
 				}
 			}
 
+			// The sale controls' columns of the sale table.
+			refused(migrations[10], "tb_seckill_voucher")
+			rolledBack(true, migrations[10])
+
 			// An index holds no data: it goes without --force.
 			rolledBack(false, migrations[9])
 

@@ -198,7 +198,9 @@ func toVouchers(rows []voucherRow) []domain.Voucher {
 // split as it was asked.
 func storedSale(s domain.Sale) domain.Sale {
 	if s.Buckets() > 1 {
-		return domain.UnmarshalSplitSaleFromDatabase(s.Stock(), storedTime(s.Begin()), storedTime(s.End()), s.Buckets()).WithStoredRoom(s.Room())
+		return domain.UnmarshalSplitSaleFromDatabase(s.Stock(), storedTime(s.Begin()), storedTime(s.End()), s.Buckets()).WithStoredRoom(s.Room()).
+			WithStoredControls(s.Added(), s.Paused())
 	}
-	return domain.UnmarshalSaleFromDatabase(s.Stock(), storedTime(s.Begin()), storedTime(s.End())).WithStoredRoom(s.Room())
+	return domain.UnmarshalSaleFromDatabase(s.Stock(), storedTime(s.Begin()), storedTime(s.End())).WithStoredRoom(s.Room()).
+		WithStoredControls(s.Added(), s.Paused())
 }

@@ -9,7 +9,7 @@
 -- ARGV[1] userId, ARGV[2] orderId, ARGV[3] retention ms, ARGV[4] voucherId.
 -- The XADD's arguments are filled in by Go (redisschema.OrderScript) with the order
 -- message's fields and these arguments.
-local v = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end', 'frozen')
+local v = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end', 'frozen', 'paused')
 if not v[1] then
   return 'not_found'
 end
@@ -23,6 +23,9 @@ if now < tonumber(v[2]) then
 end
 if now >= tonumber(v[3]) then
   return 'ended'
+end
+if v[5] == '1' then
+  return 'paused'
 end
 -- A mark holding this very order ID is this claim's own, resent after its
 -- reply was lost (see redisgate/claim.lua): it was taken, answer 'ok' again.

@@ -133,7 +133,7 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 		opts.Sweeps = DefaultSweeps
 	}
 	return &Gate{rdb: rdb, prefix: opts.Prefix, opts: opts, scripts: redisscript.NewSet(rdb,
-		claimScript, takeScript, applyScript, writeScript, freezeScript, releaseScript)}
+		claimScript, takeScript, applyScript, writeScript, freezeScript, releaseScript, redisschema.ControlsScript)}
 }
 
 // LoadScripts loads the package's scripts on every node, so the first
@@ -255,7 +255,8 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher, k int) error {
 	for b := range k {
 		bk := g.bucket(v.ID(), b, k)
 		code, err := g.scripts.Run(ctx, g.rdb, writeScript, []string{bk.Voucher, bk.Buyers, bk.Staging("none")},
-			split(s.Stock(), b, k), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), 0, "preheat").Int()
+			split(s.Stock(), b, k), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), 0, "preheat",
+			redisschema.Paused(s), addedArg(s, b)).Int()
 		if err != nil {
 			return fmt.Errorf("preheat voucher %d bucket %d: %w", v.ID(), b, err)
 		}

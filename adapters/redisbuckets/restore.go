@@ -253,7 +253,8 @@ func (g *Gate) writeRestored(ctx context.Context, v domain.Voucher, k, b, stock 
 	}
 	s := v.Sale()
 	code, err := g.scripts.Run(ctx, g.rdb, writeScript, []string{bk.Voucher, bk.Buyers, staging},
-		stock, s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), len(marks), "restore").Int()
+		stock, s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), len(marks), "restore",
+		redisschema.Paused(s), addedArg(s, b)).Int()
 	if err != nil {
 		return fmt.Errorf("restore voucher %d bucket %d: %w", v.ID(), b, err)
 	}
@@ -524,4 +525,13 @@ func (g *Gate) StreamOrders(ctx context.Context, id domain.VoucherID, k, max int
 		}
 	}
 	return out, true, nil
+}
+
+// addedArg is what bucket b's hash records of the units admins added: bucket
+// 0 keeps the total (Gate.Apply), the others none.
+func addedArg(s domain.Sale, b int) string {
+	if b != 0 {
+		return ""
+	}
+	return strconv.Itoa(s.Added())
 }

@@ -18,6 +18,7 @@ type Whole interface {
 	ports.StockGate
 	ports.GateProbe
 	ports.GateAudit
+	ports.GateControls
 }
 
 // Router is the gate the service sees: each call goes to the unsplit gate or

@@ -2,7 +2,9 @@
 -- retried preheat never sells twice), at restore over a placeholder.
 -- KEYS[1] bucket hash, KEYS[2] buyers hash, KEYS[3] staging hash of buyers
 -- ARGV[1] stock, ARGV[2] begin, ARGV[3] end, ARGV[4] expire at (unix ms),
--- ARGV[5] buyers staged, ARGV[6] mode: 'preheat' or 'restore'
+-- ARGV[5] buyers staged, ARGV[6] mode: 'preheat' or 'restore', ARGV[7]
+-- paused '1'|'0', ARGV[8] units added by admins that this bucket's stock
+-- already holds ('' : none; bucket 0 keeps the total, redisschema/controls.lua)
 -- Returns 1 written, 0 left alone, -1 staged buyers incomplete, -2 the
 -- bucket holds another sale's window.
 local exists = redis.call('EXISTS', KEYS[1]) == 1
@@ -29,7 +31,10 @@ else
   redis.call('DEL', KEYS[2])
 end
 redis.call('HDEL', KEYS[1], 'placeholder')
-redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3])
+redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3], 'paused', ARGV[7])
+if ARGV[8] ~= '' then
+  redis.call('HSET', KEYS[1], 'added', ARGV[8])
+end
 if ARGV[6] == 'restore' then
   -- A restored bucket stays frozen until the restore has written them all.
   redis.call('HSET', KEYS[1], 'frozen', '1')

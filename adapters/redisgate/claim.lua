@@ -7,9 +7,9 @@
 -- The XADD's arguments are filled in by Go (redisschema.OrderScript) with the order
 -- message's fields and these arguments, so its layout is defined in Go only.
 -- Returns 'ok' when reserved, or the code of the domain refusal (domain.Refusal:
--- not_found, not_started, ended, sold_out, duplicate). Refusals are answers,
+-- not_found, not_started, ended, paused, sold_out, duplicate). Refusals are answers,
 -- not errors, so a caller can tell a business answer from a broken script.
-local v = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end')
+local v = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end', 'paused')
 if not v[1] then
   return 'not_found'
 end
@@ -20,6 +20,11 @@ if now < tonumber(v[2]) then
 end
 if now >= tonumber(v[3]) then
   return 'ended'
+end
+-- An admin's pause (redisschema/controls.lua) refuses every claim, a resent
+-- one too, until the sale is resumed.
+if v[4] == '1' then
+  return 'paused'
 end
 -- Stock before duplicate, as the original: a sold-out sale answers sold out
 -- to everyone, except to a retry of a claim that was taken (below).

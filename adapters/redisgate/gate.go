@@ -140,7 +140,7 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 	}
 	return &Gate{rdb: rdb, claims: opts.Claims, prefix: opts.Prefix, retention: opts.Retention, boxed: boxArgs(opts.Retention),
 		waitReplicas: opts.WaitReplicas, waitTimeout: opts.WaitTimeout, reclaim: opts.ReclaimAfterCancel,
-		scripts: redisscript.NewSet(rdb, claimScript, releaseScript, preheatScript, restoreScript, returnScript)}
+		scripts: redisscript.NewSet(rdb, claimScript, releaseScript, preheatScript, restoreScript, returnScript, redisschema.ControlsScript)}
 }
 
 // LoadScripts loads the gate's scripts on every node, so the first claims
@@ -308,4 +308,22 @@ func randomToken() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails since Go 1.24
 	return hex.EncodeToString(b)
+}
+
+var _ ports.GateControls = (*Gate)(nil)
+
+// Apply runs redisschema's controls.lua on the voucher's hash, where the
+// claim script reads them on its next run.
+func (g *Gate) Apply(ctx context.Context, v domain.Voucher) error {
+	if err := checkVoucher(v); err != nil {
+		return fmt.Errorf("apply controls: %w", err)
+	}
+	k := g.keys(v.ID())
+	s := v.Sale()
+	err := g.scripts.Run(ctx, g.rdb, redisschema.ControlsScript, []string{k.Voucher, k.Buyers},
+		s.End().UnixMilli(), g.expireAt(s).UnixMilli(), redisschema.Paused(s), s.Added()).Err()
+	if err != nil {
+		return fmt.Errorf("apply controls to voucher %d: %w", v.ID(), err)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 )
 
@@ -60,6 +61,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	s := v.Sale()
 	code, err := g.scripts.Run(ctx, g.rdb, restoreScript, []string{k.Voucher, k.Buyers, staging},
 		s.Stock(), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), len(marks), forceArg(force),
+		s.Added(), redisschema.Paused(s),
 	).Int64()
 	if err != nil {
 		return false, fmt.Errorf("restore voucher %d: %w", v.ID(), err)

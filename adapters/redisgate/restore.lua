@@ -4,7 +4,9 @@
 -- KEYS[1] voucher hash, KEYS[2] buyers hash, KEYS[3] staging hash
 -- ARGV[1] stock, ARGV[2] begin, ARGV[3] end (unix ms), ARGV[4] expire at
 -- (unix ms), ARGV[5] number of buyers the staging hash must hold,
--- ARGV[6] '1' to overwrite an existing gate state
+-- ARGV[6] '1' to overwrite an existing gate state, ARGV[7] units added by
+-- admins in all (the database's: the stock already holds them), ARGV[8]
+-- paused '1'|'0' (see redisschema/controls.lua)
 -- Returns 1 written, 0 left alone (the voucher exists, e.g. a concurrent
 -- Preheat or Restore won), -1 the staging hash is incomplete (it expired).
 if ARGV[6] ~= '1' and redis.call('EXISTS', KEYS[1]) == 1 then
@@ -23,6 +25,6 @@ if n > 0 then
 else
   redis.call('DEL', KEYS[2])
 end
-redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3])
+redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3], 'added', ARGV[7], 'paused', ARGV[8])
 redis.call('PEXPIREAT', KEYS[1], ARGV[4])
 return 1

@@ -48,6 +48,9 @@ func TestMigrateDownCommand(t *testing.T) {
 	}{
 		{name: "force_on_up_refused", args: []string{"up", "--force"}, wantErr: "--force applies to migrate down only"},
 		{name: "extra_argument_refused", args: []string{"down", "now"}, wantErr: "exactly one of"},
+		// The sale controls' columns hold the sales' state.
+		{name: "sale_control_columns_refused", args: []string{"down"}, wantErr: "migrate down --force"},
+		{name: "sale_control_columns_forced", args: []string{"down", "--force"}, wantOut: "rolled back: 20261208000001_sale_controls\n"},
 		// The order list's index and the empty audit trail go without --force.
 		{name: "order_list_index_goes", args: []string{"down"}, wantOut: "rolled back: 20261207000042_add_order_list_index\n"},
 		{name: "empty_audit_trail_goes", args: []string{"down"}, wantOut: "rolled back: 20261207000041_create_admin_audit\n"},
