@@ -133,7 +133,7 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 		opts.Sweeps = DefaultSweeps
 	}
 	return &Gate{rdb: rdb, prefix: opts.Prefix, opts: opts, scripts: redisscript.NewSet(rdb,
-		claimScript, takeScript, applyScript, writeScript, freezeScript, releaseScript, redisschema.ControlsScript)}
+		claimScript, takeScript, applyScript, writeScript, freezeScript, releaseScript, redisschema.ControlsScript, raiseAddedScript)}
 }
 
 // LoadScripts loads the package's scripts on every node, so the first

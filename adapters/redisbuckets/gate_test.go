@@ -326,6 +326,37 @@ func TestBucketLostThenRestored(t *testing.T) {
 	}
 }
 
+// An admin added units; the database committed them but the gate never took
+// them (the control's Redis step failed), and then one bucket was lost. The
+// restore rebuilds that bucket from the database's stock, which holds the
+// added units: the repair's Apply that follows must add none again.
+func TestBucketRestoredAfterAnAdditionTheGateMissedTakesItOnce(t *testing.T) {
+	rdb := testenv.RedisCluster(t)
+	prefix := testenv.KeyPrefix(t)
+	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
+	g := redisbuckets.New(rdb, fastOpts(prefix))
+	v := newVoucher(t, 30)
+	if err := g.Preheat(ctx(t), v, 3); err != nil {
+		t.Fatal(err)
+	}
+	more, err := v.Sale().AddStock(6, testenv.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := v.WithSale(more) // the database: 36 units, 6 of them added
+	delBucket(t, rdb, prefix, v.ID(), 2, 3)
+	if ok, err := g.Restore(ctx(t), stored, 3, nil); err != nil || !ok {
+		t.Fatalf("restore: %v, %v", ok, err)
+	}
+	if err := g.Apply(ctx(t), stored, 3); err != nil {
+		t.Fatal(err)
+	}
+	books(t, g, v.ID(), 36)
+	if sold := sellOut(t, g, v.ID(), 1); sold != 36 {
+		t.Fatalf("sold %d, want the database's 36", sold)
+	}
+}
+
 // Redis loses the whole voucher; the database has 8 orders and 22 units
 // left. The restore writes every bucket: the units split, each buyer's mark
 // in its home bucket.

@@ -217,8 +217,26 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, k int, buyers []do
 			return false, err
 		}
 	}
+	if len(lost) > 0 && !st[0].placeholder {
+		// The pool came from the database's stock, which holds every unit
+		// admins added: bucket 0, which survived, now counts them as taken,
+		// or the repair's Apply would add the ones it never took again.
+		bk := g.bucket(id, 0, k)
+		if err := g.scripts.Run(ctx, g.rdb, raiseAddedScript, []string{bk.Voucher}, v.Sale().Added()).Err(); err != nil {
+			return false, fmt.Errorf("restore voucher %d: count the added units taken: %w", id, err)
+		}
+	}
 	return true, g.unfreeze(ctx, id, k)
 }
+
+// raiseAddedScript raises a bucket hash's 'added' (the units added by admins
+// its gate has taken) to ARGV[1], never lowers it: a control applied during
+// the restore may have raised it further. KEYS[1] bucket hash.
+var raiseAddedScript = redis.NewScript(`
+if tonumber(redis.call('HGET', KEYS[1], 'added') or '0') < tonumber(ARGV[1]) then
+  redis.call('HSET', KEYS[1], 'added', ARGV[1])
+end
+return 0`)
 
 // restoreBudget bounds one restore: the fence plus ample time for the rest.
 func (g *Gate) restoreBudget() time.Duration {
