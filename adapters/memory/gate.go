@@ -314,6 +314,14 @@ func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID
 
 // Stock reports a voucher's remaining stock in the gate, and false when the
 // gate does not hold the voucher. Same signature as the Redis gate's.
+// Paused tells whether the voucher's sale is paused (the rooms read it).
+func (g *Gate) Paused(id domain.VoucherID) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, ok := g.sales[id]
+	return ok && s.sale.Paused()
+}
+
 func (g *Gate) Stock(ctx context.Context, id domain.VoucherID) (int, bool, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

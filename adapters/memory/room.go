@@ -150,9 +150,13 @@ func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time,
 	}
 	r.closeDraw(now, seed)
 	left := int64(-1) // what the gate has left to sell; -1 unknown
+	paused := false   // a paused sale's line holds, as the Redis room's
 	if s.gate != nil {
 		if n, ok, err := s.gate.Stock(ctx, id); err == nil && ok {
 			left = int64(n)
+		}
+		if p, ok := s.gate.(interface{ Paused(domain.VoucherID) bool }); ok {
+			paused = p.Paused(id)
 		}
 	}
 	if r.drawn {
@@ -178,7 +182,7 @@ func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time,
 			free = left
 		}
 		free -= r.boundary - r.expired - int64(len(r.live))
-		if next := min(target, r.boundary+max(free, 0)); next > r.boundary {
+		if next := min(target, r.boundary+max(free, 0)); next > r.boundary && !paused {
 			r.boundary = next
 			r.steps = append(r.steps, ports.RoomStep{Boundary: next, At: now})
 		}

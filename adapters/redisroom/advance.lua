@@ -6,7 +6,8 @@
 -- kept, so a used pass frees its place at once.
 -- KEYS[1] room hash, KEYS[2] steps zset (score boundary, member
 -- "boundary:at"), KEYS[3] used zset (positions >= expired whose pass was used),
--- KEYS[4] the sale's gate hash (its stock left; same hash tag)
+-- KEYS[4] the sale's gate hash (its stock left, whether it is paused; same
+-- hash tag)
 -- ARGV[1] now (unix ms), ARGV[2] seed, ARGV[3] steps wanted above this
 -- boundary, ARGV[4] retention (ms the room's keys outlive its end)
 -- Returns -1 without a room, else {joined, drawn, n, seed, boundary,
@@ -20,7 +21,10 @@ close_draw(KEYS[1], now, ARGV[2])
 local h = redis.call('HMGET', KEYS[1], 'begin', 'rate', 'ttl', 'cap', 'joined', 'drawn', 'boundary', 'expired')
 local begin, rate, ttl, cap = tonumber(h[1]), tonumber(h[2]), tonumber(h[3]), tonumber(h[4])
 local joined, boundary, expired = tonumber(h[5]), tonumber(h[7]), tonumber(h[8])
-local left = tonumber(redis.call('HGET', KEYS[4], 'stock')) -- nil: no gate hash on this slot
+local g = redis.call('HMGET', KEYS[4], 'stock', 'paused')
+local left = tonumber(g[1]) -- nil: no gate hash on this slot
+-- A paused sale's line holds: nobody is admitted until it resumes.
+local paused = g[2] == '1'
 if h[6] == '1' then
   local was, moved = expired, false
   while true do
@@ -45,7 +49,7 @@ if h[6] == '1' then
   -- slot (a voucher split into buckets).
   local free = (left or cap) - (boundary - expired - redis.call('ZCARD', KEYS[3]))
   local nxt = math.min(target, boundary + math.max(free, 0))
-  if nxt > boundary then
+  if nxt > boundary and not paused then
     boundary = nxt
     redis.call('HSET', KEYS[1], 'boundary', boundary)
     redis.call('ZADD', KEYS[2], boundary, boundary .. ':' .. now)

@@ -76,6 +76,7 @@ func TestRoomStoreContract(t *testing.T) {
 			t.Run("draw_closes_after_the_begin_millisecond", func(t *testing.T) { roomDraw(t, store(b.open(t))) })
 			t.Run("boundary_follows_rate_and_joiners", func(t *testing.T) { roomRate(t, store(b.open(t))) })
 			t.Run("cap_use_and_expiry", func(t *testing.T) { roomCap(t, store(b.open(t))) })
+			t.Run("a_paused_sale_admits_nobody", func(t *testing.T) { s, g := b.open(t); roomPaused(t, s, g) })
 			t.Run("concurrent_joins_one_place_each", func(t *testing.T) { roomConcurrent(t, store(b.open(t))) })
 		})
 	}
@@ -258,6 +259,44 @@ func roomCap(t *testing.T, s ports.RoomStore) {
 	st = adv(11*time.Second + 100*time.Millisecond)
 	if st.Expired != 4 || st.Boundary != 7 || st.Lapsed != 3 || len(st.Steps) != 2 || st.Steps[0].Boundary != 6 {
 		t.Fatalf("at +11.1s: %+v; want expired 4, boundary 7, the two live steps", st)
+	}
+}
+
+// A paused sale's line holds: the boundary stays while its gate says paused,
+// and moves on as the rate allows once the sale resumes.
+func roomPaused(t *testing.T, s ports.RoomStore, g ports.StockGate) {
+	ctx := context.Background()
+	v := roomVoucher(t, 7, 10, 10, 30*time.Second, 0)
+	if err := s.Open(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Preheat(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	for u := domain.UserID(1); u <= 5; u++ {
+		if _, err := s.Join(ctx, 7, u, roomBegin.Add(-time.Second), seedOf(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	control := func(paused bool) {
+		t.Helper()
+		sale, err := v.Sale().WithPause(paused, roomBegin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.(interface {
+			Apply(context.Context, domain.Voucher) error
+		}).Apply(ctx, v.WithSale(sale)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	control(true)
+	if st, err := s.Advance(ctx, 7, roomBegin.Add(300*time.Millisecond), seedOf(1), -1); err != nil || st.Boundary != 0 {
+		t.Fatalf("paused, at +300ms: %+v, %v; want nobody admitted", st, err)
+	}
+	control(false)
+	if st, err := s.Advance(ctx, 7, roomBegin.Add(400*time.Millisecond), seedOf(1), -1); err != nil || st.Boundary != 4 {
+		t.Fatalf("resumed, at +400ms: %+v, %v; want 4 admitted, as the rate allows", st, err)
 	}
 }
 
