@@ -238,11 +238,11 @@ func (e *env) startChild(ctx context.Context, s *runSpace, m Mode, addr string, 
 		"SECKILL_LOG_FORMAT":       "json",
 		// Not the default 127.0.0.1:9090: anything else on the machine
 		// holding it would stop the child at start.
-		"SECKILL_METRICS_ADDR": "127.0.0.1:0",
-		"SECKILL_ADMIN_USERS":      strconv.FormatInt(int64(benchAdmin), 10),
-		"SECKILL_RATE_USER":        strconv.Itoa(c.RateUser),
-		"SECKILL_RATE_IP":          strconv.Itoa(c.RateIP),
-		"SECKILL_TRUSTED_PROXIES":  benchProxy, // as in serviceConfig
+		"SECKILL_METRICS_ADDR":    "127.0.0.1:0",
+		"SECKILL_ADMIN_USERS":     strconv.FormatInt(int64(benchAdmin), 10),
+		"SECKILL_RATE_USER":       strconv.Itoa(c.RateUser),
+		"SECKILL_RATE_IP":         strconv.Itoa(c.RateIP),
+		"SECKILL_TRUSTED_PROXIES": benchProxy, // as in serviceConfig
 	}
 	env := make([]string, 0, len(os.Environ())+len(vars))
 	for _, kv := range os.Environ() {
