@@ -41,6 +41,7 @@ seckill_claims_total{outcome="not_started"} 0
 seckill_claims_total{outcome="outcome_unknown"} 1
 seckill_claims_total{outcome="pass_expired"} 0
 seckill_claims_total{outcome="pass_required"} 0
+seckill_claims_total{outcome="paused"} 0
 seckill_claims_total{outcome="rate_limited"} 0
 seckill_claims_total{outcome="sold_out"} 1
 seckill_claims_total{outcome="success"} 1
