@@ -59,11 +59,17 @@ func (c *shortCache[V]) get(ctx context.Context, key string, load func(context.C
 	r, _, _ := c.group.Do(key, func() (any, error) {
 		c.mu.Lock()
 		gen := c.gen
+		e, ok := c.items[key]
 		c.mu.Unlock()
+		// A request that missed just before the last flight stored its
+		// result starts this one after it: it takes what was stored.
+		if ok && time.Now().Before(e.until) && c.ttl > 0 {
+			return e, nil
+		}
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
 		defer cancel()
 		v, err := load(lctx)
-		e := cachedRead[V]{v: v, err: err, until: time.Now().Add(c.ttl)}
+		e = cachedRead[V]{v: v, err: err, until: time.Now().Add(c.ttl)}
 		if c.ttl > 0 && c.keep(err) {
 			c.store(key, e, gen)
 		}
