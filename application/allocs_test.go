@@ -18,11 +18,13 @@ import (
 // own context over a timer shared by the claims ending in the same
 // millisecond: claim_budget.go), paid by every claim because the use case
 // cannot know before asking the admission that it will not wait; a
-// WithDeadline per claim cost three more.
+// WithDeadline per claim cost three more. A claim answered from the
+// sold-out mark issues no order id since the mark is a step of the claim
+// before the id (it was a wrapper of the admission): 2, not 3.
 var claimAllocBudget = map[string]float64{
 	"success":         2,
 	"sold_out":        3,
-	"sold_out_marked": 3,
+	"sold_out_marked": 2,
 }
 
 func TestClaimAllocationsStayWithinBudget(t *testing.T) {

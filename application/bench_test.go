@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hmdp-go/seckill/adapters/claimcount"
 	"github.com/hmdp-go/seckill/adapters/memory"
-	"github.com/hmdp-go/seckill/adapters/soldout"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -30,11 +30,10 @@ func benchClaim(b testing.TB, stock int, marked bool) (*application.ClaimSeckill
 	b.Helper()
 	clock := testenv.NewClock(time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC))
 	var gate ports.StockGate = memory.NewGate(clock)
-	var admission ports.Admission = reserveOnly{gate}
+	var marks *application.SoldOutMarks
 	if marked {
-		marks := soldout.New(soldout.Options{Window: soldout.MaxWindow})
+		marks = application.NewSoldOutMarks(application.MaxSoldOutWindow, nil)
 		gate = marks.Gate(gate)
-		admission = marks.Admission(reserveOnly{gate})
 	}
 	sale, err := domain.NewSale(stock, clock.Now().Add(-time.Hour), clock.Now().Add(time.Hour))
 	if err != nil {
@@ -49,7 +48,11 @@ func benchClaim(b testing.TB, stock int, marked bool) (*application.ClaimSeckill
 	if err != nil {
 		b.Fatal(err)
 	}
-	return application.NewClaimSeckill(memory.NewIDs(clock), admission), saved.ID()
+	claim := application.NewClaimSeckill(memory.NewIDs(clock), reserveOnly{gate})
+	if marked {
+		claim.WithSoldOutMarks(marks)
+	}
+	return claim, saved.ID()
 }
 
 // BenchmarkClaimSeckill: every claim a new user. "success" reserves and
@@ -89,4 +92,27 @@ func BenchmarkClaimSeckill(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkSoldOutPreCheck is the sold-out edge's question on every request
+// of a stampede on a sold-out voucher (ClaimSeckill.SoldOut: the mark, and
+// the answer recorded by the page's counts, as the service wires them),
+// many handlers at once.
+func BenchmarkSoldOutPreCheck(b *testing.B) {
+	claim, vid := benchClaim(b, 1, true)
+	claim.WithRecorder(claimcount.New())
+	ctx := context.Background()
+	for u := domain.UserID(1); u <= 2; u++ { // the unit sold, then the gate's sold out marks it
+		_, _ = claim.Handle(ctx, u, vid)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if !claim.SoldOut(vid) {
+				b.Error("not sold out from the mark")
+				return
+			}
+		}
+	})
 }

@@ -17,6 +17,8 @@ type ClaimSeckill struct {
 	ids       ports.OrderIDs
 	admission ports.Admission
 	rooms     *RoomPassCheck // nil: no sale has a waiting room
+	marks     *SoldOutMarks  // nil: every claim asks the admission
+	recorder  ClaimRecorder  // nil: the answers are told to no one
 	// budget bounds the claim independently of the caller: once the admission
 	// may have reserved, a client hanging up must not cut the claim in half.
 	budget   time.Duration
@@ -72,6 +74,52 @@ func (h *ClaimSeckill) WithRooms(rooms *RoomPassCheck) *ClaimSeckill {
 	return h
 }
 
+// WithSoldOutMarks makes this instance's sold-out marks a step of every claim
+// (and SoldOut the edge's pre-check), and returns h. The gate's calls that
+// may return stock must clear them (marks.Gate). Set it before h is shared.
+func (h *ClaimSeckill) WithSoldOutMarks(marks *SoldOutMarks) *ClaimSeckill {
+	h.marks = marks
+	return h
+}
+
+// WithRecorder makes r the claim's last step: told how every claim was
+// answered. It returns h; set it before h is shared.
+func (h *ClaimSeckill) WithRecorder(r ClaimRecorder) *ClaimSeckill {
+	h.recorder = r
+	return h
+}
+
+// ClaimRecorder is told once how each claim was answered, from the sold-out
+// step on (a claim refused for its waiting-room pass is not): answer is the
+// claim's error (nil: taken), fromMark whether it was answered sold out
+// from this instance's mark, without asking the gate. The live sale page's
+// counts implement it (adapters/claimcount); it runs on the claim path, so
+// it must not wait.
+type ClaimRecorder interface {
+	ClaimAnswered(v domain.VoucherID, answer error, fromMark bool)
+}
+
+// SoldOut is the claim's sold-out step asked before the claim runs, for an
+// answer that needs no session (stock is public): true when this instance's
+// mark answers v sold out, and then recorded as that claim's answer, as
+// Claim would. Always false without marks; no I/O, no lock.
+func (h *ClaimSeckill) SoldOut(v domain.VoucherID) bool {
+	if h.marks == nil || !h.marks.SoldOut(v) {
+		return false
+	}
+	h.answered(v, domain.ErrSoldOut, true)
+	return true
+}
+
+// MarksSoldOut tells whether SoldOut can answer yes (the claim has marks).
+func (h *ClaimSeckill) MarksSoldOut() bool { return h.marks != nil }
+
+func (h *ClaimSeckill) answered(v domain.VoucherID, answer error, fromMark bool) {
+	if h.recorder != nil {
+		h.recorder.ClaimAnswered(v, answer, fromMark)
+	}
+}
+
 // Claim is one claim as a client makes it.
 type Claim struct {
 	User    domain.UserID
@@ -103,9 +151,14 @@ type Claimed struct {
 //  1. the waiting room: a sale with a room needs this user's valid, unspent
 //     pass (domain.ErrPassRequired, ErrPassExpired, ErrAlreadyClaimed),
 //     checked by its signature before any Redis work on the stock;
-//  2. the order's ID and its admission (HandleSince): the sold-out mark,
-//     the gate's stock and one order per user, the hand-off to fulfilment;
-//  3. the pass spent, once the order is taken.
+//  2. the sold-out mark: answered from memory while the gate said sold out
+//     less than a window ago (SoldOutMarks);
+//  3. the order's ID (ports.OrderIDs, leased in blocks);
+//  4. its admission (ports.Admission): the gate's stock and one order per
+//     user, the hand-off to fulfilment; its answer renews or clears the
+//     mark;
+//  5. the answer recorded (ClaimRecorder);
+//  6. the pass spent, once the order is taken.
 //
 // Errors are HandleSince's; a sale without a room costs step 1 a map lookup.
 func (h *ClaimSeckill) Claim(ctx context.Context, c Claim) (Claimed, error) {
@@ -125,7 +178,7 @@ func (h *ClaimSeckill) Claim(ctx context.Context, c Claim) (Claimed, error) {
 			return Claimed{}, err
 		}
 	}
-	id, err := h.admit(ctx, c.User, c.Voucher)
+	id, err := h.take(ctx, c.User, c.Voucher)
 	if err != nil || place < 0 {
 		return Claimed{Order: id}, err
 	}
@@ -148,6 +201,7 @@ func (h *ClaimSeckill) Handle(ctx context.Context, user domain.UserID, voucher d
 // HandleSince is Handle with the budget counted from started, when the
 // request arrived: what the caller already waited (a session lookup on Redis)
 // comes off the claim's budget, so the whole request answers within one.
+// It runs Claim's steps 2 to 5.
 func (h *ClaimSeckill) HandleSince(ctx context.Context, started time.Time, user domain.UserID, voucher domain.VoucherID) (domain.OrderID, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -156,38 +210,62 @@ func (h *ClaimSeckill) HandleSince(ctx context.Context, started time.Time, user 
 	// admission may have reserved, a client hanging up must not cut the
 	// claim in half, and before that finishing costs at most the budget.
 	ctx = h.deadline.Context(ctx, started.Add(h.budget))
-	return h.admit(ctx, user, voucher)
+	return h.take(ctx, user, voucher)
 }
 
-// admit issues the order's ID and admits the order, within ctx's budget.
-func (h *ClaimSeckill) admit(ctx context.Context, user domain.UserID, voucher domain.VoucherID) (domain.OrderID, error) {
-	id, err := h.ids.Next(ctx)
+// take is Claim's steps 2 to 5, within ctx's budget.
+func (h *ClaimSeckill) take(ctx context.Context, user domain.UserID, voucher domain.VoucherID) (domain.OrderID, error) {
+	// 2. The sold-out mark.
+	var probe soldOutProbe
+	if h.marks != nil {
+		var err error
+		if probe, err = h.marks.check(ctx, voucher); err != nil {
+			h.answered(voucher, err, err == domain.ErrSoldOut)
+			return 0, err
+		}
+	}
+	// 3 and 4. The order's ID and its admission.
+	id, admitted, err := h.admit(ctx, user, voucher)
+	if h.marks != nil {
+		h.marks.settle(voucher, probe, admitted)
+	}
+	// 5. The answer recorded.
+	h.answered(voucher, err, false)
+	return id, err
+}
+
+// admit issues the order's ID and admits the order. It returns the claim's
+// answer, and admitted, the admission's own (or why it was not asked), for
+// the sold-out mark.
+func (h *ClaimSeckill) admit(ctx context.Context, user domain.UserID, voucher domain.VoucherID) (id domain.OrderID, admitted, err error) {
+	id, err = h.ids.Next(ctx)
 	if err != nil {
 		// Nothing was reserved yet, whatever went wrong (out of time, Redis
 		// unreachable, the day's sequence exhausted): nothing changed, and
 		// the client may try again.
-		return 0, fmt.Errorf("issue order id: %w: %w", ErrBusy, err)
+		err = fmt.Errorf("issue order id: %w: %w", ErrBusy, err)
+		return 0, err, err
 	}
 	order, err := domain.NewVoucherOrder(id, user, voucher)
 	if err != nil {
-		return 0, err
+		return 0, err, err
 	}
 
-	err = h.admission.Admit(ctx, order)
+	admitted = h.admission.Admit(ctx, order)
 	switch {
-	case err == nil:
-		return id, nil
-	case domain.IsRefusal(err):
+	case admitted == nil:
+		return id, nil, nil
+	case domain.IsRefusal(admitted):
 		// Nothing was written under this ID: the next claim may use it, so
 		// refusals (most answers of a stampede) do not exhaust the day's IDs.
 		h.ids.Unused(id)
-		return 0, err
-	case errors.Is(err, ports.ErrNotAdmitted):
+		return 0, admitted, admitted
+	case errors.Is(admitted, ports.ErrNotAdmitted):
 		// Undone, but the ID was written to the gate before the undo: do not
 		// hand it back, so no later order ever shares it with a stale mark.
-		return 0, fmt.Errorf("admit %s: %w: %w", order, ErrBusy, err)
+		return 0, admitted, fmt.Errorf("admit %s: %w: %w", order, ErrBusy, admitted)
 	}
 	// The admission may have taken the order and cannot tell: the ID stays
 	// spent, and the client gets it to ask the order's status.
-	return 0, &OutcomeUnknownError{Order: id, Err: err}
+	return 0, admitted, &OutcomeUnknownError{Order: id, Err: admitted}
 }

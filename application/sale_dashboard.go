@@ -27,12 +27,31 @@ type SaleDashboard struct {
 	gate     ports.GateAudit
 	ledger   ports.OrderLedger
 	queue    ports.QueueMonitor
-	claims   ports.ClaimCounts
+	claims   ClaimCounts
 	clock    ports.Clock
 }
 
+// ClaimCounts is the page's read model of this instance's claim answers (the
+// claim's ClaimRecorder keeps it: adapters/claimcount): per voucher and
+// outcome ("success", a refusal's code, "busy", "error"). The counts only
+// grow; a reader derives rates from two readings.
+type ClaimCounts interface {
+	Claims(id domain.VoucherID) map[string]int64
+	// History is the voucher's counts as read once a second over the last
+	// minute, so a page opened mid-sale can draw it; empty when the voucher
+	// counted no claim in that time.
+	History(id domain.VoucherID) ClaimHistory
+}
+
+// ClaimHistory is a voucher's past readings of ClaimCounts, oldest first:
+// Claims[outcome][i] is the count at At[i].
+type ClaimHistory struct {
+	At     []time.Time
+	Claims map[string][]int64
+}
+
 func NewSaleDashboard(vouchers ports.VoucherRepository, gate ports.GateAudit, ledger ports.OrderLedger,
-	queue ports.QueueMonitor, claims ports.ClaimCounts, rooms *RoomDirectory, clock ports.Clock,
+	queue ports.QueueMonitor, claims ClaimCounts, rooms *RoomDirectory, clock ports.Clock,
 ) *SaleDashboard {
 	mustHave("SaleDashboard", map[string]any{
 		"vouchers": vouchers, "gate": gate, "ledger": ledger, "queue": queue, "claims": claims, "rooms": rooms, "clock": clock,
@@ -43,7 +62,7 @@ func NewSaleDashboard(vouchers ports.VoucherRepository, gate ports.GateAudit, le
 // SaleBoardQuery says what one reading includes.
 type SaleBoardQuery struct {
 	// History adds each sale's claim counts over the last minute
-	// (ports.ClaimCounts.History): a page asks once, when it opens.
+	// (ClaimCounts.History): a page asks once, when it opens.
 	History bool
 }
 
@@ -78,7 +97,7 @@ type SaleRow struct {
 	DB        ports.SaleTally
 	Backlog   ports.Backlog
 	Claims    map[string]int64
-	History   ports.ClaimHistory // only when the query asked for it
+	History   ClaimHistory // only when the query asked for it
 	// Room is the sale's waiting room (nil: it has none).
 	Room *RoomFigures
 }

@@ -35,7 +35,7 @@ func TestSaleDashboard(t *testing.T) {
 	live := w.live(t, 2)
 	w.voucher(t, 5, now.Add(-2*time.Hour), now.Add(-time.Minute)) // ended: not shown
 
-	claim := application.NewClaimSeckill(memory.NewIDs(testenv.NewClock(now)), counter.Admission(chanqueue.NewAdmission(w.gate, w.queue)))
+	claim := application.NewClaimSeckill(memory.NewIDs(testenv.NewClock(now)), chanqueue.NewAdmission(w.gate, w.queue)).WithRecorder(counter)
 	for u := domain.UserID(1); u <= 3; u++ {
 		_, _ = claim.Handle(ctx, u, live)
 	}

@@ -13,12 +13,12 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/hmdp-go/seckill/adapters/chanqueue"
+	"github.com/hmdp-go/seckill/adapters/claimcount"
 	"github.com/hmdp-go/seckill/adapters/httpapi"
 	"github.com/hmdp-go/seckill/adapters/metrics"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/adapters/redisstream"
-	"github.com/hmdp-go/seckill/adapters/soldout"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -55,7 +55,7 @@ type Observability struct {
 // provideObservability makes the registry and hooks the instruments that
 // need no queue into the clients (Redis round trips, sold-out answers), and
 // the tracing of Redis and the database when it is on.
-func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, marks *soldout.Marks, sessions ports.Sessions, rooms *application.RoomDirectory, log zerolog.Logger) (*Observability, error) {
+func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, counter *claimcount.Counter, sessions ports.Sessions, rooms *application.RoomDirectory, log zerolog.Logger) (*Observability, error) {
 	o := &Observability{}
 	t, err := newTracing(c.Tracing, rdb, db, log)
 	if err != nil {
@@ -73,7 +73,7 @@ func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, marks
 			// round trips are for a service that does not auto-pipeline.
 			log.Info().Msg("metrics: Redis command counters are off while the claim path auto-pipelines (Tuning.RedisAutoPipeline=off turns them on)")
 		}
-		o.Metrics.SoldOutAnswers(marks.Saved)
+		o.Metrics.SoldOutAnswers(counter.Saved)
 		o.Metrics.Rooms(rooms.Figures)
 		if t, ok := sessions.(*redissession.Tracked); ok {
 			o.Metrics.SessionCache(metrics.SessionStats{Entries: t.Cached, Reports: t.Reports, ReadBack: t.Prefetched, Skipped: t.Skipped,

@@ -21,7 +21,6 @@ import (
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redisroom"
 	"github.com/hmdp-go/seckill/adapters/redissession"
-	"github.com/hmdp-go/seckill/adapters/soldout"
 	"github.com/hmdp-go/seckill/adapters/worker"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
@@ -123,7 +122,7 @@ func provideHandler(
 	claim *application.ClaimSeckill, get *application.GetOrder,
 	cancel *application.CancelOrder, pay *application.PayOrder,
 	sessions ports.Sessions, bearer ports.BearerSessions, tokens ports.TokenIssuer, ready ReadyCheck,
-	sales *application.SaleDashboard, marks *soldout.Marks, counter *claimcount.Counter, log zerolog.Logger, c Config, obs httpapi.ClaimObserver, rdb redis.UniversalClient,
+	sales *application.SaleDashboard, log zerolog.Logger, c Config, obs httpapi.ClaimObserver, rdb redis.UniversalClient,
 	rooms httpapi.Rooms, orders *application.ListSaleOrders, audit *application.ReadAuditLog,
 	controls *application.ControlSale,
 ) http.Handler {
@@ -154,7 +153,6 @@ func provideHandler(
 		Sales:          sales,
 		ClaimObserver:  obs,
 		Split:          splitRule(rdb, c, log),
-		SoldOut:        counter.SoldOut(marks),
 		Cancel:         cancel,
 		Pay:            pay,
 		PaymentSecret:  []byte(c.PaymentSecret),
@@ -194,14 +192,16 @@ func provideGate(rdb redis.UniversalClient, claims ClaimRedis, c Config) *redisg
 		WaitReplicas: c.RedisWaitReplicas, WaitTimeout: c.RedisWaitTimeout, ReclaimAfterCancel: c.ReclaimAfterCancel})
 }
 
-// provideSoldOutMarks are this instance's local sold-out marks: its
-// Admission decorator answers a stampede on a sold-out voucher without Redis,
-// and its Gate decorator forgets a mark whenever stock may come back.
-func provideSoldOutMarks(c Config) *soldout.Marks {
-	return soldout.New(soldout.Options{Window: c.SoldOutWindow})
+// provideSoldOutMarks are this instance's local sold-out marks: a step of
+// the claim answers a stampede on a sold-out voucher without Redis, and the
+// gate forgets a mark whenever stock may come back (provideSoldOutGate).
+func provideSoldOutMarks(c Config) *application.SoldOutMarks {
+	return application.NewSoldOutMarks(c.SoldOutWindow, nil)
 }
 
-func provideSoldOutGate(m *soldout.Marks, g *redisbuckets.Router) *soldout.Gate { return m.Gate(g) }
+func provideSoldOutGate(m *application.SoldOutMarks, g *redisbuckets.Router) *application.SoldOutGate {
+	return m.Gate(g)
+}
 
 // provideBucketGate is the gate of vouchers whose stock is split into buckets
 // (issue 12). Its restore reads the database again after counting Redis.
@@ -224,14 +224,8 @@ func provideChannelQueue(c Config) *chanqueue.Queue {
 
 // provideChannelAdmission reserves through the marked gate, so a rollback's
 // Release clears the voucher's mark at once.
-func provideChannelAdmission(m *soldout.Marks, g *soldout.Gate, q *chanqueue.Queue) *soldout.Admission {
-	return m.Admission(chanqueue.NewAdmission(g, q))
-}
-
-// provideCountedAdmission counts every claim's answer for the live sale
-// page; it wraps the sold-out marks so their in-memory answers count too.
-func provideCountedAdmission(c *claimcount.Counter, a *soldout.Admission) *claimcount.Admission {
-	return c.Admission(a)
+func provideChannelAdmission(g *application.SoldOutGate, q *chanqueue.Queue) *chanqueue.Admission {
+	return chanqueue.NewAdmission(g, q)
 }
 
 // commonSet is everything but the queue driver.
@@ -282,9 +276,7 @@ var commonSet = wire.NewSet(
 	application.NewRoomPassCheck,
 	provideRooms,
 	claimcount.New,
-	wire.Bind(new(ports.ClaimCounts), new(*claimcount.Counter)),
-	provideCountedAdmission,
-	wire.Bind(new(ports.Admission), new(*claimcount.Admission)),
+	wire.Bind(new(application.ClaimCounts), new(*claimcount.Counter)),
 	application.NewAddSeckillVoucher,
 	application.NewListShopVouchers,
 	provideClaimSeckill,
@@ -305,6 +297,7 @@ var commonSet = wire.NewSet(
 // channelSet: the in-process bounded channel, fed by the gate plus the channel.
 var channelSet = wire.NewSet(
 	provideChannelAdmission,
+	wire.Bind(new(ports.Admission), new(*chanqueue.Admission)),
 	provideChannelQueue,
 	provideObservedChannelQueue,
 	wire.Bind(new(ports.QueueMonitor), new(*chanqueue.Queue)),

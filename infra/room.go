@@ -9,9 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/hmdp-go/seckill/adapters/claimcount"
 	"github.com/hmdp-go/seckill/adapters/httpapi"
 	"github.com/hmdp-go/seckill/adapters/redisroom"
-	"github.com/hmdp-go/seckill/adapters/soldout"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -41,7 +41,7 @@ func provideRoomSigner(rdb redis.UniversalClient, c Config, log zerolog.Logger) 
 }
 
 // provideRoomGate opens a sale's room before the gate makes it claimable.
-func provideRoomGate(g *soldout.Gate, rooms ports.RoomStore, dir *application.RoomDirectory) *application.RoomGate {
+func provideRoomGate(g *application.SoldOutGate, rooms ports.RoomStore, dir *application.RoomDirectory) *application.RoomGate {
 	return application.NewRoomGate(g, rooms, dir)
 }
 
@@ -49,7 +49,11 @@ func provideRooms(j *application.JoinRoom, p *application.PollRoom) httpapi.Room
 	return httpapi.Rooms{Join: j, Poll: p}
 }
 
-// provideClaimSeckill is the claim with the waiting room as its first step.
-func provideClaimSeckill(ids ports.OrderIDs, admission ports.Admission, rooms *application.RoomPassCheck) *application.ClaimSeckill {
-	return application.NewClaimSeckill(ids, admission).WithRooms(rooms)
+// provideClaimSeckill is the claim with all its steps: the waiting room's
+// pass, the sold-out marks, the admission, and the page's counts recording
+// every answer.
+func provideClaimSeckill(ids ports.OrderIDs, admission ports.Admission, rooms *application.RoomPassCheck,
+	marks *application.SoldOutMarks, counter *claimcount.Counter,
+) *application.ClaimSeckill {
+	return application.NewClaimSeckill(ids, admission).WithRooms(rooms).WithSoldOutMarks(marks).WithRecorder(counter)
 }

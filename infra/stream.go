@@ -14,15 +14,14 @@ import (
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redislease"
 	"github.com/hmdp-go/seckill/adapters/redisstream"
-	"github.com/hmdp-go/seckill/adapters/soldout"
 	"github.com/hmdp-go/seckill/ports"
 )
 
 // provideStreamAdmission: the claim script also XADDs the order, so
 // reservation and message are one atomic step. Claims on a voucher split into
 // buckets go to its home bucket's script instead (redisbuckets.Admission).
-func provideStreamAdmission(m *soldout.Marks, g *redisgate.Gate, b *redisbuckets.Gate, q *redisstream.Queue) *soldout.Admission {
-	return m.Admission(redisbuckets.NewAdmission(redisstream.NewAdmission(g, q), b))
+func provideStreamAdmission(g *redisgate.Gate, b *redisbuckets.Gate, q *redisstream.Queue) *redisbuckets.Admission {
+	return redisbuckets.NewAdmission(redisstream.NewAdmission(g, q), b)
 }
 
 // ConsumerLease is this instance's exclusive hold on its consumer name.
@@ -89,6 +88,7 @@ func provideStreamQueue(rdb redis.UniversalClient, c Config, log zerolog.Logger,
 // streamSet: the Redis Stream queue, shared by every instance as one group.
 var streamSet = wire.NewSet(
 	provideStreamAdmission,
+	wire.Bind(new(ports.Admission), new(*redisbuckets.Admission)),
 	provideConsumerLease,
 	provideStreamQueue,
 	provideObservedStreamQueue,

@@ -28,7 +28,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	marks := provideSoldOutMarks(c)
+	counter := claimcount.New()
 	claimRedis, cleanup3, err := NewClaimRedis(universalClient, c, log)
 	if err != nil {
 		cleanup2()
@@ -46,7 +46,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	rooms := provideRoomStore(universalClient, c)
 	systemClock := SystemClock{}
 	roomDirectory := application.NewRoomDirectory(rooms, systemClock)
-	observability, err := provideObservability(c, universalClient, db, marks, sessions, roomDirectory, log)
+	observability, err := provideObservability(c, universalClient, db, counter, sessions, roomDirectory, log)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -55,18 +55,17 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	orderRepository := provideOrderRepo(orderRepo, observability)
+	soldOutMarks := provideSoldOutMarks(c)
 	gate := provideGate(universalClient, claimRedis, c)
 	redisbucketsGate := provideBucketGate(universalClient, c, voucherRepo, orderRepo)
 	router := provideGateRouter(gate, redisbucketsGate, c)
-	soldoutGate := provideSoldOutGate(marks, router)
-	roomGate := provideRoomGate(soldoutGate, rooms, roomDirectory)
+	soldOutGate := provideSoldOutGate(soldOutMarks, router)
+	roomGate := provideRoomGate(soldOutGate, rooms, roomDirectory)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, roomGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs, cleanup5 := provideIDs(universalClient, claimRedis, c)
-	counter := claimcount.New()
 	queue := provideChannelQueue(c)
-	admission := provideChannelAdmission(marks, soldoutGate, queue)
-	claimcountAdmission := provideCountedAdmission(counter, admission)
+	admission := provideChannelAdmission(soldOutGate, queue)
 	roomSigner, err := provideRoomSigner(universalClient, c, log)
 	if err != nil {
 		cleanup5()
@@ -77,7 +76,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	roomPassCheck := application.NewRoomPassCheck(roomDirectory, roomSigner)
-	claimSeckill := provideClaimSeckill(iDs, claimcountAdmission, roomPassCheck)
+	claimSeckill := provideClaimSeckill(iDs, admission, roomPassCheck, soldOutMarks, counter)
 	getOrder := application.NewGetOrder(orderRepository, roomGate)
 	orderLifecycle := provideOrderLifecycle(orderRepo, observability)
 	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, roomGate)
@@ -102,7 +101,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	auditRepo := mysqlstore.NewAuditRepo(db)
 	readAuditLog := application.NewReadAuditLog(auditRepo)
 	controlSale := application.NewControlSale(voucherRepo, router, systemClock)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, bearerSessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient, httpapiRooms, listSaleOrders, readAuditLog, controlSale)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, bearerSessions, tokenIssuer, readyCheck, saleDashboard, log, c, claimObserver, universalClient, httpapiRooms, listSaleOrders, readAuditLog, controlSale)
 	orderQueue := provideObservedChannelQueue(queue, observability)
 	restoreGate := provideRestoreGate(voucherRepo, orderRepository, roomGate, router, systemClock, router)
 	expireOrders := provideExpireOrders(orderLifecycle, roomGate, systemClock)
@@ -156,7 +155,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	marks := provideSoldOutMarks(c)
+	counter := claimcount.New()
 	claimRedis, cleanup3, err := NewClaimRedis(universalClient, c, log)
 	if err != nil {
 		cleanup2()
@@ -174,7 +173,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	rooms := provideRoomStore(universalClient, c)
 	systemClock := SystemClock{}
 	roomDirectory := application.NewRoomDirectory(rooms, systemClock)
-	observability, err := provideObservability(c, universalClient, db, marks, sessions, roomDirectory, log)
+	observability, err := provideObservability(c, universalClient, db, counter, sessions, roomDirectory, log)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -183,15 +182,15 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	orderRepository := provideOrderRepo(orderRepo, observability)
+	soldOutMarks := provideSoldOutMarks(c)
 	gate := provideGate(universalClient, claimRedis, c)
 	redisbucketsGate := provideBucketGate(universalClient, c, voucherRepo, orderRepo)
 	router := provideGateRouter(gate, redisbucketsGate, c)
-	soldoutGate := provideSoldOutGate(marks, router)
-	roomGate := provideRoomGate(soldoutGate, rooms, roomDirectory)
+	soldOutGate := provideSoldOutGate(soldOutMarks, router)
+	roomGate := provideRoomGate(soldOutGate, rooms, roomDirectory)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, roomGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs, cleanup5 := provideIDs(universalClient, claimRedis, c)
-	counter := claimcount.New()
 	v, cleanup6, err := provideConsumerLease(universalClient, c, log)
 	if err != nil {
 		cleanup5()
@@ -211,8 +210,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	admission := provideStreamAdmission(marks, gate, redisbucketsGate, queue)
-	claimcountAdmission := provideCountedAdmission(counter, admission)
+	admission := provideStreamAdmission(gate, redisbucketsGate, queue)
 	roomSigner, err := provideRoomSigner(universalClient, c, log)
 	if err != nil {
 		cleanup7()
@@ -225,7 +223,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	roomPassCheck := application.NewRoomPassCheck(roomDirectory, roomSigner)
-	claimSeckill := provideClaimSeckill(iDs, claimcountAdmission, roomPassCheck)
+	claimSeckill := provideClaimSeckill(iDs, admission, roomPassCheck, soldOutMarks, counter)
 	getOrder := application.NewGetOrder(orderRepository, roomGate)
 	orderLifecycle := provideOrderLifecycle(orderRepo, observability)
 	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, roomGate)
@@ -252,7 +250,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	auditRepo := mysqlstore.NewAuditRepo(db)
 	readAuditLog := application.NewReadAuditLog(auditRepo)
 	controlSale := application.NewControlSale(voucherRepo, router, systemClock)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, bearerSessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient, httpapiRooms, listSaleOrders, readAuditLog, controlSale)
+	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, bearerSessions, tokenIssuer, readyCheck, saleDashboard, log, c, claimObserver, universalClient, httpapiRooms, listSaleOrders, readAuditLog, controlSale)
 	orderQueue := provideObservedStreamQueue(queue, universalClient, c, observability)
 	restoreGate := provideRestoreGate(voucherRepo, orderRepository, roomGate, router, systemClock, router)
 	expireOrders := provideExpireOrders(orderLifecycle, roomGate, systemClock)

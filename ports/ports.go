@@ -335,15 +335,6 @@ type BearerSessions interface {
 	Session(ctx context.Context, token string) (user domain.UserID, admin bool, err error)
 }
 
-// SoldOutSignal tells, without any I/O, whether this instance already knows a
-// voucher is sold out (it heard so from the gate a moment ago). Stock is
-// public (the voucher list shows it), so a claim may be answered sold out
-// before the caller's session is resolved: a finished sale then costs no
-// Redis at all.
-type SoldOutSignal interface {
-	SoldOut(id domain.VoucherID) bool
-}
-
 // TokenIssuer mints login tokens; development and load tests only.
 type TokenIssuer interface {
 	Mint(ctx context.Context, user domain.UserID) (string, error)
@@ -399,24 +390,6 @@ type QueueOverview struct {
 type QueueMonitor interface {
 	Overview(ctx context.Context) (QueueOverview, error)
 	Backlog(ctx context.Context, id domain.VoucherID) (Backlog, error)
-}
-
-// ClaimCounts reports how this instance has answered claims so far, per
-// voucher and outcome ("success", a refusal's code, "busy", "error"). The
-// counts only grow; a reader derives rates from two readings.
-type ClaimCounts interface {
-	Claims(id domain.VoucherID) map[string]int64
-	// History is the voucher's counts as read once a second over the last
-	// minute, so a page opened mid-sale can draw it; empty when the voucher
-	// counted no claim in that time.
-	History(id domain.VoucherID) ClaimHistory
-}
-
-// ClaimHistory is a voucher's past readings of ClaimCounts, oldest first:
-// Claims[outcome][i] is the count at At[i].
-type ClaimHistory struct {
-	At     []time.Time
-	Claims map[string][]int64
 }
 
 // OrderLifecycle moves committed orders through payment and cancellation.

@@ -1,17 +1,18 @@
 // Package claimcount counts, in process, how claims are answered per voucher
-// and outcome, for the live sale page. It is an Admission decorator: two
-// atomic adds' worth of work on the claim path, no lock once a voucher is
-// known. Prometheus metrics are kept elsewhere; this is only what the page
-// needs to draw claims per second.
+// and outcome, for the live sale page, and how many were answered from the
+// sold-out mark, for the metrics. The claim tells it every answer
+// (application.ClaimRecorder): an atomic add or two on the claim path, no
+// lock once a voucher is known. Prometheus metrics are kept elsewhere; this
+// is only what the page needs to draw claims per second.
 package claimcount
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
 
 	"github.com/hmdp-go/seckill/adapters/internal/stripe"
+	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -76,11 +77,15 @@ type Counter struct {
 	vouchers sync.Map   // domain.VoucherID -> counts
 	n        int
 	h        histories
+	saved    stripe.Counter
 }
 
 func New() *Counter { return &Counter{} }
 
-var _ ports.ClaimCounts = (*Counter)(nil)
+var (
+	_ application.ClaimCounts   = (*Counter)(nil)
+	_ application.ClaimRecorder = (*Counter)(nil)
+)
 
 // Claims returns the voucher's counts so far; every outcome is present.
 func (c *Counter) Claims(id domain.VoucherID) map[string]int64 {
@@ -94,10 +99,6 @@ func (c *Counter) Claims(id domain.VoucherID) map[string]int64 {
 		}
 	}
 	return out
-}
-
-func (c *Counter) add(id domain.VoucherID, outcome string) {
-	c.addAt(id, outcomeIndex[outcome], outcome == domain.ErrVoucherNotFound.Code())
 }
 
 // addAt counts one answer of outcome i; a voucher not yet counted gets an
@@ -123,24 +124,21 @@ func (c *Counter) addAt(id domain.VoucherID, i int, notFound bool) {
 	v.(counts).add(i)
 }
 
-// Admission counts what next answers.
-func (c *Counter) Admission(next ports.Admission) *Admission {
-	return &Admission{next: next, c: c}
+// ClaimAnswered counts one claim's answer; one given from the sold-out mark
+// also counts as saved.
+func (c *Counter) ClaimAnswered(id domain.VoucherID, answer error, fromMark bool) {
+	if fromMark {
+		c.saved.Add(1)
+		c.addAt(id, soldOutIndex, false)
+		return
+	}
+	outcome := outcomeOf(answer)
+	c.addAt(id, outcomeIndex[outcome], outcome == domain.ErrVoucherNotFound.Code())
 }
 
-// Admission is the counting decorator.
-type Admission struct {
-	next ports.Admission
-	c    *Counter
-}
-
-var _ ports.Admission = (*Admission)(nil)
-
-func (a *Admission) Admit(ctx context.Context, o domain.VoucherOrder) error {
-	err := a.next.Admit(ctx, o)
-	a.c.add(o.VoucherID(), outcomeOf(err))
-	return err
-}
+// Saved counts the claims answered from the sold-out mark, each a gate round
+// trip not made (the metrics and the bench report it).
+func (c *Counter) Saved() int64 { return c.saved.Load() }
 
 func outcomeOf(err error) string {
 	if err == nil {
@@ -152,32 +150,8 @@ func outcomeOf(err error) string {
 			return r.Code()
 		}
 	}
-	if errors.Is(err, ports.ErrNotAdmitted) {
+	if errors.Is(err, application.ErrBusy) || errors.Is(err, ports.ErrNotAdmitted) {
 		return OutcomeBusy
 	}
 	return OutcomeError
-}
-
-// SoldOut counts the claims the HTTP edge answers sold out from next before
-// their session is resolved (ports.SoldOutSignal): they never reach the
-// Admission, and the page would otherwise miss them.
-func (c *Counter) SoldOut(next ports.SoldOutSignal) *SoldOutSignal {
-	return &SoldOutSignal{c: c, next: next}
-}
-
-// SoldOutSignal is a ports.SoldOutSignal that counts its yeses as sold-out
-// answers; it is asked only when a yes is answered so.
-type SoldOutSignal struct {
-	c    *Counter
-	next ports.SoldOutSignal
-}
-
-var _ ports.SoldOutSignal = (*SoldOutSignal)(nil)
-
-func (s *SoldOutSignal) SoldOut(id domain.VoucherID) bool {
-	if s.next.SoldOut(id) {
-		s.c.addAt(id, soldOutIndex, false)
-		return true
-	}
-	return false
 }

@@ -1,7 +1,6 @@
 package claimcount_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -11,16 +10,13 @@ import (
 
 var t0 = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 
-func succeed(context.Context, domain.VoucherOrder) error { return nil }
-
 // TestHistoryKeepsTheLastMinuteOfReadings: one reading a second, oldest
 // first, the last HistoryLen only, each the counts as they were then.
 func TestHistoryKeepsTheLastMinuteOfReadings(t *testing.T) {
 	c := claimcount.New()
-	a := c.Admission(admitFunc(succeed))
 	const seconds = claimcount.HistoryLen + 20
 	for s := 0; s < seconds; s++ {
-		_ = a.Admit(context.Background(), order(t, int64(s+1), 7))
+		c.ClaimAnswered(7, nil, false)
 		c.Sample(t0.Add(time.Duration(s) * time.Second))
 	}
 	h := c.History(7)
@@ -49,8 +45,7 @@ func TestHistoryKeepsTheLastMinuteOfReadings(t *testing.T) {
 // hold one at a time.
 func TestHistoryIsBounded(t *testing.T) {
 	c := claimcount.New()
-	a := c.Admission(admitFunc(succeed))
-	_ = a.Admit(context.Background(), order(t, 1, 7))
+	c.ClaimAnswered(7, nil, false)
 	s := 0
 	sample := func() { c.Sample(t0.Add(time.Duration(s) * time.Second)); s++ }
 	for range claimcount.HistoryLen {
@@ -67,14 +62,14 @@ func TestHistoryIsBounded(t *testing.T) {
 	if h := c.History(7); h.At != nil {
 		t.Fatal("a quiet voucher got its ring back without a claim")
 	}
-	_ = a.Admit(context.Background(), order(t, 2, 7))
+	c.ClaimAnswered(7, nil, false)
 	sample()
 	if h := c.History(7); len(h.At) != 1 || h.Claims["success"][0] != 2 {
 		t.Fatalf("a claim after the quiet spell: history %+v", h)
 	}
 
 	for v := domain.VoucherID(100); v < 100+2*claimcount.MaxHistories; v++ {
-		_ = a.Admit(context.Background(), order(t, int64(v), v))
+		c.ClaimAnswered(v, nil, false)
 	}
 	sample()
 	held := 0

@@ -16,12 +16,13 @@ import (
 // measured under wrk, about half of the service's CPU per sold-out answer.
 //
 // The edge, in front of the router, answers those claims with the same
-// checks in the same order as the chain: the per-IP limit, then the mark,
-// before the session is resolved (stock is public; a claim without a token
-// still gets its 401). It counts the answer where the chain would (the
-// live page's counts through the mark, the metrics through the observer)
-// and logs it at debug, as the access log does. Anything else, and a claim
-// of a voucher still selling, goes on to the router unchanged.
+// checks in the same order as the chain: the per-IP limit, then the claim's
+// own sold-out step (application.ClaimSeckill.SoldOut, which records the
+// answer for the live page as a claim would), before the session is
+// resolved (stock is public; a claim without a token still gets its 401).
+// It tells the metrics through the observer and logs it at debug, as the
+// access log does. Anything else, and a claim of a voucher still selling,
+// goes on to the router unchanged.
 type soldOutEdge struct {
 	a    *api
 	next http.Handler
@@ -47,7 +48,7 @@ func (e *soldOutEdge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.refuse.ServeHTTP(w, r)
 		return
 	}
-	if !e.a.soldOut.SoldOut(id) {
+	if !e.a.claim.SoldOut(id) {
 		e.next.ServeHTTP(w, r)
 		return
 	}

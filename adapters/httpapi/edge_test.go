@@ -13,44 +13,20 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// marks is a SoldOutSignal whose sold-out vouchers the test sets; it counts
-// the yeses it answers, as the live page's counter does.
-type marks struct {
-	mu   sync.Mutex
-	out  map[domain.VoucherID]bool
-	yes  int
-	asks int
-}
-
-func newMarks(ids ...string) *marks {
-	m := &marks{out: map[domain.VoucherID]bool{}}
-	for _, id := range ids {
-		m.set(id)
+// sellOut sells voucher's one unit and has the gate answer the next claim
+// sold out, which marks it: the edge answers it from then on. Its claims
+// come from an address of their own, so they spend no test's per-IP limit.
+func (e *env) sellOut(t *testing.T, voucher string) {
+	t.Helper()
+	const from = "203.0.113.200:4000"
+	path := "/voucher-order/seckill/" + voucher
+	if res := e.do(req{method: "POST", path: path, token: e.token(990_001), remote: from}); !res.Success {
+		t.Fatalf("selling the last unit: %s", res.raw)
 	}
-	return m
-}
-
-func (m *marks) SoldOut(id domain.VoucherID) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.asks++
-	if m.out[id] {
-		m.yes++
+	wantRefusal(t, e.do(req{method: "POST", path: path, token: e.token(990_002), remote: from}), http.StatusOK, "sold_out", "")
+	if e.counter.Saved() != 0 {
+		t.Fatalf("a claim was answered from the mark before the gate said sold out")
 	}
-	return m.out[id]
-}
-
-func (m *marks) set(id string) {
-	n, _ := strconv.ParseInt(id, 10, 64)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.out[domain.VoucherID(n)] = true
-}
-
-func (m *marks) counts() (asks, yes int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.asks, m.yes
 }
 
 // answers records what the claim observer is told.
@@ -76,22 +52,23 @@ func (a *answers) get(code string) int {
 }
 
 // A claim of a voucher this instance marks sold out is answered before the
-// router, with no session lookup and no port called; counted by the mark
-// and told to the observer. A claim without a token still gets its 401, and
+// router, with no session lookup and no port called; counted by the claim's
+// recorder and told to the observer. A claim without a token still gets its 401, and
 // a claim the edge does not take (a body, an escaped path) goes through the
 // router as before.
 func TestSoldOutEdgeAnswersBeforeTheSession(t *testing.T) {
-	obs, m := &answers{}, newMarks()
-	e := newEnv(t, options{observer: obs, soldOut: m})
-	voucher := e.addVoucher(1, 10)
-	m.set(voucher)
+	obs := &answers{}
+	e := newEnv(t, options{observer: obs, marks: true})
+	voucher := e.addVoucher(1, 1)
+	e.sellOut(t, voucher)
+	soldOut, observed := e.counter.Claims(mustID(t, voucher))["sold_out"], obs.get("sold_out")
 	before, lookups := e.calls.snapshot(), e.lookups.Load()
 	wantRefusal(t, e.claim(voucher, "a-token-never-seen"), http.StatusOK, "sold_out", "库存不足")
 	if e.lookups.Load() != lookups || !equalCounts(before, e.calls.snapshot()) {
 		t.Fatalf("a sold-out claim looked up %d sessions and called the ports %v -> %v", e.lookups.Load()-lookups, before, e.calls.snapshot())
 	}
-	if _, yes := m.counts(); yes != 1 || obs.get("sold_out") != 1 {
-		t.Fatalf("the sold-out answer was counted %d times by the mark and %d by the observer; want 1 and 1", yes, obs.get("sold_out"))
+	if saved, counted, told := e.counter.Saved(), e.counter.Claims(mustID(t, voucher))["sold_out"]-soldOut, obs.get("sold_out")-observed; saved != 1 || counted != 1 || told != 1 {
+		t.Fatalf("the sold-out answer was counted %d times from the mark, %d for the page and %d by the observer; want 1, 1 and 1", saved, counted, told)
 	}
 	if res := e.claim(voucher, ""); res.status != http.StatusUnauthorized {
 		t.Fatalf("a claim without a token: %d %s; want 401", res.status, res.raw)
@@ -124,16 +101,12 @@ func mustID(t *testing.T, s string) domain.VoucherID {
 func TestSoldOutEdgeSharesThePerIPLimit(t *testing.T) {
 	const limit = 4
 	obs := &answers{}
-	m := newMarks()
-	e := newEnv(t, options{observer: obs, soldOut: m, limits: httpapi.Limits{PerIP: limit, Window: time.Hour}})
+	e := newEnv(t, options{observer: obs, marks: true, limits: httpapi.Limits{PerIP: limit, Window: time.Hour}})
 	selling := e.addVoucher(1, 100)
 	for u := 0; u < limit; u++ {
 		if res := e.claim(selling, e.token(int64(10+u))); !res.Success {
 			t.Fatalf("claim %d of %d within the per-IP limit: %s", u+1, limit, res.raw)
 		}
-	}
-	if asks, _ := m.counts(); asks != limit {
-		t.Fatalf("the edge looked at %d claims, want %d", asks, limit)
 	}
 	res := e.claim(selling, e.token(20))
 	wantRefusal(t, res, http.StatusTooManyRequests, "rate_limited", "")
@@ -145,13 +118,13 @@ func TestSoldOutEdgeSharesThePerIPLimit(t *testing.T) {
 
 	// Sold-out answers count against it too, from another address.
 	soldOut := e.addVoucher(1, 1)
-	m.set(soldOut)
+	e.sellOut(t, soldOut)
 	from := "198.51.100.9:4000"
 	for u := 0; u < limit; u++ {
 		wantRefusal(t, e.do(req{method: "POST", path: "/voucher-order/seckill/" + soldOut, token: "t", remote: from}), http.StatusOK, "sold_out", "")
 	}
 	wantRefusal(t, e.do(req{method: "POST", path: "/voucher-order/seckill/" + soldOut, token: "t", remote: from}), http.StatusTooManyRequests, "rate_limited", "")
-	if _, yes := m.counts(); yes != limit {
+	if yes := e.counter.Saved(); yes != limit {
 		t.Fatalf("the mark counted %d sold-out answers, want %d (a refused claim is not one)", yes, limit)
 	}
 }
@@ -160,9 +133,11 @@ func TestSoldOutEdgeSharesThePerIPLimit(t *testing.T) {
 // (context copies, route lookup, envelope) is what it saves. Counted beside
 // a handler that writes the same answer into the same kind of recorder.
 func TestSoldOutEdgeAllocations(t *testing.T) {
-	e := newEnv(t, options{quiet: true, soldOut: newMarks("1"), observer: &answers{},
+	e := newEnv(t, options{quiet: true, marks: true, observer: &answers{},
 		limits: httpapi.Limits{PerUser: 1 << 30, PerIP: 1 << 30, Window: time.Hour}})
-	r := httptest.NewRequest("POST", "/voucher-order/seckill/1", nil)
+	voucher := e.addVoucher(1, 1)
+	e.sellOut(t, voucher)
+	r := httptest.NewRequest("POST", "/voucher-order/seckill/"+voucher, nil)
 	r.Header.Set("authorization", "any")
 	body := []byte(`{"success":false,"errorMsg":"库存不足","code":"sold_out"}`)
 	bare := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

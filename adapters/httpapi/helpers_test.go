@@ -273,9 +273,10 @@ type options struct {
 	noPayments bool
 	// noRooms leaves the waiting rooms unmounted.
 	noRooms bool
-	// soldOut is Deps.SoldOut (the local sold-out marks), observer
-	// Deps.ClaimObserver; nil leaves them out.
-	soldOut  ports.SoldOutSignal
+	// marks gives the claim this instance's sold-out marks (and so the
+	// sold-out edge), on the env's clock, never expiring by themselves;
+	// observer is Deps.ClaimObserver (nil: none).
+	marks    bool
 	observer httpapi.ClaimObserver
 	// stall, when set, stalls the gate's Return and the dashboard's reads
 	// of it, as a Redis that stopped answering.
@@ -352,15 +353,22 @@ func newEnv(t testing.TB, opt options) *env {
 	if opt.quiet {
 		level = zerolog.InfoLevel
 	}
-	var admission ports.Admission = chanqueue.NewAdmission(sgate, queue)
+	var stock ports.StockGate = sgate
+	var marks *application.SoldOutMarks
+	if opt.marks {
+		marks = application.NewSoldOutMarks(application.MaxSoldOutWindow, clock)
+		stock = marks.Gate(sgate)
+	}
+	var admission ports.Admission = chanqueue.NewAdmission(stock, queue)
 	if opt.admission != nil {
 		admission = opt.admission(admission)
 	}
 	d := httpapi.Deps{
-		AddVoucher:   application.NewAddSeckillVoucher(vouchers, orders, application.NewRoomGate(sgate, rooms, roomDir)),
+		AddVoucher:   application.NewAddSeckillVoucher(vouchers, orders, application.NewRoomGate(stock, rooms, roomDir)),
 		ListVouchers: application.NewListShopVouchers(vouchers),
 		Claim: application.NewClaimSeckill(&spyIDs{OrderIDs: memory.NewIDs(clock), c: c},
-			counter.Admission(&spyAdmission{Admission: admission, c: c})).WithRooms(application.NewRoomPassCheck(roomDir, signer)),
+			&spyAdmission{Admission: admission, c: c}).WithRooms(application.NewRoomPassCheck(roomDir, signer)).
+			WithSoldOutMarks(marks).WithRecorder(counter),
 		GetOrder:       application.NewGetOrder(orders, sgate),
 		Sessions:       sessions,
 		Tokens:         sessions,
@@ -375,7 +383,7 @@ func newEnv(t testing.TB, opt options) *env {
 		Sales:          application.NewSaleDashboard(mv, stallAudit{gate, opt.stall}, ledger, queue, counter, roomDir, clock),
 		Split:          opt.split,
 		PublicReadTTL:  opt.readTTL,
-		Cancel:         application.NewCancelOrder(orders, ledger, sgate),
+		Cancel:         application.NewCancelOrder(orders, ledger, stock),
 		Pay:            application.NewPayOrder(orders, vouchers, ledger, clock, payWindow),
 		PaymentSecret:  []byte(paySecret),
 		Orders:         application.NewListSaleOrders(vouchers, spySaleOrders{ledger, c}),
@@ -389,7 +397,7 @@ func newEnv(t testing.TB, opt options) *env {
 	if opt.noRooms {
 		d.Rooms = httpapi.Rooms{}
 	}
-	d.SoldOut, d.ClaimObserver, d.Bearer = opt.soldOut, opt.observer, opt.bearer
+	d.ClaimObserver, d.Bearer = opt.observer, opt.bearer
 	if opt.noPayments {
 		d.PaymentSecret = nil
 	}

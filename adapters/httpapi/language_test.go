@@ -11,11 +11,10 @@ import (
 // 503); without it, or preferring Chinese, hmdp's Chinese. The code is the
 // same in both.
 func TestAnswersInTheClientsLanguage(t *testing.T) {
-	marks := newMarks()
-	e := newEnv(t, options{soldOut: marks})
+	e := newEnv(t, options{marks: true})
 	open := e.addVoucher(1, 10)
-	out := e.addVoucher(1, 10)
-	marks.set(out)
+	out := e.addVoucher(1, 1)
+	e.sellOut(t, out)
 	tok := e.token(42)
 	e.claim(open, tok) // the next claim of user 42 is a duplicate
 	en := map[string]string{"Accept-Language": "en-US,en;q=0.9"}

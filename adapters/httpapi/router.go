@@ -75,9 +75,6 @@ type Deps struct {
 	// whose notifications must be signed with the secret (SignatureHeader).
 	Pay           *application.PayOrder
 	PaymentSecret []byte
-	// SoldOut, when set, lets a claim that carries a token be answered sold
-	// out before its session is resolved; nil resolves every session first.
-	SoldOut ports.SoldOutSignal
 	// Orders, when set, mounts a sale's order list and CSV export (GET
 	// /admin/vouchers/{id}/orders and .../orders.csv); Audit, when set, the
 	// audit trail of admin actions (GET /admin/audit). Both admin only.
@@ -122,7 +119,6 @@ type api struct {
 	proxies      []netip.Prefix
 	sales        *application.SaleDashboard
 	split        SplitRule
-	soldOut      ports.SoldOutSignal
 	cancel       *application.CancelOrder
 	pay          *application.PayOrder
 	paySecret    []byte
@@ -177,7 +173,6 @@ func NewRouter(d Deps) http.Handler {
 		proxies:      d.TrustedProxies,
 		sales:        d.Sales,
 		split:        d.Split,
-		soldOut:      d.SoldOut,
 		cancel:       d.Cancel,
 		pay:          d.Pay,
 		paySecret:    d.PaymentSecret,
@@ -238,7 +233,7 @@ func NewRouter(d Deps) http.Handler {
 		ipLimit = newSlidingLimit(a.limits.PerIP, a.limits.Window, hashIP)
 	}
 	var edgeCounted func(*http.Request) bool
-	if a.soldOut != nil {
+	if a.claim.MarksSoldOut() {
 		edgeCounted = func(r *http.Request) bool { _, ok := edgeClaim(r); return ok }
 	}
 	r.Group(func(r chi.Router) {
@@ -310,7 +305,7 @@ func NewRouter(d Deps) http.Handler {
 		r.Post("/dev/tokens", a.mintToken)
 	}
 	scoped := a.scope(r, d.ClaimObserver)
-	if a.soldOut == nil {
+	if !a.claim.MarksSoldOut() {
 		return routed{Handler: scoped, mux: r}
 	}
 	soldOut := answerFor(domain.ErrSoldOut)

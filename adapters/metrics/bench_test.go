@@ -12,11 +12,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/adapters/chanqueue"
+	"github.com/hmdp-go/seckill/adapters/claimcount"
 	"github.com/hmdp-go/seckill/adapters/httpapi"
 	"github.com/hmdp-go/seckill/adapters/memory"
 	"github.com/hmdp-go/seckill/adapters/metrics"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
-	"github.com/hmdp-go/seckill/adapters/soldout"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -110,7 +110,8 @@ func benchRouter(b *testing.B, backend string, withMetrics bool) (http.Handler, 
 	clock := fixedClock{now}
 	vouchers := memory.NewVouchers()
 	orders := memory.NewOrders(vouchers)
-	marks := soldout.New(soldout.Options{Window: soldout.MaxWindow, Clock: clock})
+	marks := application.NewSoldOutMarks(application.MaxSoldOutWindow, clock)
+	counter := claimcount.New()
 	m := metrics.New()
 	var inner ports.StockGate = memory.NewGate(clock)
 	if backend == "redis" {
@@ -127,14 +128,15 @@ func benchRouter(b *testing.B, backend string, withMetrics bool) (http.Handler, 
 	d := httpapi.Deps{
 		AddVoucher:   application.NewAddSeckillVoucher(vouchers, orders, gate),
 		ListVouchers: application.NewListShopVouchers(vouchers),
-		Claim:        application.NewClaimSeckill(memory.NewIDs(clock), marks.Admission(chanqueue.NewAdmission(gate, queue))),
-		GetOrder:     application.NewGetOrder(orders, gate),
-		Sessions:     sessions,
-		Ready:        func(context.Context) error { return nil },
-		Log:          zerolog.Nop(),
+		Claim: application.NewClaimSeckill(memory.NewIDs(clock), chanqueue.NewAdmission(gate, queue)).
+			WithSoldOutMarks(marks).WithRecorder(counter),
+		GetOrder: application.NewGetOrder(orders, gate),
+		Sessions: sessions,
+		Ready:    func(context.Context) error { return nil },
+		Log:      zerolog.Nop(),
 	}
 	if withMetrics {
-		m.SoldOutAnswers(marks.Saved)
+		m.SoldOutAnswers(counter.Saved)
 		d.ClaimObserver = m
 	}
 	sale, err := domain.NewSale(2, now.Add(-time.Minute), now.Add(time.Hour))
