@@ -20,8 +20,8 @@ import (
 // own sold-out step (application.ClaimSeckill.SoldOut, which records the
 // answer for the live page as a claim would), before the session is
 // resolved (stock is public; a claim without a token still gets its 401).
-// It tells the metrics through the observer and logs it at debug, as the
-// access log does. Anything else, and a claim of a voucher still selling,
+// It tells the metrics through the observer and writes the access log's
+// line (accessLog), as scope does. Anything else, and a claim of a voucher still selling,
 // goes on to the router unchanged.
 type soldOutEdge struct {
 	a    *api
@@ -61,10 +61,7 @@ func (e *soldOutEdge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if e.obs != nil {
 		e.obs.ClaimAnswered(r.Context(), domain.ErrSoldOut.Code(), took)
 	}
-	if ev := e.a.log.Debug(); ev.Enabled() {
-		ev.Str("request_id", edgeRequestID(r)).Str("method", r.Method).Str("path", r.URL.Path).
-			Int("status", http.StatusOK).Dur("duration", took).Msg("http request")
-	}
+	e.a.accessLog(r, edgeRequestID, http.StatusOK, nil, took)
 }
 
 // edgeClaim tells whether the edge looks at r: a claim (POST to the claim

@@ -190,31 +190,41 @@ func (a *api) scope(next http.Handler, obs ClaimObserver) http.Handler {
 		}
 		r = r.WithContext(ctx)
 		next.ServeHTTP(rec, r)
+		took := time.Since(start)
 		if claim {
-			obs.ClaimAnswered(ctx, answeredCode(rec), time.Since(start))
+			obs.ClaimAnswered(ctx, answeredCode(rec), took)
 		}
-
-		level := zerolog.DebugLevel
-		switch {
-		case rec.status == http.StatusServiceUnavailable:
-			level = zerolog.WarnLevel
-		case rec.status >= 500:
-			level = zerolog.ErrorLevel
-		}
-		e := a.log.WithLevel(level)
-		if !e.Enabled() {
-			return
-		}
-		e.Str("request_id", requestID(r)).
-			Str("method", r.Method).
-			Str("path", r.URL.Path).
-			Int("status", rec.status).
-			Dur("duration", time.Since(start))
-		if rec.err != nil {
-			e.Err(rec.err)
-		}
-		e.Msg("http request")
+		a.accessLog(r, requestID, rec.status, rec.err, took)
 	})
+}
+
+// accessLog writes a request's access log line, for scope and for the
+// sold-out edge alike: debug for 2xx-4xx (refusals are normal business
+// during a sale, and the claim path must stay cheap), warn for a 503 (load
+// shedding, not ready) and error for other 5xx, with the error's detail
+// that the client never sees. id names the request; it is asked only when
+// the line is written.
+func (a *api) accessLog(r *http.Request, id func(*http.Request) string, status int, err error, took time.Duration) {
+	level := zerolog.DebugLevel
+	switch {
+	case status == http.StatusServiceUnavailable:
+		level = zerolog.WarnLevel
+	case status >= 500:
+		level = zerolog.ErrorLevel
+	}
+	e := a.log.WithLevel(level)
+	if !e.Enabled() {
+		return
+	}
+	e.Str("request_id", id(r)).
+		Str("method", r.Method).
+		Str("path", r.URL.Path).
+		Int("status", status).
+		Dur("duration", took)
+	if err != nil {
+		e.Err(err)
+	}
+	e.Msg("http request")
 }
 
 var routeContexts = sync.Pool{New: func() any { return chi.NewRouteContext() }}
