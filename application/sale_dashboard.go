@@ -25,10 +25,33 @@ type SaleDashboard struct {
 	vouchers ports.VoucherRepository
 	rooms    *RoomDirectory
 	gate     ports.GateAudit
-	ledger   ports.OrderLedger
+	ledger   OrderLedger
 	queue    ports.QueueMonitor
 	claims   ClaimCounts
 	clock    ports.Clock
+}
+
+// SaleTally is the database's side of a sale, read in one query.
+type SaleTally struct {
+	Stock   int   // tb_seckill_voucher.stock: what is left to sell
+	Created int64 // orders committed that hold their unit (Unpaid + Paid)
+	Failed  int64 // orders recorded as failed for good
+	// The lifecycle: Created split into not yet paid and paid; and the
+	// orders that gave their unit back, cancelled (expired or by the buyer)
+	// or refunding (paid after they were cancelled).
+	Unpaid, Paid, Cancelled, Refunding int64
+	// Payments received that must go back to the payer (late, double and
+	// unsold ones: domain.PaymentKind.Owed), their sum in fen, and of them
+	// the double charges.
+	RefundsOwed, RefundsOwedFen, DoubleCharges int64
+}
+
+// OrderLedger counts a voucher's recorded orders: the database's side of the
+// live sale page and of the reconcile report (mysqlstore, and the memory
+// fake).
+type OrderLedger interface {
+	// Tally reads the voucher's stock and order counts in one query.
+	Tally(ctx context.Context, id domain.VoucherID) (SaleTally, error)
 }
 
 // ClaimCounts is the page's read model of this instance's claim answers (the
@@ -50,7 +73,7 @@ type ClaimHistory struct {
 	Claims map[string][]int64
 }
 
-func NewSaleDashboard(vouchers ports.VoucherRepository, gate ports.GateAudit, ledger ports.OrderLedger,
+func NewSaleDashboard(vouchers ports.VoucherRepository, gate ports.GateAudit, ledger OrderLedger,
 	queue ports.QueueMonitor, claims ClaimCounts, rooms *RoomDirectory, clock ports.Clock,
 ) *SaleDashboard {
 	mustHave("SaleDashboard", map[string]any{
@@ -94,7 +117,7 @@ type SaleRow struct {
 	// or expired): GateStock is then meaningless.
 	GateFound bool
 	GateStock int
-	DB        ports.SaleTally
+	DB        SaleTally
 	Backlog   ports.Backlog
 	Claims    map[string]int64
 	History   ClaimHistory // only when the query asked for it

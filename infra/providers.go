@@ -259,7 +259,7 @@ var commonSet = wire.NewSet(
 	wire.Bind(new(ports.GateAudit), new(*redisbuckets.Router)),
 	wire.Bind(new(ports.GateControls), new(*redisbuckets.Router)),
 	wire.Bind(new(ports.SaleControls), new(*mysqlstore.VoucherRepo)),
-	wire.Bind(new(ports.OrderLedger), new(*mysqlstore.OrderRepo)),
+	wire.Bind(new(application.OrderLedger), new(*mysqlstore.OrderRepo)),
 	wire.Bind(new(ports.SaleOrders), new(*mysqlstore.OrderRepo)),
 	mysqlstore.NewAuditRepo,
 	wire.Bind(new(ports.AuditLog), new(*mysqlstore.AuditRepo)),

@@ -344,27 +344,6 @@ type TokenIssuer interface {
 // constant number of round trips per voucher, so the page's cost is bounded
 // by the number of vouchers it shows.
 
-// SaleTally is the database's side of a sale, read in one query.
-type SaleTally struct {
-	Stock   int   // tb_seckill_voucher.stock: what is left to sell
-	Created int64 // orders committed that hold their unit (Unpaid + Paid)
-	Failed  int64 // orders recorded as failed for good
-	// The lifecycle: Created split into not yet paid and paid; and the
-	// orders that gave their unit back, cancelled (expired or by the buyer)
-	// or refunding (paid after they were cancelled).
-	Unpaid, Paid, Cancelled, Refunding int64
-	// Payments received that must go back to the payer (late, double and
-	// unsold ones: domain.PaymentKind.Owed), their sum in fen, and of them
-	// the double charges.
-	RefundsOwed, RefundsOwedFen, DoubleCharges int64
-}
-
-// OrderLedger counts a voucher's recorded orders for the live sale page.
-type OrderLedger interface {
-	// Tally reads the voucher's stock and order counts in one query.
-	Tally(ctx context.Context, id domain.VoucherID) (SaleTally, error)
-}
-
 // Backlog is what a queue still holds of one voucher's orders.
 type Backlog struct {
 	// Known is false for a queue that keeps no per-voucher figures (the

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -159,7 +160,7 @@ func (s *Orders) Pay(ctx context.Context, p domain.Payment) (ports.PayResult, er
 
 // tallyPayments adds the voucher's payments owed back to t; the caller
 // holds s.mu.
-func (s *Orders) tallyPayments(id domain.VoucherID, t *ports.SaleTally) {
+func (s *Orders) tallyPayments(id domain.VoucherID, t *application.SaleTally) {
 	for _, p := range s.payments {
 		if p.Order.VoucherID() != id || !p.kind.Owed() {
 			continue
