@@ -194,13 +194,20 @@ func provideGate(rdb redis.UniversalClient, claims ClaimRedis, c Config) *redisg
 
 // provideSoldOutMarks are this instance's local sold-out marks: a step of
 // the claim answers a stampede on a sold-out voucher without Redis, and the
-// gate forgets a mark whenever stock may come back (provideSoldOutGate).
+// gate forgets a mark whenever stock may come back (provideStockGate).
 func provideSoldOutMarks(c Config) *application.SoldOutMarks {
 	return application.NewSoldOutMarks(c.SoldOutWindow, nil)
 }
 
-func provideSoldOutGate(m *application.SoldOutMarks, g *redisbuckets.Router) *application.SoldOutGate {
-	return m.Gate(g)
+// provideStockGate is the gate every use case and the channel admission
+// see, its wrappers applied here in one place, outermost first: RoomGate
+// opens a sale's waiting room before the gate makes the sale claimable;
+// SoldOutGate clears the sold-out marks whenever stock may come back; the
+// router sends each voucher to the whole gate or to its buckets.
+func provideStockGate(router *redisbuckets.Router, marks *application.SoldOutMarks, rooms ports.RoomStore,
+	dir *application.RoomDirectory,
+) *application.RoomGate {
+	return application.NewRoomGate(marks.Gate(router), rooms, dir)
 }
 
 // provideBucketGate is the gate of vouchers whose stock is split into buckets
@@ -224,7 +231,7 @@ func provideChannelQueue(c Config) *chanqueue.Queue {
 
 // provideChannelAdmission reserves through the marked gate, so a rollback's
 // Release clears the voucher's mark at once.
-func provideChannelAdmission(g *application.SoldOutGate, q *chanqueue.Queue) *chanqueue.Admission {
+func provideChannelAdmission(g *application.RoomGate, q *chanqueue.Queue) *chanqueue.Admission {
 	return chanqueue.NewAdmission(g, q)
 }
 
@@ -264,12 +271,11 @@ var commonSet = wire.NewSet(
 	mysqlstore.NewAuditRepo,
 	wire.Bind(new(ports.AuditLog), new(*mysqlstore.AuditRepo)),
 	provideSoldOutMarks,
-	provideSoldOutGate,
+	provideStockGate,
 	provideRoomStore,
 	wire.Bind(new(ports.RoomStore), new(*redisroom.Rooms)),
 	application.NewRoomDirectory,
 	provideRoomSigner,
-	provideRoomGate,
 	wire.Bind(new(ports.StockGate), new(*application.RoomGate)),
 	application.NewJoinRoom,
 	application.NewPollRoom,

@@ -40,11 +40,6 @@ func provideRoomSigner(rdb redis.UniversalClient, c Config, log zerolog.Logger) 
 	return application.NewRoomSigner(key), nil
 }
 
-// provideRoomGate opens a sale's room before the gate makes it claimable.
-func provideRoomGate(g *application.SoldOutGate, rooms ports.RoomStore, dir *application.RoomDirectory) *application.RoomGate {
-	return application.NewRoomGate(g, rooms, dir)
-}
-
 func provideRooms(j *application.JoinRoom, p *application.PollRoom) httpapi.Rooms {
 	return httpapi.Rooms{Join: j, Poll: p}
 }

@@ -55,17 +55,16 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	orderRepository := provideOrderRepo(orderRepo, observability)
-	soldOutMarks := provideSoldOutMarks(c)
 	gate := provideGate(universalClient, claimRedis, c)
 	redisbucketsGate := provideBucketGate(universalClient, c, voucherRepo, orderRepo)
 	router := provideGateRouter(gate, redisbucketsGate, c)
-	soldOutGate := provideSoldOutGate(soldOutMarks, router)
-	roomGate := provideRoomGate(soldOutGate, rooms, roomDirectory)
+	soldOutMarks := provideSoldOutMarks(c)
+	roomGate := provideStockGate(router, soldOutMarks, rooms, roomDirectory)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, roomGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs, cleanup5 := provideIDs(universalClient, claimRedis, c)
 	queue := provideChannelQueue(c)
-	admission := provideChannelAdmission(soldOutGate, queue)
+	admission := provideChannelAdmission(roomGate, queue)
 	roomSigner, err := provideRoomSigner(universalClient, c, log)
 	if err != nil {
 		cleanup5()
@@ -182,12 +181,11 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	orderRepository := provideOrderRepo(orderRepo, observability)
-	soldOutMarks := provideSoldOutMarks(c)
 	gate := provideGate(universalClient, claimRedis, c)
 	redisbucketsGate := provideBucketGate(universalClient, c, voucherRepo, orderRepo)
 	router := provideGateRouter(gate, redisbucketsGate, c)
-	soldOutGate := provideSoldOutGate(soldOutMarks, router)
-	roomGate := provideRoomGate(soldOutGate, rooms, roomDirectory)
+	soldOutMarks := provideSoldOutMarks(c)
+	roomGate := provideStockGate(router, soldOutMarks, rooms, roomDirectory)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, roomGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs, cleanup5 := provideIDs(universalClient, claimRedis, c)
