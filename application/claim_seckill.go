@@ -167,6 +167,7 @@ func (h *ClaimSeckill) Claim(ctx context.Context, c Claim) (Claimed, error) {
 		return Claimed{}, err
 	}
 	ctx = h.deadline.Context(ctx, c.Arrived.Add(h.budget)) // see HandleSince
+	// 1. The waiting room's pass.
 	place := int64(-1)
 	if h.rooms != nil {
 		var err error
@@ -179,12 +180,15 @@ func (h *ClaimSeckill) Claim(ctx context.Context, c Claim) (Claimed, error) {
 			return Claimed{}, err
 		}
 	}
+	// 2 to 5: the sold-out mark, the order's ID, its admission, the answer
+	// recorded (take).
 	id, err := h.take(ctx, c.User, c.Voucher)
 	if err != nil || place < 0 {
 		return Claimed{Order: id}, err
 	}
-	// Accounting only: the order is taken whatever happens here, and a
-	// place not marked spent frees itself when its pass lapses.
+	// 6. The pass spent. Accounting only: the order is taken whatever
+	// happens here, and a place not marked spent frees itself when its pass
+	// lapses.
 	spend, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	return Claimed{Order: id, PassUnspent: h.rooms.Used(spend, c.Voucher, c.User, place)}, nil
