@@ -20,7 +20,7 @@ type ReconcileVoucher struct {
 	orders   ports.OrderRepository
 	gate     ports.GateAudit
 	backlog  ports.QueueBacklog // nil: the queue's backlog cannot be seen from here
-	ledger   OrderLedger        // nil: orders is no ledger, the report has no Books
+	ledger   ports.OrderLedger  // nil: orders is no ledger, the report has no Books
 }
 
 func NewReconcileVoucher(vouchers ports.VoucherRepository, orders ports.OrderRepository, gate ports.GateAudit, backlog ports.QueueBacklog) *ReconcileVoucher {
@@ -28,7 +28,7 @@ func NewReconcileVoucher(vouchers ports.VoucherRepository, orders ports.OrderRep
 	h := &ReconcileVoucher{vouchers: vouchers, orders: orders, gate: gate, backlog: backlog}
 	// Every repository of the service keeps its books too; one that does
 	// not leaves the report without them rather than failing.
-	h.ledger, _ = orders.(OrderLedger)
+	h.ledger, _ = orders.(ports.OrderLedger)
 	return h
 }
 
@@ -73,7 +73,7 @@ type Report struct {
 	// Books is the database's count of the voucher's orders by lifecycle
 	// state (unpaid, paid, cancelled, refunding), when HasBooks. DBOrders
 	// is Books.Unpaid + Books.Paid: the orders that hold a unit.
-	Books    SaleTally
+	Books    ports.SaleTally
 	HasBooks bool
 }
 

@@ -25,56 +25,14 @@ type SaleDashboard struct {
 	vouchers ports.VoucherRepository
 	rooms    *RoomDirectory
 	gate     ports.GateAudit
-	ledger   OrderLedger
+	ledger   ports.OrderLedger
 	queue    ports.QueueMonitor
-	claims   ClaimCounts
+	claims   ports.ClaimCounts
 	clock    ports.Clock
 }
 
-// SaleTally is the database's side of a sale, read in one query.
-type SaleTally struct {
-	Stock   int   // tb_seckill_voucher.stock: what is left to sell
-	Created int64 // orders committed that hold their unit (Unpaid + Paid)
-	Failed  int64 // orders recorded as failed for good
-	// The lifecycle: Created split into not yet paid and paid; and the
-	// orders that gave their unit back, cancelled (expired or by the buyer)
-	// or refunding (paid after they were cancelled).
-	Unpaid, Paid, Cancelled, Refunding int64
-	// Payments received that must go back to the payer (late, double and
-	// unsold ones: domain.PaymentKind.Owed), their sum in fen, and of them
-	// the double charges.
-	RefundsOwed, RefundsOwedFen, DoubleCharges int64
-}
-
-// OrderLedger counts a voucher's recorded orders: the database's side of the
-// live sale page and of the reconcile report (mysqlstore, and the memory
-// fake).
-type OrderLedger interface {
-	// Tally reads the voucher's stock and order counts in one query.
-	Tally(ctx context.Context, id domain.VoucherID) (SaleTally, error)
-}
-
-// ClaimCounts is the page's read model of this instance's claim answers (the
-// claim's ClaimRecorder keeps it: adapters/claimcount): per voucher and
-// outcome ("success", a refusal's code, "busy", "error"). The counts only
-// grow; a reader derives rates from two readings.
-type ClaimCounts interface {
-	Claims(id domain.VoucherID) map[string]int64
-	// History is the voucher's counts as read once a second over the last
-	// minute, so a page opened mid-sale can draw it; empty when the voucher
-	// counted no claim in that time.
-	History(id domain.VoucherID) ClaimHistory
-}
-
-// ClaimHistory is a voucher's past readings of ClaimCounts, oldest first:
-// Claims[outcome][i] is the count at At[i].
-type ClaimHistory struct {
-	At     []time.Time
-	Claims map[string][]int64
-}
-
-func NewSaleDashboard(vouchers ports.VoucherRepository, gate ports.GateAudit, ledger OrderLedger,
-	queue ports.QueueMonitor, claims ClaimCounts, rooms *RoomDirectory, clock ports.Clock,
+func NewSaleDashboard(vouchers ports.VoucherRepository, gate ports.GateAudit, ledger ports.OrderLedger,
+	queue ports.QueueMonitor, claims ports.ClaimCounts, rooms *RoomDirectory, clock ports.Clock,
 ) *SaleDashboard {
 	mustHave("SaleDashboard", map[string]any{
 		"vouchers": vouchers, "gate": gate, "ledger": ledger, "queue": queue, "claims": claims, "rooms": rooms, "clock": clock,
@@ -85,7 +43,7 @@ func NewSaleDashboard(vouchers ports.VoucherRepository, gate ports.GateAudit, le
 // SaleBoardQuery says what one reading includes.
 type SaleBoardQuery struct {
 	// History adds each sale's claim counts over the last minute
-	// (ClaimCounts.History): a page asks once, when it opens.
+	// (ports.ClaimCounts.History): a page asks once, when it opens.
 	History bool
 }
 
@@ -117,10 +75,10 @@ type SaleRow struct {
 	// or expired): GateStock is then meaningless.
 	GateFound bool
 	GateStock int
-	DB        SaleTally
+	DB        ports.SaleTally
 	Backlog   ports.Backlog
 	Claims    map[string]int64
-	History   ClaimHistory // only when the query asked for it
+	History   ports.ClaimHistory // only when the query asked for it
 	// Room is the sale's waiting room (nil: it has none).
 	Room *RoomFigures
 }

@@ -344,6 +344,27 @@ type TokenIssuer interface {
 // constant number of round trips per voucher, so the page's cost is bounded
 // by the number of vouchers it shows.
 
+// SaleTally is the database's side of a sale, read in one query.
+type SaleTally struct {
+	Stock   int   // tb_seckill_voucher.stock: what is left to sell
+	Created int64 // orders committed that hold their unit (Unpaid + Paid)
+	Failed  int64 // orders recorded as failed for good
+	// The lifecycle: Created split into not yet paid and paid; and the
+	// orders that gave their unit back, cancelled (expired or by the buyer)
+	// or refunding (paid after they were cancelled).
+	Unpaid, Paid, Cancelled, Refunding int64
+	// Payments received that must go back to the payer (late, double and
+	// unsold ones: domain.PaymentKind.Owed), their sum in fen, and of them
+	// the double charges.
+	RefundsOwed, RefundsOwedFen, DoubleCharges int64
+}
+
+// OrderLedger counts a voucher's recorded orders for the live sale page.
+type OrderLedger interface {
+	// Tally reads the voucher's stock and order counts in one query.
+	Tally(ctx context.Context, id domain.VoucherID) (SaleTally, error)
+}
+
 // Backlog is what a queue still holds of one voucher's orders.
 type Backlog struct {
 	// Known is false for a queue that keeps no per-voucher figures (the
@@ -369,6 +390,24 @@ type QueueOverview struct {
 type QueueMonitor interface {
 	Overview(ctx context.Context) (QueueOverview, error)
 	Backlog(ctx context.Context, id domain.VoucherID) (Backlog, error)
+}
+
+// ClaimCounts reports how this instance has answered claims so far, per
+// voucher and outcome ("success", a refusal's code, "busy", "error"). The
+// counts only grow; a reader derives rates from two readings.
+type ClaimCounts interface {
+	Claims(id domain.VoucherID) map[string]int64
+	// History is the voucher's counts as read once a second over the last
+	// minute, so a page opened mid-sale can draw it; empty when the voucher
+	// counted no claim in that time.
+	History(id domain.VoucherID) ClaimHistory
+}
+
+// ClaimHistory is a voucher's past readings of ClaimCounts, oldest first:
+// Claims[outcome][i] is the count at At[i].
+type ClaimHistory struct {
+	At     []time.Time
+	Claims map[string][]int64
 }
 
 // OrderLifecycle moves committed orders through payment and cancellation.

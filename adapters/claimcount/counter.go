@@ -1,7 +1,7 @@
 // Package claimcount counts, in process, how claims are answered per voucher
 // and outcome, for the live sale page, and how many were answered from the
-// sold-out mark, for the metrics. The claim tells it every answer
-// (application.ClaimRecorder): an atomic add or two on the claim path, no
+// sold-out mark, for the metrics. The claim tells it every answer (it is the
+// claim's application.ClaimRecorder): an atomic add or two on the claim path, no
 // lock once a voucher is known. Prometheus metrics are kept elsewhere; this
 // is only what the page needs to draw claims per second.
 package claimcount
@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 
 	"github.com/hmdp-go/seckill/adapters/internal/stripe"
-	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -82,10 +81,9 @@ type Counter struct {
 
 func New() *Counter { return &Counter{} }
 
-var (
-	_ application.ClaimCounts   = (*Counter)(nil)
-	_ application.ClaimRecorder = (*Counter)(nil)
-)
+// The claim's recorder (application.ClaimRecorder) is ClaimAnswered; infra
+// hands the Counter to the claim, which checks it when it compiles.
+var _ ports.ClaimCounts = (*Counter)(nil)
 
 // Claims returns the voucher's counts so far; every outcome is present.
 func (c *Counter) Claims(id domain.VoucherID) map[string]int64 {
@@ -150,7 +148,7 @@ func outcomeOf(err error) string {
 			return r.Code()
 		}
 	}
-	if errors.Is(err, application.ErrBusy) || errors.Is(err, ports.ErrNotAdmitted) {
+	if errors.Is(err, ports.ErrNotAdmitted) {
 		return OutcomeBusy
 	}
 	return OutcomeError

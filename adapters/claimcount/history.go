@@ -5,8 +5,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
 )
 
 // HistoryLen is how many readings a voucher's history keeps: one a second,
@@ -88,14 +88,14 @@ func (c *Counter) Sample(now time.Time) {
 
 // History returns the voucher's readings, oldest first; none when it has
 // not counted a claim within the last minute (or is past MaxHistories).
-func (c *Counter) History(id domain.VoucherID) application.ClaimHistory {
+func (c *Counter) History(id domain.VoucherID) ports.ClaimHistory {
 	c.h.mu.Lock()
 	defer c.h.mu.Unlock()
 	h := c.h.m[id]
 	if h == nil {
-		return application.ClaimHistory{}
+		return ports.ClaimHistory{}
 	}
-	out := application.ClaimHistory{At: make([]time.Time, 0, h.n), Claims: make(map[string][]int64, len(outcomes))}
+	out := ports.ClaimHistory{At: make([]time.Time, 0, h.n), Claims: make(map[string][]int64, len(outcomes))}
 	for _, o := range outcomes {
 		out.Claims[o] = make([]int64, 0, h.n)
 	}

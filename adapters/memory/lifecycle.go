@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -160,7 +159,7 @@ func (s *Orders) Pay(ctx context.Context, p domain.Payment) (ports.PayResult, er
 
 // tallyPayments adds the voucher's payments owed back to t; the caller
 // holds s.mu.
-func (s *Orders) tallyPayments(id domain.VoucherID, t *application.SaleTally) {
+func (s *Orders) tallyPayments(id domain.VoucherID, t *ports.SaleTally) {
 	for _, p := range s.payments {
 		if p.Order.VoucherID() != id || !p.kind.Owed() {
 			continue

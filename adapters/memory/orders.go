@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -214,21 +213,21 @@ func (s *Orders) placesHeld() map[domain.VoucherID]map[domain.UserID]domain.Orde
 	return out
 }
 
-var _ application.OrderLedger = (*Orders)(nil)
+var _ ports.OrderLedger = (*Orders)(nil)
 
 // Tally counts as the SQL repository does; it walks every order, which is
 // fine for the small fakes of tests.
-func (s *Orders) Tally(ctx context.Context, id domain.VoucherID) (application.SaleTally, error) {
+func (s *Orders) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTally, error) {
 	if err := ctx.Err(); err != nil {
-		return application.SaleTally{}, err
+		return ports.SaleTally{}, err
 	}
 	stock, ok := s.vouchers.stockOf(id)
 	if !ok {
-		return application.SaleTally{}, domain.ErrVoucherNotFound
+		return ports.SaleTally{}, domain.ErrVoucherNotFound
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t := application.SaleTally{Stock: stock, Created: int64(len(s.holders[id]))}
+	t := ports.SaleTally{Stock: stock, Created: int64(len(s.holders[id]))}
 	for oid, l := range s.life {
 		if s.created[oid].VoucherID() != id {
 			continue

@@ -9,7 +9,6 @@ import (
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect"
 
-	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -504,7 +503,7 @@ func sortedKeys[V any](m map[domain.VoucherID]V) []domain.VoucherID {
 	return keys
 }
 
-var _ application.OrderLedger = (*OrderRepo)(nil)
+var _ ports.OrderLedger = (*OrderRepo)(nil)
 
 type tallyRow struct {
 	Stock     *int  `bun:"stock"`
@@ -520,7 +519,7 @@ type tallyRow struct {
 
 // Tally reads a sale's stock and order counts in one statement; the order
 // counts walk the voucher_id index, not the tables.
-func (r *OrderRepo) Tally(ctx context.Context, id domain.VoucherID) (application.SaleTally, error) {
+func (r *OrderRepo) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTally, error) {
 	var row tallyRow
 	err := r.db.NewRaw(`SELECT
 		(SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?) AS stock,
@@ -534,12 +533,12 @@ func (r *OrderRepo) Tally(ctx context.Context, id domain.VoucherID) (application
 		(SELECT COUNT(*) FROM tb_payment WHERE voucher_id = ? AND kind = 'double') AS doubles`,
 		int64(id), int64(id), int64(id), int64(id), int64(id), int64(id), int64(id), int64(id), int64(id)).Scan(ctx, &row)
 	if err != nil {
-		return application.SaleTally{}, wrap(fmt.Sprintf("tally orders of voucher %d", id), err)
+		return ports.SaleTally{}, wrap(fmt.Sprintf("tally orders of voucher %d", id), err)
 	}
 	if row.Stock == nil {
-		return application.SaleTally{}, fmt.Errorf("tally voucher %d: %w", id, domain.ErrVoucherNotFound)
+		return ports.SaleTally{}, fmt.Errorf("tally voucher %d: %w", id, domain.ErrVoucherNotFound)
 	}
-	return application.SaleTally{
+	return ports.SaleTally{
 		Stock: *row.Stock, Created: row.Unpaid + row.Paid, Failed: row.Failed,
 		Unpaid: row.Unpaid, Paid: row.Paid, Cancelled: row.Cancelled, Refunding: row.Refunding,
 		RefundsOwed: row.Owed, RefundsOwedFen: row.OwedFen, DoubleCharges: row.Doubles,

@@ -11,7 +11,6 @@ import (
 
 	"github.com/hmdp-go/seckill/adapters/memory"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
-	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 	"github.com/hmdp-go/seckill/test/testenv"
@@ -28,7 +27,7 @@ var lifeT0 = testenv.Now()
 type lifeRepo interface {
 	ports.OrderRepository
 	ports.OrderLifecycle
-	application.OrderLedger
+	ports.OrderLedger
 }
 
 // lifePay pays o with transaction tx: the order after, and whether the
@@ -133,7 +132,7 @@ var repoLifecycleCases = []repoCase{
 		}
 		// stock left + unpaid + paid = the initial stock; the cancelled and
 		// the refunding gave theirs back, and its late payment is owed back.
-		want := application.SaleTally{Stock: 4, Created: 1, Paid: 1, Cancelled: 1, Refunding: 1, RefundsOwed: 1, RefundsOwedFen: 1}
+		want := ports.SaleTally{Stock: 4, Created: 1, Paid: 1, Cancelled: 1, Refunding: 1, RefundsOwed: 1, RefundsOwedFen: 1}
 		if got, err := r.Tally(ctx, v.ID()); err != nil || got != want {
 			t.Fatalf("tally = %+v, %v; want %+v", got, err, want)
 		}

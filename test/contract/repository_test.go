@@ -15,7 +15,6 @@ import (
 
 	"github.com/hmdp-go/seckill/adapters/memory"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
-	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 	"github.com/hmdp-go/seckill/test/testenv"
@@ -294,9 +293,9 @@ type repoCase struct {
 
 var repoCases = []repoCase{
 	{"tally_counts_stock_created_and_failed_orders_of_one_voucher", func(t *testing.T, s repoSubject) {
-		ledger, ok := s.orders.(application.OrderLedger)
+		ledger, ok := s.orders.(ports.OrderLedger)
 		if !ok {
-			t.Fatalf("%T is not a application.OrderLedger", s.orders)
+			t.Fatalf("%T is not a ports.OrderLedger", s.orders)
 		}
 		v := repoAdd(t, s, 1, 2)
 		other := repoAdd(t, s, 1, 5)
@@ -306,10 +305,10 @@ var repoCases = []repoCase{
 			t.Fatal(err)
 		}
 		got, err := ledger.Tally(repoCtx(t), v.ID())
-		if want := (application.SaleTally{Stock: 0, Created: 2, Failed: 2, Unpaid: 2}); err != nil || got != want {
+		if want := (ports.SaleTally{Stock: 0, Created: 2, Failed: 2, Unpaid: 2}); err != nil || got != want {
 			t.Fatalf("Tally = %+v, %v; want %+v", got, err, want)
 		}
-		if got, err := ledger.Tally(repoCtx(t), other.ID()); err != nil || got != (application.SaleTally{Stock: 4, Created: 1, Unpaid: 1}) {
+		if got, err := ledger.Tally(repoCtx(t), other.ID()); err != nil || got != (ports.SaleTally{Stock: 4, Created: 1, Unpaid: 1}) {
 			t.Fatalf("Tally of the other voucher = %+v, %v", got, err)
 		}
 		if _, err := ledger.Tally(repoCtx(t), other.ID()+100); !errors.Is(err, domain.ErrVoucherNotFound) {
