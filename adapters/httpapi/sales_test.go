@@ -21,6 +21,8 @@ type saleBoard struct {
 type saleOut struct {
 	ID        string           `json:"id"`
 	State     string           `json:"state"`
+	Paused    bool             `json:"paused"`
+	Added     int              `json:"added"`
 	GateStock *int             `json:"gateStock"`
 	DBStock   int              `json:"dbStock"`
 	Orders    int64            `json:"orders"`
@@ -68,6 +70,19 @@ func (e *env) boardAt(path string) (saleBoard, int64) {
 	}
 	_ = json.Unmarshal([]byte(res.raw), &total)
 	return b, total.Total
+}
+
+// saleOnBoard is the voucher's sale as the live sale page reads it.
+func (e *env) saleOnBoard(voucher string) saleOut {
+	e.t.Helper()
+	b, _ := e.board()
+	for _, s := range b.Sales {
+		if s.ID == voucher {
+			return s
+		}
+	}
+	e.t.Fatalf("voucher %s is not on the board: %+v", voucher, b.Sales)
+	return saleOut{}
 }
 
 func TestSaleBoardIsForAdminsOnly(t *testing.T) {
