@@ -192,6 +192,27 @@ func TestSalePageAndAssets(t *testing.T) {
 	}
 }
 
+// TestPageScriptsWriteNoMarkup: the pages' own scripts put server strings
+// (a voucher's title, an audit entry, an errorMsg) into the DOM as text
+// only: none of them has a way to write markup or run a string as code.
+// test/browser proves a title made of markup is shown as text.
+func TestPageScriptsWriteNoMarkup(t *testing.T) {
+	sinks := []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "createContextualFragment",
+		"DOMParser", "srcdoc", "eval(", "new Function", "setTimeout('", `setTimeout("`}
+	e := newEnv(t, options{})
+	for _, path := range []string{"/admin/assets/sales.js", "/waiting-room/assets/room.js"} {
+		w := e.raw(req{method: "GET", path: path})
+		if w.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, w.Code)
+		}
+		for _, sink := range sinks {
+			if strings.Contains(w.Body.String(), sink) {
+				t.Errorf("%s uses %s: server strings must go in as text (textContent)", path, sink)
+			}
+		}
+	}
+}
+
 // TestSaleBoardTellsALostGate: a voucher the gate lost shows no gate stock
 // rather than a zero that reads as "sold out".
 func TestSaleBoardTellsALostGate(t *testing.T) {
