@@ -135,6 +135,8 @@ func TestConsoleRunsASale(t *testing.T) {
 	waitFor("the sale paused", fmt.Sprintf(`%s === "Paused: claims answer paused until you resume it." && `+
 		`!document.querySelector('%s .badge.paused').hidden && !document.querySelector('%s [data-action="resume"]').hidden`,
 		fieldJS("result"), card, card))
+	waitFor("the pause atop the trail, read again by itself",
+		`(document.querySelector('#audit tbody tr') || {dataset: {}}).dataset.action === "sale.pause"`)
 	claimURL := base + "/voucher-order/seckill/" + voucher
 	if _, env := call(t, http.MethodPost, claimURL, buyers[0], "", map[string]string{"X-Room-Pass": passes[0]}); env.Code != "paused" {
 		t.Fatalf("a claim of the paused sale answered %+v, want code paused", env)
@@ -206,7 +208,10 @@ func TestConsoleRunsASale(t *testing.T) {
 		t.Fatalf("the sale ends at %s, want %s", got, newEnd)
 	}
 
-	// End it: the card goes, its records stay.
+	// End it, once confirmed: the card goes, its records stay.
+	if evalJS[bool](t, bctx, fmt.Sprintf(`document.querySelector('%s .confirm').offsetParent !== null`, card)) {
+		t.Fatal("the confirmation to end the sale shows before End now was pressed")
+	}
 	err = chromedp.Do(bctx,
 		chromedp.Click(chromedp.CSS(card+` [data-action="end"]`)),
 		chromedp.Click(chromedp.CSS(card+` [data-action="end-confirm"]`)),

@@ -36,8 +36,9 @@
   var wantHistory = true;
   // The records panel: whose orders (voucher, state) and the cursors of
   // the next orders page and the next (older) audit page; gen drops the
-  // answers of a request made for an earlier choice.
-  var records = { voucher: '', state: '', after: '', before: '', gen: 0 };
+  // answers of a request made for an earlier choice, auditGen those made
+  // before the trail was read again.
+  var records = { voucher: '', state: '', after: '', before: '', gen: 0, auditGen: 0 };
 
   function token() { return sessionStorage.getItem(TOKEN_KEY) || ''; }
 
@@ -69,6 +70,7 @@
     setStatus('connecting…', '');
     wantHistory = true;
     poll(generation);
+    showRecords('', '', false);
   }
 
   $('login').addEventListener('submit', function (e) {
@@ -267,6 +269,7 @@
         say(result, o.env.data.paused
           ? 'Paused: claims answer paused until you resume it.'
           : 'Resumed: claims are taken again.', 'ok');
+        auditChanged(id);
       });
     };
     button('pause').addEventListener('click', function () { pauseOrResume(true); });
@@ -302,6 +305,7 @@
         // Emptied, so the second click of a double click sends nothing.
         stockForm.elements.namedItem('add').value = '';
         say(result, 'Added ' + n + ': ' + o.env.data.stock + ' left in MySQL, ' + o.env.data.added + ' added in all.', 'ok');
+        auditChanged(id);
       });
     });
 
@@ -314,7 +318,9 @@
         return;
       }
       act(result, 'PUT', base + '/end-time', { endTime: end.toISOString() }).then(function (o) {
-        if (o.done) { say(result, 'Ends at ' + utc(o.env.data.endTime) + '.', 'ok'); }
+        if (!o.done) { return; }
+        say(result, 'Ends at ' + utc(o.env.data.endTime) + '.', 'ok');
+        auditChanged(id);
       });
     });
   }
@@ -340,7 +346,7 @@
       c.el.remove();
     });
     cards.clear();
-    records = { voucher: '', state: '', after: '', before: '', gen: records.gen + 1 };
+    records = { voucher: '', state: '', after: '', before: '', gen: records.gen + 1, auditGen: records.auditGen + 1 };
     $('records-form').reset();
     $('orders-box').hidden = true;
     $('orders').tBodies[0].textContent = '';
@@ -535,6 +541,7 @@
       if (o.done) {
         result.dataset.created = o.env.data;
         say(result, 'Created sale #' + o.env.data + (body.waitingRoom ? ', with its waiting room.' : '.'), 'ok');
+        auditChanged(o.env.data);
       }
     });
   });
@@ -549,10 +556,10 @@
 
   // showRecords shows a sale's orders (in the state chosen) and audit
   // trail, or with no voucher the whole trail.
-  function showRecords(voucher, note) {
+  function showRecords(voucher, note, scroll) {
     var f = $('records-form').elements;
     f.voucher.value = voucher;
-    records = { voucher: voucher, state: f.state.value, after: '', before: '', gen: records.gen + 1 };
+    records = { voucher: voucher, state: f.state.value, after: '', before: '', gen: records.gen + 1, auditGen: records.auditGen + 1 };
     say($('records-note'), note, note ? 'ok' : '');
     $('orders').tBodies[0].textContent = '';
     $('audit').tBodies[0].textContent = '';
@@ -561,16 +568,25 @@
     $('audit-scope').textContent = voucher ? 'of sale #' + voucher : 'of every sale';
     if (voucher) { loadOrders(); }
     loadAudit();
-    $('records').scrollIntoView({ block: 'start' });
+    if (scroll !== false) { $('records').scrollIntoView({ block: 'start' }); }
   }
 
-  // load reads one page for the records panel; it ignores an answer to
-  // an earlier choice.
-  function load(path, then) {
-    var gen = records.gen;
+  // auditChanged reads the trail again after an action on the sale, when
+  // the panel shows that sale's trail or every sale's.
+  function auditChanged(voucher) {
+    if (records.voucher && records.voucher !== voucher) { return; }
+    records.auditGen++;
+    records.before = '';
+    $('audit').tBodies[0].textContent = '';
+    loadAudit();
+  }
+
+  // load reads one page for the records panel; it ignores an answer that
+  // current() says is out of date.
+  function load(path, current, then) {
     var el = $('records-status');
     act(el, 'GET', path).then(function (o) {
-      if (gen !== records.gen || !o.done) { return; }
+      if (!current() || !o.done) { return; }
       if (el.className.indexOf('busy') >= 0) { say(el, '', ''); }
       then(o.env.data);
     });
@@ -585,7 +601,8 @@
   function loadOrders() {
     var q = '?limit=' + PAGE + (records.state ? '&state=' + encodeURIComponent(records.state) : '') +
       (records.after ? '&after=' + encodeURIComponent(records.after) : '');
-    load('/admin/vouchers/' + encodeURIComponent(records.voucher) + '/orders' + q, function (page) {
+    var gen = records.gen;
+    load('/admin/vouchers/' + encodeURIComponent(records.voucher) + '/orders' + q, function () { return gen === records.gen; }, function (page) {
       var body = $('orders').tBodies[0];
       page.orders.forEach(function (o) {
         var tr = document.createElement('tr');
@@ -607,7 +624,8 @@
   function loadAudit() {
     var q = '?limit=' + PAGE + (records.voucher ? '&voucher=' + encodeURIComponent(records.voucher) : '') +
       (records.before ? '&before=' + encodeURIComponent(records.before) : '');
-    load('/admin/audit' + q, function (page) {
+    var gen = records.gen, auditGen = records.auditGen;
+    load('/admin/audit' + q, function () { return gen === records.gen && auditGen === records.auditGen; }, function (page) {
       var body = $('audit').tBodies[0];
       page.entries.forEach(function (a) {
         var tr = document.createElement('tr');
