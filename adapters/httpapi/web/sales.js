@@ -355,6 +355,7 @@
     $('audit-more').hidden = true;
     $('audit-empty').hidden = true;
     document.querySelectorAll('#board [data-result]').forEach(function (p) { say(p, '', ''); });
+    createKey = null; // the next admin's creation is theirs
     $('login').classList.remove('refused');
   }
 
