@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
@@ -39,7 +41,8 @@ func typed(t time.Time) string { return t.In(operatorZone).Format("2006-01-02T15
 // the card, Redis and GET /voucher/list agree), is shown a refused move of
 // the end verbatim, moves the end, ends it, lists its orders by state and a
 // larger sale's in pages, downloads the CSV (its rows are the orders), and
-// reads the audit trail, one entry per action. The voucher's title is
+// reads the audit trail, one entry per action; an addition whose answer is
+// lost is sent again under its key and adds once. The voucher's title is
 // markup, shown as text; the token never appears in a URL.
 func TestConsoleRunsASale(t *testing.T) {
 	browserPath := chromium(t)
@@ -308,6 +311,54 @@ func TestConsoleRunsASale(t *testing.T) {
 	}
 	if got := rows(); !slices.Equal(got, bigIDs) {
 		t.Fatalf("the pages list %v, want the API's %v", got, bigIDs)
+	}
+
+	// An addition the service applied whose answer is lost on the way back:
+	// the page says nothing is known and keeps the amount; sent again, it
+	// carries the same key and adds nothing more.
+	bigCard := fmt.Sprintf(`[data-voucher="%s"]`, big)
+	stockPath := "/admin/vouchers/" + big + "/stock"
+	ictx, stopIntercepting := context.WithCancel(bctx)
+	defer stopIntercepting()
+	intercepted := chromedp.Events(ictx, fetch.RequestPaused)
+	if _, err := chromedp.Call(bctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{
+		{URLPattern: "*" + stockPath, RequestStage: fetch.RequestStageResponse},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	err = chromedp.Do(bctx,
+		chromedp.SendKeys(chromedp.CSS(bigCard+` .add-stock input`), "2"),
+		chromedp.Click(chromedp.CSS(bigCard+` .add-stock button`)),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ev, err := range intercepted {
+		if err != nil {
+			t.Fatalf("the addition was never sent: %v", err)
+		}
+		if ev.ResponseStatusCode != http.StatusOK {
+			t.Fatalf("the addition answered %d", ev.ResponseStatusCode)
+		}
+		if _, err := chromedp.Call(bctx, fetch.FailRequest, fetch.FailRequestParams{RequestID: ev.RequestID, ErrorReason: network.ErrorReasonConnectionReset}); err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	stopIntercepting()
+	if _, err := chromedp.Call(bctx, fetch.Disable, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	bigResult := fmt.Sprintf(`document.querySelector('%s [data-field="result"]').textContent`, bigCard)
+	waitFor("the lost answer said", fmt.Sprintf(`/^no answer: .*\(sending again is safe\)$/.test(%s) && document.querySelector('%s .add-stock input').value === "2"`, bigResult, bigCard))
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(bigCard+` .add-stock button`))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the addition confirmed, once", fmt.Sprintf(`%s === "Added 2: 7 left in MySQL, 2 added in all."`, bigResult))
+	retried := netlog.sent(http.MethodPost, stockPath)
+	if len(retried) != 2 || retried[0].header("Idempotency-Key") != retried[1].header("Idempotency-Key") {
+		t.Fatalf("the addition and its retry sent %d requests with keys %q: want 2 with one key", len(retried),
+			[]string{retried[0].header("Idempotency-Key"), retried[len(retried)-1].header("Idempotency-Key")})
 	}
 
 	netlog.tokenOnlyInHeaders(t, adminToken)
