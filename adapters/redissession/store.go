@@ -23,8 +23,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmdp-go/seckill/adapters/redisbatch"
-	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/internal/deadline"
 	"github.com/hmdp-go/seckill/ports"
 )
 
@@ -75,8 +75,8 @@ type Store struct {
 	ttl     time.Duration
 	wait    time.Duration
 	// bounds are the lookups' Wait deadlines, shared by the lookups that
-	// end in the same slot (see application.SharedDeadlines).
-	bounds application.SharedDeadlines
+	// end in the same slot (see deadline.Shared).
+	bounds deadline.Shared
 }
 
 var (
