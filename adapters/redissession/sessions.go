@@ -202,20 +202,21 @@ func NewSessions(ctx context.Context, rdb redis.UniversalClient, store *Store, o
 	if opts.UntrackedTTL <= 0 {
 		opts.UntrackedTTL = DefaultUntrackedTTL
 	}
-	if opts.NoCache {
-		t := &Sessions{store: store}
-		t.warm.ended = make(chan struct{})
-		t.warm.finish()
-		return t, nil
+	if !opts.NoCache {
+		t, err := newTracked(ctx, rdb, store, opts)
+		if !errors.Is(err, errTrackingUnsupported) {
+			return t, err
+		}
 	}
-	t, err := newTracked(ctx, rdb, store, opts)
-	if errors.Is(err, errTrackingUnsupported) {
-		t = &Sessions{store: store, cache: tokencache.New[domain.UserID](opts.Size), untracked: opts.UntrackedTTL}
-		t.warm.ended = make(chan struct{})
-		t.warm.finish() // nothing to warm: an entry would lapse before its use
-		return t, nil
+	// No cache, or one no report keeps honest: nothing to listen to, and
+	// nothing to warm (an entry would lapse before its first use).
+	t := &Sessions{store: store}
+	if !opts.NoCache {
+		t.cache, t.untracked = tokencache.New[domain.UserID](opts.Size), opts.UntrackedTTL
 	}
-	return t, err
+	t.warm.ended = make(chan struct{})
+	t.warm.finish()
+	return t, nil
 }
 
 // newTracked is NewSessions on a server that tracks; it fails with
