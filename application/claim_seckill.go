@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/hmdp-go/seckill/domain"
-	"github.com/hmdp-go/seckill/internal/deadline"
 	"github.com/hmdp-go/seckill/ports"
 )
 
@@ -21,7 +20,7 @@ type ClaimSeckill struct {
 	// budget bounds the claim independently of the caller: once the admission
 	// may have reserved, a client hanging up must not cut the claim in half.
 	budget   time.Duration
-	deadline deadline.Shared
+	deadline SharedDeadlines
 }
 
 // ClaimBudget is how long a claim may take once started, whatever the caller:

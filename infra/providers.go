@@ -44,8 +44,12 @@ func provideIDs(rdb redis.UniversalClient, claims ClaimRedis, c Config) (*redisg
 	return ids, func() { _ = ids.Close() }
 }
 
+// provideSessionStore bounds each session lookup by the claims' kind of
+// shared deadline (application.SharedDeadlines), a timer per slot, not per
+// lookup.
 func provideSessionStore(rdb redis.UniversalClient, claims ClaimRedis, c Config) *redissession.Store {
-	return redissession.New(rdb, redissession.Options{TTL: c.TokenTTL, Lookups: claims.UniversalClient, Wait: c.RedisTimeout})
+	var bounds application.SharedDeadlines
+	return redissession.New(rdb, redissession.Options{TTL: c.TokenTTL, Lookups: claims.UniversalClient, Wait: c.RedisTimeout, Bound: bounds.Context})
 }
 
 // provideSessions puts the one session cache in front of Redis: no Redis on

@@ -23,7 +23,6 @@ import (
 
 	"github.com/hmdp-go/seckill/adapters/redisbatch"
 	"github.com/hmdp-go/seckill/domain"
-	"github.com/hmdp-go/seckill/internal/deadline"
 	"github.com/hmdp-go/seckill/ports"
 )
 
@@ -55,6 +54,11 @@ type Options struct {
 	// session Redis cannot read (down, stalled, failing over) is answered
 	// busy within the claim's budget rather than after the client's retries.
 	Wait time.Duration
+	// Bound, when set, gives a lookup its Wait deadline without a timer of
+	// its own (infra passes the claims' shared deadlines,
+	// application.SharedDeadlines.Context); nil gives each lookup its own
+	// context.WithDeadline.
+	Bound func(ctx context.Context, deadline time.Time) context.Context
 }
 
 // DefaultWait is Options.Wait's default.
@@ -69,9 +73,8 @@ type Store struct {
 	prefix  string
 	ttl     time.Duration
 	wait    time.Duration
-	// bounds are the lookups' Wait deadlines, shared by the lookups that
-	// end in the same slot (see deadline.Shared).
-	bounds deadline.Shared
+	// bound is Options.Bound.
+	bound func(ctx context.Context, deadline time.Time) context.Context
 }
 
 var _ ports.TokenIssuer = (*Store)(nil)
@@ -96,7 +99,7 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 	if opts.Wait <= 0 {
 		opts.Wait = DefaultWait
 	}
-	return &Store{rdb: rdb, lookups: opts.Lookups, slack: opts.RefreshSlack, prefix: opts.Prefix, ttl: opts.TTL, wait: opts.Wait}
+	return &Store{rdb: rdb, lookups: opts.Lookups, slack: opts.RefreshSlack, prefix: opts.Prefix, ttl: opts.TTL, wait: opts.Wait, bound: opts.Bound}
 }
 
 // defaultRefreshSlack is Options.RefreshSlack's default.
@@ -126,7 +129,13 @@ func (s *Store) lookup(ctx context.Context, token string) (id domain.UserID, lif
 	// slot share one. The lookup is no longer cut short when its request
 	// is cancelled (a client gone): it waits for Redis's answer, at most
 	// Wait, as it would for a client still there.
-	ctx = s.bounds.Context(ctx, time.Now().Add(s.wait))
+	if s.bound != nil {
+		ctx = s.bound(ctx, time.Now().Add(s.wait))
+	} else {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, time.Now().Add(s.wait))
+		defer cancel()
+	}
 	get := redis.NewStringCmd(ctx, "hget", key, "id")
 	left := redis.NewDurationCmd(ctx, time.Millisecond, "pttl", key)
 	if err := redisbatch.Do(ctx, s.lookups, get, left); err != nil {

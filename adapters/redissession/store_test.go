@@ -160,7 +160,7 @@ func TestUserIDWithRefreshSlidesALapsingSession(t *testing.T) {
 // error, by a client that has no timeout of its own and a caller whose
 // context has none either: the session lookup must not hold a claim past it.
 // Two concurrent lookups both end (whether they share a slot's deadline is
-// internal/deadline's TestClaimContextEndsWithinItsBudget).
+// application's TestClaimContextEndsWithinItsBudget).
 func TestUserIDGivesUpAfterWait(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: muteListener(t).Addr().String(), Protocol: 2, DisableIdentity: true,
 		ReadTimeout: -1, WriteTimeout: -1, ContextTimeoutEnabled: true, MaxRetries: -1})

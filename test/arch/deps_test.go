@@ -52,8 +52,7 @@ func TestInnerLayersImportNoInfrastructure(t *testing.T) {
 	}{
 		{pattern: module + "/domain", stdOnly: true},
 		{pattern: module + "/ports", allowed: []string{"/domain"}, stdOnly: true},
-		{pattern: module + "/application", allowed: []string{"/domain", "/ports", "/internal/deadline"}, stdOnly: true},
-		{pattern: module + "/internal/...", stdOnly: true},
+		{pattern: module + "/application", allowed: []string{"/domain", "/ports"}, stdOnly: true},
 	}
 	for _, tt := range tests {
 		t.Run(strings.TrimPrefix(tt.pattern, module+"/"), func(t *testing.T) {

@@ -1,4 +1,4 @@
-package deadline
+package application
 
 import (
 	"context"
@@ -13,7 +13,7 @@ type budgetKey struct{}
 // rounded down to its slot (never later), carries its caller's values but not
 // its cancellation, and claims whose deadlines share a slot share one timer.
 func TestClaimContextEndsWithinItsBudget(t *testing.T) {
-	var b Shared
+	var b SharedDeadlines
 	parent, cancelParent := context.WithCancel(context.WithValue(context.Background(), budgetKey{}, "v"))
 	deadline := time.Now().Add(50 * time.Millisecond)
 	ctx := b.Context(parent, deadline)
@@ -59,20 +59,17 @@ func TestClaimContextEndsWithinItsBudget(t *testing.T) {
 // due, so 2,000 of them (1ms slots) cost a tenth of the service's CPU.
 const maxLiveBudgetTimers = 256
 
-// claimBudget is application.ClaimBudget, the deadlines' span in a stampede.
-const claimBudget = 2 * time.Second
-
 // TestStampedeBudgetsShareFewTimers: claims starting every 100µs for a whole
-// budget, each ending a claim budget later, hold at most maxLiveBudgetTimers
+// budget, each ending ClaimBudget later, hold at most maxLiveBudgetTimers
 // distinct timer contexts (slots), however many claims there are.
 func TestStampedeBudgetsShareFewTimers(t *testing.T) {
-	var b Shared
+	var b SharedDeadlines
 	start := time.Now()
 	slots := map[context.Context]bool{}
-	for at := time.Duration(0); at < claimBudget; at += 100 * time.Microsecond {
-		slots[b.slot(start.Add(at+claimBudget))] = true
+	for at := time.Duration(0); at < ClaimBudget; at += 100 * time.Microsecond {
+		slots[b.slot(start.Add(at+ClaimBudget))] = true
 	}
-	if claims := int(claimBudget / (100 * time.Microsecond)); len(slots) > maxLiveBudgetTimers {
+	if claims := int(ClaimBudget / (100 * time.Microsecond)); len(slots) > maxLiveBudgetTimers {
 		t.Fatalf("%d claims over one budget hold %d timers, want at most %d", claims, len(slots), maxLiveBudgetTimers)
 	}
 }

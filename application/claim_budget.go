@@ -1,9 +1,4 @@
-// Package deadline hands out contexts that share their timers: the claims'
-// budgets (application) and the session lookups' bounds (redissession) are
-// many short deadlines close together, and a timer each is what a stampede
-// cannot afford. It imports the standard library only, so every layer may
-// use it.
-package deadline
+package application
 
 import (
 	"context"
@@ -11,7 +6,7 @@ import (
 	"time"
 )
 
-// Shared hands out contexts with a deadline that many share: the
+// SharedDeadlines hands out contexts with a deadline that many share: the
 // claims' budgets, and the session store's lookup bounds (redissession). A
 // context.WithDeadline per claim costs a timer context, a timer in the
 // runtime's heap and its removal (about 2% of the service's CPU in a
@@ -20,19 +15,18 @@ import (
 // its own that carries its caller's values. The shared deadline is the
 // claim's own rounded down to the slot, so a claim still never runs past its
 // budget: it may end up to a slot early.
-type Shared struct {
+type SharedDeadlines struct {
 	latest atomic.Pointer[budgetSlot]
 }
 
 // budgetSlotWidth is how many claims share a timer: those whose deadlines
-// fall within it. Under load every slot of the next claim budget
-// (application.ClaimBudget) has a live timer, budget/budgetSlotWidth of them,
-// and the runtime walks its whole timer heap whenever a modified timer (a
-// connection's deadline: several per request) comes due: with 1ms slots,
-// 2,000 live timers, that walk (runtime.(*timers).adjust) was 10% of the
-// service's CPU in a wide sale with cold sessions, 1.4% with 10ms slots. A
-// claim ending up to 10ms early of a 2s budget changes nothing a client can
-// see.
+// fall within it. Under load every slot of the next ClaimBudget has a live
+// timer, ClaimBudget/budgetSlotWidth of them, and the runtime walks its whole
+// timer heap whenever a modified timer (a connection's deadline: several per
+// request) comes due: with 1ms slots, 2,000 live timers, that walk
+// (runtime.(*timers).adjust) was 10% of the service's CPU in a wide sale with
+// cold sessions, 1.4% with 10ms slots. A claim ending up to 10ms early of a
+// 2s budget changes nothing a client can see.
 const budgetSlotWidth = 10 * time.Millisecond
 
 type budgetSlot struct {
@@ -45,12 +39,12 @@ type budgetSlot struct {
 
 // Context is a context ending at deadline (rounded down to its slot, never
 // later), detached from parent's cancellation but carrying its values. The
-// zero Shared is ready; it is safe for concurrent use.
-func (b *Shared) Context(parent context.Context, deadline time.Time) context.Context {
+// zero SharedDeadlines is ready; it is safe for concurrent use.
+func (b *SharedDeadlines) Context(parent context.Context, deadline time.Time) context.Context {
 	return &claimContext{Context: b.slot(deadline), values: context.WithoutCancel(parent)}
 }
 
-func (b *Shared) slot(deadline time.Time) context.Context {
+func (b *SharedDeadlines) slot(deadline time.Time) context.Context {
 	ns := deadline.UnixNano()
 	n := ns / int64(budgetSlotWidth)
 	cur := b.latest.Load()
