@@ -15,6 +15,7 @@ import (
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/adapters/redisbuckets"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -30,9 +31,8 @@ type App struct {
 	Gate    *redisgate.Gate
 	Buckets *redisbuckets.Gate
 	Tokens  ports.TokenIssuer
-	// Sessions resolves login tokens (redissession.Tracked on a Redis
-	// that tracks).
-	Sessions ports.Sessions
+	// Sessions resolves login tokens through the one session cache.
+	Sessions *redissession.Sessions
 	DB       *bun.DB
 	Redis    redis.UniversalClient
 	// Observability holds the metrics and their listener.

@@ -55,7 +55,7 @@ type Observability struct {
 // provideObservability makes the registry and hooks the instruments that
 // need no queue into the clients (Redis round trips, sold-out answers), and
 // the tracing of Redis and the database when it is on.
-func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, counter *claimcount.Counter, sessions ports.Sessions, rooms *application.RoomDirectory, log zerolog.Logger) (*Observability, error) {
+func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, counter *claimcount.Counter, sessions *redissession.Sessions, rooms *application.RoomDirectory, log zerolog.Logger) (*Observability, error) {
 	o := &Observability{}
 	t, err := newTracing(c.Tracing, rdb, db, log)
 	if err != nil {
@@ -75,7 +75,7 @@ func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, count
 		}
 		o.Metrics.SoldOutAnswers(counter.Saved)
 		o.Metrics.Rooms(rooms.Figures)
-		if t, ok := sessions.(*redissession.Tracked); ok {
+		if t := sessions; t.Tracking() {
 			o.Metrics.SessionCache(metrics.SessionStats{Entries: t.Cached, Reports: t.Reports, ReadBack: t.Prefetched, Skipped: t.Skipped,
 				Warmed: func() int64 { return t.WarmProgress().Cached }, Serving: t.Serving, Downs: t.Downs})
 		}

@@ -2,7 +2,6 @@ package infra
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -44,39 +43,38 @@ func provideIDs(rdb redis.UniversalClient, claims ClaimRedis, c Config) (*redisg
 	return ids, func() { _ = ids.Close() }
 }
 
+// provideSessionStore bounds each session lookup by the claims' kind of
+// shared deadline (application.SharedDeadlines), a timer per slot, not per
+// lookup.
 func provideSessionStore(rdb redis.UniversalClient, claims ClaimRedis, c Config) *redissession.Store {
-	// Without a cache every lookup slides the session's expiry itself.
-	return redissession.New(rdb, redissession.Options{TTL: c.TokenTTL, Lookups: claims.UniversalClient, Refresh: c.TokenCacheTTL == 0,
-		Wait: c.RedisTimeout})
+	var bounds application.SharedDeadlines
+	return redissession.New(rdb, redissession.Options{TTL: c.TokenTTL, Lookups: claims.UniversalClient, Wait: c.RedisTimeout, Bound: bounds.Context})
 }
 
-// provideSessions puts the tracked token cache in front of Redis: no Redis
-// on a cached token, and a deleted or expired token refused on every
-// instance as soon as Redis reports it (redissession.Tracked). With
-// Tuning.TokenCacheTTL=0 every request asks Redis (and slides the
-// session's expiry, as the original does). On a Redis without CLIENT
-// TRACKING (the embedded miniredis) the cache falls back to the old bound:
-// a revoked token keeps working here for up to Tuning.TokenCacheTTL.
-func provideSessions(rdb redis.UniversalClient, s *redissession.Store, c Config, log zerolog.Logger) (ports.Sessions, func(), error) {
+// provideSessions puts the one session cache in front of Redis: no Redis on
+// a cached token, and a deleted or expired token refused on every instance
+// as soon as Redis reports it (CLIENT TRACKING). With Tuning.TokenCacheTTL=0
+// every request asks Redis (and slides the session's expiry, as the original
+// does). On a Redis without CLIENT TRACKING (the embedded miniredis) a
+// revoked token keeps working here for up to Tuning.TokenCacheTTL.
+func provideSessions(rdb redis.UniversalClient, s *redissession.Store, c Config, log zerolog.Logger) (*redissession.Sessions, func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if c.TokenCacheTTL == 0 {
-		return s, func() {}, nil
+	t, err := redissession.NewSessions(ctx, rdb, s, redissession.CacheOptions{
+		Size: c.TokenCacheSize, NoCache: c.TokenCacheTTL == 0, UntrackedTTL: c.TokenCacheTTL, Log: log,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("session cache: %w", err)
 	}
-	t, err := redissession.NewTracked(ctx, rdb, s, redissession.TrackedOptions{Size: c.TokenCacheSize, Log: log})
-	if errors.Is(err, redissession.ErrTrackingUnsupported) {
+	if !t.Tracking() && c.TokenCacheTTL > 0 {
 		// Expected on the embedded Redis (`make run`), where it is no news;
 		// a real Redis without tracking is worth a warning.
-		ev := log.Warn().Err(err)
+		ev := log.Warn()
 		if embedded, _ := c.Embedded(); embedded {
 			ev = log.Info()
 		}
 		ev.Dur("bound", c.TokenCacheTTL).
-			Msg("session cache without invalidation: a revoked token keeps working on this instance for up to the session cache TTL (10s)")
-		return redissession.NewCached(s, redissession.CacheOptions{Size: c.TokenCacheSize, TTL: c.TokenCacheTTL}), func() {}, nil
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("session cache: %w", err)
+			Msg("session cache without invalidation (Redis cannot track): a revoked token keeps working on this instance for up to the session cache TTL")
 	}
 	return t, func() { _ = t.Close() }, nil
 }
@@ -247,6 +245,7 @@ var commonSet = wire.NewSet(
 	wire.Bind(new(ports.OrderIDs), new(*redisgate.IDs)),
 	provideSessionStore,
 	provideSessions,
+	wire.Bind(new(ports.Sessions), new(*redissession.Sessions)),
 	provideBearer,
 	provideTokens,
 	mysqlstore.NewVoucherRepo,

@@ -15,7 +15,6 @@ import (
 	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/adapters/worker"
 	"github.com/hmdp-go/seckill/application"
-	"github.com/hmdp-go/seckill/ports"
 )
 
 // Service is one piece of background work the App runs from its start to
@@ -37,12 +36,12 @@ type Services []Service
 // provideServices lists the background work of one instance: the session
 // warm-up, the fulfilment workers, the gate repair, the order expiry and
 // the live page's claim sampler.
-func provideServices(c Config, log zerolog.Logger, w *worker.Worker, sessions ports.Sessions, repair *gateRepair,
+func provideServices(c Config, log zerolog.Logger, w *worker.Worker, sessions *redissession.Sessions, repair *gateRepair,
 	expire *application.ExpireOrders, claims *claimcount.Counter,
 ) Services {
 	var s Services
-	if t, ok := sessions.(*redissession.Tracked); ok && c.TokenWarm {
-		s = append(s, Service{Name: "session warm-up", Run: warmSessions(t, log)})
+	if sessions.Tracking() && c.TokenWarm {
+		s = append(s, Service{Name: "session warm-up", Run: warmSessions(sessions, log)})
 	}
 	for range c.Workers {
 		s = append(s, Service{Name: "worker", Run: w.Run, Drains: true})
@@ -128,9 +127,9 @@ func (b *background) stop() {
 }
 
 // warmSessions reads the sessions already in Redis into the token cache,
-// paced (redissession.Tracked.Warm), and logs when it is done. The cache's
+// paced (redissession.Sessions.Warm), and logs when it is done. The cache's
 // Close, at shutdown, stops the reading itself.
-func warmSessions(t *redissession.Tracked, log zerolog.Logger) func(context.Context) error {
+func warmSessions(t *redissession.Sessions, log zerolog.Logger) func(context.Context) error {
 	return func(ctx context.Context) error {
 		began := time.Now()
 		t.Warm()

@@ -82,7 +82,7 @@ func TestBackgroundDrainDeadlineCancelsWorkers(t *testing.T) {
 	}
 }
 
-// TestServicesStartInOrder: the warm-up is off here (no tracked cache), the
+// TestServicesStartInOrder: the warm-up is off here (no cache that tracks), the
 // workers come first and one per Tuning.Workers, the repair only when its
 // interval is set.
 func TestServicesStartInOrder(t *testing.T) {

@@ -89,8 +89,9 @@ type Tuning struct {
 	// TokenTTL is a session's life, slid on use, as the original's login.
 	TokenTTL time.Duration
 	// TokenWarm: at start, read the sessions already in Redis into the
-	// tracked token cache in the background (at most TokenCacheSize), so
-	// users who logged in before this instance started cost no lookup.
+	// session cache in the background when Redis tracks (at most
+	// TokenCacheSize), so users who logged in before this instance started
+	// cost no lookup.
 	TokenWarm bool
 	// KeyRetention: gate keys expire this long after their sale ends.
 	KeyRetention time.Duration

@@ -138,6 +138,9 @@ func TestPauseAndResumeSale(t *testing.T) {
 			t.Fatalf("pause answered %+v", st)
 		}
 	}
+	if s := e.saleOnBoard(voucher); !s.Paused {
+		t.Fatalf("the live sale page's data shows the paused sale as %+v", s)
+	}
 	buyer := e.token(7)
 	wantRefusal(t, e.claim(voucher, buyer), http.StatusOK, "paused", "秒杀已暂停，请稍后再试")
 	en := e.do(req{method: "POST", path: "/voucher-order/seckill/" + voucher, token: buyer, header: map[string]string{"Accept-Language": "en"}})
@@ -147,6 +150,9 @@ func TestPauseAndResumeSale(t *testing.T) {
 		if st.Paused || st.Stock != 3 {
 			t.Fatalf("resume answered %+v", st)
 		}
+	}
+	if s := e.saleOnBoard(voucher); s.Paused {
+		t.Fatalf("the live sale page's data shows the resumed sale as %+v", s)
 	}
 	if res := e.claim(voucher, buyer); !res.Success {
 		t.Fatalf("claim after resume: %s", res.raw)
@@ -170,6 +176,9 @@ func TestAddSaleStock(t *testing.T) {
 	st := decodeData[saleStateOut](t, e.mustOK(req{method: "POST", path: path, token: e.adminToken(), body: `{"add":2}`}))
 	if st.Added != 2 {
 		t.Fatalf("answer %+v, want added 2", st)
+	}
+	if s := e.saleOnBoard(voucher); s.Added != 2 {
+		t.Fatalf("the live sale page's data shows %+v, want 2 added", s)
 	}
 	if got := e.gateStock(voucher); got != 2 {
 		t.Fatalf("gate stock %d, want the 2 added", got)

@@ -91,6 +91,11 @@ type saleDTO struct {
 	State     string `json:"state"` // live (selling), sold_out or upcoming
 	BeginTime string `json:"beginTime"`
 	EndTime   string `json:"endTime"`
+	// Paused: an admin paused the sale (claims answer paused); Added is
+	// every unit admins added since it was created. The console's controls
+	// read both.
+	Paused bool `json:"paused"`
+	Added  int  `json:"added"`
 	// GateStock is omitted when the gate holds no state for the voucher.
 	GateStock *int  `json:"gateStock,omitempty"`
 	DBStock   int   `json:"dbStock"`
@@ -176,6 +181,8 @@ func (a *api) saleDTO(s application.SaleRow) saleDTO {
 		State:     string(s.State),
 		BeginTime: v.Sale().Begin().In(a.loc).Format(localLayout),
 		EndTime:   v.Sale().End().In(a.loc).Format(localLayout),
+		Paused:    v.Sale().Paused(),
+		Added:     v.Sale().Added(),
 		DBStock:   s.DB.Stock,
 		Orders:    s.DB.Created,
 		Failed:    s.DB.Failed,

@@ -21,6 +21,8 @@ type saleBoard struct {
 type saleOut struct {
 	ID        string           `json:"id"`
 	State     string           `json:"state"`
+	Paused    bool             `json:"paused"`
+	Added     int              `json:"added"`
 	GateStock *int             `json:"gateStock"`
 	DBStock   int              `json:"dbStock"`
 	Orders    int64            `json:"orders"`
@@ -68,6 +70,19 @@ func (e *env) boardAt(path string) (saleBoard, int64) {
 	}
 	_ = json.Unmarshal([]byte(res.raw), &total)
 	return b, total.Total
+}
+
+// saleOnBoard is the voucher's sale as the live sale page reads it.
+func (e *env) saleOnBoard(voucher string) saleOut {
+	e.t.Helper()
+	b, _ := e.board()
+	for _, s := range b.Sales {
+		if s.ID == voucher {
+			return s
+		}
+	}
+	e.t.Fatalf("voucher %s is not on the board: %+v", voucher, b.Sales)
+	return saleOut{}
 }
 
 func TestSaleBoardIsForAdminsOnly(t *testing.T) {
@@ -173,6 +188,27 @@ func TestSalePageAndAssets(t *testing.T) {
 		res := e.do(req{method: "GET", path: p})
 		if res.status != http.StatusNotFound {
 			t.Fatalf("GET %s: %d %s, want 404", p, res.status, res.raw)
+		}
+	}
+}
+
+// TestPageScriptsWriteNoMarkup: the pages' own scripts put server strings
+// (a voucher's title, an audit entry, an errorMsg) into the DOM as text
+// only: none of them has a way to write markup or run a string as code.
+// test/browser proves a title made of markup is shown as text.
+func TestPageScriptsWriteNoMarkup(t *testing.T) {
+	sinks := []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "createContextualFragment",
+		"DOMParser", "srcdoc", "eval(", "new Function", "setTimeout('", `setTimeout("`}
+	e := newEnv(t, options{})
+	for _, path := range []string{"/admin/assets/sales.js", "/waiting-room/assets/room.js"} {
+		w := e.raw(req{method: "GET", path: path})
+		if w.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, w.Code)
+		}
+		for _, sink := range sinks {
+			if strings.Contains(w.Body.String(), sink) {
+				t.Errorf("%s uses %s: server strings must go in as text (textContent)", path, sink)
+			}
 		}
 	}
 }

@@ -153,7 +153,7 @@ func New(o Options) (*Verifier, error) {
 	}
 	v := &Verifier{
 		userClaim: o.UserClaim, rolesClaim: o.RolesClaim, adminRole: o.AdminRole, clock: o.Clock,
-		cache:  tokencache.New[session](o.CacheSize, 0),
+		cache:  tokencache.New[session](o.CacheSize),
 		parser: jwt.NewParser(checks...),
 		stop:   func() {},
 	}

@@ -6,11 +6,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/hmdp-go/seckill/adapters/httpapi"
 )
-
-var _ httpapi.ClaimObserver = (*Metrics)(nil)
 
 // claimCtx is the context of one claim request: the parent, plus how many
 // Redis round trips it made. Being the context itself (rather than a value
@@ -35,6 +31,10 @@ func claimFrom(ctx context.Context) *claimCtx {
 	return c
 }
 
+// ClaimStarted and ClaimAnswered make Metrics the router's claim observer
+// (httpapi.ClaimObserver, declared by the router that calls it; infra hands
+// Metrics over), so this package need not know the router.
+//
 // ClaimStarted starts counting a claim's Redis round trips, when a Redis
 // hook is there to count them; otherwise the claim goes on with its own
 // context, at no cost.

@@ -168,7 +168,7 @@ func (m *Metrics) SoldOutAnswers(saved func() int64) {
 }
 
 // SessionStats is what the session cache tells about itself
-// (redissession.Tracked).
+// (redissession.Sessions).
 type SessionStats struct {
 	Entries  func() int   // tokens held
 	Reports  func() int64 // writes to session keys Redis reported

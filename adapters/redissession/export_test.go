@@ -14,9 +14,9 @@ type Master struct {
 	Slots [][2]int
 }
 
-// WithTopology makes a Tracked list its masters with masters, on each
+// WithTopology makes a Sessions list its masters with masters, on each
 // value sent on tick instead of a timer.
-func WithTopology(o TrackedOptions, masters func(context.Context) ([]Master, error), tick <-chan time.Time) TrackedOptions {
+func WithTopology(o CacheOptions, masters func(context.Context) ([]Master, error), tick <-chan time.Time) CacheOptions {
 	o.masters = func(ctx context.Context) ([]master, error) {
 		ms, err := masters(ctx)
 		if err != nil {
@@ -36,13 +36,13 @@ func WithTopology(o TrackedOptions, masters func(context.Context) ([]Master, err
 }
 
 // WithScanFault makes each warm-up SCAN fail with what fault returns first.
-func WithScanFault(o TrackedOptions, fault func() error) TrackedOptions {
+func WithScanFault(o CacheOptions, fault func() error) CacheOptions {
 	o.scanFault = fault
 	return o
 }
 
 // WithWarmDuty sets the fraction of the time a warm-up keeps Redis busy.
-func WithWarmDuty(o TrackedOptions, duty float64) TrackedOptions {
+func WithWarmDuty(o CacheOptions, duty float64) CacheOptions {
 	o.warmDuty = duty
 	return o
 }
@@ -52,7 +52,7 @@ func SlotOf(key string) int { return int(slotOf(key)) }
 
 // SubscriberID is the Redis client id of the connection of the subscriber
 // listening to the master at addr (0: none).
-func (t *Tracked) SubscriberID(addr string) int64 {
+func (t *Sessions) SubscriberID(addr string) int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s := t.subs[addr]; s != nil {
@@ -63,27 +63,27 @@ func (t *Tracked) SubscriberID(addr string) int64 {
 
 // WithAfterRead runs f between each read-back's read (a prefetch's or the
 // warm-up's) and its caching.
-func WithAfterRead(o TrackedOptions, f func()) TrackedOptions {
+func WithAfterRead(o CacheOptions, f func()) CacheOptions {
 	o.afterRead = f
 	return o
 }
 
 // WithAfterLookup runs f in a request's miss after its read ("read") and
 // after it cached the answer ("add").
-func WithAfterLookup(o TrackedOptions, f func(stage string)) TrackedOptions {
+func WithAfterLookup(o CacheOptions, f func(stage string)) CacheOptions {
 	o.afterLookup = f
 	return o
 }
 
 // WithAfterDown runs f in a subscriber's listener each time a failed read
 // has stopped its master's slots from being served, before it redials.
-func WithAfterDown(o TrackedOptions, f func()) TrackedOptions {
+func WithAfterDown(o CacheOptions, f func()) CacheOptions {
 	o.afterDown = f
 	return o
 }
 
 // SubscriberIDs are the Redis client ids of the subscribers' connections.
-func (t *Tracked) SubscriberIDs() []int64 {
+func (t *Sessions) SubscriberIDs() []int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var ids []int64
@@ -94,7 +94,7 @@ func (t *Tracked) SubscriberIDs() []int64 {
 }
 
 // Polls tells how many times the masters were listed since the start.
-func (t *Tracked) Polls() int64 { return t.polls.Load() }
+func (t *Sessions) Polls() int64 { return t.polls.Load() }
 
 // ClusterMasters lists the masters serving slots and their ranges, as the
 // watch does.

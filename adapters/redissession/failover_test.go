@@ -18,13 +18,13 @@ import (
 
 // Failures of the subscribers and changes of a cluster's masters.
 
-// TestTrackedFollowsTheClustersMasters: the watch lists the masters on each
+// TestSessionsFollowsTheClustersMasters: the watch lists the masters on each
 // tick. A master it did not know (here: hidden from the first listings, as
 // one that joins by a failover or a new node would be) gets a subscriber,
 // and the cache serves nothing it may have missed a report for; a master
 // that cannot be listed stops the cache from serving; a master that leaves
 // is dropped without holding the cache back.
-func TestTrackedFollowsTheClustersMasters(t *testing.T) {
+func TestSessionsFollowsTheClustersMasters(t *testing.T) {
 	ctx := context.Background()
 	cc := testenv.RedisCluster(t)
 	all, err := redissession.ClusterMasters(ctx, cc)
@@ -62,7 +62,7 @@ func TestTrackedFollowsTheClustersMasters(t *testing.T) {
 			return in.sessions.Polls() > before, "the watch did not list the masters"
 		})
 	}
-	opts := redissession.WithTopology(redissession.TrackedOptions{NoPrefetch: true}, func(context.Context) ([]redissession.Master, error) {
+	opts := redissession.WithTopology(redissession.CacheOptions{NoPrefetch: true}, func(context.Context) ([]redissession.Master, error) {
 		l := listed.Load()
 		return l.masters, l.err
 	}, tick)
@@ -133,11 +133,11 @@ func TestTrackedFollowsTheClustersMasters(t *testing.T) {
 	})
 }
 
-// TestTrackedServesNothingWhileASubscriberIsDown: when the subscriber's
+// TestSessionsServesNothingWhileASubscriberIsDown: when the subscriber's
 // connection dies, reports can be missed, so every request asks Redis until
 // it listens again, and what was cached before is gone: a token revoked
 // while it was down (unreported) is refused afterwards.
-func TestTrackedServesNothingWhileASubscriberIsDown(t *testing.T) {
+func TestSessionsServesNothingWhileASubscriberIsDown(t *testing.T) {
 	ctx := context.Background()
 	setup := testenv.RealRedis(t)
 	prefix := testenv.TokenPrefix(t)
@@ -151,7 +151,7 @@ func TestTrackedServesNothingWhileASubscriberIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	var current atomic.Pointer[instance]
-	opts, during := whileDown(redissession.TrackedOptions{NoPrefetch: true}, func() error {
+	opts, during := whileDown(redissession.CacheOptions{NoPrefetch: true}, func() error {
 		in := current.Load()
 		// A token is looked up in Redis on every request, not cached and
 		// served.
@@ -194,13 +194,13 @@ func TestTrackedServesNothingWhileASubscriberIsDown(t *testing.T) {
 	}
 }
 
-// TestTrackedWatchIsNotStalledByAMasterThatDoesNotAnswer: a listed master
+// TestSessionsWatchIsNotStalledByAMasterThatDoesNotAnswer: a listed master
 // that accepts connections but never answers (a node still starting, a
 // half-dead host) gets a subscriber that counts as down, so the tokens of
 // the slots it took are looked up in Redis while the other masters' are
 // still served from memory, and the watch goes on listing instead of
 // waiting on its handshake.
-func TestTrackedWatchIsNotStalledByAMasterThatDoesNotAnswer(t *testing.T) {
+func TestSessionsWatchIsNotStalledByAMasterThatDoesNotAnswer(t *testing.T) {
 	ctx := context.Background()
 	cc := testenv.RedisCluster(t)
 	all, err := redissession.ClusterMasters(ctx, cc)
@@ -214,7 +214,7 @@ func TestTrackedWatchIsNotStalledByAMasterThatDoesNotAnswer(t *testing.T) {
 	var listed atomic.Pointer[[]redissession.Master]
 	listed.Store(&all)
 	tick := make(chan time.Time)
-	opts := redissession.WithTopology(redissession.TrackedOptions{NoPrefetch: true}, func(context.Context) ([]redissession.Master, error) {
+	opts := redissession.WithTopology(redissession.CacheOptions{NoPrefetch: true}, func(context.Context) ([]redissession.Master, error) {
 		return *listed.Load(), nil
 	}, tick)
 	// Logged in before the instance listens: the reports of these writes
@@ -316,7 +316,7 @@ func TestSlotOfMatchesClusterKeyslot(t *testing.T) {
 // whileDown sets a hook that runs check once, on a subscriber's first
 // failure, in its listener before it redials: the subscriber stays down
 // until check returns. Check's verdict comes on the channel.
-func whileDown(opts redissession.TrackedOptions, check func() error) (redissession.TrackedOptions, <-chan error) {
+func whileDown(opts redissession.CacheOptions, check func() error) (redissession.CacheOptions, <-chan error) {
 	var downs atomic.Int64
 	verdict := make(chan error, 1)
 	return redissession.WithAfterDown(opts, func() {
@@ -360,13 +360,13 @@ func lookupCost(in instance, token string, want domain.UserID) (int64, error) {
 	return in.sent.all.Load() - before, nil
 }
 
-// TestTrackedServesOtherMastersWhileOneSubscriberIsDown: a failure stays
+// TestSessionsServesOtherMastersWhileOneSubscriberIsDown: a failure stays
 // where it happened. While the subscriber of one master is down, the tokens
 // on the other masters are still served from memory (no Redis at all), and
 // only those on that master are looked up in Redis; a token revoked on it
 // meanwhile (unreported) is refused once it listens again, and, the cache
 // warming, its other sessions are read back into memory by then.
-func TestTrackedServesOtherMastersWhileOneSubscriberIsDown(t *testing.T) {
+func TestSessionsServesOtherMastersWhileOneSubscriberIsDown(t *testing.T) {
 	ctx := context.Background()
 	cc := testenv.RedisCluster(t)
 	all, err := redissession.ClusterMasters(ctx, cc)
@@ -384,7 +384,7 @@ func TestTrackedServesOtherMastersWhileOneSubscriberIsDown(t *testing.T) {
 	revoked := mintOnMaster(t, cc, store, prefix, all[1].Addr, 3)
 
 	var current atomic.Pointer[instance]
-	opts, during := whileDown(redissession.TrackedOptions{NoPrefetch: true}, func() error {
+	opts, during := whileDown(redissession.CacheOptions{NoPrefetch: true}, func() error {
 		in := current.Load()
 		for i := 0; i < 100; i++ {
 			if n, err := lookupCost(*in, healthy, 1); err != nil || n != 0 {

@@ -13,7 +13,7 @@ import (
 
 const epochShards = 64
 
-func (t *Tracked) epoch(key string) *atomic.Uint64 {
+func (t *Sessions) epoch(key string) *atomic.Uint64 {
 	// FNV-1a: cheap, and spreads random tokens evenly.
 	h := uint32(2166136261)
 	for i := 0; i < len(key); i++ {
@@ -31,7 +31,7 @@ type pendingRead struct {
 // invalidate evicts a session key's token and queues it to be read back.
 // The epoch moves and a read-back in flight is marked first, so neither a
 // lookup nor a read-back of that key caches what it read before the write.
-func (t *Tracked) invalidate(key string) {
+func (t *Sessions) invalidate(key string) {
 	t.epoch(key).Add(1)
 	token := strings.TrimPrefix(key, t.store.prefix)
 	if t.npending.Load() > 0 {
@@ -54,7 +54,7 @@ func (t *Tracked) invalidate(key string) {
 
 // prefetchLoop reads reported tokens back, in batches of what has queued
 // up meanwhile.
-func (t *Tracked) prefetchLoop() {
+func (t *Sessions) prefetchLoop() {
 	defer t.done.Done()
 	batch := make([]string, 0, prefetchBatch)
 	for {
@@ -80,7 +80,7 @@ func (t *Tracked) prefetchLoop() {
 
 // prefetch reads reported tokens back; those whose slot is not served are
 // skipped (their request asks Redis).
-func (t *Tracked) prefetch(tokens []string) {
+func (t *Sessions) prefetch(tokens []string) {
 	ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
 	defer cancel()
 	cached, skipped := t.readBack(ctx, t.store.rdb, tokens)
@@ -98,7 +98,7 @@ func (t *Tracked) prefetch(tokens []string) {
 // Several read-backs may run at once (prefetching and the warm-up of each
 // master): a token they share is dirty for all of them once a report of it
 // arrives, until the last of them is done.
-func (t *Tracked) readBack(ctx context.Context, rdb redis.Cmdable, tokens []string) (cached, skipped int) {
+func (t *Sessions) readBack(ctx context.Context, rdb redis.Cmdable, tokens []string) (cached, skipped int) {
 	type read struct {
 		token string
 		slot  uint16

@@ -30,10 +30,10 @@ const slotDown = 1
 // nothing happened to its slot since: the entries of a master whose
 // subscriber went down, or whose slots another master took, are never served
 // again, and a read that began before is never cached. Written under
-// Tracked.mu only; read without a lock.
+// Sessions.mu only; read without a lock.
 type slotStates [slotCount]atomic.Uint64
 
-// move gives slot i a new state (the writer holds Tracked.mu).
+// move gives slot i a new state (the writer holds Sessions.mu).
 func (s *slotStates) move(i int, down bool) {
 	next := (s[i].Load()>>1 + 1) << 1
 	if down {
@@ -88,7 +88,7 @@ func clusterMasters(ctx context.Context, c *redis.ClusterClient) ([]master, erro
 // listed master serves has none) and moves the state of every slot whose
 // owner changed. It returns the subscribers some of whose slots are served
 // again. The caller holds t.mu; each listed master has a subscriber.
-func (t *Tracked) assign(ms []master) []*subscriber {
+func (t *Sessions) assign(ms []master) []*subscriber {
 	var owners [slotCount]*subscriber
 	for _, s := range t.subs {
 		s.owns = 0
@@ -113,7 +113,7 @@ func (t *Tracked) assign(ms []master) []*subscriber {
 // force (a subscriber that may have missed reports although it is up). It
 // returns the subscribers some of whose slots became served. The caller
 // holds t.mu.
-func (t *Tracked) restate(owners *[slotCount]*subscriber, force *subscriber) []*subscriber {
+func (t *Sessions) restate(owners *[slotCount]*subscriber, force *subscriber) []*subscriber {
 	var served []*subscriber
 	for i := range owners {
 		o := owners[i]
@@ -145,7 +145,7 @@ func appendOnce(ss []*subscriber, s *subscriber) []*subscriber {
 // subscriber that (re)subscribes may have missed reports even if it was
 // counted up: its slots move either way. It returns the subscribers whose
 // slots became served (s, or none).
-func (t *Tracked) setUp(s *subscriber, up bool) []*subscriber {
+func (t *Sessions) setUp(s *subscriber, up bool) []*subscriber {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s.up = up
@@ -160,7 +160,7 @@ func (t *Tracked) setUp(s *subscriber, up bool) []*subscriber {
 
 // unlisted records that the masters could not be listed: until they are
 // (follow), no slot is served.
-func (t *Tracked) unlisted() {
+func (t *Sessions) unlisted() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.listed = false
@@ -172,7 +172,7 @@ func (t *Tracked) unlisted() {
 
 // servable is the state of key's slot, and whether a read of it that began
 // now may be cached.
-func (t *Tracked) servable(key string) (slot uint16, state uint64, ok bool) {
+func (t *Sessions) servable(key string) (slot uint16, state uint64, ok bool) {
 	slot = slotOf(key)
 	state = t.states[slot].Load()
 	return slot, state, state&slotDown == 0

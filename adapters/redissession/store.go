@@ -1,14 +1,13 @@
 // Package redissession resolves login tokens the way the original hmdp stores
 // them (the Redis hash login:token:<token>, field id) and mints such tokens for
-// development and load tests. Tracked puts an in-process cache in front that
-// Redis invalidates (CLIENT TRACKING) and fills from the same reports (a
-// login is read back by every instance) and, at start, from what Redis
-// already holds (Warm), so a request, even a user's first after logging in,
-// costs no Redis round trip for its session, and a deleted token stops
-// resolving everywhere as soon as Redis reports it. Cached is
-// the fallback for a Redis that cannot track (the
-// embedded miniredis); its bound: a token deleted or expired in Redis keeps
-// resolving, on an instance that cached it, for up to the cache's TTL.
+// development and load tests. Store reads and writes the hashes; Sessions,
+// the one session cache, answers requests from memory: Redis invalidates it
+// (CLIENT TRACKING) and fills it from the same reports (a login is read back
+// by every instance) and, at start, from what Redis already holds (Warm), so
+// a request, even a user's first after logging in, costs no Redis round trip
+// for its session, and a deleted token stops resolving everywhere as soon as
+// Redis reports it. On a Redis that cannot track (the embedded miniredis) the
+// same cache keeps an answer for a bounded time instead.
 package redissession
 
 import (
@@ -23,7 +22,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmdp-go/seckill/adapters/redisbatch"
-	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -45,44 +43,41 @@ type Options struct {
 	// TTL of a minted session (default 30 minutes, as the original), and
 	// what a refresh sets it back to.
 	TTL time.Duration
-	// Refresh makes UserID push the session's expiry to TTL from now, in the
-	// lookup's round trip, as the original does on every request. (Tracked
-	// refreshes on its own, once per token per period.)
-	Refresh bool
 	// RefreshSlack: a refresh is skipped while more than TTL - RefreshSlack
 	// is left (default 10s, at most half the TTL), so the expiry is at
 	// least TTL - RefreshSlack after the last request.
 	RefreshSlack time.Duration
-	// Lookups carries UserID's HGET: typically the client's asynchronous
+	// Lookups carries a request's lookup (HGET, PTTL, PEXPIRE): typically the client's asynchronous
 	// AutoPipeliner (see redisbatch). Nil means the client given to New.
 	Lookups redis.UniversalClient
 	// Wait bounds a lookup's wait on Redis (default 1s), so a request whose
 	// session Redis cannot read (down, stalled, failing over) is answered
 	// busy within the claim's budget rather than after the client's retries.
 	Wait time.Duration
+	// Bound, when set, gives a lookup its Wait deadline without a timer of
+	// its own (infra passes the claims' shared deadlines,
+	// application.SharedDeadlines.Context); nil gives each lookup its own
+	// context.WithDeadline.
+	Bound func(ctx context.Context, deadline time.Time) context.Context
 }
 
 // DefaultWait is Options.Wait's default.
 const DefaultWait = time.Second
 
-// Store reads and mints sessions in Redis.
+// Store reads and mints sessions in Redis; Sessions looks tokens up through
+// it.
 type Store struct {
 	rdb     redis.UniversalClient
 	lookups redis.UniversalClient
-	refresh bool
 	slack   time.Duration
 	prefix  string
 	ttl     time.Duration
 	wait    time.Duration
-	// bounds are the lookups' Wait deadlines, shared by the lookups that
-	// end in the same slot (see application.SharedDeadlines).
-	bounds application.SharedDeadlines
+	// bound is Options.Bound.
+	bound func(ctx context.Context, deadline time.Time) context.Context
 }
 
-var (
-	_ ports.Sessions    = (*Store)(nil)
-	_ ports.TokenIssuer = (*Store)(nil)
-)
+var _ ports.TokenIssuer = (*Store)(nil)
 
 // New panics on a nil client, a wiring mistake that must stop the start.
 func New(rdb redis.UniversalClient, opts Options) *Store {
@@ -99,63 +94,55 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		opts.Lookups = rdb
 	}
 	if opts.RefreshSlack <= 0 || opts.RefreshSlack >= opts.TTL {
-		opts.RefreshSlack = min(DefaultCacheTTL, opts.TTL/2)
+		opts.RefreshSlack = min(defaultRefreshSlack, opts.TTL/2)
 	}
 	if opts.Wait <= 0 {
 		opts.Wait = DefaultWait
 	}
-	return &Store{rdb: rdb, lookups: opts.Lookups, refresh: opts.Refresh, slack: opts.RefreshSlack, prefix: opts.Prefix, ttl: opts.TTL,
-		wait: opts.Wait}
+	return &Store{rdb: rdb, lookups: opts.Lookups, slack: opts.RefreshSlack, prefix: opts.Prefix, ttl: opts.TTL, wait: opts.Wait, bound: opts.Bound}
 }
 
-// UserID reads only the id field (HGET, not the original's HGETALL): it is all
-// the claim path needs. With Options.Refresh it also pushes the session's
-// expiry to TTL from now, in the same round trip, as the original's
-// RefreshTokenInterceptor does on every request.
-func (s *Store) UserID(ctx context.Context, token string) (domain.UserID, error) {
-	if token == "" || len(token) > maxTokenLen {
-		return 0, ports.ErrUnknownToken
-	}
-	id, _, err := s.lookup(ctx, token, s.refresh)
-	return id, err
-}
+// defaultRefreshSlack is Options.RefreshSlack's default.
+const defaultRefreshSlack = 10 * time.Second
 
-// lookup reads the session's user; with refresh it also reads the
-// session's remaining TTL in the same batch (HGET and PTTL: plain commands,
-// a fraction of a script's cost in Redis) and, only when less than
-// TTL - slack is left, pushes the expiry back to TTL with a PEXPIRE. The
-// slack keeps a stampede of lookups (or of instances) from writing the key,
-// and so from invalidating every tracking cache, on each request: a token is
-// written at most once per slack.
+// lookup is a request's read of its session: the user (only the id field,
+// HGET, not the original's HGETALL: it is all the claim path needs) and the
+// session's remaining TTL in the same batch (PTTL: plain commands, a fraction
+// of a script's cost in Redis); only when less than TTL - slack is left it
+// pushes the expiry back to TTL with a PEXPIRE, as the original's
+// RefreshTokenInterceptor does. The slack keeps a stampede of lookups (or of
+// instances) from writing the key, and so from invalidating every tracking
+// cache, on each request: a token is written at most once per slack.
 //
-// With refresh, life is how long the session lives from now as far as this
-// lookup knows (TTL when it sent the refresh, TTL as well for a session
-// without expiry, 0 for one that is gone); without, it is 0 (unknown).
+// life is how long the session lives from now as far as this lookup knows
+// (TTL when it sent the refresh, TTL as well for a session without expiry, 0
+// for one that is gone).
 //
 // The two reads are not one atomic step: a token deleted between them reads
 // as a user with no TTL (-2), which is not refreshed (and PEXPIRE on a key
 // that is gone writes nothing), and the deletion's invalidation keeps the
 // answer out of every cache.
-func (s *Store) lookup(ctx context.Context, token string, refresh bool) (id domain.UserID, life time.Duration, err error) {
+func (s *Store) lookup(ctx context.Context, token string) (id domain.UserID, life time.Duration, err error) {
 	key := s.prefix + token
 	// A timer of its own per lookup (context.WithTimeout) was 2% of the
 	// service's CPU in a sale of cold sessions: lookups ending in the same
 	// slot share one. The lookup is no longer cut short when its request
 	// is cancelled (a client gone): it waits for Redis's answer, at most
 	// Wait, as it would for a client still there.
-	ctx = s.bounds.Context(ctx, time.Now().Add(s.wait))
+	if s.bound != nil {
+		ctx = s.bound(ctx, time.Now().Add(s.wait))
+	} else {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, time.Now().Add(s.wait))
+		defer cancel()
+	}
 	get := redis.NewStringCmd(ctx, "hget", key, "id")
-	var left *redis.DurationCmd
-	if refresh {
-		left = redis.NewDurationCmd(ctx, time.Millisecond, "pttl", key)
-		if err := redisbatch.Do(ctx, s.lookups, get, left); err != nil {
-			return 0, 0, fmt.Errorf("look up session: %w", err)
-		}
-	} else if err := redisbatch.Do(ctx, s.lookups, get); err != nil {
+	left := redis.NewDurationCmd(ctx, time.Millisecond, "pttl", key)
+	if err := redisbatch.Do(ctx, s.lookups, get, left); err != nil {
 		return 0, 0, fmt.Errorf("look up session: %w", err)
 	}
-	if id, err = parseUser(get); err != nil || !refresh {
-		return id, 0, err
+	if id, err = parseUser(get); err != nil {
+		return 0, 0, err
 	}
 	ttl, err := left.Result()
 	if err != nil {

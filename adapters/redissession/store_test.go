@@ -17,12 +17,25 @@ import (
 )
 
 // The Sessions contract is proven in test/contract, the cache's promises in
-// cached_test.go; these tests pin compatibility with the original's hash.
+// sessions_test.go and cache_test.go; these tests pin compatibility with the
+// original's hash, read by a request's lookup (the cache's miss, or every
+// request with NoCache).
+
+// uncached is Sessions without a cache: each UserID is a request's lookup.
+func uncached(t *testing.T, rdb redis.UniversalClient, o redissession.Options) *redissession.Sessions {
+	t.Helper()
+	s, err := redissession.NewSessions(context.Background(), rdb, redissession.New(rdb, o), redissession.CacheOptions{NoCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
 
 func TestUserIDReadsASessionTheOriginalWrote(t *testing.T) {
 	m, rdb := testenv.MiniRedis(t)
 	m.HSet("login:token:4b1c2f", "id", "1010", "nickName", "小鱼同学", "icon", "/imgs/icons/user5-icon.png")
-	s := redissession.New(rdb, redissession.Options{})
+	s := uncached(t, rdb, redissession.Options{})
 	if got, err := s.UserID(context.Background(), "4b1c2f"); err != nil || got != 1010 {
 		t.Fatalf("UserID = %d, %v; want 1010", got, err)
 	}
@@ -39,7 +52,7 @@ func TestUserIDRefusesSessionsWithoutAValidID(t *testing.T) {
 		{"no_id_field", []string{"nickName", "x"}},
 	}
 	m, rdb := testenv.MiniRedis(t)
-	s := redissession.New(rdb, redissession.Options{})
+	s := uncached(t, rdb, redissession.Options{})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			m.HSet("login:token:"+tc.name, tc.fields...)
@@ -59,7 +72,7 @@ func TestUserIDRefusesSessionsWithoutAValidID(t *testing.T) {
 // into 401s that send users to log in again.
 func TestUserIDReportsRedisFailuresAsErrors(t *testing.T) {
 	m, rdb := testenv.MiniRedis(t)
-	s := redissession.New(rdb, redissession.Options{})
+	s := uncached(t, rdb, redissession.Options{})
 	m.SetError("ERR injected failure")
 	_, err := s.UserID(context.Background(), "abc")
 	if err == nil || errors.Is(err, ports.ErrUnknownToken) {
@@ -110,12 +123,13 @@ func TestUserIDWithRefreshSlidesALapsingSession(t *testing.T) {
 			ctx := context.Background()
 			rdb := b.Client(t)
 			prefix := testenv.KeyPrefix(t) + "login:token:"
-			s := redissession.New(rdb, redissession.Options{Prefix: prefix, Refresh: true})
-			lapsing, err := s.Mint(ctx, 7)
+			store := redissession.New(rdb, redissession.Options{Prefix: prefix})
+			s := uncached(t, rdb, redissession.Options{Prefix: prefix})
+			lapsing, err := store.Mint(ctx, 7)
 			if err != nil {
 				t.Fatal(err)
 			}
-			fresh, err := s.Mint(ctx, 8)
+			fresh, err := store.Mint(ctx, 8)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -151,7 +165,7 @@ func TestUserIDGivesUpAfterWait(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: muteListener(t).Addr().String(), Protocol: 2, DisableIdentity: true,
 		ReadTimeout: -1, WriteTimeout: -1, ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	s := redissession.New(rdb, redissession.Options{Wait: 50 * time.Millisecond})
+	s := uncached(t, rdb, redissession.Options{Wait: 50 * time.Millisecond})
 	errs := make(chan error, 2)
 	for _, token := range []string{"a", "b"} {
 		go func() {

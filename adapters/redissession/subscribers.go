@@ -23,7 +23,7 @@ type subscriber struct {
 	done   chan struct{}
 	// id is the Redis client id of its current connection.
 	id atomic.Int64
-	// Under Tracked.mu: whether it listens (its master's slots are
+	// Under Sessions.mu: whether it listens (its master's slots are
 	// served), how many slots its master serves, and the warm-up reading
 	// its master, if one runs.
 	up         bool
@@ -37,7 +37,7 @@ type subscriber struct {
 // returns once the subscriber listens (or fails); otherwise the subscriber
 // counts as down until its listener hears the confirmation. Its master's
 // slots are given to it by assign.
-func (t *Tracked) addSubscriber(ctx context.Context, addr string, confirm bool) error {
+func (t *Sessions) addSubscriber(ctx context.Context, addr string, confirm bool) error {
 	o := *t.template
 	o.Addr = addr
 	o.Protocol = 2 // invalidations as pub/sub messages on this very connection
@@ -60,7 +60,7 @@ func (t *Tracked) addSubscriber(ctx context.Context, addr string, confirm bool) 
 		_ = ps.Close()
 		_ = c.Close()
 		if isUnsupported(err) {
-			return fmt.Errorf("%w: %v", ErrTrackingUnsupported, err)
+			return fmt.Errorf("%w: %v", errTrackingUnsupported, err)
 		}
 		return fmt.Errorf("subscribe to session invalidations on %s: %w", addr, err)
 	}
@@ -99,7 +99,7 @@ const invalidations = "__redis__:invalidate"
 // slots were given to others by then). It does not wait: a listener stuck on
 // a node that does not answer ends when its read times out, and Close waits
 // for it.
-func (t *Tracked) removeSubscriber(addr string) {
+func (t *Sessions) removeSubscriber(addr string) {
 	t.mu.Lock()
 	s := t.subs[addr]
 	delete(t.subs, addr)
@@ -138,7 +138,7 @@ const heartbeat = time.Second
 // and what was cached of them is stale from then on); the next read
 // reconnects, and the subscription confirmation marks it up, and has its
 // master's sessions read again once Warm has been called.
-func (t *Tracked) listen(ctx context.Context, s *subscriber, up bool) {
+func (t *Sessions) listen(ctx context.Context, s *subscriber, up bool) {
 	defer close(s.done)
 	ps := s.ps
 	for ctx.Err() == nil {
@@ -213,7 +213,7 @@ func (t *Tracked) listen(ctx context.Context, s *subscriber, up bool) {
 
 // listening marks s up: what was cached of its master before is stale, and
 // its sessions are read again once Warm has been called.
-func (t *Tracked) listening(s *subscriber, up *bool) {
+func (t *Sessions) listening(s *subscriber, up *bool) {
 	if !*up && t.downs.Load() > 0 {
 		t.log.Info().Str("master", s.addr).Msg("session cache: this master's sessions are served from memory again")
 	}
@@ -222,7 +222,7 @@ func (t *Tracked) listening(s *subscriber, up *bool) {
 }
 
 // watch lists the cluster's masters on every tick and follows them.
-func (t *Tracked) watch() {
+func (t *Sessions) watch() {
 	defer t.done.Done()
 	tick := t.tick
 	if tick == nil {
@@ -261,7 +261,7 @@ func (t *Tracked) watch() {
 // slots, and drops the subscribers of masters that left. A slot that moved
 // is not served until its new master's subscriber listens, and what was
 // cached of it before is stale.
-func (t *Tracked) follow(ms []master) {
+func (t *Sessions) follow(ms []master) {
 	t.mu.Lock()
 	want := make(map[string]bool, len(ms))
 	var gone, added []string

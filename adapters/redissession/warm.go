@@ -30,7 +30,7 @@ const (
 
 // warmUp is the warm-up's state and counters.
 type warmUp struct {
-	on                  bool          // under Tracked.mu: Warm was called
+	on                  bool          // under Sessions.mu: Warm was called
 	left                atomic.Int64  // first warm-ups not yet ended
 	done                atomic.Bool   // every first warm-up has ended
 	ended               chan struct{} // closed when done is set
@@ -58,7 +58,7 @@ type WarmProgress struct {
 // DefaultWarmDuty. From then on, a master whose subscriber comes back, or
 // that takes slots, is read again the same way. A second call does nothing;
 // Close stops it.
-func (t *Tracked) Warm() {
+func (t *Sessions) Warm() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.warm.on || t.closed {
@@ -82,7 +82,7 @@ func (t *Tracked) Warm() {
 
 // WarmProgress tells how far the warm-up went (for metrics, a test or the
 // bench waiting for it).
-func (t *Tracked) WarmProgress() WarmProgress {
+func (t *Sessions) WarmProgress() WarmProgress {
 	return WarmProgress{
 		Cached: t.warm.cached.Load(),
 		Read:   t.warm.read.Load(),
@@ -93,7 +93,7 @@ func (t *Tracked) WarmProgress() WarmProgress {
 
 // rewarm reads again the masters of subscribers whose slots are served
 // again (after Warm only).
-func (t *Tracked) rewarm(ss []*subscriber) {
+func (t *Sessions) rewarm(ss []*subscriber) {
 	if len(ss) == 0 {
 		return
 	}
@@ -111,7 +111,7 @@ func (t *Tracked) rewarm(ss []*subscriber) {
 
 // startWarm starts reading s's master, in place of a warm-up of it that
 // still runs. The caller holds t.mu.
-func (t *Tracked) startWarm(s *subscriber, first bool) {
+func (t *Sessions) startWarm(s *subscriber, first bool) {
 	if s.warmCancel != nil {
 		s.warmCancel()
 	}
@@ -135,7 +135,7 @@ func (t *Tracked) startWarm(s *subscriber, first bool) {
 	}()
 }
 
-func (t *Tracked) firstWarmEnded() {
+func (t *Sessions) firstWarmEnded() {
 	if t.warm.left.Add(-1) == 0 {
 		t.warm.finish()
 	}
@@ -149,7 +149,7 @@ func (w *warmUp) finish() {
 
 // WarmedUp is closed once the warm-up Warm started is done (see
 // WarmProgress.Done).
-func (t *Tracked) WarmedUp() <-chan struct{} { return t.warm.ended }
+func (t *Sessions) WarmedUp() <-chan struct{} { return t.warm.ended }
 
 // stopWarm stops the warm-up of s's master (its slots are no longer served:
 // what it would read is not cached). The caller holds t.mu.
@@ -165,7 +165,7 @@ func stopWarm(s *subscriber) {
 // its own, so the read goes to that master even on a cluster (a key whose
 // slot moved meanwhile answers MOVED and is not cached), and the service's
 // pools are not used.
-func (t *Tracked) warmMaster(ctx context.Context, addr string, share int) {
+func (t *Sessions) warmMaster(ctx context.Context, addr string, share int) {
 	o := *t.template
 	o.Addr = addr
 	o.PoolSize = 1
@@ -235,7 +235,7 @@ const (
 )
 
 // scan is one SCAN page of the warm-up (a test may fail it: scanFault).
-func (t *Tracked) scan(ctx context.Context, c *redis.Client, cursor uint64, match string) ([]string, uint64, error) {
+func (t *Sessions) scan(ctx context.Context, c *redis.Client, cursor uint64, match string) ([]string, uint64, error) {
 	if t.scanFault != nil {
 		if err := t.scanFault(); err != nil {
 			return nil, 0, err

@@ -43,7 +43,7 @@ func TestMeasureWarmUp(t *testing.T) {
 	}
 	for _, duty := range []float64{1, redissession.DefaultWarmDuty} {
 		store := redissession.New(rdb, redissession.Options{})
-		tr, err := redissession.NewTracked(ctx, rdb, store, redissession.WithWarmDuty(redissession.TrackedOptions{Size: n, NoPrefetch: true}, duty))
+		tr, err := redissession.NewSessions(ctx, rdb, store, redissession.WithWarmDuty(redissession.CacheOptions{Size: n, NoPrefetch: true}, duty))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -34,7 +34,7 @@ func mintUsers(t *testing.T, b testenv.RedisBackend, prefix string, n int) (redi
 	return setup, tokens
 }
 
-func waitWarm(t *testing.T, tr *redissession.Tracked) redissession.WarmProgress {
+func waitWarm(t *testing.T, tr *redissession.Sessions) redissession.WarmProgress {
 	t.Helper()
 	testenv.Eventually(t, 20*time.Second, func() (bool, string) {
 		p := tr.WarmProgress()
@@ -43,17 +43,17 @@ func waitWarm(t *testing.T, tr *redissession.Tracked) redissession.WarmProgress 
 	return tr.WarmProgress()
 }
 
-// TestTrackedWarmsUpFromRedis: sessions written before an instance starts
+// TestSessionsWarmsUpFromRedis: sessions written before an instance starts
 // are read into its cache by the warm-up, at most the cache size of them
 // (more are written), and once it reports done each of those is served on
 // its first request without Redis. Nothing is read before Warm.
-func TestTrackedWarmsUpFromRedis(t *testing.T) {
+func TestSessionsWarmsUpFromRedis(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
 			const size, users = 100, 300
 			prefix := testenv.TokenPrefix(t)
 			_, tokens := mintUsers(t, b, prefix, users)
-			in := newInstance(t, b.Client, prefix, redissession.TrackedOptions{Size: size, NoPrefetch: true})
+			in := newInstance(t, b.Client, prefix, redissession.CacheOptions{Size: size, NoPrefetch: true})
 			if p := in.sessions.WarmProgress(); p.Done || p.Read != 0 || in.sessions.Cached() != 0 {
 				t.Fatalf("before Warm: %+v, %d cached", p, in.sessions.Cached())
 			}
@@ -83,23 +83,23 @@ func TestTrackedWarmsUpFromRedis(t *testing.T) {
 	}
 }
 
-// TestTrackedWarmUpRacingARevocationCachesNothing: sessions deleted (and
+// TestSessionsWarmUpRacingARevocationCachesNothing: sessions deleted (and
 // reported) while the warm-up reads them, between its read and its
 // caching, are not cached: their requests are refused. (The warm-up caches
 // as the read-back of a report does: a report that overtakes a read keeps
 // its token out.)
-func TestTrackedWarmUpRacingARevocationCachesNothing(t *testing.T) {
+func TestSessionsWarmUpRacingARevocationCachesNothing(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
 			const users = 20
 			prefix := testenv.TokenPrefix(t)
 			setup, tokens := mintUsers(t, b, prefix, users)
 			var (
-				tr     atomic.Pointer[redissession.Tracked]
+				tr     atomic.Pointer[redissession.Sessions]
 				reads  atomic.Int64
 				during = make(chan error, 1)
 			)
-			opts := redissession.WithAfterRead(redissession.TrackedOptions{NoPrefetch: true}, func() {
+			opts := redissession.WithAfterRead(redissession.CacheOptions{NoPrefetch: true}, func() {
 				if reads.Add(1) != 1 {
 					return
 				}
@@ -149,18 +149,18 @@ func TestTrackedWarmUpRacingARevocationCachesNothing(t *testing.T) {
 	}
 }
 
-// TestTrackedWarmUpRetriesAfterAFailedRead: a warm-up's SCAN that fails on
+// TestSessionsWarmUpRetriesAfterAFailedRead: a warm-up's SCAN that fails on
 // a connection that stays up (nothing brings the subscriber down, so
 // nothing would start it again) is retried, not abandoned: it held 0 of
 // 200,000 sessions in one of nine starts.
-func TestTrackedWarmUpRetriesAfterAFailedRead(t *testing.T) {
+func TestSessionsWarmUpRetriesAfterAFailedRead(t *testing.T) {
 	rdb := testenv.RealRedis(t)
 	b := testenv.RedisBackend{Name: "redis", Client: func(testing.TB) redis.UniversalClient { return rdb }}
 	const users = 50
 	prefix := testenv.TokenPrefix(t)
 	_, tokens := mintUsers(t, b, prefix, users)
 	var failures atomic.Int64
-	opts := redissession.WithScanFault(redissession.TrackedOptions{NoPrefetch: true}, func() error {
+	opts := redissession.WithScanFault(redissession.CacheOptions{NoPrefetch: true}, func() error {
 		if failures.Add(1) <= 3 {
 			return errors.New("injected: the SCAN reply was lost")
 		}

@@ -77,6 +77,39 @@ func TestInnerLayersImportNoInfrastructure(t *testing.T) {
 	}
 }
 
+// drivingAdapters run the use cases; reachesApplication lists every adapter
+// that may import application: the driving ones, and metrics (it reads the
+// waiting rooms' figures). Every other adapter is driven, through a port.
+var (
+	drivingAdapters    = []string{"/adapters/httpapi", "/adapters/worker"}
+	reachesApplication = append([]string{"/adapters/metrics"}, drivingAdapters...)
+)
+
+// TestAdaptersImportOnlyWhatTheirRoomAllows: an adapter implements ports;
+// only the allowed ones import application, and none imports a driving
+// adapter (an interface it needs from one is declared where it is used).
+func TestAdaptersImportOnlyWhatTheirRoomAllows(t *testing.T) {
+	for _, p := range deps(t, module+"/adapters/...") {
+		for _, d := range p.Deps {
+			if d == module+"/application" && !within(p.ImportPath, reachesApplication) {
+				t.Errorf("%s depends on application: only %v drive the use cases", p.ImportPath, reachesApplication)
+			}
+			if within(d, drivingAdapters) && !within(p.ImportPath, drivingAdapters) {
+				t.Errorf("%s depends on %s, a driving adapter", p.ImportPath, d)
+			}
+		}
+	}
+}
+
+func within(path string, pkgs []string) bool {
+	for _, a := range pkgs {
+		if path == module+a || strings.HasPrefix(path, module+a+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 func TestAdaptersDoNotReachTheCompositionRoot(t *testing.T) {
 	for _, p := range deps(t, module+"/adapters/...") {
 		for _, d := range p.Deps {

@@ -137,33 +137,12 @@ func post(t *testing.T, url, token, body string) string {
 
 func postWith(t *testing.T, url, body string, header map[string]string) string {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var env struct {
-		Success bool   `json:"success"`
-		Data    any    `json:"data"`
-		Code    string `json:"code"`
-	}
-	if err := json.NewDecoder(res.Body).Decode(&env); err != nil {
-		t.Fatalf("POST %s: %v", url, err)
-	}
+	status, env := call(t, http.MethodPost, url, "", body, header)
 	if !env.Success && env.Code != "sold_out" {
-		t.Fatalf("POST %s: %d %+v", url, res.StatusCode, env)
+		t.Fatalf("POST %s: %d %+v", url, status, env)
 	}
-	data, _ := env.Data.(string)
+	var data string
+	_ = json.Unmarshal(env.Data, &data) // a refusal has none
 	return data
 }
 

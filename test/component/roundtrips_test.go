@@ -165,9 +165,9 @@ func TestFirstClaimAfterALoginCostsOneRedisRoundTrip(t *testing.T) {
 				// pipeliner does not show one by one.
 				c.RedisAutoPipeline = infra.AutoPipelineOff
 			})
-			tracked, ok := app.Sessions.(*redissession.Tracked)
-			if !ok {
-				t.Fatalf("sessions are a %T, want the tracked cache on a Redis that tracks", app.Sessions)
+			tracked := app.Sessions
+			if !tracked.Tracking() {
+				t.Fatal("the session cache does not track on a Redis that tracks")
 			}
 			vid := createVoucher(t, app, 100)
 			claim := func(token string) (int, envelope) {
@@ -264,9 +264,9 @@ func TestAnInstanceStartsWarm(t *testing.T) {
 						c.RedisURL = url
 					}
 				})
-				tracked, ok := app.Sessions.(*redissession.Tracked)
-				if !ok {
-					t.Fatalf("sessions are a %T, want the tracked cache on a Redis that tracks", app.Sessions)
+				tracked := app.Sessions
+				if !tracked.Tracking() {
+					t.Fatal("the session cache does not track on a Redis that tracks")
 				}
 				vid := createVoucher(t, app, 100)
 				claim := func(token string) envelope {

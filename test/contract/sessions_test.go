@@ -32,11 +32,15 @@ func sessionBackends() []sessionBackend {
 		prefix := testenv.KeyPrefix(t)
 		testenv.DropPrefix(t, rdb, prefix)
 		store := redissession.New(rdb, redissession.Options{Prefix: prefix + "login:token:"})
-		s := sessionSubject{sessions: store, issuer: store}
-		if cached {
-			s.sessions = redissession.NewCached(store, redissession.CacheOptions{})
+		// Cached: the one session cache as the service runs it (tracked
+		// on a real Redis, bounded in time on miniredis); otherwise every
+		// lookup asks Redis (Tuning.TokenCacheTTL=0).
+		sessions, err := redissession.NewSessions(context.Background(), rdb, store, redissession.CacheOptions{NoCache: !cached})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return s
+		t.Cleanup(func() { _ = sessions.Close() })
+		return sessionSubject{sessions: sessions, issuer: store}
 	}
 	mini := func(cached bool) func(*testing.T) func(t *testing.T) sessionSubject {
 		return func(*testing.T) func(t *testing.T) sessionSubject {

@@ -1,7 +1,11 @@
-// The live sale page: polls GET /admin/sales.json once a second with the
-// admin's token and draws each sale. No build step, no framework: the DOM
-// and uPlot (vendored beside this file). Server strings go in through
-// textContent only, never as HTML.
+// The live sale page and operator's console: polls GET /admin/sales.json
+// once a second with the admin's token and draws each sale; creates sales,
+// controls them (pause, resume, end, move the end, add stock), lists their
+// orders, downloads them as CSV and reads the audit trail. No build step, no
+// framework: the DOM and uPlot (vendored beside this file). Server strings
+// go in through textContent only, never as HTML; the token goes in the
+// authorization header only, never in a URL (URLs land in access logs,
+// history and Referer headers).
 (function () {
   'use strict';
 
@@ -14,11 +18,14 @@
   // One reading can catch a claim between its steps and look unbalanced:
   // the page flags an imbalance only when this many readings in a row show it.
   var IMBALANCED_AFTER = 3;
-  var OUTCOMES = ['success', 'sold_out', 'duplicate', 'not_started', 'ended', 'not_found', 'busy', 'error'];
+  var OUTCOMES = ['success', 'sold_out', 'duplicate', 'not_started', 'paused', 'ended', 'not_found', 'busy', 'error'];
   var COLORS = {
-    success: '#16a34a', sold_out: '#f59e0b', duplicate: '#8b5cf6', not_started: '#64748b',
+    success: '#16a34a', sold_out: '#f59e0b', duplicate: '#8b5cf6', not_started: '#64748b', paused: '#db2777',
     ended: '#94a3b8', not_found: '#0ea5e9', busy: '#ef4444', error: '#7f1d1d'
   };
+  // An action waits longer than a poll: a control writes MySQL and the gate.
+  var ACTION_TIMEOUT_MS = 10000;
+  var PAGE = 20; // orders or audit entries a page of the console shows
 
   var $ = function (id) { return document.getElementById(id); };
   var cards = new Map(); // voucher id -> card state
@@ -27,6 +34,11 @@
   // The first poll, and the one after a sale's card appears, asks for the
   // last minute of claims so the chart starts with it instead of empty.
   var wantHistory = true;
+  // The records panel: whose orders (voucher, state) and the cursors of
+  // the next orders page and the next (older) audit page; gen drops the
+  // answers of a request made for an earlier choice, auditGen those made
+  // before the trail was read again.
+  var records = { voucher: '', state: '', after: '', before: '', gen: 0, auditGen: 0 };
 
   function token() { return sessionStorage.getItem(TOKEN_KEY) || ''; }
 
@@ -43,6 +55,7 @@
 
   function showLogin(msg) {
     stop();
+    forgetBoard();
     $('board').hidden = true;
     $('login').hidden = false;
     $('login-error').textContent = msg || '';
@@ -57,6 +70,7 @@
     setStatus('connecting…', '');
     wantHistory = true;
     poll(generation);
+    showRecords('', '', false);
   }
 
   $('login').addEventListener('submit', function (e) {
@@ -73,22 +87,93 @@
     showLogin('');
   });
 
-  function poll(gen) {
+  // send makes one request with the token in its authorization header and
+  // asks for English errorMsgs; timeoutMs 0 never aborts (a download).
+  function send(method, path, body, extra, timeoutMs) {
     var ctl = new AbortController();
-    var to = setTimeout(function () { ctl.abort(); }, TIMEOUT_MS);
+    var to = timeoutMs === 0 ? null : setTimeout(function () { ctl.abort(); }, timeoutMs || ACTION_TIMEOUT_MS);
+    var headers = { authorization: token(), 'Accept-Language': 'en' };
+    Object.keys(extra || {}).forEach(function (k) { headers[k] = extra[k]; });
+    var init = { method: method, headers: headers, cache: 'no-store', signal: ctl.signal, credentials: 'omit' };
+    if (body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    return fetch(path, init).finally(function () { if (to) { clearTimeout(to); } });
+  }
+
+  // refused ends the session on a 401 or 403 of any request: the page
+  // forgets the token and everything it showed, and says why, with the
+  // service's own words. A 403 has changed nothing.
+  function refused(status, errorMsg) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    var why = status === 401
+      ? 'That token is unknown or expired: log in again and paste the new one.'
+      : 'That user is not an admin, so every action is refused and nothing was changed: log in with the token of a user listed in SECKILL_ADMIN_USERS.';
+    showLogin((errorMsg ? errorMsg + ' (' + status + '). ' : 'Refused (' + status + '). ') + why);
+    $('login').classList.add('refused');
+  }
+
+  // envelope reads an answer's JSON envelope; a body that is not one (a
+  // proxy's error page) becomes one that says so.
+  function envelope(res) {
+    return res.json().catch(function () { return { success: false, errorMsg: 'HTTP ' + res.status + ' (not a JSON answer)' }; });
+  }
+
+  // say writes an action's outcome where the operator looks for it.
+  function say(el, text, cls) {
+    el.textContent = text;
+    el.className = 'result ' + (cls || '');
+  }
+
+  // act runs one action and shows its outcome in el: the service's
+  // errorMsg verbatim when refused. It resolves {done, env} on success,
+  // {done: false, unknown} otherwise: unknown when no answer tells whether
+  // the action was applied.
+  function act(el, method, path, body, extra) {
+    say(el, 'sending…', 'busy');
+    return send(method, path, body, extra).then(function (res) {
+      return envelope(res).then(function (env) {
+        if (res.status === 401 || res.status === 403) {
+          refused(res.status, env.errorMsg);
+          return { done: false, unknown: false };
+        }
+        if (!res.ok || !env.success) {
+          say(el, env.errorMsg || ('HTTP ' + res.status), 'error');
+          // A 5xx may have been applied (or not): a retry must carry the
+          // same Idempotency-Key.
+          return { done: false, unknown: res.status >= 500 };
+        }
+        return { done: true, env: env };
+      });
+    }, function (err) {
+      say(el, 'no answer: ' + (err && err.name === 'AbortError' ? 'timed out' : (err && err.message) || err) +
+        ' (sending again is safe)', 'error');
+      return { done: false, unknown: true };
+    });
+  }
+
+  // newKey is an Idempotency-Key: one per thing the operator asks for, kept
+  // until an answer says whether it was done, so a double click or a retry
+  // after a lost answer is applied once. getRandomValues works on plain
+  // http too, unlike crypto.randomUUID.
+  function newKey() {
+    var b = new Uint8Array(16);
+    crypto.getRandomValues(b);
+    return Array.prototype.map.call(b, function (x) { return (x < 16 ? '0' : '') + x.toString(16); }).join('');
+  }
+
+  function poll(gen) {
     var withHistory = wantHistory;
-    fetch('/admin/sales.json' + (withHistory ? '?history=1' : ''), { headers: { authorization: token() }, cache: 'no-store', signal: ctl.signal })
+    send('GET', '/admin/sales.json' + (withHistory ? '?history=1' : ''), undefined, undefined, TIMEOUT_MS)
       .then(function (res) {
         if (gen !== generation) { return; }
-        if (res.status === 401 || res.status === 403) {
-          sessionStorage.removeItem(TOKEN_KEY);
-          showLogin(res.status === 401
-            ? 'That token is unknown or expired: log in again and paste the new one.'
-            : 'That user is not an admin: list it in SECKILL_ADMIN_USERS.');
-          return;
-        }
-        return res.json().then(function (body) {
+        return envelope(res).then(function (body) {
           if (gen !== generation) { return; }
+          if (res.status === 401 || res.status === 403) {
+            refused(res.status, body.errorMsg);
+            return;
+          }
           if (!res.ok || !body.success) {
             setStatus('error: ' + (body.errorMsg || res.status), 'down');
           } else {
@@ -102,8 +187,7 @@
         if (gen !== generation) { return; }
         setStatus('unreachable: ' + (err && err.message ? err.message : err), 'down');
         schedule(gen);
-      })
-      .finally(function () { clearTimeout(to); });
+      });
   }
 
   function schedule(gen) {
@@ -166,7 +250,113 @@
       tr.appendChild(document.createElement('td'));
       el.querySelector('.outcomes tbody').appendChild(tr);
     });
+    wireControls(c, id);
     return c;
+  }
+
+  // wireControls makes the card's buttons and forms act on its sale.
+  function wireControls(c, id) {
+    var el = c.el;
+    var base = '/admin/vouchers/' + encodeURIComponent(id);
+    var result = el.querySelector('[data-field="result"]');
+    var button = function (name) { return el.querySelector('[data-action="' + name + '"]'); };
+    var confirmRow = el.querySelector('.confirm');
+
+    var pauseOrResume = function (paused) {
+      act(result, 'POST', base + (paused ? '/pause' : '/resume')).then(function (o) {
+        if (!o.done) { return; }
+        showPaused(c, o.env.data.paused);
+        say(result, o.env.data.paused
+          ? 'Paused: claims answer paused until you resume it.'
+          : 'Resumed: claims are taken again.', 'ok');
+        auditChanged(id);
+      });
+    };
+    button('pause').addEventListener('click', function () { pauseOrResume(true); });
+    button('resume').addEventListener('click', function () { pauseOrResume(false); });
+
+    button('end').addEventListener('click', function () { confirmRow.hidden = false; });
+    button('end-cancel').addEventListener('click', function () { confirmRow.hidden = true; });
+    button('end-confirm').addEventListener('click', function () {
+      confirmRow.hidden = true;
+      act(result, 'POST', base + '/end').then(function (o) {
+        if (!o.done) { return; }
+        say(result, 'Ended at ' + utc(o.env.data.endTime) + '.', 'ok');
+        // The board lists sales not ended: the card goes at the next
+        // reading, its records stay below.
+        showRecords(id, 'Sale #' + id + ' ended at ' + utc(o.env.data.endTime) + ': its orders and audit trail are below.');
+      });
+    });
+
+    button('records').addEventListener('click', function () { showRecords(id, ''); });
+
+    var stockForm = el.querySelector('.add-stock');
+    var stockKey = null;
+    stockForm.addEventListener('input', function () { stockKey = null; });
+    stockForm.addEventListener('submit', function (e) {
+      e.preventDefault();
+      var n = Number(stockForm.elements.namedItem('add').value);
+      stockKey = stockKey || newKey();
+      var key = stockKey;
+      act(result, 'POST', base + '/stock', { add: n }, { 'Idempotency-Key': key }).then(function (o) {
+        if (o.unknown) { return; } // the same key goes with the operator's retry
+        if (stockKey === key) { stockKey = null; }
+        if (!o.done) { return; }
+        // Emptied, so the second click of a double click sends nothing.
+        stockForm.elements.namedItem('add').value = '';
+        say(result, 'Added ' + n + ': ' + o.env.data.stock + ' left in MySQL, ' + o.env.data.added + ' added in all.', 'ok');
+        auditChanged(id);
+      });
+    });
+
+    var endForm = el.querySelector('.move-end');
+    endForm.addEventListener('submit', function (e) {
+      e.preventDefault();
+      var end = new Date(endForm.elements.endTime.value);
+      if (isNaN(end.getTime())) {
+        say(result, 'Pick the new end time first.', 'error');
+        return;
+      }
+      act(result, 'PUT', base + '/end-time', { endTime: end.toISOString() }).then(function (o) {
+        if (!o.done) { return; }
+        say(result, 'Ends at ' + utc(o.env.data.endTime) + '.', 'ok');
+        auditChanged(id);
+      });
+    });
+  }
+
+  function showPaused(c, paused) {
+    c.el.querySelector('[data-action="pause"]').hidden = paused;
+    c.el.querySelector('[data-action="resume"]').hidden = !paused;
+    c.el.querySelector('.badge.paused').hidden = !paused;
+    c.el.dataset.paused = String(paused);
+  }
+
+  // utc writes an RFC 3339 time as the console's tables do.
+  function utc(t) {
+    var d = new Date(t);
+    return isNaN(d.getTime()) ? String(t) : d.toISOString().slice(0, 19).replace('T', ' ') + ' UTC';
+  }
+
+  // forgetBoard drops everything a session showed, so a page left to
+  // another user (or refused) shows none of it.
+  function forgetBoard() {
+    cards.forEach(function (c) {
+      if (c.plot) { c.plot.destroy(); }
+      c.el.remove();
+    });
+    cards.clear();
+    records = { voucher: '', state: '', after: '', before: '', gen: records.gen + 1, auditGen: records.auditGen + 1 };
+    $('records-form').reset();
+    $('orders-box').hidden = true;
+    $('orders').tBodies[0].textContent = '';
+    $('audit').tBodies[0].textContent = '';
+    $('audit-scope').textContent = '';
+    $('audit-more').hidden = true;
+    $('audit-empty').hidden = true;
+    document.querySelectorAll('#board [data-result]').forEach(function (p) { say(p, '', ''); });
+    createKey = null; // the next admin's creation is theirs
+    $('login').classList.remove('refused');
   }
 
   // seed fills a new card's chart with the readings the service took over
@@ -201,6 +391,7 @@
     badge.textContent = s.state.replace('_', ' ');
     badge.className = 'badge state ' + s.state;
     c.el.querySelector('.window').textContent = '#' + s.id + ' · ' + s.beginTime.replace('T', ' ') + ' → ' + s.endTime.replace('T', ' ');
+    showPaused(c, !!s.paused);
 
     // The sale's whole stock: MySQL's stock falls by one per order it
     // writes and rises by one per unit an order gives back.
@@ -320,6 +511,186 @@
       if (c.shown[o] !== show) { c.plot.setSeries(i + 1, { show: show }); c.shown[o] = show; }
     });
   }
+
+  // ---- creating a sale ----
+
+  var createForm = $('create-form');
+  var createKey = null; // the key of what the form holds: a resend gets the same sale
+  createForm.addEventListener('input', function () { createKey = null; });
+  createForm.elements.room.addEventListener('change', function () {
+    createForm.querySelectorAll('.room-fields .fields input').forEach(function (i) { i.disabled = !createForm.elements.room.checked; });
+  });
+  createForm.addEventListener('submit', function (e) {
+    e.preventDefault();
+    var f = createForm.elements;
+    var result = createForm.querySelector('[data-result]');
+    var when = function (input) { var d = new Date(input.value); return isNaN(d.getTime()) ? input.value : d.toISOString(); };
+    var num = function (input) { return input.value === '' ? undefined : Number(input.value); };
+    var body = {
+      shopId: num(f.shopId), title: f.title.value, subTitle: f.subTitle.value, rules: f.rules.value,
+      payValue: num(f.payValue), actualValue: num(f.actualValue), type: 1, stock: num(f.stock),
+      beginTime: when(f.beginTime), endTime: when(f.endTime), buckets: num(f.buckets)
+    };
+    if (f.room.checked) {
+      body.waitingRoom = {
+        opensBeforeSeconds: num(f.opensBeforeSeconds), admitPerSecond: num(f.admitPerSecond),
+        passTtlSeconds: num(f.passTtlSeconds), margin: num(f.margin)
+      };
+    }
+    createKey = createKey || newKey();
+    act(result, 'POST', '/voucher/seckill', body, { 'Idempotency-Key': createKey }).then(function (o) {
+      if (o.done) {
+        result.dataset.created = o.env.data;
+        say(result, 'Created sale #' + o.env.data + (body.waitingRoom ? ', with its waiting room.' : '.'), 'ok');
+        auditChanged(o.env.data);
+      }
+    });
+  });
+
+  // ---- orders and the audit trail ----
+
+  $('records-form').addEventListener('submit', function (e) {
+    e.preventDefault();
+    var f = $('records-form').elements;
+    showRecords(f.voucher.value.trim(), '');
+  });
+
+  // showRecords shows a sale's orders (in the state chosen) and audit
+  // trail, or with no voucher the whole trail.
+  function showRecords(voucher, note, scroll) {
+    var f = $('records-form').elements;
+    f.voucher.value = voucher;
+    records = { voucher: voucher, state: f.state.value, after: '', before: '', gen: records.gen + 1, auditGen: records.auditGen + 1 };
+    say($('records-note'), note, note ? 'ok' : '');
+    $('orders').tBodies[0].textContent = '';
+    $('audit').tBodies[0].textContent = '';
+    $('orders-box').hidden = !voucher;
+    $('orders-voucher').textContent = voucher;
+    $('audit-scope').textContent = voucher ? 'of sale #' + voucher : 'of every sale';
+    if (voucher) { loadOrders(); }
+    loadAudit();
+    if (scroll !== false) { $('records').scrollIntoView({ block: 'start' }); }
+  }
+
+  // auditChanged reads the trail again after an action on the sale, when
+  // the panel shows that sale's trail or every sale's.
+  function auditChanged(voucher) {
+    if (records.voucher && records.voucher !== voucher) { return; }
+    records.auditGen++;
+    records.before = '';
+    $('audit').tBodies[0].textContent = '';
+    loadAudit();
+  }
+
+  // load reads one page for the records panel; it ignores an answer that
+  // current() says is out of date.
+  function load(path, current, then) {
+    var el = $('records-status');
+    act(el, 'GET', path).then(function (o) {
+      if (!current() || !o.done) { return; }
+      if (el.className.indexOf('busy') >= 0) { say(el, '', ''); }
+      then(o.env.data);
+    });
+  }
+
+  function cell(tr, text) {
+    var td = document.createElement('td');
+    td.textContent = text;
+    tr.appendChild(td);
+  }
+
+  function loadOrders() {
+    var q = '?limit=' + PAGE + (records.state ? '&state=' + encodeURIComponent(records.state) : '') +
+      (records.after ? '&after=' + encodeURIComponent(records.after) : '');
+    var gen = records.gen;
+    load('/admin/vouchers/' + encodeURIComponent(records.voucher) + '/orders' + q, function () { return gen === records.gen; }, function (page) {
+      var body = $('orders').tBodies[0];
+      page.orders.forEach(function (o) {
+        var tr = document.createElement('tr');
+        tr.dataset.order = o.id;
+        cell(tr, o.id);
+        cell(tr, o.userId);
+        cell(tr, o.state + (o.reason ? ' (' + o.reason + ')' : ''));
+        cell(tr, o.claimedAt ? utc(o.claimedAt) : '');
+        cell(tr, o.payDeadline ? utc(o.payDeadline) : '');
+        cell(tr, o.paidAt ? utc(o.paidAt) : '');
+        body.appendChild(tr);
+      });
+      records.after = page.next || '';
+      $('orders-more').hidden = !page.next;
+      $('orders-empty').hidden = body.rows.length > 0;
+    });
+  }
+
+  function loadAudit() {
+    var q = '?limit=' + PAGE + (records.voucher ? '&voucher=' + encodeURIComponent(records.voucher) : '') +
+      (records.before ? '&before=' + encodeURIComponent(records.before) : '');
+    var gen = records.gen, auditGen = records.auditGen;
+    load('/admin/audit' + q, function () { return gen === records.gen && auditGen === records.auditGen; }, function (page) {
+      var body = $('audit').tBodies[0];
+      page.entries.forEach(function (a) {
+        var tr = document.createElement('tr');
+        tr.dataset.action = a.action;
+        cell(tr, utc(a.at));
+        cell(tr, a.adminId);
+        cell(tr, a.action);
+        cell(tr, a.voucherId);
+        cell(tr, JSON.stringify(a.change));
+        body.appendChild(tr);
+      });
+      records.before = page.next || '';
+      $('audit-more').hidden = !page.next;
+      $('audit-empty').hidden = body.rows.length > 0;
+    });
+  }
+
+  $('orders-more').addEventListener('click', loadOrders);
+  $('audit-more').addEventListener('click', loadAudit);
+
+  // The CSV is fetched with the token in its header and handed to the
+  // browser as a blob: a plain link could carry the token only in its URL.
+  $('orders-csv').addEventListener('click', function () {
+    var el = $('records-status');
+    var gen = records.gen;
+    var path = '/admin/vouchers/' + encodeURIComponent(records.voucher) + '/orders.csv' +
+      (records.state ? '?state=' + encodeURIComponent(records.state) : '');
+    say(el, 'downloading…', 'busy');
+    send('GET', path, undefined, undefined, 0).then(function (res) {
+      if (!res.ok) {
+        return envelope(res).then(function (env) {
+          if (res.status === 401 || res.status === 403) { refused(res.status, env.errorMsg); return; }
+          say(el, env.errorMsg || ('HTTP ' + res.status), 'error');
+        });
+      }
+      var m = /filename="([^"]+)"/.exec(res.headers.get('Content-Disposition') || '');
+      var name = m ? m[1] : 'orders.csv';
+      return res.blob().then(function (blob) {
+        if (gen !== records.gen) { return; }
+        var url = URL.createObjectURL(blob);
+        var a = document.createElement('a');
+        a.href = url;
+        a.download = name;
+        a.hidden = true;
+        document.body.appendChild(a);
+        a.click();
+        a.remove();
+        // Chromium has the blob once the download starts; revoke it later.
+        setTimeout(function () { URL.revokeObjectURL(url); }, 60000);
+        say(el, 'Downloaded ' + name + ' (' + blob.size + ' bytes).', 'ok');
+      });
+    }).catch(function (err) {
+      say(el, 'download failed: ' + ((err && err.message) || err), 'error');
+    });
+  });
+
+  // The times typed in are the browser's: say which zone that is.
+  (function () {
+    var off = -new Date().getTimezoneOffset();
+    var abs = Math.abs(off);
+    var tz = 'UTC' + (off < 0 ? '−' : '+') + ('0' + Math.floor(abs / 60)).slice(-2) + ':' + ('0' + abs % 60).slice(-2);
+    document.querySelectorAll('#create .tz').forEach(function (el) { el.textContent = '(' + tz + ')'; });
+    $('sale-card').content.querySelectorAll('.tz').forEach(function (el) { el.textContent = '(' + tz + ')'; });
+  })();
 
   window.addEventListener('resize', function () {
     cards.forEach(function (c) { if (c.plot) { c.plot.setSize({ width: chartWidth(c), height: 160 }); } });

@@ -1,7 +1,7 @@
-// Package tokencache is the session caches' store: token -> what it resolved
+// Package tokencache is the session cache's store: token -> what it resolved
 // to, bounded in size, each entry served only until its own expiry. Both the
-// Redis sessions (redissession) and the identity provider's signed tokens
-// (jwtsession) keep their answers in it.
+// Redis sessions (redissession.Sessions) and the identity provider's signed
+// tokens (jwtsession) keep their answers in it.
 package tokencache
 
 import (
@@ -12,7 +12,7 @@ import (
 )
 
 // Cache is an LRU of at most size tokens, each of which lapses when its
-// expiry passes (ttl after it was added, or a life of the caller's choosing).
+// expiry passes (a life of the caller's choosing after it was added).
 // The expiry is looked at when an entry is read, not kept by a timer:
 // expirable.LRU's per-entry expiry buckets and cleanup goroutine cost about
 // twice as much per miss and add, which every user's first claim pays. A
@@ -21,12 +21,11 @@ import (
 // use.
 type Cache[V any] struct {
 	lru *lru.Cache[string, *Entry[V]]
-	ttl time.Duration
 	// Now is the cache's clock; by default monotonic, so a change of the
 	// wall clock moves no expiry. A test, or an owner whose expiries are
 	// on another clock, replaces it before first use.
 	Now func() time.Duration
-	// States, when set (redissession.Tracked: the slots' states), are the
+	// States, when set (redissession.Sessions: the slots' states), are the
 	// generations entries are checked against: an entry is served only
 	// while States[Slot] is still the State it was read under.
 	States []atomic.Uint64
@@ -52,12 +51,12 @@ var monotonicStart = time.Now()
 func sinceStart() time.Duration { return time.Since(monotonicStart) }
 
 // New panics on a size below 1: callers default it.
-func New[V any](size int, ttl time.Duration) *Cache[V] {
+func New[V any](size int) *Cache[V] {
 	c, err := lru.New[string, *Entry[V]](size)
 	if err != nil {
 		panic("tokencache: size must be positive")
 	}
-	return &Cache[V]{lru: c, ttl: ttl, Now: sinceStart}
+	return &Cache[V]{lru: c, Now: sinceStart}
 }
 
 func (c *Cache[V]) Get(token string) (V, bool) {
@@ -90,9 +89,6 @@ func (c *Cache[V]) Live(e *Entry[V], now time.Duration) bool {
 	return now < e.Expires && (c.States == nil || c.States[e.Slot].Load() == e.State)
 }
 
-// Add keeps the token for the cache's ttl.
-func (c *Cache[V]) Add(token string, v V) { c.AddFor(token, v, c.ttl, 0, 0) }
-
 // AddFor keeps the token for life, as read under its slot's state.
 func (c *Cache[V]) AddFor(token string, v V, life time.Duration, slot uint16, state uint64) {
 	c.lru.Add(token, &Entry[V]{Value: v, Expires: c.Now() + life, Slot: slot, State: state})
@@ -124,7 +120,5 @@ func (c *Cache[V]) RemoveEntry(token string, e *Entry[V]) {
 }
 
 func (c *Cache[V]) Remove(token string) { c.lru.Remove(token) }
-
-func (c *Cache[V]) Purge() { c.lru.Purge() }
 
 func (c *Cache[V]) Len() int { return c.lru.Len() }

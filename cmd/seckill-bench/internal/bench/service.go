@@ -20,7 +20,6 @@ import (
 
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/infra"
-	"github.com/hmdp-go/seckill/ports"
 )
 
 // run runs one mode of one scenario and never fails the bench: what went
@@ -327,9 +326,8 @@ const sessionsReadBackBound = 30 * time.Second
 // waitWarmedUp waits (bounded) for the start-up warm-up of the session
 // cache and returns how many of tokens it holds, or -1 without a tracked
 // cache.
-func waitWarmedUp(ctx context.Context, s ports.Sessions, tokens []string) int {
-	t, ok := s.(*redissession.Tracked)
-	if !ok {
+func waitWarmedUp(ctx context.Context, t *redissession.Sessions, tokens []string) int {
+	if !t.Tracking() {
 		return -1
 	}
 	select {
@@ -340,7 +338,7 @@ func waitWarmedUp(ctx context.Context, s ports.Sessions, tokens []string) int {
 	return held(t, tokens)
 }
 
-func held(t *redissession.Tracked, tokens []string) int {
+func held(t *redissession.Sessions, tokens []string) int {
 	n := 0
 	for _, tok := range tokens {
 		if t.Holds(tok) {
@@ -350,9 +348,8 @@ func held(t *redissession.Tracked, tokens []string) int {
 	return n
 }
 
-func waitSessionsReadBack(ctx context.Context, s ports.Sessions, tokens []string) int {
-	t, ok := s.(*redissession.Tracked)
-	if !ok {
+func waitSessionsReadBack(ctx context.Context, t *redissession.Sessions, tokens []string) int {
+	if !t.Tracking() {
 		return -1
 	}
 	deadline := time.Now().Add(sessionsReadBackBound)

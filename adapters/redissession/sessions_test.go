@@ -66,15 +66,15 @@ func (c *commands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 }
 
 // instance is one service instance's sessions: its own Redis client (with
-// its own automatic pipeliner, as in the service) and its own Tracked cache.
+// its own automatic pipeliner, as in the service) and its own Sessions cache.
 type instance struct {
 	rdb      redis.UniversalClient
-	sessions *redissession.Tracked
+	sessions *redissession.Sessions
 	store    *redissession.Store
 	sent     *commands
 }
 
-func newInstance(t *testing.T, connect func(testing.TB) redis.UniversalClient, prefix string, opts redissession.TrackedOptions) instance {
+func newInstance(t *testing.T, connect func(testing.TB) redis.UniversalClient, prefix string, opts redissession.CacheOptions) instance {
 	t.Helper()
 	rdb := connect(t)
 	sent := &commands{}
@@ -90,7 +90,7 @@ func newInstance(t *testing.T, connect func(testing.TB) redis.UniversalClient, p
 		rdb.AddHook(sent)
 	}
 	store := redissession.New(rdb, redissession.Options{Prefix: prefix, Lookups: testenv.AutoPipelined(t, rdb, true)})
-	tr, err := redissession.NewTracked(context.Background(), rdb, store, opts)
+	tr, err := redissession.NewSessions(context.Background(), rdb, store, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,11 +134,11 @@ func mintLapsing(t *testing.T, b testenv.RedisBackend, prefix string, user domai
 	return setup, token
 }
 
-// TestTrackedRevokesOnEveryInstance: a token both instances have cached
+// TestSessionsRevokesOnEveryInstance: a token both instances have cached
 // (the second lookup on each costs no Redis) stops resolving on the other
 // instance as soon as Redis reports the DEL; no cache TTL is waited out (the
 // period here is an hour).
-func TestTrackedRevokesOnEveryInstance(t *testing.T) {
+func TestSessionsRevokesOnEveryInstance(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
 			prefix := testenv.TokenPrefix(t)
@@ -150,8 +150,8 @@ func TestTrackedRevokesOnEveryInstance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a := newInstance(t, b.Client, prefix, redissession.TrackedOptions{})
-			other := newInstance(t, b.Client, prefix, redissession.TrackedOptions{})
+			a := newInstance(t, b.Client, prefix, redissession.CacheOptions{})
+			other := newInstance(t, b.Client, prefix, redissession.CacheOptions{})
 			for _, in := range []instance{a, other} {
 				if u, err := in.sessions.UserID(ctx, token); err != nil || u != 42 {
 					t.Fatalf("first lookup: %d, %v", u, err)
@@ -190,12 +190,12 @@ func TestTrackedRevokesOnEveryInstance(t *testing.T) {
 	}
 }
 
-// TestTrackedSlidesExpiryOnAMiss: a lookup that misses pushes a lapsing
+// TestSessionsSlidesExpiryOnAMiss: a lookup that misses pushes a lapsing
 // session's expiry back to its TTL in the same round trip (as hmdp's
 // RefreshTokenInterceptor does per request); that write's report makes the
 // instance read the session back (two commands, no write: the TTL is
 // fresh), and the requests that follow cost nothing at all.
-func TestTrackedSlidesExpiryOnAMiss(t *testing.T) {
+func TestSessionsSlidesExpiryOnAMiss(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
 			prefix := testenv.TokenPrefix(t)
@@ -205,7 +205,7 @@ func TestTrackedSlidesExpiryOnAMiss(t *testing.T) {
 			// to lapse: the user's last request was almost 30 minutes ago.
 			setup, token := mintLapsing(t, b, prefix, 7)
 			key := prefix + token
-			in := newInstance(t, b.Client, prefix, redissession.TrackedOptions{})
+			in := newInstance(t, b.Client, prefix, redissession.CacheOptions{})
 			// Opens the pipeliner's connection (its handshake would be
 			// counted below); an unknown token writes nothing.
 			if _, err := in.sessions.UserID(ctx, "warm-up"); !errors.Is(err, ports.ErrUnknownToken) {
@@ -237,7 +237,7 @@ func TestTrackedSlidesExpiryOnAMiss(t *testing.T) {
 	}
 }
 
-// TestTrackedMissKeepsAReadBackThatOvertookIt: a request's miss that sent
+// TestSessionsMissKeepsAReadBackThatOvertookIt: a request's miss that sent
 // the refresh can be overtaken, between its read and its caching, by the
 // refresh's report and the read-back that report queues (the request's
 // goroutine waiting for a CPU meanwhile). The read-back is the later read.
@@ -245,7 +245,7 @@ func TestTrackedSlidesExpiryOnAMiss(t *testing.T) {
 // check, the token stays cached and the next lookups cost nothing; before,
 // the request's add replaced the read-back's entry (or the report removed
 // the request's), and its check then removed the read-back's.
-func TestTrackedMissKeepsAReadBackThatOvertookIt(t *testing.T) {
+func TestSessionsMissKeepsAReadBackThatOvertookIt(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		for _, stage := range []string{"read", "add"} {
 			t.Run(b.Name+"/overtaken_after_"+stage, func(t *testing.T) {
@@ -260,7 +260,7 @@ func TestTrackedMissKeepsAReadBackThatOvertookIt(t *testing.T) {
 				// the read, it may well do so by itself; after the add, it
 				// is held until the miss has added.
 				passed := make(chan struct{})
-				opts := redissession.WithAfterLookup(redissession.TrackedOptions{}, func(s string) {
+				opts := redissession.WithAfterLookup(redissession.CacheOptions{}, func(s string) {
 					if s != stage || !armed.CompareAndSwap(true, false) {
 						return
 					}
@@ -302,10 +302,10 @@ func TestTrackedMissKeepsAReadBackThatOvertookIt(t *testing.T) {
 	}
 }
 
-// TestTrackedMissDropsWhatARevocationOvertook: a logout (the token's DEL)
+// TestSessionsMissDropsWhatARevocationOvertook: a logout (the token's DEL)
 // reported between a request's read and its caching keeps the request's
 // answer out of the cache: the next request finds the token gone.
-func TestTrackedMissDropsWhatARevocationOvertook(t *testing.T) {
+func TestSessionsMissDropsWhatARevocationOvertook(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
 			prefix := testenv.TokenPrefix(t)
@@ -317,7 +317,7 @@ func TestTrackedMissDropsWhatARevocationOvertook(t *testing.T) {
 			}
 			var in instance
 			var armed atomic.Bool
-			opts := redissession.WithAfterLookup(redissession.TrackedOptions{NoPrefetch: true}, func(s string) {
+			opts := redissession.WithAfterLookup(redissession.CacheOptions{NoPrefetch: true}, func(s string) {
 				if s != "read" || !armed.CompareAndSwap(true, false) {
 					return
 				}
@@ -349,16 +349,16 @@ func TestTrackedMissDropsWhatARevocationOvertook(t *testing.T) {
 	}
 }
 
-// TestTrackedSlidesExpiryOnAHit: a session read from memory whose expiry is
+// TestSessionsSlidesExpiryOnAHit: a session read from memory whose expiry is
 // more than the slack behind TTL gets one PEXPIRE for a burst of requests,
 // without a round trip of theirs; the instance then reads the session back
 // with its new expiry and sends nothing more.
-func TestTrackedSlidesExpiryOnAHit(t *testing.T) {
+func TestSessionsSlidesExpiryOnAHit(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
 			prefix := testenv.TokenPrefix(t)
 			ctx := context.Background()
-			in := newInstance(t, b.Client, prefix, redissession.TrackedOptions{})
+			in := newInstance(t, b.Client, prefix, redissession.CacheOptions{})
 			// A session with 20 s left, written while the instance listens:
 			// it is read back and cached with that expiry.
 			setup := b.Client(t)
@@ -399,16 +399,16 @@ func TestTrackedSlidesExpiryOnAHit(t *testing.T) {
 	}
 }
 
-// TestTrackedPrefetchesALoginOnEveryInstance: a login written while the
+// TestSessionsPrefetchesALoginOnEveryInstance: a login written while the
 // instances listen is read back by each, so the user's first request costs
 // no Redis anywhere; revoking it still works at once.
-func TestTrackedPrefetchesALoginOnEveryInstance(t *testing.T) {
+func TestSessionsPrefetchesALoginOnEveryInstance(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
 			prefix := testenv.TokenPrefix(t)
 			ctx := context.Background()
-			a := newInstance(t, b.Client, prefix, redissession.TrackedOptions{})
-			other := newInstance(t, b.Client, prefix, redissession.TrackedOptions{})
+			a := newInstance(t, b.Client, prefix, redissession.CacheOptions{})
+			other := newInstance(t, b.Client, prefix, redissession.CacheOptions{})
 			setup := b.Client(t)
 			const users = 300 // more than one prefetch batch
 			tokens := make([]string, users)
@@ -446,10 +446,10 @@ func TestTrackedPrefetchesALoginOnEveryInstance(t *testing.T) {
 	}
 }
 
-// TestTrackedPrefetchRacingARevocationCachesNothing: a token deleted after
+// TestSessionsPrefetchRacingARevocationCachesNothing: a token deleted after
 // a prefetch read it, and reported before the prefetch caches it, must not
 // be cached (it would resolve until the session's expiry).
-func TestTrackedPrefetchRacingARevocationCachesNothing(t *testing.T) {
+func TestSessionsPrefetchRacingARevocationCachesNothing(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		t.Run(b.Name, func(t *testing.T) {
 			prefix := testenv.TokenPrefix(t)
@@ -458,11 +458,11 @@ func TestTrackedPrefetchRacingARevocationCachesNothing(t *testing.T) {
 			var (
 				token   string
 				reads   atomic.Int64
-				tr      *redissession.Tracked
+				tr      *redissession.Sessions
 				during  = make(chan error, 1)
 				checked = make(chan struct{})
 			)
-			opts := redissession.WithAfterRead(redissession.TrackedOptions{}, func() {
+			opts := redissession.WithAfterRead(redissession.CacheOptions{}, func() {
 				switch reads.Add(1) {
 				case 1: // the login, read back: revoke it, and wait for the report
 					reported := tr.Reports()
@@ -495,16 +495,5 @@ func TestTrackedPrefetchRacingARevocationCachesNothing(t *testing.T) {
 			}
 			<-checked
 		})
-	}
-}
-
-// On a server without CLIENT TRACKING (the embedded miniredis) NewTracked
-// says so, and the service falls back.
-func TestTrackedNeedsClientTracking(t *testing.T) {
-	_, rdb := testenv.MiniRedis(t)
-	store := redissession.New(rdb, redissession.Options{})
-	_, err := redissession.NewTracked(context.Background(), rdb, store, redissession.TrackedOptions{})
-	if !errors.Is(err, redissession.ErrTrackingUnsupported) {
-		t.Fatalf("NewTracked on miniredis: %v, want ErrTrackingUnsupported", err)
 	}
 }

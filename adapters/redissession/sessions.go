@@ -16,10 +16,15 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// Tracked is the session cache Redis keeps honest: a token is answered from
-// memory (no Redis on the hot path), and Redis tells this process the moment
-// a session key changes, so a deleted (revoked) or expired token stops
-// resolving on every instance at once.
+// Sessions resolves login tokens through the one session cache, whatever the
+// Redis behind it. On a Redis that tracks (CLIENT TRACKING: every real Redis
+// from 6, single or cluster) a token is answered from memory (no Redis on
+// the hot path), and Redis tells this process the moment a session key
+// changes, so a deleted (revoked) or expired token stops resolving on every
+// instance at once. On a server that cannot track (the embedded miniredis)
+// the same cache keeps each answer for at most CacheOptions.UntrackedTTL, the
+// bound within which a revocation is seen. With CacheOptions.NoCache every
+// request asks Redis (and slides the session's expiry).
 //
 // How: one subscriber connection per Redis master runs CLIENT TRACKING in
 // broadcast mode on the session prefix, redirected to itself, and listens on
@@ -68,9 +73,12 @@ import (
 // Every report evicts; a lookup or a prefetch caches its answer only if no
 // report of its key arrived while it was in flight, so a DEL racing either
 // can never leave its token cached.
-type Tracked struct {
+type Sessions struct {
 	store *Store
-	cache *tokencache.Cache[domain.UserID]
+	cache *tokencache.Cache[domain.UserID] // nil: NoCache
+	// untracked is the bound of an entry's life when the server cannot
+	// track (0: it tracks).
+	untracked time.Duration
 
 	// epochs count the reports per shard of keys; a lookup caches its
 	// answer only if its key's shard saw none while it was in flight.
@@ -129,14 +137,18 @@ type Tracked struct {
 	done   sync.WaitGroup
 }
 
-var _ ports.Sessions = (*Tracked)(nil)
+var _ ports.Sessions = (*Sessions)(nil)
 
-// ErrTrackingUnsupported: the server refused CLIENT TRACKING (an embedded
-// miniredis, a proxy); the caller falls back to a TTL-bounded cache or none.
-var ErrTrackingUnsupported = errors.New("redis does not support CLIENT TRACKING")
+// errTrackingUnsupported: the server refused CLIENT TRACKING (an embedded
+// miniredis, a proxy); the cache then bounds its entries' life instead.
+var errTrackingUnsupported = errors.New("redis does not support CLIENT TRACKING")
 
-// Defaults of TrackedOptions.
+// Defaults of CacheOptions.
 const (
+	DefaultCacheSize = 100_000
+	// DefaultUntrackedTTL: a revoked token resolves for up to this long
+	// on an instance that cached it, when the server cannot track.
+	DefaultUntrackedTTL = 10 * time.Second
 	DefaultTopologyPoll = time.Second
 	// prefetchQueue bounds the tokens waiting to be read back; at 48 bytes
 	// a string header and a 32-byte token, about 5 MB when full.
@@ -145,10 +157,17 @@ const (
 	prefetchBatch = 256
 )
 
-// TrackedOptions configures a Tracked.
-type TrackedOptions struct {
+// CacheOptions configures a Sessions.
+type CacheOptions struct {
 	// Size bounds the cache (default DefaultCacheSize).
 	Size int
+	// NoCache: every request asks Redis and slides the session's expiry,
+	// as the original does (a revocation is seen at once, without
+	// tracking).
+	NoCache bool
+	// UntrackedTTL bounds each entry's life on a server that cannot track
+	// (default DefaultUntrackedTTL); unused when it tracks.
+	UntrackedTTL time.Duration
 	// NoPrefetch turns off reading reported sessions back: a token is then
 	// cached on its first request only.
 	NoPrefetch bool
@@ -168,23 +187,47 @@ type TrackedOptions struct {
 	scanFault            func() error
 }
 
-// NewTracked starts one invalidation subscriber per master of rdb (a Client
+// NewSessions starts one invalidation subscriber per master of rdb (a Client
 // or a ClusterClient, whose masters it keeps following) and returns once
-// each is listening. It fails with ErrTrackingUnsupported when the server
-// does not track. Close stops the subscribers.
-func NewTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, opts TrackedOptions) (*Tracked, error) {
+// each is listening. On a server that does not track it returns the cache
+// bounded by UntrackedTTL instead (Tracking tells which); with NoCache, no
+// cache. Close stops the subscribers.
+func NewSessions(ctx context.Context, rdb redis.UniversalClient, store *Store, opts CacheOptions) (*Sessions, error) {
 	if rdb == nil || store == nil {
-		panic("redissession: NewTracked needs a Redis client and a Store")
+		panic("redissession: NewSessions needs a Redis client and a Store")
 	}
 	if opts.Size <= 0 {
 		opts.Size = DefaultCacheSize
 	}
+	if opts.UntrackedTTL <= 0 {
+		opts.UntrackedTTL = DefaultUntrackedTTL
+	}
+	if !opts.NoCache {
+		t, err := newTracked(ctx, rdb, store, opts)
+		if !errors.Is(err, errTrackingUnsupported) {
+			return t, err
+		}
+	}
+	// No cache, or one no report keeps honest: nothing to listen to, and
+	// nothing to warm (an entry would lapse before its first use).
+	t := &Sessions{store: store}
+	if !opts.NoCache {
+		t.cache, t.untracked = tokencache.New[domain.UserID](opts.Size), opts.UntrackedTTL
+	}
+	t.warm.ended = make(chan struct{})
+	t.warm.finish()
+	return t, nil
+}
+
+// newTracked is NewSessions on a server that tracks; it fails with
+// errTrackingUnsupported on one that does not.
+func newTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, opts CacheOptions) (*Sessions, error) {
 	if opts.TopologyPoll <= 0 {
 		opts.TopologyPoll = DefaultTopologyPoll
 	}
-	t := &Tracked{
+	t := &Sessions{
 		store:       store,
-		cache:       tokencache.New[domain.UserID](opts.Size, store.ttl),
+		cache:       tokencache.New[domain.UserID](opts.Size),
 		pending:     make(map[string]*pendingRead),
 		masters:     opts.masters,
 		poll:        opts.TopologyPoll,
@@ -265,29 +308,47 @@ func NewTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 // master's subscriber listened and nothing happened to its slot since
 // (sliding the session's expiry when due); otherwise it asks Redis and
 // refreshes the session's TTL in the same round trip.
-func (t *Tracked) UserID(ctx context.Context, token string) (domain.UserID, error) {
+//
+// Without tracking, an entry is kept for at most UntrackedTTL and not slid on
+// a hit: the miss that follows its lapse slides the session, so an active
+// user's session is pushed back at least every UntrackedTTL.
+func (t *Sessions) UserID(ctx context.Context, token string) (domain.UserID, error) {
 	if token == "" || len(token) > maxTokenLen {
 		return 0, ports.ErrUnknownToken
 	}
+	if t.cache == nil {
+		id, _, err := t.store.lookup(ctx, token)
+		return id, err
+	}
 	now := t.cache.Now()
 	if e, ok := t.cache.Entry(token, now); ok {
-		t.slide(ctx, token, e, now)
+		if t.untracked == 0 {
+			t.slide(ctx, token, e, now)
+		}
 		return e.Value, nil
 	}
 	key := t.store.prefix + token
 	slot, state, serving := t.servable(key)
 	epoch := t.epoch(key)
 	seen := epoch.Load()
-	id, life, err := t.store.lookup(ctx, token, true)
+	id, life, err := t.store.lookup(ctx, token)
 	if err != nil {
 		return 0, err
 	}
 	t.hook(lookupRead)
 	if serving && life > 0 {
+		if t.untracked > 0 {
+			life = min(life, t.untracked)
+		}
 		t.keep(token, id, life, slot, state, epoch, seen)
 	}
 	return id, nil
 }
+
+// Tracking tells whether Redis keeps the cache honest (CLIENT TRACKING);
+// false when the server cannot track (entries live at most UntrackedTTL)
+// or with NoCache, or on a nil Sessions.
+func (t *Sessions) Tracking() bool { return t != nil && t.cache != nil && t.untracked == 0 }
 
 // Stages of a request's miss at which afterLookup runs.
 const (
@@ -295,7 +356,7 @@ const (
 	lookupAdded = "add"
 )
 
-func (t *Tracked) hook(stage string) {
+func (t *Sessions) hook(stage string) {
 	if t.afterLookup != nil {
 		t.afterLookup(stage)
 	}
@@ -316,7 +377,7 @@ func (t *Tracked) hook(stage string) {
 //
 // A change of the slot's state meanwhile (its subscriber went down or came
 // back) makes the entry stale, never served; it is removed as well.
-func (t *Tracked) keep(token string, id domain.UserID, life time.Duration, slot uint16, state uint64, epoch *atomic.Uint64, seen uint64) {
+func (t *Sessions) keep(token string, id domain.UserID, life time.Duration, slot uint16, state uint64, epoch *atomic.Uint64, seen uint64) {
 	e := t.cache.AddUnlessLive(token, id, life, slot, state)
 	if e == nil {
 		return
@@ -332,7 +393,7 @@ func (t *Tracked) keep(token string, id domain.UserID, life time.Duration, slot 
 // slide sends the refresh of a cached session whose expiry is more than
 // the slack behind TTL from now, at most once per slack per entry. Its
 // report replaces the entry with one that knows the new expiry.
-func (t *Tracked) slide(ctx context.Context, token string, e *tokencache.Entry[domain.UserID], now time.Duration) {
+func (t *Sessions) slide(ctx context.Context, token string, e *tokencache.Entry[domain.UserID], now time.Duration) {
 	s := t.store
 	if e.Expires-now >= s.ttl-s.slack {
 		return
@@ -347,11 +408,11 @@ func (t *Tracked) slide(ctx context.Context, token string, e *tokencache.Entry[d
 }
 
 // Downs tells how many times a subscriber stopped listening.
-func (t *Tracked) Downs() int64 { return t.downs.Load() }
+func (t *Sessions) Downs() int64 { return t.downs.Load() }
 
 // Serving tells how many masters' subscribers listen, of how many: their
 // sessions are served from memory; the others' are read on every request.
-func (t *Tracked) Serving() (listening, masters int) {
+func (t *Sessions) Serving() (listening, masters int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, s := range t.subs {
@@ -363,30 +424,35 @@ func (t *Tracked) Serving() (listening, masters int) {
 }
 
 // Reports tells how many invalidation reports were applied.
-func (t *Tracked) Reports() int64 { return t.reports.Load() }
+func (t *Sessions) Reports() int64 { return t.reports.Load() }
 
 // Prefetched tells how many sessions were read back after a report and
 // cached.
-func (t *Tracked) Prefetched() int64 { return t.prefetched.Load() }
+func (t *Sessions) Prefetched() int64 { return t.prefetched.Load() }
 
 // Skipped tells how many reported tokens were not read back: the queue was
 // full, or their slot was not served.
-func (t *Tracked) Skipped() int64 { return t.skipped.Load() }
+func (t *Sessions) Skipped() int64 { return t.skipped.Load() }
 
 // Holds tells whether token is in the cache and would be served, without
 // touching its place in the LRU (for a bench that waits for logins to be
 // read back).
-func (t *Tracked) Holds(token string) bool {
-	return t.cache.Holds(token)
+func (t *Sessions) Holds(token string) bool {
+	return t.cache != nil && t.cache.Holds(token)
 }
 
 // Cached tells how many tokens the cache holds (lapsed and stale ones
 // included until they are pushed out or replaced).
-func (t *Tracked) Cached() int { return t.cache.Len() }
+func (t *Sessions) Cached() int {
+	if t.cache == nil {
+		return 0
+	}
+	return t.cache.Len()
+}
 
 // Close stops the subscribers, the topology watch, prefetching and the
 // warm-up.
-func (t *Tracked) Close() error {
+func (t *Sessions) Close() error {
 	t.mu.Lock()
 	t.closed = true // no warm-up starts after this
 	t.mu.Unlock()
