@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
-	"github.com/hmdp-go/seckill/adapters/redisbuckets"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redislease"
 	"github.com/hmdp-go/seckill/adapters/redisstream"
@@ -19,10 +18,10 @@ import (
 )
 
 // provideStreamAdmission: the claim script also XADDs the order, so
-// reservation and message are one atomic step. Claims on a voucher split into
-// buckets go to its home bucket's script instead (redisbuckets.Admission).
-func provideStreamAdmission(m *soldout.Marks, g *redisgate.Gate, b *redisbuckets.Gate, q *redisstream.Queue) *soldout.Admission {
-	return m.Admission(redisbuckets.NewAdmission(redisstream.NewAdmission(g, q), b))
+// reservation and message are one atomic step (a split voucher's, in the
+// user's home bucket).
+func provideStreamAdmission(m *soldout.Marks, g *redisgate.Gate, q *redisstream.Queue) *soldout.Admission {
+	return m.Admission(redisstream.NewAdmission(g, q))
 }
 
 // ConsumerLease is this instance's exclusive hold on its consumer name.

@@ -55,10 +55,8 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	orderRepository := provideOrderRepo(orderRepo, observability)
-	gate := provideGate(universalClient, claimRedis, c)
-	redisbucketsGate := provideBucketGate(universalClient, c, voucherRepo, orderRepo)
-	router := provideGateRouter(gate, redisbucketsGate, c)
-	soldoutGate := provideSoldOutGate(marks, router)
+	gate := provideGate(universalClient, claimRedis, c, voucherRepo, orderRepo)
+	soldoutGate := provideSoldOutGate(marks, gate)
 	roomGate := provideRoomGate(soldoutGate, rooms, roomDirectory)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, roomGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
@@ -93,7 +91,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	}
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
-	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, roomDirectory, systemClock)
+	saleDashboard := application.NewSaleDashboard(voucherRepo, gate, orderRepo, queue, counter, roomDirectory, systemClock)
 	claimObserver := provideClaimObserver(observability)
 	joinRoom := application.NewJoinRoom(roomDirectory, roomSigner)
 	pollRoom := application.NewPollRoom(roomDirectory, roomSigner)
@@ -101,10 +99,10 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	listSaleOrders := application.NewListSaleOrders(voucherRepo, orderRepo)
 	auditRepo := mysqlstore.NewAuditRepo(db)
 	readAuditLog := application.NewReadAuditLog(auditRepo)
-	controlSale := application.NewControlSale(voucherRepo, router, systemClock)
+	controlSale := application.NewControlSale(voucherRepo, gate, systemClock)
 	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, bearerSessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient, httpapiRooms, listSaleOrders, readAuditLog, controlSale)
 	orderQueue := provideObservedChannelQueue(queue, observability)
-	restoreGate := provideRestoreGate(voucherRepo, orderRepository, roomGate, router, systemClock, router)
+	restoreGate := provideRestoreGate(voucherRepo, orderRepository, roomGate, gate, systemClock, gate)
 	expireOrders := provideExpireOrders(orderLifecycle, roomGate, systemClock)
 	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
@@ -114,7 +112,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		DB:      db,
 		Redis:   universalClient,
 		Restore: restoreGate,
-		Buckets: redisbucketsGate,
+		Gate:    gate,
 	}
 	services := provideServices(c, log, worker, sessions, infraGateRepair, expireOrders, counter)
 	app := &App{
@@ -124,7 +122,6 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Queue:         orderQueue,
 		Restore:       restoreGate,
 		Gate:          gate,
-		Buckets:       redisbucketsGate,
 		Tokens:        tokenIssuer,
 		Sessions:      sessions,
 		DB:            db,
@@ -183,10 +180,8 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	orderRepository := provideOrderRepo(orderRepo, observability)
-	gate := provideGate(universalClient, claimRedis, c)
-	redisbucketsGate := provideBucketGate(universalClient, c, voucherRepo, orderRepo)
-	router := provideGateRouter(gate, redisbucketsGate, c)
-	soldoutGate := provideSoldOutGate(marks, router)
+	gate := provideGate(universalClient, claimRedis, c, voucherRepo, orderRepo)
+	soldoutGate := provideSoldOutGate(marks, gate)
 	roomGate := provideRoomGate(soldoutGate, rooms, roomDirectory)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, roomGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
@@ -211,7 +206,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	admission := provideStreamAdmission(marks, gate, redisbucketsGate, queue)
+	admission := provideStreamAdmission(marks, gate, queue)
 	claimcountAdmission := provideCountedAdmission(counter, admission)
 	roomSigner, err := provideRoomSigner(universalClient, c, log)
 	if err != nil {
@@ -243,7 +238,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	}
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
-	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, roomDirectory, systemClock)
+	saleDashboard := application.NewSaleDashboard(voucherRepo, gate, orderRepo, queue, counter, roomDirectory, systemClock)
 	claimObserver := provideClaimObserver(observability)
 	joinRoom := application.NewJoinRoom(roomDirectory, roomSigner)
 	pollRoom := application.NewPollRoom(roomDirectory, roomSigner)
@@ -251,10 +246,10 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	listSaleOrders := application.NewListSaleOrders(voucherRepo, orderRepo)
 	auditRepo := mysqlstore.NewAuditRepo(db)
 	readAuditLog := application.NewReadAuditLog(auditRepo)
-	controlSale := application.NewControlSale(voucherRepo, router, systemClock)
+	controlSale := application.NewControlSale(voucherRepo, gate, systemClock)
 	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, bearerSessions, tokenIssuer, readyCheck, saleDashboard, marks, counter, log, c, claimObserver, universalClient, httpapiRooms, listSaleOrders, readAuditLog, controlSale)
 	orderQueue := provideObservedStreamQueue(queue, universalClient, c, observability)
-	restoreGate := provideRestoreGate(voucherRepo, orderRepository, roomGate, router, systemClock, router)
+	restoreGate := provideRestoreGate(voucherRepo, orderRepository, roomGate, gate, systemClock, gate)
 	expireOrders := provideExpireOrders(orderLifecycle, roomGate, systemClock)
 	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
@@ -264,7 +259,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		DB:      db,
 		Redis:   universalClient,
 		Restore: restoreGate,
-		Buckets: redisbucketsGate,
+		Gate:    gate,
 	}
 	services := provideServices(c, log, worker, sessions, infraGateRepair, expireOrders, counter)
 	app := &App{
@@ -274,7 +269,6 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Queue:         orderQueue,
 		Restore:       restoreGate,
 		Gate:          gate,
-		Buckets:       redisbucketsGate,
 		Tokens:        tokenIssuer,
 		Sessions:      sessions,
 		DB:            db,

@@ -30,7 +30,7 @@ func claimHead(k redisschema.Keys) []any {
 // message (redisschema.OrderScript).
 var enqueueNo, enqueueYes any = "0", "1"
 
-func (g *Gate) claimCmds(ctx context.Context, l *voucherKeys, o domain.VoucherOrder, appendOrder bool) (run *redis.Cmd, index *redis.StatusCmd) {
+func (g *Gate) claimCmds(ctx context.Context, l *layout, o domain.VoucherOrder, appendOrder bool) (run *redis.Cmd, index *redis.StatusCmd) {
 	args := make([]any, len(l.claimHead), len(l.claimHead)+5)
 	copy(args, l.claimHead)
 	enqueue := enqueueNo

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/hmdp-go/seckill/adapters/memory"
-	"github.com/hmdp-go/seckill/adapters/redisbuckets"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -16,7 +15,7 @@ import (
 // The order lifecycle's side of the gate (issue 25): StockGate.Return gives
 // a cancelled order's unit back by order id, and the heal honours it. One
 // suite, every gate: memory, the Redis gate on miniredis, a real Redis and
-// the cluster, and split vouchers (redisbuckets) on the same three.
+// the cluster, and split vouchers on the same three.
 
 // returnSubject is a fresh gate and the kind of voucher it sells.
 type returnSubject struct {
@@ -56,9 +55,8 @@ func returnBackends() []returnBackend {
 			return func(t *testing.T, reclaim bool) returnSubject {
 				prefix := testenv.KeyPrefix(t)
 				testenv.DropPrefix(t, rdb, prefix)
-				split := redisbuckets.New(rdb, redisbuckets.Options{Prefix: prefix, ReclaimAfterCancel: reclaim})
-				r := redisbuckets.NewRouter(redisgate.New(rdb, redisgate.Options{Prefix: prefix, ReclaimAfterCancel: reclaim}), split, true)
-				return returnSubject{gate: r, reserve: split.Admit, voucher: func(t *testing.T, id domain.VoucherID, stock int) domain.Voucher {
+				g := redisgate.New(rdb, redisgate.Options{Prefix: prefix, ReclaimAfterCancel: reclaim})
+				return returnSubject{gate: g, reserve: g.ReserveAndAppend, voucher: func(t *testing.T, id domain.VoucherID, stock int) domain.Voucher {
 					begin, end := gateOpen()
 					sale, err := domain.NewSale(stock, begin, end)
 					if err == nil {
@@ -255,7 +253,7 @@ func TestGateReturnContract(t *testing.T) {
 				t.Run(tc.name, func(t *testing.T) {
 					s := newSubject(t, tc.reclaim)
 					if tc.heals && s.probe == nil {
-						t.Skip("split vouchers are not healed (redisbuckets.Router.Heal)")
+						t.Skip("split vouchers are not healed")
 					}
 					tc.run(t, s)
 				})

@@ -1,9 +1,8 @@
-package redisbuckets_test
+package redisgate_test
 
 import (
 	"testing"
 
-	"github.com/hmdp-go/seckill/adapters/redisbuckets"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -18,7 +17,7 @@ import (
 func TestRouterHealsUnsplitVouchersOnly(t *testing.T) {
 	_, rdb := testenv.MiniRedis(t)
 	prefix := testenv.KeyPrefix(t)
-	r := redisbuckets.NewRouter(redisgate.New(rdb, redisgate.Options{Prefix: prefix}), redisbuckets.New(rdb, fastOpts(prefix)), true)
+	r := redisgate.New(rdb, fastOpts(prefix))
 	whole := newVoucher(t, 5)
 	split, err := newVoucher(t, 6).WithBuckets(3)
 	if err != nil {

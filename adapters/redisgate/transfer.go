@@ -1,9 +1,7 @@
-package redisbuckets
+package redisgate
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -45,12 +43,12 @@ import (
 // between two reads of that one round trip. If units keep moving away from
 // it, after Sweeps sweeps it answers busy (not admitted, nothing changed)
 // rather than sold out.
-func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, k, h int) error {
-	home := g.bucket(o.VoucherID(), h, k)
+func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, l *layout, h int) error {
+	k, home := l.k, l.buckets[h]
 	for sweep := 0; sweep < g.opts.Sweeps; sweep++ {
 		if sweep > 0 {
 			// Another claim's transfer may have refilled the home meanwhile.
-			answer, err := g.claimOnce(ctx, home, o, false)
+			answer, err := g.claimOnce(ctx, home, k, o, false)
 			if err != nil {
 				return fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
 			}
@@ -61,8 +59,8 @@ func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, k,
 		inFlight, took := int64(0), false
 		for i := 1; i < k; i++ {
 			d := (h + i) % k
-			donor := g.bucket(o.VoucherID(), d, k)
-			id := newTransferID()
+			donor := l.buckets[d]
+			id := randomToken()
 			n, created, young, err := g.take(ctx, donor, id, h)
 			if err != nil {
 				// Step 1 may have run: its record is the repair's to finish.
@@ -87,7 +85,7 @@ func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, k,
 				// A failed settle leaves an applied record: the repair deletes it.
 				_ = g.rdb.HDel(ctx, donor.Transfers(), id).Err()
 			}
-			answer, err := g.claimOnce(ctx, home, o, false)
+			answer, err := g.claimOnce(ctx, home, k, o, false)
 			if err != nil {
 				return fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
 			}
@@ -95,7 +93,7 @@ func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, k,
 				return answerErr(answer, o)
 			}
 		}
-		answer, err := g.claimOnce(ctx, home, o, false)
+		answer, err := g.claimOnce(ctx, home, k, o, false)
 		if err != nil {
 			return fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
 		}
@@ -154,12 +152,6 @@ func (g *Gate) apply(ctx context.Context, home redisschema.Keys, id string, n, c
 	}
 	return g.scripts.Run(ctx, g.rdb, applyScript, []string{home.Voucher, home.Applied()},
 		id, n, created, deadline.Milliseconds(), f).Int64()
-}
-
-func newTransferID() string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // record is one parsed transfer record.
@@ -263,76 +255,6 @@ func (g *Gate) RepairAll(ctx context.Context) (int, error) {
 		}
 	}
 	return total, nil
-}
-
-// PruneLive removes from the live set the bucket tags whose bucket hash and
-// stream are both gone (the sale's keys expired), and reports how many; the
-// unsplit gate's PruneLive skips them. As there, it removes first and looks
-// again, putting back a member whose keys came back meanwhile.
-func (g *Gate) PruneLive(ctx context.Context) (int, error) {
-	live := redisschema.LiveSet(g.prefix)
-	members, err := g.rdb.SMembers(ctx, live).Result()
-	if err != nil {
-		return 0, fmt.Errorf("prune bucket tags: %w", err)
-	}
-	var tags []string
-	for _, m := range members {
-		if _, ok := redisschema.ParseTag(m); ok && strings.Contains(m, ".") {
-			tags = append(tags, m)
-		}
-	}
-	gone := func(tags []string) ([]string, error) {
-		pipe := g.rdb.Pipeline()
-		cmds := make([]*redis.IntCmd, len(tags))
-		for i, tag := range tags {
-			k := redisschema.KeysForTag(g.prefix, tag)
-			cmds[i] = pipe.Exists(ctx, k.Voucher, k.Orders)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, err
-		}
-		var out []string
-		for i, c := range cmds {
-			if c.Val() == 0 {
-				out = append(out, tags[i])
-			}
-		}
-		return out, nil
-	}
-	if len(tags) == 0 {
-		return 0, nil
-	}
-	stale, err := gone(tags)
-	if err != nil || len(stale) == 0 {
-		return 0, err
-	}
-	rm := make([]any, len(stale))
-	for i, t := range stale {
-		rm[i] = t
-	}
-	if err := g.rdb.SRem(ctx, live, rm...).Err(); err != nil {
-		return 0, fmt.Errorf("prune bucket tags: %w", err)
-	}
-	still, err := gone(stale)
-	if err != nil {
-		return 0, fmt.Errorf("prune bucket tags: %w", err)
-	}
-	isGone := map[string]bool{}
-	for _, t := range still {
-		isGone[t] = true
-	}
-	var back []any
-	for _, t := range stale {
-		if !isGone[t] {
-			back = append(back, t)
-		}
-	}
-	if len(back) > 0 {
-		if err := g.rdb.SAdd(ctx, live, back...).Err(); err != nil {
-			return 0, fmt.Errorf("prune bucket tags: %w", err)
-		}
-	}
-	return len(stale) - len(back), nil
 }
 
 // snapshot reads every bucket's stock and number of transfer records in one
