@@ -17,7 +17,6 @@ import (
 	"crypto/rand"
 	_ "embed"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -41,8 +40,8 @@ var (
 
 	//go:embed bucket_claim.lua
 	bucketClaimLua string
-	// The message the script appends: id ARGV[2], userId ARGV[1], voucherId ARGV[4].
-	bucketClaimScript = redis.NewScript(redisschema.OrderScript(bucketClaimLua, "ARGV[2]", "ARGV[1]", "ARGV[4]"))
+	// The same message, from the same arguments.
+	bucketClaimScript = redis.NewScript(redisschema.OrderScript(bucketClaimLua, "ARGV[2]", "ARGV[1]", "ARGV[3]"))
 
 	//go:embed release.lua
 	releaseLua    string
@@ -287,13 +286,9 @@ func (g *Gate) ReserveAndAppend(ctx context.Context, o domain.VoucherOrder) erro
 // it reads the streams this gate writes.
 func (g *Gate) Prefix() string { return g.prefix }
 
-// claim runs the claim script and, in the same round trip, writes the
-// order's index entry (redisschema.OrderIndexKey -> voucher and user), which lets Queued find
-// a queued order in O(1) whatever the number of live sales. The entry cannot
-// be written by the script (it lives outside the voucher's hash tag, so on a
-// cluster in another slot), and is written whatever the script answers, so it
-// costs no second round trip: an entry of a refused claim names a voucher
-// whose buyers do not hold that ID, and Queued checks them.
+// claim runs the claim script in the voucher's one bucket, or in the user's
+// home bucket of a split voucher (claimSplit, which moves units there when
+// the home is empty).
 func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder bool) error {
 	l, err := g.layoutOf(ctx, o.VoucherID())
 	if err != nil {
@@ -306,47 +301,79 @@ func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder boo
 		}
 		return g.claimSplit(ctx, l, o)
 	}
-	run, index := g.claimCmds(ctx, l, o, appendOrder)
-	if g.waitReplicas > 0 {
-		err = g.claimReplicated(ctx, o, l.buckets[0].Voucher, run, index)
-	} else if err = redisbatch.Do(ctx, g.claims, run, index); err != nil {
-		// Out of time: the script may still run, so the outcome is unknown.
-		return fmt.Errorf("claim script for %s: %w", o, err)
-	} else {
-		if redisscript.IsNoScript(run.Err()) {
-			// Redis lost its script cache (a restart, SCRIPT FLUSH): reloaded
-			// once for every claim that met it.
-			keys, args := claimKeysArgs(run)
-			run = g.scripts.Retry(ctx, g.claims, claimScript, keys, args...)
-		}
-		err = g.answer(o, run)
+	answer, err := g.claimIn(ctx, l, 0, o, appendOrder, true)
+	if err != nil {
+		return err
 	}
-	if errors.Is(err, domain.ErrVoucherNotFound) {
+	if answer == domain.ErrVoucherNotFound.Code() {
 		g.forget(l)
 	}
-	return err
+	return answerErr(answer, o)
 }
 
-// answer reads the claim script's answer: nil for a reservation, the domain
-// refusal it names, or an error.
-func (g *Gate) answer(o domain.VoucherOrder, run *redis.Cmd) error {
+// claimIn runs the claim script on bucket b and answers what it answered.
+// With index it writes, in the same round trip, the order's index entry
+// (redisschema.OrderIndexKey -> voucher, user and K), which lets Queued find
+// a queued order in O(1) whatever the number of live sales. The entry cannot
+// be written by the script (it lives outside the voucher's hash tag, so on a
+// cluster in another slot), and is written whatever the script answers, so it
+// costs no second round trip: an entry of a refused claim names a voucher
+// whose buyers do not hold that ID, and Queued checks them.
+func (g *Gate) claimIn(ctx context.Context, l *layout, b int, o domain.VoucherOrder, appendOrder, index bool) (string, error) {
+	run, entry := g.claimCmds(ctx, l, b, o, appendOrder)
+	if g.waitReplicas > 0 {
+		return g.claimReplicated(ctx, o, l, b, run, entry, index)
+	}
+	var err error
+	if index {
+		err = redisbatch.Do(ctx, g.claims, run, entry)
+	} else {
+		err = redisbatch.Do(ctx, g.claims, run)
+	}
+	if err != nil {
+		// Out of time: the script may still run, so the outcome is unknown.
+		return "", fmt.Errorf("claim script for %s: %w", o, err)
+	}
+	if redisscript.IsNoScript(run.Err()) {
+		// Redis lost its script cache (a restart, SCRIPT FLUSH): reloaded
+		// once for every claim that met it.
+		keys, args := claimKeysArgs(run)
+		run = g.scripts.Retry(ctx, g.claims, l.script, keys, args...)
+	}
+	return scriptAnswer(o, run)
+}
+
+// scriptAnswer is the claim script's answer, or the error it met.
+func scriptAnswer(o domain.VoucherOrder, run *redis.Cmd) (string, error) {
 	answer, err := run.Text()
 	if err != nil {
 		if redisbatch.NoReplicas(err) {
-			return fmt.Errorf("claim script for %s: %w: %w", o, ports.ErrNotAdmitted, err)
+			// Refused at its first write: nothing was taken.
+			return "", fmt.Errorf("claim script for %s: %w: %w", o, ports.ErrNotAdmitted, err)
 		}
-		return fmt.Errorf("claim script for %s: %w", o, err)
+		return "", fmt.Errorf("claim script for %s: %w", o, err)
 	}
-	if answer != claimOK {
-		if r, ok := domain.RefusalByCode(answer); ok {
-			return r
-		}
-		return fmt.Errorf("claim script for %s: unexpected answer %q", o, answer)
+	return answer, nil
+}
+
+// answerErr maps the claim script's answer to the claim's result: nil for a
+// reservation, the domain refusal it names, or an error. A failed index
+// write is not worth failing a sold unit for: a status query then answers
+// not_found until the database has the order, as it would for any query
+// racing the claim's answer.
+func answerErr(answer string, o domain.VoucherOrder) error {
+	switch answer {
+	case claimOK:
+		return nil
+	case "busy":
+		return fmt.Errorf("%w: voucher %d's buckets are being restored", ports.ErrNotAdmitted, o.VoucherID())
+	case "empty":
+		return domain.ErrSoldOut
 	}
-	// A failed index write is not worth failing a sold unit for: a status
-	// query then answers not_found until the database has the order, as it
-	// would for any query racing the claim's answer.
-	return nil
+	if r, ok := domain.RefusalByCode(answer); ok {
+		return r
+	}
+	return fmt.Errorf("claim script for %s: unexpected answer %q", o, answer)
 }
 
 // minIndexTTL keeps an order's index entry long past the moment its order

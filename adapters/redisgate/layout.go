@@ -19,18 +19,21 @@ type layout struct {
 	id      domain.VoucherID
 	k       int
 	buckets []redisschema.Keys
-	// claimHead is an unsplit voucher's claim command up to its first ARGV
-	// (claimargs.go), boxed once.
-	claimHead []any
+	// script decides a claim: claim.lua for an unsplit voucher,
+	// bucket_claim.lua for a split one's buckets. claimHeads are each
+	// bucket's claim command up to its first ARGV (claimargs.go), boxed once.
+	script     *redis.Script
+	claimHeads [][]any
 }
 
 func (g *Gate) newLayout(id domain.VoucherID, k int) *layout {
-	l := &layout{id: id, k: k, buckets: make([]redisschema.Keys, k)}
+	l := &layout{id: id, k: k, buckets: make([]redisschema.Keys, k), claimHeads: make([][]any, k), script: claimScript}
+	if k > 1 {
+		l.script = bucketClaimScript
+	}
 	for b := range k {
 		l.buckets[b] = redisschema.KeysForTag(g.prefix, redisschema.BucketTag(id, b, k))
-	}
-	if k == 1 {
-		l.claimHead = claimHead(l.buckets[0])
+		l.claimHeads[b] = claimHead(l.script, l.buckets[b])
 	}
 	return l
 }

@@ -48,7 +48,7 @@ func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, l 
 	for sweep := 0; sweep < g.opts.Sweeps; sweep++ {
 		if sweep > 0 {
 			// Another claim's transfer may have refilled the home meanwhile.
-			answer, err := g.claimOnce(ctx, home, k, o, false)
+			answer, err := g.claimIn(ctx, l, h, o, true, false)
 			if err != nil {
 				return fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
 			}
@@ -85,7 +85,7 @@ func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, l 
 				// A failed settle leaves an applied record: the repair deletes it.
 				_ = g.rdb.HDel(ctx, donor.Transfers(), id).Err()
 			}
-			answer, err := g.claimOnce(ctx, home, k, o, false)
+			answer, err := g.claimIn(ctx, l, h, o, true, false)
 			if err != nil {
 				return fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
 			}
@@ -93,7 +93,7 @@ func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, l 
 				return answerErr(answer, o)
 			}
 		}
-		answer, err := g.claimOnce(ctx, home, k, o, false)
+		answer, err := g.claimIn(ctx, l, h, o, true, false)
 		if err != nil {
 			return fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
 		}
