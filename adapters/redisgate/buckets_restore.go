@@ -241,27 +241,7 @@ func (g *Gate) restoreBudget() time.Duration {
 func (g *Gate) writeRestored(ctx context.Context, v domain.Voucher, k, b, stock int, marks map[domain.UserID]domain.OrderID) error {
 	bk := g.bucket(v.ID(), b, k)
 	staging := bk.Staging(randomToken())
-	args := make([]any, 0, 2*restoreChunk)
-	flush := func() error {
-		if len(args) == 0 {
-			return nil
-		}
-		pipe := g.rdb.Pipeline()
-		pipe.HSet(ctx, staging, args...)
-		pipe.PExpire(ctx, staging, stagingTTL)
-		_, err := pipe.Exec(ctx)
-		args = args[:0]
-		return err
-	}
-	for u, o := range marks {
-		args = append(args, int64(u), int64(o))
-		if len(args) == 2*restoreChunk {
-			if err := flush(); err != nil {
-				return fmt.Errorf("restore voucher %d bucket %d: stage buyers: %w", v.ID(), b, err)
-			}
-		}
-	}
-	if err := flush(); err != nil {
+	if err := g.stage(ctx, staging, marks); err != nil {
 		return fmt.Errorf("restore voucher %d bucket %d: stage buyers: %w", v.ID(), b, err)
 	}
 	s := v.Sale()

@@ -44,61 +44,42 @@ import (
 // it, after Sweeps sweeps it answers busy (not admitted, nothing changed)
 // rather than sold out.
 func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, l *layout, h int) error {
-	k, home := l.k, l.buckets[h]
+	// again claims in the home once more; done is false while it is empty.
+	again := func() (done bool, err error) {
+		answer, err := g.claimIn(ctx, l, h, o, true, false)
+		if err != nil {
+			return true, fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
+		}
+		if answer != "empty" {
+			return true, answerErr(answer, o)
+		}
+		return false, nil
+	}
 	for sweep := 0; sweep < g.opts.Sweeps; sweep++ {
 		if sweep > 0 {
 			// Another claim's transfer may have refilled the home meanwhile.
-			answer, err := g.claimIn(ctx, l, h, o, true, false)
-			if err != nil {
-				return fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
-			}
-			if answer != "empty" {
-				return answerErr(answer, o)
+			if done, err := again(); done {
+				return err
 			}
 		}
 		inFlight, took := int64(0), false
-		for i := 1; i < k; i++ {
-			d := (h + i) % k
-			donor := l.buckets[d]
-			id := randomToken()
-			n, created, young, err := g.take(ctx, donor, id, h)
+		for i := 1; i < l.k; i++ {
+			n, young, err := g.transfer(ctx, l, (h+i)%l.k, h)
 			if err != nil {
 				// Step 1 may have run: its record is the repair's to finish.
-				return fmt.Errorf("%w: transfer from bucket %d: %w", ports.ErrNotAdmitted, d, err)
+				return fmt.Errorf("%w: %w", ports.ErrNotAdmitted, err)
 			}
+			inFlight += young
 			if n == 0 {
-				inFlight += young
 				continue
 			}
 			took = true
-			if err := g.fault("taken"); err != nil {
-				return fmt.Errorf("%w: %w", ports.ErrNotAdmitted, err)
-			}
-			res, err := g.apply(ctx, home, id, n, created, g.opts.ApplyDeadline, false)
-			if err != nil {
-				return fmt.Errorf("%w: transfer to bucket %d: %w", ports.ErrNotAdmitted, h, err)
-			}
-			if res == 1 || res == 0 {
-				if err := g.fault("applied"); err != nil {
-					return fmt.Errorf("%w: %w", ports.ErrNotAdmitted, err)
-				}
-				// A failed settle leaves an applied record: the repair deletes it.
-				_ = g.rdb.HDel(ctx, donor.Transfers(), id).Err()
-			}
-			answer, err := g.claimIn(ctx, l, h, o, true, false)
-			if err != nil {
-				return fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
-			}
-			if answer != "empty" {
-				return answerErr(answer, o)
+			if done, err := again(); done {
+				return err
 			}
 		}
-		answer, err := g.claimIn(ctx, l, h, o, true, false)
-		if err != nil {
-			return fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
-		}
-		if answer != "empty" {
-			return answerErr(answer, o)
+		if done, err := again(); done {
+			return err
 		}
 		if took || inFlight > 0 {
 			continue
@@ -107,7 +88,7 @@ func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, l 
 		// have moved behind the sweep (into a bucket visited earlier, from one
 		// visited later): one snapshot of every bucket's stock and records, in
 		// one pipelined round trip, settles it.
-		stock, records, err := g.snapshot(ctx, o.VoucherID(), k)
+		stock, records, err := g.snapshot(ctx, o.VoucherID(), l.k)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ports.ErrNotAdmitted, err)
 		}
@@ -122,6 +103,67 @@ func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, l 
 		}
 	}
 	return fmt.Errorf("%w: voucher %d's stock is moving between buckets", ports.ErrNotAdmitted, o.VoucherID())
+}
+
+// transfer moves half of donor d's stock into bucket h (steps 1 to 3). n is
+// the units taken; 0 when d is empty, and then young counts d's records
+// still in flight to other buckets. An error after step 1 leaves a record
+// that the repair finishes.
+func (g *Gate) transfer(ctx context.Context, l *layout, d, h int) (n, young int64, err error) {
+	id := randomToken()
+	n, created, young, err := g.take(ctx, l.buckets[d], id, h)
+	if err != nil {
+		return 0, 0, fmt.Errorf("transfer from bucket %d: %w", d, err)
+	}
+	if n == 0 {
+		return 0, young, nil
+	}
+	if err := g.fault("taken"); err != nil {
+		return n, 0, err
+	}
+	res, err := g.apply(ctx, l.buckets[h], id, n, created, g.opts.ApplyDeadline, false)
+	if err != nil {
+		return n, 0, fmt.Errorf("transfer to bucket %d: %w", h, err)
+	}
+	if res == 1 || res == 0 {
+		if err := g.fault("applied"); err != nil {
+			return n, 0, err
+		}
+		// A failed settle leaves an applied record: the repair deletes it.
+		_ = g.rdb.HDel(ctx, l.buckets[d].Transfers(), id).Err()
+	}
+	return n, 0, nil
+}
+
+// pull moves units from the other buckets into bucket h by transfers until
+// h holds want, or a sweep over them moved nothing (at most Sweeps sweeps).
+func (g *Gate) pull(ctx context.Context, l *layout, h int, want int64) error {
+	for range g.opts.Sweeps {
+		have, err := g.rdb.HGet(ctx, l.buckets[h].Voucher, "stock").Int64()
+		if err != nil || have >= want {
+			return ignoreNil(err)
+		}
+		moved := false
+		for i := 1; i < l.k && have < want; i++ {
+			n, _, err := g.transfer(ctx, l, (h+i)%l.k, h)
+			if err != nil {
+				return err
+			}
+			moved = moved || n > 0
+			have += n
+		}
+		if !moved {
+			return nil
+		}
+	}
+	return nil
+}
+
+func ignoreNil(err error) error {
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	return err
 }
 
 func (g *Gate) fault(step string) error {
