@@ -13,7 +13,6 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
-	"github.com/hmdp-go/seckill/adapters/redisbuckets"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/application"
@@ -29,7 +28,6 @@ type App struct {
 	Queue   ports.OrderQueue
 	Restore *application.RestoreGate
 	Gate    *redisgate.Gate
-	Buckets *redisbuckets.Gate
 	Tokens  ports.TokenIssuer
 	// Sessions resolves login tokens through the one session cache.
 	Sessions *redissession.Sessions
@@ -103,9 +101,6 @@ func (a *App) prepare(ctx context.Context) (string, error) {
 	if err := a.Gate.LoadScripts(ctx); err != nil {
 		return "", err
 	}
-	if err := a.Buckets.LoadScripts(ctx); err != nil {
-		return "", err
-	}
 	rep, err := a.Restore.Handle(ctx)
 	logHealed(a.Log, rep.Healed)
 	if err != nil {
@@ -124,11 +119,6 @@ func (a *App) pruneLive(ctx context.Context) {
 		a.Log.Warn().Err(err).Msg("pruning ended sales from the live set failed")
 	} else if n > 0 {
 		a.Log.Info().Int("vouchers", n).Msg("ended sales pruned from the live set")
-	}
-	if n, err := a.Buckets.PruneLive(ctx); err != nil {
-		a.Log.Warn().Err(err).Msg("pruning ended split sales' buckets from the live set failed")
-	} else if n > 0 {
-		a.Log.Info().Int("buckets", n).Msg("ended split sales' buckets pruned from the live set")
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/hmdp-go/seckill/adapters/httpapi"
 	"github.com/hmdp-go/seckill/adapters/jwtsession"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
-	"github.com/hmdp-go/seckill/adapters/redisbuckets"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redisroom"
 	"github.com/hmdp-go/seckill/adapters/redissession"
@@ -185,9 +184,14 @@ func splitRule(rdb redis.UniversalClient, c Config, log zerolog.Logger) httpapi.
 	return httpapi.SplitRule{Above: c.BucketsAbove, Into: k}
 }
 
-func provideGate(rdb redis.UniversalClient, claims ClaimRedis, c Config) *redisgate.Gate {
+// provideGate is the gate of every voucher, split into buckets or not
+// (issue 12). A split voucher's restore reads the database again after
+// counting Redis. Split vouchers need the Stream queue (each bucket appends
+// to its own stream); on the channel queue every voucher is sold whole.
+func provideGate(rdb redis.UniversalClient, claims ClaimRedis, c Config, vouchers *mysqlstore.VoucherRepo, orders *mysqlstore.OrderRepo) *redisgate.Gate {
 	return redisgate.New(rdb, redisgate.Options{Prefix: c.KeyPrefix, Retention: c.KeyRetention, Claims: claims.UniversalClient,
-		WaitReplicas: c.RedisWaitReplicas, WaitTimeout: c.RedisWaitTimeout, ReclaimAfterCancel: c.ReclaimAfterCancel})
+		WaitReplicas: c.RedisWaitReplicas, WaitTimeout: c.RedisWaitTimeout, ReclaimAfterCancel: c.ReclaimAfterCancel,
+		Unsplit: c.Queue != QueueStream, Vouchers: vouchers, Orders: orders})
 }
 
 // provideSoldOutMarks are this instance's local sold-out marks: a step of
@@ -201,26 +205,11 @@ func provideSoldOutMarks(c Config) *application.SoldOutMarks {
 // see, its wrappers applied here in one place, outermost first: RoomGate
 // opens a sale's waiting room before the gate makes the sale claimable;
 // SoldOutGate clears the sold-out marks whenever stock may come back; the
-// router sends each voucher to the whole gate or to its buckets.
-func provideStockGate(router *redisbuckets.Router, marks *application.SoldOutMarks, rooms ports.RoomStore,
+// gate holds each voucher whole or in buckets.
+func provideStockGate(gate *redisgate.Gate, marks *application.SoldOutMarks, rooms ports.RoomStore,
 	dir *application.RoomDirectory,
 ) *application.RoomGate {
-	return application.NewRoomGate(marks.Gate(router), rooms, dir)
-}
-
-// provideBucketGate is the gate of vouchers whose stock is split into buckets
-// (issue 12). Its restore reads the database again after counting Redis.
-func provideBucketGate(rdb redis.UniversalClient, c Config, vouchers *mysqlstore.VoucherRepo, orders *mysqlstore.OrderRepo) *redisbuckets.Gate {
-	return redisbuckets.New(rdb, redisbuckets.Options{
-		Prefix: c.KeyPrefix, Retention: c.KeyRetention, Vouchers: vouchers, Orders: orders,
-		WaitReplicas: c.RedisWaitReplicas, WaitTimeout: c.RedisWaitTimeout, ReclaimAfterCancel: c.ReclaimAfterCancel,
-	})
-}
-
-// provideGateRouter sends each voucher's gate calls to the unsplit gate or to
-// the bucketed one, by the voucher's number of buckets.
-func provideGateRouter(g *redisgate.Gate, b *redisbuckets.Gate, c Config) *redisbuckets.Router {
-	return redisbuckets.NewRouter(g, b, c.Queue == QueueStream)
+	return application.NewRoomGate(marks.Gate(gate), rooms, dir)
 }
 
 func provideChannelQueue(c Config) *chanqueue.Queue {
@@ -259,11 +248,9 @@ var commonSet = wire.NewSet(
 	provideObservability,
 	provideClaimObserver,
 	provideGate,
-	provideBucketGate,
-	provideGateRouter,
-	wire.Bind(new(ports.GateProbe), new(*redisbuckets.Router)),
-	wire.Bind(new(ports.GateAudit), new(*redisbuckets.Router)),
-	wire.Bind(new(ports.GateControls), new(*redisbuckets.Router)),
+	wire.Bind(new(ports.GateProbe), new(*redisgate.Gate)),
+	wire.Bind(new(ports.GateAudit), new(*redisgate.Gate)),
+	wire.Bind(new(ports.GateControls), new(*redisgate.Gate)),
 	wire.Bind(new(ports.SaleControls), new(*mysqlstore.VoucherRepo)),
 	wire.Bind(new(ports.OrderLedger), new(*mysqlstore.OrderRepo)),
 	wire.Bind(new(ports.SaleOrders), new(*mysqlstore.OrderRepo)),
@@ -296,7 +283,7 @@ var commonSet = wire.NewSet(
 	provideHandler,
 	wire.Struct(new(gateRepair), "*"),
 	provideServices,
-	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Restore", "Gate", "Buckets", "Tokens", "Sessions", "DB", "Redis", "Observability", "Expire", "Services"),
+	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Restore", "Gate", "Tokens", "Sessions", "DB", "Redis", "Observability", "Expire", "Services"),
 )
 
 // channelSet: the in-process bounded channel, fed by the gate plus the channel.

@@ -7,7 +7,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
-	"github.com/hmdp-go/seckill/adapters/redisbuckets"
+	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -48,11 +48,10 @@ func BuildReconcile(c Config, log zerolog.Logger) (*application.ReconcileVoucher
 	// The service's own providers, so the tool sees the gate and the stream
 	// under the very keys and options the service writes them with.
 	vouchers, orders := mysqlstore.NewVoucherRepo(db), mysqlstore.NewOrderRepo(db)
-	split := provideBucketGate(rdb, c, vouchers, orders)
+	gate := provideGate(rdb, ClaimRedis{rdb}, c, vouchers, orders)
 	if backlog != nil {
 		// A split voucher's backlog is its bucket streams'.
-		backlog = redisbuckets.NewBacklog(backlog, split)
+		backlog = redisgate.NewBacklog(backlog, gate)
 	}
-	gate := provideGateRouter(provideGate(rdb, ClaimRedis{rdb}, c), split, c)
 	return application.NewReconcileVoucher(vouchers, orders, gate, backlog), cleanup, nil
 }

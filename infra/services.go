@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hmdp-go/seckill/adapters/claimcount"
-	"github.com/hmdp-go/seckill/adapters/redisbuckets"
+	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/adapters/worker"
 	"github.com/hmdp-go/seckill/application"
@@ -153,7 +153,7 @@ type gateRepair struct {
 	DB      *bun.DB
 	Redis   redis.UniversalClient
 	Restore *application.RestoreGate
-	Buckets *redisbuckets.Gate
+	Gate    *redisgate.Gate
 }
 
 // pass is one repair, bounded by one interval.
@@ -175,7 +175,7 @@ func (r *gateRepair) pass(ctx context.Context) {
 	// Transfer records of split vouchers whose claimant died between two
 	// steps are finished here, so their units are on sale again within
 	// one interval (plus the records' apply deadline).
-	if moved, terr := r.Buckets.RepairAll(rctx); terr != nil && ctx.Err() == nil {
+	if moved, terr := r.Gate.RepairAll(rctx); terr != nil && ctx.Err() == nil {
 		r.Log.Error().Err(terr).Int("finished", moved).Msg("finishing bucket transfers failed; retrying at the next interval")
 	} else if moved > 0 {
 		r.Log.Warn().Int("transfers", moved).Msg("finished bucket transfers left by a claim that stopped between two steps")

@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
-	"github.com/hmdp-go/seckill/adapters/redisbuckets"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redislease"
 	"github.com/hmdp-go/seckill/adapters/redisstream"
@@ -18,10 +17,10 @@ import (
 )
 
 // provideStreamAdmission: the claim script also XADDs the order, so
-// reservation and message are one atomic step. Claims on a voucher split into
-// buckets go to its home bucket's script instead (redisbuckets.Admission).
-func provideStreamAdmission(g *redisgate.Gate, b *redisbuckets.Gate, q *redisstream.Queue) *redisbuckets.Admission {
-	return redisbuckets.NewAdmission(redisstream.NewAdmission(g, q), b)
+// reservation and message are one atomic step (a split voucher's, in the
+// user's home bucket).
+func provideStreamAdmission(g *redisgate.Gate, q *redisstream.Queue) *redisstream.Admission {
+	return redisstream.NewAdmission(g, q)
 }
 
 // ConsumerLease is this instance's exclusive hold on its consumer name.
@@ -88,7 +87,7 @@ func provideStreamQueue(rdb redis.UniversalClient, c Config, log zerolog.Logger,
 // streamSet: the Redis Stream queue, shared by every instance as one group.
 var streamSet = wire.NewSet(
 	provideStreamAdmission,
-	wire.Bind(new(ports.Admission), new(*redisbuckets.Admission)),
+	wire.Bind(new(ports.Admission), new(*redisstream.Admission)),
 	provideConsumerLease,
 	provideStreamQueue,
 	provideObservedStreamQueue,

@@ -55,11 +55,9 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	orderRepository := provideOrderRepo(orderRepo, observability)
-	gate := provideGate(universalClient, claimRedis, c)
-	redisbucketsGate := provideBucketGate(universalClient, c, voucherRepo, orderRepo)
-	router := provideGateRouter(gate, redisbucketsGate, c)
+	gate := provideGate(universalClient, claimRedis, c, voucherRepo, orderRepo)
 	soldOutMarks := provideSoldOutMarks(c)
-	roomGate := provideStockGate(router, soldOutMarks, rooms, roomDirectory)
+	roomGate := provideStockGate(gate, soldOutMarks, rooms, roomDirectory)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, roomGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs, cleanup5 := provideIDs(universalClient, claimRedis, c)
@@ -91,7 +89,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	}
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
-	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, roomDirectory, systemClock)
+	saleDashboard := application.NewSaleDashboard(voucherRepo, gate, orderRepo, queue, counter, roomDirectory, systemClock)
 	claimObserver := provideClaimObserver(observability)
 	joinRoom := application.NewJoinRoom(roomDirectory, roomSigner)
 	pollRoom := application.NewPollRoom(roomDirectory, roomSigner)
@@ -99,10 +97,10 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	listSaleOrders := application.NewListSaleOrders(voucherRepo, orderRepo)
 	auditRepo := mysqlstore.NewAuditRepo(db)
 	readAuditLog := application.NewReadAuditLog(auditRepo)
-	controlSale := application.NewControlSale(voucherRepo, router, systemClock)
+	controlSale := application.NewControlSale(voucherRepo, gate, systemClock)
 	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, bearerSessions, tokenIssuer, readyCheck, saleDashboard, log, c, claimObserver, universalClient, httpapiRooms, listSaleOrders, readAuditLog, controlSale)
 	orderQueue := provideObservedChannelQueue(queue, observability)
-	restoreGate := provideRestoreGate(voucherRepo, orderRepository, roomGate, router, systemClock, router)
+	restoreGate := provideRestoreGate(voucherRepo, orderRepository, roomGate, gate, systemClock, gate)
 	expireOrders := provideExpireOrders(orderLifecycle, roomGate, systemClock)
 	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
@@ -112,7 +110,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		DB:      db,
 		Redis:   universalClient,
 		Restore: restoreGate,
-		Buckets: redisbucketsGate,
+		Gate:    gate,
 	}
 	services := provideServices(c, log, worker, sessions, infraGateRepair, expireOrders, counter)
 	app := &App{
@@ -122,7 +120,6 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Queue:         orderQueue,
 		Restore:       restoreGate,
 		Gate:          gate,
-		Buckets:       redisbucketsGate,
 		Tokens:        tokenIssuer,
 		Sessions:      sessions,
 		DB:            db,
@@ -181,11 +178,9 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	orderRepository := provideOrderRepo(orderRepo, observability)
-	gate := provideGate(universalClient, claimRedis, c)
-	redisbucketsGate := provideBucketGate(universalClient, c, voucherRepo, orderRepo)
-	router := provideGateRouter(gate, redisbucketsGate, c)
+	gate := provideGate(universalClient, claimRedis, c, voucherRepo, orderRepo)
 	soldOutMarks := provideSoldOutMarks(c)
-	roomGate := provideStockGate(router, soldOutMarks, rooms, roomDirectory)
+	roomGate := provideStockGate(gate, soldOutMarks, rooms, roomDirectory)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, roomGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs, cleanup5 := provideIDs(universalClient, claimRedis, c)
@@ -208,7 +203,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	admission := provideStreamAdmission(gate, redisbucketsGate, queue)
+	admission := provideStreamAdmission(gate, queue)
 	roomSigner, err := provideRoomSigner(universalClient, c, log)
 	if err != nil {
 		cleanup7()
@@ -239,7 +234,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	}
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
-	saleDashboard := application.NewSaleDashboard(voucherRepo, router, orderRepo, queue, counter, roomDirectory, systemClock)
+	saleDashboard := application.NewSaleDashboard(voucherRepo, gate, orderRepo, queue, counter, roomDirectory, systemClock)
 	claimObserver := provideClaimObserver(observability)
 	joinRoom := application.NewJoinRoom(roomDirectory, roomSigner)
 	pollRoom := application.NewPollRoom(roomDirectory, roomSigner)
@@ -247,10 +242,10 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	listSaleOrders := application.NewListSaleOrders(voucherRepo, orderRepo)
 	auditRepo := mysqlstore.NewAuditRepo(db)
 	readAuditLog := application.NewReadAuditLog(auditRepo)
-	controlSale := application.NewControlSale(voucherRepo, router, systemClock)
+	controlSale := application.NewControlSale(voucherRepo, gate, systemClock)
 	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, bearerSessions, tokenIssuer, readyCheck, saleDashboard, log, c, claimObserver, universalClient, httpapiRooms, listSaleOrders, readAuditLog, controlSale)
 	orderQueue := provideObservedStreamQueue(queue, universalClient, c, observability)
-	restoreGate := provideRestoreGate(voucherRepo, orderRepository, roomGate, router, systemClock, router)
+	restoreGate := provideRestoreGate(voucherRepo, orderRepository, roomGate, gate, systemClock, gate)
 	expireOrders := provideExpireOrders(orderLifecycle, roomGate, systemClock)
 	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
@@ -260,7 +255,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		DB:      db,
 		Redis:   universalClient,
 		Restore: restoreGate,
-		Buckets: redisbucketsGate,
+		Gate:    gate,
 	}
 	services := provideServices(c, log, worker, sessions, infraGateRepair, expireOrders, counter)
 	app := &App{
@@ -270,7 +265,6 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Queue:         orderQueue,
 		Restore:       restoreGate,
 		Gate:          gate,
-		Buckets:       redisbucketsGate,
 		Tokens:        tokenIssuer,
 		Sessions:      sessions,
 		DB:            db,

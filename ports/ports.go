@@ -116,8 +116,7 @@ type GateProbe interface {
 	// gone, in one round trip however many ids there are.
 	Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error)
 	// Counts returns, for those of ids the gate holds (others are absent from
-	// the map: Missing's business, or a gate kept in a form Heal does not
-	// repair), how many buyers it marks and the stock it has left, in one
+	// the map: Missing's business), how many buyers it marks and the stock it has left, in one
 	// round trip however many ids there are. A buyer's mark is written before
 	// its order can reach the database and stays while the order stands, so
 	// a gate marking fewer buyers than the database holds orders, or holding

@@ -17,30 +17,33 @@ import (
 // boxed once (a voucher's in claimHead, the rest here), so a claim boxes only
 // its three ids: building the commands was ~3% of the service's CPU.
 //
-// claim.lua's arguments: KEYS voucher, buyers, orders; ARGV userId, orderId,
-// voucherId, enqueue flag, retention (ms).
+// The claim scripts' arguments (claim.lua, bucket_claim.lua): KEYS bucket,
+// buyers, orders; ARGV userId, orderId, voucherId, enqueue flag, retention
+// (ms).
 const claimKeys = 3
 
-// claimHead is a voucher's claim command up to its first ARGV.
-func claimHead(k redisschema.Keys) []any {
-	return []any{"evalsha", claimScript.Hash(), claimKeys, k.Voucher, k.Buyers, k.Orders}
+// claimHead is a bucket's claim command up to its first ARGV.
+func claimHead(sc *redis.Script, k redisschema.Keys) []any {
+	return []any{"evalsha", sc.Hash(), claimKeys, k.Voucher, k.Buyers, k.Orders}
 }
 
 // enqueueNo and enqueueYes are ARGV[4]: whether the script XADDs the order
 // message (redisschema.OrderScript).
 var enqueueNo, enqueueYes any = "0", "1"
 
-func (g *Gate) claimCmds(ctx context.Context, l *voucherKeys, o domain.VoucherOrder, appendOrder bool) (run *redis.Cmd, index *redis.StatusCmd) {
-	args := make([]any, len(l.claimHead), len(l.claimHead)+5)
-	copy(args, l.claimHead)
+// claimCmds builds the claim of o in bucket b of l, and its index entry.
+func (g *Gate) claimCmds(ctx context.Context, l *layout, b int, o domain.VoucherOrder, appendOrder bool) (run *redis.Cmd, index *redis.StatusCmd) {
+	head := l.claimHeads[b]
+	args := make([]any, len(head), len(head)+5)
+	copy(args, head)
 	enqueue := enqueueNo
 	if appendOrder {
 		enqueue = enqueueYes
 	}
 	args = append(args, int64(o.UserID()), int64(o.ID()), int64(o.VoucherID()), enqueue, g.boxed.retention)
 	run = redis.NewCmd(ctx, args...)
-	run.SetFirstKeyPos(3) // routes by the voucher's slot on a cluster
-	index = redis.NewStatusCmd(ctx, "set", redisschema.OrderIndexKey(g.prefix, o.ID()), redisschema.EncodeOrderIndex(o, 1), "px", g.boxed.indexTTL)
+	run.SetFirstKeyPos(3) // routes by the bucket's slot on a cluster
+	index = redis.NewStatusCmd(ctx, "set", redisschema.OrderIndexKey(g.prefix, o.ID()), redisschema.EncodeOrderIndex(o, l.k), "px", g.boxed.indexTTL)
 	return run, index
 }
 

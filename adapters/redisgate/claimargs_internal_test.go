@@ -23,9 +23,9 @@ func TestClaimCommandsAllocationsStayWithinBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := g.voucher(o.VoucherID())
+	l := g.known(o.VoucherID(), 1)
 	ctx := context.Background()
-	got := testing.AllocsPerRun(200, func() { g.claimCmds(ctx, l, o, true) })
+	got := testing.AllocsPerRun(200, func() { g.claimCmds(ctx, l, 0, o, true) })
 	t.Logf("%.1f allocations to build a claim's commands (budget %d)", got, claimCmdsAllocBudget)
 	if got > claimCmdsAllocBudget {
 		t.Fatalf("%.1f allocations to build a claim's commands, budget %d", got, claimCmdsAllocBudget)
@@ -42,7 +42,7 @@ func TestClaimCommandsAreTheScriptsArguments(t *testing.T) {
 	}
 	k := redisschema.KeysFor("a:", o.VoucherID())
 	for _, appendOrder := range []bool{false, true} {
-		run, index := g.claimCmds(context.Background(), g.voucher(o.VoucherID()), o, appendOrder)
+		run, index := g.claimCmds(context.Background(), g.known(o.VoucherID(), 1), 0, o, appendOrder)
 		flag := map[bool]string{false: "0", true: "1"}[appendOrder]
 		want := fmt.Sprint([]any{"evalsha", claimScript.Hash(), 3, k.Voucher, k.Buyers, k.Orders,
 			int64(123456789), int64(1<<40 + 12345), int64(4242), flag, DefaultRetention.Milliseconds()})

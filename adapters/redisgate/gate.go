@@ -2,7 +2,14 @@
 // admission check (sale window, stock, one order per user, and in stream mode
 // the order message) is one embedded Lua script, and OrderIDs, whose sequence
 // is leased from Redis in blocks. Every key a script touches is passed in KEYS
-// and shares the voucher's hash tag, so the same code runs on Redis Cluster.
+// and shares one hash tag, so the same code runs on Redis Cluster.
+//
+// A voucher's stock lies in one or more buckets, each under its own hash tag
+// (docs/SCALING-buckets.md). An unsplit voucher is the one bucket that never
+// transfers, under the tag of its id; a voucher split into K buckets spreads
+// its claims over K slots: a user's claims are decided by one bucket, the
+// user's home, and units move between buckets by a three-step transfer whose
+// records make a crash between two steps harmless (transfer.go).
 package redisgate
 
 import (
@@ -11,6 +18,8 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"fmt"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +37,11 @@ var (
 	claimLua string
 	// The message the script appends: id ARGV[2], userId ARGV[1], voucherId ARGV[3].
 	claimScript = redis.NewScript(redisschema.OrderScript(claimLua, "ARGV[2]", "ARGV[1]", "ARGV[3]"))
+
+	//go:embed bucket_claim.lua
+	bucketClaimLua string
+	// The same message, from the same arguments.
+	bucketClaimScript = redis.NewScript(redisschema.OrderScript(bucketClaimLua, "ARGV[2]", "ARGV[1]", "ARGV[3]"))
 
 	//go:embed release.lua
 	releaseLua    string
@@ -83,7 +97,42 @@ type Options struct {
 	// place is forfeited: the unit returns to the sale and the buyer stays
 	// marked (with the forfeit mark), so a claim answers duplicate.
 	ReclaimAfterCancel bool
+	// Unsplit sells every voucher as one bucket, whatever its K: a split
+	// voucher's buckets each append to their own stream, which only the
+	// Stream queue reads, so the channel queue sells split vouchers whole
+	// (K is a capacity choice; every guarantee is the same either way).
+	Unsplit bool
+
+	// Split vouchers' transfers and restore (docs/SCALING-buckets.md).
+	//
+	// ApplyDeadline is how long after taking units a claim may still apply
+	// them to its home (step 2); past it the record is the repair's. It is
+	// also how long a restore waits, plus Skew, before it counts (default 2s).
+	ApplyDeadline time.Duration
+	// Skew bounds the clock difference between two masters (default 500ms).
+	Skew time.Duration
+	// Sweeps bounds how often a claim whose home is empty visits every other
+	// bucket while units are in flight elsewhere, before it answers busy
+	// (default 4).
+	Sweeps int
+	// Vouchers and Orders, when set, are read again by a split voucher's
+	// restore after it has fenced the buckets and counted Redis, so the
+	// database's numbers are never older than Redis's (an order committed
+	// in between would otherwise be counted as still unsold).
+	Vouchers ports.VoucherRepository
+	Orders   ports.OrderRepository
+	// Fault, for tests only: called after transfer step 1 ("taken") and step 2
+	// ("applied"); a non-nil error stops the claim there, as a process
+	// killed between the steps would.
+	Fault func(step string) error
 }
+
+// Defaults of Options.
+const (
+	DefaultApplyDeadline = 2 * time.Second
+	DefaultSkew          = 500 * time.Millisecond
+	DefaultSweeps        = 4
+)
 
 // Gate is the StockGate over Redis.
 type Gate struct {
@@ -97,19 +146,14 @@ type Gate struct {
 	waitReplicas int
 	waitTimeout  time.Duration
 	reclaim      bool
+	opts         Options
 
-	// last holds the key names of the voucher looked up last: a sale's
-	// claims are for one voucher, and building its names on every claim
-	// (six strings) cost about 1% of a claim's CPU.
-	last atomic.Pointer[voucherKeys]
-}
-
-type voucherKeys struct {
-	id   domain.VoucherID
-	keys redisschema.Keys
-	// claimHead is the claim command's arguments before the claim's own
-	// (claimargs.go), boxed once.
-	claimHead []any
+	// last holds the layout of the voucher looked up last: a sale's claims
+	// are for one voucher, and building its names on every claim (six
+	// strings) cost about 1% of a claim's CPU. layouts holds every
+	// voucher's (layout.go).
+	last    atomic.Pointer[layout]
+	layouts sync.Map // domain.VoucherID -> *layout
 }
 
 var _ ports.StockGate = (*Gate)(nil)
@@ -138,13 +182,23 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 	if opts.WaitReplicas > 0 && opts.WaitTimeout <= 0 {
 		opts.WaitTimeout = 500 * time.Millisecond
 	}
+	if opts.ApplyDeadline <= 0 {
+		opts.ApplyDeadline = DefaultApplyDeadline
+	}
+	if opts.Skew <= 0 {
+		opts.Skew = DefaultSkew
+	}
+	if opts.Sweeps <= 0 {
+		opts.Sweeps = DefaultSweeps
+	}
 	return &Gate{rdb: rdb, claims: opts.Claims, prefix: opts.Prefix, retention: opts.Retention, boxed: boxArgs(opts.Retention),
-		waitReplicas: opts.WaitReplicas, waitTimeout: opts.WaitTimeout, reclaim: opts.ReclaimAfterCancel,
-		scripts: redisscript.NewSet(rdb, claimScript, releaseScript, preheatScript, restoreScript, returnScript, redisschema.ControlsScript)}
+		waitReplicas: opts.WaitReplicas, waitTimeout: opts.WaitTimeout, reclaim: opts.ReclaimAfterCancel, opts: opts,
+		scripts: redisscript.NewSet(rdb, claimScript, bucketClaimScript, releaseScript, preheatScript, restoreScript, returnScript,
+			healScript, takeScript, applyScript, writeScript, freezeScript, raiseAddedScript, redisschema.ControlsScript)}
 }
 
 // LoadScripts loads the gate's scripts on every node, so the first claims
-// run them by SHA; the service calls it at start.
+// run them by SHA; the service calls it at start, once for every layout.
 func (g *Gate) LoadScripts(ctx context.Context) error {
 	if err := g.scripts.Load(ctx); err != nil {
 		return fmt.Errorf("gate: %w", err)
@@ -152,17 +206,8 @@ func (g *Gate) LoadScripts(ctx context.Context) error {
 	return nil
 }
 
-func (g *Gate) keys(id domain.VoucherID) redisschema.Keys { return g.voucher(id).keys }
-
-func (g *Gate) voucher(id domain.VoucherID) *voucherKeys {
-	if l := g.last.Load(); l != nil && l.id == id {
-		return l
-	}
-	k := redisschema.KeysFor(g.prefix, id)
-	l := &voucherKeys{id: id, keys: k, claimHead: claimHead(k)}
-	g.last.Store(l)
-	return l
-}
+// keys are an unsplit voucher's key names.
+func (g *Gate) keys(id domain.VoucherID) redisschema.Keys { return redisschema.KeysFor(g.prefix, id) }
 
 func (g *Gate) expireAt(s domain.Sale) time.Time { return s.End().Add(g.retention) }
 
@@ -176,9 +221,10 @@ func checkVoucher(v domain.Voucher) error {
 	return nil
 }
 
-// Preheat writes the voucher's gate only where it has none (preheat.lua):
-// it never overwrites a gate that holds reservations, such as one a starting
-// instance's Restore wrote a moment before.
+// Preheat writes the voucher's gate only where it has none (preheat.lua; a
+// split voucher's K and buckets: preheatSplit): it never overwrites a gate
+// that holds reservations, such as one a starting instance's Restore wrote a
+// moment before.
 //
 // The live set is a different slot, so it cannot join the script. It is
 // written first, so that no claim can succeed on a voucher the stream
@@ -191,9 +237,13 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 	if err := checkVoucher(v); err != nil {
 		return fmt.Errorf("preheat: %w", err)
 	}
-	k := g.keys(v.ID())
-	if err := g.addLive(ctx, k, v.ID()); err != nil {
-		return fmt.Errorf("preheat voucher %d: %w", v.ID(), err)
+	l := g.known(v.ID(), g.kOf(v))
+	if l.k > 1 {
+		return g.preheatSplit(ctx, v, l)
+	}
+	k := l.buckets[0]
+	if err := g.addLive(ctx, l); err != nil {
+		return fmt.Errorf("preheat: %w", err)
 	}
 	s := v.Sale()
 	code, err := g.scripts.Run(ctx, g.rdb, preheatScript, []string{k.Voucher, k.Buyers},
@@ -202,16 +252,20 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 		return fmt.Errorf("preheat voucher %d: %w", v.ID(), err)
 	}
 	if code == -1 {
-		// Neither overwriting (it may hold claims answered success) nor
-		// serving this sale with another's window is right: an operator
-		// decides, with `seckill reconcile --fix` once its queue is empty.
-		return fmt.Errorf("preheat voucher %d: the gate holds another sale's window under this id "+
-			"(was the database reset while Redis kept its keys?); run seckill reconcile --voucher %d --fix", v.ID(), v.ID())
+		return anotherSale(v.ID())
 	}
-	if err := g.addLive(ctx, k, v.ID()); err != nil {
-		return fmt.Errorf("preheat voucher %d: %w", v.ID(), err)
+	if err := g.addLive(ctx, l); err != nil {
+		return fmt.Errorf("preheat: %w", err)
 	}
 	return nil
+}
+
+// anotherSale: neither overwriting a gate (it may hold claims answered
+// success) nor serving this sale with another's window is right: an operator
+// decides, with `seckill reconcile --fix` once its queue is empty.
+func anotherSale(id domain.VoucherID) error {
+	return fmt.Errorf("preheat voucher %d: the gate holds another sale's window under this id "+
+		"(was the database reset while Redis kept its keys?); run seckill reconcile --voucher %d --fix", id, id)
 }
 
 // Reserve runs the claim script without its XADD: the channel driver's
@@ -232,52 +286,94 @@ func (g *Gate) ReserveAndAppend(ctx context.Context, o domain.VoucherOrder) erro
 // it reads the streams this gate writes.
 func (g *Gate) Prefix() string { return g.prefix }
 
-// claim runs the claim script and, in the same round trip, writes the
-// order's index entry (redisschema.OrderIndexKey -> voucher and user), which lets Queued find
+// claim runs the claim script in the voucher's one bucket, or in the user's
+// home bucket of a split voucher (claimSplit, which moves units there when
+// the home is empty).
+func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder bool) error {
+	l, err := g.layoutOf(ctx, o.VoucherID())
+	if err != nil {
+		// Nothing was sent: the claim changed nothing.
+		return fmt.Errorf("claim %s: %w: %w", o, ports.ErrNotAdmitted, err)
+	}
+	if l.k > 1 {
+		if !appendOrder {
+			return fmt.Errorf("claim %s: a split voucher is sold through the Stream queue only", o)
+		}
+		return g.claimSplit(ctx, l, o)
+	}
+	answer, err := g.claimIn(ctx, l, 0, o, appendOrder, true)
+	if err != nil {
+		return err
+	}
+	if answer == domain.ErrVoucherNotFound.Code() {
+		g.forget(l)
+	}
+	return answerErr(answer, o)
+}
+
+// claimIn runs the claim script on bucket b and answers what it answered.
+// With index it writes, in the same round trip, the order's index entry
+// (redisschema.OrderIndexKey -> voucher, user and K), which lets Queued find
 // a queued order in O(1) whatever the number of live sales. The entry cannot
 // be written by the script (it lives outside the voucher's hash tag, so on a
 // cluster in another slot), and is written whatever the script answers, so it
 // costs no second round trip: an entry of a refused claim names a voucher
 // whose buyers do not hold that ID, and Queued checks them.
-func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder bool) error {
-	l := g.voucher(o.VoucherID())
-	run, index := g.claimCmds(ctx, l, o, appendOrder)
+func (g *Gate) claimIn(ctx context.Context, l *layout, b int, o domain.VoucherOrder, appendOrder, index bool) (string, error) {
+	run, entry := g.claimCmds(ctx, l, b, o, appendOrder)
 	if g.waitReplicas > 0 {
-		return g.claimReplicated(ctx, o, l.keys.Voucher, run, index)
+		return g.claimReplicated(ctx, o, l, b, run, entry, index)
 	}
-	if err := redisbatch.Do(ctx, g.claims, run, index); err != nil {
+	var err error
+	if index {
+		err = redisbatch.Do(ctx, g.claims, run, entry)
+	} else {
+		err = redisbatch.Do(ctx, g.claims, run)
+	}
+	if err != nil {
 		// Out of time: the script may still run, so the outcome is unknown.
-		return fmt.Errorf("claim script for %s: %w", o, err)
+		return "", fmt.Errorf("claim script for %s: %w", o, err)
 	}
 	if redisscript.IsNoScript(run.Err()) {
 		// Redis lost its script cache (a restart, SCRIPT FLUSH): reloaded
 		// once for every claim that met it.
 		keys, args := claimKeysArgs(run)
-		run = g.scripts.Retry(ctx, g.claims, claimScript, keys, args...)
+		run = g.scripts.Retry(ctx, g.claims, l.script, keys, args...)
 	}
-	return g.answer(o, run)
+	return scriptAnswer(o, run)
 }
 
-// answer reads the claim script's answer: nil for a reservation, the domain
-// refusal it names, or an error.
-func (g *Gate) answer(o domain.VoucherOrder, run *redis.Cmd) error {
+// scriptAnswer is the claim script's answer, or the error it met.
+func scriptAnswer(o domain.VoucherOrder, run *redis.Cmd) (string, error) {
 	answer, err := run.Text()
 	if err != nil {
 		if redisbatch.NoReplicas(err) {
-			return fmt.Errorf("claim script for %s: %w: %w", o, ports.ErrNotAdmitted, err)
+			// Refused at its first write: nothing was taken.
+			return "", fmt.Errorf("claim script for %s: %w: %w", o, ports.ErrNotAdmitted, err)
 		}
-		return fmt.Errorf("claim script for %s: %w", o, err)
+		return "", fmt.Errorf("claim script for %s: %w", o, err)
 	}
-	if answer != claimOK {
-		if r, ok := domain.RefusalByCode(answer); ok {
-			return r
-		}
-		return fmt.Errorf("claim script for %s: unexpected answer %q", o, answer)
+	return answer, nil
+}
+
+// answerErr maps the claim script's answer to the claim's result: nil for a
+// reservation, the domain refusal it names, or an error. A failed index
+// write is not worth failing a sold unit for: a status query then answers
+// not_found until the database has the order, as it would for any query
+// racing the claim's answer.
+func answerErr(answer string, o domain.VoucherOrder) error {
+	switch answer {
+	case claimOK:
+		return nil
+	case "busy":
+		return fmt.Errorf("%w: voucher %d's buckets are being restored", ports.ErrNotAdmitted, o.VoucherID())
+	case "empty":
+		return domain.ErrSoldOut
 	}
-	// A failed index write is not worth failing a sold unit for: a status
-	// query then answers not_found until the database has the order, as it
-	// would for any query racing the claim's answer.
-	return nil
+	if r, ok := domain.RefusalByCode(answer); ok {
+		return r
+	}
+	return fmt.Errorf("claim script for %s: unexpected answer %q", o, answer)
 }
 
 // minIndexTTL keeps an order's index entry long past the moment its order
@@ -288,7 +384,11 @@ const minIndexTTL = 48 * time.Hour
 // Release leaves a stream entry written by Reserve in place: the stream
 // consumer owns it, and the entry ID is not known here.
 func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock bool) error {
-	k := g.keys(o.VoucherID())
+	l, err := g.layoutOf(ctx, o.VoucherID())
+	if err != nil {
+		return fmt.Errorf("release %s: %w", o, err)
+	}
+	k := l.home(o.UserID())
 	restore := "0"
 	if restoreStock {
 		restore = "1"
@@ -296,7 +396,7 @@ func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock 
 	// Through the claim path's client: on the pipeliner's ordered stream a
 	// release sent after a claim that ran out of time runs after it, and so
 	// undoes it even when the claim reaches Redis late.
-	err := g.scripts.Run(ctx, g.claims, releaseScript, []string{k.Voucher, k.Buyers},
+	err = g.scripts.Run(ctx, g.claims, releaseScript, []string{k.Voucher, k.Buyers},
 		int64(o.UserID()), int64(o.ID()), restore).Err()
 	if err != nil {
 		return fmt.Errorf("release script for %s: %w", o, err)
@@ -312,18 +412,39 @@ func randomToken() string {
 
 var _ ports.GateControls = (*Gate)(nil)
 
-// Apply runs redisschema's controls.lua on the voucher's hash, where the
-// claim script reads them on its next run.
+// Apply runs redisschema's controls.lua on each of the voucher's buckets
+// (one script each: each its own slot), where the claim script reads them on
+// its next run, and keeps a split voucher's K key as long as its buckets.
+// Added units all go to bucket 0, which alone keeps the total taken
+// ('added'): claims whose home is empty take them from there by transfers,
+// as any other unit. A bucket written before a failure keeps the change; the
+// retry (or the repair) writes them all again, and adds nothing twice.
 func (g *Gate) Apply(ctx context.Context, v domain.Voucher) error {
 	if err := checkVoucher(v); err != nil {
 		return fmt.Errorf("apply controls: %w", err)
 	}
-	k := g.keys(v.ID())
+	l := g.known(v.ID(), g.kOf(v))
 	s := v.Sale()
-	err := g.scripts.Run(ctx, g.rdb, redisschema.ControlsScript, []string{k.Voucher, k.Buyers},
-		s.End().UnixMilli(), g.expireAt(s).UnixMilli(), redisschema.Paused(s), s.Added()).Err()
-	if err != nil {
-		return fmt.Errorf("apply controls to voucher %d: %w", v.ID(), err)
+	for b, k := range l.buckets {
+		err := g.scripts.Run(ctx, g.rdb, redisschema.ControlsScript, []string{k.Voucher, k.Buyers},
+			s.End().UnixMilli(), g.expireAt(s).UnixMilli(), redisschema.Paused(s), addedArg(s, b)).Err()
+		if err != nil {
+			return fmt.Errorf("apply controls to voucher %d bucket %d: %w", v.ID(), b, err)
+		}
+	}
+	if l.k > 1 {
+		if err := g.rdb.PExpireAt(ctx, redisschema.BucketMeta(g.prefix, v.ID()), g.expireAt(s)).Err(); err != nil {
+			return fmt.Errorf("apply controls to voucher %d: keep its K: %w", v.ID(), err)
+		}
 	}
 	return nil
+}
+
+// addedArg is what bucket b's hash records of the units admins added: bucket
+// 0 keeps the total (Apply), the others none.
+func addedArg(s domain.Sale, b int) string {
+	if b != 0 {
+		return ""
+	}
+	return strconv.Itoa(s.Added())
 }

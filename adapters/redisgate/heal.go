@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -24,41 +25,76 @@ var (
 // in steps of this many HSETNX, each atomic on its own.
 const healChunk = 500
 
-// Counts costs one pipelined round trip: an HLEN of the buyers hash and an
-// HGET of the stock per voucher (on a cluster, one round trip per master).
+// Counts costs two pipelined round trips (on a cluster, one per master
+// each): every voucher's K (kinds), then an HLEN of the buyers hash and an
+// HGET of the stock per bucket, and for a split voucher the units of its
+// transfer records (HVALS), which count as stock: a record applied but not
+// yet deleted counts its units twice for a moment, which can only start a
+// heal that finds nothing to put back.
 func (g *Gate) Counts(ctx context.Context, ids []domain.VoucherID) (map[domain.VoucherID]ports.GateCount, error) {
 	out := make(map[domain.VoucherID]ports.GateCount, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
+	ls, err := g.kinds(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	type bucketCmds struct {
+		buyers *redis.IntCmd
+		stock  *redis.StringCmd
+		xfer   *redis.StringSliceCmd
+	}
 	pipe := g.rdb.Pipeline()
-	buyers := make([]*redis.IntCmd, len(ids))
-	stock := make([]*redis.StringCmd, len(ids))
-	for i, id := range ids {
-		k := g.keys(id)
-		buyers[i] = pipe.HLen(ctx, k.Buyers)
-		stock[i] = pipe.HGet(ctx, k.Voucher, "stock")
+	cmds := make([][]bucketCmds, len(ls))
+	for i, l := range ls {
+		for _, bk := range l.buckets {
+			c := bucketCmds{buyers: pipe.HLen(ctx, bk.Buyers), stock: pipe.HGet(ctx, bk.Voucher, "stock")}
+			if l.k > 1 {
+				c.xfer = pipe.HVals(ctx, bk.Transfers())
+			}
+			cmds[i] = append(cmds[i], c)
+		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("count %d vouchers' buyers: %w", len(ids), err)
 	}
-	for i, id := range ids {
-		s, err := stock[i].Int()
-		if errors.Is(err, redis.Nil) {
-			continue // no gate: Missing reports it
+	for i, l := range ls {
+		var count ports.GateCount
+		found := false
+		for _, c := range cmds[i] {
+			s, err := c.stock.Int()
+			if errors.Is(err, redis.Nil) {
+				continue // no bucket: Missing reports it
+			}
+			if err != nil {
+				return nil, fmt.Errorf("stock of voucher %d: %w", l.id, err)
+			}
+			found = true
+			count.Buyers += int(c.buyers.Val())
+			count.Stock += s
+			if c.xfer != nil {
+				for _, raw := range c.xfer.Val() {
+					if r, ok := parseRecord("", raw); ok {
+						count.Stock += int(r.n)
+					}
+				}
+			}
 		}
-		if err != nil {
-			return nil, fmt.Errorf("stock of voucher %d: %w", id, err)
+		if found {
+			out[l.id] = count
 		}
-		out[id] = ports.GateCount{Buyers: int(buyers[i].Val()), Stock: s}
 	}
 	return out, nil
 }
 
-// Heal first finds which of the orders' users the buyers hash lacks (HMGET in
-// chunks, pipelined: read only, so a false alarm writes nothing), then puts
-// them back with heal.lua, one atomic script per chunk, which checks each
-// mark again (HSETNX): a claim that marked the user meanwhile keeps its mark.
+// Heal first finds which of the orders' users their home bucket's buyers
+// hash lacks (HMGET in chunks, pipelined: read only, so a false alarm writes
+// nothing), then puts them back with heal.lua, one atomic script per chunk,
+// which checks each mark again (HSETNX): a claim that marked the user
+// meanwhile keeps its mark. A split voucher's home bucket that holds fewer
+// units than it lacks marks first takes units from the others by transfers
+// (pull), so a unit counts as oversold only when no bucket has one left.
 func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.VoucherOrder) (ports.Healed, error) {
 	var h ports.Healed
 	if err := checkVoucher(v); err != nil {
@@ -68,10 +104,33 @@ func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.Vouch
 	if err != nil {
 		return h, fmt.Errorf("heal: %w", err)
 	}
-	k := g.keys(v.ID())
+	l := g.known(v.ID(), g.kOf(v))
+	homes := make([][]domain.VoucherOrder, l.k)
+	for _, o := range orders {
+		b := redisschema.HomeBucket(o.UserID(), l.k)
+		homes[b] = append(homes[b], o)
+	}
+	for b, home := range homes {
+		got, err := g.healBucket(ctx, l, b, home, marks)
+		h = h.Add(got)
+		if err != nil {
+			return h, fmt.Errorf("heal voucher %d bucket %d: %w", v.ID(), b, err)
+		}
+	}
+	return h, nil
+}
+
+func (g *Gate) healBucket(ctx context.Context, l *layout, b int, orders []domain.VoucherOrder, marks map[domain.UserID]domain.OrderID) (ports.Healed, error) {
+	var h ports.Healed
+	k := l.buckets[b]
 	lacking, err := g.lacking(ctx, k.Buyers, orders)
-	if err != nil {
-		return h, fmt.Errorf("heal voucher %d: %w", v.ID(), err)
+	if err != nil || len(lacking) == 0 {
+		return h, err
+	}
+	if l.k > 1 {
+		if err := g.pull(ctx, l, b, int64(len(lacking))); err != nil {
+			return h, err
+		}
 	}
 	for start := 0; start < len(lacking); start += healChunk {
 		chunk := lacking[start:min(start+healChunk, len(lacking))]
@@ -80,15 +139,15 @@ func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.Vouch
 		for _, o := range chunk {
 			args = append(args, int64(o.UserID()), int64(marks[o.UserID()]))
 		}
-		res, err := healScript.Run(ctx, g.rdb, []string{k.Voucher, k.Buyers, k.Returned()}, args...).Int64Slice()
+		res, err := g.scripts.Run(ctx, g.rdb, healScript, []string{k.Voucher, k.Buyers, k.Returned()}, args...).Int64Slice()
 		if err != nil {
-			return h, fmt.Errorf("heal voucher %d: %w", v.ID(), err)
+			return h, err
 		}
 		if len(res) != 3 {
-			return h, fmt.Errorf("heal voucher %d: unexpected answer %v", v.ID(), res)
+			return h, fmt.Errorf("unexpected answer %v", res)
 		}
 		if res[0] < 0 {
-			return h, nil // the gate is gone: Restore rebuilds it whole
+			return h, nil // the bucket is gone: Restore rebuilds it
 		}
 		h = h.Add(ports.Healed{Restored: int(res[0]), Retaken: int(res[1]), Oversold: int(res[2])})
 	}

@@ -15,48 +15,66 @@ import (
 
 // The live set, and what reconcile and the probe read of a voucher's gate.
 
-func (g *Gate) addLive(ctx context.Context, k redisschema.Keys, id domain.VoucherID) error {
-	if err := g.rdb.SAdd(ctx, k.Live, int64(id)).Err(); err != nil {
-		return fmt.Errorf("add voucher %d to live set: %w", id, err)
+// addLive names every bucket's tag in the live set, where the stream
+// consumers discover streams ("<id>" for an unsplit voucher).
+func (g *Gate) addLive(ctx context.Context, l *layout) error {
+	members := make([]any, l.k)
+	for b := range l.k {
+		members[b] = redisschema.BucketTag(l.id, b, l.k)
+	}
+	if err := g.rdb.SAdd(ctx, redisschema.LiveSet(g.prefix), members...).Err(); err != nil {
+		return fmt.Errorf("add voucher %d to the live set: %w", l.id, err)
 	}
 	return nil
 }
 
 var _ ports.GateProbe = (*Gate)(nil)
 
-// Missing costs one pipelined round trip: an EXISTS of the voucher hash and a
-// SISMEMBER of the live set per voucher. On a cluster go-redis splits the
-// pipeline by node, still one round trip per master.
+// Missing reports the vouchers with a bucket missing, left frozen by a
+// restore that died, or absent from the live set. It costs two pipelined
+// round trips (on a cluster, one per master each): every voucher's K
+// (kinds), then an HMGET and a SISMEMBER per bucket.
 func (g *Gate) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
+	ls, err := g.kinds(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
 	live := redisschema.LiveSet(g.prefix)
 	pipe := g.rdb.Pipeline()
-	exists := make([]*redis.IntCmd, len(ids))
-	member := make([]*redis.BoolCmd, len(ids))
-	for i, id := range ids {
-		exists[i] = pipe.Exists(ctx, g.keys(id).Voucher)
-		member[i] = pipe.SIsMember(ctx, live, int64(id))
+	states := make([][]*redis.SliceCmd, len(ls))
+	members := make([][]*redis.BoolCmd, len(ls))
+	for i, l := range ls {
+		states[i] = stateCmds(ctx, pipe, l)
+		for b := range l.k {
+			members[i] = append(members[i], pipe.SIsMember(ctx, live, redisschema.BucketTag(l.id, b, l.k)))
+		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("probe %d vouchers: %w", len(ids), err)
 	}
 	var missing []domain.VoucherID
-	for i, id := range ids {
-		if exists[i].Val() == 0 || !member[i].Val() {
-			missing = append(missing, id)
+	for i, l := range ls {
+		st, err := parseStates(l.id, states[i])
+		gone := err != nil || !allServing(st)
+		for _, m := range members[i] {
+			gone = gone || !m.Val()
+		}
+		if gone {
+			missing = append(missing, l.id)
 		}
 	}
 	return missing, nil
 }
 
 // Queued costs at most two commands whatever the number of live sales: the
-// order's index entry names its voucher and user, and the voucher's buyers
-// hash confirms the user still holds this order (a released or refused claim
-// leaves an entry whose buyers do not). An unknown ID and another user's ID
-// both stop after the first command, so neither the answer nor its timing
-// tells them apart.
+// order's index entry names its voucher, user and K, and the buyers hash of
+// the user's home bucket confirms the user still holds this order (a released
+// or refused claim leaves an entry whose buyers do not). An unknown ID and
+// another user's ID both stop after the first command, so neither the answer
+// nor its timing tells them apart.
 func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error) {
 	raw, err := g.rdb.Get(ctx, redisschema.OrderIndexKey(g.prefix, id)).Result()
 	if errors.Is(err, redis.Nil) {
@@ -66,60 +84,44 @@ func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID
 		return domain.VoucherOrder{}, false, fmt.Errorf("queued order %d: %w", id, err)
 	}
 	idx, ok := redisschema.DecodeOrderIndex(raw)
-	if !ok || idx.User != user || idx.Buckets != 1 {
+	if !ok || idx.User != user {
 		return domain.VoucherOrder{}, false, nil
 	}
 	vid := idx.Voucher
-	mark, err := g.rdb.HGet(ctx, g.keys(vid).Buyers, strconv.FormatInt(int64(user), 10)).Result()
+	buyers := g.bucket(vid, redisschema.HomeBucket(user, idx.Buckets), max(idx.Buckets, 1)).Buyers
+	mark, err := g.rdb.HGet(ctx, buyers, strconv.FormatInt(int64(user), 10)).Result()
 	if errors.Is(err, redis.Nil) || (err == nil && mark != strconv.FormatInt(int64(id), 10)) {
 		return domain.VoucherOrder{}, false, nil
 	}
 	if err != nil {
 		return domain.VoucherOrder{}, false, fmt.Errorf("queued order %d: voucher %d: %w", id, vid, err)
 	}
-	o, err := domain.NewVoucherOrder(id, user, domain.VoucherID(vid))
+	o, err := domain.NewVoucherOrder(id, user, vid)
 	if err != nil {
 		return domain.VoucherOrder{}, false, fmt.Errorf("queued order %d: %w", id, err)
 	}
 	return o, true, nil
 }
 
-// PruneLive removes from the live set the vouchers whose keys have all
-// expired, and reports how many. The stream consumer discovers streams there,
-// so the set must not grow with every sale ever made; the service runs this
-// with its periodic gate check.
+// PruneLive removes from the live set the vouchers and buckets whose keys
+// have all expired, and reports how many members it removed. The stream
+// consumer discovers streams there, so the set must not grow with every sale
+// ever made; the service runs this with its periodic gate check.
 func (g *Gate) PruneLive(ctx context.Context) (int, error) {
 	live := redisschema.LiveSet(g.prefix)
 	members, err := g.rdb.SMembers(ctx, live).Result()
 	if err != nil {
 		return 0, fmt.Errorf("prune live set: %w", err)
 	}
-	vids := make([]domain.VoucherID, 0, len(members))
-	checks := make([]*redis.IntCmd, 0, len(members))
-	pipe := g.rdb.Pipeline()
+	var tags []string
 	for _, m := range members {
-		vid, err := strconv.ParseInt(m, 10, 64)
-		if err != nil || vid <= 0 {
-			continue
-		}
-		k := g.keys(domain.VoucherID(vid))
-		vids = append(vids, domain.VoucherID(vid))
-		checks = append(checks, pipe.Exists(ctx, k.Voucher, k.Orders))
-	}
-	if len(vids) == 0 {
-		return 0, nil
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, fmt.Errorf("prune live set: %w", err)
-	}
-	var stale []domain.VoucherID
-	for i, c := range checks {
-		if c.Val() == 0 {
-			stale = append(stale, vids[i])
+		if _, ok := redisschema.ParseTag(m); ok {
+			tags = append(tags, m)
 		}
 	}
-	if len(stale) == 0 {
-		return 0, nil
+	stale, err := g.gone(ctx, tags)
+	if err != nil || len(stale) == 0 {
+		return 0, err
 	}
 	if err := g.prune(ctx, live, stale); err != nil {
 		return 0, fmt.Errorf("prune live set: %w", err)
@@ -127,34 +129,56 @@ func (g *Gate) PruneLive(ctx context.Context) (int, error) {
 	return len(stale), nil
 }
 
-// prune removes vouchers whose keys have all expired (their voucher hash and
-// their order stream, which outlives the sale until its consumer is done).
-// The set and the voucher keys live in different slots, so no script or MULTI
-// can make "check, then remove" atomic. Instead it removes first and checks
-// again: a Preheat or Restore that recreated the voucher meanwhile either
-// finished its own SADD after our SREM, or wrote its voucher hash before our
-// second check, which then puts the member back.
-func (g *Gate) prune(ctx context.Context, live string, vids []domain.VoucherID) error {
-	members := make([]any, len(vids))
-	for i, v := range vids {
-		members[i] = int64(v)
+// gone returns the tags whose bucket hash and order stream (which outlives
+// the sale until its consumer is done) are both gone.
+func (g *Gate) gone(ctx context.Context, tags []string) ([]string, error) {
+	if len(tags) == 0 {
+		return nil, nil
+	}
+	pipe := g.rdb.Pipeline()
+	checks := make([]*redis.IntCmd, len(tags))
+	for i, tag := range tags {
+		k := redisschema.KeysForTag(g.prefix, tag)
+		checks[i] = pipe.Exists(ctx, k.Voucher, k.Orders)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("prune live set: %w", err)
+	}
+	var out []string
+	for i, c := range checks {
+		if c.Val() == 0 {
+			out = append(out, tags[i])
+		}
+	}
+	return out, nil
+}
+
+// prune removes tags whose keys have all expired. The set and the voucher
+// keys live in different slots, so no script or MULTI can make "check, then
+// remove" atomic. Instead it removes first and checks again: a Preheat or
+// Restore that recreated the voucher meanwhile either finished its own SADD
+// after our SREM, or wrote its voucher hash before our second check, which
+// then puts the member back.
+func (g *Gate) prune(ctx context.Context, live string, tags []string) error {
+	members := make([]any, len(tags))
+	for i, t := range tags {
+		members[i] = t
 	}
 	if err := g.rdb.SRem(ctx, live, members...).Err(); err != nil {
 		return err
 	}
-	pipe := g.rdb.Pipeline()
-	checks := make([]*redis.IntCmd, len(vids))
-	for i, v := range vids {
-		k := g.keys(v)
-		checks[i] = pipe.Exists(ctx, k.Voucher, k.Orders)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	still, err := g.gone(ctx, tags)
+	if err != nil {
 		return err
 	}
+	isGone := make(map[string]bool, len(still))
+	for _, t := range still {
+		isGone[t] = true
+	}
 	var back []any
-	for i, c := range checks {
-		if c.Val() > 0 {
-			back = append(back, int64(vids[i]))
+	for _, t := range tags {
+		if !isGone[t] {
+			back = append(back, t)
 		}
 	}
 	if len(back) > 0 {
@@ -163,37 +187,182 @@ func (g *Gate) prune(ctx context.Context, live string, vids []domain.VoucherID) 
 	return nil
 }
 
-// Stock reports a voucher's remaining stock in the gate, and false when the
-// gate does not hold the voucher. For reconciliation and tests.
+// Stock is the voucher's units in Redis: every bucket's stock plus, for a
+// split voucher, the units of transfer records not yet applied (a unit is in
+// exactly one of them), and false when the gate holds no bucket of it. For
+// reconciliation and tests.
 func (g *Gate) Stock(ctx context.Context, id domain.VoucherID) (int, bool, error) {
-	s, err := g.rdb.HGet(ctx, g.keys(id).Voucher, "stock").Int()
-	if errors.Is(err, redis.Nil) {
-		return 0, false, nil
-	}
+	l, err := g.layoutOf(ctx, id)
 	if err != nil {
-		return 0, false, fmt.Errorf("stock of voucher %d: %w", id, err)
+		return 0, false, err
 	}
-	return s, true, nil
+	st, err := g.states(ctx, id, l.k)
+	if err != nil {
+		return 0, false, err
+	}
+	found := false
+	total := int64(0)
+	for _, s := range st {
+		found = found || s.exists
+		total += s.stock
+	}
+	if l.k == 1 {
+		return int(total), found, nil
+	}
+	recs, err := g.records(ctx, id, l.k)
+	if err != nil {
+		return 0, false, err
+	}
+	for _, rs := range recs {
+		for _, r := range rs {
+			applied, err := g.rdb.SIsMember(ctx, l.buckets[r.to].Applied(), r.id).Result()
+			if err != nil {
+				return 0, false, err
+			}
+			if !applied {
+				total += r.n
+			}
+		}
+	}
+	return int(total), found, nil
+}
+
+// Stocks is each bucket's stock (tests and the docs' measurements).
+func (g *Gate) Stocks(ctx context.Context, id domain.VoucherID) ([]int64, error) {
+	l, err := g.layoutOf(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	st, err := g.states(ctx, id, l.k)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, l.k)
+	for b, s := range st {
+		out[b] = s.stock
+	}
+	return out, nil
+}
+
+// PendingTransfers counts the voucher's transfer records.
+func (g *Gate) PendingTransfers(ctx context.Context, id domain.VoucherID) (int, error) {
+	l, err := g.layoutOf(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	recs, err := g.records(ctx, id, l.k)
+	n := 0
+	for _, rs := range recs {
+		n += len(rs)
+	}
+	return n, err
 }
 
 // Buyers returns every user marked as holding an order of the voucher, with
-// that order's ID. For reconciliation and tests (it reads the whole hash).
+// that order's ID: the union of its buckets' marks (a user has a mark only in
+// its home bucket). For reconciliation and tests (it reads every hash).
 func (g *Gate) Buyers(ctx context.Context, id domain.VoucherID) (map[domain.UserID]domain.OrderID, error) {
-	raw, err := g.rdb.HGetAll(ctx, g.keys(id).Buyers).Result()
+	l, err := g.layoutOf(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("buyers of voucher %d: %w", id, err)
+		return nil, err
 	}
-	out := make(map[domain.UserID]domain.OrderID, len(raw))
-	for u, o := range raw {
-		if o == redisschema.ForfeitMark {
-			continue // a cancelled order's buyer: no unit held
+	out := map[domain.UserID]domain.OrderID{}
+	for b, bk := range l.buckets {
+		raw, err := g.rdb.HGetAll(ctx, bk.Buyers).Result()
+		if err != nil {
+			return nil, fmt.Errorf("buyers of voucher %d bucket %d: %w", id, b, err)
 		}
-		uid, err1 := strconv.ParseInt(u, 10, 64)
-		oid, err2 := strconv.ParseInt(o, 10, 64)
-		if err := errors.Join(err1, err2); err != nil {
-			return nil, fmt.Errorf("buyers of voucher %d: bad mark %q=%q: %w", id, u, o, err)
+		for u, o := range raw {
+			if o == redisschema.ForfeitMark {
+				continue // a cancelled order's buyer: no unit held
+			}
+			uid, err1 := strconv.ParseInt(u, 10, 64)
+			oid, err2 := strconv.ParseInt(o, 10, 64)
+			if err := errors.Join(err1, err2); err != nil {
+				return nil, fmt.Errorf("buyers of voucher %d: bad mark %q=%q: %w", id, u, o, err)
+			}
+			out[domain.UserID(uid)] = domain.OrderID(oid)
 		}
-		out[domain.UserID(uid)] = domain.OrderID(oid)
 	}
 	return out, nil
+}
+
+// Backlog is the stream queue's backlog with the split vouchers' bucket
+// streams added: what reconcile must wait for.
+type Backlog struct {
+	queue ports.QueueBacklog
+	gate  *Gate
+}
+
+var _ ports.QueueBacklog = (*Backlog)(nil)
+
+func NewBacklog(queue ports.QueueBacklog, gate *Gate) *Backlog {
+	return &Backlog{queue: queue, gate: gate}
+}
+
+// Pending is the unfinished entries of every bucket's stream.
+func (b *Backlog) Pending(ctx context.Context, id domain.VoucherID) (int64, error) {
+	l, err := b.gate.layoutOf(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	if l.k == 1 {
+		return b.queue.Pending(ctx, id)
+	}
+	return b.gate.Pending(ctx, id)
+}
+
+// Orders lists a split voucher's queued orders across its bucket streams, at
+// most max entries in all; an unsplit voucher's come from the stream queue.
+func (b *Backlog) Orders(ctx context.Context, id domain.VoucherID, max int) ([]domain.VoucherOrder, bool, error) {
+	l, err := b.gate.layoutOf(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	if l.k == 1 {
+		return b.queue.Orders(ctx, id, max)
+	}
+	return b.gate.streamOrders(ctx, l, max)
+}
+
+// Pending is the length of every bucket's stream: the entries not yet
+// trimmed by their consumer.
+func (g *Gate) Pending(ctx context.Context, id domain.VoucherID) (int64, error) {
+	l, err := g.layoutOf(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for b, bk := range l.buckets {
+		x, err := g.rdb.XLen(ctx, bk.Orders).Result()
+		if err != nil {
+			return 0, fmt.Errorf("pending entries of voucher %d bucket %d: %w", id, b, err)
+		}
+		n += x
+	}
+	return n, nil
+}
+
+// streamOrders reads the orders of a voucher's bucket streams, at most max
+// entries in all (reconcile's in-flight check); complete is false when the
+// streams hold more than that. Undecodable entries are skipped.
+func (g *Gate) streamOrders(ctx context.Context, l *layout, max int) ([]domain.VoucherOrder, bool, error) {
+	var out []domain.VoucherOrder
+	left := max
+	for b, bk := range l.buckets {
+		msgs, err := g.rdb.XRangeN(ctx, bk.Orders, "-", "+", int64(left+1)).Result()
+		if err != nil {
+			return nil, false, fmt.Errorf("orders in voucher %d bucket %d: %w", l.id, b, err)
+		}
+		if len(msgs) > left {
+			return out, false, nil
+		}
+		left -= len(msgs)
+		for _, m := range msgs {
+			if o, err := redisschema.DecodeOrder(l.id, m); err == nil {
+				out = append(out, o)
+			}
+		}
+	}
+	return out, true, nil
 }

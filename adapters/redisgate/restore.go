@@ -17,6 +17,8 @@ import (
 // would leave a half-written set behind a crash, and could mix with a
 // concurrent Preheat; staging keeps the visible step atomic and O(1), however
 // many buyers a sale has.
+//
+// A split voucher's buckets are rebuilt by restoreSplit.
 func (g *Gate) Restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder) (bool, error) {
 	return g.restore(ctx, v, buyers, false)
 }
@@ -34,6 +36,10 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	if err := checkVoucher(v); err != nil {
 		return false, fmt.Errorf("restore: %w", err)
 	}
+	l := g.known(v.ID(), g.kOf(v))
+	if l.k > 1 {
+		return g.restoreSplit(ctx, v, l, buyers, force)
+	}
 	marks, err := domain.BuyerMarks(v.ID(), buyers)
 	if err != nil {
 		return false, fmt.Errorf("restore: %w", err)
@@ -44,12 +50,12 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 		return false, fmt.Errorf("restore voucher %d: %w", v.ID(), err)
 	} else if n == 1 && !force {
 		// Cheap early answer for the common case; the script decides for real.
-		return false, g.addLive(ctx, k, v.ID())
+		return false, g.addLive(ctx, l)
 	}
 	// The live-set entry goes first, as in Preheat: a restored gate must
 	// never accept claims that no stream consumer will look for.
-	if err := g.addLive(ctx, k, v.ID()); err != nil {
-		return false, fmt.Errorf("restore voucher %d: %w", v.ID(), err)
+	if err := g.addLive(ctx, l); err != nil {
+		return false, fmt.Errorf("restore: %w", err)
 	}
 	staging := k.Staging(randomToken())
 	if err := g.stage(ctx, staging, marks); err != nil {
@@ -68,7 +74,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	}
 	switch code {
 	case 1, 0:
-		return code == 1, g.addLive(ctx, k, v.ID())
+		return code == 1, g.addLive(ctx, l)
 	case -1:
 		return false, fmt.Errorf("restore voucher %d: staged buyers expired before the swap", v.ID())
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 )
 
@@ -20,24 +21,42 @@ var (
 // chunk of 500 costs about as much as one claim pipeline's worth of work).
 const returnChunk = 500
 
-// Return runs return.lua once per voucher and chunk of its orders: an expiry
-// pass of one sale's 500 orders is one round trip, not 500. The returned set
-// it writes costs one member per cancelled order, for as long as the sale's
-// keys live (its end + retention).
+// Return runs return.lua once per bucket and chunk of its orders (an
+// unsplit voucher is one bucket): an expiry pass of one sale's 500 orders is
+// one round trip, not 500. Each order's unit goes back to its buyer's home
+// bucket, which held its mark. The returned set it writes costs one member
+// per cancelled order, for as long as the sale's keys live (its end +
+// retention).
 func (g *Gate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
 	for _, group := range byVoucher(orders) {
-		k := g.keys(group[0].VoucherID())
-		for start := 0; start < len(group); start += returnChunk {
-			chunk := group[start:min(start+returnChunk, len(group))]
-			args := make([]any, 0, 1+2*len(chunk))
-			args = append(args, boolArg(g.reclaim))
-			for _, o := range chunk {
-				args = append(args, int64(o.UserID()), int64(o.ID()))
+		l, err := g.layoutOf(ctx, group[0].VoucherID())
+		if err != nil {
+			return fmt.Errorf("return %d orders: %w", len(group), err)
+		}
+		homes := make([][]domain.VoucherOrder, l.k)
+		for _, o := range group {
+			h := redisschema.HomeBucket(o.UserID(), l.k)
+			homes[h] = append(homes[h], o)
+		}
+		for b, home := range homes {
+			if err := g.returnTo(ctx, l.buckets[b], home); err != nil {
+				return fmt.Errorf("return units of voucher %d bucket %d: %w", l.id, b, err)
 			}
-			err := g.scripts.Run(ctx, g.rdb, returnScript, []string{k.Voucher, k.Buyers, k.Returned()}, args...).Err()
-			if err != nil {
-				return fmt.Errorf("return %d units of voucher %d: %w", len(chunk), group[0].VoucherID(), err)
-			}
+		}
+	}
+	return nil
+}
+
+func (g *Gate) returnTo(ctx context.Context, k redisschema.Keys, orders []domain.VoucherOrder) error {
+	for start := 0; start < len(orders); start += returnChunk {
+		chunk := orders[start:min(start+returnChunk, len(orders))]
+		args := make([]any, 0, 1+2*len(chunk))
+		args = append(args, boolArg(g.reclaim))
+		for _, o := range chunk {
+			args = append(args, int64(o.UserID()), int64(o.ID()))
+		}
+		if err := g.scripts.Run(ctx, g.rdb, returnScript, []string{k.Voucher, k.Buyers, k.Returned()}, args...).Err(); err != nil {
+			return err
 		}
 	}
 	return nil

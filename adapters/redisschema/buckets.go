@@ -9,7 +9,7 @@ import (
 )
 
 // A bucketed voucher (its stock split into K > 1 buckets, see
-// adapters/redisbuckets) keeps each bucket under a hash tag of its own,
+// adapters/redisgate) keeps each bucket under a hash tag of its own,
 // "<voucherId>.<salt>", with the same key names as an unsplit voucher's
 // (voucher, buyers, orders) plus its transfer records. The salt is chosen so
 // that bucket b's slot falls in the b-th of K equal ranges of the 16384 slots:

@@ -46,7 +46,7 @@ const OrderMessage = "ORDER_MESSAGE"
 // "ARGV[2]", holding the ID's decimal string). The script then appends the
 // same message EncodeOrder writes, from the IDs the claim passes anyway, so
 // a claim sends no field names and no second copy of the IDs (redisgate's
-// claim six arguments fewer, redisbuckets' five: it passes the voucher ID
+// claim six arguments fewer, a bucket's claim five: it passes the voucher ID
 // now), and the layout is still defined here alone. It panics unless src
 // holds OrderMessage exactly once: scripts are embedded, so that is a
 // mistake in the build, not in the input.

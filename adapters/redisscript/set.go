@@ -64,9 +64,15 @@ func (s *Set) Run(ctx context.Context, c redis.Scripter, sc *redis.Script, keys 
 }
 
 // Retry answers a NOSCRIPT that sc's EVALSHA met (on its own or in a
-// pipeline): the set is reloaded, once for all concurrent callers, and sc
-// runs by its SHA again. A failed reload is the answer.
+// pipeline): sc runs by its SHA again, and only if that meets NOSCRIPT too is
+// the set reloaded, once for all concurrent callers, and sc run again. The
+// first try spares a reload to the callers whose NOSCRIPT was answered
+// before a reload they did not wait on finished. A failed reload is the
+// answer.
 func (s *Set) Retry(ctx context.Context, c redis.Scripter, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+	if r := sc.EvalSha(ctx, c, keys, args...); !IsNoScript(r.Err()) {
+		return r
+	}
 	if err := s.Reload(ctx); err != nil {
 		r := redis.NewCmd(ctx)
 		r.SetErr(err)

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/hmdp-go/seckill/adapters/memory"
-	"github.com/hmdp-go/seckill/adapters/redisbuckets"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -16,12 +15,12 @@ import (
 // The order lifecycle's side of the gate (issue 25): StockGate.Return gives
 // a cancelled order's unit back by order id, and the heal honours it. One
 // suite, every gate: memory, the Redis gate on miniredis, a real Redis and
-// the cluster, and split vouchers (redisbuckets) on the same three.
+// the cluster, and split vouchers on the same three.
 
 // returnSubject is a fresh gate and the kind of voucher it sells.
 type returnSubject struct {
 	gate    gateUnderTest
-	probe   ports.GateProbe // nil: the gate does not heal this kind of voucher
+	probe   ports.GateProbe
 	reserve func(ctx context.Context, o domain.VoucherOrder) error
 	voucher func(t *testing.T, id domain.VoucherID, stock int) domain.Voucher
 }
@@ -56,9 +55,8 @@ func returnBackends() []returnBackend {
 			return func(t *testing.T, reclaim bool) returnSubject {
 				prefix := testenv.KeyPrefix(t)
 				testenv.DropPrefix(t, rdb, prefix)
-				split := redisbuckets.New(rdb, redisbuckets.Options{Prefix: prefix, ReclaimAfterCancel: reclaim})
-				r := redisbuckets.NewRouter(redisgate.New(rdb, redisgate.Options{Prefix: prefix, ReclaimAfterCancel: reclaim}), split, true)
-				return returnSubject{gate: r, reserve: split.Admit, voucher: func(t *testing.T, id domain.VoucherID, stock int) domain.Voucher {
+				g := redisgate.New(rdb, redisgate.Options{Prefix: prefix, ReclaimAfterCancel: reclaim})
+				return returnSubject{gate: g, probe: g, reserve: g.ReserveAndAppend, voucher: func(t *testing.T, id domain.VoucherID, stock int) domain.Voucher {
 					begin, end := gateOpen()
 					sale, err := domain.NewSale(stock, begin, end)
 					if err == nil {
@@ -105,7 +103,6 @@ func (s returnSubject) books(t *testing.T, id domain.VoucherID, initial, stock i
 
 var returnCases = []struct {
 	name    string
-	heals   bool // needs a gate that heals the voucher
 	reclaim bool // a gate whose Return frees the buyer's place
 	run     func(t *testing.T, s returnSubject)
 }{
@@ -148,7 +145,7 @@ var returnCases = []struct {
 	}},
 	// The heal puts a forfeited place back too (a failover that lost the
 	// claim and its return), and takes no unit for it.
-	{name: "heal_puts_back_a_forfeited_place_without_a_unit", heals: true, run: func(t *testing.T, s returnSubject) {
+	{name: "heal_puts_back_a_forfeited_place_without_a_unit", run: func(t *testing.T, s returnSubject) {
 		v := s.voucher(t, 1, 5)
 		gatePreheat(t, s.gate, v)
 		got, err := s.probe.Heal(gateCtx(t), v, []domain.VoucherOrder{testenv.Order(t, 11, 1, 1).Forfeited()})
@@ -215,7 +212,7 @@ var returnCases = []struct {
 	// page it read. It must put back only what the gate truly lost (o2), not
 	// o1: that would hold o1's unit for good (its return already recorded)
 	// and refuse its buyer's next claim as a duplicate.
-	{name: "heal_never_puts_back_a_returned_order", heals: true, reclaim: true, run: func(t *testing.T, s returnSubject) {
+	{name: "heal_never_puts_back_a_returned_order", reclaim: true, run: func(t *testing.T, s returnSubject) {
 		v := s.voucher(t, 1, 5)
 		gatePreheat(t, s.gate, v)
 		o1, o2 := testenv.Order(t, 11, 1, 1), testenv.Order(t, 12, 2, 1)
@@ -232,7 +229,7 @@ var returnCases = []struct {
 		s.claim(t, testenv.Order(t, 19, 1, 1)) // o1's buyer claims again
 		s.books(t, 1, 5, 3, map[domain.UserID]domain.OrderID{1: 19, 2: 12})
 	}},
-	{name: "heal_honours_a_return_that_found_the_mark_already_lost", heals: true, run: func(t *testing.T, s returnSubject) {
+	{name: "heal_honours_a_return_that_found_the_mark_already_lost", run: func(t *testing.T, s returnSubject) {
 		v := s.voucher(t, 1, 5)
 		gatePreheat(t, s.gate, v)
 		o1 := testenv.Order(t, 11, 1, 1)
@@ -254,9 +251,6 @@ func TestGateReturnContract(t *testing.T) {
 			for _, tc := range returnCases {
 				t.Run(tc.name, func(t *testing.T) {
 					s := newSubject(t, tc.reclaim)
-					if tc.heals && s.probe == nil {
-						t.Skip("split vouchers are not healed (redisbuckets.Router.Heal)")
-					}
 					tc.run(t, s)
 				})
 			}

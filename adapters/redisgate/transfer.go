@@ -1,9 +1,7 @@
-package redisbuckets
+package redisgate
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -45,62 +43,43 @@ import (
 // between two reads of that one round trip. If units keep moving away from
 // it, after Sweeps sweeps it answers busy (not admitted, nothing changed)
 // rather than sold out.
-func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, k, h int) error {
-	home := g.bucket(o.VoucherID(), h, k)
+func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, l *layout, h int) error {
+	// again claims in the home once more; done is false while it is empty.
+	again := func() (done bool, err error) {
+		answer, err := g.claimIn(ctx, l, h, o, true, false)
+		if err != nil {
+			return true, fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
+		}
+		if answer != "empty" {
+			return true, answerErr(answer, o)
+		}
+		return false, nil
+	}
 	for sweep := 0; sweep < g.opts.Sweeps; sweep++ {
 		if sweep > 0 {
 			// Another claim's transfer may have refilled the home meanwhile.
-			answer, err := g.claimOnce(ctx, home, o, false)
-			if err != nil {
-				return fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
-			}
-			if answer != "empty" {
-				return answerErr(answer, o)
+			if done, err := again(); done {
+				return err
 			}
 		}
 		inFlight, took := int64(0), false
-		for i := 1; i < k; i++ {
-			d := (h + i) % k
-			donor := g.bucket(o.VoucherID(), d, k)
-			id := newTransferID()
-			n, created, young, err := g.take(ctx, donor, id, h)
+		for i := 1; i < l.k; i++ {
+			n, young, err := g.transfer(ctx, l, (h+i)%l.k, h)
 			if err != nil {
 				// Step 1 may have run: its record is the repair's to finish.
-				return fmt.Errorf("%w: transfer from bucket %d: %w", ports.ErrNotAdmitted, d, err)
+				return fmt.Errorf("%w: %w", ports.ErrNotAdmitted, err)
 			}
+			inFlight += young
 			if n == 0 {
-				inFlight += young
 				continue
 			}
 			took = true
-			if err := g.fault("taken"); err != nil {
-				return fmt.Errorf("%w: %w", ports.ErrNotAdmitted, err)
-			}
-			res, err := g.apply(ctx, home, id, n, created, g.opts.ApplyDeadline, false)
-			if err != nil {
-				return fmt.Errorf("%w: transfer to bucket %d: %w", ports.ErrNotAdmitted, h, err)
-			}
-			if res == 1 || res == 0 {
-				if err := g.fault("applied"); err != nil {
-					return fmt.Errorf("%w: %w", ports.ErrNotAdmitted, err)
-				}
-				// A failed settle leaves an applied record: the repair deletes it.
-				_ = g.rdb.HDel(ctx, donor.Transfers(), id).Err()
-			}
-			answer, err := g.claimOnce(ctx, home, o, false)
-			if err != nil {
-				return fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
-			}
-			if answer != "empty" {
-				return answerErr(answer, o)
+			if done, err := again(); done {
+				return err
 			}
 		}
-		answer, err := g.claimOnce(ctx, home, o, false)
-		if err != nil {
-			return fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
-		}
-		if answer != "empty" {
-			return answerErr(answer, o)
+		if done, err := again(); done {
+			return err
 		}
 		if took || inFlight > 0 {
 			continue
@@ -109,7 +88,7 @@ func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, k,
 		// have moved behind the sweep (into a bucket visited earlier, from one
 		// visited later): one snapshot of every bucket's stock and records, in
 		// one pipelined round trip, settles it.
-		stock, records, err := g.snapshot(ctx, o.VoucherID(), k)
+		stock, records, err := g.snapshot(ctx, o.VoucherID(), l.k)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ports.ErrNotAdmitted, err)
 		}
@@ -124,6 +103,67 @@ func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, k,
 		}
 	}
 	return fmt.Errorf("%w: voucher %d's stock is moving between buckets", ports.ErrNotAdmitted, o.VoucherID())
+}
+
+// transfer moves half of donor d's stock into bucket h (steps 1 to 3). n is
+// the units taken; 0 when d is empty, and then young counts d's records
+// still in flight to other buckets. An error after step 1 leaves a record
+// that the repair finishes.
+func (g *Gate) transfer(ctx context.Context, l *layout, d, h int) (n, young int64, err error) {
+	id := randomToken()
+	n, created, young, err := g.take(ctx, l.buckets[d], id, h)
+	if err != nil {
+		return 0, 0, fmt.Errorf("transfer from bucket %d: %w", d, err)
+	}
+	if n == 0 {
+		return 0, young, nil
+	}
+	if err := g.fault("taken"); err != nil {
+		return n, 0, err
+	}
+	res, err := g.apply(ctx, l.buckets[h], id, n, created, g.opts.ApplyDeadline, false)
+	if err != nil {
+		return n, 0, fmt.Errorf("transfer to bucket %d: %w", h, err)
+	}
+	if res == 1 || res == 0 {
+		if err := g.fault("applied"); err != nil {
+			return n, 0, err
+		}
+		// A failed settle leaves an applied record: the repair deletes it.
+		_ = g.rdb.HDel(ctx, l.buckets[d].Transfers(), id).Err()
+	}
+	return n, 0, nil
+}
+
+// pull moves units from the other buckets into bucket h by transfers until
+// h holds want, or a sweep over them moved nothing (at most Sweeps sweeps).
+func (g *Gate) pull(ctx context.Context, l *layout, h int, want int64) error {
+	for range g.opts.Sweeps {
+		have, err := g.rdb.HGet(ctx, l.buckets[h].Voucher, "stock").Int64()
+		if err != nil || have >= want {
+			return ignoreNil(err)
+		}
+		moved := false
+		for i := 1; i < l.k && have < want; i++ {
+			n, _, err := g.transfer(ctx, l, (h+i)%l.k, h)
+			if err != nil {
+				return err
+			}
+			moved = moved || n > 0
+			have += n
+		}
+		if !moved {
+			return nil
+		}
+	}
+	return nil
+}
+
+func ignoreNil(err error) error {
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	return err
 }
 
 func (g *Gate) fault(step string) error {
@@ -154,12 +194,6 @@ func (g *Gate) apply(ctx context.Context, home redisschema.Keys, id string, n, c
 	}
 	return g.scripts.Run(ctx, g.rdb, applyScript, []string{home.Voucher, home.Applied()},
 		id, n, created, deadline.Milliseconds(), f).Int64()
-}
-
-func newTransferID() string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // record is one parsed transfer record.
@@ -263,76 +297,6 @@ func (g *Gate) RepairAll(ctx context.Context) (int, error) {
 		}
 	}
 	return total, nil
-}
-
-// PruneLive removes from the live set the bucket tags whose bucket hash and
-// stream are both gone (the sale's keys expired), and reports how many; the
-// unsplit gate's PruneLive skips them. As there, it removes first and looks
-// again, putting back a member whose keys came back meanwhile.
-func (g *Gate) PruneLive(ctx context.Context) (int, error) {
-	live := redisschema.LiveSet(g.prefix)
-	members, err := g.rdb.SMembers(ctx, live).Result()
-	if err != nil {
-		return 0, fmt.Errorf("prune bucket tags: %w", err)
-	}
-	var tags []string
-	for _, m := range members {
-		if _, ok := redisschema.ParseTag(m); ok && strings.Contains(m, ".") {
-			tags = append(tags, m)
-		}
-	}
-	gone := func(tags []string) ([]string, error) {
-		pipe := g.rdb.Pipeline()
-		cmds := make([]*redis.IntCmd, len(tags))
-		for i, tag := range tags {
-			k := redisschema.KeysForTag(g.prefix, tag)
-			cmds[i] = pipe.Exists(ctx, k.Voucher, k.Orders)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, err
-		}
-		var out []string
-		for i, c := range cmds {
-			if c.Val() == 0 {
-				out = append(out, tags[i])
-			}
-		}
-		return out, nil
-	}
-	if len(tags) == 0 {
-		return 0, nil
-	}
-	stale, err := gone(tags)
-	if err != nil || len(stale) == 0 {
-		return 0, err
-	}
-	rm := make([]any, len(stale))
-	for i, t := range stale {
-		rm[i] = t
-	}
-	if err := g.rdb.SRem(ctx, live, rm...).Err(); err != nil {
-		return 0, fmt.Errorf("prune bucket tags: %w", err)
-	}
-	still, err := gone(stale)
-	if err != nil {
-		return 0, fmt.Errorf("prune bucket tags: %w", err)
-	}
-	isGone := map[string]bool{}
-	for _, t := range still {
-		isGone[t] = true
-	}
-	var back []any
-	for _, t := range stale {
-		if !isGone[t] {
-			back = append(back, t)
-		}
-	}
-	if len(back) > 0 {
-		if err := g.rdb.SAdd(ctx, live, back...).Err(); err != nil {
-			return 0, fmt.Errorf("prune bucket tags: %w", err)
-		}
-	}
-	return len(stale) - len(back), nil
 }
 
 // snapshot reads every bucket's stock and number of transfer records in one

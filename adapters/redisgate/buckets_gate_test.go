@@ -1,4 +1,4 @@
-package redisbuckets_test
+package redisgate_test
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hmdp-go/seckill/adapters/redisbuckets"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
@@ -58,8 +57,21 @@ func userIn(b, k int, start domain.UserID) domain.UserID {
 	}
 }
 
-func fastOpts(prefix string) redisbuckets.Options {
-	return redisbuckets.Options{Prefix: prefix, ApplyDeadline: 150 * time.Millisecond, Skew: 50 * time.Millisecond}
+// splitInto is v split into k buckets (k = 1: v as it is).
+func splitInto(t testing.TB, v domain.Voucher, k int) domain.Voucher {
+	t.Helper()
+	if k == 1 {
+		return v
+	}
+	s, err := v.WithBuckets(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func fastOpts(prefix string) redisgate.Options {
+	return redisgate.Options{Prefix: prefix, ApplyDeadline: 150 * time.Millisecond, Skew: 50 * time.Millisecond}
 }
 
 func ctx(t testing.TB) context.Context {
@@ -70,7 +82,7 @@ func ctx(t testing.TB) context.Context {
 
 // books asserts what Redis holds for the voucher: the total units (bucket
 // stock plus unapplied records), and that no record is left.
-func books(t *testing.T, g *redisbuckets.Gate, id domain.VoucherID, wantUnits int) {
+func books(t *testing.T, g *redisgate.Gate, id domain.VoucherID, wantUnits int) {
 	t.Helper()
 	units, found, err := g.Stock(ctx(t), id)
 	if err != nil || !found {
@@ -82,11 +94,11 @@ func books(t *testing.T, g *redisbuckets.Gate, id domain.VoucherID, wantUnits in
 }
 
 // sellOut claims with fresh users until sold out and returns how many sold.
-func sellOut(t *testing.T, g *redisbuckets.Gate, id domain.VoucherID, firstUser domain.UserID) int {
+func sellOut(t *testing.T, g *redisgate.Gate, id domain.VoucherID, firstUser domain.UserID) int {
 	t.Helper()
 	sold, soldOut := 0, 0
 	for u := firstUser; soldOut < 10; u++ {
-		err := g.Admit(ctx(t), orderFor(t, u, id))
+		err := g.ReserveAndAppend(ctx(t), orderFor(t, u, id))
 		switch {
 		case err == nil:
 			sold++
@@ -104,9 +116,9 @@ func TestPreheatPutsBucketsOnDifferentMasters(t *testing.T) {
 	rdb := testenv.RedisCluster(t)
 	prefix := testenv.KeyPrefix(t)
 	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-	g := redisbuckets.New(rdb, fastOpts(prefix))
+	g := redisgate.New(rdb, fastOpts(prefix))
 	v := newVoucher(t, 10)
-	if err := g.Preheat(ctx(t), v, 3); err != nil {
+	if err := g.Preheat(ctx(t), splitInto(t, v, 3)); err != nil {
 		t.Fatal(err)
 	}
 	stocks, err := g.Stocks(ctx(t), v.ID())
@@ -128,14 +140,14 @@ func TestPreheatPutsBucketsOnDifferentMasters(t *testing.T) {
 		t.Fatalf("3 buckets on %d masters", len(masters))
 	}
 	// A second Preheat (an admin's retry) after a sale must not refill.
-	if err := g.Admit(ctx(t), orderFor(t, 1, v.ID())); err != nil {
+	if err := g.ReserveAndAppend(ctx(t), orderFor(t, 1, v.ID())); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Preheat(ctx(t), v, 3); err != nil {
+	if err := g.Preheat(ctx(t), splitInto(t, v, 3)); err != nil {
 		t.Fatal(err)
 	}
 	books(t, g, v.ID(), 9)
-	if err := g.Preheat(ctx(t), v, 2); err == nil {
+	if err := g.Preheat(ctx(t), splitInto(t, v, 2)); err == nil {
 		t.Fatal("preheat with another K accepted")
 	}
 }
@@ -144,9 +156,9 @@ func TestClaimMovesStockAndAnswersSoldOutOnlyWhenEveryBucketIsEmpty(t *testing.T
 	rdb := testenv.RedisCluster(t)
 	prefix := testenv.KeyPrefix(t)
 	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-	g := redisbuckets.New(rdb, fastOpts(prefix))
+	g := redisgate.New(rdb, fastOpts(prefix))
 	v := newVoucher(t, 5)
-	if err := g.Preheat(ctx(t), v, 3); err != nil {
+	if err := g.Preheat(ctx(t), splitInto(t, v, 3)); err != nil {
 		t.Fatal(err)
 	}
 	// Every unit is bought by users whose home is bucket 2 (stock 1): four
@@ -154,15 +166,15 @@ func TestClaimMovesStockAndAnswersSoldOutOnlyWhenEveryBucketIsEmpty(t *testing.T
 	u := domain.UserID(1)
 	for i := range 5 {
 		u = userIn(2, 3, u+1)
-		if err := g.Admit(ctx(t), orderFor(t, u, v.ID())); err != nil {
+		if err := g.ReserveAndAppend(ctx(t), orderFor(t, u, v.ID())); err != nil {
 			t.Fatalf("claim %d: %v", i, err)
 		}
-		if err := g.Admit(ctx(t), orderFor(t, u, v.ID())); !errors.Is(err, domain.ErrAlreadyClaimed) {
+		if err := g.ReserveAndAppend(ctx(t), orderFor(t, u, v.ID())); !errors.Is(err, domain.ErrAlreadyClaimed) {
 			t.Fatalf("second claim of user %d: %v", u, err)
 		}
 	}
 	for b := range 3 {
-		if err := g.Admit(ctx(t), orderFor(t, userIn(b, 3, u+1), v.ID())); !errors.Is(err, domain.ErrSoldOut) {
+		if err := g.ReserveAndAppend(ctx(t), orderFor(t, userIn(b, 3, u+1), v.ID())); !errors.Is(err, domain.ErrSoldOut) {
 			t.Fatalf("claim in bucket %d after the last unit: %v", b, err)
 		}
 	}
@@ -191,22 +203,22 @@ func TestProcessKilledBetweenTransferSteps(t *testing.T) {
 				}
 				return nil
 			}
-			dying := redisbuckets.New(rdb, opts)
+			dying := redisgate.New(rdb, opts)
 			v := newVoucher(t, 8)
-			if err := dying.Preheat(ctx(t), v, 3); err != nil { // 3,3,2
+			if err := dying.Preheat(ctx(t), splitInto(t, v, 3)); err != nil { // 3,3,2
 				t.Fatal(err)
 			}
 			// Empty bucket 2 honestly, then die in the transfer.
 			u := domain.UserID(100)
-			healthy := redisbuckets.New(rdb, fastOpts(prefix))
+			healthy := redisgate.New(rdb, fastOpts(prefix))
 			for range 2 {
 				u = userIn(2, 3, u+1)
-				if err := healthy.Admit(ctx(t), orderFor(t, u, v.ID())); err != nil {
+				if err := healthy.ReserveAndAppend(ctx(t), orderFor(t, u, v.ID())); err != nil {
 					t.Fatal(err)
 				}
 			}
 			u = userIn(2, 3, u+1)
-			err := dying.Admit(ctx(t), orderFor(t, u, v.ID()))
+			err := dying.ReserveAndAppend(ctx(t), orderFor(t, u, v.ID()))
 			if !errors.Is(err, ports.ErrNotAdmitted) {
 				t.Fatalf("dying claim: %v", err)
 			}
@@ -252,15 +264,15 @@ func TestBucketLostThenRestored(t *testing.T) {
 	rdb := testenv.RedisCluster(t)
 	prefix := testenv.KeyPrefix(t)
 	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-	g := redisbuckets.New(rdb, fastOpts(prefix))
+	g := redisgate.New(rdb, fastOpts(prefix))
 	v := newVoucher(t, 30)
-	if err := g.Preheat(ctx(t), v, 3); err != nil {
+	if err := g.Preheat(ctx(t), splitInto(t, v, 3)); err != nil {
 		t.Fatal(err)
 	}
 	var buyers []domain.VoucherOrder
 	for u := domain.UserID(1); len(buyers) < 12; u++ {
 		o := orderFor(t, u, v.ID())
-		if err := g.Admit(ctx(t), o); err != nil {
+		if err := g.ReserveAndAppend(ctx(t), o); err != nil {
 			t.Fatal(err)
 		}
 		buyers = append(buyers, o)
@@ -276,7 +288,7 @@ func TestBucketLostThenRestored(t *testing.T) {
 		}
 		u = userIn(1, 3, u+1)
 		o := orderFor(t, u, v.ID())
-		if err := g.Admit(ctx(t), o); err != nil {
+		if err := g.ReserveAndAppend(ctx(t), o); err != nil {
 			t.Fatal(err)
 		}
 		buyers = append(buyers, o)
@@ -284,23 +296,23 @@ func TestBucketLostThenRestored(t *testing.T) {
 	dyingOpts := fastOpts(prefix)
 	dyingOpts.Fault = func(string) error { return errors.New("killed") }
 	u = userIn(1, 3, u+1)
-	if err := redisbuckets.New(rdb, dyingOpts).Admit(ctx(t), orderFor(t, u, v.ID())); !errors.Is(err, ports.ErrNotAdmitted) {
+	if err := redisgate.New(rdb, dyingOpts).ReserveAndAppend(ctx(t), orderFor(t, u, v.ID())); !errors.Is(err, ports.ErrNotAdmitted) {
 		t.Fatalf("dying claim: %v", err)
 	}
 	if n, _ := g.PendingTransfers(ctx(t), v.ID()); n != 1 {
 		t.Fatalf("%d records, want 1", n)
 	}
 	delBucket(t, rdb, prefix, v.ID(), 1, 3)
-	missing, err := g.Missing(ctx(t), v.ID(), 3)
-	if err != nil || !missing {
+	missing, err := g.Missing(ctx(t), []domain.VoucherID{v.ID()})
+	if err != nil || len(missing) != 1 {
 		t.Fatalf("missing = %v, %v", missing, err)
 	}
 	queued, _ := g.Pending(ctx(t), v.ID()) // bucket 1's queued orders are lost with it
-	ok, err := g.Restore(ctx(t), v, 3, nil)
+	ok, err := g.Restore(ctx(t), splitInto(t, v, 3), nil)
 	if err != nil || !ok {
 		t.Fatalf("restore: %v, %v", ok, err)
 	}
-	if missing, _ := g.Missing(ctx(t), v.ID(), 3); missing {
+	if missing, _ := g.Missing(ctx(t), []domain.VoucherID{v.ID()}); len(missing) != 0 {
 		t.Fatal("still missing after the restore")
 	}
 	books(t, g, v.ID(), 30-int(queued))
@@ -313,7 +325,7 @@ func TestBucketLostThenRestored(t *testing.T) {
 		if marks[o.UserID()] != o.ID() {
 			t.Fatalf("user %d lost its mark", o.UserID())
 		}
-		if err := g.Admit(ctx(t), orderFor(t, o.UserID(), v.ID())); !errors.Is(err, domain.ErrAlreadyClaimed) {
+		if err := g.ReserveAndAppend(ctx(t), orderFor(t, o.UserID(), v.ID())); !errors.Is(err, domain.ErrAlreadyClaimed) {
 			t.Fatalf("user %d claimed again: %v", o.UserID(), err)
 		}
 	}
@@ -334,9 +346,9 @@ func TestBucketRestoredAfterAnAdditionTheGateMissedTakesItOnce(t *testing.T) {
 	rdb := testenv.RedisCluster(t)
 	prefix := testenv.KeyPrefix(t)
 	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-	g := redisbuckets.New(rdb, fastOpts(prefix))
+	g := redisgate.New(rdb, fastOpts(prefix))
 	v := newVoucher(t, 30)
-	if err := g.Preheat(ctx(t), v, 3); err != nil {
+	if err := g.Preheat(ctx(t), splitInto(t, v, 3)); err != nil {
 		t.Fatal(err)
 	}
 	more, err := v.Sale().AddStock(6, testenv.Now())
@@ -345,10 +357,10 @@ func TestBucketRestoredAfterAnAdditionTheGateMissedTakesItOnce(t *testing.T) {
 	}
 	stored := v.WithSale(more) // the database: 36 units, 6 of them added
 	delBucket(t, rdb, prefix, v.ID(), 2, 3)
-	if ok, err := g.Restore(ctx(t), stored, 3, nil); err != nil || !ok {
+	if ok, err := g.Restore(ctx(t), splitInto(t, stored, 3), nil); err != nil || !ok {
 		t.Fatalf("restore: %v, %v", ok, err)
 	}
-	if err := g.Apply(ctx(t), stored, 3); err != nil {
+	if err := g.Apply(ctx(t), splitInto(t, stored, 3)); err != nil {
 		t.Fatal(err)
 	}
 	books(t, g, v.ID(), 36)
@@ -364,13 +376,13 @@ func TestRestoreFromDatabaseWithBuckets(t *testing.T) {
 	rdb := testenv.RedisCluster(t)
 	prefix := testenv.KeyPrefix(t)
 	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-	g := redisbuckets.New(rdb, fastOpts(prefix))
+	g := redisgate.New(rdb, fastOpts(prefix))
 	v := newVoucher(t, 22)
 	var buyers []domain.VoucherOrder
 	for u := domain.UserID(1); u <= 8; u++ {
 		buyers = append(buyers, orderFor(t, u, v.ID()))
 	}
-	ok, err := g.Restore(ctx(t), v, 3, buyers)
+	ok, err := g.Restore(ctx(t), splitInto(t, v, 3), buyers)
 	if err != nil || !ok {
 		t.Fatalf("restore: %v, %v", ok, err)
 	}
@@ -382,7 +394,7 @@ func TestRestoreFromDatabaseWithBuckets(t *testing.T) {
 		}
 	}
 	for _, o := range buyers {
-		if err := g.Admit(ctx(t), orderFor(t, o.UserID(), v.ID())); !errors.Is(err, domain.ErrAlreadyClaimed) {
+		if err := g.ReserveAndAppend(ctx(t), orderFor(t, o.UserID(), v.ID())); !errors.Is(err, domain.ErrAlreadyClaimed) {
 			t.Fatalf("buyer %d claimed again: %v", o.UserID(), err)
 		}
 		found, ok, err := g.Queued(ctx(t), o.UserID(), o.ID())
@@ -392,7 +404,7 @@ func TestRestoreFromDatabaseWithBuckets(t *testing.T) {
 		}
 	}
 	// A second restore finds every bucket serving and writes nothing.
-	if ok, err := g.Restore(ctx(t), v, 3, buyers); err != nil || ok {
+	if ok, err := g.Restore(ctx(t), splitInto(t, v, 3), buyers); err != nil || ok {
 		t.Fatalf("second restore: %v, %v", ok, err)
 	}
 	if sold := sellOut(t, g, v.ID(), 1000); sold != 22 {
@@ -408,15 +420,15 @@ func TestRestoreFencesOffAClaimThatTookFromTheLostBucket(t *testing.T) {
 	rdb := testenv.RedisCluster(t)
 	prefix := testenv.KeyPrefix(t)
 	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-	g := redisbuckets.New(rdb, fastOpts(prefix))
+	g := redisgate.New(rdb, fastOpts(prefix))
 	v := newVoucher(t, 12)
-	if err := g.Preheat(ctx(t), v, 3); err != nil { // 4,4,4
+	if err := g.Preheat(ctx(t), splitInto(t, v, 3)); err != nil { // 4,4,4
 		t.Fatal(err)
 	}
 	u := domain.UserID(1)
 	for range 4 {
 		u = userIn(0, 3, u+1)
-		if err := g.Admit(ctx(t), orderFor(t, u, v.ID())); err != nil {
+		if err := g.ReserveAndAppend(ctx(t), orderFor(t, u, v.ID())); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -431,13 +443,13 @@ func TestRestoreFencesOffAClaimThatTookFromTheLostBucket(t *testing.T) {
 		}
 		return nil
 	}
-	slow := redisbuckets.New(rdb, opts)
+	slow := redisgate.New(rdb, opts)
 	done := make(chan error, 1)
 	u = userIn(0, 3, u+1)
-	go func() { done <- slow.Admit(context.Background(), orderFor(t, u, v.ID())) }()
+	go func() { done <- slow.ReserveAndAppend(context.Background(), orderFor(t, u, v.ID())) }()
 	<-taken                                 // the claimant holds 2 units taken from bucket 1
 	delBucket(t, rdb, prefix, v.ID(), 1, 3) // bucket 1 lost, its record with it
-	if ok, err := g.Restore(ctx(t), v, 3, nil); err != nil || !ok {
+	if ok, err := g.Restore(ctx(t), splitInto(t, v, 3), nil); err != nil || !ok {
 		t.Fatalf("restore: %v %v", ok, err)
 	}
 	close(resume)
@@ -463,9 +475,9 @@ func TestLostBucketCountIsRestored(t *testing.T) {
 	rdb := testenv.RedisCluster(t)
 	prefix := testenv.KeyPrefix(t)
 	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-	g := redisbuckets.New(rdb, fastOpts(prefix))
+	g := redisgate.New(rdb, fastOpts(prefix))
 	v := newVoucher(t, 6)
-	if err := g.Preheat(ctx(t), v, 3); err != nil {
+	if err := g.Preheat(ctx(t), splitInto(t, v, 3)); err != nil {
 		t.Fatal(err)
 	}
 	if err := rdb.Del(ctx(t), redisschema.BucketMeta(prefix, v.ID())).Err(); err != nil {
@@ -475,26 +487,20 @@ func TestLostBucketCountIsRestored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fresh := redisbuckets.New(rdb, fastOpts(prefix)) // a process that never saw K
-	r := redisbuckets.NewRouter(wholeStub{}, fresh, true)
-	missing, err := r.Missing(ctx(t), []domain.VoucherID{v.ID()})
-	if err != nil || len(missing) != 1 {
-		t.Fatalf("missing %v, %v", missing, err)
+	fresh := redisgate.New(rdb, fastOpts(prefix))       // a process that never saw K
+	for _, probe := range []*redisgate.Gate{g, fresh} { // whether it knows K or not
+		missing, err := probe.Missing(ctx(t), []domain.VoucherID{v.ID()})
+		if err != nil || len(missing) != 1 {
+			t.Fatalf("missing %v, %v", missing, err)
+		}
 	}
-	if ok, err := r.Restore(ctx(t), split, nil); err != nil || ok {
+	if ok, err := fresh.Restore(ctx(t), split, nil); err != nil || ok {
 		t.Fatalf("restore: %v %v (the buckets were all there)", ok, err)
 	}
 	if k, err := fresh.Buckets(ctx(t), v.ID()); err != nil || k != 3 {
 		t.Fatalf("K after the restore: %d, %v", k, err)
 	}
 	books(t, fresh, v.ID(), 6)
-}
-
-// wholeStub is an unsplit gate that holds nothing.
-type wholeStub struct{ redisbuckets.Whole }
-
-func (wholeStub) Missing(_ context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error) {
-	return ids, nil
 }
 
 // Status queries find a queued order of a split voucher in its home bucket
@@ -504,9 +510,7 @@ func TestQueuedFindsOrdersOfBothKinds(t *testing.T) {
 	rdb := testenv.RedisCluster(t)
 	prefix := testenv.KeyPrefix(t)
 	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-	whole := redisgate.New(rdb, redisgate.Options{Prefix: prefix})
-	split := redisbuckets.New(rdb, fastOpts(prefix))
-	r := redisbuckets.NewRouter(whole, split, true)
+	r := redisgate.New(rdb, fastOpts(prefix))
 
 	sv, wv := newVoucher(t, 9), newVoucher(t, 9)
 	sv, _ = sv.WithBuckets(3)
@@ -515,11 +519,10 @@ func TestQueuedFindsOrdersOfBothKinds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	admit := redisbuckets.NewAdmission(admitFunc(whole.ReserveAndAppend), split)
 	for _, v := range []domain.Voucher{sv, wv} {
 		for u := domain.UserID(1); u <= 4; u++ {
 			o := orderFor(t, u, v.ID())
-			if err := admit.Admit(ctx(t), o); err != nil {
+			if err := r.ReserveAndAppend(ctx(t), o); err != nil {
 				t.Fatalf("voucher %d user %d: %v", v.ID(), u, err)
 			}
 			got, ok, err := r.Queued(ctx(t), u, o.ID())
@@ -531,14 +534,10 @@ func TestQueuedFindsOrdersOfBothKinds(t *testing.T) {
 			}
 		}
 	}
-	if n, _ := split.Pending(ctx(t), sv.ID()); n != 4 {
+	if n, _ := r.Pending(ctx(t), sv.ID()); n != 4 {
 		t.Fatalf("split voucher's streams hold %d, want 4", n)
 	}
-	if s, _, _ := whole.Stock(ctx(t), wv.ID()); s != 5 {
+	if s, _, _ := r.Stock(ctx(t), wv.ID()); s != 5 {
 		t.Fatalf("unsplit voucher's stock %d, want 5", s)
 	}
 }
-
-type admitFunc func(context.Context, domain.VoucherOrder) error
-
-func (f admitFunc) Admit(ctx context.Context, o domain.VoucherOrder) error { return f(ctx, o) }

@@ -1,4 +1,4 @@
-package redisbuckets_test
+package redisgate_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
-	"github.com/hmdp-go/seckill/adapters/redisbuckets"
+	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/adapters/redisstream"
 	"github.com/hmdp-go/seckill/domain"
@@ -104,8 +104,8 @@ func TestStampedeOnOneBucketedVoucher(t *testing.T) {
 	}
 	prefix := testenv.KeyPrefix(t)
 	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-	g := redisbuckets.New(rdb, redisbuckets.Options{Prefix: prefix, Vouchers: vouchers, Orders: orders})
-	if err := g.Preheat(ctx(t), v, k); err != nil {
+	g := redisgate.New(rdb, redisgate.Options{Prefix: prefix, Vouchers: vouchers, Orders: orders})
+	if err := g.Preheat(ctx(t), splitInto(t, v, k)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -128,7 +128,7 @@ func TestStampedeOnOneBucketedVoucher(t *testing.T) {
 			// A client told busy (not admitted) tries again, as the HTTP
 			// client would; every try is bounded by the claim budget.
 			for try := 0; ; try++ {
-				a.err = g.Admit(context.Background(), o)
+				a.err = g.ReserveAndAppend(context.Background(), o)
 				if !errors.Is(a.err, ports.ErrNotAdmitted) || try == 20 {
 					break
 				}

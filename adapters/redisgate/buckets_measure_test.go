@@ -1,4 +1,4 @@
-package redisbuckets_test
+package redisgate_test
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hmdp-go/seckill/adapters/redisbuckets"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/test/testenv"
@@ -59,18 +58,11 @@ func TestMeasureClaimsPerK(t *testing.T) {
 }
 
 func preheatK(t *testing.T, rdb *redis.ClusterClient, prefix string, v domain.Voucher, k int) func(context.Context, domain.VoucherOrder) error {
-	if k == 1 {
-		g := redisgate.New(rdb, redisgate.Options{Prefix: prefix})
-		if err := g.Preheat(ctx(t), v); err != nil {
-			t.Fatal(err)
-		}
-		return g.ReserveAndAppend
-	}
-	g := redisbuckets.New(rdb, redisbuckets.Options{Prefix: prefix})
-	if err := g.Preheat(ctx(t), v, k); err != nil {
+	g := redisgate.New(rdb, redisgate.Options{Prefix: prefix})
+	if err := g.Preheat(ctx(t), splitInto(t, v, k)); err != nil {
 		t.Fatal(err)
 	}
-	return g.Admit
+	return g.ReserveAndAppend
 }
 
 func fire(t *testing.T, rdb *redis.ClusterClient, claim func(context.Context, domain.VoucherOrder) error,

@@ -1,4 +1,4 @@
-package redisbuckets_test
+package redisgate_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hmdp-go/seckill/adapters/redisbatch"
-	"github.com/hmdp-go/seckill/adapters/redisbuckets"
+	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/test/testenv"
 )
 
@@ -18,22 +18,22 @@ import (
 func TestSplitClaimWaitsForItsReplicas(t *testing.T) {
 	master, replica := testenv.StartReplicated(t)
 	ctx := context.Background()
-	g := redisbuckets.New(master.Client(), redisbuckets.Options{Prefix: "w:", WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond})
+	g := redisgate.New(master.Client(), redisgate.Options{Prefix: "w:", WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond})
 	v := newVoucher(t, 10)
-	if err := g.Preheat(ctx, v, 2); err != nil {
+	if err := g.Preheat(ctx, splitInto(t, v, 2)); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Admit(ctx, orderFor(t, 1, v.ID())); err != nil {
+	if err := g.ReserveAndAppend(ctx, orderFor(t, 1, v.ID())); err != nil {
 		t.Fatalf("claim with the replica in sync: %v", err)
 	}
 	replica.Stall()
-	if err := g.Admit(ctx, orderFor(t, 2, v.ID())); !errors.Is(err, redisbatch.ErrNotReplicated) {
+	if err := g.ReserveAndAppend(ctx, orderFor(t, 2, v.ID())); !errors.Is(err, redisbatch.ErrNotReplicated) {
 		t.Fatalf("claim while the replica is stalled: %v, want ErrNotReplicated", err)
 	}
 	replica.Resume()
 	o := orderFor(t, 3, v.ID())
 	testenv.Eventually(t, 20*time.Second, func() (bool, string) {
-		err := g.Admit(ctx, o)
+		err := g.ReserveAndAppend(ctx, o)
 		return err == nil, "claim after the replica resumed: " + strconv.Quote(errText(err))
 	})
 }
