@@ -247,8 +247,9 @@ func (h *ClaimSeckill) admit(ctx context.Context, user domain.UserID, voucher do
 	if err != nil {
 		// Nothing was reserved yet, whatever went wrong (out of time, Redis
 		// unreachable, the day's sequence exhausted): nothing changed, and
-		// the client may try again.
-		err = fmt.Errorf("issue order id: %w: %w", ErrBusy, err)
+		// the client may try again (ports.ErrNotAdmitted: nothing was
+		// admitted, which is how the recorder tells busy from an error).
+		err = fmt.Errorf("issue order id: %w: %w: %w", ErrBusy, ports.ErrNotAdmitted, err)
 		return 0, err, err
 	}
 	order, err := domain.NewVoucherOrder(id, user, voucher)
