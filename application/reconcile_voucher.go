@@ -60,14 +60,16 @@ type Report struct {
 	// QueuePartial: the queue held more than maxQueueScan entries and only
 	// the oldest were looked at, so some of NotInDB may still be in flight.
 	QueuePartial bool
-	// NotInGate: the database has these orders, the gate has no mark for
-	// their users (the gate lost data), or a mark with another order id.
+	// NotInGate: the database has these orders and the gate holds them in
+	// none of their users' places (the gate lost data, or marked another
+	// order of the user).
 	NotInGate []domain.VoucherOrder
-	// Forgotten counts the orders of NotInGate whose user the gate does not
-	// mark at all: committed orders whose writes Redis lost (a restart
+	// Forgotten counts the orders of NotInGate whose user the gate marks
+	// fewer times than the sale's limit per user (for one order per user:
+	// not at all): committed orders whose writes Redis lost (a restart
 	// without persistence, a failover to a replica that lagged). A running
 	// service heals them within its repair interval (RestoreGate.Repair). The
-	// rest of NotInGate are users marked with another order: a claim made
+	// rest of NotInGate are users whose places hold other orders: a claim made
 	// again after such a loss, which the database refuses as a duplicate.
 	Forgotten int
 	// Books is the database's count of the voucher's orders by lifecycle
@@ -163,22 +165,26 @@ func (h *ReconcileVoucher) check(ctx context.Context, id domain.VoucherID) (Repo
 		r.HasBooks = true
 	}
 
-	inDB := make(map[domain.UserID]domain.OrderID, len(buyers))
+	inDB := make(map[domain.OrderID]domain.UserID, len(buyers))
+	places := make(map[domain.UserID]int, len(marks)) // the gate's marks per user
+	for _, u := range marks {
+		places[u]++
+	}
 	for _, o := range buyers {
 		if !o.HoldsUnit() {
 			continue // a forfeited place: the gate's Buyers skips it too
 		}
 		r.DBOrders++
-		inDB[o.UserID()] = o.ID()
-		if mark, ok := marks[o.UserID()]; !ok {
+		inDB[o.ID()] = o.UserID()
+		if u, ok := marks[o.ID()]; !ok || u != o.UserID() {
 			r.NotInGate = append(r.NotInGate, o)
-			r.Forgotten++
-		} else if mark != o.ID() {
-			r.NotInGate = append(r.NotInGate, o)
+			if places[o.UserID()] < v.Sale().LimitPerUser() {
+				r.Forgotten++
+			}
 		}
 	}
-	for u, oid := range marks {
-		if inDB[u] == oid {
+	for oid, u := range marks {
+		if du, ok := inDB[oid]; ok && du == u {
 			continue
 		}
 		o, err := domain.NewVoucherOrder(oid, u, id)

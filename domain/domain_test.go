@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -288,26 +289,67 @@ func TestBuyerMarks(t *testing.T) {
 	a, _ := domain.NewVoucherOrder(1, 10, 3)
 	b, _ := domain.NewVoucherOrder(2, 11, 3)
 	a2, _ := domain.NewVoucherOrder(5, 10, 3)
+	a3, _ := domain.NewVoucherOrder(6, 10, 3)
 	elsewhere, _ := domain.NewVoucherOrder(3, 12, 4)
 	tests := []struct {
 		name    string
+		limit   int
 		orders  []domain.VoucherOrder
-		want    int
+		want    map[domain.UserID][]domain.OrderID
 		wantErr bool
 	}{
-		{name: "one_mark_per_user", orders: []domain.VoucherOrder{a, b}, want: 2},
-		{name: "same_order_twice_is_one_mark", orders: []domain.VoucherOrder{a, a}, want: 1},
-		{name: "user_with_two_orders", orders: []domain.VoucherOrder{a, a2}, wantErr: true},
-		{name: "order_of_another_voucher", orders: []domain.VoucherOrder{a, elsewhere}, wantErr: true},
-		{name: "none", want: 0},
+		{name: "one_mark_per_user", limit: 1, orders: []domain.VoucherOrder{a, b}, want: map[domain.UserID][]domain.OrderID{10: {1}, 11: {2}}},
+		{name: "same_order_twice_is_one_mark", limit: 1, orders: []domain.VoucherOrder{a, a}, want: map[domain.UserID][]domain.OrderID{10: {1}}},
+		{name: "user_with_two_orders", limit: 1, orders: []domain.VoucherOrder{a, a2}, wantErr: true},
+		{name: "two_orders_within_a_limit_of_two", limit: 2, orders: []domain.VoucherOrder{a, a2.Forfeited(), b}, want: map[domain.UserID][]domain.OrderID{10: {1, -5}, 11: {2}}},
+		{name: "three_orders_past_a_limit_of_two", limit: 2, orders: []domain.VoucherOrder{a, a2, a3}, wantErr: true},
+		{name: "order_of_another_voucher", limit: 1, orders: []domain.VoucherOrder{a, elsewhere}, wantErr: true},
+		{name: "none", limit: 1, want: map[domain.UserID][]domain.OrderID{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			marks, err := domain.BuyerMarks(3, tt.orders)
-			if (err != nil) != tt.wantErr || (err == nil && len(marks) != tt.want) {
-				t.Fatalf("marks %v, err %v", marks, err)
+			marks, err := domain.BuyerMarks(3, tt.limit, tt.orders)
+			if (err != nil) != tt.wantErr || (err == nil && !reflect.DeepEqual(marks, tt.want)) {
+				t.Fatalf("marks %v, err %v; want %v", marks, err, tt.want)
 			}
 		})
+	}
+}
+
+func TestSaleLimitPerUser(t *testing.T) {
+	now := time.Now()
+	sale, err := domain.NewSale(10, now.Add(time.Hour), now.Add(2*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sale.LimitPerUser() != 1 {
+		t.Fatalf("a new sale allows %d orders per user, want 1", sale.LimitPerUser())
+	}
+	for _, n := range []int{0, -1, domain.MaxLimitPerUser + 1} {
+		if _, err := sale.WithLimitPerUser(n); !isInvalid(err) {
+			t.Fatalf("limit %d: err %v, want invalid input", n, err)
+		}
+	}
+	three, err := sale.WithLimitPerUser(3)
+	if err != nil || three.LimitPerUser() != 3 {
+		t.Fatalf("limit 3: %d, %v", three.LimitPerUser(), err)
+	}
+	if one, _ := three.WithLimitPerUser(1); one != sale {
+		t.Fatal("a limit of one is the default sale, whichever way it was made")
+	}
+	rules, err := domain.NewRoomRules(domain.MinRoomOpensBefore, 10, domain.MinRoomPassTTL, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := three.WithRoom(now, rules); !isInvalid(err) {
+		t.Fatalf("a room on a sale of 3 per user: %v, want invalid input", err)
+	}
+	roomed, err := sale.WithRoom(now, rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := roomed.WithLimitPerUser(2); !isInvalid(err) {
+		t.Fatalf("3 per user on a sale with a room: %v, want invalid input", err)
 	}
 }
 
@@ -350,4 +392,9 @@ func TestSaleWithBuckets(t *testing.T) {
 	if one, _ := sale.WithBuckets(1); one != sale {
 		t.Fatal("an unsplit sale must compare equal however it was made")
 	}
+}
+
+func isInvalid(err error) bool {
+	var v *domain.ValidationError
+	return errors.As(err, &v)
 }

@@ -141,26 +141,3 @@ func (st OrderStatus) Redelivery(o VoucherOrder) (OrderState, FailureReason) {
 	}
 	return OrderFailed, FailIDConflict
 }
-
-// BuyerMarks turns a voucher's orders into its one-order-per-user marks (user
-// -> order id, or 0 for a forfeited order: its buyer keeps the place, and no
-// return can give its unit back twice), refusing orders of another voucher
-// and a user with two orders:
-// either would make a gate rebuilt from them wrong.
-func BuyerMarks(voucher VoucherID, orders []VoucherOrder) (map[UserID]OrderID, error) {
-	marks := make(map[UserID]OrderID, len(orders))
-	for _, o := range orders {
-		if o.voucherID != voucher {
-			return nil, fmt.Errorf("voucher %d: buyer %s belongs to another voucher", voucher, o)
-		}
-		id := o.id
-		if o.forfeited {
-			id = 0
-		}
-		if prev, dup := marks[o.userID]; dup && prev != id {
-			return nil, fmt.Errorf("voucher %d: user %d holds orders %d and %d", voucher, o.userID, prev, o.id)
-		}
-		marks[o.userID] = id
-	}
-	return marks, nil
-}

@@ -78,6 +78,9 @@ func (s Sale) WithRoom(now time.Time, r RoomRules) (Sale, error) {
 		s.room = RoomRules{}
 		return s, nil
 	}
+	if s.LimitPerUser() > 1 {
+		return Sale{}, invalid("waitingRoom", "needs a limit of one order per user (a pass admits one order), got limitPerUser %d", s.LimitPerUser())
+	}
 	if s.begin.Before(now.Add(RoomLead)) {
 		return Sale{}, invalid("beginTime", "must be at least %s after now for a sale with a waiting room", RoomLead)
 	}

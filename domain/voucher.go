@@ -35,6 +35,8 @@ type Sale struct {
 	added int
 	// paused: claims answer paused until an admin resumes the sale.
 	paused bool
+	// limit is how many orders one user may hold (limit.go); 0 and 1: one.
+	limit int
 }
 
 // MaxBuckets bounds a sale's split: more buckets than the gate's shards gains

@@ -159,8 +159,9 @@ func (h Healed) Add(o Healed) Healed {
 type GateAudit interface {
 	// Stock is the gate's remaining stock, and whether the gate has the voucher.
 	Stock(ctx context.Context, id domain.VoucherID) (int, bool, error)
-	// Buyers is the gate's one-order-per-user marks: user -> order id.
-	Buyers(ctx context.Context, id domain.VoucherID) (map[domain.UserID]domain.OrderID, error)
+	// Buyers is the orders the gate's places hold: order id -> user (a
+	// forfeited place holds none).
+	Buyers(ctx context.Context, id domain.VoucherID) (map[domain.OrderID]domain.UserID, error)
 	// Overwrite sets the gate to v's remaining stock and exactly these
 	// buyers, whatever it held. Only safe while no claims are served.
 	Overwrite(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder) error

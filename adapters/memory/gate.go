@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/hmdp-go/seckill/domain"
@@ -16,16 +17,12 @@ type Gate struct {
 	clock ports.Clock
 
 	// reclaim: Return frees the buyer's place (the Redis gates'
-	// ReclaimAfterCancel); otherwise it leaves forfeitMark.
+	// ReclaimAfterCancel); otherwise it forfeits the place.
 	reclaim bool
 
 	mu    sync.Mutex
 	sales map[domain.VoucherID]*gateSale
 }
-
-// forfeitMark marks a buyer whose cancelled order forfeited its place (the
-// Redis gates' redisschema.ForfeitMark); no order id is 0.
-const forfeitMark domain.OrderID = 0
 
 // WithReclaimAfterCancel sets whether Return frees a cancelled order's
 // buyer to claim again, and returns g. Set it before g is shared.
@@ -35,9 +32,12 @@ func (g *Gate) WithReclaimAfterCancel(on bool) *Gate {
 }
 
 type gateSale struct {
-	sale   domain.Sale // its window; its stock is the initial one
-	stock  int         // what is left to reserve
-	buyers map[domain.UserID]domain.OrderID
+	sale  domain.Sale // its window; its stock is the initial one
+	stock int         // what is left to reserve
+	// buyers is each user's places: the mark of the order holding each
+	// (domain.VoucherOrder.Mark: negative once forfeited), as the Redis
+	// gate's buyers hash holds them, one field per place.
+	buyers map[domain.UserID][]domain.OrderID
 	// returned holds the orders Return gave back, which Heal never puts
 	// back (the Redis gate's returned set).
 	returned map[domain.OrderID]struct{}
@@ -83,7 +83,7 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 	}
 	g.sales[v.ID()] = &gateSale{
 		sale: s, stock: s.Stock(),
-		buyers: make(map[domain.UserID]domain.OrderID), returned: map[domain.OrderID]struct{}{},
+		buyers: make(map[domain.UserID][]domain.OrderID), returned: map[domain.OrderID]struct{}{},
 	}
 	return nil
 }
@@ -116,7 +116,7 @@ func (g *Gate) Counts(ctx context.Context, ids []domain.VoucherID) (map[domain.V
 	out := make(map[domain.VoucherID]ports.GateCount, len(ids))
 	for _, id := range ids {
 		if s, ok := g.sales[id]; ok {
-			out[id] = ports.GateCount{Buyers: len(s.buyers), Stock: s.stock}
+			out[id] = ports.GateCount{Buyers: s.places(), Stock: s.stock}
 		}
 	}
 	return out, nil
@@ -127,7 +127,7 @@ func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.Vouch
 	if err := ctx.Err(); err != nil {
 		return ports.Healed{}, err
 	}
-	if _, err := domain.BuyerMarks(v.ID(), orders); err != nil {
+	if _, err := domain.BuyerMarks(v.ID(), v.Sale().LimitPerUser(), orders); err != nil {
 		return ports.Healed{}, fmt.Errorf("heal: %w", err)
 	}
 	g.mu.Lock()
@@ -138,18 +138,18 @@ func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.Vouch
 		return h, nil
 	}
 	for _, o := range orders {
-		if _, marked := s.buyers[o.UserID()]; marked {
+		if s.placed(o) || len(s.buyers[o.UserID()]) >= s.sale.LimitPerUser() {
 			continue
 		}
 		if !o.HoldsUnit() { // a forfeited place: its mark takes no unit
-			s.buyers[o.UserID()] = forfeitMark
+			s.buyers[o.UserID()] = append(s.buyers[o.UserID()], o.Mark())
 			h.Restored++
 			continue
 		}
 		if _, gone := s.returned[o.ID()]; gone {
 			continue
 		}
-		s.buyers[o.UserID()] = o.ID()
+		s.buyers[o.UserID()] = append(s.buyers[o.UserID()], o.ID())
 		h.Restored++
 		if s.stock > 0 {
 			s.stock--
@@ -168,8 +168,8 @@ func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.Vouch
 func (g *Gate) Lose(o domain.VoucherOrder) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if s, ok := g.sales[o.VoucherID()]; ok && s.buyers[o.UserID()] == o.ID() {
-		delete(s.buyers, o.UserID())
+	if s, ok := g.sales[o.VoucherID()]; ok && s.holds(o) {
+		s.unmark(o, true)
 		s.stock++
 	}
 }
@@ -199,7 +199,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	if err := gateCheckVoucher(v); err != nil {
 		return false, fmt.Errorf("restore: %w", err)
 	}
-	marks, err := domain.BuyerMarks(v.ID(), buyers)
+	marks, err := domain.BuyerMarks(v.ID(), v.Sale().LimitPerUser(), buyers)
 	if err != nil {
 		return false, fmt.Errorf("restore: %w", err)
 	}
@@ -238,19 +238,18 @@ func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) error {
 	if s.sale.Paused() {
 		return domain.ErrPaused
 	}
-	mark, marked := s.buyers[o.UserID()]
-	if marked && mark == o.ID() {
+	if s.holds(o) {
 		return nil
 	}
 	// The domain's window-then-stock rule, the one the claim script mirrors.
 	if err := s.sale.Check(now, s.stock); err != nil {
 		return err
 	}
-	if marked {
+	if len(s.buyers[o.UserID()]) >= s.sale.LimitPerUser() {
 		return domain.ErrAlreadyClaimed
 	}
 	s.stock--
-	s.buyers[o.UserID()] = o.ID()
+	s.buyers[o.UserID()] = append(s.buyers[o.UserID()], o.ID())
 	return nil
 }
 
@@ -261,10 +260,10 @@ func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock 
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s, ok := g.sales[o.VoucherID()]
-	if !ok || s.buyers[o.UserID()] != o.ID() {
+	if !ok || !s.holds(o) {
 		return nil
 	}
-	delete(s.buyers, o.UserID())
+	s.unmark(o, true)
 	if restoreStock {
 		s.stock++
 	}
@@ -285,12 +284,8 @@ func (g *Gate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
 			continue
 		}
 		s.returned[o.ID()] = struct{}{}
-		if s.buyers[o.UserID()] == o.ID() {
-			if g.reclaim {
-				delete(s.buyers, o.UserID())
-			} else {
-				s.buyers[o.UserID()] = forfeitMark
-			}
+		if s.holds(o) {
+			s.unmark(o, g.reclaim)
 			s.stock++
 		}
 	}
@@ -304,9 +299,12 @@ func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for vid, s := range g.sales {
-		if mark, ok := s.buyers[user]; ok && mark == id {
-			o, err := domain.NewVoucherOrder(id, user, vid)
-			return o, err == nil, err
+		o, err := domain.NewVoucherOrder(id, user, vid)
+		if err != nil {
+			return domain.VoucherOrder{}, false, err
+		}
+		if s.holds(o) {
+			return o, true, nil
 		}
 	}
 	return domain.VoucherOrder{}, false, nil
@@ -332,18 +330,55 @@ func (g *Gate) Stock(ctx context.Context, id domain.VoucherID) (int, bool, error
 	return s.stock, true, nil
 }
 
-// Buyers returns a copy of the voucher's user -> order marks. Same signature
-// as the Redis gate's.
-func (g *Gate) Buyers(ctx context.Context, id domain.VoucherID) (map[domain.UserID]domain.OrderID, error) {
+// Buyers returns the voucher's marked orders: order id -> user. Same
+// signature as the Redis gate's.
+func (g *Gate) Buyers(ctx context.Context, id domain.VoucherID) (map[domain.OrderID]domain.UserID, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := make(map[domain.UserID]domain.OrderID)
+	out := make(map[domain.OrderID]domain.UserID)
 	if s, ok := g.sales[id]; ok {
-		for u, o := range s.buyers {
-			if o != forfeitMark {
-				out[u] = o
+		for u, marks := range s.buyers {
+			for _, o := range marks {
+				if o > 0 {
+					out[o] = u
+				}
 			}
 		}
 	}
 	return out, nil
+}
+
+// holds tells whether one of o's user's places holds o.
+func (s *gateSale) holds(o domain.VoucherOrder) bool {
+	return slices.Contains(s.buyers[o.UserID()], o.ID())
+}
+
+// placed tells whether one of o's user's places is o's, held or forfeited.
+func (s *gateSale) placed(o domain.VoucherOrder) bool {
+	return s.holds(o) || slices.Contains(s.buyers[o.UserID()], -o.ID())
+}
+
+// unmark frees o's place (free), or forfeits it: the place keeps counting
+// toward the user's limit and names no order.
+func (s *gateSale) unmark(o domain.VoucherOrder, free bool) {
+	marks := s.buyers[o.UserID()]
+	i := slices.Index(marks, o.ID())
+	switch {
+	case i < 0:
+	case !free:
+		marks[i] = -o.ID()
+	case len(marks) == 1:
+		delete(s.buyers, o.UserID())
+	default:
+		s.buyers[o.UserID()] = slices.Delete(marks, i, i+1)
+	}
+}
+
+// places counts the marks (places held) of every user.
+func (s *gateSale) places() int {
+	n := 0
+	for _, marks := range s.buyers {
+		n += len(marks)
+	}
+	return n
 }

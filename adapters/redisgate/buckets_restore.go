@@ -186,7 +186,7 @@ func (g *Gate) restoreSplit(ctx context.Context, v domain.Voucher, l *layout, bu
 			return false, fmt.Errorf("restore voucher %d: %w", id, err)
 		}
 	}
-	marks, err := domain.BuyerMarks(id, buyers)
+	marks, err := domain.BuyerMarks(id, v.Sale().LimitPerUser(), buyers)
 	if err != nil {
 		return false, fmt.Errorf("restore: %w", err)
 	}
@@ -202,7 +202,7 @@ func (g *Gate) restoreSplit(ctx context.Context, v domain.Voucher, l *layout, bu
 		}
 	}
 	for i, b := range lost {
-		home := map[domain.UserID]domain.OrderID{}
+		home := map[domain.UserID][]domain.OrderID{}
 		for u, o := range marks {
 			if redisschema.HomeBucket(u, k) == b {
 				home[u] = o
@@ -238,16 +238,17 @@ func (g *Gate) restoreBudget() time.Duration {
 	return 2*(g.opts.ApplyDeadline+g.opts.Skew) + time.Minute
 }
 
-func (g *Gate) writeRestored(ctx context.Context, v domain.Voucher, k, b, stock int, marks map[domain.UserID]domain.OrderID) error {
+func (g *Gate) writeRestored(ctx context.Context, v domain.Voucher, k, b, stock int, marks map[domain.UserID][]domain.OrderID) error {
 	bk := g.bucket(v.ID(), b, k)
 	staging := bk.Staging(randomToken())
-	if err := g.stage(ctx, staging, marks); err != nil {
+	staged, err := g.stage(ctx, staging, marks)
+	if err != nil {
 		return fmt.Errorf("restore voucher %d bucket %d: stage buyers: %w", v.ID(), b, err)
 	}
 	s := v.Sale()
 	code, err := g.scripts.Run(ctx, g.rdb, writeScript, []string{bk.Voucher, bk.Buyers, staging},
-		stock, s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), len(marks), "restore",
-		redisschema.Paused(s), addedArg(s, b)).Int()
+		stock, s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), staged, "restore",
+		redisschema.Paused(s), addedArg(s, b), s.LimitPerUser()).Int()
 	if err != nil {
 		return fmt.Errorf("restore voucher %d bucket %d: %w", v.ID(), b, err)
 	}

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
@@ -88,11 +87,11 @@ func (g *Gate) Counts(ctx context.Context, ids []domain.VoucherID) (map[domain.V
 	return out, nil
 }
 
-// Heal first finds which of the orders' users their home bucket's buyers
-// hash lacks (HMGET in chunks, pipelined: read only, so a false alarm writes
-// nothing), then puts them back with heal.lua, one atomic script per chunk,
-// which checks each mark again (HSETNX): a claim that marked the user
-// meanwhile keeps its mark. A split voucher's home bucket that holds fewer
+// Heal first finds which of the orders their users' places in the home
+// bucket's buyers hash lack (HMGET in chunks, pipelined: read only, so a
+// false alarm writes nothing), then puts them back with heal.lua, one atomic
+// script per chunk, which checks each place again: a claim that took the
+// place meanwhile keeps it. A split voucher's home bucket that holds fewer
 // units than it lacks marks first takes units from the others by transfers
 // (pull), so a unit counts as oversold only when no bucket has one left.
 func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.VoucherOrder) (ports.Healed, error) {
@@ -100,8 +99,8 @@ func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.Vouch
 	if err := checkVoucher(v); err != nil {
 		return h, fmt.Errorf("heal: %w", err)
 	}
-	marks, err := domain.BuyerMarks(v.ID(), orders)
-	if err != nil {
+	limit := v.Sale().LimitPerUser()
+	if _, err := domain.BuyerMarks(v.ID(), limit, orders); err != nil {
 		return h, fmt.Errorf("heal: %w", err)
 	}
 	l := g.known(v.ID(), g.kOf(v))
@@ -111,7 +110,7 @@ func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.Vouch
 		homes[b] = append(homes[b], o)
 	}
 	for b, home := range homes {
-		got, err := g.healBucket(ctx, l, b, home, marks)
+		got, err := g.healBucket(ctx, l, b, home, limit)
 		h = h.Add(got)
 		if err != nil {
 			return h, fmt.Errorf("heal voucher %d bucket %d: %w", v.ID(), b, err)
@@ -120,10 +119,10 @@ func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.Vouch
 	return h, nil
 }
 
-func (g *Gate) healBucket(ctx context.Context, l *layout, b int, orders []domain.VoucherOrder, marks map[domain.UserID]domain.OrderID) (ports.Healed, error) {
+func (g *Gate) healBucket(ctx context.Context, l *layout, b int, orders []domain.VoucherOrder, limit int) (ports.Healed, error) {
 	var h ports.Healed
 	k := l.buckets[b]
-	lacking, err := g.lacking(ctx, k.Buyers, orders)
+	lacking, err := g.lacking(ctx, k.Buyers, orders, limit)
 	if err != nil || len(lacking) == 0 {
 		return h, err
 	}
@@ -134,10 +133,10 @@ func (g *Gate) healBucket(ctx context.Context, l *layout, b int, orders []domain
 	}
 	for start := 0; start < len(lacking); start += healChunk {
 		chunk := lacking[start:min(start+healChunk, len(lacking))]
-		args := make([]any, 0, 1+2*len(chunk))
-		args = append(args, g.retention.Milliseconds())
+		args := make([]any, 0, 2+2*len(chunk))
+		args = append(args, g.retention.Milliseconds(), limit)
 		for _, o := range chunk {
-			args = append(args, int64(o.UserID()), int64(marks[o.UserID()]))
+			args = append(args, int64(o.UserID()), int64(o.Mark()))
 		}
 		res, err := g.scripts.Run(ctx, g.rdb, healScript, []string{k.Voucher, k.Buyers, k.Returned()}, args...).Int64Slice()
 		if err != nil {
@@ -154,18 +153,23 @@ func (g *Gate) healBucket(ctx context.Context, l *layout, b int, orders []domain
 	return h, nil
 }
 
-// lacking returns the orders whose user has no mark in the buyers hash.
-func (g *Gate) lacking(ctx context.Context, buyers string, orders []domain.VoucherOrder) ([]domain.VoucherOrder, error) {
+// lacking returns the orders that none of their user's places holds (held
+// or forfeited) while one of the places is free: what heal.lua puts back.
+// With one order per user that is a user without a mark.
+func (g *Gate) lacking(ctx context.Context, buyers string, orders []domain.VoucherOrder, limit int) ([]domain.VoucherOrder, error) {
 	var out []domain.VoucherOrder
+	per := max(healChunk/limit, 1) // orders per HMGET
 	for start := 0; start < len(orders); {
 		pipe := g.rdb.Pipeline()
 		var cmds []*redis.SliceCmd
 		var chunks [][]domain.VoucherOrder
-		for ; start < len(orders) && len(cmds) < restorePipeline; start += healChunk {
-			chunk := orders[start:min(start+healChunk, len(orders))]
-			fields := make([]string, len(chunk))
-			for i, o := range chunk {
-				fields[i] = strconv.FormatInt(int64(o.UserID()), 10)
+		for ; start < len(orders) && len(cmds) < restorePipeline; start += per {
+			chunk := orders[start:min(start+per, len(orders))]
+			fields := make([]string, 0, len(chunk)*limit)
+			for _, o := range chunk {
+				for n := 1; n <= limit; n++ {
+					fields = append(fields, redisschema.PlaceField(o.UserID(), n))
+				}
 			}
 			cmds = append(cmds, pipe.HMGet(ctx, buyers, fields...))
 			chunks = append(chunks, chunk)
@@ -174,12 +178,30 @@ func (g *Gate) lacking(ctx context.Context, buyers string, orders []domain.Vouch
 			return nil, fmt.Errorf("read buyers: %w", err)
 		}
 		for c, cmd := range cmds {
-			for i, mark := range cmd.Val() {
-				if mark == nil {
-					out = append(out, chunks[c][i])
+			vals := cmd.Val()
+			for i, o := range chunks[c] {
+				if lacks(o, vals[i*limit:(i+1)*limit]) {
+					out = append(out, o)
 				}
 			}
 		}
 	}
 	return out, nil
+}
+
+// lacks tells whether places (a user's, as HMGET read them) neither hold o
+// nor its forfeit, and one of them is free.
+func lacks(o domain.VoucherOrder, places []any) bool {
+	free := false
+	for _, p := range places {
+		mark, ok := p.(string)
+		if !ok {
+			free = true
+			continue
+		}
+		if id, _, ok := redisschema.ParseMark(mark); ok && id == o.ID() {
+			return false
+		}
+	}
+	return free
 }

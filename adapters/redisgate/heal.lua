@@ -3,14 +3,18 @@
 -- units off the stock, in one atomic step per chunk.
 -- KEYS[1] voucher hash, KEYS[2] buyers hash, KEYS[3] returned set (one hash tag)
 -- ARGV[1] retention in ms (a buyers hash this creates expires at end + retention),
--- ARGV[2], ARGV[3], ... pairs userId, orderId of orders the database holds
--- (orderId '0': a forfeited place, whose mark takes no unit).
--- A user already marked, under this order or another (a duplicate claim the
--- database refuses, which keeps its unit), is left as marked; a mark is
--- never removed, so claims in flight are never forgotten, and a second run
--- changes nothing. An order in the returned set (return.lua: the database
--- cancelled it, and its unit came back) is skipped: the orders were read
--- from the database before this runs, perhaps before that cancellation. A mark put back takes a unit while stock is left; with
+-- ARGV[2] the sale's limit per user (how many places a user has),
+-- ARGV[3], ARGV[4], ... pairs userId, mark of orders the database holds
+-- (the order id, or it negated: a forfeited place, whose mark takes no unit;
+-- see redisschema.PlaceField for the places' fields).
+-- An order one of its user's places already holds (held or forfeited) is
+-- left alone, and so is a user whose places are all taken, under other
+-- orders (a duplicate claim the database refuses, which keeps its unit); a
+-- mark is never removed, so claims in flight are never forgotten, and a
+-- second run changes nothing. An order in the returned set (return.lua: the
+-- database cancelled it, and its unit came back) is skipped: the orders were
+-- read from the database before this runs, perhaps before that cancellation.
+-- A mark put back takes a unit while stock is left; with
 -- none left, the unit was sold again to a claim the database's guarded
 -- decrement refuses, and it is counted in the voucher hash's 'oversold'.
 -- Returns {restored, retaken, oversold}, or {-1, 0, 0} when the voucher hash
@@ -19,19 +23,43 @@ local v = redis.call('HMGET', KEYS[1], 'stock', 'end')
 if not v[1] then
   return {-1, 0, 0}
 end
+local limit = tonumber(ARGV[2])
 local stock = tonumber(v[1])
 local restored, retaken, oversold = 0, 0, 0
-for i = 2, #ARGV, 2 do
-  if redis.call('SISMEMBER', KEYS[3], ARGV[i + 1]) == 0
-      and redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
-    restored = restored + 1
-    if ARGV[i + 1] == '0' then
-      -- a forfeited place (the forfeit mark): its unit came back already
-    elseif stock > 0 then
-      stock = stock - 1
-      retaken = retaken + 1
-    else
-      oversold = oversold + 1
+-- free is the field of the user's first free place, or nil when one of the
+-- places holds the order (id: its mark, held or forfeited) or none is free.
+local function free(user, id)
+  local first
+  for n = 1, limit do
+    local f = user
+    if n > 1 then f = user .. ':' .. n end
+    local m = redis.call('HGET', KEYS[2], f)
+    if not m then
+      first = first or f
+    elseif m == id or m == '-' .. id then
+      return nil
+    end
+  end
+  return first
+end
+for i = 3, #ARGV, 2 do
+  local mark = ARGV[i + 1]
+  local forfeited = string.sub(mark, 1, 1) == '-'
+  local id = mark
+  if forfeited then id = string.sub(mark, 2) end
+  if forfeited or redis.call('SISMEMBER', KEYS[3], id) == 0 then
+    local f = free(ARGV[i], id)
+    if f then
+      redis.call('HSET', KEYS[2], f, mark)
+      restored = restored + 1
+      if forfeited then
+        -- a forfeited place: its unit came back already
+      elseif stock > 0 then
+        stock = stock - 1
+        retaken = retaken + 1
+      else
+        oversold = oversold + 1
+      end
     end
   end
 end

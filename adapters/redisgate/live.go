@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -89,12 +90,17 @@ func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID
 	}
 	vid := idx.Voucher
 	buyers := g.bucket(vid, redisschema.HomeBucket(user, idx.Buckets), max(idx.Buckets, 1)).Buyers
-	mark, err := g.rdb.HGet(ctx, buyers, strconv.FormatInt(int64(user), 10)).Result()
-	if errors.Is(err, redis.Nil) || (err == nil && mark != strconv.FormatInt(int64(id), 10)) {
-		return domain.VoucherOrder{}, false, nil
+	// Every place the user may hold: a sale's limit is not in the index.
+	fields := make([]string, domain.MaxLimitPerUser)
+	for n := range fields {
+		fields[n] = redisschema.PlaceField(user, n+1)
 	}
+	marks, err := g.rdb.HMGet(ctx, buyers, fields...).Result()
 	if err != nil {
 		return domain.VoucherOrder{}, false, fmt.Errorf("queued order %d: voucher %d: %w", id, vid, err)
+	}
+	if !slices.Contains(marks, any(strconv.FormatInt(int64(id), 10))) {
+		return domain.VoucherOrder{}, false, nil
 	}
 	o, err := domain.NewVoucherOrder(id, user, vid)
 	if err != nil {
@@ -258,30 +264,29 @@ func (g *Gate) PendingTransfers(ctx context.Context, id domain.VoucherID) (int, 
 	return n, err
 }
 
-// Buyers returns every user marked as holding an order of the voucher, with
-// that order's ID: the union of its buckets' marks (a user has a mark only in
-// its home bucket). For reconciliation and tests (it reads every hash).
-func (g *Gate) Buyers(ctx context.Context, id domain.VoucherID) (map[domain.UserID]domain.OrderID, error) {
+// Buyers returns the orders the voucher's places hold, with their users:
+// the union of its buckets' marks (a user's places are all in its home
+// bucket). For reconciliation and tests (it reads every hash).
+func (g *Gate) Buyers(ctx context.Context, id domain.VoucherID) (map[domain.OrderID]domain.UserID, error) {
 	l, err := g.layoutOf(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	out := map[domain.UserID]domain.OrderID{}
+	out := map[domain.OrderID]domain.UserID{}
 	for b, bk := range l.buckets {
 		raw, err := g.rdb.HGetAll(ctx, bk.Buyers).Result()
 		if err != nil {
 			return nil, fmt.Errorf("buyers of voucher %d bucket %d: %w", id, b, err)
 		}
-		for u, o := range raw {
-			if o == redisschema.ForfeitMark {
-				continue // a cancelled order's buyer: no unit held
+		for f, m := range raw {
+			u, ok1 := redisschema.ParsePlaceField(f)
+			oid, held, ok2 := redisschema.ParseMark(m)
+			if !ok1 || !ok2 {
+				return nil, fmt.Errorf("buyers of voucher %d: bad mark %q=%q", id, f, m)
 			}
-			uid, err1 := strconv.ParseInt(u, 10, 64)
-			oid, err2 := strconv.ParseInt(o, 10, 64)
-			if err := errors.Join(err1, err2); err != nil {
-				return nil, fmt.Errorf("buyers of voucher %d: bad mark %q=%q: %w", id, u, o, err)
+			if held { // a forfeited place holds no unit
+				out[oid] = u
 			}
-			out[domain.UserID(uid)] = domain.OrderID(oid)
 		}
 	}
 	return out, nil

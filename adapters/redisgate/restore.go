@@ -40,7 +40,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	if l.k > 1 {
 		return g.restoreSplit(ctx, v, l, buyers, force)
 	}
-	marks, err := domain.BuyerMarks(v.ID(), buyers)
+	marks, err := domain.BuyerMarks(v.ID(), v.Sale().LimitPerUser(), buyers)
 	if err != nil {
 		return false, fmt.Errorf("restore: %w", err)
 	}
@@ -58,7 +58,8 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 		return false, fmt.Errorf("restore: %w", err)
 	}
 	staging := k.Staging(randomToken())
-	if err := g.stage(ctx, staging, marks); err != nil {
+	staged, err := g.stage(ctx, staging, marks)
+	if err != nil {
 		// Best effort: the TTL reclaims it otherwise.
 		_ = g.rdb.Del(context.WithoutCancel(ctx), staging).Err()
 		return false, fmt.Errorf("restore voucher %d: stage buyers: %w", v.ID(), err)
@@ -66,8 +67,8 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 
 	s := v.Sale()
 	code, err := g.scripts.Run(ctx, g.rdb, restoreScript, []string{k.Voucher, k.Buyers, staging},
-		s.Stock(), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), len(marks), forceArg(force),
-		s.Added(), redisschema.Paused(s),
+		s.Stock(), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), staged, forceArg(force),
+		s.Added(), redisschema.Paused(s), s.LimitPerUser(),
 	).Int64()
 	if err != nil {
 		return false, fmt.Errorf("restore voucher %d: %w", v.ID(), err)
@@ -88,13 +89,13 @@ func forceArg(force bool) string {
 	return "0"
 }
 
-func (g *Gate) stage(ctx context.Context, key string, marks map[domain.UserID]domain.OrderID) error {
-	if len(marks) == 0 {
-		return nil
-	}
+// stage writes the marks into a staging hash, one field per place
+// (redisschema.PlaceField), and returns how many fields it wrote.
+func (g *Gate) stage(ctx context.Context, key string, marks map[domain.UserID][]domain.OrderID) (int, error) {
 	args := make([]any, 0, 2*restoreChunk)
 	pipe := g.rdb.Pipeline()
 	first := true
+	staged := 0
 	flushChunk := func() {
 		pipe.HSet(ctx, key, args...)
 		if first {
@@ -103,13 +104,16 @@ func (g *Gate) stage(ctx context.Context, key string, marks map[domain.UserID]do
 		}
 		args = make([]any, 0, 2*restoreChunk)
 	}
-	for u, id := range marks {
-		args = append(args, int64(u), int64(id))
-		if len(args) == 2*restoreChunk {
-			flushChunk()
-			if pipe.Len() >= restorePipeline {
-				if _, err := pipe.Exec(ctx); err != nil {
-					return err
+	for u, places := range marks {
+		for i, id := range places {
+			args = append(args, redisschema.PlaceField(u, i+1), int64(id))
+			staged++
+			if len(args) == 2*restoreChunk {
+				flushChunk()
+				if pipe.Len() >= restorePipeline {
+					if _, err := pipe.Exec(ctx); err != nil {
+						return staged, err
+					}
 				}
 			}
 		}
@@ -119,7 +123,7 @@ func (g *Gate) stage(ctx context.Context, key string, marks map[domain.UserID]do
 	}
 	if pipe.Len() > 0 {
 		_, err := pipe.Exec(ctx)
-		return err
+		return staged, err
 	}
-	return nil
+	return staged, nil
 }

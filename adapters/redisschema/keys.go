@@ -15,11 +15,47 @@ import (
 // DefaultPrefix starts every key the Redis adapters write.
 const DefaultPrefix = "seckill:"
 
-// ForfeitMark is the buyers-hash value of a user whose order was cancelled
-// or expired and whose place is forfeited (the default; see
-// SECKILL_RECLAIM_AFTER_CANCEL): the user still counts as the sale's buyer,
-// so a claim answers duplicate, but holds no unit. No order id is 0.
-const ForfeitMark = "0"
+// A buyers hash holds one field per place a user holds in the sale: the
+// user id for the first (hmdp's one-order mark), "<userId>:<n>" for the n-th
+// of a sale that allows more (domain.Sale.LimitPerUser). Its value is the
+// order id that holds the place, or, once that order was cancelled or expired
+// and its place forfeited (the default; see SECKILL_RECLAIM_AFTER_CANCEL),
+// the id negated: the place still counts toward the user's limit, so a claim
+// answers duplicate, holds no unit, and still names its order, so a heal can
+// tell it is there. Gates written before named forfeits hold "0" for one.
+
+// PlaceField is the buyers-hash field of a user's place n (1-based).
+func PlaceField(u domain.UserID, n int) string {
+	if n <= 1 {
+		return strconv.FormatInt(int64(u), 10)
+	}
+	return strconv.FormatInt(int64(u), 10) + ":" + strconv.Itoa(n)
+}
+
+// ParsePlaceField reads a buyers-hash field back.
+func ParsePlaceField(f string) (domain.UserID, bool) {
+	user, _, _ := strings.Cut(f, ":")
+	u, err := strconv.ParseInt(user, 10, 64)
+	return domain.UserID(u), err == nil && u > 0
+}
+
+// Mark is the buyers-hash value of a place held by order o.
+func Mark(o domain.VoucherOrder) string {
+	return strconv.FormatInt(int64(o.Mark()), 10)
+}
+
+// ParseMark reads a buyers-hash value: the order that holds the place
+// (held), or a forfeited place's order (not held; 0 for an unnamed one).
+func ParseMark(v string) (id domain.OrderID, held bool, ok bool) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, false, false
+	}
+	if n <= 0 {
+		return domain.OrderID(-n), false, true
+	}
+	return domain.OrderID(n), true, true
+}
 
 // Keys names the Redis keys of one voucher. Every per-voucher key carries the
 // hash tag {<voucherId>}, so a script that touches them all runs on one Redis
@@ -27,8 +63,9 @@ const ForfeitMark = "0"
 type Keys struct {
 	// Voucher is a hash: stock (remaining), begin and end (unix ms, [begin, end)).
 	Voucher string
-	// Buyers is a hash userId -> orderId: the one-order-per-user mark, and the
-	// way a status query finds an order that is still queued.
+	// Buyers is a hash of the users' places (PlaceField -> Mark): the
+	// one-order-per-user mark, and the way a status query finds an order
+	// that is still queued.
 	Buyers string
 	// Orders is the voucher's order stream; the claim script appends to it
 	// (the order message, see EncodeOrder) when the gate enqueues. It never

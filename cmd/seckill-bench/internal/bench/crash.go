@@ -196,7 +196,7 @@ func heldInRedis(ctx context.Context, db bun.IDB, e *env, prefix string, voucher
 		return 0, err
 	}
 	n := 0
-	for _, id := range buyers {
+	for id := range buyers {
 		if !in[id] {
 			n++
 		}
