@@ -459,7 +459,7 @@ func TestRepairDoesNotResurrectAnOrderExpiredDuringIt(t *testing.T) {
 	if db, gate := w.stock(t, v); db != 4 || gate != 4 {
 		t.Fatalf("stock db=%d gate=%d, want 4 and 4 (5 - the forgotten order's unit)", db, gate)
 	}
-	if b, _ := mg.Buyers(ctx, v); len(b) != 1 || b[2] != forgotten {
+	if b, _ := mg.Buyers(ctx, v); len(b) != 1 || b[forgotten] != 2 {
 		t.Fatalf("gate buyers %v, want only user 2's order %d", b, forgotten)
 	}
 	// The expired buyer's place is forfeited; its unit is on sale.

@@ -149,8 +149,8 @@ func requireBooksEqual(t *testing.T, h *healWorld) {
 		t.Fatalf("gate marks %d buyers, database holds %d orders", len(marks), len(buyers))
 	}
 	for _, o := range buyers {
-		if marks[o.UserID()] != o.ID() {
-			t.Fatalf("user %d holds order %d, gate marks %d", o.UserID(), o.ID(), marks[o.UserID()])
+		if marks[o.ID()] != o.UserID() {
+			t.Fatalf("user %d holds order %d, gate marks it for user %d", o.UserID(), o.ID(), marks[o.ID()])
 		}
 	}
 }

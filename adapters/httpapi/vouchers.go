@@ -39,6 +39,9 @@ type addVoucherRequest struct {
 	// Buckets splits the stock over that many Redis shards (1..16, default
 	// 1): for one sale hotter than one shard can serve.
 	Buckets *int `json:"buckets"`
+	// LimitPerUser is how many orders of the sale one user may hold (1..10,
+	// default 1: the original's one order per user).
+	LimitPerUser *int `json:"limitPerUser"`
 	// WaitingRoom puts the sale behind a fair waiting room (room.go).
 	WaitingRoom *waitingRoomRequest `json:"waitingRoom"`
 }
@@ -59,6 +62,8 @@ type voucherDTO struct {
 	Stock       *int   `json:"stock,omitempty"`
 	BeginTime   string `json:"beginTime,omitempty"`
 	EndTime     string `json:"endTime,omitempty"`
+	// LimitPerUser: seckill vouchers only, how many orders one user may hold.
+	LimitPerUser int `json:"limitPerUser,omitempty"`
 	// WaitingRoom: the sale's room, when it has one (claims need a pass).
 	WaitingRoom *waitingRoomDTO `json:"waitingRoom,omitempty"`
 }
@@ -114,6 +119,11 @@ func (a *api) voucherFrom(req addVoucherRequest) (domain.Voucher, error) {
 		}
 	} else if r := a.split; r.Above > 0 && r.Into > 1 && sale.Stock() > r.Above {
 		if sale, err = sale.WithBuckets(min(r.Into, sale.Stock(), domain.MaxBuckets)); err != nil {
+			return domain.Voucher{}, err
+		}
+	}
+	if req.LimitPerUser != nil {
+		if sale, err = sale.WithLimitPerUser(*req.LimitPerUser); err != nil {
 			return domain.Voucher{}, err
 		}
 	}
@@ -209,6 +219,7 @@ func (a *api) voucherDTO(v domain.Voucher) voucherDTO {
 		d.Stock = &stock
 		d.BeginTime = s.Begin().In(a.loc).Format(localLayout)
 		d.EndTime = s.End().In(a.loc).Format(localLayout)
+		d.LimitPerUser = s.LimitPerUser()
 		roomFields(&d, s)
 	}
 	return d

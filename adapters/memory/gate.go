@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/hmdp-go/seckill/domain"
@@ -34,10 +33,10 @@ func (g *Gate) WithReclaimAfterCancel(on bool) *Gate {
 type gateSale struct {
 	sale  domain.Sale // its window; its stock is the initial one
 	stock int         // what is left to reserve
-	// buyers is each user's places: the mark of the order holding each
-	// (domain.VoucherOrder.Mark: negative once forfeited), as the Redis
-	// gate's buyers hash holds them, one field per place.
-	buyers map[domain.UserID][]domain.OrderID
+	// buyers is the users' places, as the Redis gate's buyers hash holds
+	// them (one field per place): the mark of the order holding each
+	// (domain.VoucherOrder.Mark: negative once forfeited).
+	buyers map[place]domain.OrderID
 	// returned holds the orders Return gave back, which Heal never puts
 	// back (the Redis gate's returned set).
 	returned map[domain.OrderID]struct{}
@@ -83,7 +82,7 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 	}
 	g.sales[v.ID()] = &gateSale{
 		sale: s, stock: s.Stock(),
-		buyers: make(map[domain.UserID][]domain.OrderID), returned: map[domain.OrderID]struct{}{},
+		buyers: make(map[place]domain.OrderID), returned: map[domain.OrderID]struct{}{},
 	}
 	return nil
 }
@@ -116,7 +115,7 @@ func (g *Gate) Counts(ctx context.Context, ids []domain.VoucherID) (map[domain.V
 	out := make(map[domain.VoucherID]ports.GateCount, len(ids))
 	for _, id := range ids {
 		if s, ok := g.sales[id]; ok {
-			out[id] = ports.GateCount{Buyers: s.places(), Stock: s.stock}
+			out[id] = ports.GateCount{Buyers: len(s.buyers), Stock: s.stock}
 		}
 	}
 	return out, nil
@@ -138,18 +137,19 @@ func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.Vouch
 		return h, nil
 	}
 	for _, o := range orders {
-		if s.placed(o) || len(s.buyers[o.UserID()]) >= s.sale.LimitPerUser() {
+		free, ok := s.free(o)
+		if !ok {
 			continue
 		}
 		if !o.HoldsUnit() { // a forfeited place: its mark takes no unit
-			s.buyers[o.UserID()] = append(s.buyers[o.UserID()], o.Mark())
+			s.buyers[free] = o.Mark()
 			h.Restored++
 			continue
 		}
 		if _, gone := s.returned[o.ID()]; gone {
 			continue
 		}
-		s.buyers[o.UserID()] = append(s.buyers[o.UserID()], o.ID())
+		s.buyers[free] = o.ID()
 		h.Restored++
 		if s.stock > 0 {
 			s.stock--
@@ -213,7 +213,13 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	if cur, ok := g.sales[v.ID()]; ok {
 		returned = cur.returned // an Overwrite keeps what was given back
 	}
-	g.sales[v.ID()] = &gateSale{sale: s, stock: s.Stock(), buyers: marks, returned: returned}
+	places := make(map[place]domain.OrderID, len(marks))
+	for u, ids := range marks {
+		for i, id := range ids {
+			places[place{u, i + 1}] = id
+		}
+	}
+	g.sales[v.ID()] = &gateSale{sale: s, stock: s.Stock(), buyers: places, returned: returned}
 	return true, nil
 }
 
@@ -245,11 +251,12 @@ func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) error {
 	if err := s.sale.Check(now, s.stock); err != nil {
 		return err
 	}
-	if len(s.buyers[o.UserID()]) >= s.sale.LimitPerUser() {
+	free, ok := s.free(o)
+	if !ok {
 		return domain.ErrAlreadyClaimed
 	}
 	s.stock--
-	s.buyers[o.UserID()] = append(s.buyers[o.UserID()], o.ID())
+	s.buyers[free] = o.ID()
 	return nil
 }
 
@@ -337,48 +344,65 @@ func (g *Gate) Buyers(ctx context.Context, id domain.VoucherID) (map[domain.Orde
 	defer g.mu.Unlock()
 	out := make(map[domain.OrderID]domain.UserID)
 	if s, ok := g.sales[id]; ok {
-		for u, marks := range s.buyers {
-			for _, o := range marks {
-				if o > 0 {
-					out[o] = u
-				}
+		for p, o := range s.buyers {
+			if o > 0 {
+				out[o] = p.user
 			}
 		}
 	}
 	return out, nil
 }
 
-// holds tells whether one of o's user's places holds o.
-func (s *gateSale) holds(o domain.VoucherOrder) bool {
-	return slices.Contains(s.buyers[o.UserID()], o.ID())
+// place is a user's n-th place in a sale (the Redis gate's
+// redisschema.PlaceField).
+type place struct {
+	user domain.UserID
+	n    int
 }
 
-// placed tells whether one of o's user's places is o's, held or forfeited.
-func (s *gateSale) placed(o domain.VoucherOrder) bool {
-	return s.holds(o) || slices.Contains(s.buyers[o.UserID()], -o.ID())
+// find is the place of o's user that holds mark, if any.
+func (s *gateSale) find(u domain.UserID, mark domain.OrderID) (place, bool) {
+	for n := 1; n <= s.sale.LimitPerUser(); n++ {
+		if p := (place{u, n}); s.buyers[p] == mark {
+			if _, taken := s.buyers[p]; taken {
+				return p, true
+			}
+		}
+	}
+	return place{}, false
+}
+
+// holds tells whether one of o's user's places holds o.
+func (s *gateSale) holds(o domain.VoucherOrder) bool {
+	_, ok := s.find(o.UserID(), o.ID())
+	return ok
+}
+
+// free is the first free place of o's user, unless none is or one already
+// holds o, held or forfeited (the claim and heal scripts' rule).
+func (s *gateSale) free(o domain.VoucherOrder) (place, bool) {
+	var first place
+	for n := s.sale.LimitPerUser(); n >= 1; n-- {
+		p := place{o.UserID(), n}
+		switch mark, taken := s.buyers[p]; {
+		case !taken:
+			first = p
+		case mark == o.ID() || mark == -o.ID():
+			return place{}, false
+		}
+	}
+	return first, first.n > 0
 }
 
 // unmark frees o's place (free), or forfeits it: the place keeps counting
-// toward the user's limit and names no order.
+// toward the user's limit and names its order negated.
 func (s *gateSale) unmark(o domain.VoucherOrder, free bool) {
-	marks := s.buyers[o.UserID()]
-	i := slices.Index(marks, o.ID())
+	p, ok := s.find(o.UserID(), o.ID())
 	switch {
-	case i < 0:
-	case !free:
-		marks[i] = -o.ID()
-	case len(marks) == 1:
-		delete(s.buyers, o.UserID())
+	case !ok:
+	case free:
+		delete(s.buyers, p)
 	default:
-		s.buyers[o.UserID()] = slices.Delete(marks, i, i+1)
+		s.buyers[p] = -o.ID()
 	}
-}
-
-// places counts the marks (places held) of every user.
-func (s *gateSale) places() int {
-	n := 0
-	for _, marks := range s.buyers {
-		n += len(marks)
-	}
-	return n
 }

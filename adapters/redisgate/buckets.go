@@ -82,7 +82,7 @@ func (g *Gate) preheatSplit(ctx context.Context, v domain.Voucher, l *layout) er
 		bk := l.buckets[b]
 		code, err := g.scripts.Run(ctx, g.rdb, writeScript, []string{bk.Voucher, bk.Buyers, bk.Staging("none")},
 			split(s.Stock(), b, k), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), 0, "preheat",
-			redisschema.Paused(s), addedArg(s, b)).Int()
+			redisschema.Paused(s), addedArg(s, b), s.LimitPerUser()).Int()
 		if err != nil {
 			return fmt.Errorf("preheat voucher %d bucket %d: %w", v.ID(), b, err)
 		}

@@ -322,7 +322,7 @@ func TestBucketLostThenRestored(t *testing.T) {
 		if redisschema.HomeBucket(o.UserID(), 3) == 1 {
 			continue
 		}
-		if marks[o.UserID()] != o.ID() {
+		if marks[o.ID()] != o.UserID() {
 			t.Fatalf("user %d lost its mark", o.UserID())
 		}
 		if err := g.ReserveAndAppend(ctx(t), orderFor(t, o.UserID(), v.ID())); !errors.Is(err, domain.ErrAlreadyClaimed) {

@@ -70,8 +70,8 @@ func TestSplitVoucherHealsAfterABucketForgotClaims(t *testing.T) {
 		t.Fatalf("buyers %v, %v; want the 6 orders' users", buyers, err)
 	}
 	for _, o := range forgotten {
-		if buyers[o.UserID()] != o.ID() {
-			t.Fatalf("user %d holds %d, want %d", o.UserID(), buyers[o.UserID()], o.ID())
+		if buyers[o.ID()] != o.UserID() {
+			t.Fatalf("order %d held by user %d, want %d", o.ID(), buyers[o.ID()], o.UserID())
 		}
 		if err := g.ReserveAndAppend(ctx(t), orderFor(t, o.UserID(), v.ID())); !errors.Is(err, domain.ErrAlreadyClaimed) {
 			t.Fatalf("a healed buyer claims again: %v, want duplicate", err)

@@ -1,6 +1,6 @@
 -- Claim one unit of a voucher's stock for one user, atomically.
--- KEYS[1] voucher hash (stock, begin, end in unix ms)
--- KEYS[2] buyers hash (userId -> orderId)
+-- KEYS[1] voucher hash (stock, begin, end in unix ms, limit per user when above one)
+-- KEYS[2] buyers hash (the users' places -> orderId)
 -- KEYS[3] order stream (written only when ARGV[4] == '1')
 -- ARGV[1] userId, ARGV[2] orderId, ARGV[3] voucherId, ARGV[4] enqueue flag,
 -- ARGV[5] retention in ms (the buyers hash expires at end + retention).
@@ -26,10 +26,31 @@ end
 if v[4] == '1' then
   return 'paused'
 end
+-- A sale may allow a user more than one order (its 'limit', absent: one):
+-- the user's further places are fields '<userId>:2' ... (redisschema.PlaceField),
+-- looked at only once the first is taken, so a one-order sale reads nothing more.
+-- place answers 'ok' when one of the user's further places holds this very
+-- order (a resent claim), else the field of the first free one, else nil.
+local function place()
+  local limit = tonumber(redis.call('HGET', KEYS[1], 'limit') or '1')
+  local free
+  for n = 2, limit do
+    local f = ARGV[1] .. ':' .. n
+    local m = redis.call('HGET', KEYS[2], f)
+    if m == ARGV[2] then
+      return 'ok'
+    end
+    if not m and not free then
+      free = f
+    end
+  end
+  return free
+end
 -- Stock before duplicate, as the original: a sold-out sale answers sold out
 -- to everyone, except to a retry of a claim that was taken (below).
 if tonumber(v[1]) <= 0 then
-  if redis.call('HGET', KEYS[2], ARGV[1]) == ARGV[2] then
+  local m = redis.call('HGET', KEYS[2], ARGV[1])
+  if m == ARGV[2] or (m and place() == 'ok') then
     return 'ok'
   end
   return 'sold_out'
@@ -43,7 +64,14 @@ if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then
   if redis.call('HGET', KEYS[2], ARGV[1]) == ARGV[2] then
     return 'ok'
   end
-  return 'duplicate'
+  local f = place()
+  if f == 'ok' then
+    return 'ok'
+  end
+  if not f then
+    return 'duplicate'
+  end
+  redis.call('HSET', KEYS[2], f, ARGV[2])
 end
 redis.call('HINCRBY', KEYS[1], 'stock', -1)
 -- Preheat deletes the buyers hash, so the first buyer creates it without a TTL.

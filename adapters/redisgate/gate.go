@@ -247,7 +247,7 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 	}
 	s := v.Sale()
 	code, err := g.scripts.Run(ctx, g.rdb, preheatScript, []string{k.Voucher, k.Buyers},
-		s.Stock(), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli()).Int64()
+		s.Stock(), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), s.LimitPerUser()).Int64()
 	if err != nil {
 		return fmt.Errorf("preheat voucher %d: %w", v.ID(), err)
 	}

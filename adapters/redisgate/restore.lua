@@ -6,7 +6,8 @@
 -- (unix ms), ARGV[5] number of buyers the staging hash must hold,
 -- ARGV[6] '1' to overwrite an existing gate state, ARGV[7] units added by
 -- admins in all (the database's: the stock already holds them), ARGV[8]
--- paused '1'|'0' (see redisschema/controls.lua)
+-- paused '1'|'0' (see redisschema/controls.lua), ARGV[9] orders a user may
+-- hold (see claim.lua)
 -- Returns 1 written, 0 left alone (the voucher exists, e.g. a concurrent
 -- Preheat or Restore won), -1 the staging hash is incomplete (it expired).
 if ARGV[6] ~= '1' and redis.call('EXISTS', KEYS[1]) == 1 then
@@ -26,5 +27,8 @@ else
   redis.call('DEL', KEYS[2])
 end
 redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3], 'added', ARGV[7], 'paused', ARGV[8])
+if ARGV[9] ~= '1' then
+  redis.call('HSET', KEYS[1], 'limit', ARGV[9])
+end
 redis.call('PEXPIREAT', KEYS[1], ARGV[4])
 return 1

@@ -4,11 +4,12 @@
 -- ARGV[1] '1' when a cancelled order frees its buyer's place
 -- (SECKILL_RECLAIM_AFTER_CANCEL), else '0'; then ARGV[2], ARGV[3], ...
 -- pairs userId, orderId
--- Only the mark that holds this very order id gives its unit back, so a
+-- Only the place that holds this very order id gives its unit back, so a
 -- repeated return, or one after the buyer claimed again, gives nothing more.
--- The mark goes (reclaim), or becomes the forfeit mark '0': the user keeps
--- counting as the sale's buyer, so a claim answers duplicate, and the mark
--- no longer names the order, so a second return gives nothing. Every order id is added
+-- The place is freed (reclaim), or forfeited: its mark becomes the order id
+-- negated (redisschema.PlaceField), so the user keeps counting it toward the
+-- sale's limit per user (a claim past it answers duplicate), a heal sees it is
+-- there, and a second return gives nothing. Every order id is added
 -- to the returned set, marked or not, which heal.lua honours: a heal that
 -- read the order among the database's buyers before its cancellation
 -- committed must not put its mark back once this ran. The set lives as long
@@ -17,17 +18,30 @@
 -- the gate from the database, which no longer counts these orders.
 -- Returns the number of units given back.
 local exists = redis.call('EXISTS', KEYS[1]) == 1
+local limit = tonumber(redis.call('HGET', KEYS[1], 'limit') or '1')
 local n = 0
 local reclaim = ARGV[1] == '1'
+-- field is the user's place holding the order, or nil.
+local function field(user, id)
+  for p = 1, limit do
+    local f = user
+    if p > 1 then f = user .. ':' .. p end
+    if redis.call('HGET', KEYS[2], f) == id then
+      return f
+    end
+  end
+  return nil
+end
 for i = 2, #ARGV, 2 do
   if exists then
     redis.call('SADD', KEYS[3], ARGV[i + 1])
   end
-  if redis.call('HGET', KEYS[2], ARGV[i]) == ARGV[i + 1] then
+  local f = field(ARGV[i], ARGV[i + 1])
+  if f then
     if reclaim then
-      redis.call('HDEL', KEYS[2], ARGV[i])
+      redis.call('HDEL', KEYS[2], f)
     else
-      redis.call('HSET', KEYS[2], ARGV[i], '0')
+      redis.call('HSET', KEYS[2], f, '-' .. ARGV[i + 1])
     end
     n = n + 1
   end

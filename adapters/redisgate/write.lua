@@ -4,7 +4,8 @@
 -- ARGV[1] stock, ARGV[2] begin, ARGV[3] end, ARGV[4] expire at (unix ms),
 -- ARGV[5] buyers staged, ARGV[6] mode: 'preheat' or 'restore', ARGV[7]
 -- paused '1'|'0', ARGV[8] units added by admins that this bucket's stock
--- already holds ('' : none; bucket 0 keeps the total, redisschema/controls.lua)
+-- already holds ('' : none; bucket 0 keeps the total, redisschema/controls.lua),
+-- ARGV[9] orders a user may hold (see claim.lua)
 -- Returns 1 written, 0 left alone, -1 staged buyers incomplete, -2 the
 -- bucket holds another sale's window.
 local exists = redis.call('EXISTS', KEYS[1]) == 1
@@ -34,6 +35,9 @@ redis.call('HDEL', KEYS[1], 'placeholder')
 redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3], 'paused', ARGV[7])
 if ARGV[8] ~= '' then
   redis.call('HSET', KEYS[1], 'added', ARGV[8])
+end
+if ARGV[9] ~= '1' then
+  redis.call('HSET', KEYS[1], 'limit', ARGV[9])
 end
 if ARGV[6] == 'restore' then
   -- A restored bucket stays frozen until the restore has written them all.

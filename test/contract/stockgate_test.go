@@ -172,9 +172,16 @@ func gateState(t *testing.T, g gateUnderTest, id domain.VoucherID, stock int, bu
 	if !ok || got != stock {
 		t.Fatalf("stock of %d: got %d (present %v), want %d", id, got, ok, stock)
 	}
-	gotBuyers, err := g.Buyers(gateCtx(t), id)
+	held, err := g.Buyers(gateCtx(t), id)
 	if err != nil {
 		t.Fatalf("buyers of %d: %v", id, err)
+	}
+	gotBuyers := make(map[domain.UserID]domain.OrderID, len(held))
+	for o, u := range held {
+		if prev, two := gotBuyers[u]; two {
+			t.Fatalf("buyers of %d: user %d holds orders %d and %d of a one-order sale", id, u, prev, o)
+		}
+		gotBuyers[u] = o
 	}
 	if len(gotBuyers) != len(buyers) {
 		t.Fatalf("buyers of %d: got %d %v, want %d %v", id, len(gotBuyers), gateShort(gotBuyers), len(buyers), gateShort(buyers))

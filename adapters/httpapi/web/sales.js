@@ -529,7 +529,8 @@
     var body = {
       shopId: num(f.shopId), title: f.title.value, subTitle: f.subTitle.value, rules: f.rules.value,
       payValue: num(f.payValue), actualValue: num(f.actualValue), type: 1, stock: num(f.stock),
-      beginTime: when(f.beginTime), endTime: when(f.endTime), buckets: num(f.buckets)
+      beginTime: when(f.beginTime), endTime: when(f.endTime), buckets: num(f.buckets),
+      limitPerUser: num(f.limitPerUser)
     };
     if (f.room.checked) {
       body.waitingRoom = {
