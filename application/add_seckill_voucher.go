@@ -96,7 +96,7 @@ func creationEntry(admin domain.UserID, key string, v domain.Voucher) (domain.Au
 		"shopId": int64(v.ShopID()), "title": v.Title(), "subTitle": v.SubTitle(), "rules": v.Rules(),
 		"payValue": v.PayValue(), "actualValue": v.ActualValue(), "stock": s.Stock(),
 		"beginTime": s.Begin().UTC().Format(time.RFC3339Nano), "endTime": s.End().UTC().Format(time.RFC3339Nano),
-		"buckets": max(s.Buckets(), 1),
+		"buckets": max(s.Buckets(), 1), "limitPerUser": s.LimitPerUser(),
 	}
 	if r := s.Room(); !r.IsZero() {
 		fields["waitingRoom"] = map[string]any{
@@ -155,6 +155,11 @@ func fingerprint(v domain.Voucher) string {
 		// keep their fingerprints.
 		fields = append(fields, "room", r.OpensBefore().String(), strconv.Itoa(r.AdmitPerSecond()),
 			r.PassTTL().String(), strconv.Itoa(r.Margin()))
+	}
+	if n := s.LimitPerUser(); n > 1 {
+		// Likewise only a limit above one, so keys recorded before limits
+		// keep theirs.
+		fields = append(fields, "limit", strconv.Itoa(n))
 	}
 	h := sha256.New()
 	var n [binary.MaxVarintLen64]byte

@@ -39,3 +39,20 @@ func TestFingerprintTellsFieldBoundariesApart(t *testing.T) {
 		t.Fatal("the same voucher has two fingerprints: a retry would be refused")
 	}
 }
+
+// TestFingerprintTellsLimitsApart: a key reused for the same sale with
+// another limit per user is another voucher, not a retry; a limit of one is
+// the fingerprint keys recorded before limits existed.
+func TestFingerprintTellsLimitsApart(t *testing.T) {
+	begin := time.Now().Add(time.Hour)
+	sale := domain.UnmarshalSaleFromDatabase(5, begin, begin.Add(time.Hour))
+	voucher := func(s domain.Sale) domain.Voucher {
+		return domain.UnmarshalVoucherFromDatabase(0, domain.VoucherSpec{ShopID: 1, Title: "t"}, domain.VoucherSeckill, 1, s)
+	}
+	if fingerprint(voucher(sale)) != fingerprint(voucher(sale.WithStoredLimit(1))) {
+		t.Fatal("a limit of one changed the fingerprint")
+	}
+	if fingerprint(voucher(sale)) == fingerprint(voucher(sale.WithStoredLimit(3))) {
+		t.Fatal("limits 1 and 3 share a fingerprint")
+	}
+}

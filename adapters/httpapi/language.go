@@ -14,7 +14,7 @@ import (
 // TestEveryAnswerSpeaksBothLanguages holds every answer to it.
 var englishText = map[string]string{
 	"库存不足":        "Sold out",
-	"不能重复下单":      "You already have an order for this voucher",
+	"不能重复下单":      "You already hold as many orders of this voucher as one user may",
 	"秒杀尚未开始":      "The sale has not started yet",
 	"秒杀已经结束":      "The sale has ended",
 	"秒杀已暂停，请稍后再试": "The sale is paused; try again later",

@@ -27,7 +27,7 @@ func TestAnswersInTheClientsLanguage(t *testing.T) {
 		zh, en string
 	}{
 		{"duplicate", req{method: "POST", path: "/voucher-order/seckill/" + open, token: tok}, http.StatusOK, "duplicate",
-			"不能重复下单", "You already have an order for this voucher"},
+			"不能重复下单", "You already hold as many orders of this voucher as one user may"},
 		{"sold_out_at_the_edge", req{method: "POST", path: "/voucher-order/seckill/" + out, token: tok}, http.StatusOK, "sold_out",
 			"库存不足", "Sold out"},
 		{"no_login", req{method: "POST", path: "/voucher-order/seckill/" + open, token: "unknown"}, http.StatusUnauthorized, "unauthorized",
