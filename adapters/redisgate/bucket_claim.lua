@@ -34,25 +34,17 @@ if v[5] == '1' then
 end
 -- A mark holding this very order ID is this claim's own, resent after its
 -- reply was lost (see redisgate/claim.lua): it was taken, answer 'ok' again.
--- A user whose first place is taken may have more (the bucket's 'limit'; see
--- claim.lua): the first free one is this claim's, none free is 'duplicate'.
+-- A user whose first place is taken may have more (places.lua): the first
+-- free one is this claim's, none free is 'duplicate'.
 local field = ARGV[1]
 local mine = redis.call('HGET', KEYS[2], field)
 if mine then
   if mine == ARGV[2] then
     return 'ok'
   end
-  field = nil
-  local limit = tonumber(redis.call('HGET', KEYS[1], 'limit') or '1')
-  for n = 2, limit do
-    local f = ARGV[1] .. ':' .. n
-    local m = redis.call('HGET', KEYS[2], f)
-    if m == ARGV[2] then
-      return 'ok'
-    end
-    if not m and not field then
-      field = f
-    end
+  mine, field = scan(KEYS[2], ARGV[1], 2, limitOf(KEYS[1]), ARGV[2])
+  if mine then
+    return 'ok'
   end
   if not field then
     return 'duplicate'

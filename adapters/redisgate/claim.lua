@@ -26,23 +26,14 @@ end
 if v[4] == '1' then
   return 'paused'
 end
--- A sale may allow a user more than one order (its 'limit', absent: one):
--- the user's further places are fields '<userId>:2' ... (redisschema.PlaceField),
--- looked at only once the first is taken, so a one-order sale reads nothing more.
--- place answers 'ok' when one of the user's further places holds this very
--- order (a resent claim), else the field of the first free one, else nil.
+-- A sale may allow a user more than one order: the user's further places
+-- (places.lua) are looked at only once the first is taken, so a one-order
+-- sale reads nothing more. place answers 'ok' when one of them holds this
+-- very order (a resent claim), else the field of the first free one, else nil.
 local function place()
-  local limit = tonumber(redis.call('HGET', KEYS[1], 'limit') or '1')
-  local free
-  for n = 2, limit do
-    local f = ARGV[1] .. ':' .. n
-    local m = redis.call('HGET', KEYS[2], f)
-    if m == ARGV[2] then
-      return 'ok'
-    end
-    if not m and not free then
-      free = f
-    end
+  local mine, free = scan(KEYS[2], ARGV[1], 2, limitOf(KEYS[1]), ARGV[2])
+  if mine then
+    return 'ok'
   end
   return free
 end

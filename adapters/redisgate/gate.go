@@ -36,16 +36,21 @@ var (
 	//go:embed claim.lua
 	claimLua string
 	// The message the script appends: id ARGV[2], userId ARGV[1], voucherId ARGV[3].
-	claimScript = redis.NewScript(redisschema.OrderScript(claimLua, "ARGV[2]", "ARGV[1]", "ARGV[3]"))
+	claimScript = redis.NewScript(placesLua + redisschema.OrderScript(claimLua, "ARGV[2]", "ARGV[1]", "ARGV[3]"))
 
 	//go:embed bucket_claim.lua
 	bucketClaimLua string
 	// The same message, from the same arguments.
-	bucketClaimScript = redis.NewScript(redisschema.OrderScript(bucketClaimLua, "ARGV[2]", "ARGV[1]", "ARGV[3]"))
+	bucketClaimScript = redis.NewScript(placesLua + redisschema.OrderScript(bucketClaimLua, "ARGV[2]", "ARGV[1]", "ARGV[3]"))
 
 	//go:embed release.lua
 	releaseLua    string
-	releaseScript = redis.NewScript(releaseLua)
+	releaseScript = redis.NewScript(placesLua + releaseLua)
+
+	// places.lua's functions come first in every script that looks at a
+	// user's places.
+	//go:embed places.lua
+	placesLua string
 
 	//go:embed preheat.lua
 	preheatLua    string

@@ -16,7 +16,7 @@ import (
 var (
 	//go:embed heal.lua
 	healLua    string
-	healScript = redis.NewScript(healLua)
+	healScript = redis.NewScript(placesLua + healLua)
 )
 
 // healChunk bounds one HMGET of the diff and one heal script: a script

@@ -26,29 +26,13 @@ end
 local limit = tonumber(ARGV[2])
 local stock = tonumber(v[1])
 local restored, retaken, oversold = 0, 0, 0
--- free is the field of the user's first free place, or nil when one of the
--- places holds the order (id: its mark, held or forfeited) or none is free.
-local function free(user, id)
-  local first
-  for n = 1, limit do
-    local f = user
-    if n > 1 then f = user .. ':' .. n end
-    local m = redis.call('HGET', KEYS[2], f)
-    if not m then
-      first = first or f
-    elseif m == id or m == '-' .. id then
-      return nil
-    end
-  end
-  return first
-end
 for i = 3, #ARGV, 2 do
   local mark = ARGV[i + 1]
   local forfeited = string.sub(mark, 1, 1) == '-'
   local id = mark
   if forfeited then id = string.sub(mark, 2) end
   if forfeited or redis.call('SISMEMBER', KEYS[3], id) == 0 then
-    local f = free(ARGV[i], id)
+    local _, f = scan(KEYS[2], ARGV[i], 1, limit, id, '-' .. id)
     if f then
       redis.call('HSET', KEYS[2], f, mark)
       restored = restored + 1

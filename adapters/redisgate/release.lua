@@ -1,22 +1,12 @@
 -- Undo the reservation held by exactly one order.
 -- KEYS[1] voucher hash, KEYS[2] buyers hash
 -- ARGV[1] userId, ARGV[2] orderId, ARGV[3] '1' to return the unit to stock
--- Returns 1 when it released, 0 when none of the user's places holds the
--- order (so a late or repeated release cannot free someone else's claim).
-local field = ARGV[1]
-if redis.call('HGET', KEYS[2], field) ~= ARGV[2] then
-  -- The user's further places, on a sale that allows more than one order.
-  field = nil
-  local limit = tonumber(redis.call('HGET', KEYS[1], 'limit') or '1')
-  for n = 2, limit do
-    if redis.call('HGET', KEYS[2], ARGV[1] .. ':' .. n) == ARGV[2] then
-      field = ARGV[1] .. ':' .. n
-      break
-    end
-  end
-  if not field then
-    return 0
-  end
+-- Returns 1 when it released, 0 when none of the user's places (places.lua)
+-- holds the order (so a late or repeated release cannot free someone else's
+-- claim).
+local field = scan(KEYS[2], ARGV[1], 1, limitOf(KEYS[1]), ARGV[2])
+if not field then
+  return 0
 end
 redis.call('HDEL', KEYS[2], field)
 -- An expired voucher hash must stay absent: HINCRBY would recreate it as a

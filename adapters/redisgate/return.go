@@ -14,7 +14,7 @@ import (
 var (
 	//go:embed return.lua
 	returnLua    string
-	returnScript = redis.NewScript(returnLua)
+	returnScript = redis.NewScript(placesLua + returnLua)
 )
 
 // returnChunk bounds one return script, which holds Redis while it runs (a

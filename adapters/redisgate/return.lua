@@ -18,25 +18,14 @@
 -- the gate from the database, which no longer counts these orders.
 -- Returns the number of units given back.
 local exists = redis.call('EXISTS', KEYS[1]) == 1
-local limit = tonumber(redis.call('HGET', KEYS[1], 'limit') or '1')
+local limit = limitOf(KEYS[1])
 local n = 0
 local reclaim = ARGV[1] == '1'
--- field is the user's place holding the order, or nil.
-local function field(user, id)
-  for p = 1, limit do
-    local f = user
-    if p > 1 then f = user .. ':' .. p end
-    if redis.call('HGET', KEYS[2], f) == id then
-      return f
-    end
-  end
-  return nil
-end
 for i = 2, #ARGV, 2 do
   if exists then
     redis.call('SADD', KEYS[3], ARGV[i + 1])
   end
-  local f = field(ARGV[i], ARGV[i + 1])
+  local f = scan(KEYS[2], ARGV[i], 1, limit, ARGV[i + 1])
   if f then
     if reclaim then
       redis.call('HDEL', KEYS[2], f)
