@@ -142,7 +142,7 @@ func sqlBackends() []sqlBackend {
 
 // migrations are every migration, in order; a fresh database applies
 // them as one group, and each migrate down undoes one of them.
-var migrations = []string{"20250101000001_create_seckill_tables", "20261201000001_create_voucher_creation", "20261201000012_add_seckill_buckets", "20261202000001_create_deployment", "20261203000001_order_lifecycle", "20261204000001_payments", "20261205000001_add_waiting_room", "20261206000001_forfeit_after_cancel", "20261207000041_create_admin_audit", "20261207000042_add_order_list_index", "20261208000001_sale_controls"}
+var migrations = []string{"20250101000001_create_seckill_tables", "20261201000001_create_voucher_creation", "20261201000012_add_seckill_buckets", "20261202000001_create_deployment", "20261203000001_order_lifecycle", "20261204000001_payments", "20261205000001_add_waiting_room", "20261206000001_forfeit_after_cancel", "20261207000041_create_admin_audit", "20261207000042_add_order_list_index", "20261208000001_sale_controls", "20261209000011_limit_per_user"}
 
 func migrateUp(t *testing.T, db *bun.DB, want ...string) {
 	t.Helper()
