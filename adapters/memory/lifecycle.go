@@ -68,8 +68,9 @@ func (s *Orders) cancel(o domain.VoucherOrder, reason domain.CancelReason) {
 	l := s.life[o.ID()]
 	l.state, l.CancelReason = domain.OrderCancelled, reason
 	v, u := o.VoucherID(), o.UserID()
-	s.holders[v][u] = slices.DeleteFunc(s.holders[v][u], func(id domain.OrderID) bool { return id == o.ID() })
-	if len(s.holders[v][u]) == 0 {
+	if held := slices.DeleteFunc(s.holders[v][u], func(id domain.OrderID) bool { return id == o.ID() }); len(held) > 0 {
+		s.holders[v][u] = held
+	} else {
 		delete(s.holders[v], u)
 	}
 	if !s.reclaim {

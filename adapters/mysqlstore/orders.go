@@ -227,7 +227,8 @@ func (r *OrderRepo) insertIfAllNew(ctx context.Context, db bun.IDB, orders []dom
 }
 
 // plainlyNew: every voucher of the batch has a sale with stock for all its
-// orders, and no order ID and no (voucher, user) appears twice.
+// orders, and no order ID and no (voucher, user) appears twice (a user's
+// second order would need slot 2, and the shortcut writes slot 1 only).
 func plainlyNew(orders []domain.VoucherOrder, stock map[domain.VoucherID]int) bool {
 	type buyer struct {
 		v domain.VoucherID
