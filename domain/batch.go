@@ -1,5 +1,7 @@
 package domain
 
+import "slices"
+
 // Outcome is what recording one order of a batch came to. Its fields are
 // those of ports.Outcome, so a repository converts one into the other.
 type Outcome struct {
@@ -24,9 +26,14 @@ type BatchState struct {
 	// Stock is the remaining stock of each of the batch's vouchers that has
 	// a sale; a voucher without an entry has none (it is gone).
 	Stock map[VoucherID]int
-	// Holders is, per voucher, the users who already hold an order of it. It
-	// must cover the batch's users; it may hold more.
-	Holders map[VoucherID]map[UserID]OrderID
+	// Holders is, per voucher and user, the slots of the user's orders that
+	// hold a place in the sale (one each, 1..the limit; a cancelled order
+	// keeps its place unless it was reclaimable). It must cover the batch's
+	// users; it may hold more.
+	Holders map[VoucherID]map[UserID][]int
+	// Limits is each voucher's limit per user (Sale.LimitPerUser); a voucher
+	// without an entry (or below 1) allows one order per user.
+	Limits map[VoucherID]int
 }
 
 // BatchPlan is what a batch comes to: each order's outcome, and the writes
@@ -42,6 +49,11 @@ type BatchPlan struct {
 	// Taken is how many units to take from each voucher's stock; it is never
 	// more than the voucher's Stock in the state the plan was made from.
 	Taken map[VoucherID]int
+	// Slots is the slot of each created order: the lowest of 1..the limit
+	// that none of its user's places in the sale holds. A store keeps it
+	// with the order, under a unique key on (user, voucher, slot) over the
+	// orders holding a place, so the database too refuses a place too many.
+	Slots map[OrderID]int
 }
 
 // PlanBatch decides the outcome of every order of a batch, in input order,
@@ -50,18 +62,19 @@ type BatchPlan struct {
 //     outcome again, New=false;
 //   - an ID recorded for another user or voucher: failed id_conflict;
 //   - of a voucher without a sale: failed voucher_not_found;
-//   - of a user who holds an order of the voucher (also one created earlier
-//     in this batch): failed duplicate;
+//   - of a user who holds as many places in the voucher's sale as its limit
+//     per user (counting orders created earlier in this batch): failed
+//     duplicate;
 //   - past the remaining stock: failed out_of_stock;
-//   - otherwise created, taking one unit.
+//   - otherwise created, taking one unit and the user's lowest free slot.
 //
 // The checks come in that order, so a redelivery is answered by its record
 // whatever has changed since, and a user is told duplicate rather than
 // out_of_stock. st is only read.
 func PlanBatch(orders []VoucherOrder, st BatchState) BatchPlan {
-	plan := BatchPlan{Outcomes: make([]Outcome, 0, len(orders)), Taken: map[VoucherID]int{}}
-	first := map[OrderID]int{}                // where an ID first appears in this batch
-	buyers := map[VoucherID]map[UserID]bool{} // users given an order by this batch
+	plan := BatchPlan{Outcomes: make([]Outcome, 0, len(orders)), Taken: map[VoucherID]int{}, Slots: map[OrderID]int{}}
+	first := map[OrderID]int{}                 // where an ID first appears in this batch
+	buyers := map[VoucherID]map[UserID][]int{} // slots this batch gave each user
 	for _, o := range orders {
 		if i, seen := first[o.ID()]; seen {
 			// Delivered twice in one batch: the later copy is a redelivery
@@ -75,29 +88,43 @@ func PlanBatch(orders []VoucherOrder, st BatchState) BatchPlan {
 		v, u := o.VoucherID(), o.UserID()
 		rec, recorded := st.Recorded[o.ID()]
 		left, onSale := st.Stock[v]
-		_, holds := st.Holders[v][u]
+		held, given := st.Holders[v][u], buyers[v][u]
+		limit := max(st.Limits[v], 1)
 		var out Outcome
 		switch {
 		case recorded:
 			out = rec.replay(o)
 		case !onSale:
 			out = plan.fail(o, FailVoucherGone)
-		case holds || buyers[v][u]:
+		case len(held)+len(given) >= limit:
 			out = plan.fail(o, FailDuplicate)
 		case left-plan.Taken[v] <= 0:
 			out = plan.fail(o, FailOutOfStock)
 		default:
 			plan.Taken[v]++
 			if buyers[v] == nil {
-				buyers[v] = map[UserID]bool{}
+				buyers[v] = map[UserID][]int{}
 			}
-			buyers[v][u] = true
+			slot := freeSlot(held, given)
+			buyers[v][u] = append(given, slot)
+			plan.Slots[o.ID()] = slot
 			plan.Created = append(plan.Created, o)
 			out = Outcome{Order: o, State: OrderCreated, New: true}
 		}
 		plan.Outcomes = append(plan.Outcomes, out)
 	}
 	return plan
+}
+
+// freeSlot is the lowest slot from 1 up that neither held nor given takes.
+// The caller has checked they take fewer than the limit, so it is within it
+// (a slot above the limit, were one stored, only counts against it).
+func freeSlot(held, given []int) int {
+	slot := 1
+	for slices.Contains(held, slot) || slices.Contains(given, slot) {
+		slot++
+	}
+	return slot
 }
 
 // PlanFailures decides what recording orders as failed for reason comes to,

@@ -103,7 +103,7 @@ func TestPlanBatch(t *testing.T) {
 			orders: []domain.VoucherOrder{a2y},
 			st: domain.BatchState{
 				Stock:   map[domain.VoucherID]int{10: 2},
-				Holders: map[domain.VoucherID]map[domain.UserID]domain.OrderID{10: {2: 2}},
+				Holders: map[domain.VoucherID]map[domain.UserID][]int{10: {2: {1}}},
 			},
 			wantOutcomes: []domain.Outcome{failed(a2y, domain.FailDuplicate, true)},
 			wantFailures: []domain.Outcome{failed(a2y, domain.FailDuplicate, true)},
@@ -123,7 +123,7 @@ func TestPlanBatch(t *testing.T) {
 			orders: []domain.VoucherOrder{b1},
 			st: domain.BatchState{
 				Stock:   map[domain.VoucherID]int{20: 1},
-				Holders: map[domain.VoucherID]map[domain.UserID]domain.OrderID{10: {1: 1}},
+				Holders: map[domain.VoucherID]map[domain.UserID][]int{10: {1: {1}}},
 			},
 			wantOutcomes: []domain.Outcome{created(b1, true)},
 			wantCreated:  []domain.VoucherOrder{b1},
@@ -151,7 +151,7 @@ func TestPlanBatch(t *testing.T) {
 			orders: []domain.VoucherOrder{a2y},
 			st: domain.BatchState{
 				Stock:   map[domain.VoucherID]int{10: 0},
-				Holders: map[domain.VoucherID]map[domain.UserID]domain.OrderID{10: {2: 2}},
+				Holders: map[domain.VoucherID]map[domain.UserID][]int{10: {2: {1}}},
 			},
 			wantOutcomes: []domain.Outcome{failed(a2y, domain.FailDuplicate, true)},
 			wantFailures: []domain.Outcome{failed(a2y, domain.FailDuplicate, true)},
@@ -207,7 +207,122 @@ func TestPlanBatch(t *testing.T) {
 			if !maps.Equal(tt.st.Stock, stock) {
 				t.Errorf("the plan changed the state's stock: %v -> %v", stock, tt.st.Stock)
 			}
+			// With no limits every created order takes slot 1, as the one
+			// order per user always did.
+			for _, o := range tt.wantCreated {
+				if plan.Slots[o.ID()] != 1 {
+					t.Errorf("order %d: slot %d, want 1", o.ID(), plan.Slots[o.ID()])
+				}
+			}
+			if len(plan.Slots) != len(tt.wantCreated) {
+				t.Errorf("slots = %v, want one per created order %v", plan.Slots, tt.wantCreated)
+			}
 		})
+	}
+}
+
+// A sale's limit per user: a user holds up to that many places, each order
+// in the lowest slot its user's places leave free.
+func TestPlanBatchLimitPerUser(t *testing.T) {
+	o := func(id, user int64) domain.VoucherOrder { return order(t, id, user, 10) }
+	var (
+		u1a, u1b, u1c, u1d = o(1, 1), o(2, 1), o(3, 1), o(4, 1)
+		u2a                = o(5, 2)
+	)
+	type slots = map[domain.OrderID]int
+	tests := []struct {
+		name         string
+		orders       []domain.VoucherOrder
+		limit        int                     // of voucher 10; 0: no entry
+		held         map[domain.UserID][]int // voucher 10's places
+		stock        int
+		wantOutcomes []domain.Outcome
+		wantSlots    slots
+		wantTaken    int
+	}{
+		{
+			name: "no_limit_entry_is_one_order_per_user", orders: []domain.VoucherOrder{u1a, u1b}, stock: 5,
+			wantOutcomes: []domain.Outcome{created(u1a, true), failed(u1b, domain.FailDuplicate, true)},
+			wantSlots:    slots{1: 1}, wantTaken: 1,
+		},
+		{
+			name: "limit_one_holder_is_a_duplicate", orders: []domain.VoucherOrder{u1a}, limit: 1, stock: 5,
+			held:         map[domain.UserID][]int{1: {1}},
+			wantOutcomes: []domain.Outcome{failed(u1a, domain.FailDuplicate, true)},
+			wantSlots:    slots{},
+		},
+		{
+			name: "limit_three_allows_three_then_duplicate", orders: []domain.VoucherOrder{u1a, u1b, u1c, u1d, u2a}, limit: 3, stock: 10,
+			wantOutcomes: []domain.Outcome{created(u1a, true), created(u1b, true), created(u1c, true),
+				failed(u1d, domain.FailDuplicate, true), created(u2a, true)},
+			wantSlots: slots{1: 1, 2: 2, 3: 3, 5: 1}, wantTaken: 4,
+		},
+		{
+			name: "places_held_count_with_those_of_the_batch", orders: []domain.VoucherOrder{u1a, u1b}, limit: 3, stock: 10,
+			held:         map[domain.UserID][]int{1: {1, 2}},
+			wantOutcomes: []domain.Outcome{created(u1a, true), failed(u1b, domain.FailDuplicate, true)},
+			wantSlots:    slots{1: 3}, wantTaken: 1,
+		},
+		{
+			// Slot 1's order was cancelled with its place reclaimable: it
+			// is not among the held, and the next order takes its slot.
+			name: "the_lowest_free_slot_is_taken", orders: []domain.VoucherOrder{u1a, u1b}, limit: 3, stock: 10,
+			held:         map[domain.UserID][]int{1: {2}},
+			wantOutcomes: []domain.Outcome{created(u1a, true), created(u1b, true)},
+			wantSlots:    slots{1: 1, 2: 3}, wantTaken: 2,
+		},
+		{
+			name: "a_full_user_is_told_duplicate_before_out_of_stock", orders: []domain.VoucherOrder{u1a, u2a}, limit: 2, stock: 0,
+			held:         map[domain.UserID][]int{1: {1, 2}},
+			wantOutcomes: []domain.Outcome{failed(u1a, domain.FailDuplicate, true), failed(u2a, domain.FailOutOfStock, true)},
+			wantSlots:    slots{},
+		},
+		{
+			name: "stock_bounds_a_users_orders", orders: []domain.VoucherOrder{u1a, u1b, u1c}, limit: 3, stock: 2,
+			wantOutcomes: []domain.Outcome{created(u1a, true), created(u1b, true), failed(u1c, domain.FailOutOfStock, true)},
+			wantSlots:    slots{1: 1, 2: 2}, wantTaken: 2,
+		},
+		{
+			// A redelivery takes no second place, even in the same batch.
+			name: "redelivery_is_its_record_and_takes_no_place", orders: []domain.VoucherOrder{u1a, u1a, u1b}, limit: 2, stock: 5,
+			held:         map[domain.UserID][]int{1: {1}},
+			wantOutcomes: []domain.Outcome{created(u1a, true), created(u1a, false), failed(u1b, domain.FailDuplicate, true)},
+			wantSlots:    slots{1: 2}, wantTaken: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := domain.BatchState{
+				Stock:   map[domain.VoucherID]int{10: tt.stock},
+				Holders: map[domain.VoucherID]map[domain.UserID][]int{10: tt.held},
+			}
+			if tt.limit > 0 {
+				st.Limits = map[domain.VoucherID]int{10: tt.limit}
+			}
+			plan := domain.PlanBatch(tt.orders, st)
+			if !reflect.DeepEqual(plan.Outcomes, tt.wantOutcomes) {
+				t.Errorf("outcomes = %+v\nwant       %+v", plan.Outcomes, tt.wantOutcomes)
+			}
+			if !maps.Equal(plan.Slots, tt.wantSlots) {
+				t.Errorf("slots = %v, want %v", plan.Slots, tt.wantSlots)
+			}
+			if plan.Taken[10] != tt.wantTaken || len(plan.Created) != len(tt.wantSlots) {
+				t.Errorf("taken %d, created %v; want %d taken, %d created", plan.Taken[10], plan.Created, tt.wantTaken, len(tt.wantSlots))
+			}
+		})
+	}
+	// A recorded order is its record: the same order, already created,
+	// takes no place and gets no slot.
+	st := domain.BatchState{
+		Recorded: map[domain.OrderID]domain.OrderStatus{1: {Order: u1a, State: domain.OrderCreated}},
+		Stock:    map[domain.VoucherID]int{10: 5},
+		Holders:  map[domain.VoucherID]map[domain.UserID][]int{10: {1: {1}}},
+		Limits:   map[domain.VoucherID]int{10: 2},
+	}
+	plan := domain.PlanBatch([]domain.VoucherOrder{u1a, u1b}, st)
+	if want := []domain.Outcome{created(u1a, false), created(u1b, true)}; !reflect.DeepEqual(plan.Outcomes, want) ||
+		!maps.Equal(plan.Slots, map[domain.OrderID]int{2: 2}) {
+		t.Fatalf("outcomes %+v, slots %v; want %+v with order 2 in slot 2", plan.Outcomes, plan.Slots, want)
 	}
 }
 
@@ -217,7 +332,7 @@ func TestPlanBatchLeavesStateAlone(t *testing.T) {
 	st := domain.BatchState{
 		Recorded: map[domain.OrderID]domain.OrderStatus{},
 		Stock:    map[domain.VoucherID]int{10: 5},
-		Holders:  map[domain.VoucherID]map[domain.UserID]domain.OrderID{10: {}},
+		Holders:  map[domain.VoucherID]map[domain.UserID][]int{10: {}},
 	}
 	domain.PlanBatch([]domain.VoucherOrder{a1, a2}, st)
 	if len(st.Recorded) != 0 || st.Stock[10] != 5 || len(st.Holders[10]) != 0 {

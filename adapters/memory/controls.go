@@ -65,7 +65,8 @@ func (s *Vouchers) ChangeSale(ctx context.Context, id domain.VoucherID, once por
 		return v, false, nil
 	}
 	a := after.Sale()
-	after = after.WithSale(domain.UnmarshalSplitSaleFromDatabase(a.Stock(), a.Begin(), voucherStoredTime(a.End()), a.Buckets()).WithStoredRoom(a.Room()).WithStoredControls(a.Added(), a.Paused()))
+	after = after.WithSale(domain.UnmarshalSplitSaleFromDatabase(a.Stock(), a.Begin(), voucherStoredTime(a.End()), a.Buckets()).WithStoredRoom(a.Room()).WithStoredControls(a.Added(), a.Paused()).
+		WithStoredLimit(a.LimitPerUser()))
 	s.vouchers[id] = after
 	if once.Key != "" {
 		if s.controlKeys == nil {

@@ -67,13 +67,16 @@ func (s *Orders) ExpireDue(ctx context.Context, now time.Time, limit int) ([]por
 func (s *Orders) cancel(o domain.VoucherOrder, reason domain.CancelReason) {
 	l := s.life[o.ID()]
 	l.state, l.CancelReason = domain.OrderCancelled, reason
-	delete(s.holders[o.VoucherID()], o.UserID())
+	v, u := o.VoucherID(), o.UserID()
+	if held := slices.DeleteFunc(s.holders[v][u], func(id domain.OrderID) bool { return id == o.ID() }); len(held) > 0 {
+		s.holders[v][u] = held
+	} else {
+		delete(s.holders[v], u)
+	}
 	if !s.reclaim {
-		// The place is forfeited: the buyer's next order is a duplicate.
-		if s.forfeit[o.VoucherID()] == nil {
-			s.forfeit[o.VoucherID()] = map[domain.UserID]domain.OrderID{}
-		}
-		s.forfeit[o.VoucherID()][o.UserID()] = o.ID()
+		// The place is forfeited: it keeps counting toward the buyer's
+		// limit, and its slot stays taken.
+		addPlace(s.forfeit, o)
 	}
 	s.vouchers.take(o.VoucherID(), -1)
 }

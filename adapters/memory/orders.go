@@ -24,10 +24,14 @@ type Orders struct {
 	mu      sync.Mutex
 	created map[domain.OrderID]domain.VoucherOrder
 	failed  map[domain.OrderID]orderFailure
-	holders map[domain.VoucherID]map[domain.UserID]domain.OrderID
-	// forfeit: buyers whose cancelled order forfeited their place (unless
-	// reclaim); they hold no unit, and a new order of theirs is a duplicate.
-	forfeit map[domain.VoucherID]map[domain.UserID]domain.OrderID
+	// holders: each buyer's orders that hold their unit, and a place.
+	holders map[domain.VoucherID]map[domain.UserID][]domain.OrderID
+	// forfeit: buyers' cancelled orders that forfeited their place (unless
+	// reclaim); they hold no unit, but keep counting toward the limit.
+	forfeit map[domain.VoucherID]map[domain.UserID][]domain.OrderID
+	// slot is each created order's slot among its buyer's places (the SQL
+	// column of the same name).
+	slot    map[domain.OrderID]int
 	reclaim bool
 	// life is each created order's lifecycle (lifecycle.go).
 	life   map[domain.OrderID]*orderLife
@@ -49,8 +53,9 @@ func NewOrders(vouchers *Vouchers) *Orders {
 		vouchers: vouchers,
 		created:  map[domain.OrderID]domain.VoucherOrder{},
 		failed:   map[domain.OrderID]orderFailure{},
-		holders:  map[domain.VoucherID]map[domain.UserID]domain.OrderID{},
-		forfeit:  map[domain.VoucherID]map[domain.UserID]domain.OrderID{},
+		holders:  map[domain.VoucherID]map[domain.UserID][]domain.OrderID{},
+		forfeit:  map[domain.VoucherID]map[domain.UserID][]domain.OrderID{},
+		slot:     map[domain.OrderID]int{},
 		life:     map[domain.OrderID]*orderLife{},
 		payments: map[string]payment{},
 	}
@@ -69,15 +74,16 @@ func (s *Orders) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) 
 	st := domain.BatchState{
 		Recorded: s.recordedOf(orders),
 		Stock:    map[domain.VoucherID]int{},
-		Holders:  s.placesHeld(), // only read by the plan
+		Limits:   map[domain.VoucherID]int{},
+		Holders:  s.placesHeld(orders),
 	}
 	for _, o := range orders {
 		v := o.VoucherID()
 		if _, seen := st.Stock[v]; seen {
 			continue
 		}
-		if left, onSale := s.vouchers.stockOf(v); onSale {
-			st.Stock[v] = left
+		if left, limit, onSale := s.vouchers.saleOf(v); onSale {
+			st.Stock[v], st.Limits[v] = left, limit
 		}
 	}
 	plan := domain.PlanBatch(orders, st)
@@ -87,10 +93,8 @@ func (s *Orders) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) 
 	}
 	for _, o := range plan.Created {
 		s.created[o.ID()] = o
-		if s.holders[o.VoucherID()] == nil {
-			s.holders[o.VoucherID()] = map[domain.UserID]domain.OrderID{}
-		}
-		s.holders[o.VoucherID()][o.UserID()] = o.ID()
+		s.slot[o.ID()] = plan.Slots[o.ID()]
+		addPlace(s.holders, o)
 		s.life[o.ID()] = &orderLife{state: domain.OrderCreated, Lifecycle: domain.Lifecycle{PayDeadline: domain.PayDeadline(o.ID(), s.window)}}
 	}
 	s.recordFailures(plan.Failures)
@@ -158,12 +162,16 @@ func (s *Orders) Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	buyers := make([]domain.VoucherOrder, 0, len(s.holders[voucher])+len(s.forfeit[voucher]))
-	for _, id := range s.holders[voucher] {
-		buyers = append(buyers, s.created[id])
+	buyers := []domain.VoucherOrder{}
+	for _, ids := range s.holders[voucher] {
+		for _, id := range ids {
+			buyers = append(buyers, s.created[id])
+		}
 	}
-	for _, id := range s.forfeit[voucher] {
-		buyers = append(buyers, s.created[id].Forfeited())
+	for _, ids := range s.forfeit[voucher] {
+		for _, id := range ids {
+			buyers = append(buyers, s.created[id].Forfeited())
+		}
 	}
 	slices.SortFunc(buyers, func(a, b domain.VoucherOrder) int { return cmp.Compare(a.ID(), b.ID()) })
 	return buyers, nil
@@ -188,27 +196,46 @@ func (s *Orders) CountBuyers(ctx context.Context, vouchers []domain.VoucherID) (
 	defer s.mu.Unlock()
 	out := make(map[domain.VoucherID]int, len(vouchers))
 	for _, v := range vouchers {
-		out[v] = len(s.holders[v]) + len(s.forfeit[v])
+		out[v] = places(s.holders[v]) + places(s.forfeit[v])
 	}
 	return out, nil
 }
 
-// placesHeld is every buyer's place: the holders' and the forfeited ones
-// (the SQL unique key's rows); the caller holds s.mu.
-func (s *Orders) placesHeld() map[domain.VoucherID]map[domain.UserID]domain.OrderID {
-	if len(s.forfeit) == 0 {
-		return s.holders
+// places counts the orders of a voucher's buyers.
+func places(users map[domain.UserID][]domain.OrderID) int {
+	n := 0
+	for _, ids := range users {
+		n += len(ids)
 	}
-	out := make(map[domain.VoucherID]map[domain.UserID]domain.OrderID, len(s.holders)+len(s.forfeit))
-	for _, m := range []map[domain.VoucherID]map[domain.UserID]domain.OrderID{s.forfeit, s.holders} {
-		for v, users := range m {
-			if out[v] == nil {
-				out[v] = map[domain.UserID]domain.OrderID{}
-			}
-			for u, id := range users {
-				out[v][u] = id
-			}
+	return n
+}
+
+// addPlace records o among its buyer's places in m.
+func addPlace(m map[domain.VoucherID]map[domain.UserID][]domain.OrderID, o domain.VoucherOrder) {
+	if m[o.VoucherID()] == nil {
+		m[o.VoucherID()] = map[domain.UserID][]domain.OrderID{}
+	}
+	m[o.VoucherID()][o.UserID()] = append(m[o.VoucherID()][o.UserID()], o.ID())
+}
+
+// placesHeld is the slots of the places the orders' users hold in their
+// vouchers' sales: the holders' and the forfeited ones (the SQL unique key's
+// rows); the caller holds s.mu.
+func (s *Orders) placesHeld(orders []domain.VoucherOrder) map[domain.VoucherID]map[domain.UserID][]int {
+	out := map[domain.VoucherID]map[domain.UserID][]int{}
+	for _, o := range orders {
+		v, u := o.VoucherID(), o.UserID()
+		if out[v] == nil {
+			out[v] = map[domain.UserID][]int{}
 		}
+		if _, done := out[v][u]; done {
+			continue
+		}
+		slots := []int{}
+		for _, id := range slices.Concat(s.holders[v][u], s.forfeit[v][u]) {
+			slots = append(slots, s.slot[id])
+		}
+		out[v][u] = slots
 	}
 	return out
 }
@@ -227,7 +254,7 @@ func (s *Orders) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTall
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t := ports.SaleTally{Stock: stock, Created: int64(len(s.holders[id]))}
+	t := ports.SaleTally{Stock: stock, Created: int64(places(s.holders[id]))}
 	for oid, l := range s.life {
 		if s.created[oid].VoucherID() != id {
 			continue

@@ -49,7 +49,8 @@ func (s *Vouchers) AddSeckillOnce(ctx context.Context, key, fingerprint string, 
 	if entry.IsZero() {
 		return ports.Creation{}, &domain.ValidationError{Field: "admin", Reason: "an admin's creation needs its audit entry"}
 	}
-	sale := domain.UnmarshalSplitSaleFromDatabase(v.Sale().Stock(), voucherStoredTime(v.Sale().Begin()), voucherStoredTime(v.Sale().End()), v.Sale().Buckets()).WithStoredRoom(v.Sale().Room())
+	sale := domain.UnmarshalSplitSaleFromDatabase(v.Sale().Stock(), voucherStoredTime(v.Sale().Begin()), voucherStoredTime(v.Sale().End()), v.Sale().Buckets()).WithStoredRoom(v.Sale().Room()).
+		WithStoredLimit(v.Sale().LimitPerUser())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if k, ok := s.keys[key]; ok && key != "" {
@@ -74,7 +75,8 @@ func (s *Vouchers) AddSeckill(ctx context.Context, v domain.Voucher) (domain.Vou
 	if !v.IsSeckill() {
 		return domain.Voucher{}, &domain.ValidationError{Field: "type", Reason: "must be a seckill voucher with a sale"}
 	}
-	sale := domain.UnmarshalSplitSaleFromDatabase(v.Sale().Stock(), voucherStoredTime(v.Sale().Begin()), voucherStoredTime(v.Sale().End()), v.Sale().Buckets()).WithStoredRoom(v.Sale().Room())
+	sale := domain.UnmarshalSplitSaleFromDatabase(v.Sale().Stock(), voucherStoredTime(v.Sale().Begin()), voucherStoredTime(v.Sale().End()), v.Sale().Buckets()).WithStoredRoom(v.Sale().Room()).
+		WithStoredLimit(v.Sale().LimitPerUser())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastID++
@@ -138,6 +140,18 @@ func (s *Vouchers) list(ctx context.Context, keep func(domain.Voucher) bool) ([]
 	}
 	slices.SortFunc(vs, func(a, b domain.Voucher) int { return cmp.Compare(a.ID(), b.ID()) })
 	return vs, nil
+}
+
+// saleOf is the remaining stock and the limit per user of a voucher that has
+// a sale.
+func (s *Vouchers) saleOf(id domain.VoucherID) (stock, limit int, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.vouchers[id]
+	if !ok || !v.IsSeckill() {
+		return 0, 0, false
+	}
+	return v.Sale().Stock(), v.Sale().LimitPerUser(), true
 }
 
 // stockOf is the remaining stock of a voucher that has a sale.

@@ -26,13 +26,14 @@ const (
 	statusRefunded  = 6
 )
 
-// holding selects the orders that hold their unit (and their buyer's one
-// order per voucher): every status but cancelled, refunding and refunded.
+// holding selects the orders that hold their unit (and one of their buyer's
+// places in the sale): every status but cancelled, refunding and refunded.
 const holding = "status NOT IN (4, 5, 6)"
 
-// placeHeld selects the orders that hold their buyer's one place in the
-// sale: those holding, and those cancelled whose place was forfeited (not
-// reclaimable). It is the rule of the unique key uk_holder_voucher.
+// placeHeld selects the orders that hold one of their buyer's places in the
+// sale (as many as its limit per user, each in its own slot): those holding,
+// and those cancelled whose place was forfeited (not reclaimable). It is the
+// rule of the unique key uk_holder_voucher_slot (holder_id is NULL outside it).
 const placeHeld = "(status NOT IN (4, 5) OR reclaimable = 0)"
 
 // WithPayWindow sets the pay window of the orders CreateBatch writes from
@@ -44,9 +45,9 @@ func (r *OrderRepo) WithPayWindow(window time.Duration) *OrderRepo {
 }
 
 // WithReclaimAfterCancel sets whether an order cancelled from now on frees
-// its buyer to claim the voucher again (false, the default: the place is
-// forfeited, and the unique key refuses the buyer's second order) and
-// returns r. Set it before the repository is shared.
+// its buyer's place, and its slot, to claim the voucher again (false, the
+// default: the place is forfeited and keeps counting toward the buyer's
+// limit, and the unique key keeps its slot) and returns r. Set it before the repository is shared.
 func (r *OrderRepo) WithReclaimAfterCancel(on bool) *OrderRepo {
 	r.reclaim = on
 	return r

@@ -52,6 +52,8 @@ type seckillModel struct {
 	// The sale controls: units added since creation, and a pause.
 	StockAdded int  `bun:"stock_added"`
 	Paused     bool `bun:"paused"`
+	// How many orders of the sale one user may hold (1: hmdp's one).
+	LimitPerUser int `bun:"limit_per_user"`
 }
 
 type orderModel struct {
@@ -67,6 +69,10 @@ type orderModel struct {
 	TransactionID sql.NullString `bun:"transaction_id"`
 	PayTime       sql.NullTime   `bun:"pay_time"`
 	Returned      bool           `bun:"returned"`
+	// Slot is which of its buyer's places in the sale the order holds
+	// (1..the sale's limit per user): the unique key uk_holder_voucher_slot
+	// covers it.
+	Slot int `bun:"slot"`
 }
 
 type failureModel struct {
@@ -100,11 +106,13 @@ type voucherRow struct {
 	RoomMargin  sql.NullInt64  `bun:"room_margin"`
 	StockAdded  sql.NullInt64  `bun:"stock_added"`
 	Paused      sql.NullBool   `bun:"paused"`
+	Limit       sql.NullInt64  `bun:"limit_per_user"`
 }
 
 const voucherRowSelect = `SELECT v.id, v.shop_id, v.title, v.sub_title, v.rules, v.pay_value,
 	v.actual_value, v.type, v.status, sv.stock, sv.begin_time, sv.end_time, sv.buckets,
-	sv.room_opens_before_s, sv.room_admit_rate, sv.room_pass_ttl_s, sv.room_margin, sv.stock_added, sv.paused
+	sv.room_opens_before_s, sv.room_admit_rate, sv.room_pass_ttl_s, sv.room_margin, sv.stock_added, sv.paused,
+	sv.limit_per_user
 FROM tb_voucher AS v
 `
 
@@ -118,7 +126,8 @@ func (r voucherRow) toDomain() domain.Voucher {
 		sale = sale.WithStoredRoom(domain.UnmarshalRoomRulesFromDatabase(
 			time.Duration(r.RoomOpens.Int64)*time.Second, int(r.RoomRate.Int64),
 			time.Duration(r.RoomPassTTL.Int64)*time.Second, int(r.RoomMargin.Int64))).
-			WithStoredControls(int(r.StockAdded.Int64), r.Paused.Bool)
+			WithStoredControls(int(r.StockAdded.Int64), r.Paused.Bool).
+			WithStoredLimit(int(r.Limit.Int64))
 	}
 	spec := domain.VoucherSpec{
 		ShopID:      domain.ShopID(r.ShopID.Int64),

@@ -23,12 +23,14 @@ var _ ports.OrderRepository = (*OrderRepo)(nil)
 // voucher in the batch (SELECT ... FOR UPDATE on MySQL; on SQLite the
 // IMMEDIATE transaction already holds the database's single write lock). Every
 // write of a voucher's orders therefore runs one transaction at a time, and
-// the checks it makes (does this order ID exist, does this user already hold
-// an order, how much stock is left) cannot be invalidated before it commits.
-// Behind those checks the database itself enforces the rules: the order-ID
-// primary key makes a redelivered order a no-op, UNIQUE(holder_id,
-// voucher_id) refuses a second order of a user while the first holds its
-// unit (holder_id is the buyer until the order is cancelled), and the guarded decrement with
+// the checks it makes (does this order ID exist, how many places in the sale
+// does this user hold, how much stock is left) cannot be invalidated before
+// it commits. Behind those checks the database itself enforces the rules: the
+// order-ID primary key makes a redelivered order a no-op, UNIQUE(holder_id,
+// voucher_id, slot) refuses a user's order in a slot another of theirs holds
+// (holder_id is the buyer while the order holds its place; each order's slot
+// is one of 1..the sale's limit per user, so a place beyond the limit finds
+// every slot taken), and the guarded decrement with
 // CHECK (stock >= 0) refuses to oversell; were the row lock ever missing,
 // these would still keep the data right, at the cost of batches failing and
 // being retried. Several instances and several workers can therefore write
@@ -75,7 +77,7 @@ func (r *OrderRepo) createBatch(ctx context.Context, db bun.IDB, orders []domain
 	// every stock row is locked shows everything the previous holder of each
 	// lock committed. (Were that ever not so, the INSERT IGNORE counts below
 	// would catch it and the batch would be retried.)
-	stock, err := r.lockStock(ctx, db, voucherIDs(orders))
+	stock, limits, err := r.lockStock(ctx, db, voucherIDs(orders))
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +85,7 @@ func (r *OrderRepo) createBatch(ctx context.Context, db bun.IDB, orders []domain
 	if err != nil {
 		return nil, err
 	}
-	st := domain.BatchState{Stock: stock}
+	st := domain.BatchState{Stock: stock, Limits: limits}
 	if !inserted {
 		if st.Recorded, err = r.readRecorded(ctx, db, orders); err != nil {
 			return nil, err
@@ -96,13 +98,13 @@ func (r *OrderRepo) createBatch(ctx context.Context, db bun.IDB, orders []domain
 	plan := domain.PlanBatch(orders, st)
 
 	switch {
-	case inserted && len(plan.Created) != len(orders):
+	case inserted && (len(plan.Created) != len(orders) || !allFirstSlots(plan.Slots)):
 		// The insert proved every order new and the stock was checked, so
-		// the plan must create them all: anything else is a bug, and
-		// nothing is committed.
-		return nil, fmt.Errorf("batch of %d new orders planned %d creations", len(orders), len(plan.Created))
+		// the plan must create them all, each in slot 1 as inserted:
+		// anything else is a bug, and nothing is committed.
+		return nil, fmt.Errorf("batch of %d new orders planned %d creations in slots %v", len(orders), len(plan.Created), plan.Slots)
 	case !inserted && len(plan.Created) > 0:
-		n, err := r.insertOrders(ctx, db, plan.Created)
+		n, err := r.insertOrders(ctx, db, plan.Created, plan.Slots)
 		if err := allInserted(n, err, len(plan.Created), "tb_voucher_order"); err != nil {
 			return nil, err
 		}
@@ -170,15 +172,20 @@ func allInserted(n int64, err error, want int, table string) error {
 }
 
 // insertIfAllNew is the common case's shortcut: a batch of first deliveries
-// (no order ID seen before, no user who already holds the voucher, enough
-// stock) is written by one INSERT, without reading the order tables first.
-// Whether every order was new is what the keys answer: the INSERT IGNORE
-// inserts all the rows exactly when no order ID (primary key) and no
-// (user, voucher) pair holding a unit (uk_holder_voucher) existed, and only
-// a read of the failure table, which has no such key in common with the orders, is left.
-// Then domain.PlanBatch given no recorded orders and no holders, which is
-// what the database has just shown, creates them all, as it would have after
-// reading. When any row was skipped the insert is rolled back to its
+// (no order ID seen before, no user whose first place in the sale is taken,
+// enough stock) is written by one INSERT, each order in slot 1, without
+// reading the order tables first. Whether every order was new is what the
+// keys answer: the INSERT IGNORE inserts all the rows exactly when no order ID
+// (primary key) and no (user, voucher, slot 1) holding a place
+// (uk_holder_voucher_slot) existed, and only a read of the failure table,
+// which has no such key in common with the orders, is left. Then
+// domain.PlanBatch given no recorded orders and no holders creates them all,
+// each in slot 1, as it would have after reading: a user whose slot 1 is free
+// holds places only in slots 2..limit, fewer than the limit, and slot 1 is
+// the lowest free one. (That needs every stored slot within its sale's
+// limit, which holds while a sale's limit is never lowered; with a limit of
+// 1 a free slot 1 means no place held, as before.) When any row was skipped
+// the insert is rolled back to its
 // savepoint and it reports false: the caller reads and plans as before, in
 // the same transaction, behind the same stock locks. It also reports false,
 // writing nothing, when the batch is not plainly new (a voucher without a
@@ -206,7 +213,7 @@ func (r *OrderRepo) insertIfAllNew(ctx context.Context, db bun.IDB, orders []dom
 	if _, err := db.ExecContext(ctx, "SAVEPOINT all_new"); err != nil {
 		return false, fmt.Errorf("savepoint before inserting %d orders: %w", len(orders), err)
 	}
-	n, err := r.insertOrders(ctx, db, orders)
+	n, err := r.insertOrders(ctx, db, orders, nil)
 	if err != nil {
 		return false, err
 	}
@@ -220,7 +227,8 @@ func (r *OrderRepo) insertIfAllNew(ctx context.Context, db bun.IDB, orders []dom
 }
 
 // plainlyNew: every voucher of the batch has a sale with stock for all its
-// orders, and no order ID and no (voucher, user) appears twice.
+// orders, and no order ID and no (voucher, user) appears twice (a user's
+// second order would need slot 2, and the shortcut writes slot 1 only).
 func plainlyNew(orders []domain.VoucherOrder, stock map[domain.VoucherID]int) bool {
 	type buyer struct {
 		v domain.VoucherID
@@ -249,17 +257,27 @@ func plainlyNew(orders []domain.VoucherOrder, stock map[domain.VoucherID]int) bo
 	return true
 }
 
+// allFirstSlots: every slot is 1, the one insertIfAllNew writes.
+func allFirstSlots(slots map[domain.OrderID]int) bool {
+	for _, slot := range slots {
+		if slot != 1 {
+			return false
+		}
+	}
+	return true
+}
+
 // errConcurrentWrite: the batch raced a write the locks do not cover (an order
 // ID reused across vouchers, or a failure recorded for a voucher that has no
 // stock row to lock). Retrying reads the winner's rows and settles it.
 var errConcurrentWrite = fmt.Errorf("concurrent write detected: %w", ErrTransient)
 
-// lockStock returns the remaining stock of the vouchers that have a sale,
-// locking their rows in ascending ID order so that two batches with vouchers
-// in common cannot deadlock.
-func (r *OrderRepo) lockStock(ctx context.Context, db bun.IDB, vouchers []int64) (map[domain.VoucherID]int, error) {
+// lockStock returns the remaining stock and the limit per user of the
+// vouchers that have a sale, locking their rows in ascending ID order so that
+// two batches with vouchers in common cannot deadlock.
+func (r *OrderRepo) lockStock(ctx context.Context, db bun.IDB, vouchers []int64) (stock, limits map[domain.VoucherID]int, err error) {
 	var rows []seckillModel
-	q := db.NewSelect().Model(&rows).Column("voucher_id", "stock").
+	q := db.NewSelect().Model(&rows).Column("voucher_id", "stock", "limit_per_user").
 		Where("voucher_id IN (?)", bun.List(vouchers)).
 		Order("voucher_id")
 	// SQLite has no FOR UPDATE: the IMMEDIATE transaction already holds the
@@ -268,13 +286,15 @@ func (r *OrderRepo) lockStock(ctx context.Context, db bun.IDB, vouchers []int64)
 		q = q.For("UPDATE")
 	}
 	if err := q.Scan(ctx); err != nil {
-		return nil, fmt.Errorf("lock stock rows: %w", err)
+		return nil, nil, fmt.Errorf("lock stock rows: %w", err)
 	}
-	stock := make(map[domain.VoucherID]int, len(rows))
+	stock = make(map[domain.VoucherID]int, len(rows))
+	limits = make(map[domain.VoucherID]int, len(rows))
 	for _, row := range rows {
 		stock[domain.VoucherID(row.VoucherID)] = row.Stock
+		limits[domain.VoucherID(row.VoucherID)] = row.LimitPerUser
 	}
-	return stock, nil
+	return stock, limits, nil
 }
 
 // readRecorded loads what earlier deliveries recorded under the batch's IDs.
@@ -317,19 +337,19 @@ func (r *OrderRepo) readRecorded(ctx context.Context, db bun.IDB, orders []domai
 	return recorded, nil
 }
 
-// readHolders finds, for each voucher on sale (a key of stock), which of the
-// batch's users already hold an order for it.
-func (r *OrderRepo) readHolders(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, stock map[domain.VoucherID]int) (map[domain.VoucherID]map[domain.UserID]domain.OrderID, error) {
+// readHolders finds, for each voucher on sale (a key of stock), the slots of
+// the places the batch's users hold in its sale.
+func (r *OrderRepo) readHolders(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, stock map[domain.VoucherID]int) (map[domain.VoucherID]map[domain.UserID][]int, error) {
 	users := map[domain.VoucherID][]int64{}
 	for _, o := range orders {
 		if _, ok := stock[o.VoucherID()]; ok {
 			users[o.VoucherID()] = append(users[o.VoucherID()], int64(o.UserID()))
 		}
 	}
-	holders := make(map[domain.VoucherID]map[domain.UserID]domain.OrderID, len(users))
+	holders := make(map[domain.VoucherID]map[domain.UserID][]int, len(users))
 	for _, v := range sortedKeys(users) {
 		var rows []orderModel
-		err := db.NewSelect().Model(&rows).
+		err := db.NewSelect().Model(&rows).Column("user_id", "slot").
 			Where("voucher_id = ?", int64(v)).
 			Where("user_id IN (?)", bun.List(users[v])).
 			Where(placeHeld).
@@ -337,9 +357,9 @@ func (r *OrderRepo) readHolders(ctx context.Context, db bun.IDB, orders []domain
 		if err != nil {
 			return nil, fmt.Errorf("read buyers of voucher %d: %w", v, err)
 		}
-		held := make(map[domain.UserID]domain.OrderID, len(rows))
+		held := make(map[domain.UserID][]int, len(rows))
 		for _, row := range rows {
-			held[domain.UserID(row.UserID)] = domain.OrderID(row.ID)
+			held[domain.UserID(row.UserID)] = append(held[domain.UserID(row.UserID)], row.Slot)
 		}
 		holders[v] = held
 	}
@@ -355,7 +375,7 @@ func (r *OrderRepo) MarkFailed(ctx context.Context, orders []domain.VoucherOrder
 	}
 	var outcomes []ports.Outcome
 	err := runInTx(ctx, r.db, func(ctx context.Context, tx bun.Tx) error {
-		if _, err := r.lockStock(ctx, tx, voucherIDs(orders)); err != nil {
+		if _, _, err := r.lockStock(ctx, tx, voucherIDs(orders)); err != nil {
 			return err
 		}
 		recorded, err := r.readRecorded(ctx, tx, orders)

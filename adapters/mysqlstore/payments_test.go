@@ -22,8 +22,12 @@ func TestPaymentsMigrationKeepsEarlierPayments(t *testing.T) {
 			if _, err := s.orders.CreateBatch(ctx(t), []domain.VoucherOrder{paid, late}); err != nil {
 				t.Fatal(err)
 			}
-			// The sale controls' columns came last: forced (they hold the
-			// sales' state).
+			// The limit per user's columns came last, then the sale
+			// controls': forced (they hold the sales' state and the orders'
+			// places).
+			if rolled, err := mysqlstore.Rollback(ctx(t), db, true); err != nil || len(rolled) != 1 || rolled[0] != migrations[11] {
+				t.Fatalf("down: %v, %v; want %s", rolled, err, migrations[11])
+			}
 			if rolled, err := mysqlstore.Rollback(ctx(t), db, true); err != nil || len(rolled) != 1 || rolled[0] != migrations[10] {
 				t.Fatalf("down: %v, %v; want %s", rolled, err, migrations[10])
 			}

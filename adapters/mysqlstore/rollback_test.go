@@ -41,6 +41,10 @@ func TestMigrateDownRefusesToDestroyRows(t *testing.T) {
 				}
 			}
 
+			// The limit per user's columns of the sale and order tables.
+			refused(migrations[11], "tb_seckill_voucher", "tb_voucher_order")
+			rolledBack(true, migrations[11])
+
 			// The sale controls' columns of the sale table.
 			refused(migrations[10], "tb_seckill_voucher")
 			rolledBack(true, migrations[10])

@@ -142,7 +142,7 @@ func sqlBackends() []sqlBackend {
 
 // migrations are every migration, in order; a fresh database applies
 // them as one group, and each migrate down undoes one of them.
-var migrations = []string{"20250101000001_create_seckill_tables", "20261201000001_create_voucher_creation", "20261201000012_add_seckill_buckets", "20261202000001_create_deployment", "20261203000001_order_lifecycle", "20261204000001_payments", "20261205000001_add_waiting_room", "20261206000001_forfeit_after_cancel", "20261207000041_create_admin_audit", "20261207000042_add_order_list_index", "20261208000001_sale_controls"}
+var migrations = []string{"20250101000001_create_seckill_tables", "20261201000001_create_voucher_creation", "20261201000012_add_seckill_buckets", "20261202000001_create_deployment", "20261203000001_order_lifecycle", "20261204000001_payments", "20261205000001_add_waiting_room", "20261206000001_forfeit_after_cancel", "20261207000041_create_admin_audit", "20261207000042_add_order_list_index", "20261208000001_sale_controls", "20261209000011_limit_per_user"}
 
 func migrateUp(t *testing.T, db *bun.DB, want ...string) {
 	t.Helper()
@@ -378,6 +378,53 @@ var sqlCases = []struct {
 		}
 		if _, err := db.NewRaw(insert, 1, 8, int64(v.ID())).Exec(ctx(t)); err == nil {
 			t.Fatal("the schema let two orders share an id")
+		}
+	}},
+	// The limit per user in the database itself: a user's orders holding a
+	// place each hold their own slot, so a place too many finds its slot
+	// taken whatever the code did. Rows written as hmdp writes them (no
+	// slot) hold slot 1: the one-order rule above.
+	{"schema_refuses_a_place_in_a_used_slot", func(t *testing.T, connect func(*testing.T) *bun.DB) {
+		db, s := migrated(t, connect)
+		v := add(t, s, 1, 5)
+		insert := func(id, user int64, slot ...int) error {
+			if len(slot) == 0 {
+				_, err := db.NewRaw("INSERT INTO tb_voucher_order (id, user_id, voucher_id) VALUES (?, ?, ?)", id, user, int64(v.ID())).Exec(ctx(t))
+				return err
+			}
+			_, err := db.NewRaw("INSERT INTO tb_voucher_order (id, user_id, voucher_id, slot) VALUES (?, ?, ?, ?)", id, user, int64(v.ID()), slot[0]).Exec(ctx(t))
+			return err
+		}
+		for _, row := range [][3]int64{{1, 7, 1}, {2, 7, 2}, {3, 8, 2}} {
+			if err := insert(row[0], row[1], int(row[2])); err != nil {
+				t.Fatalf("order %d of user %d in slot %d: %v", row[0], row[1], row[2], err)
+			}
+		}
+		for _, slot := range []int{1, 2} {
+			if err := insert(10+int64(slot), 7, slot); err == nil {
+				t.Fatalf("the schema let user 7 hold slot %d twice", slot)
+			}
+		}
+		if err := insert(13, 7); err == nil {
+			t.Fatal("the schema let a row without a slot take user 7's slot 1")
+		}
+		for _, slot := range []int{0, 11} {
+			if err := insert(20+int64(slot), 9, slot); err == nil {
+				t.Fatalf("the schema let an order hold slot %d", slot)
+			}
+		}
+		// A forfeited place keeps its slot; a reclaimable one frees it.
+		if _, err := db.NewRaw("UPDATE tb_voucher_order SET status = 4, reclaimable = 0 WHERE id = 1").Exec(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		if err := insert(14, 7, 1); err == nil {
+			t.Fatal("the schema let a forfeited place's slot be taken again")
+		}
+		if _, err := db.NewRaw("UPDATE tb_voucher_order SET reclaimable = 1 WHERE id = 1").Exec(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		if err := insert(15, 7); err != nil {
+			t.Fatalf("a reclaimed place's slot 1: %v", err)
 		}
 	}},
 }

@@ -138,7 +138,7 @@ func insertSeckill(ctx context.Context, db bun.IDB, vm *voucherModel, sale domai
 	room := sale.Room()
 	sm := seckillModel{VoucherID: vm.ID, Stock: sale.Stock(), BeginTime: sale.Begin(), EndTime: sale.End(), Buckets: sale.Buckets(),
 		RoomOpensBefore: int(room.OpensBefore() / time.Second), RoomAdmitRate: room.AdmitPerSecond(),
-		RoomPassTTL: int(room.PassTTL() / time.Second), RoomMargin: room.Margin()}
+		RoomPassTTL: int(room.PassTTL() / time.Second), RoomMargin: room.Margin(), LimitPerUser: sale.LimitPerUser()}
 	if _, err := db.NewInsert().Model(&sm).Exec(ctx); err != nil {
 		return fmt.Errorf("insert tb_seckill_voucher: %w", err)
 	}
@@ -199,8 +199,8 @@ func toVouchers(rows []voucherRow) []domain.Voucher {
 func storedSale(s domain.Sale) domain.Sale {
 	if s.Buckets() > 1 {
 		return domain.UnmarshalSplitSaleFromDatabase(s.Stock(), storedTime(s.Begin()), storedTime(s.End()), s.Buckets()).WithStoredRoom(s.Room()).
-			WithStoredControls(s.Added(), s.Paused())
+			WithStoredControls(s.Added(), s.Paused()).WithStoredLimit(s.LimitPerUser())
 	}
 	return domain.UnmarshalSaleFromDatabase(s.Stock(), storedTime(s.Begin()), storedTime(s.End())).WithStoredRoom(s.Room()).
-		WithStoredControls(s.Added(), s.Paused())
+		WithStoredControls(s.Added(), s.Paused()).WithStoredLimit(s.LimitPerUser())
 }

@@ -855,7 +855,7 @@ func TestRepositoryContract(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			newSubject := b.open(t)
-			for _, tc := range slices.Concat(repoCases, repoReadCases, repoLifecycleCases) {
+			for _, tc := range slices.Concat(repoCases, repoReadCases, repoLifecycleCases, repoLimitCases) {
 				t.Run(tc.name, func(t *testing.T) { tc.run(t, newSubject(t)) })
 			}
 		})
