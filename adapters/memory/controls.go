@@ -33,7 +33,7 @@ func (g *Gate) Apply(ctx context.Context, v domain.Voucher) error {
 		added = want.Added()
 	}
 	s.sale = domain.UnmarshalSplitSaleFromDatabase(old.Stock(), old.Begin(), want.End(), old.Buckets()).
-		WithStoredRoom(old.Room()).WithStoredControls(added, want.Paused())
+		WithStoredRoom(old.Room()).WithStoredControls(added, want.Paused()).WithStoredLimit(old.LimitPerUser())
 	return nil
 }
 

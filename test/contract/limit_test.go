@@ -167,6 +167,33 @@ var limitCases = []struct {
 		s.claim(t, testenv.Order(t, 14, 7, 1)) // the fourth place
 		s.refused(t, testenv.Order(t, 15, 7, 1), domain.ErrAlreadyClaimed)
 	}},
+	{name: "controls_keep_the_limit", run: func(t *testing.T, s returnSubject) {
+		v := s.limited(t, 1, 10, 2)
+		controls, ok := s.gate.(ports.GateControls)
+		if !ok {
+			t.Skip("the gate takes no controls")
+		}
+		now := testenv.WallClock{}.Now()
+		sale := v.Sale()
+		for _, change := range []func(domain.Sale) (domain.Sale, error){
+			func(x domain.Sale) (domain.Sale, error) { return x.WithPause(true, now) },
+			func(x domain.Sale) (domain.Sale, error) { return x.WithPause(false, now) },
+			func(x domain.Sale) (domain.Sale, error) { return x.AddStock(5, now) },
+		} {
+			var err error
+			if sale, err = change(sale); err != nil {
+				t.Fatal(err)
+			}
+			if err := controls.Apply(gateCtx(t), v.WithSale(sale)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, b := testenv.Order(t, 11, 7, 1), testenv.Order(t, 12, 7, 1)
+		s.claim(t, a)
+		s.claim(t, b)
+		s.refused(t, testenv.Order(t, 13, 7, 1), domain.ErrAlreadyClaimed)
+		s.held(t, 1, 13, a, b)
+	}},
 	{name: "concurrent_claims_of_one_user_take_the_limit", run: func(t *testing.T, s returnSubject) {
 		s.limited(t, 1, 30, 3)
 		const n = 24
