@@ -48,6 +48,9 @@ func TestMigrateDownCommand(t *testing.T) {
 	}{
 		{name: "force_on_up_refused", args: []string{"up", "--force"}, wantErr: "--force applies to migrate down only"},
 		{name: "extra_argument_refused", args: []string{"down", "now"}, wantErr: "exactly one of"},
+		// The limit per user's columns hold the sales' rule.
+		{name: "limit_columns_refused", args: []string{"down"}, wantErr: "migrate down --force"},
+		{name: "limit_columns_forced", args: []string{"down", "--force"}, wantOut: "rolled back: 20261209000011_limit_per_user\n"},
 		// The sale controls' columns hold the sales' state.
 		{name: "sale_control_columns_refused", args: []string{"down"}, wantErr: "migrate down --force"},
 		{name: "sale_control_columns_forced", args: []string{"down", "--force"}, wantOut: "rolled back: 20261208000001_sale_controls\n"},

@@ -84,6 +84,22 @@ func TestConsoleRunsASale(t *testing.T) {
 	if err != nil {
 		t.Fatalf("fill in the new sale: %v", err)
 	}
+	// Two orders per user with a room is refused, as the service says,
+	// and creates nothing; the operator clears the field and sends again.
+	err = chromedp.Do(bctx,
+		chromedp.SetValue(chromedp.CSS(`#create-form [name="limitPerUser"]`), "2"),
+		chromedp.Click(chromedp.CSS(`#create-form button[type="submit"]`)),
+	)
+	if err != nil {
+		t.Fatalf("send a sale of 2 per user with a room: %v", err)
+	}
+	waitFor("the refusal of 2 per user with a room", `(r => r.classList.contains('error') && /limitPerUser 2/.test(r.textContent))(document.querySelector('#create-form [data-result]'))`)
+	if n := countTitled(shopVouchers(t, base), title); n != 0 {
+		t.Fatalf("a refused creation made %d sales", n)
+	}
+	if err := chromedp.Do(bctx, chromedp.SetValue(chromedp.CSS(`#create-form [name="limitPerUser"]`), "")); err != nil {
+		t.Fatal(err)
+	}
 	doubleClick(t, bctx, `#create-form button[type="submit"]`)
 	waitFor("the sale created", `/^Created sale #[0-9]+, with its waiting room\.$/.test(document.querySelector('#create-form [data-result]').textContent)`)
 	voucher := evalJS[string](t, bctx, `document.querySelector('#create-form [data-result]').dataset.created`)
