@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/hmdp-go/seckill/adapters/chanqueue"
 	"github.com/hmdp-go/seckill/adapters/memory"
@@ -288,4 +289,56 @@ func TestReconcileVoucherTellsInFlightFromLost(t *testing.T) {
 			t.Fatalf("report %+v; want consistent", r)
 		}
 	})
+}
+
+// TestReconcileCountsEachPlaceOfALimitedSale: on a sale of 2 per user,
+// reconcile compares orders, not users: a gate that forgot a user's second
+// order reports it forgotten (its user has a free place), one whose places
+// hold other orders reports it but not as forgotten, and Fix puts every
+// place back.
+func TestReconcileCountsEachPlaceOfALimitedSale(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, 10, nil)
+	sale, err := domain.NewSale(10, now.Add(-time.Hour), now.Add(time.Hour))
+	if err == nil {
+		sale, err = sale.WithLimitPerUser(2)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := domain.NewSeckillVoucher(domain.VoucherSpec{ShopID: 1, Title: "t", PayValue: 1, ActualValue: 2}, sale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved, err := w.add.Handle(ctx, testAdmin, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vid := saved.ID()
+	var ids []domain.OrderID
+	for _, u := range []domain.UserID{1, 1, 2} {
+		id, err := w.claim.Handle(ctx, u, vid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	w.drain(t)
+	gate := w.gate.(*memory.Gate)
+	rec := application.NewReconcileVoucher(w.vouchers, w.orders, gate, nil)
+	if r, err := rec.Check(ctx, vid); err != nil || !r.Consistent() || r.DBOrders != 3 || r.GateBuyers != 3 {
+		t.Fatalf("before any loss: %+v, %v; want consistent, 3 orders in both", r, err)
+	}
+	gate.Lose(testenv.Order(t, ids[1], 1, vid)) // user 1's second order
+	r, err := rec.Check(ctx, vid)
+	if err != nil || r.Consistent() || len(r.NotInGate) != 1 || r.NotInGate[0].ID() != ids[1] || r.Forgotten != 1 || len(r.NotInDB) != 0 {
+		t.Fatalf("after losing user 1's second order: %+v, %v", r, err)
+	}
+	fixed, err := rec.Fix(ctx, vid)
+	if err != nil || !fixed.Consistent() || fixed.GateBuyers != 3 {
+		t.Fatalf("after fix: %+v, %v", fixed, err)
+	}
+	if _, err := w.claim.Handle(ctx, 1, vid); !errors.Is(err, domain.ErrAlreadyClaimed) {
+		t.Fatalf("user 1's third claim after the fix: %v, want duplicate", err)
+	}
 }
