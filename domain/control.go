@@ -24,11 +24,6 @@ var (
 	ErrEndBeforeBegin = &ControlError{"end_before_begin", "the new end time is not after the sale's begin time"}
 )
 
-// ControlErrors lists every refusal of a sale control. The slice is a copy.
-func ControlErrors() []*ControlError {
-	return []*ControlError{ErrSaleOver, ErrSaleNotStarted, ErrEndInPast, ErrEndBeforeBegin}
-}
-
 // EndAt is the sale with its end moved to end (later or earlier), as an
 // admin asks at now. Moving it to where it is changes nothing and is no
 // error (a retried request). A sale that has ended stays ended; an end

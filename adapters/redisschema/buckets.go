@@ -1,7 +1,6 @@
 package redisschema
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -102,14 +101,6 @@ func HomeBucket(u domain.UserID, k int) int {
 	x *= 0x94d049bb133111eb
 	x ^= x >> 31
 	return int(x % uint64(k))
-}
-
-// ValidateBuckets refuses a K outside 1..MaxBuckets.
-func ValidateBuckets(k int) error {
-	if k < 1 || k > MaxBuckets {
-		return fmt.Errorf("buckets must be between 1 and %d, not %d", MaxBuckets, k)
-	}
-	return nil
 }
 
 // Slot is the Redis Cluster slot of a key (or of a bare hash tag): CRC16

@@ -39,11 +39,6 @@ func ParsePlaceField(f string) (domain.UserID, bool) {
 	return domain.UserID(u), err == nil && u > 0
 }
 
-// Mark is the buyers-hash value of a place held by order o.
-func Mark(o domain.VoucherOrder) string {
-	return strconv.FormatInt(int64(o.Mark()), 10)
-}
-
 // ParseMark reads a buyers-hash value: the order that holds the place
 // (held), or a forfeited place's order (not held; 0 for an unnamed one).
 func ParseMark(v string) (id domain.OrderID, held bool, ok bool) {

@@ -33,15 +33,10 @@ type envelope struct {
 	Data     json.RawMessage `json:"data"`
 }
 
-// startService wires and starts the service on real backends, with its own
-// database and Redis key prefix, and stops it when the test ends.
-func startService(t *testing.T, queue string) (*infra.App, string) {
-	t.Helper()
-	return startServiceOn(t, queue, "redis")
-}
-
-// startServiceOn is startService on the named real Redis backend: "redis"
-// (one node) or "redis_cluster" (testenv.RealRedisBackends).
+// startServiceOn wires and starts the service with its own database and key
+// prefix on the named real Redis backend: "redis"
+// (one node) or "redis_cluster" (testenv.RealRedisBackends); it stops when
+// the test ends.
 func startServiceOn(t *testing.T, queue, backend string, tune ...func(*infra.Config)) (*infra.App, string) {
 	t.Helper()
 	cfg := infra.DefaultConfig()
