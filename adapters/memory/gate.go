@@ -394,14 +394,23 @@ func (s *gateSale) free(o domain.VoucherOrder) (place, bool) {
 	return first, first.n > 0
 }
 
-// unmark frees o's place (free), or forfeits it: the place keeps counting
+// unmark frees o's place (free), moving the user's last place into it as
+// the Redis gate's unplace does, or forfeits it: the place keeps counting
 // toward the user's limit and names its order negated.
 func (s *gateSale) unmark(o domain.VoucherOrder, free bool) {
 	p, ok := s.find(o.UserID(), o.ID())
 	switch {
 	case !ok:
 	case free:
-		delete(s.buyers, p)
+		last := p
+		for n := s.sale.LimitPerUser(); n > p.n; n-- {
+			if _, taken := s.buyers[place{p.user, n}]; taken {
+				last = place{p.user, n}
+				break
+			}
+		}
+		s.buyers[p] = s.buyers[last]
+		delete(s.buyers, last)
 	default:
 		s.buyers[p] = -o.ID()
 	}

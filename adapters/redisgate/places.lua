@@ -24,3 +24,22 @@ end
 local function limitOf(voucher)
   return tonumber(redis.call('HGET', voucher, 'limit') or '1')
 end
+-- unplace frees place f of user, moving the user's last place into it: a
+-- user's places are always the first n, so a first place is free only when
+-- the user holds none. (Were a middle place left free, a claim resent after
+-- its reply was lost would find the first place free, not its own order
+-- further on, and take a second unit for one order.)
+local function unplace(buyers, user, f, limit)
+  local last = f
+  for n = limit, 2, -1 do
+    local g = user .. ':' .. n
+    if redis.call('HEXISTS', buyers, g) == 1 then
+      last = g
+      break
+    end
+  end
+  if last ~= f then
+    redis.call('HSET', buyers, f, redis.call('HGET', buyers, last))
+  end
+  redis.call('HDEL', buyers, last)
+end

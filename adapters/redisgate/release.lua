@@ -4,11 +4,12 @@
 -- Returns 1 when it released, 0 when none of the user's places (places.lua)
 -- holds the order (so a late or repeated release cannot free someone else's
 -- claim).
-local field = scan(KEYS[2], ARGV[1], 1, limitOf(KEYS[1]), ARGV[2])
+local limit = limitOf(KEYS[1])
+local field = scan(KEYS[2], ARGV[1], 1, limit, ARGV[2])
 if not field then
   return 0
 end
-redis.call('HDEL', KEYS[2], field)
+unplace(KEYS[2], ARGV[1], field, limit)
 -- An expired voucher hash must stay absent: HINCRBY would recreate it as a
 -- hash holding only stock, which claims would read as a sale with no window.
 if ARGV[3] == '1' and redis.call('EXISTS', KEYS[1]) == 1 then

@@ -6,7 +6,7 @@
 -- pairs userId, orderId
 -- Only the place that holds this very order id gives its unit back, so a
 -- repeated return, or one after the buyer claimed again, gives nothing more.
--- The place is freed (reclaim), or forfeited: its mark becomes the order id
+-- The place is freed (reclaim; places.lua's unplace), or forfeited: its mark becomes the order id
 -- negated (redisschema.PlaceField), so the user keeps counting it toward the
 -- sale's limit per user (a claim past it answers duplicate), a heal sees it is
 -- there, and a second return gives nothing. Every order id is added
@@ -28,7 +28,7 @@ for i = 2, #ARGV, 2 do
   local f = scan(KEYS[2], ARGV[i], 1, limit, ARGV[i + 1])
   if f then
     if reclaim then
-      redis.call('HDEL', KEYS[2], f)
+      unplace(KEYS[2], ARGV[i], f, limit)
     else
       redis.call('HSET', KEYS[2], f, '-' .. ARGV[i + 1])
     end

@@ -167,6 +167,34 @@ var limitCases = []struct {
 		s.claim(t, testenv.Order(t, 14, 7, 1)) // the fourth place
 		s.refused(t, testenv.Order(t, 15, 7, 1), domain.ErrAlreadyClaimed)
 	}},
+	{name: "a_claim_resent_after_a_release_takes_no_second_unit", run: func(t *testing.T, s returnSubject) {
+		// The user's first claim is released (its enqueue failed) while the
+		// second's reply is lost; the second is resent. It must find its own
+		// order, not the first place free, and take nothing more.
+		s.limited(t, 1, 10, 3)
+		a, b := testenv.Order(t, 11, 7, 1), testenv.Order(t, 12, 7, 1)
+		s.claim(t, a)
+		s.claim(t, b)
+		if err := s.gate.Release(gateCtx(t), a, true); err != nil {
+			t.Fatal(err)
+		}
+		s.claim(t, b)
+		s.held(t, 1, 9, b)
+		c, d := testenv.Order(t, 13, 7, 1), testenv.Order(t, 14, 7, 1)
+		s.claim(t, c)
+		s.claim(t, d)
+		s.refused(t, testenv.Order(t, 15, 7, 1), domain.ErrAlreadyClaimed)
+		s.held(t, 1, 7, b, c, d)
+	}},
+	{name: "with_reclaim_a_claim_resent_after_a_return_takes_no_second_unit", reclaim: true, run: func(t *testing.T, s returnSubject) {
+		s.limited(t, 1, 10, 2)
+		a, b := testenv.Order(t, 11, 7, 1), testenv.Order(t, 12, 7, 1)
+		s.claim(t, a)
+		s.claim(t, b)
+		s.give(t, a)
+		s.claim(t, b)
+		s.held(t, 1, 9, b)
+	}},
 	{name: "controls_keep_the_limit", run: func(t *testing.T, s returnSubject) {
 		v := s.limited(t, 1, 10, 2)
 		controls, ok := s.gate.(ports.GateControls)
