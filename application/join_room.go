@@ -80,7 +80,7 @@ func (h *JoinRoom) Handle(ctx context.Context, voucher domain.VoucherID, user do
 	if err := joinable(v.cfg, now); err != nil {
 		return RoomStatus{}, err
 	}
-	j, err := h.dir.store.Join(ctx, voucher, user, now, h.dir.seed())
+	j, drawn, err := h.dir.store.Join(ctx, voucher, user, now, h.dir.seed())
 	if err != nil {
 		if domain.IsRefusal(err) {
 			return RoomStatus{}, err
@@ -88,7 +88,10 @@ func (h *JoinRoom) Handle(ctx context.Context, voucher domain.VoucherID, user do
 		return RoomStatus{}, fmt.Errorf("join waiting room of voucher %d: %w: %w", voucher, ErrBusy, err)
 	}
 	t := Ticket{Voucher: voucher, User: user, Index: j}
-	return status(ctx, h.dir, h.signer, v, t)
+	// A join that ran after the draw closed must not be answered from a
+	// view of the room read before: it would be told it is in the draw
+	// (pre_queue) while its index is past it.
+	return status(ctx, h.dir, h.signer, v, t, drawn)
 }
 
 func joinable(cfg ports.RoomConfig, now time.Time) error {
@@ -102,8 +105,10 @@ func joinable(cfg ports.RoomConfig, now time.Time) error {
 }
 
 // status answers where ticket t stands, from the instance's view of the room.
-func status(ctx context.Context, dir *RoomDirectory, signer *RoomSigner, v *roomView, t Ticket) (RoomStatus, error) {
-	snap, err := dir.state(ctx, v)
+// drawn: the caller knows the draw has closed, so a view that has not seen
+// it is read again.
+func status(ctx context.Context, dir *RoomDirectory, signer *RoomSigner, v *roomView, t Ticket, drawn bool) (RoomStatus, error) {
+	snap, err := dir.state(ctx, v, drawn)
 	if err != nil {
 		return RoomStatus{}, fmt.Errorf("%w: %w", ErrBusy, err)
 	}

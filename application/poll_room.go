@@ -35,5 +35,5 @@ func (h *PollRoom) Handle(ctx context.Context, voucher domain.VoucherID, user do
 	if v == nil {
 		return RoomStatus{}, domain.ErrNoRoom
 	}
-	return status(ctx, h.dir, h.signer, v, t)
+	return status(ctx, h.dir, h.signer, v, t, false)
 }

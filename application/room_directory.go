@@ -171,11 +171,11 @@ func (d *RoomDirectory) room(ctx context.Context, id domain.VoucherID) (*roomVie
 // state is the room as of at most RoomRefresh ago; the caller that finds it
 // stale reads the store (one round trip) while the others answer from the
 // view they have.
-func (d *RoomDirectory) state(ctx context.Context, v *roomView) (roomSnapshot, error) {
+func (d *RoomDirectory) state(ctx context.Context, v *roomView, drawn bool) (roomSnapshot, error) {
 	now := d.clock.Now()
 	v.mu.Lock()
 	fresh := !v.readAt.IsZero() && now.Sub(v.readAt) < RoomRefresh && !now.Before(v.readAt)
-	if fresh || (v.refreshing && !v.readAt.IsZero()) {
+	if stale := drawn && !v.snap.Drawn; !stale && (fresh || (v.refreshing && !v.readAt.IsZero())) {
 		s := v.snap
 		v.mu.Unlock()
 		return s, nil
@@ -267,7 +267,7 @@ func (d *RoomDirectory) Read(ctx context.Context, v domain.Voucher) (RoomFigures
 	if err != nil || view == nil {
 		return RoomFigures{}, false, err
 	}
-	if _, err := d.state(ctx, view); err != nil {
+	if _, err := d.state(ctx, view, false); err != nil {
 		return RoomFigures{}, false, err
 	}
 	view.mu.Lock()

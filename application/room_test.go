@@ -596,3 +596,33 @@ func TestRoomSaysSoldOutAtOnceAndWhenToPoll(t *testing.T) {
 		t.Fatalf("after a unit came back: %d admitted; want the next in line", admitted)
 	}
 }
+
+// TestAJoinAfterTheDrawClosedIsNotToldItIsInIt: another instance's request
+// closed the draw (its clock past the begin) while this instance's view of
+// the room, read a moment before, still has it open; a join that runs after
+// the close, though its own clock is before the begin, gets an index past the
+// draw and must be answered with that place, not "pre_queue".
+func TestAJoinAfterTheDrawClosedIsNotToldItIsInIt(t *testing.T) {
+	ctx := context.Background()
+	begin := now.Add(time.Minute)
+	w := newRoomWorld(t, now)
+	id := w.sale(t, 10, begin, rules(t, time.Minute, 10, time.Minute, 0))
+	w.clock.Set(begin.Add(-100 * time.Millisecond))
+	for u := domain.UserID(1); u <= 3; u++ { // the view is read: the draw is open
+		if st, err := w.join.Handle(ctx, id, u); err != nil || !st.InDraw {
+			t.Fatalf("join of %d before the begin: %+v, %v", u, st, err)
+		}
+	}
+	// Another instance, its clock a millisecond past the begin, closes it.
+	if _, err := w.rooms.Advance(ctx, id, begin.Add(time.Millisecond), [domain.RoomSeedSize]byte{9}, -1); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Set(begin.Add(-50 * time.Millisecond)) // this instance's view is still fresh
+	st, err := w.join.Handle(ctx, id, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.InDraw || st.Phase == application.RoomDrawPending || st.Position != 4 {
+		t.Fatalf("a join after the draw closed: %+v; want place 4, after the 3 drawn, not pre_queue", st)
+	}
+}

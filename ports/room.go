@@ -68,9 +68,12 @@ type RoomStore interface {
 	// Join gives user the next join index, or the one it was given before.
 	// The first Join or Advance at a time after the draw closes (see
 	// domain.Sale.InDraw) closes it: N is frozen to the joiners so far and
-	// seed is kept as the draw's seed, unless one was kept already. It
-	// returns domain.ErrNoRoom when the store has no room for id.
-	Join(ctx context.Context, id domain.VoucherID, user domain.UserID, now time.Time, seed [domain.RoomSeedSize]byte) (int64, error)
+	// seed is kept as the draw's seed, unless one was kept already. drawn
+	// tells whether the draw was closed when this join ran, whoever closed
+	// it: a join whose now is before the begin may still run after another
+	// instance's operation closed it, and its index is then past the draw.
+	// It returns domain.ErrNoRoom when the store has no room for id.
+	Join(ctx context.Context, id domain.VoucherID, user domain.UserID, now time.Time, seed [domain.RoomSeedSize]byte) (j int64, drawn bool, err error)
 	// Advance closes the draw when due (like Join), voids the passes older
 	// than their lifetime, moves the boundary on to what the admission rate
 	// allows since the begin (never past the joiners, never more passes

@@ -107,25 +107,25 @@ func (s *Rooms) Config(ctx context.Context, id domain.VoucherID) (ports.RoomConf
 	return ports.RoomConfig{}, ports.RoomUnknown, nil
 }
 
-func (s *Rooms) Join(ctx context.Context, id domain.VoucherID, user domain.UserID, now time.Time, seed [domain.RoomSeedSize]byte) (int64, error) {
+func (s *Rooms) Join(ctx context.Context, id domain.VoucherID, user domain.UserID, now time.Time, seed [domain.RoomSeedSize]byte) (int64, bool, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
 	r, ok := s.rooms[id]
 	if !ok {
-		return 0, domain.ErrNoRoom
+		return 0, false, domain.ErrNoRoom
 	}
 	r.closeDraw(now, seed)
 	if j, ok := r.users[user]; ok {
-		return j, nil
+		return j, r.drawn, nil
 	}
 	j := r.joined
 	r.joined++
 	r.users[user] = j
-	return j, nil
+	return j, r.drawn, nil
 }
 
 // closeDraw mirrors the scripts' close_draw.

@@ -134,17 +134,19 @@ func (s *Rooms) Config(ctx context.Context, id domain.VoucherID) (ports.RoomConf
 	}, ports.RoomPresent, nil
 }
 
-func (s *Rooms) Join(ctx context.Context, id domain.VoucherID, user domain.UserID, now time.Time, seed [domain.RoomSeedSize]byte) (int64, error) {
+func (s *Rooms) Join(ctx context.Context, id domain.VoucherID, user domain.UserID, now time.Time, seed [domain.RoomSeedSize]byte) (int64, bool, error) {
 	k := s.keys(id)
-	j, err := s.scripts.Run(ctx, s.rdb, joinScript, []string{k.room, k.users},
-		int64(user), now.UnixMilli(), seed[:], s.retention.Milliseconds()).Int64()
+	r, err := s.scripts.Run(ctx, s.rdb, joinScript, []string{k.room, k.users},
+		int64(user), now.UnixMilli(), seed[:], s.retention.Milliseconds()).Int64Slice()
 	switch {
 	case err != nil:
-		return 0, fmt.Errorf("join room of voucher %d: %w", id, err)
-	case j < 0:
-		return 0, domain.ErrNoRoom
+		return 0, false, fmt.Errorf("join room of voucher %d: %w", id, err)
+	case len(r) != 2:
+		return 0, false, fmt.Errorf("join room of voucher %d: unexpected answer %v", id, r)
+	case r[0] < 0:
+		return 0, false, domain.ErrNoRoom
 	}
-	return j, nil
+	return r[0], r[1] == 1, nil
 }
 
 func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time, seed [domain.RoomSeedSize]byte, after int64) (ports.RoomState, error) {

@@ -107,7 +107,7 @@ func roomOpen(t *testing.T, s ports.RoomStore) {
 	if _, found, _ := s.Config(ctx, 8); found == ports.RoomPresent {
 		t.Fatal("a voucher without a room has one after Open")
 	}
-	if _, err := s.Join(ctx, 8, 1, roomBegin, seedOf(1)); !errors.Is(err, domain.ErrNoRoom) {
+	if _, _, err := s.Join(ctx, 8, 1, roomBegin, seedOf(1)); !errors.Is(err, domain.ErrNoRoom) {
 		t.Fatalf("Join without a room = %v; want no_room", err)
 	}
 	if _, err := s.Advance(ctx, 8, roomBegin, seedOf(1), -1); !errors.Is(err, domain.ErrNoRoom) {
@@ -136,11 +136,11 @@ func roomJoins(t *testing.T, s ports.RoomStore) {
 	}
 	at := roomBegin.Add(-30 * time.Second)
 	for u := domain.UserID(1); u <= 5; u++ {
-		if j, err := s.Join(ctx, 7, u, at, seedOf(1)); err != nil || j != int64(u-1) {
+		if j, _, err := s.Join(ctx, 7, u, at, seedOf(1)); err != nil || j != int64(u-1) {
 			t.Fatalf("join of user %d = %d, %v; want %d", u, j, err, u-1)
 		}
 	}
-	if j, err := s.Join(ctx, 7, 3, at.Add(time.Second), seedOf(1)); err != nil || j != 2 {
+	if j, _, err := s.Join(ctx, 7, 3, at.Add(time.Second), seedOf(1)); err != nil || j != 2 {
 		t.Fatalf("user 3 joining again = %d, %v; want 2", j, err)
 	}
 	st, err := s.Advance(ctx, 7, at, seedOf(1), -1)
@@ -156,8 +156,8 @@ func roomDraw(t *testing.T, s ports.RoomStore) {
 	}
 	// Joins in the begin's own millisecond are in the draw.
 	for u := domain.UserID(1); u <= 3; u++ {
-		if _, err := s.Join(ctx, 7, u, roomBegin.Add(999*time.Microsecond), seedOf(1)); err != nil {
-			t.Fatal(err)
+		if _, drawn, err := s.Join(ctx, 7, u, roomBegin.Add(999*time.Microsecond), seedOf(1)); err != nil || drawn {
+			t.Fatalf("join in the begin's millisecond: drawn %v, %v; want the draw open", drawn, err)
 		}
 	}
 	if st, err := s.Advance(ctx, 7, roomBegin, seedOf(1), -1); err != nil || st.Drawn {
@@ -165,12 +165,18 @@ func roomDraw(t *testing.T, s ports.RoomStore) {
 	}
 	// The first operation after it closes the draw with its seed; later
 	// seeds are ignored.
-	if j, err := s.Join(ctx, 7, 4, roomBegin.Add(time.Millisecond), seedOf(2)); err != nil || j != 3 {
+	if j, _, err := s.Join(ctx, 7, 4, roomBegin.Add(time.Millisecond), seedOf(2)); err != nil || j != 3 {
 		t.Fatalf("first join after the begin = %d, %v", j, err)
 	}
 	st, err := s.Advance(ctx, 7, roomBegin.Add(2*time.Millisecond), seedOf(3), -1)
 	if err != nil || !st.Drawn || st.N != 3 || st.Seed != seedOf(2) || st.Joined != 4 {
 		t.Fatalf("after the begin: %+v, %v; want drawn, n=3, the first seed, 4 joined", st, err)
+	}
+	// A join whose clock is before the begin, run after the close (another
+	// instance's operation closed it), is told the draw is closed: its
+	// index is past the draw.
+	if j, drawn, err := s.Join(ctx, 7, 5, roomBegin.Add(-time.Millisecond), seedOf(1)); err != nil || j != 4 || !drawn {
+		t.Fatalf("a join from before the begin run after the close: %d (drawn %v), %v; want 4, drawn", j, drawn, err)
 	}
 }
 
@@ -180,7 +186,7 @@ func roomRate(t *testing.T, s ports.RoomStore) {
 		t.Fatal(err)
 	}
 	for u := domain.UserID(1); u <= 5; u++ {
-		if _, err := s.Join(ctx, 7, u, roomBegin.Add(-time.Second), seedOf(1)); err != nil {
+		if _, _, err := s.Join(ctx, 7, u, roomBegin.Add(-time.Second), seedOf(1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -199,7 +205,7 @@ func roomRate(t *testing.T, s ports.RoomStore) {
 		t.Fatalf("all steps: %+v, %v; want 2", st, err)
 	}
 	// A late joiner is admitted as the rate allows.
-	if j, err := s.Join(ctx, 7, 6, roomBegin.Add(3*time.Second), seedOf(1)); err != nil || j != 5 {
+	if j, _, err := s.Join(ctx, 7, 6, roomBegin.Add(3*time.Second), seedOf(1)); err != nil || j != 5 {
 		t.Fatalf("late join = %d, %v", j, err)
 	}
 	if st, err = s.Advance(ctx, 7, roomBegin.Add(3*time.Second), seedOf(1), 5); err != nil || st.Boundary != 6 {
@@ -214,7 +220,7 @@ func roomCap(t *testing.T, s ports.RoomStore) {
 		t.Fatal(err)
 	}
 	for u := domain.UserID(1); u <= 10; u++ {
-		if _, err := s.Join(ctx, 7, u, roomBegin.Add(-time.Second), seedOf(1)); err != nil {
+		if _, _, err := s.Join(ctx, 7, u, roomBegin.Add(-time.Second), seedOf(1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -274,7 +280,7 @@ func roomPaused(t *testing.T, s ports.RoomStore, g ports.StockGate) {
 		t.Fatal(err)
 	}
 	for u := domain.UserID(1); u <= 5; u++ {
-		if _, err := s.Join(ctx, 7, u, roomBegin.Add(-time.Second), seedOf(1)); err != nil {
+		if _, _, err := s.Join(ctx, 7, u, roomBegin.Add(-time.Second), seedOf(1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -316,7 +322,7 @@ func roomConcurrent(t *testing.T, s ports.RoomStore) {
 			go func() {
 				defer wg.Done()
 				<-start
-				j, err := s.Join(ctx, 7, domain.UserID(u+1), roomBegin, seedOf(1))
+				j, _, err := s.Join(ctx, 7, domain.UserID(u+1), roomBegin, seedOf(1))
 				if err != nil {
 					errs <- err
 				}
