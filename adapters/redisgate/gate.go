@@ -55,10 +55,6 @@ var (
 	//go:embed preheat.lua
 	preheatLua    string
 	preheatScript = redis.NewScript(preheatLua)
-
-	//go:embed restore.lua
-	restoreLua    string
-	restoreScript = redis.NewScript(restoreLua)
 )
 
 // claimOK is the claim script's answer for a reservation; any other answer
@@ -198,7 +194,7 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 	}
 	return &Gate{rdb: rdb, claims: opts.Claims, prefix: opts.Prefix, retention: opts.Retention, boxed: boxArgs(opts.Retention),
 		waitReplicas: opts.WaitReplicas, waitTimeout: opts.WaitTimeout, reclaim: opts.ReclaimAfterCancel, opts: opts,
-		scripts: redisscript.NewSet(rdb, claimScript, bucketClaimScript, releaseScript, preheatScript, restoreScript, returnScript,
+		scripts: redisscript.NewSet(rdb, claimScript, bucketClaimScript, releaseScript, preheatScript, returnScript,
 			healScript, takeScript, applyScript, writeScript, freezeScript, raiseAddedScript, redisschema.ControlsScript)}
 }
 

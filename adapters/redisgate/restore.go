@@ -66,9 +66,13 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	}
 
 	s := v.Sale()
-	code, err := g.scripts.Run(ctx, g.rdb, restoreScript, []string{k.Voucher, k.Buyers, staging},
-		s.Stock(), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), staged, forceArg(force),
-		s.Added(), redisschema.Paused(s), s.LimitPerUser(),
+	mode := "fill"
+	if force {
+		mode = "overwrite"
+	}
+	code, err := g.scripts.Run(ctx, g.rdb, writeScript, []string{k.Voucher, k.Buyers, staging},
+		s.Stock(), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), staged, mode,
+		redisschema.Paused(s), addedArg(s, 0), s.LimitPerUser(),
 	).Int64()
 	if err != nil {
 		return false, fmt.Errorf("restore voucher %d: %w", v.ID(), err)
@@ -80,13 +84,6 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 		return false, fmt.Errorf("restore voucher %d: staged buyers expired before the swap", v.ID())
 	}
 	return false, fmt.Errorf("restore voucher %d: unexpected answer %d", v.ID(), code)
-}
-
-func forceArg(force bool) string {
-	if force {
-		return "1"
-	}
-	return "0"
 }
 
 // stage writes the marks into a staging hash, one field per place

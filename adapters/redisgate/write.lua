@@ -1,15 +1,27 @@
--- Write one bucket of a sale: at preheat only when the bucket is absent (so a
--- retried preheat never sells twice), at restore over a placeholder.
+-- Write one bucket of a sale (an unsplit voucher's one bucket is its own
+-- hash), its buyers staged beforehand so this step is O(1) however many there
+-- are, and all-or-nothing. ARGV[6] says when:
+--   'preheat': only when the bucket is absent, so a retried preheat never
+--     sells twice;
+--   'restore': a split voucher's bucket, when absent or a placeholder
+--     (buckets_restore.go), left frozen until every bucket is written;
+--   'fill': an unsplit voucher's gate rebuilt from the database, only when
+--     absent (a concurrent Preheat or Restore won);
+--   'overwrite': whatever the gate holds (reconcile --fix).
 -- KEYS[1] bucket hash, KEYS[2] buyers hash, KEYS[3] staging hash of buyers
 -- ARGV[1] stock, ARGV[2] begin, ARGV[3] end, ARGV[4] expire at (unix ms),
--- ARGV[5] buyers staged, ARGV[6] mode: 'preheat' or 'restore', ARGV[7]
+-- ARGV[5] buyers staged, ARGV[6] mode (above), ARGV[7]
 -- paused '1'|'0', ARGV[8] units added by admins that this bucket's stock
 -- already holds ('' : none; bucket 0 keeps the total, redisschema/controls.lua),
 -- ARGV[9] orders a user may hold (see claim.lua)
 -- Returns 1 written, 0 left alone, -1 staged buyers incomplete, -2 the
 -- bucket holds another sale's window.
 local exists = redis.call('EXISTS', KEYS[1]) == 1
-if exists then
+if exists and ARGV[6] == 'fill' then
+  redis.call('DEL', KEYS[3])
+  return 0
+end
+if exists and ARGV[6] ~= 'overwrite' then
   local cur = redis.call('HMGET', KEYS[1], 'begin', 'end', 'placeholder')
   if cur[1] ~= ARGV[2] or cur[2] ~= ARGV[3] then
     redis.call('DEL', KEYS[3])

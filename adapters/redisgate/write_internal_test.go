@@ -1,0 +1,65 @@
+package redisgate
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hmdp-go/seckill/domain"
+)
+
+// TestRebuildNeverOverwritesAGateThatAppeared: Restore's shortcut (the gate
+// exists: nothing to do) runs before it stages the buyers, so a Preheat, or
+// another instance's Restore, may write the gate in between; write.lua's
+// 'fill' then leaves that gate and the claims it took alone, where
+// 'overwrite' (reconcile --fix) replaces it. The script is run here as
+// Restore runs it after losing that race.
+func TestRebuildNeverOverwritesAGateThatAppeared(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	g := New(rdb, Options{Prefix: "w:"})
+	ctx := context.Background()
+	now := time.Now()
+	sale, err := domain.NewSale(5, now.Add(-time.Hour), now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := domain.NewSeckillVoucher(domain.VoucherSpec{ShopID: 1, Title: "t"}, sale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v = v.WithID(9)
+	if err := g.Preheat(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	o, _ := domain.NewVoucherOrder(11, 7, 9)
+	if err := g.Reserve(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	k := g.keys(v.ID())
+	write := func(mode string) int64 {
+		s := v.Sale()
+		code, err := g.scripts.Run(ctx, rdb, writeScript, []string{k.Voucher, k.Buyers, k.Staging("t")},
+			s.Stock(), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), 0, mode,
+			"0", addedArg(s, 0), s.LimitPerUser()).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return code
+	}
+	if code := write("fill"); code != 0 {
+		t.Fatalf("fill over a gate that appeared: %d, want 0 (left alone)", code)
+	}
+	if stock, _, _ := g.Stock(ctx, v.ID()); stock != 4 {
+		t.Fatalf("stock %d after the fill, want 4: the claim taken meanwhile is kept", stock)
+	}
+	if code := write("overwrite"); code != 1 {
+		t.Fatalf("overwrite: %d, want 1", code)
+	}
+	if stock, _, _ := g.Stock(ctx, v.ID()); stock != 5 {
+		t.Fatalf("stock %d after the overwrite, want the database's 5", stock)
+	}
+}
