@@ -74,6 +74,16 @@ func fastOpts(prefix string) redisgate.Options {
 	return redisgate.Options{Prefix: prefix, ApplyDeadline: 150 * time.Millisecond, Skew: 50 * time.Millisecond}
 }
 
+// clusterGate is a gate with fastOpts on the test cluster, under a key
+// prefix of its own that is dropped when the test ends.
+func clusterGate(t *testing.T) (*redisgate.Gate, *redis.ClusterClient, string) {
+	t.Helper()
+	rdb := testenv.RedisCluster(t)
+	prefix := testenv.KeyPrefix(t)
+	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
+	return redisgate.New(rdb, fastOpts(prefix)), rdb, prefix
+}
+
 func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
@@ -113,10 +123,7 @@ func sellOut(t *testing.T, g *redisgate.Gate, id domain.VoucherID, firstUser dom
 }
 
 func TestPreheatPutsBucketsOnDifferentMasters(t *testing.T) {
-	rdb := testenv.RedisCluster(t)
-	prefix := testenv.KeyPrefix(t)
-	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-	g := redisgate.New(rdb, fastOpts(prefix))
+	g, rdb, _ := clusterGate(t)
 	v := newVoucher(t, 10)
 	if err := g.Preheat(ctx(t), splitInto(t, v, 3)); err != nil {
 		t.Fatal(err)
@@ -153,10 +160,7 @@ func TestPreheatPutsBucketsOnDifferentMasters(t *testing.T) {
 }
 
 func TestClaimMovesStockAndAnswersSoldOutOnlyWhenEveryBucketIsEmpty(t *testing.T) {
-	rdb := testenv.RedisCluster(t)
-	prefix := testenv.KeyPrefix(t)
-	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-	g := redisgate.New(rdb, fastOpts(prefix))
+	g, _, _ := clusterGate(t)
 	v := newVoucher(t, 5)
 	if err := g.Preheat(ctx(t), splitInto(t, v, 3)); err != nil {
 		t.Fatal(err)
@@ -261,10 +265,7 @@ func delBucket(t *testing.T, rdb redis.UniversalClient, prefix string, id domain
 // plus orders queued equal the database's remaining stock, and the sale then
 // sells exactly that.
 func TestBucketLostThenRestored(t *testing.T) {
-	rdb := testenv.RedisCluster(t)
-	prefix := testenv.KeyPrefix(t)
-	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-	g := redisgate.New(rdb, fastOpts(prefix))
+	g, rdb, prefix := clusterGate(t)
 	v := newVoucher(t, 30)
 	if err := g.Preheat(ctx(t), splitInto(t, v, 3)); err != nil {
 		t.Fatal(err)
@@ -343,10 +344,7 @@ func TestBucketLostThenRestored(t *testing.T) {
 // restore rebuilds that bucket from the database's stock, which holds the
 // added units: the repair's Apply that follows must add none again.
 func TestBucketRestoredAfterAnAdditionTheGateMissedTakesItOnce(t *testing.T) {
-	rdb := testenv.RedisCluster(t)
-	prefix := testenv.KeyPrefix(t)
-	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-	g := redisgate.New(rdb, fastOpts(prefix))
+	g, rdb, prefix := clusterGate(t)
 	v := newVoucher(t, 30)
 	if err := g.Preheat(ctx(t), splitInto(t, v, 3)); err != nil {
 		t.Fatal(err)
@@ -373,10 +371,7 @@ func TestBucketRestoredAfterAnAdditionTheGateMissedTakesItOnce(t *testing.T) {
 // left. The restore writes every bucket: the units split, each buyer's mark
 // in its home bucket.
 func TestRestoreFromDatabaseWithBuckets(t *testing.T) {
-	rdb := testenv.RedisCluster(t)
-	prefix := testenv.KeyPrefix(t)
-	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-	g := redisgate.New(rdb, fastOpts(prefix))
+	g, _, _ := clusterGate(t)
 	v := newVoucher(t, 22)
 	var buyers []domain.VoucherOrder
 	for u := domain.UserID(1); u <= 8; u++ {
@@ -417,10 +412,7 @@ func TestRestoreFromDatabaseWithBuckets(t *testing.T) {
 // apply must be refused, or those units would exist twice (once in the
 // restored count, once in the home's stock).
 func TestRestoreFencesOffAClaimThatTookFromTheLostBucket(t *testing.T) {
-	rdb := testenv.RedisCluster(t)
-	prefix := testenv.KeyPrefix(t)
-	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-	g := redisgate.New(rdb, fastOpts(prefix))
+	g, rdb, prefix := clusterGate(t)
 	v := newVoucher(t, 12)
 	if err := g.Preheat(ctx(t), splitInto(t, v, 3)); err != nil { // 4,4,4
 		t.Fatal(err)
@@ -472,10 +464,7 @@ func TestRestoreFencesOffAClaimThatTookFromTheLostBucket(t *testing.T) {
 // it again without touching the buckets, so a process that never cached K
 // routes the claims to the buckets again.
 func TestLostBucketCountIsRestored(t *testing.T) {
-	rdb := testenv.RedisCluster(t)
-	prefix := testenv.KeyPrefix(t)
-	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-	g := redisgate.New(rdb, fastOpts(prefix))
+	g, rdb, prefix := clusterGate(t)
 	v := newVoucher(t, 6)
 	if err := g.Preheat(ctx(t), splitInto(t, v, 3)); err != nil {
 		t.Fatal(err)
@@ -507,10 +496,7 @@ func TestLostBucketCountIsRestored(t *testing.T) {
 // and one of an unsplit voucher where redisgate put it, through one lookup,
 // and nobody else's.
 func TestQueuedFindsOrdersOfBothKinds(t *testing.T) {
-	rdb := testenv.RedisCluster(t)
-	prefix := testenv.KeyPrefix(t)
-	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-	r := redisgate.New(rdb, fastOpts(prefix))
+	r, _, _ := clusterGate(t)
 
 	sv, wv := newVoucher(t, 9), newVoucher(t, 9)
 	sv, _ = sv.WithBuckets(3)

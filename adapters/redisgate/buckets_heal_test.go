@@ -4,11 +4,9 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
-	"github.com/hmdp-go/seckill/test/testenv"
 )
 
 // A split voucher heals as an unsplit one does. One bucket's master fails
@@ -21,10 +19,7 @@ import (
 // holders = the initial stock again. Before the heal covered split vouchers,
 // Counts left them out and Heal refused them.
 func TestSplitVoucherHealsAfterABucketForgotClaims(t *testing.T) {
-	rdb := testenv.RedisCluster(t)
-	prefix := testenv.KeyPrefix(t)
-	t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-	g := redisgate.New(rdb, fastOpts(prefix))
+	g, rdb, prefix := clusterGate(t)
 	v := splitInto(t, newVoucher(t, 9), 3) // 3, 3, 3
 	if err := g.Preheat(ctx(t), v); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@
 //     (XAUTOCLAIM) once it has been idle longer than MinIdle.
 //   - Exactly once in effect. Redelivery does happen (a crash between commit
 //     and ack, a takeover); the idempotent batch write (order ID primary key,
-//     UNIQUE(user_id, voucher_id)) turns it into a no-op. Delivery.Attempts is
+//     the per-user places of the voucher) turns it into a no-op. Delivery.Attempts is
 //     the entry's delivery count, so the worker can set aside an entry its
 //     consumers keep dying on.
 //   - Several instances share the group, and an entry goes to one living
