@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/hmdp-go/seckill/adapters/chanqueue"
-	"github.com/hmdp-go/seckill/adapters/claimcount"
 	"github.com/hmdp-go/seckill/adapters/memory"
+	"github.com/hmdp-go/seckill/adapters/metrics"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -499,7 +499,7 @@ func (failingIDs) Next(context.Context) (domain.OrderID, error) {
 func TestClaimSeckillIsBusyWhenNoOrderIDCanBeIssued(t *testing.T) {
 	w := newWorld(t, 10, nil)
 	vid := w.live(t, 2)
-	counts := claimcount.New()
+	counts := metrics.NewClaimCounter()
 	claim := application.NewClaimSeckill(failingIDs{memory.NewIDs(testenv.NewClock(now))}, countingAdmission{}).WithRecorder(counts)
 	_, err := claim.Handle(context.Background(), 1, vid)
 	// Nothing was reserved: the client may retry, and must not see a 500.
@@ -507,7 +507,7 @@ func TestClaimSeckillIsBusyWhenNoOrderIDCanBeIssued(t *testing.T) {
 		t.Fatalf("err = %v; want busy", err)
 	}
 	// The live sale page counts it as the client was answered: busy.
-	if got := counts.Claims(vid); got[claimcount.OutcomeBusy] != 1 || got[claimcount.OutcomeError] != 0 {
+	if got := counts.Claims(vid); got[metrics.OutcomeBusy] != 1 || got[metrics.OutcomeError] != 0 {
 		t.Fatalf("the page's counts %v; want the claim counted busy", got)
 	}
 }

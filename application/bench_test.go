@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hmdp-go/seckill/adapters/claimcount"
 	"github.com/hmdp-go/seckill/adapters/memory"
+	"github.com/hmdp-go/seckill/adapters/metrics"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -100,7 +100,7 @@ func BenchmarkClaimSeckill(b *testing.B) {
 // many handlers at once.
 func BenchmarkSoldOutPreCheck(b *testing.B) {
 	claim, vid := benchClaim(b, 1, true)
-	claim.WithRecorder(claimcount.New())
+	claim.WithRecorder(metrics.NewClaimCounter())
 	ctx := context.Background()
 	for u := domain.UserID(1); u <= 2; u++ { // the unit sold, then the gate's sold out marks it
 		_, _ = claim.Handle(ctx, u, vid)

@@ -94,7 +94,7 @@ func (h *ClaimSeckill) WithRecorder(r ClaimRecorder) *ClaimSeckill {
 // step on (a claim refused for its waiting-room pass is not): answer is the
 // claim's error (nil: taken), fromMark whether it was answered sold out
 // from this instance's mark, without asking the gate. The live sale page's
-// counts implement it (adapters/claimcount); it runs on the claim path, so
+// counts implement it (metrics.ClaimCounter); it runs on the claim path, so
 // it must not wait.
 type ClaimRecorder interface {
 	ClaimAnswered(v domain.VoucherID, answer error, fromMark bool)

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/hmdp-go/seckill/adapters/chanqueue"
-	"github.com/hmdp-go/seckill/adapters/claimcount"
 	"github.com/hmdp-go/seckill/adapters/memory"
+	"github.com/hmdp-go/seckill/adapters/metrics"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/test/testenv"
@@ -42,7 +42,7 @@ func newRoomWorld(t testing.TB, at time.Time) *roomWorld {
 	vouchers := memory.NewVouchers()
 	orders := memory.NewOrders(vouchers)
 	w.add = application.NewAddSeckillVoucher(vouchers, orders, application.NewRoomGate(w.gate, w.rooms, w.dir))
-	w.board = application.NewSaleDashboard(vouchers, w.gate, orders, chanqueue.New(1, 0), claimcount.New(), w.dir, w.clock)
+	w.board = application.NewSaleDashboard(vouchers, w.gate, orders, chanqueue.New(1, 0), metrics.NewClaimCounter(), w.dir, w.clock)
 	return w
 }
 

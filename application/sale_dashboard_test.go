@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/hmdp-go/seckill/adapters/chanqueue"
-	"github.com/hmdp-go/seckill/adapters/claimcount"
 	"github.com/hmdp-go/seckill/adapters/memory"
+	"github.com/hmdp-go/seckill/adapters/metrics"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -26,7 +26,7 @@ func TestSaleDashboard(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t, 16, nil)
 	gate := w.gate.(*memory.Gate)
-	counter := claimcount.New()
+	counter := metrics.NewClaimCounter()
 	rooms := application.NewRoomDirectory(memory.NewRooms(gate), testenv.NewClock(now))
 	board := application.NewSaleDashboard(w.vouchers, gate, w.orders, w.queue, counter, rooms, testenv.NewClock(now))
 

@@ -13,7 +13,6 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/hmdp-go/seckill/adapters/chanqueue"
-	"github.com/hmdp-go/seckill/adapters/claimcount"
 	"github.com/hmdp-go/seckill/adapters/httpapi"
 	"github.com/hmdp-go/seckill/adapters/metrics"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
@@ -55,7 +54,7 @@ type Observability struct {
 // provideObservability makes the registry and hooks the instruments that
 // need no queue into the clients (Redis round trips, sold-out answers), and
 // the tracing of Redis and the database when it is on.
-func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, counter *claimcount.Counter, sessions *redissession.Sessions, rooms *application.RoomDirectory, log zerolog.Logger) (*Observability, error) {
+func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, counter *metrics.ClaimCounter, sessions *redissession.Sessions, rooms *application.RoomDirectory, log zerolog.Logger) (*Observability, error) {
 	o := &Observability{}
 	t, err := newTracing(c.Tracing, rdb, db, log)
 	if err != nil {

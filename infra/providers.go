@@ -12,9 +12,9 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/hmdp-go/seckill/adapters/chanqueue"
-	"github.com/hmdp-go/seckill/adapters/claimcount"
 	"github.com/hmdp-go/seckill/adapters/httpapi"
 	"github.com/hmdp-go/seckill/adapters/jwtsession"
+	"github.com/hmdp-go/seckill/adapters/metrics"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redisroom"
@@ -267,8 +267,8 @@ var commonSet = wire.NewSet(
 	application.NewPollRoom,
 	application.NewRoomPassCheck,
 	provideRooms,
-	claimcount.New,
-	wire.Bind(new(ports.ClaimCounts), new(*claimcount.Counter)),
+	metrics.NewClaimCounter,
+	wire.Bind(new(ports.ClaimCounts), new(*metrics.ClaimCounter)),
 	application.NewAddSeckillVoucher,
 	application.NewListShopVouchers,
 	provideClaimSeckill,

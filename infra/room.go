@@ -9,8 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
-	"github.com/hmdp-go/seckill/adapters/claimcount"
 	"github.com/hmdp-go/seckill/adapters/httpapi"
+	"github.com/hmdp-go/seckill/adapters/metrics"
 	"github.com/hmdp-go/seckill/adapters/redisroom"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/ports"
@@ -48,7 +48,7 @@ func provideRooms(j *application.JoinRoom, p *application.PollRoom) httpapi.Room
 // pass, the sold-out marks, the admission, and the page's counts recording
 // every answer.
 func provideClaimSeckill(ids ports.OrderIDs, admission ports.Admission, rooms *application.RoomPassCheck,
-	marks *application.SoldOutMarks, counter *claimcount.Counter,
+	marks *application.SoldOutMarks, counter *metrics.ClaimCounter,
 ) *application.ClaimSeckill {
 	return application.NewClaimSeckill(ids, admission).WithRooms(rooms).WithSoldOutMarks(marks).WithRecorder(counter)
 }

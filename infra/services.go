@@ -10,7 +10,7 @@ import (
 	"github.com/uptrace/bun"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/hmdp-go/seckill/adapters/claimcount"
+	"github.com/hmdp-go/seckill/adapters/metrics"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/adapters/worker"
@@ -37,7 +37,7 @@ type Services []Service
 // warm-up, the fulfilment workers, the gate repair, the order expiry and
 // the live page's claim sampler.
 func provideServices(c Config, log zerolog.Logger, w *worker.Worker, sessions *redissession.Sessions, repair *gateRepair,
-	expire *application.ExpireOrders, claims *claimcount.Counter,
+	expire *application.ExpireOrders, claims *metrics.ClaimCounter,
 ) Services {
 	var s Services
 	if sessions.Tracking() && c.TokenWarm {

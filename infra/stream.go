@@ -11,7 +11,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/adapters/redisgate"
-	"github.com/hmdp-go/seckill/adapters/redislease"
 	"github.com/hmdp-go/seckill/adapters/redisstream"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -24,7 +23,7 @@ func provideStreamAdmission(g *redisgate.Gate, q *redisstream.Queue) *redisstrea
 }
 
 // ConsumerLease is this instance's exclusive hold on its consumer name.
-type ConsumerLease = redislease.Lease
+type ConsumerLease = redisstream.Lease
 
 // consumerLeaseTTL: how long a killed instance's name stays taken. A third
 // of MinIdle (within 1s..10s): a restart under the same name waits at most
@@ -47,10 +46,10 @@ func provideConsumerLease(rdb redis.UniversalClient, c Config, log zerolog.Logge
 	key := c.KeyPrefix + "consumer:" + c.Consumer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*ttl)
 	defer cancel()
-	l, err := redislease.Acquire(ctx, rdb, key, redislease.Options{
+	l, err := redisstream.AcquireLease(ctx, rdb, key, redisstream.LeaseOptions{
 		TTL: ttl, Wait: ttl + ttl/2, Log: log.With().Str("component", "consumer-lease").Logger(),
 	})
-	if errors.Is(err, redislease.ErrHeld) {
+	if errors.Is(err, redisstream.ErrLeaseHeld) {
 		return nil, nil, fmt.Errorf("SECKILL_CONSUMER=%q is in use by another running instance (%w); "+
 			"give each instance its own stable name", c.Consumer, err)
 	}

@@ -7,7 +7,7 @@
 package infra
 
 import (
-	"github.com/hmdp-go/seckill/adapters/claimcount"
+	"github.com/hmdp-go/seckill/adapters/metrics"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/rs/zerolog"
@@ -28,7 +28,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	counter := claimcount.New()
+	claimCounter := metrics.NewClaimCounter()
 	claimRedis, cleanup3, err := NewClaimRedis(universalClient, c, log)
 	if err != nil {
 		cleanup2()
@@ -46,7 +46,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	rooms := provideRoomStore(universalClient, c)
 	systemClock := SystemClock{}
 	roomDirectory := application.NewRoomDirectory(rooms, systemClock)
-	observability, err := provideObservability(c, universalClient, db, counter, sessions, roomDirectory, log)
+	observability, err := provideObservability(c, universalClient, db, claimCounter, sessions, roomDirectory, log)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -73,7 +73,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	roomPassCheck := application.NewRoomPassCheck(roomDirectory, roomSigner)
-	claimSeckill := provideClaimSeckill(iDs, admission, roomPassCheck, soldOutMarks, counter)
+	claimSeckill := provideClaimSeckill(iDs, admission, roomPassCheck, soldOutMarks, claimCounter)
 	getOrder := application.NewGetOrder(orderRepository, roomGate)
 	orderLifecycle := provideOrderLifecycle(orderRepo, observability)
 	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, roomGate)
@@ -89,7 +89,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	}
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
-	saleDashboard := application.NewSaleDashboard(voucherRepo, gate, orderRepo, queue, counter, roomDirectory, systemClock)
+	saleDashboard := application.NewSaleDashboard(voucherRepo, gate, orderRepo, queue, claimCounter, roomDirectory, systemClock)
 	claimObserver := provideClaimObserver(observability)
 	joinRoom := application.NewJoinRoom(roomDirectory, roomSigner)
 	pollRoom := application.NewPollRoom(roomDirectory, roomSigner)
@@ -112,7 +112,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Restore: restoreGate,
 		Gate:    gate,
 	}
-	services := provideServices(c, log, worker, sessions, infraGateRepair, expireOrders, counter)
+	services := provideServices(c, log, worker, sessions, infraGateRepair, expireOrders, claimCounter)
 	app := &App{
 		Config:        c,
 		Log:           log,
@@ -151,7 +151,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	counter := claimcount.New()
+	claimCounter := metrics.NewClaimCounter()
 	claimRedis, cleanup3, err := NewClaimRedis(universalClient, c, log)
 	if err != nil {
 		cleanup2()
@@ -169,7 +169,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	rooms := provideRoomStore(universalClient, c)
 	systemClock := SystemClock{}
 	roomDirectory := application.NewRoomDirectory(rooms, systemClock)
-	observability, err := provideObservability(c, universalClient, db, counter, sessions, roomDirectory, log)
+	observability, err := provideObservability(c, universalClient, db, claimCounter, sessions, roomDirectory, log)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -216,7 +216,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	roomPassCheck := application.NewRoomPassCheck(roomDirectory, roomSigner)
-	claimSeckill := provideClaimSeckill(iDs, admission, roomPassCheck, soldOutMarks, counter)
+	claimSeckill := provideClaimSeckill(iDs, admission, roomPassCheck, soldOutMarks, claimCounter)
 	getOrder := application.NewGetOrder(orderRepository, roomGate)
 	orderLifecycle := provideOrderLifecycle(orderRepo, observability)
 	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, roomGate)
@@ -234,7 +234,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	}
 	tokenIssuer := provideTokens(store, c)
 	readyCheck := provideReady(universalClient, db)
-	saleDashboard := application.NewSaleDashboard(voucherRepo, gate, orderRepo, queue, counter, roomDirectory, systemClock)
+	saleDashboard := application.NewSaleDashboard(voucherRepo, gate, orderRepo, queue, claimCounter, roomDirectory, systemClock)
 	claimObserver := provideClaimObserver(observability)
 	joinRoom := application.NewJoinRoom(roomDirectory, roomSigner)
 	pollRoom := application.NewPollRoom(roomDirectory, roomSigner)
@@ -257,7 +257,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Restore: restoreGate,
 		Gate:    gate,
 	}
-	services := provideServices(c, log, worker, sessions, infraGateRepair, expireOrders, counter)
+	services := provideServices(c, log, worker, sessions, infraGateRepair, expireOrders, claimCounter)
 	app := &App{
 		Config:        c,
 		Log:           log,

@@ -20,9 +20,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/adapters/chanqueue"
-	"github.com/hmdp-go/seckill/adapters/claimcount"
 	"github.com/hmdp-go/seckill/adapters/httpapi"
 	"github.com/hmdp-go/seckill/adapters/memory"
+	"github.com/hmdp-go/seckill/adapters/metrics"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -320,7 +320,7 @@ type env struct {
 	clock  *testenv.Clock
 	// counter counts claim answers for the sale board (its Sample is the
 	// once-a-second reading the service takes).
-	counter *claimcount.Counter
+	counter *metrics.ClaimCounter
 	rooms   *memory.Rooms
 }
 
@@ -341,7 +341,7 @@ func newEnv(t testing.TB, opt options) *env {
 	vouchers := &spyVouchers{VoucherRepository: mv, c: c}
 	ledger := memory.NewOrders(mv).WithPayWindow(payWindow)
 	orders := &spyOrders{OrderRepository: ledger, c: c}
-	counter := claimcount.New()
+	counter := metrics.NewClaimCounter()
 	sgate := &spyGate{StockGate: gate, c: c, stall: opt.stall}
 	sessions := memory.NewSessions()
 	rooms := memory.NewRooms(gate)

@@ -12,7 +12,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/adapters/chanqueue"
-	"github.com/hmdp-go/seckill/adapters/claimcount"
 	"github.com/hmdp-go/seckill/adapters/httpapi"
 	"github.com/hmdp-go/seckill/adapters/memory"
 	"github.com/hmdp-go/seckill/adapters/metrics"
@@ -111,7 +110,7 @@ func benchRouter(b *testing.B, backend string, withMetrics bool) (http.Handler, 
 	vouchers := memory.NewVouchers()
 	orders := memory.NewOrders(vouchers)
 	marks := application.NewSoldOutMarks(application.MaxSoldOutWindow, clock)
-	counter := claimcount.New()
+	counter := metrics.NewClaimCounter()
 	m := metrics.New()
 	var inner ports.StockGate = memory.NewGate(clock)
 	if backend == "redis" {

@@ -158,7 +158,7 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // SoldOutAnswers exposes a running count of claims answered from the local
-// sold-out mark (claimcount.Counter.Saved), each a Redis round trip not made.
+// sold-out mark (ClaimCounter.Saved), each a Redis round trip not made.
 func (m *Metrics) SoldOutAnswers(saved func() int64) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Namespace: namespace,

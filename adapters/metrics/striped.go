@@ -6,15 +6,13 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/hmdp-go/seckill/adapters/internal/stripe"
 )
 
 // The claim route's instruments, striped. Every claim answer adds to its
 // outcome's counter and to two histograms; client_golang's keep each in
 // shared atomics, whose cache lines moved between the cores on every answer
 // of a stampede (answering without them ran the hot sale 1.5% faster). These
-// spread their adds over stripe.Cells rows and sum the rows when scraped,
+// spread their adds over stripeCells rows and sum the rows when scraped,
 // with the same names, help, labels and buckets.
 
 // maxBuckets bounds a striped histogram's buckets (+Inf included).
@@ -24,7 +22,7 @@ const maxBuckets = 16
 type stripedHistogram struct {
 	desc  *prometheus.Desc
 	upper []float64 // the buckets' upper bounds, ascending; +Inf implied
-	rows  [stripe.Cells]histRow
+	rows  [stripeCells]histRow
 }
 
 type histRow struct {
@@ -48,7 +46,7 @@ func newStripedHistogram(o prometheus.HistogramOpts) *stripedHistogram {
 // Observe counts v in the first bucket whose upper bound is at least v, as
 // client_golang does.
 func (h *stripedHistogram) Observe(v float64) {
-	r := &h.rows[stripe.Pick()]
+	r := &h.rows[pickCell()]
 	r.buckets[sort.SearchFloat64s(h.upper, v)].Add(1)
 	for {
 		old := r.sum.Load()
@@ -89,7 +87,7 @@ type outcomeCounters struct {
 	desc     *prometheus.Desc
 	outcomes []string
 	index    map[string]int
-	counts   []stripe.Counter
+	counts   []stripedCounter
 }
 
 var _ prometheus.Collector = (*outcomeCounters)(nil)
@@ -99,7 +97,7 @@ func newOutcomeCounters(o prometheus.CounterOpts, outcomes []string) *outcomeCou
 		desc:     prometheus.NewDesc(prometheus.BuildFQName(namespace, o.Subsystem, o.Name), o.Help, []string{"outcome"}, nil),
 		outcomes: outcomes,
 		index:    make(map[string]int, len(outcomes)),
-		counts:   make([]stripe.Counter, len(outcomes)),
+		counts:   make([]stripedCounter, len(outcomes)),
 	}
 	for i, out := range outcomes {
 		c.index[out] = i

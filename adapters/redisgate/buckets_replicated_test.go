@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hmdp-go/seckill/adapters/redisbatch"
+	"github.com/hmdp-go/seckill/adapters/internal/redisx"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/test/testenv"
 )
@@ -27,7 +27,7 @@ func TestSplitClaimWaitsForItsReplicas(t *testing.T) {
 		t.Fatalf("claim with the replica in sync: %v", err)
 	}
 	replica.Stall()
-	if err := g.ReserveAndAppend(ctx, orderFor(t, 2, v.ID())); !errors.Is(err, redisbatch.ErrNotReplicated) {
+	if err := g.ReserveAndAppend(ctx, orderFor(t, 2, v.ID())); !errors.Is(err, redisx.ErrNotReplicated) {
 		t.Fatalf("claim while the replica is stalled: %v, want ErrNotReplicated", err)
 	}
 	replica.Resume()

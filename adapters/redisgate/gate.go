@@ -25,9 +25,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hmdp-go/seckill/adapters/redisbatch"
+	"github.com/hmdp-go/seckill/adapters/internal/redisx"
 	"github.com/hmdp-go/seckill/adapters/redisschema"
-	"github.com/hmdp-go/seckill/adapters/redisscript"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -139,7 +138,7 @@ const (
 type Gate struct {
 	rdb       redis.UniversalClient
 	claims    redis.UniversalClient
-	scripts   *redisscript.Set
+	scripts   *redisx.Set
 	prefix    string
 	retention time.Duration
 	boxed     boxedArgs
@@ -194,7 +193,7 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 	}
 	return &Gate{rdb: rdb, claims: opts.Claims, prefix: opts.Prefix, retention: opts.Retention, boxed: boxArgs(opts.Retention),
 		waitReplicas: opts.WaitReplicas, waitTimeout: opts.WaitTimeout, reclaim: opts.ReclaimAfterCancel, opts: opts,
-		scripts: redisscript.NewSet(rdb, claimScript, bucketClaimScript, releaseScript, preheatScript, returnScript,
+		scripts: redisx.NewSet(rdb, claimScript, bucketClaimScript, releaseScript, preheatScript, returnScript,
 			healScript, takeScript, applyScript, writeScript, freezeScript, raiseAddedScript, redisschema.ControlsScript)}
 }
 
@@ -327,15 +326,15 @@ func (g *Gate) claimIn(ctx context.Context, l *layout, b int, o domain.VoucherOr
 	}
 	var err error
 	if index {
-		err = redisbatch.Do(ctx, g.claims, run, entry)
+		err = redisx.Do(ctx, g.claims, run, entry)
 	} else {
-		err = redisbatch.Do(ctx, g.claims, run)
+		err = redisx.Do(ctx, g.claims, run)
 	}
 	if err != nil {
 		// Out of time: the script may still run, so the outcome is unknown.
 		return "", fmt.Errorf("claim script for %s: %w", o, err)
 	}
-	if redisscript.IsNoScript(run.Err()) {
+	if redisx.IsNoScript(run.Err()) {
 		// Redis lost its script cache (a restart, SCRIPT FLUSH): reloaded
 		// once for every claim that met it.
 		keys, args := claimKeysArgs(run)
@@ -348,7 +347,7 @@ func (g *Gate) claimIn(ctx context.Context, l *layout, b int, o domain.VoucherOr
 func scriptAnswer(o domain.VoucherOrder, run *redis.Cmd) (string, error) {
 	answer, err := run.Text()
 	if err != nil {
-		if redisbatch.NoReplicas(err) {
+		if redisx.NoReplicas(err) {
 			// Refused at its first write: nothing was taken.
 			return "", fmt.Errorf("claim script for %s: %w: %w", o, ports.ErrNotAdmitted, err)
 		}

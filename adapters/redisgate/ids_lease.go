@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hmdp-go/seckill/adapters/redisbatch"
+	"github.com/hmdp-go/seckill/adapters/internal/redisx"
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 )
 
@@ -237,12 +237,12 @@ func (g *IDs) leaseFrom(ctx context.Context, k int, day date, key string) (idBlo
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		err := redisbatch.Do(ctx, g.rdb, incr)
+		err := redisx.Do(ctx, g.rdb, incr)
 		if err == nil {
 			err = incr.Err()
 		}
 		if err == nil {
-			err = redisbatch.Do(ctx, g.rdb, expire)
+			err = redisx.Do(ctx, g.rdb, expire)
 		}
 		if err == nil {
 			err = expire.Err()

@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hmdp-go/seckill/adapters/redisbatch"
+	"github.com/hmdp-go/seckill/adapters/internal/redisx"
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 )
@@ -81,7 +81,7 @@ func (g *Gate) layoutOf(ctx context.Context, id domain.VoucherID) (*layout, erro
 		// Through the claim path's client, with its bounded wait: a claim's
 		// first lookup must end with the claim's budget.
 		get := redis.NewStringCmd(ctx, "get", redisschema.BucketMeta(g.prefix, id))
-		err := redisbatch.Do(ctx, g.claims, get)
+		err := redisx.Do(ctx, g.claims, get)
 		if err == nil {
 			err = get.Err()
 		}

@@ -17,8 +17,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hmdp-go/seckill/adapters/internal/redisx"
 	"github.com/hmdp-go/seckill/adapters/redisschema"
-	"github.com/hmdp-go/seckill/adapters/redisscript"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -47,7 +47,7 @@ const DefaultRetention = 24 * time.Hour
 // Rooms is the RoomStore over Redis.
 type Rooms struct {
 	rdb       redis.UniversalClient
-	scripts   *redisscript.Set
+	scripts   *redisx.Set
 	prefix    string
 	retention time.Duration
 }
@@ -67,7 +67,7 @@ func New(rdb redis.UniversalClient, prefix string) *Rooms {
 		panic("redisroom: " + err.Error())
 	}
 	return &Rooms{rdb: rdb, prefix: prefix, retention: DefaultRetention,
-		scripts: redisscript.NewSet(rdb, openScript, joinScript, advanceScript, useScript)}
+		scripts: redisx.NewSet(rdb, openScript, joinScript, advanceScript, useScript)}
 }
 
 // Load loads the scripts on every node (at start; a NOSCRIPT later reloads).

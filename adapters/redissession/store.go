@@ -21,7 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hmdp-go/seckill/adapters/redisbatch"
+	"github.com/hmdp-go/seckill/adapters/internal/redisx"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -138,7 +138,7 @@ func (s *Store) lookup(ctx context.Context, token string) (id domain.UserID, lif
 	}
 	get := redis.NewStringCmd(ctx, "hget", key, "id")
 	left := redis.NewDurationCmd(ctx, time.Millisecond, "pttl", key)
-	if err := redisbatch.Do(ctx, s.lookups, get, left); err != nil {
+	if err := redisx.Do(ctx, s.lookups, get, left); err != nil {
 		return 0, 0, fmt.Errorf("look up session: %w", err)
 	}
 	if id, err = parseUser(get); err != nil {
@@ -165,7 +165,7 @@ func (s *Store) lookup(ctx context.Context, token string) (id domain.UserID, lif
 // sendRefresh pushes the session's expiry back to TTL from now, without
 // waiting for the answer.
 func (s *Store) sendRefresh(ctx context.Context, key string) {
-	redisbatch.Send(ctx, s.lookups, redis.NewBoolCmd(ctx, "pexpire", key, s.ttl.Milliseconds()))
+	redisx.Send(ctx, s.lookups, redis.NewBoolCmd(ctx, "pexpire", key, s.ttl.Milliseconds()))
 }
 
 // lifeOf reads a PTTL answer: how long the session lives from now, TTL

@@ -1,4 +1,4 @@
-package redisbatch
+package redisx
 
 import (
 	"context"

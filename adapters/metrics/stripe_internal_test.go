@@ -1,4 +1,4 @@
-package stripe
+package metrics
 
 import (
 	"sync"
@@ -9,7 +9,7 @@ import (
 // TestCounterSumsConcurrentAdds: every add from many goroutines is in the
 // sum, and the cells sit on cache lines of their own.
 func TestCounterSumsConcurrentAdds(t *testing.T) {
-	var c Counter
+	var c stripedCounter
 	const goroutines, adds = 8, 10_000
 	var wg sync.WaitGroup
 	for g := 0; g < goroutines; g++ {
@@ -32,7 +32,7 @@ func TestCounterSumsConcurrentAdds(t *testing.T) {
 		}
 	}
 	if used < 2 {
-		t.Fatalf("%d of %d cells were added to: the adds are not spread", used, Cells)
+		t.Fatalf("%d of %d cells were added to: the adds are not spread", used, stripeCells)
 	}
 	if s := unsafe.Sizeof(cell{}); s != 64 {
 		t.Fatalf("a cell is %d bytes, want a cache line (64)", s)
@@ -41,7 +41,7 @@ func TestCounterSumsConcurrentAdds(t *testing.T) {
 
 // An add allocates nothing.
 func TestCounterAddAllocatesNothing(t *testing.T) {
-	var c Counter
+	var c stripedCounter
 	if n := testing.AllocsPerRun(100, func() { c.Add(1) }); n != 0 {
 		t.Fatalf("an add allocated %.0f times", n)
 	}

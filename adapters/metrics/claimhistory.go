@@ -1,4 +1,4 @@
-package claimcount
+package metrics
 
 import (
 	"context"
@@ -42,7 +42,7 @@ type histories struct {
 
 // Sample takes one reading of every voucher counted. Run calls it every
 // second; tests call it with their own times.
-func (c *Counter) Sample(now time.Time) {
+func (c *ClaimCounter) Sample(now time.Time) {
 	c.h.mu.Lock()
 	defer c.h.mu.Unlock()
 	if c.h.m == nil {
@@ -88,7 +88,7 @@ func (c *Counter) Sample(now time.Time) {
 
 // History returns the voucher's readings, oldest first; none when it has
 // not counted a claim within the last minute (or is past MaxHistories).
-func (c *Counter) History(id domain.VoucherID) ports.ClaimHistory {
+func (c *ClaimCounter) History(id domain.VoucherID) ports.ClaimHistory {
 	c.h.mu.Lock()
 	defer c.h.mu.Unlock()
 	h := c.h.m[id]
@@ -118,7 +118,7 @@ func (cs counts) total() int64 {
 }
 
 // Run samples every second until ctx ends.
-func (c *Counter) Run(ctx context.Context) {
+func (c *ClaimCounter) Run(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {

@@ -1,10 +1,10 @@
-package claimcount_test
+package metrics_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/hmdp-go/seckill/adapters/claimcount"
+	"github.com/hmdp-go/seckill/adapters/metrics"
 	"github.com/hmdp-go/seckill/domain"
 )
 
@@ -13,17 +13,17 @@ var t0 = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 // TestHistoryKeepsTheLastMinuteOfReadings: one reading a second, oldest
 // first, the last HistoryLen only, each the counts as they were then.
 func TestHistoryKeepsTheLastMinuteOfReadings(t *testing.T) {
-	c := claimcount.New()
-	const seconds = claimcount.HistoryLen + 20
+	c := metrics.NewClaimCounter()
+	const seconds = metrics.HistoryLen + 20
 	for s := 0; s < seconds; s++ {
 		c.ClaimAnswered(7, nil, false)
 		c.Sample(t0.Add(time.Duration(s) * time.Second))
 	}
 	h := c.History(7)
-	if len(h.At) != claimcount.HistoryLen || len(h.Claims["success"]) != claimcount.HistoryLen {
-		t.Fatalf("history holds %d readings (%d success counts), want %d", len(h.At), len(h.Claims["success"]), claimcount.HistoryLen)
+	if len(h.At) != metrics.HistoryLen || len(h.Claims["success"]) != metrics.HistoryLen {
+		t.Fatalf("history holds %d readings (%d success counts), want %d", len(h.At), len(h.Claims["success"]), metrics.HistoryLen)
 	}
-	first := seconds - claimcount.HistoryLen
+	first := seconds - metrics.HistoryLen
 	for i, at := range h.At {
 		if want := t0.Add(time.Duration(first+i) * time.Second); !at.Equal(want) {
 			t.Fatalf("reading %d taken at %v, want %v", i, at, want)
@@ -44,11 +44,11 @@ func TestHistoryKeepsTheLastMinuteOfReadings(t *testing.T) {
 // (and gets one again when claimed), and no more than MaxHistories vouchers
 // hold one at a time.
 func TestHistoryIsBounded(t *testing.T) {
-	c := claimcount.New()
+	c := metrics.NewClaimCounter()
 	c.ClaimAnswered(7, nil, false)
 	s := 0
 	sample := func() { c.Sample(t0.Add(time.Duration(s) * time.Second)); s++ }
-	for range claimcount.HistoryLen {
+	for range metrics.HistoryLen {
 		sample()
 	}
 	if len(c.History(7).At) == 0 {
@@ -68,17 +68,17 @@ func TestHistoryIsBounded(t *testing.T) {
 		t.Fatalf("a claim after the quiet spell: history %+v", h)
 	}
 
-	for v := domain.VoucherID(100); v < 100+2*claimcount.MaxHistories; v++ {
+	for v := domain.VoucherID(100); v < 100+2*metrics.MaxHistories; v++ {
 		c.ClaimAnswered(v, nil, false)
 	}
 	sample()
 	held := 0
-	for v := domain.VoucherID(100); v < 100+2*claimcount.MaxHistories; v++ {
+	for v := domain.VoucherID(100); v < 100+2*metrics.MaxHistories; v++ {
 		if c.History(v).At != nil {
 			held++
 		}
 	}
-	if held != claimcount.MaxHistories-1 { // voucher 7 holds the other one
-		t.Fatalf("%d vouchers hold a history, want %d", held, claimcount.MaxHistories-1)
+	if held != metrics.MaxHistories-1 { // voucher 7 holds the other one
+		t.Fatalf("%d vouchers hold a history, want %d", held, metrics.MaxHistories-1)
 	}
 }

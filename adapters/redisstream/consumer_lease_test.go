@@ -1,4 +1,4 @@
-package redislease_test
+package redisstream_test
 
 import (
 	"context"
@@ -10,35 +10,35 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/hmdp-go/seckill/adapters/redislease"
+	"github.com/hmdp-go/seckill/adapters/redisstream"
 	"github.com/hmdp-go/seckill/test/testenv"
 )
 
 const ttl = 300 * time.Millisecond
 
-func opts(wait time.Duration) redislease.Options {
-	return redislease.Options{TTL: ttl, Wait: wait, Log: zerolog.Nop()}
+func opts(wait time.Duration) redisstream.LeaseOptions {
+	return redisstream.LeaseOptions{TTL: ttl, Wait: wait, Log: zerolog.Nop()}
 }
 
 func TestALiveHolderKeepsTheLease(t *testing.T) {
 	rdb := testenv.RealRedis(t)
 	key := testenv.KeyPrefix(t) + "consumer:a"
 	ctx := context.Background()
-	first, err := redislease.Acquire(ctx, rdb, key, opts(0))
+	first, err := redisstream.AcquireLease(ctx, rdb, key, opts(0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = first.Release() })
 	// The second waits well past the TTL: only renewal can keep the first's.
-	_, err = redislease.Acquire(ctx, rdb, key, opts(3*ttl))
-	if !errors.Is(err, redislease.ErrHeld) {
+	_, err = redisstream.AcquireLease(ctx, rdb, key, opts(3*ttl))
+	if !errors.Is(err, redisstream.ErrLeaseHeld) {
 		t.Fatalf("second Acquire = %v, want ErrHeld", err)
 	}
 	if err := first.Release(); err != nil {
 		t.Fatal(err)
 	}
 	// Released: free at once, no waiting.
-	second, err := redislease.Acquire(ctx, rdb, key, opts(0))
+	second, err := redisstream.AcquireLease(ctx, rdb, key, opts(0))
 	if err != nil {
 		t.Fatalf("Acquire after Release: %v", err)
 	}
@@ -53,10 +53,10 @@ func TestADeadHoldersLeaseIsTakenOnceItExpires(t *testing.T) {
 	if err := rdb.Set(ctx, key, "dead-host/pid-1/x", ttl).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := redislease.Acquire(ctx, rdb, key, opts(0)); !errors.Is(err, redislease.ErrHeld) {
+	if _, err := redisstream.AcquireLease(ctx, rdb, key, opts(0)); !errors.Is(err, redisstream.ErrLeaseHeld) {
 		t.Fatalf("Acquire without waiting = %v, want ErrHeld", err)
 	}
-	l, err := redislease.Acquire(ctx, rdb, key, opts(2*ttl))
+	l, err := redisstream.AcquireLease(ctx, rdb, key, opts(2*ttl))
 	if err != nil {
 		t.Fatalf("Acquire waiting out the dead lease: %v", err)
 	}
@@ -70,7 +70,7 @@ func TestReleaseLeavesAnotherHoldersLease(t *testing.T) {
 	rdb := testenv.RealRedis(t)
 	key := testenv.KeyPrefix(t) + "consumer:a"
 	ctx := context.Background()
-	l, err := redislease.Acquire(ctx, rdb, key, opts(0))
+	l, err := redisstream.AcquireLease(ctx, rdb, key, opts(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestALeaseLostWithRedisIsTakenBackWithoutAlarm(t *testing.T) {
 	logs := &testenv.LogBuffer{}
 	o := opts(0)
 	o.Log = zerolog.New(logs)
-	l, err := redislease.Acquire(ctx, rdb, key, o)
+	l, err := redisstream.AcquireLease(ctx, rdb, key, o)
 	if err != nil {
 		t.Fatal(err)
 	}

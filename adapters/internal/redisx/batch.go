@@ -1,9 +1,4 @@
-// Package redisbatch sends the claim path's Redis commands the cheapest way
-// the client allows: through go-redis's automatic pipeliner when it is one
-// (the commands of every concurrent claim share one write and one read), in
-// one ordinary pipeline otherwise. Either way the caller's context bounds the
-// wait: a claim never waits on Redis past its budget.
-package redisbatch
+package redisx
 
 import (
 	"context"
@@ -11,6 +6,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// Do and Send send the claim path's Redis commands the cheapest way the
+// client allows: through go-redis's automatic pipeliner when it is one
+// (the commands of every concurrent claim share one write and one read), in
+// one ordinary pipeline otherwise. Either way the caller's context bounds the
+// wait: a claim never waits on Redis past its budget.
+//
 // Do runs cmds and returns once each has an answer or ctx ends, whichever is
 // first; each command's own error is on the command. It returns ctx.Err()
 // when ctx ended first: the commands may still run afterwards (they are on

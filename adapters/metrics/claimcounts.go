@@ -1,32 +1,25 @@
-// Package claimcount counts, in process, how claims are answered per voucher
-// and outcome, for the live sale page, and how many were answered from the
-// sold-out mark, for the metrics. The claim tells it every answer (it is the
-// claim's application.ClaimRecorder): an atomic add or two on the claim path, no
-// lock once a voucher is known. Prometheus metrics are kept elsewhere; this
-// is only what the page needs to draw claims per second.
-package claimcount
+package metrics
 
 import (
 	"errors"
 	"sync"
 	"sync/atomic"
 
-	"github.com/hmdp-go/seckill/adapters/internal/stripe"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// Outcomes besides a refusal's own code.
+// Outcomes of the live page's counts besides a refusal's own code (and
+// OutcomeError: anything else).
 const (
 	OutcomeSuccess = "success"
-	OutcomeBusy    = "busy"  // not admitted: nothing changed, try again
-	OutcomeError   = "error" // anything else
+	OutcomeBusy    = "busy" // not admitted: nothing changed, try again
 )
 
-// MaxVouchers bounds the vouchers counted separately. Only vouchers the gate
+// MaxCountedVouchers bounds the vouchers counted separately. Only vouchers the gate
 // knows get an entry (a not_found answer never creates one), so a client
 // claiming made-up ids cannot grow the map; the bound is a second fence.
-const MaxVouchers = 4096
+const MaxCountedVouchers = 4096
 
 // outcomes is the fixed order of the per-voucher counters.
 var outcomes = func() []string {
@@ -45,7 +38,7 @@ var outcomeIndex = func() map[string]int {
 	return m
 }()
 
-// counts is one voucher's count per outcome, striped (stripe.Cells rows,
+// counts is one voucher's count per outcome, striped (stripeCells rows,
 // each add to one chosen at random, a read summing them): the sold-out
 // answers of a stampede all add to one outcome, and one shared counter
 // moved its cache line between the cores on every answer. A row's end and
@@ -55,13 +48,13 @@ type counts []atomic.Int64
 // stride is the distance between two rows of counts.
 var stride = (len(outcomes)+7)/8*8 + 8
 
-func newCounts() counts { return make(counts, stripe.Cells*stride) }
+func newCounts() counts { return make(counts, stripeCells*stride) }
 
-func (cs counts) add(outcome int) { cs[stripe.Pick()*stride+outcome].Add(1) }
+func (cs counts) add(outcome int) { cs[pickCell()*stride+outcome].Add(1) }
 
 func (cs counts) load(outcome int) int64 {
 	var n int64
-	for r := 0; r < stripe.Cells; r++ {
+	for r := 0; r < stripeCells; r++ {
 		n += cs[r*stride+outcome].Load()
 	}
 	return n
@@ -70,23 +63,29 @@ func (cs counts) load(outcome int) int64 {
 // soldOutIndex is the sold-out outcome's place in counts.
 var soldOutIndex = outcomeIndex[domain.ErrSoldOut.Code()]
 
-// Counter holds the counts; the zero value is not usable, use New.
-type Counter struct {
+// ClaimCounter counts, in process, how claims are answered per voucher
+// and outcome, for the live sale page, and how many were answered from the
+// sold-out mark, for the metrics. The claim tells it every answer (it is the
+// claim's application.ClaimRecorder): an atomic add or two on the claim path, no
+// lock once a voucher is known. Unlike the Prometheus series, it
+// counts per voucher: what the page needs to draw claims per second.
+// The zero value is not usable: use NewClaimCounter.
+type ClaimCounter struct {
 	mu       sync.Mutex // guards adding entries; reads go through the sync.Map
 	vouchers sync.Map   // domain.VoucherID -> counts
 	n        int
 	h        histories
-	saved    stripe.Counter
+	saved    stripedCounter
 }
 
-func New() *Counter { return &Counter{} }
+func NewClaimCounter() *ClaimCounter { return &ClaimCounter{} }
 
 // The claim's recorder (application.ClaimRecorder) is ClaimAnswered; infra
-// hands the Counter to the claim, which checks it when it compiles.
-var _ ports.ClaimCounts = (*Counter)(nil)
+// hands the ClaimCounter to the claim, which checks it when it compiles.
+var _ ports.ClaimCounts = (*ClaimCounter)(nil)
 
 // Claims returns the voucher's counts so far; every outcome is present.
-func (c *Counter) Claims(id domain.VoucherID) map[string]int64 {
+func (c *ClaimCounter) Claims(id domain.VoucherID) map[string]int64 {
 	out := make(map[string]int64, len(outcomes))
 	v, ok := c.vouchers.Load(id)
 	for i, o := range outcomes {
@@ -101,7 +100,7 @@ func (c *Counter) Claims(id domain.VoucherID) map[string]int64 {
 
 // addAt counts one answer of outcome i; a voucher not yet counted gets an
 // entry unless the answer is that it does not exist.
-func (c *Counter) addAt(id domain.VoucherID, i int, notFound bool) {
+func (c *ClaimCounter) addAt(id domain.VoucherID, i int, notFound bool) {
 	v, ok := c.vouchers.Load(id)
 	if !ok {
 		if notFound {
@@ -109,7 +108,7 @@ func (c *Counter) addAt(id domain.VoucherID, i int, notFound bool) {
 		}
 		c.mu.Lock()
 		if v, ok = c.vouchers.Load(id); !ok {
-			if c.n >= MaxVouchers {
+			if c.n >= MaxCountedVouchers {
 				c.mu.Unlock()
 				return
 			}
@@ -124,7 +123,7 @@ func (c *Counter) addAt(id domain.VoucherID, i int, notFound bool) {
 
 // ClaimAnswered counts one claim's answer; one given from the sold-out mark
 // also counts as saved.
-func (c *Counter) ClaimAnswered(id domain.VoucherID, answer error, fromMark bool) {
+func (c *ClaimCounter) ClaimAnswered(id domain.VoucherID, answer error, fromMark bool) {
 	if fromMark {
 		c.saved.Add(1)
 		c.addAt(id, soldOutIndex, false)
@@ -136,7 +135,7 @@ func (c *Counter) ClaimAnswered(id domain.VoucherID, answer error, fromMark bool
 
 // Saved counts the claims answered from the sold-out mark, each a gate round
 // trip not made (the metrics and the bench report it).
-func (c *Counter) Saved() int64 { return c.saved.Load() }
+func (c *ClaimCounter) Saved() int64 { return c.saved.Load() }
 
 func outcomeOf(err error) string {
 	if err == nil {

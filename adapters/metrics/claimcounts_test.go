@@ -1,4 +1,4 @@
-package claimcount_test
+package metrics_test
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hmdp-go/seckill/adapters/claimcount"
+	"github.com/hmdp-go/seckill/adapters/metrics"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -17,7 +17,7 @@ func TestCountsEachOutcomePerVoucher(t *testing.T) {
 		fmt.Errorf("admit: %w: %w", application.ErrBusy, fmt.Errorf("full: %w", ports.ErrNotAdmitted)),
 		fmt.Errorf("issue order id: %w: %w", application.ErrBusy, errors.New("redis down")),
 		&application.OutcomeUnknownError{Order: 1, Err: errors.New("redis down")}}
-	c := claimcount.New()
+	c := metrics.NewClaimCounter()
 	for _, err := range answers {
 		c.ClaimAnswered(7, err, false)
 	}
@@ -42,7 +42,7 @@ func TestCountsEachOutcomePerVoucher(t *testing.T) {
 // A bot claiming made-up voucher ids gets not_found; that must not make an
 // entry per id.
 func TestNotFoundOfUnknownVoucherMakesNoEntry(t *testing.T) {
-	c := claimcount.New()
+	c := metrics.NewClaimCounter()
 	for v := 1; v <= 3; v++ {
 		c.ClaimAnswered(domain.VoucherID(v), domain.ErrVoucherNotFound, false)
 	}
@@ -52,7 +52,7 @@ func TestNotFoundOfUnknownVoucherMakesNoEntry(t *testing.T) {
 }
 
 func TestConcurrentClaimsAreAllCounted(t *testing.T) {
-	c := claimcount.New()
+	c := metrics.NewClaimCounter()
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
@@ -79,7 +79,7 @@ func TestConcurrentClaimsAreAllCounted(t *testing.T) {
 // A claim answered sold out from the mark (by the claim, or at the HTTP
 // edge before its session) counts as sold out and as saved.
 func TestCountsSoldOutAnswersFromTheMark(t *testing.T) {
-	c := claimcount.New()
+	c := metrics.NewClaimCounter()
 	for range 3 {
 		c.ClaimAnswered(7, domain.ErrSoldOut, true)
 	}

@@ -1,8 +1,4 @@
-// Package redislease holds an exclusive, expiring claim on a name in Redis,
-// so two live processes cannot both act under it: the stream queue uses one
-// per consumer name, since two instances sharing a name would share one
-// pending list and each re-read and renew what the other is writing.
-package redislease
+package redisstream
 
 import (
 	"context"
@@ -18,28 +14,33 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// ErrHeld: another live holder kept renewing the lease for the whole wait.
-var ErrHeld = errors.New("held by another live process")
+// A consumer name's lease: an exclusive, expiring claim on the name in Redis,
+// so two live processes cannot both act under it (two instances sharing a
+// name would share one pending list and each re-read and renew what the
+// other is writing).
 
-// Options of Acquire.
-type Options struct {
+// ErrLeaseHeld: another live holder kept renewing the lease for the whole wait.
+var ErrLeaseHeld = errors.New("held by another live process")
+
+// LeaseOptions of AcquireLease.
+type LeaseOptions struct {
 	// TTL is how long the lease outlives its holder's last renewal: a
 	// process killed with -9 frees its name after at most TTL. Renewed every
 	// TTL/3.
 	TTL time.Duration
-	// Wait is how long Acquire waits for a taken lease to expire. It must
+	// Wait is how long AcquireLease waits for a taken lease to expire. It must
 	// exceed TTL for a restart right after a kill -9 to succeed: a dead
 	// holder's lease expires within TTL, a live one's never does.
 	Wait time.Duration
 	Log  zerolog.Logger
 }
 
-// Lease is held from Acquire until Release.
+// Lease is held from AcquireLease until Release.
 type Lease struct {
 	rdb   redis.UniversalClient
 	key   string
 	token string
-	opts  Options
+	opts  LeaseOptions
 
 	stop    context.CancelFunc
 	stopped chan struct{}
@@ -50,25 +51,25 @@ type Lease struct {
 // a lease that expired and was taken by another must not be extended or
 // deleted by its former holder.
 var (
-	renewScript = redis.NewScript(`
+	leaseRenewScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0`)
-	releaseScript = redis.NewScript(`
+	leaseReleaseScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0`)
 )
 
-// Acquire takes the lease on key, waiting up to opts.Wait for a holder that
+// AcquireLease takes the lease on key, waiting up to opts.Wait for a holder that
 // stopped renewing (a killed process) to let it expire. A holder that is
-// still alive keeps it, and Acquire returns an error wrapping ErrHeld that
+// still alive keeps it, and AcquireLease returns an error wrapping ErrLeaseHeld that
 // names it.
-func Acquire(ctx context.Context, rdb redis.UniversalClient, key string, opts Options) (*Lease, error) {
+func AcquireLease(ctx context.Context, rdb redis.UniversalClient, key string, opts LeaseOptions) (*Lease, error) {
 	if opts.TTL < 100*time.Millisecond {
-		return nil, fmt.Errorf("redislease: TTL %s is below 100ms", opts.TTL)
+		return nil, fmt.Errorf("redisstream: lease TTL %s is below 100ms", opts.TTL)
 	}
 	token := holderToken()
 	deadline := time.Now().Add(opts.Wait)
@@ -84,7 +85,7 @@ func Acquire(ctx context.Context, rdb redis.UniversalClient, key string, opts Op
 		}
 		holder, _ := rdb.Get(ctx, key).Result()
 		if !time.Now().Before(deadline) {
-			return nil, fmt.Errorf("lease %s: %w (%s) that renewed it for %s", key, ErrHeld, holder, opts.Wait)
+			return nil, fmt.Errorf("lease %s: %w (%s) that renewed it for %s", key, ErrLeaseHeld, holder, opts.Wait)
 		}
 		if !logged {
 			opts.Log.Warn().Str("key", key).Str("holder", holder).Str("wait", opts.Wait.String()).
@@ -99,7 +100,7 @@ func Acquire(ctx context.Context, rdb redis.UniversalClient, key string, opts Op
 	}
 	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	l := &Lease{rdb: rdb, key: key, token: token, opts: opts, stop: stop, stopped: make(chan struct{})}
-	go l.renewLoop(rctx)
+	go l.renewLease(rctx)
 	return l, nil
 }
 
@@ -112,7 +113,7 @@ func holderToken() string {
 	return fmt.Sprintf("%s/pid-%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
-func (l *Lease) renewLoop(ctx context.Context) {
+func (l *Lease) renewLease(ctx context.Context) {
 	defer close(l.stopped)
 	t := time.NewTicker(l.opts.TTL / 3)
 	defer t.Stop()
@@ -122,7 +123,7 @@ func (l *Lease) renewLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		n, err := renewScript.Run(ctx, l.rdb, []string{l.key}, l.token, l.opts.TTL.Milliseconds()).Int()
+		n, err := leaseRenewScript.Run(ctx, l.rdb, []string{l.key}, l.token, l.opts.TTL.Milliseconds()).Int()
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -159,7 +160,7 @@ func (l *Lease) Release() error {
 		<-l.stopped
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		err = releaseScript.Run(ctx, l.rdb, []string{l.key}, l.token).Err()
+		err = leaseReleaseScript.Run(ctx, l.rdb, []string{l.key}, l.token).Err()
 		if err != nil {
 			err = fmt.Errorf("release lease %s: %w", l.key, err)
 		}

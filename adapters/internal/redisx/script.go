@@ -1,11 +1,7 @@
-// Package redisscript runs an adapter's Lua scripts by their SHA and keeps
-// them loaded: all of them on every node at start, and all of them again,
-// once, when Redis answers NOSCRIPT (a restart, a failover to a replica that
-// never ran them, SCRIPT FLUSH). go-redis's Script.Run instead answers each
-// NOSCRIPT with an EVAL of the whole script: a stampede that meets an empty
-// script cache sends the body once per claim (1,223 times for 1,200 claims on
-// a 16-bucket voucher), while one SCRIPT LOAD serves them all.
-package redisscript
+// Package redisx holds what the Redis adapters share in how they talk to
+// Redis: scripts run by their SHA (script.go), the claim path's batching
+// (batch.go) and its replicated writes (replicated.go).
+package redisx
 
 import (
 	"context"
@@ -20,6 +16,14 @@ import (
 // cut short for the others waiting on it.
 const loadTimeout = 5 * time.Second
 
+// Set runs an adapter's Lua scripts by their SHA and keeps them loaded:
+// all of them on every node at start, and all of them again,
+// once, when Redis answers NOSCRIPT (a restart, a failover to a replica that
+// never ran them, SCRIPT FLUSH). go-redis's Script.Run instead answers each
+// NOSCRIPT with an EVAL of the whole script: a stampede that meets an empty
+// script cache sends the body once per claim (1,223 times for 1,200 claims on
+// a 16-bucket voucher), while one SCRIPT LOAD serves them all.
+//
 // Set is the scripts one adapter runs, over the client that loads them.
 type Set struct {
 	rdb     redis.UniversalClient
