@@ -14,9 +14,11 @@ import (
 
 // The claim path's session lookups, as the service makes them: a hit (a
 // user whose session is cached: the wide scenario's every claim after the
-// first) and a miss (a token Redis does not hold: one pipelined round trip).
+// first), a miss (a token Redis does not hold: one pipelined round trip) and
+// a miss that caches its answer (a user's first claim: a round trip, then the
+// guard's check and the add).
 
-func benchSessions(b *testing.B) (ports.Sessions, []string) {
+func benchSessions(b *testing.B, opts redissession.CacheOptions) (ports.Sessions, []string) {
 	b.Helper()
 	rdb := testenv.RealRedis(b)
 	prefix := testenv.TokenPrefix(b)
@@ -29,7 +31,7 @@ func benchSessions(b *testing.B) (ports.Sessions, []string) {
 		}
 		tokens[i] = tok
 	}
-	s, err := redissession.NewSessions(context.Background(), rdb, store, redissession.CacheOptions{})
+	s, err := redissession.NewSessions(context.Background(), rdb, store, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -43,13 +45,21 @@ func benchSessions(b *testing.B) (ports.Sessions, []string) {
 }
 
 func BenchmarkSessionHit(b *testing.B) {
-	s, tokens := benchSessions(b)
+	s, tokens := benchSessions(b, redissession.CacheOptions{})
 	benchLookups(b, s, func(i int) string { return tokens[i%len(tokens)] }, nil)
 }
 
 func BenchmarkSessionMiss(b *testing.B) {
-	s, _ := benchSessions(b)
+	s, _ := benchSessions(b, redissession.CacheOptions{})
 	benchLookups(b, s, func(i int) string { return "unknown-" + strconv.Itoa(i) }, ports.ErrUnknownToken)
+}
+
+// BenchmarkSessionMissCached: a cache of one entry, so each lookup of the
+// 1000 users misses, reads the session and caches it (pushing the last one
+// out).
+func BenchmarkSessionMissCached(b *testing.B) {
+	s, tokens := benchSessions(b, redissession.CacheOptions{Size: 1, NoPrefetch: true})
+	benchLookups(b, s, func(i int) string { return tokens[i%len(tokens)] }, nil)
 }
 
 // benchLookups looks token(0), token(1)... up in parallel, each answering

@@ -50,6 +50,18 @@ func WithWarmDuty(o CacheOptions, duty float64) CacheOptions {
 // SlotOf is the Redis Cluster slot of key, as the cache computes it.
 func SlotOf(key string) int { return int(slotOf(key)) }
 
+// probe gives tests the guard's words and tags; nothing reports to it.
+var probe guard
+
+// SharesGuardWord tells whether keys a and b share their word of the guard
+// with tags of their own: a report of one is a report of another key to a
+// read of the other.
+func SharesGuardWord(a, b string) bool {
+	wa, ta := probe.word(a)
+	wb, tb := probe.word(b)
+	return wa == wb && ta != tb
+}
+
 // SubscriberID is the Redis client id of the connection of the subscriber
 // listening to the master at addr (0: none).
 func (t *Sessions) SubscriberID(addr string) int64 {
@@ -69,7 +81,7 @@ func WithAfterRead(o CacheOptions, f func()) CacheOptions {
 }
 
 // WithAfterLookup runs f in a request's miss after its read ("read") and
-// after it cached the answer ("add").
+// after it cached the answer or refused to ("add").
 func WithAfterLookup(o CacheOptions, f func(stage string)) CacheOptions {
 	o.afterLookup = f
 	return o

@@ -3,45 +3,22 @@ package redissession
 import (
 	"context"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Applying reports (evict, mark, queue) and reading reported sessions back.
+// Applying reports (mark, evict, queue) and reading reported sessions back.
 
-const epochShards = 64
-
-func (t *Sessions) epoch(key string) *atomic.Uint64 {
-	// FNV-1a: cheap, and spreads random tokens evenly.
-	h := uint32(2166136261)
-	for i := 0; i < len(key); i++ {
-		h = (h ^ uint32(key[i])) * 16777619
-	}
-	return &t.epochs[h%epochShards]
-}
-
-// pendingRead is a token some read-backs are reading.
-type pendingRead struct {
-	readers int  // the read-backs reading it
-	dirty   bool // a report of it arrived since the first of them began
-}
-
-// invalidate evicts a session key's token and queues it to be read back.
-// The epoch moves and a read-back in flight is marked first, so neither a
-// lookup nor a read-back of that key caches what it read before the write.
+// invalidate marks a session key reported and evicts its token, in one
+// step under the guard (so no read in flight caches what it read before the
+// write), and queues the token to be read back.
 func (t *Sessions) invalidate(key string) {
-	t.epoch(key).Add(1)
 	token := strings.TrimPrefix(key, t.store.prefix)
-	if t.npending.Load() > 0 {
-		t.pmu.Lock()
-		if p := t.pending[token]; p != nil {
-			p.dirty = true
-		}
-		t.pmu.Unlock()
-	}
+	t.guard.mu.Lock()
+	t.guard.report(key)
 	t.cache.Remove(token)
+	t.guard.mu.Unlock()
 	t.reports.Add(1)
 	if t.queue != nil && token != "" && len(token) <= maxTokenLen {
 		select {
@@ -90,21 +67,16 @@ func (t *Sessions) prefetch(tokens []string) {
 
 // readBack reads tokens' sessions through rdb (HGET and PTTL, no refresh:
 // this is not a request of theirs) in one pipeline and caches those that
-// exist, for as long as they live, unless a report of the token arrived
-// meanwhile or its slot's state moved (its subscriber went down or came
-// back). Tokens whose slot is not served are not read. It tells how many it
-// cached and how many it skipped so.
-//
-// Several read-backs may run at once (prefetching and the warm-up of each
-// master): a token they share is dirty for all of them once a report of it
-// arrives, until the last of them is done.
+// exist, for as long as they live, as keep does (not when a report of the
+// token arrived meanwhile or its slot's state moved). Tokens whose slot is
+// not served are not read. It tells how many it cached and how many it
+// skipped so.
 func (t *Sessions) readBack(ctx context.Context, rdb redis.Cmdable, tokens []string) (cached, skipped int) {
 	type read struct {
 		token string
-		slot  uint16
-		state uint64
-		get   *redis.StringCmd
-		ttl   *redis.DurationCmd
+		reading
+		get *redis.StringCmd
+		ttl *redis.DurationCmd
 	}
 	reads := make([]read, 0, len(tokens))
 	seen := make(map[string]bool, len(tokens))
@@ -113,27 +85,16 @@ func (t *Sessions) readBack(ctx context.Context, rdb redis.Cmdable, tokens []str
 			continue
 		}
 		seen[token] = true
-		slot, state, ok := t.servable(t.store.prefix + token)
+		r, ok := t.begin(t.store.prefix + token)
 		if !ok {
 			skipped++
 			continue
 		}
-		reads = append(reads, read{token: token, slot: slot, state: state})
+		reads = append(reads, read{token: token, reading: r})
 	}
 	if len(reads) == 0 {
 		return 0, skipped
 	}
-	t.pmu.Lock()
-	for _, r := range reads {
-		p := t.pending[r.token]
-		if p == nil {
-			p = &pendingRead{}
-			t.pending[r.token] = p
-		}
-		p.readers++
-	}
-	t.npending.Store(int64(len(t.pending)))
-	t.pmu.Unlock()
 
 	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range reads {
@@ -147,16 +108,8 @@ func (t *Sessions) readBack(ctx context.Context, rdb redis.Cmdable, tokens []str
 		t.afterRead()
 	}
 
-	t.pmu.Lock()
-	defer t.pmu.Unlock()
-	for _, r := range reads {
-		p := t.pending[r.token]
-		if p.readers--; p.readers == 0 {
-			delete(t.pending, r.token)
-		}
-		if p.dirty || t.states[r.slot].Load() != r.state {
-			continue
-		}
+	for i := range reads {
+		r := &reads[i]
 		id, err := parseUser(r.get)
 		if err != nil {
 			continue // gone, malformed, or unreadable: its request asks Redis
@@ -165,11 +118,9 @@ func (t *Sessions) readBack(ctx context.Context, rdb redis.Cmdable, tokens []str
 		if err != nil {
 			continue
 		}
-		if life := t.store.lifeOf(pttl); life > 0 {
-			t.cache.AddFor(r.token, id, life, r.slot, r.state)
+		if life := t.store.lifeOf(pttl); life > 0 && t.keep(r.token, &r.reading, id, life) {
 			cached++
 		}
 	}
-	t.npending.Store(int64(len(t.pending)))
 	return cached, skipped
 }

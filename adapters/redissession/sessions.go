@@ -70,9 +70,9 @@ import (
 // TTL after the last of them within the slack, at the cost of one write per
 // token per slack across the whole fleet.
 //
-// Every report evicts; a lookup or a prefetch caches its answer only if no
-// report of its key arrived while it was in flight, so a DEL racing either
-// can never leave its token cached.
+// Every report evicts; a read (lookup, prefetch, warm-up) caches its answer
+// only if no report of its key arrived while it was in flight (guard.go), so
+// a DEL racing any of them can never leave its token served.
 type Sessions struct {
 	store *Store
 	cache *tokencache.Cache[domain.UserID] // nil: NoCache
@@ -80,25 +80,11 @@ type Sessions struct {
 	// track (0: it tracks).
 	untracked time.Duration
 
-	// epochs count the reports per shard of keys; a lookup caches its
-	// answer only if its key's shard saw none while it was in flight.
-	// Sharded so that a burst of logins (each HSET is reported) does not
-	// keep every concurrent lookup from caching.
-	epochs [epochShards]atomic.Uint64
+	guard guard // a read overtaken by a report of its key caches nothing
 	// states are the slots' states: whether a slot's tokens are served from
 	// memory, and a generation every change moves (slots.go).
 	states slotStates
-
-	// pending are the tokens being read back (by prefetching or the
-	// warm-up), each marked dirty once a report of it arrives; a dirty
-	// token is not cached. Per token, not per shard as the epochs:
-	// read-backs run while logins are reported in bursts that move every
-	// shard, and would rarely cache. The epochs stay for the request path,
-	// where they cost no lock.
-	pmu      sync.Mutex
-	pending  map[string]*pendingRead
-	npending atomic.Int64
-	queue    chan string
+	queue  chan string // reported tokens to read back (nil: NoPrefetch)
 
 	// Counters, for tests and metrics.
 	reports, prefetched, skipped, polls atomic.Int64
@@ -121,7 +107,7 @@ type Sessions struct {
 	// afterRead, in tests, runs between a read-back's read and its caching;
 	// afterDown after a subscriber's failed read stopped its master's slots;
 	// afterLookup in a request's miss, after its read (stage lookupRead)
-	// and after it cached the answer (lookupAdded).
+	// and after it cached the answer or refused to (lookupKept).
 	afterRead, afterDown func()
 	afterLookup          func(stage string)
 
@@ -228,7 +214,6 @@ func newTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 	t := &Sessions{
 		store:       store,
 		cache:       tokencache.New[domain.UserID](opts.Size),
-		pending:     make(map[string]*pendingRead),
 		masters:     opts.masters,
 		poll:        opts.TopologyPoll,
 		tick:        opts.tick,
@@ -327,10 +312,7 @@ func (t *Sessions) UserID(ctx context.Context, token string) (domain.UserID, err
 		}
 		return e.Value, nil
 	}
-	key := t.store.prefix + token
-	slot, state, serving := t.servable(key)
-	epoch := t.epoch(key)
-	seen := epoch.Load()
+	r, serving := t.begin(t.store.prefix + token)
 	id, life, err := t.store.lookup(ctx, token)
 	if err != nil {
 		return 0, err
@@ -340,7 +322,8 @@ func (t *Sessions) UserID(ctx context.Context, token string) (domain.UserID, err
 		if t.untracked > 0 {
 			life = min(life, t.untracked)
 		}
-		t.keep(token, id, life, slot, state, epoch, seen)
+		t.keep(token, &r, id, life)
+		t.hook(lookupKept)
 	}
 	return id, nil
 }
@@ -352,41 +335,13 @@ func (t *Sessions) Tracking() bool { return t != nil && t.cache != nil && t.untr
 
 // Stages of a request's miss at which afterLookup runs.
 const (
-	lookupRead  = "read"
-	lookupAdded = "add"
+	lookupRead = "read"
+	lookupKept = "add"
 )
 
 func (t *Sessions) hook(stage string) {
 	if t.afterLookup != nil {
 		t.afterLookup(stage)
-	}
-}
-
-// keep caches what a request's miss read, unless the token moved meanwhile.
-// Add, then check: an invalidation after the check finds the entry and
-// evicts it; one before it moved the epoch, and the entry goes again.
-//
-// What goes is this request's entry only. The invalidation that moved the
-// epoch also queued the token to be read back, and that read, being later
-// than this one, may already have cached it (a request whose goroutine
-// waited for a CPU between its read and here): a live entry found at the
-// add is kept and this answer dropped, and the removal takes the entry only
-// if it is still this one, under the lock under which read-backs cache, so
-// none lands between the look and the removal. Dropping the read-back's
-// entry would be safe, but would cost the token's next request a round trip.
-//
-// A change of the slot's state meanwhile (its subscriber went down or came
-// back) makes the entry stale, never served; it is removed as well.
-func (t *Sessions) keep(token string, id domain.UserID, life time.Duration, slot uint16, state uint64, epoch *atomic.Uint64, seen uint64) {
-	e := t.cache.AddUnlessLive(token, id, life, slot, state)
-	if e == nil {
-		return
-	}
-	t.hook(lookupAdded)
-	if epoch.Load() != seen || t.states[slot].Load() != state {
-		t.pmu.Lock()
-		t.cache.RemoveEntry(token, e)
-		t.pmu.Unlock()
 	}
 }
 

@@ -241,10 +241,10 @@ func TestSessionsSlidesExpiryOnAMiss(t *testing.T) {
 // the refresh can be overtaken, between its read and its caching, by the
 // refresh's report and the read-back that report queues (the request's
 // goroutine waiting for a CPU meanwhile). The read-back is the later read.
-// Whether it lands before the request's add or between the add and its
-// check, the token stays cached and the next lookups cost nothing; before,
-// the request's add replaced the read-back's entry (or the report removed
-// the request's), and its check then removed the read-back's.
+// Whether it caches before the request's caching step (which then refuses,
+// leaving the read-back's entry) or after it (replacing the request's
+// entry, or finding it evicted by the report), the token stays cached and
+// the next lookups cost nothing.
 func TestSessionsMissKeepsAReadBackThatOvertookIt(t *testing.T) {
 	for _, b := range testenv.RealRedisBackends() {
 		for _, stage := range []string{"read", "add"} {
@@ -257,8 +257,8 @@ func TestSessionsMissKeepsAReadBackThatOvertookIt(t *testing.T) {
 				var in instance
 				var armed atomic.Bool
 				// The read-back caches once the miss is past stage: after
-				// the read, it may well do so by itself; after the add, it
-				// is held until the miss has added.
+				// the read, it may well do so by itself; after the caching
+				// step ("add"), it is held until the miss is past it.
 				passed := make(chan struct{})
 				opts := redissession.WithAfterLookup(redissession.CacheOptions{}, func(s string) {
 					if s != stage || !armed.CompareAndSwap(true, false) {
@@ -346,6 +346,83 @@ func TestSessionsMissDropsWhatARevocationOvertook(t *testing.T) {
 				t.Fatalf("lookup after the logout: %d, %v; want ErrUnknownToken", u, err)
 			}
 		})
+	}
+}
+
+// TestSessionsReadCachesThroughAnotherLogin: a login of another token that
+// shares the read's word of the guard, written as the original writes it
+// (HSET, then EXPIRE: two reports of one key) and reported while a
+// request's miss or the warm-up reads a session, does not keep that read
+// from caching: the session is then served without Redis. A guard that
+// refused a read for any report of its word would leave it out.
+func TestSessionsReadCachesThroughAnotherLogin(t *testing.T) {
+	for _, b := range testenv.RealRedisBackends() {
+		for _, reader := range []string{"miss", "warm-up"} {
+			t.Run(b.Name+"/"+reader, func(t *testing.T) {
+				prefix := testenv.TokenPrefix(t)
+				ctx := context.Background()
+				setup, tokens := mintUsers(t, b, prefix, 1)
+				token, other := tokens[0], ""
+				for i := 0; other == "" || !redissession.SharesGuardWord(prefix+token, prefix+other); i++ {
+					other = fmt.Sprintf("%s%08x", token[:24], i)
+				}
+				var in instance
+				var armed atomic.Bool
+				during := make(chan error, 1)
+				// login runs in the reader's goroutine, between its read and
+				// its caching: it logs other in and waits for both reports.
+				login := func() {
+					if !armed.CompareAndSwap(true, false) {
+						return
+					}
+					during <- func() error {
+						reports := in.sessions.Reports()
+						if err := setup.HSet(ctx, prefix+other, "id", 8).Err(); err != nil {
+							return err
+						}
+						if err := setup.Expire(ctx, prefix+other, time.Minute).Err(); err != nil {
+							return err
+						}
+						for deadline := time.Now().Add(5 * time.Second); in.sessions.Reports() < reports+2; {
+							if time.Now().After(deadline) {
+								return fmt.Errorf("%d of the login's 2 writes reported", in.sessions.Reports()-reports)
+							}
+							runtime.Gosched()
+						}
+						return nil
+					}()
+				}
+				opts := redissession.CacheOptions{NoPrefetch: true}
+				if reader == "miss" {
+					opts = redissession.WithAfterLookup(opts, func(s string) {
+						if s == "read" {
+							login()
+						}
+					})
+				} else {
+					opts = redissession.WithAfterRead(opts, login)
+				}
+				in = newInstance(t, b.Client, prefix, opts)
+				armed.Store(true)
+				if reader == "miss" {
+					if u, err := in.sessions.UserID(ctx, token); err != nil || u != 1 {
+						t.Fatalf("lookup: %d, %v", u, err)
+					}
+				} else {
+					in.sessions.Warm()
+					waitWarm(t, in.sessions)
+				}
+				select {
+				case err := <-during:
+					if err != nil {
+						t.Fatal(err)
+					}
+				default:
+					t.Fatalf("no %s read the session", reader)
+				}
+				requireFreeLookups(t, in, token, 1, "a session read while another login was reported")
+			})
+		}
 	}
 }
 

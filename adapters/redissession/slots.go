@@ -169,11 +169,3 @@ func (t *Sessions) unlisted() {
 	}
 	t.restate(&t.owner, nil)
 }
-
-// servable is the state of key's slot, and whether a read of it that began
-// now may be cached.
-func (t *Sessions) servable(key string) (slot uint16, state uint64, ok bool) {
-	slot = slotOf(key)
-	state = t.states[slot].Load()
-	return slot, state, state&slotDown == 0
-}

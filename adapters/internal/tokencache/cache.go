@@ -94,31 +94,6 @@ func (c *Cache[V]) AddFor(token string, v V, life time.Duration, slot uint16, st
 	c.lru.Add(token, &Entry[V]{Value: v, Expires: c.Now() + life, Slot: slot, State: state})
 }
 
-// AddUnlessLive keeps the token for life, as read under its slot's state,
-// unless a live entry holds it, and returns the entry it added (nil when it
-// kept the live one). A lapsed or stale entry is replaced.
-func (c *Cache[V]) AddUnlessLive(token string, v V, life time.Duration, slot uint16, state uint64) *Entry[V] {
-	now := c.Now()
-	e := &Entry[V]{Value: v, Expires: now + life, Slot: slot, State: state}
-	prev, found, _ := c.lru.PeekOrAdd(token, e)
-	if found {
-		if c.Live(prev, now) {
-			return nil
-		}
-		c.lru.Add(token, e)
-	}
-	return e
-}
-
-// RemoveEntry removes the token if e is still its entry. The look and the
-// removal are two steps: a caller that must not lose an entry added in
-// between holds the lock its adders hold.
-func (c *Cache[V]) RemoveEntry(token string, e *Entry[V]) {
-	if cur, ok := c.lru.Peek(token); ok && cur == e {
-		c.lru.Remove(token)
-	}
-}
-
 func (c *Cache[V]) Remove(token string) { c.lru.Remove(token) }
 
 func (c *Cache[V]) Len() int { return c.lru.Len() }
