@@ -75,10 +75,13 @@ func (h *RestoreGate) Handle(ctx context.Context) (RepairReport, error) {
 // lagged): see heal. Its steady cost is two database queries and two Redis
 // round trips per call, whatever the number of orders.
 //
-// Orders still queued when the gate was lost are not in the database yet:
-// the restored gate may then admit a few claims the database refuses
-// (out_of_stock, duplicate); those end failed with their reason, never
-// oversold, since the database's guarded decrement is the last word.
+// Orders still queued when the gate was lost are not in the database yet.
+// Those still in the gate's stream keep their units (the gate subtracts
+// them), but their buyers hold no mark; those lost with the stream, or held
+// by a channel queue, are not seen at all. The restored gate may then admit a
+// few claims the database refuses (out_of_stock, duplicate); those end failed
+// with their reason, never oversold, since the database's guarded decrement
+// is the last word.
 func (h *RestoreGate) Repair(ctx context.Context) (RepairReport, error) {
 	var r RepairReport
 	vs, err := h.live(ctx)

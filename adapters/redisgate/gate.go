@@ -115,10 +115,10 @@ type Options struct {
 	// bucket while units are in flight elsewhere, before it answers busy
 	// (default 4).
 	Sweeps int
-	// Vouchers and Orders, when set, are read again by a split voucher's
-	// restore after it has fenced the buckets and counted Redis, so the
-	// database's numbers are never older than Redis's (an order committed
-	// in between would otherwise be counted as still unsold).
+	// Vouchers and Orders, when set, are read again by a restore after it
+	// has counted Redis (a split voucher's, after fencing its buckets), so
+	// the database's numbers are never older than Redis's (an order
+	// committed in between would otherwise be counted as still unsold).
 	Vouchers ports.VoucherRepository
 	Orders   ports.OrderRepository
 	// Fault, for tests only: called after transfer step 1 ("taken") and step 2

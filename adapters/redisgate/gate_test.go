@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hmdp-go/seckill/adapters/memory"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
@@ -355,5 +356,84 @@ func TestPreheatRefusesAGateOfAnotherSale(t *testing.T) {
 	}
 	if stock, _, _ := g.Stock(ctx, 4); stock != 1 {
 		t.Fatalf("stock %d, want the first sale's 1 left as it was", stock)
+	}
+}
+
+// An unsplit voucher's hash lost while its stream survived (an eviction, a
+// DEL): the stream still holds an order sold and not yet in the database,
+// whose unit the database's stock still counts. The rebuilt gate holds the
+// database's stock less that unit, so the sale sells exactly what the
+// database can take.
+func TestRebuildLeavesOutTheUnitsOfQueuedOrders(t *testing.T) {
+	_, rdb := testenv.MiniRedis(t)
+	g := redisgate.New(rdb, redisgate.Options{Prefix: "q:"})
+	ctx := context.Background()
+	now := testenv.WallClock{}.Now()
+	v := voucher(t, 9, 5, now.Add(-time.Hour), now.Add(time.Hour))
+	if err := g.Preheat(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.ReserveAndAppend(ctx, order(t, 100, 1, 9)); err != nil {
+		t.Fatal(err)
+	}
+	k := redisschema.KeysFor("q:", 9)
+	if err := rdb.Del(ctx, k.Voucher, k.Buyers).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if wrote, err := g.Restore(ctx, v, nil); err != nil || !wrote {
+		t.Fatalf("restore: wrote %v, err %v", wrote, err)
+	}
+	if stock, _, _ := g.Stock(ctx, 9); stock != 4 {
+		t.Fatalf("rebuilt stock %d, want 4: the database's 5 less the order in the stream", stock)
+	}
+}
+
+// The rebuild reads the database after counting the stream: an order written
+// to the database and deleted from the stream after the caller read the
+// database is counted once, not sold again.
+func TestRebuildReadsTheDatabaseAfterRedis(t *testing.T) {
+	_, rdb := testenv.MiniRedis(t)
+	ctx := context.Background()
+	vouchers := memory.NewVouchers()
+	orders := memory.NewOrders(vouchers)
+	now := testenv.WallClock{}.Now()
+	v, err := vouchers.AddSeckill(ctx, voucher(t, 1, 5, now.Add(-time.Hour), now.Add(time.Hour)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := redisgate.New(rdb, redisgate.Options{Prefix: "r:", Vouchers: vouchers, Orders: orders})
+	if err := g.Preheat(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	o1, o2 := order(t, 100, 1, v.ID()), order(t, 101, 2, v.ID())
+	for _, o := range []domain.VoucherOrder{o1, o2} {
+		if err := g.ReserveAndAppend(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale := v // the caller's read: 5 left, no orders
+	k := redisschema.KeysFor("r:", v.ID())
+	if err := rdb.Del(ctx, k.Voucher, k.Buyers).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// o2 reaches the database and leaves the stream.
+	if _, err := orders.CreateBatch(ctx, []domain.VoucherOrder{o2}); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := rdb.XRange(ctx, k.Orders, "-", "+").Result()
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("stream: %v, %v", entries, err)
+	}
+	if err := rdb.XDel(ctx, k.Orders, entries[1].ID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if wrote, err := g.Restore(ctx, stale, nil); err != nil || !wrote {
+		t.Fatalf("restore: wrote %v, err %v", wrote, err)
+	}
+	if stock, _, _ := g.Stock(ctx, v.ID()); stock != 3 {
+		t.Fatalf("rebuilt stock %d, want 3: 4 in the database less o1 in the stream", stock)
+	}
+	if bs, _ := g.Buyers(ctx, v.ID()); bs[o2.ID()] != 2 {
+		t.Fatalf("buyers %v: the database's o2 is not marked", bs)
 	}
 }

@@ -3,22 +3,22 @@ package redisgate
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// Rebuilding a voucher's gate from the database: staged, then swapped in
-// by one script.
+// Rebuilding a voucher's gate from the database: one path for both layouts,
+// an unsplit voucher being the case of one bucket and no transfers.
 
-// Restore first copies the buyers into a staging hash in chunks, then one
-// script swaps it in together with the voucher hash only if the voucher hash
-// is still absent. Writing the buyers straight into the live buyers hash
-// would leave a half-written set behind a crash, and could mix with a
-// concurrent Preheat; staging keeps the visible step atomic and O(1), however
-// many buyers a sale has.
-//
-// A split voucher's buckets are rebuilt by restoreSplit.
+// Restore writes the buckets of v that the gate lacks from the database's
+// stock and buyers, leaves the ones it holds, and reports whether it wrote
+// any (restore).
 func (g *Gate) Restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder) (bool, error) {
 	return g.restore(ctx, v, buyers, false)
 }
@@ -32,58 +32,256 @@ func (g *Gate) Overwrite(ctx context.Context, v domain.Voucher, buyers []domain.
 	return err
 }
 
+// restore rebuilds the buckets Redis lost (force: all of them), leaves the
+// ones it kept, and reports whether it wrote any. A bucket's buyers are staged
+// in chunks (stage) and swapped in by write.lua: the visible step is atomic
+// and O(1) however many buyers, and a crash leaves no half-written set. With
+// every bucket present and serving, and no force, it only puts back the
+// live-set entries and a split voucher's K key (announce). Otherwise:
+//
+//  1. a split voucher, under a per-voucher lock, is frozen and fenced and its
+//     transfer records finished (quiesce), so nothing moves its units. An
+//     unsplit voucher has no transfers, and while its gate is absent
+//     claim.lua answers not_found, so its stream only shrinks: nothing to
+//     fence, no wait (claim.lua does not read 'frozen', for speed: a freeze
+//     would not stop its claims anyway);
+//  2. count what Redis holds: the kept buckets' stock, and every bucket
+//     stream's entries, orders sold and not yet in MySQL (the consumer
+//     deletes an entry once its order is written);
+//  3. read the database after that (Options.Vouchers/Orders when set): an
+//     order committed in between is counted twice (undersold, never
+//     oversold), where with the caller's earlier read one committed, and its
+//     entry deleted, between that read and the count would be in neither;
+//  4. write the buckets to rebuild with the units left, split evenly, and the
+//     buyers whose home each is: a split voucher's placeholders ('restore',
+//     frozen until all are written, then unfrozen); an unsplit voucher's one
+//     bucket ('fill': only if still absent, so a Preheat or Restore that
+//     landed since the check keeps its gate and claims; or 'overwrite').
+//
+// An unsplit rebuild subtracts its queued orders too: a voucher hash lost
+// while its stream survived (an eviction, a DEL) had sold those units, and
+// from MySQL's stock alone the gate would sell them again for the database
+// to refuse. That costs a rebuild one XLEN and the database read, no fence; a
+// present gate costs what it did. An unsplit Overwrite skips 2 and 3: nothing
+// freezes its gate, so its stream moves under any count, and it writes the
+// caller's state exactly, as it promises; reconcile calls it only once the
+// stream is drained. A split restore that dies part way leaves frozen
+// buckets, which Missing reports, so the next repair runs it again: every
+// count is from the database's truth, so a second run is correct whatever
+// the first wrote.
 func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder, force bool) (bool, error) {
 	if err := checkVoucher(v); err != nil {
 		return false, fmt.Errorf("restore: %w", err)
 	}
-	l := g.known(v.ID(), g.kOf(v))
-	if l.k > 1 {
-		return g.restoreSplit(ctx, v, l, buyers, force)
+	// Checked before anything is written: a refused restore writes nothing.
+	if _, err := domain.BuyerMarks(v.ID(), v.Sale().LimitPerUser(), buyers); err != nil {
+		return false, fmt.Errorf("restore: %w", err)
 	}
-	marks, err := domain.BuyerMarks(v.ID(), v.Sale().LimitPerUser(), buyers)
+	id, l := v.ID(), g.known(v.ID(), g.kOf(v))
+	k := l.k
+	st, err := g.states(ctx, id, k)
+	if err != nil {
+		return false, err
+	}
+	if !force && allServing(st) {
+		return false, g.announce(ctx, v, l)
+	}
+	if k > 1 {
+		// Once buckets are frozen, stopping half way leaves the sale
+		// answering busy until the next repair: the restore runs to its end
+		// on its own deadline, whatever the caller's (the periodic repair's
+		// may be shorter than the fence).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), g.restoreBudget())
+		defer cancel()
+		lock, token := redisschema.BucketLock(g.prefix, id), randomToken()
+		ok, err := g.rdb.SetNX(ctx, lock, token, g.restoreBudget()).Result()
+		if err != nil {
+			return false, fmt.Errorf("restore voucher %d: lock: %w", id, err)
+		}
+		if !ok {
+			return false, nil // another instance is restoring it
+		}
+		defer func() {
+			c := context.WithoutCancel(ctx)
+			if cur, _ := g.rdb.Get(c, lock).Result(); cur == token {
+				_ = g.rdb.Del(c, lock).Err()
+			}
+		}()
+	}
+	// The live-set entries go first, as in Preheat: a restored gate must
+	// never accept claims that no stream consumer will look for.
+	if err := g.announce(ctx, v, l); err != nil {
+		return false, err
+	}
+	if k == 1 {
+		st = []bucketState{{placeholder: true}} // its one bucket is written whole
+	} else {
+		var done bool
+		if st, done, err = g.quiesce(ctx, v, l, force); err != nil || done {
+			return done, err
+		}
+	}
+	count := k > 1 || !force // an unsplit Overwrite writes the caller's state exactly
+	var kept, queued int64
+	var lost []int
+	for b, bk := range l.buckets {
+		if st[b].placeholder {
+			lost = append(lost, b)
+		} else {
+			kept += st[b].stock
+		}
+		if count {
+			n, err := g.rdb.XLen(ctx, bk.Orders).Result()
+			if err != nil {
+				return false, fmt.Errorf("restore voucher %d: stream of bucket %d: %w", id, b, err)
+			}
+			queued += n
+		}
+	}
+	if count && g.opts.Vouchers != nil {
+		if v, err = g.opts.Vouchers.Get(ctx, id); err != nil {
+			return false, fmt.Errorf("restore voucher %d: %w", id, err)
+		}
+	}
+	if count && g.opts.Orders != nil {
+		if buyers, err = g.opts.Orders.Buyers(ctx, id); err != nil {
+			return false, fmt.Errorf("restore voucher %d: %w", id, err)
+		}
+	}
+	marks, err := domain.BuyerMarks(id, v.Sale().LimitPerUser(), buyers)
 	if err != nil {
 		return false, fmt.Errorf("restore: %w", err)
 	}
+	// Below 0, Redis holds more than the database allows: reconcile shows it.
+	pool := max(int64(v.Sale().Stock())-kept-queued, 0)
+	mode := "restore"
+	if k == 1 {
+		mode = "fill"
+		if force {
+			mode = "overwrite"
+		}
+	}
+	wrote := false
+	for i, b := range lost {
+		home := map[domain.UserID][]domain.OrderID{}
+		for u, o := range marks {
+			if redisschema.HomeBucket(u, k) == b {
+				home[u] = o
+			}
+		}
+		w, err := g.writeBucket(ctx, v, l, b, split(int(pool), i, len(lost)), mode, home)
+		if err != nil {
+			return false, err
+		}
+		wrote = wrote || w
+	}
+	if k > 1 {
+		if !st[0].placeholder {
+			// The pool came from the database's stock, which holds every unit
+			// admins added: bucket 0, which survived, now counts them as
+			// taken, or the repair's Apply would add the ones it never took
+			// again.
+			if err := g.scripts.Run(ctx, g.rdb, raiseAddedScript, []string{l.buckets[0].Voucher}, v.Sale().Added()).Err(); err != nil {
+				return false, fmt.Errorf("restore voucher %d: count the added units taken: %w", id, err)
+			}
+		}
+		if err := g.unfreeze(ctx, l); err != nil {
+			return false, err
+		}
+	}
+	// Again after the write, as in Preheat: a prune between the first entry
+	// and the write may have removed it while no bucket hash existed (prune).
+	return wrote, g.addLive(ctx, l)
+}
 
-	k := g.keys(v.ID())
-	if n, err := g.rdb.Exists(ctx, k.Voucher).Result(); err != nil {
-		return false, fmt.Errorf("restore voucher %d: %w", v.ID(), err)
-	} else if n == 1 && !force {
-		// Cheap early answer for the common case; the script decides for real.
-		return false, g.addLive(ctx, l)
+// announce writes a split voucher's K key, which lives in another slot than
+// its buckets and may be lost alone (without it, a process that has not
+// cached K routes the voucher's claims to the unsplit gate: not found), and
+// every bucket's live-set entry.
+func (g *Gate) announce(ctx context.Context, v domain.Voucher, l *layout) error {
+	if l.k > 1 {
+		if err := g.setMeta(ctx, v, l.k); err != nil {
+			return fmt.Errorf("restore voucher %d: %w", v.ID(), err)
+		}
 	}
-	// The live-set entry goes first, as in Preheat: a restored gate must
-	// never accept claims that no stream consumer will look for.
-	if err := g.addLive(ctx, l); err != nil {
-		return false, fmt.Errorf("restore: %w", err)
+	return g.addLive(ctx, l)
+}
+
+// quiesce is step 1 of a split voucher's restore (force: its buckets deleted
+// first). It freezes every bucket (claims answer busy; transfers neither take
+// nor apply), a frozen, empty placeholder where one is missing; waits
+// ApplyDeadline+Skew, after which no claim can apply a transfer it took
+// before the freeze (apply.lua refuses past the deadline); and finishes every
+// transfer record (forced apply, then delete). Each unit then sits in one
+// bucket's stock, and it answers their states; or done when no bucket is a
+// placeholder once frozen: a restore that died after writing them all left
+// them right, and they are unfrozen.
+func (g *Gate) quiesce(ctx context.Context, v domain.Voucher, l *layout, force bool) ([]bucketState, bool, error) {
+	id, k, s := v.ID(), l.k, v.Sale()
+	for b, bk := range l.buckets {
+		if force {
+			if err := g.rdb.Del(ctx, bk.Voucher, bk.Buyers).Err(); err != nil {
+				return nil, false, fmt.Errorf("overwrite voucher %d bucket %d: %w", id, b, err)
+			}
+		}
+		if err := g.scripts.Run(ctx, g.rdb, freezeScript, []string{bk.Voucher},
+			s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli()).Err(); err != nil {
+			return nil, false, fmt.Errorf("restore voucher %d: freeze bucket %d: %w", id, b, err)
+		}
 	}
-	staging := k.Staging(randomToken())
+	st, err := g.states(ctx, id, k)
+	if err != nil {
+		return nil, false, err
+	}
+	if !slices.ContainsFunc(st, func(s bucketState) bool { return s.placeholder }) {
+		return nil, true, g.unfreeze(ctx, l)
+	}
+	select {
+	case <-time.After(g.opts.ApplyDeadline + g.opts.Skew):
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
+	recs, err := g.records(ctx, id, k)
+	if err != nil {
+		return nil, false, err
+	}
+	for d, rs := range recs {
+		for _, r := range rs {
+			if _, err := g.apply(ctx, l.buckets[r.to], r.id, r.n, r.created, 0, true); err != nil {
+				return nil, false, fmt.Errorf("restore voucher %d: finish transfer %s: %w", id, r.id, err)
+			}
+			if err := g.rdb.HDel(ctx, l.buckets[d].Transfers(), r.id).Err(); err != nil {
+				return nil, false, fmt.Errorf("restore voucher %d: finish transfer %s: %w", id, r.id, err)
+			}
+		}
+	}
+	st, err = g.states(ctx, id, k)
+	return st, false, err
+}
+
+// writeBucket stages the marks and runs write.lua in mode on bucket b, and
+// reports whether it wrote.
+func (g *Gate) writeBucket(ctx context.Context, v domain.Voucher, l *layout, b, stock int, mode string, marks map[domain.UserID][]domain.OrderID) (bool, error) {
+	bk := l.buckets[b]
+	staging := bk.Staging(randomToken())
 	staged, err := g.stage(ctx, staging, marks)
 	if err != nil {
 		// Best effort: the TTL reclaims it otherwise.
 		_ = g.rdb.Del(context.WithoutCancel(ctx), staging).Err()
-		return false, fmt.Errorf("restore voucher %d: stage buyers: %w", v.ID(), err)
+		return false, fmt.Errorf("restore voucher %d bucket %d: stage buyers: %w", v.ID(), b, err)
 	}
-
 	s := v.Sale()
-	mode := "fill"
-	if force {
-		mode = "overwrite"
-	}
-	code, err := g.scripts.Run(ctx, g.rdb, writeScript, []string{k.Voucher, k.Buyers, staging},
-		s.Stock(), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), staged, mode,
-		redisschema.Paused(s), addedArg(s, 0), s.LimitPerUser(),
-	).Int64()
+	code, err := g.scripts.Run(ctx, g.rdb, writeScript, []string{bk.Voucher, bk.Buyers, staging},
+		stock, s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), staged, mode,
+		redisschema.Paused(s), addedArg(s, b), s.LimitPerUser()).Int64()
 	if err != nil {
-		return false, fmt.Errorf("restore voucher %d: %w", v.ID(), err)
+		return false, fmt.Errorf("restore voucher %d bucket %d: %w", v.ID(), b, err)
 	}
-	switch code {
-	case 1, 0:
-		return code == 1, g.addLive(ctx, l)
-	case -1:
-		return false, fmt.Errorf("restore voucher %d: staged buyers expired before the swap", v.ID())
+	if code < 0 { // -1: the staged buyers expired before the swap; -2: another sale's window
+		return false, fmt.Errorf("restore voucher %d bucket %d: write answered %d", v.ID(), b, code)
 	}
-	return false, fmt.Errorf("restore voucher %d: unexpected answer %d", v.ID(), code)
+	return code == 1, nil
 }
 
 // stage writes the marks into a staging hash, one field per place
@@ -123,4 +321,76 @@ func (g *Gate) stage(ctx context.Context, key string, marks map[domain.UserID][]
 		return staged, err
 	}
 	return staged, nil
+}
+
+// raiseAddedScript raises a bucket hash's 'added' (the units added by admins
+// its gate has taken) to ARGV[1], never lowers it: a control applied during
+// the restore may have raised it further. KEYS[1] bucket hash.
+var raiseAddedScript = redis.NewScript(`
+if tonumber(redis.call('HGET', KEYS[1], 'added') or '0') < tonumber(ARGV[1]) then
+  redis.call('HSET', KEYS[1], 'added', ARGV[1])
+end
+return 0`)
+
+// restoreBudget bounds one restore: the fence plus ample time for the rest.
+func (g *Gate) restoreBudget() time.Duration {
+	return 2*(g.opts.ApplyDeadline+g.opts.Skew) + time.Minute
+}
+
+func (g *Gate) unfreeze(ctx context.Context, l *layout) error {
+	for b, bk := range l.buckets {
+		if err := g.rdb.HDel(ctx, bk.Voucher, "frozen").Err(); err != nil {
+			return fmt.Errorf("restore voucher %d: unfreeze bucket %d: %w", l.id, b, err)
+		}
+	}
+	return nil
+}
+
+// bucketState is what a restore sees of one bucket.
+type bucketState struct {
+	exists, frozen, placeholder bool
+	stock                       int64
+}
+
+func (g *Gate) states(ctx context.Context, id domain.VoucherID, k int) ([]bucketState, error) {
+	pipe := g.rdb.Pipeline()
+	cmds := stateCmds(ctx, pipe, g.newLayout(id, k))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("buckets of voucher %d: %w", id, err)
+	}
+	return parseStates(id, cmds)
+}
+
+// stateCmds queues an HMGET of each of the voucher's bucket hashes.
+func stateCmds(ctx context.Context, pipe redis.Pipeliner, l *layout) []*redis.SliceCmd {
+	cmds := make([]*redis.SliceCmd, l.k)
+	for b, bk := range l.buckets {
+		cmds[b] = pipe.HMGet(ctx, bk.Voucher, "stock", "frozen", "placeholder")
+	}
+	return cmds
+}
+
+func parseStates(id domain.VoucherID, cmds []*redis.SliceCmd) ([]bucketState, error) {
+	out := make([]bucketState, len(cmds))
+	for b, c := range cmds {
+		v := c.Val()
+		if len(v) < 3 || v[0] == nil {
+			continue
+		}
+		n, err := strconv.ParseInt(fmt.Sprint(v[0]), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("voucher %d bucket %d: bad stock %v", id, b, v[0])
+		}
+		out[b] = bucketState{exists: true, frozen: v[1] != nil, placeholder: v[2] != nil, stock: n}
+	}
+	return out, nil
+}
+
+func allServing(st []bucketState) bool {
+	for _, s := range st {
+		if !s.exists || s.frozen || s.placeholder {
+			return false
+		}
+	}
+	return true
 }

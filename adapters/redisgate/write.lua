@@ -4,7 +4,7 @@
 --   'preheat': only when the bucket is absent, so a retried preheat never
 --     sells twice;
 --   'restore': a split voucher's bucket, when absent or a placeholder
---     (buckets_restore.go), left frozen until every bucket is written;
+--     (restore.go), left frozen until every bucket is written;
 --   'fill': an unsplit voucher's gate rebuilt from the database, only when
 --     absent (a concurrent Preheat or Restore won);
 --   'overwrite': whatever the gate holds (reconcile --fix).
