@@ -184,10 +184,10 @@ func splitRule(rdb redis.UniversalClient, c Config, log zerolog.Logger) httpapi.
 	return httpapi.SplitRule{Above: c.BucketsAbove, Into: k}
 }
 
-// provideGate is the gate of every voucher, split into buckets or not
-// (issue 12). A split voucher's restore reads the database again after
-// counting Redis. Split vouchers need the Stream queue (each bucket appends
-// to its own stream); on the channel queue every voucher is sold whole.
+// provideGate is the gate of every voucher, split into buckets or not. A
+// restore reads the database again after counting Redis (vouchers, orders).
+// Split vouchers need the Stream queue (each bucket appends to its own
+// stream); on the channel queue every voucher is sold whole.
 func provideGate(rdb redis.UniversalClient, claims ClaimRedis, c Config, vouchers *mysqlstore.VoucherRepo, orders *mysqlstore.OrderRepo) *redisgate.Gate {
 	return redisgate.New(rdb, redisgate.Options{Prefix: c.KeyPrefix, Retention: c.KeyRetention, Claims: claims.UniversalClient,
 		WaitReplicas: c.RedisWaitReplicas, WaitTimeout: c.RedisWaitTimeout, ReclaimAfterCancel: c.ReclaimAfterCancel,
