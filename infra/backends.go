@@ -131,7 +131,7 @@ type ClaimRedis struct{ redis.UniversalClient }
 // NewClaimRedis builds the pipeliner on rdb with the configured options. The
 // asynchronous face is used (commands return at once, results wait) because
 // it lets a claim submit its script and index write together and wait for
-// both within its budget (adapters/redisbatch).
+// both within its budget (adapters/internal/redisx).
 func NewClaimRedis(rdb redis.UniversalClient, c Config, log zerolog.Logger) (ClaimRedis, func(), error) {
 	if c.RedisAutoPipeline == AutoPipelineOff {
 		return ClaimRedis{rdb}, func() {}, nil

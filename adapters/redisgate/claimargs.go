@@ -13,7 +13,7 @@ import (
 // The claim's two commands are built by hand, not with EvalSha and Set: on
 // the asynchronous pipeliner the typed methods submit at once, and the claim
 // wants both commands submitted together and then one bounded wait
-// (redisbatch.Do). Every argument that is the same from claim to claim is
+// (redisx.Do). Every argument that is the same from claim to claim is
 // boxed once (a voucher's in claimHead, the rest here), so a claim boxes only
 // its three ids: building the commands was ~3% of the service's CPU.
 //
@@ -48,7 +48,7 @@ func (g *Gate) claimCmds(ctx context.Context, l *layout, b int, o domain.Voucher
 }
 
 // claimKeysArgs splits a claim command back into the script's keys and
-// arguments, for a retry through redisscript.
+// arguments, for a retry through redisx.Set.
 func claimKeysArgs(run *redis.Cmd) ([]string, []any) {
 	a := run.Args()
 	keys := make([]string, claimKeys)

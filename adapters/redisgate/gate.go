@@ -82,7 +82,7 @@ type Options struct {
 	Retention time.Duration
 	// Claims carries the claim script and its index write: typically the
 	// client's asynchronous AutoPipeliner, so concurrent claims share round
-	// trips (see redisbatch). Nil means the client given to New.
+	// trips (see redisx.Do). Nil means the client given to New.
 	Claims redis.UniversalClient
 	// WaitReplicas > 0 makes a claim answer only after that many replicas
 	// of its master acknowledged the claim's writes (Redis WAIT, within

@@ -44,7 +44,7 @@ type IDOptions struct {
 	// Clock tells the time of each ID (default: the system clock).
 	Clock ports.Clock
 	// Leases carries the lease's INCRBY and EXPIRE: typically the client's
-	// asynchronous AutoPipeliner (see redisbatch). Nil means the client
+	// asynchronous AutoPipeliner (see redisx.Do). Nil means the client
 	// given to NewIDs.
 	Leases redis.UniversalClient
 	// LeaseTimeout is how long a lease waits for one shard's counter

@@ -48,7 +48,7 @@ type Options struct {
 	// least TTL - RefreshSlack after the last request.
 	RefreshSlack time.Duration
 	// Lookups carries a request's lookup (HGET, PTTL, PEXPIRE): typically the client's asynchronous
-	// AutoPipeliner (see redisbatch). Nil means the client given to New.
+	// AutoPipeliner (see redisx.Do). Nil means the client given to New.
 	Lookups redis.UniversalClient
 	// Wait bounds a lookup's wait on Redis (default 1s), so a request whose
 	// session Redis cannot read (down, stalled, failing over) is answered
