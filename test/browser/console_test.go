@@ -31,8 +31,13 @@ import (
 var operatorZone = time.FixedZone("UTC+8", 8*3600)
 
 // typed is a time as an operator in operatorZone types it into a
-// datetime-local field.
-func typed(t time.Time) string { return t.In(operatorZone).Format("2006-01-02T15:04:05") }
+// datetime-local field, in the field's normalized form: the browser drops
+// zero seconds ("15:04", not "15:04:00"), and chromedp.SetValue reads the
+// value back and fails unless it is what was set — so a time written with
+// ":00" made the test fail once a minute.
+func typed(t time.Time) string {
+	return strings.TrimSuffix(t.In(operatorZone).Format("2006-01-02T15:04:05"), ":00")
+}
 
 // TestConsoleRunsASale: an admin, in a browser whose zone is not the
 // server's, runs a sale from the console alone: creates it with a waiting
@@ -220,7 +225,8 @@ func TestConsoleRunsASale(t *testing.T) {
 	}
 	moveEnd(past)
 	waitFor("the refusal, verbatim", fmt.Sprintf(`%s === %q`, fieldJS("result"), refusal.ErrorMsg))
-	newEnd := time.Now().Add(time.Hour).Truncate(time.Second)
+	// On a whole minute, so the field's normalized form is typed on every run.
+	newEnd := time.Now().Add(time.Hour).Truncate(time.Minute)
 	moveEnd(newEnd)
 	waitFor("the end moved", fmt.Sprintf(`%s === %q`, fieldJS("result"), "Ends at "+newEnd.UTC().Format("2006-01-02 15:04:05")+" UTC."))
 	if got := serverTime(t, app, find(t, shopVouchers(t, base), voucher).EndTime); !got.Equal(newEnd) {
