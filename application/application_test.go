@@ -354,7 +354,7 @@ func TestRestoreGate(t *testing.T) {
 
 	// A fresh gate, as after a Redis restart, restored from the database.
 	fresh := memory.NewGate(testenv.NewClock(now))
-	rep, err := application.NewRestoreGate(w.vouchers, w.orders, fresh, fresh, testenv.NewClock(now)).Handle(ctx)
+	rep, err := application.NewRestoreGate(w.vouchers, w.orders, fresh, fresh, testenv.NewClock(now)).Repair(ctx)
 	if err != nil || rep.Restored != 1 || len(rep.Healed) != 0 {
 		t.Fatalf("restored %+v, %v; want 1 (the ended sale is skipped), nothing healed", rep, err)
 	}

@@ -30,7 +30,7 @@ func NewRestoreGate(vouchers ports.VoucherRepository, orders ports.OrderReposito
 	return &RestoreGate{vouchers: vouchers, orders: orders, gate: gate, probe: probe, clock: clock}
 }
 
-// RepairReport is what a Handle or a Repair changed in the gate.
+// RepairReport is what a Repair changed in the gate.
 type RepairReport struct {
 	// Restored counts the vouchers whose gate state (or live-set entry) was
 	// gone and was rebuilt from the database.
@@ -50,30 +50,17 @@ type HealedVoucher struct {
 // from the database and checks in the gate.
 const healPage = 1000
 
-// Handle rebuilds the gate of every live voucher that has none, then heals
-// those that are behind the database (see Repair). At start it runs before
-// claims are served: with a lost gate and an empty queue, the database's
-// stock and buyers are exactly what the gate should hold.
-func (h *RestoreGate) Handle(ctx context.Context) (RepairReport, error) {
-	var r RepairReport
-	vs, err := h.live(ctx)
-	if err != nil {
-		return r, err
-	}
-	if r.Restored, err = h.restore(ctx, vs); err != nil {
-		return r, err
-	}
-	r.Healed, err = h.heal(ctx, vs)
-	return r, err
-}
-
-// Repair is the periodic form of Handle for a running instance. It asks the
-// gate which live vouchers it lacks (one pipelined probe for all of them)
-// and restores only those, under the same rule (write only when absent), so
-// a Redis that lost its data heals without a restart. Then it heals the
-// gates that exist but lost recent writes (a failover to a replica that
-// lagged): see heal. Its steady cost is two database queries and two Redis
-// round trips per call, whatever the number of orders.
+// Repair rebuilds the gate of every live voucher that lacks it, then heals
+// those that exist but are behind the database. It runs at start, before
+// claims are served, and then every few seconds, so a Redis that lost its
+// data heals without a restart. It asks the gate which live vouchers it
+// lacks (one pipelined probe for all of them) and reads the buyers of those
+// only: a start on a Redis that kept its data reads no voucher's buyers.
+// Restore writes only what is absent, so a gate written since the probe is
+// kept. Then it heals the gates that exist but lost recent writes (a
+// failover to a replica that lagged): see heal. Its steady cost is two
+// database queries and two Redis round trips per call, whatever the number
+// of orders.
 //
 // Orders still queued when the gate was lost are not in the database yet.
 // Those still in the gate's stream keep their units (the gate subtracts
@@ -108,7 +95,7 @@ func (h *RestoreGate) Repair(ctx context.Context) (RepairReport, error) {
 		}
 		// Counted as repaired whether the gate or only its live-set entry
 		// was gone (Restore puts the entry back in both cases).
-		if _, err := h.restore(ctx, lost); err != nil {
+		if err := h.restore(ctx, lost); err != nil {
 			return r, err
 		}
 		r.Restored = len(lost)
@@ -194,22 +181,17 @@ func (h *RestoreGate) live(ctx context.Context) ([]domain.Voucher, error) {
 	return vs, nil
 }
 
-func (h *RestoreGate) restore(ctx context.Context, vs []domain.Voucher) (int, error) {
-	restored := 0
+func (h *RestoreGate) restore(ctx context.Context, vs []domain.Voucher) error {
 	for _, v := range vs {
 		buyers, err := h.orders.Buyers(ctx, v.ID())
 		if err != nil {
-			return restored, fmt.Errorf("list buyers of voucher %d: %w", v.ID(), err)
+			return fmt.Errorf("list buyers of voucher %d: %w", v.ID(), err)
 		}
-		ok, err := h.gate.Restore(ctx, v, buyers)
-		if err != nil {
-			return restored, fmt.Errorf("restore voucher %d: %w", v.ID(), err)
-		}
-		if ok {
-			restored++
+		if _, err := h.gate.Restore(ctx, v, buyers); err != nil {
+			return fmt.Errorf("restore voucher %d: %w", v.ID(), err)
 		}
 	}
-	return restored, nil
+	return nil
 }
 
 // WithControls makes Repair apply again, to the gate, the controls of every

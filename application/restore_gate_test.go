@@ -185,16 +185,56 @@ func TestRepairDoesNotRetakeTheUnitOfABuyerWhoClaimedAgain(t *testing.T) {
 
 // An instance that starts on a gate behind the database heals it before it
 // serves claims.
-func TestHandleHealsAtStart(t *testing.T) {
+func TestRepairHealsAtStart(t *testing.T) {
 	ctx := context.Background()
 	h := newHealWorld(t, 5)
 	h.claim(t, 1, 3)
 	h.drain(t)
 	h.lose(2, 3)
-	rep, err := h.repair.Handle(ctx)
+	rep, err := h.repair.Repair(ctx)
 	want := ports.Healed{Restored: 2, Retaken: 2}
 	if err != nil || rep.Restored != 0 || len(rep.Healed) != 1 || rep.Healed[0].Healed != want {
-		t.Fatalf("handle = %+v, %v; want voucher %d healed %+v", rep, err, h.vid, want)
+		t.Fatalf("repair = %+v, %v; want voucher %d healed %+v", rep, err, h.vid, want)
 	}
 	requireBooksEqual(t, h)
+}
+
+// buyerReads counts the vouchers whose buyers were read from the database.
+type buyerReads struct {
+	ports.OrderRepository
+	read []domain.VoucherID
+}
+
+func (b *buyerReads) Buyers(ctx context.Context, id domain.VoucherID) ([]domain.VoucherOrder, error) {
+	b.read = append(b.read, id)
+	return b.OrderRepository.Buyers(ctx, id)
+}
+
+// A repair reads the buyers of the gates it rebuilds only: a start on a
+// Redis that kept its data reads none (at a large sale, millions of rows),
+// and a gate lost alone is rebuilt with its buyers.
+func TestRepairReadsTheBuyersOfLostGatesOnly(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, 10, nil)
+	g := w.gate.(*memory.Gate)
+	kept, lost := w.live(t, 3), w.live(t, 3)
+	for _, v := range []domain.VoucherID{kept, lost} {
+		if _, err := w.claim.Handle(ctx, 1, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.drain(t)
+	reads := &buyerReads{OrderRepository: w.orders}
+	repair := application.NewRestoreGate(w.vouchers, reads, g, g, testenv.NewClock(now))
+
+	if rep, err := repair.Repair(ctx); err != nil || rep.Restored != 0 || len(reads.read) != 0 {
+		t.Fatalf("repair of a whole gate = %+v, %v, read the buyers of %v; want nothing read", rep, err, reads.read)
+	}
+	g.Forget(lost)
+	if rep, err := repair.Repair(ctx); err != nil || rep.Restored != 1 || len(reads.read) != 1 || reads.read[0] != lost {
+		t.Fatalf("repair of a lost voucher = %+v, %v, read the buyers of %v; want voucher %d's only", rep, err, reads.read, lost)
+	}
+	if _, err := w.claim.Handle(ctx, 1, lost); !errors.Is(err, domain.ErrAlreadyClaimed) {
+		t.Fatalf("the buyer of the rebuilt voucher claims again: %v, want already claimed", err)
+	}
 }

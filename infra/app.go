@@ -101,7 +101,7 @@ func (a *App) prepare(ctx context.Context) (string, error) {
 	if err := a.Gate.LoadScripts(ctx); err != nil {
 		return "", err
 	}
-	rep, err := a.Restore.Handle(ctx)
+	rep, err := a.Restore.Repair(ctx)
 	logHealed(a.Log, rep.Healed)
 	if err != nil {
 		return "", fmt.Errorf("restore gate: %w", err)
