@@ -316,6 +316,34 @@ func TestBuyerMarks(t *testing.T) {
 	}
 }
 
+func TestKeepQueued(t *testing.T) {
+	a, _ := domain.NewVoucherOrder(1, 10, 3)
+	b, _ := domain.NewVoucherOrder(2, 11, 3)
+	a2, _ := domain.NewVoucherOrder(5, 10, 3)
+	type marks = map[domain.UserID][]domain.OrderID
+	tests := []struct {
+		name      string
+		limit     int
+		marked    marks
+		queued    []domain.VoucherOrder
+		want      marks
+		wantAdded int
+	}{
+		{name: "queued_buyer_keeps_the_place", limit: 1, marked: marks{11: {2}}, queued: []domain.VoucherOrder{a}, want: marks{10: {1}, 11: {2}}, wantAdded: 1},
+		{name: "order_in_both_is_one_place", limit: 1, marked: marks{10: {1}}, queued: []domain.VoucherOrder{a}, want: marks{10: {1}}},
+		{name: "forfeited_order_in_the_database", limit: 2, marked: marks{10: {-1}}, queued: []domain.VoucherOrder{a}, want: marks{10: {-1}}},
+		{name: "past_the_limit_is_left_out", limit: 1, marked: marks{10: {1}}, queued: []domain.VoucherOrder{a2, b}, want: marks{10: {1}, 11: {2}}, wantAdded: 1},
+		{name: "within_a_limit_of_two", limit: 2, marked: marks{10: {1}}, queued: []domain.VoucherOrder{a2}, want: marks{10: {1, 5}}, wantAdded: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if added := domain.KeepQueued(tt.marked, tt.limit, tt.queued); added != tt.wantAdded || !reflect.DeepEqual(tt.marked, tt.want) {
+				t.Fatalf("added %d, marks %v; want %d, %v", added, tt.marked, tt.wantAdded, tt.want)
+			}
+		})
+	}
+}
+
 func TestSaleLimitPerUser(t *testing.T) {
 	now := time.Now()
 	sale, err := domain.NewSale(10, now.Add(time.Hour), now.Add(2*time.Hour))

@@ -1,6 +1,9 @@
 package domain
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // MaxLimitPerUser bounds how many orders of one sale a user may hold. The
 // gate's claim looks at each of a buyer's places when the first is taken, so
@@ -53,6 +56,27 @@ func BuyerMarks(voucher VoucherID, limit int, orders []VoucherOrder) (map[UserID
 		marks[o.userID] = append(marks[o.userID], o.Mark())
 	}
 	return marks, nil
+}
+
+// KeepQueued gives the buyers of orders still queued (orders of the marks'
+// voucher, sold by the gate and not yet in the database) their places in
+// marks, as their claims took them, so a gate rebuilt while they wait does
+// not let them claim again. An order already marked is skipped, and so is
+// one past its user's limit: the database will refuse it as a duplicate,
+// and refusing the whole rebuild for it, as BuyerMarks does for the
+// database's orders, would leave the sale without a gate. It reports how
+// many places it added.
+func KeepQueued(marks map[UserID][]OrderID, limit int, queued []VoucherOrder) int {
+	added := 0
+	for _, o := range queued {
+		held := marks[o.userID]
+		if len(held) >= max(limit, 1) || slices.Contains(held, o.id) || slices.Contains(held, -o.id) {
+			continue
+		}
+		marks[o.userID] = append(held, o.Mark())
+		added++
+	}
+	return added
 }
 
 // Mark is what the gate keeps for the order in its buyer's place: its id, or

@@ -3,6 +3,7 @@ package redisgate_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -525,5 +526,47 @@ func TestQueuedFindsOrdersOfBothKinds(t *testing.T) {
 	}
 	if s, _, _ := r.Stock(ctx(t), wv.ID()); s != 5 {
 		t.Fatalf("unsplit voucher's stock %d, want 5", s)
+	}
+}
+
+// A gate lost while its orders wait in the stream (its hashes evicted or
+// deleted, its streams kept) is rebuilt with their units left out and their
+// buyers' places kept: each buyer is refused a second order, in both layouts.
+func TestRebuildKeepsThePlacesOfQueuedBuyers(t *testing.T) {
+	for _, k := range []int{1, 3} {
+		t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) {
+			g, rdb, prefix := clusterGate(t)
+			v := splitInto(t, newVoucher(t, 30), k)
+			if err := g.Preheat(ctx(t), v); err != nil {
+				t.Fatal(err)
+			}
+			var queued []domain.VoucherOrder
+			for u := domain.UserID(1); u <= 9; u++ {
+				o := orderFor(t, u, v.ID())
+				if err := g.ReserveAndAppend(ctx(t), o); err != nil {
+					t.Fatal(err)
+				}
+				queued = append(queued, o)
+			}
+			for b := range k {
+				bk := redisschema.KeysForTag(prefix, redisschema.BucketTag(v.ID(), b, k))
+				if err := rdb.Del(ctx(t), bk.Voucher, bk.Buyers).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if ok, err := g.Restore(ctx(t), v, nil); err != nil || !ok {
+				t.Fatalf("restore: %v, %v", ok, err)
+			}
+			books(t, g, v.ID(), 30-len(queued))
+			marks, _ := g.Buyers(ctx(t), v.ID())
+			for _, o := range queued {
+				if marks[o.ID()] != o.UserID() {
+					t.Fatalf("user %d, whose order %d is queued, holds no place: marks %v", o.UserID(), o.ID(), marks)
+				}
+				if err := g.ReserveAndAppend(ctx(t), orderFor(t, o.UserID(), v.ID())); !errors.Is(err, domain.ErrAlreadyClaimed) {
+					t.Fatalf("user %d claimed again: %v", o.UserID(), err)
+				}
+			}
+		})
 	}
 }

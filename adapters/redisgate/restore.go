@@ -47,7 +47,9 @@ func (g *Gate) Overwrite(ctx context.Context, v domain.Voucher, buyers []domain.
 //     would not stop its claims anyway);
 //  2. count what Redis holds: the kept buckets' stock, and every bucket
 //     stream's entries, orders sold and not yet in MySQL (the consumer
-//     deletes an entry once its order is written);
+//     deletes an entry once its order is written), whose buyers keep their
+//     places in the buckets written (domain.KeepQueued): a buyer waiting
+//     for the database is refused a second order, as before the loss;
 //  3. read the database after that (Options.Vouchers/Orders when set): an
 //     order committed in between is counted twice (undersold, never
 //     oversold), where with the caller's earlier read one committed, and its
@@ -58,11 +60,11 @@ func (g *Gate) Overwrite(ctx context.Context, v domain.Voucher, buyers []domain.
 //     bucket ('fill': only if still absent, so a Preheat or Restore that
 //     landed since the check keeps its gate and claims; or 'overwrite').
 //
-// An unsplit rebuild subtracts its queued orders too: a voucher hash lost
-// while its stream survived (an eviction, a DEL) had sold those units, and
-// from MySQL's stock alone the gate would sell them again for the database
-// to refuse. That costs a rebuild one XLEN and the database read, no fence; a
-// present gate costs what it did. An unsplit Overwrite skips 2 and 3: nothing
+// An unsplit rebuild keeps its queued orders too: a voucher hash lost while
+// its stream survived (an eviction, a DEL) had sold those units, and from
+// MySQL's stock alone the gate would sell them again for the database to
+// refuse. That costs a rebuild a read of its stream and the database read,
+// no fence; a present gate costs what it did. An unsplit Overwrite skips 2 and 3: nothing
 // freezes its gate, so its stream moves under any count, and it writes the
 // caller's state exactly, as it promises; reconcile calls it only once the
 // stream is drained. A split restore that dies part way leaves frozen
@@ -124,6 +126,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	}
 	count := k > 1 || !force // an unsplit Overwrite writes the caller's state exactly
 	var kept, queued int64
+	var inStream []domain.VoucherOrder
 	var lost []int
 	for b, bk := range l.buckets {
 		if st[b].placeholder {
@@ -132,11 +135,12 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 			kept += st[b].stock
 		}
 		if count {
-			n, err := g.rdb.XLen(ctx, bk.Orders).Result()
+			n, orders, err := g.queuedIn(ctx, id, bk.Orders)
 			if err != nil {
 				return false, fmt.Errorf("restore voucher %d: stream of bucket %d: %w", id, b, err)
 			}
 			queued += n
+			inStream = append(inStream, orders...)
 		}
 	}
 	if count && g.opts.Vouchers != nil {
@@ -153,6 +157,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	if err != nil {
 		return false, fmt.Errorf("restore: %w", err)
 	}
+	domain.KeepQueued(marks, v.Sale().LimitPerUser(), inStream)
 	// Below 0, Redis holds more than the database allows: reconcile shows it.
 	pool := max(int64(v.Sale().Stock())-kept-queued, 0)
 	mode := "restore"
@@ -393,4 +398,29 @@ func allServing(st []bucketState) bool {
 		}
 	}
 	return true
+}
+
+// queuedIn reads a stream's entries, a page at a time: how many there are
+// (each holds a unit: its order was sold and is not yet in the database, or
+// is and its entry not yet deleted) and the orders they carry. An entry that
+// carries no valid order still counts; it gives no buyer a place.
+func (g *Gate) queuedIn(ctx context.Context, id domain.VoucherID, stream string) (int64, []domain.VoucherOrder, error) {
+	var n int64
+	var orders []domain.VoucherOrder
+	for from := "-"; ; {
+		page, err := g.rdb.XRangeN(ctx, stream, from, "+", restoreChunk).Result()
+		if err != nil {
+			return n, orders, err
+		}
+		n += int64(len(page))
+		for _, m := range page {
+			if o, err := redisschema.DecodeOrder(id, m); err == nil {
+				orders = append(orders, o)
+			}
+		}
+		if len(page) < restoreChunk {
+			return n, orders, nil
+		}
+		from = "(" + page[len(page)-1].ID
+	}
 }
