@@ -6,6 +6,7 @@ package redisx
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +30,10 @@ type Set struct {
 	rdb     redis.UniversalClient
 	scripts []*redis.Script
 	loads   singleflight.Group
+	// loaded counts the shared loads that finished: a caller whose NOSCRIPT
+	// was answered before the latest of them finished needs no load of its
+	// own (its scripts are there now).
+	loaded atomic.Uint64
 }
 
 // NewSet: rdb loads the scripts; a cluster client sends SCRIPT LOAD to every
@@ -47,12 +52,26 @@ func (s *Set) Load(ctx context.Context) error {
 	return nil
 }
 
-// Reload is Load shared by every caller that meets NOSCRIPT while it runs.
-func (s *Set) Reload(ctx context.Context) error {
+// reload is Load shared by every caller that meets NOSCRIPT while it runs,
+// and skipped by a caller that saw fewer finished loads (seen) before the
+// EVALSHA that met NOSCRIPT: a load finished since then. Without that, on a
+// loaded machine a caller answered NOSCRIPT during one load could start
+// another after it, and a stampede load the scripts three times or more.
+func (s *Set) reload(ctx context.Context, seen uint64) error {
+	if s.loaded.Load() != seen {
+		return nil
+	}
 	_, err, _ := s.loads.Do("", func() (any, error) {
+		if s.loaded.Load() != seen {
+			return nil, nil // finished between the check and this flight
+		}
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
 		defer cancel()
-		return nil, s.Load(lctx)
+		if err := s.Load(lctx); err != nil {
+			return nil, err
+		}
+		s.loaded.Add(1)
+		return nil, nil
 	})
 	return err
 }
@@ -69,15 +88,17 @@ func (s *Set) Run(ctx context.Context, c redis.Scripter, sc *redis.Script, keys 
 
 // Retry answers a NOSCRIPT that sc's EVALSHA met (on its own or in a
 // pipeline): sc runs by its SHA again, and only if that meets NOSCRIPT too is
-// the set reloaded, once for all concurrent callers, and sc run again. The
-// first try spares a reload to the callers whose NOSCRIPT was answered
-// before a reload they did not wait on finished. A failed reload is the
-// answer.
+// the set reloaded, once for all concurrent callers, and sc run again; not
+// even once when a load finished after that second NOSCRIPT was answered
+// (reload). The first try spares a reload to the callers whose NOSCRIPT was
+// answered before a reload they did not wait on finished. A failed reload is
+// the answer.
 func (s *Set) Retry(ctx context.Context, c redis.Scripter, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+	seen := s.loaded.Load()
 	if r := sc.EvalSha(ctx, c, keys, args...); !IsNoScript(r.Err()) {
 		return r
 	}
-	if err := s.Reload(ctx); err != nil {
+	if err := s.reload(ctx, seen); err != nil {
 		r := redis.NewCmd(ctx)
 		r.SetErr(err)
 		return r
