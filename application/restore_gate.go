@@ -65,10 +65,10 @@ const healPage = 1000
 // Orders still queued when the gate was lost are not in the database yet.
 // Those still in the gate's stream keep their units and their buyers'
 // places (the gate reads them); those lost with the stream, or held by a
-// channel queue, are not seen at all: their buyers may claim again. The restored gate may then admit a
-// few claims the database refuses (out_of_stock, duplicate); those end failed
-// with their reason, never oversold, since the database's guarded decrement
-// is the last word.
+// channel queue, are not seen at all: their buyers may claim again. The
+// restored gate may then admit a few claims the database refuses
+// (out_of_stock, duplicate); those end failed with their reason, never
+// oversold, since the database's guarded decrement is the last word.
 func (h *RestoreGate) Repair(ctx context.Context) (RepairReport, error) {
 	var r RepairReport
 	vs, err := h.live(ctx)

@@ -64,13 +64,13 @@ func (g *Gate) Overwrite(ctx context.Context, v domain.Voucher, buyers []domain.
 // its stream survived (an eviction, a DEL) had sold those units, and from
 // MySQL's stock alone the gate would sell them again for the database to
 // refuse. That costs a rebuild a read of its stream and the database read,
-// no fence; a present gate costs what it did. An unsplit Overwrite skips 2 and 3: nothing
-// freezes its gate, so its stream moves under any count, and it writes the
-// caller's state exactly, as it promises; reconcile calls it only once the
-// stream is drained. A split restore that dies part way leaves frozen
-// buckets, which Missing reports, so the next repair runs it again: every
-// count is from the database's truth, so a second run is correct whatever
-// the first wrote.
+// no fence; a present gate costs what it did. An unsplit Overwrite skips 2
+// and 3: nothing freezes its gate, so its stream moves under any count, and
+// it writes the caller's state exactly, as it promises; reconcile calls it
+// only once the stream is drained. A split restore that dies part way leaves
+// frozen buckets, which Missing reports, so the next repair runs it again:
+// every count is from the database's truth, so a second run is correct
+// whatever the first wrote.
 func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder, force bool) (bool, error) {
 	if err := checkVoucher(v); err != nil {
 		return false, fmt.Errorf("restore: %w", err)
