@@ -100,7 +100,7 @@ func AcquireLease(ctx context.Context, rdb redis.UniversalClient, key string, op
 	}
 	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	l := &Lease{rdb: rdb, key: key, token: token, opts: opts, stop: stop, stopped: make(chan struct{})}
-	go l.renewLease(rctx)
+	go every(rctx, l.opts.TTL/3, l.stopped, l.renewLease)
 	return l, nil
 }
 
@@ -113,40 +113,32 @@ func holderToken() string {
 	return fmt.Sprintf("%s/pid-%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
+// renewLease renews the lease once (every third of its TTL, from
+// AcquireLease), and takes it back if it lapsed while nobody else held it.
 func (l *Lease) renewLease(ctx context.Context) {
-	defer close(l.stopped)
-	t := time.NewTicker(l.opts.TTL / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		n, err := leaseRenewScript.Run(ctx, l.rdb, []string{l.key}, l.token, l.opts.TTL.Milliseconds()).Int()
+	n, err := leaseRenewScript.Run(ctx, l.rdb, []string{l.key}, l.token, l.opts.TTL.Milliseconds()).Int()
+	switch {
+	case ctx.Err() != nil:
+		return
+	case err != nil:
+		// Transient: the next tick retries; the lease lasts TTL meanwhile.
+		l.opts.Log.Warn().Err(err).Str("key", l.key).Msg("renewing the lease failed")
+	case n == 0:
+		// Gone (Redis restarted empty or failed over, or this process
+		// stalled past TTL) and possibly taken. Take it back if nobody
+		// holds it: then nothing is wrong and nothing need be done. Only
+		// another holder is an operator's problem, said as such.
+		ok, err := l.rdb.SetNX(ctx, l.key, l.token, l.opts.TTL).Result()
 		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			// Transient: the next tick retries; the lease lasts TTL meanwhile.
-			l.opts.Log.Warn().Err(err).Str("key", l.key).Msg("renewing the lease failed")
-		case n == 0:
-			// Gone (Redis restarted empty or failed over, or this process
-			// stalled past TTL) and possibly taken. Take it back if nobody
-			// holds it: then nothing is wrong and nothing need be done. Only
-			// another holder is an operator's problem, said as such.
-			ok, err := l.rdb.SetNX(ctx, l.key, l.token, l.opts.TTL).Result()
-			switch {
-			case ok:
-				l.opts.Log.Warn().Str("key", l.key).
-					Msg("the lease had lapsed (Redis lost it, or this process stalled) and is held again; nobody else had taken the name")
-			case err == nil:
-				holder, _ := l.rdb.Get(ctx, l.key).Result()
-				l.opts.Log.Error().Str("key", l.key).Str("holder", holder).
-					Msg("the lease was taken by another instance under the same name while it had lapsed: two instances now share one consumer name; stop one of them (SECKILL_CONSUMER must be unique)")
-			default:
-				l.opts.Log.Warn().Err(err).Str("key", l.key).Msg("the lease had lapsed and taking it back failed; retrying")
-			}
+		case ok:
+			l.opts.Log.Warn().Str("key", l.key).
+				Msg("the lease had lapsed (Redis lost it, or this process stalled) and is held again; nobody else had taken the name")
+		case err == nil:
+			holder, _ := l.rdb.Get(ctx, l.key).Result()
+			l.opts.Log.Error().Str("key", l.key).Str("holder", holder).
+				Msg("the lease was taken by another instance under the same name while it had lapsed: two instances now share one consumer name; stop one of them (SECKILL_CONSUMER must be unique)")
+		default:
+			l.opts.Log.Warn().Err(err).Str("key", l.key).Msg("the lease had lapsed and taking it back failed; retrying")
 		}
 	}
 }

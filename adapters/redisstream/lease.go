@@ -12,8 +12,19 @@ import (
 // the worker's dead-letter limit while nothing is wrong with it. A process
 // that dies stops renewing, which is what lets the others take over.
 func (q *Queue) renewLoop(ctx context.Context) {
-	defer close(q.renewed)
-	t := time.NewTicker(q.renewEvery)
+	every(ctx, q.renewEvery, q.renewed, func(ctx context.Context) {
+		if err := q.renew(ctx); err != nil && ctx.Err() == nil {
+			q.opts.Log.Warn().Err(err).
+				Msg("renewing the hold on in-flight order entries failed; if it lasts longer than MinIdle another consumer may take them over (harmless: writes are idempotent)")
+		}
+	})
+}
+
+// every runs f once per period until ctx ends, then closes done: the loop of
+// both renewals (the held entries' here, the consumer name's lease).
+func every(ctx context.Context, period time.Duration, done chan<- struct{}, f func(context.Context)) {
+	defer close(done)
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
@@ -21,10 +32,7 @@ func (q *Queue) renewLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := q.renew(ctx); err != nil && ctx.Err() == nil {
-			q.opts.Log.Warn().Err(err).
-				Msg("renewing the hold on in-flight order entries failed; if it lasts longer than MinIdle another consumer may take them over (harmless: writes are idempotent)")
-		}
+		f(ctx)
 	}
 }
 
