@@ -135,7 +135,9 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 			kept += st[b].stock
 		}
 		if count {
-			n, orders, err := g.queuedIn(ctx, id, bk.Orders)
+			// A claim's entry is in its user's home bucket's stream: only a
+			// bucket written here needs its buyers, a kept one its length.
+			n, orders, err := g.queuedIn(ctx, id, bk.Orders, st[b].placeholder)
 			if err != nil {
 				return false, fmt.Errorf("restore voucher %d: stream of bucket %d: %w", id, b, err)
 			}
@@ -400,11 +402,15 @@ func allServing(st []bucketState) bool {
 	return true
 }
 
-// queuedIn reads a stream's entries, a page at a time: how many there are
-// (each holds a unit: its order was sold and is not yet in the database, or
-// is and its entry not yet deleted) and the orders they carry. An entry that
-// carries no valid order still counts; it gives no buyer a place.
-func (g *Gate) queuedIn(ctx context.Context, id domain.VoucherID, stream string) (int64, []domain.VoucherOrder, error) {
+// queuedIn counts a stream's entries (each holds a unit: its order was sold
+// and is not yet in the database, or is and its entry not yet deleted) and,
+// with orders, reads them a page at a time for the orders they carry. An
+// entry that carries no valid order still counts; it gives no buyer a place.
+func (g *Gate) queuedIn(ctx context.Context, id domain.VoucherID, stream string, withOrders bool) (int64, []domain.VoucherOrder, error) {
+	if !withOrders {
+		n, err := g.rdb.XLen(ctx, stream).Result()
+		return n, nil, err
+	}
 	var n int64
 	var orders []domain.VoucherOrder
 	for from := "-"; ; {
