@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -235,17 +236,20 @@ func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) error {
 		return domain.ErrVoucherNotFound
 	}
 	// A claim resent after its reply was lost finds its own mark: taken,
-	// and nothing changes (the claim script's rule).
-	if err := s.sale.Check(now, 1); err != nil {
+	// whatever changed since (ended, paused, sold out), and nothing changes
+	// (the claim scripts' rule). Only a sale not started holds no claim.
+	err := s.sale.Check(now, 1)
+	if errors.Is(err, domain.ErrNotStarted) {
 		return err
-	}
-	// Paused after the window and before anything else, as the claim
-	// scripts check it.
-	if s.sale.Paused() {
-		return domain.ErrPaused
 	}
 	if s.holds(o) {
 		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if s.sale.Paused() {
+		return domain.ErrPaused
 	}
 	// The domain's window-then-stock rule, the one the claim script mirrors.
 	if err := s.sale.Check(now, s.stock); err != nil {

@@ -4,7 +4,8 @@
 -- bucket answers 'empty' (the caller then moves stock from another bucket,
 -- since the voucher is sold out only when every bucket is), unless the user
 -- already holds an order here ('duplicate': no transfer can change that); and
--- a bucket a restore has frozen answers 'busy' (nothing changed, try again).
+-- a bucket a restore has frozen answers 'busy' (nothing changed, try again),
+-- except to a resent claim it holds.
 -- Its keys and arguments are claim.lua's, so one command shape serves both
 -- (claimargs.go): KEYS[1] bucket hash (stock, begin, end), KEYS[2] buyers
 -- hash, KEYS[3] stream; ARGV[1] userId, ARGV[2] orderId, ARGV[3] voucherId,
@@ -18,8 +19,18 @@ local v = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end', 'frozen', 'pause
 if not v[1] then
   return 'not_found'
 end
+-- A claim resent after its reply was lost finds its own mark: it was taken,
+-- and answers 'ok' whatever changed since (see redisgate/claim.lua), a
+-- freeze too (a kept bucket keeps its buyers while frozen).
+local function refuse(code)
+  local m = redis.call('HGET', KEYS[2], ARGV[1])
+  if m == ARGV[2] or (m and scan(KEYS[2], ARGV[1], 2, limitOf(KEYS[1]), ARGV[2])) then
+    return 'ok'
+  end
+  return code
+end
 if v[4] then
-  return 'busy'
+  return refuse('busy')
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -27,10 +38,10 @@ if now < tonumber(v[2]) then
   return 'not_started'
 end
 if now >= tonumber(v[3]) then
-  return 'ended'
+  return refuse('ended')
 end
 if v[5] == '1' then
-  return 'paused'
+  return refuse('paused')
 end
 -- A mark holding this very order ID is this claim's own, resent after its
 -- reply was lost (see redisgate/claim.lua): it was taken, answer 'ok' again.

@@ -570,3 +570,43 @@ func TestRebuildKeepsThePlacesOfQueuedBuyers(t *testing.T) {
 		})
 	}
 }
+
+// A claim whose reply was lost is resent (go-redis resends a command whose
+// connection broke). If a restore froze the buckets in between, the resend
+// finds its own mark in a kept bucket: it was taken, and answers taken, not
+// busy (which says nothing changed, and would hand its order ID back for
+// another order to reuse). A new claim is still told busy.
+func TestAClaimResentToAFrozenBucketIsTaken(t *testing.T) {
+	for _, b := range testenv.Redises() {
+		t.Run(b.Name, func(t *testing.T) {
+			rdb := b.Client(t)
+			prefix := testenv.KeyPrefix(t)
+			t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
+			g := redisgate.New(rdb, fastOpts(prefix))
+			v := splitInto(t, newVoucher(t, 9), 3)
+			if err := g.Preheat(ctx(t), v); err != nil {
+				t.Fatal(err)
+			}
+			taken := orderFor(t, userIn(1, 3, 1), v.ID())
+			if err := g.ReserveAndAppend(ctx(t), taken); err != nil {
+				t.Fatal(err)
+			}
+			for b := range 3 { // as freeze.lua does to a bucket that exists
+				bk := redisschema.KeysForTag(prefix, redisschema.BucketTag(v.ID(), b, 3))
+				if err := rdb.HSet(ctx(t), bk.Voucher, "frozen", "1").Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := g.ReserveAndAppend(ctx(t), taken); err != nil {
+				t.Fatalf("claim resent to a frozen bucket: %v, want taken", err)
+			}
+			other := orderFor(t, userIn(1, 3, taken.UserID()+1), v.ID())
+			if err := g.ReserveAndAppend(ctx(t), other); !errors.Is(err, ports.ErrNotAdmitted) {
+				t.Fatalf("new claim to a frozen bucket: %v, want busy (not admitted)", err)
+			}
+			if n, _ := g.Pending(ctx(t), v.ID()); n != 1 {
+				t.Fatalf("%d orders queued, want the one taken once", n)
+			}
+		})
+	}
+}

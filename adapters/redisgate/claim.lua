@@ -13,19 +13,6 @@ local v = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end', 'paused')
 if not v[1] then
   return 'not_found'
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if now < tonumber(v[2]) then
-  return 'not_started'
-end
-if now >= tonumber(v[3]) then
-  return 'ended'
-end
--- An admin's pause (redisschema/controls.lua) refuses every claim, a resent
--- one too, until the sale is resumed.
-if v[4] == '1' then
-  return 'paused'
-end
 -- A sale may allow a user more than one order: the user's further places
 -- (places.lua) are looked at only once the first is taken, so a one-order
 -- sale reads nothing more. place answers 'ok' when one of them holds this
@@ -37,20 +24,41 @@ local function place()
   end
   return free
 end
--- Stock before duplicate, as the original: a sold-out sale answers sold out
--- to everyone, except to a retry of a claim that was taken (below).
-if tonumber(v[1]) <= 0 then
+-- A claim resent after its reply was lost (a connection cut, a failover to a
+-- replica that had the write) finds its mark holding this very order ID: it
+-- was taken, and answers 'ok' again whatever changed since (the sale ended,
+-- was paused, sold out). Answered a refusal instead, the buyer would be told
+-- no while holding a queued order, and its ID would be handed back for
+-- another order to reuse. Looked at only on a refusal, so a claim that goes
+-- through pays nothing for it.
+local function refuse(code)
   local m = redis.call('HGET', KEYS[2], ARGV[1])
   if m == ARGV[2] or (m and place() == 'ok') then
     return 'ok'
   end
-  return 'sold_out'
+  return code
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now < tonumber(v[2]) then
+  return 'not_started'
+end
+if now >= tonumber(v[3]) then
+  return refuse('ended')
+end
+-- An admin's pause (redisschema/controls.lua) refuses every new claim until
+-- the sale is resumed.
+if v[4] == '1' then
+  return refuse('paused')
+end
+-- Stock before duplicate, as the original: a sold-out sale answers sold out
+-- to everyone, except to a retry of a claim that was taken (refuse).
+if tonumber(v[1]) <= 0 then
+  return refuse('sold_out')
 end
 -- HSETNX checks and reserves the user's mark in one call. A mark holding
--- this very order ID is this claim's own: the client resent the script after
--- losing its reply (a connection cut, a failover to a replica that had the
--- write), and the claim was taken, so it answers 'ok' again and changes
--- nothing.
+-- this very order ID is this claim's own, resent (refuse): it answers 'ok'
+-- again and changes nothing.
 if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then
   if redis.call('HGET', KEYS[2], ARGV[1]) == ARGV[2] then
     return 'ok'

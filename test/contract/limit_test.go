@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -105,6 +106,27 @@ var limitCases = []struct {
 		s.claim(t, b) // resent: its place holds it
 		s.refused(t, testenv.Order(t, 14, 7, 1), domain.ErrSoldOut)
 		s.held(t, 1, 0, a, b, c)
+	}},
+	{name: "a_claim_resent_after_the_sale_ended_is_taken_whichever_place_it_holds", run: func(t *testing.T, s returnSubject) {
+		v := s.limited(t, 1, 10, 2)
+		a, b := testenv.Order(t, 11, 7, 1), testenv.Order(t, 12, 7, 1)
+		s.claim(t, a)
+		s.claim(t, b)
+		g, ok := s.gate.(ports.GateControls)
+		if !ok {
+			t.Fatalf("%T is not a GateControls", s.gate)
+		}
+		ended, err := v.Sale().EndNow(v.Sale().Begin().Add(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Apply(gateCtx(t), v.WithSale(ended)); err != nil {
+			t.Fatal(err)
+		}
+		s.claim(t, b) // its second place holds it
+		s.claim(t, a)
+		s.refused(t, testenv.Order(t, 13, 8, 1), domain.ErrEnded)
+		s.held(t, 1, 8, a, b)
 	}},
 	{name: "a_returned_order_keeps_its_place", run: func(t *testing.T, s returnSubject) {
 		v := s.limited(t, 1, 10, 3)
