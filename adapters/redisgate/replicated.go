@@ -25,20 +25,9 @@ func (g *Gate) claimReplicated(ctx context.Context, o domain.VoucherOrder, l *la
 	if index {
 		redisx.Send(ctx, g.claims, entry)
 	}
-	node, err := redisx.Master(ctx, g.rdb, l.buckets[b].Voucher)
+	run, wait, err := g.runReplicated(ctx, l.buckets[b].Voucher, l.script, run)
 	if err != nil {
-		// Nothing was sent: the claim changed nothing.
-		return "", fmt.Errorf("claim script for %s: %w: find the bucket's master: %w", o, ports.ErrNotAdmitted, err)
-	}
-	wait := redisx.DoReplicated(ctx, node, g.waitReplicas, g.waitTimeout, run)
-	if redisx.IsNoScript(run.Err()) {
-		// The master lost its script cache (a restart, or a replica just
-		// promoted that never loaded it): load it there and run again.
-		if err := l.script.Load(ctx, node).Err(); err != nil {
-			return "", fmt.Errorf("claim script for %s: load after NOSCRIPT: %w", o, err)
-		}
-		run = redis.NewCmd(ctx, run.Args()...)
-		wait = redisx.DoReplicated(ctx, node, g.waitReplicas, g.waitTimeout, run)
+		return "", fmt.Errorf("claim script for %s: %w", o, err)
 	}
 	answer, err := scriptAnswer(o, run)
 	if err != nil || answer != claimOK {
@@ -48,4 +37,48 @@ func (g *Gate) claimReplicated(ctx context.Context, o domain.VoucherOrder, l *la
 		return "", fmt.Errorf("claim %s: %w", o, err)
 	}
 	return answer, nil
+}
+
+// takeReplicated is a transfer's take (step 1) on the donor's master,
+// confirmed by its replicas like a claim. The claim that follows waits only
+// for its home's master: on a cluster the donor is another master, and a
+// failover of it to a replica that missed the take would give the donor its
+// units back while the home keeps them, two places for one unit. A take not
+// confirmed in time is an error (the transfer stops before its apply, and
+// its record is the repair's to finish, as after a crash at that step).
+func (g *Gate) takeReplicated(ctx context.Context, donor string, run *redis.Cmd) ([]int64, error) {
+	run, wait, err := g.runReplicated(ctx, donor, takeScript, run)
+	if err != nil {
+		return nil, err
+	}
+	r, err := run.Int64Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(r) > 0 && r[0] > 0 {
+		if err := redisx.Replicated(wait, g.waitReplicas, g.waitTimeout); err != nil {
+			return nil, fmt.Errorf("take: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// runReplicated runs a script's command and a WAIT on one connection to the
+// master of key (redisx.DoReplicated), loading the script there once if the
+// master lost it (a restart, or a replica just promoted that never loaded
+// it). A master it cannot find was sent nothing: ports.ErrNotAdmitted.
+func (g *Gate) runReplicated(ctx context.Context, key string, script *redis.Script, run *redis.Cmd) (*redis.Cmd, *redis.IntCmd, error) {
+	node, err := redisx.Master(ctx, g.rdb, key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: find the master of %s: %w", ports.ErrNotAdmitted, key, err)
+	}
+	wait := redisx.DoReplicated(ctx, node, g.waitReplicas, g.waitTimeout, run)
+	if redisx.IsNoScript(run.Err()) {
+		if err := script.Load(ctx, node).Err(); err != nil {
+			return nil, nil, fmt.Errorf("load after NOSCRIPT: %w", err)
+		}
+		run = redis.NewCmd(ctx, run.Args()...)
+		wait = redisx.DoReplicated(ctx, node, g.waitReplicas, g.waitTimeout, run)
+	}
+	return run, wait, nil
 }

@@ -175,8 +175,14 @@ func (g *Gate) fault(step string) error {
 
 // take is step 1 on the donor.
 func (g *Gate) take(ctx context.Context, donor redisschema.Keys, id string, to int) (n int64, created int64, young int64, err error) {
-	r, err := g.scripts.Run(ctx, g.rdb, takeScript, []string{donor.Voucher, donor.Transfers()},
-		id, to, g.opts.ApplyDeadline.Milliseconds()).Int64Slice()
+	keys, deadline := []string{donor.Voucher, donor.Transfers()}, g.opts.ApplyDeadline.Milliseconds()
+	var r []int64
+	if g.waitReplicas > 0 {
+		run := redis.NewCmd(ctx, "evalsha", takeScript.Hash(), len(keys), keys[0], keys[1], id, to, deadline)
+		r, err = g.takeReplicated(ctx, donor.Voucher, run)
+	} else {
+		r, err = g.scripts.Run(ctx, g.rdb, takeScript, keys, id, to, deadline).Int64Slice()
+	}
 	if err != nil {
 		return 0, 0, 0, err
 	}
