@@ -191,7 +191,7 @@ func splitRule(rdb redis.UniversalClient, c Config, log zerolog.Logger) httpapi.
 func provideGate(rdb redis.UniversalClient, claims ClaimRedis, c Config, vouchers *mysqlstore.VoucherRepo, orders *mysqlstore.OrderRepo) *redisgate.Gate {
 	return redisgate.New(rdb, redisgate.Options{Prefix: c.KeyPrefix, Retention: c.KeyRetention, Claims: claims.UniversalClient,
 		WaitReplicas: c.RedisWaitReplicas, WaitTimeout: c.RedisWaitTimeout, ReclaimAfterCancel: c.ReclaimAfterCancel,
-		Unsplit: c.Queue != QueueStream, Vouchers: vouchers, Orders: orders})
+		Unsplit: c.Queue != QueueStream, Vouchers: vouchers, Orders: orders, Unreturned: orders.Unreturned})
 }
 
 // provideSoldOutMarks are this instance's local sold-out marks: a step of

@@ -610,3 +610,121 @@ func TestAClaimResentToAFrozenBucketIsTaken(t *testing.T) {
 		})
 	}
 }
+
+// dbAt is the database as a restore reads it: the voucher with its stock
+// now, its buyers, and the cancelled orders the gate has not taken back.
+type dbAt struct {
+	ports.VoucherRepository
+	ports.OrderRepository
+	v          domain.Voucher
+	buyers     []domain.VoucherOrder
+	unreturned []domain.VoucherOrder
+}
+
+func (d dbAt) Get(context.Context, domain.VoucherID) (domain.Voucher, error) { return d.v, nil }
+func (d dbAt) Buyers(context.Context, domain.VoucherID) ([]domain.VoucherOrder, error) {
+	return d.buyers, nil
+}
+func (d dbAt) Unreturned(context.Context, int) ([]domain.VoucherOrder, error) {
+	return d.unreturned, nil
+}
+
+// A bucket is lost while an order whose home is a kept bucket is cancelled
+// in the database and not yet given back to the gate (the returner runs
+// after the cancellation commits, and fails while Redis is down). The
+// database's stock holds its unit; the kept bucket holds its buyer's mark.
+// The restore gives that unit back itself, so the returner's Return that
+// follows gives nothing more: the units in Redis are the database's stock,
+// not one more (which the gate would sell and the database refuse).
+func TestRestoreGivesBackTheUnitsOfCancelledOrdersOnce(t *testing.T) {
+	for _, b := range testenv.Redises() {
+		t.Run(b.Name, func(t *testing.T) {
+			rdb := b.Client(t)
+			prefix := testenv.KeyPrefix(t)
+			t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
+			v := splitInto(t, newVoucher(t, 30), 3)
+			if err := redisgate.New(rdb, fastOpts(prefix)).Preheat(ctx(t), v); err != nil {
+				t.Fatal(err)
+			}
+			// Six orders, two a bucket, written to the database and acked.
+			var created []domain.VoucherOrder
+			for b := range 3 {
+				for _, u := range []domain.UserID{userIn(b, 3, 100), userIn(b, 3, userIn(b, 3, 100)+1)} {
+					created = append(created, orderFor(t, u, v.ID()))
+				}
+			}
+			for _, o := range created {
+				if err := redisgate.New(rdb, fastOpts(prefix)).ReserveAndAppend(ctx(t), o); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for b := range 3 {
+				bk := redisschema.KeysForTag(prefix, redisschema.BucketTag(v.ID(), b, 3))
+				if err := rdb.Del(ctx(t), bk.Orders).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cancelled := created[0] // home bucket 0, which is kept
+			buyers := append([]domain.VoucherOrder{cancelled.Forfeited()}, created[1:]...)
+			stock := 30 - len(created) + 1
+			sale, err := domain.NewSale(stock, v.Sale().Begin(), v.Sale().End())
+			if err == nil {
+				sale, err = sale.WithBuckets(3)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			db := dbAt{v: v.WithSale(sale), buyers: buyers, unreturned: []domain.VoucherOrder{cancelled}}
+			opts := fastOpts(prefix)
+			opts.Vouchers, opts.Orders, opts.Unreturned = db, db, db.Unreturned
+			g := redisgate.New(rdb, opts)
+			delBucket(t, rdb, prefix, v.ID(), 1, 3)
+			if ok, err := g.Restore(ctx(t), v, nil); err != nil || !ok {
+				t.Fatalf("restore: %v, %v", ok, err)
+			}
+			if err := g.Return(ctx(t), []domain.VoucherOrder{cancelled}); err != nil { // the returner, late
+				t.Fatal(err)
+			}
+			books(t, g, v.ID(), stock)
+		})
+	}
+}
+
+// A bucket a restore has frozen gives nothing back to the returner: the
+// restore counts its stock while frozen and gives back itself the units the
+// database had cancelled, so a return landing in between would count one
+// twice. The return fails (its orders stay unreturned for the next pass)
+// and changes nothing; once the bucket serves again it goes through.
+func TestAFrozenBucketGivesNothingBackUntilTheRestoreIsDone(t *testing.T) {
+	for _, b := range testenv.Redises() {
+		t.Run(b.Name, func(t *testing.T) {
+			rdb := b.Client(t)
+			prefix := testenv.KeyPrefix(t)
+			t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
+			g := redisgate.New(rdb, fastOpts(prefix))
+			v := splitInto(t, newVoucher(t, 9), 3)
+			if err := g.Preheat(ctx(t), v); err != nil {
+				t.Fatal(err)
+			}
+			o := orderFor(t, userIn(2, 3, 1), v.ID())
+			if err := g.ReserveAndAppend(ctx(t), o); err != nil {
+				t.Fatal(err)
+			}
+			home := redisschema.KeysForTag(prefix, redisschema.BucketTag(v.ID(), 2, 3))
+			if err := rdb.HSet(ctx(t), home.Voucher, "frozen", "1").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Return(ctx(t), []domain.VoucherOrder{o}); err == nil {
+				t.Fatal("a return into a frozen bucket succeeded")
+			}
+			books(t, g, v.ID(), 8)
+			if err := rdb.HDel(ctx(t), home.Voucher, "frozen").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Return(ctx(t), []domain.VoucherOrder{o}); err != nil {
+				t.Fatal(err)
+			}
+			books(t, g, v.ID(), 9)
+		})
+	}
+}

@@ -121,6 +121,10 @@ type Options struct {
 	// committed in between would otherwise be counted as still unsold).
 	Vouchers ports.VoucherRepository
 	Orders   ports.OrderRepository
+	// Unreturned, when set, lists cancelled orders whose units the gate has
+	// not been given back yet (ports.OrderLifecycle's): a split voucher's
+	// restore gives back itself those of the buckets it keeps (restore.go).
+	Unreturned func(ctx context.Context, limit int) ([]domain.VoucherOrder, error)
 	// Fault, for tests only: called after transfer step 1 ("taken") and step 2
 	// ("applied"); a non-nil error stops the claim there, as a process
 	// killed between the steps would.

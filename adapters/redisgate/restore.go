@@ -160,8 +160,14 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 		return false, fmt.Errorf("restore: %w", err)
 	}
 	domain.KeepQueued(marks, v.Sale().LimitPerUser(), inStream)
+	var given int64
+	if count && k > 1 {
+		if given, err = g.returnKept(ctx, l, st); err != nil {
+			return false, fmt.Errorf("restore voucher %d: %w", id, err)
+		}
+	}
 	// Below 0, Redis holds more than the database allows: reconcile shows it.
-	pool := max(int64(v.Sale().Stock())-kept-queued, 0)
+	pool := max(int64(v.Sale().Stock())-kept-queued-given, 0)
 	mode := "restore"
 	if k == 1 {
 		mode = "fill"
@@ -213,6 +219,52 @@ func (g *Gate) announce(ctx context.Context, v domain.Voucher, l *layout) error 
 		}
 	}
 	return g.addLive(ctx, l)
+}
+
+// unreturnedMax bounds the cancelled orders a restore reads to give back:
+// more than that waiting for the gate is a returner far behind, and the
+// restore is tried again at the next repair instead.
+const unreturnedMax = 100_000
+
+// returnKept gives back, into the buckets the restore keeps (frozen, their
+// stock counted), the units of the orders the database has cancelled and
+// the gate not yet taken back, and answers how many it gave. The database's
+// stock, read before, holds those units already: without this, the pool
+// written to the lost buckets would hold them too, and the returner's
+// Return after the restore would add them a second time to the kept
+// buckets, which hold their marks (a unit sold twice, the second sale
+// refused by the database). Given back here, the mark is forfeited (or
+// freed), so the returner's Return finds nothing more. It reads the list
+// after the database's stock: a cancellation committed in between is given
+// back here though the stock read missed it, which undersells by its unit,
+// never oversells. A lost bucket's orders need nothing: it is rebuilt from
+// the database's buyers, where a cancelled order holds no unit.
+func (g *Gate) returnKept(ctx context.Context, l *layout, st []bucketState) (int64, error) {
+	if g.opts.Unreturned == nil {
+		return 0, nil
+	}
+	all, err := g.opts.Unreturned(ctx, unreturnedMax)
+	if err != nil {
+		return 0, fmt.Errorf("list cancelled orders not returned: %w", err)
+	}
+	if len(all) >= unreturnedMax {
+		return 0, fmt.Errorf("%d or more cancelled orders wait to be returned: restore later", unreturnedMax)
+	}
+	homes := make([][]domain.VoucherOrder, l.k)
+	for _, o := range all {
+		if h := redisschema.HomeBucket(o.UserID(), l.k); o.VoucherID() == l.id && !st[h].placeholder {
+			homes[h] = append(homes[h], o)
+		}
+	}
+	var given int64
+	for b, orders := range homes {
+		n, err := g.returnTo(ctx, l.buckets[b], orders, true)
+		given += n
+		if err != nil {
+			return given, fmt.Errorf("give back the cancelled orders of bucket %d: %w", b, err)
+		}
+	}
+	return given, nil
 }
 
 // quiesce is step 1 of a split voucher's restore (force: its buckets deleted

@@ -3,6 +3,7 @@ package redisgate
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -39,7 +40,7 @@ func (g *Gate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
 			homes[h] = append(homes[h], o)
 		}
 		for b, home := range homes {
-			if err := g.returnTo(ctx, l.buckets[b], home); err != nil {
+			if _, err := g.returnTo(ctx, l.buckets[b], home, false); err != nil {
 				return fmt.Errorf("return units of voucher %d bucket %d: %w", l.id, b, err)
 			}
 		}
@@ -47,19 +48,31 @@ func (g *Gate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
 	return nil
 }
 
-func (g *Gate) returnTo(ctx context.Context, k redisschema.Keys, orders []domain.VoucherOrder) error {
+// errFrozen: a bucket a restore has frozen gives nothing back until the
+// restore is done (return.lua); the orders stay unreturned for the next pass.
+var errFrozen = errors.New("the bucket is being restored: nothing given back, try again")
+
+// returnTo returns orders whose home is bucket k and answers the units it
+// gave back; restoring is the restore's own call, into a bucket it froze.
+func (g *Gate) returnTo(ctx context.Context, k redisschema.Keys, orders []domain.VoucherOrder, restoring bool) (int64, error) {
+	var given int64
 	for start := 0; start < len(orders); start += returnChunk {
 		chunk := orders[start:min(start+returnChunk, len(orders))]
-		args := make([]any, 0, 1+2*len(chunk))
-		args = append(args, boolArg(g.reclaim))
+		args := make([]any, 0, 2+2*len(chunk))
+		args = append(args, boolArg(g.reclaim), boolArg(restoring))
 		for _, o := range chunk {
 			args = append(args, int64(o.UserID()), int64(o.ID()))
 		}
-		if err := g.scripts.Run(ctx, g.rdb, returnScript, []string{k.Voucher, k.Buyers, k.Returned()}, args...).Err(); err != nil {
-			return err
+		n, err := g.scripts.Run(ctx, g.rdb, returnScript, []string{k.Voucher, k.Buyers, k.Returned()}, args...).Int64()
+		if err != nil {
+			return given, err
 		}
+		if n < 0 {
+			return given, errFrozen
+		}
+		given += n
 	}
-	return nil
+	return given, nil
 }
 
 // byVoucher groups orders by voucher, keeping their order within each

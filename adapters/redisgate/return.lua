@@ -2,7 +2,8 @@
 -- cancelled by their buyer), and remember each order as returned.
 -- KEYS[1] voucher hash, KEYS[2] buyers hash, KEYS[3] returned set (one hash tag)
 -- ARGV[1] '1' when a cancelled order frees its buyer's place
--- (SECKILL_RECLAIM_AFTER_CANCEL), else '0'; then ARGV[2], ARGV[3], ...
+-- (SECKILL_RECLAIM_AFTER_CANCEL), else '0'; ARGV[2] '1' when a restore
+-- returns them itself (restore.go), else '0'; then ARGV[3], ARGV[4], ...
 -- pairs userId, orderId
 -- Only the place that holds this very order id gives its unit back, so a
 -- repeated return, or one after the buyer claimed again, gives nothing more.
@@ -16,12 +17,19 @@
 -- as the voucher hash; with the voucher hash gone (the sale's keys expired,
 -- or Redis lost them) nothing is remembered or returned: a Restore rebuilds
 -- the gate from the database, which no longer counts these orders.
--- Returns the number of units given back.
+-- A bucket a restore has frozen gives nothing back (-1: try again once the
+-- restore is done): the restore counts the bucket's stock while frozen, and
+-- gives back itself the units of the orders the database had cancelled when
+-- it read it, so a return landing in between would count a unit twice.
+-- Returns the number of units given back, or -1.
+if ARGV[2] ~= '1' and redis.call('HEXISTS', KEYS[1], 'frozen') == 1 then
+  return -1
+end
 local exists = redis.call('EXISTS', KEYS[1]) == 1
 local limit = limitOf(KEYS[1])
 local n = 0
 local reclaim = ARGV[1] == '1'
-for i = 2, #ARGV, 2 do
+for i = 3, #ARGV, 2 do
   if exists then
     redis.call('SADD', KEYS[3], ARGV[i + 1])
   end
