@@ -49,21 +49,7 @@ func (s *Vouchers) AddSeckillOnce(ctx context.Context, key, fingerprint string, 
 	if entry.IsZero() {
 		return ports.Creation{}, &domain.ValidationError{Field: "admin", Reason: "an admin's creation needs its audit entry"}
 	}
-	sale := domain.UnmarshalSplitSaleFromDatabase(v.Sale().Stock(), voucherStoredTime(v.Sale().Begin()), voucherStoredTime(v.Sale().End()), v.Sale().Buckets()).WithStoredRoom(v.Sale().Room()).
-		WithStoredLimit(v.Sale().LimitPerUser())
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if k, ok := s.keys[key]; ok && key != "" {
-		return ports.Creation{Voucher: s.vouchers[k.id], Fingerprint: k.fingerprint}, nil
-	}
-	s.lastID++
-	saved := domain.UnmarshalVoucherFromDatabase(s.lastID, voucherSpecOf(v), domain.VoucherSeckill, v.Status(), sale)
-	s.vouchers[saved.ID()] = saved
-	if key != "" {
-		s.keys[key] = voucherKey{id: saved.ID(), fingerprint: fingerprint}
-	}
-	s.appendAudit(entry.ForVoucher(saved.ID()))
-	return ports.Creation{Voucher: saved, Fingerprint: fingerprint, Created: true}, nil
+	return s.addSeckill(key, fingerprint, v, entry), nil
 }
 
 // AddSeckill returns the voucher with its times as the database would keep
@@ -75,14 +61,29 @@ func (s *Vouchers) AddSeckill(ctx context.Context, v domain.Voucher) (domain.Vou
 	if !v.IsSeckill() {
 		return domain.Voucher{}, &domain.ValidationError{Field: "type", Reason: "must be a seckill voucher with a sale"}
 	}
+	return s.addSeckill("", "", v, domain.AuditEntry{}).Voucher, nil
+}
+
+// addSeckill answers the voucher of a key already used; otherwise it stores
+// the voucher, the key if any and the audit entry if any.
+func (s *Vouchers) addSeckill(key, fingerprint string, v domain.Voucher, entry domain.AuditEntry) ports.Creation {
 	sale := domain.UnmarshalSplitSaleFromDatabase(v.Sale().Stock(), voucherStoredTime(v.Sale().Begin()), voucherStoredTime(v.Sale().End()), v.Sale().Buckets()).WithStoredRoom(v.Sale().Room()).
 		WithStoredLimit(v.Sale().LimitPerUser())
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if k, ok := s.keys[key]; ok && key != "" {
+		return ports.Creation{Voucher: s.vouchers[k.id], Fingerprint: k.fingerprint}
+	}
 	s.lastID++
-	saved := domain.UnmarshalVoucherFromDatabase(s.lastID, voucherSpecOf(v), domain.VoucherSeckill, v.Status(), sale)
+	saved := v.WithID(s.lastID).WithSale(sale)
 	s.vouchers[saved.ID()] = saved
-	return saved, nil
+	if key != "" {
+		s.keys[key] = voucherKey{id: saved.ID(), fingerprint: fingerprint}
+	}
+	if !entry.IsZero() {
+		s.appendAudit(entry.ForVoucher(saved.ID()))
+	}
+	return ports.Creation{Voucher: saved, Fingerprint: fingerprint, Created: true}
 }
 
 // AddNormal stores a voucher without a sale. The service never creates one
@@ -171,13 +172,6 @@ func (s *Vouchers) take(id domain.VoucherID, n int) {
 	defer s.mu.Unlock()
 	v := s.vouchers[id]
 	s.vouchers[id] = v.WithStock(v.Sale().Stock() - n)
-}
-
-func voucherSpecOf(v domain.Voucher) domain.VoucherSpec {
-	return domain.VoucherSpec{
-		ShopID: v.ShopID(), Title: v.Title(), SubTitle: v.SubTitle(), Rules: v.Rules(),
-		PayValue: v.PayValue(), ActualValue: v.ActualValue(),
-	}
 }
 
 func voucherStoredTime(t time.Time) time.Time {

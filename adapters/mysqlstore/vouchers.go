@@ -36,22 +36,7 @@ func (r *VoucherRepo) AddSeckill(ctx context.Context, v domain.Voucher) (domain.
 	if !v.IsSeckill() {
 		return domain.Voucher{}, &domain.ValidationError{Field: "type", Reason: "must be a seckill voucher with a sale"}
 	}
-	sale := storedSale(v.Sale())
-	vm := voucherModel{
-		ShopID: int64(v.ShopID()), Title: v.Title(), SubTitle: v.SubTitle(), Rules: v.Rules(),
-		PayValue: v.PayValue(), ActualValue: v.ActualValue(), Type: int8(domain.VoucherSeckill), Status: v.Status(),
-	}
-	err := r.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		return insertSeckill(ctx, tx, &vm, sale)
-	})
-	if err != nil {
-		return domain.Voucher{}, wrap("add seckill voucher", err)
-	}
-	spec := domain.VoucherSpec{
-		ShopID: v.ShopID(), Title: v.Title(), SubTitle: v.SubTitle(), Rules: v.Rules(),
-		PayValue: v.PayValue(), ActualValue: v.ActualValue(),
-	}
-	return domain.UnmarshalVoucherFromDatabase(domain.VoucherID(vm.ID), spec, domain.VoucherSeckill, v.Status(), sale), nil
+	return r.addSeckill(ctx, v, "", "", domain.AuditEntry{})
 }
 
 // AddSeckillOnce inserts the key's row in the voucher's transaction, after
@@ -74,6 +59,23 @@ func (r *VoucherRepo) AddSeckillOnce(ctx context.Context, key, fingerprint strin
 			return c, err
 		}
 	}
+	saved, err := r.addSeckill(ctx, v, key, fingerprint, entry)
+	if key != "" && isDuplicateKey(err) {
+		c, ok, err := r.creation(ctx, key)
+		if err == nil && !ok {
+			err = fmt.Errorf("voucher creation key %q: duplicate, then not found", key)
+		}
+		return c, err
+	}
+	if err != nil {
+		return ports.Creation{}, err
+	}
+	return ports.Creation{Voucher: saved, Fingerprint: fingerprint, Created: true}, nil
+}
+
+// addSeckill writes the voucher's rows, then the key's row when there is a
+// key, then the audit entry when there is one, in one transaction.
+func (r *VoucherRepo) addSeckill(ctx context.Context, v domain.Voucher, key, fingerprint string, entry domain.AuditEntry) (domain.Voucher, error) {
 	sale := storedSale(v.Sale())
 	vm := voucherModel{
 		ShopID: int64(v.ShopID()), Title: v.Title(), SubTitle: v.SubTitle(), Rules: v.Rules(),
@@ -89,25 +91,16 @@ func (r *VoucherRepo) AddSeckillOnce(ctx context.Context, key, fingerprint strin
 				return err
 			}
 		}
+		if entry.IsZero() {
+			return nil
+		}
 		_, err := recordAudit(ctx, tx, entry.ForVoucher(domain.VoucherID(vm.ID)))
 		return err
 	})
-	if key != "" && isDuplicateKey(err) {
-		c, ok, err := r.creation(ctx, key)
-		if err == nil && !ok {
-			err = fmt.Errorf("voucher creation key %q: duplicate, then not found", key)
-		}
-		return c, err
-	}
 	if err != nil {
-		return ports.Creation{}, wrap("add seckill voucher", err)
+		return domain.Voucher{}, wrap("add seckill voucher", err)
 	}
-	spec := domain.VoucherSpec{
-		ShopID: v.ShopID(), Title: v.Title(), SubTitle: v.SubTitle(), Rules: v.Rules(),
-		PayValue: v.PayValue(), ActualValue: v.ActualValue(),
-	}
-	saved := domain.UnmarshalVoucherFromDatabase(domain.VoucherID(vm.ID), spec, domain.VoucherSeckill, v.Status(), sale)
-	return ports.Creation{Voucher: saved, Fingerprint: fingerprint, Created: true}, nil
+	return v.WithID(domain.VoucherID(vm.ID)).WithSale(sale), nil
 }
 
 // creation returns the voucher a key names, if the key was used.
@@ -197,10 +190,6 @@ func toVouchers(rows []voucherRow) []domain.Voucher {
 // storedSale is the sale as the database keeps it (times to the microsecond),
 // split as it was asked.
 func storedSale(s domain.Sale) domain.Sale {
-	if s.Buckets() > 1 {
-		return domain.UnmarshalSplitSaleFromDatabase(s.Stock(), storedTime(s.Begin()), storedTime(s.End()), s.Buckets()).WithStoredRoom(s.Room()).
-			WithStoredControls(s.Added(), s.Paused()).WithStoredLimit(s.LimitPerUser())
-	}
-	return domain.UnmarshalSaleFromDatabase(s.Stock(), storedTime(s.Begin()), storedTime(s.End())).WithStoredRoom(s.Room()).
+	return domain.UnmarshalSplitSaleFromDatabase(s.Stock(), storedTime(s.Begin()), storedTime(s.End()), s.Buckets()).WithStoredRoom(s.Room()).
 		WithStoredControls(s.Added(), s.Paused()).WithStoredLimit(s.LimitPerUser())
 }
