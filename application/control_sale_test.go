@@ -117,6 +117,33 @@ func TestAddStockFinishedByTheRepairAfterTheGateFailed(t *testing.T) {
 	}
 }
 
+// TestRepairRestoresWhileAControlIsRefused: the gate refuses a sale's
+// controls while a restore has its buckets frozen, and the restore that
+// unfreezes them runs in the same repair: a refused control must not stop
+// it (it would stay frozen, every claim busy, for good). The repair still
+// says the control failed, and a later one applies it.
+func TestRepairRestoresWhileAControlIsRefused(t *testing.T) {
+	ctx := context.Background()
+	_, clock, vouchers, gate, v := controlledSale(t, 2)
+	h := application.NewControlSale(vouchers, gate, clock)
+	if _, err := h.AddStock(ctx, 9, v.ID(), 3, ""); err != nil {
+		t.Fatal(err)
+	}
+	gate.Forget(v.ID())
+	refusing := &failingControls{GateControls: gate, fail: 1}
+	repair := application.NewRestoreGate(vouchers, memory.NewOrders(vouchers), gate, gate, clock).WithControls(refusing)
+	rep, err := repair.Repair(ctx)
+	if err == nil || rep.Restored != 1 {
+		t.Fatalf("repair with the control refused = %+v, %v; want the gate restored and the error told", rep, err)
+	}
+	if _, err := repair.Repair(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, _ := gate.Stock(ctx, v.ID()); n != 5 {
+		t.Fatalf("gate stock %d, want 5 (2 + 3, once)", n)
+	}
+}
+
 // TestSaleControlsRefusedOnAnEndedSale: stock and pause are refused with
 // sale_over once the sale has ended, and bad amounts are validation errors.
 func TestSaleControlsRefusedOnAnEndedSale(t *testing.T) {

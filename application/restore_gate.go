@@ -2,6 +2,7 @@ package application
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -75,9 +76,9 @@ func (h *RestoreGate) Repair(ctx context.Context) (RepairReport, error) {
 	if err != nil || len(vs) == 0 {
 		return r, err
 	}
-	if err := h.reapply(ctx, vs); err != nil {
-		return r, err
-	}
+	// A control the gate refused (a bucket being restored) must not hold
+	// up the restore that would unfreeze it: its error is returned last.
+	controlsErr := h.reapply(ctx, vs)
 	ids := make([]domain.VoucherID, len(vs))
 	byID := make(map[domain.VoucherID]domain.Voucher, len(vs))
 	for i, v := range vs {
@@ -86,7 +87,7 @@ func (h *RestoreGate) Repair(ctx context.Context) (RepairReport, error) {
 	}
 	missing, err := h.probe.Missing(ctx, ids)
 	if err != nil {
-		return r, err
+		return r, errors.Join(err, controlsErr)
 	}
 	if len(missing) > 0 {
 		lost := make([]domain.Voucher, 0, len(missing))
@@ -96,12 +97,12 @@ func (h *RestoreGate) Repair(ctx context.Context) (RepairReport, error) {
 		// Counted as repaired whether the gate or only its live-set entry
 		// was gone (Restore puts the entry back in both cases).
 		if err := h.restore(ctx, lost); err != nil {
-			return r, err
+			return r, errors.Join(err, controlsErr)
 		}
 		r.Restored = len(lost)
 	}
 	r.Healed, err = h.heal(ctx, vs)
-	return r, err
+	return r, errors.Join(err, controlsErr)
 }
 
 // heal finds the gates that are behind the database and puts back what they
@@ -211,13 +212,14 @@ func (h *RestoreGate) reapply(ctx context.Context, vs []domain.Voucher) error {
 	if h.controls == nil {
 		return nil
 	}
+	var errs []error
 	for _, v := range vs {
 		if s := v.Sale(); s.Added() == 0 && !s.Paused() {
 			continue
 		}
 		if err := h.controls.Apply(ctx, v); err != nil {
-			return fmt.Errorf("apply the controls of voucher %d again: %w", v.ID(), err)
+			errs = append(errs, fmt.Errorf("apply the controls of voucher %d again: %w", v.ID(), err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -728,3 +728,55 @@ func TestAFrozenBucketGivesNothingBackUntilTheRestoreIsDone(t *testing.T) {
 		})
 	}
 }
+
+// An admin adds units while a restore has the buckets frozen. The restore
+// counts the kept buckets' stock while frozen and writes the units of the
+// database it reads after, so units the control added to a frozen bucket
+// in between would be on sale twice: the frozen bucket takes the control's
+// pause but no units (the answer says so, for the admin to retry, or the
+// repair to apply), and once it serves again the units are added once.
+func TestAFrozenBucketTakesNoUnitsAdded(t *testing.T) {
+	for _, b := range testenv.Redises() {
+		t.Run(b.Name, func(t *testing.T) {
+			rdb := b.Client(t)
+			prefix := testenv.KeyPrefix(t)
+			t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
+			g := redisgate.New(rdb, fastOpts(prefix))
+			v := splitInto(t, newVoucher(t, 9), 3)
+			if err := g.Preheat(ctx(t), v); err != nil {
+				t.Fatal(err)
+			}
+			now := testenv.WallClock{}.Now()
+			sale, err := v.Sale().AddStock(5, now)
+			if err == nil {
+				sale, err = sale.WithPause(true, now)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := redisschema.KeysForTag(prefix, redisschema.BucketTag(v.ID(), 0, 3))
+			if err := rdb.HSet(ctx(t), first.Voucher, "frozen", "1").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Apply(ctx(t), v.WithSale(sale)); err == nil {
+				t.Fatal("units added to a frozen bucket: Apply answered nil")
+			}
+			books(t, g, v.ID(), 9)
+			for b := range 3 {
+				bk := redisschema.KeysForTag(prefix, redisschema.BucketTag(v.ID(), b, 3))
+				if p, _ := rdb.HGet(ctx(t), bk.Voucher, "paused").Result(); p != "1" {
+					t.Fatalf("bucket %d not paused (%q)", b, p)
+				}
+			}
+			if err := rdb.HDel(ctx(t), first.Voucher, "frozen").Err(); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				if err := g.Apply(ctx(t), v.WithSale(sale)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			books(t, g, v.ID(), 14)
+		})
+	}
+}

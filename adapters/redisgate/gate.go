@@ -429,12 +429,20 @@ func (g *Gate) Apply(ctx context.Context, v domain.Voucher) error {
 	}
 	l := g.known(v.ID(), g.kOf(v))
 	s := v.Sale()
+	var frozen error
 	for b, k := range l.buckets {
-		err := g.scripts.Run(ctx, g.rdb, redisschema.ControlsScript, []string{k.Voucher, k.Buyers},
-			s.End().UnixMilli(), g.expireAt(s).UnixMilli(), redisschema.Paused(s), addedArg(s, b)).Err()
+		n, err := g.scripts.Run(ctx, g.rdb, redisschema.ControlsScript, []string{k.Voucher, k.Buyers},
+			s.End().UnixMilli(), g.expireAt(s).UnixMilli(), redisschema.Paused(s), addedArg(s, b)).Int64()
 		if err != nil {
 			return fmt.Errorf("apply controls to voucher %d bucket %d: %w", v.ID(), b, err)
 		}
+		if n == -2 {
+			// The other buckets still take the end and the pause.
+			frozen = fmt.Errorf("apply controls to voucher %d: bucket %d is being restored: the units added go on sale once it is done", v.ID(), b)
+		}
+	}
+	if frozen != nil {
+		return frozen
 	}
 	if l.k > 1 {
 		if err := g.rdb.PExpireAt(ctx, redisschema.BucketMeta(g.prefix, v.ID()), g.expireAt(s)).Err(); err != nil {

@@ -9,7 +9,13 @@
 -- KEYS[1] voucher (or bucket) hash, KEYS[2] its buyers hash
 -- ARGV[1] end (unix ms), ARGV[2] expire at (unix ms), ARGV[3] paused '1'|'0',
 -- ARGV[4] units added in all ('' : this hash takes none, another bucket does)
--- Returns the units added to the stock now, or -1 when the hash is absent.
+-- A bucket a restore has frozen takes the end and the pause but no units:
+-- the restore counts its stock while frozen and writes the units of the
+-- database it reads after (its raiseAdded records them as taken), so units
+-- added here in between would be on sale twice; the repair's Apply after
+-- the restore adds any the restore's read missed.
+-- Returns the units added to the stock now, -1 when the hash is absent, or
+-- -2 when it is frozen and units were left for later.
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return -1
 end
@@ -25,6 +31,9 @@ local want = tonumber(ARGV[4])
 local have = tonumber(redis.call('HGET', KEYS[1], 'added') or '0')
 if want <= have then
   return 0
+end
+if redis.call('HEXISTS', KEYS[1], 'frozen') == 1 then
+  return -2
 end
 redis.call('HINCRBY', KEYS[1], 'stock', want - have)
 redis.call('HSET', KEYS[1], 'added', ARGV[4])
