@@ -103,7 +103,7 @@ func (a *api) saleOrders(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, badRequest(fmt.Sprintf("limit must be an integer from 1 to %d", application.MaxOrderPage)))
 		return
 	}
-	page, err := a.orderList.Handle(r.Context(), application.SaleOrdersQuery{
+	page, err := a.Orders.Handle(r.Context(), application.SaleOrdersQuery{
 		Voucher: voucher, Filter: filter, After: domain.OrderID(after), Limit: int(limit),
 	})
 	if err != nil {
@@ -137,7 +137,7 @@ func (a *api) exportSaleOrders(w http.ResponseWriter, r *http.Request) {
 	cw := csv.NewWriter(w)
 	started := false
 	row := make([]string, len(csvColumns))
-	err = a.orderList.Export(r.Context(), voucher, filter, func(page []domain.OrderStatus) error {
+	err = a.Orders.Export(r.Context(), voucher, filter, func(page []domain.OrderStatus) error {
 		_ = rc.SetWriteDeadline(time.Now().Add(exportPageWrite)) // unsupported by test recorders only
 		if !started {
 			started = true

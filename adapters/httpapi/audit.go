@@ -53,7 +53,7 @@ func (a *api) auditTrail(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.Before, q.Voucher, q.Limit = before, domain.VoucherID(voucher), int(limit)
-	page, err := a.audit.Handle(r.Context(), q)
+	page, err := a.Audit.Handle(r.Context(), q)
 	if err != nil {
 		a.fail(w, r, err)
 		return

@@ -38,7 +38,7 @@ func (a *api) endSale(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	v, err := a.controls.EndNow(r.Context(), userFrom(r.Context()), domain.VoucherID(id))
+	v, err := a.Controls.EndNow(r.Context(), userFrom(r.Context()), domain.VoucherID(id))
 	a.answerControl(w, r, v, err)
 }
 
@@ -59,7 +59,7 @@ func (a *api) moveSaleEnd(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	v, err := a.controls.MoveEnd(r.Context(), userFrom(r.Context()), domain.VoucherID(id), end)
+	v, err := a.Controls.MoveEnd(r.Context(), userFrom(r.Context()), domain.VoucherID(id), end)
 	a.answerControl(w, r, v, err)
 }
 
@@ -95,7 +95,7 @@ func (a *api) addSaleStock(w http.ResponseWriter, r *http.Request) {
 	}
 	// An admin's retry after a timeout or a 500 carries the same key and
 	// adds nothing more.
-	v, err := a.controls.AddStock(r.Context(), userFrom(r.Context()), domain.VoucherID(id), *req.Add, r.Header.Get(idempotencyKeyHeader))
+	v, err := a.Controls.AddStock(r.Context(), userFrom(r.Context()), domain.VoucherID(id), *req.Add, r.Header.Get(idempotencyKeyHeader))
 	a.answerControl(w, r, v, err)
 }
 
@@ -109,9 +109,9 @@ func (a *api) setPaused(w http.ResponseWriter, r *http.Request, paused bool) {
 		a.fail(w, r, err)
 		return
 	}
-	h := a.controls.Resume
+	h := a.Controls.Resume
 	if paused {
-		h = a.controls.Pause
+		h = a.Controls.Pause
 	}
 	v, err := h(r.Context(), userFrom(r.Context()), domain.VoucherID(id))
 	a.answerControl(w, r, v, err)

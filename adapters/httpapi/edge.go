@@ -48,7 +48,7 @@ func (e *soldOutEdge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.refuse.ServeHTTP(w, r)
 		return
 	}
-	if !e.a.claim.SoldOut(id) {
+	if !e.a.Claim.SoldOut(id) {
 		e.next.ServeHTTP(w, r)
 		return
 	}

@@ -87,10 +87,10 @@ func checkJSONType(r *http.Request) error {
 // backend is touched; only Retry-After is set, so an allowed request pays no
 // headers.
 func limiter[K comparable](a *api, n int, key func(*http.Request) K, hash func(K) uint64, onLimit http.HandlerFunc) func(http.Handler) http.Handler {
-	if n <= 0 || a.limits.Window <= 0 {
+	if n <= 0 || a.Limits.Window <= 0 {
 		return nil
 	}
-	return limitMiddleware(newSlidingLimit(n, a.limits.Window, hash), key, onLimit, nil)
+	return limitMiddleware(newSlidingLimit(n, a.Limits.Window, hash), key, onLimit, nil)
 }
 
 func (a *api) rateLimited(w http.ResponseWriter, r *http.Request) {
@@ -106,7 +106,7 @@ const proxyWarnEvery = time.Minute
 // private peer over the limit, with no proxy trusted, looks like that, so it
 // is logged (at most once per proxyWarnEvery) with the variable to set.
 func (a *api) ipRateLimited(w http.ResponseWriter, r *http.Request) {
-	if len(a.proxies) == 0 {
+	if len(a.TrustedProxies) == 0 {
 		if peer, ok := parseRemoteAddr(r.RemoteAddr); ok && (peer.IsLoopback() || peer.IsPrivate()) {
 			a.warnUnconfiguredProxy(peer)
 		}
@@ -120,7 +120,7 @@ func (a *api) warnUnconfiguredProxy(peer netip.Addr) {
 	if last != 0 && now-last < int64(proxyWarnEvery) || !a.proxyWarned.CompareAndSwap(last, now) {
 		return
 	}
-	a.log.Warn().Str("peer", peer.String()).Int("limit", a.limits.PerIP).Str("window", a.limits.Window.String()).
+	a.Log.Warn().Str("peer", peer.String()).Int("limit", a.Limits.PerIP).Str("window", a.Limits.Window.String()).
 		Msg("the per-IP rate limit refused a loopback or private address: if it is a reverse proxy, every client " +
 			"behind it shares this one budget; set SECKILL_TRUSTED_PROXIES to the proxy's address so its " +
 			"X-Forwarded-For names the clients (or SECKILL_RATE_IP=0 to turn the per-IP limit off)")

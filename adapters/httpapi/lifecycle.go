@@ -71,7 +71,7 @@ func (a *api) cancelOrder(w http.ResponseWriter, r *http.Request) {
 	// is idempotent, and the expiry loop finishes a return left half-done).
 	ctx, cancel := context.WithTimeout(r.Context(), application.ClaimBudget)
 	defer cancel()
-	st, err := a.cancel.Handle(ctx, userFrom(r.Context()), domain.OrderID(id))
+	st, err := a.Cancel.Handle(ctx, userFrom(r.Context()), domain.OrderID(id))
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -95,7 +95,7 @@ func (a *api) paymentNotify(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, jsonError(err))
 		return
 	}
-	if !validSignature(a.paySecret, body, r.Header.Get(SignatureHeader)) {
+	if !validSignature(a.PaymentSecret, body, r.Header.Get(SignatureHeader)) {
 		a.fail(w, r, errBadSignature)
 		return
 	}
@@ -114,7 +114,7 @@ func (a *api) paymentNotify(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, badRequest("amount is required (fen)"))
 		return
 	}
-	res, err := a.pay.Handle(r.Context(), application.PaymentNotice{
+	res, err := a.Pay.Handle(r.Context(), application.PaymentNotice{
 		Order: domain.OrderID(id), Amount: *n.Amount, TransactionID: n.TransactionID,
 	})
 	if err != nil {

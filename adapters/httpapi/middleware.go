@@ -155,7 +155,7 @@ func (a *api) noteError(w http.ResponseWriter, r *http.Request, err error) {
 		rec.err = err
 		return
 	}
-	a.log.Error().Str("request_id", requestID(r)).Err(err).Msg("request failed")
+	a.Log.Error().Str("request_id", requestID(r)).Err(err).Msg("request failed")
 }
 
 // scope is every request's entry: it gives the request its one context
@@ -212,7 +212,7 @@ func (a *api) accessLog(r *http.Request, id func(*http.Request) string, status i
 	case status >= 500:
 		level = zerolog.ErrorLevel
 	}
-	e := a.log.WithLevel(level)
+	e := a.Log.WithLevel(level)
 	if !e.Enabled() {
 		return
 	}
@@ -279,8 +279,8 @@ func (a *api) recoverer(next http.Handler) http.Handler {
 // length says so, on reading otherwise (the decoder then reports 413).
 func (a *api) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > a.maxBody {
-			a.fail(w, r, errBodyTooLarge(a.maxBody))
+		if r.ContentLength > a.MaxBodyBytes {
+			a.fail(w, r, errBodyTooLarge(a.MaxBodyBytes))
 			return
 		}
 		// The claim path has no body: skip the wrapper and its allocation.
@@ -291,7 +291,7 @@ func (a *api) limitBody(next http.Handler) http.Handler {
 			if rec, ok := w.(*recorder); ok {
 				under = rec.ResponseWriter
 			}
-			r.Body = http.MaxBytesReader(under, r.Body, a.maxBody)
+			r.Body = http.MaxBytesReader(under, r.Body, a.MaxBodyBytes)
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -332,10 +332,10 @@ func (a *api) requireUser(next http.Handler) http.Handler {
 		}
 		var c caller
 		var err error
-		if n := len(bearerScheme); a.bearer != nil && len(token) > n && strings.EqualFold(token[:n], bearerScheme) {
-			c.user, c.admin, err = a.bearer.Session(r.Context(), token[n:])
+		if n := len(bearerScheme); a.Bearer != nil && len(token) > n && strings.EqualFold(token[:n], bearerScheme) {
+			c.user, c.admin, err = a.Bearer.Session(r.Context(), token[n:])
 		} else {
-			c.user, err = a.sessions.UserID(r.Context(), token)
+			c.user, err = a.Sessions.UserID(r.Context(), token)
 		}
 		if err != nil {
 			if !errors.Is(err, ports.ErrUnknownToken) {

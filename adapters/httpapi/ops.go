@@ -23,7 +23,7 @@ func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 	_, err := a.readiness.get(r.Context(), "", func(ctx context.Context) (struct{}, error) {
 		ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 		defer cancel()
-		return struct{}{}, a.ready(ctx)
+		return struct{}{}, a.Ready(ctx)
 	})
 	if err != nil {
 		a.noteError(w, r, fmt.Errorf("not ready: %w", err))
@@ -50,7 +50,7 @@ func (a *api) mintToken(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, &domain.ValidationError{Field: "userId", Reason: "must be a positive id"})
 		return
 	}
-	token, err := a.tokens.Mint(r.Context(), domain.UserID(req.UserID))
+	token, err := a.Tokens.Mint(r.Context(), domain.UserID(req.UserID))
 	if err != nil {
 		a.fail(w, r, fmt.Errorf("mint token for user %d: %w", req.UserID, err))
 		return

@@ -41,10 +41,10 @@ func (a *api) claimSeckill(w http.ResponseWriter, r *http.Request) {
 	user := userFrom(r.Context())
 	// The budget counts from the request's arrival: a session lookup that
 	// waited on Redis spent part of it.
-	c, err := a.claim.Claim(r.Context(), application.Claim{
+	c, err := a.Claim.Claim(r.Context(), application.Claim{
 		User: user, Voucher: domain.VoucherID(voucher), Arrived: arrival(r), Pass: (*passOf)(r),
 	})
-	if e := a.log.Debug(); e.Enabled() {
+	if e := a.Log.Debug(); e.Enabled() {
 		e.Str("request_id", requestID(r)).
 			Int64("voucher", voucher).
 			Int64("user", int64(user)).
@@ -57,7 +57,7 @@ func (a *api) claimSeckill(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if c.PassUnspent != nil {
-		a.log.Warn().Err(c.PassUnspent).Str("request_id", requestID(r)).Int64("voucher", voucher).
+		a.Log.Warn().Err(c.PassUnspent).Str("request_id", requestID(r)).Int64("voucher", voucher).
 			Msg("recording a used waiting-room pass failed; its place frees when the pass expires")
 	}
 	writeOKID(w, int64(c.Order))
@@ -68,7 +68,7 @@ func (a *api) orderStatus(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	st, err := a.getOrder.Handle(r.Context(), userFrom(r.Context()), domain.OrderID(id))
+	st, err := a.GetOrder.Handle(r.Context(), userFrom(r.Context()), domain.OrderID(id))
 	if err != nil {
 		a.fail(w, r, err)
 		return

@@ -139,7 +139,7 @@ func ipKeyOf(ip netip.Addr) ipLimitKey {
 // ipKey is the per-IP limit's key of r: see clientAddr. A peer address that
 // does not parse (never from a real connection) is one bucket of its own.
 func (a *api) ipKey(r *http.Request) ipLimitKey {
-	ip, _ := clientAddr(r, a.proxies)
+	ip, _ := clientAddr(r, a.TrustedProxies)
 	return ipKeyOf(ip)
 }
 

@@ -74,7 +74,7 @@ func (a *api) joinRoom(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	st, err := a.rooms.Join.Handle(r.Context(), domain.VoucherID(voucher), userFrom(r.Context()))
+	st, err := a.Rooms.Join.Handle(r.Context(), domain.VoucherID(voucher), userFrom(r.Context()))
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -105,7 +105,7 @@ func (a *api) pollRoom(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, domain.ErrNotInRoom)
 		return
 	}
-	st, err := a.rooms.Poll.Handle(r.Context(), domain.VoucherID(voucher), userFrom(r.Context()), ticket)
+	st, err := a.Rooms.Poll.Handle(r.Context(), domain.VoucherID(voucher), userFrom(r.Context()), ticket)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -143,7 +143,7 @@ type waitingRoomRequest struct {
 const defaultPassTTL = 60
 
 func (a *api) roomRules(req *waitingRoomRequest) (domain.RoomRules, error) {
-	if !a.rooms.enabled() {
+	if !a.Rooms.enabled() {
 		return domain.RoomRules{}, &domain.ValidationError{Field: "waitingRoom", Reason: "waiting rooms are not enabled on this service"}
 	}
 	if req.OpensBeforeSeconds == nil {

@@ -101,31 +101,10 @@ const DefaultMaxBodyBytes = 64 << 10
 // ready" within the orchestrator's probe timeout instead of hanging it.
 const readyTimeout = 2 * time.Second
 
+// api is Deps with NewRouter's defaults applied, plus what the router keeps.
 type api struct {
-	addVoucher   *application.AddSeckillVoucher
-	listVouchers *application.ListShopVouchers
-	claim        *application.ClaimSeckill
-	getOrder     *application.GetOrder
-	sessions     ports.Sessions
-	bearer       ports.BearerSessions
-	tokens       ports.TokenIssuer
-	ready        func(context.Context) error
-	log          zerolog.Logger
-	loc          *time.Location
-	maxBody      int64
-	clock        ports.Clock
-	admins       map[domain.UserID]struct{}
-	limits       Limits
-	proxies      []netip.Prefix
-	sales        *application.SaleDashboard
-	split        SplitRule
-	cancel       *application.CancelOrder
-	pay          *application.PayOrder
-	paySecret    []byte
-	rooms        Rooms
-	orderList    *application.ListSaleOrders
-	audit        *application.ReadAuditLog
-	controls     *application.ControlSale
+	Deps
+	admins map[domain.UserID]struct{}
 	// lists holds each shop's encoded voucher list, readiness the last
 	// probe's outcome, for Deps.PublicReadTTL.
 	lists     *shortCache[[]byte]
@@ -155,32 +134,7 @@ func NewRouter(d Deps) http.Handler {
 	case d.Ready == nil:
 		panic("httpapi: Deps.Ready is nil")
 	}
-	a := &api{
-		addVoucher:   d.AddVoucher,
-		listVouchers: d.ListVouchers,
-		claim:        d.Claim,
-		getOrder:     d.GetOrder,
-		sessions:     d.Sessions,
-		bearer:       d.Bearer,
-		tokens:       d.Tokens,
-		ready:        d.Ready,
-		log:          d.Log,
-		loc:          d.Location,
-		maxBody:      d.MaxBodyBytes,
-		clock:        d.Clock,
-		admins:       adminSet(d.Admins),
-		limits:       d.Limits,
-		proxies:      d.TrustedProxies,
-		sales:        d.Sales,
-		split:        d.Split,
-		cancel:       d.Cancel,
-		pay:          d.Pay,
-		paySecret:    d.PaymentSecret,
-		rooms:        d.Rooms,
-		orderList:    d.Orders,
-		audit:        d.Audit,
-		controls:     d.Controls,
-	}
+	a := &api{Deps: d, admins: adminSet(d.Admins)}
 	ttl := d.PublicReadTTL
 	if ttl == 0 {
 		ttl = DefaultPublicReadTTL
@@ -189,14 +143,14 @@ func NewRouter(d Deps) http.Handler {
 	// probe is: an outage must not turn a probe flood into a ping flood.
 	a.lists = newShortCache[[]byte](ttl, maxCachedShops, func(err error) bool { return err == nil })
 	a.readiness = newShortCache[struct{}](ttl, 1, func(error) bool { return true })
-	if a.loc == nil {
-		a.loc = time.UTC
+	if a.Location == nil {
+		a.Location = time.UTC
 	}
-	if a.maxBody <= 0 {
-		a.maxBody = DefaultMaxBodyBytes
+	if a.MaxBodyBytes <= 0 {
+		a.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	if a.clock == nil {
-		a.clock = wallClock{}
+	if a.Clock == nil {
+		a.Clock = wallClock{}
 	}
 
 	r := chi.NewRouter()
@@ -229,11 +183,11 @@ func NewRouter(d Deps) http.Handler {
 	// the router (edge.go): it counts the claims it looks at against this
 	// same per-IP limit, so the group's copy skips those.
 	var ipLimit *slidingLimit[ipLimitKey]
-	if a.limits.PerIP > 0 && a.limits.Window > 0 {
-		ipLimit = newSlidingLimit(a.limits.PerIP, a.limits.Window, hashIP)
+	if a.Limits.PerIP > 0 && a.Limits.Window > 0 {
+		ipLimit = newSlidingLimit(a.Limits.PerIP, a.Limits.Window, hashIP)
 	}
 	var edgeCounted func(*http.Request) bool
-	if a.claim.MarksSoldOut() {
+	if a.Claim.MarksSoldOut() {
 		edgeCounted = func(r *http.Request) bool { _, ok := edgeClaim(r); return ok }
 	}
 	r.Group(func(r chi.Router) {
@@ -241,27 +195,27 @@ func NewRouter(d Deps) http.Handler {
 			r.Use(limitMiddleware(ipLimit, a.ipKey, a.ipRateLimited, edgeCounted))
 		}
 		r.Use(a.requireUser)
-		if lim := limiter(a, a.limits.PerUser, userLimitKey, hashUser, a.rateLimited); lim != nil {
+		if lim := limiter(a, a.Limits.PerUser, userLimitKey, hashUser, a.rateLimited); lim != nil {
 			r.Use(lim)
 		}
-		if a.rooms.enabled() {
+		if a.Rooms.enabled() {
 			r.Post("/voucher-order/room/{id}/join", a.joinRoom)
 			r.Get("/voucher-order/room/{id}", a.pollRoom)
 		}
 		r.Post("/voucher-order/seckill/{id}", a.claimSeckill)
 		r.Get("/voucher-order/{id}", a.orderStatus)
-		if a.cancel != nil {
+		if a.Cancel != nil {
 			r.Post("/voucher-order/{id}/cancel", a.cancelOrder)
 		}
 	})
 
 	// A payment provider has no login token: the signature is its
 	// credential. Without a secret the route does not exist.
-	if a.pay != nil && len(a.paySecret) > 0 {
+	if a.Pay != nil && len(a.PaymentSecret) > 0 {
 		r.Post("/payments/notify", a.paymentNotify)
 	}
 
-	if a.sales != nil {
+	if a.Sales != nil {
 		// The page and its assets are static and public (a browser's
 		// navigation cannot send the token header); the figures are not.
 		r.Get("/admin/sales", a.salesPage)
@@ -272,20 +226,20 @@ func NewRouter(d Deps) http.Handler {
 		})
 	}
 
-	if a.orderList != nil || a.audit != nil {
+	if a.Orders != nil || a.Audit != nil {
 		r.Group(func(r chi.Router) {
 			a.adminRoutes(r)
-			if a.orderList != nil {
+			if a.Orders != nil {
 				r.Get("/admin/vouchers/{id}/orders", a.saleOrders)
 				r.Get("/admin/vouchers/{id}/orders.csv", a.exportSaleOrders)
 			}
-			if a.audit != nil {
+			if a.Audit != nil {
 				r.Get("/admin/audit", a.auditTrail)
 			}
 		})
 	}
 
-	if a.controls != nil {
+	if a.Controls != nil {
 		r.Group(func(r chi.Router) {
 			a.adminRoutes(r)
 			r.Post("/admin/vouchers/{id}/end", a.endSale)
@@ -296,16 +250,16 @@ func NewRouter(d Deps) http.Handler {
 		})
 	}
 
-	if a.rooms.enabled() {
+	if a.Rooms.enabled() {
 		r.Get("/waiting-room", a.roomPage)
 		r.Get("/waiting-room/assets/{name}", a.roomAsset)
 	}
 
-	if a.tokens != nil {
+	if a.Tokens != nil {
 		r.Post("/dev/tokens", a.mintToken)
 	}
 	scoped := a.scope(r, d.ClaimObserver)
-	if !a.claim.MarksSoldOut() {
+	if !a.Claim.MarksSoldOut() {
 		return routed{Handler: scoped, mux: r}
 	}
 	soldOut := answerFor(domain.ErrSoldOut)

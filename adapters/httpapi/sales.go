@@ -154,7 +154,7 @@ type backlogDTO struct {
 func (a *api) salesBoard(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), salesBoardTimeout)
 	defer cancel()
-	b, err := a.sales.Handle(ctx, application.SaleBoardQuery{History: r.URL.Query().Get("history") == "1"})
+	b, err := a.Sales.Handle(ctx, application.SaleBoardQuery{History: r.URL.Query().Get("history") == "1"})
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -179,8 +179,8 @@ func (a *api) saleDTO(s application.SaleRow) saleDTO {
 		ID:        strconv.FormatInt(int64(v.ID()), 10),
 		Title:     v.Title(),
 		State:     string(s.State),
-		BeginTime: v.Sale().Begin().In(a.loc).Format(localLayout),
-		EndTime:   v.Sale().End().In(a.loc).Format(localLayout),
+		BeginTime: v.Sale().Begin().In(a.Location).Format(localLayout),
+		EndTime:   v.Sale().End().In(a.Location).Format(localLayout),
 		Paused:    v.Sale().Paused(),
 		Added:     v.Sale().Added(),
 		DBStock:   s.DB.Stock,

@@ -81,7 +81,7 @@ func (a *api) addSeckillVoucher(w http.ResponseWriter, r *http.Request) {
 	}
 	// An admin's retry after a timeout or a 500 carries the same key and gets
 	// the voucher the first attempt created, not a second sale.
-	saved, err := a.addVoucher.HandleOnce(r.Context(), userFrom(r.Context()), r.Header.Get(idempotencyKeyHeader), v)
+	saved, err := a.AddVoucher.HandleOnce(r.Context(), userFrom(r.Context()), r.Header.Get(idempotencyKeyHeader), v)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -109,7 +109,7 @@ func (a *api) voucherFrom(req addVoucherRequest) (domain.Voucher, error) {
 	if err != nil {
 		return domain.Voucher{}, err
 	}
-	sale, err := domain.NewSaleAt(a.clock.Now(), *req.Stock, begin, end)
+	sale, err := domain.NewSaleAt(a.Clock.Now(), *req.Stock, begin, end)
 	if err != nil {
 		return domain.Voucher{}, err
 	}
@@ -117,7 +117,7 @@ func (a *api) voucherFrom(req addVoucherRequest) (domain.Voucher, error) {
 		if sale, err = sale.WithBuckets(*req.Buckets); err != nil {
 			return domain.Voucher{}, err
 		}
-	} else if r := a.split; r.Above > 0 && r.Into > 1 && sale.Stock() > r.Above {
+	} else if r := a.Split; r.Above > 0 && r.Into > 1 && sale.Stock() > r.Above {
 		if sale, err = sale.WithBuckets(min(r.Into, sale.Stock(), domain.MaxBuckets)); err != nil {
 			return domain.Voucher{}, err
 		}
@@ -132,7 +132,7 @@ func (a *api) voucherFrom(req addVoucherRequest) (domain.Voucher, error) {
 		if err != nil {
 			return domain.Voucher{}, err
 		}
-		if sale, err = sale.WithRoom(a.clock.Now(), rules); err != nil {
+		if sale, err = sale.WithRoom(a.Clock.Now(), rules); err != nil {
 			return domain.Voucher{}, err
 		}
 	}
@@ -153,7 +153,7 @@ func (a *api) parseTime(field, s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, &domain.ValidationError{Field: field, Reason: "is required"}
 	}
-	t, err := time.ParseInLocation(localLayout, s, a.loc)
+	t, err := time.ParseInLocation(localLayout, s, a.Location)
 	if err != nil {
 		t, err = time.Parse(time.RFC3339, s)
 	}
@@ -184,7 +184,7 @@ func (a *api) listShopVouchers(w http.ResponseWriter, r *http.Request) {
 	// Public and unauthenticated: the encoded answer is shared for
 	// Deps.PublicReadTTL, so a flood costs the database one query per shop per TTL.
 	body, err := a.lists.get(r.Context(), strconv.FormatInt(shop, 10), func(ctx context.Context) ([]byte, error) {
-		vs, err := a.listVouchers.Handle(ctx, domain.ShopID(shop))
+		vs, err := a.ListVouchers.Handle(ctx, domain.ShopID(shop))
 		if err != nil {
 			return nil, err
 		}
@@ -217,8 +217,8 @@ func (a *api) voucherDTO(v domain.Voucher) voucherDTO {
 		s := v.Sale()
 		stock := s.Stock()
 		d.Stock = &stock
-		d.BeginTime = s.Begin().In(a.loc).Format(localLayout)
-		d.EndTime = s.End().In(a.loc).Format(localLayout)
+		d.BeginTime = s.Begin().In(a.Location).Format(localLayout)
+		d.EndTime = s.End().In(a.Location).Format(localLayout)
 		d.LimitPerUser = s.LimitPerUser()
 		roomFields(&d, s)
 	}
