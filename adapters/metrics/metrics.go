@@ -160,11 +160,8 @@ func (m *Metrics) Handler() http.Handler {
 // SoldOutAnswers exposes a running count of claims answered from the local
 // sold-out mark (ClaimCounter.Saved), each a Redis round trip not made.
 func (m *Metrics) SoldOutAnswers(saved func() int64) {
-	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Namespace: namespace,
-		Name:      "soldout_mark_answers_total",
-		Help:      "Claims answered sold out from this instance's sold-out mark, without asking Redis.",
-	}, func() float64 { return float64(saved()) }))
+	factory{m.reg}.counterFunc("soldout_mark_answers_total",
+		"Claims answered sold out from this instance's sold-out mark, without asking Redis.", saved)
 }
 
 // SessionStats is what the session cache tells about itself
@@ -184,57 +181,31 @@ type SessionStats struct {
 // SessionCache exposes the tracked session cache: how full it is, and how
 // the logins Redis reports are read back into it.
 func (m *Metrics) SessionCache(s SessionStats) {
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: namespace,
-		Name:      "session_cache_entries",
-		Help:      "Login tokens held in this instance's session cache (lapsed ones until they are pushed out).",
-	}, func() float64 { return float64(s.Entries()) }))
-	if s.Serving != nil {
-		// Below masters, requests for the rest read Redis each time
-		// (twice the Redis work in a sale) until their subscriber listens.
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: namespace,
-			Name:      "session_cache_serving_masters",
-			Help:      "Redis masters whose sessions this instance serves from memory; the others' are read from Redis on every request.",
-		}, func() float64 { l, _ := s.Serving(); return float64(l) }))
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: namespace,
-			Name:      "session_cache_masters",
-			Help:      "Redis masters whose sessions this instance caches.",
-		}, func() float64 { _, n := s.Serving(); return float64(n) }))
-	}
-	if s.Downs != nil {
-		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: namespace,
-			Name:      "session_cache_down_total",
-			Help:      "Times a master's sessions stopped being served from memory (its subscriber's connection failed, or a report could not be read).",
-		}, func() float64 { return float64(s.Downs()) }))
-	}
-	for _, c := range []struct {
-		name, help string
-		n          func() int64
-	}{
-		{"session_reports_total", "Writes to session keys Redis reported to this instance (each evicts the token).", s.Reports},
-		{"session_read_back_total", "Reported sessions this instance read back and cached, so the user's next request needs no lookup.", s.ReadBack},
-		{"session_read_back_skipped_total", "Reported sessions not read back (queue full, or the cache not serving); the user's next request looks the session up.", s.Skipped},
-		{"session_warmed_total", "Sessions the warm-up read from Redis and cached (at start, and for a master whose subscriber came back or that took slots).", s.Warmed},
-	} {
-		n := c.n
-		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: namespace,
-			Name:      c.name,
-			Help:      c.help,
-		}, func() float64 { return float64(n()) }))
-	}
+	f := factory{m.reg}
+	f.gaugeFunc("session_cache_entries",
+		"Login tokens held in this instance's session cache (lapsed ones until they are pushed out).", s.Entries)
+	// Below masters, requests for the rest read Redis each time (twice the
+	// Redis work in a sale) until their subscriber listens.
+	f.gaugeFunc("session_cache_serving_masters",
+		"Redis masters whose sessions this instance serves from memory; the others' are read from Redis on every request.",
+		func() int { l, _ := s.Serving(); return l })
+	f.gaugeFunc("session_cache_masters",
+		"Redis masters whose sessions this instance caches.", func() int { _, n := s.Serving(); return n })
+	f.counterFunc("session_cache_down_total",
+		"Times a master's sessions stopped being served from memory (its subscriber's connection failed, or a report could not be read).", s.Downs)
+	f.counterFunc("session_reports_total",
+		"Writes to session keys Redis reported to this instance (each evicts the token).", s.Reports)
+	f.counterFunc("session_read_back_total",
+		"Reported sessions this instance read back and cached, so the user's next request needs no lookup.", s.ReadBack)
+	f.counterFunc("session_read_back_skipped_total",
+		"Reported sessions not read back (queue full, or the cache not serving); the user's next request looks the session up.", s.Skipped)
+	f.counterFunc("session_warmed_total",
+		"Sessions the warm-up read from Redis and cached (at start, and for a master whose subscriber came back or that took slots).", s.Warmed)
 }
 
 // ChannelQueue exposes the in-process channel's length.
 func (m *Metrics) ChannelQueue(length func() int) {
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: namespace,
-		Name:      "channel_queue_orders",
-		Help:      "Orders waiting in the in-process channel for a worker.",
-	}, func() float64 { return float64(length()) }))
+	factory{m.reg}.gaugeFunc("channel_queue_orders", "Orders waiting in the in-process channel for a worker.", length)
 }
 
 // register registers c on reg and returns it.
@@ -265,4 +236,15 @@ func (f factory) histogram(o prometheus.HistogramOpts) prometheus.Histogram {
 	h := prometheus.NewHistogram(o)
 	f.reg.MustRegister(h)
 	return h
+}
+
+// gaugeFunc and counterFunc register a series read on every scrape.
+func (f factory) gaugeFunc(name, help string, n func() int) {
+	f.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help},
+		func() float64 { return float64(n()) }))
+}
+
+func (f factory) counterFunc(name, help string, n func() int64) {
+	f.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help},
+		func() float64 { return float64(n()) }))
 }
