@@ -12,7 +12,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -33,19 +32,21 @@ const (
 	DefaultAlgs       = "RS256,ES256"
 	DefaultUserClaim  = "sub"
 	DefaultRolesClaim = "roles"
-	DefaultLeeway     = 30 * time.Second
 	DefaultCacheSize  = 100_000
-	// DefaultRefresh is how often the JWKS is fetched again: a key the
-	// provider withdrew stops verifying within it.
-	DefaultRefresh = 15 * time.Minute
-	// DefaultUnknownKIDEvery spaces the extra fetches a token naming a key
-	// the set does not hold (a rotation) may cause: one per interval, and
-	// every other such token is refused at once, so a flood of made-up kids
-	// neither waits nor reaches the provider.
-	DefaultUnknownKIDEvery = 30 * time.Second
 )
 
+// Leeway is the clock skew allowed on exp, nbf and iat.
+const Leeway = 30 * time.Second
+
 const (
+	// refreshEvery is how often the JWKS is fetched again: a key the
+	// provider withdrew stops verifying within it.
+	refreshEvery = 15 * time.Minute
+	// unknownKIDEvery spaces the extra fetches a token naming a key the set
+	// does not hold (a rotation) may cause: one per interval, and every
+	// other such token is refused at once, so a flood of made-up kids
+	// neither waits nor reaches the provider.
+	unknownKIDEvery = 30 * time.Second
 	// maxTokenLen refuses, unread and uncached, what no provider issues.
 	maxTokenLen = 8 << 10
 	// fetchBudget bounds a JWKS fetch, the one a request makes for an
@@ -93,16 +94,11 @@ type Options struct {
 	// RolesClaim (a list of strings, or one string) holds it.
 	AdminRole  string
 	RolesClaim string
-	// Leeway is the clock skew allowed on exp, nbf and iat.
-	Leeway    time.Duration
-	CacheSize int
+	CacheSize  int
 	// Clock is the time tokens are checked against; nil means the wall
 	// clock.
-	Clock           ports.Clock
-	Refresh         time.Duration
-	UnknownKIDEvery time.Duration
-	HTTPClient      *http.Client
-	Log             zerolog.Logger
+	Clock ports.Clock
+	Log   zerolog.Logger
 }
 
 // Verifier is a ports.BearerSessions. Make one per process: the cache and the
@@ -143,7 +139,7 @@ func New(o Options) (*Verifier, error) {
 		return nil, errors.New("exactly one of a JWKS URL and a key file is needed")
 	}
 	o = withDefaults(o)
-	checks := []jwt.ParserOption{jwt.WithValidMethods(o.Algs), jwt.WithExpirationRequired(), jwt.WithLeeway(o.Leeway),
+	checks := []jwt.ParserOption{jwt.WithValidMethods(o.Algs), jwt.WithExpirationRequired(), jwt.WithLeeway(Leeway),
 		jwt.WithTimeFunc(o.Clock.Now), jwt.WithJSONNumber()}
 	if o.Issuer != "" {
 		checks = append(checks, jwt.WithIssuer(o.Issuer))
@@ -171,10 +167,9 @@ func New(o Options) (*Verifier, error) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	k, err := keyfunc.NewDefaultOverrideCtx(ctx, []string{o.JWKSURL}, keyfunc.Override{
-		Client:            o.HTTPClient,
 		HTTPTimeout:       fetchBudget,
-		RefreshInterval:   o.Refresh,
-		RefreshUnknownKID: rate.NewLimiter(rate.Every(o.UnknownKIDEvery), 1),
+		RefreshInterval:   refreshEvery,
+		RefreshUnknownKID: rate.NewLimiter(rate.Every(unknownKIDEvery), 1),
 		// The longest a request waits for a fetch slot, and the budget of
 		// the fetch it then makes: a request never waits for the next slot.
 		RateLimitWaitMax: fetchBudget,
@@ -199,20 +194,11 @@ func withDefaults(o Options) Options {
 	if o.RolesClaim == "" {
 		o.RolesClaim = DefaultRolesClaim
 	}
-	if o.Leeway <= 0 {
-		o.Leeway = DefaultLeeway
-	}
 	if o.CacheSize <= 0 {
 		o.CacheSize = DefaultCacheSize
 	}
 	if o.Clock == nil {
 		o.Clock = wallClock{}
-	}
-	if o.Refresh <= 0 {
-		o.Refresh = DefaultRefresh
-	}
-	if o.UnknownKIDEvery <= 0 {
-		o.UnknownKIDEvery = DefaultUnknownKIDEvery
 	}
 	return o
 }

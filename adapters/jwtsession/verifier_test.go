@@ -213,7 +213,7 @@ func TestSessionServesAVerifiedTokenUntilItsExpiry(t *testing.T) {
 	if jwtsession.Holds(v, token) {
 		t.Fatal("the cache serves a token at its exp")
 	}
-	clock.Advance(jwtsession.DefaultLeeway + time.Second)
+	clock.Advance(jwtsession.Leeway + time.Second)
 	wantRefused(t, v, token)
 }
 
