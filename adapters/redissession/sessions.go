@@ -38,7 +38,7 @@ import (
 // served. (A single Redis is one master serving every slot.)
 //
 // On a Redis Cluster the masters and their slots are listed again every
-// TopologyPoll (CLUSTER SLOTS). A master that appears (a failover, a node
+// topologyPoll (CLUSTER SLOTS). A master that appears (a failover, a node
 // added) gets a subscriber, and the slots it took are not served from
 // memory until it listens; what was cached of them before is dropped then.
 // A master that leaves is dropped. While the masters cannot be listed,
@@ -102,8 +102,7 @@ type Sessions struct {
 
 	template *redis.Options
 	masters  func(context.Context) ([]master, error) // nil: one node
-	poll     time.Duration
-	tick     <-chan time.Time // tests: drives the topology watch by hand
+	tick     <-chan time.Time                        // tests: drives the topology watch by hand
 	// afterRead, in tests, runs between a read-back's read and its caching;
 	// afterDown after a subscriber's failed read stopped its master's slots;
 	// afterLookup in a request's miss, after its read (stage lookupRead)
@@ -135,7 +134,9 @@ const (
 	// DefaultUntrackedTTL: a revoked token resolves for up to this long
 	// on an instance that cached it, when the server cannot track.
 	DefaultUntrackedTTL = 10 * time.Second
-	DefaultTopologyPoll = time.Second
+	// topologyPoll is how often a cluster's masters are listed: the longest
+	// a revocation written to a new master can go unheard.
+	topologyPoll = time.Second
 	// prefetchQueue bounds the tokens waiting to be read back; at 48 bytes
 	// a string header and a 32-byte token, about 5 MB when full.
 	prefetchQueue = 1 << 16
@@ -157,10 +158,6 @@ type CacheOptions struct {
 	// NoPrefetch turns off reading reported sessions back: a token is then
 	// cached on its first request only.
 	NoPrefetch bool
-	// TopologyPoll is how often a cluster's masters are listed (default
-	// DefaultTopologyPoll); the longest a revocation written to a new master
-	// can go unheard.
-	TopologyPoll time.Duration
 	// Log hears when a master's sessions stop being served from memory and
 	// when they are again (default: discarded).
 	Log zerolog.Logger
@@ -208,14 +205,10 @@ func NewSessions(ctx context.Context, rdb redis.UniversalClient, store *Store, o
 // newTracked is NewSessions on a server that tracks; it fails with
 // errTrackingUnsupported on one that does not.
 func newTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, opts CacheOptions) (*Sessions, error) {
-	if opts.TopologyPoll <= 0 {
-		opts.TopologyPoll = DefaultTopologyPoll
-	}
 	t := &Sessions{
 		store:       store,
 		cache:       tokencache.New[domain.UserID](opts.Size),
 		masters:     opts.masters,
-		poll:        opts.TopologyPoll,
 		tick:        opts.tick,
 		afterRead:   opts.afterRead,
 		afterDown:   opts.afterDown,

@@ -43,10 +43,6 @@ type Options struct {
 	// TTL of a minted session (default 30 minutes, as the original), and
 	// what a refresh sets it back to.
 	TTL time.Duration
-	// RefreshSlack: a refresh is skipped while more than TTL - RefreshSlack
-	// is left (default 10s, at most half the TTL), so the expiry is at
-	// least TTL - RefreshSlack after the last request.
-	RefreshSlack time.Duration
 	// Lookups carries a request's lookup (HGET, PTTL, PEXPIRE): typically the client's asynchronous
 	// AutoPipeliner (see redisx.Do). Nil means the client given to New.
 	Lookups redis.UniversalClient
@@ -93,17 +89,16 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 	if opts.Lookups == nil {
 		opts.Lookups = rdb
 	}
-	if opts.RefreshSlack <= 0 || opts.RefreshSlack >= opts.TTL {
-		opts.RefreshSlack = min(defaultRefreshSlack, opts.TTL/2)
-	}
 	if opts.Wait <= 0 {
 		opts.Wait = DefaultWait
 	}
-	return &Store{rdb: rdb, lookups: opts.Lookups, slack: opts.RefreshSlack, prefix: opts.Prefix, ttl: opts.TTL, wait: opts.Wait, bound: opts.Bound}
+	return &Store{rdb: rdb, lookups: opts.Lookups, slack: min(refreshSlack, opts.TTL/2), prefix: opts.Prefix, ttl: opts.TTL, wait: opts.Wait, bound: opts.Bound}
 }
 
-// defaultRefreshSlack is Options.RefreshSlack's default.
-const defaultRefreshSlack = 10 * time.Second
+// refreshSlack: a refresh is skipped while more than TTL - slack is left
+// (slack is 10s, at most half the TTL), so the expiry is at least TTL - slack
+// after the last request.
+const refreshSlack = 10 * time.Second
 
 // lookup is a request's read of its session: the user (only the id field,
 // HGET, not the original's HGETALL: it is all the claim path needs) and the

@@ -226,7 +226,7 @@ func (t *Sessions) watch() {
 	defer t.done.Done()
 	tick := t.tick
 	if tick == nil {
-		tk := time.NewTicker(t.poll)
+		tk := time.NewTicker(topologyPoll)
 		defer tk.Stop()
 		tick = tk.C
 	}
@@ -237,7 +237,7 @@ func (t *Sessions) watch() {
 			return
 		case <-tick:
 		}
-		ctx, cancel := context.WithTimeout(t.ctx, max(t.poll, time.Second))
+		ctx, cancel := context.WithTimeout(t.ctx, max(topologyPoll, time.Second))
 		ms, err := t.masters(ctx)
 		cancel()
 		if err != nil {
