@@ -111,10 +111,6 @@ type Options struct {
 	ApplyDeadline time.Duration
 	// Skew bounds the clock difference between two masters (default 500ms).
 	Skew time.Duration
-	// Sweeps bounds how often a claim whose home is empty visits every other
-	// bucket while units are in flight elsewhere, before it answers busy
-	// (default 4).
-	Sweeps int
 	// Vouchers and Orders, when set, are read again by a restore after it
 	// has counted Redis (a split voucher's, after fencing its buckets), so
 	// the database's numbers are never older than Redis's (an order
@@ -135,8 +131,11 @@ type Options struct {
 const (
 	DefaultApplyDeadline = 2 * time.Second
 	DefaultSkew          = 500 * time.Millisecond
-	DefaultSweeps        = 4
 )
+
+// sweeps bounds how often a claim whose home is empty visits every other
+// bucket while units are in flight elsewhere, before it answers busy.
+const sweeps = 4
 
 // Gate is the StockGate over Redis.
 type Gate struct {
@@ -191,9 +190,6 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 	}
 	if opts.Skew <= 0 {
 		opts.Skew = DefaultSkew
-	}
-	if opts.Sweeps <= 0 {
-		opts.Sweeps = DefaultSweeps
 	}
 	return &Gate{rdb: rdb, claims: opts.Claims, prefix: opts.Prefix, retention: opts.Retention, boxed: boxArgs(opts.Retention),
 		waitReplicas: opts.WaitReplicas, waitTimeout: opts.WaitTimeout, reclaim: opts.ReclaimAfterCancel, opts: opts,

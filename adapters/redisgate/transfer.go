@@ -41,7 +41,7 @@ import (
 // pipelined round trip, showing no stock and no transfer record anywhere.
 // Units can then exist only if a whole transfer (take, apply, settle) ran
 // between two reads of that one round trip. If units keep moving away from
-// it, after Sweeps sweeps it answers busy (not admitted, nothing changed)
+// it, after sweeps sweeps it answers busy (not admitted, nothing changed)
 // rather than sold out.
 func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, l *layout, h int) error {
 	// again claims in the home once more; done is false while it is empty.
@@ -55,7 +55,7 @@ func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, l 
 		}
 		return false, nil
 	}
-	for sweep := 0; sweep < g.opts.Sweeps; sweep++ {
+	for sweep := range sweeps {
 		if sweep > 0 {
 			// Another claim's transfer may have refilled the home meanwhile.
 			if done, err := again(); done {
@@ -136,9 +136,9 @@ func (g *Gate) transfer(ctx context.Context, l *layout, d, h int) (n, young int6
 }
 
 // pull moves units from the other buckets into bucket h by transfers until
-// h holds want, or a sweep over them moved nothing (at most Sweeps sweeps).
+// h holds want, or a sweep over them moved nothing (at most sweeps sweeps).
 func (g *Gate) pull(ctx context.Context, l *layout, h int, want int64) error {
-	for range g.opts.Sweeps {
+	for range sweeps {
 		have, err := g.rdb.HGet(ctx, l.buckets[h].Voucher, "stock").Int64()
 		if err != nil || have >= want {
 			return ignoreNil(err)
