@@ -89,16 +89,12 @@ func NewSoldOutMarks(window time.Duration, clock ports.Clock) *SoldOutMarks {
 		panic(fmt.Sprintf("application: the sold-out window must be within (0, %s], got %s", MaxSoldOutWindow, window))
 	}
 	if clock == nil {
-		clock = systemClock{}
+		clock = ports.SystemClock{}
 	}
 	g := &SoldOutMarks{window: window, clock: clock, base: clock.Now(), marks: make(map[domain.VoucherID]*mark)}
 	g.publish()
 	return g
 }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
 
 // Window is the staleness bound of a sold-out answer.
 func (g *SoldOutMarks) Window() time.Duration { return g.window }

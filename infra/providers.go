@@ -25,11 +25,6 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// SystemClock is the wall clock.
-type SystemClock struct{}
-
-func (SystemClock) Now() time.Time { return time.Now() }
-
 // ReadyCheck reports whether the backends answer.
 type ReadyCheck func(context.Context) error
 
@@ -227,8 +222,8 @@ var commonSet = wire.NewSet(
 	NewRedis,
 	NewClaimRedis,
 	NewDB,
-	wire.Struct(new(SystemClock)),
-	wire.Bind(new(ports.Clock), new(SystemClock)),
+	wire.Struct(new(ports.SystemClock)),
+	wire.Bind(new(ports.Clock), new(ports.SystemClock)),
 	provideReady,
 	provideIDs,
 	wire.Bind(new(ports.OrderIDs), new(*redisgate.IDs)),

@@ -10,6 +10,7 @@ import (
 	"github.com/hmdp-go/seckill/adapters/metrics"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/application"
+	"github.com/hmdp-go/seckill/ports"
 	"github.com/rs/zerolog"
 )
 
@@ -44,7 +45,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	rooms := provideRoomStore(universalClient, c)
-	systemClock := SystemClock{}
+	systemClock := ports.SystemClock{}
 	roomDirectory := application.NewRoomDirectory(rooms, systemClock)
 	observability, err := provideObservability(c, universalClient, db, claimCounter, sessions, roomDirectory, log)
 	if err != nil {
@@ -167,7 +168,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	rooms := provideRoomStore(universalClient, c)
-	systemClock := SystemClock{}
+	systemClock := ports.SystemClock{}
 	roomDirectory := application.NewRoomDirectory(rooms, systemClock)
 	observability, err := provideObservability(c, universalClient, db, claimCounter, sessions, roomDirectory, log)
 	if err != nil {

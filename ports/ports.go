@@ -37,6 +37,11 @@ type Clock interface {
 	Now() time.Time
 }
 
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+func (SystemClock) Now() time.Time { return time.Now() }
+
 // OrderIDs issues order IDs that are unique across processes and restarts.
 type OrderIDs interface {
 	Next(ctx context.Context) (domain.OrderID, error)

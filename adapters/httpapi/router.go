@@ -150,7 +150,7 @@ func NewRouter(d Deps) http.Handler {
 		a.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if a.Clock == nil {
-		a.Clock = wallClock{}
+		a.Clock = ports.SystemClock{}
 	}
 
 	r := chi.NewRouter()
@@ -281,10 +281,6 @@ func (r routed) Routes() []chi.Route                     { return r.mux.Routes()
 func (r routed) Middlewares() chi.Middlewares            { return r.mux.Middlewares() }
 func (r routed) Match(c *chi.Context, m, p string) bool  { return r.mux.Match(c, m, p) }
 func (r routed) Find(c *chi.Context, m, p string) string { return r.mux.Find(c, m, p) }
-
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
 
 // adminRoutes is the one gate of every admin or operator endpoint: mount a
 // new one inside a group that calls it. It needs the login token of a user

@@ -121,10 +121,6 @@ type session struct {
 
 var _ ports.BearerSessions = (*Verifier)(nil)
 
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
-
 // New checks the options and loads the keys. A JWKS that does not answer at
 // start is not an error: tokens are refused until a fetch succeeds (the
 // refresh, or a token's unknown kid), and the failure is logged.
@@ -198,7 +194,7 @@ func withDefaults(o Options) Options {
 		o.CacheSize = DefaultCacheSize
 	}
 	if o.Clock == nil {
-		o.Clock = wallClock{}
+		o.Clock = ports.SystemClock{}
 	}
 	return o
 }

@@ -161,7 +161,7 @@ func NewIDs(rdb redis.UniversalClient, opts IDOptions) *IDs {
 		panic(fmt.Sprintf("redisgate: id lease timeout %s must be positive", opts.LeaseTimeout))
 	}
 	if opts.Clock == nil {
-		opts.Clock = systemClock{}
+		opts.Clock = ports.SystemClock{}
 	}
 	if opts.Leases == nil {
 		opts.Leases = rdb
@@ -282,7 +282,3 @@ func dateOf(t time.Time) date {
 	y, m, d := t.Date()
 	return date{y, m, d}
 }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
