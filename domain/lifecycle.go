@@ -16,15 +16,6 @@ const (
 	OrderRefunding OrderState = "refunding" // paid after it was cancelled
 )
 
-// ParseOrderState accepts only the states above and in order.go.
-func ParseOrderState(s string) (OrderState, error) {
-	switch st := OrderState(s); st {
-	case OrderQueued, OrderCreated, OrderPaid, OrderCancelled, OrderRefunding, OrderFailed:
-		return st, nil
-	}
-	return "", invalid("state", "unknown order state %q", s)
-}
-
 // CancelReason says why an order was cancelled.
 type CancelReason string
 

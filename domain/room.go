@@ -101,20 +101,6 @@ func (s Sale) HasRoom() bool { return !s.room.IsZero() }
 // RoomOpens is when the pre-queue opens.
 func (s Sale) RoomOpens() time.Time { return s.begin.Add(-s.room.opensBefore) }
 
-// RoomJoinable tells whether a user may join the room at now: from its
-// opening until the sale ends.
-func (s Sale) RoomJoinable(now time.Time) error {
-	switch {
-	case !s.HasRoom():
-		return ErrNoRoom
-	case now.Before(s.RoomOpens()):
-		return ErrRoomNotOpen
-	case s.Ended(now):
-		return ErrEnded
-	}
-	return nil
-}
-
 // InDraw tells whether a room operation at now is still in the pre-queue:
 // the draw includes every join recorded at or before the begin, to the
 // millisecond (the resolution the room's store keeps). The draw closes at
