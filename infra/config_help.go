@@ -41,6 +41,3 @@ var variableHelp = map[string]string{
 	"SECKILL_TIMEZONE":                    "zone of the original API's zone-less times",
 	"SECKILL_TRUSTED_PROXIES":             "CIDRs (or addresses) of reverse proxies whose X-Forwarded-For / X-Real-IP name the client",
 }
-
-// HelpLines is how many variables have a help line.
-func HelpLines() int { return len(variableHelp) }
