@@ -780,3 +780,41 @@ func TestAFrozenBucketTakesNoUnitsAdded(t *testing.T) {
 		})
 	}
 }
+
+// As above, but the restore dies after writing the lost bucket, before it
+// unfreezes them: the next restore finds no placeholder and only unfreezes.
+// Bucket 0 must count the added units taken by then, or the repair's Apply
+// that follows adds them a second time (the pool already held them).
+func TestRestoreKilledAfterItsWritesAddsNoUnitTwice(t *testing.T) {
+	g, rdb, prefix := clusterGate(t)
+	v := newVoucher(t, 30)
+	if err := g.Preheat(ctx(t), splitInto(t, v, 3)); err != nil {
+		t.Fatal(err)
+	}
+	more, err := v.Sale().AddStock(6, testenv.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := splitInto(t, v.WithSale(more), 3) // the database: 36 units, 6 of them added
+	delBucket(t, rdb, prefix, v.ID(), 2, 3)
+	dying := fastOpts(prefix)
+	dying.Fault = func(step string) error {
+		if step == "written" {
+			return errors.New("killed")
+		}
+		return nil
+	}
+	if _, err := redisgate.New(rdb, dying).Restore(ctx(t), stored, nil); err == nil {
+		t.Fatal("the dying restore answered success")
+	}
+	if missing, _ := g.Missing(ctx(t), []domain.VoucherID{v.ID()}); len(missing) != 1 {
+		t.Fatal("buckets left frozen are not reported missing")
+	}
+	if _, err := g.Restore(ctx(t), stored, nil); err != nil {
+		t.Fatalf("restore after the dead one: %v", err)
+	}
+	if err := g.Apply(ctx(t), stored); err != nil {
+		t.Fatal(err)
+	}
+	books(t, g, v.ID(), 36)
+}

@@ -122,8 +122,9 @@ type Options struct {
 	// restore gives back itself those of the buckets it keeps (restore.go).
 	Unreturned func(ctx context.Context, limit int) ([]domain.VoucherOrder, error)
 	// Fault, for tests only: called after transfer step 1 ("taken") and step 2
-	// ("applied"); a non-nil error stops the claim there, as a process
-	// killed between the steps would.
+	// ("applied"), and after a split restore wrote its buckets ("written");
+	// a non-nil error stops the claim or restore there, as a process killed
+	// between the steps would.
 	Fault func(step string) error
 }
 

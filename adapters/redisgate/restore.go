@@ -175,6 +175,16 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 			mode = "overwrite"
 		}
 	}
+	if k > 1 && !st[0].placeholder {
+		// The pool comes from the database's stock, which holds every unit
+		// admins added: bucket 0, which survived, counts them as taken, or
+		// the repair's Apply would add the ones it never took again. Before
+		// the writes: a restore that dies after them leaves the buckets
+		// written and frozen, and the next one only unfreezes them (quiesce).
+		if err := g.scripts.Run(ctx, g.rdb, raiseAddedScript, []string{l.buckets[0].Voucher}, v.Sale().Added()).Err(); err != nil {
+			return false, fmt.Errorf("restore voucher %d: count the added units taken: %w", id, err)
+		}
+	}
 	wrote := false
 	for i, b := range lost {
 		home := map[domain.UserID][]domain.OrderID{}
@@ -190,14 +200,8 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 		wrote = wrote || w
 	}
 	if k > 1 {
-		if !st[0].placeholder {
-			// The pool came from the database's stock, which holds every unit
-			// admins added: bucket 0, which survived, now counts them as
-			// taken, or the repair's Apply would add the ones it never took
-			// again.
-			if err := g.scripts.Run(ctx, g.rdb, raiseAddedScript, []string{l.buckets[0].Voucher}, v.Sale().Added()).Err(); err != nil {
-				return false, fmt.Errorf("restore voucher %d: count the added units taken: %w", id, err)
-			}
+		if err := g.fault("written"); err != nil {
+			return wrote, err
 		}
 		if err := g.unfreeze(ctx, l); err != nil {
 			return false, err
