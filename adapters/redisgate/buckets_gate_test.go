@@ -694,7 +694,10 @@ func TestRestoreGivesBackTheUnitsOfCancelledOrdersOnce(t *testing.T) {
 // restore counts its stock while frozen and gives back itself the units the
 // database had cancelled, so a return landing in between would count one
 // twice. The return fails (its orders stay unreturned for the next pass)
-// and changes nothing; once the bucket serves again it goes through.
+// and changes nothing; once the bucket serves again it goes through. The
+// same for the release of an order the database refused: the restore counts
+// the bucket's stock, then its stream, and a release acked in between would
+// be in neither count and back in the bucket.
 func TestAFrozenBucketGivesNothingBackUntilTheRestoreIsDone(t *testing.T) {
 	for _, b := range testenv.Redises() {
 		t.Run(b.Name, func(t *testing.T) {
@@ -716,6 +719,9 @@ func TestAFrozenBucketGivesNothingBackUntilTheRestoreIsDone(t *testing.T) {
 			}
 			if err := g.Return(ctx(t), []domain.VoucherOrder{o}); err == nil {
 				t.Fatal("a return into a frozen bucket succeeded")
+			}
+			if err := g.Release(ctx(t), o, true); err == nil {
+				t.Fatal("a release in a frozen bucket succeeded")
 			}
 			books(t, g, v.ID(), 8)
 			if err := rdb.HDel(ctx(t), home.Voucher, "frozen").Err(); err != nil {

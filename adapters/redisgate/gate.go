@@ -397,10 +397,13 @@ func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock 
 	// Through the claim path's client: on the pipeliner's ordered stream a
 	// release sent after a claim that ran out of time runs after it, and so
 	// undoes it even when the claim reaches Redis late.
-	err = g.scripts.Run(ctx, g.claims, releaseScript, []string{k.Voucher, k.Buyers},
-		int64(o.UserID()), int64(o.ID()), restore).Err()
+	n, err := g.scripts.Run(ctx, g.claims, releaseScript, []string{k.Voucher, k.Buyers},
+		int64(o.UserID()), int64(o.ID()), restore).Int64()
 	if err != nil {
 		return fmt.Errorf("release script for %s: %w", o, err)
+	}
+	if n < 0 {
+		return fmt.Errorf("release %s: %w", o, errFrozen)
 	}
 	return nil
 }

@@ -3,7 +3,13 @@
 -- ARGV[1] userId, ARGV[2] orderId, ARGV[3] '1' to return the unit to stock
 -- Returns 1 when it released, 0 when none of the user's places (places.lua)
 -- holds the order (so a late or repeated release cannot free someone else's
--- claim).
+-- claim), -1 when a restore has the bucket frozen: it counts the bucket's
+-- stock and its stream's orders one after the other, and a release with its
+-- ack in between would have the unit in neither count and in the bucket
+-- (the fulfilment worker tries again; the order's entry stays till then).
+if redis.call('HEXISTS', KEYS[1], 'frozen') == 1 then
+  return -1
+end
 local limit = limitOf(KEYS[1])
 local field = scan(KEYS[2], ARGV[1], 1, limit, ARGV[2])
 if not field then

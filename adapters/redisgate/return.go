@@ -49,7 +49,7 @@ func (g *Gate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
 }
 
 // errFrozen: a bucket a restore has frozen gives nothing back until the
-// restore is done (return.lua); the orders stay unreturned for the next pass.
+// restore is done (return.lua, release.lua); the caller tries again.
 var errFrozen = errors.New("the bucket is being restored: nothing given back, try again")
 
 // returnTo returns orders whose home is bucket k and answers the units it
