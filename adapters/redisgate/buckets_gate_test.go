@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -823,4 +824,66 @@ func TestRestoreKilledAfterItsWritesAddsNoUnitTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	books(t, g, v.ID(), 36)
+}
+
+// Orders is what reconcile reads of a voucher's streams (the QueueBacklog
+// port): bucket by bucket, each oldest first and a page at a time, at most max
+// entries in all, and complete only when nothing follows them. An entry that
+// carries no order counts toward max and gives none.
+func TestOrdersReadsTheStreamsInPagesUpToMax(t *testing.T) {
+	for _, b := range testenv.Redises() {
+		t.Run(b.Name, func(t *testing.T) {
+			rdb := b.Client(t)
+			prefix := testenv.KeyPrefix(t)
+			t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
+			g := redisgate.New(rdb, fastOpts(prefix))
+			if got, complete, err := g.Orders(ctx(t), newVoucher(t, 1).ID(), 100); err != nil || !complete || len(got) != 0 {
+				t.Fatalf("Orders of a voucher without a stream = %v, complete %v, %v", got, complete, err)
+			}
+			for _, c := range []struct {
+				k         int
+				perBucket []int // entries per bucket, more than one page in the first
+			}{{1, []int{1005}}, {3, []int{1001, 0, 3}}} {
+				t.Run(fmt.Sprintf("k=%d", c.k), func(t *testing.T) {
+					v := splitInto(t, newVoucher(t, 10), c.k)
+					if err := g.Preheat(ctx(t), v); err != nil {
+						t.Fatal(err)
+					}
+					var entries []*domain.VoucherOrder // in the order Orders reads them; nil: no order
+					for bk, n := range c.perBucket {
+						stream := redisschema.KeysForTag(prefix, redisschema.BucketTag(v.ID(), bk, c.k)).Orders
+						pipe := rdb.Pipeline()
+						for i := range n {
+							values := []any{"id", "x"} // poison, second in its stream
+							if i != 1 {
+								o := orderFor(t, domain.UserID(bk*10_000+i+1), v.ID())
+								entries = append(entries, &o)
+								values = redisschema.EncodeOrder(o)
+							} else {
+								entries = append(entries, nil)
+							}
+							pipe.XAdd(ctx(t), &redis.XAddArgs{Stream: stream, Values: values})
+						}
+						if _, err := pipe.Exec(ctx(t)); err != nil {
+							t.Fatal(err)
+						}
+					}
+					total := len(entries)
+					for _, max := range []int{total + 1000, total, total - 1, 1002, 2, 0} {
+						var want []domain.VoucherOrder
+						for _, o := range entries[:min(max, total)] {
+							if o != nil {
+								want = append(want, *o)
+							}
+						}
+						got, complete, err := g.Orders(ctx(t), v.ID(), max)
+						if err != nil || complete != (max >= total) || !slices.Equal(got, want) {
+							t.Fatalf("Orders(max %d of %d entries) = %d orders, complete %v, %v; want the first %d in order, complete %v",
+								max, total, len(got), complete, err, len(want), max >= total)
+						}
+					}
+				})
+			}
+		})
+	}
 }

@@ -64,8 +64,9 @@ const claimOK = "ok"
 const DefaultRetention = 24 * time.Hour
 
 const (
-	// restoreChunk bounds one HSET while staging buyers, so no single command
-	// holds Redis for long; restorePipeline bounds what one round trip carries.
+	// restoreChunk bounds one HSET while staging buyers and one page of a
+	// stream's orders, so no single command holds Redis for long;
+	// restorePipeline bounds what one round trip carries.
 	restoreChunk    = 1000
 	restorePipeline = 16
 	// stagingTTL reclaims the staging hash of a Restore that died half way.

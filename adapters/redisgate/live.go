@@ -292,43 +292,7 @@ func (g *Gate) Buyers(ctx context.Context, id domain.VoucherID) (map[domain.Orde
 	return out, nil
 }
 
-// Backlog is the stream queue's backlog with the split vouchers' bucket
-// streams added: what reconcile must wait for.
-type Backlog struct {
-	queue ports.QueueBacklog
-	gate  *Gate
-}
-
-var _ ports.QueueBacklog = (*Backlog)(nil)
-
-func NewBacklog(queue ports.QueueBacklog, gate *Gate) *Backlog {
-	return &Backlog{queue: queue, gate: gate}
-}
-
-// Pending is the unfinished entries of every bucket's stream.
-func (b *Backlog) Pending(ctx context.Context, id domain.VoucherID) (int64, error) {
-	l, err := b.gate.layoutOf(ctx, id)
-	if err != nil {
-		return 0, err
-	}
-	if l.k == 1 {
-		return b.queue.Pending(ctx, id)
-	}
-	return b.gate.Pending(ctx, id)
-}
-
-// Orders lists a split voucher's queued orders across its bucket streams, at
-// most max entries in all; an unsplit voucher's come from the stream queue.
-func (b *Backlog) Orders(ctx context.Context, id domain.VoucherID, max int) ([]domain.VoucherOrder, bool, error) {
-	l, err := b.gate.layoutOf(ctx, id)
-	if err != nil {
-		return nil, false, err
-	}
-	if l.k == 1 {
-		return b.queue.Orders(ctx, id, max)
-	}
-	return b.gate.streamOrders(ctx, l, max)
-}
+var _ ports.QueueBacklog = (*Gate)(nil)
 
 // Pending is the length of every bucket's stream: the entries not yet
 // trimmed by their consumer.
@@ -348,26 +312,57 @@ func (g *Gate) Pending(ctx context.Context, id domain.VoucherID) (int64, error) 
 	return n, nil
 }
 
-// streamOrders reads the orders of a voucher's bucket streams, at most max
-// entries in all (reconcile's in-flight check); complete is false when the
-// streams hold more than that. Undecodable entries are skipped.
-func (g *Gate) streamOrders(ctx context.Context, l *layout, max int) ([]domain.VoucherOrder, bool, error) {
+// Orders lists the orders the voucher's streams hold (pending or not yet
+// delivered: an entry is deleted with its ack), bucket by bucket and each
+// oldest first, reading at most max entries in all; complete is false when
+// the streams hold more. Reconcile tells an order in flight from a lost one
+// with it. It reads without touching the consumer group: a read here is not a
+// delivery.
+func (g *Gate) Orders(ctx context.Context, id domain.VoucherID, max int) ([]domain.VoucherOrder, bool, error) {
+	l, err := g.layoutOf(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
 	var out []domain.VoucherOrder
-	left := max
 	for b, bk := range l.buckets {
-		msgs, err := g.rdb.XRangeN(ctx, bk.Orders, "-", "+", int64(left+1)).Result()
+		orders, n, err := g.ordersIn(ctx, id, bk.Orders, max)
 		if err != nil {
-			return nil, false, fmt.Errorf("orders in voucher %d bucket %d: %w", l.id, b, err)
+			return nil, false, fmt.Errorf("orders in voucher %d bucket %d: %w", id, b, err)
 		}
-		if len(msgs) > left {
+		out = append(out, orders...)
+		if n > max {
 			return out, false, nil
 		}
-		left -= len(msgs)
-		for _, m := range msgs {
-			if o, err := redisschema.DecodeOrder(l.id, m); err == nil {
-				out = append(out, o)
-			}
-		}
+		max -= n
 	}
 	return out, true, nil
+}
+
+// ordersIn reads a stream from its oldest entry, a page at a time, for the
+// orders its first max entries carry; n is the entries read, max+1 when more
+// follow. An entry that carries no valid order counts and gives no order (it
+// is dead-lettered, not fulfilled).
+func (g *Gate) ordersIn(ctx context.Context, id domain.VoucherID, stream string, max int) ([]domain.VoucherOrder, int, error) {
+	var orders []domain.VoucherOrder
+	n := 0
+	for from := "-"; ; {
+		want := min(restoreChunk-1, max-n) + 1 // one past max tells that more follow
+		page, err := g.rdb.XRangeN(ctx, stream, from, "+", int64(want)).Result()
+		if err != nil {
+			return nil, n, err
+		}
+		for _, m := range page {
+			if n == max {
+				return orders, n + 1, nil
+			}
+			n++
+			if o, err := redisschema.DecodeOrder(id, m); err == nil {
+				orders = append(orders, o)
+			}
+		}
+		if len(page) < want {
+			return orders, n, nil
+		}
+		from = "(" + page[len(page)-1].ID
+	}
 }

@@ -3,6 +3,7 @@ package redisgate
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -460,29 +461,13 @@ func allServing(st []bucketState) bool {
 
 // queuedIn counts a stream's entries (each holds a unit: its order was sold
 // and is not yet in the database, or is and its entry not yet deleted) and,
-// with orders, reads them a page at a time for the orders they carry. An
-// entry that carries no valid order still counts; it gives no buyer a place.
+// with orders, reads the orders they carry. An entry that carries no valid
+// order still counts; it gives no buyer a place.
 func (g *Gate) queuedIn(ctx context.Context, id domain.VoucherID, stream string, withOrders bool) (int64, []domain.VoucherOrder, error) {
 	if !withOrders {
 		n, err := g.rdb.XLen(ctx, stream).Result()
 		return n, nil, err
 	}
-	var n int64
-	var orders []domain.VoucherOrder
-	for from := "-"; ; {
-		page, err := g.rdb.XRangeN(ctx, stream, from, "+", restoreChunk).Result()
-		if err != nil {
-			return n, orders, err
-		}
-		n += int64(len(page))
-		for _, m := range page {
-			if o, err := redisschema.DecodeOrder(id, m); err == nil {
-				orders = append(orders, o)
-			}
-		}
-		if len(page) < restoreChunk {
-			return n, orders, nil
-		}
-		from = "(" + page[len(page)-1].ID
-	}
+	orders, n, err := g.ordersIn(ctx, id, stream, math.MaxInt)
+	return int64(n), orders, err
 }
