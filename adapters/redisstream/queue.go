@@ -156,10 +156,7 @@ type readState struct {
 	discoveredAfterClose bool
 }
 
-var (
-	_ ports.OrderQueue   = (*Queue)(nil)
-	_ ports.QueueBacklog = (*Queue)(nil)
-)
+var _ ports.OrderQueue = (*Queue)(nil)
 
 // New validates opts and starts the renewal of held entries; Close stops it.
 func New(rdb redis.UniversalClient, opts Options) (*Queue, error) {
@@ -249,16 +246,4 @@ func (q *Queue) closed() bool {
 	default:
 		return false
 	}
-}
-
-// Pending is how many entries of the voucher's stream are unfinished:
-// delivered and not acknowledged, or not delivered yet. Finished entries are
-// deleted with their ack, so it is the stream's length. For reconcile and
-// tests.
-func (q *Queue) Pending(ctx context.Context, vid domain.VoucherID) (int64, error) {
-	n, err := q.rdb.XLen(ctx, q.keys(vid).Orders).Result()
-	if err != nil {
-		return 0, fmt.Errorf("pending entries of voucher %d: %w", vid, err)
-	}
-	return n, nil
 }
