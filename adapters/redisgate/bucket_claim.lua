@@ -19,29 +19,30 @@ local v = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end', 'frozen', 'pause
 if not v[1] then
   return 'not_found'
 end
+local refusal
+if v[4] then
+  refusal = 'busy'
+else
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if now < tonumber(v[2]) then
+    return 'not_started'
+  end
+  if now >= tonumber(v[3]) then
+    refusal = 'ended'
+  elseif v[5] == '1' then
+    refusal = 'paused'
+  end
+end
 -- A claim resent after its reply was lost finds its own mark: it was taken,
 -- and answers 'ok' whatever changed since (see redisgate/claim.lua), a
 -- freeze too (a kept bucket keeps its buyers while frozen).
-local function refuse(code)
+if refusal then
   local m = redis.call('HGET', KEYS[2], ARGV[1])
   if m == ARGV[2] or (m and scan(KEYS[2], ARGV[1], 2, limitOf(KEYS[1]), ARGV[2])) then
     return 'ok'
   end
-  return code
-end
-if v[4] then
-  return refuse('busy')
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if now < tonumber(v[2]) then
-  return 'not_started'
-end
-if now >= tonumber(v[3]) then
-  return refuse('ended')
-end
-if v[5] == '1' then
-  return refuse('paused')
+  return refusal
 end
 -- A mark holding this very order ID is this claim's own, resent after its
 -- reply was lost (see redisgate/claim.lua): it was taken, answer 'ok' again.

@@ -13,6 +13,11 @@ local v = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end', 'paused')
 if not v[1] then
   return 'not_found'
 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now < tonumber(v[2]) then
+  return 'not_started'
+end
 -- A sale may allow a user more than one order: the user's further places
 -- (places.lua) are looked at only once the first is taken, so a one-order
 -- sale reads nothing more. place answers 'ok' when one of them holds this
@@ -24,40 +29,32 @@ local function place()
   end
   return free
 end
--- A claim resent after its reply was lost (a connection cut, a failover to a
--- replica that had the write) finds its mark holding this very order ID: it
--- was taken, and answers 'ok' again whatever changed since (the sale ended,
--- was paused, sold out). Answered a refusal instead, the buyer would be told
--- no while holding a queued order, and its ID would be handed back for
--- another order to reuse. Looked at only on a refusal, so a claim that goes
--- through pays nothing for it.
-local function refuse(code)
+-- The other refusals, in the original's order: the window's end, an admin's
+-- pause (redisschema/controls.lua), then stock before duplicate (a sold-out
+-- sale answers sold out to everyone).
+local refusal
+if now >= tonumber(v[3]) then
+  refusal = 'ended'
+elseif v[4] == '1' then
+  refusal = 'paused'
+elseif tonumber(v[1]) <= 0 then
+  refusal = 'sold_out'
+end
+-- Except to a claim resent after its reply was lost (a connection cut, a
+-- failover to a replica that had the write): its mark holds this very order
+-- ID, it was taken, and it answers 'ok' again whatever changed since.
+-- Answered a refusal instead, the buyer would be told no while holding a
+-- queued order, and its ID would be handed back for another order to reuse.
+-- Looked at only on a refusal, so a claim that goes through pays nothing.
+if refusal then
   local m = redis.call('HGET', KEYS[2], ARGV[1])
   if m == ARGV[2] or (m and place() == 'ok') then
     return 'ok'
   end
-  return code
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if now < tonumber(v[2]) then
-  return 'not_started'
-end
-if now >= tonumber(v[3]) then
-  return refuse('ended')
-end
--- An admin's pause (redisschema/controls.lua) refuses every new claim until
--- the sale is resumed.
-if v[4] == '1' then
-  return refuse('paused')
-end
--- Stock before duplicate, as the original: a sold-out sale answers sold out
--- to everyone, except to a retry of a claim that was taken (refuse).
-if tonumber(v[1]) <= 0 then
-  return refuse('sold_out')
+  return refusal
 end
 -- HSETNX checks and reserves the user's mark in one call. A mark holding
--- this very order ID is this claim's own, resent (refuse): it answers 'ok'
+-- this very order ID is this claim's own, resent (above): it answers 'ok'
 -- again and changes nothing.
 if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then
   if redis.call('HGET', KEYS[2], ARGV[1]) == ARGV[2] then
