@@ -346,6 +346,24 @@ func TestBucketLostThenRestored(t *testing.T) {
 // restore rebuilds that bucket from the database's stock, which holds the
 // added units: the repair's Apply that follows must add none again.
 func TestBucketRestoredAfterAnAdditionTheGateMissedTakesItOnce(t *testing.T) {
+	g, _, _, v, stored := aBucketLostAfterAMissedAddition(t)
+	if ok, err := g.Restore(ctx(t), stored, nil); err != nil || !ok {
+		t.Fatalf("restore: %v, %v", ok, err)
+	}
+	if err := g.Apply(ctx(t), stored); err != nil {
+		t.Fatal(err)
+	}
+	books(t, g, v.ID(), 36)
+	if sold := sellOut(t, g, v.ID(), 1); sold != 36 {
+		t.Fatalf("sold %d, want the database's 36", sold)
+	}
+}
+
+// aBucketLostAfterAMissedAddition: a sale of 30 units in 3 buckets (v, on
+// the cluster) whose admin added 6 that the database committed and the gate
+// never took (stored: the database's 36), then bucket 2 lost.
+func aBucketLostAfterAMissedAddition(t *testing.T) (*redisgate.Gate, *redis.ClusterClient, string, domain.Voucher, domain.Voucher) {
+	t.Helper()
 	g, rdb, prefix := clusterGate(t)
 	v := newVoucher(t, 30)
 	if err := g.Preheat(ctx(t), splitInto(t, v, 3)); err != nil {
@@ -355,18 +373,8 @@ func TestBucketRestoredAfterAnAdditionTheGateMissedTakesItOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored := v.WithSale(more) // the database: 36 units, 6 of them added
 	delBucket(t, rdb, prefix, v.ID(), 2, 3)
-	if ok, err := g.Restore(ctx(t), splitInto(t, stored, 3), nil); err != nil || !ok {
-		t.Fatalf("restore: %v, %v", ok, err)
-	}
-	if err := g.Apply(ctx(t), splitInto(t, stored, 3)); err != nil {
-		t.Fatal(err)
-	}
-	books(t, g, v.ID(), 36)
-	if sold := sellOut(t, g, v.ID(), 1); sold != 36 {
-		t.Fatalf("sold %d, want the database's 36", sold)
-	}
+	return g, rdb, prefix, v, splitInto(t, v.WithSale(more), 3)
 }
 
 // Redis loses the whole voucher; the database has 8 orders and 22 units
@@ -578,38 +586,29 @@ func TestRebuildKeepsThePlacesOfQueuedBuyers(t *testing.T) {
 // busy (which says nothing changed, and would hand its order ID back for
 // another order to reuse). A new claim is still told busy.
 func TestAClaimResentToAFrozenBucketIsTaken(t *testing.T) {
-	for _, b := range testenv.Redises() {
-		t.Run(b.Name, func(t *testing.T) {
-			rdb := b.Client(t)
-			prefix := testenv.KeyPrefix(t)
-			t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-			g := redisgate.New(rdb, fastOpts(prefix))
-			v := splitInto(t, newVoucher(t, 9), 3)
-			if err := g.Preheat(ctx(t), v); err != nil {
+	onEveryRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		g, v := redisgate.New(rdb, fastOpts(prefix)), splitSale(t, rdb, prefix, 9)
+		taken := orderFor(t, userIn(1, 3, 1), v.ID())
+		if err := g.ReserveAndAppend(ctx(t), taken); err != nil {
+			t.Fatal(err)
+		}
+		for b := range 3 { // as freeze.lua does to a bucket that exists
+			bk := redisschema.KeysForTag(prefix, redisschema.BucketTag(v.ID(), b, 3))
+			if err := rdb.HSet(ctx(t), bk.Voucher, "frozen", "1").Err(); err != nil {
 				t.Fatal(err)
 			}
-			taken := orderFor(t, userIn(1, 3, 1), v.ID())
-			if err := g.ReserveAndAppend(ctx(t), taken); err != nil {
-				t.Fatal(err)
-			}
-			for b := range 3 { // as freeze.lua does to a bucket that exists
-				bk := redisschema.KeysForTag(prefix, redisschema.BucketTag(v.ID(), b, 3))
-				if err := rdb.HSet(ctx(t), bk.Voucher, "frozen", "1").Err(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := g.ReserveAndAppend(ctx(t), taken); err != nil {
-				t.Fatalf("claim resent to a frozen bucket: %v, want taken", err)
-			}
-			other := orderFor(t, userIn(1, 3, taken.UserID()+1), v.ID())
-			if err := g.ReserveAndAppend(ctx(t), other); !errors.Is(err, ports.ErrNotAdmitted) {
-				t.Fatalf("new claim to a frozen bucket: %v, want busy (not admitted)", err)
-			}
-			if n, _ := g.Pending(ctx(t), v.ID()); n != 1 {
-				t.Fatalf("%d orders queued, want the one taken once", n)
-			}
-		})
-	}
+		}
+		if err := g.ReserveAndAppend(ctx(t), taken); err != nil {
+			t.Fatalf("claim resent to a frozen bucket: %v, want taken", err)
+		}
+		other := orderFor(t, userIn(1, 3, taken.UserID()+1), v.ID())
+		if err := g.ReserveAndAppend(ctx(t), other); !errors.Is(err, ports.ErrNotAdmitted) {
+			t.Fatalf("new claim to a frozen bucket: %v, want busy (not admitted)", err)
+		}
+		if n, _ := g.Pending(ctx(t), v.ID()); n != 1 {
+			t.Fatalf("%d orders queued, want the one taken once", n)
+		}
+	})
 }
 
 // dbAt is the database as a restore reads it: the voucher with its stock
@@ -638,57 +637,49 @@ func (d dbAt) Unreturned(context.Context, int) ([]domain.VoucherOrder, error) {
 // follows gives nothing more: the units in Redis are the database's stock,
 // not one more (which the gate would sell and the database refuse).
 func TestRestoreGivesBackTheUnitsOfCancelledOrdersOnce(t *testing.T) {
-	for _, b := range testenv.Redises() {
-		t.Run(b.Name, func(t *testing.T) {
-			rdb := b.Client(t)
-			prefix := testenv.KeyPrefix(t)
-			t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-			v := splitInto(t, newVoucher(t, 30), 3)
-			if err := redisgate.New(rdb, fastOpts(prefix)).Preheat(ctx(t), v); err != nil {
+	onEveryRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		v := splitSale(t, rdb, prefix, 30)
+		// Six orders, two a bucket, written to the database and acked.
+		var created []domain.VoucherOrder
+		for b := range 3 {
+			for _, u := range []domain.UserID{userIn(b, 3, 100), userIn(b, 3, userIn(b, 3, 100)+1)} {
+				created = append(created, orderFor(t, u, v.ID()))
+			}
+		}
+		for _, o := range created {
+			if err := redisgate.New(rdb, fastOpts(prefix)).ReserveAndAppend(ctx(t), o); err != nil {
 				t.Fatal(err)
 			}
-			// Six orders, two a bucket, written to the database and acked.
-			var created []domain.VoucherOrder
-			for b := range 3 {
-				for _, u := range []domain.UserID{userIn(b, 3, 100), userIn(b, 3, userIn(b, 3, 100)+1)} {
-					created = append(created, orderFor(t, u, v.ID()))
-				}
-			}
-			for _, o := range created {
-				if err := redisgate.New(rdb, fastOpts(prefix)).ReserveAndAppend(ctx(t), o); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for b := range 3 {
-				bk := redisschema.KeysForTag(prefix, redisschema.BucketTag(v.ID(), b, 3))
-				if err := rdb.Del(ctx(t), bk.Orders).Err(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			cancelled := created[0] // home bucket 0, which is kept
-			buyers := append([]domain.VoucherOrder{cancelled.Forfeited()}, created[1:]...)
-			stock := 30 - len(created) + 1
-			sale, err := domain.NewSale(stock, v.Sale().Begin(), v.Sale().End())
-			if err == nil {
-				sale, err = sale.WithBuckets(3)
-			}
-			if err != nil {
+		}
+		for b := range 3 {
+			bk := redisschema.KeysForTag(prefix, redisschema.BucketTag(v.ID(), b, 3))
+			if err := rdb.Del(ctx(t), bk.Orders).Err(); err != nil {
 				t.Fatal(err)
 			}
-			db := dbAt{v: v.WithSale(sale), buyers: buyers, unreturned: []domain.VoucherOrder{cancelled}}
-			opts := fastOpts(prefix)
-			opts.Vouchers, opts.Orders, opts.Unreturned = db, db, db.Unreturned
-			g := redisgate.New(rdb, opts)
-			delBucket(t, rdb, prefix, v.ID(), 1, 3)
-			if ok, err := g.Restore(ctx(t), v, nil); err != nil || !ok {
-				t.Fatalf("restore: %v, %v", ok, err)
-			}
-			if err := g.Return(ctx(t), []domain.VoucherOrder{cancelled}); err != nil { // the returner, late
-				t.Fatal(err)
-			}
-			books(t, g, v.ID(), stock)
-		})
-	}
+		}
+		cancelled := created[0] // home bucket 0, which is kept
+		buyers := append([]domain.VoucherOrder{cancelled.Forfeited()}, created[1:]...)
+		stock := 30 - len(created) + 1
+		sale, err := domain.NewSale(stock, v.Sale().Begin(), v.Sale().End())
+		if err == nil {
+			sale, err = sale.WithBuckets(3)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := dbAt{v: v.WithSale(sale), buyers: buyers, unreturned: []domain.VoucherOrder{cancelled}}
+		opts := fastOpts(prefix)
+		opts.Vouchers, opts.Orders, opts.Unreturned = db, db, db.Unreturned
+		g := redisgate.New(rdb, opts)
+		delBucket(t, rdb, prefix, v.ID(), 1, 3)
+		if ok, err := g.Restore(ctx(t), v, nil); err != nil || !ok {
+			t.Fatalf("restore: %v, %v", ok, err)
+		}
+		if err := g.Return(ctx(t), []domain.VoucherOrder{cancelled}); err != nil { // the returner, late
+			t.Fatal(err)
+		}
+		books(t, g, v.ID(), stock)
+	})
 }
 
 // A bucket a restore has frozen gives nothing back to the returner: the
@@ -700,40 +691,31 @@ func TestRestoreGivesBackTheUnitsOfCancelledOrdersOnce(t *testing.T) {
 // the bucket's stock, then its stream, and a release acked in between would
 // be in neither count and back in the bucket.
 func TestAFrozenBucketGivesNothingBackUntilTheRestoreIsDone(t *testing.T) {
-	for _, b := range testenv.Redises() {
-		t.Run(b.Name, func(t *testing.T) {
-			rdb := b.Client(t)
-			prefix := testenv.KeyPrefix(t)
-			t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-			g := redisgate.New(rdb, fastOpts(prefix))
-			v := splitInto(t, newVoucher(t, 9), 3)
-			if err := g.Preheat(ctx(t), v); err != nil {
-				t.Fatal(err)
-			}
-			o := orderFor(t, userIn(2, 3, 1), v.ID())
-			if err := g.ReserveAndAppend(ctx(t), o); err != nil {
-				t.Fatal(err)
-			}
-			home := redisschema.KeysForTag(prefix, redisschema.BucketTag(v.ID(), 2, 3))
-			if err := rdb.HSet(ctx(t), home.Voucher, "frozen", "1").Err(); err != nil {
-				t.Fatal(err)
-			}
-			if err := g.Return(ctx(t), []domain.VoucherOrder{o}); err == nil {
-				t.Fatal("a return into a frozen bucket succeeded")
-			}
-			if err := g.Release(ctx(t), o, true); err == nil {
-				t.Fatal("a release in a frozen bucket succeeded")
-			}
-			books(t, g, v.ID(), 8)
-			if err := rdb.HDel(ctx(t), home.Voucher, "frozen").Err(); err != nil {
-				t.Fatal(err)
-			}
-			if err := g.Return(ctx(t), []domain.VoucherOrder{o}); err != nil {
-				t.Fatal(err)
-			}
-			books(t, g, v.ID(), 9)
-		})
-	}
+	onEveryRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		g, v := redisgate.New(rdb, fastOpts(prefix)), splitSale(t, rdb, prefix, 9)
+		o := orderFor(t, userIn(2, 3, 1), v.ID())
+		if err := g.ReserveAndAppend(ctx(t), o); err != nil {
+			t.Fatal(err)
+		}
+		home := redisschema.KeysForTag(prefix, redisschema.BucketTag(v.ID(), 2, 3))
+		if err := rdb.HSet(ctx(t), home.Voucher, "frozen", "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Return(ctx(t), []domain.VoucherOrder{o}); err == nil {
+			t.Fatal("a return into a frozen bucket succeeded")
+		}
+		if err := g.Release(ctx(t), o, true); err == nil {
+			t.Fatal("a release in a frozen bucket succeeded")
+		}
+		books(t, g, v.ID(), 8)
+		if err := rdb.HDel(ctx(t), home.Voucher, "frozen").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Return(ctx(t), []domain.VoucherOrder{o}); err != nil {
+			t.Fatal(err)
+		}
+		books(t, g, v.ID(), 9)
+	})
 }
 
 // An admin adds units while a restore has the buckets frozen. The restore
@@ -743,67 +725,49 @@ func TestAFrozenBucketGivesNothingBackUntilTheRestoreIsDone(t *testing.T) {
 // pause but no units (the answer says so, for the admin to retry, or the
 // repair to apply), and once it serves again the units are added once.
 func TestAFrozenBucketTakesNoUnitsAdded(t *testing.T) {
-	for _, b := range testenv.Redises() {
-		t.Run(b.Name, func(t *testing.T) {
-			rdb := b.Client(t)
-			prefix := testenv.KeyPrefix(t)
-			t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-			g := redisgate.New(rdb, fastOpts(prefix))
-			v := splitInto(t, newVoucher(t, 9), 3)
-			if err := g.Preheat(ctx(t), v); err != nil {
+	onEveryRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		g, v := redisgate.New(rdb, fastOpts(prefix)), splitSale(t, rdb, prefix, 9)
+		now := testenv.WallClock{}.Now()
+		sale, err := v.Sale().AddStock(5, now)
+		if err == nil {
+			sale, err = sale.WithPause(true, now)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := redisschema.KeysForTag(prefix, redisschema.BucketTag(v.ID(), 0, 3))
+		if err := rdb.HSet(ctx(t), first.Voucher, "frozen", "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Apply(ctx(t), v.WithSale(sale)); err == nil {
+			t.Fatal("units added to a frozen bucket: Apply answered nil")
+		}
+		books(t, g, v.ID(), 9)
+		for b := range 3 {
+			bk := redisschema.KeysForTag(prefix, redisschema.BucketTag(v.ID(), b, 3))
+			if p, _ := rdb.HGet(ctx(t), bk.Voucher, "paused").Result(); p != "1" {
+				t.Fatalf("bucket %d not paused (%q)", b, p)
+			}
+		}
+		if err := rdb.HDel(ctx(t), first.Voucher, "frozen").Err(); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if err := g.Apply(ctx(t), v.WithSale(sale)); err != nil {
 				t.Fatal(err)
 			}
-			now := testenv.WallClock{}.Now()
-			sale, err := v.Sale().AddStock(5, now)
-			if err == nil {
-				sale, err = sale.WithPause(true, now)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			first := redisschema.KeysForTag(prefix, redisschema.BucketTag(v.ID(), 0, 3))
-			if err := rdb.HSet(ctx(t), first.Voucher, "frozen", "1").Err(); err != nil {
-				t.Fatal(err)
-			}
-			if err := g.Apply(ctx(t), v.WithSale(sale)); err == nil {
-				t.Fatal("units added to a frozen bucket: Apply answered nil")
-			}
-			books(t, g, v.ID(), 9)
-			for b := range 3 {
-				bk := redisschema.KeysForTag(prefix, redisschema.BucketTag(v.ID(), b, 3))
-				if p, _ := rdb.HGet(ctx(t), bk.Voucher, "paused").Result(); p != "1" {
-					t.Fatalf("bucket %d not paused (%q)", b, p)
-				}
-			}
-			if err := rdb.HDel(ctx(t), first.Voucher, "frozen").Err(); err != nil {
-				t.Fatal(err)
-			}
-			for range 2 {
-				if err := g.Apply(ctx(t), v.WithSale(sale)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			books(t, g, v.ID(), 14)
-		})
-	}
+		}
+		books(t, g, v.ID(), 14)
+	})
 }
 
-// As above, but the restore dies after writing the lost bucket, before it
-// unfreezes them: the next restore finds no placeholder and only unfreezes.
-// Bucket 0 must count the added units taken by then, or the repair's Apply
-// that follows adds them a second time (the pool already held them).
+// As TestBucketRestoredAfterAnAdditionTheGateMissedTakesItOnce, but the
+// restore dies after writing the lost bucket, before it unfreezes them: the
+// next restore finds no placeholder and only unfreezes. Bucket 0 must count
+// the added units taken by then, or the repair's Apply that follows adds
+// them a second time (the pool already held them).
 func TestRestoreKilledAfterItsWritesAddsNoUnitTwice(t *testing.T) {
-	g, rdb, prefix := clusterGate(t)
-	v := newVoucher(t, 30)
-	if err := g.Preheat(ctx(t), splitInto(t, v, 3)); err != nil {
-		t.Fatal(err)
-	}
-	more, err := v.Sale().AddStock(6, testenv.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored := splitInto(t, v.WithSale(more), 3) // the database: 36 units, 6 of them added
-	delBucket(t, rdb, prefix, v.ID(), 2, 3)
+	g, rdb, prefix, v, stored := aBucketLostAfterAMissedAddition(t)
 	dying := fastOpts(prefix)
 	dying.Fault = func(step string) error {
 		if step == "written" {
@@ -831,59 +795,77 @@ func TestRestoreKilledAfterItsWritesAddsNoUnitTwice(t *testing.T) {
 // entries in all, and complete only when nothing follows them. An entry that
 // carries no order counts toward max and gives none.
 func TestOrdersReadsTheStreamsInPagesUpToMax(t *testing.T) {
+	onEveryRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		g := redisgate.New(rdb, fastOpts(prefix))
+		if got, complete, err := g.Orders(ctx(t), newVoucher(t, 1).ID(), 100); err != nil || !complete || len(got) != 0 {
+			t.Fatalf("Orders of a voucher without a stream = %v, complete %v, %v", got, complete, err)
+		}
+		for _, c := range []struct {
+			k         int
+			perBucket []int // entries per bucket, more than one page in the first
+		}{{1, []int{1005}}, {3, []int{1001, 0, 3}}} {
+			t.Run(fmt.Sprintf("k=%d", c.k), func(t *testing.T) {
+				v := splitInto(t, newVoucher(t, 10), c.k)
+				if err := g.Preheat(ctx(t), v); err != nil {
+					t.Fatal(err)
+				}
+				var entries []*domain.VoucherOrder // in the order Orders reads them; nil: no order
+				for bk, n := range c.perBucket {
+					stream := redisschema.KeysForTag(prefix, redisschema.BucketTag(v.ID(), bk, c.k)).Orders
+					pipe := rdb.Pipeline()
+					for i := range n {
+						values := []any{"id", "x"} // poison, second in its stream
+						if i != 1 {
+							o := orderFor(t, domain.UserID(bk*10_000+i+1), v.ID())
+							entries = append(entries, &o)
+							values = redisschema.EncodeOrder(o)
+						} else {
+							entries = append(entries, nil)
+						}
+						pipe.XAdd(ctx(t), &redis.XAddArgs{Stream: stream, Values: values})
+					}
+					if _, err := pipe.Exec(ctx(t)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				total := len(entries)
+				for _, max := range []int{total + 1000, total, total - 1, 1002, 2, 0} {
+					var want []domain.VoucherOrder
+					for _, o := range entries[:min(max, total)] {
+						if o != nil {
+							want = append(want, *o)
+						}
+					}
+					got, complete, err := g.Orders(ctx(t), v.ID(), max)
+					if err != nil || complete != (max >= total) || !slices.Equal(got, want) {
+						t.Fatalf("Orders(max %d of %d entries) = %d orders, complete %v, %v; want the first %d in order, complete %v",
+							max, total, len(got), complete, err, len(want), max >= total)
+					}
+				}
+			})
+		}
+	})
+}
+
+// onEveryRedis runs f on each Redis the suites run on, under a key prefix of
+// its own that is dropped when the test ends.
+func onEveryRedis(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient, prefix string)) {
 	for _, b := range testenv.Redises() {
 		t.Run(b.Name, func(t *testing.T) {
 			rdb := b.Client(t)
 			prefix := testenv.KeyPrefix(t)
 			t.Cleanup(func() { testenv.DropPrefix(t, rdb, prefix) })
-			g := redisgate.New(rdb, fastOpts(prefix))
-			if got, complete, err := g.Orders(ctx(t), newVoucher(t, 1).ID(), 100); err != nil || !complete || len(got) != 0 {
-				t.Fatalf("Orders of a voucher without a stream = %v, complete %v, %v", got, complete, err)
-			}
-			for _, c := range []struct {
-				k         int
-				perBucket []int // entries per bucket, more than one page in the first
-			}{{1, []int{1005}}, {3, []int{1001, 0, 3}}} {
-				t.Run(fmt.Sprintf("k=%d", c.k), func(t *testing.T) {
-					v := splitInto(t, newVoucher(t, 10), c.k)
-					if err := g.Preheat(ctx(t), v); err != nil {
-						t.Fatal(err)
-					}
-					var entries []*domain.VoucherOrder // in the order Orders reads them; nil: no order
-					for bk, n := range c.perBucket {
-						stream := redisschema.KeysForTag(prefix, redisschema.BucketTag(v.ID(), bk, c.k)).Orders
-						pipe := rdb.Pipeline()
-						for i := range n {
-							values := []any{"id", "x"} // poison, second in its stream
-							if i != 1 {
-								o := orderFor(t, domain.UserID(bk*10_000+i+1), v.ID())
-								entries = append(entries, &o)
-								values = redisschema.EncodeOrder(o)
-							} else {
-								entries = append(entries, nil)
-							}
-							pipe.XAdd(ctx(t), &redis.XAddArgs{Stream: stream, Values: values})
-						}
-						if _, err := pipe.Exec(ctx(t)); err != nil {
-							t.Fatal(err)
-						}
-					}
-					total := len(entries)
-					for _, max := range []int{total + 1000, total, total - 1, 1002, 2, 0} {
-						var want []domain.VoucherOrder
-						for _, o := range entries[:min(max, total)] {
-							if o != nil {
-								want = append(want, *o)
-							}
-						}
-						got, complete, err := g.Orders(ctx(t), v.ID(), max)
-						if err != nil || complete != (max >= total) || !slices.Equal(got, want) {
-							t.Fatalf("Orders(max %d of %d entries) = %d orders, complete %v, %v; want the first %d in order, complete %v",
-								max, total, len(got), complete, err, len(want), max >= total)
-						}
-					}
-				})
-			}
+			f(t, rdb, prefix)
 		})
 	}
+}
+
+// splitSale is a voucher of stock units split into 3 buckets, preheated.
+func splitSale(t *testing.T, rdb redis.UniversalClient, prefix string, stock int) domain.Voucher {
+	t.Helper()
+	v := splitInto(t, newVoucher(t, stock), 3)
+	if err := redisgate.New(rdb, fastOpts(prefix)).Preheat(ctx(t), v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
