@@ -442,15 +442,12 @@ func (g *Gate) Apply(ctx context.Context, v domain.Voucher) error {
 			frozen = fmt.Errorf("apply controls to voucher %d: bucket %d is being restored: the units added go on sale once it is done", v.ID(), b)
 		}
 	}
-	if frozen != nil {
-		return frozen
-	}
 	if l.k > 1 {
 		if err := g.rdb.PExpireAt(ctx, redisschema.BucketMeta(g.prefix, v.ID()), g.expireAt(s)).Err(); err != nil {
 			return fmt.Errorf("apply controls to voucher %d: keep its K: %w", v.ID(), err)
 		}
 	}
-	return nil
+	return frozen
 }
 
 // addedArg is what bucket b's hash records of the units admins added: bucket
