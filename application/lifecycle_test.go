@@ -21,7 +21,8 @@ const payWindow = time.Minute
 type lifeWorld struct {
 	*world
 	clock  *testenv.Clock
-	audit  ports.GateAudit // the memory gate under any wrapper
+	audit  ports.GateAudit  // the memory gate under any wrapper
+	index  ports.OrderIndex // the same
 	expire *application.ExpireOrders
 	cancel *application.CancelOrder
 	pay    *application.PayOrder
@@ -31,7 +32,7 @@ func newLifeWorld(t *testing.T, wrap func(ports.StockGate) ports.StockGate) *lif
 	t.Helper()
 	w := &lifeWorld{clock: testenv.NewClock(now)}
 	w.world = newWorld(t, 100, func(g ports.StockGate) ports.StockGate {
-		w.audit = g.(ports.GateAudit)
+		w.audit, w.index = g.(ports.GateAudit), g.(ports.OrderIndex)
 		if wrap != nil {
 			return wrap(g)
 		}
@@ -40,7 +41,7 @@ func newLifeWorld(t *testing.T, wrap func(ports.StockGate) ports.StockGate) *lif
 	w.orders.WithPayWindow(payWindow)
 	w.expire = application.NewExpireOrders(w.orders, w.gate, w.clock, 100)
 	w.cancel = application.NewCancelOrder(w.orders, w.orders, w.gate)
-	w.pay = application.NewPayOrder(w.orders, w.vouchers, w.orders, w.clock, payWindow)
+	w.pay = application.NewPayOrder(w.orders, w.vouchers, w.orders, w.index, w.clock, payWindow)
 	return w
 }
 
@@ -305,6 +306,17 @@ func TestPayOrder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			return id
+		}, amount: 1, wantErr: application.ErrBusy, wantState: domain.OrderCreated},
+		// Still queued past the window (the database slow or down that
+		// long): retried, not refused as unknown, or the provider would stop
+		// and the money never be recorded.
+		{name: "queued_past_the_window_is_retried", setup: func(t *testing.T, w *lifeWorld, v domain.VoucherID) domain.OrderID {
+			id, err := w.claim.Handle(context.Background(), 1, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.clock.Set(now.Add(2 * payWindow))
 			return id
 		}, amount: 1, wantErr: application.ErrBusy, wantState: domain.OrderCreated},
 	}

@@ -28,20 +28,24 @@ type PayOrder struct {
 	orders   ports.OrderRepository
 	vouchers ports.VoucherRepository
 	life     ports.OrderLifecycle
+	index    ports.OrderIndex
 	clock    ports.Clock
 	horizon  time.Duration
 }
 
 // NewPayOrder: window is the pay window (0 = never expires). An order the
-// database does not have yet that was claimed less than that long ago (15
-// minutes when 0) may still be queued, and answers ErrBusy so the provider
-// retries; an older one is unknown.
-func NewPayOrder(orders ports.OrderRepository, vouchers ports.VoucherRepository, life ports.OrderLifecycle, clock ports.Clock, window time.Duration) *PayOrder {
-	mustHave("PayOrder", map[string]any{"orders": orders, "vouchers": vouchers, "life": life, "clock": clock})
+// database does not have yet may still be queued, and answers ErrBusy so the
+// provider retries: one claimed less than the window ago (15 minutes when
+// 0), without asking; an older one only while the gate still holds it
+// (index), since a queue can be slower than the window (the database down
+// for longer): refused as unknown, the provider would stop retrying and the
+// money would never be recorded.
+func NewPayOrder(orders ports.OrderRepository, vouchers ports.VoucherRepository, life ports.OrderLifecycle, index ports.OrderIndex, clock ports.Clock, window time.Duration) *PayOrder {
+	mustHave("PayOrder", map[string]any{"orders": orders, "vouchers": vouchers, "life": life, "index": index, "clock": clock})
 	if window <= 0 {
 		window = 15 * time.Minute
 	}
-	return &PayOrder{orders: orders, vouchers: vouchers, life: life, clock: clock, horizon: window}
+	return &PayOrder{orders: orders, vouchers: vouchers, life: life, index: index, clock: clock, horizon: window}
 }
 
 // Handle returns what the payment did. Errors: domain.ErrOrderNotFound; a
@@ -53,8 +57,17 @@ func (h *PayOrder) Handle(ctx context.Context, n PaymentNotice) (ports.PayResult
 	switch {
 	case errors.Is(err, domain.ErrOrderNotFound):
 		now, claimed := h.clock.Now(), n.Order.Time()
-		if n.Order > 0 && !claimed.After(now.Add(time.Minute)) && now.Sub(claimed) < h.horizon {
+		if n.Order <= 0 || claimed.After(now.Add(time.Minute)) {
+			return ports.PayResult{}, domain.ErrOrderNotFound
+		}
+		if now.Sub(claimed) < h.horizon {
 			return ports.PayResult{}, fmt.Errorf("order %d may still be queued: %w", n.Order, ErrBusy)
+		}
+		switch _, queued, err := h.index.QueuedByID(ctx, n.Order); {
+		case err != nil:
+			return ports.PayResult{}, fmt.Errorf("is order %d queued: %w: %w", n.Order, ErrBusy, err)
+		case queued:
+			return ports.PayResult{}, fmt.Errorf("order %d is still queued: %w", n.Order, ErrBusy)
 		}
 		return ports.PayResult{}, domain.ErrOrderNotFound
 	case err != nil:

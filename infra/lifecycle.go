@@ -22,8 +22,8 @@ func provideExpireOrders(life ports.OrderLifecycle, gate ports.StockGate, clock 
 	return application.NewExpireOrders(life, gate, clock, expiryBatch)
 }
 
-func providePayOrder(orders ports.OrderRepository, vouchers ports.VoucherRepository, life ports.OrderLifecycle, clock ports.Clock, c Config) *application.PayOrder {
-	return application.NewPayOrder(orders, vouchers, life, clock, c.PayWindow)
+func providePayOrder(orders ports.OrderRepository, vouchers ports.VoucherRepository, life ports.OrderLifecycle, index ports.OrderIndex, clock ports.Clock, c Config) *application.PayOrder {
+	return application.NewPayOrder(orders, vouchers, life, index, clock, c.PayWindow)
 }
 
 // expiryPass expires due orders and finishes interrupted returns, at once

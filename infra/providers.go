@@ -246,6 +246,7 @@ var commonSet = wire.NewSet(
 	wire.Bind(new(ports.GateProbe), new(*redisgate.Gate)),
 	wire.Bind(new(ports.GateAudit), new(*redisgate.Gate)),
 	wire.Bind(new(ports.GateControls), new(*redisgate.Gate)),
+	wire.Bind(new(ports.OrderIndex), new(*redisgate.Gate)),
 	wire.Bind(new(ports.SaleControls), new(*mysqlstore.VoucherRepo)),
 	wire.Bind(new(ports.OrderLedger), new(*mysqlstore.OrderRepo)),
 	wire.Bind(new(ports.SaleOrders), new(*mysqlstore.OrderRepo)),

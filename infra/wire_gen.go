@@ -78,7 +78,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	getOrder := application.NewGetOrder(orderRepository, roomGate)
 	orderLifecycle := provideOrderLifecycle(orderRepo, observability)
 	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, roomGate)
-	payOrder := providePayOrder(orderRepository, voucherRepo, orderLifecycle, systemClock, c)
+	payOrder := providePayOrder(orderRepository, voucherRepo, orderLifecycle, gate, systemClock, c)
 	bearerSessions, cleanup6, err := provideBearer(c, log)
 	if err != nil {
 		cleanup5()
@@ -221,7 +221,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	getOrder := application.NewGetOrder(orderRepository, roomGate)
 	orderLifecycle := provideOrderLifecycle(orderRepo, observability)
 	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, roomGate)
-	payOrder := providePayOrder(orderRepository, voucherRepo, orderLifecycle, systemClock, c)
+	payOrder := providePayOrder(orderRepository, voucherRepo, orderLifecycle, gate, systemClock, c)
 	bearerSessions, cleanup8, err := provideBearer(c, log)
 	if err != nil {
 		cleanup7()

@@ -111,6 +111,15 @@ type StockGate interface {
 	Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error)
 }
 
+// OrderIndex finds an order the gate holds by its ID alone, whoever claimed
+// it: a payment provider's notice names no user, and a payment for an order
+// still queued (the database slow or down for longer than the pay window)
+// must be retried, not refused as unknown. Like Queued, its cost does not
+// grow with the number of live sales.
+type OrderIndex interface {
+	QueuedByID(ctx context.Context, id domain.OrderID) (domain.VoucherOrder, bool, error)
+}
+
 // GateProbe tells cheaply what the gate has lost, so a running instance can
 // repair it from the database without rebuilding every voucher every time:
 // a voucher whose whole state is gone (Missing), or one whose state exists

@@ -384,7 +384,7 @@ func newEnv(t testing.TB, opt options) *env {
 		Split:          opt.split,
 		PublicReadTTL:  opt.readTTL,
 		Cancel:         application.NewCancelOrder(orders, ledger, stock),
-		Pay:            application.NewPayOrder(orders, vouchers, ledger, clock, payWindow),
+		Pay:            application.NewPayOrder(orders, vouchers, ledger, gate, clock, payWindow),
 		PaymentSecret:  []byte(paySecret),
 		Orders:         application.NewListSaleOrders(vouchers, spySaleOrders{ledger, c}),
 		Audit:          application.NewReadAuditLog(spyAudit{memory.NewAuditLog(mv), c}),

@@ -321,6 +321,26 @@ func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID
 	return domain.VoucherOrder{}, false, nil
 }
 
+var _ ports.OrderIndex = (*Gate)(nil)
+
+// QueuedByID is Queued for whoever claimed the order (ports.OrderIndex).
+func (g *Gate) QueuedByID(ctx context.Context, id domain.OrderID) (domain.VoucherOrder, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.VoucherOrder{}, false, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for vid, s := range g.sales {
+		for p, held := range s.buyers {
+			if held == id {
+				o, err := domain.NewVoucherOrder(id, p.user, vid)
+				return o, err == nil, err
+			}
+		}
+	}
+	return domain.VoucherOrder{}, false, nil
+}
+
 // Stock reports a voucher's remaining stock in the gate, and false when the
 // gate does not hold the voucher. Same signature as the Redis gate's.
 // Paused tells whether the voucher's sale is paused (the rooms read it).

@@ -77,6 +77,19 @@ func (g *Gate) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.Vo
 // another user's ID both stop after the first command, so neither the answer
 // nor its timing tells them apart.
 func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error) {
+	return g.queued(ctx, id, func(u domain.UserID) bool { return u == user })
+}
+
+var _ ports.OrderIndex = (*Gate)(nil)
+
+// QueuedByID is Queued for whoever claimed the order (ports.OrderIndex).
+func (g *Gate) QueuedByID(ctx context.Context, id domain.OrderID) (domain.VoucherOrder, bool, error) {
+	return g.queued(ctx, id, func(domain.UserID) bool { return true })
+}
+
+// queued reads the order's index entry and, when its user is one mine
+// accepts, whether that user's places hold the order.
+func (g *Gate) queued(ctx context.Context, id domain.OrderID, mine func(domain.UserID) bool) (domain.VoucherOrder, bool, error) {
 	raw, err := g.rdb.Get(ctx, redisschema.OrderIndexKey(g.prefix, id)).Result()
 	if errors.Is(err, redis.Nil) {
 		return domain.VoucherOrder{}, false, nil
@@ -85,10 +98,10 @@ func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID
 		return domain.VoucherOrder{}, false, fmt.Errorf("queued order %d: %w", id, err)
 	}
 	idx, ok := redisschema.DecodeOrderIndex(raw)
-	if !ok || idx.User != user {
+	if !ok || !mine(idx.User) {
 		return domain.VoucherOrder{}, false, nil
 	}
-	vid := idx.Voucher
+	user, vid := idx.User, idx.Voucher
 	buyers := g.bucket(vid, redisschema.HomeBucket(user, idx.Buckets), max(idx.Buckets, 1)).Buyers
 	// Every place the user may hold: a sale's limit is not in the index.
 	fields := make([]string, domain.MaxLimitPerUser)

@@ -480,9 +480,24 @@ var gateCases = []struct {
 		if _, ok := gateQueued(t, s.gate, 1, 12); ok {
 			t.Fatal("queued found user 2's order for user 1")
 		}
+		// By its ID alone (a payment notice names no user): the same
+		// order, and none for an ID nobody claimed.
+		index, ok := s.gate.(ports.OrderIndex)
+		if !ok {
+			t.Fatalf("%T is not an OrderIndex", s.gate)
+		}
+		if got, ok, err := index.QueuedByID(gateCtx(t), 11); err != nil || !ok || got != o {
+			t.Fatalf("queued by id 11 = %v %v %v, want %v", got, ok, err, o)
+		}
+		if _, ok, err := index.QueuedByID(gateCtx(t), 13); err != nil || ok {
+			t.Fatalf("queued by id found an order nobody claimed (%v)", err)
+		}
 		gateRelease(t, s.gate, o, true)
 		if _, ok := gateQueued(t, s.gate, 1, 11); ok {
 			t.Fatal("queued found a released order")
+		}
+		if _, ok, err := index.QueuedByID(gateCtx(t), 11); err != nil || ok {
+			t.Fatalf("queued by id found a released order (%v)", err)
 		}
 	}},
 	{"start_gate_race", func(t *testing.T, s gateSubject) {
