@@ -129,8 +129,10 @@ func isUnsupported(err error) bool {
 }
 
 // heartbeat is how long a subscriber waits for a message before it pings,
-// so a dead connection is noticed (and its master's slots stop being
-// served) within about twice this.
+// and then for the ping's answer: a dead connection is noticed (and its
+// master's slots stop being served) within about twice this, a silent one
+// too (its peer gone without a reset: a host lost, a NAT entry dropped),
+// where the ping's write succeeds and only its answer never comes.
 const heartbeat = time.Second
 
 // listen applies one subscriber's invalidations until it is stopped. A
@@ -141,15 +143,20 @@ const heartbeat = time.Second
 func (t *Sessions) listen(ctx context.Context, s *subscriber, up bool) {
 	defer close(s.done)
 	ps := s.ps
+	pinged := false // a ping is out and nothing has come since
 	for ctx.Err() == nil {
 		msg, err := ps.ReceiveTimeout(ctx, heartbeat)
 		if err != nil {
 			var ne interface{ Timeout() bool }
 			timeout := errors.As(err, &ne) && ne.Timeout()
-			if timeout && up {
+			if timeout && up && !pinged {
 				if perr := ps.Ping(ctx); perr == nil {
+					pinged = true
 					continue
 				}
+			}
+			if timeout && pinged {
+				err = fmt.Errorf("no answer to a ping within %s: %w", heartbeat, err)
 			}
 			if up {
 				up = false
@@ -184,6 +191,7 @@ func (t *Sessions) listen(ctx context.Context, s *subscriber, up bool) {
 			}
 			continue
 		}
+		pinged = false
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			// A (re)subscription: invalidations may have been missed.
