@@ -121,7 +121,9 @@ func (h *ControlSale) controlOnce(ctx context.Context, admin domain.UserID, id d
 		return domain.Voucher{}, fmt.Errorf("%s voucher %d: %w", action, id, err)
 	}
 	if err := h.gate.Apply(ctx, v); err != nil {
-		return domain.Voucher{}, fmt.Errorf("%s voucher %d: stored; the gate's write failed (retry, or the repair applies it): %w", action, id, err)
+		// Busy, not an internal error: the change is stored, the gate's
+		// write is idempotent, and a retry (or the repair) finishes it.
+		return domain.Voucher{}, fmt.Errorf("%s voucher %d: stored; the gate's write failed (retry, or the repair applies it): %w: %w", action, id, ErrBusy, err)
 	}
 	return v, nil
 }
