@@ -592,11 +592,8 @@ func TestAClaimResentToAFrozenBucketIsTaken(t *testing.T) {
 		if err := g.ReserveAndAppend(ctx(t), taken); err != nil {
 			t.Fatal(err)
 		}
-		for b := range 3 { // as freeze.lua does to a bucket that exists
-			bk := redisschema.KeysForTag(prefix, redisschema.BucketTag(v.ID(), b, 3))
-			if err := rdb.HSet(ctx(t), bk.Voucher, "frozen", "1").Err(); err != nil {
-				t.Fatal(err)
-			}
+		for b := range 3 {
+			setFrozen(t, rdb, prefix, v.ID(), b, true)
 		}
 		if err := g.ReserveAndAppend(ctx(t), taken); err != nil {
 			t.Fatalf("claim resent to a frozen bucket: %v, want taken", err)
@@ -697,10 +694,7 @@ func TestAFrozenBucketGivesNothingBackUntilTheRestoreIsDone(t *testing.T) {
 		if err := g.ReserveAndAppend(ctx(t), o); err != nil {
 			t.Fatal(err)
 		}
-		home := redisschema.KeysForTag(prefix, redisschema.BucketTag(v.ID(), 2, 3))
-		if err := rdb.HSet(ctx(t), home.Voucher, "frozen", "1").Err(); err != nil {
-			t.Fatal(err)
-		}
+		setFrozen(t, rdb, prefix, v.ID(), 2, true)
 		if err := g.Return(ctx(t), []domain.VoucherOrder{o}); err == nil {
 			t.Fatal("a return into a frozen bucket succeeded")
 		}
@@ -708,9 +702,7 @@ func TestAFrozenBucketGivesNothingBackUntilTheRestoreIsDone(t *testing.T) {
 			t.Fatal("a release in a frozen bucket succeeded")
 		}
 		books(t, g, v.ID(), 8)
-		if err := rdb.HDel(ctx(t), home.Voucher, "frozen").Err(); err != nil {
-			t.Fatal(err)
-		}
+		setFrozen(t, rdb, prefix, v.ID(), 2, false)
 		if err := g.Return(ctx(t), []domain.VoucherOrder{o}); err != nil {
 			t.Fatal(err)
 		}
@@ -735,10 +727,7 @@ func TestAFrozenBucketTakesNoUnitsAdded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		first := redisschema.KeysForTag(prefix, redisschema.BucketTag(v.ID(), 0, 3))
-		if err := rdb.HSet(ctx(t), first.Voucher, "frozen", "1").Err(); err != nil {
-			t.Fatal(err)
-		}
+		setFrozen(t, rdb, prefix, v.ID(), 0, true)
 		if err := g.Apply(ctx(t), v.WithSale(sale)); err == nil {
 			t.Fatal("units added to a frozen bucket: Apply answered nil")
 		}
@@ -749,9 +738,7 @@ func TestAFrozenBucketTakesNoUnitsAdded(t *testing.T) {
 				t.Fatalf("bucket %d not paused (%q)", b, p)
 			}
 		}
-		if err := rdb.HDel(ctx(t), first.Voucher, "frozen").Err(); err != nil {
-			t.Fatal(err)
-		}
+		setFrozen(t, rdb, prefix, v.ID(), 0, false)
 		for range 2 {
 			if err := g.Apply(ctx(t), v.WithSale(sale)); err != nil {
 				t.Fatal(err)
@@ -868,4 +855,20 @@ func splitSale(t *testing.T, rdb redis.UniversalClient, prefix string, stock int
 		t.Fatal(err)
 	}
 	return v
+}
+
+// setFrozen freezes bucket b of a voucher split into 3 as freeze.lua does to
+// a bucket that exists (on), or unfreezes it as the restore's end does.
+func setFrozen(t *testing.T, rdb redis.UniversalClient, prefix string, id domain.VoucherID, b int, on bool) {
+	t.Helper()
+	bk := redisschema.KeysForTag(prefix, redisschema.BucketTag(id, b, 3))
+	var err error
+	if on {
+		err = rdb.HSet(ctx(t), bk.Voucher, "frozen", "1").Err()
+	} else {
+		err = rdb.HDel(ctx(t), bk.Voucher, "frozen").Err()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -26,28 +26,17 @@ type silentProxy struct {
 
 func startSilentProxy(t *testing.T, target string) *silentProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &silentProxy{ln: ln}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			t.Cleanup(func() { _ = c.Close(); _ = u.Close() })
-			go p.pipe(u, c)
-			go p.pipe(c, u)
+	p := &silentProxy{}
+	p.ln = serveEach(t, func(c net.Conn) {
+		u, err := net.Dial("tcp", target)
+		if err != nil {
+			_ = c.Close()
+			return
 		}
-	}()
+		t.Cleanup(func() { _ = c.Close(); _ = u.Close() })
+		go p.pipe(u, c)
+		go p.pipe(c, u)
+	})
 	return p
 }
 

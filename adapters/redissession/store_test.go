@@ -192,6 +192,13 @@ func TestUserIDGivesUpAfterWait(t *testing.T) {
 // nothing, until the test ends.
 func muteListener(t *testing.T) net.Listener {
 	t.Helper()
+	return serveEach(t, func(c net.Conn) { t.Cleanup(func() { _ = c.Close() }) })
+}
+
+// serveEach listens on a loopback port until the test ends and hands each
+// connection it accepts to handle, on the accepting goroutine.
+func serveEach(t *testing.T, handle func(net.Conn)) net.Listener {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +210,7 @@ func muteListener(t *testing.T) net.Listener {
 			if err != nil {
 				return
 			}
-			t.Cleanup(func() { _ = c.Close() })
+			handle(c)
 		}
 	}()
 	return ln
