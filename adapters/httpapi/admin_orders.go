@@ -179,7 +179,7 @@ func (a *api) exportSaleOrders(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	a.noteError(w, r, fmt.Errorf("export cut short: %w", err))
+	noteError(r, fmt.Errorf("export cut short: %w", err))
 	if !errors.Is(err, r.Context().Err()) {
 		// Abort the connection: a clean end would pass a partial file off
 		// as the whole sale.

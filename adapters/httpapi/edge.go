@@ -90,7 +90,7 @@ func edgeClaim(r *http.Request) (domain.VoucherID, bool) {
 
 // edgeRequestID names an edge answer's log line as the access log would.
 func edgeRequestID(r *http.Request) string {
-	if id := r.Header.Get(requestIDHeader); id != "" && printableASCII(id, maxRequestIDLen) {
+	if id := clientRequestID(r); id != "" {
 		return id
 	}
 	return formatRequestID(requestIDs.seq.Add(1))

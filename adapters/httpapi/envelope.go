@@ -195,13 +195,11 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if wantsEnglish(r) {
 		ans.msg, ans.body = inEnglish(ans.msg), ans.bodyEn
 	}
-	a.noteError(w, r, err)
+	noteError(r, err)
 	if ans.status >= 500 {
 		// The client sees only a generic message; the request id lets an
 		// operator find the logged detail.
-		if id := requestID(r); id != "" {
-			w.Header().Set(requestIDHeader, id)
-		}
+		w.Header().Set(requestIDHeader, requestID(r))
 	}
 	if ans.status == http.StatusServiceUnavailable {
 		// Busy and unknown outcomes pass within seconds (a failover's

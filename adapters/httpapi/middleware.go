@@ -47,17 +47,8 @@ func requestIDPrefix() string {
 }
 
 // requestID is the request's id: the client's X-Request-Id when it is
-// printable ASCII of at most maxRequestIDLen bytes, else one made here.
-func requestID(r *http.Request) string {
-	if recorderOf(r.Context()) == nil {
-		// A handler used outside the router.
-		if id := r.Header.Get(requestIDHeader); id != "" && printableASCII(id, maxRequestIDLen) {
-			return id
-		}
-		return ""
-	}
-	return RequestID(r.Context())
-}
+// usable (clientRequestID), else one made here.
+func requestID(r *http.Request) string { return RequestID(r.Context()) }
 
 // RequestID is the id of the request ctx belongs to, or "" for a context
 // that is not a request's, such as a worker's: for a hook or a log line
@@ -82,16 +73,19 @@ func formatRequestID(seq uint64) string {
 
 const requestIDHeader = "X-Request-Id"
 
-func printableASCII(s string, max int) bool {
-	if len(s) > max {
-		return false
+// clientRequestID is r's X-Request-Id when it is printable ASCII of at most
+// maxRequestIDLen bytes, else "".
+func clientRequestID(r *http.Request) string {
+	id := r.Header.Get(requestIDHeader)
+	if len(id) > maxRequestIDLen {
+		return ""
 	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x21 || s[i] > 0x7e {
-			return false
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return ""
 		}
 	}
-	return true
+	return id
 }
 
 // recorder keeps what the access log needs: the status, and the error the
@@ -115,17 +109,13 @@ type recorder struct {
 	arrived time.Time
 }
 
-// arrival is when the request came in (now for a handler used outside the
-// router).
-func arrival(r *http.Request) time.Time {
-	if rec := recorderOf(r.Context()); rec != nil {
-		return rec.arrived
-	}
-	return time.Now()
-}
+// arrival is when the request came in.
+func arrival(r *http.Request) time.Time { return recorderOf(r.Context()).arrived }
 
 type recorderKey struct{}
 
+// recorderOf is the request's recorder: scope puts it in the context of
+// every request NewRouter serves, so a handler's is never nil.
 func recorderOf(ctx context.Context) *recorder {
 	rec, _ := ctx.Value(recorderKey{}).(*recorder)
 	return rec
@@ -148,15 +138,9 @@ func (rec *recorder) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the server's writer.
 func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
 
-// noteError hands err to the access log; without one (a handler used outside
-// the router) it is logged here so it is never lost.
-func (a *api) noteError(w http.ResponseWriter, r *http.Request, err error) {
-	if rec, ok := w.(*recorder); ok {
-		rec.err = err
-		return
-	}
-	a.Log.Error().Str("request_id", requestID(r)).Err(err).Msg("request failed")
-}
+// noteError hands err to the access log, which writes it on the request's
+// line.
+func noteError(r *http.Request, err error) { recorderOf(r.Context()).err = err }
 
 // scope is every request's entry: it gives the request its one context
 // (requestCtx: the recorder, chi's route context and, for a claim, what the
@@ -169,10 +153,8 @@ func (a *api) noteError(w http.ResponseWriter, r *http.Request, err error) {
 func (a *api) scope(next http.Handler, obs ClaimObserver) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &recorder{ResponseWriter: w, status: http.StatusOK, seq: requestIDs.seq.Add(1), arrived: start}
-		if id := r.Header.Get(requestIDHeader); id != "" && printableASCII(id, maxRequestIDLen) {
-			rec.requestID = id
-		}
+		rec := &recorder{ResponseWriter: w, status: http.StatusOK, seq: requestIDs.seq.Add(1), arrived: start,
+			requestID: clientRequestID(r)}
 		rc := &requestCtx{Context: r.Context(), rec: rec}
 		if rc.Context.Value(chi.RouteCtxKey) == nil {
 			// A route context already there is a wrapper's (tracing's,
@@ -264,7 +246,7 @@ func (a *api) recoverer(next http.Handler) http.Handler {
 				panic(v)
 			}
 			err := fmt.Errorf("panic: %v\n%s", v, debug.Stack())
-			if rec, ok := w.(*recorder); ok && rec.wroteHeader {
+			if rec := recorderOf(r.Context()); rec.wroteHeader {
 				// Too late for an envelope; the client gets a truncated answer.
 				rec.err = err
 				return
@@ -287,11 +269,7 @@ func (a *api) limitBody(next http.Handler) http.Handler {
 		if r.Body != nil && r.Body != http.NoBody {
 			// The server's own writer, not the recorder, lets MaxBytesReader
 			// tell the server to close the connection after the answer.
-			under := w
-			if rec, ok := w.(*recorder); ok {
-				under = rec.ResponseWriter
-			}
-			r.Body = http.MaxBytesReader(under, r.Body, a.MaxBodyBytes)
+			r.Body = http.MaxBytesReader(recorderOf(r.Context()).ResponseWriter, r.Body, a.MaxBodyBytes)
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -303,8 +281,6 @@ func errBodyTooLarge(max int64) error {
 		msg:    fmt.Sprintf("request body is larger than %d bytes", max),
 	}
 }
-
-type callerKey struct{}
 
 // caller is who requireUser found behind the request's token.
 type caller struct {
@@ -352,23 +328,13 @@ func (a *api) requireUser(next http.Handler) http.Handler {
 			a.fail(w, r, fmt.Errorf("session token resolved to invalid user %d", c.user))
 			return
 		}
-		if rec := recorderOf(r.Context()); rec != nil {
-			rec.caller = c
-			next.ServeHTTP(w, r)
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
+		recorderOf(r.Context()).caller = c
+		next.ServeHTTP(w, r)
 	})
 }
 
 // callerFrom is only called behind requireUser, which guarantees a user.
-func callerFrom(ctx context.Context) caller {
-	if rec := recorderOf(ctx); rec != nil && rec.caller.user > 0 {
-		return rec.caller
-	}
-	c, _ := ctx.Value(callerKey{}).(caller)
-	return c
-}
+func callerFrom(ctx context.Context) caller { return recorderOf(ctx).caller }
 
 func userFrom(ctx context.Context) domain.UserID { return callerFrom(ctx).user }
 

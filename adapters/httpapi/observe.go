@@ -31,15 +31,11 @@ const claimPathPrefix = "/voucher-order/seckill/"
 // carries no code on success.
 const codeSuccess = "success"
 
-// answeredCode is the code of the answer recorded in w: the code its error
+// answeredCode is the code of the answer rec recorded: the code its error
 // maps to through the table, "success" for a 2xx without error, and for an
 // answer written without fail (a middleware answering on its own) a code
 // guessed from the status.
-func answeredCode(w http.ResponseWriter) string {
-	rec, ok := w.(*recorder)
-	if !ok {
-		return codeInternal
-	}
+func answeredCode(rec *recorder) string {
 	if rec.err != nil {
 		return answerFor(rec.err).code
 	}
@@ -47,7 +43,7 @@ func answeredCode(w http.ResponseWriter) string {
 	case rec.status < 300:
 		return codeSuccess
 	case rec.status == http.StatusTooManyRequests:
-		return "rate_limited"
+		return codeRateLimited
 	case rec.status == http.StatusUnauthorized:
 		return codeUnauthorized
 	case rec.status == http.StatusServiceUnavailable:

@@ -26,7 +26,7 @@ func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 		return struct{}{}, a.Ready(ctx)
 	})
 	if err != nil {
-		a.noteError(w, r, fmt.Errorf("not ready: %w", err))
+		noteError(r, fmt.Errorf("not ready: %w", err))
 		writeBody(w, notReadyAnswer.status, notReadyAnswer.body)
 		return
 	}
