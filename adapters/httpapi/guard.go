@@ -82,17 +82,6 @@ func checkJSONType(r *http.Request) error {
 	return nil
 }
 
-// limiter builds one in-process sliding-window limiter (slidingLimit), or
-// nil when off. Over the limit it answers 429 with Retry-After before any
-// backend is touched; only Retry-After is set, so an allowed request pays no
-// headers.
-func limiter[K comparable](a *api, n int, key func(*http.Request) K, hash func(K) uint64, onLimit http.HandlerFunc) func(http.Handler) http.Handler {
-	if n <= 0 || a.Limits.Window <= 0 {
-		return nil
-	}
-	return limitMiddleware(newSlidingLimit(n, a.Limits.Window, hash), key, onLimit, nil)
-}
-
 func (a *api) rateLimited(w http.ResponseWriter, r *http.Request) {
 	a.fail(w, r, errRateLimited)
 }

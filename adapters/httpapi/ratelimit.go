@@ -77,8 +77,9 @@ func (l *slidingLimit[K]) allow(k K, now time.Time) bool {
 }
 
 // limitMiddleware refuses, through refuse and with Retry-After set to the
-// window, a request whose key is over lim.
-// A request skip says yes to is not counted here (another place counts it).
+// window, a request whose key is over lim, before any backend is touched;
+// an allowed request pays no headers. A request skip says yes to is not
+// counted here (another place counts it).
 func limitMiddleware[K comparable](lim *slidingLimit[K], key func(*http.Request) K, refuse http.HandlerFunc, skip func(*http.Request) bool) func(http.Handler) http.Handler {
 	refusal := lim.refusal(refuse)
 	return func(next http.Handler) http.Handler {

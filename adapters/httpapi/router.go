@@ -195,8 +195,8 @@ func NewRouter(d Deps) http.Handler {
 			r.Use(limitMiddleware(ipLimit, a.ipKey, a.ipRateLimited, edgeCounted))
 		}
 		r.Use(a.requireUser)
-		if lim := limiter(a, a.Limits.PerUser, userLimitKey, hashUser, a.rateLimited); lim != nil {
-			r.Use(lim)
+		if n := a.Limits.PerUser; n > 0 && a.Limits.Window > 0 {
+			r.Use(limitMiddleware(newSlidingLimit(n, a.Limits.Window, hashUser), userLimitKey, a.rateLimited, nil))
 		}
 		if a.Rooms.enabled() {
 			r.Post("/voucher-order/room/{id}/join", a.joinRoom)
