@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -132,14 +131,7 @@ func (a *api) paymentNotify(w http.ResponseWriter, r *http.Request) {
 // in constant time (hmac.Equal over the hex text: an upper-case or short
 // header is simply wrong).
 func validSignature(secret, body []byte, header string) bool {
-	if len(secret) == 0 {
-		return false
-	}
-	mac := hmac.New(sha256.New, secret)
-	mac.Write(body)
-	want := make([]byte, hex.EncodedLen(sha256.Size))
-	hex.Encode(want, mac.Sum(nil))
-	return subtle.ConstantTimeCompare(want, []byte(header)) == 1
+	return len(secret) > 0 && hmac.Equal([]byte(Sign(secret, body)), []byte(header))
 }
 
 // Sign is the signature a provider sends with body (tests and tools).
