@@ -46,8 +46,6 @@ func decodeJSON(r *http.Request, dst any) error {
 	switch err := dec.Decode(&extra); {
 	case errors.Is(err, io.EOF):
 		return nil
-	case isTooLarge(err):
-		return jsonError(err)
 	default:
 		return badRequest("request body must hold exactly one JSON value")
 	}
@@ -123,11 +121,6 @@ func jsonFields(t reflect.Type) map[string]bool {
 	}
 	fieldCache.Store(t, fields)
 	return fields
-}
-
-func isTooLarge(err error) bool {
-	var mbe *http.MaxBytesError
-	return errors.As(err, &mbe)
 }
 
 // jsonError explains a decoding failure. encoding/json has no typed error for
