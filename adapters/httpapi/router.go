@@ -218,8 +218,8 @@ func NewRouter(d Deps) http.Handler {
 	if a.Sales != nil {
 		// The page and its assets are static and public (a browser's
 		// navigation cannot send the token header); the figures are not.
-		r.Get("/admin/sales", a.salesPage)
-		r.Get("/admin/assets/{name}", a.salesAsset)
+		r.Get("/admin/sales", page("web/sales.html"))
+		r.Get("/admin/assets/{name}", a.assets(saleAssets))
 		r.Group(func(r chi.Router) {
 			a.adminRoutes(r)
 			r.Get("/admin/sales.json", a.salesBoard)
@@ -251,8 +251,8 @@ func NewRouter(d Deps) http.Handler {
 	}
 
 	if a.Rooms.enabled() {
-		r.Get("/waiting-room", a.roomPage)
-		r.Get("/waiting-room/assets/{name}", a.roomAsset)
+		r.Get("/waiting-room", page("web/room.html"))
+		r.Get("/waiting-room/assets/{name}", a.assets(roomAssets))
 	}
 
 	if a.Tokens != nil {

@@ -2,76 +2,16 @@ package httpapi
 
 import (
 	"context"
-	"embed"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/hmdp-go/seckill/application"
 )
-
-// web holds the live sale page and the chart library it draws with (uPlot,
-// MIT, vendored from its npm package's dist/): no front-end build step, and
-// the page works with no network but the service's own.
-//
-//go:embed web
-var web embed.FS
-
-// saleAssets are the files GET /admin/assets/{name} serves, with their type;
-// anything else is a 404, so the embedded tree is never listed.
-var saleAssets = map[string]string{
-	"sales.js":          "text/javascript; charset=utf-8",
-	"sales.css":         "text/css; charset=utf-8",
-	"uPlot.iife.min.js": "text/javascript; charset=utf-8",
-	"uPlot.min.css":     "text/css; charset=utf-8",
-}
-
-// salesPageCSP lets the page run only its own scripts and talk only to this
-// service. uPlot sizes its canvas through element styles, hence the inline
-// style allowance; no inline script is allowed.
-const salesPageCSP = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; " +
-	"connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 // salesBoardTimeout bounds one reading so a stalled backend answers the
 // poll with an error instead of piling up requests behind it.
 const salesBoardTimeout = 2 * time.Second
-
-// salesPage is static: anyone may load it, as a browser's navigation cannot
-// send the token header. The figures come from GET /admin/sales.json, which
-// requires an admin's token.
-func (a *api) salesPage(w http.ResponseWriter, r *http.Request) {
-	a.serveAsset(w, "web/sales.html", "text/html; charset=utf-8")
-}
-
-func (a *api) salesAsset(w http.ResponseWriter, r *http.Request) {
-	name := chi.URLParam(r, "name")
-	ct, ok := saleAssets[name]
-	if !ok {
-		a.notFound(w, r)
-		return
-	}
-	a.serveAsset(w, "web/"+name, ct)
-}
-
-func (a *api) serveAsset(w http.ResponseWriter, path, contentType string) {
-	b, err := web.ReadFile(path)
-	if err != nil {
-		// Only names listed above reach here, all embedded: a build error.
-		panic("httpapi: embedded asset missing: " + path)
-	}
-	h := w.Header()
-	h.Set("Content-Type", contentType)
-	h.Set("Content-Security-Policy", salesPageCSP)
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
-	// The assets change only with the binary; a short cache keeps a page
-	// left open for hours from serving a stale script after an upgrade.
-	h.Set("Cache-Control", "max-age=60")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b)
-}
 
 type saleBoardDTO struct {
 	// At is the server's time of the reading; the page derives rates from
