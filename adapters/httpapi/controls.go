@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -27,43 +28,17 @@ func toSaleStateDTO(v domain.Voucher) saleStateDTO {
 		Paused: s.Paused(), Added: s.Added()}
 }
 
-type endTimeRequest struct {
-	EndTime string `json:"endTime"`
-}
-
-// endSale: POST /admin/vouchers/{id}/end.
-func (a *api) endSale(w http.ResponseWriter, r *http.Request) {
+// control answers a sale control: the voucher the path names, changed by
+// do on behalf of the admin making the request, answered as it is left.
+func (a *api) control(w http.ResponseWriter, r *http.Request,
+	do func(ctx context.Context, admin domain.UserID, id domain.VoucherID) (domain.Voucher, error),
+) {
 	id, err := pathID(r, "id")
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	v, err := a.Controls.EndNow(r.Context(), userFrom(r.Context()), domain.VoucherID(id))
-	a.answerControl(w, r, v, err)
-}
-
-// moveSaleEnd: PUT /admin/vouchers/{id}/end-time {"endTime": RFC 3339}.
-func (a *api) moveSaleEnd(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r, "id")
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	var req endTimeRequest
-	if err := decodeJSON(r, &req); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	end, err := a.parseTime("endTime", req.EndTime)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	v, err := a.Controls.MoveEnd(r.Context(), userFrom(r.Context()), domain.VoucherID(id), end)
-	a.answerControl(w, r, v, err)
-}
-
-func (a *api) answerControl(w http.ResponseWriter, r *http.Request, v domain.Voucher, err error) {
+	v, err := do(r.Context(), userFrom(r.Context()), domain.VoucherID(id))
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -73,46 +48,47 @@ func (a *api) answerControl(w http.ResponseWriter, r *http.Request, v domain.Vou
 	writeOK(w, toSaleStateDTO(v))
 }
 
+// endSale: POST /admin/vouchers/{id}/end; pauseSale: .../pause;
+// resumeSale: .../resume.
+func (a *api) endSale(w http.ResponseWriter, r *http.Request)    { a.control(w, r, a.Controls.EndNow) }
+func (a *api) pauseSale(w http.ResponseWriter, r *http.Request)  { a.control(w, r, a.Controls.Pause) }
+func (a *api) resumeSale(w http.ResponseWriter, r *http.Request) { a.control(w, r, a.Controls.Resume) }
+
+type endTimeRequest struct {
+	EndTime string `json:"endTime"`
+}
+
+// moveSaleEnd: PUT /admin/vouchers/{id}/end-time {"endTime": RFC 3339}.
+func (a *api) moveSaleEnd(w http.ResponseWriter, r *http.Request) {
+	a.control(w, r, func(ctx context.Context, admin domain.UserID, id domain.VoucherID) (domain.Voucher, error) {
+		var req endTimeRequest
+		if err := decodeJSON(r, &req); err != nil {
+			return domain.Voucher{}, err
+		}
+		end, err := a.parseTime("endTime", req.EndTime)
+		if err != nil {
+			return domain.Voucher{}, err
+		}
+		return a.Controls.MoveEnd(ctx, admin, id, end)
+	})
+}
+
 type addStockRequest struct {
 	Add *int `json:"add"`
 }
 
 // addSaleStock: POST /admin/vouchers/{id}/stock {"add": n}.
 func (a *api) addSaleStock(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r, "id")
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	var req addStockRequest
-	if err := decodeJSON(r, &req); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	if req.Add == nil {
-		a.fail(w, r, &domain.ValidationError{Field: "add", Reason: "is required"})
-		return
-	}
-	// An admin's retry after a timeout or a 500 carries the same key and
-	// adds nothing more.
-	v, err := a.Controls.AddStock(r.Context(), userFrom(r.Context()), domain.VoucherID(id), *req.Add, r.Header.Get(idempotencyKeyHeader))
-	a.answerControl(w, r, v, err)
-}
-
-// pauseSale: POST /admin/vouchers/{id}/pause; resumeSale: .../resume.
-func (a *api) pauseSale(w http.ResponseWriter, r *http.Request)  { a.setPaused(w, r, true) }
-func (a *api) resumeSale(w http.ResponseWriter, r *http.Request) { a.setPaused(w, r, false) }
-
-func (a *api) setPaused(w http.ResponseWriter, r *http.Request, paused bool) {
-	id, err := pathID(r, "id")
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	h := a.Controls.Resume
-	if paused {
-		h = a.Controls.Pause
-	}
-	v, err := h(r.Context(), userFrom(r.Context()), domain.VoucherID(id))
-	a.answerControl(w, r, v, err)
+	a.control(w, r, func(ctx context.Context, admin domain.UserID, id domain.VoucherID) (domain.Voucher, error) {
+		var req addStockRequest
+		if err := decodeJSON(r, &req); err != nil {
+			return domain.Voucher{}, err
+		}
+		if req.Add == nil {
+			return domain.Voucher{}, &domain.ValidationError{Field: "add", Reason: "is required"}
+		}
+		// An admin's retry after a timeout or a 500 carries the same key
+		// and adds nothing more.
+		return a.Controls.AddStock(ctx, admin, id, *req.Add, r.Header.Get(idempotencyKeyHeader))
+	})
 }
