@@ -83,6 +83,20 @@ func queryInt(r *http.Request, name string, max int64) (int64, error) {
 	return n, nil
 }
 
+// queryLimit reads a page's optional size: absent it is 0 (the use case's
+// default); present, even empty, it must be an integer from 1 to max.
+func queryLimit(r *http.Request, max int) (int, error) {
+	q := r.URL.Query()
+	if !q.Has("limit") {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(q.Get("limit"))
+	if err != nil || n < 1 || n > max {
+		return 0, badRequest(fmt.Sprintf("limit must be an integer from 1 to %d", max))
+	}
+	return n, nil
+}
+
 func (a *api) saleOrders(w http.ResponseWriter, r *http.Request) {
 	voucher, filter, err := saleOrdersQuery(r)
 	if err != nil {
@@ -94,17 +108,13 @@ func (a *api) saleOrders(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	limit, err := queryInt(r, "limit", application.MaxOrderPage)
+	limit, err := queryLimit(r, application.MaxOrderPage)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	if r.URL.Query().Has("limit") && limit == 0 {
-		a.fail(w, r, badRequest(fmt.Sprintf("limit must be an integer from 1 to %d", application.MaxOrderPage)))
-		return
-	}
 	page, err := a.Orders.Handle(r.Context(), application.SaleOrdersQuery{
-		Voucher: voucher, Filter: filter, After: domain.OrderID(after), Limit: int(limit),
+		Voucher: voucher, Filter: filter, After: domain.OrderID(after), Limit: limit,
 	})
 	if err != nil {
 		a.fail(w, r, err)

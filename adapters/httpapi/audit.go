@@ -32,7 +32,6 @@ type auditPageDTO struct {
 // auditTrail is read-only: the trail has no route that changes or removes
 // an entry (PUT, PATCH and DELETE answer 405).
 func (a *api) auditTrail(w http.ResponseWriter, r *http.Request) {
-	var q ports.AuditQuery
 	before, err := queryInt(r, "before", 1<<63-1)
 	if err != nil {
 		a.fail(w, r, err)
@@ -43,17 +42,12 @@ func (a *api) auditTrail(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	limit, err := queryInt(r, "limit", application.MaxAuditPage)
+	limit, err := queryLimit(r, application.MaxAuditPage)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	if r.URL.Query().Has("limit") && limit == 0 {
-		a.fail(w, r, badRequest("limit must be an integer from 1 to "+strconv.Itoa(application.MaxAuditPage)))
-		return
-	}
-	q.Before, q.Voucher, q.Limit = before, domain.VoucherID(voucher), int(limit)
-	page, err := a.Audit.Handle(r.Context(), q)
+	page, err := a.Audit.Handle(r.Context(), ports.AuditQuery{Before: before, Voucher: domain.VoucherID(voucher), Limit: limit})
 	if err != nil {
 		a.fail(w, r, err)
 		return
