@@ -6,10 +6,9 @@ import (
 	"mime"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
-
-	"github.com/hmdp-go/seckill/domain"
 )
 
 // Limits are the per-user and per-client-IP rate limits on claim and order
@@ -33,17 +32,12 @@ var (
 // everyone: an open admin endpoint is never the default.
 func (a *api) requireAdmin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c := callerFrom(r.Context()); !a.isAdmin(c) {
+		if c := callerFrom(r.Context()); !c.admin && !slices.Contains(a.Admins, c.user) {
 			a.fail(w, r, fmt.Errorf("user %d: %w", c.user, errForbidden))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-func (a *api) isAdmin(c caller) bool {
-	_, ok := a.admins[c.user]
-	return ok || c.admin
 }
 
 // requireJSON refuses a write whose body is not declared JSON. Browsers send
@@ -113,13 +107,4 @@ func (a *api) warnUnconfiguredProxy(peer netip.Addr) {
 		Msg("the per-IP rate limit refused a loopback or private address: if it is a reverse proxy, every client " +
 			"behind it shares this one budget; set SECKILL_TRUSTED_PROXIES to the proxy's address so its " +
 			"X-Forwarded-For names the clients (or SECKILL_RATE_IP=0 to turn the per-IP limit off)")
-}
-
-// adminSet is a set for the admin check on every admin request.
-func adminSet(ids []domain.UserID) map[domain.UserID]struct{} {
-	m := make(map[domain.UserID]struct{}, len(ids))
-	for _, id := range ids {
-		m[id] = struct{}{}
-	}
-	return m
 }

@@ -104,7 +104,6 @@ const readyTimeout = 2 * time.Second
 // api is Deps with NewRouter's defaults applied, plus what the router keeps.
 type api struct {
 	Deps
-	admins map[domain.UserID]struct{}
 	// lists holds each shop's encoded voucher list, readiness the last
 	// probe's outcome, for Deps.PublicReadTTL.
 	lists     *shortCache[[]byte]
@@ -134,7 +133,7 @@ func NewRouter(d Deps) http.Handler {
 	case d.Ready == nil:
 		panic("httpapi: Deps.Ready is nil")
 	}
-	a := &api{Deps: d, admins: adminSet(d.Admins)}
+	a := &api{Deps: d}
 	ttl := d.PublicReadTTL
 	if ttl == 0 {
 		ttl = DefaultPublicReadTTL
