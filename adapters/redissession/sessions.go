@@ -93,22 +93,12 @@ type Sessions struct {
 	// again): what an operator watches to see the cache not serving.
 	downs atomic.Int64
 	log   zerolog.Logger
-	// scanFault, for tests: an error it returns fails a warm-up's SCAN.
-	scanFault func() error
 
-	warm     warmUp
-	size     int     // the cache's bound, which the warm-up shares out
-	warmDuty float64 // the fraction of time a warm-up keeps Redis busy
+	warm warmUp
+	size int // the cache's bound, which the warm-up shares out
 
 	template *redis.Options
-	masters  func(context.Context) ([]master, error) // nil: one node
-	tick     <-chan time.Time                        // tests: drives the topology watch by hand
-	// afterRead, in tests, runs between a read-back's read and its caching;
-	// afterDown after a subscriber's failed read stopped its master's slots;
-	// afterLookup in a request's miss, after its read (stage lookupRead)
-	// and after it cached the answer or refused to (lookupKept).
-	afterRead, afterDown func()
-	afterLookup          func(stage string)
+	seams
 
 	mu sync.Mutex // guards subs, owner, listed, closed and the subscribers' up and owns
 	// subs are the subscribers by master address; owner is each slot's
@@ -162,12 +152,21 @@ type CacheOptions struct {
 	// when they are again (default: discarded).
 	Log zerolog.Logger
 
-	masters              func(context.Context) ([]master, error)
-	warmDuty             float64
-	tick                 <-chan time.Time
+	seams
+}
+
+// seams are what tests set (export_test.go) and a Sessions keeps.
+type seams struct {
+	masters  func(context.Context) ([]master, error) // a test's, or CLUSTER SLOTS on a cluster (nil: one node)
+	tick     <-chan time.Time                        // drives the topology watch by hand
+	warmDuty float64                                 // the fraction of time a warm-up keeps Redis busy
+	// afterRead runs between a read-back's read and its caching; afterDown
+	// after a subscriber's failed read stopped its master's slots;
+	// afterLookup in a request's miss, after its read (stage lookupRead)
+	// and after it cached the answer or refused to (lookupKept).
 	afterRead, afterDown func()
 	afterLookup          func(stage string)
-	scanFault            func() error
+	scanFault            func() error // an error it returns fails a warm-up's SCAN
 }
 
 // NewSessions starts one invalidation subscriber per master of rdb (a Client
@@ -206,18 +205,12 @@ func NewSessions(ctx context.Context, rdb redis.UniversalClient, store *Store, o
 // errTrackingUnsupported on one that does not.
 func newTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, opts CacheOptions) (*Sessions, error) {
 	t := &Sessions{
-		store:       store,
-		cache:       tokencache.New[domain.UserID](opts.Size),
-		masters:     opts.masters,
-		tick:        opts.tick,
-		afterRead:   opts.afterRead,
-		afterDown:   opts.afterDown,
-		afterLookup: opts.afterLookup,
-		subs:        make(map[string]*subscriber),
-		size:        opts.Size,
-		warmDuty:    opts.warmDuty,
-		log:         opts.Log,
-		scanFault:   opts.scanFault,
+		store: store,
+		cache: tokencache.New[domain.UserID](opts.Size),
+		subs:  make(map[string]*subscriber),
+		size:  opts.Size,
+		log:   opts.Log,
+		seams: opts.seams,
 	}
 	t.cache.States = t.states[:]
 	t.warm.ended = make(chan struct{})
