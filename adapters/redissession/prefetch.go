@@ -3,7 +3,6 @@ package redissession
 import (
 	"context"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -20,7 +19,7 @@ func (t *Sessions) invalidate(key string) {
 	t.cache.Remove(token)
 	t.guard.mu.Unlock()
 	t.reports.Add(1)
-	if t.queue != nil && token != "" && len(token) <= maxTokenLen {
+	if t.queue != nil && usable(token) {
 		select {
 		case t.queue <- token:
 		default:
@@ -51,18 +50,10 @@ func (t *Sessions) prefetchLoop() {
 				break more
 			}
 		}
-		t.prefetch(batch)
+		cached, skipped := t.readBack(t.ctx, t.store.rdb, batch)
+		t.prefetched.Add(int64(cached))
+		t.skipped.Add(int64(skipped))
 	}
-}
-
-// prefetch reads reported tokens back; those whose slot is not served are
-// skipped (their request asks Redis).
-func (t *Sessions) prefetch(tokens []string) {
-	ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
-	defer cancel()
-	cached, skipped := t.readBack(ctx, t.store.rdb, tokens)
-	t.prefetched.Add(int64(cached))
-	t.skipped.Add(int64(skipped))
 }
 
 // readBack reads tokens' sessions through rdb (HGET and PTTL, no refresh:
@@ -70,7 +61,7 @@ func (t *Sessions) prefetch(tokens []string) {
 // exist, for as long as they live, as keep does (not when a report of the
 // token arrived meanwhile or its slot's state moved). Tokens whose slot is
 // not served are not read. It tells how many it cached and how many it
-// skipped so.
+// skipped so. The read is bounded by readBackWait.
 func (t *Sessions) readBack(ctx context.Context, rdb redis.Cmdable, tokens []string) (cached, skipped int) {
 	type read struct {
 		token string
@@ -96,6 +87,8 @@ func (t *Sessions) readBack(ctx context.Context, rdb redis.Cmdable, tokens []str
 		return 0, skipped
 	}
 
+	ctx, cancel := context.WithTimeout(ctx, readBackWait)
+	defer cancel()
 	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range reads {
 			key := t.store.prefix + reads[i].token

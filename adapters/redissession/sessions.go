@@ -132,6 +132,9 @@ const (
 	prefetchQueue = 1 << 16
 	// prefetchBatch is how many tokens one pipelined read carries.
 	prefetchBatch = 256
+	// readBackWait bounds one pipelined read-back (a prefetch's or a
+	// warm-up round's).
+	readBackWait = 5 * time.Second
 )
 
 // CacheOptions configures a Sessions.
@@ -284,7 +287,7 @@ func newTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 // a hit: the miss that follows its lapse slides the session, so an active
 // user's session is pushed back at least every UntrackedTTL.
 func (t *Sessions) UserID(ctx context.Context, token string) (domain.UserID, error) {
-	if token == "" || len(token) > maxTokenLen {
+	if !usable(token) {
 		return 0, ports.ErrUnknownToken
 	}
 	if t.cache == nil {

@@ -32,9 +32,10 @@ const (
 	DefaultTTL    = 30 * time.Minute
 )
 
-// maxTokenLen refuses absurd header values before they become Redis keys or
-// cache entries; minted tokens are 32 characters, the original's UUIDs 32 too.
-const maxTokenLen = 128
+// usable tells whether a token may be looked up or cached: it refuses absurd
+// header values before they become Redis keys or cache entries; minted tokens
+// are 32 characters, the original's UUIDs 32 too.
+func usable(token string) bool { return token != "" && len(token) <= 128 }
 
 // Options configures a Store.
 type Options struct {

@@ -201,7 +201,7 @@ func (t *Sessions) warmMaster(ctx context.Context, addr string, share int) {
 		}
 		tokens := make([]string, 0, len(keys))
 		for _, k := range keys {
-			if tok := strings.TrimPrefix(k, prefix); tok != "" && len(tok) <= maxTokenLen {
+			if tok := strings.TrimPrefix(k, prefix); usable(tok) {
 				tokens = append(tokens, tok)
 			}
 		}
@@ -209,9 +209,7 @@ func (t *Sessions) warmMaster(ctx context.Context, addr string, share int) {
 			tokens = tokens[:room]
 		}
 		if len(tokens) > 0 {
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			n, _ := t.readBack(rctx, c, tokens)
-			cancel()
+			n, _ := t.readBack(ctx, c, tokens)
 			cached += n
 			t.warm.cached.Add(int64(n))
 			t.warm.read.Add(int64(len(tokens)))
