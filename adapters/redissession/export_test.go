@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 )
 
 // Master is a master's address and the slot ranges (inclusive) it serves,
@@ -48,7 +50,7 @@ func WithWarmDuty(o CacheOptions, duty float64) CacheOptions {
 }
 
 // SlotOf is the Redis Cluster slot of key, as the cache computes it.
-func SlotOf(key string) int { return int(slotOf(key)) }
+func SlotOf(key string) int { return int(redisschema.Slot(key)) }
 
 // probe gives tests the guard's words and tags; nothing reports to it.
 var probe guard

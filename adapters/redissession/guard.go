@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 )
 
@@ -79,7 +80,7 @@ func (r *reading) quiet() bool {
 // begin starts a read of key, before it is sent; ok is false when key's
 // slot is not served: what such a read finds is not cached.
 func (t *Sessions) begin(key string) (r reading, ok bool) {
-	r.slot = slotOf(key)
+	r.slot = redisschema.Slot(key)
 	r.state = t.states[r.slot].Load()
 	r.word, r.tag = t.guard.word(key)
 	r.was = r.word.Load()

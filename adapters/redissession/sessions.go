@@ -100,12 +100,12 @@ type Sessions struct {
 	template *redis.Options
 	seams
 
-	mu sync.Mutex // guards subs, owner, listed, closed and the subscribers' up and owns
+	mu sync.Mutex // guards subs, owner, closed and the subscribers' up and owns
 	// subs are the subscribers by master address; owner is each slot's
-	// master's subscriber (nil: no known master serves it).
+	// master's subscriber (nil: no known master serves it, or the masters
+	// could not be listed).
 	subs   map[string]*subscriber
 	owner  [slotCount]*subscriber
-	listed bool
 	closed bool
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -263,10 +263,7 @@ func newTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 			return nil, err
 		}
 	}
-	t.mu.Lock()
-	t.listed = true
-	t.assign(ms) // nothing warms yet: Warm starts it
-	t.mu.Unlock()
+	t.follow(ms) // gives the masters their slots; nothing warms yet: Warm starts it
 	if t.masters != nil {
 		t.done.Add(1)
 		go t.watch()

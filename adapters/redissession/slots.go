@@ -3,11 +3,10 @@ package redissession
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/hmdp-go/seckill/adapters/redisschema"
 )
 
 // Which master serves which slot, and whether the cache may serve a slot's
@@ -41,9 +40,6 @@ func (s *slotStates) move(i int, down bool) {
 	}
 	s[i].Store(next)
 }
-
-// slotOf is the slot of a session key.
-func slotOf(key string) uint16 { return redisschema.Slot(key) }
 
 // slotRange is an inclusive range of slots one master serves.
 type slotRange struct{ lo, hi uint16 }
@@ -117,7 +113,7 @@ func (t *Sessions) restate(owners *[slotCount]*subscriber, force *subscriber) []
 	var served []*subscriber
 	for i := range owners {
 		o := owners[i]
-		down := o == nil || !o.up || !t.listed
+		down := o == nil || !o.up
 		wasDown := t.states[i].Load()&slotDown != 0
 		forced := force != nil && o == force
 		if o == t.owner[i] && !forced && down == wasDown {
@@ -125,20 +121,11 @@ func (t *Sessions) restate(owners *[slotCount]*subscriber, force *subscriber) []
 		}
 		t.owner[i] = o
 		t.states.move(i, down)
-		if !down {
-			served = appendOnce(served, o)
+		if !down && !slices.Contains(served, o) {
+			served = append(served, o)
 		}
 	}
 	return served
-}
-
-func appendOnce(ss []*subscriber, s *subscriber) []*subscriber {
-	for _, x := range ss {
-		if x == s {
-			return ss
-		}
-	}
-	return append(ss, s)
 }
 
 // setUp records whether s listens and moves the states of its slots. A
@@ -159,13 +146,12 @@ func (t *Sessions) setUp(s *subscriber, up bool) []*subscriber {
 }
 
 // unlisted records that the masters could not be listed: until they are
-// (follow), no slot is served.
+// (follow), no slot has an owner, so none is served.
 func (t *Sessions) unlisted() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.listed = false
 	for _, s := range t.subs {
 		stopWarm(s)
 	}
-	t.restate(&t.owner, nil)
+	t.restate(&[slotCount]*subscriber{}, nil)
 }

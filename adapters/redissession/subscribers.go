@@ -103,8 +103,8 @@ func (t *Sessions) removeSubscriber(addr string) {
 	t.mu.Lock()
 	s := t.subs[addr]
 	delete(t.subs, addr)
-	if s != nil && s.warmCancel != nil {
-		s.warmCancel()
+	if s != nil {
+		stopWarm(s)
 	}
 	t.mu.Unlock()
 	if s != nil {
@@ -291,7 +291,6 @@ func (t *Sessions) follow(ms []master) {
 		_ = t.addSubscriber(t.ctx, a, false) // cannot fail unconfirmed
 	}
 	t.mu.Lock()
-	t.listed = true
 	served := t.assign(ms)
 	t.mu.Unlock()
 	t.rewarm(served)
