@@ -173,7 +173,7 @@ func (t *Sessions) warmMaster(ctx context.Context, addr string, share int) {
 	c := redis.NewClient(&o)
 	defer func() { _ = c.Close() }()
 	prefix := t.store.prefix
-	match := escapeGlob(prefix) + "*"
+	match := globQuoter.Replace(prefix) + "*"
 	var cursor uint64
 	cached, failed := 0, 0
 	for ctx.Err() == nil {
@@ -242,15 +242,5 @@ func (t *Sessions) scan(ctx context.Context, c *redis.Client, cursor uint64, mat
 	return c.Scan(ctx, cursor, match, warmScanCount).Result()
 }
 
-// escapeGlob quotes the characters SCAN's MATCH reads as a pattern.
-func escapeGlob(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '*', '?', '[', ']', '\\':
-			b.WriteByte('\\')
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
+// globQuoter quotes the characters SCAN's MATCH reads as a pattern.
+var globQuoter = strings.NewReplacer(`*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`, `\`, `\\`)
