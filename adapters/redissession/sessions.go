@@ -109,7 +109,7 @@ type Sessions struct {
 	closed bool
 	ctx    context.Context
 	cancel context.CancelFunc
-	done   sync.WaitGroup
+	done   sync.WaitGroup // the watch, prefetching, warm-ups, removed subscribers' stops
 }
 
 var _ ports.Sessions = (*Sessions)(nil)
@@ -401,7 +401,6 @@ func (t *Sessions) Close() error {
 		t.cancel()
 	}
 	t.done.Wait()
-	t.warm.wg.Wait()
 	t.mu.Lock()
 	subs := t.subs
 	t.subs = map[string]*subscriber{}

@@ -3,7 +3,6 @@ package redissession
 import (
 	"context"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,7 +34,6 @@ type warmUp struct {
 	done                atomic.Bool   // every first warm-up has ended
 	ended               chan struct{} // closed when done is set
 	cached, read, scans atomic.Int64
-	wg                  sync.WaitGroup
 }
 
 // WarmProgress tells how far the warm-up went.
@@ -124,9 +122,9 @@ func (t *Sessions) startWarm(s *subscriber, first bool) {
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
 	s.warmCancel = cancel
-	t.warm.wg.Add(1)
+	t.done.Add(1)
 	go func() {
-		defer t.warm.wg.Done()
+		defer t.done.Done()
 		defer cancel()
 		if first {
 			defer t.firstWarmEnded()
