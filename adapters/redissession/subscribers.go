@@ -182,12 +182,10 @@ func (t *Sessions) listen(ctx context.Context, s *subscriber, up bool) {
 				// the ping, or is redialled by it and resubscribed.
 				continue
 			}
-			if ctx.Err() == nil {
-				// Each failed read redials; do not spin on a dead node.
-				select {
-				case <-ctx.Done():
-				case <-time.After(100 * time.Millisecond):
-				}
+			// Each failed read redials; do not spin on a dead node.
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
 			}
 			continue
 		}
@@ -238,29 +236,23 @@ func (t *Sessions) watch() {
 		defer tk.Stop()
 		tick = tk.C
 	}
-	listed := true
 	for {
 		select {
 		case <-t.ctx.Done():
 			return
 		case <-tick:
 		}
-		ctx, cancel := context.WithTimeout(t.ctx, max(topologyPoll, time.Second))
+		ctx, cancel := context.WithTimeout(t.ctx, topologyPoll)
 		ms, err := t.masters(ctx)
 		cancel()
-		if err != nil {
-			if t.ctx.Err() != nil {
-				return
-			}
-			if listed {
-				listed = false
-				t.unlisted()
-			}
-			t.polls.Add(1)
-			continue
+		switch {
+		case err == nil:
+			t.follow(ms)
+		case t.ctx.Err() != nil:
+			return
+		default:
+			t.unlisted() // again while the listing fails: a no-op
 		}
-		listed = true
-		t.follow(ms)
 		t.polls.Add(1)
 	}
 }
