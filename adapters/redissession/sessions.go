@@ -165,8 +165,8 @@ type seams struct {
 	warmDuty float64                                 // the fraction of time a warm-up keeps Redis busy
 	// afterRead runs between a read-back's read and its caching; afterDown
 	// after a subscriber's failed read stopped its master's slots;
-	// afterLookup in a request's miss, after its read (stage lookupRead)
-	// and after it cached the answer or refused to (lookupKept).
+	// afterLookup in a request's miss, after its read (stage "read") and
+	// after it cached the answer or refused to ("add").
 	afterRead, afterDown func()
 	afterLookup          func(stage string)
 	scanFault            func() error // an error it returns fails a warm-up's SCAN
@@ -303,13 +303,13 @@ func (t *Sessions) UserID(ctx context.Context, token string) (domain.UserID, err
 	if err != nil {
 		return 0, err
 	}
-	t.hook(lookupRead)
+	t.hook("read")
 	if serving && life > 0 {
 		if t.untracked > 0 {
 			life = min(life, t.untracked)
 		}
 		t.keep(token, &r, id, life)
-		t.hook(lookupKept)
+		t.hook("add")
 	}
 	return id, nil
 }
@@ -319,12 +319,7 @@ func (t *Sessions) UserID(ctx context.Context, token string) (domain.UserID, err
 // or with NoCache, or on a nil Sessions.
 func (t *Sessions) Tracking() bool { return t != nil && t.cache != nil && t.untracked == 0 }
 
-// Stages of a request's miss at which afterLookup runs.
-const (
-	lookupRead = "read"
-	lookupKept = "add"
-)
-
+// hook runs afterLookup at a stage of a request's miss.
 func (t *Sessions) hook(stage string) {
 	if t.afterLookup != nil {
 		t.afterLookup(stage)

@@ -110,9 +110,7 @@ func (t *Sessions) rewarm(ss []*subscriber) {
 // startWarm starts reading s's master, in place of a warm-up of it that
 // still runs. The caller holds t.mu.
 func (t *Sessions) startWarm(s *subscriber, first bool) {
-	if s.warmCancel != nil {
-		s.warmCancel()
-	}
+	stopWarm(s)
 	share := t.size * s.owns / slotCount
 	if share <= 0 {
 		if first {
