@@ -44,19 +44,14 @@ type Entry[V any] struct {
 	Refreshed atomic.Int64
 }
 
-// monotonicStart anchors the default clock: time.Since reads the monotonic
-// clock.
-var monotonicStart = time.Now()
-
-func sinceStart() time.Duration { return time.Since(monotonicStart) }
-
 // New panics on a size below 1: callers default it.
 func New[V any](size int) *Cache[V] {
 	c, err := lru.New[string, *Entry[V]](size)
 	if err != nil {
 		panic("tokencache: size must be positive")
 	}
-	return &Cache[V]{lru: c, Now: sinceStart}
+	start := time.Now() // time.Since reads the monotonic clock
+	return &Cache[V]{lru: c, Now: func() time.Duration { return time.Since(start) }}
 }
 
 func (c *Cache[V]) Get(token string) (V, bool) {
@@ -72,7 +67,7 @@ func (c *Cache[V]) Get(token string) (V, bool) {
 // stale (its slot's state moved since it was read).
 func (c *Cache[V]) Entry(token string, now time.Duration) (*Entry[V], bool) {
 	e, ok := c.lru.Get(token)
-	if !ok || !c.Live(e, now) {
+	if !ok || !c.live(e, now) {
 		return nil, false
 	}
 	return e, true
@@ -82,10 +77,10 @@ func (c *Cache[V]) Entry(token string, now time.Duration) (*Entry[V], bool) {
 // in the LRU.
 func (c *Cache[V]) Holds(token string) bool {
 	e, ok := c.lru.Peek(token)
-	return ok && c.Live(e, c.Now())
+	return ok && c.live(e, c.Now())
 }
 
-func (c *Cache[V]) Live(e *Entry[V], now time.Duration) bool {
+func (c *Cache[V]) live(e *Entry[V], now time.Duration) bool {
 	return now < e.Expires && (c.States == nil || c.States[e.Slot].Load() == e.State)
 }
 
