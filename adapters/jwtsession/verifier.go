@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -284,11 +285,7 @@ func holds(claim any, role string) bool {
 	case string:
 		return c == role
 	case []any:
-		for _, r := range c {
-			if r == role {
-				return true
-			}
-		}
+		return slices.Contains(c, any(role))
 	}
 	return false
 }
