@@ -33,7 +33,6 @@ const (
 	DefaultAlgs       = "RS256,ES256"
 	DefaultUserClaim  = "sub"
 	DefaultRolesClaim = "roles"
-	DefaultCacheSize  = 100_000
 )
 
 // Leeway is the clock skew allowed on exp, nbf and iat.
@@ -192,7 +191,7 @@ func withDefaults(o Options) Options {
 		o.RolesClaim = DefaultRolesClaim
 	}
 	if o.CacheSize <= 0 {
-		o.CacheSize = DefaultCacheSize
+		o.CacheSize = tokencache.DefaultSize
 	}
 	if o.Clock == nil {
 		o.Clock = ports.SystemClock{}

@@ -120,7 +120,6 @@ var errTrackingUnsupported = errors.New("redis does not support CLIENT TRACKING"
 
 // Defaults of CacheOptions.
 const (
-	DefaultCacheSize = 100_000
 	// DefaultUntrackedTTL: a revoked token resolves for up to this long
 	// on an instance that cached it, when the server cannot track.
 	DefaultUntrackedTTL = 10 * time.Second
@@ -139,7 +138,7 @@ const (
 
 // CacheOptions configures a Sessions.
 type CacheOptions struct {
-	// Size bounds the cache (default DefaultCacheSize).
+	// Size bounds the cache (default tokencache.DefaultSize).
 	Size int
 	// NoCache: every request asks Redis and slides the session's expiry,
 	// as the original does (a revocation is seen at once, without
@@ -182,7 +181,7 @@ func NewSessions(ctx context.Context, rdb redis.UniversalClient, store *Store, o
 		panic("redissession: NewSessions needs a Redis client and a Store")
 	}
 	if opts.Size <= 0 {
-		opts.Size = DefaultCacheSize
+		opts.Size = tokencache.DefaultSize
 	}
 	if opts.UntrackedTTL <= 0 {
 		opts.UntrackedTTL = DefaultUntrackedTTL

@@ -44,7 +44,10 @@ type Entry[V any] struct {
 	Refreshed atomic.Int64
 }
 
-// New panics on a size below 1: callers default it.
+// DefaultSize is the size both session caches default to.
+const DefaultSize = 100_000
+
+// New panics on a size below 1: callers default it (DefaultSize).
 func New[V any](size int) *Cache[V] {
 	c, err := lru.New[string, *Entry[V]](size)
 	if err != nil {
