@@ -34,21 +34,14 @@ func (t *Sessions) prefetchLoop() {
 	defer t.done.Done()
 	batch := make([]string, 0, prefetchBatch)
 	for {
-		batch = batch[:0]
 		select {
 		case <-t.ctx.Done():
 			return
 		case token := <-t.queue:
-			batch = append(batch, token)
+			batch = append(batch[:0], token)
 		}
-	more:
-		for len(batch) < prefetchBatch {
-			select {
-			case token := <-t.queue:
-				batch = append(batch, token)
-			default:
-				break more
-			}
+		for len(batch) < prefetchBatch && len(t.queue) > 0 {
+			batch = append(batch, <-t.queue) // this loop is the one reader: no wait
 		}
 		cached, skipped := t.readBack(t.ctx, t.store.rdb, batch)
 		t.prefetched.Add(int64(cached))
