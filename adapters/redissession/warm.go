@@ -204,12 +204,10 @@ func (t *Sessions) warmMaster(ctx context.Context, addr string, share int) {
 		if room := share - cached; len(tokens) > room {
 			tokens = tokens[:room]
 		}
-		if len(tokens) > 0 {
-			n, _ := t.readBack(ctx, c, tokens)
-			cached += n
-			t.warm.cached.Add(int64(n))
-			t.warm.read.Add(int64(len(tokens)))
-		}
+		n, _ := t.readBack(ctx, c, tokens) // none: no read
+		cached += n
+		t.warm.cached.Add(int64(n))
+		t.warm.read.Add(int64(len(tokens)))
 		if next == 0 || cached >= share {
 			return
 		}
