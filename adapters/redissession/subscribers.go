@@ -56,21 +56,19 @@ func (t *Sessions) addSubscriber(ctx context.Context, addr string, confirm bool)
 	}
 	c := redis.NewClient(&o)
 	ps := c.Subscribe(ctx) // connects lazily, on the first SUBSCRIBE
-	fail := func(err error) error {
-		_ = ps.Close()
-		_ = c.Close()
-		if isUnsupported(err) {
-			return fmt.Errorf("%w: %v", errTrackingUnsupported, err)
-		}
-		return fmt.Errorf("subscribe to session invalidations on %s: %w", addr, err)
-	}
 	if confirm {
-		if err := ps.Subscribe(ctx, invalidations); err != nil {
-			return fail(err)
+		err := ps.Subscribe(ctx, invalidations)
+		if err == nil {
+			// The confirmation proves the connection tracks: OnConnect ran first.
+			_, err = ps.ReceiveTimeout(ctx, 5*time.Second)
 		}
-		// The confirmation proves the connection tracks: OnConnect ran first.
-		if _, err := ps.ReceiveTimeout(ctx, 5*time.Second); err != nil {
-			return fail(err)
+		if err != nil {
+			_ = ps.Close()
+			_ = c.Close()
+			if isUnsupported(err) {
+				return fmt.Errorf("%w: %v", errTrackingUnsupported, err)
+			}
+			return fmt.Errorf("subscribe to session invalidations on %s: %w", addr, err)
 		}
 	}
 	sctx, cancel := context.WithCancel(t.ctx)
