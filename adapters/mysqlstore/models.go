@@ -161,6 +161,19 @@ func (m failureModel) toDomain() (domain.VoucherOrder, error) {
 	return unmarshalOrder(m.OrderID, m.UserID, m.VoucherID)
 }
 
+// status is a recorded failure as its order's status.
+func (m failureModel) status() (domain.OrderStatus, error) {
+	o, err := m.toDomain()
+	if err != nil {
+		return domain.OrderStatus{}, err
+	}
+	reason, err := domain.ParseFailureReason(m.Reason)
+	if err != nil {
+		return domain.OrderStatus{}, fmt.Errorf("stored failure of order %d: %w", m.OrderID, err)
+	}
+	return domain.OrderStatus{Order: o, State: domain.OrderFailed, Reason: reason}, nil
+}
+
 // unmarshalOrder validates like the constructor: only a row written by hand
 // can fail it, and that is reported rather than passed on as a zero order.
 func unmarshalOrder(id, user, voucher int64) (domain.VoucherOrder, error) {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/dialect"
 
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -280,12 +279,7 @@ func (r *OrderRepo) lockStock(ctx context.Context, db bun.IDB, vouchers []int64)
 	q := db.NewSelect().Model(&rows).Column("voucher_id", "stock", "limit_per_user").
 		Where("voucher_id IN (?)", bun.List(vouchers)).
 		Order("voucher_id")
-	// SQLite has no FOR UPDATE: the IMMEDIATE transaction already holds the
-	// only write lock.
-	if r.db.Dialect().Name() != dialect.SQLite {
-		q = q.For("UPDATE")
-	}
-	if err := q.Scan(ctx); err != nil {
+	if err := r.forUpdate(q, false).Scan(ctx); err != nil {
 		return nil, nil, fmt.Errorf("lock stock rows: %w", err)
 	}
 	stock = make(map[domain.VoucherID]int, len(rows))
@@ -320,18 +314,14 @@ func (r *OrderRepo) readRecorded(ctx context.Context, db bun.IDB, orders []domai
 		return nil, fmt.Errorf("read recorded failures: %w", err)
 	}
 	for _, row := range failed {
-		o, err := row.toDomain()
+		st, err := row.status()
 		if err != nil {
 			return nil, err
 		}
-		reason, err := domain.ParseFailureReason(row.Reason)
-		if err != nil {
-			return nil, fmt.Errorf("stored failure of order %d: %w", row.OrderID, err)
-		}
 		// The locks keep an ID out of both tables; were it in both, the
 		// created order is what exists, so it wins.
-		if _, ok := recorded[o.ID()]; !ok {
-			recorded[o.ID()] = domain.OrderStatus{Order: o, State: domain.OrderFailed, Reason: reason}
+		if _, ok := recorded[st.Order.ID()]; !ok {
+			recorded[st.Order.ID()] = st
 		}
 	}
 	return recorded, nil
@@ -430,28 +420,17 @@ func (r *OrderRepo) Find(ctx context.Context, id domain.OrderID) (domain.OrderSt
 	if row.Failed == 0 {
 		return row.orderModel.status()
 	}
-	o, err := unmarshalOrder(row.ID, row.UserID, row.VoucherID)
-	if err != nil {
-		return domain.OrderStatus{}, err
-	}
-	reason, err := domain.ParseFailureReason(row.Reason)
-	if err != nil {
-		return domain.OrderStatus{}, fmt.Errorf("stored failure of order %d: %w", id, err)
-	}
-	return domain.OrderStatus{Order: o, State: domain.OrderFailed, Reason: reason}, nil
+	return failureModel{OrderID: row.ID, UserID: row.UserID, VoucherID: row.VoucherID, Reason: row.Reason}.status()
 }
 
 func (r *OrderRepo) Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain.VoucherOrder, error) {
-	var rows []orderModel
-	if err := r.db.NewSelect().Model(&rows).Where("voucher_id = ?", int64(voucher)).Where(placeHeld).Order("id").Scan(ctx); err != nil {
-		return nil, wrap(fmt.Sprintf("list buyers of voucher %d", voucher), err)
-	}
-	return toPlaces(rows)
+	return r.BuyersAfter(ctx, voucher, 0, 0)
 }
 
 // BuyersAfter walks the voucher_id index from after on: InnoDB's secondary
 // index holds the primary key, so (voucher_id, id) is its order and a page
-// costs limit entries, not the voucher's whole order list.
+// costs limit entries, not the voucher's whole order list. A limit of 0
+// reads them all (bun sends no LIMIT), as Buyers does from the first order.
 func (r *OrderRepo) BuyersAfter(ctx context.Context, voucher domain.VoucherID, after domain.OrderID, limit int) ([]domain.VoucherOrder, error) {
 	var rows []orderModel
 	err := r.db.NewSelect().Model(&rows).Where("voucher_id = ? AND id > ?", int64(voucher), int64(after)).Where(placeHeld).
@@ -542,16 +521,16 @@ type tallyRow struct {
 func (r *OrderRepo) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTally, error) {
 	var row tallyRow
 	err := r.db.NewRaw(`SELECT
-		(SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?) AS stock,
-		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND status = 1) AS unpaid,
-		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND status IN (2, 3)) AS paid,
-		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND status = 4) AS cancelled,
-		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND status IN (5, 6)) AS refunding,
-		(SELECT COUNT(*) FROM tb_voucher_order_failure WHERE voucher_id = ?) AS failed,
-		(SELECT COUNT(*) FROM tb_payment WHERE voucher_id = ? AND kind <> 'settled') AS owed,
-		(SELECT COALESCE(SUM(amount), 0) FROM tb_payment WHERE voucher_id = ? AND kind <> 'settled') AS owed_fen,
-		(SELECT COUNT(*) FROM tb_payment WHERE voucher_id = ? AND kind = 'double') AS doubles`,
-		int64(id), int64(id), int64(id), int64(id), int64(id), int64(id), int64(id), int64(id), int64(id)).Scan(ctx, &row)
+		(SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?0) AS stock,
+		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?0 AND status = 1) AS unpaid,
+		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?0 AND status IN (2, 3)) AS paid,
+		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?0 AND status = 4) AS cancelled,
+		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?0 AND status IN (5, 6)) AS refunding,
+		(SELECT COUNT(*) FROM tb_voucher_order_failure WHERE voucher_id = ?0) AS failed,
+		(SELECT COUNT(*) FROM tb_payment WHERE voucher_id = ?0 AND kind <> 'settled') AS owed,
+		(SELECT COALESCE(SUM(amount), 0) FROM tb_payment WHERE voucher_id = ?0 AND kind <> 'settled') AS owed_fen,
+		(SELECT COUNT(*) FROM tb_payment WHERE voucher_id = ?0 AND kind = 'double') AS doubles`,
+		int64(id)).Scan(ctx, &row)
 	if err != nil {
 		return ports.SaleTally{}, wrap(fmt.Sprintf("tally orders of voucher %d", id), err)
 	}

@@ -107,7 +107,7 @@ func (r *OrderRepo) lockForPayment(ctx context.Context, tx bun.Tx, id domain.Ord
 	if len(failed) == 0 {
 		return domain.OrderStatus{}, false, nil
 	}
-	o, err := unmarshalOrder(failed[0].OrderID, failed[0].UserID, failed[0].VoucherID)
+	o, err := failed[0].toDomain()
 	return domain.OrderStatus{Order: o, State: domain.OrderFailed}, err == nil, err
 }
 
