@@ -41,7 +41,8 @@ func migrationsOf(db *bun.DB) (fs.FS, error) {
 	return fs.Sub(migrationFiles, dir)
 }
 
-func newMigrator(db *bun.DB) (*migrate.Migrator, error) {
+// newMigrator also creates the migration tables when they are missing.
+func newMigrator(ctx context.Context, db *bun.DB) (*migrate.Migrator, error) {
 	sub, err := migrationsOf(db)
 	if err != nil {
 		return nil, err
@@ -53,7 +54,11 @@ func newMigrator(db *bun.DB) (*migrate.Migrator, error) {
 	// Mark a migration applied only once it succeeded: MySQL DDL is not
 	// transactional, so a half-applied migration must be re-run (the
 	// statements are idempotent), not skipped.
-	return migrate.NewMigrator(db, ms, migrate.WithMarkAppliedOnSuccess(true)), nil
+	m := migrate.NewMigrator(db, ms, migrate.WithMarkAppliedOnSuccess(true))
+	if err := m.Init(ctx); err != nil {
+		return nil, fmt.Errorf("create migration tables: %w", err)
+	}
+	return m, nil
 }
 
 // Migrate applies the pending migrations and returns their names. Several
@@ -92,12 +97,9 @@ func (s MigrationStatus) String() string {
 // Status reports which migrations are applied and which are pending.
 func Status(ctx context.Context, db *bun.DB) (MigrationStatus, error) {
 	var st MigrationStatus
-	m, err := newMigrator(db)
+	m, err := newMigrator(ctx, db)
 	if err != nil {
 		return st, err
-	}
-	if err := m.Init(ctx); err != nil {
-		return st, fmt.Errorf("create migration tables: %w", err)
 	}
 	ms, err := m.MigrationsWithStatus(ctx)
 	if err != nil {
@@ -118,12 +120,9 @@ func Status(ctx context.Context, db *bun.DB) (MigrationStatus, error) {
 // process killed while migrating leaves it behind, and the error then says
 // how to clear it.
 func withLock(ctx context.Context, db *bun.DB, fn func(*migrate.Migrator) error) (err error) {
-	m, err := newMigrator(db)
+	m, err := newMigrator(ctx, db)
 	if err != nil {
 		return err
-	}
-	if err := m.Init(ctx); err != nil {
-		return fmt.Errorf("create migration tables: %w", err)
 	}
 	deadline := time.Now().Add(lockWait)
 	for {
