@@ -145,14 +145,12 @@ func (r *OrderRepo) ExpireDue(ctx context.Context, now time.Time, limit int) ([]
 		if r.afterExpiryScan != nil {
 			r.afterExpiryScan()
 		}
-		orders := make([]domain.VoucherOrder, 0, len(rows))
-		for _, row := range rows {
-			o, err := row.toDomain()
-			if err != nil {
-				return err
-			}
-			orders = append(orders, o)
-			due = append(due, ports.ExpiredOrder{Order: o, Deadline: row.PayDeadline.Time.UTC()})
+		orders, err := toOrders(rows)
+		if err != nil {
+			return err
+		}
+		for i, o := range orders {
+			due = append(due, ports.ExpiredOrder{Order: o, Deadline: rows[i].PayDeadline.Time.UTC()})
 		}
 		return r.cancelRows(ctx, tx, orders, statusUnpaid, domain.CancelExpired)
 	})

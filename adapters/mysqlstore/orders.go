@@ -140,26 +140,22 @@ func insertFailures(ctx context.Context, db bun.IDB, failures []domain.Outcome) 
 		o := f.Order
 		rows[i] = failureModel{OrderID: int64(o.ID()), UserID: int64(o.UserID()), VoucherID: int64(o.VoucherID()), Reason: string(f.Reason)}
 	}
-	return insertIgnoring(ctx, db, &rows, len(rows), "tb_voucher_order_failure")
+	res, err := db.NewInsert().Model(&rows).Ignore().Returning("").Exec(ctx)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
+	if err != nil {
+		return fmt.Errorf("insert %d rows into tb_voucher_order_failure: %w", len(rows), err)
+	}
+	return allInserted(n, nil, len(rows), "tb_voucher_order_failure")
 }
 
-// insertIgnoring is the second line of defence behind the checks: a row the
-// checks missed is skipped by the keys instead of failing the statement, and
-// the count then tells the batch was classified on stale reads, so it is
-// rolled back and retried rather than reporting an outcome that is not true.
-func insertIgnoring(ctx context.Context, db bun.IDB, rows any, want int, table string) error {
-	res, err := db.NewInsert().Model(rows).Ignore().Returning("").Exec(ctx)
-	if err != nil {
-		return fmt.Errorf("insert %d rows into %s: %w", want, table, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("insert %d rows into %s: %w", want, table, err)
-	}
-	return allInserted(n, nil, want, table)
-}
-
-// allInserted checks an insertIgnoring-style insert wrote all want rows.
+// allInserted checks an INSERT IGNORE wrote all want rows. It is the second
+// line of defence behind the checks: a row the checks missed is skipped by
+// the keys instead of failing the statement, and the count then tells the
+// batch was classified on stale reads, so it is rolled back and retried
+// rather than reporting an outcome that is not true.
 func allInserted(n int64, err error, want int, table string) error {
 	if err != nil {
 		return err
@@ -196,13 +192,9 @@ func (r *OrderRepo) insertIfAllNew(ctx context.Context, db bun.IDB, orders []dom
 	if !plainlyNew(orders, stock) {
 		return false, nil
 	}
-	ids := make([]int64, len(orders))
-	for i, o := range orders {
-		ids[i] = int64(o.ID())
-	}
 	var failed []int64
 	err := db.NewSelect().Table("tb_voucher_order_failure").Column("order_id").
-		Where("order_id IN (?)", bun.List(ids)).Limit(1).Scan(ctx, &failed)
+		Where("order_id IN (?)", bun.List(orderIDs(orders))).Limit(1).Scan(ctx, &failed)
 	if err != nil {
 		return false, fmt.Errorf("read recorded failures: %w", err)
 	}
@@ -293,10 +285,7 @@ func (r *OrderRepo) lockStock(ctx context.Context, db bun.IDB, vouchers []int64)
 
 // readRecorded loads what earlier deliveries recorded under the batch's IDs.
 func (r *OrderRepo) readRecorded(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder) (map[domain.OrderID]domain.OrderStatus, error) {
-	ids := make([]int64, 0, len(orders))
-	for _, o := range orders {
-		ids = append(ids, int64(o.ID()))
-	}
+	ids := orderIDs(orders)
 	recorded := map[domain.OrderID]domain.OrderStatus{}
 	var created []orderModel
 	if err := db.NewSelect().Model(&created).Where("id IN (?)", bun.List(ids)).Scan(ctx); err != nil {
@@ -482,6 +471,14 @@ func (r *OrderRepo) CountBuyers(ctx context.Context, vouchers []domain.VoucherID
 		out[domain.VoucherID(row.VoucherID)] = row.N
 	}
 	return out, nil
+}
+
+func orderIDs(orders []domain.VoucherOrder) []int64 {
+	ids := make([]int64, len(orders))
+	for i, o := range orders {
+		ids[i] = int64(o.ID())
+	}
+	return ids
 }
 
 func voucherIDs(orders []domain.VoucherOrder) []int64 {
