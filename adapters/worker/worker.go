@@ -202,22 +202,18 @@ func (w *Worker) logSpent(spent []ports.Delivery, res application.BatchResult) {
 	}
 	for _, d := range spent {
 		f, isFailed := failed[d.Order.ID()]
-		var ev *zerolog.Event
-		switch {
-		case !isFailed:
-			ev = w.log.Warn().Str("outcome", string(domain.OrderCreated))
-			ev.Int64("order", int64(d.Order.ID())).Int64("user", int64(d.Order.UserID())).
-				Int64("voucher", int64(d.Order.VoucherID())).Int("deliveries", d.Attempts).Str("ref", d.Ref).
+		level := zerolog.WarnLevel
+		if isFailed && f.New {
+			level = zerolog.ErrorLevel
+		}
+		ev := w.log.WithLevel(level).Int64("order", int64(d.Order.ID())).Int64("user", int64(d.Order.UserID())).
+			Int64("voucher", int64(d.Order.VoucherID())).Int("deliveries", d.Attempts).Str("ref", d.Ref)
+		if !isFailed {
+			ev.Str("outcome", string(domain.OrderCreated)).
 				Msg("order delivered too often, but the database had already created it: acknowledged, not dead-lettered")
 			continue
-		case f.New:
-			ev = w.log.Error()
-		default:
-			ev = w.log.Warn()
 		}
 		ev.Str("outcome", string(domain.OrderFailed)).Str("reason", string(f.Reason)).Bool("recorded_now", f.New).
-			Int64("order", int64(d.Order.ID())).Int64("user", int64(d.Order.UserID())).
-			Int64("voucher", int64(d.Order.VoucherID())).Int("deliveries", d.Attempts).Str("ref", d.Ref).
 			Msg("order delivered too often: recorded as failed with this reason and moved to the dead letter; check why its consumers died")
 	}
 }
