@@ -79,30 +79,27 @@ func (q *Queue) Receive(ctx context.Context, max int) ([]ports.Delivery, error) 
 		timeout = t.C
 	}
 	for len(batch) < max {
+		var o domain.VoucherOrder
+		ok := false
+		// What is queued already is taken first, even once the linger or
+		// ctx is over; only then is there anything to wait for.
 		select {
-		case o, ok := <-q.ch:
-			if !ok {
-				return batch, nil
-			}
-			batch = append(batch, ports.Delivery{Order: o, Attempts: 1})
-			continue
+		case o, ok = <-q.ch:
 		default:
-		}
-		if timeout == nil {
-			break
-		}
-		select {
-		case o, ok := <-q.ch:
-			if !ok {
+			if timeout == nil {
 				return batch, nil
 			}
-			batch = append(batch, ports.Delivery{Order: o, Attempts: 1})
-		case <-timeout:
-			return batch, nil
-		case <-ctx.Done():
-			// What was taken is handed over, not dropped; the caller decides.
+			select {
+			case o, ok = <-q.ch:
+			case <-timeout:
+			case <-ctx.Done():
+				// What was taken is handed over, not dropped; the caller decides.
+			}
+		}
+		if !ok {
 			return batch, nil
 		}
+		batch = append(batch, ports.Delivery{Order: o, Attempts: 1})
 	}
 	return batch, nil
 }
