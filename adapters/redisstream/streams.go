@@ -192,18 +192,10 @@ func (q *Queue) collect(ctx context.Context, registered map[string]domain.Vouche
 	}
 	if len(back) > 0 {
 		if err := q.rdb.SAdd(ctx, q.registry, back...).Err(); err != nil {
-			q.opts.Log.Error().Err(err).Strs("streams", toStrings(back)).
+			q.opts.Log.Error().Err(err).Any("streams", back).
 				Msg("re-registering order streams failed; they are read again once their vouchers are live or published to")
 		}
 	}
-}
-
-func toStrings(xs []any) []string {
-	out := make([]string, len(xs))
-	for i, x := range xs {
-		out[i], _ = x.(string)
-	}
-	return out
 }
 
 // parseTags reads live-set and registry members: a voucher's tag "<id>" or a
