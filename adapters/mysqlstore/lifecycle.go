@@ -221,47 +221,32 @@ func (r *OrderRepo) Returned(ctx context.Context, ids []domain.OrderID) error {
 	return wrap(fmt.Sprintf("record %d units returned", len(ids)), err)
 }
 
+// Cancel locks the order's row, cancels it if it is unpaid (giving its unit
+// back), and answers the order's status after. An order only in the failure
+// table is answered as Find answers it, unchanged.
 func (r *OrderRepo) Cancel(ctx context.Context, id domain.OrderID) (domain.OrderStatus, bool, error) {
-	return r.transition(ctx, id, "cancel", func(ctx context.Context, tx bun.Tx, st domain.OrderStatus) (bool, error) {
-		_, changed, err := st.State.AfterCancel()
-		if err != nil || !changed {
-			return false, err
-		}
-		return true, r.cancelRows(ctx, tx, []domain.VoucherOrder{st.Order}, statusOf(st.State), domain.CancelByBuyer)
-	})
-}
-
-// transition locks the order's row, lets apply change it, and answers the
-// order's status after. An order only in the failure table is answered as
-// Find answers it, unchanged.
-func (r *OrderRepo) transition(ctx context.Context, id domain.OrderID, what string,
-	apply func(context.Context, bun.Tx, domain.OrderStatus) (bool, error)) (domain.OrderStatus, bool, error) {
 	var (
 		changed bool
 		refused error
 	)
 	err := runInTx(ctx, r.db, func(ctx context.Context, tx bun.Tx) error {
 		changed, refused = false, nil
-		var rows []orderModel
-		if err := r.forUpdate(tx.NewSelect().Model(&rows).Where("id = ?", int64(id)), false).Scan(ctx); err != nil {
-			return fmt.Errorf("lock order: %w", err)
-		}
-		if len(rows) == 0 {
-			return nil
-		}
-		st, err := rows[0].status()
-		if err != nil {
+		st, found, err := r.lockOrder(ctx, tx, id)
+		if err != nil || !found {
 			return err
 		}
-		changed, err = apply(ctx, tx, st)
-		var refusal *domain.Refusal
-		if errors.As(err, &refusal) {
-			refused, err = err, nil
+		_, changed, err = st.State.AfterCancel()
+		if errors.As(err, new(*domain.Refusal)) {
+			refused = err
+			return nil
 		}
-		return err
+		if err != nil || !changed {
+			return err
+		}
+		return r.cancelRows(ctx, tx, []domain.VoucherOrder{st.Order}, statusOf(st.State), domain.CancelByBuyer)
 	})
 	if err != nil {
-		return domain.OrderStatus{}, false, wrap(fmt.Sprintf("%s order %d", what, id), err)
+		return domain.OrderStatus{}, false, wrap(fmt.Sprintf("cancel order %d", id), err)
 	}
 	// Not found: failed (never sold), which a cancel leaves as it is, or
 	// unknown, which Find answers.
@@ -270,4 +255,18 @@ func (r *OrderRepo) transition(ctx context.Context, id domain.OrderID, what stri
 		return domain.OrderStatus{}, false, err
 	}
 	return st, changed, refused
+}
+
+// lockOrder reads the order under its row's lock; found is false when it has
+// no row (failed, or unknown).
+func (r *OrderRepo) lockOrder(ctx context.Context, tx bun.Tx, id domain.OrderID) (st domain.OrderStatus, found bool, err error) {
+	var rows []orderModel
+	if err := r.forUpdate(tx.NewSelect().Model(&rows).Where("id = ?", int64(id)), false).Scan(ctx); err != nil {
+		return domain.OrderStatus{}, false, fmt.Errorf("lock order: %w", err)
+	}
+	if len(rows) == 0 {
+		return domain.OrderStatus{}, false, nil
+	}
+	st, err = rows[0].status()
+	return st, err == nil, err
 }

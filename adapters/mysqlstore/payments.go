@@ -92,13 +92,8 @@ func (r *OrderRepo) Pay(ctx context.Context, p domain.Payment) (ports.PayResult,
 
 // lockForPayment reads the order under its row's lock, or its failure.
 func (r *OrderRepo) lockForPayment(ctx context.Context, tx bun.Tx, id domain.OrderID) (domain.OrderStatus, bool, error) {
-	var rows []orderModel
-	if err := r.forUpdate(tx.NewSelect().Model(&rows).Where("id = ?", int64(id)), false).Scan(ctx); err != nil {
-		return domain.OrderStatus{}, false, fmt.Errorf("lock order: %w", err)
-	}
-	if len(rows) > 0 {
-		st, err := rows[0].status()
-		return st, err == nil, err
+	if st, found, err := r.lockOrder(ctx, tx, id); found || err != nil {
+		return st, found, err
 	}
 	var failed []failureModel
 	if err := tx.NewSelect().Model(&failed).Where("order_id = ?", int64(id)).Scan(ctx); err != nil {
