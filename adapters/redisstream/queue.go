@@ -45,8 +45,8 @@ package redisstream
 // and its lifecycle), stream.go (one voucher's stream and its states),
 // publish.go, read.go (Receive and reading new entries), recover.go (own
 // leftovers and XAUTOCLAIM), drain.go (Close), inflight.go (entries read and
-// not finished), ack.go and lease.go (finishing and renewing them),
-// deadletter.go, streams.go (which streams exist), scripts.go. The order
+// not finished), ack.go and renew.go (finishing and renewing them),
+// deadletter.go, discover.go (which streams exist), scripts.go. The order
 // message and the key layout are redisschema's.
 
 import (

@@ -107,12 +107,8 @@ func (w *Worker) process(ctx context.Context, ds []ports.Delivery) error {
 		// delivery whose ack was lost is acked, not dead-lettered, and one
 		// failed earlier goes to the dead letter under its real reason.
 		// confirm does exactly that from the outcomes.
-		var res application.BatchResult
-		confirm := func(ctx context.Context, r application.BatchResult) error {
-			res = r
-			return w.confirm(ctx, spent, r)
-		}
-		if err := w.settle(ctx, spent, reject, confirm); err != nil {
+		res, err := w.settle(ctx, spent, reject)
+		if err != nil {
 			return err
 		}
 		w.logSpent(spent, res)
@@ -120,9 +116,8 @@ func (w *Worker) process(ctx context.Context, ds []ports.Delivery) error {
 	if len(fresh) == 0 {
 		return nil
 	}
-	return w.settle(ctx, fresh, w.fulfill.Handle, func(ctx context.Context, res application.BatchResult) error {
-		return w.confirm(ctx, fresh, res)
-	})
+	_, err := w.settle(ctx, fresh, w.fulfill.Handle)
+	return err
 }
 
 // confirm acks the created orders' deliveries and dead-letters, by reason,
@@ -157,12 +152,12 @@ func (w *Worker) confirm(ctx context.Context, ds []ports.Delivery, res applicati
 	return w.queue.Ack(ctx, ok)
 }
 
-// settle retries write-then-confirm until both succeed or ctx ends. Both
-// steps are idempotent, so repeating a write whose confirm failed is safe.
+// settle retries write-then-confirm until both succeed or ctx ends, and
+// answers the write's result. Both steps are idempotent, so repeating a
+// write whose confirm failed is safe.
 func (w *Worker) settle(ctx context.Context, ds []ports.Delivery,
 	write func(context.Context, []domain.VoucherOrder) (application.BatchResult, error),
-	confirm func(context.Context, application.BatchResult) error,
-) error {
+) (application.BatchResult, error) {
 	orders := make([]domain.VoucherOrder, len(ds))
 	for i, d := range ds {
 		orders[i] = d.Order
@@ -172,23 +167,23 @@ func (w *Worker) settle(ctx context.Context, ds []ports.Delivery,
 		start := time.Now()
 		res, err := write(ctx, orders)
 		if err == nil {
-			err = confirm(ctx, res)
+			err = w.confirm(ctx, ds, res)
 			if err == nil {
 				w.logBatch(res, len(orders), attempt, time.Since(start))
-				return nil
+				return res, nil
 			}
 			err = errors.Join(errors.New("confirm to the queue after commit"), err)
 		}
 		if ctx.Err() != nil {
 			w.abandon(ctx.Err(), orders)
-			return ctx.Err()
+			return application.BatchResult{}, ctx.Err()
 		}
 		w.log.Error().Err(err).Int("orders", len(orders)).Int("attempt", attempt).
 			Dur("retry_in", backoff).Msg("fulfil batch failed; retrying")
 		w.retried("fulfil", backoff)
 		if !sleep(ctx, backoff) {
 			w.abandon(ctx.Err(), orders)
-			return ctx.Err()
+			return application.BatchResult{}, ctx.Err()
 		}
 		backoff = min(backoff*2, w.opts.MaxBackoff)
 	}
