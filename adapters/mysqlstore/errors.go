@@ -81,48 +81,46 @@ func wrap(op string, err error) error {
 // the duplicates they expect into outcomes, and an unexpected one is a race
 // worth retrying.
 func isPermanent(err error) bool {
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		return mysqlDataErrors[me.Number]
+	my, lite := codes(err)
+	switch lite & 0xff {
+	case sqliteTooBig, sqliteMismatch:
+		return true
+	case sqliteConstraint:
+		return lite != sqliteConstraintUnique && lite != sqliteConstraintPK
 	}
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		switch se.Code() & 0xff {
-		case sqliteTooBig, sqliteMismatch:
-			return true
-		case sqliteConstraint:
-			return se.Code() != sqliteConstraintUnique && se.Code() != sqliteConstraintPK
-		}
-	}
-	return false
+	return mysqlDataErrors[my]
 }
 
 func isTransient(err error) bool {
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		switch me.Number {
+	switch my, lite := codes(err); {
+	case my != 0:
+		switch my {
 		case mysqlLockWaitTimeout, mysqlDeadlock, mysqlTooManyConns, mysqlServerShutdown, mysqlReadOnly, mysqlReadOnlyTx:
 			return true
 		}
 		return false
-	}
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		code := se.Code() & 0xff
-		return code == sqliteBusy || code == sqliteLocked
+	case lite != 0:
+		return lite&0xff == sqliteBusy || lite&0xff == sqliteLocked
 	}
 	var ne net.Error
 	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) || errors.As(err, &ne)
 }
 
 func isDuplicateKey(err error) bool {
+	my, lite := codes(err)
+	return my == mysqlDuplicateEntry || lite == sqliteConstraintUnique || lite == sqliteConstraintPK
+}
+
+// codes are the MySQL error number and the SQLite result code err carries
+// (0: not an answer of that database).
+func codes(err error) (my uint16, lite int) {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
-		return me.Number == mysqlDuplicateEntry
+		return me.Number, 0
 	}
 	var se *sqlite.Error
 	if errors.As(err, &se) {
-		return se.Code() == sqliteConstraintUnique || se.Code() == sqliteConstraintPK
+		return 0, se.Code()
 	}
-	return false
+	return 0, 0
 }

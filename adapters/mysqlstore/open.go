@@ -62,8 +62,7 @@ func OpenMySQL(dsn string) (*bun.DB, error) {
 	defer cancel()
 
 	sqldb, err := openMySQLPool(ctx, cfg)
-	var me *mysql.MySQLError
-	if errors.As(err, &me) && me.Number == errUnknownDatabase {
+	if my, _ := codes(err); my == errUnknownDatabase {
 		if err := createDatabase(ctx, cfg); err != nil {
 			return nil, err
 		}

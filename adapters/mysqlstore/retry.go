@@ -3,11 +3,9 @@ package mysqlstore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"math/rand/v2"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/uptrace/bun"
 )
 
@@ -52,6 +50,6 @@ func runInTxWith(ctx context.Context, db bun.IDB, opts *sql.TxOptions, fn func(c
 // isLockConflict: the server rolled the transaction back to break a lock
 // cycle, or gave up waiting for a lock.
 func isLockConflict(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && (me.Number == mysqlDeadlock || me.Number == mysqlLockWaitTimeout)
+	my, _ := codes(err)
+	return my == mysqlDeadlock || my == mysqlLockWaitTimeout
 }
