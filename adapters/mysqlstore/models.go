@@ -119,13 +119,11 @@ FROM tb_voucher AS v
 func (r voucherRow) toDomain() domain.Voucher {
 	var sale domain.Sale
 	if r.Stock.Valid && r.BeginTime.Valid && r.EndTime.Valid {
-		sale = domain.UnmarshalSaleFromDatabase(int(r.Stock.Int64), r.BeginTime.Time.UTC(), r.EndTime.Time.UTC())
-		if r.Buckets.Valid && r.Buckets.Int64 > 1 {
-			sale = domain.UnmarshalSplitSaleFromDatabase(int(r.Stock.Int64), r.BeginTime.Time.UTC(), r.EndTime.Time.UTC(), int(r.Buckets.Int64))
-		}
-		sale = sale.WithStoredRoom(domain.UnmarshalRoomRulesFromDatabase(
-			time.Duration(r.RoomOpens.Int64)*time.Second, int(r.RoomRate.Int64),
-			time.Duration(r.RoomPassTTL.Int64)*time.Second, int(r.RoomMargin.Int64))).
+		// A NULL or 1 bucket count is an unsplit sale, as 0 is.
+		sale = domain.UnmarshalSplitSaleFromDatabase(int(r.Stock.Int64), r.BeginTime.Time.UTC(), r.EndTime.Time.UTC(), int(r.Buckets.Int64)).
+			WithStoredRoom(domain.UnmarshalRoomRulesFromDatabase(
+				time.Duration(r.RoomOpens.Int64)*time.Second, int(r.RoomRate.Int64),
+				time.Duration(r.RoomPassTTL.Int64)*time.Second, int(r.RoomMargin.Int64))).
 			WithStoredControls(int(r.StockAdded.Int64), r.Paused.Bool).
 			WithStoredLimit(int(r.Limit.Int64))
 	}
