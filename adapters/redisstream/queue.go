@@ -151,7 +151,7 @@ type readState struct {
 	streams      map[string]*stream // by hash tag: a voucher's, or a bucket's
 	nextDiscover time.Time
 	nextCollect  time.Time
-	rotate       int // which group of streams the next blocking read waits on
+	rotate       int // where keys are sharded, which stream the next blocking read waits on
 	// discoveredAfterClose: the one discovery a closed queue makes is done.
 	discoveredAfterClose bool
 }

@@ -120,23 +120,6 @@ func (q *Queue) streamsIn(states ...streamState) []*stream {
 	return out
 }
 
-// readGroups splits streams into the groups one XREADGROUP may name together;
-// it is the one place that knows how keys map to servers. On a single Redis
-// all streams are one group. Where keys are sharded (Cluster, Ring) one
-// command must stay in one slot, and every voucher's stream has a hash tag of
-// its own, so each stream is a group of its own (grouping by slot would only
-// merge streams whose tags collide in CRC16).
-func (q *Queue) readGroups(ss []*stream) [][]*stream {
-	if !q.perStream {
-		return [][]*stream{ss}
-	}
-	groups := make([][]*stream, len(ss))
-	for i := range ss {
-		groups[i] = ss[i : i+1 : i+1]
-	}
-	return groups
-}
-
 // readNew reads entries never delivered to the group, waiting up to one
 // Block for the first of them. A read that comes back short keeps its batch
 // open for Options.Linger from then, as the channel queue keeps its own
@@ -166,22 +149,23 @@ func (q *Queue) readNew(ctx context.Context, max int) error {
 
 // readNewOnce is one read of new entries from ss, of up to max each, waiting
 // up to block (none when negative) when nothing is there; it reports how
-// many entries came back. With one read group (a single Redis), one
-// XREADGROUP names every stream and returns as soon as any has entries.
-// With several, each group is looked at without waiting (one pipeline),
-// then one of them, in turn, is waited on: a new entry on another group is
-// then seen within one Block.
+// many entries came back. On a single Redis one XREADGROUP names every
+// stream and returns as soon as any has entries. Where keys are sharded
+// (Cluster, Ring) one command must stay in one slot, and every voucher's
+// stream has a hash tag of its own, so each stream is read alone (grouping
+// by slot would only merge streams whose tags collide in CRC16): each is
+// looked at without waiting (one pipeline), then one of them, in turn, is
+// waited on, so a new entry on another is seen within one Block.
 func (q *Queue) readNewOnce(ctx context.Context, ss []*stream, max int, block time.Duration) (int, error) {
-	groups := q.readGroups(ss)
-	if len(groups) == 1 {
+	if !q.perStream || len(ss) == 1 {
 		res, err := q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(ss), max, block)).Result()
 		return countEntries(res), q.acceptNew(ctx, ss, res, err)
 	}
 
 	pipe := q.rdb.Pipeline()
-	cmds := make([]*redis.XStreamSliceCmd, len(groups))
-	for i, g := range groups {
-		cmds[i] = pipe.XReadGroup(ctx, q.readArgs(newEntriesOf(g), max, -1))
+	cmds := make([]*redis.XStreamSliceCmd, len(ss))
+	for i := range ss {
+		cmds[i] = pipe.XReadGroup(ctx, q.readArgs(newEntriesOf(ss[i:i+1]), max, -1))
 	}
 	_, _ = pipe.Exec(ctx) // each command's error is looked at below
 	// Every result is taken in before an error is returned: a read that
@@ -195,15 +179,15 @@ func (q *Queue) readNewOnce(ctx context.Context, ss []*stream, max int, block ti
 	for i, c := range cmds {
 		res, err := c.Result()
 		n += countEntries(res)
-		errs = append(errs, q.acceptNew(ctx, groups[i], res, err))
+		errs = append(errs, q.acceptNew(ctx, ss[i:i+1], res, err))
 	}
 	if err := errors.Join(errs...); err != nil || n > 0 || block < 0 {
 		return n, err
 	}
-	g := groups[q.rd.rotate%len(groups)]
+	i := q.rd.rotate % len(ss)
 	q.rd.rotate++
-	res, err := q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(g), max, block)).Result()
-	return countEntries(res), q.acceptNew(ctx, g, res, err)
+	res, err := q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(ss[i:i+1]), max, block)).Result()
+	return countEntries(res), q.acceptNew(ctx, ss[i:i+1], res, err)
 }
 
 // linger waits until Options.Linger has passed since from, the moment a
