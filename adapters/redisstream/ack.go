@@ -19,20 +19,20 @@ import (
 // garbage collection rely on. Two rare cases take a second step (see ackTx):
 // a server without the script yet, and a group made anew; a crash between
 // the steps leaves acked entries in the stream until a later ack's trim
-// passes them, or has them delivered again. The script works out, inside Redis and so
-// without a race, how far the stream may be trimmed: up to the largest ID
-// acknowledged, but never to the oldest entry still pending in the group.
-// Acks mostly arrive in order, and then one XTRIM MINID deletes them; entries
-// acked out of order (several workers and instances, redeliveries), above an
-// older pending entry, are deleted one by one (XDEL). XDEL alone was the first
-// design, but it walks a radix-tree node (up to 100 entries) from its start
-// for each ID, and was over half of Redis's time per order. A single script
-// doing the XACK too came next; handing it the IDs (Lua makes a string of
-// each, then Redis an argument of each again) cost twice the XACK itself, so
-// the XACK now goes to Redis directly and the script gets only the smallest
-// and largest ID. Memory comes back a node at a time, once all its entries
-// are deleted. The price: the stream is a work queue owned by this one group;
-// a second group reading it would lose what this one already finished.
+// passes them, or has them delivered again. The script works out, inside
+// Redis and so without a race, how far the stream may be trimmed: up to the
+// largest ID acknowledged, but never to the oldest entry still pending in
+// the group. Acks mostly arrive in order, and then one XTRIM MINID deletes
+// them; entries acked out of order (several workers and instances,
+// redeliveries), above an older pending entry, are deleted one by one
+// (XDEL). An XDEL of every entry walks a radix-tree node (up to 100 entries)
+// from its start for each ID: over half of Redis's time per order. The
+// script gets only the smallest and largest ID, and the XACK goes to Redis
+// directly: handing a script every ID (Lua makes a string of each, then
+// Redis an argument of each again) cost twice the XACK itself. Memory comes
+// back a node at a time, once all its entries are deleted. The price: the
+// stream is a work queue owned by this one group; a second group reading it
+// would lose what this one already finished.
 
 // Ack finishes deliveries whose outcome is committed: their entries are
 // acknowledged and deleted (see trimming), per stream, in one round trip.
