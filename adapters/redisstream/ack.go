@@ -106,10 +106,10 @@ func (q *Queue) ackTx(ctx context.Context, chunks []streamIDs) error {
 	_, _ = pipe.Exec(ctx) // each command's error is looked at below
 	// A server that did not have the script yet (the first ack after it
 	// started, or a SCRIPT FLUSH): the XACK is done, and the deletion runs
-	// now, caching the script. It deletes what is finished whenever it runs;
-	// a crash just before it leaves acked entries in the stream until a
-	// later ack's trim passes them.
-	evalWhereNoScript(ctx, q.rdb, ackScript, trims, calls)
+	// now, once the script is loaded. It deletes what is finished whenever
+	// it runs; a crash just before it leaves acked entries in the stream
+	// until a later ack's trim passes them.
+	q.retryNoScript(ctx, ackScript, trims, calls)
 	for i := range chunks {
 		if err := errors.Join(acks[i].Err(), trims[i].Err()); err != nil {
 			return err

@@ -153,7 +153,7 @@ func (q *Queue) collect(ctx context.Context, registered map[string]domain.Vouche
 		k := redisschema.KeysForTag(q.opts.Prefix, tag)
 		calls[i] = scriptCall{keys: []string{k.Voucher, k.Orders}}
 	}
-	cmds, err := runScripts(ctx, q.rdb, gcScript, calls)
+	cmds, err := q.runScripts(ctx, gcScript, calls)
 	var gone []string
 	for i, c := range cmds {
 		if n, err := c.Int(); err == nil && n == 1 {

@@ -59,6 +59,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/hmdp-go/seckill/adapters/internal/redisx"
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -118,6 +119,7 @@ type Options struct {
 // Queue is safe for concurrent use. Receive calls are served one at a time.
 type Queue struct {
 	rdb       redis.UniversalClient
+	scripts   *redisx.Set // ack.lua, renew.lua, gc.lua: loaded on a NOSCRIPT
 	opts      Options
 	registry  string // set of voucher IDs whose streams the group must watch
 	live      string // the gate's set of preheated voucher IDs
@@ -203,6 +205,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Queue, error) {
 
 	q := &Queue{
 		rdb:           rdb,
+		scripts:       redisx.NewSet(rdb, ackScript, renewScript, gcScript),
 		opts:          opts,
 		registry:      redisschema.StreamRegistry(opts.Prefix),
 		live:          redisschema.LiveSet(opts.Prefix),

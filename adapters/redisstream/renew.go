@@ -46,7 +46,7 @@ func (q *Queue) renew(ctx context.Context) error {
 	calls := perStreamCalls(refs, q.opts.Group, q.opts.Consumer)
 	ctx, cancel := context.WithTimeout(ctx, q.renewEvery)
 	defer cancel()
-	cmds, err := runScripts(ctx, q.rdb, renewScript, calls)
+	cmds, err := q.runScripts(ctx, renewScript, calls)
 	var lost []entryRef
 	for i, c := range cmds {
 		ids, cerr := c.StringSlice()

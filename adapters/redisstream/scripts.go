@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hmdp-go/seckill/adapters/internal/redisx"
 )
 
 var (
@@ -78,21 +80,19 @@ func perStreamCalls(refs []entryRef, lead ...any) []scriptCall {
 }
 
 // runScripts runs one script for each call in one pipelined round trip, and
-// returns the commands in call order with the first error. A pipeline cannot
-// fall back from EVALSHA to EVAL command by command the way Script.Run does,
-// so calls the server has no cached script for are sent again with EVAL.
-// Calls on different slots are fine: a cluster pipeline splits by node.
-func runScripts(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, calls []scriptCall) ([]*redis.Cmd, error) {
+// returns the commands in call order with the first error. Calls on
+// different slots are fine: a cluster pipeline splits by node.
+func (q *Queue) runScripts(ctx context.Context, s *redis.Script, calls []scriptCall) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(calls))
 	if len(calls) == 0 {
 		return cmds, nil
 	}
-	pipe := rdb.Pipeline()
+	pipe := q.rdb.Pipeline()
 	for i, c := range calls {
 		cmds[i] = s.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
 	_, _ = pipe.Exec(ctx) // each command's error is looked at below
-	evalWhereNoScript(ctx, rdb, s, cmds, calls)
+	q.retryNoScript(ctx, s, cmds, calls)
 	for _, c := range cmds {
 		if err := c.Err(); err != nil {
 			return cmds, err
@@ -101,22 +101,14 @@ func runScripts(ctx context.Context, rdb redis.UniversalClient, s *redis.Script,
 	return cmds, nil
 }
 
-// evalWhereNoScript sends again, with EVAL and in one pipeline, the calls
-// whose EVALSHA the server answered NOSCRIPT (it had not cached the script:
-// just started, or SCRIPT FLUSH), and puts their new commands in cmds.
-func evalWhereNoScript(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, cmds []*redis.Cmd, calls []scriptCall) {
-	var again []int
+// retryNoScript runs again the calls whose pipelined EVALSHA the server
+// answered NOSCRIPT (just started, a failover, SCRIPT FLUSH), the way every
+// Redis adapter answers it (redisx.Set.Retry: the scripts are loaded once,
+// not sent whole with each call), and puts their new commands in cmds.
+func (q *Queue) retryNoScript(ctx context.Context, s *redis.Script, cmds []*redis.Cmd, calls []scriptCall) {
 	for i, c := range cmds {
-		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-			again = append(again, i)
+		if redisx.IsNoScript(c.Err()) {
+			cmds[i] = q.scripts.Retry(ctx, q.rdb, s, calls[i].keys, calls[i].args...)
 		}
 	}
-	if len(again) == 0 {
-		return
-	}
-	pipe := rdb.Pipeline()
-	for _, i := range again {
-		cmds[i] = s.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
-	}
-	_, _ = pipe.Exec(ctx)
 }
