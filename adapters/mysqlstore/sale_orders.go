@@ -12,14 +12,14 @@ import (
 
 var _ ports.SaleOrders = (*OrderRepo)(nil)
 
-// statusesOf are the status codes a filter selects (nil: every order), and
+// statusesOf are the status codes a filter selects (0: any status), and
 // the cancel reason it also requires (empty: any). Each code is read with
 // its own range of idx_voucher_status_id, so a page costs at most limit rows
 // per code however rare the state, instead of a scan of the sale.
 func statusesOf(f domain.OrderFilter) ([]int8, string, error) {
 	switch f {
 	case domain.AllOrders:
-		return nil, "", nil
+		return []int8{0}, "", nil
 	case domain.UnpaidOrders:
 		return []int8{statusUnpaid}, "", nil
 	case domain.PaidOrders:
@@ -61,9 +61,6 @@ func (r *OrderRepo) OrdersAfter(ctx context.Context, voucher domain.VoucherID, f
 		return rows, err
 	}
 	var rows []orderModel
-	if codes == nil {
-		rows, err = read(0)
-	}
 	for _, code := range codes {
 		more, rerr := read(code)
 		rows, err = append(rows, more...), rerr
