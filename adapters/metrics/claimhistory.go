@@ -50,10 +50,10 @@ func (c *ClaimCounter) Sample(now time.Time) {
 		c.h.quiet = make(map[domain.VoucherID]int64)
 	}
 	c.vouchers.Range(func(k, v any) bool {
-		id, cs := k.(domain.VoucherID), v.(counts)
+		id, cs := k.(domain.VoucherID), v.(stripes)
 		h := c.h.m[id]
 		if h == nil {
-			if total, ok := c.h.quiet[id]; ok && total == cs.total() {
+			if was, ok := c.h.quiet[id]; ok && was == total(cs) {
 				return true
 			}
 			if len(c.h.m) >= MaxHistories {
@@ -80,7 +80,7 @@ func (c *ClaimCounter) Sample(now time.Time) {
 			h.idle = 0
 		} else if h.idle++; h.idle >= HistoryLen {
 			delete(c.h.m, id) // a flat minute: nothing to draw, room for another
-			c.h.quiet[id] = cs.total()
+			c.h.quiet[id] = total(cs)
 		}
 		return true
 	})
@@ -109,7 +109,8 @@ func (c *ClaimCounter) History(id domain.VoucherID) ports.ClaimHistory {
 	return out
 }
 
-func (cs counts) total() int64 {
+// total is a voucher's answers of every outcome.
+func total(cs stripes) int64 {
 	var n int64
 	for i := range outcomes {
 		n += cs.load(i)

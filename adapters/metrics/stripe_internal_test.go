@@ -7,9 +7,9 @@ import (
 )
 
 // TestCounterSumsConcurrentAdds: every add from many goroutines is in the
-// sum, and the cells sit on cache lines of their own.
+// sum, and the rows sit on cache lines of their own.
 func TestCounterSumsConcurrentAdds(t *testing.T) {
-	var c stripedCounter
+	c := newStripes(1)
 	const goroutines, adds = 8, 10_000
 	var wg sync.WaitGroup
 	for g := 0; g < goroutines; g++ {
@@ -17,32 +17,38 @@ func TestCounterSumsConcurrentAdds(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < adds; i++ {
-				c.Add(int64(g%2 + 1))
+				c.add(0, int64(g%2+1))
 			}
 		}()
 	}
 	wg.Wait()
-	if got, want := c.Load(), int64(goroutines/2*adds*1+goroutines/2*adds*2); got != want {
+	if got, want := c.load(0), int64(goroutines/2*adds*1+goroutines/2*adds*2); got != want {
 		t.Fatalf("sum %d, want %d", got, want)
 	}
 	used := 0
-	for i := range c.cells {
-		if c.cells[i].n.Load() != 0 {
+	for r := 0; r < stripeCells; r++ {
+		if c.cell(r, 0).Load() != 0 {
 			used++
 		}
 	}
 	if used < 2 {
-		t.Fatalf("%d of %d cells were added to: the adds are not spread", used, stripeCells)
+		t.Fatalf("%d of %d rows were added to: the adds are not spread", used, stripeCells)
 	}
-	if s := unsafe.Sizeof(cell{}); s != 64 {
-		t.Fatalf("a cell is %d bytes, want a cache line (64)", s)
+	// Between a row's last counter and the next row's first, a cache line
+	// (64 bytes) at least, whatever the number of counters.
+	for _, n := range []int{1, 7, 8, 9, 16} {
+		s := newStripes(n)
+		last, next := s.cell(0, n-1), s.cell(1, 0)
+		if gap := uintptr(unsafe.Pointer(next)) - uintptr(unsafe.Pointer(last)) - unsafe.Sizeof(*last); gap < 64 {
+			t.Fatalf("%d counters: rows %d bytes apart, want a cache line (64)", n, gap)
+		}
 	}
 }
 
 // An add allocates nothing.
 func TestCounterAddAllocatesNothing(t *testing.T) {
-	var c stripedCounter
-	if n := testing.AllocsPerRun(100, func() { c.Add(1) }); n != 0 {
+	c := newStripes(1)
+	if n := testing.AllocsPerRun(100, func() { c.add(0, 1) }); n != 0 {
 		t.Fatalf("an add allocated %.0f times", n)
 	}
 }

@@ -3,7 +3,6 @@ package metrics
 import (
 	"math"
 	"sort"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -15,42 +14,37 @@ import (
 // spread their adds over stripeCells rows and sum the rows when scraped,
 // with the same names, help, labels and buckets.
 
-// maxBuckets bounds a striped histogram's buckets (+Inf included).
-const maxBuckets = 16
-
-// stripedHistogram is a prometheus.Histogram's Observe, striped.
+// stripedHistogram is a prometheus.Histogram's Observe, striped: counters
+// 0 to len(upper) are the buckets (+Inf last), the next one the sum's
+// float64 bits.
 type stripedHistogram struct {
 	desc  *prometheus.Desc
 	upper []float64 // the buckets' upper bounds, ascending; +Inf implied
-	rows  [stripeCells]histRow
-}
-
-type histRow struct {
-	_       [64]byte // no two rows' counts on one cache line
-	buckets [maxBuckets]atomic.Uint64
-	sum     atomic.Uint64 // float64 bits
+	s     stripes
 }
 
 var _ prometheus.Collector = (*stripedHistogram)(nil)
 
 func newStripedHistogram(o prometheus.HistogramOpts) *stripedHistogram {
-	if len(o.Buckets)+1 > maxBuckets || !sort.Float64sAreSorted(o.Buckets) {
-		panic("metrics: a striped histogram takes at most 15 ascending buckets")
+	if !sort.Float64sAreSorted(o.Buckets) {
+		panic("metrics: a striped histogram takes ascending buckets")
 	}
 	return &stripedHistogram{
 		desc:  prometheus.NewDesc(prometheus.BuildFQName(namespace, o.Subsystem, o.Name), o.Help, nil, nil),
 		upper: o.Buckets,
+		s:     newStripes(len(o.Buckets) + 2),
 	}
 }
 
 // Observe counts v in the first bucket whose upper bound is at least v, as
 // client_golang does.
 func (h *stripedHistogram) Observe(v float64) {
-	r := &h.rows[pickCell()]
-	r.buckets[sort.SearchFloat64s(h.upper, v)].Add(1)
+	r := h.s.row()
+	r[sort.SearchFloat64s(h.upper, v)].Add(1)
+	sum := &r[len(h.upper)+1]
 	for {
-		old := r.sum.Load()
-		if r.sum.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
+		old := sum.Load()
+		if sum.CompareAndSwap(old, int64(math.Float64bits(math.Float64frombits(uint64(old))+v))) {
 			return
 		}
 	}
@@ -62,22 +56,17 @@ func (h *stripedHistogram) Describe(ch chan<- *prometheus.Desc) { ch <- h.desc }
 // buckets and the count agree; an observation concurrent with the scrape
 // may be in the sum and not in the buckets, or the other way round.
 func (h *stripedHistogram) Collect(ch chan<- prometheus.Metric) {
-	var counts [maxBuckets]uint64
 	var sum float64
-	for i := range h.rows {
-		r := &h.rows[i]
-		for b := 0; b <= len(h.upper); b++ {
-			counts[b] += r.buckets[b].Load()
-		}
-		sum += math.Float64frombits(r.sum.Load())
+	for r := 0; r < stripeCells; r++ {
+		sum += math.Float64frombits(uint64(h.s.cell(r, len(h.upper)+1).Load()))
 	}
 	cumulative := make(map[float64]uint64, len(h.upper))
 	var n uint64
 	for b, u := range h.upper {
-		n += counts[b]
+		n += uint64(h.s.load(b))
 		cumulative[u] = n
 	}
-	n += counts[len(h.upper)]
+	n += uint64(h.s.load(len(h.upper)))
 	ch <- prometheus.MustNewConstHistogram(h.desc, n, sum, cumulative)
 }
 
@@ -87,7 +76,7 @@ type outcomeCounters struct {
 	desc     *prometheus.Desc
 	outcomes []string
 	index    map[string]int
-	counts   []stripedCounter
+	counts   stripes
 }
 
 var _ prometheus.Collector = (*outcomeCounters)(nil)
@@ -97,7 +86,7 @@ func newOutcomeCounters(o prometheus.CounterOpts, outcomes []string) *outcomeCou
 		desc:     prometheus.NewDesc(prometheus.BuildFQName(namespace, o.Subsystem, o.Name), o.Help, []string{"outcome"}, nil),
 		outcomes: outcomes,
 		index:    make(map[string]int, len(outcomes)),
-		counts:   make([]stripedCounter, len(outcomes)),
+		counts:   newStripes(len(outcomes)),
 	}
 	for i, out := range outcomes {
 		c.index[out] = i
@@ -111,13 +100,13 @@ func (c *outcomeCounters) inc(outcome, other string) {
 	if !ok {
 		i = c.index[other]
 	}
-	c.counts[i].Add(1)
+	c.counts.add(i, 1)
 }
 
 func (c *outcomeCounters) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *outcomeCounters) Collect(ch chan<- prometheus.Metric) {
 	for i, out := range c.outcomes {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.counts[i].Load()), out)
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.counts.load(i)), out)
 	}
 }
