@@ -21,13 +21,7 @@ const (
 const MaxCountedVouchers = 4096
 
 // outcomes is the fixed order of the per-voucher counters.
-var outcomes = func() []string {
-	out := []string{OutcomeSuccess}
-	for _, r := range domain.Refusals() {
-		out = append(out, r.Code())
-	}
-	return append(out, OutcomeBusy, OutcomeError)
-}()
+var outcomes = outcomesWith(OutcomeBusy, OutcomeError)
 
 var outcomeIndex = func() map[string]int {
 	m := make(map[string]int, len(outcomes))

@@ -29,13 +29,18 @@ const OutcomeError = "error"
 // every business refusal (from the domain, so a new refusal is counted
 // without touching this package), and the edge's answers.
 func Outcomes() []string {
-	out := []string{"success"}
+	// outcome_unknown is its own outcome: the claim may well have been
+	// taken (an operator watching a failover must tell it from an error).
+	return outcomesWith(OutcomeBusy, "outcome_unknown", "rate_limited", "unauthorized", "bad_request", OutcomeError)
+}
+
+// outcomesWith is success, every business refusal, then the others.
+func outcomesWith(others ...string) []string {
+	out := []string{OutcomeSuccess}
 	for _, r := range domain.Refusals() {
 		out = append(out, r.Code())
 	}
-	// outcome_unknown is its own outcome: the claim may well have been
-	// taken (an operator watching a failover must tell it from an error).
-	return append(out, "busy", "outcome_unknown", "rate_limited", "unauthorized", "bad_request", OutcomeError)
+	return append(out, others...)
 }
 
 // Buckets of the claim latency: a claim answers in about a millisecond, a
