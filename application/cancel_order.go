@@ -30,22 +30,14 @@ func NewCancelOrder(orders ports.OrderRepository, life ports.OrderLifecycle, gat
 // database) is ErrBusy: the client retries, and the cancellation applies once
 // the row exists. Cancelling a cancelled order changes nothing.
 func (h *CancelOrder) Handle(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.OrderStatus, error) {
-	st, err := h.orders.Find(ctx, id)
+	// Unknown, or another user's: the same path (the gate) either way, as
+	// GetOrder, so neither the answer nor its timing tells them apart.
+	st, err := findOrder(ctx, h.orders, h.gate, user, id)
 	switch {
-	case err == nil && st.Order.UserID() == user:
-	case err != nil && !errors.Is(err, domain.ErrOrderNotFound):
-		return domain.OrderStatus{}, fmt.Errorf("find order %d: %w: %w", id, ErrBusy, err)
-	default:
-		// Unknown, or another user's: the same path (the gate) either way,
-		// as GetOrder, so neither the answer nor its timing tells them apart.
-		_, queued, qerr := h.gate.Queued(ctx, user, id)
-		if qerr != nil {
-			return domain.OrderStatus{}, fmt.Errorf("look up queued order %d: %w: %w", id, ErrBusy, qerr)
-		}
-		if queued {
-			return domain.OrderStatus{}, fmt.Errorf("order %d is not in the database yet: %w", id, ErrBusy)
-		}
-		return domain.OrderStatus{}, domain.ErrOrderNotFound
+	case err != nil:
+		return domain.OrderStatus{}, err
+	case st.State == domain.OrderQueued:
+		return domain.OrderStatus{}, fmt.Errorf("order %d is not in the database yet: %w", id, ErrBusy)
 	}
 	st, changed, err := h.life.Cancel(ctx, id)
 	switch {

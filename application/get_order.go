@@ -25,14 +25,19 @@ func NewGetOrder(orders ports.OrderRepository, gate ports.StockGate) *GetOrder {
 // users' orders alike, so IDs cannot be probed: both take the same path (the
 // database, then the gate), so not even the answer's timing tells them apart.
 func (h *GetOrder) Handle(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.OrderStatus, error) {
-	st, err := h.orders.Find(ctx, id)
+	return findOrder(ctx, h.orders, h.gate, user, id)
+}
+
+// findOrder is GetOrder.Handle, which CancelOrder shares.
+func findOrder(ctx context.Context, orders ports.OrderRepository, gate ports.StockGate, user domain.UserID, id domain.OrderID) (domain.OrderStatus, error) {
+	st, err := orders.Find(ctx, id)
 	switch {
 	case err == nil && st.Order.UserID() == user:
 		return st, nil
 	case err != nil && !errors.Is(err, domain.ErrOrderNotFound):
 		return domain.OrderStatus{}, fmt.Errorf("find order %d: %w: %w", id, ErrBusy, err)
 	}
-	o, ok, err := h.gate.Queued(ctx, user, id)
+	o, ok, err := gate.Queued(ctx, user, id)
 	if err != nil {
 		// Redis down or failing over: ask again shortly (an outcome-unknown
 		// claim's status is read here).
