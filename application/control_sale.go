@@ -60,7 +60,7 @@ func (h *ControlSale) AddStock(ctx context.Context, admin domain.UserID, id doma
 	}
 	now := h.clock.Now()
 	once := ports.Once{Key: key, Fingerprint: fmt.Sprintf("%s:%d:%d", domain.ActionAddStock, id, n)}
-	return h.controlOnce(ctx, admin, id, domain.ActionAddStock, once, func(s domain.Sale) (domain.Sale, map[string]any, error) {
+	return h.control(ctx, admin, id, domain.ActionAddStock, once, func(s domain.Sale) (domain.Sale, map[string]any, error) {
 		after, err := s.AddStock(n, now)
 		return after, map[string]any{"add": n, "stock": map[string]int{"from": s.Stock(), "to": after.Stock()}}, err
 	})
@@ -80,7 +80,7 @@ func (h *ControlSale) Resume(ctx context.Context, admin domain.UserID, id domain
 
 func (h *ControlSale) setPaused(ctx context.Context, admin domain.UserID, id domain.VoucherID, paused bool, action domain.AuditAction) (domain.Voucher, error) {
 	now := h.clock.Now()
-	return h.control(ctx, admin, id, action, func(s domain.Sale) (domain.Sale, map[string]any, error) {
+	return h.control(ctx, admin, id, action, ports.Once{}, func(s domain.Sale) (domain.Sale, map[string]any, error) {
 		after, err := s.WithPause(paused, now)
 		return after, map[string]any{"paused": map[string]bool{"from": s.Paused(), "to": paused}}, err
 	})
@@ -88,7 +88,7 @@ func (h *ControlSale) setPaused(ctx context.Context, admin domain.UserID, id dom
 
 func (h *ControlSale) setEnd(ctx context.Context, admin domain.UserID, id domain.VoucherID, action domain.AuditAction,
 	move func(domain.Sale) (domain.Sale, error)) (domain.Voucher, error) {
-	return h.control(ctx, admin, id, action, func(s domain.Sale) (domain.Sale, map[string]any, error) {
+	return h.control(ctx, admin, id, action, ports.Once{}, func(s domain.Sale) (domain.Sale, map[string]any, error) {
 		after, err := move(s)
 		if err != nil {
 			return domain.Sale{}, nil, err
@@ -97,14 +97,9 @@ func (h *ControlSale) setEnd(ctx context.Context, admin domain.UserID, id domain
 	})
 }
 
-// control stores the change in the database with its entry, then applies
-// the sale as stored to the gate.
+// control stores the change in the database with its entry (once under
+// once's key, if any), then applies the sale as stored to the gate.
 func (h *ControlSale) control(ctx context.Context, admin domain.UserID, id domain.VoucherID, action domain.AuditAction,
-	change func(domain.Sale) (domain.Sale, map[string]any, error)) (domain.Voucher, error) {
-	return h.controlOnce(ctx, admin, id, action, ports.Once{}, change)
-}
-
-func (h *ControlSale) controlOnce(ctx context.Context, admin domain.UserID, id domain.VoucherID, action domain.AuditAction,
 	once ports.Once, change func(domain.Sale) (domain.Sale, map[string]any, error)) (domain.Voucher, error) {
 	if id <= 0 {
 		return domain.Voucher{}, domain.ErrVoucherNotFound
