@@ -101,7 +101,7 @@ func (h *RestoreGate) Repair(ctx context.Context) (RepairReport, error) {
 		}
 		r.Restored = len(lost)
 	}
-	r.Healed, err = h.heal(ctx, vs)
+	r.Healed, err = h.heal(ctx, vs, ids)
 	return r, errors.Join(err, controlsErr)
 }
 
@@ -118,14 +118,9 @@ func (h *RestoreGate) Repair(ctx context.Context) (RepairReport, error) {
 // Claims in flight (marked, not yet committed) can hide a loss from the
 // signal as long as they outnumber the forgotten orders; the loss shows once
 // they are written or refused, at a later call.
-func (h *RestoreGate) heal(ctx context.Context, vs []domain.Voucher) ([]HealedVoucher, error) {
-	if len(vs) == 0 {
-		return nil, nil
-	}
-	ids := make([]domain.VoucherID, len(vs))
-	for i, v := range vs {
-		ids[i] = v.ID()
-	}
+//
+// ids are vs's ids, in the same order.
+func (h *RestoreGate) heal(ctx context.Context, vs []domain.Voucher, ids []domain.VoucherID) ([]HealedVoucher, error) {
 	orders, err := h.orders.CountBuyers(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("count orders of %d live vouchers: %w", len(ids), err)
