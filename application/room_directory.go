@@ -46,6 +46,14 @@ const roomAbsentTTL = time.Second
 // maxAbsent bounds both "no room" caches against claims of made-up ids.
 const maxAbsent = 10_000
 
+// put sets m[id], emptying m first when it holds maxAbsent entries.
+func put[V any](m map[domain.VoucherID]V, id domain.VoucherID, v V) {
+	if len(m) >= maxAbsent {
+		clear(m)
+	}
+	m[id] = v
+}
+
 type lookup struct {
 	done chan struct{}
 	view *roomView
@@ -95,10 +103,7 @@ func (d *RoomDirectory) Remember(v domain.Voucher) {
 	if !s.HasRoom() {
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		if len(d.none) >= maxAbsent {
-			clear(d.none)
-		}
-		d.none[v.ID()] = struct{}{}
+		put(d.none, v.ID(), struct{}{})
 		return
 	}
 	cfg := ports.RoomConfig{Rules: s.Room(), Begin: s.Begin().Truncate(time.Millisecond),
@@ -153,15 +158,9 @@ func (d *RoomDirectory) room(ctx context.Context, id domain.VoucherID) (*roomVie
 		l.view = &roomView{id: id, cfg: cfg}
 		d.rooms[id] = l.view
 	case found == ports.RoomAbsent:
-		if len(d.none) >= maxAbsent {
-			clear(d.none)
-		}
-		d.none[id] = struct{}{}
+		put(d.none, id, struct{}{})
 	default:
-		if len(d.absent) >= maxAbsent {
-			clear(d.absent)
-		}
-		d.absent[id] = now
+		put(d.absent, id, now)
 	}
 	d.mu.Unlock()
 	close(l.done)

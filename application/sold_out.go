@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -212,10 +213,7 @@ func (g *SoldOutMarks) clear(v domain.VoucherID) {
 
 // publish makes the view a copy of the marks; g.mu is held (or g is new).
 func (g *SoldOutMarks) publish() {
-	view := make(map[domain.VoucherID]*mark, len(g.marks))
-	for v, m := range g.marks {
-		view[v] = m
-	}
+	view := maps.Clone(g.marks)
 	g.view.Store(&view)
 }
 
