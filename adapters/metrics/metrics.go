@@ -72,6 +72,12 @@ type Metrics struct {
 	claimToCommit prometheus.Histogram
 	retries       *prometheus.CounterVec
 	backoff       *prometheus.CounterVec
+
+	// The order lifecycle's (OrderLifecycle).
+	expired   prometheus.Counter
+	returned  prometheus.Counter
+	expiryLag prometheus.Histogram
+	payments  *prometheus.CounterVec
 }
 
 // New registers the Go runtime and process collectors and the service's own
@@ -138,12 +144,32 @@ func New() *Metrics {
 			Name: "worker_backoff_seconds_total",
 			Help: "Time workers spent waiting before a retry, by stage.",
 		}, "stage"),
+		expired: f.counter(prometheus.CounterOpts{
+			Name: "orders_expired_total",
+			Help: "Unpaid orders this instance cancelled because their pay window passed.",
+		}),
+		returned: f.counter(prometheus.CounterOpts{
+			Name: "units_returned_total",
+			Help: "Units of cancelled orders (expired or by their buyer) this instance gave back to the gate.",
+		}),
+		expiryLag: f.histogram(prometheus.HistogramOpts{
+			Name:    "order_expiry_lag_seconds",
+			Help:    "How long after its pay deadline each order was expired.",
+			Buckets: expiryLagBuckets,
+		}),
+		payments: f.counterVec(prometheus.CounterOpts{
+			Name: "payments_total",
+			Help: "Payments received, once per provider transaction, by kind: settled, late (after the order was cancelled), double (another transaction for a paid order), unsold (for a failed order); all but settled are owed back.",
+		}, "kind"),
 	}
 	m.ordersWritten.WithLabelValues("created")
 	m.ordersWritten.WithLabelValues("failed")
 	for _, s := range []string{StageReceive, StageFulfil} {
 		m.retries.WithLabelValues(s)
 		m.backoff.WithLabelValues(s)
+	}
+	for _, k := range paymentKinds {
+		m.payments.WithLabelValues(string(k))
 	}
 	return m
 }
