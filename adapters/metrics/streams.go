@@ -3,7 +3,9 @@ package metrics
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -150,16 +152,16 @@ func (c *StreamCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, vid := range fresh {
 			reads = append(reads, c.queue(ctx, pipe, vid))
 		}
-		if _, err := pipe.Exec(ctx); err != nil && !c.anyRead(reads[len(reads)-len(fresh):]) {
+		read := func(r saleReads) bool { return r.gate.Err() == nil }
+		if _, err := pipe.Exec(ctx); err != nil && !slices.ContainsFunc(reads[len(reads)-len(fresh):], read) {
 			c.fail(ch)
 			return
 		}
 	}
 	for _, r := range reads {
-		if !inSet[r.vid] {
-			continue
+		if inSet[r.vid] {
+			c.emit(ch, r, now)
 		}
-		c.emit(ch, r, now)
 	}
 }
 
@@ -211,15 +213,6 @@ func (c *StreamCollector) fail(ch chan<- prometheus.Metric) {
 	c.failures.Collect(ch)
 }
 
-func (c *StreamCollector) anyRead(rs []saleReads) bool {
-	for _, r := range rs {
-		if r.gate.Err() == nil {
-			return true
-		}
-	}
-	return false
-}
-
 // ignorable: a pipeline's error is its first failed command's; a missing
 // stream or group (NOGROUP on XPENDING) is an answer, not a failed scrape.
 func ignorable(err error) bool { return err == nil || errors.Is(err, redis.Nil) }
@@ -236,12 +229,7 @@ func number(v any) (int64, bool) {
 // streamIDMillis is the time part of a stream entry ID ("<ms>-<seq>"): when
 // the claim script appended it.
 func streamIDMillis(id string) (int64, bool) {
-	for i := 0; i < len(id); i++ {
-		if id[i] == '-' {
-			id = id[:i]
-			break
-		}
-	}
-	ms, err := strconv.ParseInt(id, 10, 64)
-	return ms, err == nil
+	ms, _, _ := strings.Cut(id, "-")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	return n, err == nil
 }
