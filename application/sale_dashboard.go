@@ -140,20 +140,10 @@ func (h *SaleDashboard) Handle(ctx context.Context, q SaleBoardQuery) (SaleBoard
 		return b, fmt.Errorf("list sales not ended: %w", err)
 	}
 	b.Total = len(vs)
-	started := func(v domain.Voucher) bool { return !v.Sale().Begin().After(now) }
-	// Started sales first, so the cap keeps them; whether one sold out is
-	// known only once its gate is read, below.
+	// By start time: the started sales come first, so the cap keeps them;
+	// whether one sold out is known only once its gate is read, below.
 	slices.SortFunc(vs, func(x, y domain.Voucher) int {
-		if sx, sy := started(x), started(y); sx != sy {
-			if sx {
-				return -1
-			}
-			return 1
-		}
-		if c := x.Sale().Begin().Compare(y.Sale().Begin()); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.ID(), y.ID())
+		return cmp.Or(x.Sale().Begin().Compare(y.Sale().Begin()), cmp.Compare(x.ID(), y.ID()))
 	})
 	if len(vs) > MaxSaleBoard {
 		vs = vs[:MaxSaleBoard]
@@ -178,7 +168,7 @@ func (h *SaleDashboard) Handle(ctx context.Context, q SaleBoardQuery) (SaleBoard
 		} else if ok {
 			row.Room = &f
 		}
-		if started(v) {
+		if !v.Sale().Begin().After(now) { // started
 			row.State = SaleSelling
 			if row.GateFound && row.GateStock == 0 {
 				row.State = SaleSoldOut
