@@ -48,25 +48,26 @@ func (h *AddSeckillVoucher) HandleOnce(ctx context.Context, admin domain.UserID,
 	if !v.IsSeckill() {
 		return domain.Voucher{}, &domain.ValidationError{Field: "type", Reason: "must be a seckill voucher with a sale"}
 	}
+	fp := ""
 	if key != "" {
 		if err := checkIdempotencyKey(key); err != nil {
 			return domain.Voucher{}, err
 		}
+		fp = fingerprint(v)
 	}
 	entry, err := creationEntry(admin, key, v)
 	if err != nil {
 		return domain.Voucher{}, err
-	}
-	fp := ""
-	if key != "" {
-		fp = fingerprint(v)
 	}
 	c, err := h.vouchers.AddSeckillOnce(ctx, key, fp, v, entry)
 	if err != nil {
 		return domain.Voucher{}, fmt.Errorf("save voucher: %w", err)
 	}
 	if c.Created {
-		return c.Voucher, h.preheat(ctx, c.Voucher)
+		if err := h.gate.Preheat(ctx, c.Voucher); err != nil {
+			return c.Voucher, fmt.Errorf("preheat voucher %d: %w", c.Voucher.ID(), err)
+		}
+		return c.Voucher, nil
 	}
 	if c.Fingerprint != fp {
 		return domain.Voucher{}, &domain.ValidationError{
@@ -112,13 +113,6 @@ func creationEntry(admin domain.UserID, key string, v domain.Voucher) (domain.Au
 		return domain.AuditEntry{}, fmt.Errorf("describe the creation: %w", err)
 	}
 	return domain.NewAuditEntry(admin, domain.ActionCreateVoucher, 0, string(change))
-}
-
-func (h *AddSeckillVoucher) preheat(ctx context.Context, saved domain.Voucher) error {
-	if err := h.gate.Preheat(ctx, saved); err != nil {
-		return fmt.Errorf("preheat voucher %d: %w", saved.ID(), err)
-	}
-	return nil
 }
 
 func checkIdempotencyKey(key string) error {

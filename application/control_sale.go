@@ -53,10 +53,8 @@ func (h *ControlSale) MoveEnd(ctx context.Context, admin domain.UserID, id domai
 // writes the gate again; the key reused for another amount or voucher is
 // a validation error. Without a key each request is a new addition.
 func (h *ControlSale) AddStock(ctx context.Context, admin domain.UserID, id domain.VoucherID, n int, key string) (domain.Voucher, error) {
-	if key != "" {
-		if err := checkIdempotencyKey(key); err != nil {
-			return domain.Voucher{}, err
-		}
+	if err := checkIdempotencyKey(key); err != nil { // empty: no key
+		return domain.Voucher{}, err
 	}
 	now := h.clock.Now()
 	once := ports.Once{Key: key, Fingerprint: fmt.Sprintf("%s:%d:%d", domain.ActionAddStock, id, n)}
