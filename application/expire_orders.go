@@ -64,11 +64,11 @@ func (h *ExpireOrders) Full(r ExpiryResult) bool {
 // An order whose release fails stays unreturned for the next pass.
 func returnUnits(ctx context.Context, life ports.OrderLifecycle, gate ports.StockGate, limit int) (int, error) {
 	orders, err := life.Unreturned(ctx, limit)
-	if err != nil || len(orders) == 0 {
-		if err != nil {
-			err = fmt.Errorf("list cancelled orders to return: %w", err)
-		}
-		return 0, err
+	if err != nil {
+		return 0, fmt.Errorf("list cancelled orders to return: %w", err)
+	}
+	if len(orders) == 0 {
+		return 0, nil
 	}
 	return releaseAndRecord(ctx, life, gate, orders)
 }

@@ -144,13 +144,19 @@ func (h *ReconcileVoucher) check(ctx context.Context, id domain.VoucherID) (Repo
 		return r, v, nil, fmt.Errorf("gate buyers of voucher %d: %w", id, err)
 	}
 	r.GateBuyers = len(marks)
-	var queued map[domain.OrderID]domain.UserID
+	var queued map[domain.OrderID]domain.UserID // the queue's orders of the voucher
 	if h.backlog != nil {
 		if r.Pending, err = h.backlog.Pending(ctx, id); err != nil {
 			return r, v, nil, fmt.Errorf("queue backlog of voucher %d: %w", id, err)
 		}
-		if queued, r.QueuePartial, err = h.queued(ctx, id); err != nil {
-			return r, v, nil, err
+		orders, complete, err := h.backlog.Orders(ctx, id, maxQueueScan)
+		if err != nil {
+			return r, v, nil, fmt.Errorf("orders queued for voucher %d: %w", id, err)
+		}
+		r.QueuePartial = !complete
+		queued = make(map[domain.OrderID]domain.UserID, len(orders))
+		for _, o := range orders {
+			queued[o.ID()] = o.UserID()
 		}
 	}
 	v, buyers, err := h.database(ctx, id) // last, see above
@@ -202,20 +208,6 @@ func (h *ReconcileVoucher) check(ctx context.Context, id domain.VoucherID) (Repo
 	slices.SortFunc(r.NotInDB, byID)
 	slices.SortFunc(r.NotInGate, byID)
 	return r, v, buyers, nil
-}
-
-// queued is the queue's orders of the voucher by id, and whether there were
-// more than a check reads.
-func (h *ReconcileVoucher) queued(ctx context.Context, id domain.VoucherID) (map[domain.OrderID]domain.UserID, bool, error) {
-	orders, complete, err := h.backlog.Orders(ctx, id, maxQueueScan)
-	if err != nil {
-		return nil, false, fmt.Errorf("orders queued for voucher %d: %w", id, err)
-	}
-	byID := make(map[domain.OrderID]domain.UserID, len(orders))
-	for _, o := range orders {
-		byID[o.ID()] = o.UserID()
-	}
-	return byID, !complete, nil
 }
 
 func (h *ReconcileVoucher) database(ctx context.Context, id domain.VoucherID) (domain.Voucher, []domain.VoucherOrder, error) {
