@@ -5,7 +5,8 @@ import (
 	"errors"
 	"io"
 	"net"
-	"sync/atomic"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,11 +31,7 @@ func followFailovers(cc *redis.ClusterClient) {
 	cc.OnNewNode(func(node *redis.Client) { node.AddHook(h) })
 }
 
-type reloadOnNodeFailure struct {
-	cc *redis.ClusterClient
-	// reloads counts the reloads asked for, for tests.
-	reloads atomic.Int64
-}
+type reloadOnNodeFailure struct{ cc *redis.ClusterClient }
 
 func (h *reloadOnNodeFailure) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -61,47 +58,28 @@ func (h *reloadOnNodeFailure) ProcessPipelineHook(next redis.ProcessPipelineHook
 }
 
 // check asks for a reload when err says the node itself failed: a network
-// error (refused, reset, timed out, cut) or a reply that says the cluster is
+// error (refused, reset, timed out, cut), a command that ran out of its
+// caller's deadline (the node may be stalled, or the caller simply short of
+// time; a reload costs one CLUSTER SLOTS), or a reply that says the cluster is
 // changing (CLUSTERDOWN, a replica's READONLY / MASTERDOWN / LOADING). A
-// caller's own deadline or cancellation, a nil reply and ordinary Redis
-// errors say nothing about the node.
+// caller's cancellation, a nil reply and ordinary Redis errors say nothing
+// about the node.
 func (h *reloadOnNodeFailure) check(err error) {
-	if err == nil || errors.Is(err, redis.Nil) || errors.Is(err, context.Canceled) {
-		return
-	}
 	if nodeFailed(err) {
-		h.reloads.Add(1)
 		h.cc.ReloadState(context.Background())
 	}
 }
 
 func nodeFailed(err error) bool {
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		switch prefix(rerr.Error()) {
-		case "CLUSTERDOWN", "READONLY", "MASTERDOWN", "LOADING", "TRYAGAIN":
-			return true
-		}
-		return false
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		// A caller's budget ran out: the node may be stalled, or the
-		// caller simply short of time; a reload costs one CLUSTER SLOTS.
-		return true
-	}
+	var rerr redis.Error // redis.Nil is one too
 	var nerr net.Error
-	return errors.As(err, &nerr) || errors.Is(err, net.ErrClosed) || isEOF(err)
-}
-
-func prefix(msg string) string {
-	for i := 0; i < len(msg); i++ {
-		if msg[i] == ' ' {
-			return msg[:i]
-		}
+	switch {
+	case err == nil || errors.Is(err, context.Canceled):
+		return false
+	case errors.As(err, &rerr):
+		code, _, _ := strings.Cut(rerr.Error(), " ")
+		return slices.Contains([]string{"CLUSTERDOWN", "READONLY", "MASTERDOWN", "LOADING", "TRYAGAIN"}, code)
 	}
-	return msg
-}
-
-func isEOF(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &nerr) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
