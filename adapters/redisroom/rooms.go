@@ -41,15 +41,14 @@ var (
 	useScript     = redis.NewScript(useLua)
 )
 
-// DefaultRetention is how long a room's keys outlive its sale.
-const DefaultRetention = 24 * time.Hour
+// retention is how long a room's keys outlive its sale.
+const retention = 24 * time.Hour
 
 // Rooms is the RoomStore over Redis.
 type Rooms struct {
-	rdb       redis.UniversalClient
-	scripts   *redisx.Set
-	prefix    string
-	retention time.Duration
+	rdb     redis.UniversalClient
+	scripts *redisx.Set
+	prefix  string
 }
 
 var _ ports.RoomStore = (*Rooms)(nil)
@@ -66,12 +65,9 @@ func New(rdb redis.UniversalClient, prefix string) *Rooms {
 	if err := redisschema.ValidatePrefix(prefix); err != nil {
 		panic("redisroom: " + err.Error())
 	}
-	return &Rooms{rdb: rdb, prefix: prefix, retention: DefaultRetention,
+	return &Rooms{rdb: rdb, prefix: prefix,
 		scripts: redisx.NewSet(rdb, openScript, joinScript, advanceScript, useScript)}
 }
-
-// Load loads the scripts on every node (at start; a NOSCRIPT later reloads).
-func (s *Rooms) Load(ctx context.Context) error { return s.scripts.Load(ctx) }
 
 type roomKeys struct{ room, users, steps, used, usedBy string }
 
@@ -81,7 +77,7 @@ func (s *Rooms) keys(id domain.VoucherID) roomKeys {
 }
 
 // expireAt is when a room's keys go; a room's end is in its hash.
-func (s *Rooms) expireAt(end time.Time) int64 { return end.Add(s.retention).UnixMilli() }
+func expireAt(end time.Time) int64 { return end.Add(retention).UnixMilli() }
 
 func (s *Rooms) Open(ctx context.Context, v domain.Voucher) error {
 	sale := v.Sale()
@@ -95,7 +91,7 @@ func (s *Rooms) Open(ctx context.Context, v domain.Voucher) error {
 	k := s.keys(v.ID())
 	err := s.scripts.Run(ctx, s.rdb, openScript, []string{k.room},
 		r.OpensBefore().Milliseconds(), r.AdmitPerSecond(), r.PassTTL().Milliseconds(),
-		int64(sale.Stock())+int64(r.Margin()), sale.Begin().UnixMilli(), sale.End().UnixMilli(), s.expireAt(sale.End()), r.Margin()).Err()
+		int64(sale.Stock())+int64(r.Margin()), sale.Begin().UnixMilli(), sale.End().UnixMilli(), expireAt(sale.End()), r.Margin()).Err()
 	if err != nil {
 		return fmt.Errorf("open room of voucher %d: %w", v.ID(), err)
 	}
@@ -137,7 +133,7 @@ func (s *Rooms) Config(ctx context.Context, id domain.VoucherID) (ports.RoomConf
 func (s *Rooms) Join(ctx context.Context, id domain.VoucherID, user domain.UserID, now time.Time, seed [domain.RoomSeedSize]byte) (int64, bool, error) {
 	k := s.keys(id)
 	r, err := s.scripts.Run(ctx, s.rdb, joinScript, []string{k.room, k.users},
-		int64(user), now.UnixMilli(), seed[:], s.retention.Milliseconds()).Int64Slice()
+		int64(user), now.UnixMilli(), seed[:], retention.Milliseconds()).Int64Slice()
 	switch {
 	case err != nil:
 		return 0, false, fmt.Errorf("join room of voucher %d: %w", id, err)
@@ -152,7 +148,7 @@ func (s *Rooms) Join(ctx context.Context, id domain.VoucherID, user domain.UserI
 func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time, seed [domain.RoomSeedSize]byte, after int64) (ports.RoomState, error) {
 	k := s.keys(id)
 	res, err := s.scripts.Run(ctx, s.rdb, advanceScript, []string{k.room, k.steps, k.used, redisschema.KeysFor(s.prefix, id).Voucher},
-		now.UnixMilli(), seed[:], after, s.retention.Milliseconds()).Result()
+		now.UnixMilli(), seed[:], after, retention.Milliseconds()).Result()
 	if err != nil {
 		return ports.RoomState{}, fmt.Errorf("advance room of voucher %d: %w", id, err)
 	}
@@ -192,7 +188,7 @@ func parseState(res any) (ports.RoomState, error) {
 func (s *Rooms) Use(ctx context.Context, id domain.VoucherID, user domain.UserID, position int64) error {
 	k := s.keys(id)
 	err := s.scripts.Run(ctx, s.rdb, useScript, []string{k.room, k.usedBy, k.used},
-		int64(user), position, s.retention.Milliseconds()).Err()
+		int64(user), position, retention.Milliseconds()).Err()
 	if err != nil {
 		return fmt.Errorf("use pass of voucher %d: %w", id, err)
 	}
