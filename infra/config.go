@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 )
 
@@ -31,10 +32,25 @@ const (
 
 // Config is read once from the environment at start, validated, and passed down.
 type Config struct {
-	// Lifecycle: the order lifecycle's settings (config_lifecycle.go).
-	Lifecycle
-	// Room: the waiting rooms' settings (config_room.go).
-	Room
+	// PayWindow: an order must be paid within it, counted from the claim,
+	// or it is cancelled (expired) and its unit goes back on sale. 0: orders
+	// never expire, as the original.
+	PayWindow time.Duration `env:"SECKILL_PAY_WINDOW" envDefault:"15m"`
+	// PaymentSecret keys the HMAC-SHA256 that signs payment notifications
+	// (POST /payments/notify, header X-Seckill-Signature); empty leaves the
+	// route unmounted.
+	PaymentSecret string `env:"SECKILL_PAYMENT_SECRET"`
+	// ReclaimAfterCancel lets the buyer of a cancelled or expired order claim
+	// the voucher again (a new order; the cancelled one stays on record).
+	// Off, the default, the order forfeits the place: it still counts toward
+	// the buyer's one order per voucher, and a later claim answers duplicate,
+	// so a few accounts cannot hold the stock by letting orders lapse.
+	ReclaimAfterCancel bool `env:"SECKILL_RECLAIM_AFTER_CANCEL" envDefault:"false"`
+	// RoomSecret keys the HMAC that signs waiting-room tickets and passes;
+	// every instance must share it. Empty: a random key kept in Redis
+	// (SET NX, shared by every instance on that Redis), which a Redis that
+	// loses its data replaces, voiding the tickets and passes out.
+	RoomSecret string `env:"SECKILL_ROOM_SECRET"`
 	// JWT: sessions from the shop's own identity provider (config_jwt.go).
 	JWT
 	// Tuning: the knobs no operator sets, in code (tuning.go).
@@ -77,7 +93,7 @@ type Config struct {
 	ShutdownTimeout time.Duration `env:"SECKILL_SHUTDOWN_TIMEOUT" envDefault:"20s"`
 	DevEndpoints    bool          `env:"SECKILL_DEV_ENDPOINTS" envDefault:"false"`
 	// DevEndpointsOnRealRedis acknowledges the dev endpoint on a real Redis
-	// (config_guard.go): it must read DevEndpointsAck exactly.
+	// (devEndpointsRefused): it must read DevEndpointsAck exactly.
 	DevEndpointsOnRealRedis string `env:"SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS"`
 
 	// AdminUsers are the user ids (comma-separated) whose login token may
@@ -128,7 +144,7 @@ func loadConfig(opts env.Options, lookup func(string) (string, bool)) (Config, e
 		p.parseErrors(err, lookup)
 	}
 	c.fillDefaults()
-	c.checkAll(&p)
+	c.check(&p)
 	if err := p.err(); err != nil {
 		return Config{}, err
 	}
@@ -223,17 +239,23 @@ func DefaultConfig() Config {
 // reads: a Config built in code is validated as it is.
 func (c Config) Validate() error {
 	var p problems
-	c.checkAll(&p)
+	c.check(&p)
 	return p.err()
 }
 
-// checkAll checks every part: Config's own check hides its embedded parts'
-// checks, so each is named (check names Lifecycle, Room and Tuning).
-func (c Config) checkAll(p *problems) {
-	c.check(p)
-	c.JWT.check(p)
+// within refuses an integer setting outside lo..hi.
+func (p *problems) within(name string, v, lo, hi int) {
+	if v < lo || v > hi {
+		p.add(name, "must be within %d..%d, got %d", lo, hi, v)
+	}
 }
 
+// minPaymentSecret: a shorter secret can be guessed offline from one
+// signed notification.
+const minPaymentSecret = 16
+
+// check checks every setting, the embedded parts' (Tuning, JWT) too: this
+// method hides theirs, so it calls each by name.
 func (c Config) check(p *problems) {
 	bad := p.add
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
@@ -280,9 +302,7 @@ func (c Config) check(p *problems) {
 	default:
 		bad("SECKILL_QUEUE", "want %q or %q, got %q", QueueChannel, QueueStream, c.Queue)
 	}
-	if c.RedisWaitReplicas < 0 || c.RedisWaitReplicas > 16 {
-		bad("SECKILL_REDIS_WAIT_REPLICAS", "must be within 0..16, got %d", c.RedisWaitReplicas)
-	}
+	p.within("SECKILL_REDIS_WAIT_REPLICAS", c.RedisWaitReplicas, 0, 16)
 	// The WAIT rides inside the claim's budget, with room left for the
 	// claim script's own round trip.
 	if c.RedisWaitTimeout < time.Millisecond || c.RedisWaitTimeout > 1500*time.Millisecond {
@@ -291,9 +311,7 @@ func (c Config) check(p *problems) {
 	if c.RedisWaitReplicas > 0 && c.RedisURL == "" && !c.RedisCluster() {
 		bad("SECKILL_REDIS_WAIT_REPLICAS", "needs a real Redis with replicas (SECKILL_REDIS_URL or SECKILL_REDIS_CLUSTER_ADDRS); the embedded one has none")
 	}
-	if c.BatchSize < 1 || c.BatchSize > 5000 {
-		bad("SECKILL_BATCH_SIZE", "must be within 1..5000, got %d", c.BatchSize)
-	}
+	p.within("SECKILL_BATCH_SIZE", c.BatchSize, 1, 5000)
 	if c.Consumer == "" || strings.ContainsAny(c.Consumer, " \t\n") {
 		bad("SECKILL_CONSUMER", "must be non-empty without spaces, got %q", c.Consumer)
 	}
@@ -330,7 +348,12 @@ func (c Config) check(p *problems) {
 			bad("SECKILL_DEV_ENDPOINTS", "%s", reason)
 		}
 	}
-	c.checkDevEndpointsAck(p)
+	// A typo in the acknowledgement would otherwise read as "not
+	// acknowledged" only when the dev endpoint is on, and as nothing at all
+	// when it is off.
+	if c.DevEndpointsOnRealRedis != "" && c.DevEndpointsOnRealRedis != DevEndpointsAck {
+		bad("SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS", "want %q (or unset), got %q", DevEndpointsAck, c.DevEndpointsOnRealRedis)
+	}
 	if _, err := time.LoadLocation(c.Timezone); err != nil {
 		bad("SECKILL_TIMEZONE", "unknown zone %q", c.Timezone)
 	}
@@ -342,12 +365,52 @@ func (c Config) check(p *problems) {
 	default:
 		bad("SECKILL_LOG_FORMAT", "want json or console, got %q", c.LogFormat)
 	}
-	c.Lifecycle.check(p)
-	c.Room.check(p)
-	c.Tuning.check(p, c.RedisCluster())
-	for _, err := range c.validateObservability() {
-		p.list = append(p.list, err.Error())
+	if c.PayWindow < 0 || (c.PayWindow > 0 && c.PayWindow < time.Second) || c.PayWindow > 7*24*time.Hour {
+		bad("SECKILL_PAY_WINDOW", "must be 0 (never expire) or within 1s..168h, got %s", c.PayWindow)
 	}
+	if c.PaymentSecret != "" && len(c.PaymentSecret) < minPaymentSecret {
+		bad("SECKILL_PAYMENT_SECRET", "must be at least %d bytes (or empty: payments off)", minPaymentSecret)
+	}
+	if c.RoomSecret != "" && len(c.RoomSecret) < application.MinRoomKey {
+		bad("SECKILL_ROOM_SECRET", "must be at least %d bytes (or empty: a key kept in Redis)", application.MinRoomKey)
+	}
+	c.Tuning.check(p, c.RedisCluster())
+	if c.MetricsEnabled() {
+		if _, port, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			bad("SECKILL_METRICS_ADDR", "want host:port or off, got %q", c.MetricsAddr)
+		} else if c.MetricsAddr == c.HTTPAddr && port != "0" {
+			bad("SECKILL_METRICS_ADDR", "must differ from SECKILL_HTTP_ADDR (%s): metrics are not served on the API listener", c.HTTPAddr)
+		}
+	}
+	c.Tracing.check(p)
+	c.JWT.check(p)
+}
+
+// DevEndpointsAck is the value of SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS that
+// lets the dev token endpoint run on a real Redis. It is a sentence, not
+// "true", so that nobody sets it by copying a neighbouring line.
+const DevEndpointsAck = "i-understand-anyone-can-log-in-as-anyone"
+
+// devEndpointsRefused says why the dev token endpoint may not run here, or ""
+// when it may. It mints a session for any user id, admins included, in the
+// Redis the service reads sessions from. On the embedded Redis (inside this
+// process, empty at every start) that harms nothing. On a real Redis, one
+// node or a cluster, it hands out logins that the rest of hmdp trusts too,
+// and a loopback listener is no protection: a reverse proxy on the same
+// machine puts the internet on loopback. So a real Redis needs the operator
+// to say, in a variable of its own, that they mean it.
+func (c Config) devEndpointsRefused() string {
+	if !c.RealRedis() || c.DevEndpointsOnRealRedis == DevEndpointsAck {
+		return ""
+	}
+	which := "SECKILL_REDIS_URL"
+	if c.RedisCluster() {
+		which = "SECKILL_REDIS_CLUSTER_ADDRS"
+	}
+	return fmt.Sprintf("the dev token endpoint mints a login for any user, admins included, in the Redis at %s, "+
+		"whatever SECKILL_HTTP_ADDR is (a reverse proxy on this machine reaches a loopback listener too); "+
+		"it runs on the embedded Redis (%s empty) or, on a test Redis nothing else trusts, "+
+		"with SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS=%s", which, which, DevEndpointsAck)
 }
 
 // defaultConsumer names this instance in the consumer group after its host,

@@ -170,7 +170,7 @@ type Variable struct{ Name, Default, Help string }
 
 // ConfigVariables lists every SECKILL_* variable with its default, read from
 // Config's tags so that the list cannot fall behind the struct.
-// Embedded structs (Lifecycle) are settings of Config too, as env reads them.
+// Embedded structs (JWT) are settings of Config too, as env reads them.
 func ConfigVariables() []Variable {
 	return variablesOf(reflect.TypeOf(Config{}))
 }

@@ -14,6 +14,14 @@ import (
 
 // The order lifecycle's wiring and its driving loop (issue 25).
 
+// expiryEvery is how often an instance expires due orders and finishes the
+// returns a crash left: well inside the promised 5 s.
+const expiryEvery = time.Second
+
+// expiryBatch bounds one expiry transaction; a full batch is followed by
+// another at once.
+const expiryBatch = 500
+
 func provideMySQLOrderRepo(db *bun.DB, c Config) *mysqlstore.OrderRepo {
 	return mysqlstore.NewOrderRepo(db).WithPayWindow(c.PayWindow).WithReclaimAfterCancel(c.ReclaimAfterCancel)
 }

@@ -25,20 +25,6 @@ import (
 // MetricsEnabled tells whether /metrics is served.
 func (c Config) MetricsEnabled() bool { return c.MetricsAddr != "" && c.MetricsAddr != "off" }
 
-func (c Config) validateObservability() []error {
-	var errs []error
-	if c.MetricsEnabled() {
-		_, port, err := net.SplitHostPort(c.MetricsAddr)
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("SECKILL_METRICS_ADDR: want host:port or off, got %q", c.MetricsAddr))
-		case c.MetricsAddr == c.HTTPAddr && port != "0":
-			errs = append(errs, fmt.Errorf("SECKILL_METRICS_ADDR: must differ from SECKILL_HTTP_ADDR (%s): metrics are not served on the API listener", c.HTTPAddr))
-		}
-	}
-	return append(errs, c.Tracing.validate()...)
-}
-
 // Observability is what the service tells operators besides its logs: the
 // metrics (nil when SECKILL_METRICS_ADDR is off) and their listener, and
 // the tracing (none unless OTEL_* asks for it).

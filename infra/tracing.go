@@ -58,12 +58,11 @@ func (t TracingConfig) Enabled() bool {
 	return false
 }
 
-func (t TracingConfig) validate() []error {
-	var errs []error
+func (t TracingConfig) check(p *problems) {
 	switch t.Exporter {
 	case "", "otlp", "none":
 	default:
-		errs = append(errs, fmt.Errorf("OTEL_TRACES_EXPORTER: want otlp or none (the exporters built in), got %q", t.Exporter))
+		p.add("OTEL_TRACES_EXPORTER", "want otlp or none (the exporters built in), got %q", t.Exporter)
 	}
 	protocol := t.TracesProtocol
 	if protocol == "" {
@@ -74,9 +73,8 @@ func (t TracingConfig) validate() []error {
 		if t.TracesProtocol != "" {
 			name = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
 		}
-		errs = append(errs, fmt.Errorf("%s: only http/protobuf is built in (the collector's port 4318), got %q", name, protocol))
+		p.add(name, "only http/protobuf is built in (the collector's port 4318), got %q", protocol)
 	}
-	return errs
 }
 
 // tracing is the installed instrumentation; nil when tracing is off, so

@@ -139,9 +139,7 @@ const (
 // runs on a Redis Cluster.
 func (t Tuning) check(p *problems, cluster bool) {
 	bad := p.add
-	if t.RedisPoolSize < 1 || t.RedisPoolSize > 10_000 {
-		bad("Tuning.RedisPoolSize", "must be within 1..10000, got %d", t.RedisPoolSize)
-	}
+	p.within("Tuning.RedisPoolSize", t.RedisPoolSize, 1, 10_000)
 	if t.RedisTimeout < 50*time.Millisecond || t.RedisTimeout > 30*time.Second {
 		bad("Tuning.RedisTimeout", "must be within 50ms..30s, got %s", t.RedisTimeout)
 	}
@@ -153,9 +151,7 @@ func (t Tuning) check(p *problems, cluster bool) {
 	if t.RedisAutoPipelineDelay < 0 || t.RedisAutoPipelineDelay > 10*time.Millisecond {
 		bad("Tuning.RedisAutoPipelineDelay", "must be within 0..10ms, got %s", t.RedisAutoPipelineDelay)
 	}
-	if t.RedisAutoPipelineShards < 0 || t.RedisAutoPipelineShards > 64 {
-		bad("Tuning.RedisAutoPipelineShards", "must be within 0..64, got %d", t.RedisAutoPipelineShards)
-	}
+	p.within("Tuning.RedisAutoPipelineShards", t.RedisAutoPipelineShards, 0, 64)
 	if t.RedisAutoPipelineShards > 1 && t.RedisAutoPipeline != AutoPipelineFull && !cluster {
 		// Half-duplex shards flush in parallel, unordered: a release could
 		// overtake the claim it undoes.
@@ -167,9 +163,7 @@ func (t Tuning) check(p *problems, cluster bool) {
 	if t.BatchLinger < 0 || t.BatchLinger > time.Second {
 		bad("Tuning.BatchLinger", "must be within 0..1s, got %s", t.BatchLinger)
 	}
-	if t.Workers < 1 || t.Workers > 64 {
-		bad("Tuning.Workers", "must be within 1..64, got %d", t.Workers)
-	}
+	p.within("Tuning.Workers", t.Workers, 1, 64)
 	if t.StreamGroup == "" {
 		bad("Tuning.StreamGroup", "must not be empty")
 	}
@@ -192,9 +186,7 @@ func (t Tuning) check(p *problems, cluster bool) {
 	if t.Buckets < 0 || t.Buckets > domain.MaxBuckets {
 		bad("Tuning.Buckets", "must be 0 (the number of cluster masters) or 1..%d, got %d", domain.MaxBuckets, t.Buckets)
 	}
-	if t.IDBlock < 1 || t.IDBlock > 1_000_000 {
-		bad("Tuning.IDBlock", "must be within 1..1000000, got %d", t.IDBlock)
-	}
+	p.within("Tuning.IDBlock", t.IDBlock, 1, 1_000_000)
 	if t.TokenCacheTTL < 0 {
 		bad("Tuning.TokenCacheTTL", "must not be negative (0 = no cache), got %s", t.TokenCacheTTL)
 	}
