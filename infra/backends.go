@@ -22,15 +22,12 @@ import (
 // code path.
 func NewRedis(c Config, log zerolog.Logger) (redis.UniversalClient, func(), error) {
 	routeRedisLogs(log)
+	connect := newRedisNode
 	if c.RedisCluster() {
-		rdb, cleanup, err := newRedisCluster(c, log)
-		if err == nil {
-			checkMinReplicas(c, rdb, log)
-		}
-		return rdb, cleanup, err
+		connect = newRedisCluster
 	}
-	rdb, cleanup, err := newRedisNode(c, log)
-	if err == nil && c.RedisURL != "" {
+	rdb, cleanup, err := connect(c, log)
+	if err == nil && c.RealRedis() {
 		checkMinReplicas(c, rdb, log)
 	}
 	return rdb, cleanup, err
