@@ -36,13 +36,6 @@ type connCap struct {
 	evicted   atomic.Int64
 }
 
-func newConnCap(l net.Listener, max int) *connCap {
-	return &connCap{
-		Listener: l, slots: make(chan struct{}, max), wake: make(chan struct{}, 1),
-		done: make(chan struct{}),
-	}
-}
-
 type cappedConn struct {
 	net.Conn
 	cap     *connCap
@@ -99,17 +92,14 @@ func (l *connCap) Accept() (net.Conn, error) {
 		// wakes this Accept.
 		l.acceptors.Add(1)
 		l.evictOldest()
-		var closed bool
 		select {
 		case l.slots <- struct{}{}:
 			l.acceptors.Add(-1)
 			return &cappedConn{Conn: c, cap: l}, nil
 		case <-l.wake:
+			l.acceptors.Add(-1)
 		case <-l.done:
-			closed = true
-		}
-		l.acceptors.Add(-1)
-		if closed {
+			l.acceptors.Add(-1)
 			_ = c.Close()
 			return nil, net.ErrClosed
 		}

@@ -66,7 +66,8 @@ const metricsMaxConns = 32
 // Every listener of the process is built by it (the API's, the metrics'),
 // so each has the same timeouts, header bound and connection cap.
 func newAPIServer(h http.Handler, l net.Listener, max int) (*http.Server, net.Listener) {
-	capped := newConnCap(l, max)
+	capped := &connCap{Listener: l, slots: make(chan struct{}, max),
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: readHeaderTimeout,
