@@ -214,8 +214,8 @@ func (a *App) Run(ctx context.Context) error {
 	return a.Shutdown(sctx)
 }
 
-// ready is the readiness probe: Redis and the database answer.
-func ready(rdb redis.UniversalClient, db *bun.DB) func(context.Context) error {
+// provideReady is the readiness probe: Redis and the database answer.
+func provideReady(rdb redis.UniversalClient, db *bun.DB) ReadyCheck {
 	return func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()

@@ -9,7 +9,6 @@ import (
 	"github.com/google/wire"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
-	"github.com/uptrace/bun"
 
 	"github.com/hmdp-go/seckill/adapters/chanqueue"
 	"github.com/hmdp-go/seckill/adapters/httpapi"
@@ -27,8 +26,6 @@ import (
 
 // ReadyCheck reports whether the backends answer.
 type ReadyCheck func(context.Context) error
-
-func provideReady(rdb redis.UniversalClient, db *bun.DB) ReadyCheck { return ready(rdb, db) }
 
 // provideIDs' cleanup stops the issuer's background leases before the
 // clients they use are closed.
