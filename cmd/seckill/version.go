@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"runtime"
@@ -22,38 +23,28 @@ type buildVersion struct{ Version, Commit, Go string }
 
 func currentVersion() buildVersion {
 	v := buildVersion{Version: version, Commit: commit, Go: runtime.Version()}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return v.withDefaults()
-	}
-	if v.Version == "" && bi.Main.Version != "(devel)" {
-		v.Version = bi.Main.Version
-	}
-	if v.Commit == "" {
-		var rev, modified string
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				modified = s.Value
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v.Version == "" && bi.Main.Version != "(devel)" {
+			v.Version = bi.Main.Version
+		}
+		if v.Commit == "" {
+			var rev, modified string
+			for _, s := range bi.Settings {
+				switch s.Key {
+				case "vcs.revision":
+					rev = s.Value
+				case "vcs.modified":
+					modified = s.Value
+				}
 			}
+			if rev != "" && modified == "true" {
+				rev += "+dirty"
+			}
+			v.Commit = rev
 		}
-		if rev != "" && modified == "true" {
-			rev += "+dirty"
-		}
-		v.Commit = rev
 	}
-	return v.withDefaults()
-}
-
-func (v buildVersion) withDefaults() buildVersion {
-	if v.Version == "" {
-		v.Version = "dev"
-	}
-	if v.Commit == "" {
-		v.Commit = "unknown"
-	}
+	v.Version = cmp.Or(v.Version, "dev")
+	v.Commit = cmp.Or(v.Commit, "unknown")
 	return v
 }
 
