@@ -2,6 +2,7 @@ package infra
 
 import (
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -9,9 +10,8 @@ import (
 )
 
 // Variables of the project's tools, not of the service: tests and the bench
-// read them, and they are set beside the service's in the same shell.
-var toolVariablePrefixes = []string{"SECKILL_TEST_", "SECKILL_BENCH_"}
-
+// read them (these and SECKILL_TEST_*, SECKILL_BENCH_*), and they are set
+// beside the service's in the same shell.
 var toolVariables = map[string]bool{
 	"SECKILL_SALE_SCREENSHOT": true, // make sale-screenshot
 	"SECKILL_BUCKETS_MEASURE": true, // the bucket scaling measurement test
@@ -75,17 +75,15 @@ type UnknownVariable struct{ Name, Closest string }
 // misspelt one (SECKILL_REDIS_ULR) is otherwise silently ignored, and the
 // service falls back to its default, here the embedded Redis.
 func UnknownVariables(environ []string) []UnknownVariable {
-	known := map[string]bool{}
 	var names []string
 	for _, v := range ConfigVariables() {
-		known[v.Name] = true
 		names = append(names, v.Name)
 	}
 	var out []UnknownVariable
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "SECKILL_") || known[name] || removedVariables[name] != "" ||
-			toolVariables[name] || hasAnyPrefix(name, toolVariablePrefixes) {
+		if !strings.HasPrefix(name, "SECKILL_") || slices.Contains(names, name) || removedVariables[name] != "" || toolVariables[name] ||
+			strings.HasPrefix(name, "SECKILL_TEST_") || strings.HasPrefix(name, "SECKILL_BENCH_") {
 			continue
 		}
 		out = append(out, UnknownVariable{Name: name, Closest: closest(name, names)})
@@ -110,15 +108,6 @@ func WarnUnknownVariables(log zerolog.Logger, environ []string) {
 		}
 		ev.Msg(msg)
 	}
-}
-
-func hasAnyPrefix(s string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // closest is the candidate nearest to name by edit distance, if it is near
