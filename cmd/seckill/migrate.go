@@ -24,9 +24,9 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	action := fs.Arg(0)
 	// Flags may follow the action too: `migrate down --force`.
 	if fs.NArg() > 1 {
-		action := fs.Arg(0)
 		if err := fs.Parse(fs.Args()[1:]); err != nil {
 			return err
 		}
@@ -34,16 +34,11 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fs.Usage()
 			return fmt.Errorf("migrate needs exactly one of up, down, status, got %q too", fs.Args())
 		}
-		args = []string{action}
-	} else {
-		args = fs.Args()
-	}
-	if len(args) != 1 {
+	} else if fs.NArg() == 0 {
 		fs.Usage()
 		return fmt.Errorf("migrate needs exactly one of up, down, status")
 	}
 	// Refuse a wrong action before touching (or creating) a database.
-	action := args[0]
 	switch action {
 	case "up", "down", "status":
 	default:
