@@ -137,7 +137,7 @@ func (a *App) serve() (int, error) {
 		a.Log.Warn().Uint64("file_limit", fileLimit()).Int("max_conns", maxConns).
 			Msg("the open-file limit cuts the API's connection cap: raise it (ulimit -n, or the container runtime's nofile limit) or set SECKILL_HTTP_MAX_CONNS")
 	}
-	a.srv, l = newAPIServer(a.Observability.wrapHTTP(a.Handler), l, maxConns)
+	a.srv, l = newAPIServer(a.Observability.tracing.wrap(a.Handler), l, maxConns)
 	a.serveErr = make(chan error, 1)
 	go func() { a.serveErr <- a.srv.Serve(l) }()
 	if err := a.Observability.start(a.Config); err != nil {

@@ -68,14 +68,6 @@ func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, count
 	return o, nil
 }
 
-// wrapHTTP puts the API handler in a server span when tracing is on.
-func (o *Observability) wrapHTTP(h http.Handler) http.Handler {
-	if o == nil {
-		return h
-	}
-	return o.tracing.wrap(h)
-}
-
 // provideClaimObserver is nil without metrics, so the router installs no
 // observer and the claim path pays nothing.
 func provideClaimObserver(o *Observability) httpapi.ClaimObserver {
@@ -130,7 +122,7 @@ func provideObservedStreamQueue(q *redisstream.Queue, rdb redis.UniversalClient,
 // start serves /metrics on its own listener, apart from the API, so it can
 // stay on loopback (or behind its own firewall rule) whatever the API does.
 func (o *Observability) start(c Config) error {
-	if o == nil || o.Metrics == nil {
+	if o.Metrics == nil {
 		return nil
 	}
 	l, err := net.Listen("tcp", c.MetricsAddr)
@@ -151,7 +143,7 @@ func (o *Observability) start(c Config) error {
 
 // MetricsAddr is where /metrics is served, or "" when it is not.
 func (o *Observability) MetricsAddr() string {
-	if o == nil || o.addr == nil {
+	if o.addr == nil {
 		return ""
 	}
 	return o.addr.String()
@@ -160,23 +152,17 @@ func (o *Observability) MetricsAddr() string {
 // shutdown stops the metrics listener and flushes the traces; the service
 // calls it last, so the drain can be watched and traced.
 func (o *Observability) shutdown(ctx context.Context) error {
-	if o == nil {
-		return nil
-	}
-	var errs []error
+	var err error
 	if o.srv != nil {
-		err := o.srv.Shutdown(ctx)
+		err = o.srv.Shutdown(ctx)
 		if serr := <-o.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 			err = errors.Join(err, serr)
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("metrics shutdown: %w", err))
+			err = fmt.Errorf("metrics shutdown: %w", err)
 		}
 	}
-	if err := o.tracing.shutdown(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return errors.Join(err, o.tracing.shutdown(ctx))
 }
 
 // metricsURL is for the start log line: where to scrape, or "off".

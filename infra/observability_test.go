@@ -77,7 +77,7 @@ func TestNothingIsInstalledWhenObservabilityIsOff(t *testing.T) {
 	if o.tracing != nil || o.Metrics != nil {
 		t.Fatalf("installed with everything off: tracing %v, metrics %v", o.tracing != nil, o.Metrics != nil)
 	}
-	if h := o.wrapHTTP(app.Handler); h != app.Handler {
+	if h := o.tracing.wrap(app.Handler); h != app.Handler {
 		t.Fatal("the API handler is wrapped with tracing off")
 	}
 	if _, wrapped := app.Queue.(*metrics.OrderQueue); wrapped {
