@@ -208,12 +208,6 @@ func provideChannelQueue(c Config) *chanqueue.Queue {
 	return chanqueue.New(c.QueueCapacity, c.BatchLinger)
 }
 
-// provideChannelAdmission reserves through the marked gate, so a rollback's
-// Release clears the voucher's mark at once.
-func provideChannelAdmission(g *application.RoomGate, q *chanqueue.Queue) *chanqueue.Admission {
-	return chanqueue.NewAdmission(g, q)
-}
-
 // commonSet is everything but the queue driver.
 var commonSet = wire.NewSet(
 	NewRedis,
@@ -281,7 +275,9 @@ var commonSet = wire.NewSet(
 
 // channelSet: the in-process bounded channel, fed by the gate plus the channel.
 var channelSet = wire.NewSet(
-	provideChannelAdmission,
+	// Reserves through the marked gate (ports.StockGate), so a rollback's
+	// Release clears the voucher's mark at once.
+	chanqueue.NewAdmission,
 	wire.Bind(new(ports.Admission), new(*chanqueue.Admission)),
 	provideChannelQueue,
 	provideObservedChannelQueue,

@@ -10,27 +10,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
-	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redisstream"
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// provideStreamAdmission: the claim script also XADDs the order, so
-// reservation and message are one atomic step (a split voucher's, in the
-// user's home bucket).
-func provideStreamAdmission(g *redisgate.Gate, q *redisstream.Queue) *redisstream.Admission {
-	return redisstream.NewAdmission(g, q)
-}
-
 // ConsumerLease is this instance's exclusive hold on its consumer name.
 type ConsumerLease = redisstream.Lease
-
-// consumerLeaseTTL: how long a killed instance's name stays taken. A third
-// of MinIdle (within 1s..10s): a restart under the same name waits at most
-// that, well before the others would take its entries over anyway.
-func consumerLeaseTTL(c Config) time.Duration {
-	return min(max(c.StreamMinIdle/3, time.Second), 10*time.Second)
-}
 
 // provideConsumerLease refuses a second live instance under the same
 // SECKILL_CONSUMER: the two would share one pending list, each renewing and
@@ -42,7 +27,10 @@ func consumerLeaseTTL(c Config) time.Duration {
 // and then starts. The cleanup releases the name, so a graceful restart does
 // not wait.
 func provideConsumerLease(rdb redis.UniversalClient, c Config, log zerolog.Logger) (*ConsumerLease, func(), error) {
-	ttl := consumerLeaseTTL(c)
+	// How long a killed instance's name stays taken: a third of MinIdle
+	// (within 1s..10s), so a restart under the same name waits at most
+	// that, well before the others would take its entries over anyway.
+	ttl := min(max(c.StreamMinIdle/3, time.Second), 10*time.Second)
 	key := c.KeyPrefix + "consumer:" + c.Consumer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*ttl)
 	defer cancel()
@@ -85,7 +73,9 @@ func provideStreamQueue(rdb redis.UniversalClient, c Config, log zerolog.Logger,
 
 // streamSet: the Redis Stream queue, shared by every instance as one group.
 var streamSet = wire.NewSet(
-	provideStreamAdmission,
+	// The claim script also XADDs the order, so reservation and message are
+	// one atomic step (a split voucher's, in the user's home bucket).
+	redisstream.NewAdmission,
 	wire.Bind(new(ports.Admission), new(*redisstream.Admission)),
 	provideConsumerLease,
 	provideStreamQueue,

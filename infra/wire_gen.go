@@ -7,8 +7,10 @@
 package infra
 
 import (
+	"github.com/hmdp-go/seckill/adapters/chanqueue"
 	"github.com/hmdp-go/seckill/adapters/metrics"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
+	"github.com/hmdp-go/seckill/adapters/redisstream"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/ports"
 	"github.com/rs/zerolog"
@@ -63,7 +65,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs, cleanup5 := provideIDs(universalClient, claimRedis, c)
 	queue := provideChannelQueue(c)
-	admission := provideChannelAdmission(roomGate, queue)
+	admission := chanqueue.NewAdmission(roomGate, queue)
 	roomSigner, err := provideRoomSigner(universalClient, c, log)
 	if err != nil {
 		cleanup5()
@@ -204,7 +206,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	admission := provideStreamAdmission(gate, queue)
+	admission := redisstream.NewAdmission(gate, queue)
 	roomSigner, err := provideRoomSigner(universalClient, c, log)
 	if err != nil {
 		cleanup7()
