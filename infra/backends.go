@@ -48,10 +48,7 @@ func checkMinReplicas(c Config, rdb redis.UniversalClient, log zerolog.Logger) {
 	defer cancel()
 	check := func(ctx context.Context, m *redis.Client) error {
 		v, err := m.ConfigGet(ctx, "min-replicas-to-write").Result()
-		if err != nil {
-			return nil
-		}
-		if n, _ := strconv.Atoi(v["min-replicas-to-write"]); n < c.RedisWaitReplicas {
+		if n, _ := strconv.Atoi(v["min-replicas-to-write"]); err == nil && n < c.RedisWaitReplicas {
 			log.Warn().Str("master", m.Options().Addr).Int("min_replicas_to_write", n).Int("wait_replicas", c.RedisWaitReplicas).
 				Msg("this Redis master takes writes without the replicas SECKILL_REDIS_WAIT_REPLICAS waits for: if it loses them, every claim it takes answers outcome_unknown; set min-replicas-to-write (and min-replicas-max-lag) on it, and claims are refused busy instead (docs/SCALING.md)")
 		}
