@@ -143,20 +143,16 @@ func loadConfig(opts env.Options, lookup func(string) (string, bool)) (Config, e
 	if err := env.ParseWithOptions(&c, opts); err != nil {
 		p.parseErrors(err, lookup)
 	}
-	c.fillDefaults()
+	// What the environment may leave out but has no static default is set
+	// here, once: Validate only reads.
+	if c.Consumer == "" {
+		c.Consumer = defaultConsumer()
+	}
 	c.check(&p)
 	if err := p.err(); err != nil {
 		return Config{}, err
 	}
 	return c, nil
-}
-
-// fillDefaults sets what the environment may leave out but has no static
-// default. It runs once, at load; Validate only reads.
-func (c *Config) fillDefaults() {
-	if c.Consumer == "" {
-		c.Consumer = defaultConsumer()
-	}
 }
 
 // problems gathers what is wrong with a configuration, one line per variable
@@ -215,12 +211,9 @@ func kindOf(t reflect.Type) string {
 		return "a duration such as 200ms, 30s or 1m"
 	case t.Kind() == reflect.Bool:
 		return "true or false"
-	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64,
-		t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64:
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
 		return "a whole number"
-	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
-		return "a number"
-	default:
+	default: // Config holds no unsigned or float setting
 		return "a " + t.String()
 	}
 }
