@@ -53,17 +53,13 @@ flags:
 	defer cleanup()
 
 	id := domain.VoucherID(*voucher)
-	if !*fix {
-		r, err := rec.Check(ctx, id)
-		if err != nil {
-			return err
-		}
-		printReport(stdout, "", r)
-		return verdict(r)
-	}
 	before, err := rec.Check(ctx, id)
 	if err != nil {
 		return err
+	}
+	if !*fix {
+		printReport(stdout, "", before)
+		return verdict(before)
 	}
 	printReport(stdout, "before: ", before)
 	after, err := rec.Fix(ctx, id)
