@@ -145,18 +145,14 @@ func NewClaimRedis(rdb redis.UniversalClient, c Config, log zerolog.Logger) (Cla
 	// voucher's claims and releases stay in order (Config refuses shards
 	// with half duplex, which would run batches in parallel, unordered).
 	opts.NumShards = c.RedisAutoPipelineShards
-	var (
-		ap  *redis.AutoPipeliner
-		err error
-	)
-	switch r := rdb.(type) {
-	case *redis.Client:
-		ap, err = r.AsyncAutoPipelineWithOptions(opts)
-	case *redis.ClusterClient:
-		ap, err = r.AsyncAutoPipelineWithOptions(opts)
-	default:
+	// A go-redis Client or ClusterClient.
+	pipelined, ok := rdb.(interface {
+		AsyncAutoPipelineWithOptions(*redis.AutoPipelineOptions) (*redis.AutoPipeliner, error)
+	})
+	if !ok {
 		return ClaimRedis{}, nil, fmt.Errorf("automatic pipelining needs a go-redis Client or ClusterClient, got %T", rdb)
 	}
+	ap, err := pipelined.AsyncAutoPipelineWithOptions(opts)
 	if err != nil {
 		return ClaimRedis{}, nil, fmt.Errorf("Tuning.RedisAutoPipeline=%s: %w", c.RedisAutoPipeline, err)
 	}
