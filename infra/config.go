@@ -121,27 +121,18 @@ type Config struct {
 }
 
 // LoadConfig reads and validates the environment.
-func LoadConfig() (Config, error) {
-	return loadConfig(env.Options{}, os.LookupEnv)
-}
+func LoadConfig() (Config, error) { return LoadConfigFrom(env.ToMap(os.Environ())) }
 
 // LoadConfigFrom reads and validates the given variables instead of the
-// process environment.
+// process environment. It parses every variable, then validates every one
+// that parsed, so a user fixing a deployment sees all the bad variables in
+// one message, each as "VARIABLE: what is wrong", rather than one per
+// attempt.
 func LoadConfigFrom(vars map[string]string) (Config, error) {
-	return loadConfig(env.Options{Environment: vars}, func(k string) (string, bool) {
-		v, ok := vars[k]
-		return v, ok
-	})
-}
-
-// loadConfig parses every variable, then validates every one that parsed, so
-// a user fixing a deployment sees all the bad variables in one message, each
-// as "VARIABLE: what is wrong", rather than one per attempt.
-func loadConfig(opts env.Options, lookup func(string) (string, bool)) (Config, error) {
 	c := Config{Tuning: DefaultTuning()}
 	var p problems
-	if err := env.ParseWithOptions(&c, opts); err != nil {
-		p.parseErrors(err, lookup)
+	if err := env.ParseWithOptions(&c, env.Options{Environment: vars}); err != nil {
+		p.parseErrors(err, vars)
 	}
 	// What the environment may leave out but has no static default is set
 	// here, once: Validate only reads.
@@ -179,7 +170,7 @@ func (p *problems) err() error {
 
 // parseErrors rewrites the env library's errors, which name the Go field and
 // the strconv call, as "VARIABLE: want <kind>, got <value>".
-func (p *problems) parseErrors(err error, lookup func(string) (string, bool)) {
+func (p *problems) parseErrors(err error, vars map[string]string) {
 	var agg env.AggregateError
 	if !errors.As(err, &agg) {
 		p.list = append(p.list, err.Error())
@@ -199,8 +190,7 @@ func (p *problems) parseErrors(err error, lookup func(string) (string, bool)) {
 			continue
 		}
 		name := f.Tag.Get("env")
-		raw, _ := lookup(name)
-		p.add(name, "want %s, got %q", kindOf(pe.Type), raw)
+		p.add(name, "want %s, got %q", kindOf(pe.Type), vars[name])
 		p.unparsed[name] = true
 	}
 }
