@@ -41,12 +41,11 @@ type Observability struct {
 // need no queue into the clients (Redis round trips, sold-out answers), and
 // the tracing of Redis and the database when it is on.
 func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, counter *metrics.ClaimCounter, sessions *redissession.Sessions, rooms *application.RoomDirectory, log zerolog.Logger) (*Observability, error) {
-	o := &Observability{}
 	t, err := newTracing(c.Tracing, rdb, db, log)
 	if err != nil {
 		return nil, err
 	}
-	o.tracing = t
+	o := &Observability{tracing: t}
 	if c.MetricsEnabled() {
 		o.Metrics = metrics.New()
 		if c.RedisAutoPipeline == AutoPipelineOff || c.Tracing.Enabled() {
@@ -60,9 +59,9 @@ func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, count
 		}
 		o.Metrics.SoldOutAnswers(counter.Saved)
 		o.Metrics.Rooms(rooms.Figures)
-		if t := sessions; t.Tracking() {
-			o.Metrics.SessionCache(metrics.SessionStats{Entries: t.Cached, Reports: t.Reports, ReadBack: t.Prefetched, Skipped: t.Skipped,
-				Warmed: func() int64 { return t.WarmProgress().Cached }, Serving: t.Serving, Downs: t.Downs})
+		if s := sessions; s.Tracking() {
+			o.Metrics.SessionCache(metrics.SessionStats{Entries: s.Cached, Reports: s.Reports, ReadBack: s.Prefetched, Skipped: s.Skipped,
+				Warmed: func() int64 { return s.WarmProgress().Cached }, Serving: s.Serving, Downs: s.Downs})
 		}
 	}
 	return o, nil

@@ -64,15 +64,11 @@ func (t TracingConfig) check(p *problems) {
 	default:
 		p.add("OTEL_TRACES_EXPORTER", "want otlp or none (the exporters built in), got %q", t.Exporter)
 	}
-	protocol := t.TracesProtocol
+	protocol, name := t.TracesProtocol, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
 	if protocol == "" {
-		protocol = t.Protocol
+		protocol, name = t.Protocol, "OTEL_EXPORTER_OTLP_PROTOCOL"
 	}
 	if t.Enabled() && protocol != "" && protocol != "http/protobuf" {
-		name := "OTEL_EXPORTER_OTLP_PROTOCOL"
-		if t.TracesProtocol != "" {
-			name = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
-		}
 		p.add(name, "only http/protobuf is built in (the collector's port 4318), got %q", protocol)
 	}
 }
