@@ -14,9 +14,6 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// ConsumerLease is this instance's exclusive hold on its consumer name.
-type ConsumerLease = redisstream.Lease
-
 // provideConsumerLease refuses a second live instance under the same
 // SECKILL_CONSUMER: the two would share one pending list, each renewing and
 // re-reading what the other is writing, and nothing would say so. Refused
@@ -26,7 +23,7 @@ type ConsumerLease = redisstream.Lease
 // A killed instance stops renewing; its restart waits out the lease (logged)
 // and then starts. The cleanup releases the name, so a graceful restart does
 // not wait.
-func provideConsumerLease(rdb redis.UniversalClient, c Config, log zerolog.Logger) (*ConsumerLease, func(), error) {
+func provideConsumerLease(rdb redis.UniversalClient, c Config, log zerolog.Logger) (*redisstream.Lease, func(), error) {
 	// How long a killed instance's name stays taken: a third of MinIdle
 	// (within 1s..10s), so a restart under the same name waits at most
 	// that, well before the others would take its entries over anyway.
@@ -55,7 +52,7 @@ func provideConsumerLease(rdb redis.UniversalClient, c Config, log zerolog.Logge
 // ran (App.Shutdown closes it otherwise; Close is idempotent). It takes the
 // consumer lease so that the name is held before the queue reads under it,
 // and released only after the queue is closed.
-func provideStreamQueue(rdb redis.UniversalClient, c Config, log zerolog.Logger, _ *ConsumerLease) (*redisstream.Queue, func(), error) {
+func provideStreamQueue(rdb redis.UniversalClient, c Config, log zerolog.Logger, _ *redisstream.Lease) (*redisstream.Queue, func(), error) {
 	q, err := redisstream.New(rdb, redisstream.Options{
 		Prefix:   c.KeyPrefix,
 		Group:    c.StreamGroup,

@@ -187,7 +187,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, roomGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs, cleanup5 := provideIDs(universalClient, claimRedis, c)
-	v, cleanup6, err := provideConsumerLease(universalClient, c, log)
+	lease, cleanup6, err := provideConsumerLease(universalClient, c, log)
 	if err != nil {
 		cleanup5()
 		cleanup4()
@@ -196,7 +196,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	queue, cleanup7, err := provideStreamQueue(universalClient, c, log, v)
+	queue, cleanup7, err := provideStreamQueue(universalClient, c, log, lease)
 	if err != nil {
 		cleanup6()
 		cleanup5()
