@@ -139,6 +139,7 @@ func LoadConfigFrom(vars map[string]string) (Config, error) {
 	if c.Consumer == "" {
 		c.Consumer = defaultConsumer()
 	}
+	c.RedisClusterAddrs = seedList(c.RedisClusterAddrs)
 	c.check(&p)
 	if err := p.err(); err != nil {
 		return Config{}, err
@@ -226,6 +227,22 @@ func (c Config) Validate() error {
 	return p.err()
 }
 
+// seedList is the cluster seeds as written, each trimmed, the empty ones
+// ("a,,b", a trailing comma) left out: nil when none was given, empty (and
+// refused by check) when all were blank.
+func seedList(addrs []string) []string {
+	if addrs == nil {
+		return nil
+	}
+	seeds := []string{}
+	for _, a := range addrs {
+		if a = strings.TrimSpace(a); a != "" {
+			seeds = append(seeds, a)
+		}
+	}
+	return seeds
+}
+
 // within refuses an integer setting outside lo..hi.
 func (p *problems) within(name string, v, lo, hi int) {
 	if v < lo || v > hi {
@@ -252,20 +269,13 @@ func (c Config) check(p *problems) {
 			bad("SECKILL_REDIS_URL", "want redis://host:port/db: %v", err)
 		}
 	}
-	if len(c.RedisClusterAddrs) > 0 {
-		seeds := c.RedisClusterAddrs[:0]
+	if c.RedisClusterAddrs != nil {
 		for _, a := range c.RedisClusterAddrs {
-			a = strings.TrimSpace(a)
-			if a == "" {
-				continue
-			}
 			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
 				bad("SECKILL_REDIS_CLUSTER_ADDRS", "want host:port,host:port,..., got %q", a)
 			}
-			seeds = append(seeds, a)
 		}
-		c.RedisClusterAddrs = seeds
-		if len(seeds) == 0 {
+		if len(c.RedisClusterAddrs) == 0 {
 			bad("SECKILL_REDIS_CLUSTER_ADDRS", "names no node")
 		}
 		if c.RedisURL != "" {

@@ -2,6 +2,7 @@ package infra_test
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -242,19 +243,32 @@ func TestConfigValidateDoesNotChangeTheConfig(t *testing.T) {
 	}
 }
 
+// TestConfigRedisClusterSeeds: the seeds are the ones written, trimmed, an
+// empty entry (a doubled or trailing comma) left out rather than read as a
+// node or as a second copy of another.
 func TestConfigRedisClusterSeeds(t *testing.T) {
-	c, err := infra.LoadConfigFrom(map[string]string{
-		"SECKILL_REDIS_CLUSTER_ADDRS": "127.0.0.1:7001, 127.0.0.1:7002,127.0.0.1:7003",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"}
-	if !c.RedisCluster() || strings.Join(c.RedisClusterAddrs, ",") != strings.Join(want, ",") {
-		t.Fatalf("seeds %q, want %q", c.RedisClusterAddrs, want)
+	for _, v := range []string{
+		"127.0.0.1:7001, 127.0.0.1:7002,127.0.0.1:7003",
+		"127.0.0.1:7001,,127.0.0.1:7002, ,127.0.0.1:7003,",
+	} {
+		c, err := infra.LoadConfigFrom(map[string]string{"SECKILL_REDIS_CLUSTER_ADDRS": v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.RedisCluster() || !slices.Equal(c.RedisClusterAddrs, want) {
+			t.Fatalf("SECKILL_REDIS_CLUSTER_ADDRS=%q: seeds %q, want %q", v, c.RedisClusterAddrs, want)
+		}
+		if err := c.Validate(); err != nil || !slices.Equal(c.RedisClusterAddrs, want) {
+			t.Fatalf("Validate: %v, and the seeds after it %q: it must only read", err, c.RedisClusterAddrs)
+		}
+		if r, _ := c.Embedded(); r {
+			t.Fatal("a named cluster must not run the embedded Redis")
+		}
 	}
-	if r, _ := c.Embedded(); r {
-		t.Fatal("a named cluster must not run the embedded Redis")
+	if _, err := infra.LoadConfigFrom(map[string]string{"SECKILL_REDIS_CLUSTER_ADDRS": " , "}); err == nil ||
+		!strings.Contains(err.Error(), "names no node") {
+		t.Fatalf("only blank seeds: err %v, want one saying they name no node", err)
 	}
 }
 
