@@ -42,7 +42,8 @@ func BucketTag(id domain.VoucherID, b, k int) string {
 	}
 }
 
-// KeysForTag is KeysFor with an explicit hash tag (a bucket's).
+// KeysForTag is the one place the per-voucher key layout is defined: the
+// keys under a voucher's hash tag, or a bucket's.
 func KeysForTag(prefix, tag string) Keys {
 	t := prefix + "{" + tag + "}:"
 	return Keys{

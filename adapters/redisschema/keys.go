@@ -75,18 +75,9 @@ type Keys struct {
 	tag string // <prefix>{<voucherId>}:
 }
 
-// KeysFor is the one place the per-voucher key layout is defined. prefix must
-// pass ValidatePrefix.
-func KeysFor(prefix string, id domain.VoucherID) Keys {
-	tag := prefix + "{" + strconv.FormatInt(int64(id), 10) + "}:"
-	return Keys{
-		Voucher: tag + "voucher",
-		Buyers:  tag + "buyers",
-		Orders:  tag + "orders",
-		Live:    LiveSet(prefix),
-		tag:     tag,
-	}
-}
+// KeysFor names an unsplit voucher's keys (KeysForTag). prefix must pass
+// ValidatePrefix.
+func KeysFor(prefix string, id domain.VoucherID) Keys { return KeysForTag(prefix, VoucherTag(id)) }
 
 // Staging names a temporary hash a gate Restore fills before swapping it in.
 // It shares the voucher's hash tag so the swap (RENAME) is one slot.
