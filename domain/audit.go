@@ -25,11 +25,7 @@ const (
 
 // ParseAuditAction accepts only the actions above.
 func ParseAuditAction(s string) (AuditAction, error) {
-	switch a := AuditAction(s); a {
-	case ActionCreateVoucher, ActionEndSale, ActionMoveEnd, ActionAddStock, ActionPause, ActionResume:
-		return a, nil
-	}
-	return "", invalid("action", "unknown audit action %q", s)
+	return parseEnum(s, "action", "audit action", ActionCreateVoucher, ActionEndSale, ActionMoveEnd, ActionAddStock, ActionPause, ActionResume)
 }
 
 // MaxAuditChange bounds an entry's change document: far above any voucher

@@ -3,6 +3,7 @@ package domain
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Refusal is a business answer to a claim: expected, not a failure. Each has a
@@ -71,4 +72,13 @@ func (e *ValidationError) Error() string {
 
 func invalid(field, format string, args ...any) error {
 	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// parseEnum is how every Parse function of a string enum reads s: one of
+// valid, or a ValidationError of field naming what it is not.
+func parseEnum[T ~string](s, field, what string, valid ...T) (T, error) {
+	if slices.Contains(valid, T(s)) {
+		return T(s), nil
+	}
+	return "", invalid(field, "unknown %s %q", what, s)
 }

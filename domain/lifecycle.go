@@ -26,11 +26,7 @@ const (
 
 // ParseCancelReason accepts only the reasons above.
 func ParseCancelReason(s string) (CancelReason, error) {
-	switch r := CancelReason(s); r {
-	case CancelExpired, CancelByBuyer:
-		return r, nil
-	}
-	return "", invalid("reason", "unknown cancel reason %q", s)
+	return parseEnum(s, "reason", "cancel reason", CancelExpired, CancelByBuyer)
 }
 
 // ErrAlreadyPaid refuses to cancel a paid order: 200 success=false.

@@ -101,11 +101,7 @@ const (
 
 // ParseFailureReason accepts only the reasons above.
 func ParseFailureReason(s string) (FailureReason, error) {
-	switch r := FailureReason(s); r {
-	case FailOutOfStock, FailDuplicate, FailVoucherGone, FailIDConflict, FailUndeliverable, FailRefused:
-		return r, nil
-	}
-	return "", invalid("reason", "unknown failure reason %q", s)
+	return parseEnum(s, "reason", "failure reason", FailOutOfStock, FailDuplicate, FailVoucherGone, FailIDConflict, FailUndeliverable, FailRefused)
 }
 
 // ReleasesBuyer tells whether a failure frees the user to claim again: true when

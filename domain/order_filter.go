@@ -1,5 +1,7 @@
 package domain
 
+import "slices"
+
 // OrderFilter selects a sale's orders by where they stand, for its
 // operator's list and export. Its names are the operator's words: an unpaid
 // order is the API's "created"; "cancelled" takes both reasons, "expired"
@@ -21,13 +23,8 @@ var OrderFilters = []OrderFilter{UnpaidOrders, PaidOrders, CancelledOrders, Expi
 
 // ParseOrderFilter accepts "" (every order) and the names above.
 func ParseOrderFilter(s string) (OrderFilter, error) {
-	if s == "" {
-		return AllOrders, nil
-	}
-	for _, f := range OrderFilters {
-		if OrderFilter(s) == f {
-			return f, nil
-		}
+	if f := OrderFilter(s); f == AllOrders || slices.Contains(OrderFilters, f) {
+		return f, nil
 	}
 	return "", invalid("state", "must be one of unpaid, paid, cancelled, expired, refunding (or omitted for all)")
 }

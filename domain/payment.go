@@ -23,11 +23,7 @@ const (
 
 // ParsePaymentKind accepts only the kinds above.
 func ParsePaymentKind(s string) (PaymentKind, error) {
-	switch k := PaymentKind(s); k {
-	case PaymentSettled, PaymentLate, PaymentDouble, PaymentUnsold:
-		return k, nil
-	}
-	return "", invalid("kind", "unknown payment kind %q", s)
+	return parseEnum(s, "kind", "payment kind", PaymentSettled, PaymentLate, PaymentDouble, PaymentUnsold)
 }
 
 // Owed tells whether the payment's money must go back to the payer.
