@@ -5,23 +5,16 @@ import "time"
 // ControlError refuses an admin's sale control that cannot apply to the sale
 // as it stands (it has ended, its new end would be in the past): the input
 // was well formed, the sale's state says no. Its code is stable, like a
-// Refusal's, and nothing changed.
-type ControlError struct {
-	code string
-	text string
-}
-
-func (e *ControlError) Error() string { return e.text }
-
-// Code is the error's stable machine name, e.g. "sale_over".
-func (e *ControlError) Code() string { return e.code }
+// Refusal's (Code, e.g. "sale_over"), and nothing changed. It is a type of
+// its own so that it is not taken for a claim's Refusal.
+type ControlError struct{ Refusal }
 
 // The sale controls' refusals.
 var (
-	ErrSaleOver       = &ControlError{"sale_over", "the sale has already ended"}
-	ErrSaleNotStarted = &ControlError{"sale_not_started", "the sale has not started: move its end time instead"}
-	ErrEndInPast      = &ControlError{"end_in_past", "the new end time is in the past"}
-	ErrEndBeforeBegin = &ControlError{"end_before_begin", "the new end time is not after the sale's begin time"}
+	ErrSaleOver       = &ControlError{Refusal{"sale_over", "the sale has already ended"}}
+	ErrSaleNotStarted = &ControlError{Refusal{"sale_not_started", "the sale has not started: move its end time instead"}}
+	ErrEndInPast      = &ControlError{Refusal{"end_in_past", "the new end time is in the past"}}
+	ErrEndBeforeBegin = &ControlError{Refusal{"end_before_begin", "the new end time is not after the sale's begin time"}}
 )
 
 // EndAt is the sale with its end moved to end (later or earlier), as an
