@@ -14,7 +14,7 @@ import (
 // refuses the control characters that once made such pairs collide.
 func TestFingerprintTellsFieldBoundariesApart(t *testing.T) {
 	begin := time.Date(2026, 11, 29, 19, 0, 0, 0, time.UTC)
-	sale := domain.UnmarshalSaleFromDatabase(5, begin, begin.Add(time.Hour))
+	sale := domain.UnmarshalSplitSaleFromDatabase(5, begin, begin.Add(time.Hour), 1)
 	voucher := func(title, sub, rules string) domain.Voucher {
 		return domain.UnmarshalVoucherFromDatabase(0, domain.VoucherSpec{
 			ShopID: 1, Title: title, SubTitle: sub, Rules: rules, PayValue: 1, ActualValue: 2,
@@ -45,7 +45,7 @@ func TestFingerprintTellsFieldBoundariesApart(t *testing.T) {
 // the fingerprint keys recorded before limits existed.
 func TestFingerprintTellsLimitsApart(t *testing.T) {
 	begin := time.Now().Add(time.Hour)
-	sale := domain.UnmarshalSaleFromDatabase(5, begin, begin.Add(time.Hour))
+	sale := domain.UnmarshalSplitSaleFromDatabase(5, begin, begin.Add(time.Hour), 1)
 	voucher := func(s domain.Sale) domain.Voucher {
 		return domain.UnmarshalVoucherFromDatabase(0, domain.VoucherSpec{ShopID: 1, Title: "t"}, domain.VoucherSeckill, 1, s)
 	}

@@ -206,14 +206,9 @@ func UnmarshalVoucherFromDatabase(id VoucherID, spec VoucherSpec, typ VoucherTyp
 	}
 }
 
-// UnmarshalSaleFromDatabase rebuilds a stored sale, whose stock may have been
-// sold down to 0. Use it only in repositories.
-func UnmarshalSaleFromDatabase(stock int, begin, end time.Time) Sale {
-	return Sale{stock: stock, begin: begin, end: end}
-}
-
-// UnmarshalSplitSaleFromDatabase is UnmarshalSaleFromDatabase for a sale
-// stored with its number of buckets. Use it only in repositories.
+// UnmarshalSplitSaleFromDatabase rebuilds a stored sale, whose stock may
+// have been sold down to 0, with its number of buckets (0 or 1: unsplit).
+// Use it only in repositories.
 func UnmarshalSplitSaleFromDatabase(stock int, begin, end time.Time, buckets int) Sale {
 	return Sale{stock: stock, begin: begin, end: end, buckets: unsplit(buckets)}
 }
