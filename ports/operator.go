@@ -9,14 +9,11 @@ import (
 // The operator's ports: the audit trail of admin actions, and a sale's
 // orders read in pages. Neither is on the claim path.
 
-// AuditLog is the append-only trail of admin actions. An action that is a
-// database write records its entry in the write's own transaction (as
-// VoucherRepository.AddSeckillOnce does), so an action and its entry commit
-// or fail together; Record is for an action that is not one (a change made
-// in Redis only). Nothing updates or deletes an entry.
+// AuditLog reads the append-only trail of admin actions. Every action is a
+// database write that records its entry in the write's own transaction
+// (VoucherRepository.AddSeckillOnce, SaleControls.ChangeSale), so an action
+// and its entry commit or fail together. Nothing updates or deletes an entry.
 type AuditLog interface {
-	// Record appends e and returns it with its id and time.
-	Record(ctx context.Context, e domain.AuditEntry) (domain.AuditEntry, error)
 	// List returns up to q.Limit entries, newest first (by id): those with
 	// ids below q.Before (0: from the newest), of q.Voucher only when it is
 	// set.

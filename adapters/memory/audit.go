@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/hmdp-go/seckill/domain"
@@ -11,9 +10,9 @@ import (
 
 var _ ports.AuditLog = (*AuditLog)(nil)
 
-// AuditLog is the in-memory trail of admin actions. It reads and appends
-// the trail its Vouchers keep, as mysqlstore.AuditRepo and VoucherRepo
-// share tb_admin_audit: a creation's entry is appended with the voucher.
+// AuditLog is the in-memory trail of admin actions. It reads the trail its
+// Vouchers keep, as mysqlstore.AuditRepo and VoucherRepo share
+// tb_admin_audit: an action's entry is appended with its change.
 type AuditLog struct {
 	v *Vouchers
 }
@@ -23,18 +22,6 @@ func NewAuditLog(vouchers *Vouchers) *AuditLog {
 		panic("memory: NewAuditLog needs the Vouchers whose trail it keeps")
 	}
 	return &AuditLog{v: vouchers}
-}
-
-func (l *AuditLog) Record(ctx context.Context, e domain.AuditEntry) (domain.AuditEntry, error) {
-	if err := ctx.Err(); err != nil {
-		return domain.AuditEntry{}, err
-	}
-	if e.IsZero() || e.Voucher() <= 0 {
-		return domain.AuditEntry{}, errors.New("an audit entry needs its admin and voucher")
-	}
-	l.v.mu.Lock()
-	defer l.v.mu.Unlock()
-	return l.v.appendAudit(e), nil
 }
 
 func (l *AuditLog) List(ctx context.Context, q ports.AuditQuery) ([]domain.AuditEntry, error) {

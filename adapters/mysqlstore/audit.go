@@ -14,8 +14,9 @@ import (
 
 var _ ports.AuditLog = (*AuditRepo)(nil)
 
-// AuditRepo is the trail of admin actions in tb_admin_audit. It only
-// inserts and reads: the table is append-only from the service.
+// AuditRepo reads the trail of admin actions in tb_admin_audit, which the
+// voucher repository's writes append to (recordAudit): the table is
+// append-only from the service.
 type AuditRepo struct {
 	db *bun.DB
 }
@@ -38,15 +39,7 @@ type auditModel struct {
 	At        time.Time `bun:"create_time"`
 }
 
-func (r *AuditRepo) Record(ctx context.Context, e domain.AuditEntry) (domain.AuditEntry, error) {
-	saved, err := recordAudit(ctx, r.db, e)
-	if err != nil {
-		return domain.AuditEntry{}, wrap("record audit entry", err)
-	}
-	return saved, nil
-}
-
-// recordAudit appends e through db, a transaction when the action is a
+// recordAudit appends e through db, the transaction of the action's
 // database write, so that the entry commits with its change or not at all.
 func recordAudit(ctx context.Context, db bun.IDB, e domain.AuditEntry) (domain.AuditEntry, error) {
 	if e.IsZero() {

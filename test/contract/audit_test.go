@@ -1,6 +1,7 @@
 package contract_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -32,6 +33,21 @@ func auditOf(t *testing.T, s repoSubject, voucher domain.VoucherID) []domain.Aud
 		t.Fatal(err)
 	}
 	return got
+}
+
+// auditRecord records e as the service records an admin's change of a sale:
+// with the change (one unit added to e's voucher), in ChangeSale's
+// transaction.
+func auditRecord(ctx context.Context, s repoSubject, e domain.AuditEntry) error {
+	add := func(v domain.Voucher) (domain.Voucher, domain.AuditEntry, error) {
+		sale, err := v.Sale().AddStock(1, testenv.Now())
+		return v.WithSale(sale), e, err
+	}
+	_, changed, err := s.vouchers.(ports.SaleControls).ChangeSale(ctx, e.Voucher(), ports.Once{}, add)
+	if err == nil && !changed {
+		err = fmt.Errorf("voucher %d: the change was not stored", e.Voucher())
+	}
+	return err
 }
 
 func auditIDs(es []domain.AuditEntry) []int64 {
@@ -83,13 +99,21 @@ var auditCases = []repoCase{
 			if i%2 == 1 {
 				vid = b.ID()
 			}
-			e, err := domain.NewAuditEntry(domain.UserID(20+i), domain.ActionCreateVoucher, vid, fmt.Sprintf(`{"n":%d}`, i))
+			e, err := domain.NewAuditEntry(domain.UserID(20+i), domain.ActionAddStock, vid, fmt.Sprintf(`{"n":%d}`, i))
 			if err != nil {
 				t.Fatal(err)
 			}
-			saved, err := s.audit.Record(repoCtx(t), e)
-			if err != nil {
+			if err := auditRecord(repoCtx(t), s, e); err != nil {
 				t.Fatal(err)
+			}
+			newest, err := s.audit.List(repoCtx(t), ports.AuditQuery{Limit: 1})
+			if err != nil || len(newest) != 1 {
+				t.Fatalf("record %d: newest entry %v, %v", i, auditIDs(newest), err)
+			}
+			saved := newest[0]
+			if saved.Admin() != e.Admin() || saved.Voucher() != vid || saved.Change() != e.Change() {
+				t.Fatalf("record %d: newest entry is admin %d voucher %d %s, want admin %d voucher %d %s", i,
+					saved.Admin(), saved.Voucher(), saved.Change(), e.Admin(), vid, e.Change())
 			}
 			if saved.ID() <= 0 || (i > 0 && saved.ID() <= recorded[i-1].ID()) || saved.At().IsZero() {
 				t.Fatalf("record %d: id %d at %s, after id %v", i, saved.ID(), saved.At(), auditIDs(recorded))
@@ -127,7 +151,6 @@ var auditCases = []repoCase{
 	{"concurrent_records_each_get_their_own_id", func(t *testing.T, s repoSubject) {
 		v := repoAdd(t, s, 1, 5)
 		const n = 8
-		ids := make([]int64, n)
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		for i := range n {
@@ -135,20 +158,25 @@ var auditCases = []repoCase{
 			go func() {
 				defer wg.Done()
 				<-start
-				e, err := domain.NewAuditEntry(domain.UserID(i+1), domain.ActionCreateVoucher, v.ID(), `{}`)
+				e, err := domain.NewAuditEntry(domain.UserID(i+1), domain.ActionAddStock, v.ID(), `{}`)
 				if err == nil {
-					e, err = s.audit.Record(repoCtx(t), e)
+					err = auditRecord(repoCtx(t), s, e)
 				}
 				if err != nil {
 					t.Error(err)
 				}
-				ids[i] = e.ID()
 			}()
 		}
 		close(start)
 		wg.Wait()
-		if got := auditOf(t, s, v.ID()); len(got) != n {
+		got := auditOf(t, s, v.ID())
+		if len(got) != n {
 			t.Fatalf("%d entries after %d concurrent records: %v", len(got), n, auditIDs(got))
+		}
+		for i := 1; i < n; i++ {
+			if got[i].ID() >= got[i-1].ID() {
+				t.Fatalf("entries %v: not each its own id, newest first", auditIDs(got))
+			}
 		}
 	}},
 }
