@@ -2,8 +2,8 @@ package domain
 
 import "slices"
 
-// Outcome is what recording one order of a batch came to. Its fields are
-// those of ports.Outcome, so a repository converts one into the other.
+// Outcome is what recording one order of a batch came to (ports.Outcome is
+// this type).
 type Outcome struct {
 	Order  VoucherOrder
 	State  OrderState // OrderCreated or OrderFailed
@@ -80,7 +80,7 @@ func PlanBatch(orders []VoucherOrder, st BatchState) BatchPlan {
 			// Delivered twice in one batch: the later copy is a redelivery
 			// of the earlier one.
 			prev := plan.Outcomes[i]
-			plan.Outcomes = append(plan.Outcomes, OrderStatus{Order: prev.Order, State: prev.State, Reason: prev.Reason}.replay(o))
+			plan.Outcomes = append(plan.Outcomes, OrderStatus{Order: prev.Order, State: prev.State, Reason: prev.Reason}.Redelivery(o))
 			continue
 		}
 		first[o.ID()] = len(plan.Outcomes)
@@ -93,7 +93,7 @@ func PlanBatch(orders []VoucherOrder, st BatchState) BatchPlan {
 		var out Outcome
 		switch {
 		case recorded:
-			out = rec.replay(o)
+			out = rec.Redelivery(o)
 		case !onSale:
 			out = plan.fail(o, FailVoucherGone)
 		case len(held)+len(given) >= limit:
@@ -137,12 +137,12 @@ func PlanFailures(orders []VoucherOrder, reason FailureReason, recorded map[Orde
 	marked := map[OrderID]VoucherOrder{} // failures this plan records
 	for _, o := range orders {
 		if rec, ok := recorded[o.ID()]; ok {
-			plan.Outcomes = append(plan.Outcomes, rec.replay(o))
+			plan.Outcomes = append(plan.Outcomes, rec.Redelivery(o))
 			continue
 		}
 		if prev, ok := marked[o.ID()]; ok {
 			rec := OrderStatus{Order: prev, State: OrderFailed, Reason: reason}
-			plan.Outcomes = append(plan.Outcomes, rec.replay(o))
+			plan.Outcomes = append(plan.Outcomes, rec.Redelivery(o))
 			continue
 		}
 		marked[o.ID()] = o
@@ -158,10 +158,12 @@ func (p *BatchPlan) fail(o VoucherOrder, reason FailureReason) Outcome {
 	return out
 }
 
-// replay is the outcome of delivering o again when st is recorded under its
-// ID: the record, not new, if it is o's; a new id_conflict, which is not
+// Redelivery is the outcome of delivering o again when st is recorded under
+// its ID: the record, not new, if it is o's; a new id_conflict, which is not
 // recorded, if the ID belongs to another order.
-func (st OrderStatus) replay(o VoucherOrder) Outcome {
-	state, reason := st.Redelivery(o)
-	return Outcome{Order: o, State: state, Reason: reason, New: st.Order != o}
+func (st OrderStatus) Redelivery(o VoucherOrder) Outcome {
+	if st.Order == o {
+		return Outcome{Order: o, State: st.State, Reason: st.Reason}
+	}
+	return Outcome{Order: o, State: OrderFailed, Reason: FailIDConflict, New: true}
 }

@@ -277,9 +277,9 @@ func TestOrderStatusRedelivery(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			state, reason := tt.recorded.Redelivery(o)
-			if state != tt.wantState || reason != tt.wantReason {
-				t.Fatalf("got %s/%s, want %s/%s", state, reason, tt.wantState, tt.wantReason)
+			out := tt.recorded.Redelivery(o)
+			if out.Order != o || out.State != tt.wantState || out.Reason != tt.wantReason || out.New != (tt.wantReason == domain.FailIDConflict) {
+				t.Fatalf("got %s/%s new %v, want %s/%s", out.State, out.Reason, out.New, tt.wantState, tt.wantReason)
 			}
 		})
 	}

@@ -127,13 +127,3 @@ type OrderStatus struct {
 	// and cancellation (zero for a queued or failed one).
 	Lifecycle
 }
-
-// Redelivery is the outcome of delivering o again when st is what is already
-// recorded under o's ID: the recorded outcome if it is o's, and id_conflict
-// if the ID belongs to another order.
-func (st OrderStatus) Redelivery(o VoucherOrder) (OrderState, FailureReason) {
-	if st.Order == o {
-		return st.State, st.Reason
-	}
-	return OrderFailed, FailIDConflict
-}
