@@ -54,11 +54,11 @@ func OrderScript(src, orderID, userID, voucherID string) string {
 	if n := strings.Count(src, OrderMessage); n != 1 {
 		panic(fmt.Sprintf("redisschema: a claim script must hold %s once, found %d", OrderMessage, n))
 	}
-	quote := func(f string) string { return "'" + f + "'" }
-	args := quote(FieldOrderID) + ", " + orderID + ", " +
-		quote(FieldUserID) + ", " + userID + ", " +
-		quote(FieldVoucherID) + ", " + voucherID
-	return strings.Replace(src, OrderMessage, args, 1)
+	var args []string
+	for i, value := range [...]string{orderID, userID, voucherID} {
+		args = append(args, "'"+OrderFields[i]+"'", value)
+	}
+	return strings.Replace(src, OrderMessage, strings.Join(args, ", "), 1)
 }
 
 // DecodeOrder turns a stream entry into the order it carries. The entry must
