@@ -1,6 +1,9 @@
 package domain
 
-import "slices"
+import (
+	"maps"
+	"slices"
+)
 
 // Outcome is what recording one order of a batch came to (ports.Outcome is
 // this type).
@@ -134,18 +137,14 @@ func freeSlot(held, given []int) int {
 // failure. It takes no stock and creates nothing.
 func PlanFailures(orders []VoucherOrder, reason FailureReason, recorded map[OrderID]OrderStatus) BatchPlan {
 	plan := BatchPlan{Outcomes: make([]Outcome, 0, len(orders))}
-	marked := map[OrderID]VoucherOrder{} // failures this plan records
+	seen := make(map[OrderID]OrderStatus, len(recorded)+len(orders)) // recorded, and the failures this plan records
+	maps.Copy(seen, recorded)
 	for _, o := range orders {
-		if rec, ok := recorded[o.ID()]; ok {
+		if rec, ok := seen[o.ID()]; ok {
 			plan.Outcomes = append(plan.Outcomes, rec.Redelivery(o))
 			continue
 		}
-		if prev, ok := marked[o.ID()]; ok {
-			rec := OrderStatus{Order: prev, State: OrderFailed, Reason: reason}
-			plan.Outcomes = append(plan.Outcomes, rec.Redelivery(o))
-			continue
-		}
-		marked[o.ID()] = o
+		seen[o.ID()] = OrderStatus{Order: o, State: OrderFailed, Reason: reason}
 		plan.Outcomes = append(plan.Outcomes, plan.fail(o, reason))
 	}
 	return plan
