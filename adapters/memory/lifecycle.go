@@ -12,17 +12,18 @@ import (
 
 var _ ports.OrderLifecycle = (*Orders)(nil)
 
-// orderLife is a created order's lifecycle, as tb_voucher_order's status,
-// pay_deadline, cancel_reason, pay_time and returned columns keep it.
+// orderLife is a created order with its slot among its buyer's places and
+// its lifecycle, as tb_voucher_order's slot, status, pay_deadline,
+// cancel_reason, pay_time and returned columns keep it.
 type orderLife struct {
+	order domain.VoucherOrder
+	slot  int
 	state domain.OrderState
 	domain.Lifecycle
 	transactionID string
 	returned      bool
 }
 
-// WithPayWindow sets the pay window of the orders CreateBatch records from
-// now on (0, the default, never expires them) and returns s.
 // WithReclaimAfterCancel sets whether an order cancelled from now on frees
 // its buyer to claim again (mysqlstore.OrderRepo.WithReclaimAfterCancel)
 // and returns s.
@@ -33,6 +34,8 @@ func (s *Orders) WithReclaimAfterCancel(on bool) *Orders {
 	return s
 }
 
+// WithPayWindow sets the pay window of the orders CreateBatch records from
+// now on (0, the default, never expires them) and returns s.
 func (s *Orders) WithPayWindow(window time.Duration) *Orders {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -49,9 +52,9 @@ func (s *Orders) ExpireDue(ctx context.Context, now time.Time, limit int) ([]por
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var due []ports.ExpiredOrder
-	for id, l := range s.life {
+	for _, l := range s.created {
 		if l.state == domain.OrderCreated && !l.PayDeadline.IsZero() && !l.PayDeadline.After(now) {
-			due = append(due, ports.ExpiredOrder{Order: s.created[id], Deadline: l.PayDeadline})
+			due = append(due, ports.ExpiredOrder{Order: l.order, Deadline: l.PayDeadline})
 		}
 	}
 	slices.SortFunc(due, func(a, b ports.ExpiredOrder) int { return cmp.Compare(a.Order.ID(), b.Order.ID()) })
@@ -65,18 +68,17 @@ func (s *Orders) ExpireDue(ctx context.Context, now time.Time, limit int) ([]por
 // cancel moves a created order to cancelled and its unit back to stock; the
 // caller holds s.mu.
 func (s *Orders) cancel(o domain.VoucherOrder, reason domain.CancelReason) {
-	l := s.life[o.ID()]
+	l := s.created[o.ID()]
 	l.state, l.CancelReason = domain.OrderCancelled, reason
-	v, u := o.VoucherID(), o.UserID()
-	if held := slices.DeleteFunc(s.holders[v][u], func(id domain.OrderID) bool { return id == o.ID() }); len(held) > 0 {
-		s.holders[v][u] = held
-	} else {
-		delete(s.holders[v], u)
-	}
-	if !s.reclaim {
-		// The place is forfeited: it keeps counting toward the buyer's
-		// limit, and its slot stays taken.
-		addPlace(s.forfeit, o)
+	// Unless reclaim frees it, the place is forfeited: it keeps counting
+	// toward the buyer's limit, and its slot stays taken.
+	if s.reclaim {
+		v, u := o.VoucherID(), o.UserID()
+		if held := slices.DeleteFunc(s.places[v][u], func(id domain.OrderID) bool { return id == o.ID() }); len(held) > 0 {
+			s.places[v][u] = held
+		} else {
+			delete(s.places[v], u)
+		}
 	}
 	s.vouchers.take(o.VoucherID(), -1)
 }
@@ -88,9 +90,9 @@ func (s *Orders) Unreturned(ctx context.Context, limit int) ([]domain.VoucherOrd
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []domain.VoucherOrder
-	for id, l := range s.life {
+	for _, l := range s.created {
 		if !l.state.HoldsUnit() && !l.returned {
-			out = append(out, s.created[id])
+			out = append(out, l.order)
 		}
 	}
 	slices.SortFunc(out, func(a, b domain.VoucherOrder) int { return cmp.Compare(a.ID(), b.ID()) })
@@ -104,7 +106,7 @@ func (s *Orders) Returned(ctx context.Context, ids []domain.OrderID) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, id := range ids {
-		if l, ok := s.life[id]; ok && !l.state.HoldsUnit() {
+		if l, ok := s.created[id]; ok && !l.state.HoldsUnit() {
 			l.returned = true
 		}
 	}
@@ -151,7 +153,7 @@ func (s *Orders) Pay(ctx context.Context, p domain.Payment) (ports.PayResult, er
 		return ports.PayResult{}, err
 	}
 	if next, changed, err := st.State.AfterPayment(); err == nil && changed {
-		l := s.life[id]
+		l := s.created[id]
 		l.state, l.PaidAt, l.transactionID = next, p.At.UTC().Truncate(time.Microsecond), p.TransactionID
 	}
 	p.Order = st.Order

@@ -22,20 +22,14 @@ type Orders struct {
 	vouchers *Vouchers
 
 	mu      sync.Mutex
-	created map[domain.OrderID]domain.VoucherOrder
+	created map[domain.OrderID]*orderLife
 	failed  map[domain.OrderID]orderFailure
-	// holders: each buyer's orders that hold their unit, and a place.
-	holders map[domain.VoucherID]map[domain.UserID][]domain.OrderID
-	// forfeit: buyers' cancelled orders that forfeited their place (unless
-	// reclaim); they hold no unit, but keep counting toward the limit.
-	forfeit map[domain.VoucherID]map[domain.UserID][]domain.OrderID
-	// slot is each created order's slot among its buyer's places (the SQL
-	// column of the same name).
-	slot    map[domain.OrderID]int
+	// places: each buyer's orders that hold a place, the holders of a unit
+	// and the cancelled orders that forfeited theirs (unless reclaim): they
+	// hold no unit, but keep counting toward the limit.
+	places  map[domain.VoucherID]map[domain.UserID][]domain.OrderID
 	reclaim bool
-	// life is each created order's lifecycle (lifecycle.go).
-	life   map[domain.OrderID]*orderLife
-	window time.Duration
+	window  time.Duration
 	// payments is every payment received, by transaction id (lifecycle.go).
 	payments map[string]payment
 }
@@ -51,12 +45,9 @@ func NewOrders(vouchers *Vouchers) *Orders {
 	}
 	return &Orders{
 		vouchers: vouchers,
-		created:  map[domain.OrderID]domain.VoucherOrder{},
+		created:  map[domain.OrderID]*orderLife{},
 		failed:   map[domain.OrderID]orderFailure{},
-		holders:  map[domain.VoucherID]map[domain.UserID][]domain.OrderID{},
-		forfeit:  map[domain.VoucherID]map[domain.UserID][]domain.OrderID{},
-		slot:     map[domain.OrderID]int{},
-		life:     map[domain.OrderID]*orderLife{},
+		places:   map[domain.VoucherID]map[domain.UserID][]domain.OrderID{},
 		payments: map[string]payment{},
 	}
 }
@@ -92,10 +83,15 @@ func (s *Orders) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) 
 		s.vouchers.take(v, n)
 	}
 	for _, o := range plan.Created {
-		s.created[o.ID()] = o
-		s.slot[o.ID()] = plan.Slots[o.ID()]
-		addPlace(s.holders, o)
-		s.life[o.ID()] = &orderLife{state: domain.OrderCreated, Lifecycle: domain.Lifecycle{PayDeadline: domain.PayDeadline(o.ID(), s.window)}}
+		s.created[o.ID()] = &orderLife{
+			order: o, slot: plan.Slots[o.ID()], state: domain.OrderCreated,
+			Lifecycle: domain.Lifecycle{PayDeadline: domain.PayDeadline(o.ID(), s.window)},
+		}
+		v, u := o.VoucherID(), o.UserID()
+		if s.places[v] == nil {
+			s.places[v] = map[domain.UserID][]domain.OrderID{}
+		}
+		s.places[v][u] = append(s.places[v][u], o.ID())
 	}
 	s.recordFailures(plan.Failures)
 	return plan.Outcomes, nil
@@ -146,9 +142,8 @@ func (s *Orders) Find(ctx context.Context, id domain.OrderID) (domain.OrderStatu
 
 // recorded is what is recorded under id; the caller holds s.mu.
 func (s *Orders) recorded(id domain.OrderID) (domain.OrderStatus, bool) {
-	if o, ok := s.created[id]; ok {
-		l := s.life[id]
-		return domain.OrderStatus{Order: o, State: l.state, Lifecycle: l.Lifecycle}, true
+	if l, ok := s.created[id]; ok {
+		return domain.OrderStatus{Order: l.order, State: l.state, Lifecycle: l.Lifecycle}, true
 	}
 	if f, ok := s.failed[id]; ok {
 		return domain.OrderStatus{Order: f.order, State: domain.OrderFailed, Reason: f.reason}, true
@@ -163,14 +158,14 @@ func (s *Orders) Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	buyers := []domain.VoucherOrder{}
-	for _, ids := range s.holders[voucher] {
+	for _, ids := range s.places[voucher] {
 		for _, id := range ids {
-			buyers = append(buyers, s.created[id])
-		}
-	}
-	for _, ids := range s.forfeit[voucher] {
-		for _, id := range ids {
-			buyers = append(buyers, s.created[id].Forfeited())
+			l := s.created[id]
+			if l.state.HoldsUnit() {
+				buyers = append(buyers, l.order)
+			} else {
+				buyers = append(buyers, l.order.Forfeited())
+			}
 		}
 	}
 	slices.SortFunc(buyers, func(a, b domain.VoucherOrder) int { return cmp.Compare(a.ID(), b.ID()) })
@@ -196,31 +191,16 @@ func (s *Orders) CountBuyers(ctx context.Context, vouchers []domain.VoucherID) (
 	defer s.mu.Unlock()
 	out := make(map[domain.VoucherID]int, len(vouchers))
 	for _, v := range vouchers {
-		out[v] = places(s.holders[v]) + places(s.forfeit[v])
+		out[v] = 0 // a voucher without buyers counts them too
+		for _, ids := range s.places[v] {
+			out[v] += len(ids)
+		}
 	}
 	return out, nil
 }
 
-// places counts the orders of a voucher's buyers.
-func places(users map[domain.UserID][]domain.OrderID) int {
-	n := 0
-	for _, ids := range users {
-		n += len(ids)
-	}
-	return n
-}
-
-// addPlace records o among its buyer's places in m.
-func addPlace(m map[domain.VoucherID]map[domain.UserID][]domain.OrderID, o domain.VoucherOrder) {
-	if m[o.VoucherID()] == nil {
-		m[o.VoucherID()] = map[domain.UserID][]domain.OrderID{}
-	}
-	m[o.VoucherID()][o.UserID()] = append(m[o.VoucherID()][o.UserID()], o.ID())
-}
-
 // placesHeld is the slots of the places the orders' users hold in their
-// vouchers' sales: the holders' and the forfeited ones (the SQL unique key's
-// rows); the caller holds s.mu.
+// vouchers' sales (the SQL unique key's rows); the caller holds s.mu.
 func (s *Orders) placesHeld(orders []domain.VoucherOrder) map[domain.VoucherID]map[domain.UserID][]int {
 	out := map[domain.VoucherID]map[domain.UserID][]int{}
 	for _, o := range orders {
@@ -232,8 +212,8 @@ func (s *Orders) placesHeld(orders []domain.VoucherOrder) map[domain.VoucherID]m
 			continue
 		}
 		slots := []int{}
-		for _, id := range slices.Concat(s.holders[v][u], s.forfeit[v][u]) {
-			slots = append(slots, s.slot[id])
+		for _, id := range s.places[v][u] {
+			slots = append(slots, s.created[id].slot)
 		}
 		out[v][u] = slots
 	}
@@ -254,9 +234,9 @@ func (s *Orders) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTall
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t := ports.SaleTally{Stock: stock, Created: int64(places(s.holders[id]))}
-	for oid, l := range s.life {
-		if s.created[oid].VoucherID() != id {
+	t := ports.SaleTally{Stock: stock}
+	for _, l := range s.created {
+		if l.order.VoucherID() != id {
 			continue
 		}
 		switch l.state {
@@ -275,6 +255,7 @@ func (s *Orders) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTall
 			t.Failed++
 		}
 	}
+	t.Created = t.Unpaid + t.Paid
 	s.tallyPayments(id, &t)
 	return t, nil
 }
@@ -290,8 +271,8 @@ func (s *Orders) OrdersAfter(ctx context.Context, voucher domain.VoucherID, filt
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []domain.OrderStatus{}
-	for id, o := range s.created {
-		if o.VoucherID() != voucher || id <= after {
+	for id, l := range s.created {
+		if l.order.VoucherID() != voucher || id <= after {
 			continue
 		}
 		if st, _ := s.recorded(id); filter.Matches(st) {
