@@ -64,9 +64,7 @@ func (s *Vouchers) ChangeSale(ctx context.Context, id domain.VoucherID, once por
 	if sameSale(v.Sale(), after.Sale()) {
 		return v, false, nil
 	}
-	a := after.Sale()
-	after = after.WithSale(domain.UnmarshalSplitSaleFromDatabase(a.Stock(), a.Begin(), voucherStoredTime(a.End()), a.Buckets()).WithStoredRoom(a.Room()).WithStoredControls(a.Added(), a.Paused()).
-		WithStoredLimit(a.LimitPerUser()))
+	after = after.WithSale(storedSale(after.Sale()))
 	s.vouchers[id] = after
 	if once.Key != "" {
 		if s.controlKeys == nil {

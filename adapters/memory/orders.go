@@ -228,7 +228,7 @@ func (s *Orders) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTall
 	if err := ctx.Err(); err != nil {
 		return ports.SaleTally{}, err
 	}
-	stock, ok := s.vouchers.stockOf(id)
+	stock, _, ok := s.vouchers.saleOf(id)
 	if !ok {
 		return ports.SaleTally{}, domain.ErrVoucherNotFound
 	}

@@ -67,8 +67,7 @@ func (s *Vouchers) AddSeckill(ctx context.Context, v domain.Voucher) (domain.Vou
 // addSeckill answers the voucher of a key already used; otherwise it stores
 // the voucher, the key if any and the audit entry if any.
 func (s *Vouchers) addSeckill(key, fingerprint string, v domain.Voucher, entry domain.AuditEntry) ports.Creation {
-	sale := domain.UnmarshalSplitSaleFromDatabase(v.Sale().Stock(), voucherStoredTime(v.Sale().Begin()), voucherStoredTime(v.Sale().End()), v.Sale().Buckets()).WithStoredRoom(v.Sale().Room()).
-		WithStoredLimit(v.Sale().LimitPerUser())
+	sale := storedSale(v.Sale())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if k, ok := s.keys[key]; ok && key != "" {
@@ -155,17 +154,6 @@ func (s *Vouchers) saleOf(id domain.VoucherID) (stock, limit int, ok bool) {
 	return v.Sale().Stock(), v.Sale().LimitPerUser(), true
 }
 
-// stockOf is the remaining stock of a voucher that has a sale.
-func (s *Vouchers) stockOf(id domain.VoucherID) (int, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.vouchers[id]
-	if !ok || !v.IsSeckill() {
-		return 0, false
-	}
-	return v.Sale().Stock(), true
-}
-
 // take removes n units of stock; Orders has checked they are there.
 func (s *Vouchers) take(id domain.VoucherID, n int) {
 	s.mu.Lock()
@@ -174,6 +162,10 @@ func (s *Vouchers) take(id domain.VoucherID, n int) {
 	s.vouchers[id] = v.WithStock(v.Sale().Stock() - n)
 }
 
-func voucherStoredTime(t time.Time) time.Time {
-	return t.UTC().Truncate(time.Microsecond)
+// storedSale is the sale as the database keeps it (times to the
+// microsecond), as mysqlstore's storedSale.
+func storedSale(s domain.Sale) domain.Sale {
+	at := func(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+	return domain.UnmarshalSplitSaleFromDatabase(s.Stock(), at(s.Begin()), at(s.End()), s.Buckets()).WithStoredRoom(s.Room()).
+		WithStoredControls(s.Added(), s.Paused()).WithStoredLimit(s.LimitPerUser())
 }
