@@ -245,18 +245,15 @@ func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) error {
 	if s.holds(o) {
 		return nil
 	}
-	if err != nil {
-		return err
-	}
-	if s.sale.Paused() {
-		return domain.ErrPaused
-	}
-	// The domain's window-then-stock rule, the one the claim script mirrors.
-	if err := s.sale.Check(now, s.stock); err != nil {
-		return err
-	}
 	free, ok := s.free(o)
-	if !ok {
+	switch { // the claim script's order: window, pause, stock, then duplicate
+	case err != nil:
+		return err
+	case s.sale.Paused():
+		return domain.ErrPaused
+	case s.stock <= 0:
+		return domain.ErrSoldOut
+	case !ok:
 		return domain.ErrAlreadyClaimed
 	}
 	s.stock--
@@ -341,8 +338,6 @@ func (g *Gate) QueuedByID(ctx context.Context, id domain.OrderID) (domain.Vouche
 	return domain.VoucherOrder{}, false, nil
 }
 
-// Stock reports a voucher's remaining stock in the gate, and false when the
-// gate does not hold the voucher. Same signature as the Redis gate's.
 // Paused tells whether the voucher's sale is paused (the rooms read it).
 func (g *Gate) Paused(id domain.VoucherID) bool {
 	g.mu.Lock()
@@ -351,6 +346,8 @@ func (g *Gate) Paused(id domain.VoucherID) bool {
 	return ok && s.sale.Paused()
 }
 
+// Stock reports a voucher's remaining stock in the gate, and false when the
+// gate does not hold the voucher. Same signature as the Redis gate's.
 func (g *Gate) Stock(ctx context.Context, id domain.VoucherID) (int, bool, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -384,13 +381,12 @@ type place struct {
 	n    int
 }
 
-// find is the place of o's user that holds mark, if any.
+// find is the place of user u that holds mark, if any (a mark is never 0,
+// the missing place's zero: order ids are positive).
 func (s *gateSale) find(u domain.UserID, mark domain.OrderID) (place, bool) {
 	for n := 1; n <= s.sale.LimitPerUser(); n++ {
 		if p := (place{u, n}); s.buyers[p] == mark {
-			if _, taken := s.buyers[p]; taken {
-				return p, true
-			}
+			return p, true
 		}
 	}
 	return place{}, false

@@ -49,19 +49,18 @@ func (g *IDs) Next(ctx context.Context) (domain.OrderID, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	// A parked number is stamped anew, as the Redis adapter does: the
+	// sequence never repeats here, whatever the second.
 	g.mu.Lock()
+	var seq uint64
 	if n := len(g.unused); n > 0 {
-		seq := g.unused[n-1]
-		g.unused = g.unused[:n-1]
-		g.mu.Unlock()
-		// Stamped anew, as the Redis adapter does: the sequence never
-		// repeats here, whatever the second.
-		return domain.NewOrderID(g.clock.Now(), seq)
+		seq, g.unused = uint64(g.unused[n-1]), g.unused[:n-1]
 	}
 	g.mu.Unlock()
-	seq := g.seq.Add(1)
-	if seq > math.MaxUint32 {
-		return 0, errIDsExhausted
+	if seq == 0 {
+		if seq = g.seq.Add(1); seq > math.MaxUint32 {
+			return 0, errIDsExhausted
+		}
 	}
 	return domain.NewOrderID(g.clock.Now(), uint32(seq))
 }
