@@ -165,14 +165,9 @@ func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.Vouch
 // Lose undoes a reservation as a Redis that lost the claim's write would
 // (a restart without persistence, a failover to a replica that lagged): the
 // mark is gone and the unit is back, whatever became of the order; for tests
-// of the repair.
+// of the repair. It is Release(o, true), which a test need not check.
 func (g *Gate) Lose(o domain.VoucherOrder) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if s, ok := g.sales[o.VoucherID()]; ok && s.holds(o) {
-		s.unmark(o, true)
-		s.stock++
-	}
+	_ = g.Release(context.Background(), o, true)
 }
 
 // Forget drops a voucher's state, as a Redis that lost its data would; for
@@ -207,11 +202,11 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	s := v.Sale()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if _, ok := g.sales[v.ID()]; ok && !force {
-		return false, nil
-	}
 	returned := map[domain.OrderID]struct{}{}
 	if cur, ok := g.sales[v.ID()]; ok {
+		if !force {
+			return false, nil
+		}
 		returned = cur.returned // an Overwrite keeps what was given back
 	}
 	places := make(map[place]domain.OrderID, len(marks))
@@ -300,27 +295,19 @@ func (g *Gate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
 	return nil
 }
 
+// Queued is QueuedByID for the order of user only, as the Redis gate's.
 func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error) {
-	if err := ctx.Err(); err != nil {
+	o, ok, err := g.QueuedByID(ctx, id)
+	if !ok || o.UserID() != user {
 		return domain.VoucherOrder{}, false, err
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for vid, s := range g.sales {
-		o, err := domain.NewVoucherOrder(id, user, vid)
-		if err != nil {
-			return domain.VoucherOrder{}, false, err
-		}
-		if s.holds(o) {
-			return o, true, nil
-		}
-	}
-	return domain.VoucherOrder{}, false, nil
+	return o, true, nil
 }
 
 var _ ports.OrderIndex = (*Gate)(nil)
 
-// QueuedByID is Queued for whoever claimed the order (ports.OrderIndex).
+// QueuedByID finds the order whose mark a place holds, whoever claimed it
+// (ports.OrderIndex).
 func (g *Gate) QueuedByID(ctx context.Context, id domain.OrderID) (domain.VoucherOrder, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return domain.VoucherOrder{}, false, err
