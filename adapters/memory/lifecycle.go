@@ -114,13 +114,21 @@ func (s *Orders) Returned(ctx context.Context, ids []domain.OrderID) error {
 }
 
 func (s *Orders) Cancel(ctx context.Context, id domain.OrderID) (domain.OrderStatus, bool, error) {
-	return s.transition(ctx, id, func(st domain.OrderStatus) (bool, error) {
-		if _, changed, err := st.State.AfterCancel(); err != nil || !changed {
-			return false, err
-		}
-		s.cancel(st.Order, domain.CancelByBuyer)
-		return true, nil
-	})
+	if err := ctx.Err(); err != nil {
+		return domain.OrderStatus{}, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.recorded(id)
+	if !ok {
+		return domain.OrderStatus{}, false, domain.ErrOrderNotFound
+	}
+	if _, changed, err := st.State.AfterCancel(); err != nil || !changed {
+		return st, false, err
+	}
+	s.cancel(st.Order, domain.CancelByBuyer)
+	st, _ = s.recorded(id)
+	return st, true, nil
 }
 
 // payment is one received payment, as a tb_payment row keeps it.
@@ -175,24 +183,4 @@ func (s *Orders) tallyPayments(id domain.VoucherID, t *ports.SaleTally) {
 			t.DoubleCharges++
 		}
 	}
-}
-
-// transition applies apply to the recorded order under the mutex and
-// answers its status after.
-func (s *Orders) transition(ctx context.Context, id domain.OrderID, apply func(domain.OrderStatus) (bool, error)) (domain.OrderStatus, bool, error) {
-	if err := ctx.Err(); err != nil {
-		return domain.OrderStatus{}, false, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, ok := s.recorded(id)
-	if !ok {
-		return domain.OrderStatus{}, false, domain.ErrOrderNotFound
-	}
-	changed, err := apply(st)
-	if err != nil {
-		return st, false, err
-	}
-	st, _ = s.recorded(id)
-	return st, changed, nil
 }

@@ -190,9 +190,7 @@ func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time,
 	st := ports.RoomState{
 		Joined: r.joined, Drawn: r.drawn, N: r.n, Boundary: r.boundary, Expired: r.expired, Used: r.usedN, Lapsed: r.lapsed,
 		Outstanding: r.boundary - r.expired - int64(len(r.live)), Left: left,
-	}
-	if r.drawn {
-		st.Seed = r.seed
+		Seed: r.seed, // zero until the draw
 	}
 	i := sort.Search(len(r.steps), func(i int) bool { return r.steps[i].Boundary > after })
 	st.Steps = append([]ports.RoomStep(nil), r.steps[i:]...)
