@@ -67,9 +67,6 @@ func (s *Vouchers) ChangeSale(ctx context.Context, id domain.VoucherID, once por
 	after = after.WithSale(storedSale(after.Sale()))
 	s.vouchers[id] = after
 	if once.Key != "" {
-		if s.controlKeys == nil {
-			s.controlKeys = map[string]voucherKey{}
-		}
 		s.controlKeys[once.Key] = voucherKey{id: id, fingerprint: once.Fingerprint}
 	}
 	s.appendAudit(entry)

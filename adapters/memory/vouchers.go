@@ -33,7 +33,7 @@ type voucherKey struct {
 }
 
 func NewVouchers() *Vouchers {
-	return &Vouchers{vouchers: map[domain.VoucherID]domain.Voucher{}, keys: map[string]voucherKey{}}
+	return &Vouchers{vouchers: map[domain.VoucherID]domain.Voucher{}, keys: map[string]voucherKey{}, controlKeys: map[string]voucherKey{}}
 }
 
 // AddSeckillOnce is AddSeckill under an idempotency key, like the SQL one:
