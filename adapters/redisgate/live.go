@@ -215,7 +215,7 @@ func (g *Gate) Stock(ctx context.Context, id domain.VoucherID) (int, bool, error
 	if err != nil {
 		return 0, false, err
 	}
-	st, err := g.states(ctx, id, l.k)
+	st, err := g.states(ctx, l)
 	if err != nil {
 		return 0, false, err
 	}
@@ -228,7 +228,7 @@ func (g *Gate) Stock(ctx context.Context, id domain.VoucherID) (int, bool, error
 	if l.k == 1 {
 		return int(total), found, nil
 	}
-	recs, err := g.records(ctx, id, l.k)
+	recs, err := g.records(ctx, l)
 	if err != nil {
 		return 0, false, err
 	}
@@ -252,7 +252,7 @@ func (g *Gate) Stocks(ctx context.Context, id domain.VoucherID) ([]int64, error)
 	if err != nil {
 		return nil, err
 	}
-	st, err := g.states(ctx, id, l.k)
+	st, err := g.states(ctx, l)
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +269,7 @@ func (g *Gate) PendingTransfers(ctx context.Context, id domain.VoucherID) (int, 
 	if err != nil {
 		return 0, err
 	}
-	recs, err := g.records(ctx, id, l.k)
+	recs, err := g.records(ctx, l)
 	n := 0
 	for _, rs := range recs {
 		n += len(rs)

@@ -82,7 +82,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	}
 	id, l := v.ID(), g.known(v.ID(), g.kOf(v))
 	k := l.k
-	st, err := g.states(ctx, id, k)
+	st, err := g.states(ctx, l)
 	if err != nil {
 		return false, err
 	}
@@ -282,7 +282,7 @@ func (g *Gate) returnKept(ctx context.Context, l *layout, st []bucketState) (int
 // placeholder once frozen: a restore that died after writing them all left
 // them right, and they are unfrozen.
 func (g *Gate) quiesce(ctx context.Context, v domain.Voucher, l *layout, force bool) ([]bucketState, bool, error) {
-	id, k, s := v.ID(), l.k, v.Sale()
+	id, s := v.ID(), v.Sale()
 	for b, bk := range l.buckets {
 		if force {
 			if err := g.rdb.Del(ctx, bk.Voucher, bk.Buyers).Err(); err != nil {
@@ -294,7 +294,7 @@ func (g *Gate) quiesce(ctx context.Context, v domain.Voucher, l *layout, force b
 			return nil, false, fmt.Errorf("restore voucher %d: freeze bucket %d: %w", id, b, err)
 		}
 	}
-	st, err := g.states(ctx, id, k)
+	st, err := g.states(ctx, l)
 	if err != nil {
 		return nil, false, err
 	}
@@ -306,7 +306,7 @@ func (g *Gate) quiesce(ctx context.Context, v domain.Voucher, l *layout, force b
 	case <-ctx.Done():
 		return nil, false, ctx.Err()
 	}
-	recs, err := g.records(ctx, id, k)
+	recs, err := g.records(ctx, l)
 	if err != nil {
 		return nil, false, err
 	}
@@ -320,7 +320,7 @@ func (g *Gate) quiesce(ctx context.Context, v domain.Voucher, l *layout, force b
 			}
 		}
 	}
-	st, err = g.states(ctx, id, k)
+	st, err = g.states(ctx, l)
 	return st, false, err
 }
 
@@ -416,13 +416,13 @@ type bucketState struct {
 	stock                       int64
 }
 
-func (g *Gate) states(ctx context.Context, id domain.VoucherID, k int) ([]bucketState, error) {
+func (g *Gate) states(ctx context.Context, l *layout) ([]bucketState, error) {
 	pipe := g.rdb.Pipeline()
-	cmds := stateCmds(ctx, pipe, g.newLayout(id, k))
+	cmds := stateCmds(ctx, pipe, l)
 	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("buckets of voucher %d: %w", id, err)
+		return nil, fmt.Errorf("buckets of voucher %d: %w", l.id, err)
 	}
-	return parseStates(id, cmds)
+	return parseStates(l.id, cmds)
 }
 
 // stateCmds queues an HMGET of each of the voucher's bucket hashes.

@@ -88,7 +88,7 @@ func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, l 
 		// have moved behind the sweep (into a bucket visited earlier, from one
 		// visited later): one snapshot of every bucket's stock and records, in
 		// one pipelined round trip, settles it.
-		stock, records, err := g.snapshot(ctx, o.VoucherID(), l.k)
+		stock, records, err := g.snapshot(ctx, l)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ports.ErrNotAdmitted, err)
 		}
@@ -224,17 +224,17 @@ func parseRecord(id, raw string) (record, bool) {
 	return record{id: id, n: n, to: to, created: c}, true
 }
 
-func (g *Gate) records(ctx context.Context, id domain.VoucherID, k int) ([][]record, error) {
-	out := make([][]record, k)
-	for d := range k {
-		raw, err := g.rdb.HGetAll(ctx, g.bucket(id, d, k).Transfers()).Result()
+func (g *Gate) records(ctx context.Context, l *layout) ([][]record, error) {
+	out := make([][]record, l.k)
+	for d, bk := range l.buckets {
+		raw, err := g.rdb.HGetAll(ctx, bk.Transfers()).Result()
 		if err != nil {
-			return nil, fmt.Errorf("transfer records of voucher %d bucket %d: %w", id, d, err)
+			return nil, fmt.Errorf("transfer records of voucher %d bucket %d: %w", l.id, d, err)
 		}
 		for rid, v := range raw {
 			r, ok := parseRecord(rid, v)
-			if !ok || r.to >= k {
-				return nil, fmt.Errorf("voucher %d bucket %d: bad transfer record %q=%q", id, d, rid, v)
+			if !ok || r.to >= l.k {
+				return nil, fmt.Errorf("voucher %d bucket %d: bad transfer record %q=%q", l.id, d, rid, v)
 			}
 			out[d] = append(out[d], r)
 		}
@@ -247,11 +247,11 @@ func (g *Gate) records(ctx context.Context, id domain.VoucherID, k int) ([][]rec
 // A record whose home is missing or frozen is left for the restore. It
 // returns how many records it finished.
 func (g *Gate) RepairTransfers(ctx context.Context, id domain.VoucherID) (int, error) {
-	k, err := g.Buckets(ctx, id)
-	if err != nil || k < 2 {
+	l, err := g.layoutOf(ctx, id)
+	if err != nil || l.k < 2 {
 		return 0, err
 	}
-	recs, err := g.records(ctx, id, k)
+	recs, err := g.records(ctx, l)
 	if err != nil {
 		return 0, err
 	}
@@ -262,14 +262,14 @@ func (g *Gate) RepairTransfers(ctx context.Context, id domain.VoucherID) (int, e
 			if r.created > cutoff {
 				continue // its claimant may still apply it
 			}
-			res, err := g.apply(ctx, g.bucket(id, r.to, k), r.id, r.n, r.created, 0, false)
+			res, err := g.apply(ctx, l.buckets[r.to], r.id, r.n, r.created, 0, false)
 			if err != nil {
 				return done, fmt.Errorf("repair transfer %s of voucher %d: %w", r.id, id, err)
 			}
 			if res != 0 && res != 1 {
 				continue
 			}
-			if err := g.rdb.HDel(ctx, g.bucket(id, d, k).Transfers(), r.id).Err(); err != nil {
+			if err := g.rdb.HDel(ctx, l.buckets[d].Transfers(), r.id).Err(); err != nil {
 				return done, fmt.Errorf("repair transfer %s of voucher %d: %w", r.id, id, err)
 			}
 			done++
@@ -307,19 +307,18 @@ func (g *Gate) RepairAll(ctx context.Context) (int, error) {
 
 // snapshot reads every bucket's stock and number of transfer records in one
 // pipelined round trip (on a cluster, one parallel round trip per master).
-func (g *Gate) snapshot(ctx context.Context, id domain.VoucherID, k int) (stock, records int64, err error) {
+func (g *Gate) snapshot(ctx context.Context, l *layout) (stock, records int64, err error) {
 	pipe := g.rdb.Pipeline()
-	stocks := make([]*redis.StringCmd, k)
-	recs := make([]*redis.IntCmd, k)
-	for b := range k {
-		bk := g.bucket(id, b, k)
+	stocks := make([]*redis.StringCmd, l.k)
+	recs := make([]*redis.IntCmd, l.k)
+	for b, bk := range l.buckets {
 		stocks[b] = pipe.HGet(ctx, bk.Voucher, "stock")
 		recs[b] = pipe.HLen(ctx, bk.Transfers())
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return 0, 0, fmt.Errorf("snapshot of voucher %d's buckets: %w", id, err)
+		return 0, 0, fmt.Errorf("snapshot of voucher %d's buckets: %w", l.id, err)
 	}
-	for b := range k {
+	for b := range l.k {
 		if n, err := stocks[b].Int64(); err == nil && n > 0 {
 			stock += n
 		}
