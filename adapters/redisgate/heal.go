@@ -104,12 +104,7 @@ func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.Vouch
 		return h, fmt.Errorf("heal: %w", err)
 	}
 	l := g.known(v.ID(), g.kOf(v))
-	homes := make([][]domain.VoucherOrder, l.k)
-	for _, o := range orders {
-		b := redisschema.HomeBucket(o.UserID(), l.k)
-		homes[b] = append(homes[b], o)
-	}
-	for b, home := range homes {
+	for b, home := range l.byHome(orders) {
 		got, err := g.healBucket(ctx, l, b, home, limit)
 		h = h.Add(got)
 		if err != nil {

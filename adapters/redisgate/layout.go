@@ -43,6 +43,16 @@ func (l *layout) home(u domain.UserID) redisschema.Keys {
 	return l.buckets[redisschema.HomeBucket(u, l.k)]
 }
 
+// byHome groups orders by their user's home bucket, keeping their order.
+func (l *layout) byHome(orders []domain.VoucherOrder) [][]domain.VoucherOrder {
+	homes := make([][]domain.VoucherOrder, l.k)
+	for _, o := range orders {
+		h := redisschema.HomeBucket(o.UserID(), l.k)
+		homes[h] = append(homes[h], o)
+	}
+	return homes
+}
+
 // kOf is the number of buckets v is sold in: its K from the database, or 1
 // on a gate that sells every voucher whole.
 func (g *Gate) kOf(v domain.Voucher) int {

@@ -255,14 +255,12 @@ func (g *Gate) returnKept(ctx context.Context, l *layout, st []bucketState) (int
 	if len(all) >= unreturnedMax {
 		return 0, fmt.Errorf("%d or more cancelled orders wait to be returned: restore later", unreturnedMax)
 	}
-	homes := make([][]domain.VoucherOrder, l.k)
-	for _, o := range all {
-		if h := redisschema.HomeBucket(o.UserID(), l.k); o.VoucherID() == l.id && !st[h].placeholder {
-			homes[h] = append(homes[h], o)
-		}
-	}
 	var given int64
-	for b, orders := range homes {
+	for b, orders := range l.byHome(all) {
+		if st[b].placeholder {
+			continue
+		}
+		orders = slices.DeleteFunc(orders, func(o domain.VoucherOrder) bool { return o.VoucherID() != l.id })
 		n, err := g.returnTo(ctx, l.buckets[b], orders, true)
 		given += n
 		if err != nil {

@@ -34,12 +34,7 @@ func (g *Gate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
 		if err != nil {
 			return fmt.Errorf("return %d orders: %w", len(group), err)
 		}
-		homes := make([][]domain.VoucherOrder, l.k)
-		for _, o := range group {
-			h := redisschema.HomeBucket(o.UserID(), l.k)
-			homes[h] = append(homes[h], o)
-		}
-		for b, home := range homes {
+		for b, home := range l.byHome(group) {
 			if _, err := g.returnTo(ctx, l.buckets[b], home, false); err != nil {
 				return fmt.Errorf("return units of voucher %d bucket %d: %w", l.id, b, err)
 			}
