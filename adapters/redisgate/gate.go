@@ -208,9 +208,6 @@ func (g *Gate) LoadScripts(ctx context.Context) error {
 	return nil
 }
 
-// keys are an unsplit voucher's key names.
-func (g *Gate) keys(id domain.VoucherID) redisschema.Keys { return redisschema.KeysFor(g.prefix, id) }
-
 func (g *Gate) expireAt(s domain.Sale) time.Time { return s.End().Add(g.retention) }
 
 func checkVoucher(v domain.Voucher) error {
@@ -391,15 +388,11 @@ func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock 
 		return fmt.Errorf("release %s: %w", o, err)
 	}
 	k := l.home(o.UserID())
-	restore := "0"
-	if restoreStock {
-		restore = "1"
-	}
 	// Through the claim path's client: on the pipeliner's ordered stream a
 	// release sent after a claim that ran out of time runs after it, and so
 	// undoes it even when the claim reaches Redis late.
 	n, err := g.scripts.Run(ctx, g.claims, releaseScript, []string{k.Voucher, k.Buyers},
-		int64(o.UserID()), int64(o.ID()), restore).Int64()
+		int64(o.UserID()), int64(o.ID()), boolArg(restoreStock)).Int64()
 	if err != nil {
 		return fmt.Errorf("release script for %s: %w", o, err)
 	}

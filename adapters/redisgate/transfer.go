@@ -194,12 +194,8 @@ func (g *Gate) take(ctx context.Context, donor redisschema.Keys, id string, to i
 
 // apply is step 2 on the home (see apply.lua for the answers).
 func (g *Gate) apply(ctx context.Context, home redisschema.Keys, id string, n, created int64, deadline time.Duration, force bool) (int64, error) {
-	f := "0"
-	if force {
-		f = "1"
-	}
 	return g.scripts.Run(ctx, g.rdb, applyScript, []string{home.Voucher, home.Applied()},
-		id, n, created, deadline.Milliseconds(), f).Int64()
+		id, n, created, deadline.Milliseconds(), boolArg(force)).Int64()
 }
 
 // record is one parsed transfer record.

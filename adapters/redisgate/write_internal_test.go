@@ -8,6 +8,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 )
 
@@ -39,7 +40,7 @@ func TestRebuildNeverOverwritesAGateThatAppeared(t *testing.T) {
 	if err := g.Reserve(ctx, o); err != nil {
 		t.Fatal(err)
 	}
-	k := g.keys(v.ID())
+	k := redisschema.KeysFor(g.prefix, v.ID())
 	write := func(mode string) int64 {
 		s := v.Sale()
 		code, err := g.scripts.Run(ctx, rdb, writeScript, []string{k.Voucher, k.Buyers, k.Staging("t")},
