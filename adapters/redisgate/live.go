@@ -132,13 +132,13 @@ func (g *Gate) PruneLive(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("prune live set: %w", err)
 	}
-	var tags []string
+	var tags []any
 	for _, m := range members {
 		if _, ok := redisschema.ParseTag(m); ok {
 			tags = append(tags, m)
 		}
 	}
-	stale, err := g.gone(ctx, tags)
+	stale, err := g.tagsWhere(ctx, tags, false)
 	if err != nil || len(stale) == 0 {
 		return 0, err
 	}
@@ -148,24 +148,25 @@ func (g *Gate) PruneLive(ctx context.Context) (int, error) {
 	return len(stale), nil
 }
 
-// gone returns the tags whose bucket hash and order stream (which outlives
-// the sale until its consumer is done) are both gone.
-func (g *Gate) gone(ctx context.Context, tags []string) ([]string, error) {
+// tagsWhere returns the tags whose bucket hash or order stream (which
+// outlives the sale until its consumer is done) exists (alive), or whose
+// both are gone (!alive).
+func (g *Gate) tagsWhere(ctx context.Context, tags []any, alive bool) ([]any, error) {
 	if len(tags) == 0 {
 		return nil, nil
 	}
 	pipe := g.rdb.Pipeline()
 	checks := make([]*redis.IntCmd, len(tags))
 	for i, tag := range tags {
-		k := redisschema.KeysForTag(g.prefix, tag)
+		k := redisschema.KeysForTag(g.prefix, tag.(string))
 		checks[i] = pipe.Exists(ctx, k.Voucher, k.Orders)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("prune live set: %w", err)
 	}
-	var out []string
+	var out []any
 	for i, c := range checks {
-		if c.Val() == 0 {
+		if (c.Val() > 0) == alive {
 			out = append(out, tags[i])
 		}
 	}
@@ -178,32 +179,15 @@ func (g *Gate) gone(ctx context.Context, tags []string) ([]string, error) {
 // Restore that recreated the voucher meanwhile either finished its own SADD
 // after our SREM, or wrote its voucher hash before our second check, which
 // then puts the member back.
-func (g *Gate) prune(ctx context.Context, live string, tags []string) error {
-	members := make([]any, len(tags))
-	for i, t := range tags {
-		members[i] = t
-	}
-	if err := g.rdb.SRem(ctx, live, members...).Err(); err != nil {
+func (g *Gate) prune(ctx context.Context, live string, tags []any) error {
+	if err := g.rdb.SRem(ctx, live, tags...).Err(); err != nil {
 		return err
 	}
-	still, err := g.gone(ctx, tags)
-	if err != nil {
+	back, err := g.tagsWhere(ctx, tags, true)
+	if err != nil || len(back) == 0 {
 		return err
 	}
-	isGone := make(map[string]bool, len(still))
-	for _, t := range still {
-		isGone[t] = true
-	}
-	var back []any
-	for _, t := range tags {
-		if !isGone[t] {
-			back = append(back, t)
-		}
-	}
-	if len(back) > 0 {
-		return g.rdb.SAdd(ctx, live, back...).Err()
-	}
-	return nil
+	return g.rdb.SAdd(ctx, live, back...).Err()
 }
 
 // Stock is the voucher's units in Redis: every bucket's stock plus, for a
