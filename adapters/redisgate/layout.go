@@ -116,16 +116,6 @@ func (g *Gate) forget(l *layout) {
 	}
 }
 
-// Buckets is the voucher's K as the gate knows it (1: unsplit, or a voucher
-// Redis does not hold).
-func (g *Gate) Buckets(ctx context.Context, id domain.VoucherID) (int, error) {
-	l, err := g.layoutOf(ctx, id)
-	if err != nil {
-		return 0, err
-	}
-	return l.k, nil
-}
-
 // kinds reads every voucher's K from Redis in one pipelined round trip,
 // whatever this process has cached: the probe must see a K key that was lost
 // alone. A split voucher whose K key was lost reads as unsplit: the probe

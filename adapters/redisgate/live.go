@@ -230,37 +230,6 @@ func (g *Gate) Stock(ctx context.Context, id domain.VoucherID) (int, bool, error
 	return int(total), found, nil
 }
 
-// Stocks is each bucket's stock (tests and the docs' measurements).
-func (g *Gate) Stocks(ctx context.Context, id domain.VoucherID) ([]int64, error) {
-	l, err := g.layoutOf(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	st, err := g.states(ctx, l)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]int64, l.k)
-	for b, s := range st {
-		out[b] = s.stock
-	}
-	return out, nil
-}
-
-// PendingTransfers counts the voucher's transfer records.
-func (g *Gate) PendingTransfers(ctx context.Context, id domain.VoucherID) (int, error) {
-	l, err := g.layoutOf(ctx, id)
-	if err != nil {
-		return 0, err
-	}
-	recs, err := g.records(ctx, l)
-	n := 0
-	for _, rs := range recs {
-		n += len(rs)
-	}
-	return n, err
-}
-
 // Buyers returns the orders the voucher's places hold, with their users:
 // the union of its buckets' marks (a user's places are all in its home
 // bucket). For reconciliation and tests (it reads every hash).
