@@ -70,19 +70,15 @@ func (g *Gate) setMeta(ctx context.Context, v domain.Voucher, k int) error {
 // every bucket's tag before any bucket can sell, so the stream consumers look
 // for every bucket's stream.
 func (g *Gate) preheatSplit(ctx context.Context, v domain.Voucher, l *layout) error {
-	k := l.k
-	if err := g.setMeta(ctx, v, k); err != nil {
+	if err := g.setMeta(ctx, v, l.k); err != nil {
 		return fmt.Errorf("preheat voucher %d: %w", v.ID(), err)
 	}
 	if err := g.addLive(ctx, l); err != nil {
 		return fmt.Errorf("preheat: %w", err)
 	}
 	s := v.Sale()
-	for b := range k {
-		bk := l.buckets[b]
-		code, err := g.scripts.Run(ctx, g.rdb, writeScript, []string{bk.Voucher, bk.Buyers, bk.Staging("none")},
-			split(s.Stock(), b, k), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), 0, "preheat",
-			redisschema.Paused(s), addedArg(s, b), s.LimitPerUser()).Int()
+	for b, bk := range l.buckets {
+		code, err := g.write(ctx, s, bk, b, bk.Staging("none"), split(s.Stock(), b, l.k), 0, "preheat")
 		if err != nil {
 			return fmt.Errorf("preheat voucher %d bucket %d: %w", v.ID(), b, err)
 		}

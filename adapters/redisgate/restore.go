@@ -333,10 +333,7 @@ func (g *Gate) writeBucket(ctx context.Context, v domain.Voucher, l *layout, b, 
 		_ = g.rdb.Del(context.WithoutCancel(ctx), staging).Err()
 		return false, fmt.Errorf("restore voucher %d bucket %d: stage buyers: %w", v.ID(), b, err)
 	}
-	s := v.Sale()
-	code, err := g.scripts.Run(ctx, g.rdb, writeScript, []string{bk.Voucher, bk.Buyers, staging},
-		stock, s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), staged, mode,
-		redisschema.Paused(s), addedArg(s, b), s.LimitPerUser()).Int64()
+	code, err := g.write(ctx, v.Sale(), bk, b, staging, stock, staged, mode)
 	if err != nil {
 		return false, fmt.Errorf("restore voucher %d bucket %d: %w", v.ID(), b, err)
 	}
@@ -344,6 +341,14 @@ func (g *Gate) writeBucket(ctx context.Context, v domain.Voucher, l *layout, b, 
 		return false, fmt.Errorf("restore voucher %d bucket %d: write answered %d", v.ID(), b, code)
 	}
 	return code == 1, nil
+}
+
+// write runs write.lua in mode on bucket b (bk) of sale s: stock units, and
+// the staged buyers in the staging hash.
+func (g *Gate) write(ctx context.Context, s domain.Sale, bk redisschema.Keys, b int, staging string, stock, staged int, mode string) (int64, error) {
+	return g.scripts.Run(ctx, g.rdb, writeScript, []string{bk.Voucher, bk.Buyers, staging},
+		stock, s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), staged, mode,
+		redisschema.Paused(s), addedArg(s, b), s.LimitPerUser()).Int64()
 }
 
 // stage writes the marks into a staging hash, one field per place

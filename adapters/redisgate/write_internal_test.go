@@ -42,10 +42,7 @@ func TestRebuildNeverOverwritesAGateThatAppeared(t *testing.T) {
 	}
 	k := redisschema.KeysFor(g.prefix, v.ID())
 	write := func(mode string) int64 {
-		s := v.Sale()
-		code, err := g.scripts.Run(ctx, rdb, writeScript, []string{k.Voucher, k.Buyers, k.Staging("t")},
-			s.Stock(), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), 0, mode,
-			"0", addedArg(s, 0), s.LimitPerUser()).Int64()
+		code, err := g.write(ctx, v.Sale(), k, 0, k.Staging("t"), v.Sale().Stock(), 0, mode)
 		if err != nil {
 			t.Fatal(err)
 		}
