@@ -141,17 +141,12 @@ const sweeps = 4
 
 // Gate is the StockGate over Redis.
 type Gate struct {
-	rdb       redis.UniversalClient
-	claims    redis.UniversalClient
-	scripts   *redisx.Set
-	prefix    string
-	retention time.Duration
-	boxed     boxedArgs
-
-	waitReplicas int
-	waitTimeout  time.Duration
-	reclaim      bool
-	opts         Options
+	rdb     redis.UniversalClient
+	claims  redis.UniversalClient
+	scripts *redisx.Set
+	prefix  string
+	boxed   boxedArgs
+	opts    Options
 
 	// last holds the layout of the voucher looked up last: a sale's claims
 	// are for one voucher, and building its names on every claim (six
@@ -193,8 +188,7 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 	if opts.Skew <= 0 {
 		opts.Skew = DefaultSkew
 	}
-	return &Gate{rdb: rdb, claims: opts.Claims, prefix: opts.Prefix, retention: opts.Retention, boxed: boxArgs(opts.Retention),
-		waitReplicas: opts.WaitReplicas, waitTimeout: opts.WaitTimeout, reclaim: opts.ReclaimAfterCancel, opts: opts,
+	return &Gate{rdb: rdb, claims: opts.Claims, prefix: opts.Prefix, boxed: boxArgs(opts.Retention), opts: opts,
 		scripts: redisx.NewSet(rdb, claimScript, bucketClaimScript, releaseScript, preheatScript, returnScript,
 			healScript, takeScript, applyScript, writeScript, freezeScript, raiseAddedScript, redisschema.ControlsScript)}
 }
@@ -208,7 +202,7 @@ func (g *Gate) LoadScripts(ctx context.Context) error {
 	return nil
 }
 
-func (g *Gate) expireAt(s domain.Sale) time.Time { return s.End().Add(g.retention) }
+func (g *Gate) expireAt(s domain.Sale) time.Time { return s.End().Add(g.opts.Retention) }
 
 func checkVoucher(v domain.Voucher) error {
 	if v.ID() <= 0 {
@@ -320,7 +314,7 @@ func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder boo
 // whose buyers do not hold that ID, and Queued checks them.
 func (g *Gate) claimIn(ctx context.Context, l *layout, b int, o domain.VoucherOrder, appendOrder, index bool) (string, error) {
 	run, entry := g.claimCmds(ctx, l, b, o, appendOrder)
-	if g.waitReplicas > 0 {
+	if g.opts.WaitReplicas > 0 {
 		return g.claimReplicated(ctx, o, l, b, run, entry, index)
 	}
 	var err error

@@ -129,7 +129,7 @@ func (g *Gate) healBucket(ctx context.Context, l *layout, b int, orders []domain
 	for start := 0; start < len(lacking); start += healChunk {
 		chunk := lacking[start:min(start+healChunk, len(lacking))]
 		args := make([]any, 0, 2+2*len(chunk))
-		args = append(args, g.retention.Milliseconds(), limit)
+		args = append(args, g.opts.Retention.Milliseconds(), limit)
 		for _, o := range chunk {
 			args = append(args, int64(o.UserID()), int64(o.Mark()))
 		}

@@ -33,7 +33,7 @@ func (g *Gate) claimReplicated(ctx context.Context, o domain.VoucherOrder, l *la
 	if err != nil || answer != claimOK {
 		return answer, err
 	}
-	if err := redisx.Replicated(wait, g.waitReplicas, g.waitTimeout); err != nil {
+	if err := redisx.Replicated(wait, g.opts.WaitReplicas, g.opts.WaitTimeout); err != nil {
 		return "", fmt.Errorf("claim %s: %w", o, err)
 	}
 	return answer, nil
@@ -56,7 +56,7 @@ func (g *Gate) takeReplicated(ctx context.Context, donor string, run *redis.Cmd)
 		return nil, err
 	}
 	if len(r) > 0 && r[0] > 0 {
-		if err := redisx.Replicated(wait, g.waitReplicas, g.waitTimeout); err != nil {
+		if err := redisx.Replicated(wait, g.opts.WaitReplicas, g.opts.WaitTimeout); err != nil {
 			return nil, fmt.Errorf("take: %w", err)
 		}
 	}
@@ -72,13 +72,13 @@ func (g *Gate) runReplicated(ctx context.Context, key string, script *redis.Scri
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: find the master of %s: %w", ports.ErrNotAdmitted, key, err)
 	}
-	wait := redisx.DoReplicated(ctx, node, g.waitReplicas, g.waitTimeout, run)
+	wait := redisx.DoReplicated(ctx, node, g.opts.WaitReplicas, g.opts.WaitTimeout, run)
 	if redisx.IsNoScript(run.Err()) {
 		if err := script.Load(ctx, node).Err(); err != nil {
 			return nil, nil, fmt.Errorf("load after NOSCRIPT: %w", err)
 		}
 		run = redis.NewCmd(ctx, run.Args()...)
-		wait = redisx.DoReplicated(ctx, node, g.waitReplicas, g.waitTimeout, run)
+		wait = redisx.DoReplicated(ctx, node, g.opts.WaitReplicas, g.opts.WaitTimeout, run)
 	}
 	return run, wait, nil
 }

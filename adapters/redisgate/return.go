@@ -54,7 +54,7 @@ func (g *Gate) returnTo(ctx context.Context, k redisschema.Keys, orders []domain
 	for start := 0; start < len(orders); start += returnChunk {
 		chunk := orders[start:min(start+returnChunk, len(orders))]
 		args := make([]any, 0, 2+2*len(chunk))
-		args = append(args, boolArg(g.reclaim), boolArg(restoring))
+		args = append(args, boolArg(g.opts.ReclaimAfterCancel), boolArg(restoring))
 		for _, o := range chunk {
 			args = append(args, int64(o.UserID()), int64(o.ID()))
 		}

@@ -177,7 +177,7 @@ func (g *Gate) fault(step string) error {
 func (g *Gate) take(ctx context.Context, donor redisschema.Keys, id string, to int) (n int64, created int64, young int64, err error) {
 	keys, deadline := []string{donor.Voucher, donor.Transfers()}, g.opts.ApplyDeadline.Milliseconds()
 	var r []int64
-	if g.waitReplicas > 0 {
+	if g.opts.WaitReplicas > 0 {
 		run := redis.NewCmd(ctx, "evalsha", takeScript.Hash(), len(keys), keys[0], keys[1], id, to, deadline)
 		r, err = g.takeReplicated(ctx, donor.Voucher, run)
 	} else {
