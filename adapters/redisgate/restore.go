@@ -354,40 +354,38 @@ func (g *Gate) write(ctx context.Context, s domain.Sale, bk redisschema.Keys, b 
 // stage writes the marks into a staging hash, one field per place
 // (redisschema.PlaceField), and returns how many fields it wrote.
 func (g *Gate) stage(ctx context.Context, key string, marks map[domain.UserID][]domain.OrderID) (int, error) {
-	args := make([]any, 0, 2*restoreChunk)
 	pipe := g.rdb.Pipeline()
-	first := true
-	staged := 0
-	flushChunk := func() {
-		pipe.HSet(ctx, key, args...)
-		if first {
-			pipe.PExpire(ctx, key, stagingTTL)
-			first = false
+	args := make([]any, 0, 2*restoreChunk)
+	first, staged := true, 0
+	// send queues args as one HSET (the first with the hash's TTL), and runs
+	// the pipeline once it holds restorePipeline commands, or at the end.
+	send := func(end bool) error {
+		if len(args) > 0 {
+			pipe.HSet(ctx, key, args...)
+			if first {
+				pipe.PExpire(ctx, key, stagingTTL)
+				first = false
+			}
+			args = make([]any, 0, 2*restoreChunk)
 		}
-		args = make([]any, 0, 2*restoreChunk)
+		if pipe.Len() >= restorePipeline || end && pipe.Len() > 0 {
+			_, err := pipe.Exec(ctx)
+			return err
+		}
+		return nil
 	}
 	for u, places := range marks {
 		for i, id := range places {
 			args = append(args, redisschema.PlaceField(u, i+1), int64(id))
 			staged++
 			if len(args) == 2*restoreChunk {
-				flushChunk()
-				if pipe.Len() >= restorePipeline {
-					if _, err := pipe.Exec(ctx); err != nil {
-						return staged, err
-					}
+				if err := send(false); err != nil {
+					return staged, err
 				}
 			}
 		}
 	}
-	if len(args) > 0 {
-		flushChunk()
-	}
-	if pipe.Len() > 0 {
-		_, err := pipe.Exec(ctx)
-		return staged, err
-	}
-	return staged, nil
+	return staged, send(true)
 }
 
 // raiseAddedScript raises a bucket hash's 'added' (the units added by admins
