@@ -173,7 +173,10 @@ func (p *RedisProc) read(field string, fetch func(context.Context, *redis.Client
 }
 
 // StartReplicated starts a master and one replica of it, and returns once
-// the replica's link is up.
+// the replica's link is up and the master counts its acknowledgements (a
+// WAIT for one replica answers 1): a link just up may not have acknowledged
+// anything yet, and a test's first WAIT with a short timeout would fail on
+// a loaded machine.
 func StartReplicated(t testing.TB) (master, replica *RedisProc) {
 	t.Helper()
 	master = StartRedis(t)
@@ -181,6 +184,11 @@ func StartReplicated(t testing.TB) (master, replica *RedisProc) {
 	Eventually(t, 20*time.Second, func() (bool, string) {
 		st := replica.Info("master_link_status")
 		return st == "up", "replica link " + st
+	})
+	rdb := master.Client()
+	Eventually(t, 20*time.Second, func() (bool, string) {
+		n, err := rdb.Wait(context.Background(), 1, time.Second).Result()
+		return err == nil && n == 1, fmt.Sprintf("WAIT 1: %d replicas, %v", n, err)
 	})
 	return master, replica
 }
