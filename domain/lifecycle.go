@@ -1,7 +1,6 @@
 package domain
 
 import (
-	"errors"
 	"time"
 )
 
@@ -32,32 +31,11 @@ func ParseCancelReason(s string) (CancelReason, error) {
 // ErrAlreadyPaid refuses to cancel a paid order: 200 success=false.
 var ErrAlreadyPaid = &Refusal{"already_paid", "order is already paid"}
 
-// ErrNotPayable: the order never reached the database (failed); there is
-// nothing to pay, and the money must go back as for a refunding order.
-var ErrNotPayable = errors.New("order cannot be paid")
-
 // HoldsUnit tells whether an order in this state keeps its unit of stock
 // and its buyer's one-per-voucher mark: a cancelled (or refunding) order
 // gave both back.
 func (s OrderState) HoldsUnit() bool {
 	return s == OrderQueued || s == OrderCreated || s == OrderPaid
-}
-
-// AfterPayment is where a payment notification takes an order in state s,
-// and whether that is a change. A created order becomes paid; a cancelled one
-// refunding (the money is owed back; its unit stays returned); a paid or
-// refunding one stays as it is (the same notification again). A failed order
-// was never sold: ErrNotPayable.
-func (s OrderState) AfterPayment() (OrderState, bool, error) {
-	switch s {
-	case OrderCreated:
-		return OrderPaid, true, nil
-	case OrderCancelled:
-		return OrderRefunding, true, nil
-	case OrderPaid, OrderRefunding:
-		return s, false, nil
-	}
-	return s, false, ErrNotPayable
 }
 
 // AfterCancel is where a cancellation takes an order in state s, and whether

@@ -29,21 +29,24 @@ func ParsePaymentKind(s string) (PaymentKind, error) {
 // Owed tells whether the payment's money must go back to the payer.
 func (k PaymentKind) Owed() bool { return k != PaymentSettled }
 
-// PaymentKindOf is the kind of a new transaction for an order in state s
-// (AfterPayment's state change goes with it): a queued order has no row to
-// pay yet, and is not a kind of payment.
-func PaymentKindOf(s OrderState) (PaymentKind, error) {
+// Pay is what a new transaction does to an order in state s: the kind it
+// is recorded as, and the state the order takes (s itself when it stays).
+// A created order becomes paid (settled); a cancelled one refunding (late:
+// the money is owed back, its unit stays returned); a paid or refunding one
+// stays as it is (double), and so does a failed one, never sold (unsold). A
+// queued order has no row to pay yet.
+func (s OrderState) Pay() (PaymentKind, OrderState, error) {
 	switch s {
 	case OrderCreated:
-		return PaymentSettled, nil
+		return PaymentSettled, OrderPaid, nil
 	case OrderCancelled:
-		return PaymentLate, nil
+		return PaymentLate, OrderRefunding, nil
 	case OrderPaid, OrderRefunding:
-		return PaymentDouble, nil
+		return PaymentDouble, s, nil
 	case OrderFailed:
-		return PaymentUnsold, nil
+		return PaymentUnsold, s, nil
 	}
-	return "", invalid("state", "an order %s cannot be paid yet", s)
+	return "", s, invalid("state", "an order %s cannot be paid yet", s)
 }
 
 // ErrTransactionReused refuses a notification whose transaction id was

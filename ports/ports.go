@@ -426,7 +426,7 @@ type ClaimHistory struct {
 
 // OrderLifecycle moves committed orders through payment and cancellation.
 // Every change is a status transition of one row under its lock (the rules
-// are domain.OrderState's AfterPayment and AfterCancel), so of a payment and
+// are domain.OrderState's Pay and AfterCancel), so of a payment and
 // an expiry racing for one order exactly one applies first and the other
 // sees its result. A cancellation gives the unit back to the database's stock
 // in the same transaction; giving it back to the gate comes after (the
@@ -452,8 +452,8 @@ type OrderLifecycle interface {
 	// Pay records p once per transaction id, in one transaction with its
 	// order's change, so money received is never lost nor counted twice. A
 	// transaction id not seen before is recorded with the kind
-	// domain.PaymentKindOf gives the order's state, and the order takes
-	// domain.OrderState.AfterPayment's change (created -> paid, cancelled ->
+	// domain.OrderState.Pay gives the order's state, and the order takes
+	// the state it gives with it (created -> paid, cancelled ->
 	// refunding; a paid, refunding or failed order is left as it is, its
 	// payment owed back). A transaction id recorded before for this order
 	// changes nothing and answers its recorded kind (New=false); one recorded

@@ -156,11 +156,11 @@ func (s *Orders) Pay(ctx context.Context, p domain.Payment) (ports.PayResult, er
 		}
 		return ports.PayResult{Status: st, Kind: seen.kind}, nil
 	}
-	kind, err := domain.PaymentKindOf(st.State)
+	kind, next, err := st.State.Pay()
 	if err != nil {
 		return ports.PayResult{}, err
 	}
-	if next, changed, err := st.State.AfterPayment(); err == nil && changed {
+	if next != st.State {
 		l := s.created[id]
 		l.state, l.PaidAt, l.transactionID = next, p.At.UTC().Truncate(time.Microsecond), p.TransactionID
 	}

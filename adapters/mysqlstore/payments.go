@@ -58,10 +58,11 @@ func (r *OrderRepo) Pay(ctx context.Context, p domain.Payment) (ports.PayResult,
 			res.Kind, err = domain.ParsePaymentKind(seen[0].Kind)
 			return err
 		}
-		if res.Kind, err = domain.PaymentKindOf(st.State); err != nil {
+		var next domain.OrderState
+		if res.Kind, next, err = st.State.Pay(); err != nil {
 			return err
 		}
-		if next, changed, err := st.State.AfterPayment(); err == nil && changed {
+		if next != st.State {
 			if err := r.applyPayment(ctx, tx, id, st.State, next, p); err != nil {
 				return err
 			}
