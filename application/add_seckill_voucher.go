@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -96,8 +95,8 @@ func creationEntry(admin domain.UserID, key string, v domain.Voucher) (domain.Au
 	fields := map[string]any{
 		"shopId": int64(v.ShopID()), "title": v.Title(), "subTitle": v.SubTitle(), "rules": v.Rules(),
 		"payValue": v.PayValue(), "actualValue": v.ActualValue(), "stock": s.Stock(),
-		"beginTime": s.Begin().UTC().Format(time.RFC3339Nano), "endTime": s.End().UTC().Format(time.RFC3339Nano),
-		"buckets": max(s.Buckets(), 1), "limitPerUser": s.LimitPerUser(),
+		"beginTime": rfc3339(s.Begin()), "endTime": rfc3339(s.End()),
+		"buckets": s.Buckets(), "limitPerUser": s.LimitPerUser(),
 	}
 	if r := s.Room(); !r.IsZero() {
 		fields["waitingRoom"] = map[string]any{
@@ -108,11 +107,7 @@ func creationEntry(admin domain.UserID, key string, v domain.Voucher) (domain.Au
 	if key != "" {
 		fields["idempotencyKey"] = key
 	}
-	change, err := json.Marshal(fields)
-	if err != nil {
-		return domain.AuditEntry{}, fmt.Errorf("describe the creation: %w", err)
-	}
-	return domain.NewAuditEntry(admin, domain.ActionCreateVoucher, 0, string(change))
+	return auditEntry(admin, domain.ActionCreateVoucher, 0, fields)
 }
 
 func checkIdempotencyKey(key string) error {
@@ -142,7 +137,7 @@ func fingerprint(v domain.Voucher) string {
 		strconv.FormatInt(v.PayValue(), 10), strconv.FormatInt(v.ActualValue(), 10),
 		strconv.Itoa(s.Stock()),
 		strconv.FormatInt(s.Begin().UnixMicro(), 10), strconv.FormatInt(s.End().UnixMicro(), 10),
-		strconv.Itoa(max(s.Buckets(), 1)),
+		strconv.Itoa(s.Buckets()),
 	}
 	if r := s.Room(); !r.IsZero() {
 		// Only a sale with a room hashes one, so keys recorded before rooms

@@ -88,10 +88,7 @@ func (h *ControlSale) setEnd(ctx context.Context, admin domain.UserID, id domain
 	move func(domain.Sale) (domain.Sale, error)) (domain.Voucher, error) {
 	return h.control(ctx, admin, id, action, ports.Once{}, func(s domain.Sale) (domain.Sale, map[string]any, error) {
 		after, err := move(s)
-		if err != nil {
-			return domain.Sale{}, nil, err
-		}
-		return after, map[string]any{"endTime": map[string]string{"from": rfc3339(s.End()), "to": rfc3339(after.End())}}, nil
+		return after, map[string]any{"endTime": map[string]string{"from": rfc3339(s.End()), "to": rfc3339(after.End())}}, err
 	})
 }
 
@@ -107,7 +104,7 @@ func (h *ControlSale) control(ctx context.Context, admin domain.UserID, id domai
 		if err != nil {
 			return domain.Voucher{}, domain.AuditEntry{}, err
 		}
-		entry, err := controlEntry(admin, action, id, what)
+		entry, err := auditEntry(admin, action, id, what)
 		return v.WithSale(s), entry, err
 	})
 	if err != nil {
@@ -121,7 +118,9 @@ func (h *ControlSale) control(ctx context.Context, admin domain.UserID, id domai
 	return v, nil
 }
 
-func controlEntry(admin domain.UserID, action domain.AuditAction, id domain.VoucherID, change map[string]any) (domain.AuditEntry, error) {
+// auditEntry records action on voucher id (0: a creation) by admin, the change
+// described by its fields.
+func auditEntry(admin domain.UserID, action domain.AuditAction, id domain.VoucherID, change map[string]any) (domain.AuditEntry, error) {
 	b, err := json.Marshal(change)
 	if err != nil {
 		return domain.AuditEntry{}, fmt.Errorf("describe the change: %w", err)
