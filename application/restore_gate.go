@@ -72,9 +72,12 @@ const healPage = 1000
 // oversold, since the database's guarded decrement is the last word.
 func (h *RestoreGate) Repair(ctx context.Context) (RepairReport, error) {
 	var r RepairReport
-	vs, err := h.live(ctx)
-	if err != nil || len(vs) == 0 {
-		return r, err
+	vs, err := h.vouchers.ListSeckillEndingAfter(ctx, h.clock.Now().Add(-time.Minute))
+	if err != nil {
+		return r, fmt.Errorf("list live vouchers: %w", err)
+	}
+	if len(vs) == 0 {
+		return r, nil
 	}
 	// A control the gate refused (a bucket being restored) must not hold
 	// up the restore that would unfreeze it: its error is returned last.
@@ -167,14 +170,6 @@ func (h *RestoreGate) healVoucher(ctx context.Context, v domain.Voucher) (Healed
 		}
 		after = page[len(page)-1].ID()
 	}
-}
-
-func (h *RestoreGate) live(ctx context.Context) ([]domain.Voucher, error) {
-	vs, err := h.vouchers.ListSeckillEndingAfter(ctx, h.clock.Now().Add(-time.Minute))
-	if err != nil {
-		return nil, fmt.Errorf("list live vouchers: %w", err)
-	}
-	return vs, nil
 }
 
 func (h *RestoreGate) restore(ctx context.Context, vs []domain.Voucher) error {
