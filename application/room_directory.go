@@ -262,10 +262,9 @@ func (d *RoomDirectory) Read(ctx context.Context, v domain.Voucher) (RoomFigures
 		return RoomFigures{}, false, nil
 	}
 	d.Remember(v)
-	view, err := d.room(ctx, v.ID())
-	if err != nil || view == nil {
-		return RoomFigures{}, false, err
-	}
+	d.mu.Lock()
+	view := d.rooms[v.ID()] // Remember put it there, and views are never removed
+	d.mu.Unlock()
 	if _, err := d.state(ctx, view, false); err != nil {
 		return RoomFigures{}, false, err
 	}

@@ -55,13 +55,11 @@ func (h *RoomPassCheck) Check(ctx context.Context, voucher domain.VoucherID, use
 	return p.Position, nil
 }
 
-// Used records that a claim succeeded with the pass for position, so its
-// place counts as used, not outstanding. One store round trip; a failure
-// leaves the place to expire with its pass.
+// Used records that a claim succeeded with the pass for position (what Check
+// returned for a sale with a room), so its place counts as used, not
+// outstanding. One store round trip; a failure leaves the place to expire
+// with its pass.
 func (h *RoomPassCheck) Used(ctx context.Context, voucher domain.VoucherID, user domain.UserID, position int64) error {
-	if position < 0 {
-		return nil
-	}
 	if err := h.dir.store.Use(ctx, voucher, user, position); err != nil {
 		return fmt.Errorf("mark pass of voucher %d used: %w", voucher, err)
 	}
