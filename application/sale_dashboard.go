@@ -83,9 +83,6 @@ type SaleRow struct {
 	Room *RoomFigures
 }
 
-// Live reports whether the sale has started (selling or sold out).
-func (r SaleRow) Live() bool { return r.State != SaleUpcoming }
-
 // SaleBalance accounts for a sale's units on both sides. The database keeps
 // Initial = stock left + unpaid + paid in each transaction (a cancelled
 // order's unit is back in its stock); the gate has sold the same units plus
