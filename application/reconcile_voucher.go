@@ -159,9 +159,16 @@ func (h *ReconcileVoucher) check(ctx context.Context, id domain.VoucherID) (Repo
 			queued[o.ID()] = o.UserID()
 		}
 	}
-	v, buyers, err := h.database(ctx, id) // last, see above
+	// The database last, see above.
+	if v, err = h.vouchers.Get(ctx, id); err != nil {
+		return r, v, nil, fmt.Errorf("voucher %d: %w", id, err)
+	}
+	if !v.IsSeckill() {
+		return r, v, nil, &domain.ValidationError{Field: "voucher", Reason: fmt.Sprintf("%d is not a seckill voucher", id)}
+	}
+	buyers, err := h.orders.Buyers(ctx, id)
 	if err != nil {
-		return r, v, nil, err
+		return r, v, nil, fmt.Errorf("orders of voucher %d: %w", id, err)
 	}
 	r.DBStock = v.Sale().Stock()
 	if h.ledger != nil {
@@ -208,21 +215,6 @@ func (h *ReconcileVoucher) check(ctx context.Context, id domain.VoucherID) (Repo
 	slices.SortFunc(r.NotInDB, byID)
 	slices.SortFunc(r.NotInGate, byID)
 	return r, v, buyers, nil
-}
-
-func (h *ReconcileVoucher) database(ctx context.Context, id domain.VoucherID) (domain.Voucher, []domain.VoucherOrder, error) {
-	v, err := h.vouchers.Get(ctx, id)
-	if err != nil {
-		return v, nil, fmt.Errorf("voucher %d: %w", id, err)
-	}
-	if !v.IsSeckill() {
-		return v, nil, &domain.ValidationError{Field: "voucher", Reason: fmt.Sprintf("%d is not a seckill voucher", id)}
-	}
-	buyers, err := h.orders.Buyers(ctx, id)
-	if err != nil {
-		return v, nil, fmt.Errorf("orders of voucher %d: %w", id, err)
-	}
-	return v, buyers, nil
 }
 
 // Fix sets the gate to the database's state: stock = the database's remaining
