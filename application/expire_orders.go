@@ -50,7 +50,15 @@ func (h *ExpireOrders) Handle(ctx context.Context) (ExpiryResult, error) {
 		return res, fmt.Errorf("expire unpaid orders: %w", err)
 	}
 	res.Expired = len(due)
-	res.Returned, err = returnUnits(ctx, h.life, h.gate, h.batch)
+	// Then the units of cancelled orders the database has not recorded as
+	// returned yet; an order whose return fails stays for the next pass.
+	orders, err := h.life.Unreturned(ctx, h.batch)
+	if err != nil {
+		return res, fmt.Errorf("list cancelled orders to return: %w", err)
+	}
+	if len(orders) > 0 {
+		res.Returned, err = releaseAndRecord(ctx, h.life, h.gate, orders)
+	}
 	return res, err
 }
 
@@ -59,20 +67,8 @@ func (h *ExpireOrders) Full(r ExpiryResult) bool {
 	return r.Expired >= h.batch || r.Returned >= h.batch
 }
 
-// returnUnits gives the gate back the units of up to limit cancelled orders
-// the database has not yet recorded as returned, and records those it did.
-// An order whose release fails stays unreturned for the next pass.
-func returnUnits(ctx context.Context, life ports.OrderLifecycle, gate ports.StockGate, limit int) (int, error) {
-	orders, err := life.Unreturned(ctx, limit)
-	if err != nil {
-		return 0, fmt.Errorf("list cancelled orders to return: %w", err)
-	}
-	if len(orders) == 0 {
-		return 0, nil
-	}
-	return releaseAndRecord(ctx, life, gate, orders)
-}
-
+// releaseAndRecord gives the gate back the units of cancelled orders and
+// records those it did.
 func releaseAndRecord(ctx context.Context, life ports.OrderLifecycle, gate ports.StockGate, orders []domain.VoucherOrder) (int, error) {
 	// One batch: a failed return leaves every order of it unreturned for the
 	// next pass, which returns nothing twice (Return is idempotent by id).
