@@ -11,17 +11,6 @@ import (
 // to 3.4 GB; the hmdp page sends well under 1 KiB. Over it: 431.
 const MaxHeaderBytes = 16 << 10
 
-// The API server's timeouts. IdleTimeout is short because an idle keep-alive
-// holds a file and a goroutine; a reverse proxy's upstream keep-alive must be
-// shorter still (nginx: keepalive_timeout in the upstream block), or it may
-// send a request on a connection this side is closing.
-const (
-	readHeaderTimeout = 5 * time.Second
-	readTimeout       = 10 * time.Second
-	writeTimeout      = 10 * time.Second
-	idleTimeout       = 30 * time.Second
-)
-
 // Bounds of the derived connection cap (SECKILL_HTTP_MAX_CONNS=0).
 const (
 	// fileReserve is kept for everything that is not an API connection:
@@ -70,11 +59,15 @@ func newAPIServer(h http.Handler, l net.Listener, max int) (*http.Server, net.Li
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	return &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    MaxHeaderBytes,
-		ConnState:         capped.connState,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		// Short because an idle keep-alive holds a file and a goroutine; a
+		// reverse proxy's upstream keep-alive must be shorter still (nginx:
+		// keepalive_timeout in the upstream block), or it may send a
+		// request on a connection this side is closing.
+		IdleTimeout:    30 * time.Second,
+		MaxHeaderBytes: MaxHeaderBytes,
+		ConnState:      capped.connState,
 	}, capped
 }
