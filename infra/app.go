@@ -109,17 +109,13 @@ func (a *App) prepare(ctx context.Context) (string, error) {
 	if rep.Restored > 0 {
 		a.Log.Info().Int("vouchers", rep.Restored).Msg("gate restored from the database")
 	}
-	a.pruneLive(ctx)
-	return deployment, nil
-}
-
-// pruneLive is housekeeping: a failure leaves the members for the next start.
-func (a *App) pruneLive(ctx context.Context) {
+	// Housekeeping: a failure leaves the members for the next start.
 	if n, err := a.Gate.PruneLive(ctx); err != nil {
 		a.Log.Warn().Err(err).Msg("pruning ended sales from the live set failed")
 	} else if n > 0 {
 		a.Log.Info().Int("vouchers", n).Msg("ended sales pruned from the live set")
 	}
+	return deployment, nil
 }
 
 // serve binds the API's listener, serves it, and starts the metrics
