@@ -38,13 +38,14 @@ func providePayOrder(orders ports.OrderRepository, vouchers ports.VoucherReposit
 // again while a pass finds a full batch; the order expiry service runs it
 // every second. It runs on every instance: the database hands each due
 // order to one of them (SKIP LOCKED), and it runs with a window of 0 too, so
-// that cancelled orders' units are returned. Errors are logged and retried at the next tick. Its metrics
-// (orders expired, the expiry lag, units returned) are counted by the
-// lifecycle's decorator (provideOrderLifecycle), payments with them.
-func expiryPass(expire *application.ExpireOrders, log zerolog.Logger, every time.Duration) func(context.Context) {
+// that cancelled orders' units are returned. Errors are logged and retried
+// at the next tick. Its metrics (orders expired, the expiry lag, units
+// returned) are counted by the lifecycle's decorator (provideOrderLifecycle),
+// payments with them.
+func expiryPass(expire *application.ExpireOrders, log zerolog.Logger) func(context.Context) {
 	return func(ctx context.Context) {
 		for ctx.Err() == nil {
-			pctx, cancel := context.WithTimeout(ctx, 10*every)
+			pctx, cancel := context.WithTimeout(ctx, 10*expiryEvery)
 			res, err := expire.Handle(pctx)
 			cancel()
 			if res.Expired > 0 || res.Returned > 0 {

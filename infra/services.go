@@ -50,7 +50,7 @@ func provideServices(c Config, log zerolog.Logger, w *worker.Worker, sessions *r
 		s = append(s, Service{Name: "gate repair", Run: ticking(c.RestoreInterval, repair.pass)})
 	}
 	s = append(s,
-		Service{Name: "order expiry", Run: ticking(expiryEvery, expiryPass(expire, log, expiryEvery))},
+		Service{Name: "order expiry", Run: ticking(expiryEvery, expiryPass(expire, log))},
 		Service{Name: "claim sampler", Run: func(ctx context.Context) error { claims.Run(ctx); return nil }},
 	)
 	return s
