@@ -24,19 +24,18 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return errors.New("migrate needs exactly one of up, down, status")
+	}
 	action := fs.Arg(0)
 	// Flags may follow the action too: `migrate down --force`.
-	if fs.NArg() > 1 {
-		if err := fs.Parse(fs.Args()[1:]); err != nil {
-			return err
-		}
-		if fs.NArg() > 0 {
-			fs.Usage()
-			return fmt.Errorf("migrate needs exactly one of up, down, status, got %q too", fs.Args())
-		}
-	} else if fs.NArg() == 0 {
+	if err := fs.Parse(fs.Args()[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
 		fs.Usage()
-		return fmt.Errorf("migrate needs exactly one of up, down, status")
+		return fmt.Errorf("migrate needs exactly one of up, down, status, got %q too", fs.Args())
 	}
 	// Refuse a wrong action before touching (or creating) a database.
 	switch action {
