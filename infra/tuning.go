@@ -8,9 +8,9 @@ import (
 
 // Tuning holds the knobs no operator sets: defaults measured or reasoned
 // (the reason beside each), which the bench and the tests change in Go
-// (c := DefaultConfig(); c.BatchLinger = 0). They were SECKILL_* variables
-// until this release; removedVariables warns of any still set. Validate
-// names a bad one by its field (Tuning.Workers).
+// (c := DefaultConfig(); c.BatchLinger = 0). removedVariables warns of
+// their former SECKILL_* names still set. Validate names a bad one by its
+// field (Tuning.Workers).
 type Tuning struct {
 	// RedisPoolSize is the most Redis connections; a stampede waits for
 	// one. 128 holds a 20,000-user bench run without a wait worth seeing.
