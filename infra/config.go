@@ -414,12 +414,7 @@ func defaultConsumer() string {
 	if err != nil || host == "" {
 		host = "localhost"
 	}
-	return "seckill-" + strings.Map(func(r rune) rune {
-		if r == ' ' || r == '\t' || r == '\n' {
-			return '-'
-		}
-		return r
-	}, host)
+	return "seckill-" + strings.NewReplacer(" ", "-", "\t", "-", "\n", "-").Replace(host)
 }
 
 // Location is the zone for the original API's zone-less times.
