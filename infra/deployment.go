@@ -43,20 +43,16 @@ func BindDeployment(ctx context.Context, db bun.IDB, rdb redis.UniversalClient, 
 		return "", fmt.Errorf("read the deployment id from Redis (%s): %w", key, err)
 	}
 	if got != id {
+		where := c.redisForLog() // without a password
+		if c.RedisCluster() {
+			where = fmt.Sprintf("cluster %v", c.RedisClusterAddrs)
+		}
 		return "", fmt.Errorf("%w: Redis %s under SECKILL_KEY_PREFIX=%q carries deployment %s, and this database (%s) is deployment %s. "+
 			"Two deployments sharing a Redis key prefix take each other's orders. "+
 			"Give this one its own SECKILL_KEY_PREFIX (or its own Redis: SECKILL_REDIS_URL / SECKILL_REDIS_CLUSTER_ADDRS), "+
 			"or point SECKILL_MYSQL_DSN at the database of deployment %s. "+
 			"Only if that deployment is gone for good: DEL %s in Redis, and this one takes the prefix over",
-			ErrForeignRedis, c.redisName(), c.KeyPrefix, got, c.dbForLog(), id, got, key)
+			ErrForeignRedis, where, c.KeyPrefix, got, c.dbForLog(), id, got, key)
 	}
 	return id, nil
-}
-
-// redisName names the Redis for messages, without a password.
-func (c Config) redisName() string {
-	if c.RedisCluster() {
-		return fmt.Sprintf("cluster %v", c.RedisClusterAddrs)
-	}
-	return c.redisForLog()
 }
