@@ -166,11 +166,31 @@ func NewRouter(d Deps) http.Handler {
 
 	r.Get("/voucher/list/{shopId}", a.listShopVouchers)
 
-	// The original leaves voucher creation open to anyone; here it is an
-	// admin endpoint.
+	// The one gate of every admin or operator endpoint: mount a new one in
+	// this group. It needs the login token of a user listed in Deps.Admins
+	// (or one the identity provider names an admin): 401 without a known
+	// token, 403 for anyone else. The original leaves voucher creation open
+	// to anyone; here it is an admin endpoint.
 	r.Group(func(r chi.Router) {
-		a.adminRoutes(r)
+		r.Use(a.requireUser, a.requireAdmin)
 		r.Post("/voucher/seckill", a.addSeckillVoucher)
+		if a.Sales != nil {
+			r.Get("/admin/sales.json", a.salesBoard)
+		}
+		if a.Orders != nil {
+			r.Get("/admin/vouchers/{id}/orders", a.saleOrders)
+			r.Get("/admin/vouchers/{id}/orders.csv", a.exportSaleOrders)
+		}
+		if a.Audit != nil {
+			r.Get("/admin/audit", a.auditTrail)
+		}
+		if a.Controls != nil {
+			r.Post("/admin/vouchers/{id}/end", a.endSale)
+			r.Put("/admin/vouchers/{id}/end-time", a.moveSaleEnd)
+			r.Post("/admin/vouchers/{id}/stock", a.addSaleStock)
+			r.Post("/admin/vouchers/{id}/pause", a.pauseSale)
+			r.Post("/admin/vouchers/{id}/resume", a.resumeSale)
+		}
 	})
 
 	// Claim and order status are what a bot hammers. The per-IP limit runs
@@ -216,37 +236,10 @@ func NewRouter(d Deps) http.Handler {
 
 	if a.Sales != nil {
 		// The page and its assets are static and public (a browser's
-		// navigation cannot send the token header); the figures are not.
+		// navigation cannot send the token header); the figures
+		// (/admin/sales.json, in the admin group) are not.
 		r.Get("/admin/sales", page("web/sales.html"))
 		r.Get("/admin/assets/{name}", a.assets(saleAssets))
-		r.Group(func(r chi.Router) {
-			a.adminRoutes(r)
-			r.Get("/admin/sales.json", a.salesBoard)
-		})
-	}
-
-	if a.Orders != nil || a.Audit != nil {
-		r.Group(func(r chi.Router) {
-			a.adminRoutes(r)
-			if a.Orders != nil {
-				r.Get("/admin/vouchers/{id}/orders", a.saleOrders)
-				r.Get("/admin/vouchers/{id}/orders.csv", a.exportSaleOrders)
-			}
-			if a.Audit != nil {
-				r.Get("/admin/audit", a.auditTrail)
-			}
-		})
-	}
-
-	if a.Controls != nil {
-		r.Group(func(r chi.Router) {
-			a.adminRoutes(r)
-			r.Post("/admin/vouchers/{id}/end", a.endSale)
-			r.Put("/admin/vouchers/{id}/end-time", a.moveSaleEnd)
-			r.Post("/admin/vouchers/{id}/stock", a.addSaleStock)
-			r.Post("/admin/vouchers/{id}/pause", a.pauseSale)
-			r.Post("/admin/vouchers/{id}/resume", a.resumeSale)
-		})
 	}
 
 	if a.Rooms.enabled() {
@@ -257,14 +250,14 @@ func NewRouter(d Deps) http.Handler {
 	if a.Tokens != nil {
 		r.Post("/dev/tokens", a.mintToken)
 	}
-	scoped := a.scope(r, d.ClaimObserver)
+	scoped := a.scope(r)
 	if !a.Claim.MarksSoldOut() {
 		return routed{Handler: scoped, mux: r}
 	}
 	soldOut := answerFor(domain.ErrSoldOut)
-	edge := &soldOutEdge{a: a, next: scoped, ip: ipLimit, obs: d.ClaimObserver, body: soldOut.body, bodyEn: soldOut.bodyEn}
+	edge := &soldOutEdge{a: a, next: scoped, ip: ipLimit, body: soldOut.body, bodyEn: soldOut.bodyEn}
 	if ipLimit != nil {
-		edge.refuse = a.scope(ipLimit.refusal(a.ipRateLimited), d.ClaimObserver)
+		edge.refuse = a.scope(ipLimit.refusal(a.ipRateLimited))
 	}
 	return routed{Handler: edge, mux: r}
 }
@@ -280,10 +273,3 @@ func (r routed) Routes() []chi.Route                     { return r.mux.Routes()
 func (r routed) Middlewares() chi.Middlewares            { return r.mux.Middlewares() }
 func (r routed) Match(c *chi.Context, m, p string) bool  { return r.mux.Match(c, m, p) }
 func (r routed) Find(c *chi.Context, m, p string) string { return r.mux.Find(c, m, p) }
-
-// adminRoutes is the one gate of every admin or operator endpoint: mount a
-// new one inside a group that calls it. It needs the login token of a user
-// listed in Deps.Admins: 401 without a known token, 403 for anyone else.
-func (a *api) adminRoutes(r chi.Router) {
-	r.Use(a.requireUser, a.requireAdmin)
-}
