@@ -32,7 +32,6 @@ type soldOutEdge struct {
 	// the access log and the observer, as the router would.
 	ip     *slidingLimit[ipLimitKey]
 	refuse http.Handler
-	obs    ClaimObserver
 	body   []byte
 	bodyEn []byte // body for a client that asks for English
 }
@@ -58,8 +57,8 @@ func (e *soldOutEdge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeBody(w, http.StatusOK, e.body)
 	}
 	took := time.Since(start)
-	if e.obs != nil {
-		e.obs.ClaimAnswered(r.Context(), domain.ErrSoldOut.Code(), took)
+	if obs := e.a.ClaimObserver; obs != nil {
+		obs.ClaimAnswered(r.Context(), domain.ErrSoldOut.Code(), took)
 	}
 	e.a.accessLog(r, edgeRequestID, http.StatusOK, nil, took)
 }

@@ -144,13 +144,11 @@ func noteError(r *http.Request, err error) { recorderOf(r.Context()).err = err }
 
 // scope is every request's entry: it gives the request its one context
 // (requestCtx: the recorder, chi's route context and, for a claim, what the
-// observer counts with; one copy of the request where the access log, the
-// observer and chi each used to make their own), tells obs (if any) how each
-// claim was answered, and writes the access log line: debug for 2xx-4xx
-// (refusals are normal business during a sale, and the claim path must stay
-// cheap), warn for a 503 (load shedding, not ready) and error for other
-// 5xx, with the error's detail that the client never sees.
-func (a *api) scope(next http.Handler, obs ClaimObserver) http.Handler {
+// observer counts with: one copy of the request), tells Deps.ClaimObserver
+// (if any) how each claim was answered, and writes the access log line
+// (accessLog).
+func (a *api) scope(next http.Handler) http.Handler {
+	obs := a.ClaimObserver
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w, status: http.StatusOK, seq: requestIDs.seq.Add(1), arrived: start,
