@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/binary"
 	"math"
 	"net"
 	"net/http"
@@ -120,12 +121,7 @@ func hashUser(u int64) uint64 { return mix64(uint64(u)) }
 type ipLimitKey [16]byte
 
 func hashIP(k ipLimitKey) uint64 {
-	var hi, lo uint64
-	for i := 0; i < 8; i++ {
-		hi = hi<<8 | uint64(k[i])
-		lo = lo<<8 | uint64(k[8+i])
-	}
-	return mix64(hi ^ mix64(lo))
+	return mix64(binary.BigEndian.Uint64(k[:8]) ^ mix64(binary.BigEndian.Uint64(k[8:])))
 }
 
 func ipKeyOf(ip netip.Addr) ipLimitKey {
