@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -70,15 +71,15 @@ func saleOrdersQuery(r *http.Request) (domain.VoucherID, domain.OrderFilter, err
 	return domain.VoucherID(id), filter, nil
 }
 
-// queryInt reads an optional non-negative integer parameter (absent: 0).
-func queryInt(r *http.Request, name string, max int64) (int64, error) {
+// queryInt reads an optional non-negative int64 parameter (absent: 0).
+func queryInt(r *http.Request, name string) (int64, error) {
 	s := r.URL.Query().Get(name)
 	if s == "" {
 		return 0, nil
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 || n > max {
-		return 0, badRequest(fmt.Sprintf("%s must be an integer from 0 to %d", name, max))
+	if err != nil || n < 0 {
+		return 0, badRequest(fmt.Sprintf("%s must be an integer from 0 to %d", name, int64(math.MaxInt64)))
 	}
 	return n, nil
 }
@@ -103,7 +104,7 @@ func (a *api) saleOrders(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	after, err := queryInt(r, "after", 1<<63-1)
+	after, err := queryInt(r, "after")
 	if err != nil {
 		a.fail(w, r, err)
 		return

@@ -32,12 +32,12 @@ type auditPageDTO struct {
 // auditTrail is read-only: the trail has no route that changes or removes
 // an entry (PUT, PATCH and DELETE answer 405).
 func (a *api) auditTrail(w http.ResponseWriter, r *http.Request) {
-	before, err := queryInt(r, "before", 1<<63-1)
+	before, err := queryInt(r, "before")
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	voucher, err := queryInt(r, "voucher", 1<<63-1)
+	voucher, err := queryInt(r, "voucher")
 	if err != nil {
 		a.fail(w, r, err)
 		return
