@@ -10,14 +10,14 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/go-chi/chi/v5"
 )
 
-// decodeJSON reads exactly one JSON object into dst, refusing other media
-// types, unknown fields, trailing data and bodies over the limit, each with a
-// message that tells the client what to fix.
+// decodeJSON reads exactly one JSON object into dst, a pointer to a request
+// struct, refusing other media types, unknown fields, trailing data and
+// bodies over the limit, each with a message that tells the client what to
+// fix.
 func decodeJSON(r *http.Request, dst any) error {
 	// requireJSON already refused a body of another type; this catches a
 	// handler reached some other way, and an empty body sent without a type.
@@ -57,10 +57,7 @@ func decodeJSON(r *http.Request, dst any) error {
 // "stock"). A client that sends either meant something we would not do.
 // Malformed JSON is left to the decoder, which explains it.
 func checkKeys(data []byte, dst any) error {
-	fields := jsonFields(reflect.TypeOf(dst))
-	if fields == nil {
-		return nil
-	}
+	fields := jsonFields(reflect.TypeOf(dst).Elem())
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil
@@ -92,18 +89,9 @@ func checkKeys(data []byte, dst any) error {
 	return nil
 }
 
-var fieldCache sync.Map // reflect.Type -> map[string]bool
-
-// jsonFields are the exact JSON names of a *struct's fields, or nil for any
-// other type.
-func jsonFields(t reflect.Type) map[string]bool {
-	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
-		return nil
-	}
-	if f, ok := fieldCache.Load(t); ok {
-		return f.(map[string]bool)
-	}
-	st := t.Elem()
+// jsonFields are the exact JSON names of struct type st's fields. They are
+// read on each decode: only admin, dev and payment requests have a body.
+func jsonFields(st reflect.Type) map[string]bool {
 	fields := make(map[string]bool, st.NumField())
 	for i := 0; i < st.NumField(); i++ {
 		sf := st.Field(i)
@@ -119,7 +107,6 @@ func jsonFields(t reflect.Type) map[string]bool {
 		}
 		fields[name] = true
 	}
-	fieldCache.Store(t, fields)
 	return fields
 }
 
