@@ -109,9 +109,6 @@ type recorder struct {
 	arrived time.Time
 }
 
-// arrival is when the request came in.
-func arrival(r *http.Request) time.Time { return recorderOf(r.Context()).arrived }
-
 type recorderKey struct{}
 
 // recorderOf is the request's recorder: scope puts it in the context of

@@ -42,7 +42,7 @@ func (a *api) claimSeckill(w http.ResponseWriter, r *http.Request) {
 	// The budget counts from the request's arrival: a session lookup that
 	// waited on Redis spent part of it.
 	c, err := a.Claim.Claim(r.Context(), application.Claim{
-		User: user, Voucher: domain.VoucherID(voucher), Arrived: arrival(r), Pass: (*passOf)(r),
+		User: user, Voucher: domain.VoucherID(voucher), Arrived: recorderOf(r.Context()).arrived, Pass: (*passOf)(r),
 	})
 	if e := a.Log.Debug(); e.Enabled() {
 		e.Str("request_id", requestID(r)).

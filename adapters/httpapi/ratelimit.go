@@ -124,20 +124,15 @@ func hashIP(k ipLimitKey) uint64 {
 	return mix64(binary.BigEndian.Uint64(k[:8]) ^ mix64(binary.BigEndian.Uint64(k[8:])))
 }
 
-func ipKeyOf(ip netip.Addr) ipLimitKey {
-	ip = ip.Unmap()
+// ipKey is the per-IP limit's key of r: see clientAddr. A peer address that
+// does not parse (never from a real connection) is one bucket of its own.
+func (a *api) ipKey(r *http.Request) ipLimitKey {
+	ip, _ := clientAddr(r, a.TrustedProxies) // unmapped: an IPv4 client is Is4
 	k := ipLimitKey(ip.As16())
 	if ip.Is6() {
 		clear(k[8:])
 	}
 	return k
-}
-
-// ipKey is the per-IP limit's key of r: see clientAddr. A peer address that
-// does not parse (never from a real connection) is one bucket of its own.
-func (a *api) ipKey(r *http.Request) ipLimitKey {
-	ip, _ := clientAddr(r, a.TrustedProxies)
-	return ipKeyOf(ip)
 }
 
 // clientAddr is the client's address: the connection's peer, unless the
