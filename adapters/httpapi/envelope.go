@@ -131,13 +131,15 @@ var (
 // syntax) before any use case runs.
 type requestError struct {
 	status int
-	code   string // codeBadRequest when empty
+	code   string
 	msg    string
 }
 
 func (e *requestError) Error() string { return e.msg }
 
-func badRequest(msg string) error { return &requestError{status: http.StatusBadRequest, msg: msg} }
+func badRequest(msg string) error {
+	return &requestError{status: http.StatusBadRequest, code: codeBadRequest, msg: msg}
+}
 
 // answerFor maps err through the table; anything unknown is an internal
 // error whose text must not reach the client.
@@ -161,11 +163,7 @@ func answerFor(err error) answer {
 	}
 	var re *requestError
 	if errors.As(err, &re) {
-		code := re.code
-		if code == "" {
-			code = codeBadRequest
-		}
-		return answer{status: re.status, code: code, msg: re.msg}
+		return answer{status: re.status, code: re.code, msg: re.msg}
 	}
 	// Validation messages name the field and the rule, never internal state,
 	// so they are safe and useful to show.

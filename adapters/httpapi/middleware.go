@@ -273,6 +273,7 @@ func (a *api) limitBody(next http.Handler) http.Handler {
 func errBodyTooLarge(max int64) error {
 	return &requestError{
 		status: http.StatusRequestEntityTooLarge,
+		code:   codeBadRequest,
 		msg:    fmt.Sprintf("request body is larger than %d bytes", max),
 	}
 }
@@ -338,5 +339,5 @@ func (a *api) notFound(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	a.fail(w, r, &requestError{status: http.StatusMethodNotAllowed, msg: "不支持该请求方法"})
+	a.fail(w, r, &requestError{status: http.StatusMethodNotAllowed, code: codeBadRequest, msg: "不支持该请求方法"})
 }
