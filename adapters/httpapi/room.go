@@ -174,18 +174,7 @@ func (a *api) roomRules(req *waitingRoomRequest) (domain.RoomRules, error) {
 	return domain.NewRoomRules(time.Duration(opens)*time.Second, *req.AdmitPerSecond, time.Duration(ttl)*time.Second, margin)
 }
 
-// roomFields adds a room sale's settings to its listing.
-func roomFields(d *voucherDTO, s domain.Sale) {
-	if !s.HasRoom() {
-		return
-	}
-	r := s.Room()
-	d.WaitingRoom = &waitingRoomDTO{
-		OpensBeforeSeconds: int64(r.OpensBefore() / time.Second), AdmitPerSecond: r.AdmitPerSecond(),
-		PassTTLSeconds: int64(r.PassTTL() / time.Second), Margin: r.Margin(),
-	}
-}
-
+// waitingRoomDTO is a room sale's settings in its listing.
 type waitingRoomDTO struct {
 	OpensBeforeSeconds int64 `json:"opensBeforeSeconds"`
 	AdmitPerSecond     int   `json:"admitPerSecond"`

@@ -220,7 +220,13 @@ func (a *api) voucherDTO(v domain.Voucher) voucherDTO {
 		d.BeginTime = s.Begin().In(a.Location).Format(localLayout)
 		d.EndTime = s.End().In(a.Location).Format(localLayout)
 		d.LimitPerUser = s.LimitPerUser()
-		roomFields(&d, s)
+		if s.HasRoom() {
+			r := s.Room()
+			d.WaitingRoom = &waitingRoomDTO{
+				OpensBeforeSeconds: int64(r.OpensBefore() / time.Second), AdmitPerSecond: r.AdmitPerSecond(),
+				PassTTLSeconds: int64(r.PassTTL() / time.Second), Margin: r.Margin(),
+			}
+		}
 	}
 	return d
 }
