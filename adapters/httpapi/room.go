@@ -50,7 +50,9 @@ type roomStatusDTO struct {
 	PassExpires string `json:"passExpires,omitempty"`
 }
 
-func toRoomDTO(st application.RoomStatus) roomStatusDTO {
+// writeRoomStatus answers a join or a poll, with Retry-After (whole seconds,
+// rounded up) when the client should come back.
+func writeRoomStatus(w http.ResponseWriter, st application.RoomStatus) {
 	d := roomStatusDTO{
 		Ticket: st.Ticket, State: string(st.Phase), Position: st.Position, Joined: st.Joined, InDraw: st.InDraw,
 		WaitSeconds: int64((st.Wait + time.Second - 1) / time.Second),
@@ -65,7 +67,10 @@ func toRoomDTO(st application.RoomStatus) roomStatusDTO {
 	if !st.PassExpires.IsZero() {
 		d.PassExpires = st.PassExpires.UTC().Format(time.RFC3339Nano)
 	}
-	return d
+	if st.PollAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((st.PollAfter+time.Second-1)/time.Second), 10))
+	}
+	writeOK(w, d)
 }
 
 func (a *api) joinRoom(w http.ResponseWriter, r *http.Request) {
@@ -80,15 +85,6 @@ func (a *api) joinRoom(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeRoomStatus(w, st)
-}
-
-// writeRoomStatus answers a join or a poll, with Retry-After (whole seconds,
-// rounded up) when the client should come back.
-func writeRoomStatus(w http.ResponseWriter, st application.RoomStatus) {
-	if st.PollAfter > 0 {
-		w.Header().Set("Retry-After", strconv.FormatInt(int64((st.PollAfter+time.Second-1)/time.Second), 10))
-	}
-	writeOK(w, toRoomDTO(st))
 }
 
 func (a *api) pollRoom(w http.ResponseWriter, r *http.Request) {
