@@ -94,11 +94,11 @@ func (h *JoinRoom) Handle(ctx context.Context, voucher domain.VoucherID, user do
 	return status(ctx, h.dir, h.signer, v, t, drawn)
 }
 
-// joinable is domain.Sale.RoomOpens and Ended asked of the store's copy of
-// the sale: a view read from the store has its RoomConfig, not a domain.Sale.
+// joinable asks the room's rules of the store's copy of the sale (a view
+// read from the store has its RoomConfig, not a domain.Sale).
 func joinable(cfg ports.RoomConfig, now time.Time) error {
 	switch {
-	case now.Before(cfg.Begin.Add(-cfg.Rules.OpensBefore())):
+	case now.Before(cfg.Rules.Opens(cfg.Begin)):
 		return domain.ErrRoomNotOpen
 	case !now.Before(cfg.End):
 		return domain.ErrEnded

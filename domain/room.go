@@ -99,14 +99,21 @@ func (s Sale) Room() RoomRules { return s.room }
 func (s Sale) HasRoom() bool { return !s.room.IsZero() }
 
 // RoomOpens is when the pre-queue opens.
-func (s Sale) RoomOpens() time.Time { return s.begin.Add(-s.room.opensBefore) }
+func (s Sale) RoomOpens() time.Time { return s.room.Opens(s.begin) }
 
-// InDraw tells whether a room operation at now is still in the pre-queue:
-// the draw includes every join recorded at or before the begin, to the
-// millisecond (the resolution the room's store keeps). The draw closes at
-// the first room operation after that, whichever instance makes it.
-func (s Sale) InDraw(now time.Time) bool {
-	return !now.Truncate(time.Millisecond).After(s.begin.Truncate(time.Millisecond))
+// Opens is when the pre-queue of a sale beginning at begin opens.
+func (r RoomRules) Opens(begin time.Time) time.Time { return begin.Add(-r.opensBefore) }
+
+// InDraw tells whether a room operation at now is still in the pre-queue.
+func (s Sale) InDraw(now time.Time) bool { return InDraw(s.begin, now) }
+
+// InDraw tells whether a room operation at now is still in the pre-queue of
+// a sale beginning at begin: the draw includes every join recorded at or
+// before the begin, to the millisecond (the resolution the room's store
+// keeps). The draw closes at the first room operation after that, whichever
+// instance makes it.
+func InDraw(begin, now time.Time) bool {
+	return !now.Truncate(time.Millisecond).After(begin.Truncate(time.Millisecond))
 }
 
 // Waiting-room answers. ErrPassRequired and ErrPassExpired are a claim's

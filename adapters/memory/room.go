@@ -130,7 +130,7 @@ func (s *Rooms) Join(ctx context.Context, id domain.VoucherID, user domain.UserI
 
 // closeDraw mirrors the scripts' close_draw.
 func (r *room) closeDraw(now time.Time, seed [domain.RoomSeedSize]byte) {
-	if r.drawn || !now.Truncate(time.Millisecond).After(r.cfg.Begin) {
+	if r.drawn || domain.InDraw(r.cfg.Begin, now) {
 		return
 	}
 	r.drawn, r.n, r.seed = true, r.joined, seed
