@@ -290,34 +290,74 @@ func TestStreamQueue(t *testing.T) {
 		}},
 
 		{"a_living_consumers_slow_batch_is_not_taken_over_until_it_stops", func(t *testing.T, e streamEnv) {
+			// Synchronised on what Redis shows, not on the scheduler: q2
+			// waits a minute for an idle entry, and the test makes the held
+			// entries look an hour idle (age), so whether q2 may take them
+			// depends only on whether q1's renewal loop has reset them since.
 			q1 := e.queue(t, "c1", streamQuickTakeover)
-			q2 := e.queue(t, "c2", streamQuickTakeover)
+			q2 := e.queue(t, "c2", func(o *redisstream.Options) {
+				o.MinIdle, o.ClaimInterval = time.Minute, 10*time.Millisecond
+			})
 			streamPublish(t, q1, 1, 5)
 			held := testenv.ReceiveN(t, q1, 5, 5)
-
-			// Ten times MinIdle: q1 renews its hold, so q2 claims nothing.
-			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-			ds, err := q2.Receive(ctx, 10)
-			cancel()
-			if !errors.Is(err, context.DeadlineExceeded) || len(ds) != 0 {
-				t.Fatalf("q2 took %v (%v) from a living consumer", ds, err)
+			stream := e.keys(streamVoucher).Orders
+			pending := func() []redis.XPendingExt {
+				p, err := e.rdb.XPendingExt(context.Background(), &redis.XPendingExtArgs{
+					Stream: stream, Group: redisstream.DefaultGroup, Start: "-", End: "+", Count: 10,
+				}).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return p
 			}
-			p, err := e.rdb.XPendingExt(context.Background(), &redis.XPendingExtArgs{
-				Stream: e.keys(streamVoucher).Orders, Group: redisstream.DefaultGroup, Start: "-", End: "+", Count: 10,
-			}).Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, x := range p {
-				if x.Consumer != "c1" || x.RetryCount != 1 {
-					t.Fatalf("held entry %s: consumer %s, deliveries %d; want c1, 1", x.ID, x.Consumer, x.RetryCount)
+			// age makes every held entry an hour idle, still c1's, its
+			// delivery count kept: as if c1 had not touched it for that long.
+			age := func() {
+				args := []any{"XCLAIM", stream, redisstream.DefaultGroup, "c1", 0}
+				for _, d := range held {
+					args = append(args, strings.TrimPrefix(d.Ref, stream+"/"))
+				}
+				args = append(args, "IDLE", time.Hour.Milliseconds(), "RETRYCOUNT", 1, "JUSTID")
+				if n, err := e.rdb.Do(context.Background(), args...).Slice(); err != nil || len(n) != len(held) {
+					t.Fatalf("aging the held entries: %v, %v", n, err)
 				}
 			}
 
-			// q1 stops without acking: now q2 takes the batch over.
+			// Three times over, the batch is overdue, q1 renews it, and q2
+			// then claims nothing from it and counts no delivery.
+			for round := 1; round <= 3; round++ {
+				age()
+				testenv.Eventually(t, 10*time.Second, func() (bool, string) {
+					for _, x := range pending() {
+						if x.Idle >= time.Minute {
+							return false, fmt.Sprintf("round %d: %s idle %s, not renewed", round, x.ID, x.Idle)
+						}
+					}
+					return true, ""
+				})
+				ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+				ds, err := q2.Receive(ctx, 10)
+				cancel()
+				if !errors.Is(err, context.DeadlineExceeded) || len(ds) != 0 {
+					t.Fatalf("round %d: q2 took %v (%v) from a living consumer", round, ds, err)
+				}
+				p := pending()
+				if len(p) != len(held) {
+					t.Fatalf("round %d: %d entries pending, want %d", round, len(p), len(held))
+				}
+				for _, x := range p {
+					if x.Consumer != "c1" || x.RetryCount != 1 {
+						t.Fatalf("round %d: held entry %s: consumer %s, deliveries %d; want c1, 1", round, x.ID, x.Consumer, x.RetryCount)
+					}
+				}
+			}
+
+			// q1 stops without acking (Close returns once its renewal has
+			// stopped) and the batch is overdue again: now q2 takes it over.
 			if err := q1.Close(); err != nil {
 				t.Fatal(err)
 			}
+			age()
 			got := testenv.ReceiveN(t, q2, 5, 10)
 			for i, d := range got {
 				if d.Ref != held[i].Ref || d.Attempts != 2 {
