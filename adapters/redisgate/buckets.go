@@ -94,12 +94,21 @@ func (g *Gate) preheatSplit(ctx context.Context, v domain.Voucher, l *layout) er
 // moves units from the other buckets and tries again (transfer.go).
 func (g *Gate) claimSplit(ctx context.Context, l *layout, o domain.VoucherOrder) error {
 	h := redisschema.HomeBucket(o.UserID(), l.k)
-	answer, err := g.claimIn(ctx, l, h, o, true, true)
-	if err != nil {
-		return fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
-	}
-	if answer != "empty" {
-		return answerErr(answer, o)
+	if done, err := g.claimHome(ctx, l, h, o, true); done {
+		return err
 	}
 	return g.claimWithTransfers(ctx, o, l, h)
+}
+
+// claimHome claims o in its home bucket h (with index, writing the order's
+// index entry too: claimIn); done is false while h is empty.
+func (g *Gate) claimHome(ctx context.Context, l *layout, h int, o domain.VoucherOrder, index bool) (done bool, err error) {
+	answer, err := g.claimIn(ctx, l, h, o, true, index)
+	if err != nil {
+		return true, fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
+	}
+	if answer == "empty" {
+		return false, nil
+	}
+	return true, answerErr(answer, o)
 }

@@ -44,21 +44,10 @@ import (
 // it, after sweeps sweeps it answers busy (not admitted, nothing changed)
 // rather than sold out.
 func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, l *layout, h int) error {
-	// again claims in the home once more; done is false while it is empty.
-	again := func() (done bool, err error) {
-		answer, err := g.claimIn(ctx, l, h, o, true, false)
-		if err != nil {
-			return true, fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
-		}
-		if answer != "empty" {
-			return true, answerErr(answer, o)
-		}
-		return false, nil
-	}
 	for sweep := range sweeps {
 		if sweep > 0 {
 			// Another claim's transfer may have refilled the home meanwhile.
-			if done, err := again(); done {
+			if done, err := g.claimHome(ctx, l, h, o, false); done {
 				return err
 			}
 		}
@@ -74,11 +63,11 @@ func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, l 
 				continue
 			}
 			took = true
-			if done, err := again(); done {
+			if done, err := g.claimHome(ctx, l, h, o, false); done {
 				return err
 			}
 		}
-		if done, err := again(); done {
+		if done, err := g.claimHome(ctx, l, h, o, false); done {
 			return err
 		}
 		if took || inFlight > 0 {
