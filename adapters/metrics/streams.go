@@ -56,7 +56,7 @@ func NewStreamCollector(rdb redis.UniversalClient, opts StreamOptions) *StreamCo
 		opts.Prefix = redisschema.DefaultPrefix
 	}
 	if opts.DeadLetter == "" {
-		opts.DeadLetter = opts.Prefix + "dead-letter"
+		opts.DeadLetter = redisschema.DeadLetter(opts.Prefix)
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 2 * time.Second
