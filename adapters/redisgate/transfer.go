@@ -129,8 +129,11 @@ func (g *Gate) transfer(ctx context.Context, l *layout, d, h int) (n, young int6
 func (g *Gate) pull(ctx context.Context, l *layout, h int, want int64) error {
 	for range sweeps {
 		have, err := g.rdb.HGet(ctx, l.buckets[h].Voucher, "stock").Int64()
+		if errors.Is(err, redis.Nil) {
+			return nil // no home: heal.lua finds it gone and Restore rebuilds it
+		}
 		if err != nil || have >= want {
-			return ignoreNil(err)
+			return err
 		}
 		moved := false
 		for i := 1; i < l.k && have < want; i++ {
@@ -146,13 +149,6 @@ func (g *Gate) pull(ctx context.Context, l *layout, h int, want int64) error {
 		}
 	}
 	return nil
-}
-
-func ignoreNil(err error) error {
-	if errors.Is(err, redis.Nil) {
-		return nil
-	}
-	return err
 }
 
 func (g *Gate) fault(step string) error {
