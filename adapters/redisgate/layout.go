@@ -32,7 +32,7 @@ func (g *Gate) newLayout(id domain.VoucherID, k int) *layout {
 		l.script = bucketClaimScript
 	}
 	for b := range k {
-		l.buckets[b] = redisschema.KeysForTag(g.prefix, redisschema.BucketTag(id, b, k))
+		l.buckets[b] = g.bucket(id, b, k)
 		l.claimHeads[b] = claimHead(l.script, l.buckets[b])
 	}
 	return l
