@@ -64,18 +64,12 @@ func (g *Gate) setMeta(ctx context.Context, v domain.Voucher, k int) error {
 	return nil
 }
 
-// preheatSplit writes the voucher's K and its buckets, each with its share of
-// the stock, only where a bucket is absent (as Preheat, for the same reason:
-// a bucket that exists may hold claims answered success). The live set names
-// every bucket's tag before any bucket can sell, so the stream consumers look
-// for every bucket's stream.
+// preheatSplit writes the voucher's buckets, each with its share of the
+// stock, only where a bucket is absent (as Preheat, for the same reason: a
+// bucket that exists may hold claims answered success). Preheat has written
+// its K and named every bucket's tag in the live set before, so the stream
+// consumers look for every bucket's stream before any bucket can sell.
 func (g *Gate) preheatSplit(ctx context.Context, v domain.Voucher, l *layout) error {
-	if err := g.setMeta(ctx, v, l.k); err != nil {
-		return fmt.Errorf("preheat voucher %d: %w", v.ID(), err)
-	}
-	if err := g.addLive(ctx, l); err != nil {
-		return fmt.Errorf("preheat: %w", err)
-	}
 	s := v.Sale()
 	for b, bk := range l.buckets {
 		code, err := g.write(ctx, s, bk, b, bk.Staging("none"), split(s.Stock(), b, l.k), 0, "preheat")

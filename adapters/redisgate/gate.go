@@ -232,20 +232,27 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 	}
 	l := g.known(v.ID(), g.kOf(v))
 	if l.k > 1 {
-		return g.preheatSplit(ctx, v, l)
+		if err := g.setMeta(ctx, v, l.k); err != nil {
+			return fmt.Errorf("preheat voucher %d: %w", v.ID(), err)
+		}
 	}
-	k := l.buckets[0]
 	if err := g.addLive(ctx, l); err != nil {
 		return fmt.Errorf("preheat: %w", err)
 	}
-	s := v.Sale()
-	code, err := g.scripts.Run(ctx, g.rdb, preheatScript, []string{k.Voucher, k.Buyers},
-		s.Stock(), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), s.LimitPerUser()).Int64()
-	if err != nil {
-		return fmt.Errorf("preheat voucher %d: %w", v.ID(), err)
-	}
-	if code == -1 {
-		return anotherSale(v.ID())
+	if l.k > 1 {
+		if err := g.preheatSplit(ctx, v, l); err != nil {
+			return err
+		}
+	} else {
+		k, s := l.buckets[0], v.Sale()
+		code, err := g.scripts.Run(ctx, g.rdb, preheatScript, []string{k.Voucher, k.Buyers},
+			s.Stock(), s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), s.LimitPerUser()).Int64()
+		if err != nil {
+			return fmt.Errorf("preheat voucher %d: %w", v.ID(), err)
+		}
+		if code == -1 {
+			return anotherSale(v.ID())
+		}
 	}
 	if err := g.addLive(ctx, l); err != nil {
 		return fmt.Errorf("preheat: %w", err)

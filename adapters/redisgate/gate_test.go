@@ -338,6 +338,56 @@ func TestPreheatThatCannotJoinTheLiveSetLeavesNothingClaimable(t *testing.T) {
 	}
 }
 
+// A prune that runs between a Preheat's first live-set write and its gate
+// write sees no keys and removes the entries; the Preheat writes them again
+// after the gate, split or not, so the stream consumers find every bucket's
+// stream at once rather than after the next repair.
+func TestPreheatOutlivesAPruneBetweenItsWrites(t *testing.T) {
+	for _, k := range []int{1, 3} {
+		t.Run("k"+strconv.Itoa(k), func(t *testing.T) {
+			m, rdb := testenv.MiniRedis(t)
+			ctx := context.Background()
+			pruner := redisgate.New(rdb, redisgate.Options{Prefix: "p:"})
+			racing := redis.NewClient(&redis.Options{Addr: m.Addr()})
+			t.Cleanup(func() { _ = racing.Close() })
+			racing.AddHook(afterFirstSAdd{func() {
+				if n, err := pruner.PruneLive(ctx); err != nil || n != k {
+					t.Errorf("the racing prune removed %d (%v), want the %d new entries", n, err, k)
+				}
+			}, new(sync.Once)})
+			now := testenv.WallClock{}.Now()
+			v := splitInto(t, voucher(t, 5, 6, now.Add(-time.Hour), now.Add(time.Hour)), k)
+			if err := redisgate.New(racing, redisgate.Options{Prefix: "p:"}).Preheat(ctx, v); err != nil {
+				t.Fatal(err)
+			}
+			live, err := rdb.SMembers(ctx, redisschema.LiveSet("p:")).Result()
+			if err != nil || len(live) != k {
+				t.Fatalf("live set after the preheat: %v (%v), want its %d buckets", live, err, k)
+			}
+		})
+	}
+}
+
+// afterFirstSAdd runs f once, right after the first SADD answers.
+type afterFirstSAdd struct {
+	f    func()
+	once *sync.Once
+}
+
+func (afterFirstSAdd) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h afterFirstSAdd) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if cmd.Name() == "sadd" {
+			h.once.Do(h.f)
+		}
+		return err
+	}
+}
+func (afterFirstSAdd) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
 // A gate that holds another sale's window under the same id (the database
 // was reset, Redis kept its keys) is neither overwritten nor silently used.
 func TestPreheatRefusesAGateOfAnotherSale(t *testing.T) {
