@@ -70,11 +70,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			return ctx.Err()
 		case err != nil:
 			w.log.Error().Err(err).Dur("retry_in", backoff).Msg("receive from order queue failed")
-			w.retried("receive", backoff)
-			if !sleep(ctx, backoff) {
+			if !w.backOff(ctx, "receive", &backoff) {
 				return ctx.Err()
 			}
-			backoff = min(backoff*2, w.opts.MaxBackoff)
 			continue
 		}
 		backoff = w.opts.MinBackoff
@@ -174,18 +172,15 @@ func (w *Worker) settle(ctx context.Context, ds []ports.Delivery,
 			}
 			err = errors.Join(errors.New("confirm to the queue after commit"), err)
 		}
-		if ctx.Err() != nil {
-			w.abandon(ctx.Err(), orders)
-			return application.BatchResult{}, ctx.Err()
+		if ctx.Err() == nil {
+			w.log.Error().Err(err).Int("orders", len(orders)).Int("attempt", attempt).
+				Dur("retry_in", backoff).Msg("fulfil batch failed; retrying")
+			if w.backOff(ctx, "fulfil", &backoff) {
+				continue
+			}
 		}
-		w.log.Error().Err(err).Int("orders", len(orders)).Int("attempt", attempt).
-			Dur("retry_in", backoff).Msg("fulfil batch failed; retrying")
-		w.retried("fulfil", backoff)
-		if !sleep(ctx, backoff) {
-			w.abandon(ctx.Err(), orders)
-			return application.BatchResult{}, ctx.Err()
-		}
-		backoff = min(backoff*2, w.opts.MaxBackoff)
+		w.abandon(ctx.Err(), orders)
+		return application.BatchResult{}, ctx.Err()
 	}
 }
 
@@ -246,18 +241,17 @@ func (w *Worker) abandon(cause error, orders []domain.VoucherOrder) {
 		Msg("stopped before this batch committed; a channel queue loses these orders (run seckill reconcile), a stream keeps them pending")
 }
 
-func (w *Worker) retried(stage string, backoff time.Duration) {
+// backOff tells Retried of a retry of stage, waits out backoff and doubles
+// it up to MaxBackoff; false when ctx ended first.
+func (w *Worker) backOff(ctx context.Context, stage string, backoff *time.Duration) bool {
 	if w.opts.Retried != nil {
-		w.opts.Retried(stage, backoff)
+		w.opts.Retried(stage, *backoff)
 	}
-}
-
-// sleep waits d or until ctx ends, and reports whether the full d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
+	t := time.NewTimer(*backoff)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		*backoff = min(*backoff*2, w.opts.MaxBackoff)
 		return true
 	case <-ctx.Done():
 		return false
