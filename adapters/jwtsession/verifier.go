@@ -134,7 +134,18 @@ func New(o Options) (*Verifier, error) {
 	if (o.JWKSURL == "") == (o.KeyFile == "") {
 		return nil, errors.New("exactly one of a JWKS URL and a key file is needed")
 	}
-	o = withDefaults(o)
+	if o.UserClaim == "" {
+		o.UserClaim = DefaultUserClaim
+	}
+	if o.RolesClaim == "" {
+		o.RolesClaim = DefaultRolesClaim
+	}
+	if o.CacheSize <= 0 {
+		o.CacheSize = tokencache.DefaultSize
+	}
+	if o.Clock == nil {
+		o.Clock = ports.SystemClock{}
+	}
 	checks := []jwt.ParserOption{jwt.WithValidMethods(o.Algs), jwt.WithExpirationRequired(), jwt.WithLeeway(Leeway),
 		jwt.WithTimeFunc(o.Clock.Now), jwt.WithJSONNumber()}
 	if o.Issuer != "" {
@@ -181,22 +192,6 @@ func New(o Options) (*Verifier, error) {
 	}
 	v.keys, v.stop = k.KeyfuncCtx, stop
 	return v, nil
-}
-
-func withDefaults(o Options) Options {
-	if o.UserClaim == "" {
-		o.UserClaim = DefaultUserClaim
-	}
-	if o.RolesClaim == "" {
-		o.RolesClaim = DefaultRolesClaim
-	}
-	if o.CacheSize <= 0 {
-		o.CacheSize = tokencache.DefaultSize
-	}
-	if o.Clock == nil {
-		o.Clock = ports.SystemClock{}
-	}
-	return o
 }
 
 // readKeyFile reads public keys only: a private key in the file is a key that
