@@ -3,7 +3,6 @@ package redisstream
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -53,8 +52,8 @@ func (q *Queue) Backlog(ctx context.Context, vid domain.VoucherID) (ports.Backlo
 		return b, fmt.Errorf("oldest entry of voucher %d: %w", vid, err)
 	}
 	if len(msgs) > 0 {
-		if ms, err := strconv.ParseInt(strings.SplitN(msgs[0].ID, "-", 2)[0], 10, 64); err == nil {
-			b.Lag = max(time.Since(time.UnixMilli(ms)), 0)
+		if ms, _ := splitID(msgs[0].ID); ms > 0 {
+			b.Lag = max(time.Since(time.UnixMilli(int64(ms))), 0)
 		}
 	}
 	return b, nil
