@@ -3,6 +3,7 @@ package redisgate_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -350,11 +351,11 @@ func TestPreheatOutlivesAPruneBetweenItsWrites(t *testing.T) {
 			pruner := redisgate.New(rdb, redisgate.Options{Prefix: "p:"})
 			racing := redis.NewClient(&redis.Options{Addr: m.Addr()})
 			t.Cleanup(func() { _ = racing.Close() })
-			racing.AddHook(afterFirstSAdd{func() {
+			racing.AddHook(afterFirst(func(cmd redis.Cmder) bool { return cmd.Name() == "sadd" }, func() {
 				if n, err := pruner.PruneLive(ctx); err != nil || n != k {
 					t.Errorf("the racing prune removed %d (%v), want the %d new entries", n, err, k)
 				}
-			}, new(sync.Once)})
+			}))
 			now := testenv.WallClock{}.Now()
 			v := splitInto(t, voucher(t, 5, 6, now.Add(-time.Hour), now.Add(time.Hour)), k)
 			if err := redisgate.New(racing, redisgate.Options{Prefix: "p:"}).Preheat(ctx, v); err != nil {
@@ -368,23 +369,61 @@ func TestPreheatOutlivesAPruneBetweenItsWrites(t *testing.T) {
 	}
 }
 
-// afterFirstSAdd runs f once, right after the first SADD answers.
-type afterFirstSAdd struct {
-	f    func()
-	once *sync.Once
+// A split restore's lock can outlive its restore's budget and be taken by
+// another instance; the former holder, done at last, must leave the new
+// holder's lock alone, or a third instance could restore the same buckets
+// beside the second. The lock is taken over right after the holder's first
+// look at it once it is done (its GET, in a read-then-delete release).
+func TestRestoreReleasesOnlyItsOwnLock(t *testing.T) {
+	m, rdb := testenv.MiniRedis(t)
+	ctx := context.Background()
+	now := testenv.WallClock{}.Now()
+	v := splitInto(t, voucher(t, 7, 6, now.Add(-time.Hour), now.Add(time.Hour)), 3)
+	lock := redisschema.BucketLock("p:", v.ID())
+	holder := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = holder.Close() })
+	holder.AddHook(afterFirst(func(cmd redis.Cmder) bool {
+		return cmd.Name() != "set" && slices.Contains(cmd.Args(), any(lock))
+	}, func() {
+		if err := rdb.Set(ctx, lock, "another instance", time.Minute).Err(); err != nil {
+			t.Error(err)
+		}
+	}))
+	g := redisgate.New(holder, redisgate.Options{Prefix: "p:"})
+	if err := g.Preheat(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Overwrite(ctx, v, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := rdb.Get(ctx, lock).Result(); err != nil || got != "another instance" {
+		t.Fatalf("the new holder's lock after the former one finished: %q (%v)", got, err)
+	}
 }
 
-func (afterFirstSAdd) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h afterFirstSAdd) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+// afterFirst runs f once, right after the first command that match accepts
+// has answered.
+func afterFirst(match func(redis.Cmder) bool, f func()) redis.Hook {
+	return afterFirstHook{match, f, new(sync.Once)}
+}
+
+type afterFirstHook struct {
+	match func(redis.Cmder) bool
+	f     func()
+	once  *sync.Once
+}
+
+func (afterFirstHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h afterFirstHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if cmd.Name() == "sadd" {
+		if h.match(cmd) {
 			h.once.Do(h.f)
 		}
 		return err
 	}
 }
-func (afterFirstSAdd) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (afterFirstHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
 

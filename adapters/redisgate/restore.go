@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hmdp-go/seckill/adapters/internal/redisx"
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 )
@@ -106,10 +107,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 			return false, nil // another instance is restoring it
 		}
 		defer func() {
-			c := context.WithoutCancel(ctx)
-			if cur, _ := g.rdb.Get(c, lock).Result(); cur == token {
-				_ = g.rdb.Del(c, lock).Err()
-			}
+			_ = redisx.Release(context.WithoutCancel(ctx), g.rdb, lock, token)
 		}()
 	}
 	// The live-set entries go first, as in Preheat: a restored gate must

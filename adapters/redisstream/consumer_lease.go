@@ -12,6 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+
+	"github.com/hmdp-go/seckill/adapters/internal/redisx"
 )
 
 // A consumer name's lease: an exclusive, expiring claim on the name in Redis,
@@ -47,21 +49,14 @@ type Lease struct {
 	once    sync.Once
 }
 
-// renew and release act only while the key still holds this holder's token:
-// a lease that expired and was taken by another must not be extended or
-// deleted by its former holder.
-var (
-	leaseRenewScript = redis.NewScript(`
+// renew (and redisx.Release) act only while the key still holds this
+// holder's token: a lease that expired and was taken by another must not be
+// extended or deleted by its former holder.
+var leaseRenewScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0`)
-	leaseReleaseScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0`)
-)
 
 // AcquireLease takes the lease on key, waiting up to opts.Wait for a holder that
 // stopped renewing (a killed process) to let it expire. A holder that is
@@ -152,7 +147,7 @@ func (l *Lease) Release() error {
 		<-l.stopped
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		err = leaseReleaseScript.Run(ctx, l.rdb, []string{l.key}, l.token).Err()
+		err = redisx.Release(ctx, l.rdb, l.key, l.token)
 		if err != nil {
 			err = fmt.Errorf("release lease %s: %w", l.key, err)
 		}
