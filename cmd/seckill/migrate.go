@@ -17,9 +17,15 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(stderr)
 	force := fs.Bool("force", false, "migrate down: roll back even a migration that drops tables (or columns) holding rows, losing them")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: seckill migrate up|status\n       seckill migrate down [--force]\n\n"+
-			"down rolls back the newest migration only, and refuses one that would drop rows (vouchers, orders)\nunless --force is given.\n\nflags:")
-		fs.PrintDefaults()
+		fmt.Fprint(stderr, `usage: seckill migrate up|status
+       seckill migrate down [--force]
+
+down rolls back the newest migration only, and refuses one that would drop rows (vouchers, orders)
+unless --force is given.
+
+flags:
+`)
+		usageFlags(fs, stderr)
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
