@@ -85,6 +85,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 }
 
+// newFlags is a command's flag set, its errors and help on stderr: the help
+// is usage (ending "flags:\n") and then the flags, spelt with two dashes as
+// README writes them (the flag package takes one or two, and prints one).
+func newFlags(name, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.VisitAll(func(f *flag.Flag) { fmt.Fprintf(stderr, "  --%s\n    \t%s\n", f.Name, f.Usage) })
+	}
+	return fs
+}
+
 // loadCLI reads the configuration for a command other than serve, with a
 // terse logger on stderr, and warns of SECKILL_* variables no one reads.
 func loadCLI(stderr io.Writer) (infra.Config, zerolog.Logger, error) {

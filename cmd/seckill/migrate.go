@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -13,20 +12,15 @@ import (
 )
 
 func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	force := fs.Bool("force", false, "migrate down: roll back even a migration that drops tables (or columns) holding rows, losing them")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: seckill migrate up|status
+	fs := newFlags("migrate", `usage: seckill migrate up|status
        seckill migrate down [--force]
 
 down rolls back the newest migration only, and refuses one that would drop rows (vouchers, orders)
 unless --force is given.
 
 flags:
-`)
-		usageFlags(fs, stderr)
-	}
+`, stderr)
+	force := fs.Bool("force", false, "migrate down: roll back even a migration that drops tables (or columns) holding rows, losing them")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 
@@ -16,12 +15,7 @@ import (
 var errDifferences = errors.New("Redis and MySQL disagree (run with --fix, while no claims are running, to repair Redis from MySQL)")
 
 func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	voucher := fs.Int64("voucher", 0, "seckill voucher id to reconcile (required)")
-	fix := fs.Bool("fix", false, "repair Redis from MySQL (the source of truth); run only while no claims are served")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: seckill reconcile --voucher ID [--fix]
+	fs := newFlags("reconcile", `usage: seckill reconcile --voucher ID [--fix]
 
 Compares one sale's gate in Redis (stock left, buyers marked, orders still
 queued) with MySQL, the source of truth, prints what differs and exits 1 when
@@ -30,9 +24,9 @@ are served. Needs SECKILL_REDIS_URL (or SECKILL_REDIS_CLUSTER_ADDRS) and
 SECKILL_MYSQL_DSN.
 
 flags:
-`)
-		usageFlags(fs, stderr)
-	}
+`, stderr)
+	voucher := fs.Int64("voucher", 0, "seckill voucher id to reconcile (required)")
+	fix := fs.Bool("fix", false, "repair Redis from MySQL (the source of truth); run only while no claims are served")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

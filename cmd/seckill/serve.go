@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,23 +11,18 @@ import (
 )
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	noMigrate := fs.Bool("no-migrate", false, "do not apply pending migrations at start")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: seckill serve [--no-migrate]
+	usage := `usage: seckill serve [--no-migrate]
 
 Runs the HTTP service and the fulfilment workers until SIGINT or SIGTERM, then
 drains the queue within SECKILL_SHUTDOWN_TIMEOUT. Everything else is set by
 environment variables (README.md, "Configuration", says what each does):
 
-`)
-		for _, v := range infra.ConfigVariables() {
-			fmt.Fprintf(stderr, "  %s (default %q)\n      %s\n", v.Name, v.Default, v.Help)
-		}
-		fmt.Fprintln(stderr, "  (SECKILL_CONSUMER empty: seckill-<host name>)\n\nflags:")
-		usageFlags(fs, stderr)
+`
+	for _, v := range infra.ConfigVariables() {
+		usage += fmt.Sprintf("  %s (default %q)\n      %s\n", v.Name, v.Default, v.Help)
 	}
+	fs := newFlags("serve", usage+"  (SECKILL_CONSUMER empty: seckill-<host name>)\n\nflags:\n", stderr)
+	noMigrate := fs.Bool("no-migrate", false, "do not apply pending migrations at start")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -66,10 +60,4 @@ environment variables (README.md, "Configuration", says what each does):
 	}
 	ev.Str("cleanup", time.Since(stopping).String()).Msg("stopped")
 	return err
-}
-
-// usageFlags lists fs's flags spelt with two dashes, as README writes them
-// (the flag package takes one or two, and prints one).
-func usageFlags(fs *flag.FlagSet, w io.Writer) {
-	fs.VisitAll(func(f *flag.Flag) { fmt.Fprintf(w, "  --%s\n    \t%s\n", f.Name, f.Usage) })
 }

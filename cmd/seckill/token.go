@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 
@@ -14,12 +13,7 @@ import (
 )
 
 func token(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("token", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	user := fs.Int64("user", 0, "first user id (required, > 0)")
-	count := fs.Int("count", 1, "how many consecutive users to mint tokens for (1..1000000)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: seckill token --user ID [--count N]
+	fs := newFlags("token", `usage: seckill token --user ID [--count N]
 
 Mints hmdp login tokens (the hash login:token:<token>, field id, expiring after
 30 minutes, as the original's login) for users ID..ID+N-1 on the Redis that
@@ -28,9 +22,9 @@ line. For tests and load: real users log in through the shop. With the
 embedded Redis, use POST /dev/tokens of `+"`seckill serve`"+` instead.
 
 flags:
-`)
-		usageFlags(fs, stderr)
-	}
+`, stderr)
+	user := fs.Int64("user", 0, "first user id (required, > 0)")
+	count := fs.Int("count", 1, "how many consecutive users to mint tokens for (1..1000000)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
