@@ -211,7 +211,7 @@ func (a *App) Run(ctx context.Context) error {
 }
 
 // provideReady is the readiness probe: Redis and the database answer.
-func provideReady(rdb redis.UniversalClient, db *bun.DB) ReadyCheck {
+func provideReady(rdb redis.UniversalClient, db *bun.DB) func(context.Context) error {
 	return func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()

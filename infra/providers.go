@@ -24,9 +24,6 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// ReadyCheck reports whether the backends answer.
-type ReadyCheck func(context.Context) error
-
 // provideIDs' cleanup stops the issuer's background leases before the
 // clients they use are closed.
 func provideIDs(rdb redis.UniversalClient, claims ClaimRedis, c Config) (*redisgate.IDs, func()) {
@@ -106,16 +103,11 @@ func provideWorker(q ports.OrderQueue, f *application.FulfillOrders, log zerolog
 		worker.Options{BatchSize: c.BatchSize, MaxDeliveries: c.MaxDeliveries, Retried: o.workerRetried()})
 }
 
-func provideHandler(
-	add *application.AddSeckillVoucher, list *application.ListShopVouchers,
-	claim *application.ClaimSeckill, get *application.GetOrder,
-	cancel *application.CancelOrder, pay *application.PayOrder,
-	sessions ports.Sessions, bearer ports.BearerSessions, tokens ports.TokenIssuer, ready ReadyCheck,
-	sales *application.SaleDashboard, log zerolog.Logger, c Config, obs httpapi.ClaimObserver, rdb redis.UniversalClient,
-	rooms httpapi.Rooms, orders *application.ListSaleOrders, audit *application.ReadAuditLog,
-	controls *application.ControlSale,
-) http.Handler {
-	if tokens != nil {
+// provideHandler completes the router's dependencies, whose use cases and
+// sessions Wire fills in (httpDeps), with what the operator's settings say,
+// and says at start what those settings leave open or closed.
+func provideHandler(d httpapi.Deps, c Config, rdb redis.UniversalClient, log zerolog.Logger) http.Handler {
+	if d.Tokens != nil {
 		log.Warn().Msg("dev endpoint POST /dev/tokens is enabled: anyone can mint a login token")
 	}
 	if len(c.Admins()) == 0 && c.JWT.AdminRole == "" {
@@ -133,24 +125,20 @@ func provideHandler(
 	}
 	log.Info().Int("per_user", c.RateUser).Int("per_ip", c.RateIP).Str("window", c.RateWindow.String()).
 		Strs("trusted_proxies", proxies).Msg("rate limits on claim and order status (0 = off)")
-	return httpapi.NewRouter(httpapi.Deps{
-		AddVoucher: add, ListVouchers: list, Claim: claim, GetOrder: get,
-		Sessions: sessions, Bearer: bearer, Tokens: tokens, Ready: ready, Log: log, Location: c.Location(),
-		Admins:         c.Admins(),
-		Limits:         httpapi.Limits{PerUser: c.RateUser, PerIP: c.RateIP, Window: c.RateWindow},
-		TrustedProxies: c.Proxies(),
-		Sales:          sales,
-		ClaimObserver:  obs,
-		Split:          splitRule(rdb, c, log),
-		Cancel:         cancel,
-		Pay:            pay,
-		PaymentSecret:  []byte(c.PaymentSecret),
-		Rooms:          rooms,
-		Orders:         orders,
-		Audit:          audit,
-		Controls:       controls,
-	})
+	d.Location, d.Admins, d.TrustedProxies = c.Location(), c.Admins(), c.Proxies()
+	d.Limits = httpapi.Limits{PerUser: c.RateUser, PerIP: c.RateIP, Window: c.RateWindow}
+	d.Split = splitRule(rdb, c, log)
+	d.PaymentSecret = []byte(c.PaymentSecret)
+	return httpapi.NewRouter(d)
 }
+
+// httpDeps are the router's dependencies that Wire provides; provideHandler
+// sets the rest from the Config.
+var httpDeps = wire.NewSet(
+	wire.Struct(new(httpapi.Rooms), "*"),
+	wire.Struct(new(httpapi.Deps), "AddVoucher", "ListVouchers", "Claim", "GetOrder", "Sessions", "Bearer", "Tokens",
+		"Ready", "Log", "Sales", "ClaimObserver", "Cancel", "Pay", "Orders", "Audit", "Controls", "Rooms"),
+)
 
 // splitRule is Tuning.BucketsAbove's rule, with K = Tuning.Buckets or else
 // the number of Redis Cluster masters now (one bucket per master; a single
@@ -253,7 +241,6 @@ var commonSet = wire.NewSet(
 	application.NewJoinRoom,
 	application.NewPollRoom,
 	application.NewRoomPassCheck,
-	provideRooms,
 	metrics.NewClaimCounter,
 	wire.Bind(new(ports.ClaimCounts), new(*metrics.ClaimCounter)),
 	application.NewAddSeckillVoucher,
@@ -267,6 +254,7 @@ var commonSet = wire.NewSet(
 	application.NewReadAuditLog,
 	application.NewControlSale,
 	provideWorker,
+	httpDeps,
 	provideHandler,
 	wire.Struct(new(gateRepair), "*"),
 	provideServices,

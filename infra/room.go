@@ -9,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
-	"github.com/hmdp-go/seckill/adapters/httpapi"
 	"github.com/hmdp-go/seckill/adapters/metrics"
 	"github.com/hmdp-go/seckill/adapters/redisroom"
 	"github.com/hmdp-go/seckill/application"
@@ -38,10 +37,6 @@ func provideRoomSigner(rdb redis.UniversalClient, c Config, log zerolog.Logger) 
 	}
 	log.Info().Msg("waiting rooms sign with the key kept in Redis; set SECKILL_ROOM_SECRET so a Redis that loses its data does not void the tickets and passes out")
 	return application.NewRoomSigner(key), nil
-}
-
-func provideRooms(j *application.JoinRoom, p *application.PollRoom) httpapi.Rooms {
-	return httpapi.Rooms{Join: j, Poll: p}
 }
 
 // provideClaimSeckill is the claim with all its steps: the waiting room's

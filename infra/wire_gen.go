@@ -8,6 +8,7 @@ package infra
 
 import (
 	"github.com/hmdp-go/seckill/adapters/chanqueue"
+	"github.com/hmdp-go/seckill/adapters/httpapi"
 	"github.com/hmdp-go/seckill/adapters/metrics"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/adapters/redisstream"
@@ -78,9 +79,6 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	roomPassCheck := application.NewRoomPassCheck(roomDirectory, roomSigner)
 	claimSeckill := provideClaimSeckill(iDs, admission, roomPassCheck, soldOutMarks, claimCounter)
 	getOrder := application.NewGetOrder(orderRepository, roomGate)
-	orderLifecycle := provideOrderLifecycle(orderRepo, observability)
-	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, roomGate)
-	payOrder := providePayOrder(orderRepository, voucherRepo, orderLifecycle, gate, systemClock, c)
 	bearerSessions, cleanup6, err := provideBearer(c, log)
 	if err != nil {
 		cleanup5()
@@ -91,17 +89,42 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	tokenIssuer := provideTokens(store, c)
-	readyCheck := provideReady(universalClient, db)
+	v := provideReady(universalClient, db)
 	saleDashboard := application.NewSaleDashboard(voucherRepo, gate, orderRepo, queue, claimCounter, roomDirectory, systemClock)
 	claimObserver := provideClaimObserver(observability)
-	joinRoom := application.NewJoinRoom(roomDirectory, roomSigner)
-	pollRoom := application.NewPollRoom(roomDirectory, roomSigner)
-	httpapiRooms := provideRooms(joinRoom, pollRoom)
+	orderLifecycle := provideOrderLifecycle(orderRepo, observability)
+	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, roomGate)
+	payOrder := providePayOrder(orderRepository, voucherRepo, orderLifecycle, gate, systemClock, c)
 	listSaleOrders := application.NewListSaleOrders(voucherRepo, orderRepo)
 	auditRepo := mysqlstore.NewAuditRepo(db)
 	readAuditLog := application.NewReadAuditLog(auditRepo)
 	controlSale := application.NewControlSale(voucherRepo, gate, systemClock)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, bearerSessions, tokenIssuer, readyCheck, saleDashboard, log, c, claimObserver, universalClient, httpapiRooms, listSaleOrders, readAuditLog, controlSale)
+	joinRoom := application.NewJoinRoom(roomDirectory, roomSigner)
+	pollRoom := application.NewPollRoom(roomDirectory, roomSigner)
+	httpapiRooms := httpapi.Rooms{
+		Join: joinRoom,
+		Poll: pollRoom,
+	}
+	deps := httpapi.Deps{
+		AddVoucher:    addSeckillVoucher,
+		ListVouchers:  listShopVouchers,
+		Claim:         claimSeckill,
+		GetOrder:      getOrder,
+		Sessions:      sessions,
+		Bearer:        bearerSessions,
+		Tokens:        tokenIssuer,
+		Ready:         v,
+		Log:           log,
+		Sales:         saleDashboard,
+		ClaimObserver: claimObserver,
+		Cancel:        cancelOrder,
+		Pay:           payOrder,
+		Orders:        listSaleOrders,
+		Audit:         readAuditLog,
+		Controls:      controlSale,
+		Rooms:         httpapiRooms,
+	}
+	handler := provideHandler(deps, c, universalClient, log)
 	orderQueue := provideObservedChannelQueue(queue, observability)
 	restoreGate := provideRestoreGate(voucherRepo, orderRepository, roomGate, gate, systemClock, gate)
 	expireOrders := provideExpireOrders(orderLifecycle, roomGate, systemClock)
@@ -221,9 +244,6 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	roomPassCheck := application.NewRoomPassCheck(roomDirectory, roomSigner)
 	claimSeckill := provideClaimSeckill(iDs, admission, roomPassCheck, soldOutMarks, claimCounter)
 	getOrder := application.NewGetOrder(orderRepository, roomGate)
-	orderLifecycle := provideOrderLifecycle(orderRepo, observability)
-	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, roomGate)
-	payOrder := providePayOrder(orderRepository, voucherRepo, orderLifecycle, gate, systemClock, c)
 	bearerSessions, cleanup8, err := provideBearer(c, log)
 	if err != nil {
 		cleanup7()
@@ -236,17 +256,42 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	tokenIssuer := provideTokens(store, c)
-	readyCheck := provideReady(universalClient, db)
+	v := provideReady(universalClient, db)
 	saleDashboard := application.NewSaleDashboard(voucherRepo, gate, orderRepo, queue, claimCounter, roomDirectory, systemClock)
 	claimObserver := provideClaimObserver(observability)
-	joinRoom := application.NewJoinRoom(roomDirectory, roomSigner)
-	pollRoom := application.NewPollRoom(roomDirectory, roomSigner)
-	httpapiRooms := provideRooms(joinRoom, pollRoom)
+	orderLifecycle := provideOrderLifecycle(orderRepo, observability)
+	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, roomGate)
+	payOrder := providePayOrder(orderRepository, voucherRepo, orderLifecycle, gate, systemClock, c)
 	listSaleOrders := application.NewListSaleOrders(voucherRepo, orderRepo)
 	auditRepo := mysqlstore.NewAuditRepo(db)
 	readAuditLog := application.NewReadAuditLog(auditRepo)
 	controlSale := application.NewControlSale(voucherRepo, gate, systemClock)
-	handler := provideHandler(addSeckillVoucher, listShopVouchers, claimSeckill, getOrder, cancelOrder, payOrder, sessions, bearerSessions, tokenIssuer, readyCheck, saleDashboard, log, c, claimObserver, universalClient, httpapiRooms, listSaleOrders, readAuditLog, controlSale)
+	joinRoom := application.NewJoinRoom(roomDirectory, roomSigner)
+	pollRoom := application.NewPollRoom(roomDirectory, roomSigner)
+	httpapiRooms := httpapi.Rooms{
+		Join: joinRoom,
+		Poll: pollRoom,
+	}
+	deps := httpapi.Deps{
+		AddVoucher:    addSeckillVoucher,
+		ListVouchers:  listShopVouchers,
+		Claim:         claimSeckill,
+		GetOrder:      getOrder,
+		Sessions:      sessions,
+		Bearer:        bearerSessions,
+		Tokens:        tokenIssuer,
+		Ready:         v,
+		Log:           log,
+		Sales:         saleDashboard,
+		ClaimObserver: claimObserver,
+		Cancel:        cancelOrder,
+		Pay:           payOrder,
+		Orders:        listSaleOrders,
+		Audit:         readAuditLog,
+		Controls:      controlSale,
+		Rooms:         httpapiRooms,
+	}
+	handler := provideHandler(deps, c, universalClient, log)
 	orderQueue := provideObservedStreamQueue(queue, universalClient, c, observability)
 	restoreGate := provideRestoreGate(voucherRepo, orderRepository, roomGate, gate, systemClock, gate)
 	expireOrders := provideExpireOrders(orderLifecycle, roomGate, systemClock)
