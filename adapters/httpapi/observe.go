@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"net/http"
 	"time"
 )
 
@@ -32,22 +31,16 @@ const claimPathPrefix = "/voucher-order/seckill/"
 const codeSuccess = "success"
 
 // answeredCode is the code of the answer rec recorded: the code its error
-// maps to through the table, "success" for a 2xx without error, and for an
-// answer written without fail (a middleware answering on its own) a code
-// guessed from the status.
+// maps to through the table, or "success" for a 2xx without error. Every
+// refusal on the claim route (the limits', the session's, a bad path's) is
+// written by fail, which records its error; a 3xx-5xx without one is no
+// answer of this router's, so internal.
 func answeredCode(rec *recorder) string {
-	if rec.err != nil {
-		return answerFor(rec.err).code
-	}
 	switch {
+	case rec.err != nil:
+		return answerFor(rec.err).code
 	case rec.status < 300:
 		return codeSuccess
-	case rec.status == http.StatusTooManyRequests:
-		return codeRateLimited
-	case rec.status == http.StatusUnauthorized:
-		return codeUnauthorized
-	case rec.status == http.StatusServiceUnavailable:
-		return codeBusy
 	}
 	return codeInternal
 }
