@@ -21,13 +21,6 @@ type saleStateDTO struct {
 	Added int `json:"added"`
 }
 
-func toSaleStateDTO(v domain.Voucher) saleStateDTO {
-	s := v.Sale()
-	return saleStateDTO{ID: strconv.FormatInt(int64(v.ID()), 10), Stock: s.Stock(),
-		BeginTime: s.Begin().UTC().Format(time.RFC3339Nano), EndTime: s.End().UTC().Format(time.RFC3339Nano),
-		Paused: s.Paused(), Added: s.Added()}
-}
-
 // control answers a sale control: the voucher the path names, changed by
 // do on behalf of the admin making the request, answered as it is left.
 func (a *api) control(w http.ResponseWriter, r *http.Request,
@@ -45,7 +38,10 @@ func (a *api) control(w http.ResponseWriter, r *http.Request,
 	}
 	// The shop's list shows the new stock and end here at once.
 	a.lists.forget(strconv.FormatInt(int64(v.ShopID()), 10))
-	writeOK(w, toSaleStateDTO(v))
+	s := v.Sale()
+	writeOK(w, saleStateDTO{ID: strconv.FormatInt(int64(v.ID()), 10), Stock: s.Stock(),
+		BeginTime: s.Begin().UTC().Format(time.RFC3339Nano), EndTime: s.End().UTC().Format(time.RFC3339Nano),
+		Paused: s.Paused(), Added: s.Added()})
 }
 
 // endSale: POST /admin/vouchers/{id}/end; pauseSale: .../pause;
