@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -89,15 +88,14 @@ const proxyWarnEvery = time.Minute
 // private peer over the limit, with no proxy trusted, looks like that, so it
 // is logged (at most once per proxyWarnEvery) with the variable to set.
 func (a *api) ipRateLimited(w http.ResponseWriter, r *http.Request) {
-	if len(a.TrustedProxies) == 0 {
-		if peer, ok := parseRemoteAddr(r.RemoteAddr); ok && (peer.IsLoopback() || peer.IsPrivate()) {
-			a.warnUnconfiguredProxy(peer)
-		}
-	}
 	a.fail(w, r, errRateLimited)
-}
-
-func (a *api) warnUnconfiguredProxy(peer netip.Addr) {
+	if len(a.TrustedProxies) > 0 {
+		return
+	}
+	peer, ok := parseRemoteAddr(r.RemoteAddr)
+	if !ok || !(peer.IsLoopback() || peer.IsPrivate()) {
+		return
+	}
 	now := time.Now().UnixNano()
 	last := a.proxyWarned.Load()
 	if last != 0 && now-last < int64(proxyWarnEvery) || !a.proxyWarned.CompareAndSwap(last, now) {
