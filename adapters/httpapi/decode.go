@@ -34,7 +34,7 @@ func decodeJSON(r *http.Request, dst any) error {
 	if err != nil {
 		return jsonError(err)
 	}
-	if err := checkKeys(data, dst); err != nil {
+	if err := checkKeys(data, reflect.TypeOf(dst).Elem(), ""); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -51,13 +51,15 @@ func decodeJSON(r *http.Request, dst any) error {
 	}
 }
 
-// checkKeys refuses what encoding/json would silently accept in an object:
-// a key given twice (the last would win) and a key that matches a field
-// only case-insensitively ({"STOCK":1} or a Kelvin-sign "K" would fill
-// "stock"). A client that sends either meant something we would not do.
-// Malformed JSON is left to the decoder, which explains it.
-func checkKeys(data []byte, dst any) error {
-	fields := jsonFields(reflect.TypeOf(dst).Elem())
+// checkKeys refuses what encoding/json would silently accept in an object
+// of struct type st, and in the objects of its struct fields (a voucher's
+// waitingRoom), each key named by its path from the body (prefix): a key
+// given twice (the last would win) and a key that matches a field only
+// case-insensitively ({"STOCK":1} or a Kelvin-sign "K" would fill "stock").
+// A client that sends either meant something we would not do. Malformed
+// JSON is left to the decoder, which explains it.
+func checkKeys(data []byte, st reflect.Type, prefix string) error {
+	fields := jsonFields(st)
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil
@@ -69,30 +71,40 @@ func checkKeys(data []byte, dst any) error {
 			return nil
 		}
 		key, _ := tok.(string)
+		ft, known := fields[key]
 		switch {
 		case seen[key]:
-			return badRequest(fmt.Sprintf("duplicate field %q", key))
-		case !fields[key]:
+			return badRequest(fmt.Sprintf("duplicate field %q", prefix+key))
+		case !known:
 			for f := range fields {
 				if strings.EqualFold(f, key) {
-					return badRequest(fmt.Sprintf("unknown field %q (field names are case-sensitive: did you mean %q?)", key, f))
+					return badRequest(fmt.Sprintf("unknown field %q (field names are case-sensitive: did you mean %q?)", prefix+key, prefix+f))
 				}
 			}
-			return badRequest(fmt.Sprintf("unknown field %q", key))
+			return badRequest(fmt.Sprintf("unknown field %q", prefix+key))
 		}
 		seen[key] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
 			return nil
+		}
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if ft.Kind() == reflect.Struct {
+			if err := checkKeys(value, ft, prefix+key+"."); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-// jsonFields are the exact JSON names of struct type st's fields. They are
-// read on each decode: only admin, dev and payment requests have a body.
-func jsonFields(st reflect.Type) map[string]bool {
-	fields := make(map[string]bool, st.NumField())
+// jsonFields are the exact JSON names of struct type st's fields, with
+// their types. They are read on each decode: only admin, dev and payment
+// requests have a body.
+func jsonFields(st reflect.Type) map[string]reflect.Type {
+	fields := make(map[string]reflect.Type, st.NumField())
 	for i := 0; i < st.NumField(); i++ {
 		sf := st.Field(i)
 		if !sf.IsExported() {
@@ -105,7 +117,7 @@ func jsonFields(st reflect.Type) map[string]bool {
 		case "":
 			name = sf.Name
 		}
-		fields[name] = true
+		fields[name] = sf.Type
 	}
 	return fields
 }

@@ -53,6 +53,11 @@ func TestCreateVoucherWithWaitingRoom(t *testing.T) {
 		{"ttl_too_short", `{"opensBeforeSeconds":600,"admitPerSecond":5,"passTtlSeconds":1}`, begin, "waitingRoom.passTtlSeconds"},
 		{"margin_negative", `{"opensBeforeSeconds":600,"admitPerSecond":5,"margin":-1}`, begin, "waitingRoom.margin"},
 		{"unknown_field", `{"opensBeforeSeconds":600,"admitPerSecond":5,"captcha":true}`, begin, "captcha"},
+		// Inside the room as at the top: a key given twice, or matching a
+		// field only case-insensitively, is refused, not the last or the
+		// look-alike taken.
+		{"duplicate_field", `{"opensBeforeSeconds":600,"admitPerSecond":50,"admitPerSecond":5000}`, begin, `duplicate field "waitingRoom.admitPerSecond"`},
+		{"case_variant_field", `{"opensBeforeSeconds":600,"AdmitPerSecond":50}`, begin, `did you mean "waitingRoom.admitPerSecond"?`},
 		{"begins_too_soon", `{"opensBeforeSeconds":600,"admitPerSecond":5}`, now.Add(time.Second), "beginTime"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
