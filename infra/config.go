@@ -301,7 +301,7 @@ func (c Config) check(p *problems) {
 	if c.RedisWaitTimeout < time.Millisecond || c.RedisWaitTimeout > 1500*time.Millisecond {
 		bad("SECKILL_REDIS_WAIT_TIMEOUT", "must be within 1ms..1.5s (inside the claim's 2 s budget), got %s", c.RedisWaitTimeout)
 	}
-	if c.RedisWaitReplicas > 0 && c.RedisURL == "" && !c.RedisCluster() {
+	if c.RedisWaitReplicas > 0 && !c.RealRedis() {
 		bad("SECKILL_REDIS_WAIT_REPLICAS", "needs a real Redis with replicas (SECKILL_REDIS_URL or SECKILL_REDIS_CLUSTER_ADDRS); the embedded one has none")
 	}
 	p.within("SECKILL_BATCH_SIZE", c.BatchSize, 1, 5000)
