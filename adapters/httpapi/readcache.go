@@ -108,9 +108,3 @@ func (c *shortCache[V]) forget(key string) {
 	c.mu.Unlock()
 	c.group.Forget(key)
 }
-
-func (c *shortCache[V]) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.items)
-}

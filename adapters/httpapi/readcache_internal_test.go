@@ -16,7 +16,7 @@ func TestShortCacheStaysBounded(t *testing.T) {
 		if _, err := c.get(context.Background(), strconv.Itoa(i), func(context.Context) (int, error) { return i, nil }); err != nil {
 			t.Fatal(err)
 		}
-		if n := c.len(); n > 64 {
+		if n := len(c.items); n > 64 {
 			t.Fatalf("after %d keys the cache holds %d entries, want at most 64", i+1, n)
 		}
 	}
