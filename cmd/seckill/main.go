@@ -98,6 +98,20 @@ func newFlags(name, usage string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// parseFlags parses args into fs, and refuses any argument that is not a
+// flag before the command touches anything: a value given without its flag
+// (`token --user 1 5`) would otherwise be dropped in silence.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("%s: unexpected arguments %q", fs.Name(), fs.Args())
+	}
+	return nil
+}
+
 // loadCLI reads the configuration for a command other than serve, with a
 // terse logger on stderr, and warns of SECKILL_* variables no one reads.
 func loadCLI(stderr io.Writer) (infra.Config, zerolog.Logger, error) {

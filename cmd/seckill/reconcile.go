@@ -27,7 +27,7 @@ flags:
 `, stderr)
 	voucher := fs.Int64("voucher", 0, "seckill voucher id to reconcile (required)")
 	fix := fs.Bool("fix", false, "repair Redis from MySQL (the source of truth); run only while no claims are served")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *voucher <= 0 {

@@ -23,12 +23,8 @@ environment variables (README.md, "Configuration", says what each does):
 	}
 	fs := newFlags("serve", usage+"  (SECKILL_CONSUMER empty: seckill-<host name>)\n\nflags:\n", stderr)
 	noMigrate := fs.Bool("no-migrate", false, "do not apply pending migrations at start")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
 	}
 	cfg, err := infra.LoadConfig()
 	if err != nil {

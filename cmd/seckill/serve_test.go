@@ -37,3 +37,24 @@ func TestEveryCommandsHelpSaysWhatItDoes(t *testing.T) {
 		})
 	}
 }
+
+// A value given without its flag is refused before anything is touched, not
+// dropped: `token --user 1 5` minted one token where five were meant.
+func TestCommandsRefuseStrayArguments(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "now"},
+		{"token", "--user", "1", "5"},
+		{"reconcile", "--voucher", "7", "fix"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			err := run(t.Context(), args, &out, &errOut)
+			if err == nil || !strings.Contains(err.Error(), args[0]+": unexpected arguments") {
+				t.Fatalf("%q: got %v, want the stray argument refused", args, err)
+			}
+			if !strings.Contains(errOut.String(), "usage: seckill "+args[0]) {
+				t.Fatalf("%q printed no usage:\n%s", args, errOut.String())
+			}
+		})
+	}
+}

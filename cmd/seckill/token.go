@@ -25,7 +25,7 @@ flags:
 `, stderr)
 	user := fs.Int64("user", 0, "first user id (required, > 0)")
 	count := fs.Int("count", 1, "how many consecutive users to mint tokens for (1..1000000)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *user <= 0 {
