@@ -106,8 +106,6 @@ var errorTable = []struct {
 	// A human never meets the limit; Retry-After says when a bot may retry.
 	{errRateLimited, fixed(http.StatusTooManyRequests, codeRateLimited, "请求过于频繁，请稍后重试")},
 	{domain.ErrAlreadyPaid, alreadyPaidAnswer},
-	// A payment for an order that failed (never sold): the provider must
-	// refund it; nothing is recorded.
 	{errBadSignature, fixed(http.StatusUnauthorized, codeUnauthorized, "invalid payment signature")},
 }
 
