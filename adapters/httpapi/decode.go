@@ -24,9 +24,6 @@ func decodeJSON(r *http.Request, dst any) error {
 	if err := checkJSONType(r); err != nil {
 		return err
 	}
-	if r.Body == nil {
-		return badRequest("request body is empty")
-	}
 	// The body is small (limitBody bounds it) and only admin and dev
 	// endpoints take one, so it is read whole and parsed twice: once for its
 	// keys, once into dst.
