@@ -14,6 +14,7 @@ import (
 
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
+	"github.com/hmdp-go/seckill/adapters/redisroom"
 	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/ports"
@@ -99,6 +100,9 @@ func (a *App) prepare(ctx context.Context) (string, error) {
 	}
 	// Before any claim: a claim that meets NOSCRIPT waits for a reload.
 	if err := a.Gate.LoadScripts(ctx); err != nil {
+		return "", err
+	}
+	if err := redisroom.LoadScripts(ctx, a.Redis); err != nil {
 		return "", err
 	}
 	rep, err := a.Restore.Repair(ctx)

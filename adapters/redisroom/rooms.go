@@ -39,6 +39,8 @@ var (
 	joinScript    = redis.NewScript(drawLua + joinLua)
 	advanceScript = redis.NewScript(drawLua + advanceLua)
 	useScript     = redis.NewScript(useLua)
+
+	scripts = []*redis.Script{openScript, joinScript, advanceScript, useScript}
 )
 
 // retention is how long a room's keys outlive its sale.
@@ -65,8 +67,17 @@ func New(rdb redis.UniversalClient, prefix string) *Rooms {
 	if err := redisschema.ValidatePrefix(prefix); err != nil {
 		panic("redisroom: " + err.Error())
 	}
-	return &Rooms{rdb: rdb, prefix: prefix,
-		scripts: redisx.NewSet(rdb, openScript, joinScript, advanceScript, useScript)}
+	return &Rooms{rdb: rdb, prefix: prefix, scripts: redisx.NewSet(rdb, scripts...)}
+}
+
+// LoadScripts loads the rooms' scripts on every node of rdb, as the gate's
+// LoadScripts does, so the first joins and polls of a sale run them by SHA
+// instead of each meeting NOSCRIPT; the service calls it at start.
+func LoadScripts(ctx context.Context, rdb redis.UniversalClient) error {
+	if err := redisx.NewSet(rdb, scripts...).Load(ctx); err != nil {
+		return fmt.Errorf("rooms: %w", err)
+	}
+	return nil
 }
 
 type roomKeys struct{ room, users, steps, used, usedBy string }
