@@ -106,12 +106,10 @@ func (d *RoomDirectory) Remember(v domain.Voucher) {
 		put(d.none, v.ID(), struct{}{})
 		return
 	}
-	cfg := ports.RoomConfig{Rules: s.Room(), Begin: s.Begin().Truncate(time.Millisecond),
-		End: s.End().Truncate(time.Millisecond), Cap: int64(s.Stock()) + int64(s.Room().Margin())}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, ok := d.rooms[v.ID()]; !ok {
-		d.rooms[v.ID()] = &roomView{id: v.ID(), cfg: cfg}
+		d.rooms[v.ID()] = &roomView{id: v.ID(), cfg: ports.NewRoomConfig(s)}
 	}
 	delete(d.absent, v.ID())
 }

@@ -16,6 +16,13 @@ type RoomConfig struct {
 	Cap        int64
 }
 
+// NewRoomConfig is what a store keeps of sale s's room when it opens it:
+// its times to the millisecond (the store's resolution).
+func NewRoomConfig(s domain.Sale) RoomConfig {
+	return RoomConfig{Rules: s.Room(), Begin: s.Begin().Truncate(time.Millisecond), End: s.End().Truncate(time.Millisecond),
+		Cap: int64(s.Stock()) + int64(s.Room().Margin())}
+}
+
 // RoomStep is one advance of a room's boundary: the positions below Boundary
 // (and not below the previous step's) were admitted At.
 type RoomStep struct {

@@ -76,10 +76,7 @@ func (s *Rooms) Open(ctx context.Context, v domain.Voucher) error {
 	s.calls++
 	if _, ok := s.rooms[v.ID()]; !ok {
 		s.rooms[v.ID()] = &room{
-			cfg: ports.RoomConfig{
-				Rules: sale.Room(), Begin: sale.Begin().Truncate(time.Millisecond), End: sale.End().Truncate(time.Millisecond),
-				Cap: int64(sale.Stock()) + int64(sale.Room().Margin()),
-			},
+			cfg:   ports.NewRoomConfig(sale),
 			users: make(map[domain.UserID]int64), usedBy: make(map[domain.UserID]bool), live: make(map[int64]bool),
 		}
 	}

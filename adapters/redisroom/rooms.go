@@ -98,11 +98,11 @@ func (s *Rooms) Open(ctx context.Context, v domain.Voucher) error {
 	if v.ID() <= 0 {
 		return errors.New("open room: voucher has no id yet")
 	}
-	r := sale.Room()
-	k := s.keys(v.ID())
-	err := s.scripts.Run(ctx, s.rdb, openScript, []string{k.room},
+	cfg := ports.NewRoomConfig(sale)
+	r := cfg.Rules
+	err := s.scripts.Run(ctx, s.rdb, openScript, []string{s.keys(v.ID()).room},
 		r.OpensBefore().Milliseconds(), r.AdmitPerSecond(), r.PassTTL().Milliseconds(),
-		int64(sale.Stock())+int64(r.Margin()), sale.Begin().UnixMilli(), sale.End().UnixMilli(), expireAt(sale.End()), r.Margin()).Err()
+		cfg.Cap, cfg.Begin.UnixMilli(), cfg.End.UnixMilli(), expireAt(cfg.End), r.Margin()).Err()
 	if err != nil {
 		return fmt.Errorf("open room of voucher %d: %w", v.ID(), err)
 	}
