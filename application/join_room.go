@@ -48,12 +48,14 @@ type RoomStatus struct {
 	// Pass and PassExpires, once admitted.
 	Pass        string
 	PassExpires time.Time
-	// InDraw: in the pre-queue, whose order is drawn at DrawAt.
-	InDraw bool
 	// PollAfter is when to ask again (0: no need, the answer is final or
 	// the pass is in hand).
 	PollAfter time.Duration
 }
+
+// InDraw tells whether the user is in the pre-queue, whose order is drawn
+// at DrawAt.
+func (st RoomStatus) InDraw() bool { return st.Phase == RoomDrawPending }
 
 // JoinRoom puts a user in a sale's waiting room: one place per user, and
 // joining again answers the same place. It costs one store round trip.
@@ -121,7 +123,7 @@ func status(ctx context.Context, dir *RoomDirectory, signer *RoomSigner, v *room
 	// what is left), so no place can be admitted until a unit comes back.
 	soldOut := snap.Left == 0
 	if !snap.Drawn {
-		st.Phase, st.InDraw = RoomDrawPending, true
+		st.Phase = RoomDrawPending
 		st.Wait = max(v.cfg.Begin.Sub(now), 0) + perRate(st.Joined/2, rate)
 		st.PollAfter = pollAfter(v.cfg.Begin.Sub(now))
 		return st, nil

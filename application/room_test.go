@@ -551,7 +551,7 @@ func TestRoomSaysSoldOutAtOnceAndWhenToPoll(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Phase != application.RoomDrawPending || !st.InDraw || st.PollAfter < application.RoomRefresh {
+		if !st.InDraw() || st.PollAfter < application.RoomRefresh {
 			t.Fatalf("joined before the start: %+v; want the pre-queue, in the draw, with when to poll", st)
 		}
 		tickets[u] = st.Ticket
@@ -609,7 +609,7 @@ func TestAJoinAfterTheDrawClosedIsNotToldItIsInIt(t *testing.T) {
 	id := w.sale(t, 10, begin, rules(t, time.Minute, 10, time.Minute, 0))
 	w.clock.Set(begin.Add(-100 * time.Millisecond))
 	for u := domain.UserID(1); u <= 3; u++ { // the view is read: the draw is open
-		if st, err := w.join.Handle(ctx, id, u); err != nil || !st.InDraw {
+		if st, err := w.join.Handle(ctx, id, u); err != nil || !st.InDraw() {
 			t.Fatalf("join of %d before the begin: %+v, %v", u, st, err)
 		}
 	}
@@ -622,7 +622,7 @@ func TestAJoinAfterTheDrawClosedIsNotToldItIsInIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.InDraw || st.Phase == application.RoomDrawPending || st.Position != 4 {
+	if st.InDraw() || st.Position != 4 {
 		t.Fatalf("a join after the draw closed: %+v; want place 4, after the 3 drawn, not pre_queue", st)
 	}
 }

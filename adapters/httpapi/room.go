@@ -54,13 +54,13 @@ type roomStatusDTO struct {
 // rounded up) when the client should come back.
 func writeRoomStatus(w http.ResponseWriter, st application.RoomStatus) {
 	d := roomStatusDTO{
-		Ticket: st.Ticket, State: string(st.Phase), Position: st.Position, Joined: st.Joined, InDraw: st.InDraw,
+		Ticket: st.Ticket, State: string(st.Phase), Position: st.Position, Joined: st.Joined, InDraw: st.InDraw(),
 		WaitSeconds: int64((st.Wait + time.Second - 1) / time.Second),
 		DrawAt:      st.DrawAt.UTC().Format(time.RFC3339Nano),
 		Pass:        st.Pass,
 		PollAfterMs: st.PollAfter.Milliseconds(),
 	}
-	if !st.InDraw {
+	if !st.InDraw() {
 		ahead := st.Ahead
 		d.Ahead = &ahead
 	}
