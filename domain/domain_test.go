@@ -89,6 +89,7 @@ func TestSaleCheck(t *testing.T) {
 	}
 	tests := []struct {
 		name      string
+		paused    bool
 		now       time.Time
 		remaining int
 		want      error
@@ -99,10 +100,13 @@ func TestSaleCheck(t *testing.T) {
 		{name: "at_end", now: t1, remaining: 10, want: domain.ErrEnded},
 		{name: "sold_out", now: t0, remaining: 0, want: domain.ErrSoldOut},
 		{name: "window_checked_before_stock", now: t1, remaining: 0, want: domain.ErrEnded},
+		{name: "paused", paused: true, now: t0, remaining: 10, want: domain.ErrPaused},
+		{name: "window_checked_before_pause", paused: true, now: t1, remaining: 10, want: domain.ErrEnded},
+		{name: "pause_checked_before_stock", paused: true, now: t0, remaining: 0, want: domain.ErrPaused},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := s.Check(tt.now, tt.remaining); !errors.Is(err, tt.want) {
+			if err := s.WithStoredControls(0, tt.paused).Check(tt.now, tt.remaining); !errors.Is(err, tt.want) {
 				t.Fatalf("Check = %v, want %v", err, tt.want)
 			}
 		})

@@ -101,14 +101,17 @@ func (s Sale) WithBuckets(k int) (Sale, error) {
 }
 
 // Check tells whether a claim made at now may take one unit of remaining stock:
-// the window first, then the stock. The memory gate applies it as is; the
-// Redis gate's claim script, which cannot call Go, mirrors it atomically.
+// the window first, then the pause, then the stock. The memory gate applies it
+// as is; the Redis gate's claim script, which cannot call Go, mirrors it
+// atomically.
 func (s Sale) Check(now time.Time, remaining int) error {
 	switch {
 	case now.Before(s.begin):
 		return ErrNotStarted
 	case s.Ended(now):
 		return ErrEnded
+	case s.paused:
+		return ErrPaused
 	case remaining <= 0:
 		return ErrSoldOut
 	}

@@ -233,22 +233,18 @@ func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) error {
 	// A claim resent after its reply was lost finds its own mark: taken,
 	// whatever changed since (ended, paused, sold out), and nothing changes
 	// (the claim scripts' rule). Only a sale not started holds no claim.
-	err := s.sale.Check(now, 1)
+	err := s.sale.Check(now, s.stock)
 	if errors.Is(err, domain.ErrNotStarted) {
 		return err
 	}
 	if s.holds(o) {
 		return nil
 	}
-	free, ok := s.free(o)
-	switch { // the claim script's order: window, pause, stock, then duplicate
-	case err != nil:
+	if err != nil { // the claim script's order: window, pause, stock, then duplicate
 		return err
-	case s.sale.Paused():
-		return domain.ErrPaused
-	case s.stock <= 0:
-		return domain.ErrSoldOut
-	case !ok:
+	}
+	free, ok := s.free(o)
+	if !ok {
 		return domain.ErrAlreadyClaimed
 	}
 	s.stock--
