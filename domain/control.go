@@ -69,6 +69,13 @@ func (s Sale) AddStock(n int, now time.Time) (Sale, error) {
 	return s, nil
 }
 
+// SameControls tells whether o is s in everything a control changes (the
+// stock, the end, the pause): storing o over s changes nothing, as a
+// retried control's does not.
+func (s Sale) SameControls(o Sale) bool {
+	return s.stock == o.stock && s.end.Equal(o.end) && s.paused == o.paused
+}
+
 // Added is every unit admins added to the sale (AddStock) since it was
 // created; the gate keeps the same total, which makes adding them to the
 // gate idempotent.

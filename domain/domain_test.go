@@ -113,6 +113,43 @@ func TestSaleCheck(t *testing.T) {
 	}
 }
 
+func TestSaleSameControls(t *testing.T) {
+	s, err := domain.NewSale(10, t0, t1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added, err := s.AddStock(5, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved, err := s.EndAt(t1.Add(time.Minute), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused, err := s.WithPause(true, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		o    domain.Sale
+		same bool
+	}{
+		{name: "itself", o: s, same: true},
+		{name: "limit_is_no_control", o: s.WithStoredLimit(3), same: true},
+		{name: "stock_added", o: added},
+		{name: "end_moved", o: moved},
+		{name: "paused", o: paused},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := s.SameControls(tt.o); got != tt.same {
+				t.Fatalf("SameControls = %v, want %v", got, tt.same)
+			}
+		})
+	}
+}
+
 func TestNewSeckillVoucher(t *testing.T) {
 	sale, _ := domain.NewSale(5, t0, t1)
 	valid := domain.VoucherSpec{ShopID: 1, Title: "100 off", PayValue: 8000, ActualValue: 10000}

@@ -61,19 +61,15 @@ func (s *Vouchers) ChangeSale(ctx context.Context, id domain.VoucherID, once por
 	if err != nil {
 		return domain.Voucher{}, false, err
 	}
-	if sameSale(v.Sale(), after.Sale()) {
+	sale := storedSale(after.Sale())
+	if sale.SameControls(v.Sale()) {
 		return v, false, nil
 	}
-	after = after.WithSale(storedSale(after.Sale()))
+	after = after.WithSale(sale)
 	s.vouchers[id] = after
 	if once.Key != "" {
 		s.controlKeys[once.Key] = voucherKey{id: id, fingerprint: once.Fingerprint}
 	}
 	s.appendAudit(entry)
 	return after, true, nil
-}
-
-// sameSale: what a control may change is the same (a retry's no-op).
-func sameSale(a, b domain.Sale) bool {
-	return a.Stock() == b.Stock() && a.End().Equal(b.End()) && a.Begin().Equal(b.Begin()) && a.Paused() == b.Paused()
 }

@@ -60,16 +60,15 @@ func (r *VoucherRepo) ChangeSale(ctx context.Context, id domain.VoucherID, once 
 		if err != nil {
 			return err
 		}
-		b, a := before.Sale(), next.Sale()
-		end := storedTime(a.End())
-		if a.Stock() == b.Stock() && end.Equal(b.End()) && a.Paused() == b.Paused() {
+		b, a := before.Sale(), storedSale(next.Sale())
+		if a.SameControls(b) {
 			after = before
 			return nil
 		}
 		res, err := tx.NewUpdate().Model((*seckillModel)(nil)).
 			Set("stock = stock + ?", a.Stock()-b.Stock()).
 			Set("stock_added = stock_added + ?", a.Added()-b.Added()).
-			Set("end_time = ?", end).
+			Set("end_time = ?", a.End()).
 			Set("paused = ?", a.Paused()).
 			Where("voucher_id = ?", int64(id)).Exec(ctx)
 		if err != nil {
@@ -87,7 +86,7 @@ func (r *VoucherRepo) ChangeSale(ctx context.Context, id domain.VoucherID, once 
 		if _, err := recordAudit(ctx, tx, entry); err != nil {
 			return err
 		}
-		after = next.WithSale(storedSale(a))
+		after = next.WithSale(a)
 		changed = true
 		return nil
 	})
