@@ -26,10 +26,6 @@ const (
 	statusRefunded  = 6
 )
 
-// holding selects the orders that hold their unit (and one of their buyer's
-// places in the sale): every status but cancelled, refunding and refunded.
-const holding = "status NOT IN (4, 5, 6)"
-
 // placeHeld selects the orders that hold one of their buyer's places in the
 // sale (as many as its limit per user, each in its own slot): those holding,
 // and those cancelled whose place was forfeited (not reclaimable). It is the
