@@ -38,6 +38,15 @@ func (s OrderState) HoldsUnit() bool {
 	return s == OrderQueued || s == OrderCreated || s == OrderPaid
 }
 
+// Place is the order as a place among its buyer's in the sale: Forfeited
+// once its state holds no unit (the place keeps counting toward the limit).
+func (st OrderStatus) Place() VoucherOrder {
+	if st.State.HoldsUnit() {
+		return st.Order
+	}
+	return st.Order.Forfeited()
+}
+
 // AfterCancel is where a cancellation takes an order in state s, and whether
 // that is a change: a created order is cancelled; a cancelled or refunding
 // one stays as it is (cancelling is idempotent), and so does a failed one,

@@ -35,6 +35,30 @@ func TestOrderStateCancel(t *testing.T) {
 	}
 }
 
+func TestOrderStatusPlace(t *testing.T) {
+	o, err := domain.NewVoucherOrder(1, 2, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		state         domain.OrderState
+		wantForfeited bool
+	}{
+		{domain.OrderCreated, false},
+		{domain.OrderPaid, false},
+		{domain.OrderCancelled, true},
+		{domain.OrderRefunding, true},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.state), func(t *testing.T) {
+			p := domain.OrderStatus{Order: o, State: tt.state}.Place()
+			if p.ID() != o.ID() || p.HoldsUnit() == tt.wantForfeited || (p.Mark() < 0) != tt.wantForfeited {
+				t.Fatalf("place of a %s order = %v (holds its unit: %v, mark %d)", tt.state, p, p.HoldsUnit(), p.Mark())
+			}
+		})
+	}
+}
+
 func TestParseCancelReason(t *testing.T) {
 	for _, s := range []string{"expired", "cancelled"} {
 		if r, err := domain.ParseCancelReason(s); err != nil || string(r) != s {

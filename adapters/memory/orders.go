@@ -160,12 +160,8 @@ func (s *Orders) Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain
 	buyers := []domain.VoucherOrder{}
 	for _, ids := range s.places[voucher] {
 		for _, id := range ids {
-			l := s.created[id]
-			if l.state.HoldsUnit() {
-				buyers = append(buyers, l.order)
-			} else {
-				buyers = append(buyers, l.order.Forfeited())
-			}
+			st, _ := s.recorded(id)
+			buyers = append(buyers, st.Place())
 		}
 	}
 	slices.SortFunc(buyers, func(a, b domain.VoucherOrder) int { return cmp.Compare(a.ID(), b.ID()) })

@@ -431,16 +431,15 @@ func (r *OrderRepo) BuyersAfter(ctx context.Context, voucher domain.VoucherID, a
 }
 
 // toPlaces is toOrders for the rows that hold a place: those that no longer
-// hold their unit come back Forfeited.
+// hold their unit come back Forfeited (domain.OrderStatus.Place).
 func toPlaces(rows []orderModel) ([]domain.VoucherOrder, error) {
-	out, err := toOrders(rows)
-	if err != nil {
-		return nil, err
-	}
+	out := make([]domain.VoucherOrder, len(rows))
 	for i, row := range rows {
-		if row.Status == statusCancelled || row.Status == statusRefunding || row.Status == statusRefunded {
-			out[i] = out[i].Forfeited()
+		st, err := row.status()
+		if err != nil {
+			return nil, err
 		}
+		out[i] = st.Place()
 	}
 	return out, nil
 }
