@@ -150,6 +150,21 @@ func TestSaleSameControls(t *testing.T) {
 	}
 }
 
+func TestSaleWithStoredWindow(t *testing.T) {
+	r, err := domain.NewRoomRules(time.Minute, 10, time.Minute, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := domain.UnmarshalSplitSaleFromDatabase(10, t0, t1, 4).WithStoredRoom(r).WithStoredControls(3, true)
+	got := s.WithStoredWindow(t0.Add(time.Second), t1.Add(time.Minute))
+	if !got.Begin().Equal(t0.Add(time.Second)) || !got.End().Equal(t1.Add(time.Minute)) {
+		t.Fatalf("window = [%s, %s)", got.Begin(), got.End())
+	}
+	if got.WithStoredWindow(t0, t1) != s {
+		t.Fatalf("WithStoredWindow changed more than the window: %+v, want %+v", got, s)
+	}
+}
+
 func TestNewSeckillVoucher(t *testing.T) {
 	sale, _ := domain.NewSale(5, t0, t1)
 	valid := domain.VoucherSpec{ShopID: 1, Title: "100 off", PayValue: 8000, ActualValue: 10000}

@@ -216,6 +216,14 @@ func UnmarshalSplitSaleFromDatabase(stock int, begin, end time.Time, buckets int
 	return Sale{stock: stock, begin: begin, end: end, buckets: unsplit(buckets)}
 }
 
+// WithStoredWindow is the sale with its window as it is stored (its times at
+// the store's resolution, or an end a control moved), all else kept. Use it
+// only in repositories and gates.
+func (s Sale) WithStoredWindow(begin, end time.Time) Sale {
+	s.begin, s.end = begin, end
+	return s
+}
+
 // unsplit keeps one representation of an unsplit sale (0), so sales compare
 // equal however they were made.
 func unsplit(k int) int {

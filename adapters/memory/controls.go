@@ -32,8 +32,7 @@ func (g *Gate) Apply(ctx context.Context, v domain.Voucher) error {
 		s.stock += d
 		added = want.Added()
 	}
-	s.sale = domain.UnmarshalSplitSaleFromDatabase(old.Stock(), old.Begin(), want.End(), old.Buckets()).
-		WithStoredRoom(old.Room()).WithStoredControls(added, want.Paused()).WithStoredLimit(old.LimitPerUser())
+	s.sale = old.WithStoredWindow(old.Begin(), want.End()).WithStoredControls(added, want.Paused())
 	return nil
 }
 

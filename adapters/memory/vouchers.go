@@ -166,6 +166,5 @@ func (s *Vouchers) take(id domain.VoucherID, n int) {
 // microsecond), as mysqlstore's storedSale.
 func storedSale(s domain.Sale) domain.Sale {
 	at := func(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
-	return domain.UnmarshalSplitSaleFromDatabase(s.Stock(), at(s.Begin()), at(s.End()), s.Buckets()).WithStoredRoom(s.Room()).
-		WithStoredControls(s.Added(), s.Paused()).WithStoredLimit(s.LimitPerUser())
+	return s.WithStoredWindow(at(s.Begin()), at(s.End()))
 }

@@ -190,6 +190,5 @@ func toVouchers(rows []voucherRow) []domain.Voucher {
 // storedSale is the sale as the database keeps it (times to the microsecond),
 // split as it was asked.
 func storedSale(s domain.Sale) domain.Sale {
-	return domain.UnmarshalSplitSaleFromDatabase(s.Stock(), storedTime(s.Begin()), storedTime(s.End()), s.Buckets()).WithStoredRoom(s.Room()).
-		WithStoredControls(s.Added(), s.Paused()).WithStoredLimit(s.LimitPerUser())
+	return s.WithStoredWindow(storedTime(s.Begin()), storedTime(s.End()))
 }
