@@ -165,7 +165,7 @@ func (h *SaleDashboard) Handle(ctx context.Context, q SaleBoardQuery) (SaleBoard
 		} else if ok {
 			row.Room = &f
 		}
-		if !v.Sale().Begin().After(now) { // started
+		if v.Sale().Started(now) {
 			row.State = SaleSelling
 			if row.GateFound && row.GateStock == 0 {
 				row.State = SaleSoldOut

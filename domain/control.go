@@ -45,7 +45,7 @@ func (s Sale) EndNow(now time.Time) (Sale, error) {
 	switch {
 	case s.Ended(now):
 		return s, nil
-	case now.Before(s.begin):
+	case !s.Started(now):
 		return Sale{}, ErrSaleNotStarted
 	}
 	s.end = now

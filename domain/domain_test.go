@@ -113,6 +113,29 @@ func TestSaleCheck(t *testing.T) {
 	}
 }
 
+func TestSaleWindow(t *testing.T) {
+	s, err := domain.NewSale(10, t0, t1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name           string
+		now            time.Time
+		started, ended bool
+	}{
+		{"before_begin", t0.Add(-time.Nanosecond), false, false},
+		{"at_begin", t0, true, false},
+		{"just_before_end", t1.Add(-time.Nanosecond), true, false},
+		{"at_end", t1, true, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if s.Started(tt.now) != tt.started || s.Ended(tt.now) != tt.ended {
+				t.Fatalf("started %v, ended %v; want %v, %v", s.Started(tt.now), s.Ended(tt.now), tt.started, tt.ended)
+			}
+		})
+	}
+}
+
 func TestSaleSameControls(t *testing.T) {
 	s, err := domain.NewSale(10, t0, t1)
 	if err != nil {

@@ -106,7 +106,7 @@ func (s Sale) WithBuckets(k int) (Sale, error) {
 // atomically.
 func (s Sale) Check(now time.Time, remaining int) error {
 	switch {
-	case now.Before(s.begin):
+	case !s.Started(now):
 		return ErrNotStarted
 	case s.Ended(now):
 		return ErrEnded
@@ -117,6 +117,9 @@ func (s Sale) Check(now time.Time, remaining int) error {
 	}
 	return nil
 }
+
+// Started tells whether the window has begun at now; its begin is inclusive.
+func (s Sale) Started(now time.Time) bool { return !now.Before(s.begin) }
 
 // Ended tells whether the window is over at now; its end is exclusive.
 func (s Sale) Ended(now time.Time) bool { return !now.Before(s.end) }

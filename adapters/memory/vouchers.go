@@ -123,7 +123,7 @@ func (s *Vouchers) ListByShop(ctx context.Context, shop domain.ShopID, max int) 
 }
 
 func (s *Vouchers) ListSeckillEndingAfter(ctx context.Context, t time.Time) ([]domain.Voucher, error) {
-	return s.list(ctx, func(v domain.Voucher) bool { return v.IsSeckill() && v.Sale().End().After(t) })
+	return s.list(ctx, func(v domain.Voucher) bool { return v.IsSeckill() && !v.Sale().Ended(t) })
 }
 
 func (s *Vouchers) list(ctx context.Context, keep func(domain.Voucher) bool) ([]domain.Voucher, error) {
