@@ -13,9 +13,6 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// MaxIdempotencyKey is the longest Idempotency-Key accepted (the column size).
-const MaxIdempotencyKey = 128
-
 // AddSeckillVoucher stores a new seckill voucher and preheats the gate so it can
 // be claimed.
 type AddSeckillVoucher struct {
@@ -49,7 +46,7 @@ func (h *AddSeckillVoucher) HandleOnce(ctx context.Context, admin domain.UserID,
 	}
 	fp := ""
 	if key != "" {
-		if err := checkIdempotencyKey(key); err != nil {
+		if err := domain.CheckIdempotencyKey(key); err != nil {
 			return domain.Voucher{}, err
 		}
 		fp = fingerprint(v)
@@ -108,18 +105,6 @@ func creationEntry(admin domain.UserID, key string, v domain.Voucher) (domain.Au
 		fields["idempotencyKey"] = key
 	}
 	return auditEntry(admin, domain.ActionCreateVoucher, 0, fields)
-}
-
-func checkIdempotencyKey(key string) error {
-	if len(key) > MaxIdempotencyKey {
-		return &domain.ValidationError{Field: "Idempotency-Key", Reason: fmt.Sprintf("must be at most %d characters", MaxIdempotencyKey)}
-	}
-	for _, r := range key {
-		if r < 0x21 || r > 0x7e {
-			return &domain.ValidationError{Field: "Idempotency-Key", Reason: "must be printable ASCII without spaces"}
-		}
-	}
-	return nil
 }
 
 // fingerprint identifies what a creation request asked for, so a key reused

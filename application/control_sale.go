@@ -53,7 +53,7 @@ func (h *ControlSale) MoveEnd(ctx context.Context, admin domain.UserID, id domai
 // writes the gate again; the key reused for another amount or voucher is
 // a validation error. Without a key each request is a new addition.
 func (h *ControlSale) AddStock(ctx context.Context, admin domain.UserID, id domain.VoucherID, n int, key string) (domain.Voucher, error) {
-	if err := checkIdempotencyKey(key); err != nil { // empty: no key
+	if err := domain.CheckIdempotencyKey(key); err != nil { // empty: no key
 		return domain.Voucher{}, err
 	}
 	now := h.clock.Now()

@@ -109,6 +109,21 @@ func (s Sale) WithPause(paused bool, now time.Time) (Sale, error) {
 	return s, nil
 }
 
+// MaxIdempotencyKey is the longest Idempotency-Key accepted (the column size).
+const MaxIdempotencyKey = 128
+
+// CheckIdempotencyKey refuses an Idempotency-Key (empty: none) that is
+// longer than MaxIdempotencyKey or not printable ASCII without spaces.
+func CheckIdempotencyKey(key string) error {
+	switch {
+	case len(key) > MaxIdempotencyKey:
+		return invalid("Idempotency-Key", "must be at most %d characters", MaxIdempotencyKey)
+	case !printable(key):
+		return invalid("Idempotency-Key", "must be printable ASCII without spaces")
+	}
+	return nil
+}
+
 // ControlKeyReused refuses an Idempotency-Key recorded for another control
 // request (another voucher, action or amount): nothing changed.
 func ControlKeyReused() error {
