@@ -98,14 +98,8 @@ func (s Sale) Room() RoomRules { return s.room }
 // HasRoom tells whether claims of the sale need a waiting-room pass.
 func (s Sale) HasRoom() bool { return !s.room.IsZero() }
 
-// RoomOpens is when the pre-queue opens.
-func (s Sale) RoomOpens() time.Time { return s.room.Opens(s.begin) }
-
 // Opens is when the pre-queue of a sale beginning at begin opens.
 func (r RoomRules) Opens(begin time.Time) time.Time { return begin.Add(-r.opensBefore) }
-
-// InDraw tells whether a room operation at now is still in the pre-queue.
-func (s Sale) InDraw(now time.Time) bool { return InDraw(s.begin, now) }
 
 // InDraw tells whether a room operation at now is still in the pre-queue of
 // a sale beginning at begin: the draw includes every join recorded at or

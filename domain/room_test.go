@@ -68,18 +68,15 @@ func TestSaleWithRoom(t *testing.T) {
 			if (err == nil) != tc.ok {
 				t.Fatalf("WithRoom = %v; want ok=%v", err, tc.ok)
 			}
-			if tc.ok && (!s.HasRoom() || s.Room() != rules || !s.RoomOpens().Equal(now.Add(tc.begin-30*time.Second))) {
+			if tc.ok && (!s.HasRoom() || s.Room() != rules || !s.Room().Opens(s.Begin()).Equal(now.Add(tc.begin-30*time.Second))) {
 				t.Fatalf("sale %+v does not hold the room", s)
 			}
 		})
 	}
 }
 
-func TestSaleRoomTimeline(t *testing.T) {
+func TestInDraw(t *testing.T) {
 	begin := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
-	rules, _ := domain.NewRoomRules(30*time.Second, 10, time.Minute, 0)
-	s, _ := domain.NewSale(10, begin, begin.Add(time.Hour))
-	s = s.WithStoredRoom(rules)
 	for _, tc := range []struct {
 		name   string
 		at     time.Duration
@@ -93,7 +90,7 @@ func TestSaleRoomTimeline(t *testing.T) {
 		{"at_end", time.Hour, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := s.InDraw(begin.Add(tc.at)); got != tc.inDraw {
+			if got := domain.InDraw(begin, begin.Add(tc.at)); got != tc.inDraw {
 				t.Errorf("InDraw = %v; want %v", got, tc.inDraw)
 			}
 		})

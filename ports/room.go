@@ -74,7 +74,7 @@ type RoomStore interface {
 	Config(ctx context.Context, id domain.VoucherID) (RoomConfig, RoomLookup, error)
 	// Join gives user the next join index, or the one it was given before.
 	// The first Join or Advance at a time after the draw closes (see
-	// domain.Sale.InDraw) closes it: N is frozen to the joiners so far and
+	// domain.InDraw) closes it: N is frozen to the joiners so far and
 	// seed is kept as the draw's seed, unless one was kept already. drawn
 	// tells whether the draw was closed when this join ran, whoever closed
 	// it: a join whose now is before the begin may still run after another
