@@ -158,11 +158,15 @@ func (p *BatchPlan) fail(o VoucherOrder, reason FailureReason) Outcome {
 }
 
 // Redelivery is the outcome of delivering o again when st is recorded under
-// its ID: the record, not new, if it is o's; a new id_conflict, which is not
-// recorded, if the ID belongs to another order.
+// its ID: the record, not new, if it is o's (created, whatever its lifecycle
+// did since: paid or cancelled, it was created once; or its failure); a new
+// id_conflict, which is not recorded, if the ID belongs to another order.
 func (st OrderStatus) Redelivery(o VoucherOrder) Outcome {
-	if st.Order == o {
-		return Outcome{Order: o, State: st.State, Reason: st.Reason}
+	switch {
+	case st.Order != o:
+		return Outcome{Order: o, State: OrderFailed, Reason: FailIDConflict, New: true}
+	case st.State == OrderFailed:
+		return Outcome{Order: o, State: OrderFailed, Reason: st.Reason}
 	}
-	return Outcome{Order: o, State: OrderFailed, Reason: FailIDConflict, New: true}
+	return Outcome{Order: o, State: OrderCreated}
 }

@@ -349,6 +349,10 @@ func TestOrderStatusRedelivery(t *testing.T) {
 		wantReason domain.FailureReason
 	}{
 		{name: "created_stays_created", recorded: domain.OrderStatus{Order: o, State: domain.OrderCreated}, wantState: domain.OrderCreated},
+		{name: "paid_was_created", recorded: domain.OrderStatus{Order: o, State: domain.OrderPaid}, wantState: domain.OrderCreated},
+		{name: "cancelled_was_created", recorded: domain.OrderStatus{Order: o, State: domain.OrderCancelled, Lifecycle: domain.Lifecycle{CancelReason: domain.CancelExpired}},
+			wantState: domain.OrderCreated},
+		{name: "refunding_was_created", recorded: domain.OrderStatus{Order: o, State: domain.OrderRefunding}, wantState: domain.OrderCreated},
 		{name: "failed_keeps_its_reason", recorded: domain.OrderStatus{Order: o, State: domain.OrderFailed, Reason: domain.FailOutOfStock},
 			wantState: domain.OrderFailed, wantReason: domain.FailOutOfStock},
 		{name: "id_of_another_order", recorded: domain.OrderStatus{Order: other, State: domain.OrderCreated},

@@ -85,6 +85,30 @@ func lifeFind(t *testing.T, r lifeRepo, id domain.OrderID) domain.OrderStatus {
 }
 
 var repoLifecycleCases = []repoCase{
+	// A message delivered again after its order was paid or cancelled is
+	// the order created before, as for one still unpaid: the worker counts
+	// it replayed and leaves the buyer's mark in the gate.
+	{"lifecycle_redelivery_after_pay_or_cancel_is_created_again", func(t *testing.T, s repoSubject) {
+		r, ctx := lifeOf(t, s), repoCtx(t)
+		v := repoAdd(t, s, 1, 5)
+		orders := []domain.VoucherOrder{lifeOrder(t, lifeT0, 1, 1, v.ID()), lifeOrder(t, lifeT0, 2, 2, v.ID()), lifeOrder(t, lifeT0, 3, 3, v.ID())}
+		lifeCreate(t, r, orders...)
+		if _, _, err := lifePay(r, ctx, orders[1], "tx-2", lifeT0.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := r.Cancel(ctx, orders[2].ID()); err != nil {
+			t.Fatal(err)
+		}
+		out, err := r.CreateBatch(ctx, orders)
+		if err != nil {
+			t.Fatal(err)
+		}
+		repoExpect(t, out, orders, "created again", "created again", "created again")
+		if out, err = r.MarkFailed(ctx, orders, domain.FailUndeliverable); err != nil {
+			t.Fatal(err)
+		}
+		repoExpect(t, out, orders, "created again", "created again", "created again")
+	}},
 	{"lifecycle_expire_due_returns_units_once", func(t *testing.T, s repoSubject) {
 		r, ctx := lifeOf(t, s), repoCtx(t)
 		v := repoAdd(t, s, 1, 5)
