@@ -292,11 +292,11 @@ func (r *OrderRepo) readRecorded(ctx context.Context, db bun.IDB, orders []domai
 		return nil, fmt.Errorf("read recorded orders: %w", err)
 	}
 	for _, row := range created {
-		o, err := row.toDomain()
+		st, err := row.status()
 		if err != nil {
 			return nil, err
 		}
-		recorded[o.ID()] = domain.OrderStatus{Order: o, State: domain.OrderCreated}
+		recorded[st.Order.ID()] = st
 	}
 	var failed []failureModel
 	if err := db.NewSelect().Model(&failed).Where("order_id IN (?)", bun.List(ids)).Scan(ctx); err != nil {
