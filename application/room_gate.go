@@ -25,10 +25,8 @@ func NewRoomGate(gate ports.StockGate, rooms ports.RoomStore, dir *RoomDirectory
 }
 
 func (g *RoomGate) open(ctx context.Context, v domain.Voucher) error {
-	if v.Sale().HasRoom() {
-		if err := g.rooms.Open(ctx, v); err != nil {
-			return fmt.Errorf("open waiting room of voucher %d: %w", v.ID(), err)
-		}
+	if err := g.rooms.Open(ctx, v); err != nil {
+		return fmt.Errorf("open waiting room of voucher %d: %w", v.ID(), err)
 	}
 	g.dir.Remember(v)
 	return nil

@@ -64,8 +64,9 @@ const (
 // RoomStore keeps every sale's waiting room. Each operation is atomic and its
 // Redis cost does not grow with the number of joiners.
 type RoomStore interface {
-	// Open writes v's room (config from v's sale) unless the store has one;
-	// it is idempotent and must run before the gate makes v claimable.
+	// Open writes v's room (NewRoomConfig of v's sale) unless the store has
+	// one; it is idempotent and must run before the gate makes v claimable.
+	// For a sale without a room it does nothing, not even a round trip.
 	Open(ctx context.Context, v domain.Voucher) error
 	// Config reads a voucher's room. Without one it tells whether the
 	// sale's gate exists (RoomAbsent: the sale has no room, for good, since
