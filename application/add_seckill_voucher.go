@@ -42,7 +42,7 @@ func (h *AddSeckillVoucher) Handle(ctx context.Context, admin domain.UserID, v d
 // nothing.
 func (h *AddSeckillVoucher) HandleOnce(ctx context.Context, admin domain.UserID, key string, v domain.Voucher) (domain.Voucher, error) {
 	if !v.IsSeckill() {
-		return domain.Voucher{}, &domain.ValidationError{Field: "type", Reason: "must be a seckill voucher with a sale"}
+		return domain.Voucher{}, domain.ErrNotSeckill
 	}
 	fp := ""
 	if key != "" {

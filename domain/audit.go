@@ -88,3 +88,6 @@ func (e AuditEntry) Action() AuditAction { return e.action }
 func (e AuditEntry) Voucher() VoucherID  { return e.voucher }
 func (e AuditEntry) Change() string      { return e.change }
 func (e AuditEntry) IsZero() bool        { return e.admin == 0 }
+
+// ErrNoAuditEntry refuses an admin's creation stored without its entry.
+var ErrNoAuditEntry = invalid("admin", "an admin's creation needs its audit entry")

@@ -124,6 +124,9 @@ func (s Sale) Started(now time.Time) bool { return !now.Before(s.begin) }
 // Ended tells whether the window is over at now; its end is exclusive.
 func (s Sale) Ended(now time.Time) bool { return !now.Before(s.end) }
 
+// ErrNotSeckill refuses to store as a seckill voucher one without a sale.
+var ErrNotSeckill = invalid("type", "must be a seckill voucher with a sale")
+
 // Voucher is a shop's voucher; a seckill voucher also has a Sale.
 type Voucher struct {
 	id          VoucherID

@@ -44,10 +44,10 @@ func (s *Vouchers) AddSeckillOnce(ctx context.Context, key, fingerprint string, 
 		return ports.Creation{}, err
 	}
 	if !v.IsSeckill() {
-		return ports.Creation{}, &domain.ValidationError{Field: "type", Reason: "must be a seckill voucher with a sale"}
+		return ports.Creation{}, domain.ErrNotSeckill
 	}
 	if entry.IsZero() {
-		return ports.Creation{}, &domain.ValidationError{Field: "admin", Reason: "an admin's creation needs its audit entry"}
+		return ports.Creation{}, domain.ErrNoAuditEntry
 	}
 	return s.addSeckill(key, fingerprint, v, entry), nil
 }
@@ -59,7 +59,7 @@ func (s *Vouchers) AddSeckill(ctx context.Context, v domain.Voucher) (domain.Vou
 		return domain.Voucher{}, err
 	}
 	if !v.IsSeckill() {
-		return domain.Voucher{}, &domain.ValidationError{Field: "type", Reason: "must be a seckill voucher with a sale"}
+		return domain.Voucher{}, domain.ErrNotSeckill
 	}
 	return s.addSeckill("", "", v, domain.AuditEntry{}).Voucher, nil
 }

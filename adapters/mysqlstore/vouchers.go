@@ -34,7 +34,7 @@ func NewVoucherRepo(db *bun.DB) *VoucherRepo {
 // with its times as stored (UTC, microseconds), exactly as Get returns it.
 func (r *VoucherRepo) AddSeckill(ctx context.Context, v domain.Voucher) (domain.Voucher, error) {
 	if !v.IsSeckill() {
-		return domain.Voucher{}, &domain.ValidationError{Field: "type", Reason: "must be a seckill voucher with a sale"}
+		return domain.Voucher{}, domain.ErrNotSeckill
 	}
 	return r.addSeckill(ctx, v, "", "", domain.AuditEntry{})
 }
@@ -49,10 +49,10 @@ func (r *VoucherRepo) AddSeckill(ctx context.Context, v domain.Voucher) (domain.
 // writes an entry, so one creation has exactly one.
 func (r *VoucherRepo) AddSeckillOnce(ctx context.Context, key, fingerprint string, v domain.Voucher, entry domain.AuditEntry) (ports.Creation, error) {
 	if !v.IsSeckill() {
-		return ports.Creation{}, &domain.ValidationError{Field: "type", Reason: "must be a seckill voucher with a sale"}
+		return ports.Creation{}, domain.ErrNotSeckill
 	}
 	if entry.IsZero() {
-		return ports.Creation{}, &domain.ValidationError{Field: "admin", Reason: "an admin's creation needs its audit entry"}
+		return ports.Creation{}, domain.ErrNoAuditEntry
 	}
 	if key != "" {
 		if c, ok, err := r.creation(ctx, key); err != nil || ok {
