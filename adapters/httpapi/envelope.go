@@ -51,23 +51,27 @@ type answer struct {
 	code   string
 	msg    string
 	body   []byte
-	bodyEn []byte // body in English (language.go)
+	// msgEn and bodyEn are the answer in English (language.go); empty
+	// when msg is English already.
+	msgEn  string
+	bodyEn []byte
 }
 
 // refusalText is what the original front end shows for each business refusal
-// (in Chinese, as the original); a test checks every domain refusal has one.
-var refusalText = map[string]string{
-	domain.ErrSoldOut.Code():         "库存不足",
-	domain.ErrAlreadyClaimed.Code():  "不能重复下单",
-	domain.ErrNotStarted.Code():      "秒杀尚未开始",
-	domain.ErrEnded.Code():           "秒杀已经结束",
-	domain.ErrPaused.Code():          "秒杀已暂停，请稍后再试",
-	domain.ErrVoucherNotFound.Code(): "优惠券不存在",
-	domain.ErrPassRequired.Code():    "该秒杀需要排队：请先进入等候室，轮到您后再抢购",
-	domain.ErrPassExpired.Code():     "您的抢购资格已过期，名额已让给后面排队的用户",
-	domain.ErrNoRoom.Code():          "该优惠券没有等候室",
-	domain.ErrRoomNotOpen.Code():     "等候室尚未开放",
-	domain.ErrNotInRoom.Code():       "您不在该等候室中，请先加入排队",
+// (in Chinese, as the original) and its English; a test checks every domain
+// refusal has one.
+var refusalText = map[string]struct{ zh, en string }{
+	domain.ErrSoldOut.Code():         {"库存不足", "Sold out"},
+	domain.ErrAlreadyClaimed.Code():  {"不能重复下单", "You already hold as many orders of this voucher as one user may"},
+	domain.ErrNotStarted.Code():      {"秒杀尚未开始", "The sale has not started yet"},
+	domain.ErrEnded.Code():           {"秒杀已经结束", "The sale has ended"},
+	domain.ErrPaused.Code():          {"秒杀已暂停，请稍后再试", "The sale is paused; try again later"},
+	domain.ErrVoucherNotFound.Code(): {"优惠券不存在", "Voucher not found"},
+	domain.ErrPassRequired.Code():    {"该秒杀需要排队：请先进入等候室，轮到您后再抢购", "This sale has a waiting room: join it, and buy when your turn comes"},
+	domain.ErrPassExpired.Code():     {"您的抢购资格已过期，名额已让给后面排队的用户", "Your pass has expired; your place went to the next in line"},
+	domain.ErrNoRoom.Code():          {"该优惠券没有等候室", "This voucher has no waiting room"},
+	domain.ErrRoomNotOpen.Code():     {"等候室尚未开放", "The waiting room is not open yet"},
+	domain.ErrNotInRoom.Code():       {"您不在该等候室中，请先加入排队", "You are not in this waiting room: join it first"},
 }
 
 // refusalAnswers are the claim's refusals, answered as HTTP 200 with
@@ -75,11 +79,11 @@ var refusalText = map[string]string{
 var refusalAnswers = func() map[*domain.Refusal]answer {
 	out := make(map[*domain.Refusal]answer)
 	for _, r := range append(domain.Refusals(), domain.RoomRefusals()...) {
-		msg := refusalText[r.Code()]
-		if msg == "" {
-			msg = r.Error()
+		t, ok := refusalText[r.Code()]
+		if !ok {
+			t.zh = r.Error()
 		}
-		out[r] = fixed(http.StatusOK, r.Code(), msg)
+		out[r] = fixed(http.StatusOK, r.Code(), t.zh, t.en)
 	}
 	return out
 }()
@@ -92,7 +96,7 @@ var errorTable = []struct {
 }{
 	// A missing order and another user's order answer alike, so order IDs
 	// cannot be probed.
-	{domain.ErrOrderNotFound, fixed(http.StatusNotFound, codeNotFound, "订单不存在")},
+	{domain.ErrOrderNotFound, fixed(http.StatusNotFound, codeNotFound, "订单不存在", "Order not found")},
 	// Nothing was sold (queue full, shutting down, or out of time and undone):
 	// the client may simply try again.
 	{application.ErrBusy, busyAnswer},
@@ -100,13 +104,16 @@ var errorTable = []struct {
 	// answer carries the order id (see fail), and the status endpoint
 	// resolves it once Redis answers again. Never a 500: Redis being down or
 	// failing over is not an internal error.
-	{application.ErrOutcomeUnknown, fixed(http.StatusServiceUnavailable, codeOutcomeUnknown, "系统繁忙，下单结果未知，请稍后查询订单")},
-	{ports.ErrUnknownToken, fixed(http.StatusUnauthorized, codeUnauthorized, "未登录或登录已过期")},
-	{errForbidden, fixed(http.StatusForbidden, codeForbidden, "没有权限：需要管理员账号")},
+	{application.ErrOutcomeUnknown, fixed(http.StatusServiceUnavailable, codeOutcomeUnknown, "系统繁忙，下单结果未知，请稍后查询订单",
+		"Busy: whether your order was taken is not known yet; look the order up in a moment")},
+	{ports.ErrUnknownToken, fixed(http.StatusUnauthorized, codeUnauthorized, "未登录或登录已过期", "Not logged in, or the login has expired")},
+	{errForbidden, fixed(http.StatusForbidden, codeForbidden, "没有权限：需要管理员账号", "Forbidden: an admin account is needed")},
 	// A human never meets the limit; Retry-After says when a bot may retry.
-	{errRateLimited, fixed(http.StatusTooManyRequests, codeRateLimited, "请求过于频繁，请稍后重试")},
+	{errRateLimited, fixed(http.StatusTooManyRequests, codeRateLimited, "请求过于频繁，请稍后重试", "Too many requests; try again shortly")},
 	{domain.ErrAlreadyPaid, alreadyPaidAnswer},
-	{errBadSignature, fixed(http.StatusUnauthorized, codeUnauthorized, "invalid payment signature")},
+	{errBadSignature, fixed(http.StatusUnauthorized, codeUnauthorized, "invalid payment signature", "")},
+	{errNoRoute, fixed(http.StatusNotFound, codeNotFound, "接口不存在", "No such endpoint")},
+	{errMethodNotAllowed, fixed(http.StatusMethodNotAllowed, codeBadRequest, "不支持该请求方法", "Method not allowed")},
 }
 
 var retryAfterOne = []string{"1"}
@@ -116,13 +123,13 @@ var retryAfterOne = []string{"1"}
 // 401/403 of a login, a missing order or route, busy, rate limits, and an
 // internal error (hmdp's own "服务器异常"). What a developer's or a
 // machine's client reads is in English: bad input (400, 413, 415), the
-// payment provider's answers, readiness. TestErrorMessagesFollowTheirReader
-// holds every kind to it.
+// payment provider's answers, readiness. TestEveryAnswerSpeaksBothLanguages
+// holds every Chinese one to its English.
 var (
 	// busyAnswer: nothing changed (or a retry is safe), try again.
-	busyAnswer     = fixed(http.StatusServiceUnavailable, codeBusy, "系统繁忙，请稍后重试")
-	internalAnswer = fixed(http.StatusInternalServerError, codeInternal, "服务器异常")
-	notReadyAnswer = fixed(http.StatusServiceUnavailable, codeUnavailable, "not ready")
+	busyAnswer     = fixed(http.StatusServiceUnavailable, codeBusy, "系统繁忙，请稍后重试", "Busy; nothing was taken, try again shortly")
+	internalAnswer = fixed(http.StatusInternalServerError, codeInternal, "服务器异常", "Server error")
+	notReadyAnswer = fixed(http.StatusServiceUnavailable, codeUnavailable, "not ready", "")
 )
 
 // requestError is bad input found by this adapter (path, headers, JSON
@@ -188,8 +195,8 @@ func unreachable(err error) bool {
 // the request's own line, with the request id.
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	ans := answerFor(err)
-	if wantsEnglish(r) {
-		ans.msg, ans.body = inEnglish(ans.msg), ans.bodyEn
+	if ans.msgEn != "" && wantsEnglish(r) {
+		ans.msg, ans.body = ans.msgEn, ans.bodyEn
 	}
 	noteError(r, err)
 	if ans.status >= 500 {
@@ -219,16 +226,15 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, ans.status, envelope{ErrorMsg: ans.msg, Code: ans.code})
 }
 
-func fixed(status int, code, msg string) answer {
-	a := answer{status: status, code: code, msg: msg, body: mustEncode(envelope{ErrorMsg: msg, Code: code}),
-		bodyEn: mustEncode(envelope{ErrorMsg: inEnglish(msg), Code: code})}
-	fixedAnswers = append(fixedAnswers, a)
+// fixed is an answer whose envelope is encoded once; en is msg in English,
+// empty when msg is English already.
+func fixed(status int, code, msg, en string) answer {
+	a := answer{status: status, code: code, msg: msg, body: mustEncode(envelope{ErrorMsg: msg, Code: code})}
+	if en != "" {
+		a.msgEn, a.bodyEn = en, mustEncode(envelope{ErrorMsg: en, Code: code})
+	}
 	return a
 }
-
-// fixedAnswers are every fixed answer made, for the test that each speaks
-// both languages.
-var fixedAnswers []answer
 
 func mustEncode(v any) []byte {
 	b, err := json.Marshal(v)

@@ -60,7 +60,7 @@ func TestErrorTableMapsWrappedErrors(t *testing.T) {
 
 func TestEveryRefusalHasTheOriginalsText(t *testing.T) {
 	for _, r := range domain.Refusals() {
-		if refusalText[r.Code()] == "" {
+		if refusalText[r.Code()].zh == "" {
 			t.Errorf("refusal %q has no text for the front end", r.Code())
 		}
 		if a := answerFor(fmt.Errorf("x: %w", r)); a.status != http.StatusOK || a.code != r.Code() {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http/httptest"
 	"regexp"
 	"testing"
@@ -8,30 +9,25 @@ import (
 
 var han = regexp.MustCompile(`\p{Han}`)
 
-// TestEveryAnswerSpeaksBothLanguages: every answer's errorMsg has a Chinese
-// text (the original front end shows it) or is English already, and every
-// Chinese one has its English: the refusals, the fixed answers and the
-// router's own.
+// TestEveryAnswerSpeaksBothLanguages: every fixed answer's errorMsg is
+// Chinese (the original front end shows it) with its English, or English
+// already: the refusals, the error table's (the router's 404 and 405 among
+// them) and the named ones.
 func TestEveryAnswerSpeaksBothLanguages(t *testing.T) {
-	msgs := []string{"接口不存在", "不支持该请求方法"} // the router's 404 and 405
-	for _, a := range fixedAnswers {
-		msgs = append(msgs, a.msg)
+	answers := []answer{busyAnswer, internalAnswer, notReadyAnswer}
+	for _, e := range errorTable {
+		answers = append(answers, e.answer)
 	}
-	for _, m := range refusalText {
-		msgs = append(msgs, m)
+	for _, a := range refusalAnswers {
+		answers = append(answers, a)
 	}
-	if len(fixedAnswers) < 15 {
-		t.Fatalf("%d fixed answers registered: the registry no longer sees them", len(fixedAnswers))
-	}
-	for _, m := range msgs {
-		en := inEnglish(m)
-		if m == "" || en == "" || han.MatchString(en) {
-			t.Errorf("errorMsg %q has no English text (got %q)", m, en)
+	for _, a := range answers {
+		if han.MatchString(a.msg) == (a.msgEn == "") || han.MatchString(a.msgEn) {
+			t.Errorf("answer %q %q: want Chinese with its English, or English alone", a.code, a.msg)
 		}
-	}
-	for zh, en := range englishText {
-		if !han.MatchString(zh) || han.MatchString(en) {
-			t.Errorf("englishText maps %q to %q: want Chinese to English", zh, en)
+		var env envelope
+		if a.bodyEn != nil && (json.Unmarshal(a.bodyEn, &env) != nil || env.ErrorMsg != a.msgEn || env.Code != a.code) {
+			t.Errorf("English body %s does not match the answer %q %q", a.bodyEn, a.code, a.msgEn)
 		}
 	}
 }

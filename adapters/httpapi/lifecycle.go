@@ -33,7 +33,7 @@ var (
 	errBadSignature = errors.New("payment notification signature is missing or wrong")
 	// alreadyPaidAnswer: a cancel of a paid order is a business refusal,
 	// answered 200 success=false as the original's front end expects.
-	alreadyPaidAnswer = fixed(http.StatusOK, codeAlreadyPaid, "订单已支付，不能取消")
+	alreadyPaidAnswer = fixed(http.StatusOK, codeAlreadyPaid, "订单已支付，不能取消", "The order is paid and cannot be cancelled")
 )
 
 // toOrderDTO is st as GET /voucher-order/{id} and the lifecycle's endpoints

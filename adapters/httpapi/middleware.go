@@ -334,10 +334,16 @@ func callerFrom(ctx context.Context) caller { return recorderOf(ctx).caller }
 
 func userFrom(ctx context.Context) domain.UserID { return callerFrom(ctx).user }
 
+// The router's own refusals, answered through errorTable.
+var (
+	errNoRoute          = errors.New("no such route")
+	errMethodNotAllowed = errors.New("method not allowed")
+)
+
 func (a *api) notFound(w http.ResponseWriter, r *http.Request) {
-	a.fail(w, r, &requestError{status: http.StatusNotFound, code: codeNotFound, msg: "接口不存在"})
+	a.fail(w, r, errNoRoute)
 }
 
 func (a *api) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	a.fail(w, r, &requestError{status: http.StatusMethodNotAllowed, code: codeBadRequest, msg: "不支持该请求方法"})
+	a.fail(w, r, errMethodNotAllowed)
 }
