@@ -118,7 +118,7 @@ func CheckIdempotencyKey(key string) error {
 	switch {
 	case len(key) > MaxIdempotencyKey:
 		return invalid("Idempotency-Key", "must be at most %d characters", MaxIdempotencyKey)
-	case !printable(key):
+	case !Printable(key):
 		return invalid("Idempotency-Key", "must be printable ASCII without spaces")
 	}
 	return nil

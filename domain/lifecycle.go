@@ -93,14 +93,15 @@ func CheckPayment(payValue, amount int64, transactionID string) error {
 	if transactionID == "" || len(transactionID) > MaxTransactionID {
 		return invalid("transactionId", "must be 1 to %d characters", MaxTransactionID)
 	}
-	if !printable(transactionID) {
+	if !Printable(transactionID) {
 		return invalid("transactionId", "must be printable ASCII")
 	}
 	return nil
 }
 
-// printable tells whether s is printable ASCII without spaces (0x21 to 0x7e).
-func printable(s string) bool {
+// Printable tells whether s is printable ASCII without spaces (0x21 to 0x7e):
+// the one rule for an identifier chosen outside (a key, a transaction id).
+func Printable(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x21 || c > 0x7e {
 			return false

@@ -77,13 +77,8 @@ const requestIDHeader = "X-Request-Id"
 // maxRequestIDLen bytes, else "".
 func clientRequestID(r *http.Request) string {
 	id := r.Header.Get(requestIDHeader)
-	if len(id) > maxRequestIDLen {
+	if len(id) > maxRequestIDLen || !domain.Printable(id) {
 		return ""
-	}
-	for i := 0; i < len(id); i++ {
-		if id[i] < 0x21 || id[i] > 0x7e {
-			return ""
-		}
 	}
 	return id
 }
