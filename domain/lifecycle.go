@@ -79,6 +79,15 @@ type Lifecycle struct {
 	PaidAt       time.Time    // set when paid or refunding
 }
 
+// PayBy is when st must still be paid by: its PayDeadline while it is
+// created (unpaid); zero once paid, cancelled or failed, or with no window.
+func (st OrderStatus) PayBy() time.Time {
+	if st.State != OrderCreated {
+		return time.Time{}
+	}
+	return st.PayDeadline
+}
+
 // MaxTransactionID bounds a payment provider's transaction id (the column's
 // width).
 const MaxTransactionID = 64

@@ -86,6 +86,23 @@ func TestPayDeadline(t *testing.T) {
 	}
 }
 
+func TestOrderStatusPayBy(t *testing.T) {
+	deadline := time.Date(2026, 11, 29, 20, 15, 0, 0, time.UTC)
+	for _, s := range []domain.OrderState{domain.OrderQueued, domain.OrderCreated, domain.OrderPaid, domain.OrderCancelled, domain.OrderRefunding, domain.OrderFailed} {
+		st := domain.OrderStatus{State: s, Lifecycle: domain.Lifecycle{PayDeadline: deadline}}
+		var want time.Time
+		if s == domain.OrderCreated {
+			want = deadline
+		}
+		if got := st.PayBy(); !got.Equal(want) {
+			t.Errorf("%s: pay by %s, want %s", s, got, want)
+		}
+	}
+	if got := (domain.OrderStatus{State: domain.OrderCreated}).PayBy(); !got.IsZero() {
+		t.Errorf("created with no window: pay by %s, want none", got)
+	}
+}
+
 func TestCheckPayment(t *testing.T) {
 	tests := []struct {
 		name   string

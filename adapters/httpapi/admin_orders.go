@@ -48,8 +48,8 @@ func toSaleOrderDTO(st domain.OrderStatus) saleOrderDTO {
 		Reason:    string(st.CancelReason),
 		ClaimedAt: st.Order.ID().Time().UTC().Format(time.RFC3339),
 	}
-	if st.State == domain.OrderCreated && !st.PayDeadline.IsZero() {
-		d.PayDeadline = st.PayDeadline.UTC().Format(time.RFC3339)
+	if by := st.PayBy(); !by.IsZero() {
+		d.PayDeadline = by.UTC().Format(time.RFC3339)
 	}
 	if !st.PaidAt.IsZero() {
 		d.PaidAt = st.PaidAt.UTC().Format(time.RFC3339)

@@ -50,10 +50,9 @@ func toOrderDTO(st domain.OrderStatus) orderDTO {
 		d.Reason = string(st.Reason)
 	case domain.OrderCancelled, domain.OrderRefunding:
 		d.Reason = string(st.CancelReason)
-	case domain.OrderCreated:
-		if !st.PayDeadline.IsZero() {
-			d.PayDeadline = st.PayDeadline.UTC().Format(time.RFC3339)
-		}
+	}
+	if by := st.PayBy(); !by.IsZero() {
+		d.PayDeadline = by.UTC().Format(time.RFC3339)
 	}
 	return d
 }
