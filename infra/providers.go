@@ -110,14 +110,15 @@ func provideHandler(d httpapi.Deps, c Config, rdb redis.UniversalClient, log zer
 	if d.Tokens != nil {
 		log.Warn().Msg("dev endpoint POST /dev/tokens is enabled: anyone can mint a login token")
 	}
-	if len(c.Admins()) == 0 && c.JWT.AdminRole == "" {
+	d.Location, d.Admins, d.TrustedProxies = c.Location(), c.Admins(), c.Proxies()
+	if len(d.Admins) == 0 && c.JWT.AdminRole == "" {
 		log.Warn().Msg("no admin user: voucher creation and every admin endpoint answer 403 to everyone; " +
 			"set SECKILL_ADMIN_USERS to comma-separated user ids (e.g. SECKILL_ADMIN_USERS=1) to enable them")
 	} else {
-		log.Info().Interface("admin_users", c.Admins()).Str("admin_role", c.JWT.AdminRole).Str("live_sale_page", "/admin/sales").Msg("admin endpoints enabled")
+		log.Info().Interface("admin_users", d.Admins).Str("admin_role", c.JWT.AdminRole).Str("live_sale_page", "/admin/sales").Msg("admin endpoints enabled")
 	}
-	proxies := make([]string, len(c.Proxies()))
-	for i, p := range c.Proxies() {
+	proxies := make([]string, len(d.TrustedProxies))
+	for i, p := range d.TrustedProxies {
 		proxies[i] = p.String()
 	}
 	if c.PaymentSecret == "" {
@@ -125,7 +126,6 @@ func provideHandler(d httpapi.Deps, c Config, rdb redis.UniversalClient, log zer
 	}
 	log.Info().Int("per_user", c.RateUser).Int("per_ip", c.RateIP).Str("window", c.RateWindow.String()).
 		Strs("trusted_proxies", proxies).Msg("rate limits on claim and order status (0 = off)")
-	d.Location, d.Admins, d.TrustedProxies = c.Location(), c.Admins(), c.Proxies()
 	d.Limits = httpapi.Limits{PerUser: c.RateUser, PerIP: c.RateIP, Window: c.RateWindow}
 	d.Split = splitRule(rdb, c, log)
 	d.PaymentSecret = []byte(c.PaymentSecret)
