@@ -53,7 +53,7 @@ func (c *shortCache[V]) get(ctx context.Context, key string, load func(context.C
 	c.mu.Lock()
 	e, ok := c.items[key]
 	c.mu.Unlock()
-	if ok && time.Now().Before(e.until) && c.ttl > 0 {
+	if ok && time.Now().Before(e.until) {
 		return e.v, e.err
 	}
 	r, _, _ := c.group.Do(key, func() (any, error) {
@@ -63,7 +63,7 @@ func (c *shortCache[V]) get(ctx context.Context, key string, load func(context.C
 		c.mu.Unlock()
 		// A request that missed just before the last flight stored its
 		// result starts this one after it: it takes what was stored.
-		if ok && time.Now().Before(e.until) && c.ttl > 0 {
+		if ok && time.Now().Before(e.until) {
 			return e, nil
 		}
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
