@@ -102,7 +102,7 @@ func joinable(cfg ports.RoomConfig, now time.Time) error {
 	switch {
 	case now.Before(cfg.Rules.Opens(cfg.Begin)):
 		return domain.ErrRoomNotOpen
-	case !now.Before(cfg.End):
+	case domain.Ended(cfg.End, now):
 		return domain.ErrEnded
 	}
 	return nil

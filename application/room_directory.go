@@ -284,7 +284,7 @@ func (d *RoomDirectory) Figures(now time.Time) []RoomFigures {
 	d.mu.Lock()
 	views := make([]*roomView, 0, len(d.rooms))
 	for _, v := range d.rooms {
-		if now.Before(v.cfg.End) {
+		if !domain.Ended(v.cfg.End, now) {
 			views = append(views, v)
 		}
 	}

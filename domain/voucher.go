@@ -121,8 +121,13 @@ func (s Sale) Check(now time.Time, remaining int) error {
 // Started tells whether the window has begun at now; its begin is inclusive.
 func (s Sale) Started(now time.Time) bool { return !now.Before(s.begin) }
 
-// Ended tells whether the window is over at now; its end is exclusive.
-func (s Sale) Ended(now time.Time) bool { return !now.Before(s.end) }
+// Ended tells whether the window is over at now.
+func (s Sale) Ended(now time.Time) bool { return Ended(s.end, now) }
+
+// Ended tells whether a window ending at end is over at now; its end is
+// exclusive. A waiting room, which keeps its sale's end and not the sale,
+// asks it too.
+func Ended(end, now time.Time) bool { return !now.Before(end) }
 
 // ErrNotSeckill refuses to store as a seckill voucher one without a sale.
 var ErrNotSeckill = invalid("type", "must be a seckill voucher with a sale")
