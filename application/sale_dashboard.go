@@ -104,7 +104,7 @@ type SaleBalance struct {
 // are not counted per voucher, so only a gate ahead of the database (too
 // much stock) can be told.
 func (r SaleRow) Balance() SaleBalance {
-	b := SaleBalance{Initial: r.DB.Stock + int(r.DB.Created), Holds: true}
+	b := SaleBalance{Initial: r.DB.Stock + int(r.DB.Created()), Holds: true}
 	if !r.GateFound {
 		b.Holds, b.Problem = false, "Redis holds no state for this sale: claims answer not_found until the repair loop restores it"
 		return b

@@ -360,18 +360,21 @@ type TokenIssuer interface {
 
 // SaleTally is the database's side of a sale, read in one query.
 type SaleTally struct {
-	Stock   int   // tb_seckill_voucher.stock: what is left to sell
-	Created int64 // orders committed that hold their unit (Unpaid + Paid)
-	Failed  int64 // orders recorded as failed for good
-	// The lifecycle: Created split into not yet paid and paid; and the
-	// orders that gave their unit back, cancelled (expired or by the buyer)
-	// or refunding (paid after they were cancelled).
+	Stock  int   // tb_seckill_voucher.stock: what is left to sell
+	Failed int64 // orders recorded as failed for good
+	// The lifecycle: the orders that hold their unit (Created), not yet
+	// paid and paid; and the orders that gave their unit back, cancelled
+	// (expired or by the buyer) or refunding (paid after they were
+	// cancelled).
 	Unpaid, Paid, Cancelled, Refunding int64
 	// Payments received that must go back to the payer (late, double and
 	// unsold ones: domain.PaymentKind.Owed), their sum in fen, and of them
 	// the double charges.
 	RefundsOwed, RefundsOwedFen, DoubleCharges int64
 }
+
+// Created counts the orders committed that hold their unit.
+func (t SaleTally) Created() int64 { return t.Unpaid + t.Paid }
 
 // OrderLedger counts a voucher's recorded orders for the live sale page.
 type OrderLedger interface {

@@ -124,7 +124,7 @@ func (a *api) saleDTO(s application.SaleRow) saleDTO {
 		Paused:    v.Sale().Paused(),
 		Added:     v.Sale().Added(),
 		DBStock:   s.DB.Stock,
-		Orders:    s.DB.Created,
+		Orders:    s.DB.Created(),
 		Failed:    s.DB.Failed,
 		Unpaid:    s.DB.Unpaid,
 		Paid:      s.DB.Paid,

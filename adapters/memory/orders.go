@@ -251,7 +251,6 @@ func (s *Orders) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTall
 			t.Failed++
 		}
 	}
-	t.Created = t.Unpaid + t.Paid
 	s.tallyPayments(id, &t)
 	return t, nil
 }

@@ -534,7 +534,7 @@ func (r *OrderRepo) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleT
 		return ports.SaleTally{}, fmt.Errorf("tally voucher %d: %w", id, domain.ErrVoucherNotFound)
 	}
 	return ports.SaleTally{
-		Stock: *row.Stock, Created: row.Unpaid + row.Paid, Failed: row.Failed,
+		Stock: *row.Stock, Failed: row.Failed,
 		Unpaid: row.Unpaid, Paid: row.Paid, Cancelled: row.Cancelled, Refunding: row.Refunding,
 		RefundsOwed: row.Owed, RefundsOwedFen: row.OwedFen, DoubleCharges: row.Doubles,
 	}, nil
