@@ -240,6 +240,26 @@ func TestNewSeckillVoucher(t *testing.T) {
 	}
 }
 
+func TestVoucherCheckGateable(t *testing.T) {
+	sale, _ := domain.NewSale(5, t0, t1)
+	unstored, _ := domain.NewSeckillVoucher(domain.VoucherSpec{ShopID: 1, Title: "100 off"}, sale)
+	for _, tt := range []struct {
+		name    string
+		v       domain.Voucher
+		wantErr bool
+	}{
+		{"stored_seckill_voucher", unstored.WithID(7), false},
+		{"not_stored_yet", unstored, true},
+		{"normal_voucher", domain.UnmarshalVoucherFromDatabase(7, domain.VoucherSpec{ShopID: 1}, domain.VoucherNormal, 1, domain.Sale{}), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.v.CheckGateable(); (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want an error: %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
 func TestOrderIDLayout(t *testing.T) {
 	tests := []struct {
 		name    string

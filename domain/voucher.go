@@ -1,6 +1,8 @@
 package domain
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -273,3 +275,15 @@ func (v Voucher) Type() VoucherType  { return v.typ }
 func (v Voucher) Status() int8       { return v.status }
 func (v Voucher) Sale() Sale         { return v.sale }
 func (v Voucher) IsSeckill() bool    { return v.typ == VoucherSeckill && !v.sale.IsZero() }
+
+// CheckGateable tells why a stock gate cannot hold v, or nil: a gate holds a
+// seckill voucher's sale under the id its repository gave it.
+func (v Voucher) CheckGateable() error {
+	if v.id <= 0 {
+		return errors.New("voucher has no id yet")
+	}
+	if !v.IsSeckill() {
+		return fmt.Errorf("voucher %d is not a seckill voucher", v.id)
+	}
+	return nil
+}

@@ -53,21 +53,11 @@ func NewGate(clock ports.Clock) *Gate {
 	return &Gate{clock: clock, sales: make(map[domain.VoucherID]*gateSale)}
 }
 
-func gateCheckVoucher(v domain.Voucher) error {
-	if v.ID() <= 0 {
-		return fmt.Errorf("voucher has no id yet")
-	}
-	if !v.IsSeckill() {
-		return fmt.Errorf("voucher %d is not a seckill voucher", v.ID())
-	}
-	return nil
-}
-
 func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := gateCheckVoucher(v); err != nil {
+	if err := v.CheckGateable(); err != nil {
 		return fmt.Errorf("preheat: %w", err)
 	}
 	s := v.Sale()
@@ -192,7 +182,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	if err := gateCheckVoucher(v); err != nil {
+	if err := v.CheckGateable(); err != nil {
 		return false, fmt.Errorf("restore: %w", err)
 	}
 	marks, err := domain.BuyerMarks(v.ID(), v.Sale().LimitPerUser(), buyers)

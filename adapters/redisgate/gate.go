@@ -204,16 +204,6 @@ func (g *Gate) LoadScripts(ctx context.Context) error {
 
 func (g *Gate) expireAt(s domain.Sale) time.Time { return s.End().Add(g.opts.Retention) }
 
-func checkVoucher(v domain.Voucher) error {
-	if v.ID() <= 0 {
-		return fmt.Errorf("voucher has no id yet")
-	}
-	if !v.IsSeckill() {
-		return fmt.Errorf("voucher %d is not a seckill voucher", v.ID())
-	}
-	return nil
-}
-
 // Preheat writes the voucher's gate only where it has none (preheat.lua; a
 // split voucher's K and buckets: preheatSplit): it never overwrites a gate
 // that holds reservations, such as one a starting instance's Restore wrote a
@@ -227,7 +217,7 @@ func checkVoucher(v domain.Voucher) error {
 // not exist yet (see prune); a failure of that second write leaves a gap the
 // periodic restore closes.
 func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
-	if err := checkVoucher(v); err != nil {
+	if err := v.CheckGateable(); err != nil {
 		return fmt.Errorf("preheat: %w", err)
 	}
 	l := g.known(v.ID(), g.kOf(v))
@@ -419,7 +409,7 @@ var _ ports.GateControls = (*Gate)(nil)
 // as any other unit. A bucket written before a failure keeps the change; the
 // retry (or the repair) writes them all again, and adds nothing twice.
 func (g *Gate) Apply(ctx context.Context, v domain.Voucher) error {
-	if err := checkVoucher(v); err != nil {
+	if err := v.CheckGateable(); err != nil {
 		return fmt.Errorf("apply controls: %w", err)
 	}
 	l := g.known(v.ID(), g.kOf(v))

@@ -96,7 +96,7 @@ func (g *Gate) Counts(ctx context.Context, ids []domain.VoucherID) (map[domain.V
 // (pull), so a unit counts as oversold only when no bucket has one left.
 func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.VoucherOrder) (ports.Healed, error) {
 	var h ports.Healed
-	if err := checkVoucher(v); err != nil {
+	if err := v.CheckGateable(); err != nil {
 		return h, fmt.Errorf("heal: %w", err)
 	}
 	limit := v.Sale().LimitPerUser()

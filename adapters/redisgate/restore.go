@@ -74,7 +74,7 @@ func (g *Gate) Overwrite(ctx context.Context, v domain.Voucher, buyers []domain.
 // every count is from the database's truth, so a second run is correct
 // whatever the first wrote.
 func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder, force bool) (bool, error) {
-	if err := checkVoucher(v); err != nil {
+	if err := v.CheckGateable(); err != nil {
 		return false, fmt.Errorf("restore: %w", err)
 	}
 	// Checked before anything is written: a refused restore writes nothing.
