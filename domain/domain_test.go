@@ -411,7 +411,8 @@ func TestBuyerMarks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			marks, err := domain.BuyerMarks(3, tt.limit, tt.orders)
+			v := domain.UnmarshalVoucherFromDatabase(3, domain.VoucherSpec{}, domain.VoucherSeckill, 1, domain.Sale{}.WithStoredLimit(tt.limit))
+			marks, err := domain.BuyerMarks(v, tt.orders)
 			if (err != nil) != tt.wantErr || (err == nil && !reflect.DeepEqual(marks, tt.want)) {
 				t.Fatalf("marks %v, err %v; want %v", marks, err, tt.want)
 			}
@@ -440,7 +441,7 @@ func TestKeepQueued(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if added := domain.KeepQueued(tt.marked, tt.limit, tt.queued); added != tt.wantAdded || !reflect.DeepEqual(tt.marked, tt.want) {
+			if added := domain.KeepQueued(tt.marked, domain.Sale{}.WithStoredLimit(tt.limit), tt.queued); added != tt.wantAdded || !reflect.DeepEqual(tt.marked, tt.want) {
 				t.Fatalf("added %d, marks %v; want %d, %v", added, tt.marked, tt.wantAdded, tt.want)
 			}
 		})

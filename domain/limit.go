@@ -34,24 +34,26 @@ func (s Sale) WithLimitPerUser(n int) (Sale, error) {
 // repositories.
 func (s Sale) WithStoredLimit(n int) Sale { s.limit = unsplit(n); return s }
 
-// BuyerMarks turns a voucher's orders into its buyers' marks: per user, the
+// BuyerMarks turns voucher v's orders into its buyers' marks: per user, the
 // marks of the orders that hold a place (Mark: negative for a forfeited order:
 // its buyer keeps the place, and no return can give its unit back twice). It
 // refuses an order of another voucher, one id twice, and a user with more
-// orders than limit: any of them would make a gate rebuilt from them wrong.
-func BuyerMarks(voucher VoucherID, limit int, orders []VoucherOrder) (map[UserID][]OrderID, error) {
+// orders than the sale's limit: any of them would make a gate rebuilt from
+// them wrong.
+func BuyerMarks(v Voucher, orders []VoucherOrder) (map[UserID][]OrderID, error) {
+	limit := v.sale.LimitPerUser()
 	marks := make(map[UserID][]OrderID, len(orders))
 	seen := make(map[OrderID]bool, len(orders))
 	for _, o := range orders {
-		if o.voucherID != voucher {
-			return nil, fmt.Errorf("voucher %d: buyer %s belongs to another voucher", voucher, o)
+		if o.voucherID != v.id {
+			return nil, fmt.Errorf("voucher %d: buyer %s belongs to another voucher", v.id, o)
 		}
 		if seen[o.id] {
 			continue
 		}
 		seen[o.id] = true
-		if len(marks[o.userID]) >= max(limit, 1) {
-			return nil, fmt.Errorf("voucher %d: user %d holds orders %v and %d, more than the limit of %d", voucher, o.userID, marks[o.userID], o.id, max(limit, 1))
+		if len(marks[o.userID]) >= limit {
+			return nil, fmt.Errorf("voucher %d: user %d holds orders %v and %d, more than the limit of %d", v.id, o.userID, marks[o.userID], o.id, limit)
 		}
 		marks[o.userID] = append(marks[o.userID], o.Mark())
 	}
@@ -62,15 +64,15 @@ func BuyerMarks(voucher VoucherID, limit int, orders []VoucherOrder) (map[UserID
 // voucher, sold by the gate and not yet in the database) their places in
 // marks, as their claims took them, so a gate rebuilt while they wait does
 // not let them claim again. An order already marked is skipped, and so is
-// one past its user's limit: the database will refuse it as a duplicate,
-// and refusing the whole rebuild for it, as BuyerMarks does for the
-// database's orders, would leave the sale without a gate. It reports how
-// many places it added.
-func KeepQueued(marks map[UserID][]OrderID, limit int, queued []VoucherOrder) int {
+// one past its user's limit in sale s: the database will refuse it as a
+// duplicate, and refusing the whole rebuild for it, as BuyerMarks does for
+// the database's orders, would leave the sale without a gate. It reports
+// how many places it added.
+func KeepQueued(marks map[UserID][]OrderID, s Sale, queued []VoucherOrder) int {
 	added := 0
 	for _, o := range queued {
 		held := marks[o.userID]
-		if len(held) >= max(limit, 1) || slices.Contains(held, o.id) || slices.Contains(held, -o.id) {
+		if len(held) >= s.LimitPerUser() || slices.Contains(held, o.id) || slices.Contains(held, -o.id) {
 			continue
 		}
 		marks[o.userID] = append(held, o.Mark())

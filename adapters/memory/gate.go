@@ -117,7 +117,7 @@ func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.Vouch
 	if err := ctx.Err(); err != nil {
 		return ports.Healed{}, err
 	}
-	if _, err := domain.BuyerMarks(v.ID(), v.Sale().LimitPerUser(), orders); err != nil {
+	if _, err := domain.BuyerMarks(v, orders); err != nil {
 		return ports.Healed{}, fmt.Errorf("heal: %w", err)
 	}
 	g.mu.Lock()
@@ -185,7 +185,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	if err := v.CheckGateable(); err != nil {
 		return false, fmt.Errorf("restore: %w", err)
 	}
-	marks, err := domain.BuyerMarks(v.ID(), v.Sale().LimitPerUser(), buyers)
+	marks, err := domain.BuyerMarks(v, buyers)
 	if err != nil {
 		return false, fmt.Errorf("restore: %w", err)
 	}

@@ -100,7 +100,7 @@ func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.Vouch
 		return h, fmt.Errorf("heal: %w", err)
 	}
 	limit := v.Sale().LimitPerUser()
-	if _, err := domain.BuyerMarks(v.ID(), limit, orders); err != nil {
+	if _, err := domain.BuyerMarks(v, orders); err != nil {
 		return h, fmt.Errorf("heal: %w", err)
 	}
 	l := g.known(v.ID(), g.kOf(v))

@@ -78,7 +78,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 		return false, fmt.Errorf("restore: %w", err)
 	}
 	// Checked before anything is written: a refused restore writes nothing.
-	if _, err := domain.BuyerMarks(v.ID(), v.Sale().LimitPerUser(), buyers); err != nil {
+	if _, err := domain.BuyerMarks(v, buyers); err != nil {
 		return false, fmt.Errorf("restore: %w", err)
 	}
 	id, l := v.ID(), g.known(v.ID(), g.kOf(v))
@@ -154,11 +154,11 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 			return false, fmt.Errorf("restore voucher %d: %w", id, err)
 		}
 	}
-	marks, err := domain.BuyerMarks(id, v.Sale().LimitPerUser(), buyers)
+	marks, err := domain.BuyerMarks(v, buyers)
 	if err != nil {
 		return false, fmt.Errorf("restore: %w", err)
 	}
-	domain.KeepQueued(marks, v.Sale().LimitPerUser(), inStream)
+	domain.KeepQueued(marks, v.Sale(), inStream)
 	var given int64
 	if count && k > 1 {
 		if given, err = g.returnKept(ctx, l, st); err != nil {
