@@ -79,12 +79,18 @@ type Report struct {
 	HasBooks bool
 }
 
-// Balanced is the invariant every sale keeps, on each side: what is left to
-// sell plus what is held (unpaid + paid in the database; marked buyers,
-// including claims in flight, in the gate) is the same initial stock. A
-// cancelled order is on neither side once its unit is back.
-func (r Report) Balanced() bool {
-	return r.GateFound && r.GateStock+r.GateBuyers == r.DBStock+r.DBOrders
+// Unaccounted is by how many units the gate's side exceeds the database's
+// (0 without a gate to compare). Every sale keeps the same invariant on
+// each side: what is left to sell plus what is held (unpaid + paid in the
+// database; marked buyers, including claims in flight, in the gate) is the
+// same initial stock, and a cancelled order is on neither side once its
+// unit is back. So the marks and orders account for the stock difference,
+// and what they do not is the stock itself gone wrong.
+func (r Report) Unaccounted() int {
+	if !r.GateFound {
+		return 0
+	}
+	return r.GateStock + r.GateBuyers - (r.DBStock + r.DBOrders)
 }
 
 // StockDiff is the gate's stock minus the database's: negative by the

@@ -151,10 +151,7 @@ func differences(r application.Report) []string {
 	if n := len(r.NotInGate) - r.Forgotten; n > 0 {
 		out = append(out, fmt.Sprintf("%d users hold an order in mysql and another order's mark in redis (a claim made again after redis forgot theirs, refused by mysql as a duplicate)", n))
 	}
-	// Each mark in redis and each order in mysql took one unit of the same
-	// initial stock, so the marks and orders account for this much of the
-	// stock difference; the rest is the stock itself.
-	if d := r.StockDiff() - (r.DBOrders - r.GateBuyers); r.GateFound && d != 0 {
+	if d := r.Unaccounted(); d != 0 {
 		out = append(out, fmt.Sprintf("the stock differs by %d units more than the orders above account for (redis %d, mysql %d)", d, r.GateStock, r.DBStock))
 	}
 	if lost {
