@@ -93,16 +93,6 @@ func (r Report) Unaccounted() int {
 	return r.GateStock + r.GateBuyers - (r.DBStock + r.DBOrders)
 }
 
-// StockDiff is the gate's stock minus the database's: negative by the
-// claims in flight, positive when the gate holds units the database has
-// sold (it forgot their orders).
-func (r Report) StockDiff() int {
-	if !r.GateFound {
-		return 0
-	}
-	return r.GateStock - r.DBStock
-}
-
 // Consistent reports whether the gate matches the database exactly.
 func (r Report) Consistent() bool {
 	return r.GateFound && r.GateStock == r.DBStock && r.GateBuyers == r.DBOrders &&

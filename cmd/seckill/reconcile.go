@@ -109,8 +109,8 @@ func printReport(w io.Writer, label string, r application.Report) {
 	fmt.Fprintf(w, "%s  claimed in redis, not in mysql: %d%s\n", label, len(r.NotInDB), sample(r.NotInDB))
 	fmt.Fprintf(w, "%s  in mysql, not in redis:         %d%s\n", label, len(r.NotInGate), sample(r.NotInGate))
 	fmt.Fprintf(w, "%s    of which redis forgot (no mark for the user): %d\n", label, r.Forgotten)
-	if r.GateFound {
-		fmt.Fprintf(w, "%s  stock difference (redis - mysql): %d\n", label, r.StockDiff())
+	if r.GateFound { // negative by the claims in flight, positive when redis forgot orders
+		fmt.Fprintf(w, "%s  stock difference (redis - mysql): %d\n", label, r.GateStock-r.DBStock)
 	}
 	for _, why := range differences(r) {
 		fmt.Fprintf(w, "%s  %s\n", label, why)
