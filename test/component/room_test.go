@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/infra"
+	"github.com/hmdp-go/seckill/test/testenv"
 )
 
 type roomAnswer struct {
@@ -109,5 +111,44 @@ func TestWaitingRoomThroughTheService(t *testing.T) {
 	status, env = sendRoom(t, http.MethodPost, fmt.Sprintf("%sseckill/%d", base, vid), user, map[string]string{"X-Room-Pass": pass})
 	if status != http.StatusOK || !env.Success {
 		t.Fatalf("claim with the pass: %d %+v", status, env)
+	}
+}
+
+// TestRoomScriptsAreLoadedAtStart: on a Redis that never ran them, the
+// service loads the waiting rooms' scripts at start, as the gate's, so a
+// sale's room is opened and joined by SHA: Redis answers no NOSCRIPT
+// (INFO errorstats) from the voucher's creation to its first join.
+func TestRoomScriptsAreLoadedAtStart(t *testing.T) {
+	own := testenv.StartRedis(t)
+	app, base := startServiceOn(t, infra.QueueChannel, "redis", func(c *infra.Config) { c.RedisURL = own.URL() })
+	noScript := func() int {
+		info, err := own.Client().Info(context.Background(), "errorstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "errorstat_NOSCRIPT:count="); ok {
+				n, _ := strconv.Atoi(v)
+				return n
+			}
+		}
+		return 0
+	}
+	before := noScript()
+	body := saleBody(3)
+	body["beginTime"] = time.Now().UTC().Add(time.Minute).Format(time.RFC3339) // a room's sale begins ahead
+	body["waitingRoom"] = map[string]any{"opensBeforeSeconds": 120, "admitPerSecond": 10}
+	status, env := postJSON(t, http.DefaultClient, base+"/voucher/seckill", login(t, app, adminUID), body)
+	if status != http.StatusOK || !env.Success {
+		t.Fatalf("create voucher: %d %+v", status, env)
+	}
+	var vid string
+	_ = json.Unmarshal(env.Data, &vid)
+	status, env = sendRoom(t, http.MethodPost, base+"/voucher-order/room/"+vid+"/join", login(t, app, 7), nil)
+	if status != http.StatusOK || !env.Success {
+		t.Fatalf("join: %d %+v", status, env)
+	}
+	if n := noScript() - before; n != 0 {
+		t.Fatalf("Redis answered NOSCRIPT %d times while a room was opened and joined after the start", n)
 	}
 }
