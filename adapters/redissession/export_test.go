@@ -28,7 +28,7 @@ func WithTopology(o CacheOptions, masters func(context.Context) ([]Master, error
 		for i, m := range ms {
 			out[i].addr = m.Addr
 			for _, r := range m.Slots {
-				out[i].slots = append(out[i].slots, slotRange{uint16(r[0]), uint16(r[1])})
+				out[i].slots = append(out[i].slots, [2]uint16{uint16(r[0]), uint16(r[1])})
 			}
 		}
 		return out, nil
@@ -37,7 +37,8 @@ func WithTopology(o CacheOptions, masters func(context.Context) ([]Master, error
 	return o
 }
 
-// WithScanFault makes each warm-up SCAN fail with what fault returns first.
+// WithScanFault makes each warm-up SCAN fail, once sent, with what fault
+// returns (its reply lost).
 func WithScanFault(o CacheOptions, fault func() error) CacheOptions {
 	o.scanFault = fault
 	return o
@@ -118,8 +119,20 @@ func ClusterMasters(ctx context.Context, c *redis.ClusterClient) ([]Master, erro
 	for i, m := range ms {
 		out[i].Addr = m.addr
 		for _, r := range m.slots {
-			out[i].Slots = append(out[i].Slots, [2]int{int(r.lo), int(r.hi)})
+			out[i].Slots = append(out[i].Slots, [2]int{int(r[0]), int(r[1])})
 		}
 	}
 	return out, err
+}
+
+// Reports tells how many invalidation reports were applied.
+func (t *Sessions) Reports() int64 { return t.reports.Load() }
+
+// Cached tells how many tokens the cache holds (lapsed and stale ones
+// included until they are pushed out or replaced).
+func (t *Sessions) Cached() int {
+	if t.cache == nil {
+		return 0
+	}
+	return t.cache.Len()
 }

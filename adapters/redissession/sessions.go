@@ -81,9 +81,14 @@ type Sessions struct {
 	untracked time.Duration
 
 	guard guard // a read overtaken by a report of its key caches nothing
-	// states are the slots' states: whether a slot's tokens are served from
-	// memory, and a generation every change moves (slots.go).
-	states slotStates
+	// states holds, per slot, gen<<1 | slotDown. Every change of a slot's
+	// owner or of whether it is served moves gen, and gen never comes back,
+	// so an entry (which keeps the state its read began under) is served
+	// only while nothing happened to its slot since: the entries of a master
+	// whose subscriber went down, or whose slots another master took, are
+	// never served again, and a read that began before is never cached.
+	// Written under mu only; read without a lock.
+	states [slotCount]atomic.Uint64
 	queue  chan string // reported tokens to read back (nil: NoPrefetch)
 
 	// Counters, for tests and metrics.
@@ -198,8 +203,8 @@ func NewSessions(ctx context.Context, rdb redis.UniversalClient, store *Store, o
 	if !opts.NoCache {
 		t.cache, t.untracked = tokencache.New[domain.UserID](opts.Size), opts.UntrackedTTL
 	}
-	t.warm.ended = make(chan struct{})
-	t.warm.finish()
+	t.warm.on, t.warm.ended = true, make(chan struct{}) // Warm does nothing
+	close(t.warm.ended)
 	return t, nil
 }
 
@@ -235,14 +240,11 @@ func newTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 	case *redis.ClusterClient:
 		// Every node of a cluster is dialled with the same options but
 		// its address; take them from one master.
-		var once sync.Once
-		err := c.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error {
-			once.Do(func() { t.template = m.Options() })
-			return nil
-		})
+		m, err := c.MasterForKey(ctx, store.prefix)
 		if err != nil {
 			return nil, fmt.Errorf("list redis masters: %w", err)
 		}
+		t.template = m.Options()
 		if t.masters == nil {
 			t.masters = func(ctx context.Context) ([]master, error) { return clusterMasters(ctx, c) }
 		}
@@ -358,9 +360,6 @@ func (t *Sessions) Serving() (listening, masters int) {
 	return listening, len(t.subs)
 }
 
-// Reports tells how many invalidation reports were applied.
-func (t *Sessions) Reports() int64 { return t.reports.Load() }
-
 // Prefetched tells how many sessions were read back after a report and
 // cached.
 func (t *Sessions) Prefetched() int64 { return t.prefetched.Load() }
@@ -374,15 +373,6 @@ func (t *Sessions) Skipped() int64 { return t.skipped.Load() }
 // read back).
 func (t *Sessions) Holds(token string) bool {
 	return t.cache != nil && t.cache.Holds(token)
-}
-
-// Cached tells how many tokens the cache holds (lapsed and stale ones
-// included until they are pushed out or replaced).
-func (t *Sessions) Cached() int {
-	if t.cache == nil {
-		return 0
-	}
-	return t.cache.Len()
 }
 
 // Close stops the subscribers, the topology watch, prefetching and the

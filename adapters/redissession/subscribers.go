@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -38,11 +39,8 @@ type subscriber struct {
 // counts as down until its listener hears the confirmation. Its master's
 // slots are given to it by assign.
 func (t *Sessions) addSubscriber(ctx context.Context, addr string, confirm bool) error {
-	o := *t.template
-	o.Addr = addr
+	o := t.nodeOptions(addr)
 	o.Protocol = 2 // invalidations as pub/sub messages on this very connection
-	o.PoolSize = 1
-	o.MinIdleConns = 0
 	o.MaxRetries = -1
 	prefix := t.store.prefix
 	s := &subscriber{addr: addr, done: make(chan struct{})}
@@ -54,7 +52,7 @@ func (t *Sessions) addSubscriber(ctx context.Context, addr string, confirm bool)
 		s.id.Store(id)
 		return cn.Do(ctx, "client", "tracking", "on", "redirect", id, "bcast", "prefix", prefix).Err()
 	}
-	c := redis.NewClient(&o)
+	c := redis.NewClient(o)
 	ps := c.Subscribe(ctx) // connects lazily, on the first SUBSCRIBE
 	if confirm {
 		err := ps.Subscribe(ctx, invalidations)
@@ -93,24 +91,19 @@ func (t *Sessions) addSubscriber(ctx context.Context, addr string, confirm bool)
 // invalidations is the channel the tracking reports come on (RESP2).
 const invalidations = "__redis__:invalidate"
 
-// removeSubscriber stops listening to a master that left the cluster (its
-// slots were given to others by then). It does not wait: a listener stuck on
-// a node that does not answer ends when its read times out, and Close waits
-// for it.
-func (t *Sessions) removeSubscriber(addr string) {
-	t.mu.Lock()
-	s := t.subs[addr]
-	delete(t.subs, addr)
-	if s != nil {
-		stopWarm(s)
-	}
-	t.mu.Unlock()
-	if s != nil {
-		t.done.Add(1)
-		go func() {
-			defer t.done.Done()
-			s.stop()
-		}()
+// nodeOptions are those of a client of its own, of one connection, to the
+// master at addr.
+func (t *Sessions) nodeOptions(addr string) *redis.Options {
+	o := *t.template
+	o.Addr, o.PoolSize, o.MinIdleConns = addr, 1, 0
+	return &o
+}
+
+// sleep waits d, or less if ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
 	}
 }
 
@@ -180,11 +173,7 @@ func (t *Sessions) listen(ctx context.Context, s *subscriber, up bool) {
 				// the ping, or is redialled by it and resubscribed.
 				continue
 			}
-			// Each failed read redials; do not spin on a dead node.
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
+			sleep(ctx, 100*time.Millisecond) // each failed read redials; do not spin on a dead node
 			continue
 		}
 		pinged = false
@@ -215,14 +204,13 @@ func (t *Sessions) listen(ctx context.Context, s *subscriber, up bool) {
 	}
 }
 
-// listening marks s up: what was cached of its master before is stale, and
-// its sessions are read again once Warm has been called.
+// listening marks s up: what was cached of its master before is stale.
 func (t *Sessions) listening(s *subscriber, up *bool) {
 	if !*up && t.downs.Load() > 0 {
 		t.log.Info().Str("master", s.addr).Msg("session cache: this master's sessions are served from memory again")
 	}
 	*up = true
-	t.rewarm(t.setUp(s, true))
+	t.setUp(s, true)
 }
 
 // watch lists the cluster's masters on every tick and follows them.
@@ -261,17 +249,10 @@ func (t *Sessions) watch() {
 // cached of it before is stale.
 func (t *Sessions) follow(ms []master) {
 	t.mu.Lock()
-	want := make(map[string]bool, len(ms))
-	var gone, added []string
+	var added []string
 	for _, m := range ms {
-		want[m.addr] = true
 		if t.subs[m.addr] == nil {
 			added = append(added, m.addr)
-		}
-	}
-	for a := range t.subs {
-		if !want[a] {
-			gone = append(gone, a)
 		}
 	}
 	t.mu.Unlock()
@@ -281,10 +262,148 @@ func (t *Sessions) follow(ms []master) {
 		_ = t.addSubscriber(t.ctx, a, false) // cannot fail unconfirmed
 	}
 	t.mu.Lock()
-	served := t.assign(ms)
-	t.mu.Unlock()
-	t.rewarm(served)
-	for _, a := range gone {
-		t.removeSubscriber(a)
+	defer t.mu.Unlock()
+	t.assign(ms)
+	for a, s := range t.subs {
+		if slices.ContainsFunc(ms, func(m master) bool { return m.addr == a }) {
+			continue
+		}
+		// Its master left (its slots were given to others above). Not
+		// awaited: a listener stuck on a node that does not answer ends
+		// when its read times out, and Close waits for it.
+		delete(t.subs, a)
+		stopWarm(s)
+		t.done.Add(1)
+		go func() {
+			defer t.done.Done()
+			s.stop()
+		}()
 	}
+}
+
+// slotCount is the number of Redis Cluster hash slots; a single Redis
+// serves them all.
+const slotCount = 16384
+
+// slotDown marks a slot state whose tokens are not served from memory: its
+// master's subscriber is not listening, no known master serves it, or the
+// masters could not be listed.
+const slotDown = 1
+
+// master is one master and the inclusive ranges of slots it serves.
+type master struct {
+	addr  string
+	slots [][2]uint16
+}
+
+// allSlots is what a single Redis serves.
+var allSlots = [][2]uint16{{0, slotCount - 1}}
+
+// clusterMasters lists the masters that serve slots, with their ranges.
+func clusterMasters(ctx context.Context, c *redis.ClusterClient) ([]master, error) {
+	slots, err := c.ClusterSlots(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	at := make(map[string]int)
+	var ms []master
+	for _, s := range slots {
+		if len(s.Nodes) == 0 || s.Start < 0 || s.End >= slotCount || s.Start > s.End {
+			continue
+		}
+		addr := s.Nodes[0].Addr
+		i, ok := at[addr]
+		if !ok {
+			i = len(ms)
+			at[addr] = i
+			ms = append(ms, master{addr: addr})
+		}
+		ms[i].slots = append(ms[i].slots, [2]uint16{uint16(s.Start), uint16(s.End)})
+	}
+	if len(ms) == 0 {
+		return nil, errors.New("the cluster has no master serving slots")
+	}
+	return ms, nil
+}
+
+// assign makes the listed masters the owners of their slots (a slot no
+// listed master serves has none) and restates the slots. The caller holds
+// t.mu.
+func (t *Sessions) assign(ms []master) {
+	var owners [slotCount]*subscriber
+	for _, s := range t.subs {
+		s.owns = 0
+	}
+	for _, m := range ms {
+		s := t.subs[m.addr]
+		if s == nil {
+			continue // its slots have no owner: not served
+		}
+		for _, r := range m.slots {
+			for i := int(r[0]); i <= int(r[1]); i++ {
+				owners[i] = s
+			}
+			s.owns += int(r[1]) - int(r[0]) + 1
+		}
+	}
+	t.restate(&owners, nil)
+}
+
+// restate gives each slot its owner in owners and moves the state of those
+// whose owner changed or which became served or not, and of every slot of
+// force (a subscriber that may have missed reports although it is up). Once
+// Warm has been called, the masters some of whose slots became served are
+// read again (what was cached of them is stale). The caller holds t.mu.
+func (t *Sessions) restate(owners *[slotCount]*subscriber, force *subscriber) {
+	var served []*subscriber
+	for i := range owners {
+		o := owners[i]
+		down := o == nil || !o.up
+		wasDown := t.states[i].Load()&slotDown != 0
+		forced := force != nil && o == force
+		if o == t.owner[i] && !forced && down == wasDown {
+			continue
+		}
+		t.owner[i] = o
+		next := (t.states[i].Load()>>1 + 1) << 1 // a new generation
+		if down {
+			next |= slotDown
+		}
+		t.states[i].Store(next)
+		if !down && !slices.Contains(served, o) {
+			served = append(served, o)
+		}
+	}
+	if t.warm.on && !t.closed {
+		for _, s := range served {
+			t.startWarm(s, nil)
+		}
+	}
+}
+
+// setUp records whether s listens and restates its slots. A subscriber that
+// (re)subscribes may have missed reports even if it was counted up: its
+// slots move either way.
+func (t *Sessions) setUp(s *subscriber, up bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s.up = up
+	var force *subscriber
+	if up {
+		force = s
+	} else {
+		stopWarm(s)
+	}
+	t.restate(&t.owner, force)
+}
+
+// unlisted records that the masters could not be listed: until they are
+// (follow), no slot has an owner, so none is served.
+func (t *Sessions) unlisted() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.subs {
+		stopWarm(s)
+	}
+	t.restate(&[slotCount]*subscriber{}, nil)
 }

@@ -3,6 +3,7 @@ package redissession
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,9 +31,7 @@ const (
 // warmUp is the warm-up's state and counters.
 type warmUp struct {
 	on                  bool          // under Sessions.mu: Warm was called
-	left                atomic.Int64  // first warm-ups not yet ended
-	done                atomic.Bool   // every first warm-up has ended
-	ended               chan struct{} // closed when done is set
+	ended               chan struct{} // closed when every first warm-up has ended
 	cached, read, scans atomic.Int64
 }
 
@@ -63,19 +62,19 @@ func (t *Sessions) Warm() {
 		return
 	}
 	t.warm.on = true
-	var first []*subscriber
+	var first sync.WaitGroup
 	for _, s := range t.subs {
 		if s.up && s.owns > 0 {
-			first = append(first, s)
+			first.Add(1)
+			t.startWarm(s, first.Done)
 		}
 	}
-	t.warm.left.Store(int64(len(first)))
-	if len(first) == 0 {
-		t.warm.finish()
-	}
-	for _, s := range first {
-		t.startWarm(s, true)
-	}
+	t.done.Add(1)
+	go func() {
+		defer t.done.Done()
+		first.Wait()
+		close(t.warm.ended)
+	}()
 }
 
 // WarmProgress tells how far the warm-up went (for metrics, a test or the
@@ -85,37 +84,29 @@ func (t *Sessions) WarmProgress() WarmProgress {
 		Cached: t.warm.cached.Load(),
 		Read:   t.warm.read.Load(),
 		Scans:  t.warm.scans.Load(),
-		Done:   t.warm.done.Load(),
+		Done:   isClosed(t.warm.ended),
 	}
 }
 
-// rewarm reads again the masters of subscribers whose slots are served
-// again (after Warm only).
-func (t *Sessions) rewarm(ss []*subscriber) {
-	if len(ss) == 0 {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.warm.on || t.closed {
-		return
-	}
-	for _, s := range ss {
-		if t.subs[s.addr] == s && s.up {
-			t.startWarm(s, false)
-		}
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 
 // startWarm starts reading s's master, in place of a warm-up of it that
-// still runs. The caller holds t.mu.
-func (t *Sessions) startWarm(s *subscriber, first bool) {
+// still runs, and calls ended (if any) when it ends. The caller holds t.mu.
+func (t *Sessions) startWarm(s *subscriber, ended func()) {
 	stopWarm(s)
+	if ended == nil {
+		ended = func() {}
+	}
 	share := t.size * s.owns / slotCount
 	if share <= 0 {
-		if first {
-			t.firstWarmEnded()
-		}
+		ended()
 		return
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
@@ -123,24 +114,10 @@ func (t *Sessions) startWarm(s *subscriber, first bool) {
 	t.done.Add(1)
 	go func() {
 		defer t.done.Done()
+		defer ended()
 		defer cancel()
-		if first {
-			defer t.firstWarmEnded()
-		}
 		t.warmMaster(ctx, s.addr, share)
 	}()
-}
-
-func (t *Sessions) firstWarmEnded() {
-	if t.warm.left.Add(-1) == 0 {
-		t.warm.finish()
-	}
-}
-
-func (w *warmUp) finish() {
-	if w.done.CompareAndSwap(false, true) {
-		close(w.ended)
-	}
 }
 
 // WarmedUp is closed once the warm-up Warm started is done (see
@@ -162,11 +139,7 @@ func stopWarm(s *subscriber) {
 // slot moved meanwhile answers MOVED and is not cached), and the service's
 // pools are not used.
 func (t *Sessions) warmMaster(ctx context.Context, addr string, share int) {
-	o := *t.template
-	o.Addr = addr
-	o.PoolSize = 1
-	o.MinIdleConns = 0
-	c := redis.NewClient(&o)
+	c := redis.NewClient(t.nodeOptions(addr))
 	defer func() { _ = c.Close() }()
 	prefix := t.store.prefix
 	match := globQuoter.Replace(prefix) + "*"
@@ -174,7 +147,10 @@ func (t *Sessions) warmMaster(ctx context.Context, addr string, share int) {
 	cached, failed := 0, 0
 	for ctx.Err() == nil {
 		began := time.Now()
-		keys, next, err := t.scan(ctx, c, cursor, match)
+		keys, next, err := c.Scan(ctx, cursor, match, warmScanCount).Result()
+		if err == nil && t.scanFault != nil {
+			err = t.scanFault()
+		}
 		t.warm.scans.Add(1)
 		if err != nil {
 			// The connection may well be up (the subscriber would stop
@@ -185,10 +161,7 @@ func (t *Sessions) warmMaster(ctx context.Context, addr string, share int) {
 				t.log.Warn().Err(err).Str("master", addr).Int("cached", cached).
 					Msg("session warm-up: reading sessions failed; retrying")
 			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(min(warmRetry<<min(failed-1, 5), warmRetryMax)):
-			}
+			sleep(ctx, min(warmRetry<<min(failed-1, 5), warmRetryMax))
 			continue
 		}
 		if failed > 0 {
@@ -212,11 +185,7 @@ func (t *Sessions) warmMaster(ctx context.Context, addr string, share int) {
 			return
 		}
 		cursor = next
-		rest := time.Duration(float64(time.Since(began)) * (1/t.warmDuty - 1))
-		select {
-		case <-ctx.Done():
-		case <-time.After(rest):
-		}
+		sleep(ctx, time.Duration(float64(time.Since(began))*(1/t.warmDuty-1)))
 	}
 }
 
@@ -225,16 +194,6 @@ const (
 	warmRetry    = 100 * time.Millisecond
 	warmRetryMax = 3 * time.Second
 )
-
-// scan is one SCAN page of the warm-up (a test may fail it: scanFault).
-func (t *Sessions) scan(ctx context.Context, c *redis.Client, cursor uint64, match string) ([]string, uint64, error) {
-	if t.scanFault != nil {
-		if err := t.scanFault(); err != nil {
-			return nil, 0, err
-		}
-	}
-	return c.Scan(ctx, cursor, match, warmScanCount).Result()
-}
 
 // globQuoter quotes the characters SCAN's MATCH reads as a pattern.
 var globQuoter = strings.NewReplacer(`*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`, `\`, `\\`)
