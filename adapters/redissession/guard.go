@@ -105,8 +105,6 @@ func (t *Sessions) keep(token string, r *reading, id domain.UserID, life time.Du
 	return true
 }
 
-// Applying reports (mark, evict, queue) and reading reported sessions back.
-
 // invalidate marks a session key reported and evicts its token, in one
 // step under the guard (so no read in flight caches what it read before the
 // write), and queues the token to be read back.
@@ -126,8 +124,10 @@ func (t *Sessions) invalidate(key string) {
 	}
 }
 
-// prefetchLoop reads reported tokens back, in batches of what has queued
-// up meanwhile.
+// prefetchLoop reads reported tokens back (no refresh), in batches of what
+// has queued up meanwhile, and caches them for as long as their sessions
+// live: a login costs each instance one pipelined read. The queue is
+// bounded; a token that does not fit is looked up on its first request.
 func (t *Sessions) prefetchLoop() {
 	defer t.done.Done()
 	batch := make([]string, 0, prefetchBatch)
@@ -160,6 +160,9 @@ func (t *Sessions) readBack(ctx context.Context, rdb redis.Cmdable, tokens []str
 		get *redis.StringCmd
 		ttl *redis.DurationCmd
 	}
+	ctx, cancel := context.WithTimeout(ctx, readBackWait)
+	defer cancel()
+	p := rdb.Pipeline()
 	reads := make([]read, 0, len(tokens))
 	seen := make(map[string]bool, len(tokens))
 	for _, token := range tokens {
@@ -167,42 +170,25 @@ func (t *Sessions) readBack(ctx context.Context, rdb redis.Cmdable, tokens []str
 			continue
 		}
 		seen[token] = true
-		r, ok := t.begin(t.store.prefix + token)
-		if !ok {
+		key := t.store.prefix + token
+		if r, ok := t.begin(key); ok {
+			reads = append(reads, read{token, r, p.HGet(ctx, key, "id"), p.PTTL(ctx, key)})
+		} else {
 			skipped++
-			continue
 		}
-		reads = append(reads, read{token: token, reading: r})
 	}
 	if len(reads) == 0 {
 		return 0, skipped
 	}
-
-	ctx, cancel := context.WithTimeout(ctx, readBackWait)
-	defer cancel()
-	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i := range reads {
-			key := t.store.prefix + reads[i].token
-			reads[i].get = p.HGet(ctx, key, "id")
-			reads[i].ttl = p.PTTL(ctx, key)
-		}
-		return nil
-	})
+	_, _ = p.Exec(ctx)
 	if t.afterRead != nil {
 		t.afterRead()
 	}
-
 	for i := range reads {
 		r := &reads[i]
-		id, err := parseUser(r.get)
-		if err != nil {
-			continue // gone, malformed, or unreadable: its request asks Redis
-		}
-		pttl, err := r.ttl.Result()
-		if err != nil {
-			continue
-		}
-		if life := t.store.lifeOf(pttl); life > 0 && t.keep(r.token, &r.reading, id, life) {
+		// Gone, malformed, or unreadable: its request asks Redis.
+		id, pttl, err := parse(r.get, r.ttl)
+		if life := t.store.lifeOf(pttl); err == nil && life > 0 && t.keep(r.token, &r.reading, id, life) {
 			cached++
 		}
 	}

@@ -45,34 +45,14 @@ import (
 // nothing is served from memory. So the one report this process can miss is
 // a write to a master that took its slots less than one poll ago.
 //
-// Warm-up (Warm): each master's sessions are read once its subscriber
-// listens (SCAN over the prefix, then HGET and PTTL pipelined as a
-// read-back), at most the master's share of the cache size, paced so that
-// it holds Redis a small fraction of the time. A master whose subscriber
-// comes back, or that takes slots, is read again the same way.
-//
-// Prefetching: every report names a session key that was just written,
-// most often by a login. The report evicts the token, then the token is read
-// back (HGET and PTTL, pipelined with other reported tokens, no refresh) and
-// cached for as long as the session lives. So a user who logged in before the
-// sale finds their session in memory on their first claim, on every instance.
-// A login costs each instance one pipelined read. The queue of tokens to read
-// is bounded; a token that does not fit is looked up on its first request,
-// as without prefetching.
-//
-// Sliding expiry, as the original's RefreshTokenInterceptor: each entry
-// knows when its session expires in Redis. A request answered from memory
-// when less than TTL - slack is left sends one PEXPIRE <TTL> (not awaited: it
-// rides with the request's own pipelined batch). Its report evicts the token
-// everywhere and prefetching reads it back with its new expiry. A lookup that
-// misses reads HGET and PTTL in one round trip and sends the same PEXPIRE when
-// due. So a user who keeps making requests has their session pushed back to
-// TTL after the last of them within the slack, at the cost of one write per
-// token per slack across the whole fleet.
-//
-// Every report evicts; a read (lookup, prefetch, warm-up) caches its answer
-// only if no report of its key arrived while it was in flight (guard.go), so
-// a DEL racing any of them can never leave its token served.
+// The same reports fill the cache: most are a login's, and each reported
+// token is read back (prefetchLoop), so a user who logged in before the sale
+// finds their session in memory on their first claim, on every instance;
+// Warm reads what Redis held before the start. A hit slides the session's
+// expiry as the original's RefreshTokenInterceptor does (slide). Every
+// report evicts; a read (lookup, read-back, warm-up) caches its answer only
+// if no report of its key arrived while it was in flight (guard.go), so a
+// DEL racing any of them can never leave its token served.
 type Sessions struct {
 	store *Store
 	cache *tokencache.Cache[domain.UserID] // nil: NoCache
@@ -230,13 +210,9 @@ func newTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 	if !opts.NoPrefetch {
 		t.queue = make(chan string, prefetchQueue) // before any listener runs
 	}
-	var ms []master
 	switch c := rdb.(type) {
 	case *redis.Client:
 		t.template = c.Options()
-		if t.masters == nil {
-			ms = []master{{addr: t.template.Addr, slots: allSlots}}
-		}
 	case *redis.ClusterClient:
 		// Every node of a cluster is dialled with the same options but
 		// its address; take them from one master.
@@ -251,6 +227,7 @@ func newTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 	default:
 		return nil, fmt.Errorf("redissession: tracking needs a go-redis Client or ClusterClient, got %T", rdb)
 	}
+	ms := []master{{addr: t.template.Addr, slots: allSlots}}
 	if t.masters != nil {
 		var err error
 		if ms, err = t.masters(ctx); err != nil {
@@ -328,8 +305,12 @@ func (t *Sessions) hook(stage string) {
 }
 
 // slide sends the refresh of a cached session whose expiry is more than
-// the slack behind TTL from now, at most once per slack per entry. Its
-// report replaces the entry with one that knows the new expiry.
+// the slack behind TTL from now (PEXPIRE <TTL>, riding unawaited with the
+// request's own batch), at most once per slack per entry. Its report evicts
+// the token everywhere and prefetching reads it back with its new expiry.
+// So a user who keeps making requests has their session pushed back to TTL
+// after the last of them within the slack, at the cost of one write per
+// token per slack across the whole fleet.
 func (t *Sessions) slide(ctx context.Context, token string, e *tokencache.Entry[domain.UserID], now time.Duration) {
 	s := t.store
 	if e.Expires-now >= s.ttl-s.slack {

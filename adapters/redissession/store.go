@@ -1,13 +1,8 @@
 // Package redissession resolves login tokens the way the original hmdp stores
 // them (the Redis hash login:token:<token>, field id) and mints such tokens for
 // development and load tests. Store reads and writes the hashes; Sessions,
-// the one session cache, answers requests from memory: Redis invalidates it
-// (CLIENT TRACKING) and fills it from the same reports (a login is read back
-// by every instance) and, at start, from what Redis already holds (Warm), so
-// a request, even a user's first after logging in, costs no Redis round trip
-// for its session, and a deleted token stops resolving everywhere as soon as
-// Redis reports it. On a Redis that cannot track (the embedded miniredis) the
-// same cache keeps an answer for a bounded time instead.
+// the one session cache, answers requests from memory, kept honest and filled
+// by Redis's reports of each write to a session (CLIENT TRACKING).
 package redissession
 
 import (
@@ -137,12 +132,9 @@ func (s *Store) lookup(ctx context.Context, token string) (id domain.UserID, lif
 	if err := redisx.Do(ctx, s.lookups, get, left); err != nil {
 		return 0, 0, fmt.Errorf("look up session: %w", err)
 	}
-	if id, err = parseUser(get); err != nil {
-		return 0, 0, err
-	}
-	ttl, err := left.Result()
+	id, ttl, err := parse(get, left)
 	if err != nil {
-		return 0, 0, fmt.Errorf("look up session: %w", err)
+		return 0, 0, err
 	}
 	life = s.lifeOf(ttl)
 	// PTTL answers -1 (no expiry) and -2 (gone) as such durations.
@@ -177,21 +169,25 @@ func (s *Store) lifeOf(pttl time.Duration) time.Duration {
 	}
 }
 
-// parseUser reads an HGET of the session's id field: a positive user id,
-// or ErrUnknownToken for a missing session or a malformed id.
-func parseUser(get *redis.StringCmd) (domain.UserID, error) {
+// parse reads a session's HGET of its id field and its PTTL: a positive user
+// id (ErrUnknownToken for a missing session or a malformed id) and the PTTL.
+func parse(get *redis.StringCmd, left *redis.DurationCmd) (domain.UserID, time.Duration, error) {
 	raw, err := get.Result()
 	if errors.Is(err, redis.Nil) {
-		return 0, ports.ErrUnknownToken
+		return 0, 0, ports.ErrUnknownToken
 	}
 	if err != nil {
-		return 0, fmt.Errorf("look up session: %w", err)
+		return 0, 0, fmt.Errorf("look up session: %w", err)
 	}
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id <= 0 {
-		return 0, ports.ErrUnknownToken
+		return 0, 0, ports.ErrUnknownToken
 	}
-	return domain.UserID(id), nil
+	ttl, err := left.Result()
+	if err != nil {
+		return 0, 0, fmt.Errorf("look up session: %w", err)
+	}
+	return domain.UserID(id), ttl, nil
 }
 
 // Mint writes the hash the original's login writes (id, nickName, icon) and

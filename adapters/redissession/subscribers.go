@@ -140,11 +140,9 @@ func (t *Sessions) listen(ctx context.Context, s *subscriber, up bool) {
 		if err != nil {
 			var ne interface{ Timeout() bool }
 			timeout := errors.As(err, &ne) && ne.Timeout()
-			if timeout && up && !pinged {
-				if perr := ps.Ping(ctx); perr == nil {
-					pinged = true
-					continue
-				}
+			if timeout && up && !pinged && ps.Ping(ctx) == nil {
+				pinged = true
+				continue
 			}
 			if timeout && pinged {
 				err = fmt.Errorf("no answer to a ping within %s: %w", heartbeat, err)
