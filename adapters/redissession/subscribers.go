@@ -303,17 +303,15 @@ func clusterMasters(ctx context.Context, c *redis.ClusterClient) ([]master, erro
 	if err != nil {
 		return nil, err
 	}
-	at := make(map[string]int)
 	var ms []master
 	for _, s := range slots {
 		if len(s.Nodes) == 0 || s.Start < 0 || s.End >= slotCount || s.Start > s.End {
 			continue
 		}
 		addr := s.Nodes[0].Addr
-		i, ok := at[addr]
-		if !ok {
+		i := slices.IndexFunc(ms, func(m master) bool { return m.addr == addr })
+		if i < 0 {
 			i = len(ms)
-			at[addr] = i
 			ms = append(ms, master{addr: addr})
 		}
 		ms[i].slots = append(ms[i].slots, [2]uint16{uint16(s.Start), uint16(s.End)})

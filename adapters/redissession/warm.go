@@ -64,7 +64,7 @@ func (t *Sessions) Warm() {
 	t.warm.on = true
 	var first sync.WaitGroup
 	for _, s := range t.subs {
-		if s.up && s.owns > 0 {
+		if s.up {
 			first.Add(1)
 			t.startWarm(s, first.Done)
 		}

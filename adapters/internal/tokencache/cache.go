@@ -57,13 +57,11 @@ func New[V any](size int) *Cache[V] {
 	return &Cache[V]{lru: c, Now: func() time.Duration { return time.Since(start) }}
 }
 
-func (c *Cache[V]) Get(token string) (V, bool) {
-	e, ok := c.Entry(token, c.Now())
-	if !ok {
-		var zero V
-		return zero, false
+func (c *Cache[V]) Get(token string) (v V, ok bool) {
+	if e, ok := c.Entry(token, c.Now()); ok {
+		return e.Value, true
 	}
-	return e.Value, true
+	return v, false
 }
 
 // Entry returns the token's entry unless it is missing, lapsed at now, or
