@@ -124,15 +124,3 @@ func ClusterMasters(ctx context.Context, c *redis.ClusterClient) ([]Master, erro
 	}
 	return out, err
 }
-
-// Reports tells how many invalidation reports were applied.
-func (t *Sessions) Reports() int64 { return t.reports.Load() }
-
-// Cached tells how many tokens the cache holds (lapsed and stale ones
-// included until they are pushed out or replaced).
-func (t *Sessions) Cached() int {
-	if t.cache == nil {
-		return 0
-	}
-	return t.cache.Len()
-}

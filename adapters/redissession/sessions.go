@@ -341,6 +341,18 @@ func (t *Sessions) Serving() (listening, masters int) {
 	return listening, len(t.subs)
 }
 
+// Reports tells how many invalidation reports were applied.
+func (t *Sessions) Reports() int64 { return t.reports.Load() }
+
+// Cached tells how many tokens the cache holds (lapsed and stale ones
+// included until they are pushed out or replaced).
+func (t *Sessions) Cached() int {
+	if t.cache == nil {
+		return 0
+	}
+	return t.cache.Len()
+}
+
 // Prefetched tells how many sessions were read back after a report and
 // cached.
 func (t *Sessions) Prefetched() int64 { return t.prefetched.Load() }

@@ -12,9 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The subscribers: one per Redis master, each listening to the reports of
-// writes to session keys, and on a cluster the watch that follows the masters.
-
 // subscriber listens to one master's reports.
 type subscriber struct {
 	addr   string
@@ -25,8 +22,9 @@ type subscriber struct {
 	// id is the Redis client id of its current connection.
 	id atomic.Int64
 	// Under Sessions.mu: whether it listens (its master's slots are
-	// served), how many slots its master serves, and the warm-up reading
-	// its master, if one runs.
+	// served; its listener, the one writer, reads it without the lock),
+	// how many slots its master serves, and the warm-up reading its
+	// master, if one runs.
 	up         bool
 	owns       int
 	warmCancel context.CancelFunc
@@ -83,7 +81,7 @@ func (t *Sessions) addSubscriber(ctx context.Context, addr string, confirm bool)
 			// subscribes again.
 			_ = ps.Subscribe(sctx, invalidations)
 		}
-		t.listen(sctx, s, confirm)
+		t.listen(sctx, s)
 	}()
 	return nil
 }
@@ -131,7 +129,7 @@ const heartbeat = time.Second
 // and what was cached of them is stale from then on); the next read
 // reconnects, and the subscription confirmation marks it up, and has its
 // master's sessions read again once Warm has been called.
-func (t *Sessions) listen(ctx context.Context, s *subscriber, up bool) {
+func (t *Sessions) listen(ctx context.Context, s *subscriber) {
 	defer close(s.done)
 	ps := s.ps
 	pinged := false // a ping is out and nothing has come since
@@ -140,15 +138,14 @@ func (t *Sessions) listen(ctx context.Context, s *subscriber, up bool) {
 		if err != nil {
 			var ne interface{ Timeout() bool }
 			timeout := errors.As(err, &ne) && ne.Timeout()
-			if timeout && up && !pinged && ps.Ping(ctx) == nil {
+			if timeout && s.up && !pinged && ps.Ping(ctx) == nil {
 				pinged = true
 				continue
 			}
 			if timeout && pinged {
 				err = fmt.Errorf("no answer to a ping within %s: %w", heartbeat, err)
 			}
-			if up {
-				up = false
+			if s.up {
 				t.setUp(s, false)
 				t.downs.Add(1)
 				if ctx.Err() == nil {
@@ -178,12 +175,12 @@ func (t *Sessions) listen(ctx context.Context, s *subscriber, up bool) {
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			// A (re)subscription: invalidations may have been missed.
-			t.listening(s, &up)
+			t.listening(s)
 		case *redis.Pong:
-			if !up {
+			if !s.up {
 				// The connection answered after a read failed on it:
 				// reports may have been missed, as after a resubscription.
-				t.listening(s, &up)
+				t.listening(s)
 			}
 		case *redis.Message:
 			if len(m.PayloadSlice) == 0 && m.Payload == "" {
@@ -203,11 +200,10 @@ func (t *Sessions) listen(ctx context.Context, s *subscriber, up bool) {
 }
 
 // listening marks s up: what was cached of its master before is stale.
-func (t *Sessions) listening(s *subscriber, up *bool) {
-	if !*up && t.downs.Load() > 0 {
+func (t *Sessions) listening(s *subscriber) {
+	if !s.up && t.downs.Load() > 0 {
 		t.log.Info().Str("master", s.addr).Msg("session cache: this master's sessions are served from memory again")
 	}
-	*up = true
 	t.setUp(s, true)
 }
 

@@ -10,11 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The warm-up: each master's sessions are read into the cache once its
-// subscriber listens, so that an instance started before a sale finds the
-// sessions of users who logged in earlier in memory, and a master whose
-// subscriber came back (whose entries are stale) is read again.
-
 const (
 	// DefaultWarmDuty is the fraction of the time a master's warm-up keeps
 	// a request to Redis in flight: after each round (one SCAN and the
@@ -52,9 +47,10 @@ type WarmProgress struct {
 // a report is (a report that overtakes a read keeps its token out). Each
 // master caches at most its share of the cache size (by the slots it
 // serves), so the whole warm-up at most the cache size, and its pace is
-// DefaultWarmDuty. From then on, a master whose subscriber comes back, or
-// that takes slots, is read again the same way. A second call does nothing;
-// Close stops it.
+// DefaultWarmDuty. So an instance started before a sale finds the sessions
+// of users who logged in earlier in memory. From then on, a master whose
+// subscriber comes back, or that takes slots (whose entries are stale), is
+// read again the same way. A second call does nothing; Close stops it.
 func (t *Sessions) Warm() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
