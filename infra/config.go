@@ -155,11 +155,26 @@ type problems struct {
 	unparsed map[string]bool
 }
 
-func (p *problems) add(name, format string, args ...any) {
-	if p.unparsed[name] {
-		return
+// rule is one check of a setting: when bad, msg is reported under name.
+type rule struct {
+	name string
+	bad  bool
+	msg  string
+}
+
+func (p *problems) add(name, msg string) {
+	if !p.unparsed[name] {
+		p.list = append(p.list, name+": "+msg)
 	}
-	p.list = append(p.list, name+": "+fmt.Sprintf(format, args...))
+}
+
+// report adds the rules that found something, in order.
+func (p *problems) report(rules ...rule) {
+	for _, r := range rules {
+		if r.bad {
+			p.add(r.name, r.msg)
+		}
+	}
 }
 
 func (p *problems) err() error {
@@ -191,7 +206,7 @@ func (p *problems) parseErrors(err error, vars map[string]string) {
 			continue
 		}
 		name := f.Tag.Get("env")
-		p.add(name, "want %s, got %q", kindOf(pe.Type), vars[name])
+		p.add(name, fmt.Sprintf("want %s, got %q", kindOf(pe.Type), vars[name]))
 		p.unparsed[name] = true
 	}
 }
@@ -244,10 +259,8 @@ func seedList(addrs []string) []string {
 }
 
 // within refuses an integer setting outside lo..hi.
-func (p *problems) within(name string, v, lo, hi int) {
-	if v < lo || v > hi {
-		p.add(name, "must be within %d..%d, got %d", lo, hi, v)
-	}
+func within(name string, v, lo, hi int) rule {
+	return rule{name, v < lo || v > hi, fmt.Sprintf("must be within %d..%d, got %d", lo, hi, v)}
 }
 
 // minPaymentSecret: a shorter secret can be guessed offline from one
@@ -257,124 +270,79 @@ const minPaymentSecret = 16
 // check checks every setting, the embedded parts' (Tuning, JWT) too: this
 // method hides theirs, so it calls each by name.
 func (c Config) check(p *problems) {
-	bad := p.add
-	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
-		bad("SECKILL_HTTP_ADDR", "want host:port, got %q", c.HTTPAddr)
+	_, _, addrErr := net.SplitHostPort(c.HTTPAddr)
+	_, redisErr := redis.ParseURL(c.RedisURL)
+	p.report(
+		rule{"SECKILL_HTTP_ADDR", addrErr != nil, fmt.Sprintf("want host:port, got %q", c.HTTPAddr)},
+		rule{"SECKILL_HTTP_MAX_CONNS", c.HTTPMaxConns != 0 && (c.HTTPMaxConns < minConns || c.HTTPMaxConns > 10_000_000),
+			fmt.Sprintf("must be 0 (derived from the open-file limit) or within %d..10000000, got %d", minConns, c.HTTPMaxConns)},
+		rule{"SECKILL_REDIS_URL", c.RedisURL != "" && redisErr != nil, fmt.Sprintf("want redis://host:port/db: %v", redisErr)},
+	)
+	for _, a := range c.RedisClusterAddrs {
+		_, port, err := net.SplitHostPort(a)
+		p.report(rule{"SECKILL_REDIS_CLUSTER_ADDRS", err != nil || port == "", fmt.Sprintf("want host:port,host:port,..., got %q", a)})
 	}
-	if c.HTTPMaxConns != 0 && (c.HTTPMaxConns < minConns || c.HTTPMaxConns > 10_000_000) {
-		bad("SECKILL_HTTP_MAX_CONNS", "must be 0 (derived from the open-file limit) or within %d..10000000, got %d", minConns, c.HTTPMaxConns)
-	}
-	if c.RedisURL != "" {
-		if _, err := redis.ParseURL(c.RedisURL); err != nil {
-			bad("SECKILL_REDIS_URL", "want redis://host:port/db: %v", err)
-		}
-	}
-	if c.RedisClusterAddrs != nil {
-		for _, a := range c.RedisClusterAddrs {
-			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-				bad("SECKILL_REDIS_CLUSTER_ADDRS", "want host:port,host:port,..., got %q", a)
-			}
-		}
-		if len(c.RedisClusterAddrs) == 0 {
-			bad("SECKILL_REDIS_CLUSTER_ADDRS", "names no node")
-		}
-		if c.RedisURL != "" {
-			bad("SECKILL_REDIS_CLUSTER_ADDRS", "and SECKILL_REDIS_URL are both set; set SECKILL_REDIS_CLUSTER_ADDRS for a Redis Cluster or SECKILL_REDIS_URL for one node, not both")
-		}
-	}
-	if c.MySQLDSN != "" {
-		if _, err := mysql.ParseDSN(c.MySQLDSN); err != nil {
-			bad("SECKILL_MYSQL_DSN", "want user:pass@tcp(host:port)/db?parseTime=true: %v", err)
-		}
-	}
-	if c.MySQLDSN == "" && strings.TrimSpace(c.DataDir) == "" {
-		bad("SECKILL_DATA_DIR", "must not be empty when SECKILL_MYSQL_DSN is empty")
-	}
-	switch c.Queue {
-	case QueueChannel, QueueStream:
-	default:
-		bad("SECKILL_QUEUE", "want %q or %q, got %q", QueueChannel, QueueStream, c.Queue)
-	}
-	p.within("SECKILL_REDIS_WAIT_REPLICAS", c.RedisWaitReplicas, 0, 16)
-	// The WAIT rides inside the claim's budget, with room left for the
-	// claim script's own round trip.
-	if c.RedisWaitTimeout < time.Millisecond || c.RedisWaitTimeout > 1500*time.Millisecond {
-		bad("SECKILL_REDIS_WAIT_TIMEOUT", "must be within 1ms..1.5s (inside the claim's 2 s budget), got %s", c.RedisWaitTimeout)
-	}
-	if c.RedisWaitReplicas > 0 && !c.RealRedis() {
-		bad("SECKILL_REDIS_WAIT_REPLICAS", "needs a real Redis with replicas (SECKILL_REDIS_URL or SECKILL_REDIS_CLUSTER_ADDRS); the embedded one has none")
-	}
-	p.within("SECKILL_BATCH_SIZE", c.BatchSize, 1, 5000)
-	if c.Consumer == "" || strings.ContainsAny(c.Consumer, " \t\n") {
-		bad("SECKILL_CONSUMER", "must be non-empty without spaces, got %q", c.Consumer)
-	}
-	if c.StreamMinIdle < 100*time.Millisecond {
-		bad("SECKILL_STREAM_MIN_IDLE", "must be at least 100ms, got %s", c.StreamMinIdle)
-	}
-	if c.KeyPrefix == "" || strings.ContainsAny(c.KeyPrefix, "{} \t\n") {
-		bad("SECKILL_KEY_PREFIX", "must be non-empty without braces or spaces, got %q", c.KeyPrefix)
-	}
-	if c.ShutdownTimeout <= 0 {
-		bad("SECKILL_SHUTDOWN_TIMEOUT", "must be positive")
-	}
-	if _, err := parseAdmins(c.AdminUsers); err != nil {
-		bad("SECKILL_ADMIN_USERS", "%v", err)
-	}
-	if c.RateUser < 0 {
-		bad("SECKILL_RATE_USER", "must not be negative (0 = no limit), got %d", c.RateUser)
-	}
-	if c.RateIP < 0 {
-		bad("SECKILL_RATE_IP", "must not be negative (0 = no limit), got %d", c.RateIP)
-	}
-	if _, err := parseProxies(c.TrustedProxies); err != nil {
-		bad("SECKILL_TRUSTED_PROXIES", "%v", err)
-	}
-	// A stopping instance keeps renewing its hold on in-flight entries until
-	// it exits; a drain longer than MinIdle would let another instance take
-	// entries this one is still writing, and count a delivery against them.
-	if c.Queue == QueueStream && c.ShutdownTimeout > 0 && c.ShutdownTimeout >= c.StreamMinIdle {
-		bad("SECKILL_SHUTDOWN_TIMEOUT", "must be below SECKILL_STREAM_MIN_IDLE (%s), got %s: "+
-			"other instances would take over orders this one is still draining", c.StreamMinIdle, c.ShutdownTimeout)
-	}
-	if c.DevEndpoints {
-		if reason := c.devEndpointsRefused(); reason != "" {
-			bad("SECKILL_DEV_ENDPOINTS", "%s", reason)
-		}
-	}
-	// A typo in the acknowledgement would otherwise read as "not
-	// acknowledged" only when the dev endpoint is on, and as nothing at all
-	// when it is off.
-	if c.DevEndpointsOnRealRedis != "" && c.DevEndpointsOnRealRedis != DevEndpointsAck {
-		bad("SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS", "want %q (or unset), got %q", DevEndpointsAck, c.DevEndpointsOnRealRedis)
-	}
-	if _, err := time.LoadLocation(c.Timezone); err != nil {
-		bad("SECKILL_TIMEZONE", "unknown zone %q", c.Timezone)
-	}
-	if _, err := zerolog.ParseLevel(strings.ToLower(c.LogLevel)); err != nil || c.LogLevel == "" {
-		bad("SECKILL_LOG_LEVEL", "want debug, info, warn or error, got %q", c.LogLevel)
-	}
-	switch c.LogFormat {
-	case "json", "console":
-	default:
-		bad("SECKILL_LOG_FORMAT", "want json or console, got %q", c.LogFormat)
-	}
-	if c.PayWindow < 0 || (c.PayWindow > 0 && c.PayWindow < time.Second) || c.PayWindow > 7*24*time.Hour {
-		bad("SECKILL_PAY_WINDOW", "must be 0 (never expire) or within 1s..168h, got %s", c.PayWindow)
-	}
-	if c.PaymentSecret != "" && len(c.PaymentSecret) < minPaymentSecret {
-		bad("SECKILL_PAYMENT_SECRET", "must be at least %d bytes (or empty: payments off)", minPaymentSecret)
-	}
-	if c.RoomSecret != "" && len(c.RoomSecret) < application.MinRoomKey {
-		bad("SECKILL_ROOM_SECRET", "must be at least %d bytes (or empty: a key kept in Redis)", application.MinRoomKey)
-	}
+	_, dsnErr := mysql.ParseDSN(c.MySQLDSN)
+	_, adminsErr := parseAdmins(c.AdminUsers)
+	_, proxiesErr := parseProxies(c.TrustedProxies)
+	_, zoneErr := time.LoadLocation(c.Timezone)
+	_, levelErr := zerolog.ParseLevel(strings.ToLower(c.LogLevel))
+	refused := c.devEndpointsRefused()
+	_, metricsPort, metricsErr := net.SplitHostPort(c.MetricsAddr)
+	p.report(
+		rule{"SECKILL_REDIS_CLUSTER_ADDRS", c.RedisClusterAddrs != nil && len(c.RedisClusterAddrs) == 0, "names no node"},
+		rule{"SECKILL_REDIS_CLUSTER_ADDRS", c.RedisClusterAddrs != nil && c.RedisURL != "",
+			"and SECKILL_REDIS_URL are both set; set SECKILL_REDIS_CLUSTER_ADDRS for a Redis Cluster or SECKILL_REDIS_URL for one node, not both"},
+		rule{"SECKILL_MYSQL_DSN", c.MySQLDSN != "" && dsnErr != nil, fmt.Sprintf("want user:pass@tcp(host:port)/db?parseTime=true: %v", dsnErr)},
+		rule{"SECKILL_DATA_DIR", c.MySQLDSN == "" && strings.TrimSpace(c.DataDir) == "", "must not be empty when SECKILL_MYSQL_DSN is empty"},
+		rule{"SECKILL_QUEUE", c.Queue != QueueChannel && c.Queue != QueueStream,
+			fmt.Sprintf("want %q or %q, got %q", QueueChannel, QueueStream, c.Queue)},
+		within("SECKILL_REDIS_WAIT_REPLICAS", c.RedisWaitReplicas, 0, 16),
+		// The WAIT rides inside the claim's budget, with room left for the
+		// claim script's own round trip.
+		rule{"SECKILL_REDIS_WAIT_TIMEOUT", c.RedisWaitTimeout < time.Millisecond || c.RedisWaitTimeout > 1500*time.Millisecond,
+			fmt.Sprintf("must be within 1ms..1.5s (inside the claim's 2 s budget), got %s", c.RedisWaitTimeout)},
+		rule{"SECKILL_REDIS_WAIT_REPLICAS", c.RedisWaitReplicas > 0 && !c.RealRedis(),
+			"needs a real Redis with replicas (SECKILL_REDIS_URL or SECKILL_REDIS_CLUSTER_ADDRS); the embedded one has none"},
+		within("SECKILL_BATCH_SIZE", c.BatchSize, 1, 5000),
+		rule{"SECKILL_CONSUMER", c.Consumer == "" || strings.ContainsAny(c.Consumer, " \t\n"),
+			fmt.Sprintf("must be non-empty without spaces, got %q", c.Consumer)},
+		rule{"SECKILL_STREAM_MIN_IDLE", c.StreamMinIdle < 100*time.Millisecond, fmt.Sprintf("must be at least 100ms, got %s", c.StreamMinIdle)},
+		rule{"SECKILL_KEY_PREFIX", c.KeyPrefix == "" || strings.ContainsAny(c.KeyPrefix, "{} \t\n"),
+			fmt.Sprintf("must be non-empty without braces or spaces, got %q", c.KeyPrefix)},
+		rule{"SECKILL_SHUTDOWN_TIMEOUT", c.ShutdownTimeout <= 0, "must be positive"},
+		rule{"SECKILL_ADMIN_USERS", adminsErr != nil, fmt.Sprint(adminsErr)},
+		rule{"SECKILL_RATE_USER", c.RateUser < 0, fmt.Sprintf("must not be negative (0 = no limit), got %d", c.RateUser)},
+		rule{"SECKILL_RATE_IP", c.RateIP < 0, fmt.Sprintf("must not be negative (0 = no limit), got %d", c.RateIP)},
+		rule{"SECKILL_TRUSTED_PROXIES", proxiesErr != nil, fmt.Sprint(proxiesErr)},
+		// A stopping instance keeps renewing its hold on in-flight entries until
+		// it exits; a drain longer than MinIdle would let another instance take
+		// entries this one is still writing, and count a delivery against them.
+		rule{"SECKILL_SHUTDOWN_TIMEOUT", c.Queue == QueueStream && c.ShutdownTimeout > 0 && c.ShutdownTimeout >= c.StreamMinIdle,
+			fmt.Sprintf("must be below SECKILL_STREAM_MIN_IDLE (%s), got %s: "+
+				"other instances would take over orders this one is still draining", c.StreamMinIdle, c.ShutdownTimeout)},
+		rule{"SECKILL_DEV_ENDPOINTS", c.DevEndpoints && refused != "", refused},
+		// A typo in the acknowledgement would otherwise read as "not
+		// acknowledged" only when the dev endpoint is on, and as nothing at all
+		// when it is off.
+		rule{"SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS", c.DevEndpointsOnRealRedis != "" && c.DevEndpointsOnRealRedis != DevEndpointsAck,
+			fmt.Sprintf("want %q (or unset), got %q", DevEndpointsAck, c.DevEndpointsOnRealRedis)},
+		rule{"SECKILL_TIMEZONE", zoneErr != nil, fmt.Sprintf("unknown zone %q", c.Timezone)},
+		rule{"SECKILL_LOG_LEVEL", levelErr != nil || c.LogLevel == "", fmt.Sprintf("want debug, info, warn or error, got %q", c.LogLevel)},
+		rule{"SECKILL_LOG_FORMAT", c.LogFormat != "json" && c.LogFormat != "console", fmt.Sprintf("want json or console, got %q", c.LogFormat)},
+		rule{"SECKILL_PAY_WINDOW", c.PayWindow < 0 || (c.PayWindow > 0 && c.PayWindow < time.Second) || c.PayWindow > 7*24*time.Hour,
+			fmt.Sprintf("must be 0 (never expire) or within 1s..168h, got %s", c.PayWindow)},
+		rule{"SECKILL_PAYMENT_SECRET", c.PaymentSecret != "" && len(c.PaymentSecret) < minPaymentSecret,
+			fmt.Sprintf("must be at least %d bytes (or empty: payments off)", minPaymentSecret)},
+		rule{"SECKILL_ROOM_SECRET", c.RoomSecret != "" && len(c.RoomSecret) < application.MinRoomKey,
+			fmt.Sprintf("must be at least %d bytes (or empty: a key kept in Redis)", application.MinRoomKey)},
+	)
 	c.Tuning.check(p, c.RedisCluster())
-	if c.MetricsEnabled() {
-		if _, port, err := net.SplitHostPort(c.MetricsAddr); err != nil {
-			bad("SECKILL_METRICS_ADDR", "want host:port or off, got %q", c.MetricsAddr)
-		} else if c.MetricsAddr == c.HTTPAddr && port != "0" {
-			bad("SECKILL_METRICS_ADDR", "must differ from SECKILL_HTTP_ADDR (%s): metrics are not served on the API listener", c.HTTPAddr)
-		}
-	}
+	p.report(
+		rule{"SECKILL_METRICS_ADDR", c.MetricsEnabled() && metricsErr != nil, fmt.Sprintf("want host:port or off, got %q", c.MetricsAddr)},
+		rule{"SECKILL_METRICS_ADDR", c.MetricsEnabled() && metricsErr == nil && c.MetricsAddr == c.HTTPAddr && metricsPort != "0",
+			fmt.Sprintf("must differ from SECKILL_HTTP_ADDR (%s): metrics are not served on the API listener", c.HTTPAddr)},
+	)
 	c.Tracing.check(p)
 	c.JWT.check(p)
 }

@@ -1,6 +1,7 @@
 package infra
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 
@@ -55,24 +56,17 @@ func (j JWT) algs() []string {
 }
 
 func (j JWT) check(p *problems) {
-	if err := jwtsession.CheckAlgs(j.algs()); err != nil {
-		p.add("SECKILL_JWT_ALGS", "%v", err)
-	}
-	if j.JWKSURL != "" && j.KeyFile != "" {
-		p.add("SECKILL_JWT_JWKS_URL", "is exclusive with SECKILL_JWT_KEY_FILE: name the provider's keys once")
-	}
-	if u, err := url.Parse(j.JWKSURL); j.JWKSURL != "" && (err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "") {
-		p.add("SECKILL_JWT_JWKS_URL", "must be an http(s) URL, got %q", j.JWKSURL)
-	}
-	if !j.on() {
-		for _, v := range [][2]string{{"SECKILL_JWT_ISSUER", j.Issuer}, {"SECKILL_JWT_AUDIENCE", j.Audience}, {"SECKILL_JWT_ADMIN_ROLE", j.AdminRole}} {
-			if v[1] != "" {
-				p.add(v[0], "is set but no token is checked against it: set SECKILL_JWT_JWKS_URL or SECKILL_JWT_KEY_FILE")
-			}
-		}
-		return
-	}
-	if j.UserClaim == "" {
-		p.add("SECKILL_JWT_USER_CLAIM", "must name the claim of the user id")
-	}
+	algsErr := jwtsession.CheckAlgs(j.algs())
+	u, urlErr := url.Parse(j.JWKSURL)
+	const unread = "is set but no token is checked against it: set SECKILL_JWT_JWKS_URL or SECKILL_JWT_KEY_FILE"
+	p.report(
+		rule{"SECKILL_JWT_ALGS", algsErr != nil, fmt.Sprint(algsErr)},
+		rule{"SECKILL_JWT_JWKS_URL", j.JWKSURL != "" && j.KeyFile != "", "is exclusive with SECKILL_JWT_KEY_FILE: name the provider's keys once"},
+		rule{"SECKILL_JWT_JWKS_URL", j.JWKSURL != "" && (urlErr != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == ""),
+			fmt.Sprintf("must be an http(s) URL, got %q", j.JWKSURL)},
+		rule{"SECKILL_JWT_ISSUER", !j.on() && j.Issuer != "", unread},
+		rule{"SECKILL_JWT_AUDIENCE", !j.on() && j.Audience != "", unread},
+		rule{"SECKILL_JWT_ADMIN_ROLE", !j.on() && j.AdminRole != "", unread},
+		rule{"SECKILL_JWT_USER_CLAIM", j.on() && j.UserClaim == "", "must name the claim of the user id"},
+	)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/redis/go-redis/extra/redisotel/v9"
@@ -59,18 +60,16 @@ func (t TracingConfig) Enabled() bool {
 }
 
 func (t TracingConfig) check(p *problems) {
-	switch t.Exporter {
-	case "", "otlp", "none":
-	default:
-		p.add("OTEL_TRACES_EXPORTER", "want otlp or none (the exporters built in), got %q", t.Exporter)
-	}
 	protocol, name := t.TracesProtocol, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
 	if protocol == "" {
 		protocol, name = t.Protocol, "OTEL_EXPORTER_OTLP_PROTOCOL"
 	}
-	if t.Enabled() && protocol != "" && protocol != "http/protobuf" {
-		p.add(name, "only http/protobuf is built in (the collector's port 4318), got %q", protocol)
-	}
+	p.report(
+		rule{"OTEL_TRACES_EXPORTER", !slices.Contains([]string{"", "otlp", "none"}, t.Exporter),
+			fmt.Sprintf("want otlp or none (the exporters built in), got %q", t.Exporter)},
+		rule{name, t.Enabled() && protocol != "" && protocol != "http/protobuf",
+			fmt.Sprintf("only http/protobuf is built in (the collector's port 4318), got %q", protocol)},
+	)
 }
 
 // tracing is the installed instrumentation; nil when tracing is off, so

@@ -1,6 +1,8 @@
 package infra
 
 import (
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hmdp-go/seckill/domain"
@@ -138,70 +140,43 @@ const (
 // check refuses tuning that would hurt; cluster says whether the service
 // runs on a Redis Cluster.
 func (t Tuning) check(p *problems, cluster bool) {
-	bad := p.add
-	p.within("Tuning.RedisPoolSize", t.RedisPoolSize, 1, 10_000)
-	if t.RedisTimeout < 50*time.Millisecond || t.RedisTimeout > 30*time.Second {
-		bad("Tuning.RedisTimeout", "must be within 50ms..30s, got %s", t.RedisTimeout)
-	}
-	switch t.RedisAutoPipeline {
-	case AutoPipelineOff, AutoPipelineHalf, AutoPipelineFull:
-	default:
-		bad("Tuning.RedisAutoPipeline", "want %q, %q or %q, got %q", AutoPipelineHalf, AutoPipelineFull, AutoPipelineOff, t.RedisAutoPipeline)
-	}
-	if t.RedisAutoPipelineDelay < 0 || t.RedisAutoPipelineDelay > 10*time.Millisecond {
-		bad("Tuning.RedisAutoPipelineDelay", "must be within 0..10ms, got %s", t.RedisAutoPipelineDelay)
-	}
-	p.within("Tuning.RedisAutoPipelineShards", t.RedisAutoPipelineShards, 0, 64)
-	if t.RedisAutoPipelineShards > 1 && t.RedisAutoPipeline != AutoPipelineFull && !cluster {
+	p.report(
+		within("Tuning.RedisPoolSize", t.RedisPoolSize, 1, 10_000),
+		rule{"Tuning.RedisTimeout", t.RedisTimeout < 50*time.Millisecond || t.RedisTimeout > 30*time.Second,
+			fmt.Sprintf("must be within 50ms..30s, got %s", t.RedisTimeout)},
+		rule{"Tuning.RedisAutoPipeline", !slices.Contains([]string{AutoPipelineOff, AutoPipelineHalf, AutoPipelineFull}, t.RedisAutoPipeline),
+			fmt.Sprintf("want %q, %q or %q, got %q", AutoPipelineHalf, AutoPipelineFull, AutoPipelineOff, t.RedisAutoPipeline)},
+		rule{"Tuning.RedisAutoPipelineDelay", t.RedisAutoPipelineDelay < 0 || t.RedisAutoPipelineDelay > 10*time.Millisecond,
+			fmt.Sprintf("must be within 0..10ms, got %s", t.RedisAutoPipelineDelay)},
+		within("Tuning.RedisAutoPipelineShards", t.RedisAutoPipelineShards, 0, 64),
 		// Half-duplex shards flush in parallel, unordered: a release could
 		// overtake the claim it undoes.
-		bad("Tuning.RedisAutoPipelineShards", "more than 1 needs RedisAutoPipeline=full on one node (half-duplex shards lose the order of a claim and its release), got %d", t.RedisAutoPipelineShards)
-	}
-	if t.QueueCapacity < 1 {
-		bad("Tuning.QueueCapacity", "must be at least 1")
-	}
-	if t.BatchLinger < 0 || t.BatchLinger > time.Second {
-		bad("Tuning.BatchLinger", "must be within 0..1s, got %s", t.BatchLinger)
-	}
-	p.within("Tuning.Workers", t.Workers, 1, 64)
-	if t.StreamGroup == "" {
-		bad("Tuning.StreamGroup", "must not be empty")
-	}
-	if t.StreamBlock <= 0 || t.StreamBlock > 10*time.Second {
-		bad("Tuning.StreamBlock", "must be within (0, 10s], got %s (0 would block forever)", t.StreamBlock)
-	}
-	if t.MaxDeliveries < 0 || t.MaxDeliveries == 1 || t.MaxDeliveries == 2 {
-		bad("Tuning.MaxDeliveries", "must be 0 (no limit) or at least 3, got %d: "+
-			"a restart re-delivers in-flight orders, so a lower limit dead-letters sound ones", t.MaxDeliveries)
-	}
-	if t.SoldOutWindow <= 0 || t.SoldOutWindow > 10*time.Second {
-		bad("Tuning.SoldOutWindow", "must be within (0, 10s], got %s", t.SoldOutWindow)
-	}
-	if t.RestoreInterval != 0 && (t.RestoreInterval < 100*time.Millisecond || t.RestoreInterval > time.Hour) {
-		bad("Tuning.RestoreInterval", "must be 0 (off) or within 100ms..1h, got %s", t.RestoreInterval)
-	}
-	if t.BucketsAbove < 0 {
-		bad("Tuning.BucketsAbove", "must be 0 (off) or a stock, got %d", t.BucketsAbove)
-	}
-	if t.Buckets < 0 || t.Buckets > domain.MaxBuckets {
-		bad("Tuning.Buckets", "must be 0 (the number of cluster masters) or 1..%d, got %d", domain.MaxBuckets, t.Buckets)
-	}
-	p.within("Tuning.IDBlock", t.IDBlock, 1, 1_000_000)
-	if t.TokenCacheTTL < 0 {
-		bad("Tuning.TokenCacheTTL", "must not be negative (0 = no cache), got %s", t.TokenCacheTTL)
-	}
-	if t.TokenCacheSize < 1 {
-		bad("Tuning.TokenCacheSize", "must be at least 1")
-	}
-	if t.TokenTTL <= 0 {
-		bad("Tuning.TokenTTL", "must be positive")
-	}
-	if t.KeyRetention <= 0 {
-		bad("Tuning.KeyRetention", "must be positive")
-	}
-	// Whole seconds: Retry-After is told in seconds, and a sub-second window
-	// would tell a client to retry after 0.
-	if t.RateWindow < time.Second || t.RateWindow > time.Hour || t.RateWindow%time.Second != 0 {
-		bad("Tuning.RateWindow", "must be whole seconds within 1s..1h, got %s", t.RateWindow)
-	}
+		rule{"Tuning.RedisAutoPipelineShards", t.RedisAutoPipelineShards > 1 && t.RedisAutoPipeline != AutoPipelineFull && !cluster,
+			fmt.Sprintf("more than 1 needs RedisAutoPipeline=full on one node (half-duplex shards lose the order of a claim and its release), got %d", t.RedisAutoPipelineShards)},
+		rule{"Tuning.QueueCapacity", t.QueueCapacity < 1, "must be at least 1"},
+		rule{"Tuning.BatchLinger", t.BatchLinger < 0 || t.BatchLinger > time.Second, fmt.Sprintf("must be within 0..1s, got %s", t.BatchLinger)},
+		within("Tuning.Workers", t.Workers, 1, 64),
+		rule{"Tuning.StreamGroup", t.StreamGroup == "", "must not be empty"},
+		rule{"Tuning.StreamBlock", t.StreamBlock <= 0 || t.StreamBlock > 10*time.Second,
+			fmt.Sprintf("must be within (0, 10s], got %s (0 would block forever)", t.StreamBlock)},
+		rule{"Tuning.MaxDeliveries", t.MaxDeliveries < 0 || t.MaxDeliveries == 1 || t.MaxDeliveries == 2,
+			fmt.Sprintf("must be 0 (no limit) or at least 3, got %d: "+
+				"a restart re-delivers in-flight orders, so a lower limit dead-letters sound ones", t.MaxDeliveries)},
+		rule{"Tuning.SoldOutWindow", t.SoldOutWindow <= 0 || t.SoldOutWindow > 10*time.Second,
+			fmt.Sprintf("must be within (0, 10s], got %s", t.SoldOutWindow)},
+		rule{"Tuning.RestoreInterval", t.RestoreInterval != 0 && (t.RestoreInterval < 100*time.Millisecond || t.RestoreInterval > time.Hour),
+			fmt.Sprintf("must be 0 (off) or within 100ms..1h, got %s", t.RestoreInterval)},
+		rule{"Tuning.BucketsAbove", t.BucketsAbove < 0, fmt.Sprintf("must be 0 (off) or a stock, got %d", t.BucketsAbove)},
+		rule{"Tuning.Buckets", t.Buckets < 0 || t.Buckets > domain.MaxBuckets,
+			fmt.Sprintf("must be 0 (the number of cluster masters) or 1..%d, got %d", domain.MaxBuckets, t.Buckets)},
+		within("Tuning.IDBlock", t.IDBlock, 1, 1_000_000),
+		rule{"Tuning.TokenCacheTTL", t.TokenCacheTTL < 0, fmt.Sprintf("must not be negative (0 = no cache), got %s", t.TokenCacheTTL)},
+		rule{"Tuning.TokenCacheSize", t.TokenCacheSize < 1, "must be at least 1"},
+		rule{"Tuning.TokenTTL", t.TokenTTL <= 0, "must be positive"},
+		rule{"Tuning.KeyRetention", t.KeyRetention <= 0, "must be positive"},
+		// Whole seconds: Retry-After is told in seconds, and a sub-second window
+		// would tell a client to retry after 0.
+		rule{"Tuning.RateWindow", t.RateWindow < time.Second || t.RateWindow > time.Hour || t.RateWindow%time.Second != 0,
+			fmt.Sprintf("must be whole seconds within 1s..1h, got %s", t.RateWindow)},
+	)
 }
