@@ -35,87 +35,87 @@ type Config struct {
 	// PayWindow: an order must be paid within it, counted from the claim,
 	// or it is cancelled (expired) and its unit goes back on sale. 0: orders
 	// never expire, as the original.
-	PayWindow time.Duration `env:"SECKILL_PAY_WINDOW" envDefault:"15m"`
+	PayWindow time.Duration `env:"SECKILL_PAY_WINDOW" envDefault:"15m" help:"an order must be paid within this time of its claim, or it expires and its unit returns (0 = never)"`
 	// PaymentSecret keys the HMAC-SHA256 that signs payment notifications
 	// (POST /payments/notify, header X-Seckill-Signature); empty leaves the
 	// route unmounted.
-	PaymentSecret string `env:"SECKILL_PAYMENT_SECRET"`
+	PaymentSecret string `env:"SECKILL_PAYMENT_SECRET" help:"the key of the HMAC-SHA256 in X-Seckill-Signature of POST /payments/notify (at least 16 bytes)"`
 	// ReclaimAfterCancel lets the buyer of a cancelled or expired order claim
 	// the voucher again (a new order; the cancelled one stays on record).
 	// Off, the default, the order forfeits the place: it still counts toward
 	// the buyer's one order per voucher, and a later claim answers duplicate,
 	// so a few accounts cannot hold the stock by letting orders lapse.
-	ReclaimAfterCancel bool `env:"SECKILL_RECLAIM_AFTER_CANCEL" envDefault:"false"`
+	ReclaimAfterCancel bool `env:"SECKILL_RECLAIM_AFTER_CANCEL" envDefault:"false" help:"true lets the buyer of a cancelled or expired order claim the voucher again (a new order)"`
 	// RoomSecret keys the HMAC that signs waiting-room tickets and passes;
 	// every instance must share it. Empty: a random key kept in Redis
 	// (SET NX, shared by every instance on that Redis), which a Redis that
 	// loses its data replaces, voiding the tickets and passes out.
-	RoomSecret string `env:"SECKILL_ROOM_SECRET"`
+	RoomSecret string `env:"SECKILL_ROOM_SECRET" help:"the key of the HMAC that signs waiting-room tickets and passes (at least 32 bytes)"`
 	// JWT: sessions from the shop's own identity provider (config_jwt.go).
 	JWT
 	// Tuning: the knobs no operator sets, in code (tuning.go).
 	Tuning
-	HTTPAddr string `env:"SECKILL_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
+	HTTPAddr string `env:"SECKILL_HTTP_ADDR" envDefault:"127.0.0.1:8080" help:"listen address"`
 	// HTTPMaxConns caps the API's open connections (0: from the file limit).
-	HTTPMaxConns int `env:"SECKILL_HTTP_MAX_CONNS" envDefault:"0"`
+	HTTPMaxConns int `env:"SECKILL_HTTP_MAX_CONNS" envDefault:"0" help:"most open API connections"`
 	// RedisURL names one Redis node. With RedisClusterAddrs also empty, an
 	// embedded in-process Redis (miniredis) runs instead.
-	RedisURL string `env:"SECKILL_REDIS_URL"`
+	RedisURL string `env:"SECKILL_REDIS_URL" help:"one Redis node: redis://host:port/db"`
 	// RedisClusterAddrs are seed nodes (host:port) of a Redis Cluster; the
 	// cluster client discovers the rest. Exclusive with RedisURL.
-	RedisClusterAddrs []string `env:"SECKILL_REDIS_CLUSTER_ADDRS" envSeparator:","`
+	RedisClusterAddrs []string `env:"SECKILL_REDIS_CLUSTER_ADDRS" envSeparator:"," help:"a Redis Cluster's seed nodes, host:port,host:port,... (exclusive with SECKILL_REDIS_URL)"`
 	// RedisWaitReplicas: a claim answers success only after this many
 	// replicas of its master acknowledged its writes (Redis WAIT); 0 = off.
 	// Unconfirmed within RedisWaitTimeout, the claim answers
 	// outcome_unknown with its order id.
-	RedisWaitReplicas int           `env:"SECKILL_REDIS_WAIT_REPLICAS" envDefault:"0"`
-	RedisWaitTimeout  time.Duration `env:"SECKILL_REDIS_WAIT_TIMEOUT" envDefault:"500ms"`
+	RedisWaitReplicas int           `env:"SECKILL_REDIS_WAIT_REPLICAS" envDefault:"0" help:"replicas of its master that must hold a claim before it answers success (Redis WAIT); 0 = off"`
+	RedisWaitTimeout  time.Duration `env:"SECKILL_REDIS_WAIT_TIMEOUT" envDefault:"500ms" help:"how long a claim waits for those replicas; unconfirmed → 503 outcome_unknown"`
 	// MySQLDSN empty runs embedded SQLite under DataDir.
-	MySQLDSN string `env:"SECKILL_MYSQL_DSN"`
-	DataDir  string `env:"SECKILL_DATA_DIR" envDefault:"./data"`
+	MySQLDSN string `env:"SECKILL_MYSQL_DSN" help:"user:pass@tcp(host:port)/db?parseTime=true (times are kept in UTC)"`
+	DataDir  string `env:"SECKILL_DATA_DIR" envDefault:"./data" help:"where the embedded SQLite lives"`
 
-	Queue string `env:"SECKILL_QUEUE" envDefault:"stream"`
+	Queue string `env:"SECKILL_QUEUE" envDefault:"stream" help:"queue driver: stream or channel"`
 	// BatchSize: most orders per MySQL transaction. 500: a commit costs
 	// MariaDB about 480µs of CPU whatever its size (plus about 4.7µs per
 	// row); see Tuning.BatchLinger and docs/BENCHMARKS.md ("Bigger
 	// batches, one writer").
-	BatchSize int `env:"SECKILL_BATCH_SIZE" envDefault:"500"`
+	BatchSize int `env:"SECKILL_BATCH_SIZE" envDefault:"500" help:"most orders per MySQL transaction (one writer makes the biggest batches)"`
 
 	// Stream queue settings (SECKILL_QUEUE=stream).
-	Consumer      string        `env:"SECKILL_CONSUMER"` // default: derived from the host name
-	StreamMinIdle time.Duration `env:"SECKILL_STREAM_MIN_IDLE" envDefault:"30s"`
+	Consumer      string        `env:"SECKILL_CONSUMER" help:"this instance's consumer name in the group (stable, unique per instance)"` // default: derived from the host name
+	StreamMinIdle time.Duration `env:"SECKILL_STREAM_MIN_IDLE" envDefault:"30s" help:"how long a dead consumer's entry waits before another instance claims it"`
 
 	// KeyPrefix namespaces the gate's Redis keys, so several deployments (or
 	// test runs) can share one Redis.
-	KeyPrefix string `env:"SECKILL_KEY_PREFIX" envDefault:"seckill:"`
+	KeyPrefix string `env:"SECKILL_KEY_PREFIX" envDefault:"seckill:" help:"prefix of the gate's Redis keys"`
 
-	Timezone        string        `env:"SECKILL_TIMEZONE" envDefault:"UTC"`
-	ShutdownTimeout time.Duration `env:"SECKILL_SHUTDOWN_TIMEOUT" envDefault:"20s"`
-	DevEndpoints    bool          `env:"SECKILL_DEV_ENDPOINTS" envDefault:"false"`
+	Timezone        string        `env:"SECKILL_TIMEZONE" envDefault:"UTC" help:"zone of the original API's zone-less times"`
+	ShutdownTimeout time.Duration `env:"SECKILL_SHUTDOWN_TIMEOUT" envDefault:"20s" help:"graceful shutdown deadline (stream mode: below SECKILL_STREAM_MIN_IDLE)"`
+	DevEndpoints    bool          `env:"SECKILL_DEV_ENDPOINTS" envDefault:"false" help:"mount POST /dev/tokens (make run sets it)"`
 	// DevEndpointsOnRealRedis acknowledges the dev endpoint on a real Redis
 	// (devEndpointsRefused): it must read DevEndpointsAck exactly.
-	DevEndpointsOnRealRedis string `env:"SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS"`
+	DevEndpointsOnRealRedis string `env:"SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS" help:"i-understand-anyone-can-log-in-as-anyone: the dev endpoint on a real Redis"`
 
 	// AdminUsers are the user ids (comma-separated) whose login token may
 	// create vouchers and reach every admin endpoint; empty means nobody.
-	AdminUsers string `env:"SECKILL_ADMIN_USERS"`
+	AdminUsers string `env:"SECKILL_ADMIN_USERS" help:"comma-separated user ids whose token may create vouchers and use admin endpoints (make run: 1)"`
 	// Rate limits on claim and order status, per sliding window: requests
 	// one user (RateUser) and one client IP (RateIP) may make; 0 turns that
 	// limit off. The per-IP one is higher because many users share an IP
 	// behind NAT.
-	RateUser int `env:"SECKILL_RATE_USER" envDefault:"40"`
-	RateIP   int `env:"SECKILL_RATE_IP" envDefault:"2000"`
+	RateUser int `env:"SECKILL_RATE_USER" envDefault:"40" help:"claims + order-status requests one user may make per 2 s window (0 = no limit)"`
+	RateIP   int `env:"SECKILL_RATE_IP" envDefault:"2000" help:"the same per client IP, higher because users share IPs behind NAT (0 = no limit)"`
 	// TrustedProxies are the CIDRs (or single addresses), comma-separated, of
 	// the reverse proxies whose X-Forwarded-For / X-Real-IP name the client;
 	// empty trusts none and the client is the connection's peer.
-	TrustedProxies string `env:"SECKILL_TRUSTED_PROXIES"`
+	TrustedProxies string `env:"SECKILL_TRUSTED_PROXIES" help:"CIDRs (or addresses) of reverse proxies whose X-Forwarded-For / X-Real-IP name the client"`
 
-	LogLevel  string `env:"SECKILL_LOG_LEVEL" envDefault:"info"`
-	LogFormat string `env:"SECKILL_LOG_FORMAT" envDefault:"json"`
+	LogLevel  string `env:"SECKILL_LOG_LEVEL" envDefault:"info" help:"zerolog level (one line per HTTP request at debug)"`
+	LogFormat string `env:"SECKILL_LOG_FORMAT" envDefault:"json" help:"json or console"`
 
 	// MetricsAddr serves /metrics on a listener of its own, loopback by
 	// default: the figures are business data. "off" (or empty) disables it.
-	MetricsAddr string `env:"SECKILL_METRICS_ADDR" envDefault:"127.0.0.1:9090"`
+	MetricsAddr string `env:"SECKILL_METRICS_ADDR" envDefault:"127.0.0.1:9090" help:"where /metrics is served, apart from the API"`
 	// Tracing is off unless the standard OTEL_* variables turn it on.
 	Tracing TracingConfig
 }

@@ -157,8 +157,10 @@ func editDistance(a, b string) int {
 // Variable is one setting as the environment names it.
 type Variable struct{ Name, Default, Help string }
 
-// ConfigVariables lists every SECKILL_* variable with its default, read from
-// Config's tags so that the list cannot fall behind the struct.
+// ConfigVariables lists every SECKILL_* variable with its default and its
+// help line for `seckill serve --help` (docs/CONFIGURATION.md says it at
+// length), read from Config's tags so that the list cannot fall behind the
+// struct.
 // Embedded structs (JWT) are settings of Config too, as env reads them.
 func ConfigVariables() []Variable {
 	return variablesOf(reflect.TypeOf(Config{}))
@@ -173,7 +175,7 @@ func variablesOf(t reflect.Type) []Variable {
 			continue
 		}
 		if name := f.Tag.Get("env"); name != "" {
-			vars = append(vars, Variable{Name: name, Default: f.Tag.Get("envDefault"), Help: variableHelp[name]})
+			vars = append(vars, Variable{Name: name, Default: f.Tag.Get("envDefault"), Help: f.Tag.Get("help")})
 		}
 	}
 	return vars

@@ -1,4 +1,0 @@
-package infra
-
-// HelpLines is how many variables have a help line.
-func HelpLines() int { return len(variableHelp) }
