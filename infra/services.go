@@ -107,16 +107,12 @@ func startServices(ctx context.Context, log zerolog.Logger, services Services) *
 // end it cancels every service, waits for the draining ones to return, and
 // answers ctx's error.
 func (b *background) drain(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { _ = b.drains.Wait(); close(done) }()
-	select {
-	case <-done:
+	stop := context.AfterFunc(ctx, b.cancel)
+	_ = b.drains.Wait()
+	if stop() { // ctx had not ended: the drain finished first
 		return nil
-	case <-ctx.Done():
-		b.cancel()
-		<-done
-		return ctx.Err()
 	}
+	return ctx.Err()
 }
 
 // stop cancels every service and waits for all of them.
