@@ -16,39 +16,29 @@ var (
 	commit  string
 )
 
-// buildVersion says what this binary is: its version, the commit it was built
+// printVersion says what this binary is: its version, the commit it was built
 // from (with "+dirty" when the tree had uncommitted changes), and the Go that
 // compiled it, which is what decides the standard library's security fixes.
-type buildVersion struct{ Version, Commit, Go string }
-
-func currentVersion() buildVersion {
-	v := buildVersion{Version: version, Commit: commit, Go: runtime.Version()}
+func printVersion(w io.Writer) {
+	v, c := version, commit
 	if bi, ok := debug.ReadBuildInfo(); ok {
-		if v.Version == "" && bi.Main.Version != "(devel)" {
-			v.Version = bi.Main.Version
+		if v == "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
 		}
-		if v.Commit == "" {
-			var rev, modified string
+		if c == "" {
+			dirty := false
 			for _, s := range bi.Settings {
 				switch s.Key {
 				case "vcs.revision":
-					rev = s.Value
+					c = s.Value
 				case "vcs.modified":
-					modified = s.Value
+					dirty = s.Value == "true"
 				}
 			}
-			if rev != "" && modified == "true" {
-				rev += "+dirty"
+			if c != "" && dirty {
+				c += "+dirty"
 			}
-			v.Commit = rev
 		}
 	}
-	v.Version = cmp.Or(v.Version, "dev")
-	v.Commit = cmp.Or(v.Commit, "unknown")
-	return v
-}
-
-func printVersion(w io.Writer) {
-	v := currentVersion()
-	fmt.Fprintf(w, "seckill %s\ncommit  %s\ngo      %s %s/%s\n", v.Version, v.Commit, v.Go, runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(w, "seckill %s\ncommit  %s\ngo      %s %s/%s\n", cmp.Or(v, "dev"), cmp.Or(c, "unknown"), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
