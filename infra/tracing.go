@@ -44,19 +44,8 @@ type TracingConfig struct {
 // endpoint with no exporter named; never when OTEL_SDK_DISABLED=true or the
 // exporter is "none".
 func (t TracingConfig) Enabled() bool {
-	if t.Provider != nil {
-		return true
-	}
-	if t.SDKDisabled {
-		return false
-	}
-	switch t.Exporter {
-	case "otlp":
-		return true
-	case "":
-		return t.Endpoint != "" || t.TracesEndpoint != ""
-	}
-	return false
+	return t.Provider != nil || !t.SDKDisabled &&
+		(t.Exporter == "otlp" || t.Exporter == "" && (t.Endpoint != "" || t.TracesEndpoint != ""))
 }
 
 func (t TracingConfig) check(p *problems) {
