@@ -171,6 +171,27 @@ func kindName(t reflect.Type) string {
 	return "another type"
 }
 
+// handle adapts an endpoint that returns its error, which fail answers.
+func (a *api) handle(h func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			a.fail(w, r, err)
+		}
+	}
+}
+
+// withID is handle for an endpoint of the resource its path parameter name
+// identifies: h runs with the id once pathID has read it.
+func (a *api) withID(name string, h func(http.ResponseWriter, *http.Request, int64) error) http.HandlerFunc {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		id, err := pathID(r, name)
+		if err != nil {
+			return err
+		}
+		return h(w, r, id)
+	})
+}
+
 // pathID parses a positive int64 path parameter. Only decimal digits pass:
 // signs, spaces and anything beyond int64 are refused before a use case sees
 // them.

@@ -33,27 +33,23 @@ func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 	writeBody(w, http.StatusOK, okBody)
 }
 
-type mintTokenRequest struct {
-	UserID int64 `json:"userId"`
-}
-
 // mintToken is for development and load tests only: it logs in as any user
 // without a password. NewRouter mounts it only when Deps.Tokens is set, which
 // production configuration must not do.
-func (a *api) mintToken(w http.ResponseWriter, r *http.Request) {
-	var req mintTokenRequest
+func (a *api) mintToken(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		UserID int64 `json:"userId"`
+	}
 	if err := decodeJSON(r, &req); err != nil {
-		a.fail(w, r, err)
-		return
+		return err
 	}
 	if req.UserID <= 0 {
-		a.fail(w, r, &domain.ValidationError{Field: "userId", Reason: "must be a positive id"})
-		return
+		return &domain.ValidationError{Field: "userId", Reason: "must be a positive id"}
 	}
 	token, err := a.Tokens.Mint(r.Context(), domain.UserID(req.UserID))
 	if err != nil {
-		a.fail(w, r, fmt.Errorf("mint token for user %d: %w", req.UserID, err))
-		return
+		return fmt.Errorf("mint token for user %d: %w", req.UserID, err)
 	}
 	writeOK(w, token)
+	return nil
 }

@@ -1,7 +1,16 @@
 package httpapi
 
 import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
@@ -32,12 +41,7 @@ type paymentDTO struct {
 
 // claimSeckill is the hot path: one path parse, one use-case call, one
 // pre-encoded answer, and logging that costs nothing unless debug is on.
-func (a *api) claimSeckill(w http.ResponseWriter, r *http.Request) {
-	voucher, err := pathID(r, "id")
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
+func (a *api) claimSeckill(w http.ResponseWriter, r *http.Request, voucher int64) error {
 	user := userFrom(r.Context())
 	// The budget counts from the request's arrival: a session lookup that
 	// waited on Redis spent part of it.
@@ -53,25 +57,135 @@ func (a *api) claimSeckill(w http.ResponseWriter, r *http.Request) {
 			Msg("seckill claim")
 	}
 	if err != nil {
-		a.fail(w, r, err)
-		return
+		return err
 	}
 	if c.PassUnspent != nil {
 		a.Log.Warn().Err(c.PassUnspent).Str("request_id", requestID(r)).Int64("voucher", voucher).
 			Msg("recording a used waiting-room pass failed; its place frees when the pass expires")
 	}
 	writeOKID(w, int64(c.Order))
+	return nil
 }
-func (a *api) orderStatus(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r, "id")
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
+
+func (a *api) orderStatus(w http.ResponseWriter, r *http.Request, id int64) error {
 	st, err := a.GetOrder.Handle(r.Context(), userFrom(r.Context()), domain.OrderID(id))
-	if err != nil {
-		a.fail(w, r, err)
-		return
+	return writeOrder(w, st, err)
+}
+
+// The order lifecycle's endpoints (issue 25): the buyer's cancel and the
+// payment provider's notification.
+
+// SignatureHeader carries the lower-case hex HMAC-SHA256 of a payment
+// notification's raw body, keyed with SECKILL_PAYMENT_SECRET.
+const SignatureHeader = "X-Seckill-Signature"
+
+// maxNotifyBytes bounds a notification: three short fields need far less,
+// and nothing unauthenticated is buffered beyond it.
+const maxNotifyBytes = 4 << 10
+
+const codeAlreadyPaid = "already_paid"
+
+var (
+	errBadSignature = errors.New("payment notification signature is missing or wrong")
+	// alreadyPaidAnswer: a cancel of a paid order is a business refusal,
+	// answered 200 success=false as the original's front end expects.
+	alreadyPaidAnswer = fixed(http.StatusOK, codeAlreadyPaid, "订单已支付，不能取消", "The order is paid and cannot be cancelled")
+)
+
+// toOrderDTO is st as GET /voucher-order/{id} and the lifecycle's endpoints
+// answer it.
+func toOrderDTO(st domain.OrderStatus) orderDTO {
+	d := orderDTO{
+		ID:        strconv.FormatInt(int64(st.Order.ID()), 10),
+		VoucherID: strconv.FormatInt(int64(st.Order.VoucherID()), 10),
+		UserID:    strconv.FormatInt(int64(st.Order.UserID()), 10),
+		State:     string(st.State),
 	}
-	writeOK(w, toOrderDTO(st))
+	switch st.State {
+	case domain.OrderFailed:
+		d.Reason = string(st.Reason)
+	case domain.OrderCancelled, domain.OrderRefunding:
+		d.Reason = string(st.CancelReason)
+	}
+	if by := st.PayBy(); !by.IsZero() {
+		d.PayDeadline = by.UTC().Format(time.RFC3339)
+	}
+	return d
+}
+
+// writeOrder answers st, or returns err when there is one.
+func writeOrder(w http.ResponseWriter, st domain.OrderStatus, err error) error {
+	if err == nil {
+		writeOK(w, toOrderDTO(st))
+	}
+	return err
+}
+
+// cancelOrder: POST /voucher-order/{id}/cancel, by the order's owner.
+func (a *api) cancelOrder(w http.ResponseWriter, r *http.Request, id int64) error {
+	// Bounded as a claim is: a Redis that stalls while the unit goes back
+	// answers 503 within the budget (the cancel is committed or not; a retry
+	// is idempotent, and the expiry loop finishes a return left half-done).
+	ctx, cancel := context.WithTimeout(r.Context(), application.ClaimBudget)
+	defer cancel()
+	st, err := a.Cancel.Handle(ctx, userFrom(r.Context()), domain.OrderID(id))
+	return writeOrder(w, st, err)
+}
+
+// paymentNotice is a provider's notification; amount is in fen and required.
+type paymentNotice struct {
+	OrderID       string `json:"orderId"`
+	Amount        *int64 `json:"amount"`
+	TransactionID string `json:"transactionId"`
+}
+
+// paymentNotify: POST /payments/notify. The signature is checked on the raw
+// bytes before anything is parsed, in constant time, so neither a forged
+// body nor the time taken tells an attacker anything.
+func (a *api) paymentNotify(w http.ResponseWriter, r *http.Request) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxNotifyBytes))
+	if err != nil {
+		return jsonError(err)
+	}
+	if !validSignature(a.PaymentSecret, body, r.Header.Get(SignatureHeader)) {
+		return errBadSignature
+	}
+	var n paymentNotice
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err := decodeJSON(r, &n); err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(n.OrderID, 10, 64)
+	if err != nil || id <= 0 || n.OrderID != strconv.FormatInt(id, 10) {
+		return badRequest("orderId must be a positive decimal integer in a string")
+	}
+	if n.Amount == nil {
+		return badRequest("amount is required (fen)")
+	}
+	res, err := a.Pay.Handle(r.Context(), application.PaymentNotice{
+		Order: domain.OrderID(id), Amount: *n.Amount, TransactionID: n.TransactionID,
+	})
+	if err != nil {
+		return err
+	}
+	// 200 whenever the money is recorded, owed back or not: a provider
+	// retries anything else, and the shop has the payment either way.
+	d := toOrderDTO(res.Status)
+	d.Payment = &paymentDTO{TransactionID: n.TransactionID, Kind: string(res.Kind), RefundOwed: res.Kind.Owed()}
+	writeOK(w, d)
+	return nil
+}
+
+// validSignature compares the expected lower-case hex MAC with the header's
+// in constant time (hmac.Equal over the hex text: an upper-case or short
+// header is simply wrong).
+func validSignature(secret, body []byte, header string) bool {
+	return len(secret) > 0 && hmac.Equal([]byte(Sign(secret, body)), []byte(header))
+}
+
+// Sign is the signature a provider sends with body (tests and tools).
+func Sign(secret, body []byte) string {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(body)
+	return hex.EncodeToString(mac.Sum(nil))
 }

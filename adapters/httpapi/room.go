@@ -51,8 +51,12 @@ type roomStatusDTO struct {
 }
 
 // writeRoomStatus answers a join or a poll, with Retry-After (whole seconds,
-// rounded up) when the client should come back.
-func writeRoomStatus(w http.ResponseWriter, st application.RoomStatus) {
+// rounded up) when the client should come back; or returns err when there
+// is one.
+func writeRoomStatus(w http.ResponseWriter, st application.RoomStatus, err error) error {
+	if err != nil {
+		return err
+	}
 	d := roomStatusDTO{
 		Ticket: st.Ticket, State: string(st.Phase), Position: st.Position, Joined: st.Joined, InDraw: st.InDraw(),
 		WaitSeconds: int64((st.Wait + time.Second - 1) / time.Second),
@@ -71,42 +75,24 @@ func writeRoomStatus(w http.ResponseWriter, st application.RoomStatus) {
 		w.Header().Set("Retry-After", strconv.FormatInt(int64((st.PollAfter+time.Second-1)/time.Second), 10))
 	}
 	writeOK(w, d)
+	return nil
 }
 
-func (a *api) joinRoom(w http.ResponseWriter, r *http.Request) {
-	voucher, err := pathID(r, "id")
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
+func (a *api) joinRoom(w http.ResponseWriter, r *http.Request, voucher int64) error {
 	st, err := a.Rooms.Join.Handle(r.Context(), domain.VoucherID(voucher), userFrom(r.Context()))
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	writeRoomStatus(w, st)
+	return writeRoomStatus(w, st, err)
 }
 
-func (a *api) pollRoom(w http.ResponseWriter, r *http.Request) {
-	voucher, err := pathID(r, "id")
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
+func (a *api) pollRoom(w http.ResponseWriter, r *http.Request, voucher int64) error {
 	ticket := r.URL.Query().Get("ticket")
 	if ticket == "" {
 		ticket = r.Header.Get(RoomTicketHeader)
 	}
 	if len(ticket) > maxRoomToken {
-		a.fail(w, r, domain.ErrNotInRoom)
-		return
+		return domain.ErrNotInRoom
 	}
 	st, err := a.Rooms.Poll.Handle(r.Context(), domain.VoucherID(voucher), userFrom(r.Context()), ticket)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	writeRoomStatus(w, st)
+	return writeRoomStatus(w, st, err)
 }
 
 // passOf is a claim request as the source of its waiting-room pass (a

@@ -164,7 +164,7 @@ func NewRouter(d Deps) http.Handler {
 	r.Get("/readyz", a.readyz)
 	r.Get("/openapi.json", a.openAPI)
 
-	r.Get("/voucher/list/{shopId}", a.listShopVouchers)
+	r.Get("/voucher/list/{shopId}", a.withID("shopId", a.listShopVouchers))
 
 	// The one gate of every admin or operator endpoint: mount a new one in
 	// this group. It needs the login token of a user listed in Deps.Admins
@@ -173,23 +173,23 @@ func NewRouter(d Deps) http.Handler {
 	// to anyone; here it is an admin endpoint.
 	r.Group(func(r chi.Router) {
 		r.Use(a.requireUser, a.requireAdmin)
-		r.Post("/voucher/seckill", a.addSeckillVoucher)
+		r.Post("/voucher/seckill", a.handle(a.addSeckillVoucher))
 		if a.Sales != nil {
-			r.Get("/admin/sales.json", a.salesBoard)
+			r.Get("/admin/sales.json", a.handle(a.salesBoard))
 		}
 		if a.Orders != nil {
-			r.Get("/admin/vouchers/{id}/orders", a.saleOrders)
-			r.Get("/admin/vouchers/{id}/orders.csv", a.exportSaleOrders)
+			r.Get("/admin/vouchers/{id}/orders", a.withID("id", a.saleOrders))
+			r.Get("/admin/vouchers/{id}/orders.csv", a.withID("id", a.exportSaleOrders))
 		}
 		if a.Audit != nil {
-			r.Get("/admin/audit", a.auditTrail)
+			r.Get("/admin/audit", a.handle(a.auditTrail))
 		}
 		if a.Controls != nil {
-			r.Post("/admin/vouchers/{id}/end", a.endSale)
-			r.Put("/admin/vouchers/{id}/end-time", a.moveSaleEnd)
-			r.Post("/admin/vouchers/{id}/stock", a.addSaleStock)
-			r.Post("/admin/vouchers/{id}/pause", a.pauseSale)
-			r.Post("/admin/vouchers/{id}/resume", a.resumeSale)
+			r.Post("/admin/vouchers/{id}/end", a.withID("id", a.endSale))
+			r.Put("/admin/vouchers/{id}/end-time", a.withID("id", a.moveSaleEnd))
+			r.Post("/admin/vouchers/{id}/stock", a.withID("id", a.addSaleStock))
+			r.Post("/admin/vouchers/{id}/pause", a.withID("id", a.pauseSale))
+			r.Post("/admin/vouchers/{id}/resume", a.withID("id", a.resumeSale))
 		}
 	})
 
@@ -218,20 +218,20 @@ func NewRouter(d Deps) http.Handler {
 			r.Use(limitMiddleware(newSlidingLimit(n, a.Limits.Window, hashUser), userLimitKey, a.rateLimited, nil))
 		}
 		if a.Rooms.enabled() {
-			r.Post("/voucher-order/room/{id}/join", a.joinRoom)
-			r.Get("/voucher-order/room/{id}", a.pollRoom)
+			r.Post("/voucher-order/room/{id}/join", a.withID("id", a.joinRoom))
+			r.Get("/voucher-order/room/{id}", a.withID("id", a.pollRoom))
 		}
-		r.Post("/voucher-order/seckill/{id}", a.claimSeckill)
-		r.Get("/voucher-order/{id}", a.orderStatus)
+		r.Post("/voucher-order/seckill/{id}", a.withID("id", a.claimSeckill))
+		r.Get("/voucher-order/{id}", a.withID("id", a.orderStatus))
 		if a.Cancel != nil {
-			r.Post("/voucher-order/{id}/cancel", a.cancelOrder)
+			r.Post("/voucher-order/{id}/cancel", a.withID("id", a.cancelOrder))
 		}
 	})
 
 	// A payment provider has no login token: the signature is its
 	// credential. Without a secret the route does not exist.
 	if a.Pay != nil && len(a.PaymentSecret) > 0 {
-		r.Post("/payments/notify", a.paymentNotify)
+		r.Post("/payments/notify", a.handle(a.paymentNotify))
 	}
 
 	if a.Sales != nil {
@@ -248,7 +248,7 @@ func NewRouter(d Deps) http.Handler {
 	}
 
 	if a.Tokens != nil {
-		r.Post("/dev/tokens", a.mintToken)
+		r.Post("/dev/tokens", a.handle(a.mintToken))
 	}
 	scoped := a.scope(r)
 	if !a.Claim.MarksSoldOut() {

@@ -91,13 +91,12 @@ type backlogDTO struct {
 	LagMs   int64 `json:"lagMs"`
 }
 
-func (a *api) salesBoard(w http.ResponseWriter, r *http.Request) {
+func (a *api) salesBoard(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), salesBoardTimeout)
 	defer cancel()
 	b, err := a.Sales.Handle(ctx, application.SaleBoardQuery{History: r.URL.Query().Get("history") == "1"})
 	if err != nil {
-		a.fail(w, r, err)
-		return
+		return err
 	}
 	out := saleBoardDTO{At: b.At.UTC().Format(time.RFC3339Nano), Queue: b.Queue.Kind, Sales: make([]saleDTO, 0, len(b.Sales))}
 	if b.Queue.Length >= 0 {
@@ -111,6 +110,7 @@ func (a *api) salesBoard(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, envelope{Success: true, Data: out, Total: int64(b.Total)})
+	return nil
 }
 
 func (a *api) saleDTO(s application.SaleRow) saleDTO {

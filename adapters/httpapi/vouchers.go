@@ -68,28 +68,26 @@ type voucherDTO struct {
 	WaitingRoom *waitingRoomDTO `json:"waitingRoom,omitempty"`
 }
 
-func (a *api) addSeckillVoucher(w http.ResponseWriter, r *http.Request) {
+func (a *api) addSeckillVoucher(w http.ResponseWriter, r *http.Request) error {
 	var req addVoucherRequest
 	if err := decodeJSON(r, &req); err != nil {
-		a.fail(w, r, err)
-		return
+		return err
 	}
 	v, err := a.voucherFrom(req)
 	if err != nil {
-		a.fail(w, r, err)
-		return
+		return err
 	}
 	// An admin's retry after a timeout or a 500 carries the same key and gets
 	// the voucher the first attempt created, not a second sale.
 	saved, err := a.AddVoucher.HandleOnce(r.Context(), userFrom(r.Context()), r.Header.Get(idempotencyKeyHeader), v)
 	if err != nil {
-		a.fail(w, r, err)
-		return
+		return err
 	}
 	// The admin who created it sees it at once here; other instances within
 	// Deps.PublicReadTTL.
 	a.lists.forget(strconv.FormatInt(int64(saved.ShopID()), 10))
 	writeOK(w, strconv.FormatInt(int64(saved.ID()), 10))
+	return nil
 }
 
 // voucherFrom validates the request into a domain voucher; every refusal is a
@@ -175,12 +173,7 @@ func (a *api) parseTime(field, s string) (time.Time, error) {
 	}
 }
 
-func (a *api) listShopVouchers(w http.ResponseWriter, r *http.Request) {
-	shop, err := pathID(r, "shopId")
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
+func (a *api) listShopVouchers(w http.ResponseWriter, r *http.Request, shop int64) error {
 	// Public and unauthenticated: the encoded answer is shared for
 	// Deps.PublicReadTTL, so a flood costs the database one query per shop per TTL.
 	body, err := a.lists.get(r.Context(), strconv.FormatInt(shop, 10), func(ctx context.Context) ([]byte, error) {
@@ -195,10 +188,10 @@ func (a *api) listShopVouchers(w http.ResponseWriter, r *http.Request) {
 		return json.Marshal(envelope{Success: true, Data: out})
 	})
 	if err != nil {
-		a.fail(w, r, err)
-		return
+		return err
 	}
 	writeBody(w, http.StatusOK, body)
+	return nil
 }
 
 func (a *api) voucherDTO(v domain.Voucher) voucherDTO {
