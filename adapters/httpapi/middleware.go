@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -335,10 +337,159 @@ var (
 	errMethodNotAllowed = errors.New("method not allowed")
 )
 
-func (a *api) notFound(w http.ResponseWriter, r *http.Request) {
-	a.fail(w, r, errNoRoute)
+// refuse answers every request err.
+func (a *api) refuse(err error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { a.fail(w, r, err) }
 }
 
-func (a *api) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	a.fail(w, r, errMethodNotAllowed)
+// Header names the claim path reads on every request, in their canonical
+// form: net/http stores a request's headers under that form, so they are
+// looked up in the map directly. http.Header.Get canonicalises its key on
+// each call, 70 ns (a quarter of the per-IP limit's key) that a constant
+// already canonical does not need.
+const (
+	authorizationHeader = "Authorization"
+	forwardedForHeader  = "X-Forwarded-For"
+)
+
+// firstHeader is r's first value of the canonical header key, as
+// http.Header.Get gives it.
+func firstHeader(r *http.Request, key string) string {
+	if v := r.Header[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// ClaimObserver is told how every request to the claim route was answered,
+// including the answers the edge gives before the claim runs (no token, rate
+// limited, bad path). Metrics implement it; the router calls it only when one
+// is given, so without it the claim path pays nothing.
+type ClaimObserver interface {
+	// ClaimStarted may return a context carrying what the observer needs
+	// (a counter its Redis hook increments); the request goes on with it,
+	// and ClaimAnswered gets it back. Returning ctx itself costs nothing: the
+	// request is copied only for a new context.
+	ClaimStarted(ctx context.Context) context.Context
+	// ClaimAnswered gets the answer's code: "success", a refusal's code, or
+	// the code of the error envelope (unauthorized, rate_limited, busy,
+	// internal ...), and how long the claim took.
+	ClaimAnswered(ctx context.Context, code string, took time.Duration)
+}
+
+// claimPathPrefix is the claim route's path up to its id. The observer
+// matches on it rather than on chi's route pattern, which is not set yet
+// when a middleware in front of routing refuses the request.
+const claimPathPrefix = "/voucher-order/seckill/"
+
+// codeSuccess names a successful claim for observers; the envelope itself
+// carries no code on success.
+const codeSuccess = "success"
+
+// answeredCode is the code of the answer rec recorded: the code its error
+// maps to through the table, or "success" for a 2xx without error. Every
+// refusal on the claim route (the limits', the session's, a bad path's) is
+// written by fail, which records its error; a 3xx-5xx without one is no
+// answer of this router's, so internal.
+func answeredCode(rec *recorder) string {
+	switch {
+	case rec.err != nil:
+		return answerFor(rec.err).code
+	case rec.status < 300:
+		return codeSuccess
+	}
+	return codeInternal
+}
+
+// Limits are the per-user and per-client-IP rate limits on claim and order
+// status: how many requests each may make per sliding Window. A zero count
+// turns that limit off; a zero Window turns both off.
+type Limits struct {
+	PerUser int
+	PerIP   int
+	Window  time.Duration
+}
+
+// Refusals of this file's middleware; errorTable maps them to answers.
+var (
+	errForbidden   = errors.New("not an admin")
+	errRateLimited = errors.New("rate limited")
+)
+
+// requireAdmin lets through only the users named in Deps.Admins and those
+// whose identity provider's token names them admins; it runs behind
+// requireUser, so the caller is known. With neither configured it refuses
+// everyone: an open admin endpoint is never the default.
+func (a *api) requireAdmin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c := callerFrom(r.Context()); !c.admin && !slices.Contains(a.Admins, c.user) {
+			a.fail(w, r, fmt.Errorf("user %d: %w", c.user, errForbidden))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// requireJSON refuses a write whose body is not declared JSON. Browsers send
+// text/plain, form and multipart bodies cross-site without a preflight (a
+// no-cors fetch), so any page a user visits could otherwise post here from
+// their browser, reaching a service on their loopback or intranet; JSON
+// needs a preflight, which this service never grants. A bodiless POST, such
+// as the original front end's claim (axios sends Content-Length: 0), has
+// nothing to misread and passes.
+func (a *api) requireJSON(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// ContentLength is -1 for a body of unknown length (chunked), which
+		// is a body too.
+		if r.ContentLength != 0 && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if err := checkJSONType(r); err != nil {
+				a.fail(w, r, err)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// checkJSONType accepts application/json, with parameters such as charset,
+// and the structured +json types, which no browser sends without a preflight.
+func checkJSONType(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if ct == "" || err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return &requestError{
+			status: http.StatusUnsupportedMediaType,
+			code:   codeUnsupportedMediaType,
+			msg:    fmt.Sprintf("Content-Type must be application/json, got %q", ct),
+		}
+	}
+	return nil
+}
+
+// proxyWarnEvery spaces the unconfigured-proxy warnings out.
+const proxyWarnEvery = time.Minute
+
+// ipRateLimited is the per-IP limit's refusal. Behind a reverse proxy that is
+// not in SECKILL_TRUSTED_PROXIES every user arrives from the proxy's address
+// and shares one budget, which silently throttles a whole sale; a loopback or
+// private peer over the limit, with no proxy trusted, looks like that, so it
+// is logged (at most once per proxyWarnEvery) with the variable to set.
+func (a *api) ipRateLimited(w http.ResponseWriter, r *http.Request) {
+	a.fail(w, r, errRateLimited)
+	if len(a.TrustedProxies) > 0 {
+		return
+	}
+	peer, ok := parseRemoteAddr(r.RemoteAddr)
+	if !ok || !(peer.IsLoopback() || peer.IsPrivate()) {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := a.proxyWarned.Load()
+	if last != 0 && now-last < int64(proxyWarnEvery) || !a.proxyWarned.CompareAndSwap(last, now) {
+		return
+	}
+	a.Log.Warn().Str("peer", peer.String()).Int("limit", a.Limits.PerIP).Str("window", a.Limits.Window.String()).
+		Msg("the per-IP rate limit refused a loopback or private address: if it is a reverse proxy, every client " +
+			"behind it shares this one budget; set SECKILL_TRUSTED_PROXIES to the proxy's address so its " +
+			"X-Forwarded-For names the clients (or SECKILL_RATE_IP=0 to turn the per-IP limit off)")
 }

@@ -157,8 +157,8 @@ func NewRouter(d Deps) http.Handler {
 	// scope) wraps the router, outside the recoverer so that a panic's 500
 	// is logged like any other answer, with the panic as its error.
 	r.Use(a.recoverer, a.limitBody, a.requireJSON)
-	r.NotFound(a.notFound)
-	r.MethodNotAllowed(a.methodNotAllowed)
+	r.NotFound(a.refuse(errNoRoute))
+	r.MethodNotAllowed(a.refuse(errMethodNotAllowed))
 
 	r.Get("/healthz", a.healthz)
 	r.Get("/readyz", a.readyz)
@@ -215,7 +215,7 @@ func NewRouter(d Deps) http.Handler {
 		}
 		r.Use(a.requireUser)
 		if n := a.Limits.PerUser; n > 0 && a.Limits.Window > 0 {
-			r.Use(limitMiddleware(newSlidingLimit(n, a.Limits.Window, hashUser), userLimitKey, a.rateLimited, nil))
+			r.Use(limitMiddleware(newSlidingLimit(n, a.Limits.Window, hashUser), userLimitKey, a.refuse(errRateLimited), nil))
 		}
 		if a.Rooms.enabled() {
 			r.Post("/voucher-order/room/{id}/join", a.withID("id", a.joinRoom))
@@ -252,24 +252,22 @@ func NewRouter(d Deps) http.Handler {
 	}
 	scoped := a.scope(r)
 	if !a.Claim.MarksSoldOut() {
-		return routed{Handler: scoped, mux: r}
+		return routed{scoped, r}
 	}
 	soldOut := answerFor(domain.ErrSoldOut)
 	edge := &soldOutEdge{a: a, next: scoped, ip: ipLimit, body: soldOut.body, bodyEn: soldOut.bodyEn}
 	if ipLimit != nil {
 		edge.refuse = a.scope(ipLimit.refusal(a.ipRateLimited))
 	}
-	return routed{Handler: edge, mux: r}
+	return routed{edge, r}
 }
 
 // routed is the router's entry (the scope, the edge) that still lists the
 // routes behind it (chi.Walk), for whoever documents or checks them.
 type routed struct {
 	http.Handler
-	mux chi.Routes
+	routes
 }
 
-func (r routed) Routes() []chi.Route                     { return r.mux.Routes() }
-func (r routed) Middlewares() chi.Middlewares            { return r.mux.Middlewares() }
-func (r routed) Match(c *chi.Context, m, p string) bool  { return r.mux.Match(c, m, p) }
-func (r routed) Find(c *chi.Context, m, p string) string { return r.mux.Find(c, m, p) }
+// routes is chi.Routes under a name that does not hide its Routes method.
+type routes = chi.Routes
