@@ -5,6 +5,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"net/netip"
@@ -119,38 +120,28 @@ type api struct {
 func NewRouter(d Deps) http.Handler {
 	// Each field is checked on its own: a typed nil pointer stored in an `any`
 	// is not == nil, so a generic map-of-any check would miss it.
-	switch {
-	case d.AddVoucher == nil:
-		panic("httpapi: Deps.AddVoucher is nil")
-	case d.ListVouchers == nil:
-		panic("httpapi: Deps.ListVouchers is nil")
-	case d.Claim == nil:
-		panic("httpapi: Deps.Claim is nil")
-	case d.GetOrder == nil:
-		panic("httpapi: Deps.GetOrder is nil")
-	case d.Sessions == nil:
-		panic("httpapi: Deps.Sessions is nil")
-	case d.Ready == nil:
-		panic("httpapi: Deps.Ready is nil")
+	for _, dep := range []struct {
+		name    string
+		missing bool
+	}{
+		{"AddVoucher", d.AddVoucher == nil}, {"ListVouchers", d.ListVouchers == nil}, {"Claim", d.Claim == nil},
+		{"GetOrder", d.GetOrder == nil}, {"Sessions", d.Sessions == nil}, {"Ready", d.Ready == nil},
+	} {
+		if dep.missing {
+			panic("httpapi: Deps." + dep.name + " is nil")
+		}
 	}
 	a := &api{Deps: d}
-	ttl := d.PublicReadTTL
-	if ttl == 0 {
-		ttl = DefaultPublicReadTTL
+	a.Location = cmp.Or(a.Location, time.UTC)
+	a.Clock = cmp.Or[ports.Clock](a.Clock, ports.SystemClock{})
+	if a.MaxBodyBytes <= 0 {
+		a.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	ttl := cmp.Or(d.PublicReadTTL, DefaultPublicReadTTL)
 	// A failed list is not kept (the next request tries again); a failed
 	// probe is: an outage must not turn a probe flood into a ping flood.
 	a.lists = newShortCache[[]byte](ttl, maxCachedShops, func(err error) bool { return err == nil })
 	a.readiness = newShortCache[struct{}](ttl, 1, func(error) bool { return true })
-	if a.Location == nil {
-		a.Location = time.UTC
-	}
-	if a.MaxBodyBytes <= 0 {
-		a.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if a.Clock == nil {
-		a.Clock = ports.SystemClock{}
-	}
 
 	r := chi.NewRouter()
 	// The request's scope (its context, the observer, the access log: see
