@@ -134,18 +134,12 @@ var (
 	notReadyAnswer = fixed(http.StatusServiceUnavailable, codeUnavailable, "not ready", "")
 )
 
-// requestError is bad input found by this adapter (path, headers, JSON
-// syntax) before any use case runs.
-type requestError struct {
-	status int
-	code   string
-	msg    string
-}
-
-func (e *requestError) Error() string { return e.msg }
+// An *answer is also an error: bad input found by this adapter (path,
+// headers, JSON syntax) before any use case runs, answered as it is.
+func (a *answer) Error() string { return a.msg }
 
 func badRequest(msg string) error {
-	return &requestError{status: http.StatusBadRequest, code: codeBadRequest, msg: msg}
+	return &answer{status: http.StatusBadRequest, code: codeBadRequest, msg: msg}
 }
 
 // answerFor maps err through the table; anything unknown is an internal
@@ -168,9 +162,9 @@ func answerFor(err error) answer {
 	if errors.As(err, &ce) {
 		return answer{status: http.StatusConflict, code: ce.Code(), msg: ce.Error()}
 	}
-	var re *requestError
-	if errors.As(err, &re) {
-		return answer{status: re.status, code: re.code, msg: re.msg}
+	var bad *answer
+	if errors.As(err, &bad) {
+		return *bad
 	}
 	// Validation messages name the field and the rule, never internal state,
 	// so they are safe and useful to show.

@@ -268,11 +268,8 @@ func (a *api) limitBody(next http.Handler) http.Handler {
 }
 
 func errBodyTooLarge(max int64) error {
-	return &requestError{
-		status: http.StatusRequestEntityTooLarge,
-		code:   codeBadRequest,
-		msg:    fmt.Sprintf("request body is larger than %d bytes", max),
-	}
+	return &answer{status: http.StatusRequestEntityTooLarge, code: codeBadRequest,
+		msg: fmt.Sprintf("request body is larger than %d bytes", max)}
 }
 
 // caller is who requireUser found behind the request's token.
@@ -457,11 +454,8 @@ func checkJSONType(r *http.Request) error {
 	ct := r.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
 	if ct == "" || err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		return &requestError{
-			status: http.StatusUnsupportedMediaType,
-			code:   codeUnsupportedMediaType,
-			msg:    fmt.Sprintf("Content-Type must be application/json, got %q", ct),
-		}
+		return &answer{status: http.StatusUnsupportedMediaType, code: codeUnsupportedMediaType,
+			msg: fmt.Sprintf("Content-Type must be application/json, got %q", ct)}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -194,25 +195,14 @@ func parseRemoteAddr(remoteAddr string) (netip.Addr, bool) {
 		host = remoteAddr // a bare address, as some tests set
 	}
 	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return netip.Addr{}, false
-	}
-	return ip.Unmap(), true
+	return ip.Unmap(), err == nil
 }
 
 func parseHeaderAddr(s string) (netip.Addr, bool) {
 	ip, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Addr{}, false
-	}
-	return ip.Unmap().WithZone(""), true
+	return ip.Unmap().WithZone(""), err == nil
 }
 
 func inAnyPrefix(ip netip.Addr, prefixes []netip.Prefix) bool {
-	for _, p := range prefixes {
-		if p.Contains(ip) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Contains(ip) })
 }
