@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -72,18 +73,12 @@ type query struct {
 	err error
 }
 
-func (q *query) refuse(err error) {
-	if q.err == nil {
-		q.err = err
-	}
-}
-
 // int reads a non-negative int64 parameter (absent: 0).
 func (q *query) int(name string) int64 {
 	s := q.Get(name)
 	n, err := strconv.ParseInt(s, 10, 64)
 	if s != "" && (err != nil || n < 0) {
-		q.refuse(badRequest(fmt.Sprintf("%s must be an integer from 0 to %d", name, int64(math.MaxInt64))))
+		q.err = cmp.Or(q.err, badRequest(fmt.Sprintf("%s must be an integer from 0 to %d", name, int64(math.MaxInt64))))
 	}
 	return n
 }
@@ -96,7 +91,7 @@ func (q *query) limit(max int) int {
 	}
 	n, err := strconv.Atoi(q.Get("limit"))
 	if err != nil || n < 1 || n > max {
-		q.refuse(badRequest(fmt.Sprintf("limit must be an integer from 1 to %d", max)))
+		q.err = cmp.Or(q.err, badRequest(fmt.Sprintf("limit must be an integer from 1 to %d", max)))
 	}
 	return n
 }
@@ -104,9 +99,7 @@ func (q *query) limit(max int) int {
 // filter reads the orders' state filter (absent: all).
 func (q *query) filter() domain.OrderFilter {
 	f, err := domain.ParseOrderFilter(q.Get("state"))
-	if err != nil {
-		q.refuse(err)
-	}
+	q.err = cmp.Or(q.err, err)
 	return f
 }
 
