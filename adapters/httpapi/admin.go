@@ -268,36 +268,26 @@ type saleStateDTO struct {
 	Added int `json:"added"`
 }
 
-// control answers a sale control: the voucher the path names, changed by
-// do on behalf of the admin making the request, answered as it is left.
-func (a *api) control(w http.ResponseWriter, r *http.Request, id int64,
+// control is the endpoint of a sale control: the voucher the path names,
+// changed by do on behalf of the admin making the request, answered as it
+// is left. POST /admin/vouchers/{id}/end, .../pause and .../resume are
+// application.ControlSale's EndNow, Pause and Resume alone.
+func (a *api) control(
 	do func(ctx context.Context, admin domain.UserID, id domain.VoucherID) (domain.Voucher, error),
-) error {
-	v, err := do(r.Context(), userFrom(r.Context()), domain.VoucherID(id))
-	if err != nil {
-		return err
+) func(http.ResponseWriter, *http.Request, int64) error {
+	return func(w http.ResponseWriter, r *http.Request, id int64) error {
+		v, err := do(r.Context(), userFrom(r.Context()), domain.VoucherID(id))
+		if err != nil {
+			return err
+		}
+		// The shop's list shows the new stock and end here at once.
+		a.lists.forget(strconv.FormatInt(int64(v.ShopID()), 10))
+		s := v.Sale()
+		writeOK(w, saleStateDTO{ID: strconv.FormatInt(int64(v.ID()), 10), Stock: s.Stock(),
+			BeginTime: s.Begin().UTC().Format(time.RFC3339Nano), EndTime: s.End().UTC().Format(time.RFC3339Nano),
+			Paused: s.Paused(), Added: s.Added()})
+		return nil
 	}
-	// The shop's list shows the new stock and end here at once.
-	a.lists.forget(strconv.FormatInt(int64(v.ShopID()), 10))
-	s := v.Sale()
-	writeOK(w, saleStateDTO{ID: strconv.FormatInt(int64(v.ID()), 10), Stock: s.Stock(),
-		BeginTime: s.Begin().UTC().Format(time.RFC3339Nano), EndTime: s.End().UTC().Format(time.RFC3339Nano),
-		Paused: s.Paused(), Added: s.Added()})
-	return nil
-}
-
-// endSale: POST /admin/vouchers/{id}/end; pauseSale: .../pause;
-// resumeSale: .../resume.
-func (a *api) endSale(w http.ResponseWriter, r *http.Request, id int64) error {
-	return a.control(w, r, id, a.Controls.EndNow)
-}
-
-func (a *api) pauseSale(w http.ResponseWriter, r *http.Request, id int64) error {
-	return a.control(w, r, id, a.Controls.Pause)
-}
-
-func (a *api) resumeSale(w http.ResponseWriter, r *http.Request, id int64) error {
-	return a.control(w, r, id, a.Controls.Resume)
 }
 
 // moveSaleEnd: PUT /admin/vouchers/{id}/end-time {"endTime": RFC 3339}.
@@ -312,9 +302,9 @@ func (a *api) moveSaleEnd(w http.ResponseWriter, r *http.Request, id int64) erro
 	if err != nil {
 		return err
 	}
-	return a.control(w, r, id, func(ctx context.Context, admin domain.UserID, id domain.VoucherID) (domain.Voucher, error) {
+	return a.control(func(ctx context.Context, admin domain.UserID, id domain.VoucherID) (domain.Voucher, error) {
 		return a.Controls.MoveEnd(ctx, admin, id, end)
-	})
+	})(w, r, id)
 }
 
 // addSaleStock: POST /admin/vouchers/{id}/stock {"add": n}.
@@ -330,7 +320,7 @@ func (a *api) addSaleStock(w http.ResponseWriter, r *http.Request, id int64) err
 	}
 	// An admin's retry after a timeout or a 500 carries the same key and
 	// adds nothing more.
-	return a.control(w, r, id, func(ctx context.Context, admin domain.UserID, id domain.VoucherID) (domain.Voucher, error) {
+	return a.control(func(ctx context.Context, admin domain.UserID, id domain.VoucherID) (domain.Voucher, error) {
 		return a.Controls.AddStock(ctx, admin, id, *req.Add, r.Header.Get(idempotencyKeyHeader))
-	})
+	})(w, r, id)
 }

@@ -176,11 +176,11 @@ func NewRouter(d Deps) http.Handler {
 			r.Get("/admin/audit", a.handle(a.auditTrail))
 		}
 		if a.Controls != nil {
-			r.Post("/admin/vouchers/{id}/end", a.withID("id", a.endSale))
+			r.Post("/admin/vouchers/{id}/end", a.withID("id", a.control(a.Controls.EndNow)))
 			r.Put("/admin/vouchers/{id}/end-time", a.withID("id", a.moveSaleEnd))
 			r.Post("/admin/vouchers/{id}/stock", a.withID("id", a.addSaleStock))
-			r.Post("/admin/vouchers/{id}/pause", a.withID("id", a.pauseSale))
-			r.Post("/admin/vouchers/{id}/resume", a.withID("id", a.resumeSale))
+			r.Post("/admin/vouchers/{id}/pause", a.withID("id", a.control(a.Controls.Pause)))
+			r.Post("/admin/vouchers/{id}/resume", a.withID("id", a.control(a.Controls.Resume)))
 		}
 	})
 
