@@ -102,8 +102,7 @@ func checkKeys(data []byte, st reflect.Type, prefix string) error {
 // requests have a body.
 func jsonFields(st reflect.Type) map[string]reflect.Type {
 	fields := make(map[string]reflect.Type, st.NumField())
-	for i := 0; i < st.NumField(); i++ {
-		sf := st.Field(i)
+	for sf := range st.Fields() {
 		if !sf.IsExported() {
 			continue
 		}
