@@ -2,12 +2,19 @@ package redisstream
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hmdp-go/seckill/adapters/internal/redisx"
+	"github.com/hmdp-go/seckill/adapters/redisschema"
+	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
 
@@ -56,31 +63,18 @@ func (q *Queue) Ack(ctx context.Context, ds []ports.Delivery) error {
 // one round trip. Where keys are sharded a transaction stays in one slot, so
 // each stream gets one of its own, all sent at once.
 func (q *Queue) finish(ctx context.Context, refs []entryRef) error {
-	chunks := perStream(refs)
-	if !q.perStream || len(chunks) == 1 {
-		if err := q.ackTx(ctx, chunks); err != nil {
-			return err
+	txs := [][]streamIDs{perStream(refs)}
+	if q.perStream {
+		byKey := map[string][]streamIDs{}
+		for _, c := range txs[0] {
+			byKey[c.key] = append(byKey[c.key], c)
 		}
-		q.in.release(refs)
-		return nil
+		txs = slices.Collect(maps.Values(byKey))
 	}
-	byKey := map[string][]streamIDs{}
-	for _, c := range chunks {
-		byKey[c.key] = append(byKey[c.key], c)
-	}
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for _, cs := range byKey {
-		wg.Go(func() {
-			if err := q.ackTx(ctx, cs); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		})
+	var wg sync.WaitGroup
+	errs := make([]error, len(txs))
+	for i, tx := range txs {
+		wg.Go(func() { errs[i] = q.ackTx(ctx, tx) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -142,4 +136,207 @@ func refsOf(ds []ports.Delivery) ([]entryRef, error) {
 		refs[i] = r
 	}
 	return refs, nil
+}
+
+// ReasonUndecodable is the dead-letter reason of an entry that does not carry
+// a valid order.
+const ReasonUndecodable = "undecodable"
+
+// DeadLetter writes each delivery to the dead-letter stream (the order's
+// fields, then reason, stream, entry, deliveries), then finishes it. The
+// record is written before the ack, so a crash in between repeats it rather
+// than loses it: an operator may see a record twice, never zero times.
+func (q *Queue) DeadLetter(ctx context.Context, ds []ports.Delivery, reason domain.FailureReason) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	refs, err := refsOf(ds)
+	if err != nil {
+		return err
+	}
+	pipe := q.rdb.Pipeline()
+	for i, d := range ds {
+		values := append(redisschema.EncodeOrder(d.Order),
+			"reason", string(reason), "stream", refs[i].stream, "entry", refs[i].id, "deliveries", d.Attempts)
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: q.opts.DeadLetter, Values: values})
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("dead-letter %d order entries: %w", len(ds), err)
+	}
+	if err := q.finish(ctx, refs); err != nil {
+		return fmt.Errorf("ack %d dead-lettered order entries: %w", len(ds), err)
+	}
+	return nil
+}
+
+// setAsidePoison copies an undecodable entry to the dead letter, then
+// finishes it, and says so in the log: an operator must look at its producer.
+func (q *Queue) setAsidePoison(ctx context.Context, s *stream, m redis.XMessage, attempts int, cause error) error {
+	values := []any{"reason", ReasonUndecodable, "stream", s.key, "entry", m.ID, "deliveries", attempts, "error", cause.Error()}
+	for _, f := range redisschema.OrderFields {
+		if v, ok := m.Values[f]; ok {
+			values = append(values, f, fmt.Sprint(v))
+		}
+	}
+	if err := q.rdb.XAdd(ctx, &redis.XAddArgs{Stream: q.opts.DeadLetter, Values: values}).Err(); err != nil {
+		return fmt.Errorf("dead-letter undecodable entry %s of %s: %w", m.ID, s.key, err)
+	}
+	ref := entryRef{s.key, m.ID}
+	if err := q.finish(ctx, []entryRef{ref}); err != nil {
+		return fmt.Errorf("ack undecodable entry %s of %s after dead-lettering it: %w", m.ID, s.key, err)
+	}
+	q.opts.Log.Error().Err(cause).Str("stream", s.key).Str("entry", m.ID).Int("deliveries", attempts).
+		Str("dead_letter", q.opts.DeadLetter).
+		Msg("undecodable order entry moved to the dead-letter stream and acknowledged: inspect it there (XRANGE), fix its producer, and reconcile the voucher")
+	return nil
+}
+
+// renew keeps this process's hold on the entries it has read and not
+// finished (buffered or with a worker), every renewEvery: without it, a
+// batch retried through a database outage longer than MinIdle would be
+// claimed by another consumer, or by this one's own claimer, and its delivery
+// count would climb towards the worker's dead-letter limit while nothing is
+// wrong with it. A process that dies stops renewing, which is what lets the
+// others take over. It resets the idle time of every held entry still
+// pending to this consumer (renew.lua) and lets go of those that are not.
+func (q *Queue) renew(ctx context.Context) {
+	refs := q.in.heldRefs()
+	if len(refs) == 0 {
+		return
+	}
+	calls := perStreamCalls(refs, q.opts.Group, q.opts.Consumer)
+	rctx, cancel := context.WithTimeout(ctx, q.renewEvery)
+	defer cancel()
+	cmds, err := q.runScripts(rctx, renewScript, calls)
+	var lost []entryRef
+	for i, c := range cmds {
+		ids, _ := c.StringSlice() // none when the call failed
+		for _, id := range ids {
+			lost = append(lost, entryRef{calls[i].keys[0], id})
+		}
+	}
+	q.in.release(lost)
+	if err != nil && ctx.Err() == nil {
+		q.opts.Log.Warn().Err(err).
+			Msg("renewing the hold on in-flight order entries failed; if it lasts longer than MinIdle another consumer may take them over (harmless: writes are idempotent)")
+	}
+}
+
+// every runs f once per period until ctx ends, then closes done: the loop of
+// both renewals (the held entries' here, the consumer name's lease).
+func every(ctx context.Context, period time.Duration, done chan<- struct{}, f func(context.Context)) {
+	defer close(done)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		f(ctx)
+	}
+}
+
+var (
+	//go:embed ack.lua
+	ackLua    string
+	ackScript = redis.NewScript(ackLua)
+
+	//go:embed renew.lua
+	renewLua    string
+	renewScript = redis.NewScript(renewLua)
+
+	//go:embed gc.lua
+	gcLua    string
+	gcScript = redis.NewScript(gcLua)
+)
+
+// scriptChunk bounds the entry IDs one script call carries, so no call holds
+// Redis for long or strains Lua's stack.
+const scriptChunk = 500
+
+// scriptCall is one run of a script: its KEYS and ARGV.
+type scriptCall struct {
+	keys []string
+	args []any
+}
+
+// streamIDs is at most scriptChunk entry IDs of one stream, ascending.
+type streamIDs struct {
+	key string
+	ids []string
+}
+
+// perStream groups entries by stream, in chunks of at most scriptChunk IDs,
+// each in ascending order (ack.lua needs the smallest and largest; they
+// mostly come sorted already).
+func perStream(refs []entryRef) []streamIDs {
+	byStream := map[string][]string{}
+	for _, r := range refs {
+		byStream[r.stream] = append(byStream[r.stream], r.id)
+	}
+	var out []streamIDs
+	for key, ids := range byStream {
+		if !slices.IsSortedFunc(ids, cmpID) {
+			slices.SortFunc(ids, cmpID)
+		}
+		for len(ids) > 0 {
+			n := min(len(ids), scriptChunk)
+			out = append(out, streamIDs{key: key, ids: ids[:n:n]})
+			ids = ids[n:]
+		}
+	}
+	return out
+}
+
+// perStreamCalls makes the calls of a script over entries of one stream each
+// (renew.lua): KEYS[1] the stream, ARGV the lead arguments and then at most
+// scriptChunk entry IDs, in ascending order.
+func perStreamCalls(refs []entryRef, lead ...any) []scriptCall {
+	chunks := perStream(refs)
+	calls := make([]scriptCall, len(chunks))
+	for i, c := range chunks {
+		args := make([]any, 0, len(lead)+len(c.ids))
+		args = append(args, lead...)
+		for _, id := range c.ids {
+			args = append(args, id)
+		}
+		calls[i] = scriptCall{keys: []string{c.key}, args: args}
+	}
+	return calls
+}
+
+// runScripts runs one script for each call in one pipelined round trip, and
+// returns the commands in call order with the first error. Calls on
+// different slots are fine: a cluster pipeline splits by node.
+func (q *Queue) runScripts(ctx context.Context, s *redis.Script, calls []scriptCall) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, len(calls))
+	if len(calls) == 0 {
+		return cmds, nil
+	}
+	pipe := q.rdb.Pipeline()
+	for i, c := range calls {
+		cmds[i] = s.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	_, _ = pipe.Exec(ctx) // each command's error is looked at below
+	q.retryNoScript(ctx, s, cmds, calls)
+	for _, c := range cmds {
+		if err := c.Err(); err != nil {
+			return cmds, err
+		}
+	}
+	return cmds, nil
+}
+
+// retryNoScript runs again the calls whose pipelined EVALSHA the server
+// answered NOSCRIPT (just started, a failover, SCRIPT FLUSH), the way every
+// Redis adapter answers it (redisx.Set.Retry: the scripts are loaded once,
+// not sent whole with each call), and puts their new commands in cmds.
+func (q *Queue) retryNoScript(ctx context.Context, s *redis.Script, cmds []*redis.Cmd, calls []scriptCall) {
+	for i, c := range cmds {
+		if redisx.IsNoScript(c.Err()) {
+			cmds[i] = q.scripts.Retry(ctx, q.rdb, s, calls[i].keys, calls[i].args...)
+		}
+	}
 }

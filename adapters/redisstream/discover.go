@@ -3,7 +3,8 @@ package redisstream
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -106,7 +107,7 @@ func (q *Queue) adopt(ctx context.Context) error {
 	}
 
 	now := time.Now()
-	for _, s := range q.sorted() {
+	for _, s := range q.streamsIn() {
 		if s.grouped() || s.resting(now) {
 			continue
 		}
@@ -140,24 +141,23 @@ func (q *Queue) adopt(ctx context.Context) error {
 // so one of the two sees the other). Collection is housekeeping; a failure
 // is logged and tried again later.
 func (q *Queue) collect(ctx context.Context, registered map[string]domain.VoucherID) {
-	tags := make([]string, 0, len(registered))
-	for tag := range registered {
-		tags = append(tags, tag)
-	}
+	tags := slices.Sorted(maps.Keys(registered))
 	if len(tags) == 0 {
 		return
 	}
-	sort.Strings(tags)
 	calls := make([]scriptCall, len(tags))
 	for i, tag := range tags {
 		k := redisschema.KeysForTag(q.opts.Prefix, tag)
 		calls[i] = scriptCall{keys: []string{k.Voucher, k.Orders}}
 	}
 	cmds, err := q.runScripts(ctx, gcScript, calls)
-	var gone []string
+	var (
+		gone    []string
+		members []any
+	)
 	for i, c := range cmds {
 		if n, err := c.Int(); err == nil && n == 1 {
-			gone = append(gone, tags[i])
+			gone, members = append(gone, tags[i]), append(members, tags[i])
 		}
 	}
 	if err != nil {
@@ -165,10 +165,6 @@ func (q *Queue) collect(ctx context.Context, registered map[string]domain.Vouche
 	}
 	if len(gone) == 0 {
 		return
-	}
-	members := make([]any, len(gone))
-	for i, tag := range gone {
-		members[i] = tag
 	}
 	if err := q.rdb.SRem(ctx, q.registry, members...).Err(); err != nil {
 		q.opts.Log.Warn().Err(err).Msg("unregistering finished order streams failed; trying again later")

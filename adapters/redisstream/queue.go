@@ -42,17 +42,19 @@
 package redisstream
 
 // The files of this package, one concern each: queue.go (options, the Queue
-// and its lifecycle), stream.go (one voucher's stream and its states),
-// publish.go, read.go (Receive and reading new entries), recover.go (own
-// leftovers and XAUTOCLAIM), drain.go (Close), inflight.go (entries read and
-// not finished), ack.go and renew.go (finishing and renewing them),
-// deadletter.go, discover.go (which streams exist), scripts.go. The order
-// message and the key layout are redisschema's.
+// and its lifecycle, Publish and the Admission, the monitor), stream.go (one
+// voucher's stream and its states), read.go (Receive: own leftovers,
+// XAUTOCLAIM, new entries, the drain after Close), inflight.go (entries read
+// and not finished), ack.go (finishing, dead-lettering and renewing them, and
+// the scripts that do), discover.go (which streams exist), consumer_lease.go.
+// The order message and the key layout are redisschema's.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,6 +62,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/adapters/internal/redisx"
+	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -165,42 +168,28 @@ func New(rdb redis.UniversalClient, opts Options) (*Queue, error) {
 	if rdb == nil {
 		return nil, errors.New("redisstream: New needs a Redis client")
 	}
-	if opts.Prefix == "" {
-		opts.Prefix = redisschema.DefaultPrefix
-	}
+	opts.Prefix = cmp.Or(opts.Prefix, redisschema.DefaultPrefix)
 	if err := redisschema.ValidatePrefix(opts.Prefix); err != nil {
 		return nil, fmt.Errorf("redisstream: %w", err)
 	}
-	if opts.Group == "" {
-		opts.Group = DefaultGroup
-	}
+	opts.Group = cmp.Or(opts.Group, DefaultGroup)
 	if opts.Consumer == "" {
 		return nil, errors.New("redisstream: Options.Consumer is required: a name unique per instance and stable across restarts")
 	}
+	opts.Block = cmp.Or(opts.Block, DefaultBlock)
+	opts.MinIdle = cmp.Or(opts.MinIdle, DefaultMinIdle)
+	opts.ClaimInterval = cmp.Or(opts.ClaimInterval, opts.MinIdle/2)
+	opts.DeadLetter = cmp.Or(opts.DeadLetter, redisschema.DeadLetter(opts.Prefix))
 	switch {
-	case opts.Block == 0:
-		opts.Block = DefaultBlock
 	case opts.Block < time.Millisecond:
 		// BLOCK is in milliseconds and BLOCK 0 waits forever.
 		return nil, fmt.Errorf("redisstream: Block %s must be at least 1ms", opts.Block)
-	}
-	switch {
-	case opts.MinIdle == 0:
-		opts.MinIdle = DefaultMinIdle
 	case opts.MinIdle < 10*time.Millisecond:
 		return nil, fmt.Errorf("redisstream: MinIdle %s must be at least 10ms", opts.MinIdle)
-	}
-	switch {
-	case opts.ClaimInterval == 0:
-		opts.ClaimInterval = opts.MinIdle / 2
 	case opts.ClaimInterval < 0:
 		return nil, fmt.Errorf("redisstream: ClaimInterval %s must not be negative", opts.ClaimInterval)
-	}
-	if opts.Linger < 0 || opts.Linger > MaxLinger {
+	case opts.Linger < 0 || opts.Linger > MaxLinger:
 		return nil, fmt.Errorf("redisstream: Linger %s must be within 0..%s", opts.Linger, MaxLinger)
-	}
-	if opts.DeadLetter == "" {
-		opts.DeadLetter = redisschema.DeadLetter(opts.Prefix)
 	}
 
 	q := &Queue{
@@ -224,7 +213,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Queue, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	q.stopRenew = cancel
-	go q.renewLoop(ctx)
+	go every(ctx, q.renewEvery, q.renewed, q.renew)
 	return q, nil
 }
 
@@ -249,4 +238,128 @@ func (q *Queue) closed() bool {
 	default:
 		return false
 	}
+}
+
+// Publish appends the order to its voucher's stream and registers the stream,
+// so every consumer of the group finds it. There is no "full": a stream is
+// bounded by Redis memory. As with any write over a network, an error does
+// not prove the order was not enqueued; delivery is idempotent downstream.
+func (q *Queue) Publish(ctx context.Context, o domain.VoucherOrder) error {
+	q.closeMu.RLock()
+	defer q.closeMu.RUnlock()
+	if q.closed() {
+		return ports.ErrQueueClosed
+	}
+	vid := o.VoucherID()
+	key := q.keys(vid).Orders
+	if err := q.rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: redisschema.EncodeOrder(o)}).Err(); err != nil {
+		return fmt.Errorf("publish %s: %w", o, err)
+	}
+	// This Queue reads the stream from its next Receive on, registered or not.
+	q.in.notePublished(vid)
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	// Registered after the XADD, never before, so the garbage collection's
+	// second look sees the stream (see collect). Two commands rather than one
+	// pipeline: a cluster pipeline may run them on two nodes in either order.
+	if err := q.rdb.SAdd(ctx, q.registry, int64(vid)).Err(); err != nil {
+		return fmt.Errorf("publish %s: enqueued, but registering its stream failed: %w", o, err)
+	}
+	return nil
+}
+
+// Admission is the Stream driver's ports.Admission: one claim script decides
+// window, stock and one-per-user, reserves, and appends the order to the
+// voucher's stream, atomically. There is no second step to roll back.
+//
+// Its rule for an ambiguous answer (Redis failed without saying whether the
+// script ran): leave it. Releasing could orphan a message that still becomes
+// an order; if the script ran, the order is fulfilled and the user's retry
+// answers duplicate; if it did not, nothing changed.
+type Admission struct {
+	gate *redisgate.Gate
+}
+
+var _ ports.Admission = (*Admission)(nil)
+
+// NewAdmission takes the stream queue itself: the gate appends to the streams
+// that this queue's consumer group reads, so wiring the stream admission
+// without the stream queue does not compile, and a prefix mismatch (the gate
+// writing streams the queue never reads) stops the process at start.
+func NewAdmission(gate *redisgate.Gate, queue *Queue) *Admission {
+	if gate == nil || queue == nil {
+		panic("redisstream: NewAdmission needs a gate and a queue")
+	}
+	if gate.Prefix() != queue.opts.Prefix {
+		panic(fmt.Sprintf("redisstream: the gate writes under %q but the queue reads %q", gate.Prefix(), queue.opts.Prefix))
+	}
+	return &Admission{gate: gate}
+}
+
+func (a *Admission) Admit(ctx context.Context, o domain.VoucherOrder) error {
+	if err := a.gate.ReserveAndAppend(ctx, o); err != nil {
+		if domain.IsRefusal(err) || errors.Is(err, ports.ErrNotAdmitted) {
+			return err
+		}
+		return fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
+	}
+	return nil
+}
+
+var _ ports.QueueMonitor = (*Queue)(nil)
+
+// Overview counts the dead letters; the stream's backlog is per voucher.
+func (q *Queue) Overview(ctx context.Context) (ports.QueueOverview, error) {
+	n, err := q.DeadLetters(ctx)
+	if err != nil {
+		return ports.QueueOverview{}, err
+	}
+	return ports.QueueOverview{Kind: "stream", Length: -1, DeadLetters: n}, nil
+}
+
+// Backlog reads the voucher's stream in one round trip of three commands:
+// XLEN (finished entries are deleted with their ack, so this is what is
+// unfinished), the XPENDING summary of the group, and the oldest entry,
+// whose ID holds the time it was added: its age is the fulfilment lag.
+func (q *Queue) Backlog(ctx context.Context, vid domain.VoucherID) (ports.Backlog, error) {
+	key := q.keys(vid).Orders
+	pipe := q.rdb.Pipeline()
+	xlen := pipe.XLen(ctx, key)
+	pending := pipe.XPending(ctx, key, q.opts.Group)
+	oldest := pipe.XRangeN(ctx, key, "-", "+", 1)
+	_, _ = pipe.Exec(ctx) // each command's error is read below
+	b := ports.Backlog{Known: true}
+	var err error
+	if b.Length, err = xlen.Result(); err != nil {
+		return b, fmt.Errorf("backlog of voucher %d: %w", vid, err)
+	}
+	switch p, err := pending.Result(); {
+	case isNoGroup(err) || (err != nil && strings.Contains(err.Error(), "no such key")):
+		// No group yet: nothing was delivered.
+	case err != nil:
+		return b, fmt.Errorf("pending entries of voucher %d: %w", vid, err)
+	default:
+		b.Pending = p.Count
+	}
+	msgs, err := oldest.Result()
+	if err != nil && err != redis.Nil {
+		return b, fmt.Errorf("oldest entry of voucher %d: %w", vid, err)
+	}
+	if len(msgs) > 0 {
+		if ms, _ := splitID(msgs[0].ID); ms > 0 {
+			b.Lag = max(time.Since(time.UnixMilli(int64(ms))), 0)
+		}
+	}
+	return b, nil
+}
+
+// DeadLetters is how many records the dead-letter stream keeps.
+func (q *Queue) DeadLetters(ctx context.Context) (int64, error) {
+	n, err := q.rdb.XLen(ctx, q.opts.DeadLetter).Result()
+	if err != nil {
+		return 0, fmt.Errorf("dead-letter records: %w", err)
+	}
+	return n, nil
 }

@@ -98,11 +98,18 @@ func TestRefsAndIDs(t *testing.T) {
 		{"5-5", "5-5", false},
 	}
 	for _, tt := range tests {
-		if got := idLess(tt.a, tt.b); got != tt.less {
-			t.Fatalf("idLess(%s, %s) = %v", tt.a, tt.b, got)
+		if got := cmpID(tt.a, tt.b) < 0; got != tt.less {
+			t.Fatalf("cmpID(%s, %s) < 0 = %v", tt.a, tt.b, got)
 		}
 	}
-	// cmpID (how finish sorts IDs for ack.lua) agrees with idLess.
+	// idLess parses both IDs: cmpID's text comparison (how finish sorts IDs
+	// for ack.lua) agrees with it, and so does its fallback for IDs not in
+	// Redis's form.
+	idLess := func(a, b string) bool {
+		am, as := splitID(a)
+		bm, bs := splitID(b)
+		return am < bm || am == bm && as < bs
+	}
 	ids := []string{"0-0", "0-1", "1-0", "1-9", "1-10", "9-9", "9-10", "10-0", "10-1", "10-99", "10-100",
 		"99-5", "100-0", "1700000000000-7", "1700000000001-0", "01-1", "1-01", "1-", "-1", "x", ""}
 	for _, a := range ids {
@@ -596,7 +603,7 @@ func TestStreamStates(t *testing.T) {
 		t.Helper()
 		f()
 		if s.state != want || s.grouped() != grouped {
-			t.Fatalf("after %s: %s (grouped %v), want %s (grouped %v)", what, s.state, s.grouped(), want, grouped)
+			t.Fatalf("after %s: state %d (grouped %v), want %d (grouped %v)", what, s.state, s.grouped(), want, grouped)
 		}
 	}
 	step("group made", s.groupMade, stateRecovering, true)

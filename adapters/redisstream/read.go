@@ -1,10 +1,12 @@
 package redisstream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,9 +29,6 @@ import (
 func (q *Queue) Receive(ctx context.Context, max int) ([]ports.Delivery, error) {
 	if max <= 0 {
 		max = 1
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
 	}
 	select {
 	case q.recv <- struct{}{}:
@@ -94,29 +93,18 @@ func (q *Queue) fill(ctx context.Context, max int) (finished bool, err error) {
 	return false, q.readNew(ctx, max)
 }
 
-// sorted lists the streams by voucher, so reads are in a stable order.
-func (q *Queue) sorted() []*stream {
-	out := make([]*stream, 0, len(q.rd.streams))
-	for _, s := range q.rd.streams {
-		out = append(out, s)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		return out[i].vid < out[j].vid || out[i].vid == out[j].vid && out[i].tag < out[j].tag
-	})
-	return out
-}
-
-// streamsIn lists, sorted, the streams in one of the states.
+// streamsIn lists the streams in one of the states (every stream, given
+// none), by voucher, so reads are in a stable order.
 func (q *Queue) streamsIn(states ...streamState) []*stream {
 	var out []*stream
-	for _, s := range q.sorted() {
-		for _, st := range states {
-			if s.state == st {
-				out = append(out, s)
-				break
-			}
+	for _, s := range q.rd.streams {
+		if len(states) == 0 || slices.Contains(states, s.state) {
+			out = append(out, s)
 		}
 	}
+	slices.SortFunc(out, func(a, b *stream) int {
+		return cmp.Or(cmp.Compare(a.vid, b.vid), strings.Compare(a.tag, b.tag))
+	})
 	return out
 }
 
@@ -218,12 +206,9 @@ func countEntries(res []redis.XStream) int {
 // newEntriesOf is XREADGROUP's STREAMS argument for the entries of ss never
 // delivered to the group.
 func newEntriesOf(ss []*stream) []string {
-	keys := make([]string, 0, 2*len(ss))
-	for _, s := range ss {
-		keys = append(keys, s.key)
-	}
-	for range ss {
-		keys = append(keys, ">")
+	keys := make([]string, 2*len(ss))
+	for i, s := range ss {
+		keys[i], keys[len(ss)+i] = s.key, ">"
 	}
 	return keys
 }
@@ -355,10 +340,7 @@ func (q *Queue) accept(ctx context.Context, s *stream, msgs []redis.XMessage, re
 		return 0, nil
 	}
 
-	attempts := make([]int, len(fresh))
-	for i := range attempts {
-		attempts[i] = 1
-	}
+	attempts := slices.Repeat([]int{1}, len(fresh))
 	if redelivered {
 		var err error
 		if fresh, attempts, err = q.deliveryCounts(ctx, s, fresh); err != nil {
@@ -406,4 +388,231 @@ func isBusyGroup(err error) bool { return err != nil && redis.HasErrorPrefix(err
 func isReplyError(err error) bool {
 	var re redis.Error
 	return errors.As(err, &re) && !errors.Is(err, redis.Nil)
+}
+
+// This file is how entries whose consumer stopped are delivered again: this
+// consumer's own leftovers from before a restart (re-read from ID 0), and
+// other consumers' entries left idle longer than MinIdle (XAUTOCLAIM). Both
+// come with their delivery counts, so the worker can set aside an entry its
+// consumers keep dying on.
+
+// readOwnPending re-reads, from ID 0, the entries the group still counts as
+// delivered to this consumer: what this consumer name held when its process
+// stopped. It runs once for each stream this Queue takes on, before any new
+// entry of it is read; it skips entries this process already holds.
+func (q *Queue) readOwnPending(ctx context.Context, max int) (int, error) {
+	now := time.Now()
+	for _, s := range q.streamsIn() {
+		for s.state == stateRecovering && !s.resting(now) {
+			msgs, err := q.read(ctx, s, s.cursor, max)
+			if isNoGroup(err) {
+				// A group made anew has no pending entries of anyone.
+				s.groupLost()
+				break
+			}
+			if err != nil {
+				if err := q.streamError(s, fmt.Errorf("re-read own pending entries of %s: %w", s.key, err)); err != nil {
+					return 0, err
+				}
+				break // the next stream; this one is tried again once rested
+			}
+			q.streamAnswered(s)
+			if len(msgs) == 0 {
+				s.recovered()
+				break
+			}
+			n, err := q.accept(ctx, s, msgs, true)
+			if err != nil {
+				return 0, err
+			}
+			// Moved on only once accepted: after an error the same entries are
+			// read again rather than left to the claimer.
+			s.cursor = msgs[len(msgs)-1].ID
+			if n > 0 {
+				return n, nil
+			}
+		}
+	}
+	return 0, nil
+}
+
+// claim takes over entries other consumers (or this one, having lost them
+// between read and hand-out) left idle longer than MinIdle. Each stream is
+// scanned with a cursor; a full pass rests for ClaimInterval.
+func (q *Queue) claim(ctx context.Context, max int, now time.Time) (int, error) {
+	for _, s := range ready(q.streamsIn(stateReading), now) {
+		if now.Before(s.nextClaim) {
+			continue
+		}
+		msgs, next, err := q.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+			Stream:   s.key,
+			Group:    q.opts.Group,
+			Consumer: q.opts.Consumer,
+			MinIdle:  q.opts.MinIdle,
+			Start:    s.claimFrom,
+			Count:    int64(max),
+		}).Result()
+		if isNoGroup(err) {
+			s.groupLost()
+			continue
+		}
+		if err != nil {
+			if err := q.streamError(s, fmt.Errorf("claim idle entries of %s: %w", s.key, err)); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		q.streamAnswered(s)
+		if next == "" || next == "0-0" {
+			s.claimFrom, s.nextClaim = "0-0", now.Add(q.opts.ClaimInterval)
+		} else {
+			s.claimFrom = next
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		if n, err := q.accept(ctx, s, msgs, true); err != nil || n > 0 {
+			return n, err
+		}
+	}
+	return 0, nil
+}
+
+// deliveryCounts looks up each entry's delivery count (XPENDING of that one
+// ID, pipelined). Entries no longer pending (finished by another consumer
+// meanwhile) are dropped.
+func (q *Queue) deliveryCounts(ctx context.Context, s *stream, msgs []redis.XMessage) ([]redis.XMessage, []int, error) {
+	pipe := q.rdb.Pipeline()
+	cmds := make([]*redis.XPendingExtCmd, len(msgs))
+	for i, m := range msgs {
+		cmds[i] = pipe.XPendingExt(ctx, &redis.XPendingExtArgs{
+			Stream: s.key, Group: q.opts.Group, Start: m.ID, End: m.ID, Count: 1,
+		})
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, nil, fmt.Errorf("delivery counts of %s: %w", s.key, err)
+	}
+	kept := msgs[:0:0]
+	counts := make([]int, 0, len(msgs))
+	for i, m := range msgs {
+		p := cmds[i].Val()
+		if len(p) == 0 || p[0].ID != m.ID {
+			continue
+		}
+		kept = append(kept, m)
+		counts = append(counts, int(p[0].RetryCount))
+	}
+	return kept, counts, nil
+}
+
+// Close stops Publish and the renewal of held entries; Receive hands out
+// what the streams held at that time, then returns ports.ErrQueueClosed.
+// Ack and DeadLetter go on working, so the batch in flight can be finished;
+// what is left unacked is re-read at the next start, or claimed by another
+// instance after MinIdle (keep the shutdown deadline below it, or a batch
+// still being written may be taken over: harmless, the writes are idempotent).
+func (q *Queue) Close() error {
+	q.closeMu.Lock()
+	if q.closed() {
+		q.closeMu.Unlock()
+		return nil
+	}
+	close(q.done)
+	q.closeMu.Unlock()
+	q.stopRenew()
+	<-q.renewed
+	return nil
+}
+
+// drain reads, after Close, what each stream held when the queue was closed
+// (a stream's end is taken the first time it is drained), so a graceful stop
+// leaves nothing behind that was there, without chasing what other instances'
+// claims keep appending. An entry past that end that one read returns anyway
+// is handed out too: it is delivered to this consumer already. Every command
+// names one stream, so the pipelines are fine on a cluster.
+//
+// As in reading, every result is taken in before an error is returned, and
+// on a cluster a stream whose master fails rests while the others drain.
+func (q *Queue) drain(ctx context.Context, max int) (finished bool, err error) {
+	if len(q.streamsIn(stateReading, stateDraining)) == 0 {
+		return true, nil
+	}
+	now := time.Now()
+	var errs []error
+	snap := ready(q.streamsIn(stateReading), now)
+	todo := ready(q.streamsIn(stateDraining), now)
+	if len(snap) > 0 {
+		pipe := q.rdb.Pipeline()
+		cmds := make([]*redis.XMessageSliceCmd, len(snap))
+		for i, s := range snap {
+			cmds[i] = pipe.XRevRangeN(ctx, s.key, "+", "-", 1)
+		}
+		_, _ = pipe.Exec(ctx) // each command's error is looked at below
+		for i, s := range snap {
+			m, err := cmds[i].Result()
+			if err != nil {
+				errs = append(errs, q.streamError(s, fmt.Errorf("find where %s ends: %w", s.key, err)))
+				continue
+			}
+			var last string
+			if len(m) > 0 {
+				last = m[0].ID
+			}
+			s.drainUpTo(last)
+			if s.state == stateDraining {
+				todo = append(todo, s)
+			}
+		}
+	}
+	pipe := q.rdb.Pipeline()
+	cmds := make([]*redis.XStreamSliceCmd, len(todo))
+	for i := range todo {
+		cmds[i] = pipe.XReadGroup(ctx, q.readArgs(newEntriesOf(todo[i:i+1]), max, -1))
+	}
+	if len(todo) > 0 {
+		_, _ = pipe.Exec(ctx) // each command's error is looked at below
+	}
+	for i, s := range todo {
+		res, err := cmds[i].Result()
+		switch {
+		case errors.Is(err, redis.Nil) || isNoGroup(err):
+			s.drained()
+			continue
+		case err != nil:
+			errs = append(errs, q.streamError(s, fmt.Errorf("drain %s: %w", s.key, err)))
+			continue
+		}
+		var msgs []redis.XMessage
+		if len(res) > 0 {
+			msgs = res[0].Messages
+		}
+		if len(msgs) == 0 || cmpID(msgs[len(msgs)-1].ID, s.drainTo) >= 0 {
+			s.drained()
+		}
+		if len(msgs) > 0 {
+			if _, err := q.accept(ctx, s, msgs, false); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return false, err
+	}
+	if len(todo) == 0 && len(snap) == 0 {
+		// Every stream left rests after a failure: wait for the first to
+		// be due rather than spin.
+		q.rest(ctx, q.streamsIn(stateReading, stateDraining))
+	}
+	return false, nil
+}
+
+// rest waits until the retry of the first of ss is due, or ctx ends.
+func (q *Queue) rest(ctx context.Context, ss []*stream) {
+	first := slices.MinFunc(ss, func(a, b *stream) int { return a.retryAt.Compare(b.retryAt) })
+	t := time.NewTimer(time.Until(first.retryAt))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }

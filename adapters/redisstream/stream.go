@@ -41,24 +41,6 @@ const (
 	stateDrained
 )
 
-func (st streamState) String() string {
-	switch st {
-	case stateNew:
-		return "new"
-	case stateLostGroup:
-		return "lost-group"
-	case stateRecovering:
-		return "recovering"
-	case stateReading:
-		return "reading"
-	case stateDraining:
-		return "draining"
-	case stateDrained:
-		return "drained"
-	}
-	return "state(" + strconv.Itoa(int(st)) + ")"
-}
-
 // stream is one voucher's order stream as this Queue reads it. It belongs to
 // the running Receive.
 type stream struct {
@@ -162,16 +144,9 @@ func parseRef(ref string) (entryRef, error) {
 	return entryRef{stream: ref[:i], id: ref[i+1:]}, nil
 }
 
-// idLess compares stream entry IDs ("<ms>-<seq>") numerically; an ID that
-// does not parse sorts first.
-func idLess(a, b string) bool {
-	am, as := splitID(a)
-	bm, bs := splitID(b)
-	return am < bm || am == bm && as < bs
-}
-
-// cmpID orders entry IDs as idLess does, for slices.SortFunc, without
-// parsing IDs in Redis's form (decimal "<ms>-<seq>", no leading zeros): the
+// cmpID orders stream entry IDs ("<ms>-<seq>") numerically, for
+// slices.SortFunc; an ID that does not parse sorts first. It compares IDs in
+// Redis's form without parsing them (decimal "<ms>-<seq>", no leading zeros): the
 // one whose ms has fewer digits is older; with the digits lined up, text
 // order is number order; with the same ms, the shorter seq is older. ack.lua
 // compares the same way.
@@ -179,14 +154,9 @@ func cmpID(a, b string) int {
 	da, db := strings.IndexByte(a, '-'), strings.IndexByte(b, '-')
 	switch {
 	case !redisForm(a, da) || !redisForm(b, db):
-		// Not in Redis's form.
-		if idLess(a, b) {
-			return -1
-		}
-		if idLess(b, a) {
-			return 1
-		}
-		return 0
+		am, as := splitID(a)
+		bm, bs := splitID(b)
+		return cmp.Or(cmp.Compare(am, bm), cmp.Compare(as, bs))
 	case da != db:
 		return cmp.Compare(da, db)
 	case len(a) == len(b) || a[:da] != b[:db]:
