@@ -118,12 +118,8 @@ func (q *Queue) ackTx(ctx context.Context, chunks []streamIDs) error {
 			pipe.XDel(ctx, c.key, c.ids...)
 		}
 	}
-	if pipe.Len() > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := pipe.Exec(ctx) // nothing when there is nothing to delete
+	return err
 }
 
 func refsOf(ds []ports.Delivery) ([]entryRef, error) {
@@ -312,9 +308,6 @@ func perStreamCalls(refs []entryRef, lead ...any) []scriptCall {
 // different slots are fine: a cluster pipeline splits by node.
 func (q *Queue) runScripts(ctx context.Context, s *redis.Script, calls []scriptCall) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(calls))
-	if len(calls) == 0 {
-		return cmds, nil
-	}
 	pipe := q.rdb.Pipeline()
 	for i, c := range calls {
 		cmds[i] = s.EvalSha(ctx, pipe, c.keys, c.args...)

@@ -240,6 +240,25 @@ func (q *Queue) closed() bool {
 	}
 }
 
+// Close stops Publish and the renewal of held entries; Receive hands out
+// what the streams held at that time, then returns ports.ErrQueueClosed.
+// Ack and DeadLetter go on working, so the batch in flight can be finished;
+// what is left unacked is re-read at the next start, or claimed by another
+// instance after MinIdle (keep the shutdown deadline below it, or a batch
+// still being written may be taken over: harmless, the writes are idempotent).
+func (q *Queue) Close() error {
+	q.closeMu.Lock()
+	if q.closed() {
+		q.closeMu.Unlock()
+		return nil
+	}
+	close(q.done)
+	q.closeMu.Unlock()
+	q.stopRenew()
+	<-q.renewed
+	return nil
+}
+
 // Publish appends the order to its voucher's stream and registers the stream,
 // so every consumer of the group finds it. There is no "full": a stream is
 // bounded by Redis memory. As with any write over a network, an error does

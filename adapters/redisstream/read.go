@@ -349,16 +349,10 @@ func (q *Queue) accept(ctx context.Context, s *stream, msgs []redis.XMessage, re
 	}
 
 	good := make([]buffered, 0, len(fresh))
-	type bad struct {
-		msg      redis.XMessage
-		attempts int
-		err      error
-	}
-	var poison []bad
+	poison := make([]error, len(fresh)) // why fresh[i] does not decode
 	for i, m := range fresh {
 		o, err := redisschema.DecodeOrder(s.vid, m)
-		if err != nil {
-			poison = append(poison, bad{m, attempts[i], err})
+		if poison[i] = err; err != nil {
 			continue
 		}
 		r := entryRef{s.key, m.ID}
@@ -366,11 +360,12 @@ func (q *Queue) accept(ctx context.Context, s *stream, msgs []redis.XMessage, re
 	}
 	// The good ones are held before the poison is dealt with, so an error
 	// there cannot lose them.
-	if len(good) > 0 {
-		q.in.hold(good)
-	}
-	for _, p := range poison {
-		if err := q.setAsidePoison(ctx, s, p.msg, p.attempts, p.err); err != nil {
+	q.in.hold(good)
+	for i, cause := range poison {
+		if cause == nil {
+			continue
+		}
+		if err := q.setAsidePoison(ctx, s, fresh[i], attempts[i], cause); err != nil {
 			// It stays pending to this consumer and is claimed again after
 			// MinIdle; the worker logs the error.
 			return len(good), err
@@ -390,8 +385,8 @@ func isReplyError(err error) bool {
 	return errors.As(err, &re) && !errors.Is(err, redis.Nil)
 }
 
-// This file is how entries whose consumer stopped are delivered again: this
-// consumer's own leftovers from before a restart (re-read from ID 0), and
+// Entries whose consumer stopped are delivered again: this consumer's own
+// leftovers from before a restart (re-read from ID 0), and
 // other consumers' entries left idle longer than MinIdle (XAUTOCLAIM). Both
 // come with their delivery counts, so the worker can set aside an entry its
 // consumers keep dying on.
@@ -505,25 +500,6 @@ func (q *Queue) deliveryCounts(ctx context.Context, s *stream, msgs []redis.XMes
 	return kept, counts, nil
 }
 
-// Close stops Publish and the renewal of held entries; Receive hands out
-// what the streams held at that time, then returns ports.ErrQueueClosed.
-// Ack and DeadLetter go on working, so the batch in flight can be finished;
-// what is left unacked is re-read at the next start, or claimed by another
-// instance after MinIdle (keep the shutdown deadline below it, or a batch
-// still being written may be taken over: harmless, the writes are idempotent).
-func (q *Queue) Close() error {
-	q.closeMu.Lock()
-	if q.closed() {
-		q.closeMu.Unlock()
-		return nil
-	}
-	close(q.done)
-	q.closeMu.Unlock()
-	q.stopRenew()
-	<-q.renewed
-	return nil
-}
-
 // drain reads, after Close, what each stream held when the queue was closed
 // (a stream's end is taken the first time it is drained), so a graceful stop
 // leaves nothing behind that was there, without chasing what other instances'
@@ -569,9 +545,7 @@ func (q *Queue) drain(ctx context.Context, max int) (finished bool, err error) {
 	for i := range todo {
 		cmds[i] = pipe.XReadGroup(ctx, q.readArgs(newEntriesOf(todo[i:i+1]), max, -1))
 	}
-	if len(todo) > 0 {
-		_, _ = pipe.Exec(ctx) // each command's error is looked at below
-	}
+	_, _ = pipe.Exec(ctx) // each command's error is looked at below
 	for i, s := range todo {
 		res, err := cmds[i].Result()
 		switch {
