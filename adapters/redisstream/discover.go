@@ -95,7 +95,9 @@ func (q *Queue) adopt(ctx context.Context) error {
 		}
 		// Publish registered them already unless that failed; once more is cheap.
 		if err := q.rdb.SAdd(ctx, q.registry, ids...).Err(); err != nil {
-			q.in.putBackPublished(pub)
+			for vid := range pub {
+				q.in.notePublished(vid) // taken on by the next Receive
+			}
 			return fmt.Errorf("register order streams: %w", err)
 		}
 		for vid := range pub {

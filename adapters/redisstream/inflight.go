@@ -125,12 +125,3 @@ func (f *inflight) takePublished() map[domain.VoucherID]bool {
 	f.published = map[domain.VoucherID]bool{}
 	return pub
 }
-
-// putBackPublished returns streams Receive could not take on yet.
-func (f *inflight) putBackPublished(pub map[domain.VoucherID]bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for vid := range pub {
-		f.published[vid] = true
-	}
-}

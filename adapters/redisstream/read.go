@@ -125,8 +125,12 @@ func (q *Queue) readNew(ctx context.Context, max int) error {
 	if err != nil || n == 0 || n >= max || q.opts.Linger <= 0 {
 		return err
 	}
-	if !q.linger(ctx, time.Now()) {
-		return nil // closed or cancelled: what was read stays buffered for Receive
+	select {
+	case <-q.after(q.opts.Linger):
+	case <-q.done:
+		return nil // what was read stays buffered for Receive
+	case <-ctx.Done():
+		return nil
 	}
 	if ss = ready(q.streamsIn(stateReading), time.Now()); len(ss) == 0 {
 		return nil
@@ -176,23 +180,6 @@ func (q *Queue) readNewOnce(ctx context.Context, ss []*stream, max int, block ti
 	q.rd.rotate++
 	res, err := q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(ss[i:i+1]), max, block)).Result()
 	return countEntries(res), q.acceptNew(ctx, ss[i:i+1], res, err)
-}
-
-// linger waits until Options.Linger has passed since from, the moment a
-// short read came back. It reports false when Close or ctx cut the wait
-// short.
-func (q *Queue) linger(ctx context.Context, from time.Time) bool {
-	wait := time.Until(from.Add(q.opts.Linger))
-	if wait <= 0 {
-		return true
-	}
-	select {
-	case <-q.after(wait):
-		return true
-	case <-q.done:
-	case <-ctx.Done():
-	}
-	return false
 }
 
 func countEntries(res []redis.XStream) int {

@@ -92,7 +92,7 @@ func (s *stream) readOK() bool {
 
 func (q *Queue) newStream(vid domain.VoucherID, tag string) *stream {
 	k := redisschema.KeysForTag(q.opts.Prefix, tag)
-	return &stream{vid: vid, tag: tag, key: k.Orders, voucher: k.Voucher, state: stateNew, claimFrom: "0-0"}
+	return &stream{vid: vid, tag: tag, key: k.Orders, voucher: k.Voucher, claimFrom: "0-0"}
 }
 
 // grouped: the consumer group is known to exist on the stream.
