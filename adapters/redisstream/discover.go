@@ -31,29 +31,26 @@ func (q *Queue) discover(ctx context.Context, now time.Time) error {
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("discover order streams: %w", err)
 	}
-	registered := parseTags(regCmd.Val())
-
-	var fresh []string
-	for tag := range parseTags(liveCmd.Val()) {
-		if _, ok := registered[tag]; !ok {
-			fresh = append(fresh, tag)
-		}
-	}
+	registered, fresh := parseTags(regCmd.Val()), parseTags(liveCmd.Val())
+	maps.DeleteFunc(fresh, func(tag string, _ domain.VoucherID) bool {
+		_, ok := registered[tag]
+		return ok
+	})
 	if len(fresh) > 0 {
 		pipe := q.rdb.Pipeline()
-		exists := make([]*redis.IntCmd, len(fresh))
-		for i, tag := range fresh {
+		exists := make(map[string]*redis.IntCmd, len(fresh))
+		for tag := range fresh {
 			k := redisschema.KeysForTag(q.opts.Prefix, tag)
-			exists[i] = pipe.Exists(ctx, k.Voucher, k.Orders) // one hash tag: one slot
+			exists[tag] = pipe.Exists(ctx, k.Voucher, k.Orders) // one hash tag: one slot
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return fmt.Errorf("discover order streams: %w", err)
 		}
 		var add []any
-		for i, tag := range fresh {
-			if exists[i].Val() > 0 {
+		for tag, c := range exists {
+			if c.Val() > 0 {
 				add = append(add, tag)
-				registered[tag], _ = redisschema.ParseTag(tag)
+				registered[tag] = fresh[tag]
 			}
 		}
 		if len(add) > 0 {

@@ -264,15 +264,9 @@ func (q *Queue) streamAnswered(s *stream) {
 	}
 }
 
-// ready keeps the streams not resting after a failure.
+// ready drops from ss the streams resting after a failure.
 func ready(ss []*stream, now time.Time) []*stream {
-	out := ss[:0:0]
-	for _, s := range ss {
-		if !s.resting(now) {
-			out = append(out, s)
-		}
-	}
-	return out
+	return slices.DeleteFunc(ss, func(s *stream) bool { return s.resting(now) })
 }
 
 // idle waits, with no stream to read, for a Publish, Close, ctx, the next

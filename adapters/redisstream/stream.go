@@ -44,10 +44,9 @@ const (
 // stream is one voucher's order stream as this Queue reads it. It belongs to
 // the running Receive.
 type stream struct {
-	vid     domain.VoucherID
-	tag     string // the stream's hash tag: "<vid>", or a bucket's "<vid>.<salt>"
-	key     string // the voucher's (or bucket's) order stream
-	voucher string // the voucher's gate hash: while it exists claims may append
+	vid domain.VoucherID
+	tag string // the stream's hash tag: "<vid>", or a bucket's "<vid>.<salt>"
+	key string // the voucher's (or bucket's) order stream
 
 	state   streamState
 	cursor  string // stateRecovering: where the re-read of own entries goes on
@@ -91,8 +90,7 @@ func (s *stream) readOK() bool {
 }
 
 func (q *Queue) newStream(vid domain.VoucherID, tag string) *stream {
-	k := redisschema.KeysForTag(q.opts.Prefix, tag)
-	return &stream{vid: vid, tag: tag, key: k.Orders, voucher: k.Voucher, claimFrom: "0-0"}
+	return &stream{vid: vid, tag: tag, key: redisschema.KeysForTag(q.opts.Prefix, tag).Orders, claimFrom: "0-0"}
 }
 
 // grouped: the consumer group is known to exist on the stream.
