@@ -200,7 +200,15 @@ func (q *Queue) renew(ctx context.Context) {
 	if len(refs) == 0 {
 		return
 	}
-	calls := perStreamCalls(refs, q.opts.Group, q.opts.Consumer)
+	chunks := perStream(refs)
+	calls := make([]scriptCall, len(chunks))
+	for i, c := range chunks {
+		args := append(make([]any, 0, 2+len(c.ids)), q.opts.Group, q.opts.Consumer)
+		for _, id := range c.ids {
+			args = append(args, id)
+		}
+		calls[i] = scriptCall{keys: []string{c.key}, args: args}
+	}
 	rctx, cancel := context.WithTimeout(ctx, q.renewEvery)
 	defer cancel()
 	cmds, err := q.runScripts(rctx, renewScript, calls)
@@ -208,7 +216,7 @@ func (q *Queue) renew(ctx context.Context) {
 	for i, c := range cmds {
 		ids, _ := c.StringSlice() // none when the call failed
 		for _, id := range ids {
-			lost = append(lost, entryRef{calls[i].keys[0], id})
+			lost = append(lost, entryRef{chunks[i].key, id})
 		}
 	}
 	q.in.release(lost)
@@ -284,23 +292,6 @@ func perStream(refs []entryRef) []streamIDs {
 		}
 	}
 	return out
-}
-
-// perStreamCalls makes the calls of a script over entries of one stream each
-// (renew.lua): KEYS[1] the stream, ARGV the lead arguments and then at most
-// scriptChunk entry IDs, in ascending order.
-func perStreamCalls(refs []entryRef, lead ...any) []scriptCall {
-	chunks := perStream(refs)
-	calls := make([]scriptCall, len(chunks))
-	for i, c := range chunks {
-		args := make([]any, 0, len(lead)+len(c.ids))
-		args = append(args, lead...)
-		for _, id := range c.ids {
-			args = append(args, id)
-		}
-		calls[i] = scriptCall{keys: []string{c.key}, args: args}
-	}
-	return calls
 }
 
 // runScripts runs one script for each call in one pipelined round trip, and

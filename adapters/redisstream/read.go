@@ -444,9 +444,6 @@ func (q *Queue) claim(ctx context.Context, max int, now time.Time) (int, error) 
 		} else {
 			s.claimFrom = next
 		}
-		if len(msgs) == 0 {
-			continue
-		}
 		if n, err := q.accept(ctx, s, msgs, true); err != nil || n > 0 {
 			return n, err
 		}
@@ -498,30 +495,27 @@ func (q *Queue) drain(ctx context.Context, max int) (finished bool, err error) {
 	var errs []error
 	snap := ready(q.streamsIn(stateReading), now)
 	todo := ready(q.streamsIn(stateDraining), now)
-	if len(snap) > 0 {
-		pipe := q.rdb.Pipeline()
-		cmds := make([]*redis.XMessageSliceCmd, len(snap))
-		for i, s := range snap {
-			cmds[i] = pipe.XRevRangeN(ctx, s.key, "+", "-", 1)
+	pipe := q.rdb.Pipeline()
+	ends := make([]*redis.XMessageSliceCmd, len(snap))
+	for i, s := range snap {
+		ends[i] = pipe.XRevRangeN(ctx, s.key, "+", "-", 1)
+	}
+	_, _ = pipe.Exec(ctx) // each command's error is looked at below
+	for i, s := range snap {
+		m, err := ends[i].Result()
+		if err != nil {
+			errs = append(errs, q.streamError(s, fmt.Errorf("find where %s ends: %w", s.key, err)))
+			continue
 		}
-		_, _ = pipe.Exec(ctx) // each command's error is looked at below
-		for i, s := range snap {
-			m, err := cmds[i].Result()
-			if err != nil {
-				errs = append(errs, q.streamError(s, fmt.Errorf("find where %s ends: %w", s.key, err)))
-				continue
-			}
-			var last string
-			if len(m) > 0 {
-				last = m[0].ID
-			}
-			s.drainUpTo(last)
-			if s.state == stateDraining {
-				todo = append(todo, s)
-			}
+		var last string
+		if len(m) > 0 {
+			last = m[0].ID
+		}
+		s.drainUpTo(last)
+		if s.state == stateDraining {
+			todo = append(todo, s)
 		}
 	}
-	pipe := q.rdb.Pipeline()
 	cmds := make([]*redis.XStreamSliceCmd, len(todo))
 	for i := range todo {
 		cmds[i] = pipe.XReadGroup(ctx, q.readArgs(newEntriesOf(todo[i:i+1]), max, -1))
@@ -544,10 +538,8 @@ func (q *Queue) drain(ctx context.Context, max int) (finished bool, err error) {
 		if len(msgs) == 0 || cmpID(msgs[len(msgs)-1].ID, s.drainTo) >= 0 {
 			s.drained()
 		}
-		if len(msgs) > 0 {
-			if _, err := q.accept(ctx, s, msgs, false); err != nil {
-				errs = append(errs, err)
-			}
+		if _, err := q.accept(ctx, s, msgs, false); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
