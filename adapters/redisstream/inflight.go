@@ -1,6 +1,8 @@
 package redisstream
 
 import (
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -87,11 +89,7 @@ func (f *inflight) release(refs []entryRef) {
 func (f *inflight) heldRefs() []entryRef {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	refs := make([]entryRef, 0, len(f.held))
-	for r := range f.held {
-		refs = append(refs, r)
-	}
-	return refs
+	return slices.Collect(maps.Keys(f.held))
 }
 
 // keeps tells whether this process has reason to read a stream the registry
