@@ -141,9 +141,6 @@ func (q *Queue) adopt(ctx context.Context) error {
 // is logged and tried again later.
 func (q *Queue) collect(ctx context.Context, registered map[string]domain.VoucherID) {
 	tags := slices.Sorted(maps.Keys(registered))
-	if len(tags) == 0 {
-		return
-	}
 	calls := make([]scriptCall, len(tags))
 	for i, tag := range tags {
 		k := redisschema.KeysForTag(q.opts.Prefix, tag)
