@@ -2,7 +2,6 @@ package redisgate
 
 import (
 	"context"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -40,10 +39,10 @@ func (g *Gate) claimCmds(ctx context.Context, l *layout, b int, o domain.Voucher
 	if appendOrder {
 		enqueue = enqueueYes
 	}
-	args = append(args, int64(o.UserID()), int64(o.ID()), int64(o.VoucherID()), enqueue, g.boxed.retention)
+	args = append(args, int64(o.UserID()), int64(o.ID()), int64(o.VoucherID()), enqueue, g.retention)
 	run = redis.NewCmd(ctx, args...)
 	run.SetFirstKeyPos(3) // routes by the bucket's slot on a cluster
-	index = redis.NewStatusCmd(ctx, "set", redisschema.OrderIndexKey(g.prefix, o.ID()), redisschema.EncodeOrderIndex(o, l.k), "px", g.boxed.indexTTL)
+	index = redis.NewStatusCmd(ctx, "set", redisschema.OrderIndexKey(g.prefix, o.ID()), redisschema.EncodeOrderIndex(o, l.k), "px", g.indexTTL)
 	return run, index
 }
 
@@ -56,14 +55,4 @@ func claimKeysArgs(run *redis.Cmd) ([]string, []any) {
 		keys[i], _ = a[3+i].(string)
 	}
 	return keys, a[3+claimKeys:]
-}
-
-// boxedArgs are the Gate's constant claim arguments, boxed once.
-type boxedArgs struct {
-	retention any // ms, ARGV[5]
-	indexTTL  any // ms, the index entry's PX
-}
-
-func boxArgs(retention time.Duration) boxedArgs {
-	return boxedArgs{retention: retention.Milliseconds(), indexTTL: max(retention, minIndexTTL).Milliseconds()}
 }

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 
@@ -126,8 +127,7 @@ func (g *Gate) healBucket(ctx context.Context, l *layout, b int, orders []domain
 			return h, err
 		}
 	}
-	for start := 0; start < len(lacking); start += healChunk {
-		chunk := lacking[start:min(start+healChunk, len(lacking))]
+	for chunk := range slices.Chunk(lacking, healChunk) {
 		args := make([]any, 0, 2+2*len(chunk))
 		args = append(args, g.opts.Retention.Milliseconds(), limit)
 		for _, o := range chunk {

@@ -95,13 +95,10 @@ func (g *Gate) layoutOf(ctx context.Context, id domain.VoucherID) (*layout, erro
 		if err == nil {
 			err = get.Err()
 		}
-		n, _ := get.Int()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, fmt.Errorf("buckets of voucher %d: %w", id, err)
 		}
-		if n > 1 {
-			k = n
-		}
+		k = kIn(get)
 	}
 	l := g.known(id, k)
 	g.last.Store(l)
@@ -122,27 +119,31 @@ func (g *Gate) forget(l *layout) {
 // then finds no unsplit gate and reports it, and its Restore (K from the
 // database) writes the key again.
 func (g *Gate) kinds(ctx context.Context, ids []domain.VoucherID) ([]*layout, error) {
-	out := make([]*layout, len(ids))
-	if g.opts.Unsplit {
-		for i, id := range ids {
-			out[i] = g.newLayout(id, 1)
-		}
-		return out, nil
-	}
-	pipe := g.rdb.Pipeline()
 	cmds := make([]*redis.StringCmd, len(ids))
-	for i, id := range ids {
-		cmds[i] = pipe.Get(ctx, redisschema.BucketMeta(g.prefix, id))
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("probe %d vouchers' buckets: %w", len(ids), err)
-	}
-	for i, id := range ids {
-		k, err := cmds[i].Int()
-		if err != nil || k < 2 {
-			k = 1
+	if !g.opts.Unsplit {
+		pipe := g.rdb.Pipeline()
+		for i, id := range ids {
+			cmds[i] = pipe.Get(ctx, redisschema.BucketMeta(g.prefix, id))
 		}
-		out[i] = g.newLayout(id, k)
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("probe %d vouchers' buckets: %w", len(ids), err)
+		}
+	}
+	out := make([]*layout, len(ids))
+	for i, id := range ids {
+		out[i] = g.newLayout(id, kIn(cmds[i]))
 	}
 	return out, nil
+}
+
+// kIn is the K a GET of a voucher's K key read: 1 when there is none (or no
+// GET).
+func kIn(get *redis.StringCmd) int {
+	if get == nil {
+		return 1
+	}
+	if k, err := get.Int(); err == nil && k > 1 {
+		return k
+	}
+	return 1
 }

@@ -216,15 +216,13 @@ func (g *Gate) Stock(ctx context.Context, id domain.VoucherID) (int, bool, error
 	if err != nil {
 		return 0, false, err
 	}
-	for _, rs := range recs {
-		for _, r := range rs {
-			applied, err := g.rdb.SIsMember(ctx, l.buckets[r.to].Applied(), r.id).Result()
-			if err != nil {
-				return 0, false, err
-			}
-			if !applied {
-				total += r.n
-			}
+	for _, r := range recs {
+		applied, err := g.rdb.SIsMember(ctx, l.buckets[r.to].Applied(), r.id).Result()
+		if err != nil {
+			return 0, false, err
+		}
+		if !applied {
+			total += r.n
 		}
 	}
 	return int(total), found, nil

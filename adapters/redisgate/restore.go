@@ -218,7 +218,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 func (g *Gate) announce(ctx context.Context, v domain.Voucher, l *layout) error {
 	if l.k > 1 {
 		if err := g.setMeta(ctx, v, l.k); err != nil {
-			return fmt.Errorf("restore voucher %d: %w", v.ID(), err)
+			return fmt.Errorf("voucher %d: %w", v.ID(), err)
 		}
 	}
 	return g.addLive(ctx, l)
@@ -302,19 +302,8 @@ func (g *Gate) quiesce(ctx context.Context, v domain.Voucher, l *layout, force b
 	case <-ctx.Done():
 		return nil, false, ctx.Err()
 	}
-	recs, err := g.records(ctx, l)
-	if err != nil {
-		return nil, false, err
-	}
-	for d, rs := range recs {
-		for _, r := range rs {
-			if _, err := g.apply(ctx, l.buckets[r.to], r.id, r.n, r.created, 0, true); err != nil {
-				return nil, false, fmt.Errorf("restore voucher %d: finish transfer %s: %w", id, r.id, err)
-			}
-			if err := g.rdb.HDel(ctx, l.buckets[d].Transfers(), r.id).Err(); err != nil {
-				return nil, false, fmt.Errorf("restore voucher %d: finish transfer %s: %w", id, r.id, err)
-			}
-		}
+	if _, err := g.finish(ctx, l, math.MaxInt64, true); err != nil {
+		return nil, false, fmt.Errorf("restore voucher %d: %w", id, err)
 	}
 	st, err = g.states(ctx, l)
 	return st, false, err
@@ -350,40 +339,34 @@ func (g *Gate) write(ctx context.Context, s domain.Sale, bk redisschema.Keys, b 
 }
 
 // stage writes the marks into a staging hash, one field per place
-// (redisschema.PlaceField), and returns how many fields it wrote.
+// (redisschema.PlaceField), in HSETs of restoreChunk fields (the first with
+// the hash's TTL) sent restorePipeline at a time, and returns how many fields
+// it wrote.
 func (g *Gate) stage(ctx context.Context, key string, marks map[domain.UserID][]domain.OrderID) (int, error) {
-	pipe := g.rdb.Pipeline()
-	args := make([]any, 0, 2*restoreChunk)
-	first, staged := true, 0
-	// send queues args as one HSET (the first with the hash's TTL), and runs
-	// the pipeline once it holds restorePipeline commands, or at the end.
-	send := func(end bool) error {
-		if len(args) > 0 {
-			pipe.HSet(ctx, key, args...)
-			if first {
-				pipe.PExpire(ctx, key, stagingTTL)
-				first = false
-			}
-			args = make([]any, 0, 2*restoreChunk)
-		}
-		if pipe.Len() >= restorePipeline || end && pipe.Len() > 0 {
-			_, err := pipe.Exec(ctx)
-			return err
-		}
-		return nil
-	}
+	var args []any
 	for u, places := range marks {
 		for i, id := range places {
 			args = append(args, redisschema.PlaceField(u, i+1), int64(id))
-			staged++
-			if len(args) == 2*restoreChunk {
-				if err := send(false); err != nil {
-					return staged, err
-				}
+		}
+	}
+	pipe := g.rdb.Pipeline()
+	for start := 0; start < len(args); start += 2 * restoreChunk {
+		pipe.HSet(ctx, key, args[start:min(start+2*restoreChunk, len(args))]...)
+		if start == 0 {
+			pipe.PExpire(ctx, key, stagingTTL)
+		}
+		if pipe.Len() >= restorePipeline {
+			if _, err := pipe.Exec(ctx); err != nil {
+				return 0, err
 			}
 		}
 	}
-	return staged, send(true)
+	if pipe.Len() > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return 0, err
+		}
+	}
+	return len(args) / 2, nil
 }
 
 // raiseAddedScript raises a bucket hash's 'added' (the units added by admins

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 
@@ -51,8 +52,7 @@ var errFrozen = errors.New("the bucket is being restored: nothing given back, tr
 // gave back; restoring is the restore's own call, into a bucket it froze.
 func (g *Gate) returnTo(ctx context.Context, k redisschema.Keys, orders []domain.VoucherOrder, restoring bool) (int64, error) {
 	var given int64
-	for start := 0; start < len(orders); start += returnChunk {
-		chunk := orders[start:min(start+returnChunk, len(orders))]
+	for chunk := range slices.Chunk(orders, returnChunk) {
 		args := make([]any, 0, 2+2*len(chunk))
 		args = append(args, boolArg(g.opts.ReclaimAfterCancel), boolArg(restoring))
 		for _, o := range chunk {

@@ -2,6 +2,7 @@ package redisgate
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"strconv"
@@ -183,12 +184,12 @@ func (g *Gate) apply(ctx context.Context, home redisschema.Keys, id string, n, c
 		id, n, created, deadline.Milliseconds(), boolArg(force)).Int64()
 }
 
-// record is one parsed transfer record.
+// record is one parsed transfer record, of donor bucket from.
 type record struct {
-	id      string
-	n       int64
-	to      int
-	created int64
+	id       string
+	n        int64
+	from, to int
+	created  int64
 }
 
 func parseRecord(id, raw string) (record, bool) {
@@ -205,8 +206,8 @@ func parseRecord(id, raw string) (record, bool) {
 	return record{id: id, n: n, to: to, created: c}, true
 }
 
-func (g *Gate) records(ctx context.Context, l *layout) ([][]record, error) {
-	out := make([][]record, l.k)
+func (g *Gate) records(ctx context.Context, l *layout) ([]record, error) {
+	var out []record
 	for d, bk := range l.buckets {
 		raw, err := g.rdb.HGetAll(ctx, bk.Transfers()).Result()
 		if err != nil {
@@ -217,44 +218,49 @@ func (g *Gate) records(ctx context.Context, l *layout) ([][]record, error) {
 			if !ok || r.to >= l.k {
 				return nil, fmt.Errorf("voucher %d bucket %d: bad transfer record %q=%q", l.id, d, rid, v)
 			}
-			out[d] = append(out[d], r)
+			r.from = d
+			out = append(out, r)
 		}
 	}
 	return out, nil
 }
 
 // RepairTransfers finishes the voucher's transfer records older than
-// ApplyDeadline+Skew: applies each (idempotent) to its home, then deletes it.
-// A record whose home is missing or frozen is left for the restore. It
-// returns how many records it finished.
+// ApplyDeadline+Skew. It returns how many records it finished.
 func (g *Gate) RepairTransfers(ctx context.Context, id domain.VoucherID) (int, error) {
 	l, err := g.layoutOf(ctx, id)
 	if err != nil || l.k < 2 {
 		return 0, err
 	}
+	return g.finish(ctx, l, time.Now().Add(-g.opts.ApplyDeadline-g.opts.Skew).UnixMilli(), false)
+}
+
+// finish applies each transfer record created at or before cutoff
+// (idempotent) to its home, then deletes it, and answers how many it
+// finished. A record whose home is missing or frozen is left for the
+// restore, unless force (the restore's own, its buckets frozen): then every
+// record is applied and deleted.
+func (g *Gate) finish(ctx context.Context, l *layout, cutoff int64, force bool) (int, error) {
 	recs, err := g.records(ctx, l)
 	if err != nil {
 		return 0, err
 	}
-	cutoff := time.Now().Add(-g.opts.ApplyDeadline - g.opts.Skew).UnixMilli()
 	done := 0
-	for d, rs := range recs {
-		for _, r := range rs {
-			if r.created > cutoff {
-				continue // its claimant may still apply it
-			}
-			res, err := g.apply(ctx, l.buckets[r.to], r.id, r.n, r.created, 0, false)
-			if err != nil {
-				return done, fmt.Errorf("repair transfer %s of voucher %d: %w", r.id, id, err)
-			}
-			if res != 0 && res != 1 {
-				continue
-			}
-			if err := g.rdb.HDel(ctx, l.buckets[d].Transfers(), r.id).Err(); err != nil {
-				return done, fmt.Errorf("repair transfer %s of voucher %d: %w", r.id, id, err)
-			}
-			done++
+	for _, r := range recs {
+		if r.created > cutoff {
+			continue // its claimant may still apply it
 		}
+		res, err := g.apply(ctx, l.buckets[r.to], r.id, r.n, r.created, 0, force)
+		if err != nil {
+			return done, fmt.Errorf("finish transfer %s of voucher %d: %w", r.id, l.id, err)
+		}
+		if !force && res != 0 && res != 1 {
+			continue
+		}
+		if err := g.rdb.HDel(ctx, l.buckets[r.from].Transfers(), r.id).Err(); err != nil {
+			return done, fmt.Errorf("finish transfer %s of voucher %d: %w", r.id, l.id, err)
+		}
+		done++
 	}
 	return done, nil
 }
@@ -306,4 +312,100 @@ func (g *Gate) snapshot(ctx context.Context, l *layout) (stock, records int64, e
 		records += recs[b].Val()
 	}
 	return stock, records, nil
+}
+
+// A voucher split into K > 1 buckets (docs/SCALING-buckets.md): its K key,
+// its buckets' preheat, and a claim decided in the user's home bucket.
+
+var (
+	//go:embed take.lua
+	takeLua    string
+	takeScript = redis.NewScript(takeLua)
+	//go:embed apply.lua
+	applyLua    string
+	applyScript = redis.NewScript(applyLua)
+	//go:embed write.lua
+	writeLua    string
+	writeScript = redis.NewScript(writeLua)
+	//go:embed freeze.lua
+	freezeLua    string
+	freezeScript = redis.NewScript(freezeLua)
+)
+
+func (g *Gate) bucket(id domain.VoucherID, b, k int) redisschema.Keys {
+	return redisschema.KeysForTag(g.prefix, redisschema.BucketTag(id, b, k))
+}
+
+// split is bucket b's share of n units: as even as integers allow.
+func split(n, b, k int) int {
+	s := n / k
+	if b < n%k {
+		s++
+	}
+	return s
+}
+
+func (g *Gate) setMeta(ctx context.Context, v domain.Voucher, k int) error {
+	key := redisschema.BucketMeta(g.prefix, v.ID())
+	ok, err := g.rdb.SetNX(ctx, key, k, 0).Result()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		cur, err := g.rdb.Get(ctx, key).Int()
+		if err != nil {
+			return err
+		}
+		if cur != k {
+			return fmt.Errorf("voucher %d is split into %d buckets in Redis, not %d", v.ID(), cur, k)
+		}
+	}
+	if err := g.rdb.PExpireAt(ctx, key, g.expireAt(v.Sale())).Err(); err != nil {
+		return err
+	}
+	g.known(v.ID(), k)
+	return nil
+}
+
+// preheatSplit writes the voucher's buckets, each with its share of the
+// stock, only where a bucket is absent (as Preheat, for the same reason: a
+// bucket that exists may hold claims answered success). Preheat has written
+// its K and named every bucket's tag in the live set before, so the stream
+// consumers look for every bucket's stream before any bucket can sell.
+func (g *Gate) preheatSplit(ctx context.Context, v domain.Voucher, l *layout) error {
+	s := v.Sale()
+	for b, bk := range l.buckets {
+		code, err := g.write(ctx, s, bk, b, bk.Staging("none"), split(s.Stock(), b, l.k), 0, "preheat")
+		if err != nil {
+			return fmt.Errorf("preheat voucher %d bucket %d: %w", v.ID(), b, err)
+		}
+		if code == -2 {
+			return anotherSale(v.ID())
+		}
+	}
+	return nil
+}
+
+// claimSplit is a split voucher's claim (the Stream driver's): the home
+// bucket's script reserves and appends the order; when the home is empty it
+// moves units from the other buckets and tries again (transfer.go).
+func (g *Gate) claimSplit(ctx context.Context, l *layout, o domain.VoucherOrder) error {
+	h := redisschema.HomeBucket(o.UserID(), l.k)
+	if done, err := g.claimHome(ctx, l, h, o, true); done {
+		return err
+	}
+	return g.claimWithTransfers(ctx, o, l, h)
+}
+
+// claimHome claims o in its home bucket h (with index, writing the order's
+// index entry too: claimIn); done is false while h is empty.
+func (g *Gate) claimHome(ctx context.Context, l *layout, h int, o domain.VoucherOrder, index bool) (done bool, err error) {
+	answer, err := g.claimIn(ctx, l, h, o, true, index)
+	if err != nil {
+		return true, fmt.Errorf("%w (outcome unknown: if the script ran, the order is fulfilled)", err)
+	}
+	if answer == "empty" {
+		return false, nil
+	}
+	return true, answerErr(answer, o)
 }
