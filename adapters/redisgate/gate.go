@@ -267,8 +267,8 @@ func (g *Gate) ReserveAndAppend(ctx context.Context, o domain.VoucherOrder) erro
 func (g *Gate) Prefix() string { return g.prefix }
 
 // claim runs the claim script in the voucher's one bucket, or in the user's
-// home bucket of a split voucher (claimSplit, which moves units there when
-// the home is empty).
+// home bucket of a split voucher (claimHome, and claimWithTransfers, which
+// moves units there when the home is empty).
 func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder bool) error {
 	l, err := g.layoutOf(ctx, o.VoucherID())
 	if err != nil {
@@ -279,7 +279,13 @@ func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder boo
 		if !appendOrder {
 			return fmt.Errorf("claim %s: a split voucher is sold through the Stream queue only", o)
 		}
-		return g.claimSplit(ctx, l, o)
+		// The home bucket's script reserves and appends the order; when the
+		// home is empty, units move there from the other buckets.
+		h := redisschema.HomeBucket(o.UserID(), l.k)
+		if done, err := g.claimHome(ctx, l, h, o, true); done {
+			return err
+		}
+		return g.claimWithTransfers(ctx, o, l, h)
 	}
 	answer, err := g.claimIn(ctx, l, 0, o, appendOrder, true)
 	if err != nil {

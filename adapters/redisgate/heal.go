@@ -154,12 +154,10 @@ func (g *Gate) healBucket(ctx context.Context, l *layout, b int, orders []domain
 func (g *Gate) lacking(ctx context.Context, buyers string, orders []domain.VoucherOrder, limit int) ([]domain.VoucherOrder, error) {
 	var out []domain.VoucherOrder
 	per := max(healChunk/limit, 1) // orders per HMGET
-	for start := 0; start < len(orders); {
+	for batch := range slices.Chunk(orders, per*restorePipeline) {
 		pipe := g.rdb.Pipeline()
 		var cmds []*redis.SliceCmd
-		var chunks [][]domain.VoucherOrder
-		for ; start < len(orders) && len(cmds) < restorePipeline; start += per {
-			chunk := orders[start:min(start+per, len(orders))]
+		for chunk := range slices.Chunk(batch, per) {
 			fields := make([]string, 0, len(chunk)*limit)
 			for _, o := range chunk {
 				for n := 1; n <= limit; n++ {
@@ -167,17 +165,14 @@ func (g *Gate) lacking(ctx context.Context, buyers string, orders []domain.Vouch
 				}
 			}
 			cmds = append(cmds, pipe.HMGet(ctx, buyers, fields...))
-			chunks = append(chunks, chunk)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, fmt.Errorf("read buyers: %w", err)
 		}
-		for c, cmd := range cmds {
-			vals := cmd.Val()
-			for i, o := range chunks[c] {
-				if lacks(o, vals[i*limit:(i+1)*limit]) {
-					out = append(out, o)
-				}
+		for i, o := range batch {
+			j := i % per * limit
+			if lacks(o, cmds[i/per].Val()[j:j+limit]) {
+				out = append(out, o)
 			}
 		}
 	}

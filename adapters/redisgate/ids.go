@@ -119,12 +119,12 @@ type IDs struct {
 
 // idBlock is a leased range of one day's sequence; empty when next > last.
 type idBlock struct {
-	day        date
+	day        time.Time
 	next, last int64
 	half       int64 // once next passes it, the following block is leased
 }
 
-func (b *idBlock) has(day date) bool { return b.day == day && b.next <= b.last }
+func (b *idBlock) has(day time.Time) bool { return b.day.Equal(day) && b.next <= b.last }
 
 // leaseRun is one lease in flight; err is set before done is closed.
 type leaseRun struct {
@@ -133,7 +133,7 @@ type leaseRun struct {
 }
 
 type unusedSeq struct {
-	day date
+	day time.Time
 	seq uint32
 }
 
@@ -180,9 +180,9 @@ func NewIDs(rdb redis.UniversalClient, opts IDOptions) *IDs {
 func (g *IDs) Next(ctx context.Context) (domain.OrderID, error) {
 	for {
 		now := g.clock.Now().UTC()
-		// Compared as a date, formatted only for a lease: a claim then
+		// Compared as its midnight, formatted only for a lease: a claim then
 		// costs no string.
-		day := dateOf(now)
+		day := dayOf(now)
 		g.mu.Lock()
 		if seq, ok := g.reuse(day); ok {
 			g.mu.Unlock()
@@ -226,11 +226,11 @@ func (g *IDs) Next(ctx context.Context) (domain.OrderID, error) {
 
 // reuse pops the sequence number of a handed-back ID of day, dropping those of
 // other days. Called with mu held.
-func (g *IDs) reuse(day date) (uint32, bool) {
+func (g *IDs) reuse(day time.Time) (uint32, bool) {
 	for n := len(g.unused); n > 0; n-- {
 		u := g.unused[n-1]
 		g.unused = g.unused[:n-1]
-		if u.day == day {
+		if u.day.Equal(day) {
 			return u.seq, true
 		}
 	}
@@ -244,7 +244,7 @@ func (g *IDs) reuse(day date) (uint32, bool) {
 // made, not when an earlier, refused one was. It is reissued only on the day
 // it was leased for, and dropped after.
 func (g *IDs) Unused(id domain.OrderID) {
-	u := unusedSeq{day: dateOf(id.Time().UTC()), seq: id.Seq()}
+	u := unusedSeq{day: dayOf(id.Time()), seq: id.Seq()}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.unused) < maxUnused {
@@ -265,17 +265,9 @@ func (g *IDs) Close() error {
 	return nil
 }
 
-// date is a UTC calendar day.
-type date struct {
-	year  int
-	month time.Month
-	day   int
-}
-
-func dateOf(t time.Time) date {
-	y, m, d := t.Date()
-	return date{y, m, d}
-}
+// dayOf is t's UTC calendar day, as the time of its midnight: Go's clock
+// counts every UTC day as 24 h from the zero time, a UTC midnight.
+func dayOf(t time.Time) time.Time { return t.UTC().Truncate(24 * time.Hour) }
 
 // IDShards is how many counters a day's sequence is split over: shard k hands
 // out the sequence numbers k<<28 | n, 1 <= n < 2^28. Sixteen spread over any
@@ -322,7 +314,7 @@ var idShardTags = func() (tags [IDShards]string) {
 type shardState struct {
 	next   int                 // the position in turn (see shardStride) of the next shard
 	failed [IDShards]time.Time // when the shard's last lease failed; zero if it did not
-	spent  [IDShards]date      // the day the shard ran out of numbers
+	spent  [IDShards]time.Time // the day the shard ran out of numbers
 }
 
 // shardStride orders the turn: position p is shard p*7 mod 16. Odd, so a
@@ -337,12 +329,12 @@ const shardStride = 7
 // those tried already: the first in turn that did not fail lately, else the
 // first in turn at all (every shard failing is no reason to stop trying).
 // ok is false when every shard left is spent or tried.
-func (s *shardState) pick(day date, tried *[IDShards]bool, now time.Time) (k int, ok bool) {
+func (s *shardState) pick(day time.Time, tried *[IDShards]bool, now time.Time) (k int, ok bool) {
 	fallback := -1
 	for i := range IDShards {
 		pos := (s.next + i) % IDShards
 		k := pos * shardStride % IDShards
-		if tried[k] || s.spent[k] == day {
+		if tried[k] || s.spent[k].Equal(day) {
 			continue
 		}
 		if s.failed[k].IsZero() || now.Sub(s.failed[k]) >= IDShardRetry {
@@ -401,7 +393,7 @@ const attemptCap = 8
 // that is only slow (a stampede's first lease waits behind thousands of
 // claims, and took 300 ms on a loaded test machine) still answers it.
 func (g *IDs) lease(now time.Time) (idBlock, error) {
-	day := dateOf(now)
+	day := dayOf(now)
 	dayName := now.Format("2006:01:02")
 	// Cancelled once the lease is decided: an attempt still out then may
 	// yet take its block, which is never used, which only spends it.
@@ -487,7 +479,7 @@ func (g *IDs) lease(now time.Time) (idBlock, error) {
 // client that ignores its context's deadline (go-redis without
 // ContextTimeoutEnabled waits for its ReadTimeout) finishes in the
 // background, and the block it may have taken is never used.
-func (g *IDs) leaseFrom(ctx context.Context, k int, day date, key string) (idBlock, error) {
+func (g *IDs) leaseFrom(ctx context.Context, k int, day time.Time, key string) (idBlock, error) {
 	ctx, cancel := context.WithTimeout(ctx, attemptCap*g.attempt)
 	defer cancel()
 	// EXPIRE rides along with every lease, so a crash after the first INCRBY

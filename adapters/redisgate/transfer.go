@@ -386,17 +386,6 @@ func (g *Gate) preheatSplit(ctx context.Context, v domain.Voucher, l *layout) er
 	return nil
 }
 
-// claimSplit is a split voucher's claim (the Stream driver's): the home
-// bucket's script reserves and appends the order; when the home is empty it
-// moves units from the other buckets and tries again (transfer.go).
-func (g *Gate) claimSplit(ctx context.Context, l *layout, o domain.VoucherOrder) error {
-	h := redisschema.HomeBucket(o.UserID(), l.k)
-	if done, err := g.claimHome(ctx, l, h, o, true); done {
-		return err
-	}
-	return g.claimWithTransfers(ctx, o, l, h)
-}
-
 // claimHome claims o in its home bucket h (with index, writing the order's
 // index entry too: claimIn); done is false while h is empty.
 func (g *Gate) claimHome(ctx context.Context, l *layout, h int, o domain.VoucherOrder, index bool) (done bool, err error) {
