@@ -16,7 +16,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	_ "embed"
+	"embed"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -32,37 +32,45 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
+// The gate's scripts, each from its .lua file (places.lua's functions come
+// first in every script that looks at a user's places).
+//
+//go:embed *.lua
+var luaFiles embed.FS
+
 var (
-	//go:embed claim.lua
-	claimLua string
 	// The message the script appends: id ARGV[2], userId ARGV[1], voucherId ARGV[3].
-	claimScript = redis.NewScript(placesLua + redisschema.OrderScript(claimLua, "ARGV[2]", "ARGV[1]", "ARGV[3]"))
-
-	//go:embed bucket_claim.lua
-	bucketClaimLua string
+	claimScript = redis.NewScript(lua("places.lua") + redisschema.OrderScript(lua("claim.lua"), "ARGV[2]", "ARGV[1]", "ARGV[3]"))
 	// The same message, from the same arguments.
-	bucketClaimScript = redis.NewScript(placesLua + redisschema.OrderScript(bucketClaimLua, "ARGV[2]", "ARGV[1]", "ARGV[3]"))
+	bucketClaimScript = redis.NewScript(lua("places.lua") + redisschema.OrderScript(lua("bucket_claim.lua"), "ARGV[2]", "ARGV[1]", "ARGV[3]"))
 
-	//go:embed release.lua
-	releaseLua    string
-	releaseScript = redis.NewScript(placesLua + releaseLua)
-
-	// places.lua's functions come first in every script that looks at a
-	// user's places.
-	//go:embed places.lua
-	placesLua string
-
-	//go:embed preheat.lua
-	preheatLua    string
-	preheatScript = redis.NewScript(preheatLua)
+	releaseScript = redis.NewScript(lua("places.lua", "release.lua"))
+	returnScript  = redis.NewScript(lua("places.lua", "return.lua"))
+	healScript    = redis.NewScript(lua("places.lua", "heal.lua"))
+	preheatScript = redis.NewScript(lua("preheat.lua"))
+	// A split voucher's transfers and restore.
+	takeScript   = redis.NewScript(lua("take.lua"))
+	applyScript  = redis.NewScript(lua("apply.lua"))
+	writeScript  = redis.NewScript(lua("write.lua"))
+	freezeScript = redis.NewScript(lua("freeze.lua"))
 )
+
+// lua is the named files' text, one after the other.
+func lua(names ...string) string {
+	var src []byte
+	for _, n := range names {
+		b, err := luaFiles.ReadFile(n)
+		if err != nil {
+			panic(err) // a name with no embedded file: a mistake in this list
+		}
+		src = append(src, b...)
+	}
+	return string(src)
+}
 
 // claimOK is the claim script's answer for a reservation; any other answer
 // is a domain.Refusal's code.
 const claimOK = "ok"
-
-// DefaultRetention is how long a voucher's keys outlive its sale.
-const DefaultRetention = 24 * time.Hour
 
 const (
 	// restoreChunk bounds one HSET while staging buyers and one page of a
@@ -132,6 +140,7 @@ type Options struct {
 
 // Defaults of Options.
 const (
+	DefaultRetention     = 24 * time.Hour
 	DefaultApplyDeadline = 2 * time.Second
 	DefaultSkew          = 500 * time.Millisecond
 )

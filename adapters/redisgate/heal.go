@@ -2,7 +2,6 @@ package redisgate
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,12 +11,6 @@ import (
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
-)
-
-var (
-	//go:embed heal.lua
-	healLua    string
-	healScript = redis.NewScript(placesLua + healLua)
 )
 
 // healChunk bounds one HMGET of the diff and one heal script: a script

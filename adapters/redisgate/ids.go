@@ -357,9 +357,7 @@ func (s *shardState) pick(day time.Time, tried *[IDShards]bool, now time.Time) (
 func (g *IDs) startLease(now time.Time) *leaseRun {
 	run := &leaseRun{done: make(chan struct{})}
 	g.run = run
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
+	g.wg.Go(func() {
 		b, err := g.lease(now)
 		g.mu.Lock()
 		if err == nil {
@@ -371,7 +369,7 @@ func (g *IDs) startLease(now time.Time) *leaseRun {
 		g.run = nil
 		g.mu.Unlock()
 		close(run.done)
-	}()
+	})
 	return run
 }
 
@@ -414,12 +412,10 @@ func (g *IDs) lease(now time.Time) (idBlock, error) {
 		}
 		tried[k], out[k] = true, true
 		n++
-		g.wg.Add(1)
-		go func() {
-			defer g.wg.Done()
+		g.wg.Go(func() {
 			b, err := g.leaseFrom(round, k, day, g.keys[k]+dayName)
 			answers <- attempt{k, b, err}
-		}()
+		})
 		return true
 	}
 	if !launch() {
@@ -490,9 +486,7 @@ func (g *IDs) leaseFrom(ctx context.Context, k int, day time.Time, key string) (
 	incr := redis.NewIntCmd(ctx, "incrby", key, g.block)
 	expire := redis.NewBoolCmd(ctx, "expire", key, int64(counterTTL/time.Second))
 	done := make(chan error, 1)
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
+	g.wg.Go(func() {
 		err := redisx.Do(ctx, g.rdb, incr)
 		if err == nil {
 			err = incr.Err()
@@ -504,7 +498,7 @@ func (g *IDs) leaseFrom(ctx context.Context, k int, day time.Time, key string) (
 			err = expire.Err()
 		}
 		done <- err
-	}()
+	})
 	var err error
 	select {
 	case err = <-done:

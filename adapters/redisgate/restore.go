@@ -186,13 +186,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	}
 	wrote := false
 	for i, b := range lost {
-		home := map[domain.UserID][]domain.OrderID{}
-		for u, o := range marks {
-			if redisschema.HomeBucket(u, k) == b {
-				home[u] = o
-			}
-		}
-		w, err := g.writeBucket(ctx, v, l, b, split(int(pool), i, len(lost)), mode, home)
+		w, err := g.writeBucket(ctx, v, l, b, split(int(pool), i, len(lost)), mode, marks)
 		if err != nil {
 			return false, err
 		}
@@ -309,12 +303,12 @@ func (g *Gate) quiesce(ctx context.Context, v domain.Voucher, l *layout, force b
 	return st, false, err
 }
 
-// writeBucket stages the marks and runs write.lua in mode on bucket b, and
-// reports whether it wrote.
+// writeBucket stages the marks of the users whose home is bucket b and runs
+// write.lua in mode on it, and reports whether it wrote.
 func (g *Gate) writeBucket(ctx context.Context, v domain.Voucher, l *layout, b, stock int, mode string, marks map[domain.UserID][]domain.OrderID) (bool, error) {
 	bk := l.buckets[b]
 	staging := bk.Staging(randomToken())
-	staged, err := g.stage(ctx, staging, marks)
+	staged, err := g.stage(ctx, staging, marks, l.k, b)
 	if err != nil {
 		// Best effort: the TTL reclaims it otherwise.
 		_ = g.rdb.Del(context.WithoutCancel(ctx), staging).Err()
@@ -338,13 +332,16 @@ func (g *Gate) write(ctx context.Context, s domain.Sale, bk redisschema.Keys, b 
 		redisschema.Paused(s), addedArg(s, b), s.LimitPerUser()).Int64()
 }
 
-// stage writes the marks into a staging hash, one field per place
-// (redisschema.PlaceField), in HSETs of restoreChunk fields (the first with
-// the hash's TTL) sent restorePipeline at a time, and returns how many fields
-// it wrote.
-func (g *Gate) stage(ctx context.Context, key string, marks map[domain.UserID][]domain.OrderID) (int, error) {
+// stage writes the marks of the users whose home of k buckets is b into a
+// staging hash, one field per place (redisschema.PlaceField), in HSETs of
+// restoreChunk fields (the first with the hash's TTL) sent restorePipeline
+// at a time, and returns how many fields it wrote.
+func (g *Gate) stage(ctx context.Context, key string, marks map[domain.UserID][]domain.OrderID, k, b int) (int, error) {
 	var args []any
 	for u, places := range marks {
+		if redisschema.HomeBucket(u, k) != b {
+			continue
+		}
 		for i, id := range places {
 			args = append(args, redisschema.PlaceField(u, i+1), int64(id))
 		}

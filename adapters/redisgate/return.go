@@ -2,21 +2,12 @@ package redisgate
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"slices"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
-)
-
-var (
-	//go:embed return.lua
-	returnLua    string
-	returnScript = redis.NewScript(placesLua + returnLua)
 )
 
 // returnChunk bounds one return script, which holds Redis while it runs (a

@@ -2,7 +2,6 @@ package redisgate
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"strconv"
@@ -316,21 +315,6 @@ func (g *Gate) snapshot(ctx context.Context, l *layout) (stock, records int64, e
 
 // A voucher split into K > 1 buckets (docs/SCALING-buckets.md): its K key,
 // its buckets' preheat, and a claim decided in the user's home bucket.
-
-var (
-	//go:embed take.lua
-	takeLua    string
-	takeScript = redis.NewScript(takeLua)
-	//go:embed apply.lua
-	applyLua    string
-	applyScript = redis.NewScript(applyLua)
-	//go:embed write.lua
-	writeLua    string
-	writeScript = redis.NewScript(writeLua)
-	//go:embed freeze.lua
-	freezeLua    string
-	freezeScript = redis.NewScript(freezeLua)
-)
 
 func (g *Gate) bucket(id domain.VoucherID, b, k int) redisschema.Keys {
 	return redisschema.KeysForTag(g.prefix, redisschema.BucketTag(id, b, k))
