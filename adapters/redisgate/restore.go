@@ -95,11 +95,13 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 		// answering busy until the next repair: the restore runs to its end
 		// on its own deadline, whatever the caller's (the periodic repair's
 		// may be shorter than the fence).
+		// Its budget: the fence plus ample time for the rest.
+		budget := 2*(g.opts.ApplyDeadline+g.opts.Skew) + time.Minute
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), g.restoreBudget())
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), budget)
 		defer cancel()
 		lock, token := redisschema.BucketLock(g.prefix, id), randomToken()
-		ok, err := g.rdb.SetNX(ctx, lock, token, g.restoreBudget()).Result()
+		ok, err := g.rdb.SetNX(ctx, lock, token, budget).Result()
 		if err != nil {
 			return false, fmt.Errorf("restore voucher %d: lock: %w", id, err)
 		}
@@ -374,11 +376,6 @@ if tonumber(redis.call('HGET', KEYS[1], 'added') or '0') < tonumber(ARGV[1]) the
   redis.call('HSET', KEYS[1], 'added', ARGV[1])
 end
 return 0`)
-
-// restoreBudget bounds one restore: the fence plus ample time for the rest.
-func (g *Gate) restoreBudget() time.Duration {
-	return 2*(g.opts.ApplyDeadline+g.opts.Skew) + time.Minute
-}
 
 func (g *Gate) unfreeze(ctx context.Context, l *layout) error {
 	for b, bk := range l.buckets {
