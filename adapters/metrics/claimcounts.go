@@ -1,8 +1,10 @@
 package metrics
 
 import (
+	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -23,13 +25,16 @@ const MaxCountedVouchers = 4096
 // outcomes is the fixed order of the per-voucher counters.
 var outcomes = outcomesWith(OutcomeBusy, OutcomeError)
 
-var outcomeIndex = func() map[string]int {
-	m := make(map[string]int, len(outcomes))
-	for i, o := range outcomes {
-		m[o] = i
+var outcomeIndex = indexOf(outcomes)
+
+// indexOf maps each of list to its place in it.
+func indexOf(list []string) map[string]int {
+	m := make(map[string]int, len(list))
+	for i, s := range list {
+		m[s] = i
 	}
 	return m
-}()
+}
 
 // soldOutIndex is the sold-out outcome's place in a voucher's counters.
 var soldOutIndex = outcomeIndex[domain.ErrSoldOut.Code()]
@@ -49,7 +54,9 @@ type ClaimCounter struct {
 	saved    stripes // one counter
 }
 
-func NewClaimCounter() *ClaimCounter { return &ClaimCounter{saved: newStripes(1)} }
+func NewClaimCounter() *ClaimCounter {
+	return &ClaimCounter{saved: newStripes(1), h: histories{m: map[domain.VoucherID]*history{}, quiet: map[domain.VoucherID]int64{}}}
+}
 
 // The claim's recorder (application.ClaimRecorder) is ClaimAnswered; infra
 // hands the ClaimCounter to the claim, which checks it when it compiles.
@@ -60,10 +67,9 @@ func (c *ClaimCounter) Claims(id domain.VoucherID) map[string]int64 {
 	out := make(map[string]int64, len(outcomes))
 	v, ok := c.vouchers.Load(id)
 	for i, o := range outcomes {
+		out[o] = 0
 		if ok {
 			out[o] = v.(stripes).load(i)
-		} else {
-			out[o] = 0
 		}
 	}
 	return out
@@ -122,4 +128,120 @@ func outcomeOf(err error) string {
 		return OutcomeBusy
 	}
 	return OutcomeError
+}
+
+// HistoryLen is how many readings a voucher's history keeps: one a second,
+// enough for a minute of rates (60 intervals), so a page opened mid-sale
+// draws the last minute at once instead of starting empty.
+const HistoryLen = 61
+
+// MaxHistories bounds the vouchers with a history (each ~5 KiB): a page
+// shows at most a dozen sales, and only vouchers that counted a claim within
+// the window get one; a voucher past the bound still has its counts.
+const MaxHistories = 64
+
+// history is a ring of one voucher's readings; idle counts how many
+// readings in a row found nothing new, so a quiet voucher's ring is dropped
+// once its whole window is flat.
+type history struct {
+	at     [HistoryLen]time.Time
+	counts [HistoryLen][]int64
+	next   int // where the next reading goes
+	n      int // readings held
+	idle   int
+}
+
+// histories is the Counter's sampled past, written once a second by Sample
+// and read by the page's first request; the claim path never takes its lock.
+type histories struct {
+	mu sync.Mutex
+	m  map[domain.VoucherID]*history
+	// quiet holds the total of each voucher whose ring was dropped, so it
+	// gets a new one only once it counts a claim again.
+	quiet map[domain.VoucherID]int64
+}
+
+// Sample takes one reading of every voucher counted. Run calls it every
+// second; tests call it with their own times.
+func (c *ClaimCounter) Sample(now time.Time) {
+	c.h.mu.Lock()
+	defer c.h.mu.Unlock()
+	c.vouchers.Range(func(k, v any) bool {
+		id, cs := k.(domain.VoucherID), v.(stripes)
+		h := c.h.m[id]
+		if h == nil {
+			if was, ok := c.h.quiet[id]; (ok && was == total(cs)) || len(c.h.m) >= MaxHistories {
+				return true // still quiet, or no room for another
+			}
+			delete(c.h.quiet, id)
+			h = &history{}
+			for i := range h.counts {
+				h.counts[i] = make([]int64, len(outcomes))
+			}
+			c.h.m[id] = h
+		}
+		prev := h.counts[(h.next+HistoryLen-1)%HistoryLen]
+		changed := h.n == 0
+		slot := h.counts[h.next]
+		for i := range outcomes {
+			slot[i] = cs.load(i)
+			changed = changed || slot[i] != prev[i]
+		}
+		h.at[h.next] = now
+		h.next = (h.next + 1) % HistoryLen
+		h.n = min(h.n+1, HistoryLen)
+		if changed {
+			h.idle = 0
+		} else if h.idle++; h.idle >= HistoryLen {
+			delete(c.h.m, id) // a flat minute: nothing to draw, room for another
+			c.h.quiet[id] = total(cs)
+		}
+		return true
+	})
+}
+
+// History returns the voucher's readings, oldest first; none when it has
+// not counted a claim within the last minute (or is past MaxHistories).
+func (c *ClaimCounter) History(id domain.VoucherID) ports.ClaimHistory {
+	c.h.mu.Lock()
+	defer c.h.mu.Unlock()
+	h := c.h.m[id]
+	if h == nil {
+		return ports.ClaimHistory{}
+	}
+	out := ports.ClaimHistory{At: make([]time.Time, 0, h.n), Claims: make(map[string][]int64, len(outcomes))}
+	for _, o := range outcomes {
+		out.Claims[o] = make([]int64, 0, h.n)
+	}
+	for k := 0; k < h.n; k++ {
+		i := (h.next - h.n + k + HistoryLen) % HistoryLen
+		out.At = append(out.At, h.at[i])
+		for j, o := range outcomes {
+			out.Claims[o] = append(out.Claims[o], h.counts[i][j])
+		}
+	}
+	return out
+}
+
+// total is a voucher's answers of every outcome.
+func total(cs stripes) int64 {
+	var n int64
+	for i := range outcomes {
+		n += cs.load(i)
+	}
+	return n
+}
+
+// Run samples every second until ctx ends.
+func (c *ClaimCounter) Run(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case now := <-t.C:
+			c.Sample(now)
+		case <-ctx.Done():
+			return
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -68,26 +69,26 @@ func (m *Metrics) InstrumentRedis(rdb redis.UniversalClient) {
 
 type redisHook struct{ m *Metrics }
 
-var _ redis.Hook = redisHook{}
-
 func (redisHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.m.redisCommands.Inc()
-		if c := claimFrom(ctx); c != nil {
-			c.roundTrips.Add(1)
-		}
+		roundTrip(ctx, h.m.redisCommands)
 		return next(ctx, cmd)
 	}
 }
 
 func (h redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.m.redisPipelines.Inc()
-		if c := claimFrom(ctx); c != nil {
-			c.roundTrips.Add(1)
-		}
+		roundTrip(ctx, h.m.redisPipelines)
 		return next(ctx, cmds)
+	}
+}
+
+// roundTrip counts one round trip on n and charges it to ctx's claim.
+func roundTrip(ctx context.Context, n prometheus.Counter) {
+	n.Inc()
+	if c := claimFrom(ctx); c != nil {
+		c.roundTrips.Add(1)
 	}
 }

@@ -87,91 +87,47 @@ func New() *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	f := factory{reg}
-	m := &Metrics{
+	return &Metrics{
 		reg: reg,
 		// Every outcome is there from the start, at 0, so rate() and
 		// absent() behave before the first sale.
-		claims: register(reg, newOutcomeCounters(prometheus.CounterOpts{
-			Name: "claims_total",
-			Help: "Claim requests by the outcome answered.",
-		}, Outcomes())),
-		claimSeconds: register(reg, newStripedHistogram(prometheus.HistogramOpts{
-			Name:    "claim_duration_seconds",
-			Help:    "Time from a claim request's arrival at the router to its answer, whatever the answer.",
-			Buckets: claimBuckets,
-		})),
-		claimRoundTrips: register(reg, newStripedHistogram(prometheus.HistogramOpts{
-			Name:    "claim_redis_round_trips",
-			Help:    "Redis round trips (commands or pipelines) one claim request made, session lookup and ID lease included.",
-			Buckets: []float64{0, 1, 2, 3, 4, 6, 8},
-		})),
-		redisCommands: f.counter(prometheus.CounterOpts{
-			Name: "redis_commands_total",
-			Help: "Redis commands sent one at a time (each a round trip), by every part of the service.",
-		}),
-		redisPipelines: f.counter(prometheus.CounterOpts{
-			Name: "redis_pipelines_total",
-			Help: "Redis pipelines sent (each one round trip per node), by every part of the service.",
-		}),
-		deadLetters: f.counterVec(prometheus.CounterOpts{
-			Name: "dead_letters_total",
-			Help: "Orders the worker gave up on and set aside, by failure reason.",
-		}, "reason"),
-		batchSize: f.histogram(prometheus.HistogramOpts{
-			Name:    "batch_size_orders",
-			Help:    "Orders per committed database batch.",
-			Buckets: []float64{1, 2, 5, 10, 25, 50, 100, 200, 500, 1000, 2000, 5000},
-		}),
-		batchSeconds: f.histogram(prometheus.HistogramOpts{
-			Name:    "batch_write_duration_seconds",
-			Help:    "Time to write and commit one database batch.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-		}),
-		ordersWritten: f.counterVec(prometheus.CounterOpts{
-			Name: "orders_written_total",
-			Help: "Orders newly recorded in the database, by state (created or failed); redeliveries are not counted again.",
-		}, "state"),
-		claimToCommit: f.histogram(prometheus.HistogramOpts{
-			Name:    "claim_to_commit_seconds",
-			Help:    "Time from a claim to the commit of its order row, measured from the claim second the order ID carries (so up to 1s over).",
-			Buckets: commitBuckets,
-		}),
-		retries: f.counterVec(prometheus.CounterOpts{
-			Name: "worker_retries_total",
-			Help: "Worker retries after a failure, by stage (receive from the queue, fulfil a batch).",
-		}, "stage"),
-		backoff: f.counterVec(prometheus.CounterOpts{
-			Name: "worker_backoff_seconds_total",
-			Help: "Time workers spent waiting before a retry, by stage.",
-		}, "stage"),
-		expired: f.counter(prometheus.CounterOpts{
-			Name: "orders_expired_total",
-			Help: "Unpaid orders this instance cancelled because their pay window passed.",
-		}),
-		returned: f.counter(prometheus.CounterOpts{
-			Name: "units_returned_total",
-			Help: "Units of cancelled orders (expired or by their buyer) this instance gave back to the gate.",
-		}),
-		expiryLag: f.histogram(prometheus.HistogramOpts{
-			Name:    "order_expiry_lag_seconds",
-			Help:    "How long after its pay deadline each order was expired.",
-			Buckets: expiryLagBuckets,
-		}),
-		payments: f.counterVec(prometheus.CounterOpts{
-			Name: "payments_total",
-			Help: "Payments received, once per provider transaction, by kind: settled, late (after the order was cancelled), double (another transaction for a paid order), unsold (for a failed order); all but settled are owed back.",
-		}, "kind"),
+		claims: register(reg, newOutcomeCounters("claims_total",
+			"Claim requests by the outcome answered.", Outcomes())),
+		claimSeconds: register(reg, newStripedHistogram("claim_duration_seconds",
+			"Time from a claim request's arrival at the router to its answer, whatever the answer.", claimBuckets)),
+		claimRoundTrips: register(reg, newStripedHistogram("claim_redis_round_trips",
+			"Redis round trips (commands or pipelines) one claim request made, session lookup and ID lease included.",
+			[]float64{0, 1, 2, 3, 4, 6, 8})),
+		redisCommands: f.counter("redis_commands_total",
+			"Redis commands sent one at a time (each a round trip), by every part of the service."),
+		redisPipelines: f.counter("redis_pipelines_total",
+			"Redis pipelines sent (each one round trip per node), by every part of the service."),
+		deadLetters: f.counterVec("dead_letters_total",
+			"Orders the worker gave up on and set aside, by failure reason.", "reason"),
+		batchSize: f.histogram("batch_size_orders", "Orders per committed database batch.",
+			[]float64{1, 2, 5, 10, 25, 50, 100, 200, 500, 1000, 2000, 5000}),
+		batchSeconds: f.histogram("batch_write_duration_seconds", "Time to write and commit one database batch.",
+			[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}),
+		ordersWritten: f.counterVec("orders_written_total",
+			"Orders newly recorded in the database, by state (created or failed); redeliveries are not counted again.",
+			"state", "created", "failed"),
+		claimToCommit: f.histogram("claim_to_commit_seconds",
+			"Time from a claim to the commit of its order row, measured from the claim second the order ID carries (so up to 1s over).",
+			commitBuckets),
+		retries: f.counterVec("worker_retries_total",
+			"Worker retries after a failure, by stage (receive from the queue, fulfil a batch).", "stage", StageReceive, StageFulfil),
+		backoff: f.counterVec("worker_backoff_seconds_total",
+			"Time workers spent waiting before a retry, by stage.", "stage", StageReceive, StageFulfil),
+		expired: f.counter("orders_expired_total",
+			"Unpaid orders this instance cancelled because their pay window passed."),
+		returned: f.counter("units_returned_total",
+			"Units of cancelled orders (expired or by their buyer) this instance gave back to the gate."),
+		expiryLag: f.histogram("order_expiry_lag_seconds",
+			"How long after its pay deadline each order was expired.", expiryLagBuckets),
+		payments: f.counterVec("payments_total",
+			"Payments received, once per provider transaction, by kind: settled, late (after the order was cancelled), double (another transaction for a paid order), unsold (for a failed order); all but settled are owed back.",
+			"kind", paymentKinds...),
 	}
-	m.ordersWritten.WithLabelValues("created")
-	m.ordersWritten.WithLabelValues("failed")
-	for _, s := range []string{StageReceive, StageFulfil} {
-		m.retries.WithLabelValues(s)
-		m.backoff.WithLabelValues(s)
-	}
-	for _, k := range paymentKinds {
-		m.payments.WithLabelValues(string(k))
-	}
-	return m
 }
 
 // Registry is where collectors of other adapters register.
@@ -248,25 +204,21 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 // factory registers each instrument as it is made.
 type factory struct{ reg prometheus.Registerer }
 
-func (f factory) counter(o prometheus.CounterOpts) prometheus.Counter {
-	o.Namespace = namespace
-	c := prometheus.NewCounter(o)
-	f.reg.MustRegister(c)
+func (f factory) counter(name, help string) prometheus.Counter {
+	return register(f.reg, prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}))
+}
+
+// counterVec's series of values are there from the start, at 0.
+func (f factory) counterVec(name, help, label string, values ...string) *prometheus.CounterVec {
+	c := register(f.reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, []string{label}))
+	for _, v := range values {
+		c.WithLabelValues(v)
+	}
 	return c
 }
 
-func (f factory) counterVec(o prometheus.CounterOpts, label string) *prometheus.CounterVec {
-	o.Namespace = namespace
-	c := prometheus.NewCounterVec(o, []string{label})
-	f.reg.MustRegister(c)
-	return c
-}
-
-func (f factory) histogram(o prometheus.HistogramOpts) prometheus.Histogram {
-	o.Namespace = namespace
-	h := prometheus.NewHistogram(o)
-	f.reg.MustRegister(h)
-	return h
+func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
+	return register(f.reg, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets}))
 }
 
 // gaugeFunc and counterFunc register a series read on every scrape.

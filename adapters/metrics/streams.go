@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmdp-go/seckill/adapters/redisschema"
+	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 )
 
@@ -198,7 +199,9 @@ func (c *StreamCollector) emit(ch chan<- prometheus.Metric, r saleReads, now tim
 	oldest := 0.0
 	if p, err := r.pending.Result(); err == nil && p.Count > 0 {
 		pending = p.Count
-		if ms, ok := streamIDMillis(p.Lower); ok {
+		// The ID's time part ("<ms>-<seq>"): when the claim script appended it.
+		ms, _, _ := strings.Cut(p.Lower, "-")
+		if ms, ok := number(ms); ok {
 			oldest = max(0, now.Sub(time.UnixMilli(ms)).Seconds())
 		}
 	}
@@ -226,10 +229,43 @@ func number(v any) (int64, bool) {
 	return n, err == nil
 }
 
-// streamIDMillis is the time part of a stream entry ID ("<ms>-<seq>"): when
-// the claim script appended it.
-func streamIDMillis(id string) (int64, bool) {
-	ms, _, _ := strings.Cut(id, "-")
-	n, err := strconv.ParseInt(ms, 10, 64)
-	return n, err == nil
+// roomCollector exposes the waiting rooms as this instance last read them
+// (application.RoomDirectory.Figures): no scrape asks Redis, and a room's
+// series vanish when its sale ends.
+type roomCollector struct {
+	figures                              func(now time.Time) []application.RoomFigures
+	waiting, admitted, used, lapsed, age *prometheus.Desc
+}
+
+// Rooms registers the waiting rooms' gauges, read from figures on scrape.
+func (m *Metrics) Rooms(figures func(now time.Time) []application.RoomFigures) {
+	desc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(namespace, "room", name), help, []string{"voucher"}, nil)
+	}
+	m.reg.MustRegister(&roomCollector{
+		figures:  figures,
+		waiting:  desc("waiting", "Users in the sale's waiting room not admitted yet."),
+		admitted: desc("admitted", "Places the sale's waiting room has admitted (passes issued)."),
+		used:     desc("passes_used", "Passes used by a successful claim."),
+		lapsed:   desc("passes_expired", "Admitted places whose pass expired unused; each went to the next in line."),
+		age:      desc("view_age_seconds", "How old this instance's view of the room is (it reads the room at most every 250 ms, when polled)."),
+	})
+}
+
+func (c *roomCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.waiting, c.admitted, c.used, c.lapsed, c.age} {
+		ch <- d
+	}
+}
+
+func (c *roomCollector) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
+	for _, f := range c.figures(now) {
+		id := strconv.FormatInt(int64(f.Voucher), 10)
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(f.Waiting), id)
+		ch <- prometheus.MustNewConstMetric(c.admitted, prometheus.GaugeValue, float64(f.Admitted), id)
+		ch <- prometheus.MustNewConstMetric(c.used, prometheus.CounterValue, float64(f.Used), id)
+		ch <- prometheus.MustNewConstMetric(c.lapsed, prometheus.CounterValue, float64(f.Lapsed), id)
+		ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, now.Sub(f.ReadAt).Seconds(), id)
+	}
 }

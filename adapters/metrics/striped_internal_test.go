@@ -25,8 +25,8 @@ func gatherOne(t *testing.T, c prometheus.Collector) []*dto.Metric {
 // a prometheus.Histogram with the same buckets, bounds and outliers
 // included.
 func TestStripedHistogramExposesWhatClientGolangWould(t *testing.T) {
-	opts := prometheus.HistogramOpts{Name: "x", Help: "x", Buckets: claimBuckets}
-	ours, theirs := newStripedHistogram(opts), prometheus.NewHistogram(opts)
+	opts := prometheus.HistogramOpts{Namespace: namespace, Name: "x", Help: "x", Buckets: claimBuckets}
+	ours, theirs := newStripedHistogram(opts.Name, opts.Help, opts.Buckets), prometheus.NewHistogram(opts)
 	values := []float64{0, -1, .0001, .00011, .001, .0049, .005, 1, 1.5, 1e9}
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
@@ -60,7 +60,7 @@ func TestStripedHistogramExposesWhatClientGolangWould(t *testing.T) {
 // under their outcome, an unknown code under the fallback, and every
 // outcome is exposed from the start.
 func TestOutcomeCountersCountEveryAnswer(t *testing.T) {
-	c := newOutcomeCounters(prometheus.CounterOpts{Name: "claims_total", Help: "x"}, []string{"success", "sold_out", OutcomeError})
+	c := newOutcomeCounters("claims_total", "x", []string{"success", "sold_out", OutcomeError})
 	var wg sync.WaitGroup
 	for g := 0; g < 4; g++ {
 		wg.Add(1)
@@ -90,8 +90,8 @@ func TestOutcomeCountersCountEveryAnswer(t *testing.T) {
 
 // An answer's instruments allocate nothing.
 func TestStripedInstrumentsAllocateNothing(t *testing.T) {
-	h := newStripedHistogram(prometheus.HistogramOpts{Name: "x", Help: "x", Buckets: claimBuckets})
-	c := newOutcomeCounters(prometheus.CounterOpts{Name: "y", Help: "y"}, []string{"a", OutcomeError})
+	h := newStripedHistogram("x", "x", claimBuckets)
+	c := newOutcomeCounters("y", "y", []string{"a", OutcomeError})
 	if n := testing.AllocsPerRun(100, func() { h.Observe(.003); c.inc("a", OutcomeError) }); n != 0 {
 		t.Fatalf("an observation allocated %.0f times", n)
 	}

@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"context"
+	"reflect"
+	"slices"
 	"time"
 
 	"github.com/hmdp-go/seckill/domain"
@@ -32,14 +34,9 @@ type OrderRepository struct {
 	m *Metrics
 }
 
-var _ ports.OrderRepository = (*OrderRepository)(nil)
-
 // OrderRepository wraps next.
 func (m *Metrics) OrderRepository(next ports.OrderRepository) *OrderRepository {
-	if next == nil {
-		panic("metrics: OrderRepository needs a non-nil ports.OrderRepository")
-	}
-	return &OrderRepository{OrderRepository: next, m: m}
+	return &OrderRepository{must(next), m}
 }
 
 func (r *OrderRepository) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) ([]ports.Outcome, error) {
@@ -76,12 +73,17 @@ func (m *Metrics) written(out []ports.Outcome, now time.Time) {
 			failed++
 		}
 	}
-	if created > 0 {
-		m.ordersWritten.WithLabelValues("created").Add(float64(created))
+	m.ordersWritten.WithLabelValues("created").Add(float64(created))
+	m.ordersWritten.WithLabelValues("failed").Add(float64(failed))
+}
+
+// must is next, which a decorator wraps: a nil one is a wiring mistake,
+// told at the start rather than at the first call.
+func must[P any](next P) P {
+	if any(next) == nil {
+		panic("metrics: a decorator needs a non-nil " + reflect.TypeFor[P]().String())
 	}
-	if failed > 0 {
-		m.ordersWritten.WithLabelValues("failed").Add(float64(failed))
-	}
+	return next
 }
 
 // OrderQueue counts the dead letters of the queue it wraps, by reason.
@@ -92,15 +94,8 @@ type OrderQueue struct {
 	m *Metrics
 }
 
-var _ ports.OrderQueue = (*OrderQueue)(nil)
-
 // OrderQueue wraps next.
-func (m *Metrics) OrderQueue(next ports.OrderQueue) *OrderQueue {
-	if next == nil {
-		panic("metrics: OrderQueue needs a non-nil ports.OrderQueue")
-	}
-	return &OrderQueue{OrderQueue: next, m: m}
-}
+func (m *Metrics) OrderQueue(next ports.OrderQueue) *OrderQueue { return &OrderQueue{must(next), m} }
 
 func (q *OrderQueue) DeadLetter(ctx context.Context, ds []ports.Delivery, reason domain.FailureReason) error {
 	err := q.OrderQueue.DeadLetter(ctx, ds, reason)
@@ -108,4 +103,53 @@ func (q *OrderQueue) DeadLetter(ctx context.Context, ds []ports.Delivery, reason
 		q.m.deadLetters.WithLabelValues(string(reason)).Add(float64(len(ds)))
 	}
 	return err
+}
+
+// Buckets of the expiry lag: an order is expired within 5 s of its deadline
+// (the loop runs every second), a backlog shows as tens of seconds or more.
+var expiryLagBuckets = []float64{.1, .25, .5, 1, 2, 3, 5, 10, 30, 60, 300}
+
+// paymentKinds is the closed label set of seckill_payments_total.
+var paymentKinds = []string{string(domain.PaymentSettled), string(domain.PaymentLate), string(domain.PaymentDouble), string(domain.PaymentUnsold)}
+
+// OrderLifecycle counts what the order lifecycle it wraps commits (issue
+// 25): orders expired and how long after their deadline, units given back
+// to the gate, and payments received by kind (a late payment is money that
+// arrived after the order was cancelled, a double charge a second
+// transaction for a paid order: both are owed back).
+type OrderLifecycle struct {
+	ports.OrderLifecycle
+	m *Metrics
+}
+
+// OrderLifecycle wraps next.
+func (m *Metrics) OrderLifecycle(next ports.OrderLifecycle) *OrderLifecycle {
+	return &OrderLifecycle{must(next), m}
+}
+
+func (l *OrderLifecycle) ExpireDue(ctx context.Context, now time.Time, limit int) ([]ports.ExpiredOrder, error) {
+	due, err := l.OrderLifecycle.ExpireDue(ctx, now, limit)
+	if err == nil {
+		l.m.expired.Add(float64(len(due)))
+		for _, d := range due {
+			l.m.expiryLag.Observe(max(now.Sub(d.Deadline), 0).Seconds())
+		}
+	}
+	return due, err
+}
+
+func (l *OrderLifecycle) Returned(ctx context.Context, ids []domain.OrderID) error {
+	err := l.OrderLifecycle.Returned(ctx, ids)
+	if err == nil {
+		l.m.returned.Add(float64(len(ids)))
+	}
+	return err
+}
+
+func (l *OrderLifecycle) Pay(ctx context.Context, p domain.Payment) (ports.PayResult, error) {
+	res, err := l.OrderLifecycle.Pay(ctx, p)
+	if err == nil && res.New && slices.Contains(paymentKinds, string(res.Kind)) {
+		l.m.payments.WithLabelValues(string(res.Kind)).Inc()
+	}
+	return res, err
 }
