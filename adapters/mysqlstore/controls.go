@@ -31,18 +31,18 @@ func (r *VoucherRepo) ChangeSale(ctx context.Context, id domain.VoucherID, once 
 	)
 	err := runInTx(ctx, r.db, func(ctx context.Context, tx bun.Tx) error {
 		after, changed = domain.Voucher{}, false
-		q := voucherRowSelect + "JOIN tb_seckill_voucher AS sv ON sv.voucher_id = v.id WHERE v.id = ?"
+		where := "v.id = ?"
 		if r.db.Dialect().Name() != dialect.SQLite {
-			q += " FOR UPDATE"
+			where += " FOR UPDATE"
 		}
-		var rows []voucherRow
-		if err := tx.NewRaw(q, int64(id)).Scan(ctx, &rows); err != nil {
+		vs, err := readVouchers(ctx, tx, "JOIN", where, int64(id))
+		if err != nil {
 			return fmt.Errorf("lock sale: %w", err)
 		}
-		if len(rows) == 0 {
+		if len(vs) == 0 {
 			return domain.ErrVoucherNotFound
 		}
-		before := rows[0].toDomain()
+		before := vs[0]
 		if once.Key != "" {
 			var keys []controlKeyModel
 			if err := tx.NewSelect().Model(&keys).Where("idem_key = ?", once.Key).Limit(1).Scan(ctx); err != nil {

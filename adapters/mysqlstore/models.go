@@ -1,6 +1,7 @@
 package mysqlstore
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"time"
@@ -84,58 +85,45 @@ type failureModel struct {
 	Reason    string `bun:"reason"`
 }
 
-// voucherRow is a voucher LEFT JOINed with its sale; the sale's columns are
-// NULL for a normal voucher.
+// voucherRow is a voucher joined with its sale; LEFT JOINed, a normal
+// voucher's sale columns scan as zero (its VoucherID 0: the key, like stock
+// and the window, is NOT NULL).
 type voucherRow struct {
-	ID          int64          `bun:"id"`
-	ShopID      sql.NullInt64  `bun:"shop_id"`
-	Title       string         `bun:"title"`
-	SubTitle    sql.NullString `bun:"sub_title"`
-	Rules       sql.NullString `bun:"rules"`
-	PayValue    int64          `bun:"pay_value"`
-	ActualValue int64          `bun:"actual_value"`
-	Type        int8           `bun:"type"`
-	Status      int8           `bun:"status"`
-	Stock       sql.NullInt64  `bun:"stock"`
-	BeginTime   sql.NullTime   `bun:"begin_time"`
-	EndTime     sql.NullTime   `bun:"end_time"`
-	Buckets     sql.NullInt64  `bun:"buckets"`
-	RoomOpens   sql.NullInt64  `bun:"room_opens_before_s"`
-	RoomRate    sql.NullInt64  `bun:"room_admit_rate"`
-	RoomPassTTL sql.NullInt64  `bun:"room_pass_ttl_s"`
-	RoomMargin  sql.NullInt64  `bun:"room_margin"`
-	StockAdded  sql.NullInt64  `bun:"stock_added"`
-	Paused      sql.NullBool   `bun:"paused"`
-	Limit       sql.NullInt64  `bun:"limit_per_user"`
+	voucherModel
+	seckillModel
 }
 
 const voucherRowSelect = `SELECT v.id, v.shop_id, v.title, v.sub_title, v.rules, v.pay_value,
-	v.actual_value, v.type, v.status, sv.stock, sv.begin_time, sv.end_time, sv.buckets,
+	v.actual_value, v.type, v.status, sv.voucher_id, sv.stock, sv.begin_time, sv.end_time, sv.buckets,
 	sv.room_opens_before_s, sv.room_admit_rate, sv.room_pass_ttl_s, sv.room_margin, sv.stock_added, sv.paused,
 	sv.limit_per_user
-FROM tb_voucher AS v
-`
+FROM tb_voucher AS v `
 
-func (r voucherRow) toDomain() domain.Voucher {
-	var sale domain.Sale
-	if r.Stock.Valid && r.BeginTime.Valid && r.EndTime.Valid {
-		// A NULL or 1 bucket count is an unsplit sale, as 0 is.
-		sale = domain.UnmarshalSplitSaleFromDatabase(int(r.Stock.Int64), r.BeginTime.Time.UTC(), r.EndTime.Time.UTC(), int(r.Buckets.Int64)).
-			WithStoredRoom(domain.UnmarshalRoomRulesFromDatabase(
-				time.Duration(r.RoomOpens.Int64)*time.Second, int(r.RoomRate.Int64),
-				time.Duration(r.RoomPassTTL.Int64)*time.Second, int(r.RoomMargin.Int64))).
-			WithStoredControls(int(r.StockAdded.Int64), r.Paused.Bool).
-			WithStoredLimit(int(r.Limit.Int64))
+// readVouchers reads the vouchers where selects, each joined (JOIN, or LEFT
+// JOIN to keep the vouchers without a sale) with its sale.
+func readVouchers(ctx context.Context, db bun.IDB, join, where string, args ...any) ([]domain.Voucher, error) {
+	var rows []voucherRow
+	err := db.NewRaw(voucherRowSelect+join+" tb_seckill_voucher AS sv ON sv.voucher_id = v.id WHERE "+where, args...).Scan(ctx, &rows)
+	if err != nil {
+		return nil, err
 	}
-	spec := domain.VoucherSpec{
-		ShopID:      domain.ShopID(r.ShopID.Int64),
-		Title:       r.Title,
-		SubTitle:    r.SubTitle.String,
-		Rules:       r.Rules.String,
-		PayValue:    r.PayValue,
-		ActualValue: r.ActualValue,
+	vs := make([]domain.Voucher, len(rows))
+	for i, r := range rows {
+		var sale domain.Sale
+		if r.VoucherID != 0 {
+			// A 0 or 1 bucket count is an unsplit sale.
+			sale = domain.UnmarshalSplitSaleFromDatabase(r.Stock, r.BeginTime.UTC(), r.EndTime.UTC(), r.Buckets).
+				WithStoredRoom(domain.UnmarshalRoomRulesFromDatabase(
+					time.Duration(r.RoomOpensBefore)*time.Second, r.RoomAdmitRate,
+					time.Duration(r.RoomPassTTL)*time.Second, r.RoomMargin)).
+				WithStoredControls(r.StockAdded, r.Paused).
+				WithStoredLimit(r.LimitPerUser)
+		}
+		spec := domain.VoucherSpec{ShopID: domain.ShopID(r.ShopID), Title: r.Title, SubTitle: r.SubTitle, Rules: r.Rules,
+			PayValue: r.PayValue, ActualValue: r.ActualValue}
+		vs[i] = domain.UnmarshalVoucherFromDatabase(domain.VoucherID(r.ID), spec, domain.VoucherType(r.Type), r.Status, sale)
 	}
-	return domain.UnmarshalVoucherFromDatabase(domain.VoucherID(r.ID), spec, domain.VoucherType(r.Type), r.Status, sale)
+	return vs, nil
 }
 
 func (m orderModel) toDomain() (domain.VoucherOrder, error) {

@@ -139,17 +139,14 @@ func insertSeckill(ctx context.Context, db bun.IDB, vm *voucherModel, sale domai
 }
 
 func (r *VoucherRepo) Get(ctx context.Context, id domain.VoucherID) (domain.Voucher, error) {
-	var rows []voucherRow
-	err := r.db.NewRaw(voucherRowSelect+
-		"LEFT JOIN tb_seckill_voucher AS sv ON sv.voucher_id = v.id WHERE v.id = ?", int64(id)).
-		Scan(ctx, &rows)
+	vs, err := readVouchers(ctx, r.db, "LEFT JOIN", "v.id = ?", int64(id))
 	if err != nil {
 		return domain.Voucher{}, wrap(fmt.Sprintf("get voucher %d", id), err)
 	}
-	if len(rows) == 0 {
+	if len(vs) == 0 {
 		return domain.Voucher{}, domain.ErrVoucherNotFound
 	}
-	return rows[0].toDomain(), nil
+	return vs[0], nil
 }
 
 // ListByShop lists the vouchers on sale (status 1), as the original's
@@ -157,34 +154,17 @@ func (r *VoucherRepo) Get(ctx context.Context, id domain.VoucherID) (domain.Vouc
 // The newest max are read (the index on shop_id serves it) and answered in id
 // order, as before the cap.
 func (r *VoucherRepo) ListByShop(ctx context.Context, shop domain.ShopID, max int) ([]domain.Voucher, error) {
-	var rows []voucherRow
-	err := r.db.NewRaw(voucherRowSelect+
-		"LEFT JOIN tb_seckill_voucher AS sv ON sv.voucher_id = v.id WHERE v.shop_id = ? AND v.status = 1 ORDER BY v.id DESC LIMIT ?",
-		int64(shop), max).Scan(ctx, &rows)
+	vs, err := readVouchers(ctx, r.db, "LEFT JOIN", "v.shop_id = ? AND v.status = 1 ORDER BY v.id DESC LIMIT ?", int64(shop), max)
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("list vouchers of shop %d", shop), err)
 	}
-	slices.Reverse(rows)
-	return toVouchers(rows), nil
+	slices.Reverse(vs)
+	return vs, nil
 }
 
 func (r *VoucherRepo) ListSeckillEndingAfter(ctx context.Context, t time.Time) ([]domain.Voucher, error) {
-	var rows []voucherRow
-	err := r.db.NewRaw(voucherRowSelect+
-		"JOIN tb_seckill_voucher AS sv ON sv.voucher_id = v.id WHERE sv.end_time > ? ORDER BY v.id",
-		t.UTC()).Scan(ctx, &rows)
-	if err != nil {
-		return nil, wrap("list live seckill vouchers", err)
-	}
-	return toVouchers(rows), nil
-}
-
-func toVouchers(rows []voucherRow) []domain.Voucher {
-	vs := make([]domain.Voucher, 0, len(rows))
-	for _, row := range rows {
-		vs = append(vs, row.toDomain())
-	}
-	return vs
+	vs, err := readVouchers(ctx, r.db, "JOIN", "sv.end_time > ? ORDER BY v.id", t.UTC())
+	return vs, wrap("list live seckill vouchers", err)
 }
 
 // storedSale is the sale as the database keeps it (times to the microsecond),
