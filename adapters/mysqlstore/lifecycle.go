@@ -1,10 +1,12 @@
 package mysqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -100,6 +102,20 @@ func (m orderModel) status() (domain.OrderStatus, error) {
 	return st, nil
 }
 
+// guarded runs an UPDATE of rows the caller holds locked in the state its
+// WHERE guards: matching other than want rows is a bug, not a race, and
+// fails the transaction so that nothing is committed.
+func guarded(ctx context.Context, q *bun.UpdateQuery, want int, op string) error {
+	res, err := q.Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != int64(want) {
+		return fmt.Errorf("%s: guard matched %d rows (%v)", op, n, err)
+	}
+	return nil
+}
+
 // forUpdate locks the rows q reads, skipping those another transaction
 // holds when skip is set. SQLite has neither: its IMMEDIATE transaction
 // already holds the database's only write lock, so one writer runs at a time.
@@ -141,7 +157,7 @@ func (r *OrderRepo) ExpireDue(ctx context.Context, now time.Time, limit int) ([]
 		if r.afterExpiryScan != nil {
 			r.afterExpiryScan()
 		}
-		orders, err := toOrders(rows)
+		orders, err := mapRows(rows, orderModel.toDomain)
 		if err != nil {
 			return err
 		}
@@ -169,18 +185,13 @@ func (r *OrderRepo) cancelRows(ctx context.Context, db bun.IDB, orders []domain.
 		ids[i] = int64(o.ID())
 		units[o.VoucherID()]++
 	}
-	res, err := db.NewUpdate().Table("tb_voucher_order").
+	err := guarded(ctx, db.NewUpdate().Table("tb_voucher_order").
 		Set("status = ?", statusCancelled).Set("cancel_reason = ?", string(reason)).Set("returned = ?", false).
 		Set("reclaimable = ?", r.reclaim).
 		Set("update_time = ?", time.Now().UTC()).
-		Where("id IN (?)", bun.List(ids)).Where("status = ?", from).Exec(ctx)
+		Where("id IN (?)", bun.List(ids)).Where("status = ?", from), len(ids), fmt.Sprintf("cancel %d orders", len(ids)))
 	if err != nil {
-		return fmt.Errorf("cancel %d orders: %w", len(ids), err)
-	}
-	if n, err := res.RowsAffected(); err != nil || n != int64(len(ids)) {
-		// The rows are locked in that status: anything else is a bug, and
-		// nothing is committed.
-		return fmt.Errorf("cancel %d orders: guard matched %d rows (%v)", len(ids), n, err)
+		return err
 	}
 	for _, v := range sortedKeys(units) {
 		_, err := db.NewUpdate().Table("tb_seckill_voucher").
@@ -201,7 +212,7 @@ func (r *OrderRepo) Unreturned(ctx context.Context, limit int) ([]domain.Voucher
 	if err != nil {
 		return nil, wrap("list unreturned orders", err)
 	}
-	return toOrders(rows)
+	return mapRows(rows, orderModel.toDomain)
 }
 
 func (r *OrderRepo) Returned(ctx context.Context, ids []domain.OrderID) error {
@@ -265,4 +276,177 @@ func (r *OrderRepo) lockOrder(ctx context.Context, tx bun.Tx, id domain.OrderID)
 	}
 	st, err = rows[0].status()
 	return st, err == nil, err
+}
+
+var _ ports.SaleOrders = (*OrderRepo)(nil)
+
+// statusesOf are the status codes a filter selects (0: any status), and
+// the cancel reason it also requires (empty: any). Each code is read with
+// its own range of idx_voucher_status_id, so a page costs at most limit rows
+// per code however rare the state, instead of a scan of the sale.
+func statusesOf(f domain.OrderFilter) ([]int8, string, error) {
+	switch f {
+	case domain.AllOrders:
+		return []int8{0}, "", nil
+	case domain.UnpaidOrders:
+		return []int8{statusUnpaid}, "", nil
+	case domain.PaidOrders:
+		return []int8{statusPaid, statusUsed}, "", nil
+	case domain.CancelledOrders:
+		return []int8{statusCancelled}, "", nil
+	case domain.ExpiredOrders:
+		return []int8{statusCancelled}, string(domain.CancelExpired), nil
+	case domain.RefundingOrders:
+		return []int8{statusRefunding, statusRefunded}, "", nil
+	}
+	return nil, "", fmt.Errorf("unknown order filter %q", f)
+}
+
+// OrdersAfter reads, for each status code of the filter, the next limit
+// orders by id, and merges them: no read walks more than its page. Every
+// order (no filter) is one range of the voucher_id index, whose entries
+// hold the primary key in order.
+func (r *OrderRepo) OrdersAfter(ctx context.Context, voucher domain.VoucherID, filter domain.OrderFilter, after domain.OrderID, limit int) ([]domain.OrderStatus, error) {
+	if limit <= 0 {
+		return []domain.OrderStatus{}, nil
+	}
+	codes, reason, err := statusesOf(filter)
+	if err != nil {
+		return nil, err
+	}
+	read := func(code int8) ([]orderModel, error) {
+		var rows []orderModel
+		q := r.db.NewSelect().Model(&rows).
+			Column("id", "user_id", "voucher_id", "status", "pay_deadline", "cancel_reason", "pay_time").
+			Where("voucher_id = ?", int64(voucher)).Where("id > ?", int64(after))
+		if code != 0 {
+			q = q.Where("status = ?", code)
+		}
+		if reason != "" {
+			q = q.Where("cancel_reason = ?", reason)
+		}
+		err := q.Order("id").Limit(int64(limit)).Scan(ctx)
+		return rows, err
+	}
+	var rows []orderModel
+	for _, code := range codes {
+		more, rerr := read(code)
+		rows, err = append(rows, more...), rerr
+		if err != nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("list orders of voucher %d after %d", voucher, after), err)
+	}
+	if len(codes) > 1 {
+		slices.SortFunc(rows, func(a, b orderModel) int { return cmp.Compare(a.ID, b.ID) })
+		rows = rows[:min(limit, len(rows))]
+	}
+	return mapRows(rows, orderModel.status)
+}
+
+// paymentModel is a tb_payment row: one provider transaction received.
+type paymentModel struct {
+	bun.BaseModel `bun:"table:tb_payment"`
+
+	TransactionID string    `bun:"transaction_id,pk"`
+	OrderID       int64     `bun:"order_id"`
+	VoucherID     int64     `bun:"voucher_id"`
+	Amount        int64     `bun:"amount"`
+	Kind          string    `bun:"kind"`
+	ReceivedAt    time.Time `bun:"received_at"`
+}
+
+// errPaymentRaced: another transaction inserted the same transaction id
+// between this one's check and its insert (possible only for a failed order,
+// which has no row to lock); nothing is committed and a retry finds it.
+var errPaymentRaced = fmt.Errorf("payment recorded concurrently: %w", ErrTransient)
+
+// Pay locks the order's row (a failed order has none: its payment is only
+// recorded), looks the transaction up, and records it with the order's
+// change in one transaction. The lock serialises it with an expiry or a
+// cancel of the same order (whichever commits first, the other sees its
+// result) and with another notification for the order.
+func (r *OrderRepo) Pay(ctx context.Context, p domain.Payment) (ports.PayResult, error) {
+	id := p.Order.ID()
+	var (
+		res     ports.PayResult
+		refused error
+	)
+	err := runInTx(ctx, r.db, func(ctx context.Context, tx bun.Tx) error {
+		res, refused = ports.PayResult{}, nil
+		st, found, err := r.lockForPayment(ctx, tx, id)
+		if err != nil || !found {
+			refused = domain.ErrOrderNotFound
+			return err
+		}
+		var seen []paymentModel
+		if err := tx.NewSelect().Model(&seen).Where("transaction_id = ?", p.TransactionID).Scan(ctx); err != nil {
+			return fmt.Errorf("look the transaction up: %w", err)
+		}
+		if len(seen) > 0 {
+			if seen[0].OrderID != int64(id) {
+				refused = domain.ErrTransactionReused
+				return nil
+			}
+			res.Kind, err = domain.ParsePaymentKind(seen[0].Kind)
+			return err
+		}
+		var next domain.OrderState
+		if res.Kind, next, err = st.State.Pay(); err != nil {
+			return err
+		}
+		if next != st.State {
+			if err := r.applyPayment(ctx, tx, id, st.State, next, p); err != nil {
+				return err
+			}
+		}
+		row := paymentModel{TransactionID: p.TransactionID, OrderID: int64(id), VoucherID: int64(st.Order.VoucherID()),
+			Amount: p.Amount, Kind: string(res.Kind), ReceivedAt: p.At.UTC()}
+		ins, err := tx.NewInsert().Model(&row).Ignore().Returning("").Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("record the payment: %w", err)
+		}
+		if n, err := ins.RowsAffected(); err != nil || n != 1 {
+			return errPaymentRaced
+		}
+		res.New = true
+		return nil
+	})
+	if err != nil {
+		return ports.PayResult{}, wrap(fmt.Sprintf("pay order %d", id), err)
+	}
+	if refused != nil {
+		return ports.PayResult{}, refused
+	}
+	if res.Status, err = r.Find(ctx, id); err != nil {
+		return ports.PayResult{}, err
+	}
+	return res, nil
+}
+
+// lockForPayment reads the order under its row's lock, or its failure.
+func (r *OrderRepo) lockForPayment(ctx context.Context, tx bun.Tx, id domain.OrderID) (domain.OrderStatus, bool, error) {
+	if st, found, err := r.lockOrder(ctx, tx, id); found || err != nil {
+		return st, found, err
+	}
+	var failed []failureModel
+	if err := tx.NewSelect().Model(&failed).Where("order_id = ?", int64(id)).Scan(ctx); err != nil {
+		return domain.OrderStatus{}, false, fmt.Errorf("read order failure: %w", err)
+	}
+	if len(failed) == 0 {
+		return domain.OrderStatus{}, false, nil
+	}
+	o, err := failed[0].toDomain()
+	return domain.OrderStatus{Order: o, State: domain.OrderFailed}, err == nil, err
+}
+
+// applyPayment moves the locked order from one state to the next, with the
+// payment's time and transaction.
+func (r *OrderRepo) applyPayment(ctx context.Context, tx bun.Tx, id domain.OrderID, from, to domain.OrderState, p domain.Payment) error {
+	return guarded(ctx, tx.NewUpdate().Table("tb_voucher_order").
+		Set("status = ?", statusOf(to)).Set("pay_time = ?", p.At.UTC()).Set("transaction_id = ?", p.TransactionID).
+		Set("update_time = ?", time.Now().UTC()).
+		Where("id = ?", int64(id)).Where("status = ?", statusOf(from)), 1, "record payment")
 }

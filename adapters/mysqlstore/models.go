@@ -130,15 +130,14 @@ func (m orderModel) toDomain() (domain.VoucherOrder, error) {
 	return unmarshalOrder(m.ID, m.UserID, m.VoucherID)
 }
 
-// toOrders maps rows read for their orders; the first bad row fails them all.
-func toOrders(rows []orderModel) ([]domain.VoucherOrder, error) {
-	out := make([]domain.VoucherOrder, 0, len(rows))
-	for _, row := range rows {
-		o, err := row.toDomain()
-		if err != nil {
+// mapRows maps each of rows with f; the first bad row fails them all.
+func mapRows[R, T any](rows []R, f func(R) (T, error)) ([]T, error) {
+	out := make([]T, len(rows))
+	for i, row := range rows {
+		var err error
+		if out[i], err = f(row); err != nil {
 			return nil, err
 		}
-		out = append(out, o)
 	}
 	return out, nil
 }

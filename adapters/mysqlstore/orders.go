@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect"
 
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -55,17 +57,24 @@ func NewOrderRepo(db *bun.DB) *OrderRepo {
 // locks, and PlanBatch for the outcome of each order. Any error rolls the
 // whole batch back, so the caller retries it whole.
 func (r *OrderRepo) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) ([]ports.Outcome, error) {
+	return r.batchInTx(ctx, orders, "create batch of %d orders", func(ctx context.Context, tx bun.Tx) ([]ports.Outcome, error) {
+		return r.createBatch(ctx, tx, orders)
+	})
+}
+
+// batchInTx runs fn for a batch of orders in one transaction (runInTx); an
+// empty batch has nothing to run. op names the batch's failure.
+func (r *OrderRepo) batchInTx(ctx context.Context, orders []domain.VoucherOrder, op string, fn func(context.Context, bun.Tx) ([]ports.Outcome, error)) ([]ports.Outcome, error) {
 	if len(orders) == 0 {
 		return []ports.Outcome{}, nil
 	}
 	var outcomes []ports.Outcome
-	err := runInTx(ctx, r.db, func(ctx context.Context, tx bun.Tx) error {
-		var err error
-		outcomes, err = r.createBatch(ctx, tx, orders)
+	err := runInTx(ctx, r.db, func(ctx context.Context, tx bun.Tx) (err error) {
+		outcomes, err = fn(ctx, tx)
 		return err
 	})
 	if err != nil {
-		return nil, wrap(fmt.Sprintf("create batch of %d orders", len(orders)), err)
+		return nil, wrap(fmt.Sprintf(op, len(orders)), err)
 	}
 	return outcomes, nil
 }
@@ -86,7 +95,7 @@ func (r *OrderRepo) createBatch(ctx context.Context, db bun.IDB, orders []domain
 	}
 	st := domain.BatchState{Stock: stock, Limits: limits}
 	if !inserted {
-		if st.Recorded, err = r.readRecorded(ctx, db, orders); err != nil {
+		if st.Recorded, err = recorded(ctx, db, orderIDs(orders)); err != nil {
 			return nil, err
 		}
 		if st.Holders, err = r.readHolders(ctx, db, orders, stock); err != nil {
@@ -110,19 +119,14 @@ func (r *OrderRepo) createBatch(ctx context.Context, db bun.IDB, orders []domain
 	}
 	for _, v := range sortedKeys(plan.Taken) {
 		n := plan.Taken[v]
-		res, err := db.NewUpdate().Table("tb_seckill_voucher").
+		// The row is locked and its stock was read under the lock.
+		err := guarded(ctx, db.NewUpdate().Table("tb_seckill_voucher").
 			Set("stock = stock - ?", n).
 			Set("update_time = ?", time.Now().UTC()).
 			Where("voucher_id = ?", int64(v)).
-			Where("stock >= ?", n).
-			Exec(ctx)
+			Where("stock >= ?", n), 1, fmt.Sprintf("decrement stock of voucher %d by %d", v, n))
 		if err != nil {
-			return nil, fmt.Errorf("decrement stock of voucher %d by %d: %w", v, n, err)
-		}
-		if affected, err := res.RowsAffected(); err != nil || affected != 1 {
-			// The row is locked and its stock was read under the lock, so
-			// this is a bug, not a race: refuse to commit anything.
-			return nil, fmt.Errorf("decrement stock of voucher %d by %d: guard matched %d rows (%v)", v, n, affected, err)
+			return nil, err
 		}
 	}
 	if err := insertFailures(ctx, db, plan.Failures); err != nil {
@@ -283,39 +287,6 @@ func (r *OrderRepo) lockStock(ctx context.Context, db bun.IDB, vouchers []int64)
 	return stock, limits, nil
 }
 
-// readRecorded loads what earlier deliveries recorded under the batch's IDs.
-func (r *OrderRepo) readRecorded(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder) (map[domain.OrderID]domain.OrderStatus, error) {
-	ids := orderIDs(orders)
-	recorded := map[domain.OrderID]domain.OrderStatus{}
-	var created []orderModel
-	if err := db.NewSelect().Model(&created).Where("id IN (?)", bun.List(ids)).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("read recorded orders: %w", err)
-	}
-	for _, row := range created {
-		st, err := row.status()
-		if err != nil {
-			return nil, err
-		}
-		recorded[st.Order.ID()] = st
-	}
-	var failed []failureModel
-	if err := db.NewSelect().Model(&failed).Where("order_id IN (?)", bun.List(ids)).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("read recorded failures: %w", err)
-	}
-	for _, row := range failed {
-		st, err := row.status()
-		if err != nil {
-			return nil, err
-		}
-		// The locks keep an ID out of both tables; were it in both, the
-		// created order is what exists, so it wins.
-		if _, ok := recorded[st.Order.ID()]; !ok {
-			recorded[st.Order.ID()] = st
-		}
-	}
-	return recorded, nil
-}
-
 // readHolders finds, for each voucher on sale (a key of stock), the slots of
 // the places the batch's users hold in its sale.
 func (r *OrderRepo) readHolders(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, stock map[domain.VoucherID]int) (map[domain.VoucherID]map[domain.UserID][]int, error) {
@@ -349,39 +320,30 @@ func (r *OrderRepo) readHolders(ctx context.Context, db bun.IDB, orders []domain
 // creating one of these orders (another consumer's redelivery) runs wholly
 // before or after it, and no order ends both created and failed.
 func (r *OrderRepo) MarkFailed(ctx context.Context, orders []domain.VoucherOrder, reason domain.FailureReason) ([]ports.Outcome, error) {
-	if len(orders) == 0 {
-		return []ports.Outcome{}, nil
-	}
-	var outcomes []ports.Outcome
-	err := runInTx(ctx, r.db, func(ctx context.Context, tx bun.Tx) error {
+	return r.batchInTx(ctx, orders, "mark %d orders failed", func(ctx context.Context, tx bun.Tx) ([]ports.Outcome, error) {
 		if _, _, err := r.lockStock(ctx, tx, voucherIDs(orders)); err != nil {
-			return err
+			return nil, err
 		}
-		recorded, err := r.readRecorded(ctx, tx, orders)
+		found, err := recorded(ctx, tx, orderIDs(orders))
 		if err != nil {
-			return err
+			return nil, err
 		}
-		plan := domain.PlanFailures(orders, reason, recorded)
-		outcomes = plan.Outcomes
-		return insertFailures(ctx, tx, plan.Failures)
+		plan := domain.PlanFailures(orders, reason, found)
+		return plan.Outcomes, insertFailures(ctx, tx, plan.Failures)
 	})
-	if err != nil {
-		return nil, wrap(fmt.Sprintf("mark %d orders failed", len(orders)), err)
-	}
-	return outcomes, nil
 }
 
-// findOrderSQL reads an order from both tables in one statement, so every id
+// recordedSQL reads orders from both tables in one statement, so every id
 // costs the same query whether it was created, failed or never existed: a
 // status lookup's cost must not tell which ids exist (the created table
 // first, then the failures, was one query for a created order and two for an
 // unknown id).
-const findOrderSQL = `SELECT id, user_id, voucher_id, status, pay_deadline, cancel_reason, transaction_id, pay_time, returned,
-	'' AS reason, 0 AS failed FROM tb_voucher_order WHERE id = ?
+const recordedSQL = `SELECT id, user_id, voucher_id, status, pay_deadline, cancel_reason, transaction_id, pay_time, returned,
+	'' AS reason, 0 AS failed FROM tb_voucher_order WHERE id IN (?0)
 UNION ALL
-SELECT order_id, user_id, voucher_id, 0, NULL, NULL, NULL, NULL, 0, reason, 1 FROM tb_voucher_order_failure WHERE order_id = ?`
+SELECT order_id, user_id, voucher_id, 0, NULL, NULL, NULL, NULL, 0, reason, 1 FROM tb_voucher_order_failure WHERE order_id IN (?0)`
 
-// foundOrder is a row of findOrderSQL: an order's columns (the lifecycle's
+// foundOrder is a row of recordedSQL: an order's columns (the lifecycle's
 // NULL for a failure) and, for a failure, its reason.
 type foundOrder struct {
 	orderModel
@@ -389,27 +351,48 @@ type foundOrder struct {
 	Failed int    `bun:"failed"`
 }
 
-func (r *OrderRepo) Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error) {
+// status is the row's order's status, or its failure's.
+func (f foundOrder) status() (domain.OrderStatus, error) {
+	if f.Failed == 0 {
+		return f.orderModel.status()
+	}
+	return failureModel{OrderID: f.ID, UserID: f.UserID, VoucherID: f.VoucherID, Reason: f.Reason}.status()
+}
+
+// recorded reads what earlier deliveries recorded under ids. An order is
+// never both created and failed (CreateBatch and MarkFailed are serialised
+// per voucher); should a hand-written row say so, the created one is the
+// truth.
+func recorded(ctx context.Context, db bun.IDB, ids []int64) (map[domain.OrderID]domain.OrderStatus, error) {
 	var rows []foundOrder
-	if err := r.db.NewRaw(findOrderSQL, int64(id), int64(id)).Scan(ctx, &rows); err != nil {
+	if err := db.NewRaw(recordedSQL, bun.List(ids)).Scan(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("read recorded orders: %w", err)
+	}
+	out := make(map[domain.OrderID]domain.OrderStatus, len(rows))
+	for _, row := range rows {
+		id := domain.OrderID(row.ID)
+		if _, seen := out[id]; seen && row.Failed != 0 {
+			continue
+		}
+		st, err := row.status()
+		if err != nil {
+			return nil, err
+		}
+		out[id] = st
+	}
+	return out, nil
+}
+
+func (r *OrderRepo) Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error) {
+	found, err := recorded(ctx, r.db, []int64{int64(id)})
+	if err != nil {
 		return domain.OrderStatus{}, wrap(fmt.Sprintf("find order %d", id), err)
 	}
-	if len(rows) == 0 {
+	st, ok := found[id]
+	if !ok {
 		return domain.OrderStatus{}, domain.ErrOrderNotFound
 	}
-	// An order is never both created and failed (CreateBatch and MarkFailed
-	// are serialised per voucher); should a hand-written row say so, the
-	// created one is the truth, as it was when created was read first.
-	row := rows[0]
-	for _, x := range rows {
-		if x.Failed == 0 {
-			row = x
-		}
-	}
-	if row.Failed == 0 {
-		return row.orderModel.status()
-	}
-	return failureModel{OrderID: row.ID, UserID: row.UserID, VoucherID: row.VoucherID, Reason: row.Reason}.status()
+	return st, nil
 }
 
 func (r *OrderRepo) Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain.VoucherOrder, error) {
@@ -427,21 +410,12 @@ func (r *OrderRepo) BuyersAfter(ctx context.Context, voucher domain.VoucherID, a
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("list buyers of voucher %d after order %d", voucher, after), err)
 	}
-	return toPlaces(rows)
-}
-
-// toPlaces is toOrders for the rows that hold a place: those that no longer
-// hold their unit come back Forfeited (domain.OrderStatus.Place).
-func toPlaces(rows []orderModel) ([]domain.VoucherOrder, error) {
-	out := make([]domain.VoucherOrder, len(rows))
-	for i, row := range rows {
-		st, err := row.status()
-		if err != nil {
-			return nil, err
-		}
-		out[i] = st.Place()
-	}
-	return out, nil
+	// Those that no longer hold their unit come back Forfeited
+	// (domain.OrderStatus.Place).
+	return mapRows(rows, func(m orderModel) (domain.VoucherOrder, error) {
+		st, err := m.status()
+		return st.Place(), err
+	})
 }
 
 type buyerCount struct {
@@ -538,4 +512,65 @@ func (r *OrderRepo) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleT
 		Unpaid: row.Unpaid, Paid: row.Paid, Cancelled: row.Cancelled, Refunding: row.Refunding,
 		RefundsOwed: row.Owed, RefundsOwedFen: row.OwedFen, DoubleCharges: row.Doubles,
 	}, nil
+}
+
+// insertOrders inserts orders as new, unpaid ones (toOrderModel's values),
+// each in its slot of slots (1 when it has none), skipping those whose keys
+// exist, and returns how many rows it inserted. It
+// is the fulfilment's one statement per batch, so it is written by hand:
+// bun's model insert reflected over every field of every row, ~3.5% of the
+// service's CPU in a stampede of claims. It names only the columns a new
+// order does not take from the table's defaults (both dialects' migrations:
+// status 1 unpaid, returned 0, cancel_reason, transaction_id and pay_time
+// NULL): spelling those out in every row cost MariaDB about 1.3µs of its
+// 9µs per order (measured on 100,000 rows in batches of 500). For the same
+// reason slot is named only when an order is not in slot 1, its default: a
+// batch of first orders (every batch of a sale with a limit of 1) is the
+// statement it always was.
+func (r *OrderRepo) insertOrders(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, slots map[domain.OrderID]int) (int64, error) {
+	d := r.db.Dialect()
+	b := make([]byte, 0, 160+len(orders)*59)
+	if d.Name() == dialect.SQLite {
+		b = append(b, "INSERT OR IGNORE INTO"...)
+	} else {
+		b = append(b, "INSERT IGNORE INTO"...)
+	}
+	withSlots := !allFirstSlots(slots)
+	if withSlots {
+		b = append(b, " tb_voucher_order (id, user_id, voucher_id, pay_deadline, slot) VALUES "...)
+	} else {
+		b = append(b, " tb_voucher_order (id, user_id, voucher_id, pay_deadline) VALUES "...)
+	}
+	for i, o := range orders {
+		m := toOrderModel(o, r.window)
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, '(')
+		b = strconv.AppendInt(b, m.ID, 10)
+		b = append(b, ", "...)
+		b = strconv.AppendInt(b, m.UserID, 10)
+		b = append(b, ", "...)
+		b = strconv.AppendInt(b, m.VoucherID, 10)
+		b = append(b, ", "...)
+		if m.PayDeadline.Valid {
+			b = d.AppendTime(b, m.PayDeadline.Time)
+		} else {
+			b = append(b, "NULL"...)
+		}
+		if withSlots {
+			b = append(b, ", "...)
+			b = strconv.AppendInt(b, int64(max(slots[o.ID()], 1)), 10)
+		}
+		b = append(b, ')')
+	}
+	res, err := db.ExecContext(ctx, string(b))
+	if err != nil {
+		return 0, fmt.Errorf("insert %d rows into tb_voucher_order: %w", len(orders), err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("insert %d rows into tb_voucher_order: %w", len(orders), err)
+	}
+	return n, nil
 }

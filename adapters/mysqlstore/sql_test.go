@@ -213,7 +213,7 @@ var sqlCases = []struct {
 		}
 		stockIs(t, s, v.ID(), 5)
 	}},
-	// The batch's INSERT is written by hand (insert.go): its row must be
+	// The batch's INSERT is written by hand (insertOrders): its row must be
 	// what the model says, on each dialect, through both of its callers.
 	{"a_created_order_row_holds_every_column_of_an_unpaid_order", func(t *testing.T, connect func(*testing.T) *bun.DB) {
 		db, s := migrated(t, connect)
