@@ -51,18 +51,10 @@ func (r *OrderRepo) WithReclaimAfterCancel(on bool) *OrderRepo {
 	return r
 }
 
-func stateOf(status int8) (domain.OrderState, error) {
-	switch status {
-	case statusUnpaid:
-		return domain.OrderCreated, nil
-	case statusPaid, statusUsed:
-		return domain.OrderPaid, nil
-	case statusCancelled:
-		return domain.OrderCancelled, nil
-	case statusRefunding, statusRefunded:
-		return domain.OrderRefunding, nil
-	}
-	return "", fmt.Errorf("unknown order status %d", status)
+// stateOf is the state each stored status code stands for.
+var stateOf = map[int8]domain.OrderState{
+	statusUnpaid: domain.OrderCreated, statusPaid: domain.OrderPaid, statusUsed: domain.OrderPaid,
+	statusCancelled: domain.OrderCancelled, statusRefunding: domain.OrderRefunding, statusRefunded: domain.OrderRefunding,
 }
 
 func statusOf(s domain.OrderState) int8 {
@@ -83,9 +75,9 @@ func (m orderModel) status() (domain.OrderStatus, error) {
 	if err != nil {
 		return domain.OrderStatus{}, err
 	}
-	state, err := stateOf(m.Status)
-	if err != nil {
-		return domain.OrderStatus{}, fmt.Errorf("stored order %d: %w", m.ID, err)
+	state, ok := stateOf[m.Status]
+	if !ok {
+		return domain.OrderStatus{}, fmt.Errorf("stored order %d: unknown order status %d", m.ID, m.Status)
 	}
 	st := domain.OrderStatus{Order: o, State: state}
 	if m.PayDeadline.Valid {
@@ -314,9 +306,10 @@ func (r *OrderRepo) OrdersAfter(ctx context.Context, voucher domain.VoucherID, f
 	if err != nil {
 		return nil, err
 	}
-	read := func(code int8) ([]orderModel, error) {
-		var rows []orderModel
-		q := r.db.NewSelect().Model(&rows).
+	var rows []orderModel
+	for _, code := range codes {
+		var page []orderModel
+		q := r.db.NewSelect().Model(&page).
 			Column("id", "user_id", "voucher_id", "status", "pay_deadline", "cancel_reason", "pay_time").
 			Where("voucher_id = ?", int64(voucher)).Where("id > ?", int64(after))
 		if code != 0 {
@@ -325,19 +318,10 @@ func (r *OrderRepo) OrdersAfter(ctx context.Context, voucher domain.VoucherID, f
 		if reason != "" {
 			q = q.Where("cancel_reason = ?", reason)
 		}
-		err := q.Order("id").Limit(int64(limit)).Scan(ctx)
-		return rows, err
-	}
-	var rows []orderModel
-	for _, code := range codes {
-		more, rerr := read(code)
-		rows, err = append(rows, more...), rerr
-		if err != nil {
-			break
+		if err := q.Order("id").Limit(int64(limit)).Scan(ctx); err != nil {
+			return nil, wrap(fmt.Sprintf("list orders of voucher %d after %d", voucher, after), err)
 		}
-	}
-	if err != nil {
-		return nil, wrap(fmt.Sprintf("list orders of voucher %d after %d", voucher, after), err)
+		rows = append(rows, page...)
 	}
 	if len(codes) > 1 {
 		slices.SortFunc(rows, func(a, b orderModel) int { return cmp.Compare(a.ID, b.ID) })
@@ -398,7 +382,12 @@ func (r *OrderRepo) Pay(ctx context.Context, p domain.Payment) (ports.PayResult,
 			return err
 		}
 		if next != st.State {
-			if err := r.applyPayment(ctx, tx, id, st.State, next, p); err != nil {
+			// The locked order moves on, with the payment's time and transaction.
+			err := guarded(ctx, tx.NewUpdate().Table("tb_voucher_order").
+				Set("status = ?", statusOf(next)).Set("pay_time = ?", p.At.UTC()).Set("transaction_id = ?", p.TransactionID).
+				Set("update_time = ?", time.Now().UTC()).
+				Where("id = ?", int64(id)).Where("status = ?", statusOf(st.State)), 1, "record payment")
+			if err != nil {
 				return err
 			}
 		}
@@ -440,13 +429,4 @@ func (r *OrderRepo) lockForPayment(ctx context.Context, tx bun.Tx, id domain.Ord
 	}
 	o, err := failed[0].toDomain()
 	return domain.OrderStatus{Order: o, State: domain.OrderFailed}, err == nil, err
-}
-
-// applyPayment moves the locked order from one state to the next, with the
-// payment's time and transaction.
-func (r *OrderRepo) applyPayment(ctx context.Context, tx bun.Tx, id domain.OrderID, from, to domain.OrderState, p domain.Payment) error {
-	return guarded(ctx, tx.NewUpdate().Table("tb_voucher_order").
-		Set("status = ?", statusOf(to)).Set("pay_time = ?", p.At.UTC()).Set("transaction_id = ?", p.TransactionID).
-		Set("update_time = ?", time.Now().UTC()).
-		Where("id = ?", int64(id)).Where("status = ?", statusOf(from)), 1, "record payment")
 }

@@ -3,7 +3,6 @@ package mysqlstore
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
@@ -275,13 +274,9 @@ func hasRows(ctx context.Context, db *bun.DB, table string) (bool, error) {
 	if exists == 0 {
 		return false, nil
 	}
-	var one int
-	err := db.NewRaw("SELECT 1 FROM ? LIMIT 1", bun.Ident(table)).Scan(ctx, &one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
+	held, err := db.NewSelect().Table(table).Exists(ctx)
 	if err != nil {
 		return false, fmt.Errorf("does %s hold rows: %w", table, err)
 	}
-	return true, nil
+	return held, nil
 }

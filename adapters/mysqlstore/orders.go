@@ -229,19 +229,15 @@ func plainlyNew(orders []domain.VoucherOrder, stock map[domain.VoucherID]int) bo
 		v domain.VoucherID
 		u domain.UserID
 	}
-	ids := make(map[domain.OrderID]struct{}, len(orders))
-	buyers := make(map[buyer]struct{}, len(orders))
+	ids := make(map[domain.OrderID]bool, len(orders))
+	buyers := make(map[buyer]bool, len(orders))
 	wanted := make(map[domain.VoucherID]int, 1)
 	for _, o := range orders {
 		b := buyer{o.VoucherID(), o.UserID()}
-		if _, dup := ids[o.ID()]; dup {
+		if ids[o.ID()] || buyers[b] {
 			return false
 		}
-		if _, dup := buyers[b]; dup {
-			return false
-		}
-		ids[o.ID()] = struct{}{}
-		buyers[b] = struct{}{}
+		ids[o.ID()], buyers[b] = true, true
 		wanted[b.v]++
 	}
 	for v, n := range wanted {
@@ -474,22 +470,15 @@ func sortedKeys[V any](m map[domain.VoucherID]V) []domain.VoucherID {
 
 var _ ports.OrderLedger = (*OrderRepo)(nil)
 
-type tallyRow struct {
-	Stock     *int  `bun:"stock"`
-	Unpaid    int64 `bun:"unpaid"`
-	Paid      int64 `bun:"paid"`
-	Cancelled int64 `bun:"cancelled"`
-	Refunding int64 `bun:"refunding"`
-	Failed    int64 `bun:"failed"`
-	Owed      int64 `bun:"owed"`
-	OwedFen   int64 `bun:"owed_fen"`
-	Doubles   int64 `bun:"doubles"`
-}
-
 // Tally reads a sale's stock and order counts in one statement; the order
 // counts walk the voucher_id index, not the tables.
 func (r *OrderRepo) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTally, error) {
-	var row tallyRow
+	// The columns are named as bun names SaleTally's fields; the stock, NULL
+	// when the voucher has no sale, scans into the outer Stock.
+	var row struct {
+		ports.SaleTally
+		Stock *int `bun:"stock"`
+	}
 	err := r.db.NewRaw(`SELECT
 		(SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?0) AS stock,
 		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?0 AND status = 1) AS unpaid,
@@ -497,9 +486,9 @@ func (r *OrderRepo) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleT
 		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?0 AND status = 4) AS cancelled,
 		(SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?0 AND status IN (5, 6)) AS refunding,
 		(SELECT COUNT(*) FROM tb_voucher_order_failure WHERE voucher_id = ?0) AS failed,
-		(SELECT COUNT(*) FROM tb_payment WHERE voucher_id = ?0 AND kind <> 'settled') AS owed,
-		(SELECT COALESCE(SUM(amount), 0) FROM tb_payment WHERE voucher_id = ?0 AND kind <> 'settled') AS owed_fen,
-		(SELECT COUNT(*) FROM tb_payment WHERE voucher_id = ?0 AND kind = 'double') AS doubles`,
+		(SELECT COUNT(*) FROM tb_payment WHERE voucher_id = ?0 AND kind <> 'settled') AS refunds_owed,
+		(SELECT COALESCE(SUM(amount), 0) FROM tb_payment WHERE voucher_id = ?0 AND kind <> 'settled') AS refunds_owed_fen,
+		(SELECT COUNT(*) FROM tb_payment WHERE voucher_id = ?0 AND kind = 'double') AS double_charges`,
 		int64(id)).Scan(ctx, &row)
 	if err != nil {
 		return ports.SaleTally{}, wrap(fmt.Sprintf("tally orders of voucher %d", id), err)
@@ -507,11 +496,8 @@ func (r *OrderRepo) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleT
 	if row.Stock == nil {
 		return ports.SaleTally{}, fmt.Errorf("tally voucher %d: %w", id, domain.ErrVoucherNotFound)
 	}
-	return ports.SaleTally{
-		Stock: *row.Stock, Failed: row.Failed,
-		Unpaid: row.Unpaid, Paid: row.Paid, Cancelled: row.Cancelled, Refunding: row.Refunding,
-		RefundsOwed: row.Owed, RefundsOwedFen: row.OwedFen, DoubleCharges: row.Doubles,
-	}, nil
+	row.SaleTally.Stock = *row.Stock
+	return row.SaleTally, nil
 }
 
 // insertOrders inserts orders as new, unpaid ones (toOrderModel's values),
@@ -547,12 +533,9 @@ func (r *OrderRepo) insertOrders(ctx context.Context, db bun.IDB, orders []domai
 			b = append(b, ", "...)
 		}
 		b = append(b, '(')
-		b = strconv.AppendInt(b, m.ID, 10)
-		b = append(b, ", "...)
-		b = strconv.AppendInt(b, m.UserID, 10)
-		b = append(b, ", "...)
-		b = strconv.AppendInt(b, m.VoucherID, 10)
-		b = append(b, ", "...)
+		for _, n := range [...]int64{m.ID, m.UserID, m.VoucherID} {
+			b = append(strconv.AppendInt(b, n, 10), ", "...)
+		}
 		if m.PayDeadline.Valid {
 			b = d.AppendTime(b, m.PayDeadline.Time)
 		} else {
@@ -565,10 +548,10 @@ func (r *OrderRepo) insertOrders(ctx context.Context, db bun.IDB, orders []domai
 		b = append(b, ')')
 	}
 	res, err := db.ExecContext(ctx, string(b))
-	if err != nil {
-		return 0, fmt.Errorf("insert %d rows into tb_voucher_order: %w", len(orders), err)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
 	}
-	n, err := res.RowsAffected()
 	if err != nil {
 		return 0, fmt.Errorf("insert %d rows into tb_voucher_order: %w", len(orders), err)
 	}

@@ -82,9 +82,20 @@ func (r *VoucherRepo) addSeckill(ctx context.Context, v domain.Voucher, key, fin
 		ShopID: int64(v.ShopID()), Title: v.Title(), SubTitle: v.SubTitle(), Rules: v.Rules(),
 		PayValue: v.PayValue(), ActualValue: v.ActualValue(), Type: int8(domain.VoucherSeckill), Status: v.Status(),
 	}
+	room := sale.Room()
+	sm := seckillModel{Stock: sale.Stock(), BeginTime: sale.Begin(), EndTime: sale.End(), Buckets: sale.Buckets(),
+		RoomOpensBefore: int(room.OpensBefore() / time.Second), RoomAdmitRate: room.AdmitPerSecond(),
+		RoomPassTTL: int(room.PassTTL() / time.Second), RoomMargin: room.Margin(), LimitPerUser: sale.LimitPerUser()}
 	err := r.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		if err := insertSeckill(ctx, tx, &vm, sale); err != nil {
-			return err
+		if _, err := tx.NewInsert().Model(&vm).Exec(ctx); err != nil {
+			return fmt.Errorf("insert tb_voucher: %w", err)
+		}
+		if vm.ID <= 0 {
+			return errors.New("insert tb_voucher: the database returned no id")
+		}
+		sm.VoucherID = vm.ID
+		if _, err := tx.NewInsert().Model(&sm).Exec(ctx); err != nil {
+			return fmt.Errorf("insert tb_seckill_voucher: %w", err)
 		}
 		if key != "" {
 			cm := creationModel{Key: key, VoucherID: vm.ID, Fingerprint: fingerprint}
@@ -119,24 +130,6 @@ func (r *VoucherRepo) creation(ctx context.Context, key string) (ports.Creation,
 		return ports.Creation{}, false, fmt.Errorf("voucher %d of creation key %q: %w", cm.VoucherID, key, err)
 	}
 	return ports.Creation{Voucher: v, Fingerprint: cm.Fingerprint}, true, nil
-}
-
-// insertSeckill fills vm.ID with the new voucher's ID.
-func insertSeckill(ctx context.Context, db bun.IDB, vm *voucherModel, sale domain.Sale) error {
-	if _, err := db.NewInsert().Model(vm).Exec(ctx); err != nil {
-		return fmt.Errorf("insert tb_voucher: %w", err)
-	}
-	if vm.ID <= 0 {
-		return errors.New("insert tb_voucher: the database returned no id")
-	}
-	room := sale.Room()
-	sm := seckillModel{VoucherID: vm.ID, Stock: sale.Stock(), BeginTime: sale.Begin(), EndTime: sale.End(), Buckets: sale.Buckets(),
-		RoomOpensBefore: int(room.OpensBefore() / time.Second), RoomAdmitRate: room.AdmitPerSecond(),
-		RoomPassTTL: int(room.PassTTL() / time.Second), RoomMargin: room.Margin(), LimitPerUser: sale.LimitPerUser()}
-	if _, err := db.NewInsert().Model(&sm).Exec(ctx); err != nil {
-		return fmt.Errorf("insert tb_seckill_voucher: %w", err)
-	}
-	return nil
 }
 
 func (r *VoucherRepo) Get(ctx context.Context, id domain.VoucherID) (domain.Voucher, error) {
