@@ -129,15 +129,14 @@ func (c *StreamCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.deadLetters, prometheus.GaugeValue, float64(dead.Val()))
 
 	inSet := map[domain.VoucherID]bool{}
-	for _, m := range members.Val() {
-		if id, err := strconv.ParseInt(m, 10, 64); err == nil && id > 0 {
-			inSet[domain.VoucherID(id)] = true
-		}
-	}
 	var fresh []domain.VoucherID
-	for vid := range inSet {
-		if _, ok := c.known[vid]; !ok {
-			fresh = append(fresh, vid)
+	for _, m := range members.Val() {
+		n, err := strconv.ParseInt(m, 10, 64)
+		if vid := domain.VoucherID(n); err == nil && n > 0 && !inSet[vid] {
+			inSet[vid] = true
+			if _, ok := c.known[vid]; !ok {
+				fresh = append(fresh, vid)
+			}
 		}
 	}
 	for vid := range c.known {
