@@ -144,12 +144,7 @@ const (
 
 // runInTx is bun's RunInTx, run again after a deadlock or a lock wait
 // timeout while attempts and ctx last.
-func runInTx(ctx context.Context, db bun.IDB, fn func(ctx context.Context, tx bun.Tx) error) error {
-	return runInTxWith(ctx, db, nil, fn)
-}
-
-// runInTxWith is runInTx with the transaction's options.
-func runInTxWith(ctx context.Context, db bun.IDB, opts *sql.TxOptions, fn func(ctx context.Context, tx bun.Tx) error) error {
+func runInTx(ctx context.Context, db bun.IDB, opts *sql.TxOptions, fn func(ctx context.Context, tx bun.Tx) error) error {
 	wait := txRetryFirst
 	for attempt := 1; ; attempt++ {
 		err := db.RunInTx(ctx, opts, fn)

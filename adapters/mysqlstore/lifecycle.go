@@ -137,7 +137,7 @@ func (r *OrderRepo) ExpireDue(ctx context.Context, now time.Time, limit int) ([]
 	if r.db.Dialect().Name() == dialect.MySQL {
 		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
-	err := runInTxWith(ctx, r.db, opts, func(ctx context.Context, tx bun.Tx) error {
+	err := runInTx(ctx, r.db, opts, func(ctx context.Context, tx bun.Tx) error {
 		due = nil
 		var rows []orderModel
 		q := tx.NewSelect().Model(&rows).Column("id", "user_id", "voucher_id", "pay_deadline").
@@ -228,7 +228,7 @@ func (r *OrderRepo) Cancel(ctx context.Context, id domain.OrderID) (domain.Order
 		changed bool
 		refused error
 	)
-	err := runInTx(ctx, r.db, func(ctx context.Context, tx bun.Tx) error {
+	err := runInTx(ctx, r.db, nil, func(ctx context.Context, tx bun.Tx) error {
 		changed, refused = false, nil
 		st, found, err := r.lockOrder(ctx, tx, id)
 		if err != nil || !found {
@@ -358,7 +358,7 @@ func (r *OrderRepo) Pay(ctx context.Context, p domain.Payment) (ports.PayResult,
 		res     ports.PayResult
 		refused error
 	)
-	err := runInTx(ctx, r.db, func(ctx context.Context, tx bun.Tx) error {
+	err := runInTx(ctx, r.db, nil, func(ctx context.Context, tx bun.Tx) error {
 		res, refused = ports.PayResult{}, nil
 		st, found, err := r.lockForPayment(ctx, tx, id)
 		if err != nil || !found {

@@ -123,10 +123,8 @@ func createDatabase(ctx context.Context, cfg *mysql.Config) error {
 // OpenSQLite opens (creating it and its directory if needed) the SQLite file
 // the embedded default runs on.
 func OpenSQLite(path string) (*bun.DB, error) {
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("create directory for SQLite database: %w", err)
-		}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create directory for SQLite database: %w", err)
 	}
 	q := url.Values{}
 	// busy_timeout first, so the switch to WAL waits for another connection

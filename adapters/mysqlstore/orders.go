@@ -69,7 +69,7 @@ func (r *OrderRepo) batchInTx(ctx context.Context, orders []domain.VoucherOrder,
 		return []ports.Outcome{}, nil
 	}
 	var outcomes []ports.Outcome
-	err := runInTx(ctx, r.db, func(ctx context.Context, tx bun.Tx) (err error) {
+	err := runInTx(ctx, r.db, nil, func(ctx context.Context, tx bun.Tx) (err error) {
 		outcomes, err = fn(ctx, tx)
 		return err
 	})

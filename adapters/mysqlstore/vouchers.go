@@ -184,7 +184,7 @@ func (r *VoucherRepo) ChangeSale(ctx context.Context, id domain.VoucherID, once 
 		after   domain.Voucher
 		changed bool
 	)
-	err := runInTx(ctx, r.db, func(ctx context.Context, tx bun.Tx) error {
+	err := runInTx(ctx, r.db, nil, func(ctx context.Context, tx bun.Tx) error {
 		after, changed = domain.Voucher{}, false
 		where := "v.id = ?"
 		if r.db.Dialect().Name() != dialect.SQLite {
