@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -185,7 +186,7 @@ func (r *OrderRepo) cancelRows(ctx context.Context, db bun.IDB, orders []domain.
 	if err != nil {
 		return err
 	}
-	for _, v := range sortedKeys(units) {
+	for _, v := range slices.Sorted(maps.Keys(units)) {
 		_, err := db.NewUpdate().Table("tb_seckill_voucher").
 			Set("stock = stock + ?", units[v]).Set("update_time = ?", time.Now().UTC()).
 			Where("voucher_id = ?", int64(v)).Exec(ctx)

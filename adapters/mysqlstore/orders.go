@@ -3,6 +3,7 @@ package mysqlstore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -117,7 +118,7 @@ func (r *OrderRepo) createBatch(ctx context.Context, db bun.IDB, orders []domain
 			return nil, err
 		}
 	}
-	for _, v := range sortedKeys(plan.Taken) {
+	for _, v := range slices.Sorted(maps.Keys(plan.Taken)) {
 		n := plan.Taken[v]
 		// The row is locked and its stock was read under the lock.
 		err := guarded(ctx, db.NewUpdate().Table("tb_seckill_voucher").
@@ -293,7 +294,7 @@ func (r *OrderRepo) readHolders(ctx context.Context, db bun.IDB, orders []domain
 		}
 	}
 	holders := make(map[domain.VoucherID]map[domain.UserID][]int, len(users))
-	for _, v := range sortedKeys(users) {
+	for _, v := range slices.Sorted(maps.Keys(users)) {
 		var rows []orderModel
 		err := db.NewSelect().Model(&rows).Column("user_id", "slot").
 			Where("voucher_id = ?", int64(v)).
@@ -457,15 +458,6 @@ func voucherIDs(orders []domain.VoucherOrder) []int64 {
 	}
 	slices.Sort(ids)
 	return slices.Compact(ids)
-}
-
-func sortedKeys[V any](m map[domain.VoucherID]V) []domain.VoucherID {
-	keys := make([]domain.VoucherID, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 var _ ports.OrderLedger = (*OrderRepo)(nil)
