@@ -47,10 +47,6 @@ func outcomesWith(others ...string) []string {
 // slow one in tens; a second is far beyond the client's patience.
 var claimBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
 
-// Buckets of the claim-to-commit time. An order ID carries its claim's second
-// only, so an observation is the true time plus up to one second.
-var commitBuckets = []float64{.5, 1, 2, 3, 5, 10, 30, 60, 300, 1800}
-
 // Metrics is the service's registry and the instruments the adapters feed.
 // Its methods are safe for concurrent use.
 type Metrics struct {
@@ -111,9 +107,11 @@ func New() *Metrics {
 		ordersWritten: f.counterVec("orders_written_total",
 			"Orders newly recorded in the database, by state (created or failed); redeliveries are not counted again.",
 			"state", "created", "failed"),
+		// An order ID carries its claim's second only, so an observation is
+		// the true time plus up to one second.
 		claimToCommit: f.histogram("claim_to_commit_seconds",
 			"Time from a claim to the commit of its order row, measured from the claim second the order ID carries (so up to 1s over).",
-			commitBuckets),
+			[]float64{.5, 1, 2, 3, 5, 10, 30, 60, 300, 1800}),
 		retries: f.counterVec("worker_retries_total",
 			"Worker retries after a failure, by stage (receive from the queue, fulfil a batch).", "stage", StageReceive, StageFulfil),
 		backoff: f.counterVec("worker_backoff_seconds_total",
@@ -122,8 +120,10 @@ func New() *Metrics {
 			"Unpaid orders this instance cancelled because their pay window passed."),
 		returned: f.counter("units_returned_total",
 			"Units of cancelled orders (expired or by their buyer) this instance gave back to the gate."),
-		expiryLag: f.histogram("order_expiry_lag_seconds",
-			"How long after its pay deadline each order was expired.", expiryLagBuckets),
+		// An order is expired within 5 s of its deadline (the loop runs every
+		// second), a backlog shows as tens of seconds or more.
+		expiryLag: f.histogram("order_expiry_lag_seconds", "How long after its pay deadline each order was expired.",
+			[]float64{.1, .25, .5, 1, 2, 3, 5, 10, 30, 60, 300}),
 		payments: f.counterVec("payments_total",
 			"Payments received, once per provider transaction, by kind: settled, late (after the order was cancelled), double (another transaction for a paid order), unsold (for a failed order); all but settled are owed back.",
 			"kind", paymentKinds...),

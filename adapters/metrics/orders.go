@@ -105,10 +105,6 @@ func (q *OrderQueue) DeadLetter(ctx context.Context, ds []ports.Delivery, reason
 	return err
 }
 
-// Buckets of the expiry lag: an order is expired within 5 s of its deadline
-// (the loop runs every second), a backlog shows as tens of seconds or more.
-var expiryLagBuckets = []float64{.1, .25, .5, 1, 2, 3, 5, 10, 30, 60, 300}
-
 // paymentKinds is the closed label set of seckill_payments_total.
 var paymentKinds = []string{string(domain.PaymentSettled), string(domain.PaymentLate), string(domain.PaymentDouble), string(domain.PaymentUnsold)}
 

@@ -219,11 +219,9 @@ func (c *StreamCollector) fail(ch chan<- prometheus.Metric) {
 // stream or group (NOGROUP on XPENDING) is an answer, not a failed scrape.
 func ignorable(err error) bool { return err == nil || errors.Is(err, redis.Nil) }
 
+// number is v's integer; a field HMGET found missing is nil, not one.
 func number(v any) (int64, bool) {
-	s, ok := v.(string)
-	if !ok {
-		return 0, false
-	}
+	s, _ := v.(string)
 	n, err := strconv.ParseInt(s, 10, 64)
 	return n, err == nil
 }
