@@ -221,6 +221,11 @@ func (f factory) histogram(name, help string, buckets []float64) prometheus.Hist
 	return register(f.reg, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets}))
 }
 
+// desc describes a series of the service's namespace, for a collector.
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(namespace+"_"+name, help, labels, nil)
+}
+
 // gaugeFunc and counterFunc register a series read on every scrape.
 func (f factory) gaugeFunc(name, help string, n func() int) {
 	f.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help},

@@ -65,23 +65,19 @@ func NewStreamCollector(rdb redis.UniversalClient, opts StreamOptions) *StreamCo
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	voucher := []string{"voucher"}
-	desc := func(name, help string, labels []string) *prometheus.Desc {
-		return prometheus.NewDesc(prometheus.BuildFQName(namespace, "", name), help, labels, nil)
-	}
 	return &StreamCollector{
 		rdb:   rdb,
 		opts:  opts,
 		live:  redisschema.LiveSet(opts.Prefix),
-		stock: desc("gate_stock_remaining", "Stock the Redis gate has left, per live sale.", voucher),
+		stock: desc("gate_stock_remaining", "Stock the Redis gate has left, per live sale.", "voucher"),
 		backlog: desc("stream_backlog_orders",
-			"Unfinished entries of a live sale's order stream (pending or not yet delivered): orders claimed and not yet in the database.", voucher),
+			"Unfinished entries of a live sale's order stream (pending or not yet delivered): orders claimed and not yet in the database.", "voucher"),
 		pending: desc("stream_pending_orders",
-			"Entries of a live sale's order stream delivered to a consumer and not yet acknowledged.", voucher),
+			"Entries of a live sale's order stream delivered to a consumer and not yet acknowledged.", "voucher"),
 		oldest: desc("stream_oldest_pending_age_seconds",
-			"Age of the oldest entry delivered and not acknowledged, per live sale: the fulfilment lag (0 when none).", voucher),
+			"Age of the oldest entry delivered and not acknowledged, per live sale: the fulfilment lag (0 when none).", "voucher"),
 		deadLetters: desc("dead_letter_records",
-			"Records the dead-letter stream keeps, whoever set them aside.", nil),
+			"Records the dead-letter stream keeps, whoever set them aside."),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace,
 			Name:      "stream_collect_errors_total",
@@ -236,16 +232,14 @@ type roomCollector struct {
 
 // Rooms registers the waiting rooms' gauges, read from figures on scrape.
 func (m *Metrics) Rooms(figures func(now time.Time) []application.RoomFigures) {
-	desc := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc(prometheus.BuildFQName(namespace, "room", name), help, []string{"voucher"}, nil)
-	}
 	m.reg.MustRegister(&roomCollector{
 		figures:  figures,
-		waiting:  desc("waiting", "Users in the sale's waiting room not admitted yet."),
-		admitted: desc("admitted", "Places the sale's waiting room has admitted (passes issued)."),
-		used:     desc("passes_used", "Passes used by a successful claim."),
-		lapsed:   desc("passes_expired", "Admitted places whose pass expired unused; each went to the next in line."),
-		age:      desc("view_age_seconds", "How old this instance's view of the room is (it reads the room at most every 250 ms, when polled)."),
+		waiting:  desc("room_waiting", "Users in the sale's waiting room not admitted yet.", "voucher"),
+		admitted: desc("room_admitted", "Places the sale's waiting room has admitted (passes issued).", "voucher"),
+		used:     desc("room_passes_used", "Passes used by a successful claim.", "voucher"),
+		lapsed:   desc("room_passes_expired", "Admitted places whose pass expired unused; each went to the next in line.", "voucher"),
+		age: desc("room_view_age_seconds",
+			"How old this instance's view of the room is (it reads the room at most every 250 ms, when polled).", "voucher"),
 	})
 }
 

@@ -76,7 +76,7 @@ func newStripedHistogram(name, help string, buckets []float64) *stripedHistogram
 		panic("metrics: a striped histogram takes ascending buckets")
 	}
 	return &stripedHistogram{
-		desc:  prometheus.NewDesc(namespace+"_"+name, help, nil, nil),
+		desc:  desc(name, help),
 		upper: buckets,
 		s:     newStripes(len(buckets) + 2),
 	}
@@ -129,7 +129,7 @@ var _ prometheus.Collector = (*outcomeCounters)(nil)
 
 func newOutcomeCounters(name, help string, outcomes []string) *outcomeCounters {
 	return &outcomeCounters{
-		desc:     prometheus.NewDesc(namespace+"_"+name, help, []string{"outcome"}, nil),
+		desc:     desc(name, help, "outcome"),
 		outcomes: outcomes,
 		index:    indexOf(outcomes),
 		counts:   newStripes(len(outcomes)),
