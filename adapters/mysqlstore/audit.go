@@ -41,22 +41,22 @@ type auditModel struct {
 
 // recordAudit appends e through db, the transaction of the action's
 // database write, so that the entry commits with its change or not at all.
-func recordAudit(ctx context.Context, db bun.IDB, e domain.AuditEntry) (domain.AuditEntry, error) {
+func recordAudit(ctx context.Context, db bun.IDB, e domain.AuditEntry) error {
 	if e.IsZero() {
-		return domain.AuditEntry{}, errors.New("an admin action needs its audit entry")
+		return errors.New("an admin action needs its audit entry")
 	}
 	if e.Voucher() <= 0 {
-		return domain.AuditEntry{}, fmt.Errorf("audit entry %s names no voucher", e.Action())
+		return fmt.Errorf("audit entry %s names no voucher", e.Action())
 	}
 	m := auditModel{AdminID: int64(e.Admin()), Action: string(e.Action()), VoucherID: int64(e.Voucher()),
 		Detail: e.Change(), At: storedTime(time.Now())}
 	if _, err := db.NewInsert().Model(&m).Exec(ctx); err != nil {
-		return domain.AuditEntry{}, fmt.Errorf("insert tb_admin_audit: %w", err)
+		return fmt.Errorf("insert tb_admin_audit: %w", err)
 	}
 	if m.ID <= 0 {
-		return domain.AuditEntry{}, errors.New("insert tb_admin_audit: the database returned no id")
+		return errors.New("insert tb_admin_audit: the database returned no id")
 	}
-	return e.Recorded(m.ID, m.At), nil
+	return nil
 }
 
 // List reads one page by the primary key (every voucher) or by

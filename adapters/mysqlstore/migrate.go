@@ -30,18 +30,14 @@ const (
 	lockWait = time.Minute
 )
 
-// migrationsOf are the migration files of db's dialect.
+// migrationsOf are the migration files of db's dialect, in the folder named
+// as bun names the dialect.
 func migrationsOf(db *bun.DB) (fs.FS, error) {
-	var dir string
-	switch db.Dialect().Name() {
-	case dialect.MySQL:
-		dir = "migrations/mysql"
-	case dialect.SQLite:
-		dir = "migrations/sqlite"
-	default:
-		return nil, fmt.Errorf("no migrations for the %s dialect", db.Dialect().Name())
+	d := db.Dialect().Name()
+	if d != dialect.MySQL && d != dialect.SQLite {
+		return nil, fmt.Errorf("no migrations for the %s dialect", d)
 	}
-	return fs.Sub(migrationFiles, dir)
+	return fs.Sub(migrationFiles, "migrations/"+d.String())
 }
 
 // newMigrator also creates the migration tables when they are missing.

@@ -106,8 +106,7 @@ func (r *VoucherRepo) addSeckill(ctx context.Context, v domain.Voucher, key, fin
 		if entry.IsZero() {
 			return nil
 		}
-		_, err := recordAudit(ctx, tx, entry.ForVoucher(domain.VoucherID(vm.ID)))
-		return err
+		return recordAudit(ctx, tx, entry.ForVoucher(domain.VoucherID(vm.ID)))
 	})
 	if err != nil {
 		return domain.Voucher{}, wrap("add seckill voucher", err)
@@ -235,7 +234,7 @@ func (r *VoucherRepo) ChangeSale(ctx context.Context, id domain.VoucherID, once 
 				return fmt.Errorf("insert tb_sale_control_key: %w", err)
 			}
 		}
-		if _, err := recordAudit(ctx, tx, entry); err != nil {
+		if err := recordAudit(ctx, tx, entry); err != nil {
 			return err
 		}
 		after = next.WithSale(a)
