@@ -249,17 +249,6 @@ func unsplit(k int) int {
 // WithID returns the voucher with the ID a repository assigned.
 func (v Voucher) WithID(id VoucherID) Voucher { v.id = id; return v }
 
-// WithBuckets returns the voucher with its sale split into k buckets (see
-// Sale.WithBuckets).
-func (v Voucher) WithBuckets(k int) (Voucher, error) {
-	s, err := v.sale.WithBuckets(k)
-	if err != nil {
-		return Voucher{}, err
-	}
-	v.sale = s
-	return v, nil
-}
-
 // WithStock returns the voucher with its sale's stock replaced (e.g. by what is
 // left in the database).
 func (v Voucher) WithStock(stock int) Voucher { v.sale.stock = stock; return v }

@@ -65,11 +65,11 @@ func splitInto(t testing.TB, v domain.Voucher, k int) domain.Voucher {
 	if k == 1 {
 		return v
 	}
-	s, err := v.WithBuckets(k)
+	s, err := v.Sale().WithBuckets(k)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return v.WithSale(s)
 }
 
 func fastOpts(prefix string) redisgate.Options {
@@ -482,10 +482,7 @@ func TestLostBucketCountIsRestored(t *testing.T) {
 	if err := rdb.Del(ctx(t), redisschema.BucketMeta(prefix, v.ID())).Err(); err != nil {
 		t.Fatal(err)
 	}
-	split, err := v.WithBuckets(3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	split := splitInto(t, v, 3)
 	fresh := redisgate.New(rdb, fastOpts(prefix))       // a process that never saw K
 	for _, probe := range []*redisgate.Gate{g, fresh} { // whether it knows K or not
 		missing, err := probe.Missing(ctx(t), []domain.VoucherID{v.ID()})
@@ -509,7 +506,7 @@ func TestQueuedFindsOrdersOfBothKinds(t *testing.T) {
 	r, _, _ := clusterGate(t)
 
 	sv, wv := newVoucher(t, 9), newVoucher(t, 9)
-	sv, _ = sv.WithBuckets(3)
+	sv = splitInto(t, sv, 3)
 	for _, v := range []domain.Voucher{sv, wv} {
 		if err := r.Preheat(ctx(t), v); err != nil {
 			t.Fatal(err)
