@@ -23,11 +23,6 @@ const (
 	ActionResume AuditAction = "sale.resume"
 )
 
-// ParseAuditAction accepts only the actions above.
-func ParseAuditAction(s string) (AuditAction, error) {
-	return parseEnum(s, "action", "audit action", ActionCreateVoucher, ActionEndSale, ActionMoveEnd, ActionAddStock, ActionPause, ActionResume)
-}
-
 // MaxAuditChange bounds an entry's change document: far above any voucher
 // (its rules are at most 1024 characters), far below what could bloat the
 // table.
@@ -52,7 +47,8 @@ func NewAuditEntry(admin UserID, action AuditAction, voucher VoucherID, change s
 	if admin <= 0 {
 		return AuditEntry{}, invalid("admin", "must be a positive user id")
 	}
-	if _, err := ParseAuditAction(string(action)); err != nil {
+	if _, err := parseEnum(string(action), "action", "audit action",
+		ActionCreateVoucher, ActionEndSale, ActionMoveEnd, ActionAddStock, ActionPause, ActionResume); err != nil {
 		return AuditEntry{}, err
 	}
 	if voucher < 0 {
