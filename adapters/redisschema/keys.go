@@ -5,9 +5,12 @@
 package redisschema
 
 import (
+	_ "embed"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hmdp-go/seckill/domain"
 )
@@ -112,4 +115,20 @@ func ValidatePrefix(prefix string) error {
 		return fmt.Errorf("key prefix %q must not contain '{' or '}' (it would take the voucher's hash tag)", prefix)
 	}
 	return nil
+}
+
+//go:embed controls.lua
+var controlsLua string
+
+// ControlsScript carries a sale's controls (end, pause, units added) to a
+// voucher's or a bucket's hash; both gates run it, each in its own script
+// set.
+var ControlsScript = redis.NewScript(controlsLua)
+
+// Paused is how a hash keeps a sale's pause ('paused' field).
+func Paused(s domain.Sale) string {
+	if s.Paused() {
+		return "1"
+	}
+	return "0"
 }
