@@ -6,6 +6,7 @@
 package jwtsession
 
 import (
+	"cmp"
 	"context"
 	"crypto/x509"
 	"encoding/json"
@@ -15,7 +16,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/MicahParks/keyfunc/v3"
@@ -26,13 +26,6 @@ import (
 	"github.com/hmdp-go/seckill/adapters/internal/tokencache"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
-)
-
-// Defaults of Options.
-const (
-	DefaultAlgs       = "RS256,ES256"
-	DefaultUserClaim  = "sub"
-	DefaultRolesClaim = "roles"
 )
 
 // Leeway is the clock skew allowed on exp, nbf and iat.
@@ -86,12 +79,13 @@ type Options struct {
 	KeyFile  string
 	Issuer   string
 	Audience string
-	// Algs are the algorithms accepted (CheckAlgs); nil means DefaultAlgs.
+	// Algs are the algorithms accepted (CheckAlgs); nil means RS256 and
+	// ES256.
 	Algs []string
-	// UserClaim names the claim holding the numeric user id.
+	// UserClaim names the claim holding the numeric user id ("": sub).
 	UserClaim string
 	// AdminRole, when set, makes an admin of the holder of a token whose
-	// RolesClaim (a list of strings, or one string) holds it.
+	// RolesClaim ("": roles; a list of strings, or one string) holds it.
 	AdminRole  string
 	RolesClaim string
 	CacheSize  int
@@ -126,19 +120,13 @@ var _ ports.BearerSessions = (*Verifier)(nil)
 // refresh, or a token's unknown kid), and the failure is logged.
 func New(o Options) (*Verifier, error) {
 	if o.Algs == nil {
-		o.Algs = strings.Split(DefaultAlgs, ",")
+		o.Algs = []string{"RS256", "ES256"}
 	}
 	if err := CheckAlgs(o.Algs); err != nil {
 		return nil, err
 	}
 	if (o.JWKSURL == "") == (o.KeyFile == "") {
 		return nil, errors.New("exactly one of a JWKS URL and a key file is needed")
-	}
-	if o.UserClaim == "" {
-		o.UserClaim = DefaultUserClaim
-	}
-	if o.RolesClaim == "" {
-		o.RolesClaim = DefaultRolesClaim
 	}
 	if o.CacheSize <= 0 {
 		o.CacheSize = tokencache.DefaultSize
@@ -155,7 +143,7 @@ func New(o Options) (*Verifier, error) {
 		checks = append(checks, jwt.WithAudience(o.Audience))
 	}
 	v := &Verifier{
-		userClaim: o.UserClaim, rolesClaim: o.RolesClaim, adminRole: o.AdminRole, clock: o.Clock,
+		userClaim: cmp.Or(o.UserClaim, "sub"), rolesClaim: cmp.Or(o.RolesClaim, "roles"), adminRole: o.AdminRole, clock: o.Clock,
 		cache:  tokencache.New[session](o.CacheSize),
 		parser: jwt.NewParser(checks...),
 		stop:   func() {},
