@@ -136,16 +136,11 @@ var ErrNotSeckill = invalid("type", "must be a seckill voucher with a sale")
 
 // Voucher is a shop's voucher; a seckill voucher also has a Sale.
 type Voucher struct {
-	id          VoucherID
-	shopID      ShopID
-	title       string
-	subTitle    string
-	rules       string
-	payValue    int64
-	actualValue int64
-	typ         VoucherType
-	status      int8
-	sale        Sale
+	id     VoucherID
+	spec   VoucherSpec
+	typ    VoucherType
+	status int8
+	sale   Sale
 }
 
 // VoucherSpec is what a caller provides to create a seckill voucher.
@@ -192,11 +187,7 @@ func NewSeckillVoucher(spec VoucherSpec, sale Sale) (Voucher, error) {
 	case sale.IsZero():
 		return Voucher{}, invalid("sale", "is required for a seckill voucher")
 	}
-	return Voucher{
-		shopID: spec.ShopID, title: spec.Title, subTitle: spec.SubTitle, rules: spec.Rules,
-		payValue: spec.PayValue, actualValue: spec.ActualValue,
-		typ: VoucherSeckill, status: 1, sale: sale,
-	}, nil
+	return Voucher{spec: spec, typ: VoucherSeckill, status: 1, sale: sale}, nil
 }
 
 // controlAt is the byte offset of the first C0 control character (NUL
@@ -216,10 +207,7 @@ func controlAt(s string) int {
 // constructor: use it only in repositories, for rows that were validated when
 // written. sale is the zero Sale for a normal voucher.
 func UnmarshalVoucherFromDatabase(id VoucherID, spec VoucherSpec, typ VoucherType, status int8, sale Sale) Voucher {
-	return Voucher{
-		id: id, shopID: spec.ShopID, title: spec.Title, subTitle: spec.SubTitle, rules: spec.Rules,
-		payValue: spec.PayValue, actualValue: spec.ActualValue, typ: typ, status: status, sale: sale,
-	}
+	return Voucher{id: id, spec: spec, typ: typ, status: status, sale: sale}
 }
 
 // UnmarshalSplitSaleFromDatabase rebuilds a stored sale, whose stock may
@@ -254,12 +242,12 @@ func (v Voucher) WithID(id VoucherID) Voucher { v.id = id; return v }
 func (v Voucher) WithStock(stock int) Voucher { v.sale.stock = stock; return v }
 
 func (v Voucher) ID() VoucherID      { return v.id }
-func (v Voucher) ShopID() ShopID     { return v.shopID }
-func (v Voucher) Title() string      { return v.title }
-func (v Voucher) SubTitle() string   { return v.subTitle }
-func (v Voucher) Rules() string      { return v.rules }
-func (v Voucher) PayValue() int64    { return v.payValue }
-func (v Voucher) ActualValue() int64 { return v.actualValue }
+func (v Voucher) ShopID() ShopID     { return v.spec.ShopID }
+func (v Voucher) Title() string      { return v.spec.Title }
+func (v Voucher) SubTitle() string   { return v.spec.SubTitle }
+func (v Voucher) Rules() string      { return v.spec.Rules }
+func (v Voucher) PayValue() int64    { return v.spec.PayValue }
+func (v Voucher) ActualValue() int64 { return v.spec.ActualValue }
 func (v Voucher) Type() VoucherType  { return v.typ }
 func (v Voucher) Status() int8       { return v.status }
 func (v Voucher) Sale() Sale         { return v.sale }
