@@ -87,9 +87,6 @@ func (s *Rooms) keys(id domain.VoucherID) roomKeys {
 	return roomKeys{room: k.Room(""), users: k.Room(":users"), steps: k.Room(":steps"), used: k.Room(":used"), usedBy: k.Room(":usedby")}
 }
 
-// expireAt is when a room's keys go; a room's end is in its hash.
-func expireAt(end time.Time) int64 { return end.Add(retention).UnixMilli() }
-
 func (s *Rooms) Open(ctx context.Context, v domain.Voucher) error {
 	sale := v.Sale()
 	if !sale.HasRoom() {
@@ -102,7 +99,7 @@ func (s *Rooms) Open(ctx context.Context, v domain.Voucher) error {
 	r := cfg.Rules
 	err := s.scripts.Run(ctx, s.rdb, openScript, []string{s.keys(v.ID()).room},
 		r.OpensBefore().Milliseconds(), r.AdmitPerSecond(), r.PassTTL().Milliseconds(),
-		cfg.Cap, cfg.Begin.UnixMilli(), cfg.End.UnixMilli(), expireAt(cfg.End), r.Margin()).Err()
+		cfg.Cap, cfg.Begin.UnixMilli(), cfg.End.UnixMilli(), cfg.End.Add(retention).UnixMilli(), r.Margin()).Err()
 	if err != nil {
 		return fmt.Errorf("open room of voucher %d: %w", v.ID(), err)
 	}
