@@ -35,7 +35,7 @@ var (
 var refusals = []*Refusal{ErrVoucherNotFound, ErrNotStarted, ErrEnded, ErrPaused, ErrSoldOut, ErrAlreadyClaimed, ErrPassRequired, ErrPassExpired}
 
 // Refusals lists every business refusal of a claim. The slice is a copy.
-func Refusals() []*Refusal { return append([]*Refusal(nil), refusals...) }
+func Refusals() []*Refusal { return slices.Clone(refusals) }
 
 // RefusalByCode maps a refusal's code back to it (how adapters read a gate's
 // answer); false for anything else.
