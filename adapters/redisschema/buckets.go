@@ -17,9 +17,6 @@ import (
 // voucher's tag is "<voucherId>", so the consumer treats both alike: a stream
 // is named by its tag.
 
-// MaxBuckets bounds K (domain.MaxBuckets).
-const MaxBuckets = domain.MaxBuckets
-
 // clusterSlots is the number of Redis Cluster hash slots.
 const clusterSlots = 16384
 

@@ -12,7 +12,7 @@ func TestOrderIndexRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []int{1, 2, redisschema.MaxBuckets} {
+	for _, k := range []int{1, 2, domain.MaxBuckets} {
 		got, ok := redisschema.DecodeOrderIndex(redisschema.EncodeOrderIndex(o, k))
 		if !ok || got != (redisschema.OrderIndex{Voucher: 42, User: o.UserID(), Buckets: k}) {
 			t.Fatalf("K=%d: decoded %+v, %v", k, got, ok)

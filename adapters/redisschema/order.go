@@ -141,7 +141,7 @@ func DecodeOrderIndex(raw string) (OrderIndex, bool) {
 	idx := OrderIndex{Voucher: domain.VoucherID(vid), User: domain.UserID(uid), Buckets: 1}
 	if len(parts) == 3 {
 		k, err := strconv.Atoi(parts[2])
-		if err != nil || k < 2 || k > MaxBuckets {
+		if err != nil || k < 2 || k > domain.MaxBuckets {
 			return OrderIndex{}, false
 		}
 		idx.Buckets = k
