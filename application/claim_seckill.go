@@ -161,12 +161,19 @@ type Claimed struct {
 //  5. the answer recorded (ClaimRecorder);
 //  6. the pass spent, once the order is taken.
 //
-// Errors are Handle's; a sale without a room costs step 1 a map lookup.
+// Business refusals come back as *domain.Refusal errors, and a claim not
+// taken as ErrBusy; either way nothing changed, and the order ID was handed
+// back. A claim that may have been taken (Redis failed after the admission
+// was sent) comes back as an *OutcomeUnknownError carrying its order ID. A
+// sale without a room costs step 1 a map lookup.
 func (h *ClaimSeckill) Claim(ctx context.Context, c Claim) (Claimed, error) {
 	if err := ctx.Err(); err != nil {
 		return Claimed{}, err
 	}
-	ctx = h.deadline.Context(ctx, c.Arrived.Add(h.budget)) // see Handle
+	// One budget from the claim's arrival, detached from the caller: once
+	// the admission may have reserved, a client hanging up must not cut
+	// the claim in half, and before that finishing costs at most the budget.
+	ctx = h.deadline.Context(ctx, c.Arrived.Add(h.budget))
 	// 1. The waiting room's pass.
 	place := int64(-1)
 	if h.rooms != nil {
@@ -192,23 +199,6 @@ func (h *ClaimSeckill) Claim(ctx context.Context, c Claim) (Claimed, error) {
 	spend, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	return Claimed{Order: id, PassUnspent: h.rooms.Used(spend, c.Voucher, c.User, place)}, nil
-}
-
-// Handle returns the new order's ID once the order is admitted. Business
-// refusals come back as *domain.Refusal errors, and a claim not taken as
-// ErrBusy; either way nothing changed, and the order ID was handed back. A
-// claim that may have been taken (Redis failed after the admission was sent)
-// comes back as an *OutcomeUnknownError carrying its order ID. It runs
-// Claim's steps 2 to 5.
-func (h *ClaimSeckill) Handle(ctx context.Context, user domain.UserID, voucher domain.VoucherID) (domain.OrderID, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	// One budget from the start, detached from the caller: once the
-	// admission may have reserved, a client hanging up must not cut the
-	// claim in half, and before that finishing costs at most the budget.
-	ctx = h.deadline.Context(ctx, time.Now().Add(h.budget))
-	return h.take(ctx, user, voucher)
 }
 
 // take is Claim's steps 2 to 5, within ctx's budget.
