@@ -98,24 +98,29 @@ func randomSeed() [domain.RoomSeedSize]byte {
 
 // Remember records a sale's room (or that it has none), known from the
 // database or its creation.
-func (d *RoomDirectory) Remember(v domain.Voucher) {
-	s := v.Sale()
-	if !s.HasRoom() {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		put(d.none, v.ID(), struct{}{})
-		return
-	}
+func (d *RoomDirectory) Remember(v domain.Voucher) { d.remember(v) }
+
+// remember is Remember, returning the sale's view (nil: it has no room).
+func (d *RoomDirectory) remember(v domain.Voucher) *roomView {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, ok := d.rooms[v.ID()]; !ok {
-		d.rooms[v.ID()] = &roomView{id: v.ID(), cfg: ports.NewRoomConfig(s)}
+	s := v.Sale()
+	if !s.HasRoom() {
+		put(d.none, v.ID(), struct{}{})
+		return nil
+	}
+	view, ok := d.rooms[v.ID()]
+	if !ok {
+		view = &roomView{id: v.ID(), cfg: ports.NewRoomConfig(s)}
+		d.rooms[v.ID()] = view
 	}
 	delete(d.absent, v.ID())
+	return view
 }
 
 // room finds a voucher's room: from memory, or with one store read shared by
-// every concurrent caller; nil when it has none.
+// every concurrent caller; nil when it has none, ErrBusy when it cannot be
+// read.
 func (d *RoomDirectory) room(ctx context.Context, id domain.VoucherID) (*roomView, error) {
 	d.mu.Lock()
 	if v, ok := d.rooms[id]; ok {
@@ -137,7 +142,7 @@ func (d *RoomDirectory) room(ctx context.Context, id domain.VoucherID) (*roomVie
 		case <-l.done:
 			return l.view, l.err
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, fmt.Errorf("%w: %w", ErrBusy, ctx.Err())
 		}
 	}
 	l := &lookup{done: make(chan struct{})}
@@ -151,7 +156,7 @@ func (d *RoomDirectory) room(ctx context.Context, id domain.VoucherID) (*roomVie
 	delete(d.flight, id)
 	switch {
 	case err != nil:
-		l.err = fmt.Errorf("read waiting room of voucher %d: %w", id, err)
+		l.err = fmt.Errorf("%w: read waiting room of voucher %d: %w", ErrBusy, id, err)
 	case found == ports.RoomPresent:
 		l.view = &roomView{id: id, cfg: cfg}
 		d.rooms[id] = l.view
@@ -259,10 +264,7 @@ func (d *RoomDirectory) Read(ctx context.Context, v domain.Voucher) (RoomFigures
 	if !v.Sale().HasRoom() {
 		return RoomFigures{}, false, nil
 	}
-	d.Remember(v)
-	d.mu.Lock()
-	view := d.rooms[v.ID()] // Remember put it there, and views are never removed
-	d.mu.Unlock()
+	view := d.remember(v)
 	if _, err := d.state(ctx, view, false); err != nil {
 		return RoomFigures{}, false, err
 	}

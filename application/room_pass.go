@@ -33,7 +33,7 @@ func NewRoomPassCheck(dir *RoomDirectory, signer *RoomSigner) *RoomPassCheck {
 func (h *RoomPassCheck) Check(ctx context.Context, voucher domain.VoucherID, user domain.UserID, pass func() string) (int64, error) {
 	v, err := h.dir.room(ctx, voucher)
 	if err != nil {
-		return -1, fmt.Errorf("%w: %w", ErrBusy, err)
+		return -1, err
 	}
 	if v == nil {
 		return -1, nil
