@@ -75,14 +75,7 @@ func (h *AddSeckillVoucher) HandleOnce(ctx context.Context, admin domain.UserID,
 	// preheat, and claims may have been served since. Restore writes the gate
 	// from the database only if it is absent (with the buyers the database
 	// has), so it neither sells stock twice nor leaves the voucher dark.
-	buyers, err := h.orders.Buyers(ctx, c.Voucher.ID())
-	if err != nil {
-		return c.Voucher, fmt.Errorf("list buyers of voucher %d: %w", c.Voucher.ID(), err)
-	}
-	if _, err := h.gate.Restore(ctx, c.Voucher, buyers); err != nil {
-		return c.Voucher, fmt.Errorf("restore gate of voucher %d: %w", c.Voucher.ID(), err)
-	}
-	return c.Voucher, nil
+	return c.Voucher, restoreVoucher(ctx, h.orders, h.gate, c.Voucher)
 }
 
 // creationEntry is the audit entry of a creation: who asked, and the

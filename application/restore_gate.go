@@ -92,18 +92,14 @@ func (h *RestoreGate) Repair(ctx context.Context) (RepairReport, error) {
 	if err != nil {
 		return r, errors.Join(err, controlsErr)
 	}
-	if len(missing) > 0 {
-		lost := make([]domain.Voucher, 0, len(missing))
-		for _, id := range missing {
-			lost = append(lost, byID[id])
-		}
-		// Counted as repaired whether the gate or only its live-set entry
-		// was gone (Restore puts the entry back in both cases).
-		if err := h.restore(ctx, lost); err != nil {
+	// Counted as repaired whether the gate or only its live-set entry was
+	// gone (Restore puts the entry back in both cases).
+	for _, id := range missing {
+		if err := restoreVoucher(ctx, h.orders, h.gate, byID[id]); err != nil {
 			return r, errors.Join(err, controlsErr)
 		}
-		r.Restored = len(lost)
 	}
+	r.Restored = len(missing)
 	r.Healed, err = h.heal(ctx, vs, ids)
 	return r, errors.Join(err, controlsErr)
 }
@@ -172,15 +168,15 @@ func (h *RestoreGate) healVoucher(ctx context.Context, v domain.Voucher) (Healed
 	}
 }
 
-func (h *RestoreGate) restore(ctx context.Context, vs []domain.Voucher) error {
-	for _, v := range vs {
-		buyers, err := h.orders.Buyers(ctx, v.ID())
-		if err != nil {
-			return fmt.Errorf("list buyers of voucher %d: %w", v.ID(), err)
-		}
-		if _, err := h.gate.Restore(ctx, v, buyers); err != nil {
-			return fmt.Errorf("restore voucher %d: %w", v.ID(), err)
-		}
+// restoreVoucher writes v's gate from the database, with the buyers it
+// holds, where the gate lacks it: Restore writes only what is absent.
+func restoreVoucher(ctx context.Context, orders ports.OrderRepository, gate ports.StockGate, v domain.Voucher) error {
+	buyers, err := orders.Buyers(ctx, v.ID())
+	if err != nil {
+		return fmt.Errorf("list buyers of voucher %d: %w", v.ID(), err)
+	}
+	if _, err := gate.Restore(ctx, v, buyers); err != nil {
+		return fmt.Errorf("restore gate of voucher %d: %w", v.ID(), err)
 	}
 	return nil
 }
