@@ -49,13 +49,12 @@ type SoldOutMarks struct {
 	// moves none.
 	base time.Time
 
-	mu    sync.Mutex
-	marks map[domain.VoucherID]*mark
-	// view is a copy of marks, published (under mu) whenever a mark is
-	// added or removed, which is rare: SoldOut, the sold-out edge's check
-	// on every request of a stampede, reads it without the lock, which
-	// moved its cache line between the cores on every answer.
-	view atomic.Pointer[map[domain.VoucherID]*mark]
+	mu sync.Mutex
+	// marks is copied on write (under mu) whenever a mark is added or
+	// removed, which is rare: SoldOut, the sold-out edge's check on every
+	// request of a stampede, reads it without the lock, which moved its
+	// cache line between the cores on every answer.
+	marks atomic.Pointer[map[domain.VoucherID]*mark]
 }
 
 // DefaultSoldOutWindow keeps a mark long enough that a stampede on a sold-out
@@ -92,8 +91,8 @@ func NewSoldOutMarks(window time.Duration, clock ports.Clock) *SoldOutMarks {
 	if clock == nil {
 		clock = ports.SystemClock{}
 	}
-	g := &SoldOutMarks{window: window, clock: clock, base: clock.Now(), marks: make(map[domain.VoucherID]*mark)}
-	g.publish()
+	g := &SoldOutMarks{window: window, clock: clock, base: clock.Now()}
+	g.marks.Store(&map[domain.VoucherID]*mark{})
 	return g
 }
 
@@ -104,7 +103,7 @@ func (g *SoldOutMarks) Window() time.Duration { return g.window }
 // answer the claim's sold-out step would give from it (an expired mark is
 // not an answer: the claim re-checks the gate).
 func (g *SoldOutMarks) SoldOut(v domain.VoucherID) bool {
-	m := (*g.view.Load())[v]
+	m := (*g.marks.Load())[v]
 	return m != nil && g.fresh(m)
 }
 
@@ -125,7 +124,7 @@ func (g *SoldOutMarks) check(ctx context.Context, v domain.VoucherID) (soldOutPr
 	for {
 		p := soldOutProbe{epoch: g.clears.Load()}
 		g.mu.Lock()
-		m := g.marks[v]
+		m := (*g.marks.Load())[v]
 		switch {
 		case m == nil:
 			g.mu.Unlock()
@@ -168,7 +167,7 @@ func (g *SoldOutMarks) settle(v domain.VoucherID, p soldOutProbe, err error) {
 	m := p.m
 	close(m.probe)
 	m.probe = nil
-	if g.marks[v] != m {
+	if (*g.marks.Load())[v] != m {
 		return // cleared meanwhile
 	}
 	switch {
@@ -188,16 +187,12 @@ func (g *SoldOutMarks) mark(v domain.VoucherID, epoch uint64) {
 	if g.clears.Load() != epoch {
 		return
 	}
-	m := g.marks[v]
-	added := m == nil
-	if added {
+	m := (*g.marks.Load())[v]
+	if m == nil {
 		m = &mark{}
-		g.marks[v] = m
+		defer g.set(v, m) // published once its expiry is set
 	}
 	m.until.Store(g.now() + int64(g.window))
-	if added {
-		g.publish()
-	}
 }
 
 // clear forgets v's mark and invalidates sold-out answers still in flight.
@@ -206,15 +201,21 @@ func (g *SoldOutMarks) clear(v domain.VoucherID) {
 	defer g.mu.Unlock()
 	g.clears.Add(1)
 	// A probe in flight keeps its own pointer and finds it gone when it settles.
-	if m := g.marks[v]; m != nil {
+	if m := (*g.marks.Load())[v]; m != nil {
 		g.remove(v, m)
 	}
 }
 
-// publish makes the view a copy of the marks; g.mu is held (or g is new).
-func (g *SoldOutMarks) publish() {
-	view := maps.Clone(g.marks)
-	g.view.Store(&view)
+// set publishes a copy of the marks with v's mark m (nil: without one);
+// g.mu is held.
+func (g *SoldOutMarks) set(v domain.VoucherID, m *mark) {
+	marks := maps.Clone(*g.marks.Load())
+	if m == nil {
+		delete(marks, v)
+	} else {
+		marks[v] = m
+	}
+	g.marks.Store(&marks)
 }
 
 // now is the clock's time as marks keep it.
@@ -226,8 +227,7 @@ func (g *SoldOutMarks) fresh(m *mark) bool { return g.now() < m.until.Load() }
 // remove forgets v's mark m; g.mu is held.
 func (g *SoldOutMarks) remove(v domain.VoucherID, m *mark) {
 	m.until.Store(0)
-	delete(g.marks, v)
-	g.publish()
+	g.set(v, nil)
 }
 
 // SoldOutGate is the StockGate whose calls that may return stock to a
