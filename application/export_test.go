@@ -13,3 +13,6 @@ func (h *ClaimSeckill) Handle(ctx context.Context, user domain.UserID, voucher d
 	c, err := h.Claim(ctx, Claim{User: user, Voucher: voucher, Arrived: time.Now()})
 	return c.Order, err
 }
+
+// Window is the staleness bound of a sold-out answer.
+func (g *SoldOutMarks) Window() time.Duration { return g.window }

@@ -310,7 +310,7 @@ func (g *RoomGate) open(ctx context.Context, v domain.Voucher) error {
 	if err := g.rooms.Open(ctx, v); err != nil {
 		return fmt.Errorf("open waiting room of voucher %d: %w", v.ID(), err)
 	}
-	g.dir.Remember(v)
+	g.dir.remember(v)
 	return nil
 }
 

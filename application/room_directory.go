@@ -96,11 +96,8 @@ func randomSeed() [domain.RoomSeedSize]byte {
 	return s
 }
 
-// Remember records a sale's room (or that it has none), known from the
-// database or its creation.
-func (d *RoomDirectory) Remember(v domain.Voucher) { d.remember(v) }
-
-// remember is Remember, returning the sale's view (nil: it has no room).
+// remember records a sale's room (or that it has none), known from the
+// database or its creation, and returns its view (nil: it has no room).
 func (d *RoomDirectory) remember(v domain.Voucher) *roomView {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -96,9 +96,6 @@ func NewSoldOutMarks(window time.Duration, clock ports.Clock) *SoldOutMarks {
 	return g
 }
 
-// Window is the staleness bound of a sold-out answer.
-func (g *SoldOutMarks) Window() time.Duration { return g.window }
-
 // SoldOut reports, without any I/O or lock, whether v has a fresh mark: the
 // answer the claim's sold-out step would give from it (an expired mark is
 // not an answer: the claim re-checks the gate).
