@@ -16,3 +16,8 @@ func (h *ClaimSeckill) Handle(ctx context.Context, user domain.UserID, voucher d
 
 // Window is the staleness bound of a sold-out answer.
 func (g *SoldOutMarks) Window() time.Duration { return g.window }
+
+// Handle is HandleOnce without an idempotency key.
+func (h *AddSeckillVoucher) Handle(ctx context.Context, admin domain.UserID, v domain.Voucher) (domain.Voucher, error) {
+	return h.HandleOnce(ctx, admin, "", v)
+}

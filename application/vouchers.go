@@ -26,20 +26,15 @@ func NewAddSeckillVoucher(vouchers ports.VoucherRepository, orders ports.OrderRe
 	return &AddSeckillVoucher{vouchers: vouchers, orders: orders, gate: gate}
 }
 
-// Handle saves the voucher an admin asked for, with its audit entry, then
-// preheats it. If the preheat fails the voucher is stored but not claimable
-// (claims answer not_found) until the periodic RestoreGate writes its
-// gate, or a retry with an idempotency key does.
-func (h *AddSeckillVoucher) Handle(ctx context.Context, admin domain.UserID, v domain.Voucher) (domain.Voucher, error) {
-	return h.HandleOnce(ctx, admin, "", v)
-}
-
-// HandleOnce is Handle under an idempotency key (empty: none). The first
-// request with a key creates the voucher; a retry with the key (after a
-// timeout or a 500) returns that same voucher and makes sure its gate
-// exists, never a second sale of the same stock nor a second audit entry.
-// The key reused for a different voucher is a validation error and changes
-// nothing.
+// HandleOnce saves the voucher an admin asked for, with its audit entry,
+// then preheats it. If the preheat fails the voucher is stored but not
+// claimable (claims answer not_found) until the periodic RestoreGate writes
+// its gate, or a retry with the idempotency key does. key may be empty
+// (none). The first request with a key creates the voucher; a retry with the
+// key (after a timeout or a 500) returns that same voucher and makes sure
+// its gate exists, never a second sale of the same stock nor a second audit
+// entry. The key reused for a different voucher is a validation error and
+// changes nothing.
 func (h *AddSeckillVoucher) HandleOnce(ctx context.Context, admin domain.UserID, key string, v domain.Voucher) (domain.Voucher, error) {
 	if !v.IsSeckill() {
 		return domain.Voucher{}, domain.ErrNotSeckill

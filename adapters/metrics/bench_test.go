@@ -146,7 +146,7 @@ func benchRouter(b *testing.B, backend string, withMetrics bool) (http.Handler, 
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := application.NewAddSeckillVoucher(vouchers, orders, gate).Handle(ctx, 1, v); err != nil {
+	if _, err := application.NewAddSeckillVoucher(vouchers, orders, gate).HandleOnce(ctx, 1, "", v); err != nil {
 		b.Fatal(err)
 	}
 	tokens := map[domain.UserID]string{}
