@@ -178,12 +178,7 @@ func (h *ClaimSeckill) Claim(ctx context.Context, c Claim) (Claimed, error) {
 	place := int64(-1)
 	if h.rooms != nil {
 		var err error
-		if place, err = h.rooms.Check(ctx, c.Voucher, c.User, func() string {
-			if c.Pass == nil {
-				return ""
-			}
-			return c.Pass.RoomPass()
-		}); err != nil {
+		if place, err = h.rooms.Check(ctx, c.Voucher, c.User, c.Pass); err != nil {
 			return Claimed{}, err
 		}
 	}

@@ -251,10 +251,10 @@ func NewRoomPassCheck(dir *RoomDirectory, signer *RoomSigner) *RoomPassCheck {
 // a pass of this room already: a pass admits one order, so an order that
 // lapsed or was cancelled does not let its pass claim again (even where
 // SECKILL_RECLAIM_AFTER_CANCEL frees the buyer), and its unit goes to the
-// line. ErrBusy when the room could not be read. pass is asked for the
-// claim's pass only when the sale has a room, so a claim without one does
-// not even read it; a claim with a valid one costs one store read more.
-func (h *RoomPassCheck) Check(ctx context.Context, voucher domain.VoucherID, user domain.UserID, pass func() string) (int64, error) {
+// line. ErrBusy when the room could not be read. pass (nil: none) is asked
+// for the claim's pass only when the sale has a room, so a claim without one
+// does not even read it; a claim with a valid one costs one store read more.
+func (h *RoomPassCheck) Check(ctx context.Context, voucher domain.VoucherID, user domain.UserID, pass PassSource) (int64, error) {
 	v, err := h.dir.room(ctx, voucher)
 	if err != nil {
 		return -1, err
@@ -262,7 +262,10 @@ func (h *RoomPassCheck) Check(ctx context.Context, voucher domain.VoucherID, use
 	if v == nil {
 		return -1, nil
 	}
-	p, err := h.signer.OpenPass(pass(), voucher, user)
+	if pass == nil {
+		return -1, domain.ErrPassRequired
+	}
+	p, err := h.signer.OpenPass(pass.RoomPass(), voucher, user)
 	if err != nil {
 		return -1, domain.ErrPassRequired
 	}

@@ -166,7 +166,7 @@ func TestFairnessWithRoom(t *testing.T) {
 				continue
 			}
 			claimed[u] = true
-			p, err := w.check.Check(ctx, id, u, func() string { return st.Pass })
+			p, err := w.check.Check(ctx, id, u, roomPass(st.Pass))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -344,7 +344,7 @@ func TestAPassIsWorthAUnitAgainstFasterBots(t *testing.T) {
 			if b.never {
 				continue
 			}
-			p, err := w.check.Check(ctx, id, u, func() string { return b.pass })
+			p, err := w.check.Check(ctx, id, u, roomPass(b.pass))
 			if errors.Is(err, domain.ErrPassExpired) {
 				continue
 			} else if err != nil {
