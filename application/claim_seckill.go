@@ -17,9 +17,9 @@ import (
 type ClaimSeckill struct {
 	ids       ports.OrderIDs
 	admission ports.Admission
-	rooms     *RoomPassCheck // nil: no sale has a waiting room
-	marks     *SoldOutMarks  // nil: every claim asks the admission
-	recorder  ClaimRecorder  // nil: the answers are told to no one
+	rooms     *WaitingRoom  // nil: no sale has a waiting room
+	marks     *SoldOutMarks // nil: every claim asks the admission
+	recorder  ClaimRecorder // nil: the answers are told to no one
 	// budget bounds the claim independently of the caller: once the admission
 	// may have reserved, a client hanging up must not cut the claim in half.
 	budget   time.Duration
@@ -70,7 +70,7 @@ func NewClaimSeckill(ids ports.OrderIDs, admission ports.Admission) *ClaimSeckil
 
 // WithRooms makes the waiting room's pass the claim's first step (Claim) and
 // returns h. Set it before h is shared.
-func (h *ClaimSeckill) WithRooms(rooms *RoomPassCheck) *ClaimSeckill {
+func (h *ClaimSeckill) WithRooms(rooms *WaitingRoom) *ClaimSeckill {
 	h.rooms = rooms
 	return h
 }

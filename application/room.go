@@ -57,20 +57,26 @@ type RoomStatus struct {
 // at DrawAt.
 func (st RoomStatus) InDraw() bool { return st.Phase == RoomDrawPending }
 
-// JoinRoom puts a user in a sale's waiting room: one place per user, and
-// joining again answers the same place. It costs one store round trip.
-type JoinRoom struct {
+// WaitingRoom is what a sale's waiting room does for its users: Join puts
+// them in line, Poll tells them where they stand and, once admitted, hands
+// them their pass, and the claim's first step checks that pass (Check) and
+// records it spent (Used). It answers from the instance's view of the rooms
+// (RoomDirectory), so a waiting user's poll costs no Redis: the ticket,
+// signed at the join, says the user's place.
+type WaitingRoom struct {
 	dir    *RoomDirectory
 	signer *RoomSigner
 }
 
-func NewJoinRoom(dir *RoomDirectory, signer *RoomSigner) *JoinRoom {
-	mustHave("JoinRoom", map[string]any{"dir": dir, "signer": signer})
-	return &JoinRoom{dir: dir, signer: signer}
+func NewWaitingRoom(dir *RoomDirectory, signer *RoomSigner) *WaitingRoom {
+	mustHave("WaitingRoom", map[string]any{"dir": dir, "signer": signer})
+	return &WaitingRoom{dir: dir, signer: signer}
 }
 
-// Handle joins; refusals are domain.ErrNoRoom, ErrRoomNotOpen and ErrEnded.
-func (h *JoinRoom) Handle(ctx context.Context, voucher domain.VoucherID, user domain.UserID) (RoomStatus, error) {
+// Join puts user in the sale's line: one place per user, and joining again
+// answers the same place. It costs one store round trip. Refusals are
+// domain.ErrNoRoom, ErrRoomNotOpen and ErrEnded.
+func (h *WaitingRoom) Join(ctx context.Context, voucher domain.VoucherID, user domain.UserID) (RoomStatus, error) {
 	v, err := h.dir.room(ctx, voucher)
 	if err != nil {
 		return RoomStatus{}, err
@@ -93,26 +99,13 @@ func (h *JoinRoom) Handle(ctx context.Context, voucher domain.VoucherID, user do
 	// A join that ran after the draw closed must not be answered from a
 	// view of the room read before: it would be told it is in the draw
 	// (pre_queue) while its index is past it.
-	return status(ctx, h.dir, h.signer, v, t, drawn)
+	return h.status(ctx, v, t, drawn)
 }
 
-// PollRoom tells a user who joined a waiting room where they stand and, once
-// admitted, hands them their pass. It answers from the instance's view of the
-// room (refreshed once per RoomRefresh), so a waiting user's poll costs no
-// Redis: the ticket, signed at the join, says the user's place.
-type PollRoom struct {
-	dir    *RoomDirectory
-	signer *RoomSigner
-}
-
-func NewPollRoom(dir *RoomDirectory, signer *RoomSigner) *PollRoom {
-	mustHave("PollRoom", map[string]any{"dir": dir, "signer": signer})
-	return &PollRoom{dir: dir, signer: signer}
-}
-
-// Handle answers the poll of user with ticket; a ticket that is not the
-// user's for this voucher (or not signed here) is domain.ErrNotInRoom.
-func (h *PollRoom) Handle(ctx context.Context, voucher domain.VoucherID, user domain.UserID, ticket string) (RoomStatus, error) {
+// Poll answers the poll of user with ticket, from the instance's view of the
+// room (refreshed once per RoomRefresh); a ticket that is not the user's for
+// this voucher (or not signed here) is domain.ErrNotInRoom.
+func (h *WaitingRoom) Poll(ctx context.Context, voucher domain.VoucherID, user domain.UserID, ticket string) (RoomStatus, error) {
 	t, err := h.signer.OpenTicket(ticket, voucher, user)
 	if err != nil {
 		return RoomStatus{}, domain.ErrNotInRoom
@@ -124,7 +117,7 @@ func (h *PollRoom) Handle(ctx context.Context, voucher domain.VoucherID, user do
 	if v == nil {
 		return RoomStatus{}, domain.ErrNoRoom
 	}
-	return status(ctx, h.dir, h.signer, v, t, false)
+	return h.status(ctx, v, t, false)
 }
 
 // joinable asks the room's rules of the store's copy of the sale (a view
@@ -142,14 +135,14 @@ func joinable(cfg ports.RoomConfig, now time.Time) error {
 // status answers where ticket t stands, from the instance's view of the room.
 // drawn: the caller knows the draw has closed, so a view that has not seen
 // it is read again.
-func status(ctx context.Context, dir *RoomDirectory, signer *RoomSigner, v *roomView, t Ticket, drawn bool) (RoomStatus, error) {
-	snap, err := dir.state(ctx, v, drawn)
+func (h *WaitingRoom) status(ctx context.Context, v *roomView, t Ticket, drawn bool) (RoomStatus, error) {
+	snap, err := h.dir.state(ctx, v, drawn)
 	if err != nil {
 		return RoomStatus{}, fmt.Errorf("%w: %w", ErrBusy, err)
 	}
-	now := dir.clock.Now()
+	now := h.dir.clock.Now()
 	rate := int64(v.cfg.Rules.AdmitPerSecond())
-	st := RoomStatus{Ticket: signer.Ticket(t), Joined: max(snap.Joined, t.Index+1), DrawAt: v.cfg.Begin}
+	st := RoomStatus{Ticket: h.signer.Ticket(t), Joined: max(snap.Joined, t.Index+1), DrawAt: v.cfg.Begin}
 	// Sold out: nothing left and no pass outstanding (passes never exceed
 	// what is left), so no place can be admitted until a unit comes back.
 	soldOut := snap.Left == 0
@@ -180,7 +173,7 @@ func status(ctx context.Context, dir *RoomDirectory, signer *RoomSigner, v *room
 	}
 	st.Phase = RoomAdmitted
 	st.PassExpires = exp
-	st.Pass = signer.Pass(Pass{Voucher: t.Voucher, User: t.User, Position: p, Expires: exp})
+	st.Pass = h.signer.Pass(Pass{Voucher: t.Voucher, User: t.User, Position: p, Expires: exp})
 	return st, nil
 }
 
@@ -231,21 +224,11 @@ func perRate(n, rate int64) time.Duration {
 	return time.Duration(n) * time.Second / time.Duration(rate)
 }
 
-// RoomPassCheck is the claim's one step for waiting rooms, run before the
-// claim: a sale without a room passes at the cost of a map lookup (after the
+// Check is the claim's one step for waiting rooms, run before the claim: a
+// sale without a room passes at the cost of a map lookup (after the
 // instance's first look at the sale), and a sale with one needs the user's
-// valid pass, checked by its signature with no Redis at all.
-type RoomPassCheck struct {
-	dir    *RoomDirectory
-	signer *RoomSigner
-}
-
-func NewRoomPassCheck(dir *RoomDirectory, signer *RoomSigner) *RoomPassCheck {
-	mustHave("RoomPassCheck", map[string]any{"dir": dir, "signer": signer})
-	return &RoomPassCheck{dir: dir, signer: signer}
-}
-
-// Check returns the position the pass admits (-1 for a sale without a room)
+// valid pass, checked by its signature with no Redis at all. It returns the
+// position the pass admits (-1 for a sale without a room)
 // or domain.ErrPassRequired (no pass, or not this user's for this sale),
 // domain.ErrPassExpired, or domain.ErrAlreadyClaimed when the user has used
 // a pass of this room already: a pass admits one order, so an order that
@@ -254,7 +237,7 @@ func NewRoomPassCheck(dir *RoomDirectory, signer *RoomSigner) *RoomPassCheck {
 // line. ErrBusy when the room could not be read. pass (nil: none) is asked
 // for the claim's pass only when the sale has a room, so a claim without one
 // does not even read it; a claim with a valid one costs one store read more.
-func (h *RoomPassCheck) Check(ctx context.Context, voucher domain.VoucherID, user domain.UserID, pass PassSource) (int64, error) {
+func (h *WaitingRoom) Check(ctx context.Context, voucher domain.VoucherID, user domain.UserID, pass PassSource) (int64, error) {
 	v, err := h.dir.room(ctx, voucher)
 	if err != nil {
 		return -1, err
@@ -286,7 +269,7 @@ func (h *RoomPassCheck) Check(ctx context.Context, voucher domain.VoucherID, use
 // returned for a sale with a room), so its place counts as used, not
 // outstanding. One store round trip; a failure leaves the place to expire
 // with its pass.
-func (h *RoomPassCheck) Used(ctx context.Context, voucher domain.VoucherID, user domain.UserID, position int64) error {
+func (h *WaitingRoom) Used(ctx context.Context, voucher domain.VoucherID, user domain.UserID, position int64) error {
 	if err := h.dir.store.Use(ctx, voucher, user, position); err != nil {
 		return fmt.Errorf("mark pass of voucher %d used: %w", voucher, err)
 	}

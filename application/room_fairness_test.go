@@ -110,7 +110,7 @@ func TestFairnessWithRoom(t *testing.T) {
 	tickets := make(map[domain.UserID]string)
 	joinOrder := make(map[domain.UserID]int) // the order of arrival in the pre-queue
 	join := func(u domain.UserID) {
-		st, err := w.join.Handle(ctx, id, u)
+		st, err := w.room.Join(ctx, id, u)
 		if err != nil {
 			t.Error(err)
 			return
@@ -155,7 +155,7 @@ func TestFairnessWithRoom(t *testing.T) {
 			if claimed[u] {
 				continue
 			}
-			st, err := w.poll.Handle(ctx, id, u, tk)
+			st, err := w.room.Poll(ctx, id, u, tk)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -166,7 +166,7 @@ func TestFairnessWithRoom(t *testing.T) {
 				continue
 			}
 			claimed[u] = true
-			p, err := w.check.Check(ctx, id, u, roomPass(st.Pass))
+			p, err := w.room.Check(ctx, id, u, roomPass(st.Pass))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -175,7 +175,7 @@ func TestFairnessWithRoom(t *testing.T) {
 			} else if err != nil {
 				t.Fatalf("user %d with a pass: %v", u, err)
 			}
-			if err := w.check.Used(ctx, id, u, p); err != nil {
+			if err := w.room.Used(ctx, id, u, p); err != nil {
 				t.Fatal(err)
 			}
 			won[isBot(u)]++
@@ -288,7 +288,7 @@ func TestAPassIsWorthAUnitAgainstFasterBots(t *testing.T) {
 			b.reaction = 200*time.Millisecond + time.Duration(r.Int64N(int64(1300*time.Millisecond)))
 			b.never = r.IntN(10) == 0
 		}
-		st, err := w.join.Handle(ctx, id, u)
+		st, err := w.room.Join(ctx, id, u)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -321,7 +321,7 @@ func TestAPassIsWorthAUnitAgainstFasterBots(t *testing.T) {
 				continue
 			}
 			if polls && b.claimAt.IsZero() {
-				st, err := w.poll.Handle(ctx, id, u, b.ticket)
+				st, err := w.room.Poll(ctx, id, u, b.ticket)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -344,7 +344,7 @@ func TestAPassIsWorthAUnitAgainstFasterBots(t *testing.T) {
 			if b.never {
 				continue
 			}
-			p, err := w.check.Check(ctx, id, u, roomPass(b.pass))
+			p, err := w.room.Check(ctx, id, u, roomPass(b.pass))
 			if errors.Is(err, domain.ErrPassExpired) {
 				continue
 			} else if err != nil {
@@ -356,7 +356,7 @@ func TestAPassIsWorthAUnitAgainstFasterBots(t *testing.T) {
 			} else if err != nil {
 				t.Fatalf("user %d with a valid pass: %v", u, err)
 			}
-			if err := w.check.Used(ctx, id, u, p); err != nil {
+			if err := w.room.Used(ctx, id, u, p); err != nil {
 				t.Fatal(err)
 			}
 			won[b.bot]++

@@ -22,9 +22,7 @@ type roomWorld struct {
 	rooms *memory.Rooms
 	gate  *memory.Gate
 	dir   *application.RoomDirectory
-	join  *application.JoinRoom
-	poll  *application.PollRoom
-	check *application.RoomPassCheck
+	room  *application.WaitingRoom
 	add   *application.AddSeckillVoucher
 	board *application.SaleDashboard
 }
@@ -35,10 +33,7 @@ func newRoomWorld(t testing.TB, at time.Time) *roomWorld {
 	w.gate = memory.NewGate(w.clock)
 	w.rooms = memory.NewRooms(w.gate)
 	w.dir = application.NewRoomDirectory(w.rooms, w.clock)
-	signer := application.NewRoomSigner(roomKey)
-	w.join = application.NewJoinRoom(w.dir, signer)
-	w.poll = application.NewPollRoom(w.dir, signer)
-	w.check = application.NewRoomPassCheck(w.dir, signer)
+	w.room = application.NewWaitingRoom(w.dir, application.NewRoomSigner(roomKey))
 	vouchers := memory.NewVouchers()
 	orders := memory.NewOrders(vouchers)
 	w.add = application.NewAddSeckillVoucher(vouchers, orders, application.NewRoomGate(w.gate, w.rooms, w.dir))
@@ -77,7 +72,7 @@ func (w *roomWorld) sale(t testing.TB, stock int, begin time.Time, r domain.Room
 func (w *roomWorld) buyWithPass(t testing.TB, id domain.VoucherID, user domain.UserID, pass string) domain.VoucherOrder {
 	t.Helper()
 	ctx := context.Background()
-	p, err := w.check.Check(ctx, id, user, roomPass(pass))
+	p, err := w.room.Check(ctx, id, user, roomPass(pass))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +80,7 @@ func (w *roomWorld) buyWithPass(t testing.TB, id domain.VoucherID, user domain.U
 	if err := w.gate.Reserve(ctx, sold); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.check.Used(ctx, id, user, p); err != nil {
+	if err := w.room.Used(ctx, id, user, p); err != nil {
 		t.Fatal(err)
 	}
 	return sold
@@ -123,7 +118,7 @@ func TestJoinRoomRefusals(t *testing.T) {
 			}
 			id := w.sale(t, 10, begin, r)
 			w.clock.Set(tc.at)
-			st, err := w.join.Handle(ctx, id, 1)
+			st, err := w.room.Join(ctx, id, 1)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("join = %+v, %v; want %v", st, err, tc.want)
 			}
@@ -133,7 +128,7 @@ func TestJoinRoomRefusals(t *testing.T) {
 		})
 	}
 	w := newRoomWorld(t, now)
-	if _, err := w.join.Handle(ctx, 404, 1); !errors.Is(err, domain.ErrNoRoom) {
+	if _, err := w.room.Join(ctx, 404, 1); !errors.Is(err, domain.ErrNoRoom) {
 		t.Fatalf("join of an unknown voucher = %v; want no_room", err)
 	}
 }
@@ -142,15 +137,15 @@ func TestJoinAgainKeepsThePlace(t *testing.T) {
 	ctx := context.Background()
 	w := newRoomWorld(t, now)
 	id := w.sale(t, 10, now.Add(time.Minute), rules(t, time.Minute, 10, time.Minute, 0))
-	a, err := w.join.Handle(ctx, id, 1)
+	a, err := w.room.Join(ctx, id, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.join.Handle(ctx, id, 2); err != nil {
+	if _, err := w.room.Join(ctx, id, 2); err != nil {
 		t.Fatal(err)
 	}
 	w.clock.Advance(application.RoomRefresh) // the view is refreshed at most once per interval
-	again, err := w.join.Handle(ctx, id, 1)
+	again, err := w.room.Join(ctx, id, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +162,7 @@ func TestPollRoomTickets(t *testing.T) {
 	w := newRoomWorld(t, now)
 	id := w.sale(t, 10, now.Add(time.Minute), rules(t, time.Minute, 10, time.Minute, 0))
 	other := w.sale(t, 10, now.Add(time.Minute), rules(t, time.Minute, 10, time.Minute, 0))
-	mine, err := w.join.Handle(ctx, id, 1)
+	mine, err := w.room.Join(ctx, id, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +184,7 @@ func TestPollRoomTickets(t *testing.T) {
 		{"truncated", id, 1, mine.Ticket[:len(mine.Ticket)-1], domain.ErrNotInRoom},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := w.poll.Handle(ctx, tc.voucher, tc.user, tc.ticket); !errors.Is(err, tc.want) {
+			if _, err := w.room.Poll(ctx, tc.voucher, tc.user, tc.ticket); !errors.Is(err, tc.want) {
 				t.Fatalf("poll = %v; want %v", err, tc.want)
 			}
 		})
@@ -201,7 +196,7 @@ func (w *roomWorld) pollAll(t testing.TB, id domain.VoucherID, tickets map[domai
 	t.Helper()
 	out := make(map[domain.UserID]application.RoomStatus, len(tickets))
 	for u, tk := range tickets {
-		st, err := w.poll.Handle(context.Background(), id, u, tk)
+		st, err := w.room.Poll(context.Background(), id, u, tk)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +213,7 @@ func TestRoomAdmitsAtTheRateAndChecksPasses(t *testing.T) {
 	plain := w.sale(t, 100, begin, domain.RoomRules{})
 	tickets := make(map[domain.UserID]string)
 	for u := domain.UserID(1); u <= 8; u++ {
-		st, err := w.join.Handle(ctx, id, u)
+		st, err := w.room.Join(ctx, id, u)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -283,7 +278,7 @@ func TestRoomAdmitsAtTheRateAndChecksPasses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w.clock.Set(begin.Add(tc.at))
-			if _, err := w.check.Check(ctx, tc.voucher, tc.user, roomPass(tc.pass)); !errors.Is(err, tc.want) {
+			if _, err := w.room.Check(ctx, tc.voucher, tc.user, roomPass(tc.pass)); !errors.Is(err, tc.want) {
 				t.Fatalf("check = %v; want %v", err, tc.want)
 			}
 		})
@@ -297,13 +292,13 @@ func TestPollAnswersFromMemory(t *testing.T) {
 	begin := now.Add(time.Minute)
 	w := newRoomWorld(t, now)
 	id := w.sale(t, 100, begin, rules(t, time.Minute, 4, 10*time.Second, 0))
-	st, err := w.join.Handle(ctx, id, 1)
+	st, err := w.room.Join(ctx, id, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := w.rooms.Calls()
 	for i := 0; i < 1000; i++ {
-		if _, err := w.poll.Handle(ctx, id, 1, st.Ticket); err != nil {
+		if _, err := w.room.Poll(ctx, id, 1, st.Ticket); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -312,7 +307,7 @@ func TestPollAnswersFromMemory(t *testing.T) {
 	}
 	w.clock.Advance(application.RoomRefresh)
 	for i := 0; i < 1000; i++ {
-		if _, err := w.poll.Handle(ctx, id, 1, st.Ticket); err != nil {
+		if _, err := w.room.Poll(ctx, id, 1, st.Ticket); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -324,15 +319,15 @@ func TestPollAnswersFromMemory(t *testing.T) {
 	// sale's gate exists without a room, so it has none for good.
 	plain := w.sale(t, 100, begin, domain.RoomRules{})
 	w.clock.Set(begin.Add(time.Second))
-	other := application.NewRoomPassCheck(application.NewRoomDirectory(w.rooms, w.clock), application.NewRoomSigner(roomKey))
+	other := application.NewWaitingRoom(application.NewRoomDirectory(w.rooms, w.clock), application.NewRoomSigner(roomKey))
 	for _, tc := range []struct {
-		name  string
-		check *application.RoomPassCheck
-		want  int64
-	}{{"creating_instance", w.check, 0}, {"another_instance", other, 1}} {
+		name string
+		room *application.WaitingRoom
+		want int64
+	}{{"creating_instance", w.room, 0}, {"another_instance", other, 1}} {
 		before = w.rooms.Calls()
 		for i := 0; i < 1000; i++ {
-			if _, err := tc.check.Check(ctx, plain, 1, roomPass("")); err != nil {
+			if _, err := tc.room.Check(ctx, plain, 1, roomPass("")); err != nil {
 				t.Fatal(err)
 			}
 			w.clock.Advance(time.Second)
@@ -354,7 +349,7 @@ func TestRoomCapsOutstandingPasses(t *testing.T) {
 	id := w.sale(t, 2, begin, rules(t, time.Minute, 1000, 10*time.Second, 1))
 	tickets := make(map[domain.UserID]string)
 	for u := domain.UserID(1); u <= 10; u++ {
-		st, err := w.join.Handle(ctx, id, u)
+		st, err := w.room.Join(ctx, id, u)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -415,7 +410,7 @@ func TestAPassAdmitsOneOrderEvenWhereACancelFreesTheBuyer(t *testing.T) {
 	w := newRoomWorld(t, now)
 	w.gate.WithReclaimAfterCancel(true)
 	id := w.sale(t, 5, begin, rules(t, time.Minute, 1000, time.Minute, 0))
-	st, err := w.join.Handle(ctx, id, 1)
+	st, err := w.room.Join(ctx, id, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +432,7 @@ func TestAPassAdmitsOneOrderEvenWhereACancelFreesTheBuyer(t *testing.T) {
 		t.Fatal(err)
 	}
 	// ...but not through the pass that was used.
-	if _, err := w.check.Check(ctx, id, 1, roomPass(me.Pass)); !errors.Is(err, domain.ErrAlreadyClaimed) {
+	if _, err := w.room.Check(ctx, id, 1, roomPass(me.Pass)); !errors.Is(err, domain.ErrAlreadyClaimed) {
 		t.Fatalf("the used pass after its order was cancelled: %v; want duplicate", err)
 	}
 }
@@ -448,7 +443,7 @@ func TestAPassAdmitsOneOrderEvenWhereACancelFreesTheBuyer(t *testing.T) {
 func TestAnotherInstanceLearnsOfANewRoom(t *testing.T) {
 	ctx := context.Background()
 	w := newRoomWorld(t, now)
-	other := application.NewRoomPassCheck(application.NewRoomDirectory(w.rooms, w.clock), application.NewRoomSigner(roomKey))
+	other := application.NewWaitingRoom(application.NewRoomDirectory(w.rooms, w.clock), application.NewRoomSigner(roomKey))
 	noPass := roomPass("")
 	const next = domain.VoucherID(1) // the id the memory repository gives first
 	if _, err := other.Check(ctx, next, 1, noPass); err != nil {
@@ -479,7 +474,7 @@ func TestSaleBoardShowsTheWaitingRoom(t *testing.T) {
 	plain := w.sale(t, 100, begin, domain.RoomRules{})
 	tickets := make(map[domain.UserID]string)
 	for u := domain.UserID(1); u <= 6; u++ {
-		st, err := w.join.Handle(ctx, id, u)
+		st, err := w.room.Join(ctx, id, u)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -524,11 +519,11 @@ func TestSaleBoardShowsTheWaitingRoom(t *testing.T) {
 			continue
 		}
 		pass := st.Pass
-		p, err := w.check.Check(ctx, id, u, roomPass(pass))
+		p, err := w.room.Check(ctx, id, u, roomPass(pass))
 		if err != nil {
 			t.Fatalf("the pass of user %d: %v", u, err)
 		}
-		if err := w.check.Used(ctx, id, u, p); err != nil {
+		if err := w.room.Used(ctx, id, u, p); err != nil {
 			t.Fatal(err)
 		}
 		break
@@ -552,7 +547,7 @@ func TestRoomSaysSoldOutAtOnceAndWhenToPoll(t *testing.T) {
 	id := w.sale(t, 1, begin, rules(t, time.Minute, 1000, 10*time.Second, 0))
 	tickets := make(map[domain.UserID]string)
 	for u := domain.UserID(1); u <= 3; u++ {
-		st, err := w.join.Handle(ctx, id, u)
+		st, err := w.room.Join(ctx, id, u)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -583,7 +578,7 @@ func TestRoomSaysSoldOutAtOnceAndWhenToPoll(t *testing.T) {
 			t.Fatalf("user %d once the last unit sold: %+v; want sold_out, no need to poll", u, st)
 		}
 	}
-	if st, err := w.join.Handle(ctx, id, 9); err != nil || st.Phase != application.RoomSoldOut {
+	if st, err := w.room.Join(ctx, id, 9); err != nil || st.Phase != application.RoomSoldOut {
 		t.Fatalf("a late joiner: %+v, %v; want sold_out at once", st, err)
 	}
 	// The order lapses and its unit returns: the line moves again.
@@ -614,7 +609,7 @@ func TestAJoinAfterTheDrawClosedIsNotToldItIsInIt(t *testing.T) {
 	id := w.sale(t, 10, begin, rules(t, time.Minute, 10, time.Minute, 0))
 	w.clock.Set(begin.Add(-100 * time.Millisecond))
 	for u := domain.UserID(1); u <= 3; u++ { // the view is read: the draw is open
-		if st, err := w.join.Handle(ctx, id, u); err != nil || !st.InDraw() {
+		if st, err := w.room.Join(ctx, id, u); err != nil || !st.InDraw() {
 			t.Fatalf("join of %d before the begin: %+v, %v", u, st, err)
 		}
 	}
@@ -623,7 +618,7 @@ func TestAJoinAfterTheDrawClosedIsNotToldItIsInIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.clock.Set(begin.Add(-50 * time.Millisecond)) // this instance's view is still fresh
-	st, err := w.join.Handle(ctx, id, 4)
+	st, err := w.room.Join(ctx, id, 4)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -135,7 +135,6 @@ func provideHandler(d httpapi.Deps, c Config, rdb redis.UniversalClient, log zer
 // httpDeps are the router's dependencies that Wire provides; provideHandler
 // sets the rest from the Config.
 var httpDeps = wire.NewSet(
-	wire.Struct(new(httpapi.Rooms), "*"),
 	wire.Struct(new(httpapi.Deps), "AddVoucher", "ListVouchers", "Claim", "GetOrder", "Sessions", "Bearer", "Tokens",
 		"Ready", "Log", "Sales", "ClaimObserver", "Cancel", "Pay", "Orders", "Audit", "Controls", "Rooms"),
 )
@@ -238,9 +237,7 @@ var commonSet = wire.NewSet(
 	application.NewRoomDirectory,
 	provideRoomSigner,
 	wire.Bind(new(ports.StockGate), new(*application.RoomGate)),
-	application.NewJoinRoom,
-	application.NewPollRoom,
-	application.NewRoomPassCheck,
+	application.NewWaitingRoom,
 	metrics.NewClaimCounter,
 	wire.Bind(new(ports.ClaimCounts), new(*metrics.ClaimCounter)),
 	application.NewAddSeckillVoucher,

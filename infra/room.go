@@ -42,7 +42,7 @@ func provideRoomSigner(rdb redis.UniversalClient, c Config, log zerolog.Logger) 
 // provideClaimSeckill is the claim with all its steps: the waiting room's
 // pass, the sold-out marks, the admission, and the page's counts recording
 // every answer.
-func provideClaimSeckill(ids ports.OrderIDs, admission ports.Admission, rooms *application.RoomPassCheck,
+func provideClaimSeckill(ids ports.OrderIDs, admission ports.Admission, rooms *application.WaitingRoom,
 	marks *application.SoldOutMarks, counter *metrics.ClaimCounter,
 ) *application.ClaimSeckill {
 	return application.NewClaimSeckill(ids, admission).WithRooms(rooms).WithSoldOutMarks(marks).WithRecorder(counter)

@@ -76,8 +76,8 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	roomPassCheck := application.NewRoomPassCheck(roomDirectory, roomSigner)
-	claimSeckill := provideClaimSeckill(iDs, admission, roomPassCheck, soldOutMarks, claimCounter)
+	waitingRoom := application.NewWaitingRoom(roomDirectory, roomSigner)
+	claimSeckill := provideClaimSeckill(iDs, admission, waitingRoom, soldOutMarks, claimCounter)
 	getOrder := application.NewGetOrder(orderRepository, roomGate)
 	bearerSessions, cleanup6, err := provideBearer(c, log)
 	if err != nil {
@@ -99,12 +99,6 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	auditRepo := mysqlstore.NewAuditRepo(db)
 	readAuditLog := application.NewReadAuditLog(auditRepo)
 	controlSale := application.NewControlSale(voucherRepo, gate, systemClock)
-	joinRoom := application.NewJoinRoom(roomDirectory, roomSigner)
-	pollRoom := application.NewPollRoom(roomDirectory, roomSigner)
-	httpapiRooms := httpapi.Rooms{
-		Join: joinRoom,
-		Poll: pollRoom,
-	}
 	deps := httpapi.Deps{
 		AddVoucher:    addSeckillVoucher,
 		ListVouchers:  listShopVouchers,
@@ -122,7 +116,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Orders:        listSaleOrders,
 		Audit:         readAuditLog,
 		Controls:      controlSale,
-		Rooms:         httpapiRooms,
+		Rooms:         waitingRoom,
 	}
 	handler := provideHandler(deps, c, universalClient, log)
 	orderQueue := provideObservedChannelQueue(queue, observability)
@@ -241,8 +235,8 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	roomPassCheck := application.NewRoomPassCheck(roomDirectory, roomSigner)
-	claimSeckill := provideClaimSeckill(iDs, admission, roomPassCheck, soldOutMarks, claimCounter)
+	waitingRoom := application.NewWaitingRoom(roomDirectory, roomSigner)
+	claimSeckill := provideClaimSeckill(iDs, admission, waitingRoom, soldOutMarks, claimCounter)
 	getOrder := application.NewGetOrder(orderRepository, roomGate)
 	bearerSessions, cleanup8, err := provideBearer(c, log)
 	if err != nil {
@@ -266,12 +260,6 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	auditRepo := mysqlstore.NewAuditRepo(db)
 	readAuditLog := application.NewReadAuditLog(auditRepo)
 	controlSale := application.NewControlSale(voucherRepo, gate, systemClock)
-	joinRoom := application.NewJoinRoom(roomDirectory, roomSigner)
-	pollRoom := application.NewPollRoom(roomDirectory, roomSigner)
-	httpapiRooms := httpapi.Rooms{
-		Join: joinRoom,
-		Poll: pollRoom,
-	}
 	deps := httpapi.Deps{
 		AddVoucher:    addSeckillVoucher,
 		ListVouchers:  listShopVouchers,
@@ -289,7 +277,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Orders:        listSaleOrders,
 		Audit:         readAuditLog,
 		Controls:      controlSale,
-		Rooms:         httpapiRooms,
+		Rooms:         waitingRoom,
 	}
 	handler := provideHandler(deps, c, universalClient, log)
 	orderQueue := provideObservedStreamQueue(queue, universalClient, c, observability)

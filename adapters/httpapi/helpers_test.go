@@ -346,7 +346,7 @@ func newEnv(t testing.TB, opt options) *env {
 	sessions := memory.NewSessions()
 	rooms := memory.NewRooms(gate)
 	roomDir := application.NewRoomDirectory(rooms, clock)
-	signer := application.NewRoomSigner([]byte(roomKey))
+	room := application.NewWaitingRoom(roomDir, application.NewRoomSigner([]byte(roomKey)))
 
 	logs := &testenv.LogBuffer{}
 	level := zerolog.DebugLevel
@@ -367,7 +367,7 @@ func newEnv(t testing.TB, opt options) *env {
 		AddVoucher:   application.NewAddSeckillVoucher(vouchers, orders, application.NewRoomGate(stock, rooms, roomDir)),
 		ListVouchers: application.NewListShopVouchers(vouchers),
 		Claim: application.NewClaimSeckill(&spyIDs{OrderIDs: memory.NewIDs(clock), c: c},
-			&spyAdmission{Admission: admission, c: c}).WithRooms(application.NewRoomPassCheck(roomDir, signer)).
+			&spyAdmission{Admission: admission, c: c}).WithRooms(room).
 			WithSoldOutMarks(marks).WithRecorder(counter),
 		GetOrder:       application.NewGetOrder(orders, sgate),
 		Sessions:       sessions,
@@ -389,13 +389,10 @@ func newEnv(t testing.TB, opt options) *env {
 		Orders:         application.NewListSaleOrders(vouchers, spySaleOrders{ledger, c}),
 		Audit:          application.NewReadAuditLog(spyAudit{memory.NewAuditLog(mv), c}),
 		Controls:       application.NewControlSale(mv, gate, clock),
-		Rooms: httpapi.Rooms{
-			Join: application.NewJoinRoom(roomDir, signer),
-			Poll: application.NewPollRoom(roomDir, signer),
-		},
+		Rooms:          room,
 	}
 	if opt.noRooms {
-		d.Rooms = httpapi.Rooms{}
+		d.Rooms = nil
 	}
 	d.ClaimObserver, d.Bearer = opt.observer, opt.bearer
 	if opt.noPayments {

@@ -10,15 +10,6 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// Rooms are the waiting-room use cases of the join and the poll (issue 27);
-// both or none. The pass is the claim's own first step (ClaimSeckill.Claim).
-type Rooms struct {
-	Join *application.JoinRoom
-	Poll *application.PollRoom
-}
-
-func (r Rooms) enabled() bool { return r.Join != nil && r.Poll != nil }
-
 // A claim of a sale with a waiting room carries its pass in this header (or,
 // for a client that cannot set headers, in the query parameter "pass"); a
 // poll carries the join's ticket in the query parameter "ticket" (or the
@@ -79,7 +70,7 @@ func writeRoomStatus(w http.ResponseWriter, st application.RoomStatus, err error
 }
 
 func (a *api) joinRoom(w http.ResponseWriter, r *http.Request, voucher int64) error {
-	st, err := a.Rooms.Join.Handle(r.Context(), domain.VoucherID(voucher), userFrom(r.Context()))
+	st, err := a.Rooms.Join(r.Context(), domain.VoucherID(voucher), userFrom(r.Context()))
 	return writeRoomStatus(w, st, err)
 }
 
@@ -91,7 +82,7 @@ func (a *api) pollRoom(w http.ResponseWriter, r *http.Request, voucher int64) er
 	if len(ticket) > maxRoomToken {
 		return domain.ErrNotInRoom
 	}
-	st, err := a.Rooms.Poll.Handle(r.Context(), domain.VoucherID(voucher), userFrom(r.Context()), ticket)
+	st, err := a.Rooms.Poll(r.Context(), domain.VoucherID(voucher), userFrom(r.Context()), ticket)
 	return writeRoomStatus(w, st, err)
 }
 
@@ -125,7 +116,7 @@ type waitingRoomRequest struct {
 const defaultPassTTL = 60
 
 func (a *api) roomRules(req *waitingRoomRequest) (domain.RoomRules, error) {
-	if !a.Rooms.enabled() {
+	if a.Rooms == nil {
 		return domain.RoomRules{}, &domain.ValidationError{Field: "waitingRoom", Reason: "waiting rooms are not enabled on this service"}
 	}
 	if req.OpensBeforeSeconds == nil {

@@ -85,10 +85,11 @@ type Deps struct {
 	// /admin/vouchers/{id}/end, PUT .../end-time, POST .../stock, .../pause,
 	// .../resume). Admin only.
 	Controls *application.ControlSale
-	// Rooms, when set, mounts the waiting rooms' join and poll and makes a
-	// claim of a sale with a room need its pass; unset, a voucher cannot be
-	// created with a room.
-	Rooms Rooms
+	// Rooms, when set, mounts the waiting rooms' join and poll (issue 27)
+	// and makes a claim of a sale with a room need its pass (the claim's own
+	// first step, ClaimSeckill.Claim); unset, a voucher cannot be created
+	// with a room.
+	Rooms *application.WaitingRoom
 }
 
 // SplitRule: see Deps.Split.
@@ -208,7 +209,7 @@ func NewRouter(d Deps) http.Handler {
 		if n := a.Limits.PerUser; n > 0 && a.Limits.Window > 0 {
 			r.Use(limitMiddleware(newSlidingLimit(n, a.Limits.Window, hashUser), userLimitKey, a.refuse(errRateLimited), nil))
 		}
-		if a.Rooms.enabled() {
+		if a.Rooms != nil {
 			r.Post("/voucher-order/room/{id}/join", a.withID("id", a.joinRoom))
 			r.Get("/voucher-order/room/{id}", a.withID("id", a.pollRoom))
 		}
@@ -233,7 +234,7 @@ func NewRouter(d Deps) http.Handler {
 		r.Get("/admin/assets/{name}", a.assets(saleAssets))
 	}
 
-	if a.Rooms.enabled() {
+	if a.Rooms != nil {
 		r.Get("/waiting-room", page("web/room.html"))
 		r.Get("/waiting-room/assets/{name}", a.assets(roomAssets))
 	}
