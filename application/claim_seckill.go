@@ -20,10 +20,7 @@ type ClaimSeckill struct {
 	rooms     *WaitingRoom  // nil: no sale has a waiting room
 	marks     *SoldOutMarks // nil: every claim asks the admission
 	recorder  ClaimRecorder // nil: the answers are told to no one
-	// budget bounds the claim independently of the caller: once the admission
-	// may have reserved, a client hanging up must not cut the claim in half.
-	budget   time.Duration
-	deadline SharedDeadlines
+	deadline  SharedDeadlines
 }
 
 // ClaimBudget is how long a claim may take once started, whatever the caller:
@@ -65,7 +62,7 @@ func (e *OutcomeUnknownError) Unwrap() []error { return []error{ErrOutcomeUnknow
 
 func NewClaimSeckill(ids ports.OrderIDs, admission ports.Admission) *ClaimSeckill {
 	mustHave("ClaimSeckill", map[string]any{"ids": ids, "admission": admission})
-	return &ClaimSeckill{ids: ids, admission: admission, budget: ClaimBudget}
+	return &ClaimSeckill{ids: ids, admission: admission}
 }
 
 // WithRooms makes the waiting room's pass the claim's first step (Claim) and
@@ -173,7 +170,7 @@ func (h *ClaimSeckill) Claim(ctx context.Context, c Claim) (Claimed, error) {
 	// One budget from the claim's arrival, detached from the caller: once
 	// the admission may have reserved, a client hanging up must not cut
 	// the claim in half, and before that finishing costs at most the budget.
-	ctx = h.deadline.Context(ctx, c.Arrived.Add(h.budget))
+	ctx = h.deadline.Context(ctx, c.Arrived.Add(ClaimBudget))
 	// 1. The waiting room's pass.
 	place := int64(-1)
 	if h.rooms != nil {
