@@ -93,7 +93,7 @@ func (h *WaitingRoom) Join(ctx context.Context, voucher domain.VoucherID, user d
 	if err := joinable(v.cfg, now); err != nil {
 		return RoomStatus{}, err
 	}
-	j, drawn, err := h.dir.store.Join(ctx, voucher, user, now, h.dir.seed())
+	j, drawn, err := h.dir.store.Join(ctx, voucher, user, now, randomSeed())
 	if err != nil {
 		if domain.IsRefusal(err) {
 			return RoomStatus{}, err

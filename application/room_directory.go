@@ -21,9 +21,6 @@ import (
 type RoomDirectory struct {
 	store ports.RoomStore
 	clock ports.Clock
-	// seed draws a fresh secret for the draw; only the first one the
-	// store sees after the draw closes is kept.
-	seed func() [domain.RoomSeedSize]byte
 
 	mu     sync.Mutex
 	rooms  map[domain.VoucherID]*roomView
@@ -80,7 +77,7 @@ type roomSnapshot struct {
 func NewRoomDirectory(store ports.RoomStore, clock ports.Clock) *RoomDirectory {
 	mustHave("RoomDirectory", map[string]any{"store": store, "clock": clock})
 	return &RoomDirectory{
-		store: store, clock: clock, seed: randomSeed,
+		store: store, clock: clock,
 		rooms:  make(map[domain.VoucherID]*roomView),
 		none:   make(map[domain.VoucherID]struct{}),
 		absent: make(map[domain.VoucherID]time.Time),
@@ -88,6 +85,8 @@ func NewRoomDirectory(store ports.RoomStore, clock ports.Clock) *RoomDirectory {
 	}
 }
 
+// randomSeed draws a fresh secret for the draw; only the first one the
+// store sees after the draw closes is kept.
 func randomSeed() [domain.RoomSeedSize]byte {
 	var s [domain.RoomSeedSize]byte
 	if _, err := rand.Read(s[:]); err != nil {
@@ -186,7 +185,7 @@ func (d *RoomDirectory) state(ctx context.Context, v *roomView, drawn bool) (roo
 	}
 	v.mu.Unlock()
 
-	st, err := d.store.Advance(ctx, v.id, now, d.seed(), after)
+	st, err := d.store.Advance(ctx, v.id, now, randomSeed(), after)
 
 	v.mu.Lock()
 	defer v.mu.Unlock()
