@@ -36,11 +36,13 @@ type gateSale struct {
 	stock int         // what is left to reserve
 	// buyers is the users' places, as the Redis gate's buyers hash holds
 	// them (one field per place): the mark of the order holding each
-	// (domain.VoucherOrder.Mark: negative once forfeited).
+	// (domain.VoucherOrder.Mark: negative once forfeited). A map of places,
+	// not of each user's slice of marks, so a new buyer costs the claim no
+	// allocation (application's claimAllocBudget).
 	buyers map[place]domain.OrderID
 	// returned holds the orders Return gave back, which Heal never puts
 	// back (the Redis gate's returned set).
-	returned map[domain.OrderID]struct{}
+	returned map[domain.OrderID]bool
 }
 
 var _ ports.StockGate = (*Gate)(nil)
@@ -72,8 +74,7 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 		return nil
 	}
 	g.sales[v.ID()] = &gateSale{
-		sale: s, stock: s.Stock(),
-		buyers: make(map[place]domain.OrderID), returned: map[domain.OrderID]struct{}{},
+		sale: s, stock: s.Stock(), buyers: map[place]domain.OrderID{}, returned: map[domain.OrderID]bool{},
 	}
 	return nil
 }
@@ -128,24 +129,16 @@ func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.Vouch
 		return h, nil
 	}
 	for _, o := range orders {
-		free, ok := s.free(o)
-		if !ok {
+		if (o.HoldsUnit() && s.returned[o.ID()]) || !s.mark(o) {
 			continue
 		}
-		if !o.HoldsUnit() { // a forfeited place: its mark takes no unit
-			s.buyers[free] = o.Mark()
-			h.Restored++
-			continue
-		}
-		if _, gone := s.returned[o.ID()]; gone {
-			continue
-		}
-		s.buyers[free] = o.ID()
 		h.Restored++
-		if s.stock > 0 {
+		switch {
+		case !o.HoldsUnit(): // a forfeited place: its mark takes no unit
+		case s.stock > 0:
 			s.stock--
 			h.Retaken++
-		} else {
+		default:
 			h.Oversold++
 		}
 	}
@@ -185,27 +178,24 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	if err := v.CheckGateable(); err != nil {
 		return false, fmt.Errorf("restore: %w", err)
 	}
-	marks, err := domain.BuyerMarks(v, buyers)
-	if err != nil {
+	if _, err := domain.BuyerMarks(v, buyers); err != nil {
 		return false, fmt.Errorf("restore: %w", err)
 	}
 	s := v.Sale()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	returned := map[domain.OrderID]struct{}{}
+	returned := map[domain.OrderID]bool{}
 	if cur, ok := g.sales[v.ID()]; ok {
 		if !force {
 			return false, nil
 		}
 		returned = cur.returned // an Overwrite keeps what was given back
 	}
-	places := make(map[place]domain.OrderID, len(marks))
-	for u, ids := range marks {
-		for i, id := range ids {
-			places[place{u, i + 1}] = id
-		}
+	fresh := &gateSale{sale: s, stock: s.Stock(), buyers: map[place]domain.OrderID{}, returned: returned}
+	for _, o := range buyers {
+		fresh.mark(o) // BuyerMarks has checked each has a place
 	}
-	g.sales[v.ID()] = &gateSale{sale: s, stock: s.Stock(), buyers: places, returned: returned}
+	g.sales[v.ID()] = fresh
 	return true, nil
 }
 
@@ -227,18 +217,16 @@ func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) error {
 	if errors.Is(err, domain.ErrNotStarted) {
 		return err
 	}
-	if s.holds(o) {
+	if _, held := s.find(o.UserID(), o.ID()); held {
 		return nil
 	}
 	if err != nil { // the claim script's order: window, pause, stock, then duplicate
 		return err
 	}
-	free, ok := s.free(o)
-	if !ok {
+	if !s.mark(o) {
 		return domain.ErrAlreadyClaimed
 	}
 	s.stock--
-	s.buyers[free] = o.ID()
 	return nil
 }
 
@@ -248,12 +236,7 @@ func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock 
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	s, ok := g.sales[o.VoucherID()]
-	if !ok || !s.holds(o) {
-		return nil
-	}
-	s.unmark(o, true)
-	if restoreStock {
+	if s, ok := g.sales[o.VoucherID()]; ok && s.unmark(o, true) && restoreStock {
 		s.stock++
 	}
 	return nil
@@ -272,9 +255,8 @@ func (g *Gate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
 		if !ok {
 			continue
 		}
-		s.returned[o.ID()] = struct{}{}
-		if s.holds(o) {
-			s.unmark(o, g.reclaim)
+		s.returned[o.ID()] = true
+		if s.unmark(o, g.reclaim) {
 			s.stock++
 		}
 	}
@@ -365,15 +347,9 @@ func (s *gateSale) find(u domain.UserID, mark domain.OrderID) (place, bool) {
 	return place{}, false
 }
 
-// holds tells whether one of o's user's places holds o.
-func (s *gateSale) holds(o domain.VoucherOrder) bool {
-	_, ok := s.find(o.UserID(), o.ID())
-	return ok
-}
-
-// free is the first free place of o's user, unless none is or one already
-// holds o, held or forfeited (the claim and heal scripts' rule).
-func (s *gateSale) free(o domain.VoucherOrder) (place, bool) {
+// mark gives o the first free place of its user, unless none is or one
+// already holds o, held or forfeited (the claim and heal scripts' rule).
+func (s *gateSale) mark(o domain.VoucherOrder) bool {
 	var first place
 	for n := s.sale.LimitPerUser(); n >= 1; n-- {
 		p := place{o.UserID(), n}
@@ -381,30 +357,27 @@ func (s *gateSale) free(o domain.VoucherOrder) (place, bool) {
 		case !taken:
 			first = p
 		case mark == o.ID() || mark == -o.ID():
-			return place{}, false
+			return false
 		}
 	}
-	return first, first.n > 0
+	if first.n > 0 {
+		s.buyers[first] = o.Mark()
+	}
+	return first.n > 0
 }
 
-// unmark frees o's place (free), moving the user's last place into it as
-// the Redis gate's unplace does, or forfeits it: the place keeps counting
-// toward the user's limit and names its order negated.
-func (s *gateSale) unmark(o domain.VoucherOrder, free bool) {
+// unmark frees o's place (free), or forfeits it: the place keeps counting
+// toward the user's limit and names its order negated. It reports whether a
+// place held o. A freed place may leave a gap below the user's last: unlike
+// the Redis gate's unplace, nothing here reads the places in order.
+func (s *gateSale) unmark(o domain.VoucherOrder, free bool) bool {
 	p, ok := s.find(o.UserID(), o.ID())
 	switch {
 	case !ok:
 	case free:
-		last := p
-		for n := s.sale.LimitPerUser(); n > p.n; n-- {
-			if _, taken := s.buyers[place{p.user, n}]; taken {
-				last = place{p.user, n}
-				break
-			}
-		}
-		s.buyers[p] = s.buyers[last]
-		delete(s.buyers, last)
+		delete(s.buyers, p)
 	default:
 		s.buyers[p] = -o.ID()
 	}
+	return ok
 }
