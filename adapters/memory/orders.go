@@ -11,7 +11,12 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-var _ ports.OrderRepository = (*Orders)(nil)
+var (
+	_ ports.OrderRepository = (*Orders)(nil)
+	_ ports.OrderLifecycle  = (*Orders)(nil)
+	_ ports.OrderLedger     = (*Orders)(nil)
+	_ ports.SaleOrders      = (*Orders)(nil)
+)
 
 // Orders is the in-memory OrderRepository. It classifies a batch with the
 // domain's rule (domain.PlanBatch), as mysqlstore.OrderRepo does, and holding
@@ -21,35 +26,57 @@ var _ ports.OrderRepository = (*Orders)(nil)
 type Orders struct {
 	vouchers *Vouchers
 
-	mu      sync.Mutex
-	created map[domain.OrderID]*orderLife
-	failed  map[domain.OrderID]orderFailure
-	// places: each buyer's orders that hold a place, the holders of a unit
-	// and the cancelled orders that forfeited theirs (unless reclaim): they
-	// hold no unit, but keep counting toward the limit.
-	places  map[domain.VoucherID]map[domain.UserID][]domain.OrderID
+	mu sync.Mutex
+	// orders is every recorded order, created or failed, by id.
+	orders  map[domain.OrderID]*orderRecord
 	reclaim bool
 	window  time.Duration
-	// payments is every payment received, by transaction id (lifecycle.go).
+	// payments is every payment received, by transaction id.
 	payments map[string]payment
 }
 
-type orderFailure struct {
-	order  domain.VoucherOrder
-	reason domain.FailureReason
+// orderRecord is a recorded order, as tb_voucher_order's status,
+// pay_deadline, cancel_reason, pay_time, slot and returned columns keep a
+// created one (a failed one only has its status and reason).
+type orderRecord struct {
+	domain.OrderStatus
+	// slot is its place among its buyer's, 1..the limit, while it holds one:
+	// while it holds its unit, and once cancelled unless reclaim freed the
+	// place (forfeited, it keeps counting toward the limit); 0 otherwise.
+	slot     int
+	returned bool
+}
+
+// payment is one received payment, as a tb_payment row keeps it.
+type payment struct {
+	domain.Payment
+	kind domain.PaymentKind
 }
 
 func NewOrders(vouchers *Vouchers) *Orders {
 	if vouchers == nil {
 		panic("memory: NewOrders needs the Vouchers whose stock it sells")
 	}
-	return &Orders{
-		vouchers: vouchers,
-		created:  map[domain.OrderID]*orderLife{},
-		failed:   map[domain.OrderID]orderFailure{},
-		places:   map[domain.VoucherID]map[domain.UserID][]domain.OrderID{},
-		payments: map[string]payment{},
-	}
+	return &Orders{vouchers: vouchers, orders: map[domain.OrderID]*orderRecord{}, payments: map[string]payment{}}
+}
+
+// WithReclaimAfterCancel sets whether an order cancelled from now on frees
+// its buyer to claim again (mysqlstore.OrderRepo.WithReclaimAfterCancel)
+// and returns s.
+func (s *Orders) WithReclaimAfterCancel(on bool) *Orders {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reclaim = on
+	return s
+}
+
+// WithPayWindow sets the pay window of the orders CreateBatch records from
+// now on (0, the default, never expires them) and returns s.
+func (s *Orders) WithPayWindow(window time.Duration) *Orders {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.window = window
+	return s
 }
 
 // CreateBatch reads what domain.PlanBatch needs and applies its plan under
@@ -66,7 +93,7 @@ func (s *Orders) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) 
 		Recorded: s.recordedOf(orders),
 		Stock:    map[domain.VoucherID]int{},
 		Limits:   map[domain.VoucherID]int{},
-		Holders:  s.placesHeld(orders),
+		Holders:  map[domain.VoucherID]map[domain.UserID][]int{},
 	}
 	for _, o := range orders {
 		v := o.VoucherID()
@@ -76,6 +103,14 @@ func (s *Orders) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) 
 		if left, limit, onSale := s.vouchers.saleOf(v); onSale {
 			st.Stock[v], st.Limits[v] = left, limit
 		}
+		st.Holders[v] = map[domain.UserID][]int{}
+	}
+	// The slots of the places held in the batch's vouchers' sales (the SQL
+	// unique key's rows).
+	for _, r := range s.orders {
+		if held, ok := st.Holders[r.Order.VoucherID()]; ok && r.slot > 0 {
+			held[r.Order.UserID()] = append(held[r.Order.UserID()], r.slot)
+		}
 	}
 	plan := domain.PlanBatch(orders, st)
 
@@ -83,15 +118,11 @@ func (s *Orders) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) 
 		s.vouchers.take(v, n)
 	}
 	for _, o := range plan.Created {
-		s.created[o.ID()] = &orderLife{
-			order: o, slot: plan.Slots[o.ID()], state: domain.OrderCreated,
-			Lifecycle: domain.Lifecycle{PayDeadline: domain.PayDeadline(o.ID(), s.window)},
+		s.orders[o.ID()] = &orderRecord{
+			OrderStatus: domain.OrderStatus{Order: o, State: domain.OrderCreated,
+				Lifecycle: domain.Lifecycle{PayDeadline: domain.PayDeadline(o.ID(), s.window)}},
+			slot: plan.Slots[o.ID()],
 		}
-		v, u := o.VoucherID(), o.UserID()
-		if s.places[v] == nil {
-			s.places[v] = map[domain.UserID][]domain.OrderID{}
-		}
-		s.places[v][u] = append(s.places[v][u], o.ID())
 	}
 	s.recordFailures(plan.Failures)
 	return plan.Outcomes, nil
@@ -114,8 +145,8 @@ func (s *Orders) MarkFailed(ctx context.Context, orders []domain.VoucherOrder, r
 func (s *Orders) recordedOf(orders []domain.VoucherOrder) map[domain.OrderID]domain.OrderStatus {
 	rec := map[domain.OrderID]domain.OrderStatus{}
 	for _, o := range orders {
-		if st, ok := s.recorded(o.ID()); ok {
-			rec[o.ID()] = st
+		if r, ok := s.orders[o.ID()]; ok {
+			rec[o.ID()] = r.OrderStatus
 		}
 	}
 	return rec
@@ -124,7 +155,7 @@ func (s *Orders) recordedOf(orders []domain.VoucherOrder) map[domain.OrderID]dom
 // recordFailures stores a plan's new failures; the caller holds s.mu.
 func (s *Orders) recordFailures(failures []domain.Outcome) {
 	for _, f := range failures {
-		s.failed[f.Order.ID()] = orderFailure{order: f.Order, reason: f.Reason}
+		s.orders[f.Order.ID()] = &orderRecord{OrderStatus: domain.OrderStatus{Order: f.Order, State: domain.OrderFailed, Reason: f.Reason}}
 	}
 }
 
@@ -134,21 +165,10 @@ func (s *Orders) Find(ctx context.Context, id domain.OrderID) (domain.OrderStatu
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st, ok := s.recorded(id); ok {
-		return st, nil
+	if r, ok := s.orders[id]; ok {
+		return r.OrderStatus, nil
 	}
 	return domain.OrderStatus{}, domain.ErrOrderNotFound
-}
-
-// recorded is what is recorded under id; the caller holds s.mu.
-func (s *Orders) recorded(id domain.OrderID) (domain.OrderStatus, bool) {
-	if l, ok := s.created[id]; ok {
-		return domain.OrderStatus{Order: l.order, State: l.state, Lifecycle: l.Lifecycle}, true
-	}
-	if f, ok := s.failed[id]; ok {
-		return domain.OrderStatus{Order: f.order, State: domain.OrderFailed, Reason: f.reason}, true
-	}
-	return domain.OrderStatus{}, false
 }
 
 func (s *Orders) Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain.VoucherOrder, error) {
@@ -158,10 +178,9 @@ func (s *Orders) Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	buyers := []domain.VoucherOrder{}
-	for _, ids := range s.places[voucher] {
-		for _, id := range ids {
-			st, _ := s.recorded(id)
-			buyers = append(buyers, st.Place())
+	for _, r := range s.orders {
+		if r.Order.VoucherID() == voucher && r.slot > 0 {
+			buyers = append(buyers, r.Place())
 		}
 	}
 	slices.SortFunc(buyers, func(a, b domain.VoucherOrder) int { return cmp.Compare(a.ID(), b.ID()) })
@@ -188,38 +207,17 @@ func (s *Orders) CountBuyers(ctx context.Context, vouchers []domain.VoucherID) (
 	out := make(map[domain.VoucherID]int, len(vouchers))
 	for _, v := range vouchers {
 		out[v] = 0 // a voucher without buyers counts them too
-		for _, ids := range s.places[v] {
-			out[v] += len(ids)
+	}
+	for _, r := range s.orders {
+		if n, ok := out[r.Order.VoucherID()]; ok && r.slot > 0 {
+			out[r.Order.VoucherID()] = n + 1
 		}
 	}
 	return out, nil
 }
 
-// placesHeld is the slots of the places the orders' users hold in their
-// vouchers' sales (the SQL unique key's rows); the caller holds s.mu.
-func (s *Orders) placesHeld(orders []domain.VoucherOrder) map[domain.VoucherID]map[domain.UserID][]int {
-	out := map[domain.VoucherID]map[domain.UserID][]int{}
-	for _, o := range orders {
-		v, u := o.VoucherID(), o.UserID()
-		if out[v] == nil {
-			out[v] = map[domain.UserID][]int{}
-		}
-		if _, done := out[v][u]; done {
-			continue
-		}
-		slots := []int{}
-		for _, id := range s.places[v][u] {
-			slots = append(slots, s.created[id].slot)
-		}
-		out[v][u] = slots
-	}
-	return out
-}
-
-var _ ports.OrderLedger = (*Orders)(nil)
-
-// Tally counts as the SQL repository does; it walks every order, which is
-// fine for the small fakes of tests.
+// Tally counts as the SQL repository does; it walks every order and
+// payment, which is fine for the small fakes of tests.
 func (s *Orders) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTally, error) {
 	if err := ctx.Err(); err != nil {
 		return ports.SaleTally{}, err
@@ -231,34 +229,30 @@ func (s *Orders) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTall
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := ports.SaleTally{Stock: stock}
-	for _, l := range s.created {
-		if l.order.VoucherID() != id {
+	counts := map[domain.OrderState]*int64{
+		domain.OrderCreated: &t.Unpaid, domain.OrderPaid: &t.Paid, domain.OrderCancelled: &t.Cancelled,
+		domain.OrderRefunding: &t.Refunding, domain.OrderFailed: &t.Failed,
+	}
+	for _, r := range s.orders {
+		if r.Order.VoucherID() == id {
+			*counts[r.State]++
+		}
+	}
+	for _, p := range s.payments {
+		if p.Order.VoucherID() != id || !p.kind.Owed() {
 			continue
 		}
-		switch l.state {
-		case domain.OrderCreated:
-			t.Unpaid++
-		case domain.OrderPaid:
-			t.Paid++
-		case domain.OrderCancelled:
-			t.Cancelled++
-		case domain.OrderRefunding:
-			t.Refunding++
+		t.RefundsOwed++
+		t.RefundsOwedFen += p.Amount
+		if p.kind == domain.PaymentDouble {
+			t.DoubleCharges++
 		}
 	}
-	for _, f := range s.failed {
-		if f.order.VoucherID() == id {
-			t.Failed++
-		}
-	}
-	s.tallyPayments(id, &t)
 	return t, nil
 }
 
-var _ ports.SaleOrders = (*Orders)(nil)
-
-// OrdersAfter walks every created order, which is fine for the small fakes
-// of tests; the SQL repository reads one index range per page.
+// OrdersAfter walks every order, which is fine for the small fakes of tests;
+// the SQL repository reads one index range per page.
 func (s *Orders) OrdersAfter(ctx context.Context, voucher domain.VoucherID, filter domain.OrderFilter, after domain.OrderID, limit int) ([]domain.OrderStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -266,14 +260,124 @@ func (s *Orders) OrdersAfter(ctx context.Context, voucher domain.VoucherID, filt
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []domain.OrderStatus{}
-	for id, l := range s.created {
-		if l.order.VoucherID() != voucher || id <= after {
-			continue
-		}
-		if st, _ := s.recorded(id); filter.Matches(st) {
-			out = append(out, st)
+	for id, r := range s.orders {
+		if r.Order.VoucherID() == voucher && id > after && filter.Matches(r.OrderStatus) {
+			out = append(out, r.OrderStatus)
 		}
 	}
 	slices.SortFunc(out, func(a, b domain.OrderStatus) int { return cmp.Compare(a.Order.ID(), b.Order.ID()) })
 	return out[:min(max(limit, 0), len(out))], nil
+}
+
+// ExpireDue holds the mutex for the whole pass, as the SQL transaction holds
+// its rows.
+func (s *Orders) ExpireDue(ctx context.Context, now time.Time, limit int) ([]ports.ExpiredOrder, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var due []ports.ExpiredOrder
+	for _, r := range s.orders {
+		if by := r.PayBy(); !by.IsZero() && !by.After(now) {
+			due = append(due, ports.ExpiredOrder{Order: r.Order, Deadline: by})
+		}
+	}
+	slices.SortFunc(due, func(a, b ports.ExpiredOrder) int { return cmp.Compare(a.Order.ID(), b.Order.ID()) })
+	due = due[:min(limit, len(due))]
+	for _, d := range due {
+		s.cancel(s.orders[d.Order.ID()], domain.CancelExpired)
+	}
+	return due, nil
+}
+
+// cancel moves a created order to cancelled and its unit back to stock; the
+// caller holds s.mu.
+func (s *Orders) cancel(r *orderRecord, reason domain.CancelReason) {
+	r.State, r.CancelReason = domain.OrderCancelled, reason
+	// Unless reclaim frees it, the place is forfeited: it keeps counting
+	// toward the buyer's limit, and its slot stays taken.
+	if s.reclaim {
+		r.slot = 0
+	}
+	s.vouchers.take(r.Order.VoucherID(), -1)
+}
+
+// Unreturned and Returned concern the cancelled (and refunding) orders:
+// those that hold no unit, and were created.
+func (s *Orders) Unreturned(ctx context.Context, limit int) ([]domain.VoucherOrder, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []domain.VoucherOrder
+	for _, r := range s.orders {
+		if !r.State.HoldsUnit() && r.State != domain.OrderFailed && !r.returned {
+			out = append(out, r.Order)
+		}
+	}
+	slices.SortFunc(out, func(a, b domain.VoucherOrder) int { return cmp.Compare(a.ID(), b.ID()) })
+	return out[:min(limit, len(out))], nil
+}
+
+func (s *Orders) Returned(ctx context.Context, ids []domain.OrderID) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		if r, ok := s.orders[id]; ok && !r.State.HoldsUnit() {
+			r.returned = true
+		}
+	}
+	return nil
+}
+
+func (s *Orders) Cancel(ctx context.Context, id domain.OrderID) (domain.OrderStatus, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.OrderStatus{}, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.orders[id]
+	if !ok {
+		return domain.OrderStatus{}, false, domain.ErrOrderNotFound
+	}
+	if _, changed, err := r.State.AfterCancel(); err != nil || !changed {
+		return r.OrderStatus, false, err
+	}
+	s.cancel(r, domain.CancelByBuyer)
+	return r.OrderStatus, true, nil
+}
+
+// Pay records the payment and changes the order under one hold of the
+// mutex, as the SQL repository does in one transaction.
+func (s *Orders) Pay(ctx context.Context, p domain.Payment) (ports.PayResult, error) {
+	if err := ctx.Err(); err != nil {
+		return ports.PayResult{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.orders[p.Order.ID()]
+	if !ok {
+		return ports.PayResult{}, domain.ErrOrderNotFound
+	}
+	if seen, ok := s.payments[p.TransactionID]; ok {
+		if seen.Order.ID() != r.Order.ID() {
+			return ports.PayResult{}, domain.ErrTransactionReused
+		}
+		return ports.PayResult{Status: r.OrderStatus, Kind: seen.kind}, nil
+	}
+	kind, next, err := r.State.Pay()
+	if err != nil {
+		return ports.PayResult{}, err
+	}
+	if next != r.State {
+		r.State, r.PaidAt = next, p.At.UTC().Truncate(time.Microsecond)
+	}
+	p.Order = r.Order
+	s.payments[p.TransactionID] = payment{Payment: p, kind: kind}
+	return ports.PayResult{Status: r.OrderStatus, Kind: kind, New: true}, nil
 }
