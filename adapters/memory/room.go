@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -22,19 +23,14 @@ type Rooms struct {
 }
 
 type room struct {
-	cfg      ports.RoomConfig
-	joined   int64
-	users    map[domain.UserID]int64
-	drawn    bool
-	n        int64
-	seed     [domain.RoomSeedSize]byte
-	boundary int64
-	expired  int64
-	usedN    int64
-	lapsed   int64
-	usedBy   map[domain.UserID]bool
-	live     map[int64]bool // used positions not below expired
-	steps    []ports.RoomStep
+	cfg ports.RoomConfig
+	// st is the shared state Advance returns but for Outstanding, Left and
+	// Steps, which it works out.
+	st     ports.RoomState
+	users  map[domain.UserID]int64 // each joiner's join index
+	usedBy map[domain.UserID]bool
+	live   map[int64]bool // used positions not below st.Expired
+	steps  []ports.RoomStep
 }
 
 var _ ports.RoomStore = (*Rooms)(nil)
@@ -116,21 +112,21 @@ func (s *Rooms) Join(ctx context.Context, id domain.VoucherID, user domain.UserI
 		return 0, false, domain.ErrNoRoom
 	}
 	r.closeDraw(now, seed)
-	if j, ok := r.users[user]; ok {
-		return j, r.drawn, nil
+	j, ok := r.users[user]
+	if !ok {
+		j = r.st.Joined
+		r.st.Joined++
+		r.users[user] = j
 	}
-	j := r.joined
-	r.joined++
-	r.users[user] = j
-	return j, r.drawn, nil
+	return j, r.st.Drawn, nil
 }
 
 // closeDraw mirrors the scripts' close_draw.
 func (r *room) closeDraw(now time.Time, seed [domain.RoomSeedSize]byte) {
-	if r.drawn || domain.InDraw(r.cfg.Begin, now) {
+	if r.st.Drawn || domain.InDraw(r.cfg.Begin, now) {
 		return
 	}
-	r.drawn, r.n, r.seed = true, r.joined, seed
+	r.st.Drawn, r.st.N, r.st.Seed = true, r.st.Joined, seed
 }
 
 func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time, seed [domain.RoomSeedSize]byte, after int64) (ports.RoomState, error) {
@@ -156,42 +152,34 @@ func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time,
 			paused = p.Paused(id)
 		}
 	}
-	if r.drawn {
+	if st := &r.st; st.Drawn {
 		ttl := r.cfg.Rules.PassTTL()
-		was := r.expired
+		was := st.Expired
 		for len(r.steps) > 0 && !r.steps[0].At.Add(ttl).After(now) {
-			r.expired = r.steps[0].Boundary
+			st.Expired = r.steps[0].Boundary
 			r.steps = r.steps[1:]
 		}
-		removed := int64(0)
-		for p := range r.live {
-			if p < r.expired {
-				delete(r.live, p)
-				removed++
-			}
-		}
-		r.lapsed += r.expired - was - removed
-		target := min(r.cfg.Rules.AdmitTarget(now.Sub(r.cfg.Begin)), r.joined)
+		live := len(r.live)
+		maps.DeleteFunc(r.live, func(p int64, _ bool) bool { return p < st.Expired })
+		st.Lapsed += st.Expired - was - int64(live-len(r.live))
+		target := min(r.cfg.Rules.AdmitTarget(now.Sub(r.cfg.Begin)), st.Joined)
 		// Passes outstanding never exceed what is left to sell, so each is
 		// worth a unit (the Redis room reads the gate's stock the same way).
 		free := r.cfg.Cap
 		if left >= 0 {
 			free = left
 		}
-		free -= r.boundary - r.expired - int64(len(r.live))
-		if next := min(target, r.boundary+max(free, 0)); next > r.boundary && !paused {
-			r.boundary = next
+		free -= r.outstanding()
+		if next := min(target, st.Boundary+max(free, 0)); next > st.Boundary && !paused {
+			st.Boundary = next
 			r.steps = append(r.steps, ports.RoomStep{Boundary: next, At: now})
 		}
 	}
-	st := ports.RoomState{
-		Joined: r.joined, Drawn: r.drawn, N: r.n, Boundary: r.boundary, Expired: r.expired, Used: r.usedN, Lapsed: r.lapsed,
-		Outstanding: r.boundary - r.expired - int64(len(r.live)), Left: left,
-		Seed: r.seed, // zero until the draw
-	}
+	out := r.st // Seed is zero until the draw
+	out.Outstanding, out.Left = r.outstanding(), left
 	i := sort.Search(len(r.steps), func(i int) bool { return r.steps[i].Boundary > after })
-	st.Steps = append([]ports.RoomStep(nil), r.steps[i:]...)
-	return st, nil
+	out.Steps = append([]ports.RoomStep(nil), r.steps[i:]...)
+	return out, nil
 }
 
 func (s *Rooms) Used(ctx context.Context, id domain.VoucherID, user domain.UserID) (bool, error) {
@@ -217,9 +205,14 @@ func (s *Rooms) Use(ctx context.Context, id domain.VoucherID, user domain.UserID
 		return nil
 	}
 	r.usedBy[user] = true
-	r.usedN++
-	if position >= r.expired && position < r.boundary {
+	r.st.Used++
+	if position >= r.st.Expired && position < r.st.Boundary {
 		r.live[position] = true
 	}
 	return nil
+}
+
+// outstanding is how many passes are live and unused.
+func (r *room) outstanding() int64 {
+	return r.st.Boundary - r.st.Expired - int64(len(r.live))
 }
