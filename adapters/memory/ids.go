@@ -29,18 +29,16 @@ var errIDsExhausted = errors.New("memory: order id sequence exhausted")
 
 // NewIDs panics on a nil clock, a wiring mistake.
 func NewIDs(clock ports.Clock) *IDs {
-	if clock == nil {
-		panic("memory: NewIDs needs a non-nil clock")
-	}
-	return &IDs{clock: clock, seq: new(atomic.Uint64)}
+	return (&IDs{seq: new(atomic.Uint64)}).Sharing(clock)
 }
 
 // Sharing returns another issuer on the same sequence with its own clock, the
 // way a second process shares the Redis counter, so tests can model several
-// instances (with clocks that disagree) on one store.
+// instances (with clocks that disagree) on one store. It panics on a nil
+// clock, a wiring mistake.
 func (g *IDs) Sharing(clock ports.Clock) *IDs {
 	if clock == nil {
-		panic("memory: Sharing needs a non-nil clock")
+		panic("memory: IDs need a non-nil clock")
 	}
 	return &IDs{clock: clock, seq: g.seq}
 }
