@@ -45,7 +45,13 @@ type gateSale struct {
 	returned map[domain.OrderID]bool
 }
 
-var _ ports.StockGate = (*Gate)(nil)
+var (
+	_ ports.StockGate    = (*Gate)(nil)
+	_ ports.GateControls = (*Gate)(nil)
+	_ ports.GateAudit    = (*Gate)(nil)
+	_ ports.GateProbe    = (*Gate)(nil)
+	_ ports.OrderIndex   = (*Gate)(nil)
+)
 
 // NewGate panics on a nil clock, a wiring mistake.
 func NewGate(clock ports.Clock) *Gate {
@@ -78,8 +84,6 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 	}
 	return nil
 }
-
-var _ ports.GateProbe = (*Gate)(nil)
 
 // Missing reports the vouchers the gate holds no sale for.
 func (g *Gate) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error) {
@@ -263,6 +267,27 @@ func (g *Gate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
 	return nil
 }
 
+// Apply carries v's end, pause and added units to a sale the gate holds,
+// as the Redis gates' controls.lua: each added unit is taken once (the
+// sale keeps the total taken), and a voucher the gate does not hold stays
+// absent.
+func (g *Gate) Apply(ctx context.Context, v domain.Voucher) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, ok := g.sales[v.ID()]
+	if !ok {
+		return nil
+	}
+	old, want := s.sale, v.Sale()
+	added := max(old.Added(), want.Added())
+	s.stock += added - old.Added()
+	s.sale = old.WithStoredWindow(old.Begin(), want.End()).WithStoredControls(added, want.Paused())
+	return nil
+}
+
 // Queued is QueuedByID for the order of user only, as the Redis gate's.
 func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error) {
 	o, ok, err := g.QueuedByID(ctx, id)
@@ -271,8 +296,6 @@ func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID
 	}
 	return o, true, nil
 }
-
-var _ ports.OrderIndex = (*Gate)(nil)
 
 // QueuedByID finds the order whose mark a place holds, whoever claimed it
 // (ports.OrderIndex).
@@ -301,8 +324,6 @@ func (g *Gate) Paused(id domain.VoucherID) bool {
 	return ok && s.sale.Paused()
 }
 
-// Stock reports a voucher's remaining stock in the gate, and false when the
-// gate does not hold the voucher. Same signature as the Redis gate's.
 func (g *Gate) Stock(ctx context.Context, id domain.VoucherID) (int, bool, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -313,8 +334,6 @@ func (g *Gate) Stock(ctx context.Context, id domain.VoucherID) (int, bool, error
 	return s.stock, true, nil
 }
 
-// Buyers returns the voucher's marked orders: order id -> user. Same
-// signature as the Redis gate's.
 func (g *Gate) Buyers(ctx context.Context, id domain.VoucherID) (map[domain.OrderID]domain.UserID, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -11,7 +11,10 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-var _ ports.VoucherRepository = (*Vouchers)(nil)
+var (
+	_ ports.VoucherRepository = (*Vouchers)(nil)
+	_ ports.SaleControls      = (*Vouchers)(nil)
+)
 
 // Vouchers is the in-memory VoucherRepository. Orders decrements its stock,
 // the way the SQL repository's orders decrement tb_seckill_voucher.
@@ -36,42 +39,37 @@ func NewVouchers() *Vouchers {
 	return &Vouchers{vouchers: map[domain.VoucherID]domain.Voucher{}, keys: map[string]voucherKey{}, controlKeys: map[string]voucherKey{}}
 }
 
-// AddSeckillOnce is AddSeckill under an idempotency key, like the SQL one:
-// the voucher, the key and the audit entry are stored under one hold of
-// the mutex, or none of them.
+// AddSeckillOnce is AddSeckill under an idempotency key, like the SQL one
+// (which refuses in the same order): the voucher, the key and the audit
+// entry are stored under one hold of the mutex, or none of them.
 func (s *Vouchers) AddSeckillOnce(ctx context.Context, key, fingerprint string, v domain.Voucher, entry domain.AuditEntry) (ports.Creation, error) {
-	if err := ctx.Err(); err != nil {
-		return ports.Creation{}, err
-	}
-	if !v.IsSeckill() {
-		return ports.Creation{}, domain.ErrNotSeckill
-	}
-	if entry.IsZero() {
+	if entry.IsZero() && v.IsSeckill() {
 		return ports.Creation{}, domain.ErrNoAuditEntry
 	}
-	return s.addSeckill(key, fingerprint, v, entry), nil
+	return s.addSeckill(ctx, key, fingerprint, v, entry)
 }
 
 // AddSeckill returns the voucher with its times as the database would keep
 // them (UTC, microseconds), so tests see what production sees.
 func (s *Vouchers) AddSeckill(ctx context.Context, v domain.Voucher) (domain.Voucher, error) {
-	if err := ctx.Err(); err != nil {
-		return domain.Voucher{}, err
-	}
-	if !v.IsSeckill() {
-		return domain.Voucher{}, domain.ErrNotSeckill
-	}
-	return s.addSeckill("", "", v, domain.AuditEntry{}).Voucher, nil
+	c, err := s.addSeckill(ctx, "", "", v, domain.AuditEntry{})
+	return c.Voucher, err
 }
 
 // addSeckill answers the voucher of a key already used; otherwise it stores
 // the voucher, the key if any and the audit entry if any.
-func (s *Vouchers) addSeckill(key, fingerprint string, v domain.Voucher, entry domain.AuditEntry) ports.Creation {
+func (s *Vouchers) addSeckill(ctx context.Context, key, fingerprint string, v domain.Voucher, entry domain.AuditEntry) (ports.Creation, error) {
+	if !v.IsSeckill() {
+		return ports.Creation{}, domain.ErrNotSeckill
+	}
+	if err := ctx.Err(); err != nil {
+		return ports.Creation{}, err
+	}
 	sale := storedSale(v.Sale())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if k, ok := s.keys[key]; ok && key != "" {
-		return ports.Creation{Voucher: s.vouchers[k.id], Fingerprint: k.fingerprint}
+		return ports.Creation{Voucher: s.vouchers[k.id], Fingerprint: k.fingerprint}, nil
 	}
 	s.lastID++
 	saved := v.WithID(s.lastID).WithSale(sale)
@@ -82,7 +80,7 @@ func (s *Vouchers) addSeckill(key, fingerprint string, v domain.Voucher, entry d
 	if !entry.IsZero() {
 		s.appendAudit(entry.ForVoucher(saved.ID()))
 	}
-	return ports.Creation{Voucher: saved, Fingerprint: fingerprint, Created: true}
+	return ports.Creation{Voucher: saved, Fingerprint: fingerprint, Created: true}, nil
 }
 
 // AddNormal stores a voucher without a sale. The service never creates one
@@ -142,6 +140,43 @@ func (s *Vouchers) list(ctx context.Context, keep func(domain.Voucher) bool) ([]
 	return vs, nil
 }
 
+// ChangeSale applies change under the mutex, as the SQL repository does
+// under the sale's row lock, and appends its audit entry with it.
+func (s *Vouchers) ChangeSale(ctx context.Context, id domain.VoucherID, once ports.Once, change ports.SaleChange) (domain.Voucher, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.Voucher{}, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.vouchers[id]
+	if !ok || !v.IsSeckill() {
+		return domain.Voucher{}, false, domain.ErrVoucherNotFound
+	}
+	if once.Key != "" {
+		if k, used := s.controlKeys[once.Key]; used {
+			if k.id != id || k.fingerprint != once.Fingerprint {
+				return domain.Voucher{}, false, domain.ControlKeyReused()
+			}
+			return v, false, nil
+		}
+	}
+	after, entry, err := change(v)
+	if err != nil {
+		return domain.Voucher{}, false, err
+	}
+	sale := storedSale(after.Sale())
+	if sale.SameControls(v.Sale()) {
+		return v, false, nil
+	}
+	after = after.WithSale(sale)
+	s.vouchers[id] = after
+	if once.Key != "" {
+		s.controlKeys[once.Key] = voucherKey{id: id, fingerprint: once.Fingerprint}
+	}
+	s.appendAudit(entry)
+	return after, true, nil
+}
+
 // saleOf is the remaining stock and the limit per user of a voucher that has
 // a sale.
 func (s *Vouchers) saleOf(id domain.VoucherID) (stock, limit int, ok bool) {
@@ -167,4 +202,45 @@ func (s *Vouchers) take(id domain.VoucherID, n int) {
 func storedSale(s domain.Sale) domain.Sale {
 	at := func(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 	return s.WithStoredWindow(at(s.Begin()), at(s.End()))
+}
+
+var _ ports.AuditLog = (*AuditLog)(nil)
+
+// AuditLog is the in-memory trail of admin actions. It reads the trail its
+// Vouchers keep, as mysqlstore.AuditRepo and VoucherRepo share
+// tb_admin_audit: an action's entry is appended with its change.
+type AuditLog struct {
+	v *Vouchers
+}
+
+func NewAuditLog(vouchers *Vouchers) *AuditLog {
+	if vouchers == nil {
+		panic("memory: NewAuditLog needs the Vouchers whose trail it keeps")
+	}
+	return &AuditLog{v: vouchers}
+}
+
+func (l *AuditLog) List(ctx context.Context, q ports.AuditQuery) ([]domain.AuditEntry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l.v.mu.Lock()
+	defer l.v.mu.Unlock()
+	out := []domain.AuditEntry{}
+	for i := len(l.v.audit) - 1; i >= 0 && len(out) < q.Limit; i-- {
+		e := l.v.audit[i]
+		if (q.Before > 0 && e.ID() >= q.Before) || (q.Voucher > 0 && e.Voucher() != q.Voucher) {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// appendAudit stamps e as the SQL table does (the next id, the time to the
+// microsecond); the caller holds s.mu.
+func (s *Vouchers) appendAudit(e domain.AuditEntry) domain.AuditEntry {
+	e = e.Recorded(int64(len(s.audit))+1, time.Now().UTC().Truncate(time.Microsecond))
+	s.audit = append(s.audit, e)
+	return e
 }
