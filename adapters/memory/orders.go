@@ -3,6 +3,8 @@ package memory
 import (
 	"cmp"
 	"context"
+	"maps"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -112,20 +114,7 @@ func (s *Orders) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) 
 			held[r.Order.UserID()] = append(held[r.Order.UserID()], r.slot)
 		}
 	}
-	plan := domain.PlanBatch(orders, st)
-
-	for v, n := range plan.Taken {
-		s.vouchers.take(v, n)
-	}
-	for _, o := range plan.Created {
-		s.orders[o.ID()] = &orderRecord{
-			OrderStatus: domain.OrderStatus{Order: o, State: domain.OrderCreated,
-				Lifecycle: domain.Lifecycle{PayDeadline: domain.PayDeadline(o.ID(), s.window)}},
-			slot: plan.Slots[o.ID()],
-		}
-	}
-	s.recordFailures(plan.Failures)
-	return plan.Outcomes, nil
+	return s.write(domain.PlanBatch(orders, st)), nil
 }
 
 // MarkFailed holds the same mutex as CreateBatch, so the two never both
@@ -136,9 +125,7 @@ func (s *Orders) MarkFailed(ctx context.Context, orders []domain.VoucherOrder, r
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	plan := domain.PlanFailures(orders, reason, s.recordedOf(orders))
-	s.recordFailures(plan.Failures)
-	return plan.Outcomes, nil
+	return s.write(domain.PlanFailures(orders, reason, s.recordedOf(orders))), nil
 }
 
 // recordedOf is what is recorded under the orders' IDs; the caller holds s.mu.
@@ -152,11 +139,30 @@ func (s *Orders) recordedOf(orders []domain.VoucherOrder) map[domain.OrderID]dom
 	return rec
 }
 
-// recordFailures stores a plan's new failures; the caller holds s.mu.
-func (s *Orders) recordFailures(failures []domain.Outcome) {
-	for _, f := range failures {
+// write applies a plan's writes and answers its outcomes; the caller holds
+// s.mu.
+func (s *Orders) write(plan domain.BatchPlan) []ports.Outcome {
+	for v, n := range plan.Taken {
+		s.vouchers.take(v, n)
+	}
+	for _, o := range plan.Created {
+		s.orders[o.ID()] = &orderRecord{
+			OrderStatus: domain.OrderStatus{Order: o, State: domain.OrderCreated,
+				Lifecycle: domain.Lifecycle{PayDeadline: domain.PayDeadline(o.ID(), s.window)}},
+			slot: plan.Slots[o.ID()],
+		}
+	}
+	for _, f := range plan.Failures {
 		s.orders[f.Order.ID()] = &orderRecord{OrderStatus: domain.OrderStatus{Order: f.Order, State: domain.OrderFailed, Reason: f.Reason}}
 	}
+	return plan.Outcomes
+}
+
+// sorted is every record by id, the order the SQL repository reads in; the
+// caller holds s.mu. It sorts them all, which is fine for the small fakes
+// of tests.
+func (s *Orders) sorted() []*orderRecord {
+	return slices.SortedFunc(maps.Values(s.orders), func(a, b *orderRecord) int { return cmp.Compare(a.Order.ID(), b.Order.ID()) })
 }
 
 func (s *Orders) Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error) {
@@ -172,30 +178,23 @@ func (s *Orders) Find(ctx context.Context, id domain.OrderID) (domain.OrderStatu
 }
 
 func (s *Orders) Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain.VoucherOrder, error) {
+	return s.BuyersAfter(ctx, voucher, 0, math.MaxInt)
+}
+
+// BuyersAfter pages Buyers as the SQL repository does: by id, above after.
+func (s *Orders) BuyersAfter(ctx context.Context, voucher domain.VoucherID, after domain.OrderID, limit int) ([]domain.VoucherOrder, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	buyers := []domain.VoucherOrder{}
-	for _, r := range s.orders {
-		if r.Order.VoucherID() == voucher && r.slot > 0 {
+	for _, r := range s.sorted() {
+		if r.Order.VoucherID() == voucher && r.slot > 0 && r.Order.ID() > after && len(buyers) < limit {
 			buyers = append(buyers, r.Place())
 		}
 	}
-	slices.SortFunc(buyers, func(a, b domain.VoucherOrder) int { return cmp.Compare(a.ID(), b.ID()) })
 	return buyers, nil
-}
-
-// BuyersAfter pages Buyers as the SQL repository does: by id, above after.
-func (s *Orders) BuyersAfter(ctx context.Context, voucher domain.VoucherID, after domain.OrderID, limit int) ([]domain.VoucherOrder, error) {
-	all, err := s.Buyers(ctx, voucher)
-	if err != nil {
-		return nil, err
-	}
-	i, _ := slices.BinarySearchFunc(all, after+1, func(o domain.VoucherOrder, id domain.OrderID) int { return cmp.Compare(o.ID(), id) })
-	all = all[i:]
-	return all[:min(limit, len(all))], nil
 }
 
 func (s *Orders) CountBuyers(ctx context.Context, vouchers []domain.VoucherID) (map[domain.VoucherID]int, error) {
@@ -251,8 +250,8 @@ func (s *Orders) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTall
 	return t, nil
 }
 
-// OrdersAfter walks every order, which is fine for the small fakes of tests;
-// the SQL repository reads one index range per page.
+// OrdersAfter walks every order; the SQL repository reads one index range
+// per page.
 func (s *Orders) OrdersAfter(ctx context.Context, voucher domain.VoucherID, filter domain.OrderFilter, after domain.OrderID, limit int) ([]domain.OrderStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -260,13 +259,12 @@ func (s *Orders) OrdersAfter(ctx context.Context, voucher domain.VoucherID, filt
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []domain.OrderStatus{}
-	for id, r := range s.orders {
-		if r.Order.VoucherID() == voucher && id > after && filter.Matches(r.OrderStatus) {
+	for _, r := range s.sorted() {
+		if r.Order.VoucherID() == voucher && r.Order.ID() > after && filter.Matches(r.OrderStatus) && len(out) < limit {
 			out = append(out, r.OrderStatus)
 		}
 	}
-	slices.SortFunc(out, func(a, b domain.OrderStatus) int { return cmp.Compare(a.Order.ID(), b.Order.ID()) })
-	return out[:min(max(limit, 0), len(out))], nil
+	return out, nil
 }
 
 // ExpireDue holds the mutex for the whole pass, as the SQL transaction holds
@@ -278,15 +276,11 @@ func (s *Orders) ExpireDue(ctx context.Context, now time.Time, limit int) ([]por
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var due []ports.ExpiredOrder
-	for _, r := range s.orders {
-		if by := r.PayBy(); !by.IsZero() && !by.After(now) {
+	for _, r := range s.sorted() {
+		if by := r.PayBy(); !by.IsZero() && !by.After(now) && len(due) < limit {
 			due = append(due, ports.ExpiredOrder{Order: r.Order, Deadline: by})
+			s.cancel(r, domain.CancelExpired)
 		}
-	}
-	slices.SortFunc(due, func(a, b ports.ExpiredOrder) int { return cmp.Compare(a.Order.ID(), b.Order.ID()) })
-	due = due[:min(limit, len(due))]
-	for _, d := range due {
-		s.cancel(s.orders[d.Order.ID()], domain.CancelExpired)
 	}
 	return due, nil
 }
@@ -312,13 +306,12 @@ func (s *Orders) Unreturned(ctx context.Context, limit int) ([]domain.VoucherOrd
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []domain.VoucherOrder
-	for _, r := range s.orders {
-		if !r.State.HoldsUnit() && r.State != domain.OrderFailed && !r.returned {
+	for _, r := range s.sorted() {
+		if !r.State.HoldsUnit() && r.State != domain.OrderFailed && !r.returned && len(out) < limit {
 			out = append(out, r.Order)
 		}
 	}
-	slices.SortFunc(out, func(a, b domain.VoucherOrder) int { return cmp.Compare(a.ID(), b.ID()) })
-	return out[:min(limit, len(out))], nil
+	return out, nil
 }
 
 func (s *Orders) Returned(ctx context.Context, ids []domain.OrderID) error {
