@@ -1,9 +1,7 @@
 package memory
 
 import (
-	"cmp"
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -20,8 +18,7 @@ var (
 // the way the SQL repository's orders decrement tb_seckill_voucher.
 type Vouchers struct {
 	mu       sync.Mutex
-	vouchers map[domain.VoucherID]domain.Voucher
-	lastID   domain.VoucherID
+	vouchers []domain.Voucher // voucher id i at i-1: ids are given 1, 2, ...
 	keys     map[string]voucherKey
 	// controlKeys are the sale controls' Idempotency-Keys (ChangeSale).
 	controlKeys map[string]voucherKey
@@ -36,7 +33,7 @@ type voucherKey struct {
 }
 
 func NewVouchers() *Vouchers {
-	return &Vouchers{vouchers: map[domain.VoucherID]domain.Voucher{}, keys: map[string]voucherKey{}, controlKeys: map[string]voucherKey{}}
+	return &Vouchers{keys: map[string]voucherKey{}, controlKeys: map[string]voucherKey{}}
 }
 
 // AddSeckillOnce is AddSeckill under an idempotency key, like the SQL one
@@ -69,11 +66,10 @@ func (s *Vouchers) addSeckill(ctx context.Context, key, fingerprint string, v do
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if k, ok := s.keys[key]; ok && key != "" {
-		return ports.Creation{Voucher: s.vouchers[k.id], Fingerprint: k.fingerprint}, nil
+		return ports.Creation{Voucher: s.vouchers[k.id-1], Fingerprint: k.fingerprint}, nil
 	}
-	s.lastID++
-	saved := v.WithID(s.lastID).WithSale(sale)
-	s.vouchers[saved.ID()] = saved
+	saved := v.WithID(domain.VoucherID(len(s.vouchers) + 1)).WithSale(sale)
+	s.vouchers = append(s.vouchers, saved)
 	if key != "" {
 		s.keys[key] = voucherKey{id: saved.ID(), fingerprint: fingerprint}
 	}
@@ -92,9 +88,8 @@ func (s *Vouchers) AddNormal(ctx context.Context, spec domain.VoucherSpec) (doma
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.lastID++
-	saved := domain.UnmarshalVoucherFromDatabase(s.lastID, spec, domain.VoucherNormal, 1, domain.Sale{})
-	s.vouchers[saved.ID()] = saved
+	saved := domain.UnmarshalVoucherFromDatabase(domain.VoucherID(len(s.vouchers)+1), spec, domain.VoucherNormal, 1, domain.Sale{})
+	s.vouchers = append(s.vouchers, saved)
 	return saved, nil
 }
 
@@ -104,11 +99,10 @@ func (s *Vouchers) Get(ctx context.Context, id domain.VoucherID) (domain.Voucher
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v, ok := s.vouchers[id]
-	if !ok {
-		return domain.Voucher{}, domain.ErrVoucherNotFound
+	if v, ok := s.get(id); ok {
+		return v, nil
 	}
-	return v, nil
+	return domain.Voucher{}, domain.ErrVoucherNotFound
 }
 
 // ListByShop lists the vouchers on sale (status 1), as the SQL repository does.
@@ -136,8 +130,15 @@ func (s *Vouchers) list(ctx context.Context, keep func(domain.Voucher) bool) ([]
 			vs = append(vs, v)
 		}
 	}
-	slices.SortFunc(vs, func(a, b domain.Voucher) int { return cmp.Compare(a.ID(), b.ID()) })
 	return vs, nil
+}
+
+// get is the voucher stored under id; the caller holds s.mu.
+func (s *Vouchers) get(id domain.VoucherID) (domain.Voucher, bool) {
+	if id < 1 || int(id) > len(s.vouchers) {
+		return domain.Voucher{}, false
+	}
+	return s.vouchers[id-1], true
 }
 
 // ChangeSale applies change under the mutex, as the SQL repository does
@@ -148,7 +149,7 @@ func (s *Vouchers) ChangeSale(ctx context.Context, id domain.VoucherID, once por
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v, ok := s.vouchers[id]
+	v, ok := s.get(id)
 	if !ok || !v.IsSeckill() {
 		return domain.Voucher{}, false, domain.ErrVoucherNotFound
 	}
@@ -169,7 +170,7 @@ func (s *Vouchers) ChangeSale(ctx context.Context, id domain.VoucherID, once por
 		return v, false, nil
 	}
 	after = after.WithSale(sale)
-	s.vouchers[id] = after
+	s.vouchers[id-1] = after
 	if once.Key != "" {
 		s.controlKeys[once.Key] = voucherKey{id: id, fingerprint: once.Fingerprint}
 	}
@@ -182,7 +183,7 @@ func (s *Vouchers) ChangeSale(ctx context.Context, id domain.VoucherID, once por
 func (s *Vouchers) saleOf(id domain.VoucherID) (stock, limit int, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v, ok := s.vouchers[id]
+	v, ok := s.get(id)
 	if !ok || !v.IsSeckill() {
 		return 0, 0, false
 	}
@@ -193,8 +194,8 @@ func (s *Vouchers) saleOf(id domain.VoucherID) (stock, limit int, ok bool) {
 func (s *Vouchers) take(id domain.VoucherID, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v := s.vouchers[id]
-	s.vouchers[id] = v.WithStock(v.Sale().Stock() - n)
+	v := &s.vouchers[id-1]
+	*v = v.WithStock(v.Sale().Stock() - n)
 }
 
 // storedSale is the sale as the database keeps it (times to the
