@@ -217,17 +217,15 @@ func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) error {
 	// A claim resent after its reply was lost finds its own mark: taken,
 	// whatever changed since (ended, paused, sold out), and nothing changes
 	// (the claim scripts' rule). Only a sale not started holds no claim.
-	err := s.sale.Check(now, s.stock)
-	if errors.Is(err, domain.ErrNotStarted) {
+	_, held := s.find(o.UserID(), o.ID())
+	switch err := s.sale.Check(now, s.stock); {
+	case errors.Is(err, domain.ErrNotStarted):
 		return err
-	}
-	if _, held := s.find(o.UserID(), o.ID()); held {
+	case held:
 		return nil
-	}
-	if err != nil { // the claim script's order: window, pause, stock, then duplicate
+	case err != nil: // the claim script's order: window, pause, stock, then duplicate
 		return err
-	}
-	if !s.mark(o) {
+	case !s.mark(o):
 		return domain.ErrAlreadyClaimed
 	}
 	s.stock--

@@ -17,7 +17,6 @@ import (
 type Rooms struct {
 	mu    sync.Mutex
 	rooms map[domain.VoucherID]*room
-	// Calls counts the operations that would each be one Redis round trip.
 	calls int64
 	gate  ports.GateAudit
 }
@@ -47,13 +46,6 @@ func (s *Rooms) Calls() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.calls
-}
-
-// Forget drops a room, as a Redis that lost its data would.
-func (s *Rooms) Forget(id domain.VoucherID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.rooms, id)
 }
 
 func (s *Rooms) Open(ctx context.Context, v domain.Voucher) error {
