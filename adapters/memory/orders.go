@@ -23,8 +23,8 @@ var (
 // Orders is the in-memory OrderRepository. It classifies a batch with the
 // domain's rule (domain.PlanBatch), as mysqlstore.OrderRepo does, and holding
 // its mutex for the whole batch plays the part of the SQL transaction and the
-// stock-row lock. It is the only
-// writer of its Vouchers' stock: build one Orders per Vouchers.
+// stock-row lock. It is the only writer of its Vouchers' stock: build one
+// Orders per Vouchers.
 type Orders struct {
 	vouchers *Vouchers
 
@@ -99,13 +99,13 @@ func (s *Orders) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) 
 	}
 	for _, o := range orders {
 		v := o.VoucherID()
-		if _, seen := st.Stock[v]; seen {
+		if _, seen := st.Holders[v]; seen {
 			continue
 		}
+		st.Holders[v] = map[domain.UserID][]int{}
 		if left, limit, onSale := s.vouchers.saleOf(v); onSale {
 			st.Stock[v], st.Limits[v] = left, limit
 		}
-		st.Holders[v] = map[domain.UserID][]int{}
 	}
 	// The slots of the places held in the batch's vouchers' sales (the SQL
 	// unique key's rows).
