@@ -180,8 +180,12 @@ func TestIDsDropTheLeaseWhenTheDayChanges(t *testing.T) {
 // Every shard hands out its last number, then the day is spent.
 func TestIDsFailWhenTheDaysSequenceIsExhausted(t *testing.T) {
 	m, rdb := testenv.MiniRedis(t)
-	// Blocks of one: a lease per id, one on each shard in turn.
-	g := redisgate.NewIDs(rdb, redisgate.IDOptions{Block: 1, Clock: testenv.NewClock(idsNoon)})
+	// Blocks of one: a lease per id, one on each shard in turn. No lease
+	// asks a second shard (LeaseTimeout an hour): on a loaded machine a
+	// round trip past the default 250 ms would lease a block it does not
+	// use, spending a shard's last number before its turn.
+	opts := redisgate.IDOptions{Block: 1, Clock: testenv.NewClock(idsNoon), LeaseTimeout: time.Hour}
+	g := redisgate.NewIDs(rdb, opts)
 	for range redisgate.IDShards {
 		next(t, g)
 	}
@@ -197,7 +201,8 @@ func TestIDsFailWhenTheDaysSequenceIsExhausted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	g2 := redisgate.NewIDs(rdb, redisgate.IDOptions{Clock: testenv.NewClock(idsNoon)})
+	opts.Block = 0 // the default
+	g2 := redisgate.NewIDs(rdb, opts)
 	closeIDs(t, g2)
 	shards := map[int]bool{}
 	for range redisgate.IDShards {
