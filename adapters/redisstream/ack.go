@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -63,13 +62,9 @@ func (q *Queue) Ack(ctx context.Context, ds []ports.Delivery) error {
 // one round trip. Where keys are sharded a transaction stays in one slot, so
 // each stream gets one of its own, all sent at once.
 func (q *Queue) finish(ctx context.Context, refs []entryRef) error {
-	txs := [][]streamIDs{perStream(refs)}
-	if q.perStream {
-		byKey := map[string][]streamIDs{}
-		for _, c := range txs[0] {
-			byKey[c.key] = append(byKey[c.key], c)
-		}
-		txs = slices.Collect(maps.Values(byKey))
+	txs := perStream(refs)
+	if !q.perStream {
+		txs = [][]streamIDs{slices.Concat(txs...)}
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(txs))
@@ -200,7 +195,7 @@ func (q *Queue) renew(ctx context.Context) {
 	if len(refs) == 0 {
 		return
 	}
-	chunks := perStream(refs)
+	chunks := slices.Concat(perStream(refs)...)
 	calls := make([]scriptCall, len(chunks))
 	for i, c := range chunks {
 		args := append(make([]any, 0, 2+len(c.ids)), q.opts.Group, q.opts.Consumer)
@@ -272,24 +267,24 @@ type streamIDs struct {
 	ids []string
 }
 
-// perStream groups entries by stream, in chunks of at most scriptChunk IDs,
-// each in ascending order (ack.lua needs the smallest and largest; they
-// mostly come sorted already).
-func perStream(refs []entryRef) []streamIDs {
+// perStream groups entries by stream, and each stream's IDs in chunks of at
+// most scriptChunk, in ascending order (ack.lua needs the smallest and
+// largest; they mostly come sorted already).
+func perStream(refs []entryRef) [][]streamIDs {
 	byStream := map[string][]string{}
 	for _, r := range refs {
 		byStream[r.stream] = append(byStream[r.stream], r.id)
 	}
-	var out []streamIDs
+	out := make([][]streamIDs, 0, len(byStream))
 	for key, ids := range byStream {
 		if !slices.IsSortedFunc(ids, cmpID) {
 			slices.SortFunc(ids, cmpID)
 		}
-		for len(ids) > 0 {
-			n := min(len(ids), scriptChunk)
-			out = append(out, streamIDs{key: key, ids: ids[:n:n]})
-			ids = ids[n:]
+		var chunks []streamIDs
+		for c := range slices.Chunk(ids, scriptChunk) {
+			chunks = append(chunks, streamIDs{key: key, ids: c})
 		}
+		out = append(out, chunks)
 	}
 	return out
 }

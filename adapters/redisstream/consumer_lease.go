@@ -39,14 +39,11 @@ type LeaseOptions struct {
 
 // Lease is held from AcquireLease until Release.
 type Lease struct {
-	rdb   redis.UniversalClient
-	key   string
-	token string
-	opts  LeaseOptions
-
-	stop    context.CancelFunc
-	stopped chan struct{}
-	once    sync.Once
+	rdb     redis.UniversalClient
+	key     string
+	token   string
+	opts    LeaseOptions
+	release func() error
 }
 
 // renew (and redisx.Release) act only while the key still holds this
@@ -94,8 +91,19 @@ func AcquireLease(ctx context.Context, rdb redis.UniversalClient, key string, op
 		}
 	}
 	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	l := &Lease{rdb: rdb, key: key, token: token, opts: opts, stop: stop, stopped: make(chan struct{})}
-	go every(rctx, l.opts.TTL/3, l.stopped, l.renewLease)
+	stopped := make(chan struct{})
+	l := &Lease{rdb: rdb, key: key, token: token, opts: opts}
+	go every(rctx, opts.TTL/3, stopped, l.renewLease)
+	l.release = sync.OnceValue(func() error {
+		stop()
+		<-stopped
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := redisx.Release(ctx, rdb, key, token); err != nil {
+			return fmt.Errorf("release lease %s: %w", key, err)
+		}
+		return nil
+	})
 	return l, nil
 }
 
@@ -140,17 +148,4 @@ func (l *Lease) renewLease(ctx context.Context) {
 
 // Release stops renewing and frees the name at once, so a graceful restart
 // need not wait for the TTL. Idempotent.
-func (l *Lease) Release() error {
-	var err error
-	l.once.Do(func() {
-		l.stop()
-		<-l.stopped
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		err = redisx.Release(ctx, l.rdb, l.key, l.token)
-		if err != nil {
-			err = fmt.Errorf("release lease %s: %w", l.key, err)
-		}
-	})
-	return err
-}
+func (l *Lease) Release() error { return l.release() }

@@ -61,9 +61,7 @@ func (q *Queue) discover(ctx context.Context, now time.Time) error {
 	}
 
 	for tag, vid := range registered {
-		if q.rd.streams[tag] == nil {
-			q.rd.streams[tag] = q.newStream(vid, tag)
-		}
+		q.watch(vid, tag)
 	}
 	for tag, s := range q.rd.streams {
 		if _, ok := registered[tag]; !ok && !q.in.keeps(s) {
@@ -98,10 +96,7 @@ func (q *Queue) adopt(ctx context.Context) error {
 			return fmt.Errorf("register order streams: %w", err)
 		}
 		for vid := range pub {
-			tag := redisschema.VoucherTag(vid)
-			if q.rd.streams[tag] == nil {
-				q.rd.streams[tag] = q.newStream(vid, tag)
-			}
+			q.watch(vid, redisschema.VoucherTag(vid))
 		}
 	}
 
@@ -112,7 +107,7 @@ func (q *Queue) adopt(ctx context.Context) error {
 		}
 		err := q.rdb.XGroupCreateMkStream(ctx, s.key, q.opts.Group, "0").Err()
 		switch {
-		case err == nil || isBusyGroup(err):
+		case err == nil || redis.HasErrorPrefix(err, "BUSYGROUP"):
 		case isReplyError(err):
 			// Something else under the stream's name (a key of another type):
 			// the other streams go on; discovery brings it back to try again.

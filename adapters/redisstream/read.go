@@ -22,7 +22,7 @@ import (
 // than where the stream ended then, claims nothing, and then returns
 // ports.ErrQueueClosed. On a single Redis its errors are returned as they
 // are. On a cluster a stream whose master fails rests for a moment
-// (stream.failed) while the streams of the other masters are read on, and
+// (streamError) while the streams of the other masters are read on, and
 // every result of a pipeline is taken in before any error is looked at: an
 // entry a live master delivered is handed out at once, never left pending to
 // nobody until MinIdle.
@@ -150,16 +150,8 @@ func (q *Queue) readNew(ctx context.Context, max int) error {
 // waited on, so a new entry on another is seen within one Block.
 func (q *Queue) readNewOnce(ctx context.Context, ss []*stream, max int, block time.Duration) (int, error) {
 	if !q.perStream || len(ss) == 1 {
-		res, err := q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(ss), max, block)).Result()
-		return countEntries(res), q.acceptNew(ctx, ss, res, err)
+		return q.acceptNew(ctx, ss, q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(ss), max, block)))
 	}
-
-	pipe := q.rdb.Pipeline()
-	cmds := make([]*redis.XStreamSliceCmd, len(ss))
-	for i := range ss {
-		cmds[i] = pipe.XReadGroup(ctx, q.readArgs(newEntriesOf(ss[i:i+1]), max, -1))
-	}
-	_, _ = pipe.Exec(ctx) // each command's error is looked at below
 	// Every result is taken in before an error is returned: a read that
 	// succeeded moved its entries into this consumer's pending list, and
 	// only accept hands them out (one master down must not strand the
@@ -168,26 +160,30 @@ func (q *Queue) readNewOnce(ctx context.Context, ss []*stream, max int, block ti
 		n    int
 		errs []error
 	)
-	for i, c := range cmds {
-		res, err := c.Result()
-		n += countEntries(res)
-		errs = append(errs, q.acceptNew(ctx, ss[i:i+1], res, err))
+	for i, c := range q.readEach(ctx, ss, max) {
+		k, err := q.acceptNew(ctx, ss[i:i+1], c)
+		n += k
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil || n > 0 || block < 0 {
 		return n, err
 	}
 	i := q.rd.rotate % len(ss)
 	q.rd.rotate++
-	res, err := q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(ss[i:i+1]), max, block)).Result()
-	return countEntries(res), q.acceptNew(ctx, ss[i:i+1], res, err)
+	return q.acceptNew(ctx, ss[i:i+1], q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(ss[i:i+1]), max, block)))
 }
 
-func countEntries(res []redis.XStream) int {
-	n := 0
-	for _, r := range res {
-		n += len(r.Messages)
+// readEach reads up to max new entries of each stream of ss, without
+// waiting, one command per stream in one pipeline; each command's error is
+// on it.
+func (q *Queue) readEach(ctx context.Context, ss []*stream, max int) []*redis.XStreamSliceCmd {
+	pipe := q.rdb.Pipeline()
+	cmds := make([]*redis.XStreamSliceCmd, len(ss))
+	for i := range ss {
+		cmds[i] = pipe.XReadGroup(ctx, q.readArgs(newEntriesOf(ss[i:i+1]), max, -1))
 	}
-	return n
+	_, _ = pipe.Exec(ctx)
+	return cmds
 }
 
 // newEntriesOf is XREADGROUP's STREAMS argument for the entries of ss never
@@ -200,9 +196,12 @@ func newEntriesOf(ss []*stream) []string {
 	return keys
 }
 
-func (q *Queue) acceptNew(ctx context.Context, ss []*stream, res []redis.XStream, err error) error {
+// acceptNew takes in the answer of a read of new entries of ss, and reports
+// how many entries it carried.
+func (q *Queue) acceptNew(ctx context.Context, ss []*stream, cmd *redis.XStreamSliceCmd) (int, error) {
+	res, err := cmd.Result()
 	if errors.Is(err, redis.Nil) {
-		return nil
+		return 0, nil
 	}
 	if isNoGroup(err) {
 		// A stream or its group is gone (collected by another instance, or
@@ -212,14 +211,14 @@ func (q *Queue) acceptNew(ctx context.Context, ss []*stream, res []redis.XStream
 			s.groupLost()
 		}
 		q.rd.nextDiscover = time.Time{}
-		return nil
+		return 0, nil
 	}
 	if err != nil {
 		err = fmt.Errorf("read new order entries: %w", err)
 		if len(ss) == 1 {
-			return q.streamError(ss[0], err)
+			return 0, q.streamError(ss[0], err)
 		}
-		return err
+		return 0, err
 	}
 	if len(ss) == 1 {
 		q.streamAnswered(ss[0])
@@ -228,8 +227,12 @@ func (q *Queue) acceptNew(ctx context.Context, ss []*stream, res []redis.XStream
 	for _, s := range ss {
 		byKey[s.key] = s
 	}
-	var errs []error
+	var (
+		n    int
+		errs []error
+	)
 	for _, r := range res {
+		n += len(r.Messages)
 		s := byKey[r.Stream]
 		if s == nil || len(r.Messages) == 0 {
 			continue
@@ -238,19 +241,22 @@ func (q *Queue) acceptNew(ctx context.Context, ss []*stream, res []redis.XStream
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	return n, errors.Join(errs...)
 }
 
 // streamError deals with a failed command on one stream. On a cluster the
-// stream's master may be down while the others live: the stream rests
-// (stream.failed), the first failure in a row is logged, and nil tells the
-// caller to go on with the other streams. On a single Redis every stream
-// shares the one server, and the error is returned as it is.
+// stream's master may be down while the others live: the stream rests until
+// retryAt (streamRetryMin, doubling up to streamRetryMax, for each failure in
+// a row), the first failure in a row is logged, and nil tells the caller to
+// go on with the other streams. On a single Redis every stream shares the one
+// server, and the error is returned as it is.
 func (q *Queue) streamError(s *stream, err error) error {
 	if !q.perStream {
 		return err
 	}
-	if s.failed(time.Now()) {
+	s.fails++
+	s.retryAt = time.Now().Add(min(streamRetryMin<<min(s.fails-1, 8), streamRetryMax))
+	if s.fails == 1 {
 		q.opts.Log.Warn().Err(err).Str("stream", s.key).
 			Msg("an order stream cannot be read (its Redis master down or failing over?); the other streams are read on and this one is tried again")
 	}
@@ -259,9 +265,10 @@ func (q *Queue) streamError(s *stream, err error) error {
 
 // streamAnswered notes that a command on s succeeded.
 func (q *Queue) streamAnswered(s *stream) {
-	if s.readOK() {
+	if s.fails > 0 {
 		q.opts.Log.Info().Str("stream", s.key).Msg("an order stream answers again")
 	}
+	s.fails, s.retryAt = 0, time.Time{}
 }
 
 // ready drops from ss the streams resting after a failure.
@@ -284,18 +291,6 @@ func (q *Queue) idle(ctx context.Context) {
 	case <-q.done:
 	case <-ctx.Done():
 	}
-}
-
-// read is one non-blocking XREADGROUP of one stream from id.
-func (q *Queue) read(ctx context.Context, s *stream, id string, count int) ([]redis.XMessage, error) {
-	res, err := q.rdb.XReadGroup(ctx, q.readArgs([]string{s.key, id}, count, -1)).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
-	if err != nil || len(res) == 0 {
-		return nil, err
-	}
-	return res[0].Messages, nil
 }
 
 // readArgs builds an XREADGROUP; block < 0 sends no BLOCK at all (go-redis
@@ -355,9 +350,7 @@ func (q *Queue) accept(ctx context.Context, s *stream, msgs []redis.XMessage, re
 	return len(fresh), nil
 }
 
-func isNoGroup(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOGROUP") }
-
-func isBusyGroup(err error) bool { return err != nil && redis.HasErrorPrefix(err, "BUSYGROUP") }
+func isNoGroup(err error) bool { return redis.HasErrorPrefix(err, "NOGROUP") }
 
 // isReplyError tells an error Redis answered (a wrong key type, say) from a
 // failure to reach it.
@@ -380,7 +373,10 @@ func (q *Queue) readOwnPending(ctx context.Context, max int) (int, error) {
 	now := time.Now()
 	for _, s := range q.streamsIn() {
 		for s.state == stateRecovering && !s.resting(now) {
-			msgs, err := q.read(ctx, s, s.cursor, max)
+			res, err := q.rdb.XReadGroup(ctx, q.readArgs([]string{s.key, s.cursor}, max, -1)).Result()
+			if errors.Is(err, redis.Nil) {
+				err = nil
+			}
 			if isNoGroup(err) {
 				// A group made anew has no pending entries of anyone.
 				s.groupLost()
@@ -393,10 +389,11 @@ func (q *Queue) readOwnPending(ctx context.Context, max int) (int, error) {
 				break // the next stream; this one is tried again once rested
 			}
 			q.streamAnswered(s)
-			if len(msgs) == 0 {
+			if len(res) == 0 || len(res[0].Messages) == 0 {
 				s.recovered()
 				break
 			}
+			msgs := res[0].Messages
 			n, err := q.accept(ctx, s, msgs, true)
 			if err != nil {
 				return 0, err
@@ -516,11 +513,7 @@ func (q *Queue) drain(ctx context.Context, max int) (finished bool, err error) {
 			todo = append(todo, s)
 		}
 	}
-	cmds := make([]*redis.XStreamSliceCmd, len(todo))
-	for i := range todo {
-		cmds[i] = pipe.XReadGroup(ctx, q.readArgs(newEntriesOf(todo[i:i+1]), max, -1))
-	}
-	_, _ = pipe.Exec(ctx) // each command's error is looked at below
+	cmds := q.readEach(ctx, todo, max)
 	for i, s := range todo {
 		res, err := cmds[i].Result()
 		switch {

@@ -73,24 +73,11 @@ const (
 // resting: the stream's last read failed and its retry is not due at now.
 func (s *stream) resting(now time.Time) bool { return now.Before(s.retryAt) }
 
-// failed puts the stream aside after a failed read; it reports whether this
-// is the first failure in a row (the one worth a log line).
-func (s *stream) failed(now time.Time) bool {
-	s.fails++
-	s.retryAt = now.Add(min(streamRetryMin<<min(s.fails-1, 8), streamRetryMax))
-	return s.fails == 1
-}
-
-// readOK: a read of the stream succeeded; it reports whether the stream had
-// been failing.
-func (s *stream) readOK() bool {
-	was := s.fails > 0
-	s.fails, s.retryAt = 0, time.Time{}
-	return was
-}
-
-func (q *Queue) newStream(vid domain.VoucherID, tag string) *stream {
-	return &stream{vid: vid, tag: tag, key: redisschema.KeysForTag(q.opts.Prefix, tag).Orders, claimFrom: "0-0"}
+// watch reads the stream of tag from now on, unless it does already.
+func (q *Queue) watch(vid domain.VoucherID, tag string) {
+	if q.rd.streams[tag] == nil {
+		q.rd.streams[tag] = &stream{vid: vid, tag: tag, key: redisschema.KeysForTag(q.opts.Prefix, tag).Orders, claimFrom: "0-0"}
+	}
 }
 
 // grouped: the consumer group is known to exist on the stream.
