@@ -59,7 +59,7 @@ func (q *Queue) Receive(ctx context.Context, max int) ([]ports.Delivery, error) 
 	if max <= 0 {
 		max = 1
 	}
-	var first domain.VoucherOrder
+	var batch []ports.Delivery
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -67,10 +67,8 @@ func (q *Queue) Receive(ctx context.Context, max int) ([]ports.Delivery, error) 
 		if !ok {
 			return nil, ports.ErrQueueClosed
 		}
-		first = o
+		batch = append(make([]ports.Delivery, 0, max), ports.Delivery{Order: o, Attempts: 1})
 	}
-	batch := make([]ports.Delivery, 1, max)
-	batch[0] = ports.Delivery{Order: first, Attempts: 1}
 
 	var timeout <-chan time.Time
 	if q.linger > 0 {

@@ -7,6 +7,7 @@
 package redisroom
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -61,9 +62,7 @@ func New(rdb redis.UniversalClient, prefix string) *Rooms {
 	if rdb == nil {
 		panic("redisroom: New needs a non-nil Redis client")
 	}
-	if prefix == "" {
-		prefix = redisschema.DefaultPrefix
-	}
+	prefix = cmp.Or(prefix, redisschema.DefaultPrefix)
 	if err := redisschema.ValidatePrefix(prefix); err != nil {
 		panic("redisroom: " + err.Error())
 	}
@@ -109,13 +108,10 @@ func (s *Rooms) Open(ctx context.Context, v domain.Voucher) error {
 // Config reads the room's hash and whether the gate holds the sale, in one
 // round trip to the voucher's slot.
 func (s *Rooms) Config(ctx context.Context, id domain.VoucherID) (ports.RoomConfig, ports.RoomLookup, error) {
-	var get *redis.SliceCmd
-	var gate *redis.IntCmd
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		get = p.HMGet(ctx, s.keys(id).room, "opens", "rate", "ttl", "cap", "begin", "end", "margin")
-		gate = p.Exists(ctx, redisschema.KeysFor(s.prefix, id).Voucher)
-		return nil
-	})
+	pipe := s.rdb.Pipeline()
+	get := pipe.HMGet(ctx, s.keys(id).room, "opens", "rate", "ttl", "cap", "begin", "end", "margin")
+	gate := pipe.Exists(ctx, redisschema.KeysFor(s.prefix, id).Voucher)
+	_, err := pipe.Exec(ctx)
 	if err != nil {
 		return ports.RoomConfig{}, ports.RoomUnknown, fmt.Errorf("read room of voucher %d: %w", id, err)
 	}

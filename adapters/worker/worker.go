@@ -97,15 +97,14 @@ func (w *Worker) process(ctx context.Context, ds []ports.Delivery) error {
 		}
 	}
 	if len(spent) > 0 {
-		reject := func(ctx context.Context, orders []domain.VoucherOrder) (application.BatchResult, error) {
-			return w.fulfill.Reject(ctx, orders, domain.FailUndeliverable)
-		}
 		// Reject keeps an outcome the database already has (MarkFailed
 		// answers New=false with it): an order created by an earlier
 		// delivery whose ack was lost is acked, not dead-lettered, and one
 		// failed earlier goes to the dead letter under its real reason.
 		// confirm does exactly that from the outcomes.
-		res, err := w.settle(ctx, spent, reject)
+		res, err := w.settle(ctx, spent, func(ctx context.Context, orders []domain.VoucherOrder) (application.BatchResult, error) {
+			return w.fulfill.Reject(ctx, orders, domain.FailUndeliverable)
+		})
 		if err != nil {
 			return err
 		}
