@@ -13,11 +13,6 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// This file is how a Queue knows which streams to read: the gate's live set
-// names vouchers being sold, the registry names every stream that may still
-// hold unfinished entries, and finished streams of expired vouchers are
-// deleted and forgotten.
-
 // discover reads the live set and the registry. A live voucher that has a
 // gate hash or a stream is registered, so that its stream is still watched
 // after the gate forgets it; vouchers whose keys are all gone linger in the

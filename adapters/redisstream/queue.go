@@ -35,10 +35,7 @@
 // ClusterClient (or Ring) every command names one stream, since the streams
 // live in different slots.
 //
-// Close is a graceful stop: Publish is refused, Receive hands out what the
-// streams held at that moment (the port's "drain"), never waits for more, and
-// then returns ports.ErrQueueClosed; whatever is left is re-read at the next
-// start. Ack and DeadLetter keep working for the batch in flight.
+// Close is a graceful stop, the port's "drain" (see Queue.Close).
 package redisstream
 
 // The files of this package, one concern each: queue.go (options, the Queue
@@ -441,11 +438,12 @@ func (a *Admission) Admit(ctx context.Context, o domain.VoucherOrder) error {
 
 var _ ports.QueueMonitor = (*Queue)(nil)
 
-// Overview counts the dead letters; the stream's backlog is per voucher.
+// Overview counts the records the dead-letter stream keeps; the stream's
+// backlog is per voucher.
 func (q *Queue) Overview(ctx context.Context) (ports.QueueOverview, error) {
-	n, err := q.DeadLetters(ctx)
+	n, err := q.rdb.XLen(ctx, q.opts.DeadLetter).Result()
 	if err != nil {
-		return ports.QueueOverview{}, err
+		return ports.QueueOverview{}, fmt.Errorf("dead-letter records: %w", err)
 	}
 	return ports.QueueOverview{Kind: "stream", Length: -1, DeadLetters: n}, nil
 }
@@ -484,13 +482,4 @@ func (q *Queue) Backlog(ctx context.Context, vid domain.VoucherID) (ports.Backlo
 		}
 	}
 	return b, nil
-}
-
-// DeadLetters is how many records the dead-letter stream keeps.
-func (q *Queue) DeadLetters(ctx context.Context) (int64, error) {
-	n, err := q.rdb.XLen(ctx, q.opts.DeadLetter).Result()
-	if err != nil {
-		return 0, fmt.Errorf("dead-letter records: %w", err)
-	}
-	return n, nil
 }

@@ -471,8 +471,8 @@ func TestStreamQueue(t *testing.T) {
 				t.Fatalf("%d still pending after DeadLetter", n)
 			}
 			e.mustPending(t, streamVoucher, 0)
-			if n, err := q.DeadLetters(context.Background()); err != nil || n != 2 {
-				t.Fatalf("DeadLetters = %d, %v; want 2", n, err)
+			if o, err := q.Overview(context.Background()); err != nil || o.DeadLetters != 2 {
+				t.Fatalf("Overview().DeadLetters = %d, %v; want 2", o.DeadLetters, err)
 			}
 		}},
 

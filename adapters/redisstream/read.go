@@ -109,12 +109,9 @@ func (q *Queue) streamsIn(states ...streamState) []*stream {
 }
 
 // readNew reads entries never delivered to the group, waiting up to one
-// Block for the first of them. A read that comes back short keeps its batch
-// open for Options.Linger from then, as the channel queue keeps its own
-// open after its first order: what arrives meanwhile is read once the
-// linger is over and joins the batch, so both queues write the same
-// batches to the database under one setting. A full read is handed out at
-// once, so a backlog is read as fast as it is written.
+// Block for the first of them, and lingers as Options.Linger says: both
+// queues write the same batches to the database under one setting, and a
+// backlog is read as fast as it is written.
 func (q *Queue) readNew(ctx context.Context, max int) error {
 	ss := ready(q.streamsIn(stateReading), time.Now())
 	if len(ss) == 0 {
@@ -152,10 +149,8 @@ func (q *Queue) readNewOnce(ctx context.Context, ss []*stream, max int, block ti
 	if !q.perStream || len(ss) == 1 {
 		return q.acceptNew(ctx, ss, q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(ss), max, block)))
 	}
-	// Every result is taken in before an error is returned: a read that
-	// succeeded moved its entries into this consumer's pending list, and
-	// only accept hands them out (one master down must not strand the
-	// entries another delivered).
+	// Every result is taken in before an error is returned (see Receive): a
+	// read that succeeded moved its entries into this consumer's pending list.
 	var (
 		n    int
 		errs []error
@@ -359,12 +354,6 @@ func isReplyError(err error) bool {
 	return errors.As(err, &re) && !errors.Is(err, redis.Nil)
 }
 
-// Entries whose consumer stopped are delivered again: this consumer's own
-// leftovers from before a restart (re-read from ID 0), and
-// other consumers' entries left idle longer than MinIdle (XAUTOCLAIM). Both
-// come with their delivery counts, so the worker can set aside an entry its
-// consumers keep dying on.
-
 // readOwnPending re-reads, from ID 0, the entries the group still counts as
 // delivered to this consumer: what this consumer name held when its process
 // stopped. It runs once for each stream this Queue takes on, before any new
@@ -480,10 +469,8 @@ func (q *Queue) deliveryCounts(ctx context.Context, s *stream, msgs []redis.XMes
 // leaves nothing behind that was there, without chasing what other instances'
 // claims keep appending. An entry past that end that one read returns anyway
 // is handed out too: it is delivered to this consumer already. Every command
-// names one stream, so the pipelines are fine on a cluster.
-//
-// As in reading, every result is taken in before an error is returned, and
-// on a cluster a stream whose master fails rests while the others drain.
+// names one stream, so the pipelines are fine on a cluster; results and
+// failures are taken as in Receive.
 func (q *Queue) drain(ctx context.Context, max int) (finished bool, err error) {
 	if len(q.streamsIn(stateReading, stateDraining)) == 0 {
 		return true, nil
