@@ -1,2 +1,20 @@
 // Package memory holds in-memory, concurrency-safe fakes of every port, with the same behaviour as the real adapters (proven by the contract suites in test/contract), for unit and component tests.
 package memory
+
+import (
+	"context"
+	"sync"
+)
+
+// mutex is a fake's one lock. lock takes it unless ctx is done, so a call
+// on a cancelled context fails first and changes nothing, as a real
+// adapter's round trip does; the caller unlocks.
+type mutex struct{ sync.Mutex }
+
+func (m *mutex) lock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.Lock()
+	return nil
+}

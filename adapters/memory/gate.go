@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -20,7 +19,7 @@ type Gate struct {
 	// ReclaimAfterCancel); otherwise it forfeits the place.
 	reclaim bool
 
-	mu    sync.Mutex
+	mu    mutex
 	sales map[domain.VoucherID]*gateSale
 }
 
@@ -62,15 +61,14 @@ func NewGate(clock ports.Clock) *Gate {
 }
 
 func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
-	if err := ctx.Err(); err != nil {
+	if err := g.mu.lock(ctx); err != nil {
 		return err
 	}
+	defer g.mu.Unlock()
 	if err := v.CheckGateable(); err != nil {
 		return fmt.Errorf("preheat: %w", err)
 	}
 	s := v.Sale()
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	if cur, ok := g.sales[v.ID()]; ok {
 		// Like the Redis gate: an existing state may hold reservations, and
 		// one of another sale's window is an operator's problem.
@@ -87,10 +85,9 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 
 // Missing reports the vouchers the gate holds no sale for.
 func (g *Gate) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error) {
-	if err := ctx.Err(); err != nil {
+	if err := g.mu.lock(ctx); err != nil {
 		return nil, err
 	}
-	g.mu.Lock()
 	defer g.mu.Unlock()
 	var missing []domain.VoucherID
 	for _, id := range ids {
@@ -103,10 +100,9 @@ func (g *Gate) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.Vo
 
 // Counts reports the vouchers the gate holds: marks and stock left.
 func (g *Gate) Counts(ctx context.Context, ids []domain.VoucherID) (map[domain.VoucherID]ports.GateCount, error) {
-	if err := ctx.Err(); err != nil {
+	if err := g.mu.lock(ctx); err != nil {
 		return nil, err
 	}
-	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := make(map[domain.VoucherID]ports.GateCount, len(ids))
 	for _, id := range ids {
@@ -119,14 +115,13 @@ func (g *Gate) Counts(ctx context.Context, ids []domain.VoucherID) (map[domain.V
 
 // Heal decides like the Redis gate's heal script, under the mutex.
 func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.VoucherOrder) (ports.Healed, error) {
-	if err := ctx.Err(); err != nil {
+	if err := g.mu.lock(ctx); err != nil {
 		return ports.Healed{}, err
 	}
+	defer g.mu.Unlock()
 	if _, err := domain.BuyerMarks(v, orders); err != nil {
 		return ports.Healed{}, fmt.Errorf("heal: %w", err)
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	var h ports.Healed
 	s, ok := g.sales[v.ID()]
 	if !ok {
@@ -176,9 +171,10 @@ func (g *Gate) Overwrite(ctx context.Context, v domain.Voucher, buyers []domain.
 }
 
 func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder, force bool) (bool, error) {
-	if err := ctx.Err(); err != nil {
+	if err := g.mu.lock(ctx); err != nil {
 		return false, err
 	}
+	defer g.mu.Unlock()
 	if err := v.CheckGateable(); err != nil {
 		return false, fmt.Errorf("restore: %w", err)
 	}
@@ -186,8 +182,6 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 		return false, fmt.Errorf("restore: %w", err)
 	}
 	s := v.Sale()
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	returned := map[domain.OrderID]bool{}
 	if cur, ok := g.sales[v.ID()]; ok {
 		if !force {
@@ -204,11 +198,10 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 }
 
 func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) error {
-	if err := ctx.Err(); err != nil {
+	now := g.clock.Now()
+	if err := g.mu.lock(ctx); err != nil {
 		return err
 	}
-	now := g.clock.Now()
-	g.mu.Lock()
 	defer g.mu.Unlock()
 	s, ok := g.sales[o.VoucherID()]
 	if !ok {
@@ -233,10 +226,9 @@ func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) error {
 }
 
 func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock bool) error {
-	if err := ctx.Err(); err != nil {
+	if err := g.mu.lock(ctx); err != nil {
 		return err
 	}
-	g.mu.Lock()
 	defer g.mu.Unlock()
 	if s, ok := g.sales[o.VoucherID()]; ok && s.unmark(o, true) && restoreStock {
 		s.stock++
@@ -247,10 +239,9 @@ func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock 
 // Return releases each order as Release(o, true) and remembers it, under
 // the mutex (the Redis gate's return script).
 func (g *Gate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
-	if err := ctx.Err(); err != nil {
+	if err := g.mu.lock(ctx); err != nil {
 		return err
 	}
-	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, o := range orders {
 		s, ok := g.sales[o.VoucherID()]
@@ -270,10 +261,9 @@ func (g *Gate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
 // sale keeps the total taken), and a voucher the gate does not hold stays
 // absent.
 func (g *Gate) Apply(ctx context.Context, v domain.Voucher) error {
-	if err := ctx.Err(); err != nil {
+	if err := g.mu.lock(ctx); err != nil {
 		return err
 	}
-	g.mu.Lock()
 	defer g.mu.Unlock()
 	s, ok := g.sales[v.ID()]
 	if !ok {
@@ -298,10 +288,9 @@ func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID
 // QueuedByID finds the order whose mark a place holds, whoever claimed it
 // (ports.OrderIndex).
 func (g *Gate) QueuedByID(ctx context.Context, id domain.OrderID) (domain.VoucherOrder, bool, error) {
-	if err := ctx.Err(); err != nil {
+	if err := g.mu.lock(ctx); err != nil {
 		return domain.VoucherOrder{}, false, err
 	}
-	g.mu.Lock()
 	defer g.mu.Unlock()
 	for vid, s := range g.sales {
 		for p, held := range s.buyers {

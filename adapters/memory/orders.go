@@ -6,7 +6,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/hmdp-go/seckill/domain"
@@ -28,7 +27,7 @@ var (
 type Orders struct {
 	vouchers *Vouchers
 
-	mu sync.Mutex
+	mu mutex
 	// orders is every recorded order, created or failed, by id.
 	orders  map[domain.OrderID]*orderRecord
 	reclaim bool
@@ -85,10 +84,9 @@ func (s *Orders) WithPayWindow(window time.Duration) *Orders {
 // one hold of the mutex, so like the SQL repository it records the whole
 // batch or nothing, and no other batch changes the state in between.
 func (s *Orders) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) ([]ports.Outcome, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 
 	st := domain.BatchState{
@@ -120,10 +118,9 @@ func (s *Orders) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) 
 // MarkFailed holds the same mutex as CreateBatch, so the two never both
 // record one order.
 func (s *Orders) MarkFailed(ctx context.Context, orders []domain.VoucherOrder, reason domain.FailureReason) ([]ports.Outcome, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.write(domain.PlanFailures(orders, reason, s.recordedOf(orders))), nil
 }
@@ -166,10 +163,9 @@ func (s *Orders) sorted() []*orderRecord {
 }
 
 func (s *Orders) Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return domain.OrderStatus{}, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r, ok := s.orders[id]; ok {
 		return r.OrderStatus, nil
@@ -183,10 +179,9 @@ func (s *Orders) Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain
 
 // BuyersAfter pages Buyers as the SQL repository does: by id, above after.
 func (s *Orders) BuyersAfter(ctx context.Context, voucher domain.VoucherID, after domain.OrderID, limit int) ([]domain.VoucherOrder, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	buyers := []domain.VoucherOrder{}
 	for _, r := range s.sorted() {
@@ -198,10 +193,9 @@ func (s *Orders) BuyersAfter(ctx context.Context, voucher domain.VoucherID, afte
 }
 
 func (s *Orders) CountBuyers(ctx context.Context, vouchers []domain.VoucherID) (map[domain.VoucherID]int, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[domain.VoucherID]int, len(vouchers))
 	for _, v := range vouchers {
@@ -218,15 +212,14 @@ func (s *Orders) CountBuyers(ctx context.Context, vouchers []domain.VoucherID) (
 // Tally counts as the SQL repository does; it walks every order and
 // payment, which is fine for the small fakes of tests.
 func (s *Orders) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTally, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return ports.SaleTally{}, err
 	}
+	defer s.mu.Unlock()
 	stock, _, ok := s.vouchers.saleOf(id)
 	if !ok {
 		return ports.SaleTally{}, domain.ErrVoucherNotFound
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	t := ports.SaleTally{Stock: stock}
 	counts := map[domain.OrderState]*int64{
 		domain.OrderCreated: &t.Unpaid, domain.OrderPaid: &t.Paid, domain.OrderCancelled: &t.Cancelled,
@@ -253,10 +246,9 @@ func (s *Orders) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTall
 // OrdersAfter walks every order; the SQL repository reads one index range
 // per page.
 func (s *Orders) OrdersAfter(ctx context.Context, voucher domain.VoucherID, filter domain.OrderFilter, after domain.OrderID, limit int) ([]domain.OrderStatus, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []domain.OrderStatus{}
 	for _, r := range s.sorted() {
@@ -270,10 +262,9 @@ func (s *Orders) OrdersAfter(ctx context.Context, voucher domain.VoucherID, filt
 // ExpireDue holds the mutex for the whole pass, as the SQL transaction holds
 // its rows.
 func (s *Orders) ExpireDue(ctx context.Context, now time.Time, limit int) ([]ports.ExpiredOrder, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	var due []ports.ExpiredOrder
 	for _, r := range s.sorted() {
@@ -300,10 +291,9 @@ func (s *Orders) cancel(r *orderRecord, reason domain.CancelReason) {
 // Unreturned and Returned concern the cancelled (and refunding) orders:
 // those that hold no unit, and were created.
 func (s *Orders) Unreturned(ctx context.Context, limit int) ([]domain.VoucherOrder, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []domain.VoucherOrder
 	for _, r := range s.sorted() {
@@ -315,10 +305,9 @@ func (s *Orders) Unreturned(ctx context.Context, limit int) ([]domain.VoucherOrd
 }
 
 func (s *Orders) Returned(ctx context.Context, ids []domain.OrderID) error {
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, id := range ids {
 		if r, ok := s.orders[id]; ok && !r.State.HoldsUnit() {
@@ -329,10 +318,9 @@ func (s *Orders) Returned(ctx context.Context, ids []domain.OrderID) error {
 }
 
 func (s *Orders) Cancel(ctx context.Context, id domain.OrderID) (domain.OrderStatus, bool, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return domain.OrderStatus{}, false, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.orders[id]
 	if !ok {
@@ -348,10 +336,9 @@ func (s *Orders) Cancel(ctx context.Context, id domain.OrderID) (domain.OrderSta
 // Pay records the payment and changes the order under one hold of the
 // mutex, as the SQL repository does in one transaction.
 func (s *Orders) Pay(ctx context.Context, p domain.Payment) (ports.PayResult, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return ports.PayResult{}, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.orders[p.Order.ID()]
 	if !ok {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/hmdp-go/seckill/domain"
@@ -15,7 +14,7 @@ import (
 // Rooms is the in-memory RoomStore. It follows the Redis room's scripts step
 // by step (test/contract runs one suite against both), under one mutex.
 type Rooms struct {
-	mu    sync.Mutex
+	mu    mutex
 	rooms map[domain.VoucherID]*room
 	calls int64
 	gate  ports.GateAudit
@@ -49,9 +48,10 @@ func (s *Rooms) Calls() int64 {
 }
 
 func (s *Rooms) Open(ctx context.Context, v domain.Voucher) error {
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return err
 	}
+	defer s.mu.Unlock()
 	sale := v.Sale()
 	if !sale.HasRoom() {
 		return nil
@@ -59,8 +59,6 @@ func (s *Rooms) Open(ctx context.Context, v domain.Voucher) error {
 	if v.ID() <= 0 {
 		return fmt.Errorf("open room: voucher has no id yet")
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.calls++
 	if _, ok := s.rooms[v.ID()]; !ok {
 		s.rooms[v.ID()] = &room{
@@ -72,10 +70,9 @@ func (s *Rooms) Open(ctx context.Context, v domain.Voucher) error {
 }
 
 func (s *Rooms) Config(ctx context.Context, id domain.VoucherID) (ports.RoomConfig, ports.RoomLookup, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return ports.RoomConfig{}, ports.RoomUnknown, err
 	}
-	s.mu.Lock()
 	s.calls++
 	r, ok := s.rooms[id]
 	s.mu.Unlock()
@@ -93,10 +90,9 @@ func (s *Rooms) Config(ctx context.Context, id domain.VoucherID) (ports.RoomConf
 }
 
 func (s *Rooms) Join(ctx context.Context, id domain.VoucherID, user domain.UserID, now time.Time, seed [domain.RoomSeedSize]byte) (int64, bool, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return 0, false, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
 	r, ok := s.rooms[id]
@@ -122,11 +118,10 @@ func (r *room) closeDraw(now time.Time, seed [domain.RoomSeedSize]byte) {
 }
 
 func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time, seed [domain.RoomSeedSize]byte, after int64) (ports.RoomState, error) {
-	if err := ctx.Err(); err != nil {
+	now = now.Truncate(time.Millisecond)
+	if err := s.mu.lock(ctx); err != nil {
 		return ports.RoomState{}, err
 	}
-	now = now.Truncate(time.Millisecond)
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
 	r, ok := s.rooms[id]
@@ -175,10 +170,9 @@ func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time,
 }
 
 func (s *Rooms) Used(ctx context.Context, id domain.VoucherID, user domain.UserID) (bool, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return false, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
 	r, ok := s.rooms[id]
@@ -186,10 +180,9 @@ func (s *Rooms) Used(ctx context.Context, id domain.VoucherID, user domain.UserI
 }
 
 func (s *Rooms) Use(ctx context.Context, id domain.VoucherID, user domain.UserID, position int64) error {
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
 	r, ok := s.rooms[id]

@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/hmdp-go/seckill/domain"
@@ -17,7 +16,7 @@ var (
 // Vouchers is the in-memory VoucherRepository. Orders decrements its stock,
 // the way the SQL repository's orders decrement tb_seckill_voucher.
 type Vouchers struct {
-	mu       sync.Mutex
+	mu       mutex
 	vouchers []domain.Voucher // voucher id i at i-1: ids are given 1, 2, ...
 	keys     map[string]voucherKey
 	// controlKeys are the sale controls' Idempotency-Keys (ChangeSale).
@@ -59,12 +58,11 @@ func (s *Vouchers) addSeckill(ctx context.Context, key, fingerprint string, v do
 	if !v.IsSeckill() {
 		return ports.Creation{}, domain.ErrNotSeckill
 	}
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return ports.Creation{}, err
 	}
-	sale := storedSale(v.Sale())
-	s.mu.Lock()
 	defer s.mu.Unlock()
+	sale := storedSale(v.Sale())
 	if k, ok := s.keys[key]; ok && key != "" {
 		return ports.Creation{Voucher: s.vouchers[k.id-1], Fingerprint: k.fingerprint}, nil
 	}
@@ -83,10 +81,9 @@ func (s *Vouchers) addSeckill(ctx context.Context, key, fingerprint string, v do
 // (only the original's admin tools did); tests use it to cover listings that
 // mix both kinds.
 func (s *Vouchers) AddNormal(ctx context.Context, spec domain.VoucherSpec) (domain.Voucher, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return domain.Voucher{}, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	saved := domain.UnmarshalVoucherFromDatabase(domain.VoucherID(len(s.vouchers)+1), spec, domain.VoucherNormal, 1, domain.Sale{})
 	s.vouchers = append(s.vouchers, saved)
@@ -94,10 +91,9 @@ func (s *Vouchers) AddNormal(ctx context.Context, spec domain.VoucherSpec) (doma
 }
 
 func (s *Vouchers) Get(ctx context.Context, id domain.VoucherID) (domain.Voucher, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return domain.Voucher{}, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	if v, ok := s.get(id); ok {
 		return v, nil
@@ -119,10 +115,9 @@ func (s *Vouchers) ListSeckillEndingAfter(ctx context.Context, t time.Time) ([]d
 }
 
 func (s *Vouchers) list(ctx context.Context, keep func(domain.Voucher) bool) ([]domain.Voucher, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	vs := []domain.Voucher{}
 	for _, v := range s.vouchers {
@@ -144,10 +139,9 @@ func (s *Vouchers) get(id domain.VoucherID) (domain.Voucher, bool) {
 // ChangeSale applies change under the mutex, as the SQL repository does
 // under the sale's row lock, and appends its audit entry with it.
 func (s *Vouchers) ChangeSale(ctx context.Context, id domain.VoucherID, once ports.Once, change ports.SaleChange) (domain.Voucher, bool, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return domain.Voucher{}, false, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, ok := s.get(id)
 	if !ok || !v.IsSeckill() {
@@ -222,10 +216,9 @@ func NewAuditLog(vouchers *Vouchers) *AuditLog {
 }
 
 func (l *AuditLog) List(ctx context.Context, q ports.AuditQuery) ([]domain.AuditEntry, error) {
-	if err := ctx.Err(); err != nil {
+	if err := l.v.mu.lock(ctx); err != nil {
 		return nil, err
 	}
-	l.v.mu.Lock()
 	defer l.v.mu.Unlock()
 	out := []domain.AuditEntry{}
 	for i := len(l.v.audit) - 1; i >= 0 && len(out) < q.Limit; i-- {
