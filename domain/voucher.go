@@ -195,12 +195,7 @@ func NewSeckillVoucher(spec VoucherSpec, sale Sale) (Voucher, error) {
 // silently (a title of "\x00" passed "required" and was stored empty), and a
 // line break or escape in a title is not something a shop means to show.
 func controlAt(s string) int {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == 0x7f {
-			return i
-		}
-	}
-	return -1
+	return strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }
 
 // UnmarshalVoucherFromDatabase rebuilds a stored voucher. It is not a
