@@ -1,6 +1,9 @@
 package domain
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // The order lifecycle after the database has an order (issue 25): created
 // (unpaid) until paid within the pay window, or cancelled, by its owner or
@@ -109,12 +112,7 @@ func CheckPayment(payValue, amount int64, transactionID string) error {
 // Printable tells whether s is printable ASCII without spaces (0x21 to 0x7e):
 // the one rule for an identifier chosen outside (a key, a transaction id).
 func Printable(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x21 || c > 0x7e {
-			return false
-		}
-	}
-	return true
+	return !strings.ContainsFunc(s, func(r rune) bool { return r < 0x21 || r > 0x7e })
 }
 
 // PaymentKind is what one received payment (one provider transaction) did.
@@ -193,30 +191,26 @@ const (
 	RefundingOrders OrderFilter = "refunding"
 )
 
+// orderFilters is what each filter selects of a recorded order.
+var orderFilters = map[OrderFilter]func(OrderStatus) bool{
+	AllOrders:       func(st OrderStatus) bool { return st.State != OrderFailed && st.State != OrderQueued },
+	UnpaidOrders:    func(st OrderStatus) bool { return st.State == OrderCreated },
+	PaidOrders:      func(st OrderStatus) bool { return st.State == OrderPaid },
+	CancelledOrders: func(st OrderStatus) bool { return st.State == OrderCancelled },
+	ExpiredOrders:   func(st OrderStatus) bool { return st.State == OrderCancelled && st.CancelReason == CancelExpired },
+	RefundingOrders: func(st OrderStatus) bool { return st.State == OrderRefunding },
+}
+
 // ParseOrderFilter accepts "" (every order) and the names above.
 func ParseOrderFilter(s string) (OrderFilter, error) {
-	switch f := OrderFilter(s); f {
-	case AllOrders, UnpaidOrders, PaidOrders, CancelledOrders, ExpiredOrders, RefundingOrders:
-		return f, nil
+	if _, ok := orderFilters[OrderFilter(s)]; !ok {
+		return "", invalid("state", "must be one of unpaid, paid, cancelled, expired, refunding (or omitted for all)")
 	}
-	return "", invalid("state", "must be one of unpaid, paid, cancelled, expired, refunding (or omitted for all)")
+	return OrderFilter(s), nil
 }
 
 // Matches tells whether a recorded order is one f selects.
 func (f OrderFilter) Matches(st OrderStatus) bool {
-	switch f {
-	case AllOrders:
-		return st.State != OrderFailed && st.State != OrderQueued
-	case UnpaidOrders:
-		return st.State == OrderCreated
-	case PaidOrders:
-		return st.State == OrderPaid
-	case CancelledOrders:
-		return st.State == OrderCancelled
-	case ExpiredOrders:
-		return st.State == OrderCancelled && st.CancelReason == CancelExpired
-	case RefundingOrders:
-		return st.State == OrderRefunding
-	}
-	return false
+	match, ok := orderFilters[f]
+	return ok && match(st)
 }
