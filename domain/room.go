@@ -133,11 +133,7 @@ func RoomRefusals() []*Refusal {
 // since the begin (whole milliseconds, as the store counts them); before the
 // begin, none.
 func (r RoomRules) AdmitTarget(elapsed time.Duration) int64 {
-	ms := elapsed.Milliseconds()
-	if ms <= 0 {
-		return 0
-	}
-	return int64(r.admitPerSec) * ms / 1000
+	return int64(r.admitPerSec) * max(elapsed.Milliseconds(), 0) / 1000
 }
 
 // RoomSeedSize is the length of a draw's secret seed.
@@ -162,9 +158,7 @@ const feistelRounds = 6
 
 // NewDraw is the draw of n pre-queue joiners under seed.
 func NewDraw(seed [RoomSeedSize]byte, n int64) Draw {
-	if n < 0 {
-		n = 0
-	}
+	n = max(n, 0)
 	h := uint(1)
 	if n > 1 {
 		h = uint((bits.Len64(uint64(n-1)) + 1) / 2)
