@@ -83,7 +83,6 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 	return nil
 }
 
-// Missing reports the vouchers the gate holds no sale for.
 func (g *Gate) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error) {
 	if err := g.mu.lock(ctx); err != nil {
 		return nil, err
@@ -98,7 +97,6 @@ func (g *Gate) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.Vo
 	return missing, nil
 }
 
-// Counts reports the vouchers the gate holds: marks and stock left.
 func (g *Gate) Counts(ctx context.Context, ids []domain.VoucherID) (map[domain.VoucherID]ports.GateCount, error) {
 	if err := g.mu.lock(ctx); err != nil {
 		return nil, err

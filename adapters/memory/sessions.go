@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"sync"
 
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -13,7 +12,7 @@ import (
 // Sessions maps login tokens to users; it both resolves and mints them.
 // Sessions never expire here.
 type Sessions struct {
-	mu     sync.RWMutex
+	mu     mutex
 	tokens map[string]domain.UserID
 }
 
@@ -27,11 +26,10 @@ func NewSessions() *Sessions {
 }
 
 func (s *Sessions) UserID(ctx context.Context, token string) (domain.UserID, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.mu.lock(ctx); err != nil {
 		return 0, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	defer s.mu.Unlock()
 	id, ok := s.tokens[token]
 	if !ok {
 		return 0, ports.ErrUnknownToken
