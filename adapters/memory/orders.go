@@ -355,7 +355,7 @@ func (s *Orders) Pay(ctx context.Context, p domain.Payment) (ports.PayResult, er
 		return ports.PayResult{}, err
 	}
 	if next != r.State {
-		r.State, r.PaidAt = next, p.At.UTC().Truncate(time.Microsecond)
+		r.State, r.PaidAt = next, storedTime(p.At)
 	}
 	p.Order = r.Order
 	s.payments[p.TransactionID] = payment{Payment: p, kind: kind}

@@ -192,12 +192,13 @@ func (s *Vouchers) take(id domain.VoucherID, n int) {
 	*v = v.WithStock(v.Sale().Stock() - n)
 }
 
-// storedSale is the sale as the database keeps it (times to the
-// microsecond), as mysqlstore's storedSale.
+// storedSale and storedTime are a sale and a time as the database keeps
+// them (UTC, to the microsecond), as mysqlstore's.
 func storedSale(s domain.Sale) domain.Sale {
-	at := func(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
-	return s.WithStoredWindow(at(s.Begin()), at(s.End()))
+	return s.WithStoredWindow(storedTime(s.Begin()), storedTime(s.End()))
 }
+
+func storedTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
 var _ ports.AuditLog = (*AuditLog)(nil)
 
@@ -233,8 +234,6 @@ func (l *AuditLog) List(ctx context.Context, q ports.AuditQuery) ([]domain.Audit
 
 // appendAudit stamps e as the SQL table does (the next id, the time to the
 // microsecond); the caller holds s.mu.
-func (s *Vouchers) appendAudit(e domain.AuditEntry) domain.AuditEntry {
-	e = e.Recorded(int64(len(s.audit))+1, time.Now().UTC().Truncate(time.Microsecond))
-	s.audit = append(s.audit, e)
-	return e
+func (s *Vouchers) appendAudit(e domain.AuditEntry) {
+	s.audit = append(s.audit, e.Recorded(int64(len(s.audit))+1, storedTime(time.Now())))
 }
