@@ -21,3 +21,8 @@ func (g *SoldOutMarks) Window() time.Duration { return g.window }
 func (h *AddSeckillVoucher) Handle(ctx context.Context, admin domain.UserID, v domain.Voucher) (domain.Voucher, error) {
 	return h.HandleOnce(ctx, admin, "", v)
 }
+
+// Ticket signs user's ticket for the join index of voucher's room.
+func (s *RoomSigner) Ticket(voucher domain.VoucherID, user domain.UserID, index int64) string {
+	return s.sign(kindTicket, roomToken{voucher: voucher, user: user, n: index})
+}

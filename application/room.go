@@ -90,8 +90,11 @@ func (h *WaitingRoom) Join(ctx context.Context, voucher domain.VoucherID, user d
 		return RoomStatus{}, domain.ErrNoRoom
 	}
 	now := h.dir.clock.Now()
-	if err := joinable(v.cfg, now); err != nil {
-		return RoomStatus{}, err
+	switch {
+	case now.Before(v.cfg.Rules.Opens(v.cfg.Begin)):
+		return RoomStatus{}, domain.ErrRoomNotOpen
+	case domain.Ended(v.cfg.End, now):
+		return RoomStatus{}, domain.ErrEnded
 	}
 	j, drawn, err := h.dir.store.Join(ctx, voucher, user, now, randomSeed())
 	if err != nil {
@@ -100,7 +103,7 @@ func (h *WaitingRoom) Join(ctx context.Context, voucher domain.VoucherID, user d
 		}
 		return RoomStatus{}, fmt.Errorf("join waiting room of voucher %d: %w: %w", voucher, ErrBusy, err)
 	}
-	t := Ticket{Voucher: voucher, User: user, Index: j}
+	t := roomToken{voucher: voucher, user: user, n: j}
 	// A join that ran after the draw closed must not be answered from a
 	// view of the room read before: it would be told it is in the draw
 	// (pre_queue) while its index is past it.
@@ -111,7 +114,7 @@ func (h *WaitingRoom) Join(ctx context.Context, voucher domain.VoucherID, user d
 // room (refreshed once per RoomRefresh); a ticket that is not the user's for
 // this voucher (or not signed here) is domain.ErrNotInRoom.
 func (h *WaitingRoom) Poll(ctx context.Context, voucher domain.VoucherID, user domain.UserID, ticket string) (RoomStatus, error) {
-	t, err := h.signer.OpenTicket(ticket, voucher, user)
+	t, err := h.signer.open(kindTicket, ticket, voucher, user)
 	if err != nil {
 		return RoomStatus{}, domain.ErrNotInRoom
 	}
@@ -125,29 +128,17 @@ func (h *WaitingRoom) Poll(ctx context.Context, voucher domain.VoucherID, user d
 	return h.status(ctx, v, t, false)
 }
 
-// joinable asks the room's rules of the store's copy of the sale (a view
-// read from the store has its RoomConfig, not a domain.Sale).
-func joinable(cfg ports.RoomConfig, now time.Time) error {
-	switch {
-	case now.Before(cfg.Rules.Opens(cfg.Begin)):
-		return domain.ErrRoomNotOpen
-	case domain.Ended(cfg.End, now):
-		return domain.ErrEnded
-	}
-	return nil
-}
-
 // status answers where ticket t stands, from the instance's view of the room.
 // drawn: the caller knows the draw has closed, so a view that has not seen
 // it is read again.
-func (h *WaitingRoom) status(ctx context.Context, v *roomView, t Ticket, drawn bool) (RoomStatus, error) {
+func (h *WaitingRoom) status(ctx context.Context, v *roomView, t roomToken, drawn bool) (RoomStatus, error) {
 	snap, err := h.dir.state(ctx, v, drawn)
 	if err != nil {
 		return RoomStatus{}, fmt.Errorf("%w: %w", ErrBusy, err)
 	}
 	now := h.dir.clock.Now()
 	rate := int64(v.cfg.Rules.AdmitPerSecond())
-	st := RoomStatus{Ticket: h.signer.Ticket(t), Joined: max(snap.Joined, t.Index+1), DrawAt: v.cfg.Begin}
+	st := RoomStatus{Ticket: h.signer.sign(kindTicket, t), Joined: max(snap.Joined, t.n+1), DrawAt: v.cfg.Begin}
 	// Sold out: nothing left and no pass outstanding (passes never exceed
 	// what is left), so no place can be admitted until a unit comes back.
 	soldOut := snap.Left == 0
@@ -157,7 +148,7 @@ func (h *WaitingRoom) status(ctx context.Context, v *roomView, t Ticket, drawn b
 		st.PollAfter = pollAfter(v.cfg.Begin.Sub(now))
 		return st, nil
 	}
-	p := snap.draw.Place(t.Index)
+	p := snap.draw.Place(t.n)
 	st.Position = p + 1
 	if p >= snap.Boundary {
 		if soldOut {
@@ -178,7 +169,7 @@ func (h *WaitingRoom) status(ctx context.Context, v *roomView, t Ticket, drawn b
 	}
 	st.Phase = RoomAdmitted
 	st.PassExpires = exp
-	st.Pass = h.signer.Pass(Pass{Voucher: t.Voucher, User: t.User, Position: p, Expires: exp})
+	st.Pass = h.signer.sign(kindPass, roomToken{voucher: t.voucher, user: t.user, n: p, exp: exp.UnixMilli()})
 	return st, nil
 }
 
@@ -229,19 +220,17 @@ func perRate(n, rate int64) time.Duration {
 	return time.Duration(n) * time.Second / time.Duration(rate)
 }
 
-// Check is the claim's one step for waiting rooms, run before the claim: a
-// sale without a room passes at the cost of a map lookup (after the
-// instance's first look at the sale), and a sale with one needs the user's
-// valid pass, checked by its signature with no Redis at all. It returns the
-// position the pass admits (-1 for a sale without a room)
-// or domain.ErrPassRequired (no pass, or not this user's for this sale),
-// domain.ErrPassExpired, or domain.ErrAlreadyClaimed when the user has used
-// a pass of this room already: a pass admits one order, so an order that
-// lapsed or was cancelled does not let its pass claim again (even where
-// SECKILL_RECLAIM_AFTER_CANCEL frees the buyer), and its unit goes to the
-// line. ErrBusy when the room could not be read. pass (nil: none) is asked
-// for the claim's pass only when the sale has a room, so a claim without one
-// does not even read it; a claim with a valid one costs one store read more.
+// Check is the claim's first step: a sale without a room passes at the cost
+// of a map lookup (after the instance's first look at the sale), without
+// reading pass; a sale with one needs the user's valid pass, checked by its
+// signature, and one store read that it is unspent. It returns the position
+// the pass admits (-1 for a sale without a room) or domain.ErrPassRequired
+// (no pass, or not this user's for this sale), domain.ErrPassExpired, or
+// domain.ErrAlreadyClaimed when the user has used a pass of this room
+// already: a pass admits one order, so an order that lapsed or was cancelled
+// does not let its pass claim again (even where SECKILL_RECLAIM_AFTER_CANCEL
+// frees the buyer), and its unit goes to the line. ErrBusy when the room
+// could not be read.
 func (h *WaitingRoom) Check(ctx context.Context, voucher domain.VoucherID, user domain.UserID, pass PassSource) (int64, error) {
 	v, err := h.dir.room(ctx, voucher)
 	if err != nil {
@@ -253,11 +242,11 @@ func (h *WaitingRoom) Check(ctx context.Context, voucher domain.VoucherID, user 
 	if pass == nil {
 		return -1, domain.ErrPassRequired
 	}
-	p, err := h.signer.OpenPass(pass.RoomPass(), voucher, user)
+	p, err := h.signer.open(kindPass, pass.RoomPass(), voucher, user)
 	if err != nil {
 		return -1, domain.ErrPassRequired
 	}
-	if !h.dir.clock.Now().Before(p.Expires) {
+	if !h.dir.clock.Now().Before(time.UnixMilli(p.exp)) {
 		return -1, domain.ErrPassExpired
 	}
 	used, err := h.dir.store.Used(ctx, voucher, user)
@@ -267,7 +256,7 @@ func (h *WaitingRoom) Check(ctx context.Context, voucher domain.VoucherID, user 
 	if used {
 		return -1, domain.ErrAlreadyClaimed
 	}
-	return p.Position, nil
+	return p.n, nil
 }
 
 // Used records that a claim succeeded with the pass for position (what Check
@@ -344,83 +333,53 @@ const (
 )
 
 const (
-	tokenBody = 1 + 8 + 8 + 8 + 8 // kind, voucher, user, index, expiry (ms; 0 for a ticket)
+	tokenBody = 1 + 8 + 8 + 8 + 8 // kind, voucher, user, n, exp
 	tokenMAC  = 16
 )
 
 var errBadToken = errors.New("bad room token")
 
-// Ticket is a user's place in a room's line: its join index.
-type Ticket struct {
-	Voucher domain.VoucherID
-	User    domain.UserID
-	Index   int64
+// roomToken is what a ticket or a pass says, signed. A ticket is a user's
+// place in a room's line: n is its join index, exp 0. A pass lets its user
+// claim the sale until exp (Unix ms): n is the place it was issued for.
+type roomToken struct {
+	voucher domain.VoucherID
+	user    domain.UserID
+	n, exp  int64
 }
 
-// Pass lets its user claim its sale until Expires; Position is the place it
-// was issued for.
-type Pass struct {
-	Voucher  domain.VoucherID
-	User     domain.UserID
-	Position int64
-	Expires  time.Time
-}
-
-func (s *RoomSigner) sign(kind byte, v domain.VoucherID, u domain.UserID, n int64, exp int64) string {
+func (s *RoomSigner) sign(kind byte, t roomToken) string {
 	var b [tokenBody + tokenMAC]byte
 	b[0] = kind
-	binary.BigEndian.PutUint64(b[1:], uint64(v))
-	binary.BigEndian.PutUint64(b[9:], uint64(u))
-	binary.BigEndian.PutUint64(b[17:], uint64(n))
-	binary.BigEndian.PutUint64(b[25:], uint64(exp))
+	binary.BigEndian.PutUint64(b[1:], uint64(t.voucher))
+	binary.BigEndian.PutUint64(b[9:], uint64(t.user))
+	binary.BigEndian.PutUint64(b[17:], uint64(t.n))
+	binary.BigEndian.PutUint64(b[25:], uint64(t.exp))
 	m := hmac.New(sha256.New, s.key)
 	m.Write(b[:tokenBody])
 	copy(b[tokenBody:], m.Sum(nil))
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-func (s *RoomSigner) open(kind byte, tok string) (v domain.VoucherID, u domain.UserID, n int64, exp int64, err error) {
+// open checks a token's signature and kind, and that it is user's for
+// voucher; it does not look at a pass's expiry.
+func (s *RoomSigner) open(kind byte, tok string, voucher domain.VoucherID, user domain.UserID) (roomToken, error) {
 	var b [tokenBody + tokenMAC]byte
 	if base64.RawURLEncoding.EncodedLen(len(b)) != len(tok) {
-		return 0, 0, 0, 0, errBadToken
+		return roomToken{}, errBadToken
 	}
 	if _, err := base64.RawURLEncoding.Decode(b[:], []byte(tok)); err != nil || b[0] != kind {
-		return 0, 0, 0, 0, errBadToken
+		return roomToken{}, errBadToken
 	}
 	m := hmac.New(sha256.New, s.key)
 	m.Write(b[:tokenBody])
 	if !hmac.Equal(m.Sum(nil)[:tokenMAC], b[tokenBody:]) {
-		return 0, 0, 0, 0, errBadToken
+		return roomToken{}, errBadToken
 	}
-	return domain.VoucherID(binary.BigEndian.Uint64(b[1:])), domain.UserID(binary.BigEndian.Uint64(b[9:])),
-		int64(binary.BigEndian.Uint64(b[17:])), int64(binary.BigEndian.Uint64(b[25:])), nil
-}
-
-// Ticket signs t.
-func (s *RoomSigner) Ticket(t Ticket) string {
-	return s.sign(kindTicket, t.Voucher, t.User, t.Index, 0)
-}
-
-// OpenTicket checks a ticket's signature and that it is user's for voucher.
-func (s *RoomSigner) OpenTicket(tok string, voucher domain.VoucherID, user domain.UserID) (Ticket, error) {
-	v, u, j, _, err := s.open(kindTicket, tok)
-	if err != nil || v != voucher || u != user || j < 0 {
-		return Ticket{}, errBadToken
+	t := roomToken{voucher: domain.VoucherID(binary.BigEndian.Uint64(b[1:])), user: domain.UserID(binary.BigEndian.Uint64(b[9:])),
+		n: int64(binary.BigEndian.Uint64(b[17:])), exp: int64(binary.BigEndian.Uint64(b[25:]))}
+	if t.voucher != voucher || t.user != user || t.n < 0 {
+		return roomToken{}, errBadToken
 	}
-	return Ticket{Voucher: v, User: u, Index: j}, nil
-}
-
-// Pass signs p.
-func (s *RoomSigner) Pass(p Pass) string {
-	return s.sign(kindPass, p.Voucher, p.User, p.Position, p.Expires.UnixMilli())
-}
-
-// OpenPass checks a pass's signature and that it is user's for voucher; it
-// does not look at the expiry.
-func (s *RoomSigner) OpenPass(tok string, voucher domain.VoucherID, user domain.UserID) (Pass, error) {
-	v, u, p, exp, err := s.open(kindPass, tok)
-	if err != nil || v != voucher || u != user || p < 0 {
-		return Pass{}, errBadToken
-	}
-	return Pass{Voucher: v, User: u, Position: p, Expires: time.UnixMilli(exp)}, nil
+	return t, nil
 }

@@ -167,7 +167,7 @@ func TestPollRoomTickets(t *testing.T) {
 		t.Fatal(err)
 	}
 	forged := application.NewRoomSigner([]byte("another key, of another service!")).
-		Ticket(application.Ticket{Voucher: id, User: 1, Index: 0})
+		Ticket(id, 1, 0)
 	for _, tc := range []struct {
 		name    string
 		voucher domain.VoucherID
