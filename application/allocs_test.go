@@ -16,7 +16,7 @@ import (
 //
 // Two of them are the claim's budget context (WithoutCancel and the claim's
 // own context over a timer shared by the claims ending in the same
-// millisecond: claim_budget.go), paid by every claim because the use case
+// millisecond: SharedDeadlines), paid by every claim because the use case
 // cannot know before asking the admission that it will not wait; a
 // WithDeadline per claim cost three more. A claim answered from the
 // sold-out mark issues no order id since the mark is a step of the claim

@@ -25,7 +25,7 @@ import (
 // (slidingLimit) and the address is read without copying the request (they
 // cost 15 allocations and 900 bytes through httprate and chi's resolvers).
 // 21 since a claim's budget context shares its timer with the claims ending
-// in the same millisecond (application/claim_budget.go). 19 since the request
+// in the same millisecond (application.SharedDeadlines). 19 since the request
 // gets one context (scope: the recorder and chi's route context in one value)
 // and one copy of itself, where the access log and chi each made their own
 // (and the metrics observer a third). CI runs the tests under the race
