@@ -1,10 +1,12 @@
 package application
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -205,20 +207,12 @@ func (d *RoomDirectory) state(ctx context.Context, v *roomView, drawn bool) (roo
 // merge publishes a new snapshot: the old steps still live, then the new
 // ones, none at or below the expired frontier.
 func merge(old roomSnapshot, st ports.RoomState, after int64) roomSnapshot {
-	steps := make([]ports.RoomStep, 0, len(old.Steps)+len(st.Steps))
+	var steps []ports.RoomStep // never old's nor st's: a published snapshot is read without a lock
 	if after >= 0 {
-		for _, s := range old.Steps {
-			if s.Boundary > st.Expired && s.Boundary <= after {
-				steps = append(steps, s)
-			}
-		}
+		steps = slices.DeleteFunc(slices.Clone(old.Steps), func(s ports.RoomStep) bool { return s.Boundary > after })
 	}
-	for _, s := range st.Steps {
-		if s.Boundary > st.Expired {
-			steps = append(steps, s)
-		}
-	}
-	st.Steps = steps
+	steps = append(steps, st.Steps...)
+	st.Steps = slices.DeleteFunc(steps, func(s ports.RoomStep) bool { return s.Boundary <= st.Expired })
 	n := roomSnapshot{RoomState: st}
 	if st.Drawn {
 		n.draw = domain.NewDraw(st.Seed, st.N)
@@ -290,13 +284,11 @@ func (d *RoomDirectory) Figures(now time.Time) []RoomFigures {
 	out := make([]RoomFigures, 0, len(views))
 	for _, v := range views {
 		v.mu.Lock()
-		f := v.figures()
-		v.mu.Unlock()
-		if f.ReadAt.IsZero() {
-			continue
+		if f := v.figures(); !f.ReadAt.IsZero() {
+			out = append(out, f)
 		}
-		out = append(out, f)
+		v.mu.Unlock()
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Voucher < out[j].Voucher })
+	slices.SortFunc(out, func(a, b RoomFigures) int { return cmp.Compare(a.Voucher, b.Voucher) })
 	return out
 }
