@@ -100,9 +100,7 @@ func (h *CancelOrder) Handle(ctx context.Context, user domain.UserID, id domain.
 //     only a cancellation adds its unit to the database's stock;
 //   - the gate's Return undoes only the mark that holds this very order id,
 //     so returning twice, or after the buyer claimed again, gives nothing
-//     more; and it remembers the order, so the gate's heal, which may have
-//     read the order as a buyer just before it was cancelled, never puts
-//     its mark back.
+//     more, and no heal puts the mark back (ports.StockGate.Return).
 type ExpireOrders struct {
 	life  ports.OrderLifecycle
 	gate  ports.StockGate

@@ -21,9 +21,7 @@ type RestoreGate struct {
 	gate     ports.StockGate
 	probe    ports.GateProbe
 	clock    ports.Clock
-	// controls, when set, carries the sales' controls to the gate again on
-	// each Repair (WithControls).
-	controls ports.GateControls
+	controls ports.GateControls // nil: Repair applies no control again (WithControls)
 }
 
 func NewRestoreGate(vouchers ports.VoucherRepository, orders ports.OrderRepository, gate ports.StockGate, probe ports.GateProbe, clock ports.Clock) *RestoreGate {
@@ -58,10 +56,8 @@ const healPage = 1000
 // lacks (one pipelined probe for all of them) and reads the buyers of those
 // only: a start on a Redis that kept its data reads no voucher's buyers.
 // Restore writes only what is absent, so a gate written since the probe is
-// kept. Then it heals the gates that exist but lost recent writes (a
-// failover to a replica that lagged): see heal. Its steady cost is two
-// database queries and two Redis round trips per call, whatever the number
-// of orders.
+// kept. Its steady cost is two database queries and two Redis round trips
+// per call, whatever the number of orders.
 //
 // Orders still queued when the gate was lost are not in the database yet.
 // Those still in the gate's stream keep their units and their buyers'
@@ -105,10 +101,9 @@ func (h *RestoreGate) Repair(ctx context.Context) (RepairReport, error) {
 }
 
 // heal finds the gates that are behind the database and puts back what they
-// forgot. The cheap signal comes first: a buyer's mark is written before its
-// order can be committed and stays while the order stands, so normally the
-// gate marks at least as many buyers as the database holds orders, and holds
-// no more stock than the database (it takes a unit before the database does).
+// forgot. The cheap signal comes first (GateProbe.Counts): normally the gate
+// marks at least as many buyers as the database holds orders, and holds no
+// more stock than the database (it takes a unit before the database does).
 // The database is read before the gate, so an order committed in between
 // has its mark already and cannot look forgotten. Only where the signal
 // fires is the exact diff run: the voucher's orders read from the database

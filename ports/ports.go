@@ -52,10 +52,8 @@ type OrderIDs interface {
 }
 
 // Admission reserves a claim and hands its order to fulfilment, as one
-// promise: it is the seam between the claim path and the queue, and each
-// queue driver implements it its own way (the Stream driver in one Lua script
-// that reserves and appends the order; the channel driver with the gate and
-// the channel, rolling the reservation back when the channel refuses).
+// promise: the seam between the claim path and the queue, which each queue
+// driver implements its own way.
 type Admission interface {
 	// Admit returns:
 	//   - nil: the order is reserved and on its way to the database, where it
@@ -144,9 +142,7 @@ type GateProbe interface {
 	// with another order id is left as marked: it holds a unit either way. It
 	// never removes a mark and is idempotent: run twice, the second run
 	// changes nothing. It writes nothing when the gate holds no state for v.
-	// An order the gate was given back (StockGate.Return) is never put
-	// back: orders may be read from the database before the cancellation
-	// that returned it committed.
+	// An order the gate was given back is never put back (StockGate.Return).
 	Heal(ctx context.Context, v domain.Voucher, orders []domain.VoucherOrder) (Healed, error)
 }
 
@@ -321,6 +317,36 @@ type Once struct {
 	Key, Fingerprint string
 }
 
+// The operator's ports: the audit trail of admin actions, and a sale's
+// orders read in pages. Neither is on the claim path.
+
+// AuditLog reads the append-only trail of admin actions. Every action is a
+// database write that records its entry in the write's own transaction
+// (VoucherRepository.AddSeckillOnce, SaleControls.ChangeSale), so an action
+// and its entry commit or fail together. Nothing updates or deletes an entry.
+type AuditLog interface {
+	// List returns up to q.Limit entries, newest first (by id): those with
+	// ids below q.Before (0: from the newest), of q.Voucher only when it is
+	// set.
+	List(ctx context.Context, q AuditQuery) ([]domain.AuditEntry, error)
+}
+
+// AuditQuery is one page of the audit trail.
+type AuditQuery struct {
+	Voucher domain.VoucherID // 0: every voucher
+	Before  int64            // 0: from the newest
+	Limit   int
+}
+
+// SaleOrders reads a sale's recorded orders in pages, by id, for its
+// operator: each page costs one indexed range read of at most limit rows
+// per status the filter names, whatever the sale's size.
+type SaleOrders interface {
+	// OrdersAfter returns up to limit of the voucher's orders that filter
+	// selects, with ids above after, in id order.
+	OrdersAfter(ctx context.Context, voucher domain.VoucherID, filter domain.OrderFilter, after domain.OrderID, limit int) ([]domain.OrderStatus, error)
+}
+
 // GateControls carries an admin's change of a sale to the gate, where the
 // claim path sees it at once on every instance.
 type GateControls interface {
@@ -432,9 +458,8 @@ type ClaimHistory struct {
 // are domain.OrderState's Pay and AfterCancel), so of a payment and
 // an expiry racing for one order exactly one applies first and the other
 // sees its result. A cancellation gives the unit back to the database's stock
-// in the same transaction; giving it back to the gate comes after (the
-// gate's Release is idempotent by order id), and Returned records that it
-// did, so a crash between the two is finished by a later pass.
+// in the same transaction; the gate gets it after, and Returned records that
+// (application.ExpireOrders: why a crash between the steps loses nothing).
 type OrderLifecycle interface {
 	// ExpireDue cancels (reason expired) up to limit created orders whose
 	// pay deadline is at or before now, with their units, in one
