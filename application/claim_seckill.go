@@ -15,6 +15,8 @@ import (
 // reserve the stock and the user's one order and hand the order to
 // fulfilment. It never touches the database. Its steps, and their order,
 // are all in Claim: to change what a claim checks first, change Claim.
+// The optional steps are set by its With methods, each returning h, before
+// h is shared.
 type ClaimSeckill struct {
 	ids       ports.OrderIDs
 	admission ports.Admission
@@ -62,23 +64,22 @@ func NewClaimSeckill(ids ports.OrderIDs, admission ports.Admission) *ClaimSeckil
 	return &ClaimSeckill{ids: ids, admission: admission}
 }
 
-// WithRooms makes the waiting room's pass the claim's first step (Claim) and
-// returns h. Set it before h is shared.
+// WithRooms makes the waiting room's pass the claim's first step (Claim).
 func (h *ClaimSeckill) WithRooms(rooms *WaitingRoom) *ClaimSeckill {
 	h.rooms = rooms
 	return h
 }
 
 // WithSoldOutMarks makes this instance's sold-out marks a step of every claim
-// (and SoldOut the edge's pre-check), and returns h. The gate's calls that
-// may return stock must clear them (marks.Gate). Set it before h is shared.
+// (and SoldOut the edge's pre-check). The gate's calls that may return stock
+// must clear them (marks.Gate).
 func (h *ClaimSeckill) WithSoldOutMarks(marks *SoldOutMarks) *ClaimSeckill {
 	h.marks = marks
 	return h
 }
 
 // WithRecorder makes r the claim's last step: told how every claim was
-// answered. It returns h; set it before h is shared.
+// answered.
 func (h *ClaimSeckill) WithRecorder(r ClaimRecorder) *ClaimSeckill {
 	h.recorder = r
 	return h

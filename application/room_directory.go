@@ -19,7 +19,7 @@ import (
 // one (learned once per sale and kept, since a sale's room never changes) and
 // how far each room's line has moved (one store read per room per
 // RoomRefresh, whatever the number of polls). Joins, polls and the claim's
-// pass check all read it, so a waiting user's poll costs no Redis.
+// pass check all read it (WaitingRoom).
 type RoomDirectory struct {
 	store ports.RoomStore
 	clock ports.Clock

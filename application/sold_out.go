@@ -18,8 +18,7 @@ import (
 // itself, for a short window, without asking the gate again. In a flash
 // sale almost every request arrives after the stock is gone, so this turns
 // most of them into an in-memory answer. The claim reads and sets the marks
-// as one of its steps (ClaimSeckill.Claim); SoldOutGate clears them whenever
-// stock may have come back.
+// as one of its steps (ClaimSeckill.Claim); SoldOutGate clears them.
 //
 // The staleness bound: a sold-out answer given from a mark is based on a
 // gate answer at most the window old (default DefaultSoldOutWindow). When
@@ -112,10 +111,9 @@ type soldOutProbe struct {
 	m     *mark
 }
 
-// check is the claim's sold-out step: domain.ErrSoldOut from a fresh mark;
-// while another claim re-checks v's expired mark, it waits for that one
-// round trip (ctx.Err() if ctx ends first) rather than answer from the
-// expired mark or pile onto the gate. Otherwise the claim goes on to the
+// check is the claim's sold-out step: domain.ErrSoldOut from a fresh mark,
+// or ctx.Err() if ctx ends while it waits for another claim's re-check of
+// v's expired mark (see SoldOutMarks). Otherwise the claim goes on to the
 // gate and must settle what check returned with the gate's answer.
 func (g *SoldOutMarks) check(ctx context.Context, v domain.VoucherID) (soldOutProbe, error) {
 	for {
