@@ -40,12 +40,10 @@ func decodeJSON(r *http.Request, dst any) error {
 		return jsonError(err)
 	}
 	var extra json.RawMessage
-	switch err := dec.Decode(&extra); {
-	case errors.Is(err, io.EOF):
-		return nil
-	default:
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return badRequest("request body must hold exactly one JSON value")
 	}
+	return nil
 }
 
 // checkKeys refuses what encoding/json would silently accept in an object
@@ -196,10 +194,8 @@ func (a *api) withID(name string, h func(http.ResponseWriter, *http.Request, int
 // them.
 func pathID(r *http.Request, name string) (int64, error) {
 	s := chi.URLParam(r, name)
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, badRequest(name + " must be a positive integer")
-		}
+	if !allDigits(s) {
+		return 0, badRequest(name + " must be a positive integer")
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	switch {
@@ -209,4 +205,10 @@ func pathID(r *http.Request, name string) (int64, error) {
 		return 0, badRequest(name + " must be a positive integer")
 	}
 	return n, nil
+}
+
+// allDigits: s is decimal digits only (or empty), which strconv.ParseInt
+// alone would not check (it takes a sign).
+func allDigits(s string) bool {
+	return !strings.ContainsFunc(s, func(c rune) bool { return c < '0' || c > '9' })
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,10 +31,9 @@ type soldOutEdge struct {
 	// counts the claims it looks at, so the router's copy of the limit
 	// skips them (edgeClaim), and refuse answers those over it through
 	// the access log and the observer, as the router would.
-	ip     *slidingLimit[ipLimitKey]
-	refuse http.Handler
-	body   []byte
-	bodyEn []byte // body for a client that asks for English
+	ip      *slidingLimit[ipLimitKey]
+	refuse  http.Handler
+	soldOut answer
 }
 
 func (e *soldOutEdge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -51,11 +51,11 @@ func (e *soldOutEdge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.next.ServeHTTP(w, r)
 		return
 	}
+	body := e.soldOut.body
 	if len(r.Header["Accept-Language"]) > 0 && wantsEnglish(r) {
-		writeBody(w, http.StatusOK, e.bodyEn)
-	} else {
-		writeBody(w, http.StatusOK, e.body)
+		body = e.soldOut.bodyEn
 	}
+	writeBody(w, http.StatusOK, body)
 	took := time.Since(start)
 	if obs := e.a.ClaimObserver; obs != nil {
 		obs.ClaimAnswered(r.Context(), domain.ErrSoldOut.Code(), took)
@@ -71,19 +71,12 @@ func edgeClaim(r *http.Request) (domain.VoucherID, bool) {
 		return 0, false
 	}
 	s, ok := strings.CutPrefix(r.URL.Path, claimPathPrefix)
-	if !ok || len(s) == 0 || len(s) > 18 || firstHeader(r, authorizationHeader) == "" {
-		// 18 digits always fit an int64; a longer id takes the router's
-		// path, which says why it is refused.
+	// 18 digits always fit an int64; a longer id takes the router's path,
+	// which says why it is refused.
+	if !ok || len(s) == 0 || len(s) > 18 || !allDigits(s) || firstHeader(r, authorizationHeader) == "" {
 		return 0, false
 	}
-	var n int64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
+	n, _ := strconv.ParseInt(s, 10, 64)
 	return domain.VoucherID(n), n > 0
 }
 

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -94,9 +95,8 @@ func clientRequestID(r *http.Request) string {
 // add a context value. Only the request's goroutine writes it.
 type recorder struct {
 	http.ResponseWriter
-	status      int
-	wroteHeader bool
-	err         error
+	status int // 0 until the header is written
+	err    error
 
 	requestID string // the client's, if usable
 	seq       uint64 // this request's number, for a made id
@@ -116,15 +116,15 @@ func recorderOf(ctx context.Context) *recorder {
 }
 
 func (rec *recorder) WriteHeader(status int) {
-	if !rec.wroteHeader {
-		rec.status, rec.wroteHeader = status, true
+	if rec.status == 0 {
+		rec.status = status
 	}
 	rec.ResponseWriter.WriteHeader(status)
 }
 
 func (rec *recorder) Write(b []byte) (int, error) {
-	if !rec.wroteHeader {
-		rec.status, rec.wroteHeader = http.StatusOK, true
+	if rec.status == 0 {
+		rec.status = http.StatusOK
 	}
 	return rec.ResponseWriter.Write(b)
 }
@@ -145,7 +145,7 @@ func (a *api) scope(next http.Handler) http.Handler {
 	obs := a.ClaimObserver
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &recorder{ResponseWriter: w, status: http.StatusOK, seq: requestIDs.seq.Add(1), arrived: start,
+		rec := &recorder{ResponseWriter: w, seq: requestIDs.seq.Add(1), arrived: start,
 			requestID: clientRequestID(r)}
 		rc := &requestCtx{Context: r.Context(), rec: rec}
 		if rc.Context.Value(chi.RouteCtxKey) == nil {
@@ -168,7 +168,7 @@ func (a *api) scope(next http.Handler) http.Handler {
 		if claim {
 			obs.ClaimAnswered(ctx, answeredCode(rec), took)
 		}
-		a.accessLog(r, requestID, rec.status, rec.err, took)
+		a.accessLog(r, requestID, cmp.Or(rec.status, http.StatusOK), rec.err, took)
 	})
 }
 
@@ -238,7 +238,7 @@ func (a *api) recoverer(next http.Handler) http.Handler {
 				panic(v)
 			}
 			err := fmt.Errorf("panic: %v\n%s", v, debug.Stack())
-			if rec := recorderOf(r.Context()); rec.wroteHeader {
+			if rec := recorderOf(r.Context()); rec.status != 0 {
 				// Too late for an envelope; the client gets a truncated answer.
 				rec.err = err
 				return
@@ -249,22 +249,33 @@ func (a *api) recoverer(next http.Handler) http.Handler {
 	})
 }
 
+// guard is a middleware that answers check's refusal, or passes the request
+// on.
+func (a *api) guard(check func(*http.Request) error) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := check(r); err != nil {
+				a.fail(w, r, err)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
 // limitBody refuses a body larger than maxBody: at once when its declared
 // length says so, on reading otherwise (the decoder then reports 413).
-func (a *api) limitBody(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > a.MaxBodyBytes {
-			a.fail(w, r, errBodyTooLarge(a.MaxBodyBytes))
-			return
-		}
-		// The claim path has no body: skip the wrapper and its allocation.
-		if r.Body != nil && r.Body != http.NoBody {
-			// The server's own writer, not the recorder, lets MaxBytesReader
-			// tell the server to close the connection after the answer.
-			r.Body = http.MaxBytesReader(recorderOf(r.Context()).ResponseWriter, r.Body, a.MaxBodyBytes)
-		}
-		next.ServeHTTP(w, r)
-	})
+func (a *api) limitBody(r *http.Request) error {
+	if r.ContentLength > a.MaxBodyBytes {
+		return errBodyTooLarge(a.MaxBodyBytes)
+	}
+	// The claim path has no body: skip the wrapper and its allocation.
+	if r.Body != nil && r.Body != http.NoBody {
+		// The server's own writer, not the recorder, lets MaxBytesReader
+		// tell the server to close the connection after the answer.
+		r.Body = http.MaxBytesReader(recorderOf(r.Context()).ResponseWriter, r.Body, a.MaxBodyBytes)
+	}
+	return nil
 }
 
 func errBodyTooLarge(max int64) error {
@@ -289,38 +300,33 @@ const bearerScheme = "Bearer "
 // requireUser resolves the original's `authorization: <token>` header (the
 // bare token, no scheme) to a user, or answers 401. With Deps.Bearer, a
 // `Bearer <JWT>` is resolved by it instead.
-func (a *api) requireUser(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token := firstHeader(r, authorizationHeader)
-		if token == "" {
-			a.fail(w, r, errNoToken)
-			return
+func (a *api) requireUser(r *http.Request) error {
+	token := firstHeader(r, authorizationHeader)
+	if token == "" {
+		return errNoToken
+	}
+	var c caller
+	var err error
+	if n := len(bearerScheme); a.Bearer != nil && len(token) > n && strings.EqualFold(token[:n], bearerScheme) {
+		c.user, c.admin, err = a.Bearer.Session(r.Context(), token[n:])
+	} else {
+		c.user, err = a.Sessions.UserID(r.Context(), token)
+	}
+	if err != nil {
+		if !errors.Is(err, ports.ErrUnknownToken) {
+			// Redis did not answer (down, failing over, out of the
+			// request's budget): nothing was done, so the client may
+			// retry; never a 500.
+			return fmt.Errorf("resolve session token: %w: %w", application.ErrBusy, err)
 		}
-		var c caller
-		var err error
-		if n := len(bearerScheme); a.Bearer != nil && len(token) > n && strings.EqualFold(token[:n], bearerScheme) {
-			c.user, c.admin, err = a.Bearer.Session(r.Context(), token[n:])
-		} else {
-			c.user, err = a.Sessions.UserID(r.Context(), token)
-		}
-		if err != nil {
-			if !errors.Is(err, ports.ErrUnknownToken) {
-				// Redis did not answer (down, failing over, out of the
-				// request's budget): nothing was done, so the client may
-				// retry; never a 500.
-				err = fmt.Errorf("resolve session token: %w: %w", application.ErrBusy, err)
-			}
-			a.fail(w, r, err)
-			return
-		}
-		if c.user <= 0 {
-			// A corrupt session must not become a 400 further down.
-			a.fail(w, r, fmt.Errorf("session token resolved to invalid user %d", c.user))
-			return
-		}
-		recorderOf(r.Context()).caller = c
-		next.ServeHTTP(w, r)
-	})
+		return err
+	}
+	if c.user <= 0 {
+		// A corrupt session must not become a 400 further down.
+		return fmt.Errorf("session token resolved to invalid user %d", c.user)
+	}
+	recorderOf(r.Context()).caller = c
+	return nil
 }
 
 // callerFrom is only called behind requireUser, which guarantees a user.
@@ -417,14 +423,11 @@ var (
 // whose identity provider's token names them admins; it runs behind
 // requireUser, so the caller is known. With neither configured it refuses
 // everyone: an open admin endpoint is never the default.
-func (a *api) requireAdmin(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c := callerFrom(r.Context()); !c.admin && !slices.Contains(a.Admins, c.user) {
-			a.fail(w, r, fmt.Errorf("user %d: %w", c.user, errForbidden))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+func (a *api) requireAdmin(r *http.Request) error {
+	if c := callerFrom(r.Context()); !c.admin && !slices.Contains(a.Admins, c.user) {
+		return fmt.Errorf("user %d: %w", c.user, errForbidden)
+	}
+	return nil
 }
 
 // requireJSON refuses a write whose body is not declared JSON. Browsers send
@@ -434,18 +437,13 @@ func (a *api) requireAdmin(next http.Handler) http.Handler {
 // needs a preflight, which this service never grants. A bodiless POST, such
 // as the original front end's claim (axios sends Content-Length: 0), has
 // nothing to misread and passes.
-func (a *api) requireJSON(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// ContentLength is -1 for a body of unknown length (chunked), which
-		// is a body too.
-		if r.ContentLength != 0 && r.Method != http.MethodGet && r.Method != http.MethodHead {
-			if err := checkJSONType(r); err != nil {
-				a.fail(w, r, err)
-				return
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
+func (a *api) requireJSON(r *http.Request) error {
+	// ContentLength is -1 for a body of unknown length (chunked), which
+	// is a body too.
+	if r.ContentLength != 0 && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return checkJSONType(r)
+	}
+	return nil
 }
 
 // checkJSONType accepts application/json, with parameters such as charset,

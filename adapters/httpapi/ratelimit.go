@@ -161,16 +161,11 @@ func clientAddr(r *http.Request, trusted []netip.Prefix) (netip.Addr, bool) {
 // fromXFF walks X-Forwarded-For from the right: the first address that is
 // not a trusted proxy is the client.
 func fromXFF(headers []string, trusted []netip.Prefix) (netip.Addr, bool) {
-	for i := len(headers) - 1; i >= 0; i-- {
-		h := headers[i]
+	for _, h := range slices.Backward(headers) {
 		for h != "" {
-			var v string
-			if j := strings.LastIndexByte(h, ','); j >= 0 {
-				v, h = h[j+1:], h[:j]
-			} else {
-				v, h = h, ""
-			}
-			v = strings.TrimSpace(v)
+			j := strings.LastIndexByte(h, ',') // -1 for the last entry: v is h whole
+			v := strings.TrimSpace(h[j+1:])
+			h = h[:max(j, 0)]
 			if v == "" {
 				continue
 			}

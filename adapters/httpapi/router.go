@@ -148,7 +148,7 @@ func NewRouter(d Deps) http.Handler {
 	// The request's scope (its context, the observer, the access log: see
 	// scope) wraps the router, outside the recoverer so that a panic's 500
 	// is logged like any other answer, with the panic as its error.
-	r.Use(a.recoverer, a.limitBody, a.requireJSON)
+	r.Use(a.recoverer, a.guard(a.limitBody), a.guard(a.requireJSON))
 	r.NotFound(a.refuse(errNoRoute))
 	r.MethodNotAllowed(a.refuse(errMethodNotAllowed))
 
@@ -164,7 +164,7 @@ func NewRouter(d Deps) http.Handler {
 	// token, 403 for anyone else. The original leaves voucher creation open
 	// to anyone; here it is an admin endpoint.
 	r.Group(func(r chi.Router) {
-		r.Use(a.requireUser, a.requireAdmin)
+		r.Use(a.guard(a.requireUser), a.guard(a.requireAdmin))
 		r.Post("/voucher/seckill", a.handle(a.addSeckillVoucher))
 		if a.Sales != nil {
 			r.Get("/admin/sales.json", a.handle(a.salesBoard))
@@ -205,7 +205,7 @@ func NewRouter(d Deps) http.Handler {
 		if ipLimit != nil {
 			r.Use(limitMiddleware(ipLimit, a.ipKey, a.ipRateLimited, edgeCounted))
 		}
-		r.Use(a.requireUser)
+		r.Use(a.guard(a.requireUser))
 		if n := a.Limits.PerUser; n > 0 && a.Limits.Window > 0 {
 			r.Use(limitMiddleware(newSlidingLimit(n, a.Limits.Window, hashUser), userLimitKey, a.refuse(errRateLimited), nil))
 		}
@@ -246,8 +246,7 @@ func NewRouter(d Deps) http.Handler {
 	if !a.Claim.MarksSoldOut() {
 		return routed{scoped, r}
 	}
-	soldOut := answerFor(domain.ErrSoldOut)
-	edge := &soldOutEdge{a: a, next: scoped, ip: ipLimit, body: soldOut.body, bodyEn: soldOut.bodyEn}
+	edge := &soldOutEdge{a: a, next: scoped, ip: ipLimit, soldOut: answerFor(domain.ErrSoldOut)}
 	if ipLimit != nil {
 		edge.refuse = a.scope(ipLimit.refusal(a.ipRateLimited))
 	}
