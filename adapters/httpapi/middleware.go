@@ -49,8 +49,7 @@ func requestIDPrefix() string {
 	return host + "/" + hex.EncodeToString(buf[:])
 }
 
-// requestID is the request's id: the client's X-Request-Id when it is
-// usable (clientRequestID), else one made here.
+// requestID is RequestID of r's context.
 func requestID(r *http.Request) string { return RequestID(r.Context()) }
 
 // RequestID is the id of the request ctx belongs to, or "" for a context

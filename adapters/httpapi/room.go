@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -125,13 +126,7 @@ func (a *api) roomRules(req *waitingRoomRequest) (domain.RoomRules, error) {
 	if req.AdmitPerSecond == nil {
 		return domain.RoomRules{}, &domain.ValidationError{Field: "waitingRoom.admitPerSecond", Reason: "is required"}
 	}
-	ttl, margin := int64(defaultPassTTL), 0
-	if req.PassTTLSeconds != nil {
-		ttl = *req.PassTTLSeconds
-	}
-	if req.Margin != nil {
-		margin = *req.Margin
-	}
+	ttl, margin := *cmp.Or(req.PassTTLSeconds, new(int64(defaultPassTTL))), *cmp.Or(req.Margin, new(0))
 	// Beyond a year the durations below could overflow: refused here, in
 	// the client's own words, not as a wrapped-around duration.
 	const maxSeconds = int64(365 * 24 * 3600)

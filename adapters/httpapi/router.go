@@ -188,11 +188,8 @@ func NewRouter(d Deps) http.Handler {
 	// Claim and order status are what a bot hammers. The per-IP limit runs
 	// before the session lookup and the per-user one right after it (a
 	// cache hit for a repeated token), so a refused request costs no Redis.
-	// A claim of a voucher this instance knows is sold out is answered
-	// between the two, before the session (stock is public, and most of a
-	// stampede arrives after the stock is gone), by the edge in front of
-	// the router (edge.go): it counts the claims it looks at against this
-	// same per-IP limit, so the group's copy skips those.
+	// The sold-out edge (edge.go) answers between the two and counts the
+	// claims it looks at against this same per-IP limit: the group skips them.
 	var ipLimit *slidingLimit[ipLimitKey]
 	if a.Limits.PerIP > 0 && a.Limits.Window > 0 {
 		ipLimit = newSlidingLimit(a.Limits.PerIP, a.Limits.Window, hashIP)
