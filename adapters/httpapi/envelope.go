@@ -44,6 +44,17 @@ const (
 	codeInternal       = "internal"
 
 	codeUnsupportedMediaType = "unsupported_media_type"
+	codeAlreadyPaid          = "already_paid"
+)
+
+// The adapter's own refusals (the router's, the middlewares', the payment
+// notification's), answered through errorTable.
+var (
+	errNoRoute          = errors.New("no such route")
+	errMethodNotAllowed = errors.New("method not allowed")
+	errForbidden        = errors.New("not an admin")
+	errRateLimited      = errors.New("rate limited")
+	errBadSignature     = errors.New("payment notification signature is missing or wrong")
 )
 
 // answer is how one kind of error is told to the client. body is the encoded
@@ -112,7 +123,9 @@ var errorTable = []struct {
 	{errForbidden, fixed(http.StatusForbidden, codeForbidden, "没有权限：需要管理员账号", "Forbidden: an admin account is needed")},
 	// A human never meets the limit; Retry-After says when a bot may retry.
 	{errRateLimited, fixed(http.StatusTooManyRequests, codeRateLimited, "请求过于频繁，请稍后重试", "Too many requests; try again shortly")},
-	{domain.ErrAlreadyPaid, alreadyPaidAnswer},
+	// A cancel of a paid order is a business refusal, answered 200
+	// success=false as the original's front end expects.
+	{domain.ErrAlreadyPaid, fixed(http.StatusOK, codeAlreadyPaid, "订单已支付，不能取消", "The order is paid and cannot be cancelled")},
 	{errBadSignature, fixed(http.StatusUnauthorized, codeUnauthorized, "invalid payment signature", "")},
 	{errNoRoute, fixed(http.StatusNotFound, codeNotFound, "接口不存在", "No such endpoint")},
 	{errMethodNotAllowed, fixed(http.StatusMethodNotAllowed, codeBadRequest, "不支持该请求方法", "Method not allowed")},

@@ -333,12 +333,6 @@ func callerFrom(ctx context.Context) caller { return recorderOf(ctx).caller }
 
 func userFrom(ctx context.Context) domain.UserID { return callerFrom(ctx).user }
 
-// The router's own refusals, answered through errorTable.
-var (
-	errNoRoute          = errors.New("no such route")
-	errMethodNotAllowed = errors.New("method not allowed")
-)
-
 // refuse answers every request err.
 func (a *api) refuse(err error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) { a.fail(w, r, err) }
@@ -411,12 +405,6 @@ type Limits struct {
 	PerIP   int
 	Window  time.Duration
 }
-
-// Refusals of this file's middleware; errorTable maps them to answers.
-var (
-	errForbidden   = errors.New("not an admin")
-	errRateLimited = errors.New("rate limited")
-)
 
 // requireAdmin lets through only the users named in Deps.Admins and those
 // whose identity provider's token names them admins; it runs behind

@@ -6,7 +6,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -82,15 +81,6 @@ const SignatureHeader = "X-Seckill-Signature"
 // maxNotifyBytes bounds a notification: three short fields need far less,
 // and nothing unauthenticated is buffered beyond it.
 const maxNotifyBytes = 4 << 10
-
-const codeAlreadyPaid = "already_paid"
-
-var (
-	errBadSignature = errors.New("payment notification signature is missing or wrong")
-	// alreadyPaidAnswer: a cancel of a paid order is a business refusal,
-	// answered 200 success=false as the original's front end expects.
-	alreadyPaidAnswer = fixed(http.StatusOK, codeAlreadyPaid, "订单已支付，不能取消", "The order is paid and cannot be cancelled")
-)
 
 // toOrderDTO is st as GET /voucher-order/{id} and the lifecycle's endpoints
 // answer it.
