@@ -20,10 +20,10 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// Deps is everything the router needs. All fields are required except Tokens,
-// Bearer, Location, MaxBodyBytes, Clock, Log (the zero Logger discards), and
-// Admins, Limits and TrustedProxies, whose zero values are the closed or off
-// settings.
+// Deps is everything the router needs. AddVoucher, ListVouchers, Claim,
+// GetOrder, Sessions and Ready are required; every other field's zero value
+// is a default, or the closed or off setting, as its doc says (the zero Log
+// discards).
 type Deps struct {
 	AddVoucher   *application.AddSeckillVoucher
 	ListVouchers *application.ListShopVouchers
