@@ -5,6 +5,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hmdp-go/seckill/adapters/internal/redisx"
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 )
@@ -55,4 +56,13 @@ func claimKeysArgs(run *redis.Cmd) ([]string, []any) {
 		keys[i], _ = a[3+i].(string)
 	}
 	return keys, a[3+claimKeys:]
+}
+
+// do sends one command through redisx.Do and answers its error, or the
+// command's own.
+func do(ctx context.Context, c redis.UniversalClient, cmd redis.Cmder) error {
+	if err := redisx.Do(ctx, c, cmd); err != nil {
+		return err
+	}
+	return cmd.Err()
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hmdp-go/seckill/adapters/internal/redisx"
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -52,10 +51,8 @@ type IDOptions struct {
 	// given to NewIDs.
 	Leases redis.UniversalClient
 	// LeaseTimeout is how long a lease waits for one shard's counter
-	// before asking the next one too (default 250 ms): a dead Redis master
-	// costs a lease this much, far under a claim's budget, while a Redis
-	// that is only slow still answers. An attempt is abandoned after eight
-	// of them.
+	// before asking the next one too (default 250 ms; see lease). An
+	// attempt is abandoned after eight of them.
 	LeaseTimeout time.Duration
 }
 
@@ -387,9 +384,10 @@ const attemptCap = 8
 // lease takes a block of now's day from the first shard to answer. It asks
 // one shard, and another each time an attempt fails or LeaseTimeout passes
 // without an answer, each shard at most once, without giving up on those
-// still out: a dead master costs the lease one LeaseTimeout, and a Redis
-// that is only slow (a stampede's first lease waits behind thousands of
-// claims, and took 300 ms on a loaded test machine) still answers it.
+// still out: a dead master costs the lease one LeaseTimeout, far under a
+// claim's budget, and a Redis that is only slow (a stampede's first lease
+// waits behind thousands of claims, and took 300 ms on a loaded test
+// machine) still answers it.
 func (g *IDs) lease(now time.Time) (idBlock, error) {
 	day := dayOf(now)
 	dayName := now.Format("2006:01:02")
@@ -487,15 +485,9 @@ func (g *IDs) leaseFrom(ctx context.Context, k int, day time.Time, key string) (
 	expire := redis.NewBoolCmd(ctx, "expire", key, int64(counterTTL/time.Second))
 	done := make(chan error, 1)
 	g.wg.Go(func() {
-		err := redisx.Do(ctx, g.rdb, incr)
+		err := do(ctx, g.rdb, incr)
 		if err == nil {
-			err = incr.Err()
-		}
-		if err == nil {
-			err = redisx.Do(ctx, g.rdb, expire)
-		}
-		if err == nil {
-			err = expire.Err()
+			err = do(ctx, g.rdb, expire)
 		}
 		done <- err
 	})

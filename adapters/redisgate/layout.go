@@ -7,7 +7,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hmdp-go/seckill/adapters/internal/redisx"
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 )
@@ -91,11 +90,7 @@ func (g *Gate) layoutOf(ctx context.Context, id domain.VoucherID) (*layout, erro
 		// Through the claim path's client, with its bounded wait: a claim's
 		// first lookup must end with the claim's budget.
 		get := redis.NewStringCmd(ctx, "get", redisschema.BucketMeta(g.prefix, id))
-		err := redisx.Do(ctx, g.claims, get)
-		if err == nil {
-			err = get.Err()
-		}
-		if err != nil && !errors.Is(err, redis.Nil) {
+		if err := do(ctx, g.claims, get); err != nil && !errors.Is(err, redis.Nil) {
 			return nil, fmt.Errorf("buckets of voucher %d: %w", id, err)
 		}
 		k = kIn(get)
