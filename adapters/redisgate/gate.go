@@ -314,32 +314,38 @@ func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder boo
 // cluster in another slot), and is written whatever the script answers, so it
 // costs no second round trip: an entry of a refused claim names a voucher
 // whose buyers do not hold that ID, and Queued checks them.
+//
+// With WaitReplicas, the script and a WAIT run on one connection to the
+// bucket's master (runReplicated), so a claim pays a pooled connection of
+// its own for the round trip; the index entry still rides the pipeliner. An
+// 'ok' not confirmed by enough replicas in time is an error (the outcome is
+// unknown: the master took it); refusals write nothing, so they need no
+// confirmation.
 func (g *Gate) claimIn(ctx context.Context, l *layout, b int, o domain.VoucherOrder, appendOrder, index bool) (string, error) {
 	run, entry := g.claimCmds(ctx, l, b, o, appendOrder)
-	if g.opts.WaitReplicas > 0 {
-		return g.claimReplicated(ctx, o, l, b, run, entry, index)
-	}
+	var wait *redis.IntCmd
 	var err error
-	if index {
+	switch {
+	case g.opts.WaitReplicas > 0:
+		if index {
+			redisx.Send(ctx, g.claims, entry)
+		}
+		run, wait, err = g.runReplicated(ctx, l.buckets[b].Voucher, l.script, run)
+	case index:
 		err = redisx.Do(ctx, g.claims, run, entry)
-	} else {
+	default:
 		err = redisx.Do(ctx, g.claims, run)
 	}
 	if err != nil {
 		// Out of time: the script may still run, so the outcome is unknown.
 		return "", fmt.Errorf("claim script for %s: %w", o, err)
 	}
-	if redisx.IsNoScript(run.Err()) {
+	if wait == nil && redisx.IsNoScript(run.Err()) {
 		// Redis lost its script cache (a restart, SCRIPT FLUSH): reloaded
 		// once for every claim that met it.
 		keys, args := claimKeysArgs(run)
 		run = g.scripts.Retry(ctx, g.claims, l.script, keys, args...)
 	}
-	return scriptAnswer(o, run)
-}
-
-// scriptAnswer is the claim script's answer, or the error it met.
-func scriptAnswer(o domain.VoucherOrder, run *redis.Cmd) (string, error) {
 	answer, err := run.Text()
 	if err != nil {
 		if redisx.NoReplicas(err) {
@@ -347,6 +353,11 @@ func scriptAnswer(o domain.VoucherOrder, run *redis.Cmd) (string, error) {
 			return "", fmt.Errorf("claim script for %s: %w: %w", o, ports.ErrNotAdmitted, err)
 		}
 		return "", fmt.Errorf("claim script for %s: %w", o, err)
+	}
+	if wait != nil && answer == claimOK {
+		if err := redisx.Replicated(wait, g.opts.WaitReplicas, g.opts.WaitTimeout); err != nil {
+			return "", fmt.Errorf("claim %s: %w", o, err)
+		}
 	}
 	return answer, nil
 }
@@ -451,54 +462,6 @@ func addedArg(s domain.Sale, b int) string {
 // ErrNotReplicated: a claim ran on its master but fewer replicas than asked
 // confirmed it in time; a failover now could lose it.
 var ErrNotReplicated = redisx.ErrNotReplicated
-
-// claimReplicated runs the claim script and a WAIT on one connection to the
-// bucket's master (redisx.DoReplicated), so a claim pays a pooled
-// connection of its own for the round trip; the index entry still rides the
-// pipeliner. An 'ok' not confirmed by enough replicas in time is an error
-// (the outcome is unknown: the master took it); refusals write nothing, so
-// they need no confirmation.
-func (g *Gate) claimReplicated(ctx context.Context, o domain.VoucherOrder, l *layout, b int, run *redis.Cmd, entry redis.Cmder, index bool) (string, error) {
-	if index {
-		redisx.Send(ctx, g.claims, entry)
-	}
-	run, wait, err := g.runReplicated(ctx, l.buckets[b].Voucher, l.script, run)
-	if err != nil {
-		return "", fmt.Errorf("claim script for %s: %w", o, err)
-	}
-	answer, err := scriptAnswer(o, run)
-	if err != nil || answer != claimOK {
-		return answer, err
-	}
-	if err := redisx.Replicated(wait, g.opts.WaitReplicas, g.opts.WaitTimeout); err != nil {
-		return "", fmt.Errorf("claim %s: %w", o, err)
-	}
-	return answer, nil
-}
-
-// takeReplicated is a transfer's take (step 1) on the donor's master,
-// confirmed by its replicas like a claim. The claim that follows waits only
-// for its home's master: on a cluster the donor is another master, and a
-// failover of it to a replica that missed the take would give the donor its
-// units back while the home keeps them, two places for one unit. A take not
-// confirmed in time is an error (the transfer stops before its apply, and
-// its record is the repair's to finish, as after a crash at that step).
-func (g *Gate) takeReplicated(ctx context.Context, donor string, run *redis.Cmd) ([]int64, error) {
-	run, wait, err := g.runReplicated(ctx, donor, takeScript, run)
-	if err != nil {
-		return nil, err
-	}
-	r, err := run.Int64Slice()
-	if err != nil {
-		return nil, err
-	}
-	if len(r) > 0 && r[0] > 0 {
-		if err := redisx.Replicated(wait, g.opts.WaitReplicas, g.opts.WaitTimeout); err != nil {
-			return nil, fmt.Errorf("take: %w", err)
-		}
-	}
-	return r, nil
-}
 
 // runReplicated runs a script's command and a WAIT on one connection to the
 // master of key (redisx.DoReplicated), loading the script there once if the

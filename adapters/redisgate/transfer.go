@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hmdp-go/seckill/adapters/internal/redisx"
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -158,21 +159,37 @@ func (g *Gate) fault(step string) error {
 	return g.opts.Fault(step)
 }
 
-// take is step 1 on the donor.
+// take is step 1 on the donor. With WaitReplicas it is confirmed by the
+// donor's replicas like a claim (runReplicated). The claim that follows
+// waits only for its home's master: on a cluster the donor is another
+// master, and a failover of it to a replica that missed the take would give
+// the donor its units back while the home keeps them, two places for one
+// unit. A take not confirmed in time is an error (the transfer stops before
+// its apply, and its record is the repair's to finish, as after a crash at
+// that step).
 func (g *Gate) take(ctx context.Context, donor redisschema.Keys, id string, to int) (n int64, created int64, young int64, err error) {
 	keys, deadline := []string{donor.Voucher, donor.Transfers()}, g.opts.ApplyDeadline.Milliseconds()
-	var r []int64
+	var run *redis.Cmd
+	var wait *redis.IntCmd
 	if g.opts.WaitReplicas > 0 {
-		run := redis.NewCmd(ctx, "evalsha", takeScript.Hash(), len(keys), keys[0], keys[1], id, to, deadline)
-		r, err = g.takeReplicated(ctx, donor.Voucher, run)
+		run = redis.NewCmd(ctx, "evalsha", takeScript.Hash(), len(keys), keys[0], keys[1], id, to, deadline)
+		if run, wait, err = g.runReplicated(ctx, donor.Voucher, takeScript, run); err != nil {
+			return 0, 0, 0, err
+		}
 	} else {
-		r, err = g.scripts.Run(ctx, g.rdb, takeScript, keys, id, to, deadline).Int64Slice()
+		run = g.scripts.Run(ctx, g.rdb, takeScript, keys, id, to, deadline)
 	}
+	r, err := run.Int64Slice()
 	if err != nil {
 		return 0, 0, 0, err
 	}
 	if len(r) != 3 {
 		return 0, 0, 0, fmt.Errorf("take script answered %v", r)
+	}
+	if wait != nil && r[0] > 0 {
+		if err := redisx.Replicated(wait, g.opts.WaitReplicas, g.opts.WaitTimeout); err != nil {
+			return 0, 0, 0, fmt.Errorf("take: %w", err)
+		}
 	}
 	return r[0], r[1], r[2], nil
 }
