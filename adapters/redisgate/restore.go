@@ -427,12 +427,7 @@ func parseStates(id domain.VoucherID, cmds []*redis.SliceCmd) ([]bucketState, er
 }
 
 func allServing(st []bucketState) bool {
-	for _, s := range st {
-		if !s.exists || s.frozen || s.placeholder {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(st, func(s bucketState) bool { return !s.exists || s.frozen || s.placeholder })
 }
 
 // queuedIn counts a stream's entries (each holds a unit: its order was sold
