@@ -433,7 +433,7 @@ func (g *Gate) Apply(ctx context.Context, v domain.Voucher) error {
 	var frozen error
 	for b, k := range l.buckets {
 		n, err := g.scripts.Run(ctx, g.rdb, redisschema.ControlsScript, []string{k.Voucher, k.Buyers},
-			s.End().UnixMilli(), g.expireAt(s).UnixMilli(), redisschema.Paused(s), addedArg(s, b)).Int64()
+			s.End().UnixMilli(), g.expireAt(s).UnixMilli(), boolArg(s.Paused()), addedArg(s, b)).Int64()
 		if err != nil {
 			return fmt.Errorf("apply controls to voucher %d bucket %d: %w", v.ID(), b, err)
 		}

@@ -331,7 +331,7 @@ func (g *Gate) writeBucket(ctx context.Context, v domain.Voucher, l *layout, b, 
 func (g *Gate) write(ctx context.Context, s domain.Sale, bk redisschema.Keys, b int, staging string, stock, staged int, mode string) (int64, error) {
 	return g.scripts.Run(ctx, g.rdb, writeScript, []string{bk.Voucher, bk.Buyers, staging},
 		stock, s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), staged, mode,
-		redisschema.Paused(s), addedArg(s, b), s.LimitPerUser()).Int64()
+		boolArg(s.Paused()), addedArg(s, b), s.LimitPerUser()).Int64()
 }
 
 // stage writes the marks of the users whose home of k buckets is b into a

@@ -121,14 +121,5 @@ func ValidatePrefix(prefix string) error {
 var controlsLua string
 
 // ControlsScript carries a sale's controls (end, pause, units added) to a
-// voucher's or a bucket's hash; both gates run it, each in its own script
-// set.
+// voucher's or a bucket's hash.
 var ControlsScript = redis.NewScript(controlsLua)
-
-// Paused is how a hash keeps a sale's pause ('paused' field).
-func Paused(s domain.Sale) string {
-	if s.Paused() {
-		return "1"
-	}
-	return "0"
-}

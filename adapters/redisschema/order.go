@@ -45,11 +45,10 @@ const OrderMessage = "ORDER_MESSAGE"
 // value the Lua expression given for it (a script argument such as
 // "ARGV[2]", holding the ID's decimal string). The script then appends the
 // same message EncodeOrder writes, from the IDs the claim passes anyway, so
-// a claim sends no field names and no second copy of the IDs (redisgate's
-// claim six arguments fewer, a bucket's claim five: it passes the voucher ID
-// now), and the layout is still defined here alone. It panics unless src
-// holds OrderMessage exactly once: scripts are embedded, so that is a
-// mistake in the build, not in the input.
+// a claim sends no field names and no second copy of the IDs, and the
+// layout is still defined here alone. It panics unless src holds
+// OrderMessage exactly once: scripts are embedded, so that is a mistake in
+// the build, not in the input.
 func OrderScript(src, orderID, userID, voucherID string) string {
 	if n := strings.Count(src, OrderMessage); n != 1 {
 		panic(fmt.Sprintf("redisschema: a claim script must hold %s once, found %d", OrderMessage, n))
