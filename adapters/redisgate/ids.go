@@ -447,9 +447,6 @@ func (g *IDs) lease(now time.Time) (idBlock, error) {
 			if lastErr == nil || !errors.Is(a.err, ErrSequenceExhausted) {
 				lastErr = a.err
 			}
-			if launch() {
-				hedge.Reset(g.attempt)
-			}
 		case <-hedge.C:
 			// The shards still out are slow or gone: pass over them for a
 			// while (an answer clears that), and ask another meanwhile.
@@ -460,9 +457,9 @@ func (g *IDs) lease(now time.Time) (idBlock, error) {
 				}
 			}
 			g.mu.Unlock()
-			if launch() {
-				hedge.Reset(g.attempt)
-			}
+		}
+		if launch() {
+			hedge.Reset(g.attempt)
 		}
 	}
 	return idBlock{}, lastErr
