@@ -394,7 +394,7 @@ func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock 
 	if err != nil {
 		return fmt.Errorf("release %s: %w", o, err)
 	}
-	k := l.home(o.UserID())
+	k := l.buckets[redisschema.HomeBucket(o.UserID(), l.k)] // the bucket that holds the user's places
 	// Through the claim path's client: on the pipeliner's ordered stream a
 	// release sent after a claim that ran out of time runs after it, and so
 	// undoes it even when the claim reaches Redis late.

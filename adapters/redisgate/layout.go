@@ -37,11 +37,6 @@ func (g *Gate) newLayout(id domain.VoucherID, k int) *layout {
 	return l
 }
 
-// home is the bucket that decides the user's claims.
-func (l *layout) home(u domain.UserID) redisschema.Keys {
-	return l.buckets[redisschema.HomeBucket(u, l.k)]
-}
-
 // byHome groups orders by their user's home bucket, keeping their order.
 func (l *layout) byHome(orders []domain.VoucherOrder) [][]domain.VoucherOrder {
 	homes := make([][]domain.VoucherOrder, l.k)
