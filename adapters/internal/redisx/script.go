@@ -1,6 +1,6 @@
 // Package redisx holds what the Redis adapters share in how they talk to
-// Redis: scripts run by their SHA (script.go), the claim path's batching
-// (batch.go) and its replicated writes (replicated.go).
+// Redis: scripts run by their SHA and the lock release (script.go), the
+// claim path's batching and its replicated writes (batch.go).
 package redisx
 
 import (
@@ -109,4 +109,19 @@ func (s *Set) Retry(ctx context.Context, c redis.Scripter, sc *redis.Script, key
 // IsNoScript tells Redis's answer to an EVALSHA of a script it does not hold.
 func IsNoScript(err error) bool {
 	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
+// releaseScript deletes a lock's key only while it still holds its holder's
+// token, in one step: between a GET and a DEL the lock could expire and be
+// taken by another, whose lock the DEL would then delete.
+var releaseScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0`)
+
+// Release frees the lock on key if token still holds it; a lock that expired
+// and was taken by another is left to its new holder.
+func Release(ctx context.Context, rdb redis.Scripter, key, token string) error {
+	return releaseScript.Run(ctx, rdb, []string{key}, token).Err()
 }
