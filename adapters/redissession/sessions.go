@@ -45,14 +45,12 @@ import (
 // nothing is served from memory. So the one report this process can miss is
 // a write to a master that took its slots less than one poll ago.
 //
-// The same reports fill the cache: most are a login's, and each reported
-// token is read back (prefetchLoop), so a user who logged in before the sale
-// finds their session in memory on their first claim, on every instance;
-// Warm reads what Redis held before the start. A hit slides the session's
-// expiry as the original's RefreshTokenInterceptor does (slide). Every
-// report evicts; a read (lookup, read-back, warm-up) caches its answer only
-// if no report of its key arrived while it was in flight (guard.go), so a
-// DEL racing any of them can never leave its token served.
+// The same reports fill the cache: each reported token (most are a login's)
+// is read back (prefetchLoop), and Warm reads what Redis held before the
+// start, so a user finds their session in memory on their first claim. A hit
+// slides the session's expiry (slide). Every report evicts, and no read
+// caches what a report overtook (guard.go), so a DEL racing a read can never
+// leave its token served.
 type Sessions struct {
 	store *Store
 	cache *tokencache.Cache[domain.UserID] // nil: NoCache
@@ -62,23 +60,18 @@ type Sessions struct {
 
 	guard guard // a read overtaken by a report of its key caches nothing
 	// states holds, per slot, gen<<1 | slotDown. Every change of a slot's
-	// owner or of whether it is served moves gen, and gen never comes back,
-	// so an entry (which keeps the state its read began under) is served
-	// only while nothing happened to its slot since: the entries of a master
-	// whose subscriber went down, or whose slots another master took, are
-	// never served again, and a read that began before is never cached.
-	// Written under mu only; read without a lock.
+	// owner or of whether it is served moves gen, which never comes back, so
+	// an entry (kept with the state its read began under) is served, and a
+	// read cached, only while nothing happened to its slot since. Written
+	// under mu only; read without a lock.
 	states [slotCount]atomic.Uint64
 	queue  chan string // reported tokens to read back (nil: NoPrefetch)
 
-	// Counters, for tests and metrics.
-	reports, prefetched, skipped, polls atomic.Int64
-	// downs counts the times a subscriber stopped listening (its master's
-	// sessions are then read from Redis on every request until it listens
-	// again): what an operator watches to see the cache not serving.
-	downs atomic.Int64
-	log   zerolog.Logger
+	// Counters, for tests and metrics; downs (Downs) is what an operator
+	// watches to see the cache not serving.
+	reports, prefetched, skipped, polls, downs atomic.Int64
 
+	log  zerolog.Logger
 	warm warmUp
 	size int // the cache's bound, which the warm-up shares out
 
@@ -125,9 +118,7 @@ const (
 type CacheOptions struct {
 	// Size bounds the cache (default tokencache.DefaultSize).
 	Size int
-	// NoCache: every request asks Redis and slides the session's expiry,
-	// as the original does (a revocation is seen at once, without
-	// tracking).
+	// NoCache: every request asks Redis and slides the session's expiry.
 	NoCache bool
 	// UntrackedTTL bounds each entry's life on a server that cannot track
 	// (default DefaultUntrackedTTL); unused when it tracks.

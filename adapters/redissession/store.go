@@ -25,6 +25,7 @@ import (
 const (
 	DefaultPrefix = "login:token:"
 	DefaultTTL    = 30 * time.Minute
+	DefaultWait   = time.Second
 )
 
 // usable tells whether a token may be looked up or cached: it refuses absurd
@@ -53,9 +54,6 @@ type Options struct {
 	Bound func(ctx context.Context, deadline time.Time) context.Context
 }
 
-// DefaultWait is Options.Wait's default.
-const DefaultWait = time.Second
-
 // Store reads and mints sessions in Redis; Sessions looks tokens up through
 // it.
 type Store struct {
@@ -65,8 +63,7 @@ type Store struct {
 	prefix  string
 	ttl     time.Duration
 	wait    time.Duration
-	// bound is Options.Bound.
-	bound func(ctx context.Context, deadline time.Time) context.Context
+	bound   func(ctx context.Context, deadline time.Time) context.Context
 }
 
 var _ ports.TokenIssuer = (*Store)(nil)
@@ -115,11 +112,11 @@ const refreshSlack = 10 * time.Second
 // answer out of every cache.
 func (s *Store) lookup(ctx context.Context, token string) (id domain.UserID, life time.Duration, err error) {
 	key := s.prefix + token
-	// A timer of its own per lookup (context.WithTimeout) was 2% of the
+	// A timer of its own per lookup (context.WithTimeout) costs 2% of the
 	// service's CPU in a sale of cold sessions: lookups ending in the same
-	// slot share one. The lookup is no longer cut short when its request
-	// is cancelled (a client gone): it waits for Redis's answer, at most
-	// Wait, as it would for a client still there.
+	// slot share one (Options.Bound), and such a lookup is not cut short
+	// when its request is cancelled (a client gone): it waits for Redis's
+	// answer, at most Wait, as it would for a client still there.
 	if s.bound != nil {
 		ctx = s.bound(ctx, time.Now().Add(s.wait))
 	} else {
