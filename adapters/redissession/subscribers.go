@@ -40,7 +40,6 @@ func (t *Sessions) addSubscriber(ctx context.Context, addr string, confirm bool)
 	o := t.nodeOptions(addr)
 	o.Protocol = 2 // invalidations as pub/sub messages on this very connection
 	o.MaxRetries = -1
-	prefix := t.store.prefix
 	s := &subscriber{addr: addr, done: make(chan struct{})}
 	o.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
 		id, err := cn.ClientID(ctx).Result()
@@ -48,7 +47,7 @@ func (t *Sessions) addSubscriber(ctx context.Context, addr string, confirm bool)
 			return err
 		}
 		s.id.Store(id)
-		return cn.Do(ctx, "client", "tracking", "on", "redirect", id, "bcast", "prefix", prefix).Err()
+		return cn.Do(ctx, "client", "tracking", "on", "redirect", id, "bcast", "prefix", t.store.prefix).Err()
 	}
 	c := redis.NewClient(o)
 	ps := c.Subscribe(ctx) // connects lazily, on the first SUBSCRIBE
@@ -231,7 +230,15 @@ func (t *Sessions) watch() {
 		case t.ctx.Err() != nil:
 			return
 		default:
-			t.unlisted() // again while the listing fails: a no-op
+			// Until the masters are listed again (follow), no slot has an
+			// owner, so none is served (again while the listing fails: a
+			// no-op).
+			t.mu.Lock()
+			for _, s := range t.subs {
+				stopWarm(s)
+			}
+			t.restate(&[slotCount]*subscriber{}, nil)
+			t.mu.Unlock()
 		}
 		t.polls.Add(1)
 	}
@@ -368,7 +375,7 @@ func (t *Sessions) restate(owners *[slotCount]*subscriber, force *subscriber) {
 	}
 	if t.warm.on && !t.closed {
 		for _, s := range served {
-			t.startWarm(s, nil)
+			t.startWarm(s, func() {})
 		}
 	}
 }
@@ -387,15 +394,4 @@ func (t *Sessions) setUp(s *subscriber, up bool) {
 		stopWarm(s)
 	}
 	t.restate(&t.owner, force)
-}
-
-// unlisted records that the masters could not be listed: until they are
-// (follow), no slot has an owner, so none is served.
-func (t *Sessions) unlisted() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, s := range t.subs {
-		stopWarm(s)
-	}
-	t.restate(&[slotCount]*subscriber{}, nil)
 }

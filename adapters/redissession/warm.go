@@ -76,30 +76,19 @@ func (t *Sessions) Warm() {
 // WarmProgress tells how far the warm-up went (for metrics, a test or the
 // bench waiting for it).
 func (t *Sessions) WarmProgress() WarmProgress {
-	return WarmProgress{
-		Cached: t.warm.cached.Load(),
-		Read:   t.warm.read.Load(),
-		Scans:  t.warm.scans.Load(),
-		Done:   isClosed(t.warm.ended),
-	}
-}
-
-func isClosed(c <-chan struct{}) bool {
+	p := WarmProgress{Cached: t.warm.cached.Load(), Read: t.warm.read.Load(), Scans: t.warm.scans.Load()}
 	select {
-	case <-c:
-		return true
+	case <-t.warm.ended:
+		p.Done = true
 	default:
-		return false
 	}
+	return p
 }
 
 // startWarm starts reading s's master, in place of a warm-up of it that
-// still runs, and calls ended (if any) when it ends. The caller holds t.mu.
+// still runs, and calls ended when it ends. The caller holds t.mu.
 func (t *Sessions) startWarm(s *subscriber, ended func()) {
 	stopWarm(s)
-	if ended == nil {
-		ended = func() {}
-	}
 	share := t.size * s.owns / slotCount
 	if share <= 0 {
 		ended()
