@@ -148,11 +148,10 @@ func (t *Sessions) prefetchLoop() {
 }
 
 // readBack reads tokens' sessions through rdb (HGET and PTTL, no refresh:
-// this is not a request of theirs) in one pipeline and caches those that
-// exist, for as long as they live, as keep does (not when a report of the
-// token arrived meanwhile or its slot's state moved). Tokens whose slot is
+// this is not a request of theirs) in one pipeline, bounded by readBackWait,
+// and caches those that exist for as long as they live, through keep. Tokens whose slot is
 // not served are not read. It tells how many it cached and how many it
-// skipped so. The read is bounded by readBackWait.
+// skipped so.
 func (t *Sessions) readBack(ctx context.Context, rdb redis.Cmdable, tokens []string) (cached, skipped int) {
 	type read struct {
 		token string

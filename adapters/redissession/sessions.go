@@ -297,11 +297,9 @@ func (t *Sessions) hook(stage string) {
 
 // slide sends the refresh of a cached session whose expiry is more than
 // the slack behind TTL from now (PEXPIRE <TTL>, riding unawaited with the
-// request's own batch), at most once per slack per entry. Its report evicts
-// the token everywhere and prefetching reads it back with its new expiry.
-// So a user who keeps making requests has their session pushed back to TTL
-// after the last of them within the slack, at the cost of one write per
-// token per slack across the whole fleet.
+// request's own batch), at most once per slack per entry (see
+// Store.lookup). Its report evicts the token everywhere and prefetching
+// reads it back with its new expiry.
 func (t *Sessions) slide(ctx context.Context, token string, e *tokencache.Entry[domain.UserID], now time.Duration) {
 	s := t.store
 	if e.Expires-now >= s.ttl-s.slack {

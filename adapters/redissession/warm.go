@@ -43,14 +43,12 @@ type WarmProgress struct {
 
 // Warm starts reading, in the background, the sessions of every master
 // whose subscriber listens: SCAN over the session prefix on that master,
-// then HGET and PTTL of what it found, pipelined, cached as the read-back of
-// a report is (a report that overtakes a read keeps its token out). Each
-// master caches at most its share of the cache size (by the slots it
-// serves), so the whole warm-up at most the cache size, and its pace is
-// DefaultWarmDuty. So an instance started before a sale finds the sessions
-// of users who logged in earlier in memory. From then on, a master whose
-// subscriber comes back, or that takes slots (whose entries are stale), is
-// read again the same way. A second call does nothing; Close stops it.
+// then readBack of what it found. Each master caches at most its share of
+// the cache size (by the slots it serves), so the whole warm-up at most the
+// cache size, and its pace is DefaultWarmDuty. So an instance started before
+// a sale finds the sessions of users who logged in earlier in memory. From
+// then on, a master whose subscriber comes back, or that takes slots (whose
+// entries are stale), is read again the same way. A second call does nothing; Close stops it.
 func (t *Sessions) Warm() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
