@@ -162,6 +162,9 @@ func NewSessions(ctx context.Context, rdb redis.UniversalClient, store *Store, o
 	if opts.UntrackedTTL <= 0 {
 		opts.UntrackedTTL = DefaultUntrackedTTL
 	}
+	if opts.afterLookup == nil {
+		opts.afterLookup = func(string) {}
+	}
 	if !opts.NoCache {
 		t, err := newTracked(ctx, rdb, store, opts)
 		if !errors.Is(err, errTrackingUnsupported) {
@@ -170,7 +173,7 @@ func NewSessions(ctx context.Context, rdb redis.UniversalClient, store *Store, o
 	}
 	// No cache, or one no report keeps honest: nothing to listen to, and
 	// nothing to warm (an entry would lapse before its first use).
-	t := &Sessions{store: store}
+	t := &Sessions{store: store, seams: opts.seams}
 	if !opts.NoCache {
 		t.cache, t.untracked = tokencache.New[domain.UserID](opts.Size), opts.UntrackedTTL
 	}
@@ -218,7 +221,7 @@ func newTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 	default:
 		return nil, fmt.Errorf("redissession: tracking needs a go-redis Client or ClusterClient, got %T", rdb)
 	}
-	ms := []master{{addr: t.template.Addr, slots: allSlots}}
+	ms := []master{{addr: t.template.Addr, slots: [][2]uint16{{0, slotCount - 1}}}} // a single Redis serves every slot
 	if t.masters != nil {
 		var err error
 		if ms, err = t.masters(ctx); err != nil {
@@ -272,13 +275,13 @@ func (t *Sessions) UserID(ctx context.Context, token string) (domain.UserID, err
 	if err != nil {
 		return 0, err
 	}
-	t.hook("read")
+	t.afterLookup("read")
 	if serving && life > 0 {
 		if t.untracked > 0 {
 			life = min(life, t.untracked)
 		}
 		t.keep(token, &r, id, life)
-		t.hook("add")
+		t.afterLookup("add")
 	}
 	return id, nil
 }
@@ -287,13 +290,6 @@ func (t *Sessions) UserID(ctx context.Context, token string) (domain.UserID, err
 // false when the server cannot track (entries live at most UntrackedTTL)
 // or with NoCache, or on a nil Sessions.
 func (t *Sessions) Tracking() bool { return t != nil && t.cache != nil && t.untracked == 0 }
-
-// hook runs afterLookup at a stage of a request's miss.
-func (t *Sessions) hook(stage string) {
-	if t.afterLookup != nil {
-		t.afterLookup(stage)
-	}
-}
 
 // slide sends the refresh of a cached session whose expiry is more than
 // the slack behind TTL from now (PEXPIRE <TTL>, riding unawaited with the

@@ -297,9 +297,6 @@ type master struct {
 	slots [][2]uint16
 }
 
-// allSlots is what a single Redis serves.
-var allSlots = [][2]uint16{{0, slotCount - 1}}
-
 // clusterMasters lists the masters that serve slots, with their ranges.
 func clusterMasters(ctx context.Context, c *redis.ClusterClient) ([]master, error) {
 	slots, err := c.ClusterSlots(ctx).Result()
