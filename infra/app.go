@@ -12,10 +12,12 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/uptrace/bun"
 
+	"github.com/hmdp-go/seckill/adapters/metrics"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redisroom"
 	"github.com/hmdp-go/seckill/adapters/redissession"
+	"github.com/hmdp-go/seckill/adapters/worker"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -39,9 +41,9 @@ type App struct {
 	// Expire cancels unpaid orders past their pay window (the order
 	// expiry service).
 	Expire *application.ExpireOrders
-	// Services are the background work Start starts and Shutdown stops
-	// (provideServices).
-	Services Services
+	// Worker and Claims run as background services (services.go).
+	Worker *worker.Worker
+	Claims *metrics.ClaimCounter
 
 	srv      *http.Server
 	addr     net.Addr
@@ -68,7 +70,7 @@ func (a *App) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.bg = startServices(ctx, a.Log, a.Services)
+	a.bg = startServices(ctx, a.Log, a.services())
 	maxConns, err := a.serve()
 	if err != nil {
 		a.bg.stop()

@@ -40,7 +40,7 @@ func providePayOrder(orders ports.OrderRepository, vouchers ports.VoucherReposit
 // order to one of them (SKIP LOCKED), and it runs with a window of 0 too, so
 // that cancelled orders' units are returned. Errors are logged and retried
 // at the next tick. Its metrics (orders expired, the expiry lag, units
-// returned) are counted by the lifecycle's decorator (provideOrderLifecycle),
+// returned) are counted by the lifecycle's decorator (provideObservability),
 // payments with them.
 func expiryPass(expire *application.ExpireOrders, log zerolog.Logger) func(context.Context) {
 	return func(ctx context.Context) {

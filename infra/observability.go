@@ -31,6 +31,12 @@ func (c Config) MetricsEnabled() bool { return c.MetricsAddr != "" && c.MetricsA
 type Observability struct {
 	Metrics *metrics.Metrics
 	tracing *tracing
+	// What the graph takes from here (wire.FieldsOf): the order repository
+	// and lifecycle, counted when metrics are on; the router's claim
+	// observer, nil without metrics, so that the claim path pays nothing.
+	Orders        ports.OrderRepository
+	Lifecycle     ports.OrderLifecycle
+	ClaimObserver httpapi.ClaimObserver
 
 	srv  *http.Server
 	addr net.Addr
@@ -38,16 +44,22 @@ type Observability struct {
 }
 
 // provideObservability makes the registry and hooks the instruments that
-// need no queue into the clients (Redis round trips, sold-out answers), and
-// the tracing of Redis and the database when it is on.
-func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, counter *metrics.ClaimCounter, sessions *redissession.Sessions, rooms *application.RoomDirectory, log zerolog.Logger) (*Observability, error) {
+// need no queue into the clients (Redis round trips, sold-out answers) and
+// the order repository (expiries, returns, payments), and the tracing of
+// Redis and the database when it is on.
+func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, orders *mysqlstore.OrderRepo, counter *metrics.ClaimCounter,
+	sessions *redissession.Sessions, rooms *application.RoomDirectory, log zerolog.Logger,
+) (*Observability, error) {
 	t, err := newTracing(c.Tracing, rdb, db, log)
 	if err != nil {
 		return nil, err
 	}
-	o := &Observability{tracing: t}
+	o := &Observability{tracing: t, Orders: orders, Lifecycle: orders}
 	if c.MetricsEnabled() {
 		o.Metrics = metrics.New()
+		o.Orders = o.Metrics.OrderRepository(orders)
+		o.Lifecycle = o.Metrics.OrderLifecycle(orders)
+		o.ClaimObserver = o.Metrics
 		if c.RedisAutoPipeline == AutoPipelineOff || c.Tracing.Enabled() {
 			o.Metrics.InstrumentRedis(rdb)
 		} else {
@@ -65,31 +77,6 @@ func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, count
 		}
 	}
 	return o, nil
-}
-
-// provideClaimObserver is nil without metrics, so the router installs no
-// observer and the claim path pays nothing.
-func provideClaimObserver(o *Observability) httpapi.ClaimObserver {
-	if o.Metrics == nil {
-		return nil
-	}
-	return o.Metrics
-}
-
-func provideOrderRepo(r *mysqlstore.OrderRepo, o *Observability) ports.OrderRepository {
-	if o.Metrics == nil {
-		return r
-	}
-	return o.Metrics.OrderRepository(r)
-}
-
-// provideOrderLifecycle counts the lifecycle's expiries, returns and
-// payments when metrics are on.
-func provideOrderLifecycle(r *mysqlstore.OrderRepo, o *Observability) ports.OrderLifecycle {
-	if o.Metrics == nil {
-		return r
-	}
-	return o.Metrics.OrderLifecycle(r)
 }
 
 // workerRetried is the worker's retry hook, nil without metrics.

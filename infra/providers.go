@@ -213,13 +213,11 @@ var commonSet = wire.NewSet(
 	mysqlstore.NewVoucherRepo,
 	wire.Bind(new(ports.VoucherRepository), new(*mysqlstore.VoucherRepo)),
 	provideMySQLOrderRepo,
-	provideOrderRepo,
-	provideOrderLifecycle,
 	provideExpireOrders,
 	application.NewCancelOrder,
 	providePayOrder,
 	provideObservability,
-	provideClaimObserver,
+	wire.FieldsOf(new(*Observability), "Orders", "Lifecycle", "ClaimObserver"),
 	provideGate,
 	wire.Bind(new(ports.GateProbe), new(*redisgate.Gate)),
 	wire.Bind(new(ports.GateAudit), new(*redisgate.Gate)),
@@ -253,9 +251,7 @@ var commonSet = wire.NewSet(
 	provideWorker,
 	httpDeps,
 	provideHandler,
-	wire.Struct(new(gateRepair), "*"),
-	provideServices,
-	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Restore", "Gate", "Tokens", "Sessions", "DB", "Redis", "Observability", "Expire", "Services"),
+	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Restore", "Gate", "Tokens", "Sessions", "DB", "Redis", "Observability", "Expire", "Worker", "Claims"),
 )
 
 // channelSet: the in-process bounded channel, fed by the gate plus the channel.

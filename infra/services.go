@@ -5,15 +5,10 @@ import (
 	"errors"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
-	"github.com/uptrace/bun"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/hmdp-go/seckill/adapters/metrics"
-	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redissession"
-	"github.com/hmdp-go/seckill/adapters/worker"
 	"github.com/hmdp-go/seckill/application"
 )
 
@@ -30,28 +25,23 @@ type Service struct {
 	Drains bool
 }
 
-// Services are the App's background work, in the order they start.
-type Services []Service
-
-// provideServices lists the background work of one instance: the session
-// warm-up, the fulfilment workers, the gate repair, the order expiry and
-// the live page's claim sampler.
-func provideServices(c Config, log zerolog.Logger, w *worker.Worker, sessions *redissession.Sessions, repair *gateRepair,
-	expire *application.ExpireOrders, claims *metrics.ClaimCounter,
-) Services {
-	var s Services
-	if sessions.Tracking() && c.TokenWarm {
-		s = append(s, Service{Name: "session warm-up", Run: warmSessions(sessions, log)})
+// services lists the background work of one instance, in the order it
+// starts: the session warm-up, the fulfilment workers, the gate repair, the
+// order expiry and the live page's claim sampler.
+func (a *App) services() []Service {
+	var s []Service
+	if a.Sessions.Tracking() && a.Config.TokenWarm {
+		s = append(s, Service{Name: "session warm-up", Run: warmSessions(a.Sessions, a.Log)})
 	}
-	for range c.Workers {
-		s = append(s, Service{Name: "worker", Run: w.Run, Drains: true})
+	for range a.Config.Workers {
+		s = append(s, Service{Name: "worker", Run: a.Worker.Run, Drains: true})
 	}
-	if c.RestoreInterval > 0 {
-		s = append(s, Service{Name: "gate repair", Run: ticking(c.RestoreInterval, repair.pass)})
+	if a.Config.RestoreInterval > 0 {
+		s = append(s, Service{Name: "gate repair", Run: ticking(a.Config.RestoreInterval, a.repairPass)})
 	}
 	s = append(s,
-		Service{Name: "order expiry", Run: ticking(expiryEvery, expiryPass(expire, log))},
-		Service{Name: "claim sampler", Run: func(ctx context.Context) error { claims.Run(ctx); return nil }},
+		Service{Name: "order expiry", Run: ticking(expiryEvery, expiryPass(a.Expire, a.Log))},
+		Service{Name: "claim sampler", Run: func(ctx context.Context) error { a.Claims.Run(ctx); return nil }},
 	)
 	return s
 }
@@ -85,7 +75,7 @@ type background struct {
 
 // startServices starts every service on a context that outlives ctx (the
 // start's), ended by drain's deadline or by stop.
-func startServices(ctx context.Context, log zerolog.Logger, services Services) *background {
+func startServices(ctx context.Context, log zerolog.Logger, services []Service) *background {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b := &background{cancel: cancel}
 	for _, s := range services {
@@ -140,47 +130,38 @@ func warmSessions(t *redissession.Sessions, log zerolog.Logger) func(context.Con
 	}
 }
 
-// gateRepair restores, every interval, the gate of any live voucher that
-// Redis lost (a failover that dropped writes, a flushed node), so the
-// instance heals without a restart. Errors are logged and retried next tick.
-type gateRepair struct {
-	Config  Config
-	Log     zerolog.Logger
-	DB      *bun.DB
-	Redis   redis.UniversalClient
-	Restore *application.RestoreGate
-	Gate    *redisgate.Gate
-}
-
-// pass is one repair, bounded by one interval.
-func (r *gateRepair) pass(ctx context.Context) {
-	rctx, cancel := context.WithTimeout(ctx, r.Config.RestoreInterval)
+// repairPass is one gate repair, bounded by one interval: it restores the
+// gate of any live voucher that Redis lost (a failover that dropped writes,
+// a flushed node), so the instance heals without a restart. Errors are
+// logged and retried next tick.
+func (a *App) repairPass(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, a.Config.RestoreInterval)
 	defer cancel()
 	// A Redis that lost its data lost the binding too: write it back
 	// (before the gates) so that another deployment's start on the same
 	// prefix is still refused; a foreign one means a second deployment
 	// took the prefix while this one ran.
-	if _, err := BindDeployment(rctx, r.DB, r.Redis, r.Config); err != nil && ctx.Err() == nil {
-		r.Log.Error().Err(err).Msg("deployment binding check failed; retrying at the next interval")
+	if _, err := BindDeployment(rctx, a.DB, a.Redis, a.Config); err != nil && ctx.Err() == nil {
+		a.Log.Error().Err(err).Msg("deployment binding check failed; retrying at the next interval")
 		if errors.Is(err, ErrForeignRedis) {
 			return // no repair from this database into another's prefix
 		}
 	}
-	rep, err := r.Restore.Repair(rctx)
-	logHealed(r.Log, rep.Healed)
+	rep, err := a.Restore.Repair(rctx)
+	logHealed(a.Log, rep.Healed)
 	// Transfer records of split vouchers whose claimant died between two
 	// steps are finished here, so their units are on sale again within
 	// one interval (plus the records' apply deadline).
-	if moved, terr := r.Gate.RepairAll(rctx); terr != nil && ctx.Err() == nil {
-		r.Log.Error().Err(terr).Int("finished", moved).Msg("finishing bucket transfers failed; retrying at the next interval")
+	if moved, terr := a.Gate.RepairAll(rctx); terr != nil && ctx.Err() == nil {
+		a.Log.Error().Err(terr).Int("finished", moved).Msg("finishing bucket transfers failed; retrying at the next interval")
 	} else if moved > 0 {
-		r.Log.Warn().Int("transfers", moved).Msg("finished bucket transfers left by a claim that stopped between two steps")
+		a.Log.Warn().Int("transfers", moved).Msg("finished bucket transfers left by a claim that stopped between two steps")
 	}
 	switch {
 	case err != nil && ctx.Err() == nil:
-		r.Log.Error().Err(err).Int("repaired", rep.Restored).Msg("gate repair failed; retrying at the next interval")
+		a.Log.Error().Err(err).Int("repaired", rep.Restored).Msg("gate repair failed; retrying at the next interval")
 	case rep.Restored > 0:
-		r.Log.Warn().Int("vouchers", rep.Restored).Msg("gate repaired from the database: Redis had lost their state")
+		a.Log.Warn().Int("vouchers", rep.Restored).Msg("gate repaired from the database: Redis had lost their state")
 	}
 }
 

@@ -20,7 +20,7 @@ func TestBackgroundDrainsWorkersBeforeStoppingLoops(t *testing.T) {
 	var logs bytes.Buffer
 	queueClosed := make(chan struct{})
 	var cancelledWhileDraining, loopStopped atomic.Bool
-	services := Services{
+	services := []Service{
 		{Name: "worker", Drains: true, Run: func(ctx context.Context) error {
 			select {
 			case <-queueClosed:
@@ -61,7 +61,7 @@ func TestBackgroundDrainsWorkersBeforeStoppingLoops(t *testing.T) {
 func TestBackgroundDrainDeadlineCancelsWorkers(t *testing.T) {
 	var logs bytes.Buffer
 	var returned atomic.Bool
-	bg := startServices(context.Background(), zerolog.New(&logs), Services{
+	bg := startServices(context.Background(), zerolog.New(&logs), []Service{
 		{Name: "worker", Drains: true, Run: func(ctx context.Context) error {
 			<-ctx.Done()
 			returned.Store(true)
@@ -90,7 +90,7 @@ func TestServicesStartInOrder(t *testing.T) {
 	c.Workers = 2
 	names := func(c Config) string {
 		var n []string
-		for _, s := range provideServices(c, zerolog.Nop(), nil, nil, &gateRepair{}, nil, nil) {
+		for _, s := range (&App{Config: c}).services() {
 			n = append(n, s.Name)
 		}
 		return strings.Join(n, ",")

@@ -14,16 +14,19 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// provideConsumerLease refuses a second live instance under the same
+// provideStreamQueue first takes the consumer lease, so that the name is
+// held before the queue reads under it, and released only after the queue is
+// closed. The lease refuses a second live instance under the same
 // SECKILL_CONSUMER: the two would share one pending list, each renewing and
 // re-reading what the other is writing, and nothing would say so. Refused
 // rather than made unique, because the name must stay stable across restarts
 // (a restart re-reads its own pending entries at once) and a generated
 // suffix would leave every restart's entries to wait MinIdle for a takeover.
 // A killed instance stops renewing; its restart waits out the lease (logged)
-// and then starts. The cleanup releases the name, so a graceful restart does
-// not wait.
-func provideConsumerLease(rdb redis.UniversalClient, c Config, log zerolog.Logger) (*redisstream.Lease, func(), error) {
+// and then starts. The cleanup stops the queue's lease renewal if the service
+// never ran (App.Shutdown closes it otherwise; Close is idempotent), then
+// releases the name, so a graceful restart does not wait.
+func provideStreamQueue(rdb redis.UniversalClient, c Config, log zerolog.Logger) (*redisstream.Queue, func(), error) {
 	// How long a killed instance's name stays taken: a third of MinIdle
 	// (within 1s..10s), so a restart under the same name waits at most
 	// that, well before the others would take its entries over anyway.
@@ -31,7 +34,7 @@ func provideConsumerLease(rdb redis.UniversalClient, c Config, log zerolog.Logge
 	key := c.KeyPrefix + "consumer:" + c.Consumer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*ttl)
 	defer cancel()
-	l, err := redisstream.AcquireLease(ctx, rdb, key, redisstream.LeaseOptions{
+	lease, err := redisstream.AcquireLease(ctx, rdb, key, redisstream.LeaseOptions{
 		TTL: ttl, Wait: ttl + ttl/2, Log: log.With().Str("component", "consumer-lease").Logger(),
 	})
 	if errors.Is(err, redisstream.ErrLeaseHeld) {
@@ -41,18 +44,11 @@ func provideConsumerLease(rdb redis.UniversalClient, c Config, log zerolog.Logge
 	if err != nil {
 		return nil, nil, err
 	}
-	return l, func() {
-		if err := l.Release(); err != nil {
+	release := func() {
+		if err := lease.Release(); err != nil {
 			log.Warn().Err(err).Msg("consumer name not released; a restart under it waits for the lease to expire")
 		}
-	}, nil
-}
-
-// provideStreamQueue's cleanup stops its lease renewal if the service never
-// ran (App.Shutdown closes it otherwise; Close is idempotent). It takes the
-// consumer lease so that the name is held before the queue reads under it,
-// and released only after the queue is closed.
-func provideStreamQueue(rdb redis.UniversalClient, c Config, log zerolog.Logger, _ *redisstream.Lease) (*redisstream.Queue, func(), error) {
+	}
 	q, err := redisstream.New(rdb, redisstream.Options{
 		Prefix:   c.KeyPrefix,
 		Group:    c.StreamGroup,
@@ -63,9 +59,13 @@ func provideStreamQueue(rdb redis.UniversalClient, c Config, log zerolog.Logger,
 		Log:      log.With().Str("component", "stream").Logger(),
 	})
 	if err != nil {
+		release()
 		return nil, nil, err
 	}
-	return q, func() { _ = q.Close() }, nil
+	return q, func() {
+		_ = q.Close()
+		release()
+	}, nil
 }
 
 // streamSet: the Redis Stream queue, shared by every instance as one group.
@@ -74,7 +74,6 @@ var streamSet = wire.NewSet(
 	// one atomic step (a split voucher's, in the user's home bucket).
 	redisstream.NewAdmission,
 	wire.Bind(new(ports.Admission), new(*redisstream.Admission)),
-	provideConsumerLease,
 	provideStreamQueue,
 	provideObservedStreamQueue,
 	wire.Bind(new(ports.QueueMonitor), new(*redisstream.Queue)),

@@ -26,12 +26,12 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	voucherRepo := mysqlstore.NewVoucherRepo(db)
-	orderRepo := provideMySQLOrderRepo(db, c)
 	universalClient, cleanup2, err := NewRedis(c, log)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
+	orderRepo := provideMySQLOrderRepo(db, c)
 	claimCounter := metrics.NewClaimCounter()
 	claimRedis, cleanup3, err := NewClaimRedis(universalClient, c, log)
 	if err != nil {
@@ -50,7 +50,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	rooms := provideRoomStore(universalClient, c)
 	systemClock := ports.SystemClock{}
 	roomDirectory := application.NewRoomDirectory(rooms, systemClock)
-	observability, err := provideObservability(c, universalClient, db, claimCounter, sessions, roomDirectory, log)
+	observability, err := provideObservability(c, universalClient, db, orderRepo, claimCounter, sessions, roomDirectory, log)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -58,7 +58,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	orderRepository := provideOrderRepo(orderRepo, observability)
+	orderRepository := observability.Orders
 	gate := provideGate(universalClient, claimRedis, c, voucherRepo, orderRepo)
 	soldOutMarks := provideSoldOutMarks(c)
 	roomGate := provideStockGate(gate, soldOutMarks, rooms, roomDirectory)
@@ -91,8 +91,8 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	tokenIssuer := provideTokens(store, c)
 	v := provideReady(universalClient, db)
 	saleDashboard := application.NewSaleDashboard(voucherRepo, gate, orderRepo, queue, claimCounter, roomDirectory, systemClock)
-	claimObserver := provideClaimObserver(observability)
-	orderLifecycle := provideOrderLifecycle(orderRepo, observability)
+	claimObserver := observability.ClaimObserver
+	orderLifecycle := observability.Lifecycle
 	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, roomGate)
 	payOrder := providePayOrder(orderRepository, voucherRepo, orderLifecycle, gate, systemClock, c)
 	listSaleOrders := application.NewListSaleOrders(voucherRepo, orderRepo)
@@ -124,15 +124,6 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	expireOrders := provideExpireOrders(orderLifecycle, roomGate, systemClock)
 	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
-	infraGateRepair := &gateRepair{
-		Config:  c,
-		Log:     log,
-		DB:      db,
-		Redis:   universalClient,
-		Restore: restoreGate,
-		Gate:    gate,
-	}
-	services := provideServices(c, log, worker, sessions, infraGateRepair, expireOrders, claimCounter)
 	app := &App{
 		Config:        c,
 		Log:           log,
@@ -146,7 +137,8 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Redis:         universalClient,
 		Observability: observability,
 		Expire:        expireOrders,
-		Services:      services,
+		Worker:        worker,
+		Claims:        claimCounter,
 	}
 	return app, func() {
 		cleanup6()
@@ -165,12 +157,12 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		return nil, nil, err
 	}
 	voucherRepo := mysqlstore.NewVoucherRepo(db)
-	orderRepo := provideMySQLOrderRepo(db, c)
 	universalClient, cleanup2, err := NewRedis(c, log)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
+	orderRepo := provideMySQLOrderRepo(db, c)
 	claimCounter := metrics.NewClaimCounter()
 	claimRedis, cleanup3, err := NewClaimRedis(universalClient, c, log)
 	if err != nil {
@@ -189,7 +181,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	rooms := provideRoomStore(universalClient, c)
 	systemClock := ports.SystemClock{}
 	roomDirectory := application.NewRoomDirectory(rooms, systemClock)
-	observability, err := provideObservability(c, universalClient, db, claimCounter, sessions, roomDirectory, log)
+	observability, err := provideObservability(c, universalClient, db, orderRepo, claimCounter, sessions, roomDirectory, log)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -197,25 +189,15 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	orderRepository := provideOrderRepo(orderRepo, observability)
+	orderRepository := observability.Orders
 	gate := provideGate(universalClient, claimRedis, c, voucherRepo, orderRepo)
 	soldOutMarks := provideSoldOutMarks(c)
 	roomGate := provideStockGate(gate, soldOutMarks, rooms, roomDirectory)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, roomGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs, cleanup5 := provideIDs(universalClient, claimRedis, c)
-	lease, cleanup6, err := provideConsumerLease(universalClient, c, log)
+	queue, cleanup6, err := provideStreamQueue(universalClient, c, log)
 	if err != nil {
-		cleanup5()
-		cleanup4()
-		cleanup3()
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	queue, cleanup7, err := provideStreamQueue(universalClient, c, log, lease)
-	if err != nil {
-		cleanup6()
 		cleanup5()
 		cleanup4()
 		cleanup3()
@@ -226,7 +208,6 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	admission := redisstream.NewAdmission(gate, queue)
 	roomSigner, err := provideRoomSigner(universalClient, c, log)
 	if err != nil {
-		cleanup7()
 		cleanup6()
 		cleanup5()
 		cleanup4()
@@ -238,9 +219,8 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	waitingRoom := application.NewWaitingRoom(roomDirectory, roomSigner)
 	claimSeckill := provideClaimSeckill(iDs, admission, waitingRoom, soldOutMarks, claimCounter)
 	getOrder := application.NewGetOrder(orderRepository, roomGate)
-	bearerSessions, cleanup8, err := provideBearer(c, log)
+	bearerSessions, cleanup7, err := provideBearer(c, log)
 	if err != nil {
-		cleanup7()
 		cleanup6()
 		cleanup5()
 		cleanup4()
@@ -252,8 +232,8 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	tokenIssuer := provideTokens(store, c)
 	v := provideReady(universalClient, db)
 	saleDashboard := application.NewSaleDashboard(voucherRepo, gate, orderRepo, queue, claimCounter, roomDirectory, systemClock)
-	claimObserver := provideClaimObserver(observability)
-	orderLifecycle := provideOrderLifecycle(orderRepo, observability)
+	claimObserver := observability.ClaimObserver
+	orderLifecycle := observability.Lifecycle
 	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, roomGate)
 	payOrder := providePayOrder(orderRepository, voucherRepo, orderLifecycle, gate, systemClock, c)
 	listSaleOrders := application.NewListSaleOrders(voucherRepo, orderRepo)
@@ -285,15 +265,6 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	expireOrders := provideExpireOrders(orderLifecycle, roomGate, systemClock)
 	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)
 	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
-	infraGateRepair := &gateRepair{
-		Config:  c,
-		Log:     log,
-		DB:      db,
-		Redis:   universalClient,
-		Restore: restoreGate,
-		Gate:    gate,
-	}
-	services := provideServices(c, log, worker, sessions, infraGateRepair, expireOrders, claimCounter)
 	app := &App{
 		Config:        c,
 		Log:           log,
@@ -307,10 +278,10 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Redis:         universalClient,
 		Observability: observability,
 		Expire:        expireOrders,
-		Services:      services,
+		Worker:        worker,
+		Claims:        claimCounter,
 	}
 	return app, func() {
-		cleanup8()
 		cleanup7()
 		cleanup6()
 		cleanup5()
