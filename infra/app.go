@@ -153,10 +153,14 @@ func (a *App) serve() (int, error) {
 // logListening is the start line: where the service listens and on what.
 func (a *App) logListening(deployment string, maxConns int) {
 	redisEmbedded, dbEmbedded := a.Config.Embedded()
+	metricsURL := "off" // or where to scrape
+	if addr := a.Observability.MetricsAddr(); addr != "" {
+		metricsURL = "http://" + addr + "/metrics"
+	}
 	ev := a.Log.Info().Str("addr", "http://"+a.addr.String()).Str("queue", a.Config.Queue).
 		Bool("embedded_redis", redisEmbedded).Bool("embedded_db", dbEmbedded).Str("db", a.Config.dbForLog()).
 		Str("deployment", deployment).
-		Str("metrics", a.Observability.metricsURL()).Bool("tracing", a.Observability.tracing != nil).
+		Str("metrics", metricsURL).Bool("tracing", a.Observability.tracing != nil).
 		Int("max_conns", maxConns).Uint64("file_limit", fileLimit())
 	if a.Config.RedisCluster() {
 		ev = ev.Str("redis", "cluster").Strs("redis_seeds", a.Config.RedisClusterAddrs)

@@ -49,6 +49,8 @@ type Observability struct {
 	Orders        ports.OrderRepository
 	Lifecycle     ports.OrderLifecycle
 	ClaimObserver httpapi.ClaimObserver
+	// workerRetried is the worker's retry hook, nil without metrics.
+	workerRetried func(string, time.Duration)
 
 	srv  *http.Server
 	addr net.Addr
@@ -72,6 +74,7 @@ func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, order
 		o.Orders = o.Metrics.OrderRepository(orders)
 		o.Lifecycle = o.Metrics.OrderLifecycle(orders)
 		o.ClaimObserver = o.Metrics
+		o.workerRetried = o.Metrics.WorkerRetried
 		if c.RedisAutoPipeline == AutoPipelineOff || c.Tracing.Enabled() {
 			o.Metrics.InstrumentRedis(rdb)
 		} else {
@@ -89,14 +92,6 @@ func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, order
 		}
 	}
 	return o, nil
-}
-
-// workerRetried is the worker's retry hook, nil without metrics.
-func (o *Observability) workerRetried() func(string, time.Duration) {
-	if o.Metrics == nil {
-		return nil
-	}
-	return o.Metrics.WorkerRetried
 }
 
 func provideObservedChannelQueue(q *chanqueue.Queue, o *Observability) ports.OrderQueue {
@@ -161,14 +156,6 @@ func (o *Observability) shutdown(ctx context.Context) error {
 		}
 	}
 	return errors.Join(err, o.tracing.shutdown(ctx))
-}
-
-// metricsURL is for the start log line: where to scrape, or "off".
-func (o *Observability) metricsURL() string {
-	if a := o.MetricsAddr(); a != "" {
-		return "http://" + a + "/metrics"
-	}
-	return "off"
 }
 
 // TracingConfig is the part of the standard OpenTelemetry environment the

@@ -101,7 +101,7 @@ func provideTokens(s *redissession.Store, c Config) ports.TokenIssuer {
 
 func provideWorker(q ports.OrderQueue, f *application.FulfillOrders, log zerolog.Logger, c Config, o *Observability) *worker.Worker {
 	return worker.New(q, f, log.With().Str("component", "worker").Logger(),
-		worker.Options{BatchSize: c.BatchSize, MaxDeliveries: c.MaxDeliveries, Retried: o.workerRetried()})
+		worker.Options{BatchSize: c.BatchSize, MaxDeliveries: c.MaxDeliveries, Retried: o.workerRetried})
 }
 
 // provideHandler completes the router's dependencies, whose use cases and

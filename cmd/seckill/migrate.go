@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
@@ -38,9 +39,7 @@ flags:
 		return fmt.Errorf("migrate needs exactly one of up, down, status, got %q too", fs.Args())
 	}
 	// Refuse a wrong action before touching (or creating) a database.
-	switch action {
-	case "up", "down", "status":
-	default:
+	if !slices.Contains([]string{"up", "down", "status"}, action) {
 		fs.Usage()
 		return fmt.Errorf("unknown migrate action %q", action)
 	}
