@@ -50,12 +50,19 @@ type ClaimCounter struct {
 	mu       sync.Mutex // guards adding entries; reads go through the sync.Map
 	vouchers sync.Map   // domain.VoucherID -> stripes, a counter per outcome
 	n        int
-	h        histories
 	saved    stripes // one counter
+
+	// The sampled past, written once a second by Sample and read by the
+	// page's first request; the claim path never takes its lock.
+	histMu sync.Mutex
+	hist   map[domain.VoucherID]*history
+	// quiet holds the total of each voucher whose ring was dropped, so it
+	// gets a new one only once it counts a claim again.
+	quiet map[domain.VoucherID]int64
 }
 
 func NewClaimCounter() *ClaimCounter {
-	return &ClaimCounter{saved: newStripes(1), h: histories{m: map[domain.VoucherID]*history{}, quiet: map[domain.VoucherID]int64{}}}
+	return &ClaimCounter{saved: newStripes(1), hist: map[domain.VoucherID]*history{}, quiet: map[domain.VoucherID]int64{}}
 }
 
 // The claim's recorder (application.ClaimRecorder) is ClaimAnswered; infra
@@ -151,34 +158,24 @@ type history struct {
 	idle   int
 }
 
-// histories is the Counter's sampled past, written once a second by Sample
-// and read by the page's first request; the claim path never takes its lock.
-type histories struct {
-	mu sync.Mutex
-	m  map[domain.VoucherID]*history
-	// quiet holds the total of each voucher whose ring was dropped, so it
-	// gets a new one only once it counts a claim again.
-	quiet map[domain.VoucherID]int64
-}
-
 // Sample takes one reading of every voucher counted. Run calls it every
 // second; tests call it with their own times.
 func (c *ClaimCounter) Sample(now time.Time) {
-	c.h.mu.Lock()
-	defer c.h.mu.Unlock()
+	c.histMu.Lock()
+	defer c.histMu.Unlock()
 	c.vouchers.Range(func(k, v any) bool {
 		id, cs := k.(domain.VoucherID), v.(stripes)
-		h := c.h.m[id]
+		h := c.hist[id]
 		if h == nil {
-			if was, ok := c.h.quiet[id]; (ok && was == total(cs)) || len(c.h.m) >= MaxHistories {
+			if was, ok := c.quiet[id]; (ok && was == total(cs)) || len(c.hist) >= MaxHistories {
 				return true // still quiet, or no room for another
 			}
-			delete(c.h.quiet, id)
+			delete(c.quiet, id)
 			h = &history{}
 			for i := range h.counts {
 				h.counts[i] = make([]int64, len(outcomes))
 			}
-			c.h.m[id] = h
+			c.hist[id] = h
 		}
 		prev := h.counts[(h.next+HistoryLen-1)%HistoryLen]
 		changed := h.n == 0
@@ -193,8 +190,8 @@ func (c *ClaimCounter) Sample(now time.Time) {
 		if changed {
 			h.idle = 0
 		} else if h.idle++; h.idle >= HistoryLen {
-			delete(c.h.m, id) // a flat minute: nothing to draw, room for another
-			c.h.quiet[id] = total(cs)
+			delete(c.hist, id) // a flat minute: nothing to draw, room for another
+			c.quiet[id] = total(cs)
 		}
 		return true
 	})
@@ -203,9 +200,9 @@ func (c *ClaimCounter) Sample(now time.Time) {
 // History returns the voucher's readings, oldest first; none when it has
 // not counted a claim within the last minute (or is past MaxHistories).
 func (c *ClaimCounter) History(id domain.VoucherID) ports.ClaimHistory {
-	c.h.mu.Lock()
-	defer c.h.mu.Unlock()
-	h := c.h.m[id]
+	c.histMu.Lock()
+	defer c.histMu.Unlock()
+	h := c.hist[id]
 	if h == nil {
 		return ports.ClaimHistory{}
 	}

@@ -17,17 +17,17 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// StreamOptions names what a StreamCollector reads. Prefix and Group must be
-// the stream queue's; DeadLetter defaults to the queue's default name.
+// StreamOptions names what a StreamCollector reads: Prefix and Group must be
+// the stream queue's.
 type StreamOptions struct {
-	Prefix     string
-	Group      string
-	DeadLetter string
-	// Timeout bounds one scrape's Redis work (default 2s).
-	Timeout time.Duration
+	Prefix string
+	Group  string
 	// Now tells the time (default time.Now); tests move it past a sale's end.
 	Now func() time.Time
 }
+
+// scrapeTimeout bounds one scrape's Redis work.
+const scrapeTimeout = 2 * time.Second
 
 // StreamCollector reads, on each scrape, the gate and the order stream of
 // every live sale (preheated, and its end not passed): stock left, stream
@@ -36,12 +36,12 @@ type StreamOptions struct {
 // sale only (a voucher newly in the live set costs one more round trip, once;
 // a sale seen ended is not read again). Series of a sale vanish once it ends.
 type StreamCollector struct {
-	rdb  redis.UniversalClient
-	opts StreamOptions
-	live string
+	rdb              redis.UniversalClient
+	opts             StreamOptions
+	live, deadLetter string
 
-	stock, backlog, pending, oldest, deadLetters, errs *prometheus.Desc
-	failures                                           prometheus.Counter
+	stock, backlog, pending, oldest, deadLetters *prometheus.Desc
+	failures                                     prometheus.Counter
 
 	mu sync.Mutex // one scrape at a time; guards known
 	// known maps each voucher of the live set to the end of its sale (zero
@@ -56,20 +56,15 @@ func NewStreamCollector(rdb redis.UniversalClient, opts StreamOptions) *StreamCo
 	if opts.Prefix == "" {
 		opts.Prefix = redisschema.DefaultPrefix
 	}
-	if opts.DeadLetter == "" {
-		opts.DeadLetter = redisschema.DeadLetter(opts.Prefix)
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = 2 * time.Second
-	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	return &StreamCollector{
-		rdb:   rdb,
-		opts:  opts,
-		live:  redisschema.LiveSet(opts.Prefix),
-		stock: desc("gate_stock_remaining", "Stock the Redis gate has left, per live sale.", "voucher"),
+		rdb:        rdb,
+		opts:       opts,
+		live:       redisschema.LiveSet(opts.Prefix),
+		deadLetter: redisschema.DeadLetter(opts.Prefix),
+		stock:      desc("gate_stock_remaining", "Stock the Redis gate has left, per live sale.", "voucher"),
 		backlog: desc("stream_backlog_orders",
 			"Unfinished entries of a live sale's order stream (pending or not yet delivered): orders claimed and not yet in the database.", "voucher"),
 		pending: desc("stream_pending_orders",
@@ -105,13 +100,13 @@ type saleReads struct {
 func (c *StreamCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
 	now := c.opts.Now()
 
 	pipe := c.rdb.Pipeline()
 	members := pipe.SMembers(ctx, c.live)
-	dead := pipe.XLen(ctx, c.opts.DeadLetter)
+	dead := pipe.XLen(ctx, c.deadLetter)
 	var reads []saleReads
 	for vid, end := range c.known {
 		if end.IsZero() || now.Before(end) {

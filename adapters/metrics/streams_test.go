@@ -156,7 +156,7 @@ func TestStreamCollectorReportsAFailedScrape(t *testing.T) {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	c := metrics.NewStreamCollector(rdb, metrics.StreamOptions{Prefix: prefix, Group: "g", Timeout: time.Second})
+	c := metrics.NewStreamCollector(rdb, metrics.StreamOptions{Prefix: prefix, Group: "g"})
 	mr.Close()
 	if err := testutil.CollectAndCompare(c, stringsReader(`
 # HELP seckill_stream_collect_errors_total Scrapes whose read of the streams failed; their per-sale series are missing.
