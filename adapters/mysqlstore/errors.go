@@ -136,27 +136,32 @@ func codes(err error) (my uint16, lite int) {
 // the order worker all lock an order's row and its sale's stock row). Such a
 // transaction is run again here, a few times within the caller's context,
 // rather than answered as a 503 to a request that would then be retried by
-// hand. The functions given to runInTx start by resetting what they report.
+// hand.
 const (
 	txAttempts   = 5
 	txRetryFirst = 5 * time.Millisecond
 )
 
 // runInTx is bun's RunInTx, run again after a deadlock or a lock wait
-// timeout while attempts and ctx last.
-func runInTx(ctx context.Context, db bun.IDB, opts *sql.TxOptions, fn func(ctx context.Context, tx bun.Tx) error) error {
+// timeout while attempts and ctx last. It returns what fn's last attempt
+// returned, so a result of an attempt rolled back is never reported.
+func runInTx[T any](ctx context.Context, db bun.IDB, opts *sql.TxOptions, fn func(ctx context.Context, tx bun.Tx) (T, error)) (T, error) {
 	wait := txRetryFirst
 	for attempt := 1; ; attempt++ {
-		err := db.RunInTx(ctx, opts, fn)
-		if err == nil || attempt == txAttempts || !isLockConflict(err) {
+		var out T
+		err := db.RunInTx(ctx, opts, func(ctx context.Context, tx bun.Tx) (err error) {
+			out, err = fn(ctx, tx)
 			return err
+		})
+		if err == nil || attempt == txAttempts || !isLockConflict(err) {
+			return out, err
 		}
 		// Jitter, so the two sides of the cycle do not meet again.
 		t := time.NewTimer(wait/2 + rand.N(wait))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return err
+			return out, err
 		case <-t.C:
 		}
 		wait *= 2

@@ -133,31 +133,30 @@ func (r *OrderRepo) forUpdate(q *bun.SelectQuery, skip bool) *bun.SelectQuery {
 // deadlock every time a sale expired orders while it sold. READ COMMITTED
 // locks only the rows it takes; the status guard keeps each expiry exact.
 func (r *OrderRepo) ExpireDue(ctx context.Context, now time.Time, limit int) ([]ports.ExpiredOrder, error) {
-	var due []ports.ExpiredOrder
 	var opts *sql.TxOptions
 	if r.db.Dialect().Name() == dialect.MySQL {
 		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
-	err := runInTx(ctx, r.db, opts, func(ctx context.Context, tx bun.Tx) error {
-		due = nil
+	due, err := runInTx(ctx, r.db, opts, func(ctx context.Context, tx bun.Tx) ([]ports.ExpiredOrder, error) {
 		var rows []orderModel
 		q := tx.NewSelect().Model(&rows).Column("id", "user_id", "voucher_id", "pay_deadline").
 			Where("status = ?", statusUnpaid).Where("pay_deadline <= ?", now.UTC()).
 			Order("pay_deadline").Limit(int64(limit))
 		if err := r.forUpdate(q, true).Scan(ctx); err != nil {
-			return fmt.Errorf("select due orders: %w", err)
+			return nil, fmt.Errorf("select due orders: %w", err)
 		}
 		if r.afterExpiryScan != nil {
 			r.afterExpiryScan()
 		}
 		orders, err := mapRows(rows, orderModel.toDomain)
 		if err != nil {
-			return err
+			return nil, err
 		}
+		var due []ports.ExpiredOrder
 		for i, o := range orders {
 			due = append(due, ports.ExpiredOrder{Order: o, Deadline: rows[i].PayDeadline.Time.UTC()})
 		}
-		return r.cancelRows(ctx, tx, orders, statusUnpaid, domain.CancelExpired)
+		return due, r.cancelRows(ctx, tx, orders, statusUnpaid, domain.CancelExpired)
 	})
 	if err != nil {
 		return nil, wrap("expire due orders", err)
@@ -225,36 +224,29 @@ func (r *OrderRepo) Returned(ctx context.Context, ids []domain.OrderID) error {
 // back), and answers the order's status after. An order only in the failure
 // table is answered as Find answers it, unchanged.
 func (r *OrderRepo) Cancel(ctx context.Context, id domain.OrderID) (domain.OrderStatus, bool, error) {
-	var (
-		changed bool
-		refused error
-	)
-	err := runInTx(ctx, r.db, nil, func(ctx context.Context, tx bun.Tx) error {
-		changed, refused = false, nil
+	// A refusal (the order is paid) is returned from the transaction, which
+	// wrote nothing, and answered with the order's status.
+	changed, err := runInTx(ctx, r.db, nil, func(ctx context.Context, tx bun.Tx) (bool, error) {
 		st, found, err := r.lockOrder(ctx, tx, id)
 		if err != nil || !found {
-			return err
+			return false, err
 		}
-		_, changed, err = st.State.AfterCancel()
-		if errors.As(err, new(*domain.Refusal)) {
-			refused = err
-			return nil
-		}
+		_, changed, err := st.State.AfterCancel()
 		if err != nil || !changed {
-			return err
+			return false, err
 		}
-		return r.cancelRows(ctx, tx, []domain.VoucherOrder{st.Order}, statusOf(st.State), domain.CancelByBuyer)
+		return true, r.cancelRows(ctx, tx, []domain.VoucherOrder{st.Order}, statusOf(st.State), domain.CancelByBuyer)
 	})
-	if err != nil {
+	if err != nil && !errors.As(err, new(*domain.Refusal)) {
 		return domain.OrderStatus{}, false, wrap(fmt.Sprintf("cancel order %d", id), err)
 	}
 	// Not found: failed (never sold), which a cancel leaves as it is, or
 	// unknown, which Find answers.
-	st, err := r.Find(ctx, id)
-	if err != nil {
-		return domain.OrderStatus{}, false, err
+	st, findErr := r.Find(ctx, id)
+	if findErr != nil {
+		return domain.OrderStatus{}, false, findErr
 	}
-	return st, changed, refused
+	return st, changed, err // nil, or the refusal
 }
 
 // lockOrder reads the order under its row's lock; found is false when it has
@@ -355,32 +347,30 @@ var errPaymentRaced = fmt.Errorf("payment recorded concurrently: %w", ErrTransie
 // result) and with another notification for the order.
 func (r *OrderRepo) Pay(ctx context.Context, p domain.Payment) (ports.PayResult, error) {
 	id := p.Order.ID()
-	var (
-		res     ports.PayResult
-		refused error
-	)
-	err := runInTx(ctx, r.db, nil, func(ctx context.Context, tx bun.Tx) error {
-		res, refused = ports.PayResult{}, nil
+	// A refusal (no such order, a transaction of another order) is returned
+	// from the transaction, which wrote nothing, as it is.
+	res, err := runInTx(ctx, r.db, nil, func(ctx context.Context, tx bun.Tx) (res ports.PayResult, err error) {
 		st, found, err := r.lockForPayment(ctx, tx, id)
-		if err != nil || !found {
-			refused = domain.ErrOrderNotFound
-			return err
+		if err != nil {
+			return res, err
+		}
+		if !found {
+			return res, domain.ErrOrderNotFound
 		}
 		var seen []paymentModel
 		if err := tx.NewSelect().Model(&seen).Where("transaction_id = ?", p.TransactionID).Scan(ctx); err != nil {
-			return fmt.Errorf("look the transaction up: %w", err)
+			return res, fmt.Errorf("look the transaction up: %w", err)
 		}
 		if len(seen) > 0 {
 			if seen[0].OrderID != int64(id) {
-				refused = domain.ErrTransactionReused
-				return nil
+				return res, domain.ErrTransactionReused
 			}
 			res.Kind, err = domain.ParsePaymentKind(seen[0].Kind)
-			return err
+			return res, err
 		}
 		var next domain.OrderState
 		if res.Kind, next, err = st.State.Pay(); err != nil {
-			return err
+			return res, err
 		}
 		if next != st.State {
 			// The locked order moves on, with the payment's time and transaction.
@@ -389,26 +379,26 @@ func (r *OrderRepo) Pay(ctx context.Context, p domain.Payment) (ports.PayResult,
 				Set("update_time = ?", time.Now().UTC()).
 				Where("id = ?", int64(id)).Where("status = ?", statusOf(st.State)), 1, "record payment")
 			if err != nil {
-				return err
+				return res, err
 			}
 		}
 		row := paymentModel{TransactionID: p.TransactionID, OrderID: int64(id), VoucherID: int64(st.Order.VoucherID()),
 			Amount: p.Amount, Kind: string(res.Kind), ReceivedAt: p.At.UTC()}
 		ins, err := tx.NewInsert().Model(&row).Ignore().Returning("").Exec(ctx)
 		if err != nil {
-			return fmt.Errorf("record the payment: %w", err)
+			return res, fmt.Errorf("record the payment: %w", err)
 		}
 		if n, err := ins.RowsAffected(); err != nil || n != 1 {
-			return errPaymentRaced
+			return res, errPaymentRaced
 		}
 		res.New = true
-		return nil
+		return res, nil
 	})
+	if err == domain.ErrOrderNotFound || err == domain.ErrTransactionReused {
+		return ports.PayResult{}, err
+	}
 	if err != nil {
 		return ports.PayResult{}, wrap(fmt.Sprintf("pay order %d", id), err)
-	}
-	if refused != nil {
-		return ports.PayResult{}, refused
 	}
 	if res.Status, err = r.Find(ctx, id); err != nil {
 		return ports.PayResult{}, err

@@ -69,11 +69,7 @@ func (r *OrderRepo) batchInTx(ctx context.Context, orders []domain.VoucherOrder,
 	if len(orders) == 0 {
 		return []ports.Outcome{}, nil
 	}
-	var outcomes []ports.Outcome
-	err := runInTx(ctx, r.db, nil, func(ctx context.Context, tx bun.Tx) (err error) {
-		outcomes, err = fn(ctx, tx)
-		return err
-	})
+	outcomes, err := runInTx(ctx, r.db, nil, fn)
 	if err != nil {
 		return nil, wrap(fmt.Sprintf(op, len(orders)), err)
 	}

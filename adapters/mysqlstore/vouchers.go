@@ -179,45 +179,41 @@ var _ ports.SaleControls = (*VoucherRepo)(nil)
 // same key waits for the first and then finds it; the key's row is
 // inserted with the change.
 func (r *VoucherRepo) ChangeSale(ctx context.Context, id domain.VoucherID, once ports.Once, change ports.SaleChange) (domain.Voucher, bool, error) {
-	var (
-		after   domain.Voucher
-		changed bool
-	)
-	err := runInTx(ctx, r.db, nil, func(ctx context.Context, tx bun.Tx) error {
-		after, changed = domain.Voucher{}, false
+	var after domain.Voucher // every attempt that commits sets it
+	changed, err := runInTx(ctx, r.db, nil, func(ctx context.Context, tx bun.Tx) (bool, error) {
 		where := "v.id = ?"
 		if r.db.Dialect().Name() != dialect.SQLite {
 			where += " FOR UPDATE"
 		}
 		vs, err := readVouchers(ctx, tx, "JOIN", where, int64(id))
 		if err != nil {
-			return fmt.Errorf("lock sale: %w", err)
+			return false, fmt.Errorf("lock sale: %w", err)
 		}
 		if len(vs) == 0 {
-			return domain.ErrVoucherNotFound
+			return false, domain.ErrVoucherNotFound
 		}
 		before := vs[0]
 		if once.Key != "" {
 			var keys []controlKeyModel
 			if err := tx.NewSelect().Model(&keys).Where("idem_key = ?", once.Key).Limit(1).Scan(ctx); err != nil {
-				return fmt.Errorf("read control key: %w", err)
+				return false, fmt.Errorf("read control key: %w", err)
 			}
 			if len(keys) > 0 {
 				if keys[0].VoucherID != int64(id) || keys[0].Fingerprint != once.Fingerprint {
-					return domain.ControlKeyReused()
+					return false, domain.ControlKeyReused()
 				}
 				after = before
-				return nil
+				return false, nil
 			}
 		}
 		next, entry, err := change(before)
 		if err != nil {
-			return err
+			return false, err
 		}
 		b, a := before.Sale(), storedSale(next.Sale())
 		if a.SameControls(b) {
 			after = before
-			return nil
+			return false, nil
 		}
 		err = guarded(ctx, tx.NewUpdate().Model((*seckillModel)(nil)).
 			Set("stock = stock + ?", a.Stock()-b.Stock()).
@@ -226,20 +222,19 @@ func (r *VoucherRepo) ChangeSale(ctx context.Context, id domain.VoucherID, once 
 			Set("paused = ?", a.Paused()).
 			Where("voucher_id = ?", int64(id)), 1, "update tb_seckill_voucher")
 		if err != nil {
-			return err
+			return false, err
 		}
 		if once.Key != "" {
 			km := controlKeyModel{Key: once.Key, VoucherID: int64(id), Fingerprint: once.Fingerprint}
 			if _, err := tx.NewInsert().Model(&km).Exec(ctx); err != nil {
-				return fmt.Errorf("insert tb_sale_control_key: %w", err)
+				return false, fmt.Errorf("insert tb_sale_control_key: %w", err)
 			}
 		}
 		if err := recordAudit(ctx, tx, entry); err != nil {
-			return err
+			return false, err
 		}
 		after = next.WithSale(a)
-		changed = true
-		return nil
+		return true, nil
 	})
 	if err != nil {
 		var ce *domain.ControlError
