@@ -58,17 +58,13 @@ var stateOf = map[int8]domain.OrderState{
 	statusCancelled: domain.OrderCancelled, statusRefunding: domain.OrderRefunding, statusRefunded: domain.OrderRefunding,
 }
 
-func statusOf(s domain.OrderState) int8 {
-	switch s {
-	case domain.OrderPaid:
-		return statusPaid
-	case domain.OrderCancelled:
-		return statusCancelled
-	case domain.OrderRefunding:
-		return statusRefunding
-	}
-	return statusUnpaid
+// storedAs is the status code each state is stored as (statusOf).
+var storedAs = map[domain.OrderState]int8{
+	domain.OrderPaid: statusPaid, domain.OrderCancelled: statusCancelled, domain.OrderRefunding: statusRefunding,
 }
+
+// statusOf is s's status code, an unpaid order's for any other state.
+func statusOf(s domain.OrderState) int8 { return cmp.Or(storedAs[s], statusUnpaid) }
 
 // status maps a stored order to where it stands.
 func (m orderModel) status() (domain.OrderStatus, error) {
@@ -265,26 +261,20 @@ func (r *OrderRepo) lockOrder(ctx context.Context, tx bun.Tx, id domain.OrderID)
 
 var _ ports.SaleOrders = (*OrderRepo)(nil)
 
-// statusesOf are the status codes a filter selects (0: any status), and
+// filters are the status codes each filter selects (0: any status), and
 // the cancel reason it also requires (empty: any). Each code is read with
 // its own range of idx_voucher_status_id, so a page costs at most limit rows
 // per code however rare the state, instead of a scan of the sale.
-func statusesOf(f domain.OrderFilter) ([]int8, string, error) {
-	switch f {
-	case domain.AllOrders:
-		return []int8{0}, "", nil
-	case domain.UnpaidOrders:
-		return []int8{statusUnpaid}, "", nil
-	case domain.PaidOrders:
-		return []int8{statusPaid, statusUsed}, "", nil
-	case domain.CancelledOrders:
-		return []int8{statusCancelled}, "", nil
-	case domain.ExpiredOrders:
-		return []int8{statusCancelled}, string(domain.CancelExpired), nil
-	case domain.RefundingOrders:
-		return []int8{statusRefunding, statusRefunded}, "", nil
-	}
-	return nil, "", fmt.Errorf("unknown order filter %q", f)
+var filters = map[domain.OrderFilter]struct {
+	codes  []int8
+	reason string
+}{
+	domain.AllOrders:       {codes: []int8{0}},
+	domain.UnpaidOrders:    {codes: []int8{statusUnpaid}},
+	domain.PaidOrders:      {codes: []int8{statusPaid, statusUsed}},
+	domain.CancelledOrders: {codes: []int8{statusCancelled}},
+	domain.ExpiredOrders:   {codes: []int8{statusCancelled}, reason: string(domain.CancelExpired)},
+	domain.RefundingOrders: {codes: []int8{statusRefunding, statusRefunded}},
 }
 
 // OrdersAfter reads, for each status code of the filter, the next limit
@@ -295,12 +285,12 @@ func (r *OrderRepo) OrdersAfter(ctx context.Context, voucher domain.VoucherID, f
 	if limit <= 0 {
 		return []domain.OrderStatus{}, nil
 	}
-	codes, reason, err := statusesOf(filter)
-	if err != nil {
-		return nil, err
+	f, ok := filters[filter]
+	if !ok {
+		return nil, fmt.Errorf("unknown order filter %q", filter)
 	}
 	var rows []orderModel
-	for _, code := range codes {
+	for _, code := range f.codes {
 		var page []orderModel
 		q := r.db.NewSelect().Model(&page).
 			Column("id", "user_id", "voucher_id", "status", "pay_deadline", "cancel_reason", "pay_time").
@@ -308,15 +298,15 @@ func (r *OrderRepo) OrdersAfter(ctx context.Context, voucher domain.VoucherID, f
 		if code != 0 {
 			q = q.Where("status = ?", code)
 		}
-		if reason != "" {
-			q = q.Where("cancel_reason = ?", reason)
+		if f.reason != "" {
+			q = q.Where("cancel_reason = ?", f.reason)
 		}
 		if err := q.Order("id").Limit(int64(limit)).Scan(ctx); err != nil {
 			return nil, wrap(fmt.Sprintf("list orders of voucher %d after %d", voucher, after), err)
 		}
 		rows = append(rows, page...)
 	}
-	if len(codes) > 1 {
+	if len(f.codes) > 1 {
 		slices.SortFunc(rows, func(a, b orderModel) int { return cmp.Compare(a.ID, b.ID) })
 		rows = rows[:min(limit, len(rows))]
 	}
