@@ -169,16 +169,6 @@ func unmarshalOrder(id, user, voucher int64) (domain.VoucherOrder, error) {
 	return o, nil
 }
 
-// toOrderModel is a new, unpaid order, to be paid within window of its
-// claim (0: never expires).
-func toOrderModel(o domain.VoucherOrder, window time.Duration) orderModel {
-	m := orderModel{ID: int64(o.ID()), UserID: int64(o.UserID()), VoucherID: int64(o.VoucherID()), Status: statusUnpaid}
-	if d := domain.PayDeadline(o.ID(), window); !d.IsZero() {
-		m.PayDeadline = sql.NullTime{Time: storedTime(d), Valid: true}
-	}
-	return m
-}
-
 // storedTime is how precisely the database keeps a time (MySQL DATETIME(6)):
 // a voucher comes back from AddSeckill exactly as Get will later return it.
 func storedTime(t time.Time) time.Time {

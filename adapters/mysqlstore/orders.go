@@ -2,6 +2,7 @@ package mysqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"maps"
 	"slices"
@@ -142,14 +143,19 @@ func insertFailures(ctx context.Context, db bun.IDB, failures []domain.Outcome) 
 		rows[i] = failureModel{OrderID: int64(o.ID()), UserID: int64(o.UserID()), VoucherID: int64(o.VoucherID()), Reason: string(f.Reason)}
 	}
 	res, err := db.NewInsert().Model(&rows).Ignore().Returning("").Exec(ctx)
-	var n int64
+	n, err := rowsInserted(res, err, len(rows), "tb_voucher_order_failure")
+	return allInserted(n, err, len(rows), "tb_voucher_order_failure")
+}
+
+// rowsInserted is how many of its n rows an INSERT into table wrote.
+func rowsInserted(res sql.Result, err error, n int, table string) (int64, error) {
 	if err == nil {
-		n, err = res.RowsAffected()
+		var written int64
+		if written, err = res.RowsAffected(); err == nil {
+			return written, nil
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("insert %d rows into tb_voucher_order_failure: %w", len(rows), err)
-	}
-	return allInserted(n, nil, len(rows), "tb_voucher_order_failure")
+	return 0, fmt.Errorf("insert %d rows into %s: %w", n, table, err)
 }
 
 // allInserted checks an INSERT IGNORE wrote all want rows. It is the second
@@ -411,11 +417,6 @@ func (r *OrderRepo) BuyersAfter(ctx context.Context, voucher domain.VoucherID, a
 	})
 }
 
-type buyerCount struct {
-	VoucherID int64 `bun:"voucher_id"`
-	N         int   `bun:"n"`
-}
-
 // CountBuyers counts on the voucher_id index, as Tally does.
 func (r *OrderRepo) CountBuyers(ctx context.Context, vouchers []domain.VoucherID) (map[domain.VoucherID]int, error) {
 	out := make(map[domain.VoucherID]int, len(vouchers))
@@ -427,7 +428,10 @@ func (r *OrderRepo) CountBuyers(ctx context.Context, vouchers []domain.VoucherID
 		ids[i] = int64(v)
 		out[v] = 0
 	}
-	var rows []buyerCount
+	var rows []struct {
+		VoucherID int64 `bun:"voucher_id"`
+		N         int   `bun:"n"`
+	}
 	err := r.db.NewSelect().Table("tb_voucher_order").ColumnExpr("voucher_id, COUNT(*) AS n").
 		Where("voucher_id IN (?)", bun.In(ids)).Where(placeHeld).Group("voucher_id").Scan(ctx, &rows)
 	if err != nil {
@@ -488,19 +492,17 @@ func (r *OrderRepo) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleT
 	return row.SaleTally, nil
 }
 
-// insertOrders inserts orders as new, unpaid ones (toOrderModel's values),
-// each in its slot of slots (1 when it has none), skipping those whose keys
-// exist, and returns how many rows it inserted. It
-// is the fulfilment's one statement per batch, so it is written by hand:
-// bun's model insert reflected over every field of every row, ~3.5% of the
-// service's CPU in a stampede of claims. It names only the columns a new
-// order does not take from the table's defaults (both dialects' migrations:
-// status 1 unpaid, returned 0, cancel_reason, transaction_id and pay_time
-// NULL): spelling those out in every row cost MariaDB about 1.3µs of its
-// 9µs per order (measured on 100,000 rows in batches of 500). For the same
-// reason slot is named only when an order is not in slot 1, its default: a
-// batch of first orders (every batch of a sale with a limit of 1) is the
-// statement it always was.
+// insertOrders inserts orders as new, unpaid ones, each in its slot of slots
+// (1 when it has none), skipping those whose keys exist, and returns how many
+// rows it inserted. It is the fulfilment's one statement per batch, so it is
+// written by hand: bun's model insert reflected over every field of every row,
+// ~3.5% of the service's CPU in a stampede of claims. It names only the
+// columns a new order does not take from the table's defaults (both dialects'
+// migrations: status 1 unpaid, returned 0, cancel_reason, transaction_id and
+// pay_time NULL): spelling those out in every row cost MariaDB about 1.3µs of
+// its 9µs per order (measured on 100,000 rows in batches of 500). For the
+// same reason slot is named only when an order is not in slot 1, its default
+// (every order of a sale with a limit of 1).
 func (r *OrderRepo) insertOrders(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, slots map[domain.OrderID]int) (int64, error) {
 	d := r.db.Dialect()
 	b := make([]byte, 0, 160+len(orders)*59)
@@ -516,16 +518,16 @@ func (r *OrderRepo) insertOrders(ctx context.Context, db bun.IDB, orders []domai
 		b = append(b, " tb_voucher_order (id, user_id, voucher_id, pay_deadline) VALUES "...)
 	}
 	for i, o := range orders {
-		m := toOrderModel(o, r.window)
 		if i > 0 {
 			b = append(b, ", "...)
 		}
 		b = append(b, '(')
-		for _, n := range [...]int64{m.ID, m.UserID, m.VoucherID} {
+		for _, n := range [...]int64{int64(o.ID()), int64(o.UserID()), int64(o.VoucherID())} {
 			b = append(strconv.AppendInt(b, n, 10), ", "...)
 		}
-		if m.PayDeadline.Valid {
-			b = d.AppendTime(b, m.PayDeadline.Time)
+		// To be paid within the window of its claim (0: never expires).
+		if deadline := domain.PayDeadline(o.ID(), r.window); !deadline.IsZero() {
+			b = d.AppendTime(b, storedTime(deadline))
 		} else {
 			b = append(b, "NULL"...)
 		}
@@ -536,12 +538,5 @@ func (r *OrderRepo) insertOrders(ctx context.Context, db bun.IDB, orders []domai
 		b = append(b, ')')
 	}
 	res, err := db.ExecContext(ctx, string(b))
-	var n int64
-	if err == nil {
-		n, err = res.RowsAffected()
-	}
-	if err != nil {
-		return 0, fmt.Errorf("insert %d rows into tb_voucher_order: %w", len(orders), err)
-	}
-	return n, nil
+	return rowsInserted(res, err, len(orders), "tb_voucher_order")
 }
