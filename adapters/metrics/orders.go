@@ -34,7 +34,6 @@ type OrderRepository struct {
 	m *Metrics
 }
 
-// OrderRepository wraps next.
 func (m *Metrics) OrderRepository(next ports.OrderRepository) *OrderRepository {
 	return &OrderRepository{must(next), m}
 }
@@ -94,7 +93,6 @@ type OrderQueue struct {
 	m *Metrics
 }
 
-// OrderQueue wraps next.
 func (m *Metrics) OrderQueue(next ports.OrderQueue) *OrderQueue { return &OrderQueue{must(next), m} }
 
 func (q *OrderQueue) DeadLetter(ctx context.Context, ds []ports.Delivery, reason domain.FailureReason) error {
@@ -118,7 +116,6 @@ type OrderLifecycle struct {
 	m *Metrics
 }
 
-// OrderLifecycle wraps next.
 func (m *Metrics) OrderLifecycle(next ports.OrderLifecycle) *OrderLifecycle {
 	return &OrderLifecycle{must(next), m}
 }

@@ -69,8 +69,6 @@ type stripedHistogram struct {
 	s     stripes
 }
 
-var _ prometheus.Collector = (*stripedHistogram)(nil)
-
 func newStripedHistogram(name, help string, buckets []float64) *stripedHistogram {
 	if !sort.Float64sAreSorted(buckets) {
 		panic("metrics: a striped histogram takes ascending buckets")
@@ -124,8 +122,6 @@ type outcomeCounters struct {
 	index    map[string]int
 	counts   stripes
 }
-
-var _ prometheus.Collector = (*outcomeCounters)(nil)
 
 func newOutcomeCounters(name, help string, outcomes []string) *outcomeCounters {
 	return &outcomeCounters{
