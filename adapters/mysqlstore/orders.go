@@ -186,12 +186,12 @@ func allInserted(n int64, err error, want int, table string) error {
 // holds places only in slots 2..limit, fewer than the limit, and slot 1 is
 // the lowest free one. (That needs every stored slot within its sale's
 // limit, which holds while a sale's limit is never lowered; with a limit of
-// 1 a free slot 1 means no place held, as before.) When any row was skipped
-// the insert is rolled back to its
-// savepoint and it reports false: the caller reads and plans as before, in
-// the same transaction, behind the same stock locks. It also reports false,
-// writing nothing, when the batch is not plainly new (a voucher without a
-// sale, more orders than stock, an ID or a user twice in the batch).
+// 1 a free slot 1 means no place held.) When any row was skipped the insert
+// is rolled back to its savepoint and it reports false: the caller reads and
+// plans, in the same transaction, behind the same stock locks. It also
+// reports false, writing nothing, when the batch is not plainly new (a
+// voucher without a sale, more orders than stock, an ID or a user twice in
+// the batch).
 //
 // Measured with bin/seckill-bench --scenario fulfil on MariaDB: the two
 // reads were more than half of the database's CPU per order.
@@ -335,8 +335,8 @@ func (r *OrderRepo) MarkFailed(ctx context.Context, orders []domain.VoucherOrder
 // recordedSQL reads orders from both tables in one statement, so every id
 // costs the same query whether it was created, failed or never existed: a
 // status lookup's cost must not tell which ids exist (the created table
-// first, then the failures, was one query for a created order and two for an
-// unknown id).
+// first, then the failures, would be one query for a created order and two
+// for an unknown id).
 const recordedSQL = `SELECT id, user_id, voucher_id, status, pay_deadline, cancel_reason, transaction_id, pay_time, returned,
 	'' AS reason, 0 AS failed FROM tb_voucher_order WHERE id IN (?0)
 UNION ALL
