@@ -281,7 +281,6 @@ func (m *Metrics) ChannelQueue(length func() int) {
 	factory{m.reg}.gaugeFunc("channel_queue_orders", "Orders waiting in the in-process channel for a worker.", length)
 }
 
-// register registers c on reg and returns it.
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	reg.MustRegister(c)
 	return c

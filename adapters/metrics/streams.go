@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -130,11 +131,7 @@ func (c *StreamCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-	for vid := range c.known {
-		if !inSet[vid] {
-			delete(c.known, vid)
-		}
-	}
+	maps.DeleteFunc(c.known, func(vid domain.VoucherID, _ time.Time) bool { return !inSet[vid] })
 	if len(fresh) > 0 {
 		// Vouchers new to the live set: read them now rather than one scrape
 		// late. Rare (once per new sale), so the usual scrape stays at one

@@ -27,20 +27,16 @@ type stripes []atomic.Int64
 // stripeCells is how many rows stripes spreads its adds over.
 const stripeCells = 8
 
-// newStripes makes n counters, each zero.
 func newStripes(n int) stripes { return make(stripes, stripeCells*((n+7)/8*8+8)) }
 
-// row is the row an add goes to.
 func (s stripes) row() stripes {
 	w := len(s) / stripeCells
 	r := int(rand.Uint32()%stripeCells) * w
 	return s[r : r+w]
 }
 
-// add adds d to counter i.
 func (s stripes) add(i int, d int64) { s.row()[i].Add(d) }
 
-// cell is counter i of row r.
 func (s stripes) cell(r, i int) *atomic.Int64 { return &s[r*(len(s)/stripeCells)+i] }
 
 // load is the sum of every add to counter i so far. Adds concurrent with it
