@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -99,11 +100,7 @@ func isPermanent(err error) bool {
 func isTransient(err error) bool {
 	switch my, lite := codes(err); {
 	case my != 0:
-		switch my {
-		case mysqlLockWaitTimeout, mysqlDeadlock, mysqlTooManyConns, mysqlServerShutdown, mysqlReadOnly, mysqlReadOnlyTx:
-			return true
-		}
-		return false
+		return slices.Contains([]uint16{mysqlLockWaitTimeout, mysqlDeadlock, mysqlTooManyConns, mysqlServerShutdown, mysqlReadOnly, mysqlReadOnlyTx}, my)
 	case lite != 0:
 		return lite&0xff == sqliteBusy || lite&0xff == sqliteLocked
 	}
