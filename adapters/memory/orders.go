@@ -19,51 +19,38 @@ var (
 	_ ports.SaleOrders      = (*Orders)(nil)
 )
 
-// Orders is the in-memory OrderRepository. It classifies a batch with the
-// domain's rule (domain.PlanBatch), as mysqlstore.OrderRepo does, and holding
-// its mutex for the whole batch plays the part of the SQL transaction and the
-// stock-row lock. It is the only writer of its Vouchers' stock: build one
-// Orders per Vouchers.
+// Orders is the in-memory OrderRepository. It plans a batch with
+// domain.PlanBatch, as mysqlstore does, and its mutex plays the SQL
+// transaction and the stock-row lock. It is the only writer of its Vouchers'
+// stock: build one Orders per Vouchers.
 type Orders struct {
 	vouchers *Vouchers
-
-	mu mutex
-	// orders is every recorded order, created or failed, by id.
-	orders  map[domain.OrderID]*orderRecord
-	reclaim bool
-	window  time.Duration
-	// payments is every payment received, by transaction id.
-	payments map[string]payment
+	mu       mutex
+	orders   map[domain.OrderID]*orderRecord // created and failed
+	reclaim  bool
+	window   time.Duration
+	payments map[string]payment // by transaction id
 }
 
-// orderRecord is a recorded order, as tb_voucher_order's status,
-// pay_deadline, cancel_reason, pay_time, slot and returned columns keep a
-// created one (a failed one only has its status and reason).
 type orderRecord struct {
 	domain.OrderStatus
-	// slot is its place among its buyer's, 1..the limit, while it holds one:
-	// while it holds its unit, and once cancelled unless reclaim freed the
-	// place (forfeited, it keeps counting toward the limit); 0 otherwise.
+	// slot is its place among its buyer's (1..the limit) while it holds one,
+	// or a forfeited one; 0 otherwise.
 	slot     int
 	returned bool
 }
 
-// payment is one received payment, as a tb_payment row keeps it.
 type payment struct {
 	domain.Payment
 	kind domain.PaymentKind
 }
 
 func NewOrders(vouchers *Vouchers) *Orders {
-	if vouchers == nil {
-		panic("memory: NewOrders needs the Vouchers whose stock it sells")
-	}
 	return &Orders{vouchers: vouchers, orders: map[domain.OrderID]*orderRecord{}, payments: map[string]payment{}}
 }
 
 // WithReclaimAfterCancel sets whether an order cancelled from now on frees
-// its buyer to claim again (mysqlstore.OrderRepo.WithReclaimAfterCancel)
-// and returns s.
+// its buyer to claim again, and returns s.
 func (s *Orders) WithReclaimAfterCancel(on bool) *Orders {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -81,14 +68,12 @@ func (s *Orders) WithPayWindow(window time.Duration) *Orders {
 }
 
 // CreateBatch reads what domain.PlanBatch needs and applies its plan under
-// one hold of the mutex, so like the SQL repository it records the whole
-// batch or nothing, and no other batch changes the state in between.
+// one hold of the mutex.
 func (s *Orders) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) ([]ports.Outcome, error) {
 	if err := s.mu.lock(ctx); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
-
 	st := domain.BatchState{
 		Recorded: s.recordedOf(orders),
 		Stock:    map[domain.VoucherID]int{},
@@ -105,8 +90,6 @@ func (s *Orders) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) 
 			st.Stock[v], st.Limits[v] = left, limit
 		}
 	}
-	// The slots of the places held in the batch's vouchers' sales (the SQL
-	// unique key's rows).
 	for _, r := range s.orders {
 		if held, ok := st.Holders[r.Order.VoucherID()]; ok && r.slot > 0 {
 			held[r.Order.UserID()] = append(held[r.Order.UserID()], r.slot)
@@ -115,8 +98,6 @@ func (s *Orders) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) 
 	return s.write(domain.PlanBatch(orders, st)), nil
 }
 
-// MarkFailed holds the same mutex as CreateBatch, so the two never both
-// record one order.
 func (s *Orders) MarkFailed(ctx context.Context, orders []domain.VoucherOrder, reason domain.FailureReason) ([]ports.Outcome, error) {
 	if err := s.mu.lock(ctx); err != nil {
 		return nil, err
@@ -125,7 +106,8 @@ func (s *Orders) MarkFailed(ctx context.Context, orders []domain.VoucherOrder, r
 	return s.write(domain.PlanFailures(orders, reason, s.recordedOf(orders))), nil
 }
 
-// recordedOf is what is recorded under the orders' IDs; the caller holds s.mu.
+// recordedOf is what is recorded under the orders' IDs. The caller holds
+// s.mu, as for every lower-case method of Orders.
 func (s *Orders) recordedOf(orders []domain.VoucherOrder) map[domain.OrderID]domain.OrderStatus {
 	rec := map[domain.OrderID]domain.OrderStatus{}
 	for _, o := range orders {
@@ -136,8 +118,7 @@ func (s *Orders) recordedOf(orders []domain.VoucherOrder) map[domain.OrderID]dom
 	return rec
 }
 
-// write applies a plan's writes and answers its outcomes; the caller holds
-// s.mu.
+// write applies a plan's writes and answers its outcomes.
 func (s *Orders) write(plan domain.BatchPlan) []ports.Outcome {
 	for v, n := range plan.Taken {
 		s.vouchers.take(v, n)
@@ -155,9 +136,7 @@ func (s *Orders) write(plan domain.BatchPlan) []ports.Outcome {
 	return plan.Outcomes
 }
 
-// sorted is every record by id, the order the SQL repository reads in; the
-// caller holds s.mu. It sorts them all, which is fine for the small fakes
-// of tests.
+// sorted is every record by id, the order the SQL repository reads in.
 func (s *Orders) sorted() []*orderRecord {
 	return slices.SortedFunc(maps.Values(s.orders), func(a, b *orderRecord) int { return cmp.Compare(a.Order.ID(), b.Order.ID()) })
 }
@@ -177,7 +156,6 @@ func (s *Orders) Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain
 	return s.BuyersAfter(ctx, voucher, 0, math.MaxInt)
 }
 
-// BuyersAfter pages Buyers as the SQL repository does: by id, above after.
 func (s *Orders) BuyersAfter(ctx context.Context, voucher domain.VoucherID, after domain.OrderID, limit int) ([]domain.VoucherOrder, error) {
 	if err := s.mu.lock(ctx); err != nil {
 		return nil, err
@@ -199,7 +177,7 @@ func (s *Orders) CountBuyers(ctx context.Context, vouchers []domain.VoucherID) (
 	defer s.mu.Unlock()
 	out := make(map[domain.VoucherID]int, len(vouchers))
 	for _, v := range vouchers {
-		out[v] = 0 // a voucher without buyers counts them too
+		out[v] = 0
 	}
 	for _, r := range s.orders {
 		if n, ok := out[r.Order.VoucherID()]; ok && r.slot > 0 {
@@ -209,8 +187,6 @@ func (s *Orders) CountBuyers(ctx context.Context, vouchers []domain.VoucherID) (
 	return out, nil
 }
 
-// Tally counts as the SQL repository does; it walks every order and
-// payment, which is fine for the small fakes of tests.
 func (s *Orders) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTally, error) {
 	if err := s.mu.lock(ctx); err != nil {
 		return ports.SaleTally{}, err
@@ -243,8 +219,6 @@ func (s *Orders) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTall
 	return t, nil
 }
 
-// OrdersAfter walks every order; the SQL repository reads one index range
-// per page.
 func (s *Orders) OrdersAfter(ctx context.Context, voucher domain.VoucherID, filter domain.OrderFilter, after domain.OrderID, limit int) ([]domain.OrderStatus, error) {
 	if err := s.mu.lock(ctx); err != nil {
 		return nil, err
@@ -259,8 +233,6 @@ func (s *Orders) OrdersAfter(ctx context.Context, voucher domain.VoucherID, filt
 	return out, nil
 }
 
-// ExpireDue holds the mutex for the whole pass, as the SQL transaction holds
-// its rows.
 func (s *Orders) ExpireDue(ctx context.Context, now time.Time, limit int) ([]ports.ExpiredOrder, error) {
 	if err := s.mu.lock(ctx); err != nil {
 		return nil, err
@@ -276,20 +248,18 @@ func (s *Orders) ExpireDue(ctx context.Context, now time.Time, limit int) ([]por
 	return due, nil
 }
 
-// cancel moves a created order to cancelled and its unit back to stock; the
-// caller holds s.mu.
+// cancel moves a created order to cancelled and its unit back to stock;
+// unless reclaim frees it, its place is forfeited and its slot stays taken.
 func (s *Orders) cancel(r *orderRecord, reason domain.CancelReason) {
 	r.State, r.CancelReason = domain.OrderCancelled, reason
-	// Unless reclaim frees it, the place is forfeited: it keeps counting
-	// toward the buyer's limit, and its slot stays taken.
 	if s.reclaim {
 		r.slot = 0
 	}
 	s.vouchers.take(r.Order.VoucherID(), -1)
 }
 
-// Unreturned and Returned concern the cancelled (and refunding) orders:
-// those that hold no unit, and were created.
+// Unreturned lists the created orders that hold no unit and were not
+// returned.
 func (s *Orders) Unreturned(ctx context.Context, limit int) ([]domain.VoucherOrder, error) {
 	if err := s.mu.lock(ctx); err != nil {
 		return nil, err
@@ -333,8 +303,6 @@ func (s *Orders) Cancel(ctx context.Context, id domain.OrderID) (domain.OrderSta
 	return r.OrderStatus, true, nil
 }
 
-// Pay records the payment and changes the order under one hold of the
-// mutex, as the SQL repository does in one transaction.
 func (s *Orders) Pay(ctx context.Context, p domain.Payment) (ports.PayResult, error) {
 	if err := s.mu.lock(ctx); err != nil {
 		return ports.PayResult{}, err

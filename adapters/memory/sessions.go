@@ -9,8 +9,7 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// Sessions maps login tokens to users; it both resolves and mints them.
-// Sessions never expire here.
+// Sessions maps login tokens to users, which never expire here.
 type Sessions struct {
 	mu     mutex
 	tokens map[string]domain.UserID
