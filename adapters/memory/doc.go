@@ -18,3 +18,13 @@ func (m *mutex) lock(ctx context.Context) error {
 	m.Lock()
 	return nil
 }
+
+// locked runs f holding m, unless ctx is done.
+func locked[T any](ctx context.Context, m *mutex, f func() (T, error)) (T, error) {
+	if err := m.lock(ctx); err != nil {
+		var zero T
+		return zero, err
+	}
+	defer m.Unlock()
+	return f()
+}

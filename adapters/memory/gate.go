@@ -69,61 +69,55 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 }
 
 func (g *Gate) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error) {
-	if err := g.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer g.mu.Unlock()
-	var missing []domain.VoucherID
-	for _, id := range ids {
-		if _, ok := g.sales[id]; !ok {
-			missing = append(missing, id)
+	return locked(ctx, &g.mu, func() ([]domain.VoucherID, error) {
+		var missing []domain.VoucherID
+		for _, id := range ids {
+			if _, ok := g.sales[id]; !ok {
+				missing = append(missing, id)
+			}
 		}
-	}
-	return missing, nil
+		return missing, nil
+	})
 }
 
 func (g *Gate) Counts(ctx context.Context, ids []domain.VoucherID) (map[domain.VoucherID]ports.GateCount, error) {
-	if err := g.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer g.mu.Unlock()
-	out := make(map[domain.VoucherID]ports.GateCount, len(ids))
-	for _, id := range ids {
-		if s, ok := g.sales[id]; ok {
-			out[id] = ports.GateCount{Buyers: len(s.buyers), Stock: s.stock}
+	return locked(ctx, &g.mu, func() (map[domain.VoucherID]ports.GateCount, error) {
+		out := make(map[domain.VoucherID]ports.GateCount, len(ids))
+		for _, id := range ids {
+			if s, ok := g.sales[id]; ok {
+				out[id] = ports.GateCount{Buyers: len(s.buyers), Stock: s.stock}
+			}
 		}
-	}
-	return out, nil
+		return out, nil
+	})
 }
 
 func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.VoucherOrder) (ports.Healed, error) {
-	if err := g.mu.lock(ctx); err != nil {
-		return ports.Healed{}, err
-	}
-	defer g.mu.Unlock()
-	if _, err := domain.BuyerMarks(v, orders); err != nil {
-		return ports.Healed{}, fmt.Errorf("heal: %w", err)
-	}
-	var h ports.Healed
-	s, ok := g.sales[v.ID()]
-	if !ok {
+	return locked(ctx, &g.mu, func() (ports.Healed, error) {
+		if _, err := domain.BuyerMarks(v, orders); err != nil {
+			return ports.Healed{}, fmt.Errorf("heal: %w", err)
+		}
+		var h ports.Healed
+		s, ok := g.sales[v.ID()]
+		if !ok {
+			return h, nil
+		}
+		for _, o := range orders {
+			if (o.HoldsUnit() && s.returned[o.ID()]) || !s.mark(o) {
+				continue
+			}
+			h.Restored++
+			switch {
+			case !o.HoldsUnit(): // a forfeited place: its mark takes no unit
+			case s.stock > 0:
+				s.stock--
+				h.Retaken++
+			default:
+				h.Oversold++
+			}
+		}
 		return h, nil
-	}
-	for _, o := range orders {
-		if (o.HoldsUnit() && s.returned[o.ID()]) || !s.mark(o) {
-			continue
-		}
-		h.Restored++
-		switch {
-		case !o.HoldsUnit(): // a forfeited place: its mark takes no unit
-		case s.stock > 0:
-			s.stock--
-			h.Retaken++
-		default:
-			h.Oversold++
-		}
-	}
-	return h, nil
+	})
 }
 
 // Lose undoes a reservation as a Redis that lost the claim's write would;
@@ -150,30 +144,28 @@ func (g *Gate) Overwrite(ctx context.Context, v domain.Voucher, buyers []domain.
 }
 
 func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder, force bool) (bool, error) {
-	if err := g.mu.lock(ctx); err != nil {
-		return false, err
-	}
-	defer g.mu.Unlock()
-	if err := v.CheckGateable(); err != nil {
-		return false, fmt.Errorf("restore: %w", err)
-	}
-	if _, err := domain.BuyerMarks(v, buyers); err != nil {
-		return false, fmt.Errorf("restore: %w", err)
-	}
-	s := v.Sale()
-	returned := map[domain.OrderID]bool{}
-	if cur, ok := g.sales[v.ID()]; ok {
-		if !force {
-			return false, nil
+	return locked(ctx, &g.mu, func() (bool, error) {
+		if err := v.CheckGateable(); err != nil {
+			return false, fmt.Errorf("restore: %w", err)
 		}
-		returned = cur.returned
-	}
-	fresh := &gateSale{sale: s, stock: s.Stock(), buyers: map[place]domain.OrderID{}, returned: returned}
-	for _, o := range buyers {
-		fresh.mark(o)
-	}
-	g.sales[v.ID()] = fresh
-	return true, nil
+		if _, err := domain.BuyerMarks(v, buyers); err != nil {
+			return false, fmt.Errorf("restore: %w", err)
+		}
+		s := v.Sale()
+		returned := map[domain.OrderID]bool{}
+		if cur, ok := g.sales[v.ID()]; ok {
+			if !force {
+				return false, nil
+			}
+			returned = cur.returned
+		}
+		fresh := &gateSale{sale: s, stock: s.Stock(), buyers: map[place]domain.OrderID{}, returned: returned}
+		for _, o := range buyers {
+			fresh.mark(o)
+		}
+		g.sales[v.ID()] = fresh
+		return true, nil
+	})
 }
 
 func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) error {

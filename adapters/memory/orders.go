@@ -70,40 +70,36 @@ func (s *Orders) WithPayWindow(window time.Duration) *Orders {
 // CreateBatch reads what domain.PlanBatch needs and applies its plan under
 // one hold of the mutex.
 func (s *Orders) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) ([]ports.Outcome, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	st := domain.BatchState{
-		Recorded: s.recordedOf(orders),
-		Stock:    map[domain.VoucherID]int{},
-		Limits:   map[domain.VoucherID]int{},
-		Holders:  map[domain.VoucherID]map[domain.UserID][]int{},
-	}
-	for _, o := range orders {
-		v := o.VoucherID()
-		if _, seen := st.Holders[v]; seen {
-			continue
+	return locked(ctx, &s.mu, func() ([]ports.Outcome, error) {
+		st := domain.BatchState{
+			Recorded: s.recordedOf(orders),
+			Stock:    map[domain.VoucherID]int{},
+			Limits:   map[domain.VoucherID]int{},
+			Holders:  map[domain.VoucherID]map[domain.UserID][]int{},
 		}
-		st.Holders[v] = map[domain.UserID][]int{}
-		if left, limit, onSale := s.vouchers.saleOf(v); onSale {
-			st.Stock[v], st.Limits[v] = left, limit
+		for _, o := range orders {
+			v := o.VoucherID()
+			if _, seen := st.Holders[v]; seen {
+				continue
+			}
+			st.Holders[v] = map[domain.UserID][]int{}
+			if left, limit, onSale := s.vouchers.saleOf(v); onSale {
+				st.Stock[v], st.Limits[v] = left, limit
+			}
 		}
-	}
-	for _, r := range s.orders {
-		if held, ok := st.Holders[r.Order.VoucherID()]; ok && r.slot > 0 {
-			held[r.Order.UserID()] = append(held[r.Order.UserID()], r.slot)
+		for _, r := range s.orders {
+			if held, ok := st.Holders[r.Order.VoucherID()]; ok && r.slot > 0 {
+				held[r.Order.UserID()] = append(held[r.Order.UserID()], r.slot)
+			}
 		}
-	}
-	return s.write(domain.PlanBatch(orders, st)), nil
+		return s.write(domain.PlanBatch(orders, st)), nil
+	})
 }
 
 func (s *Orders) MarkFailed(ctx context.Context, orders []domain.VoucherOrder, reason domain.FailureReason) ([]ports.Outcome, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	return s.write(domain.PlanFailures(orders, reason, s.recordedOf(orders))), nil
+	return locked(ctx, &s.mu, func() ([]ports.Outcome, error) {
+		return s.write(domain.PlanFailures(orders, reason, s.recordedOf(orders))), nil
+	})
 }
 
 // recordedOf is what is recorded under the orders' IDs. The caller holds
@@ -142,14 +138,12 @@ func (s *Orders) sorted() []*orderRecord {
 }
 
 func (s *Orders) Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return domain.OrderStatus{}, err
-	}
-	defer s.mu.Unlock()
-	if r, ok := s.orders[id]; ok {
-		return r.OrderStatus, nil
-	}
-	return domain.OrderStatus{}, domain.ErrOrderNotFound
+	return locked(ctx, &s.mu, func() (domain.OrderStatus, error) {
+		if r, ok := s.orders[id]; ok {
+			return r.OrderStatus, nil
+		}
+		return domain.OrderStatus{}, domain.ErrOrderNotFound
+	})
 }
 
 func (s *Orders) Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain.VoucherOrder, error) {
@@ -157,95 +151,85 @@ func (s *Orders) Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain
 }
 
 func (s *Orders) BuyersAfter(ctx context.Context, voucher domain.VoucherID, after domain.OrderID, limit int) ([]domain.VoucherOrder, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	buyers := []domain.VoucherOrder{}
-	for _, r := range s.sorted() {
-		if r.Order.VoucherID() == voucher && r.slot > 0 && r.Order.ID() > after && len(buyers) < limit {
-			buyers = append(buyers, r.Place())
+	return locked(ctx, &s.mu, func() ([]domain.VoucherOrder, error) {
+		buyers := []domain.VoucherOrder{}
+		for _, r := range s.sorted() {
+			if r.Order.VoucherID() == voucher && r.slot > 0 && r.Order.ID() > after && len(buyers) < limit {
+				buyers = append(buyers, r.Place())
+			}
 		}
-	}
-	return buyers, nil
+		return buyers, nil
+	})
 }
 
 func (s *Orders) CountBuyers(ctx context.Context, vouchers []domain.VoucherID) (map[domain.VoucherID]int, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	out := make(map[domain.VoucherID]int, len(vouchers))
-	for _, v := range vouchers {
-		out[v] = 0
-	}
-	for _, r := range s.orders {
-		if n, ok := out[r.Order.VoucherID()]; ok && r.slot > 0 {
-			out[r.Order.VoucherID()] = n + 1
+	return locked(ctx, &s.mu, func() (map[domain.VoucherID]int, error) {
+		out := make(map[domain.VoucherID]int, len(vouchers))
+		for _, v := range vouchers {
+			out[v] = 0
 		}
-	}
-	return out, nil
+		for _, r := range s.orders {
+			if n, ok := out[r.Order.VoucherID()]; ok && r.slot > 0 {
+				out[r.Order.VoucherID()] = n + 1
+			}
+		}
+		return out, nil
+	})
 }
 
 func (s *Orders) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTally, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return ports.SaleTally{}, err
-	}
-	defer s.mu.Unlock()
-	stock, _, ok := s.vouchers.saleOf(id)
-	if !ok {
-		return ports.SaleTally{}, domain.ErrVoucherNotFound
-	}
-	t := ports.SaleTally{Stock: stock}
-	counts := map[domain.OrderState]*int64{
-		domain.OrderCreated: &t.Unpaid, domain.OrderPaid: &t.Paid, domain.OrderCancelled: &t.Cancelled,
-		domain.OrderRefunding: &t.Refunding, domain.OrderFailed: &t.Failed,
-	}
-	for _, r := range s.orders {
-		if r.Order.VoucherID() == id {
-			*counts[r.State]++
+	return locked(ctx, &s.mu, func() (ports.SaleTally, error) {
+		stock, _, ok := s.vouchers.saleOf(id)
+		if !ok {
+			return ports.SaleTally{}, domain.ErrVoucherNotFound
 		}
-	}
-	for _, p := range s.payments {
-		if p.Order.VoucherID() != id || !p.kind.Owed() {
-			continue
+		t := ports.SaleTally{Stock: stock}
+		counts := map[domain.OrderState]*int64{
+			domain.OrderCreated: &t.Unpaid, domain.OrderPaid: &t.Paid, domain.OrderCancelled: &t.Cancelled,
+			domain.OrderRefunding: &t.Refunding, domain.OrderFailed: &t.Failed,
 		}
-		t.RefundsOwed++
-		t.RefundsOwedFen += p.Amount
-		if p.kind == domain.PaymentDouble {
-			t.DoubleCharges++
+		for _, r := range s.orders {
+			if r.Order.VoucherID() == id {
+				*counts[r.State]++
+			}
 		}
-	}
-	return t, nil
+		for _, p := range s.payments {
+			if p.Order.VoucherID() != id || !p.kind.Owed() {
+				continue
+			}
+			t.RefundsOwed++
+			t.RefundsOwedFen += p.Amount
+			if p.kind == domain.PaymentDouble {
+				t.DoubleCharges++
+			}
+		}
+		return t, nil
+	})
 }
 
 func (s *Orders) OrdersAfter(ctx context.Context, voucher domain.VoucherID, filter domain.OrderFilter, after domain.OrderID, limit int) ([]domain.OrderStatus, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	out := []domain.OrderStatus{}
-	for _, r := range s.sorted() {
-		if r.Order.VoucherID() == voucher && r.Order.ID() > after && filter.Matches(r.OrderStatus) && len(out) < limit {
-			out = append(out, r.OrderStatus)
+	return locked(ctx, &s.mu, func() ([]domain.OrderStatus, error) {
+		out := []domain.OrderStatus{}
+		for _, r := range s.sorted() {
+			if r.Order.VoucherID() == voucher && r.Order.ID() > after && filter.Matches(r.OrderStatus) && len(out) < limit {
+				out = append(out, r.OrderStatus)
+			}
 		}
-	}
-	return out, nil
+		return out, nil
+	})
 }
 
 func (s *Orders) ExpireDue(ctx context.Context, now time.Time, limit int) ([]ports.ExpiredOrder, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	var due []ports.ExpiredOrder
-	for _, r := range s.sorted() {
-		if by := r.PayBy(); !by.IsZero() && !by.After(now) && len(due) < limit {
-			due = append(due, ports.ExpiredOrder{Order: r.Order, Deadline: by})
-			s.cancel(r, domain.CancelExpired)
+	return locked(ctx, &s.mu, func() ([]ports.ExpiredOrder, error) {
+		var due []ports.ExpiredOrder
+		for _, r := range s.sorted() {
+			if by := r.PayBy(); !by.IsZero() && !by.After(now) && len(due) < limit {
+				due = append(due, ports.ExpiredOrder{Order: r.Order, Deadline: by})
+				s.cancel(r, domain.CancelExpired)
+			}
 		}
-	}
-	return due, nil
+		return due, nil
+	})
 }
 
 // cancel moves a created order to cancelled and its unit back to stock;
@@ -261,17 +245,15 @@ func (s *Orders) cancel(r *orderRecord, reason domain.CancelReason) {
 // Unreturned lists the created orders that hold no unit and were not
 // returned.
 func (s *Orders) Unreturned(ctx context.Context, limit int) ([]domain.VoucherOrder, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	var out []domain.VoucherOrder
-	for _, r := range s.sorted() {
-		if !r.State.HoldsUnit() && r.State != domain.OrderFailed && !r.returned && len(out) < limit {
-			out = append(out, r.Order)
+	return locked(ctx, &s.mu, func() ([]domain.VoucherOrder, error) {
+		var out []domain.VoucherOrder
+		for _, r := range s.sorted() {
+			if !r.State.HoldsUnit() && r.State != domain.OrderFailed && !r.returned && len(out) < limit {
+				out = append(out, r.Order)
+			}
 		}
-	}
-	return out, nil
+		return out, nil
+	})
 }
 
 func (s *Orders) Returned(ctx context.Context, ids []domain.OrderID) error {
@@ -304,28 +286,26 @@ func (s *Orders) Cancel(ctx context.Context, id domain.OrderID) (domain.OrderSta
 }
 
 func (s *Orders) Pay(ctx context.Context, p domain.Payment) (ports.PayResult, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return ports.PayResult{}, err
-	}
-	defer s.mu.Unlock()
-	r, ok := s.orders[p.Order.ID()]
-	if !ok {
-		return ports.PayResult{}, domain.ErrOrderNotFound
-	}
-	if seen, ok := s.payments[p.TransactionID]; ok {
-		if seen.Order.ID() != r.Order.ID() {
-			return ports.PayResult{}, domain.ErrTransactionReused
+	return locked(ctx, &s.mu, func() (ports.PayResult, error) {
+		r, ok := s.orders[p.Order.ID()]
+		if !ok {
+			return ports.PayResult{}, domain.ErrOrderNotFound
 		}
-		return ports.PayResult{Status: r.OrderStatus, Kind: seen.kind}, nil
-	}
-	kind, next, err := r.State.Pay()
-	if err != nil {
-		return ports.PayResult{}, err
-	}
-	if next != r.State {
-		r.State, r.PaidAt = next, storedTime(p.At)
-	}
-	p.Order = r.Order
-	s.payments[p.TransactionID] = payment{Payment: p, kind: kind}
-	return ports.PayResult{Status: r.OrderStatus, Kind: kind, New: true}, nil
+		if seen, ok := s.payments[p.TransactionID]; ok {
+			if seen.Order.ID() != r.Order.ID() {
+				return ports.PayResult{}, domain.ErrTransactionReused
+			}
+			return ports.PayResult{Status: r.OrderStatus, Kind: seen.kind}, nil
+		}
+		kind, next, err := r.State.Pay()
+		if err != nil {
+			return ports.PayResult{}, err
+		}
+		if next != r.State {
+			r.State, r.PaidAt = next, storedTime(p.At)
+		}
+		p.Order = r.Order
+		s.payments[p.TransactionID] = payment{Payment: p, kind: kind}
+		return ports.PayResult{Status: r.OrderStatus, Kind: kind, New: true}, nil
+	})
 }

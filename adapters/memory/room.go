@@ -167,13 +167,11 @@ func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time,
 }
 
 func (s *Rooms) Used(ctx context.Context, id domain.VoucherID, user domain.UserID) (bool, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return false, err
-	}
-	defer s.mu.Unlock()
-	s.calls++
-	r, ok := s.rooms[id]
-	return ok && r.usedBy[user], nil
+	return locked(ctx, &s.mu, func() (bool, error) {
+		s.calls++
+		r, ok := s.rooms[id]
+		return ok && r.usedBy[user], nil
+	})
 }
 
 func (s *Rooms) Use(ctx context.Context, id domain.VoucherID, user domain.UserID, position int64) error {

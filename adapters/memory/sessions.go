@@ -25,15 +25,13 @@ func NewSessions() *Sessions {
 }
 
 func (s *Sessions) UserID(ctx context.Context, token string) (domain.UserID, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return 0, err
-	}
-	defer s.mu.Unlock()
-	id, ok := s.tokens[token]
-	if !ok {
-		return 0, ports.ErrUnknownToken
-	}
-	return id, nil
+	return locked(ctx, &s.mu, func() (domain.UserID, error) {
+		id, ok := s.tokens[token]
+		if !ok {
+			return 0, ports.ErrUnknownToken
+		}
+		return id, nil
+	})
 }
 
 // Mint returns 32 random hex characters, like the Redis store's tokens.

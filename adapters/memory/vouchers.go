@@ -74,24 +74,20 @@ func (s *Vouchers) addSeckill(ctx context.Context, key, fingerprint string, v do
 // AddNormal stores a voucher without a sale, which the service never creates;
 // for tests of listings that mix both kinds.
 func (s *Vouchers) AddNormal(ctx context.Context, spec domain.VoucherSpec) (domain.Voucher, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return domain.Voucher{}, err
-	}
-	defer s.mu.Unlock()
-	saved := domain.UnmarshalVoucherFromDatabase(domain.VoucherID(len(s.vouchers)+1), spec, domain.VoucherNormal, 1, domain.Sale{})
-	s.vouchers = append(s.vouchers, saved)
-	return saved, nil
+	return locked(ctx, &s.mu, func() (domain.Voucher, error) {
+		saved := domain.UnmarshalVoucherFromDatabase(domain.VoucherID(len(s.vouchers)+1), spec, domain.VoucherNormal, 1, domain.Sale{})
+		s.vouchers = append(s.vouchers, saved)
+		return saved, nil
+	})
 }
 
 func (s *Vouchers) Get(ctx context.Context, id domain.VoucherID) (domain.Voucher, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return domain.Voucher{}, err
-	}
-	defer s.mu.Unlock()
-	if v, ok := s.get(id); ok {
-		return v, nil
-	}
-	return domain.Voucher{}, domain.ErrVoucherNotFound
+	return locked(ctx, &s.mu, func() (domain.Voucher, error) {
+		if v, ok := s.get(id); ok {
+			return v, nil
+		}
+		return domain.Voucher{}, domain.ErrVoucherNotFound
+	})
 }
 
 // ListByShop lists the newest max vouchers on sale (status 1).
@@ -108,17 +104,15 @@ func (s *Vouchers) ListSeckillEndingAfter(ctx context.Context, t time.Time) ([]d
 }
 
 func (s *Vouchers) list(ctx context.Context, keep func(domain.Voucher) bool) ([]domain.Voucher, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	vs := []domain.Voucher{}
-	for _, v := range s.vouchers {
-		if keep(v) {
-			vs = append(vs, v)
+	return locked(ctx, &s.mu, func() ([]domain.Voucher, error) {
+		vs := []domain.Voucher{}
+		for _, v := range s.vouchers {
+			if keep(v) {
+				vs = append(vs, v)
+			}
 		}
-	}
-	return vs, nil
+		return vs, nil
+	})
 }
 
 // get is the voucher stored under id; the caller holds s.mu.
@@ -203,19 +197,17 @@ func NewAuditLog(vouchers *Vouchers) *AuditLog {
 }
 
 func (l *AuditLog) List(ctx context.Context, q ports.AuditQuery) ([]domain.AuditEntry, error) {
-	if err := l.v.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer l.v.mu.Unlock()
-	out := []domain.AuditEntry{}
-	for i := len(l.v.audit) - 1; i >= 0 && len(out) < q.Limit; i-- {
-		e := l.v.audit[i]
-		if (q.Before > 0 && e.ID() >= q.Before) || (q.Voucher > 0 && e.Voucher() != q.Voucher) {
-			continue
+	return locked(ctx, &l.v.mu, func() ([]domain.AuditEntry, error) {
+		out := []domain.AuditEntry{}
+		for i := len(l.v.audit) - 1; i >= 0 && len(out) < q.Limit; i-- {
+			e := l.v.audit[i]
+			if (q.Before > 0 && e.ID() >= q.Before) || (q.Voucher > 0 && e.Voucher() != q.Voucher) {
+				continue
+			}
+			out = append(out, e)
 		}
-		out = append(out, e)
-	}
-	return out, nil
+		return out, nil
+	})
 }
 
 // appendAudit stamps e as the SQL table does; the caller holds s.mu.

@@ -86,8 +86,7 @@ func (m orderModel) status() (domain.OrderStatus, error) {
 }
 
 // guarded runs an UPDATE of rows the caller holds locked in the state its
-// WHERE guards: matching other than want rows is a bug, and fails the
-// transaction.
+// WHERE guards: matching other than want rows is a bug.
 func guarded(ctx context.Context, q *bun.UpdateQuery, want int, op string) error {
 	res, err := q.Exec(ctx)
 	if err != nil {
@@ -228,8 +227,7 @@ func (r *OrderRepo) Cancel(ctx context.Context, id domain.OrderID) (domain.Order
 	return st, changed, err // nil, or the refusal
 }
 
-// lockOrder reads the order under its row's lock; found is false when it has
-// no row (failed, or unknown).
+// lockOrder reads the order under its row's lock, if it has a row.
 func (r *OrderRepo) lockOrder(ctx context.Context, tx bun.Tx, id domain.OrderID) (st domain.OrderStatus, found bool, err error) {
 	var rows []orderModel
 	if err := r.forUpdate(tx.NewSelect().Model(&rows).Where("id = ?", int64(id)), false).Scan(ctx); err != nil {

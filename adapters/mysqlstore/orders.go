@@ -48,7 +48,6 @@ func (r *OrderRepo) CreateBatch(ctx context.Context, orders []domain.VoucherOrde
 	})
 }
 
-// batchInTx runs fn in one transaction (runInTx); op names its failure.
 func (r *OrderRepo) batchInTx(ctx context.Context, orders []domain.VoucherOrder, op string, fn func(context.Context, bun.Tx) ([]ports.Outcome, error)) ([]ports.Outcome, error) {
 	if len(orders) == 0 {
 		return []ports.Outcome{}, nil
@@ -121,7 +120,6 @@ func insertFailures(ctx context.Context, db bun.IDB, failures []domain.Outcome) 
 	return allInserted(n, err, len(rows), "tb_voucher_order_failure")
 }
 
-// rowsInserted is how many of its n rows an INSERT into table wrote.
 func rowsInserted(res sql.Result, err error, n int, table string) (int64, error) {
 	if err == nil {
 		var written int64
@@ -243,8 +241,8 @@ func (r *OrderRepo) lockStock(ctx context.Context, db bun.IDB, vouchers []int64)
 	return stock, limits, nil
 }
 
-// readHolders finds, for each voucher on sale (a key of stock), the slots of
-// the places the batch's users hold in its sale.
+// readHolders finds the slots of the places the batch's users hold in each
+// sale.
 func (r *OrderRepo) readHolders(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, stock map[domain.VoucherID]int) (map[domain.VoucherID]map[domain.UserID][]int, error) {
 	users := map[domain.VoucherID][]int64{}
 	for _, o := range orders {
@@ -371,7 +369,6 @@ func (r *OrderRepo) BuyersAfter(ctx context.Context, voucher domain.VoucherID, a
 	})
 }
 
-// CountBuyers counts on the voucher_id index, as Tally does.
 func (r *OrderRepo) CountBuyers(ctx context.Context, vouchers []domain.VoucherID) (map[domain.VoucherID]int, error) {
 	out := make(map[domain.VoucherID]int, len(vouchers))
 	if len(vouchers) == 0 {

@@ -28,8 +28,7 @@ func NewVoucherRepo(db *bun.DB) *VoucherRepo {
 }
 
 // AddSeckill writes both rows in one transaction, so a voucher is never
-// listed without the stock that makes it claimable. The voucher comes back
-// with its times as stored (UTC, microseconds), exactly as Get returns it.
+// listed without its stock. It returns the voucher exactly as Get will.
 func (r *VoucherRepo) AddSeckill(ctx context.Context, v domain.Voucher) (domain.Voucher, error) {
 	if !v.IsSeckill() {
 		return domain.Voucher{}, domain.ErrNotSeckill
