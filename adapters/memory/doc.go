@@ -1,4 +1,5 @@
-// Package memory holds in-memory, concurrency-safe fakes of every port, with the same behaviour as the real adapters (proven by the contract suites in test/contract), for unit and component tests.
+// Package memory holds in-memory, concurrency-safe fakes of every port for
+// unit and component tests, behaving as the real adapters (test/contract runs both).
 package memory
 
 import (
