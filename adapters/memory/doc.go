@@ -1,4 +1,5 @@
-// Package memory holds in-memory, concurrency-safe fakes of every port, with the same behaviour as the real adapters (proven by the contract suites in test/contract), for unit and component tests.
+// Package memory holds in-memory, concurrency-safe fakes of every port for
+// unit and component tests, behaving as the real adapters (test/contract runs both).
 package memory
 
 import (
@@ -17,4 +18,14 @@ func (m *mutex) lock(ctx context.Context) error {
 	}
 	m.Lock()
 	return nil
+}
+
+// locked runs f holding m, unless ctx is done.
+func locked[T any](ctx context.Context, m *mutex, f func() (T, error)) (T, error) {
+	if err := m.lock(ctx); err != nil {
+		var zero T
+		return zero, err
+	}
+	defer m.Unlock()
+	return f()
 }

@@ -9,22 +9,17 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// Gate is the in-memory StockGate. It decides like the Redis gate's claim
-// script (window, then stock, then duplicate), under one mutex instead of one
-// script, with the window checked against the clock it was given.
+// Gate is the in-memory StockGate. It decides like the Redis gate's scripts,
+// under one mutex, with the window checked against its clock.
 type Gate struct {
-	clock ports.Clock
-
-	// reclaim: Return frees the buyer's place (the Redis gates'
-	// ReclaimAfterCancel); otherwise it forfeits the place.
+	clock   ports.Clock
 	reclaim bool
-
-	mu    mutex
-	sales map[domain.VoucherID]*gateSale
+	mu      mutex
+	sales   map[domain.VoucherID]*gateSale
 }
 
-// WithReclaimAfterCancel sets whether Return frees a cancelled order's
-// buyer to claim again, and returns g. Set it before g is shared.
+// WithReclaimAfterCancel sets whether Return frees a cancelled order's buyer
+// to claim again (otherwise it forfeits the place), and returns g.
 func (g *Gate) WithReclaimAfterCancel(on bool) *Gate {
 	g.reclaim = on
 	return g
@@ -33,14 +28,11 @@ func (g *Gate) WithReclaimAfterCancel(on bool) *Gate {
 type gateSale struct {
 	sale  domain.Sale // its window; its stock is the initial one
 	stock int         // what is left to reserve
-	// buyers is the users' places, as the Redis gate's buyers hash holds
-	// them (one field per place): the mark of the order holding each
-	// (domain.VoucherOrder.Mark: negative once forfeited). A map of places,
-	// not of each user's slice of marks, so a new buyer costs the claim no
-	// allocation (application's claimAllocBudget).
+	// buyers holds the mark of the order in each place (negative once
+	// forfeited), as the Redis gate's buyers hash. Keyed by place, not by
+	// user, so a new buyer costs the claim no allocation (claimAllocBudget).
 	buyers map[place]domain.OrderID
-	// returned holds the orders Return gave back, which Heal never puts
-	// back (the Redis gate's returned set).
+	// returned holds the orders Return gave back, which Heal never restores.
 	returned map[domain.OrderID]bool
 }
 
@@ -52,11 +44,7 @@ var (
 	_ ports.OrderIndex   = (*Gate)(nil)
 )
 
-// NewGate panics on a nil clock, a wiring mistake.
 func NewGate(clock ports.Clock) *Gate {
-	if clock == nil {
-		panic("memory: NewGate needs a non-nil clock")
-	}
 	return &Gate{clock: clock, sales: make(map[domain.VoucherID]*gateSale)}
 }
 
@@ -70,88 +58,75 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 	}
 	s := v.Sale()
 	if cur, ok := g.sales[v.ID()]; ok {
-		// Like the Redis gate: an existing state may hold reservations, and
-		// one of another sale's window is an operator's problem.
+		// An existing state may hold reservations: it stays, as in Redis.
 		if !cur.sale.Begin().Equal(s.Begin()) || !cur.sale.End().Equal(s.End()) {
 			return fmt.Errorf("preheat voucher %d: the gate holds another sale's window under this id", v.ID())
 		}
 		return nil
 	}
-	g.sales[v.ID()] = &gateSale{
-		sale: s, stock: s.Stock(), buyers: map[place]domain.OrderID{}, returned: map[domain.OrderID]bool{},
-	}
+	g.sales[v.ID()] = &gateSale{sale: s, stock: s.Stock(), buyers: map[place]domain.OrderID{}, returned: map[domain.OrderID]bool{}}
 	return nil
 }
 
 func (g *Gate) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error) {
-	if err := g.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer g.mu.Unlock()
-	var missing []domain.VoucherID
-	for _, id := range ids {
-		if _, ok := g.sales[id]; !ok {
-			missing = append(missing, id)
+	return locked(ctx, &g.mu, func() ([]domain.VoucherID, error) {
+		var missing []domain.VoucherID
+		for _, id := range ids {
+			if _, ok := g.sales[id]; !ok {
+				missing = append(missing, id)
+			}
 		}
-	}
-	return missing, nil
+		return missing, nil
+	})
 }
 
 func (g *Gate) Counts(ctx context.Context, ids []domain.VoucherID) (map[domain.VoucherID]ports.GateCount, error) {
-	if err := g.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer g.mu.Unlock()
-	out := make(map[domain.VoucherID]ports.GateCount, len(ids))
-	for _, id := range ids {
-		if s, ok := g.sales[id]; ok {
-			out[id] = ports.GateCount{Buyers: len(s.buyers), Stock: s.stock}
+	return locked(ctx, &g.mu, func() (map[domain.VoucherID]ports.GateCount, error) {
+		out := make(map[domain.VoucherID]ports.GateCount, len(ids))
+		for _, id := range ids {
+			if s, ok := g.sales[id]; ok {
+				out[id] = ports.GateCount{Buyers: len(s.buyers), Stock: s.stock}
+			}
 		}
-	}
-	return out, nil
+		return out, nil
+	})
 }
 
-// Heal decides like the Redis gate's heal script, under the mutex.
 func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.VoucherOrder) (ports.Healed, error) {
-	if err := g.mu.lock(ctx); err != nil {
-		return ports.Healed{}, err
-	}
-	defer g.mu.Unlock()
-	if _, err := domain.BuyerMarks(v, orders); err != nil {
-		return ports.Healed{}, fmt.Errorf("heal: %w", err)
-	}
-	var h ports.Healed
-	s, ok := g.sales[v.ID()]
-	if !ok {
+	return locked(ctx, &g.mu, func() (ports.Healed, error) {
+		if _, err := domain.BuyerMarks(v, orders); err != nil {
+			return ports.Healed{}, fmt.Errorf("heal: %w", err)
+		}
+		var h ports.Healed
+		s, ok := g.sales[v.ID()]
+		if !ok {
+			return h, nil
+		}
+		for _, o := range orders {
+			if (o.HoldsUnit() && s.returned[o.ID()]) || !s.mark(o) {
+				continue
+			}
+			h.Restored++
+			switch {
+			case !o.HoldsUnit(): // a forfeited place: its mark takes no unit
+			case s.stock > 0:
+				s.stock--
+				h.Retaken++
+			default:
+				h.Oversold++
+			}
+		}
 		return h, nil
-	}
-	for _, o := range orders {
-		if (o.HoldsUnit() && s.returned[o.ID()]) || !s.mark(o) {
-			continue
-		}
-		h.Restored++
-		switch {
-		case !o.HoldsUnit(): // a forfeited place: its mark takes no unit
-		case s.stock > 0:
-			s.stock--
-			h.Retaken++
-		default:
-			h.Oversold++
-		}
-	}
-	return h, nil
+	})
 }
 
-// Lose undoes a reservation as a Redis that lost the claim's write would
-// (a restart without persistence, a failover to a replica that lagged): the
-// mark is gone and the unit is back, whatever became of the order; for tests
-// of the repair. It is Release(o, true), which a test need not check.
+// Lose undoes a reservation as a Redis that lost the claim's write would;
+// for tests of the repair.
 func (g *Gate) Lose(o domain.VoucherOrder) {
 	_ = g.Release(context.Background(), o, true)
 }
 
-// Forget drops a voucher's state, as a Redis that lost its data would; for
-// tests of the repair.
+// Forget drops a voucher's state, as a Redis that lost its data would.
 func (g *Gate) Forget(id domain.VoucherID) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -162,37 +137,35 @@ func (g *Gate) Restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	return g.restore(ctx, v, buyers, false)
 }
 
-// Overwrite replaces the voucher's state whatever it holds, like the Redis gate's.
+// Overwrite replaces the voucher's state whatever it holds.
 func (g *Gate) Overwrite(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder) error {
 	_, err := g.restore(ctx, v, buyers, true)
 	return err
 }
 
 func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder, force bool) (bool, error) {
-	if err := g.mu.lock(ctx); err != nil {
-		return false, err
-	}
-	defer g.mu.Unlock()
-	if err := v.CheckGateable(); err != nil {
-		return false, fmt.Errorf("restore: %w", err)
-	}
-	if _, err := domain.BuyerMarks(v, buyers); err != nil {
-		return false, fmt.Errorf("restore: %w", err)
-	}
-	s := v.Sale()
-	returned := map[domain.OrderID]bool{}
-	if cur, ok := g.sales[v.ID()]; ok {
-		if !force {
-			return false, nil
+	return locked(ctx, &g.mu, func() (bool, error) {
+		if err := v.CheckGateable(); err != nil {
+			return false, fmt.Errorf("restore: %w", err)
 		}
-		returned = cur.returned // an Overwrite keeps what was given back
-	}
-	fresh := &gateSale{sale: s, stock: s.Stock(), buyers: map[place]domain.OrderID{}, returned: returned}
-	for _, o := range buyers {
-		fresh.mark(o) // BuyerMarks has checked each has a place
-	}
-	g.sales[v.ID()] = fresh
-	return true, nil
+		if _, err := domain.BuyerMarks(v, buyers); err != nil {
+			return false, fmt.Errorf("restore: %w", err)
+		}
+		s := v.Sale()
+		returned := map[domain.OrderID]bool{}
+		if cur, ok := g.sales[v.ID()]; ok {
+			if !force {
+				return false, nil
+			}
+			returned = cur.returned
+		}
+		fresh := &gateSale{sale: s, stock: s.Stock(), buyers: map[place]domain.OrderID{}, returned: returned}
+		for _, o := range buyers {
+			fresh.mark(o)
+		}
+		g.sales[v.ID()] = fresh
+		return true, nil
+	})
 }
 
 func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) error {
@@ -205,16 +178,15 @@ func (g *Gate) Reserve(ctx context.Context, o domain.VoucherOrder) error {
 	if !ok {
 		return domain.ErrVoucherNotFound
 	}
-	// A claim resent after its reply was lost finds its own mark: taken,
-	// whatever changed since (ended, paused, sold out), and nothing changes
-	// (the claim scripts' rule). Only a sale not started holds no claim.
+	// A claim resent after its reply was lost finds its own mark and is
+	// taken, whatever changed since but the start (the claim scripts' rule).
 	_, held := s.find(o.UserID(), o.ID())
 	switch err := s.sale.Check(now, s.stock); {
 	case errors.Is(err, domain.ErrNotStarted):
 		return err
 	case held:
 		return nil
-	case err != nil: // the claim script's order: window, pause, stock, then duplicate
+	case err != nil:
 		return err
 	case !s.mark(o):
 		return domain.ErrAlreadyClaimed
@@ -234,8 +206,7 @@ func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock 
 	return nil
 }
 
-// Return releases each order as Release(o, true) and remembers it, under
-// the mutex (the Redis gate's return script).
+// Return releases each order as Release(o, true) would, and remembers it.
 func (g *Gate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
 	if err := g.mu.lock(ctx); err != nil {
 		return err
@@ -254,10 +225,8 @@ func (g *Gate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
 	return nil
 }
 
-// Apply carries v's end, pause and added units to a sale the gate holds,
-// as the Redis gates' controls.lua: each added unit is taken once (the
-// sale keeps the total taken), and a voucher the gate does not hold stays
-// absent.
+// Apply carries v's end, pause and added units to a sale the gate holds, as
+// controls.lua: each added unit is taken once (the sale keeps the total).
 func (g *Gate) Apply(ctx context.Context, v domain.Voucher) error {
 	if err := g.mu.lock(ctx); err != nil {
 		return err
@@ -274,7 +243,7 @@ func (g *Gate) Apply(ctx context.Context, v domain.Voucher) error {
 	return nil
 }
 
-// Queued is QueuedByID for the order of user only, as the Redis gate's.
+// Queued is QueuedByID for the order of user only.
 func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error) {
 	o, ok, err := g.QueuedByID(ctx, id)
 	if !ok || o.UserID() != user {
@@ -283,8 +252,7 @@ func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID
 	return o, true, nil
 }
 
-// QueuedByID finds the order whose mark a place holds, whoever claimed it
-// (ports.OrderIndex).
+// QueuedByID finds the order whose mark a place holds, whoever claimed it.
 func (g *Gate) QueuedByID(ctx context.Context, id domain.OrderID) (domain.VoucherOrder, bool, error) {
 	if err := g.mu.lock(ctx); err != nil {
 		return domain.VoucherOrder{}, false, err
@@ -333,15 +301,14 @@ func (g *Gate) Buyers(ctx context.Context, id domain.VoucherID) (map[domain.Orde
 	return out, nil
 }
 
-// place is a user's n-th place in a sale (the Redis gate's
-// redisschema.PlaceField).
+// place is a user's n-th place in a sale (redisschema.PlaceField).
 type place struct {
 	user domain.UserID
 	n    int
 }
 
-// find is the place of user u that holds mark, if any (a mark is never 0,
-// the missing place's zero: order ids are positive).
+// find is the place of user u that holds mark, if any (order ids are
+// positive: a mark is never a missing place's 0).
 func (s *gateSale) find(u domain.UserID, mark domain.OrderID) (place, bool) {
 	for n := 1; n <= s.sale.LimitPerUser(); n++ {
 		if p := (place{u, n}); s.buyers[p] == mark {
@@ -370,10 +337,9 @@ func (s *gateSale) mark(o domain.VoucherOrder) bool {
 	return first.n > 0
 }
 
-// unmark frees o's place (free), or forfeits it: the place keeps counting
-// toward the user's limit and names its order negated. It reports whether a
-// place held o. A freed place may leave a gap below the user's last: unlike
-// the Redis gate's unplace, nothing here reads the places in order.
+// unmark frees o's place, or forfeits it: the place keeps counting toward
+// the user's limit and names its order negated. It reports whether a place
+// held o. Unlike in Redis a gap below the user's last place is harmless here.
 func (s *gateSale) unmark(o domain.VoucherOrder, free bool) bool {
 	p, ok := s.find(o.UserID(), o.ID())
 	switch {

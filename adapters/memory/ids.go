@@ -11,13 +11,11 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// IDs issues order IDs from one process-wide counter, stamped with the
-// clock's time. Unique for the life of the value, which is all a fake needs:
-// there is no other process and no restart to survive.
+// IDs issues order IDs from one counter, stamped with the clock's time;
+// unique for the life of the value, as a fake needs.
 type IDs struct {
-	clock ports.Clock
-	seq   *atomic.Uint64
-
+	clock  ports.Clock
+	seq    *atomic.Uint64
 	mu     sync.Mutex
 	unused []uint32 // sequence numbers handed back, reissued first
 }
@@ -27,28 +25,21 @@ var _ ports.OrderIDs = (*IDs)(nil)
 // errIDsExhausted mirrors the Redis adapter's limit of a 32-bit sequence.
 var errIDsExhausted = errors.New("memory: order id sequence exhausted")
 
-// NewIDs panics on a nil clock, a wiring mistake.
 func NewIDs(clock ports.Clock) *IDs {
 	return (&IDs{seq: new(atomic.Uint64)}).Sharing(clock)
 }
 
-// Sharing returns another issuer on the same sequence with its own clock, the
-// way a second process shares the Redis counter, so tests can model several
-// instances (with clocks that disagree) on one store. It panics on a nil
-// clock, a wiring mistake.
+// Sharing returns another issuer on the same sequence with its own clock, as
+// a second process shares the Redis counter.
 func (g *IDs) Sharing(clock ports.Clock) *IDs {
-	if clock == nil {
-		panic("memory: IDs need a non-nil clock")
-	}
 	return &IDs{clock: clock, seq: g.seq}
 }
 
+// Next stamps a parked number anew, as the Redis adapter does.
 func (g *IDs) Next(ctx context.Context) (domain.OrderID, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	// A parked number is stamped anew, as the Redis adapter does: the
-	// sequence never repeats here, whatever the second.
 	g.mu.Lock()
 	var seq uint64
 	if n := len(g.unused); n > 0 {
@@ -63,8 +54,7 @@ func (g *IDs) Next(ctx context.Context) (domain.OrderID, error) {
 	return domain.NewOrderID(g.clock.Now(), uint32(seq))
 }
 
-// Unused parks an ID's sequence number for the next Next, which reissues it
-// with its own second, like the Redis adapter's.
+// Unused parks an ID's sequence number for the next Next.
 func (g *IDs) Unused(id domain.OrderID) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

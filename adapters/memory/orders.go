@@ -19,51 +19,38 @@ var (
 	_ ports.SaleOrders      = (*Orders)(nil)
 )
 
-// Orders is the in-memory OrderRepository. It classifies a batch with the
-// domain's rule (domain.PlanBatch), as mysqlstore.OrderRepo does, and holding
-// its mutex for the whole batch plays the part of the SQL transaction and the
-// stock-row lock. It is the only writer of its Vouchers' stock: build one
-// Orders per Vouchers.
+// Orders is the in-memory OrderRepository. It plans a batch with
+// domain.PlanBatch, as mysqlstore does, and its mutex plays the SQL
+// transaction and the stock-row lock. It is the only writer of its Vouchers'
+// stock: build one Orders per Vouchers.
 type Orders struct {
 	vouchers *Vouchers
-
-	mu mutex
-	// orders is every recorded order, created or failed, by id.
-	orders  map[domain.OrderID]*orderRecord
-	reclaim bool
-	window  time.Duration
-	// payments is every payment received, by transaction id.
-	payments map[string]payment
+	mu       mutex
+	orders   map[domain.OrderID]*orderRecord // created and failed
+	reclaim  bool
+	window   time.Duration
+	payments map[string]payment // by transaction id
 }
 
-// orderRecord is a recorded order, as tb_voucher_order's status,
-// pay_deadline, cancel_reason, pay_time, slot and returned columns keep a
-// created one (a failed one only has its status and reason).
 type orderRecord struct {
 	domain.OrderStatus
-	// slot is its place among its buyer's, 1..the limit, while it holds one:
-	// while it holds its unit, and once cancelled unless reclaim freed the
-	// place (forfeited, it keeps counting toward the limit); 0 otherwise.
+	// slot is its place among its buyer's (1..the limit) while it holds one,
+	// or a forfeited one; 0 otherwise.
 	slot     int
 	returned bool
 }
 
-// payment is one received payment, as a tb_payment row keeps it.
 type payment struct {
 	domain.Payment
 	kind domain.PaymentKind
 }
 
 func NewOrders(vouchers *Vouchers) *Orders {
-	if vouchers == nil {
-		panic("memory: NewOrders needs the Vouchers whose stock it sells")
-	}
 	return &Orders{vouchers: vouchers, orders: map[domain.OrderID]*orderRecord{}, payments: map[string]payment{}}
 }
 
 // WithReclaimAfterCancel sets whether an order cancelled from now on frees
-// its buyer to claim again (mysqlstore.OrderRepo.WithReclaimAfterCancel)
-// and returns s.
+// its buyer to claim again, and returns s.
 func (s *Orders) WithReclaimAfterCancel(on bool) *Orders {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -81,51 +68,42 @@ func (s *Orders) WithPayWindow(window time.Duration) *Orders {
 }
 
 // CreateBatch reads what domain.PlanBatch needs and applies its plan under
-// one hold of the mutex, so like the SQL repository it records the whole
-// batch or nothing, and no other batch changes the state in between.
+// one hold of the mutex.
 func (s *Orders) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) ([]ports.Outcome, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-
-	st := domain.BatchState{
-		Recorded: s.recordedOf(orders),
-		Stock:    map[domain.VoucherID]int{},
-		Limits:   map[domain.VoucherID]int{},
-		Holders:  map[domain.VoucherID]map[domain.UserID][]int{},
-	}
-	for _, o := range orders {
-		v := o.VoucherID()
-		if _, seen := st.Holders[v]; seen {
-			continue
+	return locked(ctx, &s.mu, func() ([]ports.Outcome, error) {
+		st := domain.BatchState{
+			Recorded: s.recordedOf(orders),
+			Stock:    map[domain.VoucherID]int{},
+			Limits:   map[domain.VoucherID]int{},
+			Holders:  map[domain.VoucherID]map[domain.UserID][]int{},
 		}
-		st.Holders[v] = map[domain.UserID][]int{}
-		if left, limit, onSale := s.vouchers.saleOf(v); onSale {
-			st.Stock[v], st.Limits[v] = left, limit
+		for _, o := range orders {
+			v := o.VoucherID()
+			if _, seen := st.Holders[v]; seen {
+				continue
+			}
+			st.Holders[v] = map[domain.UserID][]int{}
+			if left, limit, onSale := s.vouchers.saleOf(v); onSale {
+				st.Stock[v], st.Limits[v] = left, limit
+			}
 		}
-	}
-	// The slots of the places held in the batch's vouchers' sales (the SQL
-	// unique key's rows).
-	for _, r := range s.orders {
-		if held, ok := st.Holders[r.Order.VoucherID()]; ok && r.slot > 0 {
-			held[r.Order.UserID()] = append(held[r.Order.UserID()], r.slot)
+		for _, r := range s.orders {
+			if held, ok := st.Holders[r.Order.VoucherID()]; ok && r.slot > 0 {
+				held[r.Order.UserID()] = append(held[r.Order.UserID()], r.slot)
+			}
 		}
-	}
-	return s.write(domain.PlanBatch(orders, st)), nil
+		return s.write(domain.PlanBatch(orders, st)), nil
+	})
 }
 
-// MarkFailed holds the same mutex as CreateBatch, so the two never both
-// record one order.
 func (s *Orders) MarkFailed(ctx context.Context, orders []domain.VoucherOrder, reason domain.FailureReason) ([]ports.Outcome, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	return s.write(domain.PlanFailures(orders, reason, s.recordedOf(orders))), nil
+	return locked(ctx, &s.mu, func() ([]ports.Outcome, error) {
+		return s.write(domain.PlanFailures(orders, reason, s.recordedOf(orders))), nil
+	})
 }
 
-// recordedOf is what is recorded under the orders' IDs; the caller holds s.mu.
+// recordedOf is what is recorded under the orders' IDs. The caller holds
+// s.mu, as for every lower-case method of Orders.
 func (s *Orders) recordedOf(orders []domain.VoucherOrder) map[domain.OrderID]domain.OrderStatus {
 	rec := map[domain.OrderID]domain.OrderStatus{}
 	for _, o := range orders {
@@ -136,8 +114,7 @@ func (s *Orders) recordedOf(orders []domain.VoucherOrder) map[domain.OrderID]dom
 	return rec
 }
 
-// write applies a plan's writes and answers its outcomes; the caller holds
-// s.mu.
+// write applies a plan's writes and answers its outcomes.
 func (s *Orders) write(plan domain.BatchPlan) []ports.Outcome {
 	for v, n := range plan.Taken {
 		s.vouchers.take(v, n)
@@ -155,153 +132,128 @@ func (s *Orders) write(plan domain.BatchPlan) []ports.Outcome {
 	return plan.Outcomes
 }
 
-// sorted is every record by id, the order the SQL repository reads in; the
-// caller holds s.mu. It sorts them all, which is fine for the small fakes
-// of tests.
+// sorted is every record by id, the order the SQL repository reads in.
 func (s *Orders) sorted() []*orderRecord {
 	return slices.SortedFunc(maps.Values(s.orders), func(a, b *orderRecord) int { return cmp.Compare(a.Order.ID(), b.Order.ID()) })
 }
 
 func (s *Orders) Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return domain.OrderStatus{}, err
-	}
-	defer s.mu.Unlock()
-	if r, ok := s.orders[id]; ok {
-		return r.OrderStatus, nil
-	}
-	return domain.OrderStatus{}, domain.ErrOrderNotFound
+	return locked(ctx, &s.mu, func() (domain.OrderStatus, error) {
+		if r, ok := s.orders[id]; ok {
+			return r.OrderStatus, nil
+		}
+		return domain.OrderStatus{}, domain.ErrOrderNotFound
+	})
 }
 
 func (s *Orders) Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain.VoucherOrder, error) {
 	return s.BuyersAfter(ctx, voucher, 0, math.MaxInt)
 }
 
-// BuyersAfter pages Buyers as the SQL repository does: by id, above after.
 func (s *Orders) BuyersAfter(ctx context.Context, voucher domain.VoucherID, after domain.OrderID, limit int) ([]domain.VoucherOrder, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	buyers := []domain.VoucherOrder{}
-	for _, r := range s.sorted() {
-		if r.Order.VoucherID() == voucher && r.slot > 0 && r.Order.ID() > after && len(buyers) < limit {
-			buyers = append(buyers, r.Place())
+	return locked(ctx, &s.mu, func() ([]domain.VoucherOrder, error) {
+		buyers := []domain.VoucherOrder{}
+		for _, r := range s.sorted() {
+			if r.Order.VoucherID() == voucher && r.slot > 0 && r.Order.ID() > after && len(buyers) < limit {
+				buyers = append(buyers, r.Place())
+			}
 		}
-	}
-	return buyers, nil
+		return buyers, nil
+	})
 }
 
 func (s *Orders) CountBuyers(ctx context.Context, vouchers []domain.VoucherID) (map[domain.VoucherID]int, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	out := make(map[domain.VoucherID]int, len(vouchers))
-	for _, v := range vouchers {
-		out[v] = 0 // a voucher without buyers counts them too
-	}
-	for _, r := range s.orders {
-		if n, ok := out[r.Order.VoucherID()]; ok && r.slot > 0 {
-			out[r.Order.VoucherID()] = n + 1
+	return locked(ctx, &s.mu, func() (map[domain.VoucherID]int, error) {
+		out := make(map[domain.VoucherID]int, len(vouchers))
+		for _, v := range vouchers {
+			out[v] = 0
 		}
-	}
-	return out, nil
+		for _, r := range s.orders {
+			if n, ok := out[r.Order.VoucherID()]; ok && r.slot > 0 {
+				out[r.Order.VoucherID()] = n + 1
+			}
+		}
+		return out, nil
+	})
 }
 
-// Tally counts as the SQL repository does; it walks every order and
-// payment, which is fine for the small fakes of tests.
 func (s *Orders) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTally, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return ports.SaleTally{}, err
-	}
-	defer s.mu.Unlock()
-	stock, _, ok := s.vouchers.saleOf(id)
-	if !ok {
-		return ports.SaleTally{}, domain.ErrVoucherNotFound
-	}
-	t := ports.SaleTally{Stock: stock}
-	counts := map[domain.OrderState]*int64{
-		domain.OrderCreated: &t.Unpaid, domain.OrderPaid: &t.Paid, domain.OrderCancelled: &t.Cancelled,
-		domain.OrderRefunding: &t.Refunding, domain.OrderFailed: &t.Failed,
-	}
-	for _, r := range s.orders {
-		if r.Order.VoucherID() == id {
-			*counts[r.State]++
+	return locked(ctx, &s.mu, func() (ports.SaleTally, error) {
+		stock, _, ok := s.vouchers.saleOf(id)
+		if !ok {
+			return ports.SaleTally{}, domain.ErrVoucherNotFound
 		}
-	}
-	for _, p := range s.payments {
-		if p.Order.VoucherID() != id || !p.kind.Owed() {
-			continue
+		t := ports.SaleTally{Stock: stock}
+		counts := map[domain.OrderState]*int64{
+			domain.OrderCreated: &t.Unpaid, domain.OrderPaid: &t.Paid, domain.OrderCancelled: &t.Cancelled,
+			domain.OrderRefunding: &t.Refunding, domain.OrderFailed: &t.Failed,
 		}
-		t.RefundsOwed++
-		t.RefundsOwedFen += p.Amount
-		if p.kind == domain.PaymentDouble {
-			t.DoubleCharges++
+		for _, r := range s.orders {
+			if r.Order.VoucherID() == id {
+				*counts[r.State]++
+			}
 		}
-	}
-	return t, nil
+		for _, p := range s.payments {
+			if p.Order.VoucherID() != id || !p.kind.Owed() {
+				continue
+			}
+			t.RefundsOwed++
+			t.RefundsOwedFen += p.Amount
+			if p.kind == domain.PaymentDouble {
+				t.DoubleCharges++
+			}
+		}
+		return t, nil
+	})
 }
 
-// OrdersAfter walks every order; the SQL repository reads one index range
-// per page.
 func (s *Orders) OrdersAfter(ctx context.Context, voucher domain.VoucherID, filter domain.OrderFilter, after domain.OrderID, limit int) ([]domain.OrderStatus, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	out := []domain.OrderStatus{}
-	for _, r := range s.sorted() {
-		if r.Order.VoucherID() == voucher && r.Order.ID() > after && filter.Matches(r.OrderStatus) && len(out) < limit {
-			out = append(out, r.OrderStatus)
+	return locked(ctx, &s.mu, func() ([]domain.OrderStatus, error) {
+		out := []domain.OrderStatus{}
+		for _, r := range s.sorted() {
+			if r.Order.VoucherID() == voucher && r.Order.ID() > after && filter.Matches(r.OrderStatus) && len(out) < limit {
+				out = append(out, r.OrderStatus)
+			}
 		}
-	}
-	return out, nil
+		return out, nil
+	})
 }
 
-// ExpireDue holds the mutex for the whole pass, as the SQL transaction holds
-// its rows.
 func (s *Orders) ExpireDue(ctx context.Context, now time.Time, limit int) ([]ports.ExpiredOrder, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	var due []ports.ExpiredOrder
-	for _, r := range s.sorted() {
-		if by := r.PayBy(); !by.IsZero() && !by.After(now) && len(due) < limit {
-			due = append(due, ports.ExpiredOrder{Order: r.Order, Deadline: by})
-			s.cancel(r, domain.CancelExpired)
+	return locked(ctx, &s.mu, func() ([]ports.ExpiredOrder, error) {
+		var due []ports.ExpiredOrder
+		for _, r := range s.sorted() {
+			if by := r.PayBy(); !by.IsZero() && !by.After(now) && len(due) < limit {
+				due = append(due, ports.ExpiredOrder{Order: r.Order, Deadline: by})
+				s.cancel(r, domain.CancelExpired)
+			}
 		}
-	}
-	return due, nil
+		return due, nil
+	})
 }
 
-// cancel moves a created order to cancelled and its unit back to stock; the
-// caller holds s.mu.
+// cancel moves a created order to cancelled and its unit back to stock;
+// unless reclaim frees it, its place is forfeited and its slot stays taken.
 func (s *Orders) cancel(r *orderRecord, reason domain.CancelReason) {
 	r.State, r.CancelReason = domain.OrderCancelled, reason
-	// Unless reclaim frees it, the place is forfeited: it keeps counting
-	// toward the buyer's limit, and its slot stays taken.
 	if s.reclaim {
 		r.slot = 0
 	}
 	s.vouchers.take(r.Order.VoucherID(), -1)
 }
 
-// Unreturned and Returned concern the cancelled (and refunding) orders:
-// those that hold no unit, and were created.
+// Unreturned lists the created orders that hold no unit and were not
+// returned.
 func (s *Orders) Unreturned(ctx context.Context, limit int) ([]domain.VoucherOrder, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	var out []domain.VoucherOrder
-	for _, r := range s.sorted() {
-		if !r.State.HoldsUnit() && r.State != domain.OrderFailed && !r.returned && len(out) < limit {
-			out = append(out, r.Order)
+	return locked(ctx, &s.mu, func() ([]domain.VoucherOrder, error) {
+		var out []domain.VoucherOrder
+		for _, r := range s.sorted() {
+			if !r.State.HoldsUnit() && r.State != domain.OrderFailed && !r.returned && len(out) < limit {
+				out = append(out, r.Order)
+			}
 		}
-	}
-	return out, nil
+		return out, nil
+	})
 }
 
 func (s *Orders) Returned(ctx context.Context, ids []domain.OrderID) error {
@@ -333,31 +285,27 @@ func (s *Orders) Cancel(ctx context.Context, id domain.OrderID) (domain.OrderSta
 	return r.OrderStatus, true, nil
 }
 
-// Pay records the payment and changes the order under one hold of the
-// mutex, as the SQL repository does in one transaction.
 func (s *Orders) Pay(ctx context.Context, p domain.Payment) (ports.PayResult, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return ports.PayResult{}, err
-	}
-	defer s.mu.Unlock()
-	r, ok := s.orders[p.Order.ID()]
-	if !ok {
-		return ports.PayResult{}, domain.ErrOrderNotFound
-	}
-	if seen, ok := s.payments[p.TransactionID]; ok {
-		if seen.Order.ID() != r.Order.ID() {
-			return ports.PayResult{}, domain.ErrTransactionReused
+	return locked(ctx, &s.mu, func() (ports.PayResult, error) {
+		r, ok := s.orders[p.Order.ID()]
+		if !ok {
+			return ports.PayResult{}, domain.ErrOrderNotFound
 		}
-		return ports.PayResult{Status: r.OrderStatus, Kind: seen.kind}, nil
-	}
-	kind, next, err := r.State.Pay()
-	if err != nil {
-		return ports.PayResult{}, err
-	}
-	if next != r.State {
-		r.State, r.PaidAt = next, storedTime(p.At)
-	}
-	p.Order = r.Order
-	s.payments[p.TransactionID] = payment{Payment: p, kind: kind}
-	return ports.PayResult{Status: r.OrderStatus, Kind: kind, New: true}, nil
+		if seen, ok := s.payments[p.TransactionID]; ok {
+			if seen.Order.ID() != r.Order.ID() {
+				return ports.PayResult{}, domain.ErrTransactionReused
+			}
+			return ports.PayResult{Status: r.OrderStatus, Kind: seen.kind}, nil
+		}
+		kind, next, err := r.State.Pay()
+		if err != nil {
+			return ports.PayResult{}, err
+		}
+		if next != r.State {
+			r.State, r.PaidAt = next, storedTime(p.At)
+		}
+		p.Order = r.Order
+		s.payments[p.TransactionID] = payment{Payment: p, kind: kind}
+		return ports.PayResult{Status: r.OrderStatus, Kind: kind, New: true}, nil
+	})
 }

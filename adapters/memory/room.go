@@ -11,8 +11,8 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// Rooms is the in-memory RoomStore. It follows the Redis room's scripts step
-// by step (test/contract runs one suite against both), under one mutex.
+// Rooms is the in-memory RoomStore: the Redis room's scripts step by step,
+// under one mutex.
 type Rooms struct {
 	mu    mutex
 	rooms map[domain.VoucherID]*room
@@ -21,10 +21,8 @@ type Rooms struct {
 }
 
 type room struct {
-	cfg ports.RoomConfig
-	// st is the shared state Advance returns but for Outstanding, Left and
-	// Steps, which it works out.
-	st     ports.RoomState
+	cfg    ports.RoomConfig
+	st     ports.RoomState         // but for Outstanding, Left and Steps, which Advance works out
 	users  map[domain.UserID]int64 // each joiner's join index
 	usedBy map[domain.UserID]bool
 	live   map[int64]bool // used positions not below st.Expired
@@ -33,14 +31,13 @@ type room struct {
 
 var _ ports.RoomStore = (*Rooms)(nil)
 
-// NewRooms: gate, when given, tells Config that a sale without a room
-// exists (as the Redis room reads the gate's key); nil answers RoomUnknown.
+// NewRooms: gate, if not nil, tells Config that a sale without a room exists
+// (as the Redis room reads the gate's key).
 func NewRooms(gate ports.GateAudit) *Rooms {
 	return &Rooms{rooms: make(map[domain.VoucherID]*room), gate: gate}
 }
 
-// Calls is how many store operations ran (each a Redis round trip in the
-// real store).
+// Calls is how many store operations (Redis round trips) ran.
 func (s *Rooms) Calls() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -130,7 +127,7 @@ func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time,
 	}
 	r.closeDraw(now, seed)
 	left := int64(-1) // what the gate has left to sell; -1 unknown
-	paused := false   // a paused sale's line holds, as the Redis room's
+	paused := false   // a paused sale's line holds
 	if s.gate != nil {
 		if n, ok, err := s.gate.Stock(ctx, id); err == nil && ok {
 			left = int64(n)
@@ -151,7 +148,7 @@ func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time,
 		st.Lapsed += st.Expired - was - int64(live-len(r.live))
 		target := min(r.cfg.Rules.AdmitTarget(now.Sub(r.cfg.Begin)), st.Joined)
 		// Passes outstanding never exceed what is left to sell, so each is
-		// worth a unit (the Redis room reads the gate's stock the same way).
+		// worth a unit.
 		free := r.cfg.Cap
 		if left >= 0 {
 			free = left
@@ -162,7 +159,7 @@ func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time,
 			r.steps = append(r.steps, ports.RoomStep{Boundary: next, At: now})
 		}
 	}
-	out := r.st // Seed is zero until the draw
+	out := r.st
 	out.Outstanding, out.Left = r.outstanding(), left
 	i := sort.Search(len(r.steps), func(i int) bool { return r.steps[i].Boundary > after })
 	out.Steps = append([]ports.RoomStep(nil), r.steps[i:]...)
@@ -170,13 +167,11 @@ func (s *Rooms) Advance(ctx context.Context, id domain.VoucherID, now time.Time,
 }
 
 func (s *Rooms) Used(ctx context.Context, id domain.VoucherID, user domain.UserID) (bool, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return false, err
-	}
-	defer s.mu.Unlock()
-	s.calls++
-	r, ok := s.rooms[id]
-	return ok && r.usedBy[user], nil
+	return locked(ctx, &s.mu, func() (bool, error) {
+		s.calls++
+		r, ok := s.rooms[id]
+		return ok && r.usedBy[user], nil
+	})
 }
 
 func (s *Rooms) Use(ctx context.Context, id domain.VoucherID, user domain.UserID, position int64) error {
@@ -197,7 +192,6 @@ func (s *Rooms) Use(ctx context.Context, id domain.VoucherID, user domain.UserID
 	return nil
 }
 
-// outstanding is how many passes are live and unused.
 func (r *room) outstanding() int64 {
 	return r.st.Boundary - r.st.Expired - int64(len(r.live))
 }

@@ -9,8 +9,7 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// Sessions maps login tokens to users; it both resolves and mints them.
-// Sessions never expire here.
+// Sessions maps login tokens to users, which never expire here.
 type Sessions struct {
 	mu     mutex
 	tokens map[string]domain.UserID
@@ -26,15 +25,13 @@ func NewSessions() *Sessions {
 }
 
 func (s *Sessions) UserID(ctx context.Context, token string) (domain.UserID, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return 0, err
-	}
-	defer s.mu.Unlock()
-	id, ok := s.tokens[token]
-	if !ok {
-		return 0, ports.ErrUnknownToken
-	}
-	return id, nil
+	return locked(ctx, &s.mu, func() (domain.UserID, error) {
+		id, ok := s.tokens[token]
+		if !ok {
+			return 0, ports.ErrUnknownToken
+		}
+		return id, nil
+	})
 }
 
 // Mint returns 32 random hex characters, like the Redis store's tokens.

@@ -13,17 +13,13 @@ var (
 	_ ports.SaleControls      = (*Vouchers)(nil)
 )
 
-// Vouchers is the in-memory VoucherRepository. Orders decrements its stock,
-// the way the SQL repository's orders decrement tb_seckill_voucher.
+// Vouchers is the in-memory VoucherRepository; Orders decrements its stock.
 type Vouchers struct {
-	mu       mutex
-	vouchers []domain.Voucher // voucher id i at i-1: ids are given 1, 2, ...
-	keys     map[string]voucherKey
-	// controlKeys are the sale controls' Idempotency-Keys (ChangeSale).
-	controlKeys map[string]voucherKey
-	// audit is the trail AddSeckillOnce appends to under mu, as the SQL
-	// repository inserts in its transaction; AuditLog reads it.
-	audit []domain.AuditEntry
+	mu          mutex
+	vouchers    []domain.Voucher      // voucher id i at i-1
+	keys        map[string]voucherKey // creations' Idempotency-Keys
+	controlKeys map[string]voucherKey // sale controls'
+	audit       []domain.AuditEntry   // appended with each change; AuditLog reads it
 }
 
 type voucherKey struct {
@@ -35,9 +31,8 @@ func NewVouchers() *Vouchers {
 	return &Vouchers{keys: map[string]voucherKey{}, controlKeys: map[string]voucherKey{}}
 }
 
-// AddSeckillOnce is AddSeckill under an idempotency key, like the SQL one
-// (which refuses in the same order): the voucher, the key and the audit
-// entry are stored under one hold of the mutex, or none of them.
+// AddSeckillOnce stores the voucher, the key and the audit entry under one
+// hold of the mutex, refusing in the SQL repository's order.
 func (s *Vouchers) AddSeckillOnce(ctx context.Context, key, fingerprint string, v domain.Voucher, entry domain.AuditEntry) (ports.Creation, error) {
 	if entry.IsZero() && v.IsSeckill() {
 		return ports.Creation{}, domain.ErrNoAuditEntry
@@ -45,15 +40,14 @@ func (s *Vouchers) AddSeckillOnce(ctx context.Context, key, fingerprint string, 
 	return s.addSeckill(ctx, key, fingerprint, v, entry)
 }
 
-// AddSeckill returns the voucher with its times as the database would keep
-// them (UTC, microseconds), so tests see what production sees.
+// AddSeckill returns the voucher with its times as the database keeps them.
 func (s *Vouchers) AddSeckill(ctx context.Context, v domain.Voucher) (domain.Voucher, error) {
 	c, err := s.addSeckill(ctx, "", "", v, domain.AuditEntry{})
 	return c.Voucher, err
 }
 
 // addSeckill answers the voucher of a key already used; otherwise it stores
-// the voucher, the key if any and the audit entry if any.
+// the voucher, the key and the audit entry, if any.
 func (s *Vouchers) addSeckill(ctx context.Context, key, fingerprint string, v domain.Voucher, entry domain.AuditEntry) (ports.Creation, error) {
 	if !v.IsSeckill() {
 		return ports.Creation{}, domain.ErrNotSeckill
@@ -77,31 +71,26 @@ func (s *Vouchers) addSeckill(ctx context.Context, key, fingerprint string, v do
 	return ports.Creation{Voucher: saved, Fingerprint: fingerprint, Created: true}, nil
 }
 
-// AddNormal stores a voucher without a sale. The service never creates one
-// (only the original's admin tools did); tests use it to cover listings that
-// mix both kinds.
+// AddNormal stores a voucher without a sale, which the service never creates;
+// for tests of listings that mix both kinds.
 func (s *Vouchers) AddNormal(ctx context.Context, spec domain.VoucherSpec) (domain.Voucher, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return domain.Voucher{}, err
-	}
-	defer s.mu.Unlock()
-	saved := domain.UnmarshalVoucherFromDatabase(domain.VoucherID(len(s.vouchers)+1), spec, domain.VoucherNormal, 1, domain.Sale{})
-	s.vouchers = append(s.vouchers, saved)
-	return saved, nil
+	return locked(ctx, &s.mu, func() (domain.Voucher, error) {
+		saved := domain.UnmarshalVoucherFromDatabase(domain.VoucherID(len(s.vouchers)+1), spec, domain.VoucherNormal, 1, domain.Sale{})
+		s.vouchers = append(s.vouchers, saved)
+		return saved, nil
+	})
 }
 
 func (s *Vouchers) Get(ctx context.Context, id domain.VoucherID) (domain.Voucher, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return domain.Voucher{}, err
-	}
-	defer s.mu.Unlock()
-	if v, ok := s.get(id); ok {
-		return v, nil
-	}
-	return domain.Voucher{}, domain.ErrVoucherNotFound
+	return locked(ctx, &s.mu, func() (domain.Voucher, error) {
+		if v, ok := s.get(id); ok {
+			return v, nil
+		}
+		return domain.Voucher{}, domain.ErrVoucherNotFound
+	})
 }
 
-// ListByShop lists the vouchers on sale (status 1), as the SQL repository does.
+// ListByShop lists the newest max vouchers on sale (status 1).
 func (s *Vouchers) ListByShop(ctx context.Context, shop domain.ShopID, max int) ([]domain.Voucher, error) {
 	vs, err := s.list(ctx, func(v domain.Voucher) bool { return v.ShopID() == shop && v.Status() == 1 })
 	if len(vs) > max {
@@ -115,17 +104,15 @@ func (s *Vouchers) ListSeckillEndingAfter(ctx context.Context, t time.Time) ([]d
 }
 
 func (s *Vouchers) list(ctx context.Context, keep func(domain.Voucher) bool) ([]domain.Voucher, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	vs := []domain.Voucher{}
-	for _, v := range s.vouchers {
-		if keep(v) {
-			vs = append(vs, v)
+	return locked(ctx, &s.mu, func() ([]domain.Voucher, error) {
+		vs := []domain.Voucher{}
+		for _, v := range s.vouchers {
+			if keep(v) {
+				vs = append(vs, v)
+			}
 		}
-	}
-	return vs, nil
+		return vs, nil
+	})
 }
 
 // get is the voucher stored under id; the caller holds s.mu.
@@ -136,8 +123,6 @@ func (s *Vouchers) get(id domain.VoucherID) (domain.Voucher, bool) {
 	return s.vouchers[id-1], true
 }
 
-// ChangeSale applies change under the mutex, as the SQL repository does
-// under the sale's row lock, and appends its audit entry with it.
 func (s *Vouchers) ChangeSale(ctx context.Context, id domain.VoucherID, once ports.Once, change ports.SaleChange) (domain.Voucher, bool, error) {
 	if err := s.mu.lock(ctx); err != nil {
 		return domain.Voucher{}, false, err
@@ -193,7 +178,7 @@ func (s *Vouchers) take(id domain.VoucherID, n int) {
 }
 
 // storedSale and storedTime are a sale and a time as the database keeps
-// them (UTC, to the microsecond), as mysqlstore's.
+// them (UTC, to the microsecond).
 func storedSale(s domain.Sale) domain.Sale {
 	return s.WithStoredWindow(storedTime(s.Begin()), storedTime(s.End()))
 }
@@ -202,38 +187,30 @@ func storedTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecon
 
 var _ ports.AuditLog = (*AuditLog)(nil)
 
-// AuditLog is the in-memory trail of admin actions. It reads the trail its
-// Vouchers keep, as mysqlstore.AuditRepo and VoucherRepo share
-// tb_admin_audit: an action's entry is appended with its change.
+// AuditLog reads the trail of admin actions its Vouchers keep.
 type AuditLog struct {
 	v *Vouchers
 }
 
 func NewAuditLog(vouchers *Vouchers) *AuditLog {
-	if vouchers == nil {
-		panic("memory: NewAuditLog needs the Vouchers whose trail it keeps")
-	}
 	return &AuditLog{v: vouchers}
 }
 
 func (l *AuditLog) List(ctx context.Context, q ports.AuditQuery) ([]domain.AuditEntry, error) {
-	if err := l.v.mu.lock(ctx); err != nil {
-		return nil, err
-	}
-	defer l.v.mu.Unlock()
-	out := []domain.AuditEntry{}
-	for i := len(l.v.audit) - 1; i >= 0 && len(out) < q.Limit; i-- {
-		e := l.v.audit[i]
-		if (q.Before > 0 && e.ID() >= q.Before) || (q.Voucher > 0 && e.Voucher() != q.Voucher) {
-			continue
+	return locked(ctx, &l.v.mu, func() ([]domain.AuditEntry, error) {
+		out := []domain.AuditEntry{}
+		for i := len(l.v.audit) - 1; i >= 0 && len(out) < q.Limit; i-- {
+			e := l.v.audit[i]
+			if (q.Before > 0 && e.ID() >= q.Before) || (q.Voucher > 0 && e.Voucher() != q.Voucher) {
+				continue
+			}
+			out = append(out, e)
 		}
-		out = append(out, e)
-	}
-	return out, nil
+		return out, nil
+	})
 }
 
-// appendAudit stamps e as the SQL table does (the next id, the time to the
-// microsecond); the caller holds s.mu.
+// appendAudit stamps e as the SQL table does; the caller holds s.mu.
 func (s *Vouchers) appendAudit(e domain.AuditEntry) {
 	s.audit = append(s.audit, e.Recorded(int64(len(s.audit))+1, storedTime(time.Now())))
 }

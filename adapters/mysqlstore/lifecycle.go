@@ -30,35 +30,30 @@ const (
 )
 
 // placeHeld selects the orders that hold one of their buyer's places in the
-// sale (as many as its limit per user, each in its own slot): those holding,
-// and those cancelled whose place was forfeited (not reclaimable). It is the
-// rule of the unique key uk_holder_voucher_slot (holder_id is NULL outside it).
+// sale: those holding a unit, and those cancelled whose place was forfeited.
+// It is the rule of the unique key uk_holder_voucher_slot.
 const placeHeld = "(status NOT IN (4, 5) OR reclaimable = 0)"
 
-// WithPayWindow sets the pay window of the orders CreateBatch writes from
-// now on (0, the default, never expires them) and returns r. Set it before
-// the repository is shared.
+// WithPayWindow sets the pay window of the orders CreateBatch writes (0, the
+// default, never expires them) and returns r. Set it before r is shared.
 func (r *OrderRepo) WithPayWindow(window time.Duration) *OrderRepo {
 	r.window = window
 	return r
 }
 
-// WithReclaimAfterCancel sets whether an order cancelled from now on frees
-// its buyer's place, and its slot, to claim the voucher again (false, the
-// default: the place is forfeited and keeps counting toward the buyer's
-// limit, and the unique key keeps its slot) and returns r. Set it before the repository is shared.
+// WithReclaimAfterCancel sets whether a cancelled order frees its buyer's
+// place and slot to claim again (false, the default: the place is forfeited
+// and keeps counting toward the limit) and returns r. Set it before r is shared.
 func (r *OrderRepo) WithReclaimAfterCancel(on bool) *OrderRepo {
 	r.reclaim = on
 	return r
 }
 
-// stateOf is the state each stored status code stands for.
 var stateOf = map[int8]domain.OrderState{
 	statusUnpaid: domain.OrderCreated, statusPaid: domain.OrderPaid, statusUsed: domain.OrderPaid,
 	statusCancelled: domain.OrderCancelled, statusRefunding: domain.OrderRefunding, statusRefunded: domain.OrderRefunding,
 }
 
-// storedAs is the status code each state is stored as (statusOf).
 var storedAs = map[domain.OrderState]int8{
 	domain.OrderPaid: statusPaid, domain.OrderCancelled: statusCancelled, domain.OrderRefunding: statusRefunding,
 }
@@ -66,7 +61,6 @@ var storedAs = map[domain.OrderState]int8{
 // statusOf is s's status code, an unpaid order's for any other state.
 func statusOf(s domain.OrderState) int8 { return cmp.Or(storedAs[s], statusUnpaid) }
 
-// status maps a stored order to where it stands.
 func (m orderModel) status() (domain.OrderStatus, error) {
 	o, err := m.toDomain()
 	if err != nil {
@@ -92,8 +86,7 @@ func (m orderModel) status() (domain.OrderStatus, error) {
 }
 
 // guarded runs an UPDATE of rows the caller holds locked in the state its
-// WHERE guards: matching other than want rows is a bug, not a race, and
-// fails the transaction so that nothing is committed.
+// WHERE guards: matching other than want rows is a bug.
 func guarded(ctx context.Context, q *bun.UpdateQuery, want int, op string) error {
 	res, err := q.Exec(ctx)
 	if err != nil {
@@ -106,8 +99,8 @@ func guarded(ctx context.Context, q *bun.UpdateQuery, want int, op string) error
 }
 
 // forUpdate locks the rows q reads, skipping those another transaction
-// holds when skip is set. SQLite has neither: its IMMEDIATE transaction
-// already holds the database's only write lock, so one writer runs at a time.
+// holds when skip is set. SQLite's IMMEDIATE transaction already holds the
+// only write lock.
 func (r *OrderRepo) forUpdate(q *bun.SelectQuery, skip bool) *bun.SelectQuery {
 	if r.db.Dialect().Name() == dialect.SQLite {
 		return q
@@ -119,15 +112,10 @@ func (r *OrderRepo) forUpdate(q *bun.SelectQuery, skip bool) *bun.SelectQuery {
 }
 
 // ExpireDue takes the due orders with SKIP LOCKED, so instances expiring at
-// once split them instead of waiting on each other; the status guard on the
-// UPDATE makes a row counted twice impossible even without the lock.
-//
-// On MySQL it reads committed: under REPEATABLE READ its range scan of
-// idx_status_deadline took next-key locks up to the next order, so the order
-// worker's inserts of new unpaid orders (which hold the sale's stock row)
-// waited for the expiry, while the expiry waited for that stock row: a
-// deadlock every time a sale expired orders while it sold. READ COMMITTED
-// locks only the rows it takes; the status guard keeps each expiry exact.
+// once split them; the status guard keeps each expiry exact. On MySQL it
+// reads committed: REPEATABLE READ's next-key locks on idx_status_deadline
+// blocked the order worker's inserts, which hold the stock row the expiry
+// then waits for: a deadlock whenever a sale expired orders while it sold.
 func (r *OrderRepo) ExpireDue(ctx context.Context, now time.Time, limit int) ([]ports.ExpiredOrder, error) {
 	var opts *sql.TxOptions
 	if r.db.Dialect().Name() == dialect.MySQL {
@@ -161,8 +149,7 @@ func (r *OrderRepo) ExpireDue(ctx context.Context, now time.Time, limit int) ([]
 }
 
 // cancelRows cancels orders the caller holds locked in status from, and
-// gives their units back to their sales' stock; a sale that is gone has
-// nothing to give back to.
+// gives their units back to their sales' stock.
 func (r *OrderRepo) cancelRows(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, from int8, reason domain.CancelReason) error {
 	if len(orders) == 0 {
 		return nil
@@ -175,8 +162,7 @@ func (r *OrderRepo) cancelRows(ctx context.Context, db bun.IDB, orders []domain.
 	}
 	err := guarded(ctx, db.NewUpdate().Table("tb_voucher_order").
 		Set("status = ?", statusCancelled).Set("cancel_reason = ?", string(reason)).Set("returned = ?", false).
-		Set("reclaimable = ?", r.reclaim).
-		Set("update_time = ?", time.Now().UTC()).
+		Set("reclaimable = ?", r.reclaim).Set("update_time = ?", time.Now().UTC()).
 		Where("id IN (?)", bun.List(ids)).Where("status = ?", from), len(ids), fmt.Sprintf("cancel %d orders", len(ids)))
 	if err != nil {
 		return err
@@ -217,11 +203,9 @@ func (r *OrderRepo) Returned(ctx context.Context, ids []domain.OrderID) error {
 }
 
 // Cancel locks the order's row, cancels it if it is unpaid (giving its unit
-// back), and answers the order's status after. An order only in the failure
-// table is answered as Find answers it, unchanged.
+// back), and answers the order's status after, with the refusal of a paid
+// order. A failed or unknown order is answered as Find answers it.
 func (r *OrderRepo) Cancel(ctx context.Context, id domain.OrderID) (domain.OrderStatus, bool, error) {
-	// A refusal (the order is paid) is returned from the transaction, which
-	// wrote nothing, and answered with the order's status.
 	changed, err := runInTx(ctx, r.db, nil, func(ctx context.Context, tx bun.Tx) (bool, error) {
 		st, found, err := r.lockOrder(ctx, tx, id)
 		if err != nil || !found {
@@ -236,8 +220,6 @@ func (r *OrderRepo) Cancel(ctx context.Context, id domain.OrderID) (domain.Order
 	if err != nil && !errors.As(err, new(*domain.Refusal)) {
 		return domain.OrderStatus{}, false, wrap(fmt.Sprintf("cancel order %d", id), err)
 	}
-	// Not found: failed (never sold), which a cancel leaves as it is, or
-	// unknown, which Find answers.
 	st, findErr := r.Find(ctx, id)
 	if findErr != nil {
 		return domain.OrderStatus{}, false, findErr
@@ -245,8 +227,7 @@ func (r *OrderRepo) Cancel(ctx context.Context, id domain.OrderID) (domain.Order
 	return st, changed, err // nil, or the refusal
 }
 
-// lockOrder reads the order under its row's lock; found is false when it has
-// no row (failed, or unknown).
+// lockOrder reads the order under its row's lock, if it has a row.
 func (r *OrderRepo) lockOrder(ctx context.Context, tx bun.Tx, id domain.OrderID) (st domain.OrderStatus, found bool, err error) {
 	var rows []orderModel
 	if err := r.forUpdate(tx.NewSelect().Model(&rows).Where("id = ?", int64(id)), false).Scan(ctx); err != nil {
@@ -261,10 +242,9 @@ func (r *OrderRepo) lockOrder(ctx context.Context, tx bun.Tx, id domain.OrderID)
 
 var _ ports.SaleOrders = (*OrderRepo)(nil)
 
-// filters are the status codes each filter selects (0: any status), and
-// the cancel reason it also requires (empty: any). Each code is read with
-// its own range of idx_voucher_status_id, so a page costs at most limit rows
-// per code however rare the state, instead of a scan of the sale.
+// filters are the status codes each filter selects (0: any), and the cancel
+// reason it also requires. Each code is read with its own range of
+// idx_voucher_status_id, so a page costs at most limit rows per code.
 var filters = map[domain.OrderFilter]struct {
 	codes  []int8
 	reason string
@@ -278,9 +258,7 @@ var filters = map[domain.OrderFilter]struct {
 }
 
 // OrdersAfter reads, for each status code of the filter, the next limit
-// orders by id, and merges them: no read walks more than its page. Every
-// order (no filter) is one range of the voucher_id index, whose entries
-// hold the primary key in order.
+// orders by id, and merges them.
 func (r *OrderRepo) OrdersAfter(ctx context.Context, voucher domain.VoucherID, filter domain.OrderFilter, after domain.OrderID, limit int) ([]domain.OrderStatus, error) {
 	if limit <= 0 {
 		return []domain.OrderStatus{}, nil
@@ -313,10 +291,9 @@ func (r *OrderRepo) OrdersAfter(ctx context.Context, voucher domain.VoucherID, f
 	return mapRows(rows, orderModel.status)
 }
 
-// paymentModel is a tb_payment row: one provider transaction received.
+// paymentModel is one provider transaction received.
 type paymentModel struct {
 	bun.BaseModel `bun:"table:tb_payment"`
-
 	TransactionID string    `bun:"transaction_id,pk"`
 	OrderID       int64     `bun:"order_id"`
 	VoucherID     int64     `bun:"voucher_id"`
@@ -326,19 +303,14 @@ type paymentModel struct {
 }
 
 // errPaymentRaced: another transaction inserted the same transaction id
-// between this one's check and its insert (possible only for a failed order,
-// which has no row to lock); nothing is committed and a retry finds it.
+// between the check and the insert (only for a failed order: no row to lock).
 var errPaymentRaced = fmt.Errorf("payment recorded concurrently: %w", ErrTransient)
 
 // Pay locks the order's row (a failed order has none: its payment is only
-// recorded), looks the transaction up, and records it with the order's
-// change in one transaction. The lock serialises it with an expiry or a
-// cancel of the same order (whichever commits first, the other sees its
-// result) and with another notification for the order.
+// recorded), serialising it with an expiry, a cancel or another notification,
+// and records the payment with the order's change in one transaction.
 func (r *OrderRepo) Pay(ctx context.Context, p domain.Payment) (ports.PayResult, error) {
 	id := p.Order.ID()
-	// A refusal (no such order, a transaction of another order) is returned
-	// from the transaction, which wrote nothing, as it is.
 	res, err := runInTx(ctx, r.db, nil, func(ctx context.Context, tx bun.Tx) (res ports.PayResult, err error) {
 		st, found, err := r.lockForPayment(ctx, tx, id)
 		if err != nil {
@@ -363,7 +335,6 @@ func (r *OrderRepo) Pay(ctx context.Context, p domain.Payment) (ports.PayResult,
 			return res, err
 		}
 		if next != st.State {
-			// The locked order moves on, with the payment's time and transaction.
 			err := guarded(ctx, tx.NewUpdate().Table("tb_voucher_order").
 				Set("status = ?", statusOf(next)).Set("pay_time = ?", p.At.UTC()).Set("transaction_id = ?", p.TransactionID).
 				Set("update_time = ?", time.Now().UTC()).
@@ -408,6 +379,6 @@ func (r *OrderRepo) lockForPayment(ctx context.Context, tx bun.Tx, id domain.Ord
 	if len(failed) == 0 {
 		return domain.OrderStatus{}, false, nil
 	}
-	o, err := failed[0].toDomain()
+	o, err := unmarshalOrder(failed[0].OrderID, failed[0].UserID, failed[0].VoucherID)
 	return domain.OrderStatus{Order: o, State: domain.OrderFailed}, err == nil, err
 }

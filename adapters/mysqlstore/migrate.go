@@ -17,21 +17,19 @@ import (
 	"github.com/uptrace/bun/migrate"
 )
 
-// The two sets describe the same schema; each dialect gets its own SQL
-// because DDL is where MySQL and SQLite differ most.
+// The two sets describe the same schema in each dialect's DDL.
 //
 //go:embed migrations/mysql/*.sql migrations/sqlite/*.sql
 var migrationFiles embed.FS
 
-// A start waits for another instance's migration by polling its lock; these
-// migrations take seconds, so a lock older than lockWait is a crashed one.
+// A start polls another instance's migration lock; these migrations take
+// seconds, so a lock held past lockWait is a crashed one's.
 const (
 	lockPoll = 100 * time.Millisecond
 	lockWait = time.Minute
 )
 
-// migrationsOf are the migration files of db's dialect, in the folder named
-// as bun names the dialect.
+// migrationsOf are the migration files of db's dialect.
 func migrationsOf(db *bun.DB) (fs.FS, error) {
 	d := db.Dialect().Name()
 	if d != dialect.MySQL && d != dialect.SQLite {
@@ -40,7 +38,6 @@ func migrationsOf(db *bun.DB) (fs.FS, error) {
 	return fs.Sub(migrationFiles, "migrations/"+d.String())
 }
 
-// newMigrator also creates the migration tables when they are missing.
 func newMigrator(ctx context.Context, db *bun.DB) (*migrate.Migrator, error) {
 	sub, err := migrationsOf(db)
 	if err != nil {
@@ -50,9 +47,8 @@ func newMigrator(ctx context.Context, db *bun.DB) (*migrate.Migrator, error) {
 	if err := ms.Discover(sub); err != nil {
 		return nil, fmt.Errorf("discover migrations: %w", err)
 	}
-	// Mark a migration applied only once it succeeded: MySQL DDL is not
-	// transactional, so a half-applied migration must be re-run (the
-	// statements are idempotent), not skipped.
+	// MySQL DDL is not transactional: a half-applied migration must be
+	// re-run (its statements are idempotent), not marked applied.
 	m := migrate.NewMigrator(db, ms, migrate.WithMarkAppliedOnSuccess(true))
 	if err := m.Init(ctx); err != nil {
 		return nil, fmt.Errorf("create migration tables: %w", err)
@@ -60,9 +56,8 @@ func newMigrator(ctx context.Context, db *bun.DB) (*migrate.Migrator, error) {
 	return m, nil
 }
 
-// Migrate applies the pending migrations and returns their names. Several
-// instances may start at once: they queue on the migrator's lock, and the
-// ones that get it after the first find nothing left to do.
+// Migrate applies the pending migrations and returns their names. Instances
+// starting at once queue on the migrator's lock.
 func Migrate(ctx context.Context, db *bun.DB) (applied []string, err error) {
 	err = withLock(ctx, db, func(m *migrate.Migrator) error {
 		group, err := m.Migrate(ctx)
@@ -93,7 +88,6 @@ func (s MigrationStatus) String() string {
 	return fmt.Sprintf("applied: %s\npending: %s", list(s.Applied), list(s.Pending))
 }
 
-// Status reports which migrations are applied and which are pending.
 func Status(ctx context.Context, db *bun.DB) (MigrationStatus, error) {
 	var st MigrationStatus
 	m, err := newMigrator(ctx, db)
@@ -114,10 +108,8 @@ func Status(ctx context.Context, db *bun.DB) (MigrationStatus, error) {
 	return st, nil
 }
 
-// withLock runs fn holding the migrator's lock, waiting up to lockWait for it
-// while another process holds it. The lock is a row in bun_migration_locks: a
-// process killed while migrating leaves it behind, and the error then says
-// how to clear it.
+// withLock runs fn holding the migrator's lock (a row in
+// bun_migration_locks), waiting up to lockWait for another process's.
 func withLock(ctx context.Context, db *bun.DB, fn func(*migrate.Migrator) error) (err error) {
 	m, err := newMigrator(ctx, db)
 	if err != nil {
@@ -129,8 +121,8 @@ func withLock(ctx context.Context, db *bun.DB, fn func(*migrate.Migrator) error)
 		if lockErr == nil {
 			break
 		}
-		// Another instance holds the lock (duplicate key), or took it at the
-		// same instant and InnoDB chose us as the deadlock victim: wait either way.
+		// Another instance holds the lock, or took it at the same instant and
+		// InnoDB made us the deadlock victim: wait either way.
 		if !isDuplicateKey(lockErr) && !isTransient(lockErr) {
 			return fmt.Errorf("take the migration lock: %w", lockErr)
 		}
@@ -156,8 +148,7 @@ func withLock(ctx context.Context, db *bun.DB, fn func(*migrate.Migrator) error)
 }
 
 // DataLossError: rolling back Migration would drop tables, or columns of
-// tables, that hold rows (vouchers, orders: the sale's record), and the
-// caller did not force it.
+// tables, that hold rows, and the caller did not force it.
 type DataLossError struct {
 	Migration string
 	Tables    []string
@@ -168,12 +159,10 @@ func (e *DataLossError) Error() string {
 		e.Migration, strings.Join(e.Tables, ", "))
 }
 
-// Rollback undoes the newest applied migration, one at a time whatever group
-// it was applied in (a first start applies every migration in one group, and
-// rolling that back dropped every table). It refuses, with a *DataLossError,
-// a migration whose down script drops a table, or a column of a table, that
-// holds rows, unless force is set. It returns the name of the migration
-// rolled back, or none when nothing is applied.
+// Rollback undoes the newest applied migration, alone whatever group it was
+// applied in (a first start applies all in one group). Unless force is set it
+// refuses, with a *DataLossError, one whose down script drops a table, or a
+// column of a table, that holds rows. It returns the name rolled back, if any.
 func Rollback(ctx context.Context, db *bun.DB, force bool) (rolledBack []string, err error) {
 	err = withLock(ctx, db, func(m *migrate.Migrator) error {
 		ms, err := m.MigrationsWithStatus(ctx)
@@ -184,8 +173,7 @@ func Rollback(ctx context.Context, db *bun.DB, force bool) (rolledBack []string,
 		if len(applied) == 0 {
 			return nil
 		}
-		// The last applied: the newest group, and in it the newest name, as
-		// bun's own Rollback orders them.
+		// The newest group, and in it the newest name, as bun orders them.
 		mig := slices.MaxFunc(applied, func(a, b migrate.Migration) int {
 			return cmp.Or(cmp.Compare(a.GroupID, b.GroupID), cmp.Compare(a.Name, b.Name))
 		})
@@ -213,15 +201,13 @@ func Rollback(ctx context.Context, db *bun.DB, force bool) (rolledBack []string,
 }
 
 // What a down script destroys: a table it drops, or a table it drops a
-// column of. Names may be quoted with backticks or double quotes.
+// column of.
 var (
 	dropTable  = regexp.MustCompile("(?i)\\bDROP\\s+TABLE\\s+(?:IF\\s+EXISTS\\s+)?[`\"]?(\\w+)")
 	dropColumn = regexp.MustCompile("(?i)\\bALTER\\s+TABLE\\s+[`\"]?(\\w+)[`\"]?\\s+DROP\\b")
 	sqlComment = regexp.MustCompile(`--[^\n]*`)
 )
 
-// tablesWithRowsDroppedBy lists the tables whose data mig's down script
-// destroys and that hold at least one row.
 func tablesWithRowsDroppedBy(ctx context.Context, db *bun.DB, mig migrate.Migration) ([]string, error) {
 	files, err := migrationsOf(db)
 	if err != nil {
@@ -257,7 +243,6 @@ func tablesWithRowsDroppedBy(ctx context.Context, db *bun.DB, mig migrate.Migrat
 	return held, nil
 }
 
-// hasRows: table exists and holds at least one row.
 func hasRows(ctx context.Context, db *bun.DB, table string) (bool, error) {
 	var exists int
 	q := "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?"

@@ -12,82 +12,71 @@ import (
 )
 
 // The models mirror the original's columns and stay private: the rest of the
-// service sees domain types only. Columns the service never sets (create and
-// update times, pay_type, use and refund times) are left to their defaults.
+// service sees domain types only. Columns the service never sets are left to
+// their defaults.
 
 type voucherModel struct {
 	bun.BaseModel `bun:"table:tb_voucher"`
-
-	ID          int64  `bun:"id,pk,autoincrement"`
-	ShopID      int64  `bun:"shop_id"`
-	Title       string `bun:"title"`
-	SubTitle    string `bun:"sub_title"`
-	Rules       string `bun:"rules"`
-	PayValue    int64  `bun:"pay_value"`
-	ActualValue int64  `bun:"actual_value"`
-	Type        int8   `bun:"type"`
-	Status      int8   `bun:"status"`
+	ID            int64  `bun:"id,pk,autoincrement"`
+	ShopID        int64  `bun:"shop_id"`
+	Title         string `bun:"title"`
+	SubTitle      string `bun:"sub_title"`
+	Rules         string `bun:"rules"`
+	PayValue      int64  `bun:"pay_value"`
+	ActualValue   int64  `bun:"actual_value"`
+	Type          int8   `bun:"type"`
+	Status        int8   `bun:"status"`
 }
 
 type creationModel struct {
 	bun.BaseModel `bun:"table:tb_voucher_creation"`
-
-	Key         string `bun:"idem_key,pk"`
-	VoucherID   int64  `bun:"voucher_id"`
-	Fingerprint string `bun:"fingerprint"`
+	Key           string `bun:"idem_key,pk"`
+	VoucherID     int64  `bun:"voucher_id"`
+	Fingerprint   string `bun:"fingerprint"`
 }
 
 type seckillModel struct {
-	bun.BaseModel `bun:"table:tb_seckill_voucher"`
-
-	VoucherID int64     `bun:"voucher_id,pk"`
-	Stock     int       `bun:"stock"`
-	BeginTime time.Time `bun:"begin_time"`
-	EndTime   time.Time `bun:"end_time"`
-	Buckets   int       `bun:"buckets"`
-	// The waiting room (all 0: none).
-	RoomOpensBefore int `bun:"room_opens_before_s"`
-	RoomAdmitRate   int `bun:"room_admit_rate"`
-	RoomPassTTL     int `bun:"room_pass_ttl_s"`
-	RoomMargin      int `bun:"room_margin"`
-	// The sale controls: units added since creation, and a pause.
-	StockAdded int  `bun:"stock_added"`
-	Paused     bool `bun:"paused"`
-	// How many orders of the sale one user may hold (1: hmdp's one).
-	LimitPerUser int `bun:"limit_per_user"`
+	bun.BaseModel   `bun:"table:tb_seckill_voucher"`
+	VoucherID       int64     `bun:"voucher_id,pk"`
+	Stock           int       `bun:"stock"`
+	BeginTime       time.Time `bun:"begin_time"`
+	EndTime         time.Time `bun:"end_time"`
+	Buckets         int       `bun:"buckets"`
+	RoomOpensBefore int       `bun:"room_opens_before_s"` // the room's columns are all 0 when it has none
+	RoomAdmitRate   int       `bun:"room_admit_rate"`
+	RoomPassTTL     int       `bun:"room_pass_ttl_s"`
+	RoomMargin      int       `bun:"room_margin"`
+	StockAdded      int       `bun:"stock_added"`
+	Paused          bool      `bun:"paused"`
+	LimitPerUser    int       `bun:"limit_per_user"`
 }
 
 type orderModel struct {
 	bun.BaseModel `bun:"table:tb_voucher_order"`
-
-	ID        int64 `bun:"id,pk"`
-	UserID    int64 `bun:"user_id"`
-	VoucherID int64 `bun:"voucher_id"`
-	// The lifecycle (lifecycle.go); status holds hmdp's codes.
-	Status        int8           `bun:"status"`
+	ID            int64          `bun:"id,pk"`
+	UserID        int64          `bun:"user_id"`
+	VoucherID     int64          `bun:"voucher_id"`
+	Status        int8           `bun:"status"` // hmdp's codes (lifecycle.go)
 	PayDeadline   sql.NullTime   `bun:"pay_deadline"`
 	CancelReason  sql.NullString `bun:"cancel_reason"`
 	TransactionID sql.NullString `bun:"transaction_id"`
 	PayTime       sql.NullTime   `bun:"pay_time"`
 	Returned      bool           `bun:"returned"`
-	// Slot is which of its buyer's places in the sale the order holds
-	// (1..the sale's limit per user): the unique key uk_holder_voucher_slot
-	// covers it.
+	// Slot is which of its buyer's places in the sale (1..the limit per user)
+	// the order holds, under the unique key uk_holder_voucher_slot.
 	Slot int `bun:"slot"`
 }
 
 type failureModel struct {
 	bun.BaseModel `bun:"table:tb_voucher_order_failure"`
-
-	OrderID   int64  `bun:"order_id,pk"`
-	UserID    int64  `bun:"user_id"`
-	VoucherID int64  `bun:"voucher_id"`
-	Reason    string `bun:"reason"`
+	OrderID       int64  `bun:"order_id,pk"`
+	UserID        int64  `bun:"user_id"`
+	VoucherID     int64  `bun:"voucher_id"`
+	Reason        string `bun:"reason"`
 }
 
 // voucherRow is a voucher joined with its sale; LEFT JOINed, a normal
-// voucher's sale columns scan as zero (its VoucherID 0: the key, like stock
-// and the window, is NOT NULL).
+// voucher's sale columns scan as zero (VoucherID 0: the key is NOT NULL).
 type voucherRow struct {
 	voucherModel
 	seckillModel
@@ -111,7 +100,6 @@ func readVouchers(ctx context.Context, db bun.IDB, join, where string, args ...a
 	for i, r := range rows {
 		var sale domain.Sale
 		if r.VoucherID != 0 {
-			// A 0 or 1 bucket count is an unsplit sale.
 			sale = domain.UnmarshalSplitSaleFromDatabase(r.Stock, r.BeginTime.UTC(), r.EndTime.UTC(), r.Buckets).
 				WithStoredRoom(domain.UnmarshalRoomRulesFromDatabase(
 					time.Duration(r.RoomOpensBefore)*time.Second, r.RoomAdmitRate,
@@ -142,25 +130,8 @@ func mapRows[R, T any](rows []R, f func(R) (T, error)) ([]T, error) {
 	return out, nil
 }
 
-func (m failureModel) toDomain() (domain.VoucherOrder, error) {
-	return unmarshalOrder(m.OrderID, m.UserID, m.VoucherID)
-}
-
-// status is a recorded failure as its order's status.
-func (m failureModel) status() (domain.OrderStatus, error) {
-	o, err := m.toDomain()
-	if err != nil {
-		return domain.OrderStatus{}, err
-	}
-	reason, err := domain.ParseFailureReason(m.Reason)
-	if err != nil {
-		return domain.OrderStatus{}, fmt.Errorf("stored failure of order %d: %w", m.OrderID, err)
-	}
-	return domain.OrderStatus{Order: o, State: domain.OrderFailed, Reason: reason}, nil
-}
-
-// unmarshalOrder validates like the constructor: only a row written by hand
-// can fail it, and that is reported rather than passed on as a zero order.
+// unmarshalOrder validates like the constructor: a row written by hand that
+// fails it is reported rather than passed on as a zero order.
 func unmarshalOrder(id, user, voucher int64) (domain.VoucherOrder, error) {
 	o, err := domain.NewVoucherOrder(domain.OrderID(id), domain.UserID(user), domain.VoucherID(voucher))
 	if err != nil {
@@ -169,8 +140,8 @@ func unmarshalOrder(id, user, voucher int64) (domain.VoucherOrder, error) {
 	return o, nil
 }
 
-// storedTime is how precisely the database keeps a time (MySQL DATETIME(6)):
-// a voucher comes back from AddSeckill exactly as Get will later return it.
+// storedTime is how precisely the database keeps a time (DATETIME(6)), so a
+// voucher comes back from AddSeckill exactly as Get will later return it.
 func storedTime(t time.Time) time.Time {
 	return t.UTC().Truncate(time.Microsecond)
 }

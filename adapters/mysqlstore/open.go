@@ -1,11 +1,7 @@
-// Package mysqlstore is the database adapter: Bun repositories for vouchers
-// and orders over MySQL/MariaDB, embedded SQL migrations, and the helpers that
-// open a database. The embedded default runs the very same code on SQLite;
-// only the few statements where the dialects differ are switched on the
-// dialect's name.
-//
-// Every time is stored in UTC: OpenMySQL forces the session time_zone and the
-// driver's location to UTC, and SQLite gets UTC text from Bun.
+// Package mysqlstore is the database adapter: Bun repositories over
+// MySQL/MariaDB, embedded migrations, and opening a database. The embedded
+// default runs the same code on SQLite; the few statements where the dialects
+// differ switch on the dialect's name. Every time is stored in UTC.
 package mysqlstore
 
 import (
@@ -35,12 +31,8 @@ import (
 // answer fails the start instead of hanging it.
 const openTimeout = 10 * time.Second
 
-// errUnknownDatabase is MySQL's ER_BAD_DB_ERROR.
-const errUnknownDatabase = 1049
-
-// OpenMySQL connects to the database the DSN names, creating the database
-// first if the server does not have it, so that `serve` against a fresh server
-// just works. Whatever the DSN says, times are parsed and written as UTC.
+// OpenMySQL connects to the database the DSN names, creating it if the server
+// does not have it. Whatever the DSN says, times are parsed and written as UTC.
 func OpenMySQL(dsn string) (*bun.DB, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -60,12 +52,10 @@ func OpenMySQL(dsn string) (*bun.DB, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}
-
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	defer cancel()
-
 	sqldb, err := openMySQLPool(ctx, cfg)
-	if my, _ := codes(err); my == errUnknownDatabase {
+	if my, _ := codes(err); my == mysqlUnknownDatabase {
 		if err := createDatabase(ctx, cfg); err != nil {
 			return nil, err
 		}
@@ -74,10 +64,8 @@ func OpenMySQL(dsn string) (*bun.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to MySQL at %s: %w", cfg.Addr, err)
 	}
-
 	// The dialect formats the times Bun inlines into queries; it must agree
-	// with the driver's loc or a non-UTC time.Time would be stored as local
-	// wall-clock time.
+	// with the driver's loc, or a non-UTC time would be stored as local time.
 	return bun.NewDB(sqldb, mysqldialect.New(mysqldialect.WithTimeLocation("UTC"))), nil
 }
 
@@ -87,13 +75,12 @@ func openMySQLPool(ctx context.Context, cfg *mysql.Config) (*sql.DB, error) {
 		return nil, err
 	}
 	sqldb := sql.OpenDB(connector)
-	// Writers are the fulfilment workers (one transaction per batch) and the
-	// few voucher writes; readers are status queries. 32 covers several
-	// workers plus reads without hogging a server shared by instances.
+	// Enough for several fulfilment workers plus status reads, without
+	// hogging a server shared by instances.
 	sqldb.SetMaxOpenConns(32)
 	sqldb.SetMaxIdleConns(16)
-	// Below the server's wait_timeout (8h by default, often lowered by
-	// proxies), so the pool does not hand out connections the server closed.
+	// Below the server's wait_timeout (often lowered by proxies), so the pool
+	// does not hand out connections the server closed.
 	sqldb.SetConnMaxLifetime(30 * time.Minute)
 	sqldb.SetConnMaxIdleTime(5 * time.Minute)
 	if err := sqldb.PingContext(ctx); err != nil {
@@ -133,9 +120,8 @@ func OpenSQLite(path string) (*bun.DB, error) {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(1)")
-	// A deferred transaction that reads, then writes, can fail with
-	// SQLITE_BUSY at the write without waiting (upgrading a read lock would
-	// deadlock); BEGIN IMMEDIATE takes the write lock up front, where
+	// A deferred transaction's upgrade from read to write fails SQLITE_BUSY
+	// without waiting; IMMEDIATE takes the write lock up front, where
 	// busy_timeout applies.
 	q.Set("_txlock", "immediate")
 	sqldb, err := sql.Open("sqlite", path+"?"+q.Encode())
@@ -146,7 +132,6 @@ func OpenSQLite(path string) (*bun.DB, error) {
 	sqldb.SetMaxOpenConns(4)
 	sqldb.SetMaxIdleConns(4)
 	sqldb.SetConnMaxLifetime(0)
-
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	defer cancel()
 	if err := sqldb.PingContext(ctx); err != nil {
@@ -156,10 +141,9 @@ func OpenSQLite(path string) (*bun.DB, error) {
 	return bun.NewDB(sqldb, sqlitedialect.New()), nil
 }
 
-// DeploymentID returns the database's deployment identity, creating it on the
-// first call: a random id in tb_deployment's one row. Instances starting at
-// once each try to insert their own; the first insert wins and every one of
-// them reads the winner's.
+// DeploymentID returns the database's deployment identity, a random id in
+// tb_deployment's one row; of instances starting at once, the first insert
+// wins and every one reads the winner's.
 func DeploymentID(ctx context.Context, db bun.IDB) (string, error) {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {

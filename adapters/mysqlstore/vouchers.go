@@ -24,15 +24,11 @@ type VoucherRepo struct {
 }
 
 func NewVoucherRepo(db *bun.DB) *VoucherRepo {
-	if db == nil {
-		panic("mysqlstore: NewVoucherRepo needs a database")
-	}
 	return &VoucherRepo{db: db}
 }
 
 // AddSeckill writes both rows in one transaction, so a voucher is never
-// listed without the stock that makes it claimable. The voucher comes back
-// with its times as stored (UTC, microseconds), exactly as Get returns it.
+// listed without its stock. It returns the voucher exactly as Get will.
 func (r *VoucherRepo) AddSeckill(ctx context.Context, v domain.Voucher) (domain.Voucher, error) {
 	if !v.IsSeckill() {
 		return domain.Voucher{}, domain.ErrNotSeckill
@@ -40,14 +36,10 @@ func (r *VoucherRepo) AddSeckill(ctx context.Context, v domain.Voucher) (domain.
 	return r.addSeckill(ctx, v, "", "", domain.AuditEntry{})
 }
 
-// AddSeckillOnce inserts the key's row in the voucher's transaction, after
-// the voucher rows: a concurrent call with the same key waits on the key's
-// primary key until the first commits, then fails as a duplicate, rolls its
-// voucher back, and reads the winner's.
-//
-// The admin's audit entry is inserted last, in the same transaction: a
-// retry that finds the key, or loses the race for it, rolls back or never
-// writes an entry, so one creation has exactly one.
+// AddSeckillOnce inserts the key's row, then the audit entry, in the
+// voucher's transaction: a concurrent call with the same key waits on the
+// key's primary key until the first commits, then fails as a duplicate, rolls
+// back its voucher and entry, and reads the winner's.
 func (r *VoucherRepo) AddSeckillOnce(ctx context.Context, key, fingerprint string, v domain.Voucher, entry domain.AuditEntry) (ports.Creation, error) {
 	if !v.IsSeckill() {
 		return ports.Creation{}, domain.ErrNotSeckill
@@ -74,8 +66,8 @@ func (r *VoucherRepo) AddSeckillOnce(ctx context.Context, key, fingerprint strin
 	return ports.Creation{Voucher: saved, Fingerprint: fingerprint, Created: true}, nil
 }
 
-// addSeckill writes the voucher's rows, then the key's row when there is a
-// key, then the audit entry when there is one, in one transaction.
+// addSeckill writes the voucher's rows, the key's row if any and the audit
+// entry if any, in one transaction.
 func (r *VoucherRepo) addSeckill(ctx context.Context, v domain.Voucher, key, fingerprint string, entry domain.AuditEntry) (domain.Voucher, error) {
 	sale := storedSale(v.Sale())
 	vm := voucherModel{
@@ -114,7 +106,6 @@ func (r *VoucherRepo) addSeckill(ctx context.Context, v domain.Voucher, key, fin
 	return v.WithID(domain.VoucherID(vm.ID)).WithSale(sale), nil
 }
 
-// creation returns the voucher a key names, if the key was used.
 func (r *VoucherRepo) creation(ctx context.Context, key string) (ports.Creation, bool, error) {
 	var cm creationModel
 	err := r.db.NewSelect().Model(&cm).Where("idem_key = ?", key).Limit(1).Scan(ctx)
@@ -142,10 +133,8 @@ func (r *VoucherRepo) Get(ctx context.Context, id domain.VoucherID) (domain.Vouc
 	return vs[0], nil
 }
 
-// ListByShop lists the vouchers on sale (status 1), as the original's
-// queryVoucherOfShop does; withdrawn ones stay in the table but are not shown.
-// The newest max are read (the index on shop_id serves it) and answered in id
-// order.
+// ListByShop lists the newest max vouchers on sale (status 1, as the
+// original's queryVoucherOfShop), in id order.
 func (r *VoucherRepo) ListByShop(ctx context.Context, shop domain.ShopID, max int) ([]domain.Voucher, error) {
 	vs, err := readVouchers(ctx, r.db, "LEFT JOIN", "v.shop_id = ? AND v.status = 1 ORDER BY v.id DESC LIMIT ?", int64(shop), max)
 	if err != nil {
@@ -160,26 +149,19 @@ func (r *VoucherRepo) ListSeckillEndingAfter(ctx context.Context, t time.Time) (
 	return vs, wrap("list live seckill vouchers", err)
 }
 
-// storedSale is the sale as the database keeps it (times to the microsecond),
-// split as it was asked.
+// storedSale is the sale as the database keeps it (times to the microsecond).
 func storedSale(s domain.Sale) domain.Sale {
 	return s.WithStoredWindow(storedTime(s.Begin()), storedTime(s.End()))
 }
 
 var _ ports.SaleControls = (*VoucherRepo)(nil)
 
-// ChangeSale locks the sale's row first (FOR UPDATE; SQLite's IMMEDIATE
-// transaction holds the only write lock already), so an order batch's
-// guarded decrement waits for the control, or the control for it: the
-// stock written here is never one a concurrent decrement has moved. The
-// row is written as a difference from what was read (stock + added), and
-// the audit entry is inserted in the same transaction.
-//
-// A key is looked up under the sale's lock, so a concurrent retry with the
-// same key waits for the first and then finds it; the key's row is
-// inserted with the change.
+// ChangeSale locks the sale's row first, so an order batch's decrement and
+// the control wait for each other, then looks the key up under that lock (a
+// concurrent retry waits, then finds it). The row is written as a difference
+// from what was read; the key's row and the audit entry go in with it.
 func (r *VoucherRepo) ChangeSale(ctx context.Context, id domain.VoucherID, once ports.Once, change ports.SaleChange) (domain.Voucher, bool, error) {
-	var after domain.Voucher // every attempt that commits sets it
+	var after domain.Voucher
 	changed, err := runInTx(ctx, r.db, nil, func(ctx context.Context, tx bun.Tx) (bool, error) {
 		where := "v.id = ?"
 		if r.db.Dialect().Name() != dialect.SQLite {
@@ -218,8 +200,7 @@ func (r *VoucherRepo) ChangeSale(ctx context.Context, id domain.VoucherID, once 
 		err = guarded(ctx, tx.NewUpdate().Model((*seckillModel)(nil)).
 			Set("stock = stock + ?", a.Stock()-b.Stock()).
 			Set("stock_added = stock_added + ?", a.Added()-b.Added()).
-			Set("end_time = ?", a.End()).
-			Set("paused = ?", a.Paused()).
+			Set("end_time = ?", a.End()).Set("paused = ?", a.Paused()).
 			Where("voucher_id = ?", int64(id)), 1, "update tb_seckill_voucher")
 		if err != nil {
 			return false, err
@@ -248,41 +229,35 @@ func (r *VoucherRepo) ChangeSale(ctx context.Context, id domain.VoucherID, once 
 // controlKeyModel is a sale control's Idempotency-Key.
 type controlKeyModel struct {
 	bun.BaseModel `bun:"table:tb_sale_control_key"`
-
-	Key         string `bun:"idem_key,pk"`
-	VoucherID   int64  `bun:"voucher_id"`
-	Fingerprint string `bun:"fingerprint"`
+	Key           string `bun:"idem_key,pk"`
+	VoucherID     int64  `bun:"voucher_id"`
+	Fingerprint   string `bun:"fingerprint"`
 }
 
 var _ ports.AuditLog = (*AuditRepo)(nil)
 
 // AuditRepo reads the trail of admin actions in tb_admin_audit, which the
-// voucher repository's writes append to (recordAudit): the table is
-// append-only from the service.
+// voucher repository's writes append to.
 type AuditRepo struct {
 	db *bun.DB
 }
 
 func NewAuditRepo(db *bun.DB) *AuditRepo {
-	if db == nil {
-		panic("mysqlstore: NewAuditRepo needs a database")
-	}
 	return &AuditRepo{db: db}
 }
 
 type auditModel struct {
 	bun.BaseModel `bun:"table:tb_admin_audit"`
-
-	ID        int64     `bun:"id,pk,autoincrement"`
-	AdminID   int64     `bun:"admin_id"`
-	Action    string    `bun:"action"`
-	VoucherID int64     `bun:"voucher_id"`
-	Detail    string    `bun:"detail"`
-	At        time.Time `bun:"create_time"`
+	ID            int64     `bun:"id,pk,autoincrement"`
+	AdminID       int64     `bun:"admin_id"`
+	Action        string    `bun:"action"`
+	VoucherID     int64     `bun:"voucher_id"`
+	Detail        string    `bun:"detail"`
+	At            time.Time `bun:"create_time"`
 }
 
-// recordAudit appends e through db, the transaction of the action's
-// database write, so that the entry commits with its change or not at all.
+// recordAudit appends e in the transaction of the action's write, so the
+// entry commits with its change or not at all.
 func recordAudit(ctx context.Context, db bun.IDB, e domain.AuditEntry) error {
 	if e.IsZero() {
 		return errors.New("an admin action needs its audit entry")
