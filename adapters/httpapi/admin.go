@@ -18,11 +18,7 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// The operator's endpoints behind requireAdmin: a sale's orders (list and
-// CSV export), the audit trail, and the sale controls.
-
-// saleOrderDTO is one order of a sale as its operator reads it: the
-// status endpoint's fields, the buyer, and the claim's time (the id's).
+// saleOrderDTO is one order of a sale as its operator reads it.
 type saleOrderDTO struct {
 	ID          string `json:"id"`
 	UserID      string `json:"userId"`
@@ -35,17 +31,13 @@ type saleOrderDTO struct {
 
 type saleOrdersDTO struct {
 	Orders []saleOrderDTO `json:"orders"`
-	// Next is the cursor of the next page (its `after`); omitted on the last.
-	Next string `json:"next,omitempty"`
+	Next   string         `json:"next,omitempty"` // the next page's `after`
 }
 
-// csvColumns are the export's columns, the JSON list's fields.
 var csvColumns = []string{"id", "userId", "state", "reason", "claimedAt", "payDeadline", "paidAt"}
 
-// exportPageWrite is how long one page of an export may take to reach the
-// client: the server's write timeout would cut a large export, so each
-// page moves the deadline on, and a client that stops reading is still
-// dropped.
+// exportPageWrite is each export page's write deadline: the server's would
+// cut a large export, and a client that stops reading must still be dropped.
 const exportPageWrite = 10 * time.Second
 
 func toSaleOrderDTO(st domain.OrderStatus) saleOrderDTO {
@@ -65,9 +57,7 @@ func toSaleOrderDTO(st domain.OrderStatus) saleOrderDTO {
 	return d
 }
 
-// query reads a list's optional parameters, each bad one a 400 naming it,
-// before anything is read: err is the first, and what is read after it
-// does not matter.
+// query reads a list's optional parameters; err is the first bad one's 400.
 type query struct {
 	url.Values
 	err error
@@ -83,8 +73,7 @@ func (q *query) int(name string) int64 {
 	return n
 }
 
-// limit reads a page's size: absent it is 0 (the use case's default);
-// present, even empty, it must be an integer from 1 to max.
+// limit reads a page's size: absent, 0 (the default); else 1 to max.
 func (q *query) limit(max int) int {
 	if !q.Has("limit") {
 		return 0
@@ -96,7 +85,6 @@ func (q *query) limit(max int) int {
 	return n
 }
 
-// filter reads the orders' state filter (absent: all).
 func (q *query) filter() domain.OrderFilter {
 	f, err := domain.ParseOrderFilter(q.Get("state"))
 	q.err = cmp.Or(q.err, err)
@@ -127,12 +115,8 @@ func (a *api) saleOrders(w http.ResponseWriter, r *http.Request, voucher int64) 
 	return nil
 }
 
-// exportSaleOrders streams the CSV a page at a time: it writes each page
-// as it is read and keeps none, so its memory does not grow with the sale.
-// Until the first page it can still answer an error envelope (bad input,
-// an unknown voucher, a database down); after, an error can only cut the
-// answer short, which the client sees as a failed download, never as a
-// complete file.
+// exportSaleOrders streams the CSV a page at a time, keeping none. Until the
+// first page an error is an envelope; after it, a cut-short download.
 func (a *api) exportSaleOrders(w http.ResponseWriter, r *http.Request, id int64) error {
 	voucher := domain.VoucherID(id)
 	filter, err := domain.ParseOrderFilter(r.URL.Query().Get("state"))
@@ -144,7 +128,7 @@ func (a *api) exportSaleOrders(w http.ResponseWriter, r *http.Request, id int64)
 	started := false
 	row := make([]string, len(csvColumns))
 	err = a.Orders.Export(r.Context(), voucher, filter, func(page []domain.OrderStatus) error {
-		_ = rc.SetWriteDeadline(time.Now().Add(exportPageWrite)) // unsupported by test recorders only
+		_ = rc.SetWriteDeadline(time.Now().Add(exportPageWrite))
 		if !started {
 			started = true
 			name := fmt.Sprintf("voucher-%d-orders", voucher)
@@ -163,9 +147,8 @@ func (a *api) exportSaleOrders(w http.ResponseWriter, r *http.Request, id int64)
 		}
 		for _, st := range page {
 			d := toSaleOrderDTO(st)
-			row[0], row[1], row[2], row[3], row[4], row[5], row[6] = d.ID, d.UserID, d.State, d.Reason, d.ClaimedAt, d.PayDeadline, d.PaidAt
-			for i := range row {
-				row[i] = csvCell(row[i])
+			for i, v := range [...]string{d.ID, d.UserID, d.State, d.Reason, d.ClaimedAt, d.PayDeadline, d.PaidAt} {
+				row[i] = csvCell(v)
 			}
 			if err := cw.Write(row); err != nil {
 				return err
@@ -183,17 +166,14 @@ func (a *api) exportSaleOrders(w http.ResponseWriter, r *http.Request, id int64)
 	}
 	noteError(r, fmt.Errorf("export cut short: %w", err))
 	if !errors.Is(err, r.Context().Err()) {
-		// Abort the connection: a clean end would pass a partial file off
-		// as the whole sale.
+		// A clean end would pass a partial file off as the whole sale.
 		panic(http.ErrAbortHandler)
 	}
 	return nil
 }
 
-// csvCell defuses a cell a spreadsheet would run as a formula (OWASP's
-// CSV injection advice): one starting with = + - @, a tab or a carriage
-// return gets a leading single quote. Today's columns are ids, states and
-// times, none of which can start so; the guard is for any column added.
+// csvCell defuses a cell a spreadsheet would run as a formula (OWASP's CSV
+// injection advice) with a leading quote; for any column added to today's.
 func csvCell(s string) string {
 	if s == "" {
 		return s
@@ -205,8 +185,7 @@ func csvCell(s string) string {
 	return s
 }
 
-// auditEntryDTO is one admin action: who, when, what, on which voucher,
-// and what changed (the JSON object recorded with it).
+// auditEntryDTO is one admin action; Change is the JSON recorded with it.
 type auditEntryDTO struct {
 	ID        string          `json:"id"`
 	At        string          `json:"at"`
@@ -218,13 +197,10 @@ type auditEntryDTO struct {
 
 type auditPageDTO struct {
 	Entries []auditEntryDTO `json:"entries"`
-	// Next is the cursor of the next (older) page, its `before`; omitted on
-	// the last.
-	Next string `json:"next,omitempty"`
+	Next    string          `json:"next,omitempty"` // the older page's `before`
 }
 
-// auditTrail is read-only: the trail has no route that changes or removes
-// an entry (PUT, PATCH and DELETE answer 405).
+// auditTrail is read-only: no route changes or removes an entry.
 func (a *api) auditTrail(w http.ResponseWriter, r *http.Request) error {
 	q := query{Values: r.URL.Query()}
 	before, voucher, limit := q.int("before"), q.int("voucher"), q.limit(application.MaxAuditPage)
@@ -238,8 +214,7 @@ func (a *api) auditTrail(w http.ResponseWriter, r *http.Request) error {
 	out := auditPageDTO{Entries: make([]auditEntryDTO, len(page.Entries))}
 	for i, e := range page.Entries {
 		change := json.RawMessage(e.Change())
-		if !json.Valid(change) {
-			// Only a row written by hand can hold this; show it, as text.
+		if !json.Valid(change) { // a row written by hand: shown as text
 			change, _ = json.Marshal(e.Change())
 		}
 		out.Entries[i] = auditEntryDTO{
@@ -256,22 +231,18 @@ func (a *api) auditTrail(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// saleStateDTO is a sale as a control leaves it: what an admin checks
-// after changing it.
+// saleStateDTO is a sale as a control leaves it.
 type saleStateDTO struct {
 	ID        string `json:"id"`
 	Stock     int    `json:"stock"`
 	BeginTime string `json:"beginTime"`
 	EndTime   string `json:"endTime"`
 	Paused    bool   `json:"paused"`
-	// Added is every unit admins added since the sale was created.
-	Added int `json:"added"`
+	Added     int    `json:"added"` // every unit admins added since creation
 }
 
-// control is the endpoint of a sale control: the voucher the path names,
-// changed by do on behalf of the admin making the request, answered as it
-// is left. POST /admin/vouchers/{id}/end, .../pause and .../resume are
-// application.ControlSale's EndNow, Pause and Resume alone.
+// control is a sale control's endpoint: do changes the path's voucher on
+// behalf of the admin, and the answer is the sale as it is left.
 func (a *api) control(
 	do func(ctx context.Context, admin domain.UserID, id domain.VoucherID) (domain.Voucher, error),
 ) func(http.ResponseWriter, *http.Request, int64) error {
@@ -280,7 +251,6 @@ func (a *api) control(
 		if err != nil {
 			return err
 		}
-		// The shop's list shows the new stock and end here at once.
 		a.lists.forget(strconv.FormatInt(int64(v.ShopID()), 10))
 		s := v.Sale()
 		writeOK(w, saleStateDTO{ID: strconv.FormatInt(int64(v.ID()), 10), Stock: s.Stock(),
@@ -290,7 +260,6 @@ func (a *api) control(
 	}
 }
 
-// moveSaleEnd: PUT /admin/vouchers/{id}/end-time {"endTime": RFC 3339}.
 func (a *api) moveSaleEnd(w http.ResponseWriter, r *http.Request, id int64) error {
 	var req struct {
 		EndTime string `json:"endTime"`
@@ -307,7 +276,6 @@ func (a *api) moveSaleEnd(w http.ResponseWriter, r *http.Request, id int64) erro
 	})(w, r, id)
 }
 
-// addSaleStock: POST /admin/vouchers/{id}/stock {"add": n}.
 func (a *api) addSaleStock(w http.ResponseWriter, r *http.Request, id int64) error {
 	var req struct {
 		Add *int `json:"add"`
@@ -318,8 +286,7 @@ func (a *api) addSaleStock(w http.ResponseWriter, r *http.Request, id int64) err
 	if req.Add == nil {
 		return &domain.ValidationError{Field: "add", Reason: "is required"}
 	}
-	// An admin's retry after a timeout or a 500 carries the same key and
-	// adds nothing more.
+	// An admin's retry carries the same key and adds nothing more.
 	return a.control(func(ctx context.Context, admin domain.UserID, id domain.VoucherID) (domain.Voucher, error) {
 		return a.Controls.AddStock(ctx, admin, id, *req.Add, r.Header.Get(idempotencyKeyHeader))
 	})(w, r, id)

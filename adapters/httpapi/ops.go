@@ -12,15 +12,14 @@ import (
 
 var okBody = mustEncode(envelope{Success: true, Data: "ok"})
 
-// healthz says the process serves HTTP; it checks no backend, so a Redis
-// outage does not get every instance restarted at once.
+// healthz checks no backend, so a Redis outage does not get every instance
+// restarted at once.
 func (a *api) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeBody(w, http.StatusOK, okBody)
 }
 
-// readyz says whether Redis and the database answer. Why not is logged, never
-// sent: the probe is unauthenticated.
-// The outcome is shared by the probes of Deps.PublicReadTTL.
+// readyz says whether Redis and the database answer; why not is logged, never
+// sent (the probe is unauthenticated).
 func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 	_, err := a.readiness.get(r.Context(), "", func(ctx context.Context) (struct{}, error) {
 		ctx, cancel := context.WithTimeout(ctx, readyTimeout)
@@ -35,9 +34,8 @@ func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 	writeBody(w, http.StatusOK, okBody)
 }
 
-// mintToken is for development and load tests only: it logs in as any user
-// without a password. NewRouter mounts it only when Deps.Tokens is set, which
-// production configuration must not do.
+// mintToken logs in as any user without a password: development and load
+// tests only (Deps.Tokens).
 func (a *api) mintToken(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
 		UserID int64 `json:"userId"`
@@ -56,10 +54,8 @@ func (a *api) mintToken(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// OpenAPI is the API's OpenAPI 3.1 description, served at GET /openapi.json.
-// The handler tests validate every request they make and every answer they
-// get against it, and check that it names exactly the router's routes, so
-// it cannot drift from the code.
+// OpenAPI is the API's OpenAPI 3.1 description, served at GET /openapi.json;
+// the tests hold every request, answer and route to it.
 //
 //go:embed openapi.json
 var OpenAPI []byte
@@ -69,17 +65,13 @@ func (a *api) openAPI(w http.ResponseWriter, _ *http.Request) {
 	writeBody(w, http.StatusOK, OpenAPI)
 }
 
-// web holds the live sale page, the waiting room's page, and the chart
-// library the sale page draws with (uPlot, MIT, vendored from its npm
-// package's dist/): no front-end build step, and the pages work with no
-// network but the service's own.
+// web holds the sale and waiting room pages and uPlot (MIT, vendored from its
+// npm dist/): no front-end build, and no network but the service's own.
 //
 //go:embed web
 var web embed.FS
 
-// saleAssets are the files GET /admin/assets/{name} serves, roomAssets
-// those of GET /waiting-room/assets/{name}, with their type; anything else
-// is a 404, so the embedded tree is never listed.
+// The files each assets route serves, with their type; anything else is a 404.
 var (
 	saleAssets = map[string]string{
 		"sales.js":          "text/javascript; charset=utf-8",
@@ -93,22 +85,17 @@ var (
 	}
 )
 
-// pageCSP lets a page run only its own scripts and talk only to this
-// service. uPlot sizes its canvas through element styles, hence the inline
-// style allowance; no inline script is allowed.
+// pageCSP allows only the service's own scripts and connections; uPlot sizes
+// its canvas through element styles, hence the inline style.
 const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; " +
 	"connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
-// page serves the embedded HTML page at path. The pages are static and
-// public, as a browser's navigation cannot send the token header: the sale
-// page's figures come from GET /admin/sales.json, which requires an admin's
-// token; the waiting room's page (?voucher=<id>) shows only what the join
-// and poll endpoints answer.
+// page serves an embedded HTML page, static and public (a browser's
+// navigation cannot send the token): its figures come from authorised reads.
 func page(path string) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) { serveAsset(w, path, "text/html; charset=utf-8") }
 }
 
-// assets serves the embedded files named in types under the route's {name}.
 func (a *api) assets(types map[string]string) http.HandlerFunc {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
 		name := chi.URLParam(r, "name")
@@ -123,8 +110,7 @@ func (a *api) assets(types map[string]string) http.HandlerFunc {
 
 func serveAsset(w http.ResponseWriter, path, contentType string) {
 	b, err := web.ReadFile(path)
-	if err != nil {
-		// Only names listed above reach here, all embedded: a build error.
+	if err != nil { // only listed names reach here
 		panic("httpapi: embedded asset missing: " + path)
 	}
 	h := w.Header()
@@ -132,8 +118,7 @@ func serveAsset(w http.ResponseWriter, path, contentType string) {
 	h.Set("Content-Security-Policy", pageCSP)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
-	// The assets change only with the binary; a short cache keeps a page
-	// left open for hours from serving a stale script after an upgrade.
+	// Short: a page left open must not keep a stale script after an upgrade.
 	h.Set("Cache-Control", "max-age=60")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)

@@ -8,26 +8,19 @@ import (
 	"golang.org/x/sync/singleflight"
 )
 
-// DefaultPublicReadTTL is how long the answers of the public, unauthenticated
-// reads that cost a backend round trip (GET /voucher/list/{shopId}, GET /readyz)
-// are reused. Without it each request is a MySQL query (or a Redis and a
-// database ping), which anyone can send by the thousand per second; with it a
-// flood costs each instance one load per key per TTL, and a new voucher
-// shows on other instances within it.
+// DefaultPublicReadTTL is how long the public reads that cost a backend round
+// trip (the voucher list, /readyz) are reused: a flood costs each instance one
+// load per key per TTL, and a new voucher shows on others within it.
 const DefaultPublicReadTTL = time.Second
 
-// maxCachedShops bounds the list cache: a client walking shop ids cannot grow
-// it past this many entries.
+// maxCachedShops bounds the list cache against a client walking shop ids.
 const maxCachedShops = 4096
 
-// loadTimeout bounds one shared load, which no single client's disconnect
-// may cancel: the requests waiting for it would all fail.
+// loadTimeout bounds a shared load, which no one client's disconnect cancels.
 const loadTimeout = 5 * time.Second
 
-// shortCache keeps a read's result for ttl, loads each key once however many
-// requests ask for it at the same moment (singleflight), and holds at most
-// max keys. Only results that keep(err) says so are stored; the others are
-// still shared with the requests that waited for them.
+// shortCache keeps a read's result for ttl if keep(err), loads a key once for
+// concurrent requests (singleflight), and holds at most max keys.
 type shortCache[V any] struct {
 	ttl   time.Duration
 	max   int
@@ -61,8 +54,7 @@ func (c *shortCache[V]) get(ctx context.Context, key string, load func(context.C
 		gen := c.gen
 		e, ok := c.items[key]
 		c.mu.Unlock()
-		// A request that missed just before the last flight stored its
-		// result starts this one after it: it takes what was stored.
+		// A miss just before the last flight stored takes what it stored.
 		if ok && time.Now().Before(e.until) {
 			return e, nil
 		}
@@ -99,8 +91,8 @@ func (c *shortCache[V]) store(key string, e cachedRead[V], gen uint64) {
 	c.items[key] = e
 }
 
-// forget drops key, and makes a load already under way store nothing, so this
-// instance's next read sees a write it made itself.
+// forget drops key and makes a load under way store nothing, so this
+// instance reads its own writes.
 func (c *shortCache[V]) forget(key string) {
 	c.mu.Lock()
 	c.gen++

@@ -11,40 +11,33 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// A claim of a sale with a waiting room carries its pass in this header (or,
-// for a client that cannot set headers, in the query parameter "pass"); a
-// poll carries the join's ticket in the query parameter "ticket" (or the
-// header RoomTicketHeader).
+// A claim carries its waiting-room pass in RoomPassHeader (or the query's
+// "pass"); a poll its ticket in the query's "ticket" (or RoomTicketHeader).
 const (
 	RoomPassHeader   = "X-Room-Pass"
 	RoomTicketHeader = "X-Room-Ticket"
-	// maxRoomToken bounds what is read of a ticket or pass; a real one is 67
-	// characters, so anything longer is refused without decoding.
+	// maxRoomToken: a real ticket or pass is 67 characters; longer is refused
+	// without decoding.
 	maxRoomToken = 128
 )
 
 // roomStatusDTO is a join's or a poll's answer.
 type roomStatusDTO struct {
-	Ticket string `json:"ticket"`
-	// State: pre_queue | waiting | admitted | expired | sold_out.
-	State    string `json:"state"`
-	Position int64  `json:"position,omitempty"`
-	// Ahead is absent in the pre-queue, whose order is not drawn yet.
-	Ahead  *int64 `json:"ahead,omitempty"`
-	Joined int64  `json:"joined"`
-	InDraw bool   `json:"inDraw,omitempty"`
-	// PollAfterMs: when to ask again; absent when there is no need.
-	PollAfterMs int64 `json:"pollAfterMs,omitempty"`
-	// WaitSeconds is the estimated wait, rounded up.
-	WaitSeconds int64  `json:"waitSeconds"`
+	Ticket      string `json:"ticket"`
+	State       string `json:"state"` // pre_queue | waiting | admitted | expired | sold_out
+	Position    int64  `json:"position,omitempty"`
+	Ahead       *int64 `json:"ahead,omitempty"` // nil in the pre-queue, not drawn yet
+	Joined      int64  `json:"joined"`
+	InDraw      bool   `json:"inDraw,omitempty"`
+	PollAfterMs int64  `json:"pollAfterMs,omitempty"`
+	WaitSeconds int64  `json:"waitSeconds"` // estimated, rounded up
 	DrawAt      string `json:"drawAt"`
 	Pass        string `json:"pass,omitempty"`
 	PassExpires string `json:"passExpires,omitempty"`
 }
 
 // writeRoomStatus answers a join or a poll, with Retry-After (whole seconds,
-// rounded up) when the client should come back; or returns err when there
-// is one.
+// rounded up) when the client should come back.
 func writeRoomStatus(w http.ResponseWriter, st application.RoomStatus, err error) error {
 	if err != nil {
 		return err
@@ -87,12 +80,11 @@ func (a *api) pollRoom(w http.ResponseWriter, r *http.Request, voucher int64) er
 	return writeRoomStatus(w, st, err)
 }
 
-// passOf is a claim request as the source of its waiting-room pass (a
-// pointer's conversion to the interface costs no allocation).
+// passOf is a claim request as its pass's source (a pointer converts to the
+// interface without allocating).
 type passOf http.Request
 
-// RoomPass is the claim's pass, from its header or, for a client that cannot
-// set headers, the query; an oversized one is no pass.
+// RoomPass is the claim's pass; an oversized one is no pass.
 func (p *passOf) RoomPass() string {
 	r := (*http.Request)(p)
 	pass := r.Header.Get(RoomPassHeader)
@@ -113,7 +105,7 @@ type waitingRoomRequest struct {
 	Margin             *int   `json:"margin"`
 }
 
-// defaultPassTTL is a pass's life when the request names none.
+// defaultPassTTL is a pass's life in seconds when the request names none.
 const defaultPassTTL = 60
 
 func (a *api) roomRules(req *waitingRoomRequest) (domain.RoomRules, error) {
@@ -127,8 +119,7 @@ func (a *api) roomRules(req *waitingRoomRequest) (domain.RoomRules, error) {
 		return domain.RoomRules{}, &domain.ValidationError{Field: "waitingRoom.admitPerSecond", Reason: "is required"}
 	}
 	ttl, margin := *cmp.Or(req.PassTTLSeconds, new(int64(defaultPassTTL))), *cmp.Or(req.Margin, new(0))
-	// Beyond a year the durations below could overflow: refused here, in
-	// the client's own words, not as a wrapped-around duration.
+	// Beyond a year the durations could overflow: refused in the client's words.
 	const maxSeconds = int64(365 * 24 * 3600)
 	opens := *req.OpensBeforeSeconds
 	if opens < 0 || opens > maxSeconds {

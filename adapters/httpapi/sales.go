@@ -9,40 +9,33 @@ import (
 	"github.com/hmdp-go/seckill/application"
 )
 
-// salesBoardTimeout bounds one reading so a stalled backend answers the
-// poll with an error instead of piling up requests behind it.
+// salesBoardTimeout keeps a stalled backend from piling up polls.
 const salesBoardTimeout = 2 * time.Second
 
+// saleBoardDTO: the page derives rates from two readings' counts and At.
+// QueueLength and DeadLetters are omitted where the queue keeps none.
 type saleBoardDTO struct {
-	// At is the server's time of the reading; the page derives rates from
-	// two readings' counts and times.
-	At    string    `json:"at"`
-	Queue string    `json:"queue"`
-	Sales []saleDTO `json:"sales"`
-	// QueueLength (channel) and DeadLetters (stream) are omitted where the
-	// queue does not keep them.
-	QueueLength *int64 `json:"queueLength,omitempty"`
-	DeadLetters *int64 `json:"deadLetters,omitempty"`
+	At          string    `json:"at"`
+	Queue       string    `json:"queue"`
+	Sales       []saleDTO `json:"sales"`
+	QueueLength *int64    `json:"queueLength,omitempty"`
+	DeadLetters *int64    `json:"deadLetters,omitempty"`
 }
 
+// saleDTO is one sale on the live page. Orders are those holding a unit
+// (unpaid + paid); Returned is the units given back (cancelled, refunding).
 type saleDTO struct {
-	ID        string `json:"id"`
-	Title     string `json:"title"`
-	State     string `json:"state"` // live (selling), sold_out or upcoming
-	BeginTime string `json:"beginTime"`
-	EndTime   string `json:"endTime"`
-	// Paused: an admin paused the sale (claims answer paused); Added is
-	// every unit admins added since it was created. The console's controls
-	// read both.
-	Paused bool `json:"paused"`
-	Added  int  `json:"added"`
-	// GateStock is omitted when the gate holds no state for the voucher.
-	GateStock *int  `json:"gateStock,omitempty"`
-	DBStock   int   `json:"dbStock"`
-	Orders    int64 `json:"orders"` // unpaid + paid: the orders holding a unit
-	Failed    int64 `json:"failed"`
-	// The lifecycle: orders by state; Returned is the units given back
-	// (cancelled or expired, and refunding: paid after that).
+	ID        string           `json:"id"`
+	Title     string           `json:"title"`
+	State     string           `json:"state"` // live, sold_out or upcoming
+	BeginTime string           `json:"beginTime"`
+	EndTime   string           `json:"endTime"`
+	Paused    bool             `json:"paused"`
+	Added     int              `json:"added"`
+	GateStock *int             `json:"gateStock,omitempty"` // nil: the gate holds no state
+	DBStock   int              `json:"dbStock"`
+	Orders    int64            `json:"orders"`
+	Failed    int64            `json:"failed"`
 	Unpaid    int64            `json:"unpaid"`
 	Paid      int64            `json:"paid"`
 	Cancelled int64            `json:"cancelled"`
@@ -50,18 +43,13 @@ type saleDTO struct {
 	Returned  int64            `json:"returned"`
 	Balance   balanceDTO       `json:"balance"`
 	Claims    map[string]int64 `json:"claims"`
-	// Backlog is omitted for a queue without per-voucher figures.
-	Backlog *backlogDTO `json:"backlog,omitempty"`
-	// History is present when the request asked for it (?history=1).
-	History *historyDTO `json:"history,omitempty"`
-	// Room is the sale's waiting room; omitted for a sale without one.
-	Room *roomBoardDTO `json:"waitingRoom,omitempty"`
+	Backlog   *backlogDTO      `json:"backlog,omitempty"` // nil: no per-voucher figures
+	History   *historyDTO      `json:"history,omitempty"` // ?history=1
+	Room      *roomBoardDTO    `json:"waitingRoom,omitempty"`
 }
 
-// roomBoardDTO is a waiting room as the service read it (at most 250 ms
-// ago): places given, admitted (passes issued), still waiting, passes used
-// by a claim and passes that lapsed unused; drawn once the pre-queue's
-// order was drawn at the begin.
+// roomBoardDTO is a waiting room as last read (at most 250 ms ago); drawn
+// once the pre-queue's order was drawn at the begin.
 type roomBoardDTO struct {
 	Joined        int64 `json:"joined"`
 	Waiting       int64 `json:"waiting"`
@@ -150,7 +138,7 @@ func (a *api) saleDTO(s application.SaleRow) saleDTO {
 		for i, t := range h.At {
 			d.History.At[i] = t.UnixMilli()
 		}
-		// Counts only grow: an outcome whose last count is 0 was never answered.
+		// Counts only grow: a last count of 0 was never answered.
 		for o, n := range h.Claims {
 			if len(n) > 0 && n[len(n)-1] > 0 {
 				d.History.Claims[o] = n

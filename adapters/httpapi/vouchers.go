@@ -11,61 +11,53 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// idempotencyKeyHeader makes POST /voucher/seckill safe to retry.
 const idempotencyKeyHeader = "Idempotency-Key"
 
 // localLayout is the original's zone-less LocalDateTime format.
 const localLayout = "2006-01-02T15:04:05"
 
-// The sane range of a sale's times: [minTime, maxTime).
+// A sale's times are within [minTime, maxTime): MariaDB stops at year 9999,
+// and an offset can push 9999-12-31 past it (a 500, not a 400).
 var (
 	minTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	maxTime = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 )
 
-// addVoucherRequest is the original's Voucher JSON as its admin page posts it.
-// Stock and type are pointers so that "missing" is told apart from zero.
+// addVoucherRequest is the original's Voucher JSON as its admin page posts it,
+// plus the sale's options; pointers tell "missing" from zero.
 type addVoucherRequest struct {
-	ShopID      int64  `json:"shopId"`
-	Title       string `json:"title"`
-	SubTitle    string `json:"subTitle"`
-	Rules       string `json:"rules"`
-	PayValue    int64  `json:"payValue"`
-	ActualValue int64  `json:"actualValue"`
-	Type        *int   `json:"type"`
-	Stock       *int   `json:"stock"`
-	BeginTime   string `json:"beginTime"`
-	EndTime     string `json:"endTime"`
-	// Buckets splits the stock over that many Redis shards (1..16, default
-	// 1): for one sale hotter than one shard can serve.
-	Buckets *int `json:"buckets"`
-	// LimitPerUser is how many orders of the sale one user may hold (1..10,
-	// default 1: the original's one order per user).
-	LimitPerUser *int `json:"limitPerUser"`
-	// WaitingRoom puts the sale behind a fair waiting room (room.go).
-	WaitingRoom *waitingRoomRequest `json:"waitingRoom"`
+	ShopID       int64               `json:"shopId"`
+	Title        string              `json:"title"`
+	SubTitle     string              `json:"subTitle"`
+	Rules        string              `json:"rules"`
+	PayValue     int64               `json:"payValue"`
+	ActualValue  int64               `json:"actualValue"`
+	Type         *int                `json:"type"`
+	Stock        *int                `json:"stock"`
+	BeginTime    string              `json:"beginTime"`
+	EndTime      string              `json:"endTime"`
+	Buckets      *int                `json:"buckets"`      // Redis shards of the stock
+	LimitPerUser *int                `json:"limitPerUser"` // orders one user may hold
+	WaitingRoom  *waitingRoomRequest `json:"waitingRoom"`
 }
 
-// voucherDTO is a voucher as the original's /voucher/list returns it, with the
-// id as a string like every id this API returns. The sale fields are omitted
-// for normal vouchers, as the original leaves them null.
+// voucherDTO is a voucher as the original's /voucher/list returns it, the id
+// a string like every id here; sale fields are omitted for normal vouchers.
 type voucherDTO struct {
-	ID          string `json:"id"`
-	ShopID      int64  `json:"shopId"`
-	Title       string `json:"title"`
-	SubTitle    string `json:"subTitle"`
-	Rules       string `json:"rules"`
-	PayValue    int64  `json:"payValue"`
-	ActualValue int64  `json:"actualValue"`
-	Type        int8   `json:"type"`
-	Status      int8   `json:"status"`
-	Stock       *int   `json:"stock,omitempty"`
-	BeginTime   string `json:"beginTime,omitempty"`
-	EndTime     string `json:"endTime,omitempty"`
-	// LimitPerUser: seckill vouchers only, how many orders one user may hold.
-	LimitPerUser int `json:"limitPerUser,omitempty"`
-	// WaitingRoom: the sale's room, when it has one (claims need a pass).
-	WaitingRoom *waitingRoomDTO `json:"waitingRoom,omitempty"`
+	ID           string          `json:"id"`
+	ShopID       int64           `json:"shopId"`
+	Title        string          `json:"title"`
+	SubTitle     string          `json:"subTitle"`
+	Rules        string          `json:"rules"`
+	PayValue     int64           `json:"payValue"`
+	ActualValue  int64           `json:"actualValue"`
+	Type         int8            `json:"type"`
+	Status       int8            `json:"status"`
+	Stock        *int            `json:"stock,omitempty"`
+	BeginTime    string          `json:"beginTime,omitempty"`
+	EndTime      string          `json:"endTime,omitempty"`
+	LimitPerUser int             `json:"limitPerUser,omitempty"`
+	WaitingRoom  *waitingRoomDTO `json:"waitingRoom,omitempty"`
 }
 
 func (a *api) addSeckillVoucher(w http.ResponseWriter, r *http.Request) error {
@@ -77,21 +69,16 @@ func (a *api) addSeckillVoucher(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// An admin's retry after a timeout or a 500 carries the same key and gets
-	// the voucher the first attempt created, not a second sale.
+	// An admin's retry carries the same key and gets the first attempt's voucher.
 	saved, err := a.AddVoucher.HandleOnce(r.Context(), userFrom(r.Context()), r.Header.Get(idempotencyKeyHeader), v)
 	if err != nil {
 		return err
 	}
-	// The admin who created it sees it at once here; other instances within
-	// Deps.PublicReadTTL.
 	a.lists.forget(strconv.FormatInt(int64(saved.ShopID()), 10))
 	writeOK(w, strconv.FormatInt(int64(saved.ID()), 10))
 	return nil
 }
 
-// voucherFrom validates the request into a domain voucher; every refusal is a
-// *domain.ValidationError naming the field.
 func (a *api) voucherFrom(req addVoucherRequest) (domain.Voucher, error) {
 	if req.Type != nil && *req.Type != int(domain.VoucherSeckill) {
 		return domain.Voucher{}, &domain.ValidationError{Field: "type", Reason: "must be 1 (seckill) on this endpoint"}
@@ -144,9 +131,8 @@ func (a *api) voucherFrom(req addVoucherRequest) (domain.Voucher, error) {
 	}, sale)
 }
 
-// parseTime reads the original's zone-less format in the configured zone,
-// and RFC 3339 with an explicit offset. Fractional seconds are accepted in
-// both (time.Parse allows them after the seconds field).
+// parseTime reads the original's zone-less format in the configured zone, and
+// RFC 3339 with an explicit offset (fractional seconds allowed in both).
 func (a *api) parseTime(field, s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, &domain.ValidationError{Field: field, Reason: "is required"}
@@ -156,9 +142,6 @@ func (a *api) parseTime(field, s string) (time.Time, error) {
 		t, err = time.Parse(time.RFC3339, s)
 	}
 	if err == nil {
-		// A year the database cannot store (MariaDB stops at 9999, and an
-		// offset can push 9999-12-31 into 10000) must be a 400, not a 500;
-		// no real sale is outside this century anyway.
 		if t.Before(minTime) || !t.Before(maxTime) {
 			return time.Time{}, &domain.ValidationError{
 				Field:  field,
@@ -174,8 +157,7 @@ func (a *api) parseTime(field, s string) (time.Time, error) {
 }
 
 func (a *api) listShopVouchers(w http.ResponseWriter, r *http.Request, shop int64) error {
-	// Public and unauthenticated: the encoded answer is shared for
-	// Deps.PublicReadTTL, so a flood costs the database one query per shop per TTL.
+	// Public: a flood costs the database one query per shop per TTL.
 	body, err := a.lists.get(r.Context(), strconv.FormatInt(shop, 10), func(ctx context.Context) ([]byte, error) {
 		vs, err := a.ListVouchers.Handle(ctx, domain.ShopID(shop))
 		if err != nil {
