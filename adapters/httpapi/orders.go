@@ -70,10 +70,8 @@ const maxNotifyBytes = 4 << 10
 
 func toOrderDTO(st domain.OrderStatus) orderDTO {
 	d := orderDTO{
-		ID:        strconv.FormatInt(int64(st.Order.ID()), 10),
-		VoucherID: strconv.FormatInt(int64(st.Order.VoucherID()), 10),
-		UserID:    strconv.FormatInt(int64(st.Order.UserID()), 10),
-		State:     string(st.State),
+		ID: strconv.FormatInt(int64(st.Order.ID()), 10), VoucherID: strconv.FormatInt(int64(st.Order.VoucherID()), 10),
+		UserID: strconv.FormatInt(int64(st.Order.UserID()), 10), State: string(st.State),
 	}
 	switch st.State {
 	case domain.OrderFailed:
