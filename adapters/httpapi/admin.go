@@ -35,8 +35,7 @@ type saleOrdersDTO struct {
 
 var csvColumns = []string{"id", "userId", "state", "reason", "claimedAt", "payDeadline", "paidAt"}
 
-// exportPageWrite is each export page's write deadline: the server's would
-// cut a large export, and a client that stops reading must still be dropped.
+// exportPageWrite is each export page's write deadline (the server's would cut it).
 const exportPageWrite = 10 * time.Second
 
 func toSaleOrderDTO(st domain.OrderStatus) saleOrderDTO {
@@ -169,8 +168,7 @@ func (a *api) exportSaleOrders(w http.ResponseWriter, r *http.Request, id int64)
 	return nil
 }
 
-// csvCell defuses a cell a spreadsheet would run as a formula (OWASP's CSV
-// injection advice) with a leading quote; for any column added to today's.
+// csvCell defuses a cell a spreadsheet would run as a formula (OWASP CSV injection).
 func csvCell(s string) string {
 	if s == "" {
 		return s
@@ -237,8 +235,7 @@ type saleStateDTO struct {
 	Added     int    `json:"added"` // every unit admins added since creation
 }
 
-// control is a sale control's endpoint: do changes the path's voucher on
-// behalf of the admin, and the answer is the sale as it is left.
+// control is a sale control's endpoint: do changes the path's voucher as the admin.
 func (a *api) control(
 	do func(ctx context.Context, admin domain.UserID, id domain.VoucherID) (domain.Voucher, error),
 ) func(http.ResponseWriter, *http.Request, int64) error {
@@ -292,7 +289,6 @@ func (a *api) addSaleStock(w http.ResponseWriter, r *http.Request, id int64) err
 const salesBoardTimeout = 2 * time.Second
 
 // saleBoardDTO: the page derives rates from two readings' counts and At.
-// QueueLength and DeadLetters are omitted where the queue keeps none.
 type saleBoardDTO struct {
 	At          string    `json:"at"`
 	Queue       string    `json:"queue"`
@@ -327,8 +323,7 @@ type saleDTO struct {
 	Room      *roomBoardDTO    `json:"waitingRoom,omitempty"`
 }
 
-// roomBoardDTO is a waiting room as last read (at most 250 ms ago); drawn
-// once the pre-queue's order was drawn at the begin.
+// roomBoardDTO is a waiting room as last read (at most 250 ms ago).
 type roomBoardDTO struct {
 	Joined        int64 `json:"joined"`
 	Waiting       int64 `json:"waiting"`

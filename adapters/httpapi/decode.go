@@ -16,8 +16,7 @@ import (
 
 // decodeJSON reads exactly one JSON object into dst, a pointer to a request
 // struct, refusing other media types, unknown fields, trailing data and
-// bodies over the limit, each with a message that tells the client what to
-// fix. The body is small and cold, so it is parsed twice: keys, then dst.
+// bodies over the limit, each saying what to fix. It is parsed twice: keys, then dst.
 func decodeJSON(r *http.Request, dst any) error {
 	// Also catches an empty body sent without a type, which requireJSON passes.
 	if err := checkJSONType(r); err != nil {
@@ -107,8 +106,7 @@ func jsonFields(st reflect.Type) map[string]reflect.Type {
 	return fields
 }
 
-// jsonError explains a decoding failure. encoding/json has no typed error for
-// an unknown field, so that one is recognised by its stable message prefix.
+// jsonError explains a decoding failure (an unknown field by its message prefix).
 func jsonError(err error) error {
 	var (
 		mbe *http.MaxBytesError
@@ -167,7 +165,6 @@ func (a *api) handle(h func(http.ResponseWriter, *http.Request) error) http.Hand
 	}
 }
 
-// withID is handle for an endpoint whose path parameter name is an id.
 func (a *api) withID(name string, h func(http.ResponseWriter, *http.Request, int64) error) http.HandlerFunc {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
 		id, err := pathID(r, name)

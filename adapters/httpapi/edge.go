@@ -10,12 +10,9 @@ import (
 )
 
 // soldOutEdge answers, in front of the router, the claims of a voucher this
-// instance marks sold out: in a stampede nearly all of them, and through chi
-// and the middlewares about half the service's CPU each (measured under wrk).
-// It runs the chain's checks in its order: the per-IP limit, then the claim's
-// own sold-out step (ClaimSeckill.SoldOut), before the session (stock is
-// public), and tells the observer and the access log as scope does. Anything
-// else goes on to the router unchanged.
+// instance marks sold out (in a stampede nearly all; through chi, half the
+// CPU each). It checks the per-IP limit, then ClaimSeckill.SoldOut, before the
+// session (stock is public), and tells the observer and access log as scope does.
 type soldOutEdge struct {
 	a    *api
 	next http.Handler

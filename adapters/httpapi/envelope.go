@@ -51,9 +51,8 @@ var (
 	errBadSignature     = errors.New("payment notification signature is missing or wrong")
 )
 
-// answer is how one kind of error is told to the client. body is the encoded
-// envelope of a fixed answer, so the claim's refusals cost no encoding;
-// msgEn and bodyEn are empty when msg is English already.
+// answer is how one kind of error is told to the client; body is a fixed
+// answer's encoding; msgEn and bodyEn are empty when msg is English already.
 type answer struct {
 	status    int
 	code, msg string
@@ -112,9 +111,8 @@ var errorTable = []struct {
 
 var retryAfterOne = []string{"1"}
 
-// What the original front end shows a person is in Chinese, as the original;
-// what a developer's or a machine's client reads (bad input, the payment
-// provider's answers, readiness) is in English only.
+// What the front end shows a person is in Chinese, as the original; what a
+// developer's or machine's client reads is in English only.
 var (
 	busyAnswer     = fixed(http.StatusServiceUnavailable, codeBusy, "系统繁忙，请稍后重试", "Busy; nothing was taken, try again shortly")
 	internalAnswer = fixed(http.StatusInternalServerError, codeInternal, "服务器异常", "Server error")
@@ -128,8 +126,7 @@ func badRequest(msg string) error {
 	return &answer{status: http.StatusBadRequest, code: codeBadRequest, msg: msg}
 }
 
-// answerFor maps err to its answer; anything unknown is an internal error
-// whose text must not reach the client.
+// answerFor maps err; anything unknown is internal, its text kept from the client.
 func answerFor(err error) answer {
 	var r *domain.Refusal
 	if errors.As(err, &r) {
@@ -161,8 +158,7 @@ func answerFor(err error) answer {
 	return internalAnswer
 }
 
-// unreachable: a backend did not answer within the request's budget, a 503
-// (every change a request makes is idempotent, so a retry is safe).
+// unreachable: a backend did not answer in time, a 503 (every change is idempotent).
 func unreachable(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
@@ -239,8 +235,7 @@ func writeOK(w http.ResponseWriter, data any) {
 	writeJSON(w, http.StatusOK, envelope{Success: true, Data: data})
 }
 
-// writeOKID answers a successful claim's {"success":true,"data":"<id>"}
-// without reflection.
+// writeOKID answers a successful claim without reflection.
 func writeOKID(w http.ResponseWriter, id int64) {
 	const head, tail = `{"success":true,"data":"`, `"}`
 	b := make([]byte, 0, len(head)+20+len(tail))
@@ -260,8 +255,7 @@ type stampedDate struct {
 
 var lastDate atomic.Pointer[stampedDate]
 
-// dateHeader is the Date of an answer sent at now, as net/http writes it. A
-// caller whose second is not the stored one formats and stores its own.
+// dateHeader is now's Date as net/http writes it; another second is stored anew.
 func dateHeader(now time.Time) []string {
 	sec := now.Unix()
 	if d := lastDate.Load(); d != nil && d.unix == sec {

@@ -29,8 +29,7 @@ import (
 const maxRequestIDLen = 64
 
 // requestIDs names requests without a usable X-Request-Id as chi's RequestID
-// does (<host>/<random>-<sequence>), formatted only when a log line or a 5xx
-// header asks for it.
+// does (<host>/<random>-<sequence>), formatted only when asked for.
 var requestIDs = struct {
 	prefix string
 	seq    atomic.Uint64
@@ -67,8 +66,7 @@ func formatRequestID(seq uint64) string {
 
 const requestIDHeader = "X-Request-Id"
 
-// clientRequestID is r's X-Request-Id when it is printable ASCII of at most
-// maxRequestIDLen bytes, else "".
+// clientRequestID is r's X-Request-Id if short printable ASCII, else "".
 func clientRequestID(r *http.Request) string {
 	id := r.Header.Get(requestIDHeader)
 	if len(id) > maxRequestIDLen || !domain.Printable(id) {
@@ -78,9 +76,7 @@ func clientRequestID(r *http.Request) string {
 }
 
 // recorder is the request's state, put in its context once by scope so no
-// middleware copies the request: the status and error for the access log,
-// the request id, and the caller requireUser resolved. Only the request's
-// goroutine writes it.
+// middleware copies the request. Only the request's goroutine writes it.
 type recorder struct {
 	http.ResponseWriter
 	status    int // 0 until the header is written
@@ -149,9 +145,8 @@ func (a *api) scope(next http.Handler) http.Handler {
 	})
 }
 
-// accessLog writes a request's line: debug for 2xx-4xx (refusals are normal
-// in a sale, and the claim path must stay cheap), warn for a 503, error for
-// other 5xx. id is called only when the line is written.
+// accessLog logs 2xx-4xx at debug (refusals are normal in a sale, and the claim
+// path must stay cheap), 503 at warn, other 5xx at error; id only if written.
 func (a *api) accessLog(r *http.Request, id func(*http.Request) string, status int, err error, took time.Duration) {
 	level := zerolog.DebugLevel
 	switch {
@@ -174,8 +169,7 @@ func (a *api) accessLog(r *http.Request, id func(*http.Request) string, status i
 
 var routeContexts = sync.Pool{New: func() any { return chi.NewRouteContext() }}
 
-// requestCtx answers the recorder and chi's route context from one value, in
-// one allocation.
+// requestCtx holds the recorder and chi's route context in one allocation.
 type requestCtx struct {
 	context.Context
 	rec   *recorder
@@ -261,9 +255,8 @@ var errNoToken = fmt.Errorf("no authorization header: %w", ports.ErrUnknownToken
 // bearerScheme prefixes an identity provider's token (RFC 6750: case-insensitive).
 const bearerScheme = "Bearer "
 
-// requireUser resolves the original's `authorization: <token>` header (the
-// bare token, no scheme) to a user, or answers 401. With Deps.Bearer, a
-// `Bearer <JWT>` is resolved by it instead.
+// requireUser resolves the original's bare `authorization: <token>` (or, with
+// Deps.Bearer, a `Bearer <JWT>`) to a user, or answers 401.
 func (a *api) requireUser(r *http.Request) error {
 	token := firstHeader(r, authorizationHeader)
 	if token == "" {
@@ -291,9 +284,7 @@ func (a *api) requireUser(r *http.Request) error {
 	return nil
 }
 
-func callerFrom(ctx context.Context) caller { return recorderOf(ctx).caller }
-
-func userFrom(ctx context.Context) domain.UserID { return callerFrom(ctx).user }
+func userFrom(ctx context.Context) domain.UserID { return recorderOf(ctx).caller.user }
 
 func (a *api) refuse(err error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) { a.fail(w, r, err) }
@@ -317,11 +308,9 @@ func firstHeader(r *http.Request, key string) string {
 // ClaimObserver is told how every request to the claim route was answered,
 // the edge's and the middlewares' refusals included (metrics implement it).
 type ClaimObserver interface {
-	// ClaimStarted may return a context the request goes on with (the
-	// request is copied only if it is not ctx itself).
+	// ClaimStarted may return a new context for the request, which
+	// ClaimAnswered gets back with "success" or the refusal's or envelope's code.
 	ClaimStarted(ctx context.Context) context.Context
-	// ClaimAnswered gets "success", a refusal's code, or the error
-	// envelope's code, and how long the claim took.
 	ClaimAnswered(ctx context.Context, code string, took time.Duration)
 }
 
@@ -332,9 +321,8 @@ const claimPathPrefix = "/voucher-order/seckill/"
 // codeSuccess names a successful claim for observers; the envelope has none.
 const codeSuccess = "success"
 
-// answeredCode is the code of rec's error, or "success" for a 2xx without one.
-// Every refusal is written by fail, which records its error; a 3xx-5xx
-// without one is not this router's, so internal.
+// answeredCode is the code of rec's error (fail records every refusal's), or
+// "success" for a 2xx; a 3xx-5xx without one is not this router's: internal.
 func answeredCode(rec *recorder) string {
 	switch {
 	case rec.err != nil:
@@ -345,19 +333,17 @@ func answeredCode(rec *recorder) string {
 	return codeInternal
 }
 
-// Limits are the per-user and per-client-IP rate limits on claim and order
-// status: how many requests each may make per sliding Window. A zero count
-// turns that limit off; a zero Window turns both off.
+// Limits are requests per sliding Window per user and per client IP, on claim
+// and order status; a zero count turns that limit off, a zero Window both.
 type Limits struct {
-	PerUser int
-	PerIP   int
-	Window  time.Duration
+	PerUser, PerIP int
+	Window         time.Duration
 }
 
 // requireAdmin, behind requireUser, passes Deps.Admins and the users the
 // identity provider names admins; with neither it refuses everyone.
 func (a *api) requireAdmin(r *http.Request) error {
-	if c := callerFrom(r.Context()); !c.admin && !slices.Contains(a.Admins, c.user) {
+	if c := recorderOf(r.Context()).caller; !c.admin && !slices.Contains(a.Admins, c.user) {
 		return fmt.Errorf("user %d: %w", c.user, errForbidden)
 	}
 	return nil
@@ -387,9 +373,8 @@ func checkJSONType(r *http.Request) error {
 
 const proxyWarnEvery = time.Minute
 
-// ipRateLimited is the per-IP limit's refusal. A loopback or private peer over
-// the limit with no proxy trusted looks like an untrusted reverse proxy whose
-// users share one budget, so it is logged (at most once per proxyWarnEvery).
+// ipRateLimited is the per-IP refusal; a loopback or private peer with no proxy
+// trusted looks like a proxy whose users share one budget, so it is logged.
 func (a *api) ipRateLimited(w http.ResponseWriter, r *http.Request) {
 	a.fail(w, r, errRateLimited)
 	if len(a.TrustedProxies) > 0 {

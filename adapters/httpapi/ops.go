@@ -16,8 +16,7 @@ import (
 
 var okBody = mustEncode(envelope{Success: true, Data: "ok"})
 
-// healthz checks no backend, so a Redis outage does not get every instance
-// restarted at once.
+// healthz checks no backend: a Redis outage must not restart every instance.
 func (a *api) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeBody(w, http.StatusOK, okBody)
 }
@@ -38,8 +37,7 @@ func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 	writeBody(w, http.StatusOK, okBody)
 }
 
-// mintToken logs in as any user without a password: development and load
-// tests only (Deps.Tokens).
+// mintToken logs in as any user without a password: development only.
 func (a *api) mintToken(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
 		UserID int64 `json:"userId"`
@@ -94,8 +92,7 @@ var (
 const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; " +
 	"connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
-// page serves an embedded HTML page, static and public (a browser's
-// navigation cannot send the token): its figures come from authorised reads.
+// page serves a static public page (navigation cannot send the token).
 func page(path string) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) { serveAsset(w, path, "text/html; charset=utf-8") }
 }
@@ -129,8 +126,7 @@ func serveAsset(w http.ResponseWriter, path, contentType string) {
 }
 
 // DefaultPublicReadTTL is how long the public reads that cost a backend round
-// trip (the voucher list, /readyz) are reused: a flood costs each instance one
-// load per key per TTL, and a new voucher shows on others within it.
+// trip (the voucher list, /readyz) are reused: a flood costs one load per TTL.
 const DefaultPublicReadTTL = time.Second
 
 // maxCachedShops bounds the list cache against a client walking shop ids.
@@ -211,8 +207,8 @@ func (c *shortCache[V]) store(key string, e cachedRead[V], gen uint64) {
 	c.items[key] = e
 }
 
-// forget drops key and makes a load under way store nothing, so this
-// instance reads its own writes.
+// forget drops key and makes a load under way store nothing: this instance
+// reads its own writes.
 func (c *shortCache[V]) forget(key string) {
 	c.mu.Lock()
 	c.gen++

@@ -15,8 +15,7 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// orderDTO is an order and where it stands; ids are strings because they
-// exceed 2^53.
+// orderDTO is an order and where it stands; ids are strings (beyond 2^53).
 type orderDTO struct {
 	ID          string      `json:"id"`
 	VoucherID   string      `json:"voucherId"`
@@ -108,8 +107,7 @@ type paymentNotice struct {
 	TransactionID string `json:"transactionId"`
 }
 
-// paymentNotify checks the signature on the raw bytes, in constant time,
-// before anything is parsed.
+// paymentNotify checks the signature on the raw bytes before parsing anything.
 func (a *api) paymentNotify(w http.ResponseWriter, r *http.Request) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxNotifyBytes))
 	if err != nil {
@@ -136,16 +134,14 @@ func (a *api) paymentNotify(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// 200 whenever the money is recorded, owed back or not: a provider
-	// retries anything else.
+	// 200 whenever the money is recorded: a provider retries anything else.
 	d := toOrderDTO(res.Status)
 	d.Payment = &paymentDTO{TransactionID: n.TransactionID, Kind: string(res.Kind), RefundOwed: res.Kind.Owed()}
 	writeOK(w, d)
 	return nil
 }
 
-// validSignature compares the lower-case hex MAC with the header's in
-// constant time.
+// validSignature compares the lower-case hex MAC in constant time.
 func validSignature(secret, body []byte, header string) bool {
 	return len(secret) > 0 && hmac.Equal([]byte(Sign(secret, body)), []byte(header))
 }

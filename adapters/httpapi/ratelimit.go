@@ -44,8 +44,7 @@ func newSlidingLimit[K comparable](limit int, window time.Duration, hash func(K)
 	return l
 }
 
-// allow counts one request of k at now, unless k is over its limit (a refused
-// request is not counted).
+// allow counts a request of k at now unless k is over its limit.
 func (l *slidingLimit[K]) allow(k K, now time.Time) bool {
 	ns := now.UnixNano()
 	start := ns - ns%l.window
@@ -72,8 +71,7 @@ func (l *slidingLimit[K]) allow(k K, now time.Time) bool {
 	return true
 }
 
-// limitMiddleware refuses a request whose key is over lim (see refusal); one
-// skip says yes to is counted elsewhere.
+// limitMiddleware refuses a key over lim; what skip says yes to is counted elsewhere.
 func limitMiddleware[K comparable](lim *slidingLimit[K], key func(*http.Request) K, refuse http.HandlerFunc, skip func(*http.Request) bool) func(http.Handler) http.Handler {
 	refusal := lim.refusal(refuse)
 	return func(next http.Handler) http.Handler {
@@ -115,8 +113,6 @@ func hashIP(k ipLimitKey) uint64 {
 	return mix64(binary.BigEndian.Uint64(k[:8]) ^ mix64(binary.BigEndian.Uint64(k[8:])))
 }
 
-// ipKey is r's per-IP key; a peer that does not parse (never a real one)
-// shares the zero key.
 func (a *api) ipKey(r *http.Request) ipLimitKey {
 	ip, _ := clientAddr(r, a.TrustedProxies) // unmapped: an IPv4 client is Is4
 	k := ipLimitKey(ip.As16())
@@ -126,9 +122,8 @@ func (a *api) ipKey(r *http.Request) ipLimitKey {
 	return k
 }
 
-// clientAddr is the connection's peer, unless it is a trusted proxy: then
-// X-Forwarded-For names the client (fromXFF), or failing that the last
-// X-Real-IP.
+// clientAddr is the peer, or the client a trusted proxy's X-Forwarded-For
+// (fromXFF) or, failing that, last X-Real-IP names.
 func clientAddr(r *http.Request, trusted []netip.Prefix) (netip.Addr, bool) {
 	peer, ok := parseRemoteAddr(r.RemoteAddr)
 	if !ok || len(trusted) == 0 || !inAnyPrefix(peer.WithZone(""), trusted) {

@@ -51,9 +51,7 @@ type Deps struct {
 	// Split splits a voucher whose request names no "buckets" and whose
 	// stock is above Split.Above into Split.Into buckets (at most its stock).
 	Split SplitRule
-	// PublicReadTTL is how long GET /voucher/list/{shopId} and /readyz
-	// answers are reused (0: DefaultPublicReadTTL; < 0: only concurrent
-	// loads are shared).
+	// PublicReadTTL: 0 is DefaultPublicReadTTL; < 0 shares only concurrent loads.
 	PublicReadTTL time.Duration
 	Cancel        *application.CancelOrder
 	// Pay and PaymentSecret mount POST /payments/notify, signed with the secret.
@@ -70,8 +68,7 @@ type Deps struct {
 // SplitRule: see Deps.Split.
 type SplitRule struct{ Above, Into int }
 
-// DefaultMaxBodyBytes is far above any valid voucher and far below what would
-// let a client make us buffer a lot.
+// DefaultMaxBodyBytes is far above any valid voucher, far below a buffering risk.
 const DefaultMaxBodyBytes = 64 << 10
 
 // readyTimeout answers "not ready" within an orchestrator's probe timeout.
@@ -113,8 +110,7 @@ func NewRouter(d Deps) http.Handler {
 	a.readiness = newShortCache[struct{}](ttl, 1, func(error) bool { return true })
 
 	r := chi.NewRouter()
-	// scope wraps the router outside the recoverer: a panic's 500 is logged
-	// like any other answer.
+	// scope wraps the recoverer: a panic's 500 is logged like any answer.
 	r.Use(a.recoverer, a.guard(a.limitBody), a.guard(a.requireJSON))
 	r.NotFound(a.refuse(errNoRoute))
 	r.MethodNotAllowed(a.refuse(errMethodNotAllowed))

@@ -203,9 +203,7 @@ func (a *api) voucherDTO(v domain.Voucher) voucherDTO {
 const (
 	RoomPassHeader   = "X-Room-Pass"
 	RoomTicketHeader = "X-Room-Ticket"
-	// maxRoomToken: a real ticket or pass is 67 characters; longer is refused
-	// without decoding.
-	maxRoomToken = 128
+	maxRoomToken     = 128 // a real ticket or pass is 67 characters
 )
 
 // roomStatusDTO is a join's or a poll's answer.
@@ -267,8 +265,7 @@ func (a *api) pollRoom(w http.ResponseWriter, r *http.Request, voucher int64) er
 	return writeRoomStatus(w, st, err)
 }
 
-// passOf is a claim request as its pass's source (a pointer converts to the
-// interface without allocating).
+// passOf is a claim request as its pass's source (converted without allocating).
 type passOf http.Request
 
 // RoomPass is the claim's pass; an oversized one is no pass.
