@@ -13,11 +13,9 @@ import (
 	"time"
 )
 
-// slidingLimit is an in-process sliding-window rate limit (go-chi/httprate's
-// algorithm): the current fixed window's count plus the previous one's,
-// weighted by how much of it lies within a window of now. Counters live in
-// locked shards keyed by a fixed-size value, so an allowed request takes one
-// short lock and allocates nothing.
+// slidingLimit is go-chi/httprate's sliding window (this window's count plus
+// the last one's, weighted by its overlap with now), counted in locked shards
+// keyed by a fixed-size value: an allowed request allocates nothing.
 type slidingLimit[K comparable] struct {
 	limit  int
 	window int64 // ns

@@ -221,8 +221,7 @@ type roomStatusDTO struct {
 	PassExpires string `json:"passExpires,omitempty"`
 }
 
-// writeRoomStatus answers a join or a poll, with Retry-After (whole seconds,
-// rounded up) when the client should come back.
+// writeRoomStatus answers a join or a poll, with Retry-After when to come back.
 func writeRoomStatus(w http.ResponseWriter, st application.RoomStatus, err error) error {
 	if err != nil {
 		return err
@@ -316,7 +315,6 @@ func (a *api) roomRules(req *waitingRoomRequest) (domain.RoomRules, error) {
 	return domain.NewRoomRules(time.Duration(opens)*time.Second, *req.AdmitPerSecond, time.Duration(ttl)*time.Second, margin)
 }
 
-// waitingRoomDTO is a room sale's settings in its listing.
 type waitingRoomDTO struct {
 	OpensBeforeSeconds int64 `json:"opensBeforeSeconds"`
 	AdmitPerSecond     int   `json:"admitPerSecond"`
