@@ -18,11 +18,6 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// The operator's endpoints behind requireAdmin: a sale's orders (list and
-// CSV export), the audit trail, and the sale controls.
-
-// saleOrderDTO is one order of a sale as its operator reads it: the
-// status endpoint's fields, the buyer, and the claim's time (the id's).
 type saleOrderDTO struct {
 	ID          string `json:"id"`
 	UserID      string `json:"userId"`
@@ -35,25 +30,18 @@ type saleOrderDTO struct {
 
 type saleOrdersDTO struct {
 	Orders []saleOrderDTO `json:"orders"`
-	// Next is the cursor of the next page (its `after`); omitted on the last.
-	Next string `json:"next,omitempty"`
+	Next   string         `json:"next,omitempty"` // the next page's `after`
 }
 
-// csvColumns are the export's columns, the JSON list's fields.
 var csvColumns = []string{"id", "userId", "state", "reason", "claimedAt", "payDeadline", "paidAt"}
 
-// exportPageWrite is how long one page of an export may take to reach the
-// client: the server's write timeout would cut a large export, so each
-// page moves the deadline on, and a client that stops reading is still
-// dropped.
+// exportPageWrite is each export page's write deadline (the server's would cut it).
 const exportPageWrite = 10 * time.Second
 
 func toSaleOrderDTO(st domain.OrderStatus) saleOrderDTO {
 	d := saleOrderDTO{
-		ID:        strconv.FormatInt(int64(st.Order.ID()), 10),
-		UserID:    strconv.FormatInt(int64(st.Order.UserID()), 10),
-		State:     string(st.State),
-		Reason:    string(st.CancelReason),
+		ID: strconv.FormatInt(int64(st.Order.ID()), 10), UserID: strconv.FormatInt(int64(st.Order.UserID()), 10),
+		State: string(st.State), Reason: string(st.CancelReason),
 		ClaimedAt: st.Order.ID().Time().UTC().Format(time.RFC3339),
 	}
 	if by := st.PayBy(); !by.IsZero() {
@@ -65,9 +53,7 @@ func toSaleOrderDTO(st domain.OrderStatus) saleOrderDTO {
 	return d
 }
 
-// query reads a list's optional parameters, each bad one a 400 naming it,
-// before anything is read: err is the first, and what is read after it
-// does not matter.
+// query reads a list's optional parameters; err is the first bad one's 400.
 type query struct {
 	url.Values
 	err error
@@ -83,8 +69,7 @@ func (q *query) int(name string) int64 {
 	return n
 }
 
-// limit reads a page's size: absent it is 0 (the use case's default);
-// present, even empty, it must be an integer from 1 to max.
+// limit reads a page's size: absent, 0 (the default); else 1 to max.
 func (q *query) limit(max int) int {
 	if !q.Has("limit") {
 		return 0
@@ -96,7 +81,6 @@ func (q *query) limit(max int) int {
 	return n
 }
 
-// filter reads the orders' state filter (absent: all).
 func (q *query) filter() domain.OrderFilter {
 	f, err := domain.ParseOrderFilter(q.Get("state"))
 	q.err = cmp.Or(q.err, err)
@@ -127,12 +111,8 @@ func (a *api) saleOrders(w http.ResponseWriter, r *http.Request, voucher int64) 
 	return nil
 }
 
-// exportSaleOrders streams the CSV a page at a time: it writes each page
-// as it is read and keeps none, so its memory does not grow with the sale.
-// Until the first page it can still answer an error envelope (bad input,
-// an unknown voucher, a database down); after, an error can only cut the
-// answer short, which the client sees as a failed download, never as a
-// complete file.
+// exportSaleOrders streams the CSV a page at a time, keeping none. Until the
+// first page an error is an envelope; after it, a cut-short download.
 func (a *api) exportSaleOrders(w http.ResponseWriter, r *http.Request, id int64) error {
 	voucher := domain.VoucherID(id)
 	filter, err := domain.ParseOrderFilter(r.URL.Query().Get("state"))
@@ -144,7 +124,7 @@ func (a *api) exportSaleOrders(w http.ResponseWriter, r *http.Request, id int64)
 	started := false
 	row := make([]string, len(csvColumns))
 	err = a.Orders.Export(r.Context(), voucher, filter, func(page []domain.OrderStatus) error {
-		_ = rc.SetWriteDeadline(time.Now().Add(exportPageWrite)) // unsupported by test recorders only
+		_ = rc.SetWriteDeadline(time.Now().Add(exportPageWrite))
 		if !started {
 			started = true
 			name := fmt.Sprintf("voucher-%d-orders", voucher)
@@ -163,9 +143,8 @@ func (a *api) exportSaleOrders(w http.ResponseWriter, r *http.Request, id int64)
 		}
 		for _, st := range page {
 			d := toSaleOrderDTO(st)
-			row[0], row[1], row[2], row[3], row[4], row[5], row[6] = d.ID, d.UserID, d.State, d.Reason, d.ClaimedAt, d.PayDeadline, d.PaidAt
-			for i := range row {
-				row[i] = csvCell(row[i])
+			for i, v := range [...]string{d.ID, d.UserID, d.State, d.Reason, d.ClaimedAt, d.PayDeadline, d.PaidAt} {
+				row[i] = csvCell(v)
 			}
 			if err := cw.Write(row); err != nil {
 				return err
@@ -183,17 +162,13 @@ func (a *api) exportSaleOrders(w http.ResponseWriter, r *http.Request, id int64)
 	}
 	noteError(r, fmt.Errorf("export cut short: %w", err))
 	if !errors.Is(err, r.Context().Err()) {
-		// Abort the connection: a clean end would pass a partial file off
-		// as the whole sale.
+		// A clean end would pass a partial file off as the whole sale.
 		panic(http.ErrAbortHandler)
 	}
 	return nil
 }
 
-// csvCell defuses a cell a spreadsheet would run as a formula (OWASP's
-// CSV injection advice): one starting with = + - @, a tab or a carriage
-// return gets a leading single quote. Today's columns are ids, states and
-// times, none of which can start so; the guard is for any column added.
+// csvCell defuses a cell a spreadsheet would run as a formula (OWASP CSV injection).
 func csvCell(s string) string {
 	if s == "" {
 		return s
@@ -205,8 +180,6 @@ func csvCell(s string) string {
 	return s
 }
 
-// auditEntryDTO is one admin action: who, when, what, on which voucher,
-// and what changed (the JSON object recorded with it).
 type auditEntryDTO struct {
 	ID        string          `json:"id"`
 	At        string          `json:"at"`
@@ -218,13 +191,10 @@ type auditEntryDTO struct {
 
 type auditPageDTO struct {
 	Entries []auditEntryDTO `json:"entries"`
-	// Next is the cursor of the next (older) page, its `before`; omitted on
-	// the last.
-	Next string `json:"next,omitempty"`
+	Next    string          `json:"next,omitempty"` // the older page's `before`
 }
 
-// auditTrail is read-only: the trail has no route that changes or removes
-// an entry (PUT, PATCH and DELETE answer 405).
+// auditTrail is read-only: no route changes or removes an entry.
 func (a *api) auditTrail(w http.ResponseWriter, r *http.Request) error {
 	q := query{Values: r.URL.Query()}
 	before, voucher, limit := q.int("before"), q.int("voucher"), q.limit(application.MaxAuditPage)
@@ -238,8 +208,7 @@ func (a *api) auditTrail(w http.ResponseWriter, r *http.Request) error {
 	out := auditPageDTO{Entries: make([]auditEntryDTO, len(page.Entries))}
 	for i, e := range page.Entries {
 		change := json.RawMessage(e.Change())
-		if !json.Valid(change) {
-			// Only a row written by hand can hold this; show it, as text.
+		if !json.Valid(change) { // a row written by hand: shown as text
 			change, _ = json.Marshal(e.Change())
 		}
 		out.Entries[i] = auditEntryDTO{
@@ -256,22 +225,17 @@ func (a *api) auditTrail(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// saleStateDTO is a sale as a control leaves it: what an admin checks
-// after changing it.
+// saleStateDTO is a sale as a control leaves it.
 type saleStateDTO struct {
 	ID        string `json:"id"`
 	Stock     int    `json:"stock"`
 	BeginTime string `json:"beginTime"`
 	EndTime   string `json:"endTime"`
 	Paused    bool   `json:"paused"`
-	// Added is every unit admins added since the sale was created.
-	Added int `json:"added"`
+	Added     int    `json:"added"` // every unit admins added since creation
 }
 
-// control is the endpoint of a sale control: the voucher the path names,
-// changed by do on behalf of the admin making the request, answered as it
-// is left. POST /admin/vouchers/{id}/end, .../pause and .../resume are
-// application.ControlSale's EndNow, Pause and Resume alone.
+// control is a sale control's endpoint: do changes the path's voucher as the admin.
 func (a *api) control(
 	do func(ctx context.Context, admin domain.UserID, id domain.VoucherID) (domain.Voucher, error),
 ) func(http.ResponseWriter, *http.Request, int64) error {
@@ -280,7 +244,6 @@ func (a *api) control(
 		if err != nil {
 			return err
 		}
-		// The shop's list shows the new stock and end here at once.
 		a.lists.forget(strconv.FormatInt(int64(v.ShopID()), 10))
 		s := v.Sale()
 		writeOK(w, saleStateDTO{ID: strconv.FormatInt(int64(v.ID()), 10), Stock: s.Stock(),
@@ -290,7 +253,6 @@ func (a *api) control(
 	}
 }
 
-// moveSaleEnd: PUT /admin/vouchers/{id}/end-time {"endTime": RFC 3339}.
 func (a *api) moveSaleEnd(w http.ResponseWriter, r *http.Request, id int64) error {
 	var req struct {
 		EndTime string `json:"endTime"`
@@ -307,7 +269,6 @@ func (a *api) moveSaleEnd(w http.ResponseWriter, r *http.Request, id int64) erro
 	})(w, r, id)
 }
 
-// addSaleStock: POST /admin/vouchers/{id}/stock {"add": n}.
 func (a *api) addSaleStock(w http.ResponseWriter, r *http.Request, id int64) error {
 	var req struct {
 		Add *int `json:"add"`
@@ -318,9 +279,136 @@ func (a *api) addSaleStock(w http.ResponseWriter, r *http.Request, id int64) err
 	if req.Add == nil {
 		return &domain.ValidationError{Field: "add", Reason: "is required"}
 	}
-	// An admin's retry after a timeout or a 500 carries the same key and
-	// adds nothing more.
+	// An admin's retry carries the same key and adds nothing more.
 	return a.control(func(ctx context.Context, admin domain.UserID, id domain.VoucherID) (domain.Voucher, error) {
 		return a.Controls.AddStock(ctx, admin, id, *req.Add, r.Header.Get(idempotencyKeyHeader))
 	})(w, r, id)
+}
+
+// salesBoardTimeout keeps a stalled backend from piling up polls.
+const salesBoardTimeout = 2 * time.Second
+
+// saleBoardDTO: the page derives rates from two readings' counts and At.
+type saleBoardDTO struct {
+	At          string    `json:"at"`
+	Queue       string    `json:"queue"`
+	Sales       []saleDTO `json:"sales"`
+	QueueLength *int64    `json:"queueLength,omitempty"`
+	DeadLetters *int64    `json:"deadLetters,omitempty"`
+}
+
+// saleDTO is one sale on the live page. Orders are those holding a unit
+// (unpaid + paid); Returned is the units given back (cancelled, refunding).
+type saleDTO struct {
+	ID        string           `json:"id"`
+	Title     string           `json:"title"`
+	State     string           `json:"state"` // live, sold_out or upcoming
+	BeginTime string           `json:"beginTime"`
+	EndTime   string           `json:"endTime"`
+	Paused    bool             `json:"paused"`
+	Added     int              `json:"added"`
+	GateStock *int             `json:"gateStock,omitempty"` // nil: the gate holds no state
+	DBStock   int              `json:"dbStock"`
+	Orders    int64            `json:"orders"`
+	Failed    int64            `json:"failed"`
+	Unpaid    int64            `json:"unpaid"`
+	Paid      int64            `json:"paid"`
+	Cancelled int64            `json:"cancelled"`
+	Refunding int64            `json:"refunding"`
+	Returned  int64            `json:"returned"`
+	Balance   balanceDTO       `json:"balance"`
+	Claims    map[string]int64 `json:"claims"`
+	Backlog   *backlogDTO      `json:"backlog,omitempty"` // nil: no per-voucher figures
+	History   *historyDTO      `json:"history,omitempty"` // ?history=1
+	Room      *roomBoardDTO    `json:"waitingRoom,omitempty"`
+}
+
+// roomBoardDTO is a waiting room as last read (at most 250 ms ago).
+type roomBoardDTO struct {
+	Joined        int64 `json:"joined"`
+	Waiting       int64 `json:"waiting"`
+	Admitted      int64 `json:"admitted"`
+	PassesUsed    int64 `json:"passesUsed"`
+	PassesExpired int64 `json:"passesExpired"`
+	Drawn         bool  `json:"drawn"`
+}
+
+type balanceDTO struct {
+	Initial  int    `json:"initial"`
+	InFlight int    `json:"inFlight"`
+	Holds    bool   `json:"holds"`
+	Problem  string `json:"problem,omitempty"`
+}
+
+// historyDTO is the claim counts of the last minute, one reading a second:
+// claims[outcome][i] was the count at at[i] (Unix milliseconds).
+type historyDTO struct {
+	At     []int64            `json:"at"`
+	Claims map[string][]int64 `json:"claims"`
+}
+
+type backlogDTO struct {
+	Length  int64 `json:"length"`
+	Pending int64 `json:"pending"`
+	LagMs   int64 `json:"lagMs"`
+}
+
+func (a *api) salesBoard(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), salesBoardTimeout)
+	defer cancel()
+	b, err := a.Sales.Handle(ctx, application.SaleBoardQuery{History: r.URL.Query().Get("history") == "1"})
+	if err != nil {
+		return err
+	}
+	out := saleBoardDTO{At: b.At.UTC().Format(time.RFC3339Nano), Queue: b.Queue.Kind, Sales: make([]saleDTO, 0, len(b.Sales))}
+	if b.Queue.Length >= 0 {
+		out.QueueLength = &b.Queue.Length
+	}
+	if b.Queue.DeadLetters >= 0 {
+		out.DeadLetters = &b.Queue.DeadLetters
+	}
+	for _, s := range b.Sales {
+		out.Sales = append(out.Sales, a.saleDTO(s))
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, envelope{Success: true, Data: out, Total: int64(b.Total)})
+	return nil
+}
+
+func (a *api) saleDTO(s application.SaleRow) saleDTO {
+	v, bal := s.Voucher, s.Balance()
+	d := saleDTO{
+		ID: strconv.FormatInt(int64(v.ID()), 10), Title: v.Title(), State: string(s.State),
+		BeginTime: v.Sale().Begin().In(a.Location).Format(localLayout),
+		EndTime:   v.Sale().End().In(a.Location).Format(localLayout),
+		Paused:    v.Sale().Paused(), Added: v.Sale().Added(),
+		DBStock: s.DB.Stock, Orders: s.DB.Created(), Failed: s.DB.Failed, Unpaid: s.DB.Unpaid, Paid: s.DB.Paid,
+		Cancelled: s.DB.Cancelled, Refunding: s.DB.Refunding, Returned: s.DB.Cancelled + s.DB.Refunding,
+		Balance: balanceDTO{Initial: bal.Initial, InFlight: bal.InFlight, Holds: bal.Holds, Problem: bal.Problem},
+		Claims:  s.Claims,
+	}
+	if s.GateFound {
+		stock := s.GateStock
+		d.GateStock = &stock
+	}
+	if r := s.Room; r != nil {
+		d.Room = &roomBoardDTO{Joined: r.Joined, Waiting: r.Waiting, Admitted: r.Admitted,
+			PassesUsed: r.Used, PassesExpired: r.Lapsed, Drawn: r.Drawn}
+	}
+	if s.Backlog.Known {
+		d.Backlog = &backlogDTO{Length: s.Backlog.Length, Pending: s.Backlog.Pending, LagMs: s.Backlog.Lag.Milliseconds()}
+	}
+	if h := s.History; h.At != nil {
+		d.History = &historyDTO{At: make([]int64, len(h.At)), Claims: make(map[string][]int64)}
+		for i, t := range h.At {
+			d.History.At[i] = t.UnixMilli()
+		}
+		// Counts only grow: a last count of 0 was never answered.
+		for o, n := range h.Claims {
+			if len(n) > 0 && n[len(n)-1] > 0 {
+				d.History.Claims[o] = n
+			}
+		}
+	}
+	return d
 }

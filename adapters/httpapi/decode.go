@@ -16,17 +16,12 @@ import (
 
 // decodeJSON reads exactly one JSON object into dst, a pointer to a request
 // struct, refusing other media types, unknown fields, trailing data and
-// bodies over the limit, each with a message that tells the client what to
-// fix.
+// bodies over the limit, each saying what to fix. It is parsed twice: keys, then dst.
 func decodeJSON(r *http.Request, dst any) error {
-	// requireJSON already refused a body of another type; this catches a
-	// handler reached some other way, and an empty body sent without a type.
+	// Also catches an empty body sent without a type, which requireJSON passes.
 	if err := checkJSONType(r); err != nil {
 		return err
 	}
-	// The body is small (limitBody bounds it) and only admin and dev
-	// endpoints take one, so it is read whole and parsed twice: once for its
-	// keys, once into dst.
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
 		return jsonError(err)
@@ -46,13 +41,10 @@ func decodeJSON(r *http.Request, dst any) error {
 	return nil
 }
 
-// checkKeys refuses what encoding/json would silently accept in an object
-// of struct type st, and in the objects of its struct fields (a voucher's
-// waitingRoom), each key named by its path from the body (prefix): a key
-// given twice (the last would win) and a key that matches a field only
-// case-insensitively ({"STOCK":1} or a Kelvin-sign "K" would fill "stock").
-// A client that sends either meant something we would not do. Malformed
-// JSON is left to the decoder, which explains it.
+// checkKeys refuses what encoding/json would silently accept in an object of
+// struct type st or of its struct fields (keys named by their path, prefix):
+// a key given twice, and one matching a field only case-insensitively
+// ({"STOCK":1} would fill "stock"). Malformed JSON is left to the decoder.
 func checkKeys(data []byte, st reflect.Type, prefix string) error {
 	fields := jsonFields(st)
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -95,9 +87,7 @@ func checkKeys(data []byte, st reflect.Type, prefix string) error {
 	return nil
 }
 
-// jsonFields are the exact JSON names of struct type st's fields, with
-// their types. They are read on each decode: only admin, dev and payment
-// requests have a body.
+// jsonFields are the JSON names of struct type st's fields, with their types.
 func jsonFields(st reflect.Type) map[string]reflect.Type {
 	fields := make(map[string]reflect.Type, st.NumField())
 	for sf := range st.Fields() {
@@ -116,8 +106,7 @@ func jsonFields(st reflect.Type) map[string]reflect.Type {
 	return fields
 }
 
-// jsonError explains a decoding failure. encoding/json has no typed error for
-// an unknown field, so that one is recognised by its stable message prefix.
+// jsonError explains a decoding failure (an unknown field by its message prefix).
 func jsonError(err error) error {
 	var (
 		mbe *http.MaxBytesError
@@ -164,8 +153,7 @@ func kindName(t reflect.Type) string {
 	case reflect.Float32, reflect.Float64:
 		return "a number"
 	}
-	// Never a Go type's name: the client sees this text.
-	return "another type"
+	return "another type" // never a Go type's name: the client sees it
 }
 
 // handle adapts an endpoint that returns its error, which fail answers.
@@ -177,8 +165,6 @@ func (a *api) handle(h func(http.ResponseWriter, *http.Request) error) http.Hand
 	}
 }
 
-// withID is handle for an endpoint of the resource its path parameter name
-// identifies: h runs with the id once pathID has read it.
 func (a *api) withID(name string, h func(http.ResponseWriter, *http.Request, int64) error) http.HandlerFunc {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
 		id, err := pathID(r, name)
@@ -189,9 +175,7 @@ func (a *api) withID(name string, h func(http.ResponseWriter, *http.Request, int
 	})
 }
 
-// pathID parses a positive int64 path parameter. Only decimal digits pass:
-// signs, spaces and anything beyond int64 are refused before a use case sees
-// them.
+// pathID parses a positive int64 path parameter: decimal digits only.
 func pathID(r *http.Request, name string) (int64, error) {
 	s := chi.URLParam(r, name)
 	if !allDigits(s) {
@@ -207,8 +191,7 @@ func pathID(r *http.Request, name string) (int64, error) {
 	return n, nil
 }
 
-// allDigits: s is decimal digits only (or empty), which strconv.ParseInt
-// alone would not check (it takes a sign).
+// allDigits: s is decimal digits only, or empty (ParseInt takes a sign).
 func allDigits(s string) bool {
 	return !strings.ContainsFunc(s, func(c rune) bool { return c < '0' || c > '9' })
 }

@@ -9,28 +9,15 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// The sold-out edge. In a stampede nearly every claim arrives after the
-// stock is gone, and this instance answers it "sold out" from its local
-// mark. Through chi and the middleware chain that answer cost three copies
-// of the request (the access log's context, the observer's, chi's route
-// context), the route lookup, six middleware closures and the error table;
-// measured under wrk, about half of the service's CPU per sold-out answer.
-//
-// The edge, in front of the router, answers those claims with the same
-// checks in the same order as the chain: the per-IP limit, then the claim's
-// own sold-out step (application.ClaimSeckill.SoldOut, which records the
-// answer for the live page as a claim would), before the session is
-// resolved (stock is public; a claim without a token still gets its 401).
-// It tells the metrics through the observer and writes the access log's
-// line (accessLog), as scope does. Anything else, and a claim of a voucher still selling,
-// goes on to the router unchanged.
+// soldOutEdge answers, in front of the router, the claims of a voucher this
+// instance marks sold out (in a stampede nearly all; through chi, half the
+// CPU each). It checks the per-IP limit, then ClaimSeckill.SoldOut, before the
+// session (stock is public), and tells the observer and access log as scope does.
 type soldOutEdge struct {
 	a    *api
 	next http.Handler
-	// ip is the claim routes' per-IP limit (nil without one): the edge
-	// counts the claims it looks at, so the router's copy of the limit
-	// skips them (edgeClaim), and refuse answers those over it through
-	// the access log and the observer, as the router would.
+	// ip (nil: none) counts the claims the edge looks at, which the router's
+	// limit then skips; refuse answers over it as the router would.
 	ip      *slidingLimit[ipLimitKey]
 	refuse  http.Handler
 	soldOut answer
@@ -63,16 +50,14 @@ func (e *soldOutEdge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.a.accessLog(r, edgeRequestID, http.StatusOK, nil, took)
 }
 
-// edgeClaim tells whether the edge looks at r: a claim (POST to the claim
-// route with a positive id in plain digits, exactly as the router would
-// route it) with no body and a token header. It is the voucher's id.
+// edgeClaim is the voucher of r if the edge looks at it: a claim as the
+// router would route it, with no body and a token header.
 func edgeClaim(r *http.Request) (domain.VoucherID, bool) {
 	if r.Method != http.MethodPost || r.ContentLength != 0 || r.URL.RawPath != "" {
 		return 0, false
 	}
 	s, ok := strings.CutPrefix(r.URL.Path, claimPathPrefix)
-	// 18 digits always fit an int64; a longer id takes the router's path,
-	// which says why it is refused.
+	// 18 digits always fit an int64; a longer id is the router's to refuse.
 	if !ok || len(s) == 0 || len(s) > 18 || !allDigits(s) || firstHeader(r, authorizationHeader) == "" {
 		return 0, false
 	}
@@ -80,7 +65,6 @@ func edgeClaim(r *http.Request) (domain.VoucherID, bool) {
 	return domain.VoucherID(n), n > 0
 }
 
-// edgeRequestID names an edge answer's log line as the access log would.
 func edgeRequestID(r *http.Request) string {
 	if id := clientRequestID(r); id != "" {
 		return id

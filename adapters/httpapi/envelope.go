@@ -16,9 +16,8 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// envelope is the original's Result, plus a stable machine-readable code. The
-// original front end reads success/errorMsg/data and expects business refusals
-// as HTTP 200 with success=false.
+// envelope is the original's Result plus a stable code; the original front
+// end expects business refusals as HTTP 200 with success=false.
 type envelope struct {
 	Success  bool   `json:"success"`
 	ErrorMsg string `json:"errorMsg,omitempty"`
@@ -27,28 +26,23 @@ type envelope struct {
 	Code     string `json:"code,omitempty"`
 }
 
-// Codes clients may branch on; they are part of the API. A claim's business
-// refusals answer their domain.Refusal's own code (sold_out, duplicate,
-// not_started, ended, not_found).
+// Codes clients may branch on (API). A claim's business refusals answer their
+// domain.Refusal's own code.
 const (
-	codeNotFound = "not_found"
-	codeBusy     = "busy"
-	// codeOutcomeUnknown: the claim may have been taken; data is the order
-	// id, which GET /voucher-order/{id} resolves.
-	codeOutcomeUnknown = "outcome_unknown"
-	codeUnauthorized   = "unauthorized"
-	codeForbidden      = "forbidden"
-	codeRateLimited    = "rate_limited"
-	codeBadRequest     = "bad_request"
-	codeUnavailable    = "unavailable"
-	codeInternal       = "internal"
-
+	codeNotFound             = "not_found"
+	codeBusy                 = "busy"
+	codeOutcomeUnknown       = "outcome_unknown" // data is the order id to look up
+	codeUnauthorized         = "unauthorized"
+	codeForbidden            = "forbidden"
+	codeRateLimited          = "rate_limited"
+	codeBadRequest           = "bad_request"
+	codeUnavailable          = "unavailable"
+	codeInternal             = "internal"
 	codeUnsupportedMediaType = "unsupported_media_type"
 	codeAlreadyPaid          = "already_paid"
 )
 
-// The adapter's own refusals (the router's, the middlewares', the payment
-// notification's), answered through errorTable.
+// The adapter's own refusals, answered through errorTable.
 var (
 	errNoRoute          = errors.New("no such route")
 	errMethodNotAllowed = errors.New("method not allowed")
@@ -57,22 +51,18 @@ var (
 	errBadSignature     = errors.New("payment notification signature is missing or wrong")
 )
 
-// answer is how one kind of error is told to the client. body is the encoded
-// envelope for fixed answers, so the claim path's refusals cost no encoding.
+// answer is how one kind of error is told to the client; body is a fixed
+// answer's encoding; msgEn and bodyEn are empty when msg is English already.
 type answer struct {
-	status int
-	code   string
-	msg    string
-	body   []byte
-	// msgEn and bodyEn are the answer in English (wantsEnglish); empty
-	// when msg is English already.
-	msgEn  string
-	bodyEn []byte
+	status    int
+	code, msg string
+	body      []byte
+	msgEn     string
+	bodyEn    []byte
 }
 
-// refusalText is what the original front end shows for each business refusal
-// (in Chinese, as the original) and its English; a test checks every domain
-// refusal has one.
+// refusalText is each business refusal's text, in Chinese as the original
+// front end shows it, and in English.
 var refusalText = map[string]struct{ zh, en string }{
 	domain.ErrSoldOut.Code():         {"库存不足", "Sold out"},
 	domain.ErrAlreadyClaimed.Code():  {"不能重复下单", "You already hold as many orders of this voucher as one user may"},
@@ -87,8 +77,6 @@ var refusalText = map[string]struct{ zh, en string }{
 	domain.ErrNotInRoom.Code():       {"您不在该等候室中，请先加入排队", "You are not in this waiting room: join it first"},
 }
 
-// refusalAnswers are the claim's refusals, answered as HTTP 200 with
-// success=false, as the original front end expects.
 var refusalAnswers = func() map[*domain.Refusal]answer {
 	out := make(map[*domain.Refusal]answer)
 	for _, r := range append(domain.Refusals(), domain.RoomRefusals()...) {
@@ -101,30 +89,20 @@ var refusalAnswers = func() map[*domain.Refusal]answer {
 	return out
 }()
 
-// errorTable is the one place other errors become HTTP answers. Lookups use
-// errors.Is, so an error wrapped on its way up still maps.
+// errorTable is the one place other errors become HTTP answers (errors.Is).
 var errorTable = []struct {
 	target error
 	answer answer
 }{
-	// A missing order and another user's order answer alike, so order IDs
-	// cannot be probed.
+	// Another user's order answers alike, so order IDs cannot be probed.
 	{domain.ErrOrderNotFound, fixed(http.StatusNotFound, codeNotFound, "订单不存在", "Order not found")},
-	// Nothing was sold (queue full, shutting down, or out of time and undone):
-	// the client may simply try again.
 	{application.ErrBusy, busyAnswer},
-	// Redis failed after the claim was sent: it may have been taken. The
-	// answer carries the order id (see fail), and the status endpoint
-	// resolves it once Redis answers again. Never a 500: Redis being down or
-	// failing over is not an internal error.
+	// The claim may have been taken: fail adds the order id to look up.
 	{application.ErrOutcomeUnknown, fixed(http.StatusServiceUnavailable, codeOutcomeUnknown, "系统繁忙，下单结果未知，请稍后查询订单",
 		"Busy: whether your order was taken is not known yet; look the order up in a moment")},
 	{ports.ErrUnknownToken, fixed(http.StatusUnauthorized, codeUnauthorized, "未登录或登录已过期", "Not logged in, or the login has expired")},
 	{errForbidden, fixed(http.StatusForbidden, codeForbidden, "没有权限：需要管理员账号", "Forbidden: an admin account is needed")},
-	// A human never meets the limit; Retry-After says when a bot may retry.
 	{errRateLimited, fixed(http.StatusTooManyRequests, codeRateLimited, "请求过于频繁，请稍后重试", "Too many requests; try again shortly")},
-	// A cancel of a paid order is a business refusal, answered 200
-	// success=false as the original's front end expects.
 	{domain.ErrAlreadyPaid, fixed(http.StatusOK, codeAlreadyPaid, "订单已支付，不能取消", "The order is paid and cannot be cancelled")},
 	{errBadSignature, fixed(http.StatusUnauthorized, codeUnauthorized, "invalid payment signature", "")},
 	{errNoRoute, fixed(http.StatusNotFound, codeNotFound, "接口不存在", "No such endpoint")},
@@ -133,30 +111,22 @@ var errorTable = []struct {
 
 var retryAfterOne = []string{"1"}
 
-// The language of errorMsg follows who reads it. What the original front
-// end shows a buyer or an admin is in Chinese, as the original: refusals,
-// 401/403 of a login, a missing order or route, busy, rate limits, and an
-// internal error (hmdp's own "服务器异常"). What a developer's or a
-// machine's client reads is in English: bad input (400, 413, 415), the
-// payment provider's answers, readiness. TestEveryAnswerSpeaksBothLanguages
-// holds every Chinese one to its English.
+// What the front end shows a person is in Chinese, as the original; what a
+// developer's or machine's client reads is in English only.
 var (
-	// busyAnswer: nothing changed (or a retry is safe), try again.
 	busyAnswer     = fixed(http.StatusServiceUnavailable, codeBusy, "系统繁忙，请稍后重试", "Busy; nothing was taken, try again shortly")
 	internalAnswer = fixed(http.StatusInternalServerError, codeInternal, "服务器异常", "Server error")
 	notReadyAnswer = fixed(http.StatusServiceUnavailable, codeUnavailable, "not ready", "")
 )
 
-// An *answer is also an error: bad input found by this adapter (path,
-// headers, JSON syntax) before any use case runs, answered as it is.
+// An *answer is also an error: bad input this adapter found, answered as is.
 func (a *answer) Error() string { return a.msg }
 
 func badRequest(msg string) error {
 	return &answer{status: http.StatusBadRequest, code: codeBadRequest, msg: msg}
 }
 
-// answerFor maps err through the table; anything unknown is an internal
-// error whose text must not reach the client.
+// answerFor maps err; anything unknown is internal, its text kept from the client.
 func answerFor(err error) answer {
 	var r *domain.Refusal
 	if errors.As(err, &r) {
@@ -169,8 +139,6 @@ func answerFor(err error) answer {
 			return errorTable[i].answer
 		}
 	}
-	// A sale control the sale's state refuses: well-formed, and nothing
-	// changed; its code says which rule.
 	var ce *domain.ControlError
 	if errors.As(err, &ce) {
 		return answer{status: http.StatusConflict, code: ce.Code(), msg: ce.Error()}
@@ -179,8 +147,7 @@ func answerFor(err error) answer {
 	if errors.As(err, &bad) {
 		return *bad
 	}
-	// Validation messages name the field and the rule, never internal state,
-	// so they are safe and useful to show.
+	// Validation messages name the field and rule, never internal state.
 	var ve *domain.ValidationError
 	if errors.As(err, &ve) {
 		return answer{status: http.StatusBadRequest, code: codeBadRequest, msg: ve.Error()}
@@ -191,17 +158,13 @@ func answerFor(err error) answer {
 	return internalAnswer
 }
 
-// unreachable: a backend did not answer within the request's budget (a
-// Redis stalling or failing over, a database out of reach). That is a 503
-// with Retry-After, never an internal error: the same request succeeds once
-// the backend is back, and every change a request makes is idempotent.
+// unreachable: a backend did not answer in time, a 503 (every change is idempotent).
 func unreachable(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
-// fail answers err and hands it to the access log, which writes it once, on
-// the request's own line, with the request id.
+// fail answers err and hands it to the access log line.
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	ans := answerFor(err)
 	if ans.msgEn != "" && wantsEnglish(r) {
@@ -209,18 +172,14 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	noteError(r, err)
 	if ans.status >= 500 {
-		// The client sees only a generic message; the request id lets an
-		// operator find the logged detail.
+		// The request id finds the logged detail the client does not see.
 		w.Header().Set(requestIDHeader, requestID(r))
 	}
 	if ans.status == http.StatusServiceUnavailable {
-		// Busy and unknown outcomes pass within seconds (a failover's
-		// promotion, a full queue): say when to come back.
 		w.Header()["Retry-After"] = retryAfterOne
 	}
 	if ans.code == codeOutcomeUnknown {
-		// Looked up only here: the target escapes, which would cost every
-		// refusal an allocation.
+		// Looked up only here: the target escapes (an allocation).
 		var unknown *application.OutcomeUnknownError
 		if errors.As(err, &unknown) {
 			writeJSON(w, ans.status, envelope{ErrorMsg: ans.msg, Code: ans.code,
@@ -235,8 +194,7 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, ans.status, envelope{ErrorMsg: ans.msg, Code: ans.code})
 }
 
-// fixed is an answer whose envelope is encoded once; en is msg in English,
-// empty when msg is English already.
+// fixed is an answer encoded once; en is "" when msg is English already.
 func fixed(status int, code, msg, en string) answer {
 	a := answer{status: status, code: code, msg: msg, body: mustEncode(envelope{ErrorMsg: msg, Code: code})}
 	if en != "" {
@@ -253,8 +211,7 @@ func mustEncode(v any) []byte {
 	return b
 }
 
-// jsonContentType is shared by every response and never mutated: assigning it
-// to the header map saves an allocation per response over Header().Set.
+// jsonContentType is shared, never mutated: an allocation less than Header().Set.
 var jsonContentType = []string{"application/json"}
 
 func writeBody(w http.ResponseWriter, status int, body []byte) {
@@ -262,14 +219,12 @@ func writeBody(w http.ResponseWriter, status int, body []byte) {
 	h["Content-Type"] = jsonContentType
 	h["Date"] = dateHeader(time.Now())
 	w.WriteHeader(status)
-	_, _ = w.Write(body) // the client is gone if this fails; nothing to do
+	_, _ = w.Write(body)
 }
 
 func writeJSON(w http.ResponseWriter, status int, env envelope) {
 	b, err := json.Marshal(env)
-	if err != nil {
-		// Only our own DTOs are encoded here; failing means a programming
-		// error, and the client must still get an envelope.
+	if err != nil { // a programming error; the client still gets an envelope
 		b = internalAnswer.body
 		status = internalAnswer.status
 	}
@@ -280,8 +235,7 @@ func writeOK(w http.ResponseWriter, data any) {
 	writeJSON(w, http.StatusOK, envelope{Success: true, Data: data})
 }
 
-// writeOKID answers {"success":true,"data":"<id>"} without reflection: it is
-// the answer of every successful claim.
+// writeOKID answers a successful claim without reflection.
 func writeOKID(w http.ResponseWriter, id int64) {
 	const head, tail = `{"success":true,"data":"`, `"}`
 	b := make([]byte, 0, len(head)+20+len(tail))
@@ -291,12 +245,8 @@ func writeOKID(w http.ResponseWriter, id int64) {
 	writeBody(w, http.StatusOK, b)
 }
 
-// The Date header of every JSON answer, formatted once a second instead of
-// by net/http on each response (time.Time.AppendFormat was 1.2 µs of a
-// sold-out answer's ~45 µs on the judged machine, 2.6% of the service's CPU
-// in a hot sale). net/http writes the handler's Date when there is one.
-//
-// stampedDate is one second's header value; never mutated once stored.
+// stampedDate is every JSON answer's Date header, formatted once a second, not
+// per answer (2.6% of the CPU in a hot sale); never mutated once stored.
 type stampedDate struct {
 	unix  int64
 	value []string
@@ -304,10 +254,7 @@ type stampedDate struct {
 
 var lastDate atomic.Pointer[stampedDate]
 
-// dateHeader is the Date header value of an answer sent at now: RFC 9110's
-// IMF-fixdate, as net/http would write it. A caller whose second is not the
-// one stored formats its own and stores it: every answer carries its own
-// second, whichever goroutine stored last.
+// dateHeader is now's Date as net/http writes it; another second is stored anew.
 func dateHeader(now time.Time) []string {
 	sec := now.Unix()
 	if d := lastDate.Load(); d != nil && d.unix == sec {
@@ -318,13 +265,8 @@ func dateHeader(now time.Time) []string {
 	return d.value
 }
 
-// The original front end shows errorMsg verbatim, in Chinese; a client that
-// asks for English (Accept-Language whose preferred language is en) gets the
-// same answer with an English errorMsg (answer.msgEn, beside its Chinese).
-// Codes never change.
-//
-// wantsEnglish: the language the client prefers most (by q, the first on a
-// tie) is English. Read on error paths and the sold-out answer only.
+// wantsEnglish: the client's most preferred Accept-Language (by q, the first
+// on a tie) is English. Read on error paths and the sold-out answer only.
 func wantsEnglish(r *http.Request) bool {
 	v := r.Header["Accept-Language"]
 	if len(v) == 0 {

@@ -25,15 +25,11 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// maxRequestIDLen bounds a client-supplied X-Request-Id, which would
-// otherwise be copied into every log line whatever its size.
+// maxRequestIDLen bounds a client's X-Request-Id, copied into every log line.
 const maxRequestIDLen = 64
 
-// requestIDs names the requests that come without a usable X-Request-Id the
-// way chi's RequestID does (<host>/<random>-<sequence>), but only when
-// something asks for the name: a log line, or a 5xx answer's header. A claim
-// answered 2xx-4xx with debug logging off never formats one, and the request
-// is not copied to carry it (the recorder, in the context once, holds it).
+// requestIDs names requests without a usable X-Request-Id as chi's RequestID
+// does (<host>/<random>-<sequence>), formatted only when asked for.
 var requestIDs = struct {
 	prefix string
 	seq    atomic.Uint64
@@ -45,18 +41,14 @@ func requestIDPrefix() string {
 		host = "localhost"
 	}
 	var buf [5]byte
-	_, _ = rand.Read(buf[:]) // crypto/rand.Read never fails since Go 1.24
+	_, _ = rand.Read(buf[:])
 	return host + "/" + hex.EncodeToString(buf[:])
 }
 
-// requestID is RequestID of r's context.
 func requestID(r *http.Request) string { return RequestID(r.Context()) }
 
-// RequestID is the id of the request ctx belongs to, or "" for a context
-// that is not a request's, such as a worker's: for a hook or a log line
-// outside this package that wants to tie its work to the request that caused
-// it. A made id is formatted on each call from the request's number, so the
-// recorder is only read here, from any goroutine.
+// RequestID is the id of the request ctx belongs to, or "" outside a request
+// (a worker's context). Safe from any goroutine: it only reads the recorder.
 func RequestID(ctx context.Context) string {
 	rec := recorderOf(ctx)
 	switch {
@@ -68,15 +60,13 @@ func RequestID(ctx context.Context) string {
 	return formatRequestID(rec.seq)
 }
 
-// formatRequestID is the made id of the request numbered seq.
 func formatRequestID(seq uint64) string {
 	return requestIDs.prefix + "-" + fmt.Sprintf("%06d", seq)
 }
 
 const requestIDHeader = "X-Request-Id"
 
-// clientRequestID is r's X-Request-Id when it is printable ASCII of at most
-// maxRequestIDLen bytes, else "".
+// clientRequestID is r's X-Request-Id if short printable ASCII, else "".
 func clientRequestID(r *http.Request) string {
 	id := r.Header.Get(requestIDHeader)
 	if len(id) > maxRequestIDLen || !domain.Printable(id) {
@@ -85,30 +75,21 @@ func clientRequestID(r *http.Request) string {
 	return id
 }
 
-// recorder keeps what the access log needs: the status, and the error the
-// handler answered with, so that error is logged once, on the request's line.
-//
-// It is also the request's own state, put in its context once by scope:
-// the request id (the client's, or its number, formatted only when asked
-// for) and the user requireUser resolved, so neither copies the request to
-// add a context value. Only the request's goroutine writes it.
+// recorder is the request's state, put in its context once by scope so no
+// middleware copies the request. Only the request's goroutine writes it.
 type recorder struct {
 	http.ResponseWriter
-	status int // 0 until the header is written
-	err    error
-
+	status    int // 0 until the header is written
+	err       error
 	requestID string // the client's, if usable
-	seq       uint64 // this request's number, for a made id
-	caller    caller // set by requireUser
-	// arrived is when the request came in: a claim's budget counts from
-	// it, so the session lookup spends the same budget as the claim.
-	arrived time.Time
+	seq       uint64 // for a made id
+	caller    caller
+	arrived   time.Time // a claim's budget counts from it, session lookup included
 }
 
 type recorderKey struct{}
 
-// recorderOf is the request's recorder: scope puts it in the context of
-// every request NewRouter serves, so a handler's is never nil.
+// recorderOf is never nil in a handler: scope puts it in every request.
 func recorderOf(ctx context.Context) *recorder {
 	rec, _ := ctx.Value(recorderKey{}).(*recorder)
 	return rec
@@ -128,18 +109,13 @@ func (rec *recorder) Write(b []byte) (int, error) {
 	return rec.ResponseWriter.Write(b)
 }
 
-// Unwrap lets http.ResponseController reach the server's writer.
 func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
 
-// noteError hands err to the access log, which writes it on the request's
-// line.
+// noteError hands err to the access log line.
 func noteError(r *http.Request, err error) { recorderOf(r.Context()).err = err }
 
-// scope is every request's entry: it gives the request its one context
-// (requestCtx: the recorder, chi's route context and, for a claim, what the
-// observer counts with: one copy of the request), tells Deps.ClaimObserver
-// (if any) how each claim was answered, and writes the access log line
-// (accessLog).
+// scope is every request's entry: the request's one context (requestCtx),
+// the claim observer, and the access log line.
 func (a *api) scope(next http.Handler) http.Handler {
 	obs := a.ClaimObserver
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -148,10 +124,8 @@ func (a *api) scope(next http.Handler) http.Handler {
 			requestID: clientRequestID(r)}
 		rc := &requestCtx{Context: r.Context(), rec: rec}
 		if rc.Context.Value(chi.RouteCtxKey) == nil {
-			// A route context already there is a wrapper's (tracing's,
-			// which names its span by the route): chi fills that one.
-			// Else one from the pool, as chi itself would take, whose
-			// slices keep their room from one request to the next.
+			// One already there is a wrapper's (tracing names its span by
+			// the route): chi fills that one. Else one from chi's kind of pool.
 			rc.route = routeContexts.Get().(*chi.Context)
 			rc.route.Reset()
 			defer routeContexts.Put(rc.route)
@@ -171,12 +145,8 @@ func (a *api) scope(next http.Handler) http.Handler {
 	})
 }
 
-// accessLog writes a request's access log line, for scope and for the
-// sold-out edge alike: debug for 2xx-4xx (refusals are normal business
-// during a sale, and the claim path must stay cheap), warn for a 503 (load
-// shedding, not ready) and error for other 5xx, with the error's detail
-// that the client never sees. id names the request; it is asked only when
-// the line is written.
+// accessLog logs 2xx-4xx at debug (refusals are normal in a sale, and the claim
+// path must stay cheap), 503 at warn, other 5xx at error; id only if written.
 func (a *api) accessLog(r *http.Request, id func(*http.Request) string, status int, err error, took time.Duration) {
 	level := zerolog.DebugLevel
 	switch {
@@ -189,11 +159,8 @@ func (a *api) accessLog(r *http.Request, id func(*http.Request) string, status i
 	if !e.Enabled() {
 		return
 	}
-	e.Str("request_id", id(r)).
-		Str("method", r.Method).
-		Str("path", r.URL.Path).
-		Int("status", status).
-		Dur("duration", took)
+	e.Str("request_id", id(r)).Str("method", r.Method).Str("path", r.URL.Path).
+		Int("status", status).Dur("duration", took)
 	if err != nil {
 		e.Err(err)
 	}
@@ -202,8 +169,7 @@ func (a *api) accessLog(r *http.Request, id func(*http.Request) string, status i
 
 var routeContexts = sync.Pool{New: func() any { return chi.NewRouteContext() }}
 
-// requestCtx is a request's context: its recorder and chi's route context
-// answered from one value, in one allocation.
+// requestCtx holds the recorder and chi's route context in one allocation.
 type requestCtx struct {
 	context.Context
 	rec   *recorder
@@ -222,9 +188,8 @@ func (c *requestCtx) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// recoverer turns a panic into a 500 envelope. chi's Recoverer answers a bare
-// 500 and prints to stderr; here the panic and its stack go to the access log
-// line instead.
+// recoverer turns a panic into a 500 envelope, the panic and its stack going
+// to the access log line (chi's Recoverer answers a bare 500 to stderr).
 func (a *api) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -233,7 +198,6 @@ func (a *api) recoverer(next http.Handler) http.Handler {
 				return
 			}
 			if v == http.ErrAbortHandler {
-				// The server's way to abort a response: let it do so.
 				panic(v)
 			}
 			err := fmt.Errorf("panic: %v\n%s", v, debug.Stack())
@@ -248,8 +212,7 @@ func (a *api) recoverer(next http.Handler) http.Handler {
 	})
 }
 
-// guard is a middleware that answers check's refusal, or passes the request
-// on.
+// guard answers check's refusal, or passes the request on.
 func (a *api) guard(check func(*http.Request) error) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -262,16 +225,15 @@ func (a *api) guard(check func(*http.Request) error) func(http.Handler) http.Han
 	}
 }
 
-// limitBody refuses a body larger than maxBody: at once when its declared
-// length says so, on reading otherwise (the decoder then reports 413).
+// limitBody refuses a body over MaxBodyBytes: at once by its declared
+// length, else on reading (the decoder reports 413).
 func (a *api) limitBody(r *http.Request) error {
 	if r.ContentLength > a.MaxBodyBytes {
 		return errBodyTooLarge(a.MaxBodyBytes)
 	}
-	// The claim path has no body: skip the wrapper and its allocation.
+	// The claim has no body: no wrapper, no allocation. The server's own
+	// writer lets MaxBytesReader have the connection closed after the answer.
 	if r.Body != nil && r.Body != http.NoBody {
-		// The server's own writer, not the recorder, lets MaxBytesReader
-		// tell the server to close the connection after the answer.
 		r.Body = http.MaxBytesReader(recorderOf(r.Context()).ResponseWriter, r.Body, a.MaxBodyBytes)
 	}
 	return nil
@@ -284,21 +246,17 @@ func errBodyTooLarge(max int64) error {
 
 // caller is who requireUser found behind the request's token.
 type caller struct {
-	user domain.UserID
-	// admin: the identity provider's token named the user an admin (the
-	// configured admin users are checked apart).
-	admin bool
+	user  domain.UserID
+	admin bool // the identity provider's token says so (Deps.Admins apart)
 }
 
 var errNoToken = fmt.Errorf("no authorization header: %w", ports.ErrUnknownToken)
 
-// bearerScheme prefixes an identity provider's token (RFC 6750; the scheme
-// is case-insensitive).
+// bearerScheme prefixes an identity provider's token (RFC 6750: case-insensitive).
 const bearerScheme = "Bearer "
 
-// requireUser resolves the original's `authorization: <token>` header (the
-// bare token, no scheme) to a user, or answers 401. With Deps.Bearer, a
-// `Bearer <JWT>` is resolved by it instead.
+// requireUser resolves the original's bare `authorization: <token>` (or, with
+// Deps.Bearer, a `Bearer <JWT>`) to a user, or answers 401.
 func (a *api) requireUser(r *http.Request) error {
 	token := firstHeader(r, authorizationHeader)
 	if token == "" {
@@ -313,9 +271,7 @@ func (a *api) requireUser(r *http.Request) error {
 	}
 	if err != nil {
 		if !errors.Is(err, ports.ErrUnknownToken) {
-			// Redis did not answer (down, failing over, out of the
-			// request's budget): nothing was done, so the client may
-			// retry; never a 500.
+			// Redis did not answer: nothing was done, a retry is safe.
 			return fmt.Errorf("resolve session token: %w: %w", application.ErrBusy, err)
 		}
 		return err
@@ -328,28 +284,20 @@ func (a *api) requireUser(r *http.Request) error {
 	return nil
 }
 
-// callerFrom is only called behind requireUser, which guarantees a user.
-func callerFrom(ctx context.Context) caller { return recorderOf(ctx).caller }
+func userFrom(ctx context.Context) domain.UserID { return recorderOf(ctx).caller.user }
 
-func userFrom(ctx context.Context) domain.UserID { return callerFrom(ctx).user }
-
-// refuse answers every request err.
 func (a *api) refuse(err error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) { a.fail(w, r, err) }
 }
 
-// Header names the claim path reads on every request, in their canonical
-// form: net/http stores a request's headers under that form, so they are
-// looked up in the map directly. http.Header.Get canonicalises its key on
-// each call, 70 ns (a quarter of the per-IP limit's key) that a constant
-// already canonical does not need.
+// Canonical header names the claim path looks up in the map directly:
+// http.Header.Get canonicalises its key on each call (70 ns).
 const (
 	authorizationHeader = "Authorization"
 	forwardedForHeader  = "X-Forwarded-For"
 )
 
-// firstHeader is r's first value of the canonical header key, as
-// http.Header.Get gives it.
+// firstHeader is http.Header.Get for a canonical key.
 func firstHeader(r *http.Request, key string) string {
 	if v := r.Header[key]; len(v) > 0 {
 		return v[0]
@@ -358,35 +306,23 @@ func firstHeader(r *http.Request, key string) string {
 }
 
 // ClaimObserver is told how every request to the claim route was answered,
-// including the answers the edge gives before the claim runs (no token, rate
-// limited, bad path). Metrics implement it; the router calls it only when one
-// is given, so without it the claim path pays nothing.
+// the edge's and the middlewares' refusals included (metrics implement it).
 type ClaimObserver interface {
-	// ClaimStarted may return a context carrying what the observer needs
-	// (a counter its Redis hook increments); the request goes on with it,
-	// and ClaimAnswered gets it back. Returning ctx itself costs nothing: the
-	// request is copied only for a new context.
+	// ClaimStarted may return a new context for the request, which
+	// ClaimAnswered gets back with "success" or the refusal's or envelope's code.
 	ClaimStarted(ctx context.Context) context.Context
-	// ClaimAnswered gets the answer's code: "success", a refusal's code, or
-	// the code of the error envelope (unauthorized, rate_limited, busy,
-	// internal ...), and how long the claim took.
 	ClaimAnswered(ctx context.Context, code string, took time.Duration)
 }
 
-// claimPathPrefix is the claim route's path up to its id. The observer
-// matches on it rather than on chi's route pattern, which is not set yet
-// when a middleware in front of routing refuses the request.
+// claimPathPrefix is matched by the observer: chi's route pattern is not set
+// yet when a middleware refuses the request.
 const claimPathPrefix = "/voucher-order/seckill/"
 
-// codeSuccess names a successful claim for observers; the envelope itself
-// carries no code on success.
+// codeSuccess names a successful claim for observers; the envelope has none.
 const codeSuccess = "success"
 
-// answeredCode is the code of the answer rec recorded: the code its error
-// maps to through the table, or "success" for a 2xx without error. Every
-// refusal on the claim route (the limits', the session's, a bad path's) is
-// written by fail, which records its error; a 3xx-5xx without one is no
-// answer of this router's, so internal.
+// answeredCode is the code of rec's error (fail records every refusal's), or
+// "success" for a 2xx; a 3xx-5xx without one is not this router's: internal.
 func answeredCode(rec *recorder) string {
 	switch {
 	case rec.err != nil:
@@ -397,44 +333,34 @@ func answeredCode(rec *recorder) string {
 	return codeInternal
 }
 
-// Limits are the per-user and per-client-IP rate limits on claim and order
-// status: how many requests each may make per sliding Window. A zero count
-// turns that limit off; a zero Window turns both off.
+// Limits are requests per sliding Window per user and per client IP, on claim
+// and order status; a zero count turns that limit off, a zero Window both.
 type Limits struct {
-	PerUser int
-	PerIP   int
-	Window  time.Duration
+	PerUser, PerIP int
+	Window         time.Duration
 }
 
-// requireAdmin lets through only the users named in Deps.Admins and those
-// whose identity provider's token names them admins; it runs behind
-// requireUser, so the caller is known. With neither configured it refuses
-// everyone: an open admin endpoint is never the default.
+// requireAdmin, behind requireUser, passes Deps.Admins and the users the
+// identity provider names admins; with neither it refuses everyone.
 func (a *api) requireAdmin(r *http.Request) error {
-	if c := callerFrom(r.Context()); !c.admin && !slices.Contains(a.Admins, c.user) {
+	if c := recorderOf(r.Context()).caller; !c.admin && !slices.Contains(a.Admins, c.user) {
 		return fmt.Errorf("user %d: %w", c.user, errForbidden)
 	}
 	return nil
 }
 
-// requireJSON refuses a write whose body is not declared JSON. Browsers send
-// text/plain, form and multipart bodies cross-site without a preflight (a
-// no-cors fetch), so any page a user visits could otherwise post here from
-// their browser, reaching a service on their loopback or intranet; JSON
-// needs a preflight, which this service never grants. A bodiless POST, such
-// as the original front end's claim (axios sends Content-Length: 0), has
-// nothing to misread and passes.
+// requireJSON refuses a body not declared JSON: browsers send other types
+// cross-site without a preflight (which this service never grants), so any
+// page could post here through a user's browser. A bodiless POST (the
+// original's claim) passes; a chunked one (ContentLength -1) is checked.
 func (a *api) requireJSON(r *http.Request) error {
-	// ContentLength is -1 for a body of unknown length (chunked), which
-	// is a body too.
 	if r.ContentLength != 0 && r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return checkJSONType(r)
 	}
 	return nil
 }
 
-// checkJSONType accepts application/json, with parameters such as charset,
-// and the structured +json types, which no browser sends without a preflight.
+// checkJSONType accepts application/json (with parameters) and +json types.
 func checkJSONType(r *http.Request) error {
 	ct := r.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
@@ -445,14 +371,10 @@ func checkJSONType(r *http.Request) error {
 	return nil
 }
 
-// proxyWarnEvery spaces the unconfigured-proxy warnings out.
 const proxyWarnEvery = time.Minute
 
-// ipRateLimited is the per-IP limit's refusal. Behind a reverse proxy that is
-// not in SECKILL_TRUSTED_PROXIES every user arrives from the proxy's address
-// and shares one budget, which silently throttles a whole sale; a loopback or
-// private peer over the limit, with no proxy trusted, looks like that, so it
-// is logged (at most once per proxyWarnEvery) with the variable to set.
+// ipRateLimited is the per-IP refusal; a loopback or private peer with no proxy
+// trusted looks like a proxy whose users share one budget, so it is logged.
 func (a *api) ipRateLimited(w http.ResponseWriter, r *http.Request) {
 	a.fail(w, r, errRateLimited)
 	if len(a.TrustedProxies) > 0 {

@@ -5,22 +5,24 @@ import (
 	"embed"
 	"fmt"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/go-chi/chi/v5"
+	"golang.org/x/sync/singleflight"
+
 	"github.com/hmdp-go/seckill/domain"
 )
 
 var okBody = mustEncode(envelope{Success: true, Data: "ok"})
 
-// healthz says the process serves HTTP; it checks no backend, so a Redis
-// outage does not get every instance restarted at once.
+// healthz checks no backend: a Redis outage must not restart every instance.
 func (a *api) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeBody(w, http.StatusOK, okBody)
 }
 
-// readyz says whether Redis and the database answer. Why not is logged, never
-// sent: the probe is unauthenticated.
-// The outcome is shared by the probes of Deps.PublicReadTTL.
+// readyz says whether Redis and the database answer; why not is logged, never
+// sent (the probe is unauthenticated).
 func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 	_, err := a.readiness.get(r.Context(), "", func(ctx context.Context) (struct{}, error) {
 		ctx, cancel := context.WithTimeout(ctx, readyTimeout)
@@ -35,9 +37,7 @@ func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 	writeBody(w, http.StatusOK, okBody)
 }
 
-// mintToken is for development and load tests only: it logs in as any user
-// without a password. NewRouter mounts it only when Deps.Tokens is set, which
-// production configuration must not do.
+// mintToken logs in as any user without a password: development only.
 func (a *api) mintToken(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
 		UserID int64 `json:"userId"`
@@ -56,10 +56,8 @@ func (a *api) mintToken(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// OpenAPI is the API's OpenAPI 3.1 description, served at GET /openapi.json.
-// The handler tests validate every request they make and every answer they
-// get against it, and check that it names exactly the router's routes, so
-// it cannot drift from the code.
+// OpenAPI is the API's OpenAPI 3.1 description, served at GET /openapi.json;
+// the tests hold every request, answer and route to it.
 //
 //go:embed openapi.json
 var OpenAPI []byte
@@ -69,17 +67,13 @@ func (a *api) openAPI(w http.ResponseWriter, _ *http.Request) {
 	writeBody(w, http.StatusOK, OpenAPI)
 }
 
-// web holds the live sale page, the waiting room's page, and the chart
-// library the sale page draws with (uPlot, MIT, vendored from its npm
-// package's dist/): no front-end build step, and the pages work with no
-// network but the service's own.
+// web holds the sale and waiting room pages and uPlot (MIT, vendored from its
+// npm dist/): no front-end build, and no network but the service's own.
 //
 //go:embed web
 var web embed.FS
 
-// saleAssets are the files GET /admin/assets/{name} serves, roomAssets
-// those of GET /waiting-room/assets/{name}, with their type; anything else
-// is a 404, so the embedded tree is never listed.
+// The files each assets route serves, with their type; anything else is a 404.
 var (
 	saleAssets = map[string]string{
 		"sales.js":          "text/javascript; charset=utf-8",
@@ -93,22 +87,16 @@ var (
 	}
 )
 
-// pageCSP lets a page run only its own scripts and talk only to this
-// service. uPlot sizes its canvas through element styles, hence the inline
-// style allowance; no inline script is allowed.
+// pageCSP allows only the service's own scripts and connections; uPlot sizes
+// its canvas through element styles, hence the inline style.
 const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; " +
 	"connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
-// page serves the embedded HTML page at path. The pages are static and
-// public, as a browser's navigation cannot send the token header: the sale
-// page's figures come from GET /admin/sales.json, which requires an admin's
-// token; the waiting room's page (?voucher=<id>) shows only what the join
-// and poll endpoints answer.
+// page serves a static public page (navigation cannot send the token).
 func page(path string) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) { serveAsset(w, path, "text/html; charset=utf-8") }
 }
 
-// assets serves the embedded files named in types under the route's {name}.
 func (a *api) assets(types map[string]string) http.HandlerFunc {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
 		name := chi.URLParam(r, "name")
@@ -123,8 +111,7 @@ func (a *api) assets(types map[string]string) http.HandlerFunc {
 
 func serveAsset(w http.ResponseWriter, path, contentType string) {
 	b, err := web.ReadFile(path)
-	if err != nil {
-		// Only names listed above reach here, all embedded: a build error.
+	if err != nil { // only listed names reach here
 		panic("httpapi: embedded asset missing: " + path)
 	}
 	h := w.Header()
@@ -132,9 +119,100 @@ func serveAsset(w http.ResponseWriter, path, contentType string) {
 	h.Set("Content-Security-Policy", pageCSP)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
-	// The assets change only with the binary; a short cache keeps a page
-	// left open for hours from serving a stale script after an upgrade.
+	// Short: a page left open must not keep a stale script after an upgrade.
 	h.Set("Cache-Control", "max-age=60")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
+}
+
+// DefaultPublicReadTTL is how long the public reads that cost a backend round
+// trip (the voucher list, /readyz) are reused: a flood costs one load per TTL.
+const DefaultPublicReadTTL = time.Second
+
+// maxCachedShops bounds the list cache against a client walking shop ids.
+const maxCachedShops = 4096
+
+// loadTimeout bounds a shared load, which no one client's disconnect cancels.
+const loadTimeout = 5 * time.Second
+
+// shortCache keeps a read's result for ttl if keep(err), loads a key once for
+// concurrent requests (singleflight), and holds at most max keys.
+type shortCache[V any] struct {
+	ttl   time.Duration
+	max   int
+	keep  func(error) bool
+	group singleflight.Group
+
+	mu    sync.Mutex
+	gen   uint64 // bumped by forget: a load begun before it stores nothing
+	items map[string]cachedRead[V]
+}
+
+type cachedRead[V any] struct {
+	v     V
+	err   error
+	until time.Time
+}
+
+func newShortCache[V any](ttl time.Duration, max int, keep func(error) bool) *shortCache[V] {
+	return &shortCache[V]{ttl: ttl, max: max, keep: keep, items: make(map[string]cachedRead[V])}
+}
+
+func (c *shortCache[V]) get(ctx context.Context, key string, load func(context.Context) (V, error)) (V, error) {
+	c.mu.Lock()
+	e, ok := c.items[key]
+	c.mu.Unlock()
+	if ok && time.Now().Before(e.until) {
+		return e.v, e.err
+	}
+	r, _, _ := c.group.Do(key, func() (any, error) {
+		c.mu.Lock()
+		gen := c.gen
+		e, ok := c.items[key]
+		c.mu.Unlock()
+		// A miss just before the last flight stored takes what it stored.
+		if ok && time.Now().Before(e.until) {
+			return e, nil
+		}
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
+		defer cancel()
+		v, err := load(lctx)
+		e = cachedRead[V]{v: v, err: err, until: time.Now().Add(c.ttl)}
+		if c.ttl > 0 && c.keep(err) {
+			c.store(key, e, gen)
+		}
+		return e, nil
+	})
+	e = r.(cachedRead[V])
+	return e.v, e.err
+}
+
+func (c *shortCache[V]) store(key string, e cachedRead[V], gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.gen {
+		return
+	}
+	if _, ok := c.items[key]; !ok && len(c.items) >= c.max {
+		now := time.Now()
+		for k, old := range c.items {
+			if !now.Before(old.until) {
+				delete(c.items, k)
+			}
+		}
+		if len(c.items) >= c.max {
+			clear(c.items)
+		}
+	}
+	c.items[key] = e
+}
+
+// forget drops key and makes a load under way store nothing: this instance
+// reads its own writes.
+func (c *shortCache[V]) forget(key string) {
+	c.mu.Lock()
+	c.gen++
+	delete(c.items, key)
+	c.mu.Unlock()
+	c.group.Forget(key)
 }

@@ -15,20 +15,15 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// orderDTO is an order and where it stands; ids are strings because they
-// exceed 2^53.
+// orderDTO is an order and where it stands; ids are strings (beyond 2^53).
 type orderDTO struct {
-	ID        string `json:"id"`
-	VoucherID string `json:"voucherId"`
-	UserID    string `json:"userId"`
-	State     string `json:"state"`
-	// Reason: why a failed order failed, or a cancelled (or refunding)
-	// one was cancelled.
-	Reason string `json:"reason,omitempty"`
-	// PayDeadline: when a created (unpaid) order must be paid by.
-	PayDeadline string `json:"payDeadline,omitempty"`
-	// Payment: in a payment notification's answer only, what it did.
-	Payment *paymentDTO `json:"payment,omitempty"`
+	ID          string      `json:"id"`
+	VoucherID   string      `json:"voucherId"`
+	UserID      string      `json:"userId"`
+	State       string      `json:"state"`
+	Reason      string      `json:"reason,omitempty"` // why failed, cancelled or refunding
+	PayDeadline string      `json:"payDeadline,omitempty"`
+	Payment     *paymentDTO `json:"payment,omitempty"` // a payment notification's answer only
 }
 
 // paymentDTO is what one provider transaction did (domain.PaymentKind).
@@ -38,22 +33,16 @@ type paymentDTO struct {
 	RefundOwed    bool   `json:"refundOwed"`
 }
 
-// claimSeckill is the hot path: one path parse, one use-case call, one
-// pre-encoded answer, and logging that costs nothing unless debug is on.
+// claimSeckill is the hot path: one use-case call, one pre-encoded answer,
+// and logging that costs nothing unless debug is on.
 func (a *api) claimSeckill(w http.ResponseWriter, r *http.Request, voucher int64) error {
 	user := userFrom(r.Context())
-	// The budget counts from the request's arrival: a session lookup that
-	// waited on Redis spent part of it.
 	c, err := a.Claim.Claim(r.Context(), application.Claim{
 		User: user, Voucher: domain.VoucherID(voucher), Arrived: recorderOf(r.Context()).arrived, Pass: (*passOf)(r),
 	})
 	if e := a.Log.Debug(); e.Enabled() {
-		e.Str("request_id", requestID(r)).
-			Int64("voucher", voucher).
-			Int64("user", int64(user)).
-			Int64("order", int64(c.Order)).
-			AnErr("outcome", err).
-			Msg("seckill claim")
+		e.Str("request_id", requestID(r)).Int64("voucher", voucher).Int64("user", int64(user)).
+			Int64("order", int64(c.Order)).AnErr("outcome", err).Msg("seckill claim")
 	}
 	if err != nil {
 		return err
@@ -71,25 +60,17 @@ func (a *api) orderStatus(w http.ResponseWriter, r *http.Request, id int64) erro
 	return writeOrder(w, st, err)
 }
 
-// The order lifecycle's endpoints (issue 25): the buyer's cancel and the
-// payment provider's notification.
-
 // SignatureHeader carries the lower-case hex HMAC-SHA256 of a payment
 // notification's raw body, keyed with SECKILL_PAYMENT_SECRET.
 const SignatureHeader = "X-Seckill-Signature"
 
-// maxNotifyBytes bounds a notification: three short fields need far less,
-// and nothing unauthenticated is buffered beyond it.
+// maxNotifyBytes bounds what is buffered of an unauthenticated notification.
 const maxNotifyBytes = 4 << 10
 
-// toOrderDTO is st as GET /voucher-order/{id} and the lifecycle's endpoints
-// answer it.
 func toOrderDTO(st domain.OrderStatus) orderDTO {
 	d := orderDTO{
-		ID:        strconv.FormatInt(int64(st.Order.ID()), 10),
-		VoucherID: strconv.FormatInt(int64(st.Order.VoucherID()), 10),
-		UserID:    strconv.FormatInt(int64(st.Order.UserID()), 10),
-		State:     string(st.State),
+		ID: strconv.FormatInt(int64(st.Order.ID()), 10), VoucherID: strconv.FormatInt(int64(st.Order.VoucherID()), 10),
+		UserID: strconv.FormatInt(int64(st.Order.UserID()), 10), State: string(st.State),
 	}
 	switch st.State {
 	case domain.OrderFailed:
@@ -103,7 +84,6 @@ func toOrderDTO(st domain.OrderStatus) orderDTO {
 	return d
 }
 
-// writeOrder answers st, or returns err when there is one.
 func writeOrder(w http.ResponseWriter, st domain.OrderStatus, err error) error {
 	if err == nil {
 		writeOK(w, toOrderDTO(st))
@@ -111,11 +91,9 @@ func writeOrder(w http.ResponseWriter, st domain.OrderStatus, err error) error {
 	return err
 }
 
-// cancelOrder: POST /voucher-order/{id}/cancel, by the order's owner.
 func (a *api) cancelOrder(w http.ResponseWriter, r *http.Request, id int64) error {
-	// Bounded as a claim is: a Redis that stalls while the unit goes back
-	// answers 503 within the budget (the cancel is committed or not; a retry
-	// is idempotent, and the expiry loop finishes a return left half-done).
+	// Bounded as a claim is: a retry is idempotent, and the expiry loop
+	// finishes a return left half-done.
 	ctx, cancel := context.WithTimeout(r.Context(), application.ClaimBudget)
 	defer cancel()
 	st, err := a.Cancel.Handle(ctx, userFrom(r.Context()), domain.OrderID(id))
@@ -129,9 +107,7 @@ type paymentNotice struct {
 	TransactionID string `json:"transactionId"`
 }
 
-// paymentNotify: POST /payments/notify. The signature is checked on the raw
-// bytes before anything is parsed, in constant time, so neither a forged
-// body nor the time taken tells an attacker anything.
+// paymentNotify checks the signature on the raw bytes before parsing anything.
 func (a *api) paymentNotify(w http.ResponseWriter, r *http.Request) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxNotifyBytes))
 	if err != nil {
@@ -158,17 +134,14 @@ func (a *api) paymentNotify(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// 200 whenever the money is recorded, owed back or not: a provider
-	// retries anything else, and the shop has the payment either way.
+	// 200 whenever the money is recorded: a provider retries anything else.
 	d := toOrderDTO(res.Status)
 	d.Payment = &paymentDTO{TransactionID: n.TransactionID, Kind: string(res.Kind), RefundOwed: res.Kind.Owed()}
 	writeOK(w, d)
 	return nil
 }
 
-// validSignature compares the expected lower-case hex MAC with the header's
-// in constant time (hmac.Equal over the hex text: an upper-case or short
-// header is simply wrong).
+// validSignature compares the lower-case hex MAC in constant time.
 func validSignature(secret, body []byte, header string) bool {
 	return len(secret) > 0 && hmac.Equal([]byte(Sign(secret, body)), []byte(header))
 }

@@ -13,14 +13,9 @@ import (
 	"time"
 )
 
-// slidingLimit is an in-process sliding-window rate limit: a key may make
-// about limit requests per window, counted as the current fixed window's
-// requests plus the previous window's weighted by how much of it still lies
-// within one window of now (the algorithm of go-chi/httprate, which this
-// replaces on the claim path). Counters live in shards, each under its own
-// lock, keyed by a fixed-size value: an allowed request takes one short lock
-// and allocates nothing, where httprate formatted the key, hashed it and
-// serialised every request of every key on one mutex.
+// slidingLimit is go-chi/httprate's sliding window (this window's count plus
+// the last one's, weighted by its overlap with now), counted in locked shards
+// keyed by a fixed-size value: an allowed request allocates nothing.
 type slidingLimit[K comparable] struct {
 	limit  int
 	window int64 // ns
@@ -28,15 +23,12 @@ type slidingLimit[K comparable] struct {
 	shards [limitShards]limitShard[K]
 }
 
-// limitShards spreads the keys over enough locks that the claim path's
-// goroutines rarely meet on one.
 const limitShards = 64
 
+// limitShard counts the current window (from start, Unix ns) and the previous
+// one; older ones are forgotten.
 type limitShard[K comparable] struct {
-	mu sync.Mutex
-	// start is the current window's start (Unix ns); curr counts its
-	// requests, prev the window before it. Older windows are forgotten,
-	// so a map holds only the keys seen in the last two windows.
+	mu         sync.Mutex
 	start      int64
 	curr, prev map[K]int32
 	_          [64]byte // keeps neighbouring shards' locks off one cache line
@@ -50,8 +42,7 @@ func newSlidingLimit[K comparable](limit int, window time.Duration, hash func(K)
 	return l
 }
 
-// allow counts one request of k at now, unless k is over its limit, in which
-// case nothing is counted (a refused request does not lengthen the wait).
+// allow counts a request of k at now unless k is over its limit.
 func (l *slidingLimit[K]) allow(k K, now time.Time) bool {
 	ns := now.UnixNano()
 	start := ns - ns%l.window
@@ -78,10 +69,7 @@ func (l *slidingLimit[K]) allow(k K, now time.Time) bool {
 	return true
 }
 
-// limitMiddleware refuses, through refuse and with Retry-After set to the
-// window, a request whose key is over lim, before any backend is touched;
-// an allowed request pays no headers. A request skip says yes to is not
-// counted here (another place counts it).
+// limitMiddleware refuses a key over lim; what skip says yes to is counted elsewhere.
 func limitMiddleware[K comparable](lim *slidingLimit[K], key func(*http.Request) K, refuse http.HandlerFunc, skip func(*http.Request) bool) func(http.Handler) http.Handler {
 	refusal := lim.refusal(refuse)
 	return func(next http.Handler) http.Handler {
@@ -111,22 +99,18 @@ func mix64(x uint64) uint64 {
 	return x
 }
 
-// userLimitKey is the per-user limit's key.
 func userLimitKey(r *http.Request) int64 { return int64(userFrom(r.Context())) }
 
 func hashUser(u int64) uint64 { return mix64(uint64(u)) }
 
-// ipLimitKey is the per-IP limit's key: the client's address as 16 bytes,
-// an IPv4 one in its IPv4-mapped form, and an IPv6 one cut to its /64, which
-// one client usually controls whole.
+// ipLimitKey is the client's address as 16 bytes, an IPv6 one cut to its
+// /64, which one client usually controls whole.
 type ipLimitKey [16]byte
 
 func hashIP(k ipLimitKey) uint64 {
 	return mix64(binary.BigEndian.Uint64(k[:8]) ^ mix64(binary.BigEndian.Uint64(k[8:])))
 }
 
-// ipKey is the per-IP limit's key of r: see clientAddr. A peer address that
-// does not parse (never from a real connection) is one bucket of its own.
 func (a *api) ipKey(r *http.Request) ipLimitKey {
 	ip, _ := clientAddr(r, a.TrustedProxies) // unmapped: an IPv4 client is Is4
 	k := ipLimitKey(ip.As16())
@@ -136,12 +120,8 @@ func (a *api) ipKey(r *http.Request) ipLimitKey {
 	return k
 }
 
-// clientAddr is the client's address: the connection's peer, unless the
-// peer is one of the trusted proxies, whose X-Forwarded-For (walked from the
-// right, skipping trusted hops, so a client cannot choose its own address by
-// prepending entries; an entry that does not parse ends the walk with no
-// answer) names the client, or failing that the last X-Real-IP. It reads the
-// headers in place: the request is not copied to carry the answer.
+// clientAddr is the peer, or the client a trusted proxy's X-Forwarded-For
+// (fromXFF) or, failing that, last X-Real-IP names.
 func clientAddr(r *http.Request, trusted []netip.Prefix) (netip.Addr, bool) {
 	peer, ok := parseRemoteAddr(r.RemoteAddr)
 	if !ok || len(trusted) == 0 || !inAnyPrefix(peer.WithZone(""), trusted) {
@@ -158,8 +138,9 @@ func clientAddr(r *http.Request, trusted []netip.Prefix) (netip.Addr, bool) {
 	return peer, true
 }
 
-// fromXFF walks X-Forwarded-For from the right: the first address that is
-// not a trusted proxy is the client.
+// fromXFF walks X-Forwarded-For from the right, so a client cannot choose its
+// address by prepending: the first untrusted address is the client, and one
+// that does not parse ends the walk with none.
 func fromXFF(headers []string, trusted []netip.Prefix) (netip.Addr, bool) {
 	for _, h := range slices.Backward(headers) {
 		for h != "" {
@@ -187,7 +168,7 @@ func parseRemoteAddr(remoteAddr string) (netip.Addr, bool) {
 	}
 	host, _, err := net.SplitHostPort(remoteAddr)
 	if err != nil {
-		host = remoteAddr // a bare address, as some tests set
+		host = remoteAddr // a bare address
 	}
 	ip, err := netip.ParseAddr(host)
 	return ip.Unmap(), err == nil

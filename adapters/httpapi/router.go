@@ -21,106 +21,71 @@ import (
 )
 
 // Deps is everything the router needs. AddVoucher, ListVouchers, Claim,
-// GetOrder, Sessions and Ready are required; every other field's zero value
-// is a default, or the closed or off setting, as its doc says (the zero Log
-// discards).
+// GetOrder, Sessions and Ready are required; any other zero field is a
+// default or off (the zero Log discards). An optional use case left nil
+// leaves its routes unmounted.
 type Deps struct {
 	AddVoucher   *application.AddSeckillVoucher
 	ListVouchers *application.ListShopVouchers
 	Claim        *application.ClaimSeckill
 	GetOrder     *application.GetOrder
 	Sessions     ports.Sessions
-	// Bearer, when set, resolves `Authorization: Bearer <token>` (an
-	// identity provider's JWT) instead of Sessions; a token it names an
-	// admin passes the admin endpoints as Admins do. Nil leaves such a
-	// header to Sessions, which knows no such token.
+	// Bearer resolves `Authorization: Bearer <JWT>` instead of Sessions; a
+	// token it names an admin passes the admin endpoints as Admins do.
 	Bearer ports.BearerSessions
-	// Tokens mints login tokens for anyone who asks; nil keeps POST
-	// /dev/tokens unmounted, which is what production must run with.
+	// Tokens mounts POST /dev/tokens, which mints a token for anyone:
+	// never in production.
 	Tokens ports.TokenIssuer
-	// Ready reports whether Redis and the database answer.
-	Ready func(context.Context) error
-	Log   zerolog.Logger
-	// Location is the zone of the original's zone-less times
-	// ("2026-11-29T20:00:00"), in requests and in answers; nil means UTC.
-	Location *time.Location
-	// MaxBodyBytes bounds request bodies; <= 0 means DefaultMaxBodyBytes.
-	MaxBodyBytes int64
-	// Clock is the time a new voucher's window is checked against (one
-	// that has already ended is refused); nil means the wall clock.
-	Clock ports.Clock
-	// Admins may use the admin endpoints (voucher creation and every
-	// operator endpoint to come); empty refuses them to everyone.
-	Admins []domain.UserID
-	// Limits rate-limits claims and order status; the zero value is off.
-	Limits Limits
-	// TrustedProxies are the reverse proxies whose X-Forwarded-For and
-	// X-Real-IP headers name the client; empty trusts no header.
+	Ready  func(context.Context) error // Redis and the database answer
+	Log    zerolog.Logger
+	// Location is the zone of the original's zone-less times; nil is UTC.
+	Location     *time.Location
+	MaxBodyBytes int64       // <= 0: DefaultMaxBodyBytes
+	Clock        ports.Clock // a new voucher's window is checked against it
+	Admins       []domain.UserID
+	Limits       Limits // on claims and order status
+	// TrustedProxies' X-Forwarded-For and X-Real-IP name the client.
 	TrustedProxies []netip.Prefix
-	// Sales feeds the live sale page (GET /admin/sales); nil leaves the
-	// page and its data unmounted.
-	Sales *application.SaleDashboard
-	// ClaimObserver, when set, is told the answer of every claim (metrics).
-	ClaimObserver ClaimObserver
-	// Split is the rule for a voucher whose request names no "buckets": one
-	// with more stock than Split.Above is split into Split.Into buckets (at
-	// most its stock). The zero value never splits.
+	Sales          *application.SaleDashboard // the live sale page
+	ClaimObserver  ClaimObserver
+	// Split splits a voucher whose request names no "buckets" and whose
+	// stock is above Split.Above into Split.Into buckets (at most its stock).
 	Split SplitRule
-	// PublicReadTTL is how long the answers of GET /voucher/list/{shopId}
-	// and GET /readyz are reused (0 means DefaultPublicReadTTL); a
-	// negative value reuses nothing, only concurrent loads are shared.
+	// PublicReadTTL: 0 is DefaultPublicReadTTL; < 0 shares only concurrent loads.
 	PublicReadTTL time.Duration
-	// Cancel, when set, mounts POST /voucher-order/{id}/cancel.
-	Cancel *application.CancelOrder
-	// Pay and PaymentSecret, when both set, mount POST /payments/notify,
-	// whose notifications must be signed with the secret (SignatureHeader).
+	Cancel        *application.CancelOrder
+	// Pay and PaymentSecret mount POST /payments/notify, signed with the secret.
 	Pay           *application.PayOrder
 	PaymentSecret []byte
-	// Orders, when set, mounts a sale's order list and CSV export (GET
-	// /admin/vouchers/{id}/orders and .../orders.csv); Audit, when set, the
-	// audit trail of admin actions (GET /admin/audit). Both admin only.
-	Orders *application.ListSaleOrders
-	Audit  *application.ReadAuditLog
-	// Controls, when set, mounts the sale controls (POST
-	// /admin/vouchers/{id}/end, PUT .../end-time, POST .../stock, .../pause,
-	// .../resume). Admin only.
-	Controls *application.ControlSale
-	// Rooms, when set, mounts the waiting rooms' join and poll (issue 27)
-	// and makes a claim of a sale with a room need its pass (the claim's own
-	// first step, ClaimSeckill.Claim); unset, a voucher cannot be created
-	// with a room.
+	Orders        *application.ListSaleOrders // a sale's order list and CSV
+	Audit         *application.ReadAuditLog
+	Controls      *application.ControlSale
+	// Rooms mounts the waiting rooms and makes a room sale's claim need its
+	// pass; without it a voucher cannot be created with a room.
 	Rooms *application.WaitingRoom
 }
 
 // SplitRule: see Deps.Split.
 type SplitRule struct{ Above, Into int }
 
-// DefaultMaxBodyBytes is far above any valid voucher (rules are at most 1024
-// characters) and far below what would let a client make us buffer a lot.
+// DefaultMaxBodyBytes is far above any valid voucher, far below a buffering risk.
 const DefaultMaxBodyBytes = 64 << 10
 
-// readyTimeout bounds a readiness probe so a stalled backend answers "not
-// ready" within the orchestrator's probe timeout instead of hanging it.
+// readyTimeout answers "not ready" within an orchestrator's probe timeout.
 const readyTimeout = 2 * time.Second
 
 // api is Deps with NewRouter's defaults applied, plus what the router keeps.
 type api struct {
 	Deps
-	// lists holds each shop's encoded voucher list, readiness the last
-	// probe's outcome, for Deps.PublicReadTTL.
-	lists     *shortCache[[]byte]
-	readiness *shortCache[struct{}]
-	// proxyWarned is when the unconfigured-proxy warning was last logged
-	// (Unix ns; 0 = never).
-	proxyWarned atomic.Int64
+	lists       *shortCache[[]byte] // each shop's encoded voucher list
+	readiness   *shortCache[struct{}]
+	proxyWarned atomic.Int64 // Unix ns of the last proxy warning; 0: never
 }
 
 // NewRouter builds the HTTP handler. It panics on a missing required
-// dependency so that a wiring mistake stops the process at start, not at the
-// first request.
+// dependency, so a wiring mistake stops the process at start.
 func NewRouter(d Deps) http.Handler {
-	// Each field is checked on its own: a typed nil pointer stored in an `any`
-	// is not == nil, so a generic map-of-any check would miss it.
+	// One by one: a typed nil pointer in an `any` is not == nil.
 	for _, dep := range []struct {
 		name    string
 		missing bool
@@ -139,15 +104,13 @@ func NewRouter(d Deps) http.Handler {
 		a.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	ttl := cmp.Or(d.PublicReadTTL, DefaultPublicReadTTL)
-	// A failed list is not kept (the next request tries again); a failed
-	// probe is: an outage must not turn a probe flood into a ping flood.
+	// A failed probe is kept, a failed list not: an outage must not turn a
+	// probe flood into a ping flood.
 	a.lists = newShortCache[[]byte](ttl, maxCachedShops, func(err error) bool { return err == nil })
 	a.readiness = newShortCache[struct{}](ttl, 1, func(error) bool { return true })
 
 	r := chi.NewRouter()
-	// The request's scope (its context, the observer, the access log: see
-	// scope) wraps the router, outside the recoverer so that a panic's 500
-	// is logged like any other answer, with the panic as its error.
+	// scope wraps the recoverer: a panic's 500 is logged like any answer.
 	r.Use(a.recoverer, a.guard(a.limitBody), a.guard(a.requireJSON))
 	r.NotFound(a.refuse(errNoRoute))
 	r.MethodNotAllowed(a.refuse(errMethodNotAllowed))
@@ -155,14 +118,10 @@ func NewRouter(d Deps) http.Handler {
 	r.Get("/healthz", a.healthz)
 	r.Get("/readyz", a.readyz)
 	r.Get("/openapi.json", a.openAPI)
-
 	r.Get("/voucher/list/{shopId}", a.withID("shopId", a.listShopVouchers))
 
-	// The one gate of every admin or operator endpoint: mount a new one in
-	// this group. It needs the login token of a user listed in Deps.Admins
-	// (or one the identity provider names an admin): 401 without a known
-	// token, 403 for anyone else. The original leaves voucher creation open
-	// to anyone; here it is an admin endpoint.
+	// The one gate of every admin endpoint (voucher creation included, open
+	// in the original): 401 without a known token, 403 for a non-admin.
 	r.Group(func(r chi.Router) {
 		r.Use(a.guard(a.requireUser), a.guard(a.requireAdmin))
 		r.Post("/voucher/seckill", a.handle(a.addSeckillVoucher))
@@ -185,11 +144,9 @@ func NewRouter(d Deps) http.Handler {
 		}
 	})
 
-	// Claim and order status are what a bot hammers. The per-IP limit runs
-	// before the session lookup and the per-user one right after it (a
-	// cache hit for a repeated token), so a refused request costs no Redis.
-	// The sold-out edge (edge.go) answers between the two and counts the
-	// claims it looks at against this same per-IP limit: the group skips them.
+	// What a bot hammers: the per-IP limit runs before the session lookup,
+	// the per-user one after it (a cache hit), so a refusal costs no Redis.
+	// The edge counts its claims against the same per-IP limit: skipped here.
 	var ipLimit *slidingLimit[ipLimitKey]
 	if a.Limits.PerIP > 0 && a.Limits.Window > 0 {
 		ipLimit = newSlidingLimit(a.Limits.PerIP, a.Limits.Window, hashIP)
@@ -217,25 +174,19 @@ func NewRouter(d Deps) http.Handler {
 		}
 	})
 
-	// A payment provider has no login token: the signature is its
-	// credential. Without a secret the route does not exist.
+	// A payment provider's credential is the signature, not a token.
 	if a.Pay != nil && len(a.PaymentSecret) > 0 {
 		r.Post("/payments/notify", a.handle(a.paymentNotify))
 	}
 
 	if a.Sales != nil {
-		// The page and its assets are static and public (a browser's
-		// navigation cannot send the token header); the figures
-		// (/admin/sales.json, in the admin group) are not.
 		r.Get("/admin/sales", page("web/sales.html"))
 		r.Get("/admin/assets/{name}", a.assets(saleAssets))
 	}
-
 	if a.Rooms != nil {
 		r.Get("/waiting-room", page("web/room.html"))
 		r.Get("/waiting-room/assets/{name}", a.assets(roomAssets))
 	}
-
 	if a.Tokens != nil {
 		r.Post("/dev/tokens", a.handle(a.mintToken))
 	}
@@ -250,8 +201,7 @@ func NewRouter(d Deps) http.Handler {
 	return routed{edge, r}
 }
 
-// routed is the router's entry (the scope, the edge) that still lists the
-// routes behind it (chi.Walk), for whoever documents or checks them.
+// routed is the router's entry that still lists its routes (chi.Walk).
 type routed struct {
 	http.Handler
 	routes

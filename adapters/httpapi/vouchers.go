@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,64 +9,57 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// idempotencyKeyHeader makes POST /voucher/seckill safe to retry.
 const idempotencyKeyHeader = "Idempotency-Key"
 
 // localLayout is the original's zone-less LocalDateTime format.
 const localLayout = "2006-01-02T15:04:05"
 
-// The sane range of a sale's times: [minTime, maxTime).
+// A sale's times are within [minTime, maxTime): MariaDB stops at year 9999,
+// and an offset can push 9999-12-31 past it (a 500, not a 400).
 var (
 	minTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	maxTime = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 )
 
-// addVoucherRequest is the original's Voucher JSON as its admin page posts it.
-// Stock and type are pointers so that "missing" is told apart from zero.
+// addVoucherRequest is the original's Voucher JSON as its admin page posts it,
+// plus the sale's options; pointers tell "missing" from zero.
 type addVoucherRequest struct {
-	ShopID      int64  `json:"shopId"`
-	Title       string `json:"title"`
-	SubTitle    string `json:"subTitle"`
-	Rules       string `json:"rules"`
-	PayValue    int64  `json:"payValue"`
-	ActualValue int64  `json:"actualValue"`
-	Type        *int   `json:"type"`
-	Stock       *int   `json:"stock"`
-	BeginTime   string `json:"beginTime"`
-	EndTime     string `json:"endTime"`
-	// Buckets splits the stock over that many Redis shards (1..16, default
-	// 1): for one sale hotter than one shard can serve.
-	Buckets *int `json:"buckets"`
-	// LimitPerUser is how many orders of the sale one user may hold (1..10,
-	// default 1: the original's one order per user).
-	LimitPerUser *int `json:"limitPerUser"`
-	// WaitingRoom puts the sale behind a fair waiting room (room.go).
-	WaitingRoom *waitingRoomRequest `json:"waitingRoom"`
+	ShopID       int64               `json:"shopId"`
+	Title        string              `json:"title"`
+	SubTitle     string              `json:"subTitle"`
+	Rules        string              `json:"rules"`
+	PayValue     int64               `json:"payValue"`
+	ActualValue  int64               `json:"actualValue"`
+	Type         *int                `json:"type"`
+	Stock        *int                `json:"stock"`
+	BeginTime    string              `json:"beginTime"`
+	EndTime      string              `json:"endTime"`
+	Buckets      *int                `json:"buckets"`      // Redis shards of the stock
+	LimitPerUser *int                `json:"limitPerUser"` // orders one user may hold
+	WaitingRoom  *waitingRoomRequest `json:"waitingRoom"`
 }
 
-// voucherDTO is a voucher as the original's /voucher/list returns it, with the
-// id as a string like every id this API returns. The sale fields are omitted
-// for normal vouchers, as the original leaves them null.
+// voucherDTO is a voucher as the original's /voucher/list returns it, the id
+// a string like every id here; sale fields are omitted for normal vouchers.
 type voucherDTO struct {
-	ID          string `json:"id"`
-	ShopID      int64  `json:"shopId"`
-	Title       string `json:"title"`
-	SubTitle    string `json:"subTitle"`
-	Rules       string `json:"rules"`
-	PayValue    int64  `json:"payValue"`
-	ActualValue int64  `json:"actualValue"`
-	Type        int8   `json:"type"`
-	Status      int8   `json:"status"`
-	Stock       *int   `json:"stock,omitempty"`
-	BeginTime   string `json:"beginTime,omitempty"`
-	EndTime     string `json:"endTime,omitempty"`
-	// LimitPerUser: seckill vouchers only, how many orders one user may hold.
-	LimitPerUser int `json:"limitPerUser,omitempty"`
-	// WaitingRoom: the sale's room, when it has one (claims need a pass).
-	WaitingRoom *waitingRoomDTO `json:"waitingRoom,omitempty"`
+	ID           string          `json:"id"`
+	ShopID       int64           `json:"shopId"`
+	Title        string          `json:"title"`
+	SubTitle     string          `json:"subTitle"`
+	Rules        string          `json:"rules"`
+	PayValue     int64           `json:"payValue"`
+	ActualValue  int64           `json:"actualValue"`
+	Type         int8            `json:"type"`
+	Status       int8            `json:"status"`
+	Stock        *int            `json:"stock,omitempty"`
+	BeginTime    string          `json:"beginTime,omitempty"`
+	EndTime      string          `json:"endTime,omitempty"`
+	LimitPerUser int             `json:"limitPerUser,omitempty"`
+	WaitingRoom  *waitingRoomDTO `json:"waitingRoom,omitempty"`
 }
 
 func (a *api) addSeckillVoucher(w http.ResponseWriter, r *http.Request) error {
@@ -77,21 +71,16 @@ func (a *api) addSeckillVoucher(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// An admin's retry after a timeout or a 500 carries the same key and gets
-	// the voucher the first attempt created, not a second sale.
+	// An admin's retry carries the same key and gets the first attempt's voucher.
 	saved, err := a.AddVoucher.HandleOnce(r.Context(), userFrom(r.Context()), r.Header.Get(idempotencyKeyHeader), v)
 	if err != nil {
 		return err
 	}
-	// The admin who created it sees it at once here; other instances within
-	// Deps.PublicReadTTL.
 	a.lists.forget(strconv.FormatInt(int64(saved.ShopID()), 10))
 	writeOK(w, strconv.FormatInt(int64(saved.ID()), 10))
 	return nil
 }
 
-// voucherFrom validates the request into a domain voucher; every refusal is a
-// *domain.ValidationError naming the field.
 func (a *api) voucherFrom(req addVoucherRequest) (domain.Voucher, error) {
 	if req.Type != nil && *req.Type != int(domain.VoucherSeckill) {
 		return domain.Voucher{}, &domain.ValidationError{Field: "type", Reason: "must be 1 (seckill) on this endpoint"}
@@ -135,18 +124,13 @@ func (a *api) voucherFrom(req addVoucherRequest) (domain.Voucher, error) {
 		}
 	}
 	return domain.NewSeckillVoucher(domain.VoucherSpec{
-		ShopID:      domain.ShopID(req.ShopID),
-		Title:       req.Title,
-		SubTitle:    req.SubTitle,
-		Rules:       req.Rules,
-		PayValue:    req.PayValue,
-		ActualValue: req.ActualValue,
+		ShopID: domain.ShopID(req.ShopID), Title: req.Title, SubTitle: req.SubTitle, Rules: req.Rules,
+		PayValue: req.PayValue, ActualValue: req.ActualValue,
 	}, sale)
 }
 
-// parseTime reads the original's zone-less format in the configured zone,
-// and RFC 3339 with an explicit offset. Fractional seconds are accepted in
-// both (time.Parse allows them after the seconds field).
+// parseTime reads the original's zone-less format in the configured zone, and
+// RFC 3339 with an explicit offset (fractional seconds allowed in both).
 func (a *api) parseTime(field, s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, &domain.ValidationError{Field: field, Reason: "is required"}
@@ -156,9 +140,6 @@ func (a *api) parseTime(field, s string) (time.Time, error) {
 		t, err = time.Parse(time.RFC3339, s)
 	}
 	if err == nil {
-		// A year the database cannot store (MariaDB stops at 9999, and an
-		// offset can push 9999-12-31 into 10000) must be a 400, not a 500;
-		// no real sale is outside this century anyway.
 		if t.Before(minTime) || !t.Before(maxTime) {
 			return time.Time{}, &domain.ValidationError{
 				Field:  field,
@@ -174,8 +155,7 @@ func (a *api) parseTime(field, s string) (time.Time, error) {
 }
 
 func (a *api) listShopVouchers(w http.ResponseWriter, r *http.Request, shop int64) error {
-	// Public and unauthenticated: the encoded answer is shared for
-	// Deps.PublicReadTTL, so a flood costs the database one query per shop per TTL.
+	// Public: a flood costs the database one query per shop per TTL.
 	body, err := a.lists.get(r.Context(), strconv.FormatInt(shop, 10), func(ctx context.Context) ([]byte, error) {
 		vs, err := a.ListVouchers.Handle(ctx, domain.ShopID(shop))
 		if err != nil {
@@ -196,15 +176,9 @@ func (a *api) listShopVouchers(w http.ResponseWriter, r *http.Request, shop int6
 
 func (a *api) voucherDTO(v domain.Voucher) voucherDTO {
 	d := voucherDTO{
-		ID:          strconv.FormatInt(int64(v.ID()), 10),
-		ShopID:      int64(v.ShopID()),
-		Title:       v.Title(),
-		SubTitle:    v.SubTitle(),
-		Rules:       v.Rules(),
-		PayValue:    v.PayValue(),
-		ActualValue: v.ActualValue(),
-		Type:        int8(v.Type()),
-		Status:      v.Status(),
+		ID: strconv.FormatInt(int64(v.ID()), 10), ShopID: int64(v.ShopID()),
+		Title: v.Title(), SubTitle: v.SubTitle(), Rules: v.Rules(),
+		PayValue: v.PayValue(), ActualValue: v.ActualValue(), Type: int8(v.Type()), Status: v.Status(),
 	}
 	if v.IsSeckill() {
 		s := v.Sale()
@@ -222,4 +196,128 @@ func (a *api) voucherDTO(v domain.Voucher) voucherDTO {
 		}
 	}
 	return d
+}
+
+// A claim carries its waiting-room pass in RoomPassHeader (or the query's
+// "pass"); a poll its ticket in the query's "ticket" (or RoomTicketHeader).
+const (
+	RoomPassHeader   = "X-Room-Pass"
+	RoomTicketHeader = "X-Room-Ticket"
+	maxRoomToken     = 128 // a real ticket or pass is 67 characters
+)
+
+// roomStatusDTO is a join's or a poll's answer.
+type roomStatusDTO struct {
+	Ticket      string `json:"ticket"`
+	State       string `json:"state"` // pre_queue | waiting | admitted | expired | sold_out
+	Position    int64  `json:"position,omitempty"`
+	Ahead       *int64 `json:"ahead,omitempty"` // nil in the pre-queue, not drawn yet
+	Joined      int64  `json:"joined"`
+	InDraw      bool   `json:"inDraw,omitempty"`
+	PollAfterMs int64  `json:"pollAfterMs,omitempty"`
+	WaitSeconds int64  `json:"waitSeconds"` // estimated, rounded up
+	DrawAt      string `json:"drawAt"`
+	Pass        string `json:"pass,omitempty"`
+	PassExpires string `json:"passExpires,omitempty"`
+}
+
+// writeRoomStatus answers a join or a poll, with Retry-After when to come back.
+func writeRoomStatus(w http.ResponseWriter, st application.RoomStatus, err error) error {
+	if err != nil {
+		return err
+	}
+	d := roomStatusDTO{
+		Ticket: st.Ticket, State: string(st.Phase), Position: st.Position, Joined: st.Joined, InDraw: st.InDraw(),
+		WaitSeconds: int64((st.Wait + time.Second - 1) / time.Second),
+		DrawAt:      st.DrawAt.UTC().Format(time.RFC3339Nano),
+		Pass:        st.Pass,
+		PollAfterMs: st.PollAfter.Milliseconds(),
+	}
+	if !st.InDraw() {
+		ahead := st.Ahead
+		d.Ahead = &ahead
+	}
+	if !st.PassExpires.IsZero() {
+		d.PassExpires = st.PassExpires.UTC().Format(time.RFC3339Nano)
+	}
+	if st.PollAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((st.PollAfter+time.Second-1)/time.Second), 10))
+	}
+	writeOK(w, d)
+	return nil
+}
+
+func (a *api) joinRoom(w http.ResponseWriter, r *http.Request, voucher int64) error {
+	st, err := a.Rooms.Join(r.Context(), domain.VoucherID(voucher), userFrom(r.Context()))
+	return writeRoomStatus(w, st, err)
+}
+
+func (a *api) pollRoom(w http.ResponseWriter, r *http.Request, voucher int64) error {
+	ticket := r.URL.Query().Get("ticket")
+	if ticket == "" {
+		ticket = r.Header.Get(RoomTicketHeader)
+	}
+	if len(ticket) > maxRoomToken {
+		return domain.ErrNotInRoom
+	}
+	st, err := a.Rooms.Poll(r.Context(), domain.VoucherID(voucher), userFrom(r.Context()), ticket)
+	return writeRoomStatus(w, st, err)
+}
+
+// passOf is a claim request as its pass's source (converted without allocating).
+type passOf http.Request
+
+// RoomPass is the claim's pass; an oversized one is no pass.
+func (p *passOf) RoomPass() string {
+	r := (*http.Request)(p)
+	pass := r.Header.Get(RoomPassHeader)
+	if pass == "" {
+		pass = r.URL.Query().Get("pass")
+	}
+	if len(pass) > maxRoomToken {
+		return ""
+	}
+	return pass
+}
+
+type waitingRoomRequest struct {
+	OpensBeforeSeconds *int64 `json:"opensBeforeSeconds"`
+	AdmitPerSecond     *int   `json:"admitPerSecond"`
+	PassTTLSeconds     *int64 `json:"passTtlSeconds"`
+	Margin             *int   `json:"margin"`
+}
+
+// defaultPassTTL is a pass's life in seconds when the request names none.
+const defaultPassTTL = 60
+
+func (a *api) roomRules(req *waitingRoomRequest) (domain.RoomRules, error) {
+	if a.Rooms == nil {
+		return domain.RoomRules{}, &domain.ValidationError{Field: "waitingRoom", Reason: "waiting rooms are not enabled on this service"}
+	}
+	if req.OpensBeforeSeconds == nil {
+		return domain.RoomRules{}, &domain.ValidationError{Field: "waitingRoom.opensBeforeSeconds", Reason: "is required"}
+	}
+	if req.AdmitPerSecond == nil {
+		return domain.RoomRules{}, &domain.ValidationError{Field: "waitingRoom.admitPerSecond", Reason: "is required"}
+	}
+	ttl, margin := *cmp.Or(req.PassTTLSeconds, new(int64(defaultPassTTL))), *cmp.Or(req.Margin, new(0))
+	// Beyond a year the durations could overflow: refused in the client's words.
+	const maxSeconds = int64(365 * 24 * 3600)
+	opens := *req.OpensBeforeSeconds
+	if opens < 0 || opens > maxSeconds {
+		return domain.RoomRules{}, &domain.ValidationError{Field: "waitingRoom.opensBeforeSeconds",
+			Reason: fmt.Sprintf("must be within 0..%d seconds, got %d", maxSeconds, opens)}
+	}
+	if ttl < 0 || ttl > maxSeconds {
+		return domain.RoomRules{}, &domain.ValidationError{Field: "waitingRoom.passTtlSeconds",
+			Reason: fmt.Sprintf("must be within 0..%d seconds, got %d", maxSeconds, ttl)}
+	}
+	return domain.NewRoomRules(time.Duration(opens)*time.Second, *req.AdmitPerSecond, time.Duration(ttl)*time.Second, margin)
+}
+
+type waitingRoomDTO struct {
+	OpensBeforeSeconds int64 `json:"opensBeforeSeconds"`
+	AdmitPerSecond     int   `json:"admitPerSecond"`
+	PassTTLSeconds     int64 `json:"passTtlSeconds"`
+	Margin             int   `json:"margin"`
 }
