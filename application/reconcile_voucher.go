@@ -11,10 +11,9 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// ReconcileVoucher compares a voucher's gate (Redis) with the database, the
-// source of truth, and can repair the gate from it. It is what an operator
-// runs after a channel-mode crash (orders the gate sold but the database never
-// got) or a Redis data loss (orders the database has but the gate forgot).
+// ReconcileVoucher compares a voucher's gate with the database, the source of
+// truth, and can repair the gate from it (after a channel-mode crash or a
+// Redis data loss).
 type ReconcileVoucher struct {
 	vouchers ports.VoucherRepository
 	orders   ports.OrderRepository
@@ -26,66 +25,41 @@ type ReconcileVoucher struct {
 func NewReconcileVoucher(vouchers ports.VoucherRepository, orders ports.OrderRepository, gate ports.GateAudit, backlog ports.QueueBacklog) *ReconcileVoucher {
 	mustHave("ReconcileVoucher", map[string]any{"vouchers": vouchers, "orders": orders, "gate": gate})
 	h := &ReconcileVoucher{vouchers: vouchers, orders: orders, gate: gate, backlog: backlog}
-	// Every repository of the service keeps its books too; one that does
-	// not leaves the report without them rather than failing.
 	h.ledger, _ = orders.(ports.OrderLedger)
 	return h
 }
 
-// maxQueueScan bounds how many queue entries a check reads to find the orders
-// in flight: a backlog larger than this is a fulfilment far behind, and what
-// the check could not look at is reported as such (Report.QueuePartial).
+// maxQueueScan bounds the queue entries a check reads (Report.QueuePartial).
 const maxQueueScan = 100_000
 
 // Report is the difference between gate and database for one voucher.
 type Report struct {
 	Voucher    domain.VoucherID
 	DBStock    int
-	DBOrders   int
+	DBOrders   int // orders holding a unit (unpaid + paid)
 	GateFound  bool
 	GateStock  int
 	GateBuyers int
-	// Pending is what a durable queue still holds for the voucher; -1 when
-	// the queue cannot be seen (an in-process channel of another process).
-	Pending int64
-	// InFlight: the gate holds these claims, the database does not have them
-	// yet, and the queue still holds them (pending or not yet delivered):
-	// not a difference, only fulfilment not done yet.
+	Pending    int64 // what a durable queue still holds; -1: cannot be seen
+	// InFlight: claims the gate and the queue hold and the database not yet.
 	InFlight []domain.VoucherOrder
-	// NotInDB: the gate holds these claims, the database has no order for
-	// them, and the queue was not seen to hold them: lost (a channel queue
-	// that died), or, with a channel queue, possibly still in a running
-	// instance's channel (Pending is -1 then: the check cannot tell).
-	NotInDB []domain.VoucherOrder
-	// QueuePartial: the queue held more than maxQueueScan entries and only
-	// the oldest were looked at, so some of NotInDB may still be in flight.
-	QueuePartial bool
-	// NotInGate: the database has these orders and the gate holds them in
-	// none of their users' places (the gate lost data, or marked another
-	// order of the user).
+	// NotInDB: claims the gate holds that neither the database nor the queue
+	// was seen to: lost, or (Pending -1) maybe in a running instance's channel.
+	NotInDB      []domain.VoucherOrder
+	QueuePartial bool // only the oldest maxQueueScan entries were looked at
+	// NotInGate: orders in none of their users' places in the gate.
 	NotInGate []domain.VoucherOrder
-	// Forgotten counts the orders of NotInGate whose user the gate marks
-	// fewer times than the sale's limit per user (for one order per user:
-	// not at all): committed orders whose writes Redis lost (a restart
-	// without persistence, a failover to a replica that lagged). A running
-	// service heals them within its repair interval (RestoreGate.Repair). The
-	// rest of NotInGate are users whose places hold other orders: a claim made
-	// again after such a loss, which the database refuses as a duplicate.
+	// Forgotten counts those of NotInGate whose user the gate marks fewer times
+	// than the limit per user: writes Redis lost, which RestoreGate.Repair
+	// heals. The rest are places taken by a claim made again after the loss.
 	Forgotten int
-	// Books is the database's count of the voucher's orders by lifecycle
-	// state (unpaid, paid, cancelled, refunding), when HasBooks. DBOrders
-	// is Books.Unpaid + Books.Paid: the orders that hold a unit.
-	Books    ports.SaleTally
-	HasBooks bool
+	Books     ports.SaleTally // when HasBooks
+	HasBooks  bool
 }
 
-// Unaccounted is by how many units the gate's side exceeds the database's
-// (0 without a gate to compare). Every sale keeps the same invariant on
-// each side: what is left to sell plus what is held (unpaid + paid in the
-// database; marked buyers, including claims in flight, in the gate) is the
-// same initial stock, and a cancelled order is on neither side once its
-// unit is back. So the marks and orders account for the stock difference,
-// and what they do not is the stock itself gone wrong.
+// Unaccounted is by how many units the gate's side exceeds the database's (0
+// without a gate). On each side stock left plus units held is the initial
+// stock, so what the marks and orders do not account for is stock gone wrong.
 func (r Report) Unaccounted() int {
 	if !r.GateFound {
 		return 0
@@ -100,9 +74,7 @@ func (r Report) Consistent() bool {
 }
 
 // OnlyInFlight reports whether the gate and the database differ by the
-// orders in flight and nothing else: each holds a mark and a unit of stock
-// that the database gets once the order is written. Nothing to repair; a
-// check once the queue has drained finds them consistent.
+// orders in flight and nothing else: nothing to repair.
 func (r Report) OnlyInFlight() bool {
 	return r.GateFound && len(r.InFlight) > 0 && len(r.NotInDB) == 0 && len(r.NotInGate) == 0 &&
 		r.GateStock+len(r.InFlight) == r.DBStock && r.GateBuyers == r.DBOrders+len(r.InFlight)
@@ -119,15 +91,8 @@ func (h *ReconcileVoucher) Check(ctx context.Context, id domain.VoucherID) (Repo
 }
 
 // check also returns the database's side, so Fix writes what it compared.
-//
-// It reads in the order an order travels: the gate, then the queue, then the
-// database. A claim is in the gate before it is in the queue (the stream mode
-// appends in the same script), and an entry leaves the queue only after its
-// order is committed; so an order finished while the check runs is either
-// still seen in the queue or already in the database, never seen as lost.
-// (Read the other way round, an order written between the database read and
-// the queue read would look lost.) Claims made during the check can still
-// show as differences: the gate was read before them.
+// It reads in the order an order travels (gate, queue, database), so an order
+// finished during the check is seen in the queue or the database, never lost.
 func (h *ReconcileVoucher) check(ctx context.Context, id domain.VoucherID) (Report, domain.Voucher, []domain.VoucherOrder, error) {
 	r := Report{Voucher: id, Pending: -1}
 	var v domain.Voucher
@@ -155,7 +120,6 @@ func (h *ReconcileVoucher) check(ctx context.Context, id domain.VoucherID) (Repo
 			queued[o.ID()] = o.UserID()
 		}
 	}
-	// The database last, see above.
 	if v, err = h.vouchers.Get(ctx, id); err != nil {
 		return r, v, nil, fmt.Errorf("voucher %d: %w", id, err)
 	}
@@ -173,7 +137,6 @@ func (h *ReconcileVoucher) check(ctx context.Context, id domain.VoucherID) (Repo
 		}
 		r.HasBooks = true
 	}
-
 	inDB := make(map[domain.OrderID]domain.UserID, len(buyers))
 	places := make(map[domain.UserID]int, len(marks)) // the gate's marks per user
 	for _, u := range marks {
@@ -213,11 +176,9 @@ func (h *ReconcileVoucher) check(ctx context.Context, id domain.VoucherID) (Repo
 	return r, v, buyers, nil
 }
 
-// Fix sets the gate to the database's state: stock = the database's remaining
-// stock, buyers = the users holding orders. It refuses while a durable queue
-// still holds orders of the voucher (they would be forgotten by the gate and
-// then created anyway). With a channel queue the backlog cannot be seen: the
-// caller must make sure no service instance is running claims or draining.
+// Fix sets the gate to the database's stock and buyers. It refuses while a
+// durable queue holds orders of the voucher; a channel queue's cannot be seen,
+// so the caller must make sure no instance is claiming or draining.
 func (h *ReconcileVoucher) Fix(ctx context.Context, id domain.VoucherID) (Report, error) {
 	before, v, buyers, err := h.check(ctx, id)
 	if err != nil {

@@ -13,8 +13,7 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// AddSeckillVoucher stores a new seckill voucher and preheats the gate so it can
-// be claimed.
+// AddSeckillVoucher stores a new seckill voucher and preheats its gate.
 type AddSeckillVoucher struct {
 	vouchers ports.VoucherRepository
 	orders   ports.OrderRepository
@@ -26,15 +25,10 @@ func NewAddSeckillVoucher(vouchers ports.VoucherRepository, orders ports.OrderRe
 	return &AddSeckillVoucher{vouchers: vouchers, orders: orders, gate: gate}
 }
 
-// HandleOnce saves the voucher an admin asked for, with its audit entry,
-// then preheats it. If the preheat fails the voucher is stored but not
-// claimable (claims answer not_found) until the periodic RestoreGate writes
-// its gate, or a retry with the idempotency key does. key may be empty
-// (none). The first request with a key creates the voucher; a retry with the
-// key (after a timeout or a 500) returns that same voucher and makes sure
-// its gate exists, never a second sale of the same stock nor a second audit
-// entry. The key reused for a different voucher is a validation error and
-// changes nothing.
+// HandleOnce saves the voucher with its audit entry, then preheats it; a
+// failed preheat is finished by RestoreGate or a retry. A retry with the same
+// key (empty: none) returns the same voucher and makes sure its gate exists;
+// the key reused for another voucher is a validation error.
 func (h *AddSeckillVoucher) HandleOnce(ctx context.Context, admin domain.UserID, key string, v domain.Voucher) (domain.Voucher, error) {
 	if !v.IsSeckill() {
 		return domain.Voucher{}, domain.ErrNotSeckill
@@ -66,15 +60,11 @@ func (h *AddSeckillVoucher) HandleOnce(ctx context.Context, admin domain.UserID,
 			Reason: fmt.Sprintf("was already used to create voucher %d with other values; use a new key for a new voucher", c.Voucher.ID()),
 		}
 	}
-	// A retry: the first attempt may have failed before, during or after its
-	// preheat, and claims may have been served since. Restore writes the gate
-	// from the database only if it is absent (with the buyers the database
-	// has), so it neither sells stock twice nor leaves the voucher dark.
+	// A retry, maybe after claims were served: Restore writes only an absent gate.
 	return c.Voucher, restoreVoucher(ctx, h.orders, h.gate, c.Voucher)
 }
 
-// creationEntry is the audit entry of a creation: who asked, and the
-// fields of the voucher they asked for, as stored (times in UTC).
+// creationEntry records the fields of the voucher asked for (times in UTC).
 func creationEntry(admin domain.UserID, key string, v domain.Voucher) (domain.AuditEntry, error) {
 	s := v.Sale()
 	fields := map[string]any{
@@ -95,14 +85,8 @@ func creationEntry(admin domain.UserID, key string, v domain.Voucher) (domain.Au
 	return auditEntry(admin, domain.ActionCreateVoucher, 0, fields)
 }
 
-// fingerprint identifies what a creation request asked for, so a key reused
-// for another voucher is told apart from a retry of the same one. Each field
-// is hashed behind its length, so no two different lists of fields encode
-// alike: joined by a separator, fields that differ only in where the
-// separator sits ("a\x00", "b" and "a", "\x00b") would collide and the
-// second request would be taken for a retry of the first. (A key recorded
-// before this encoding reads as "other values" on a retry: refused, never a
-// second voucher.)
+// fingerprint tells a key reused for another voucher from a retry. Each field
+// is hashed behind its length, so no two lists of fields encode alike.
 func fingerprint(v domain.Voucher) string {
 	s := v.Sale()
 	fields := []string{
@@ -113,14 +97,12 @@ func fingerprint(v domain.Voucher) string {
 		strconv.Itoa(s.Buckets()),
 	}
 	if r := s.Room(); !r.IsZero() {
-		// Only a sale with a room hashes one, so keys recorded before rooms
-		// keep their fingerprints.
+		// Only if set, so keys recorded before rooms keep their fingerprints.
 		fields = append(fields, "room", r.OpensBefore().String(), strconv.Itoa(r.AdmitPerSecond()),
 			r.PassTTL().String(), strconv.Itoa(r.Margin()))
 	}
 	if n := s.LimitPerUser(); n > 1 {
-		// Likewise only a limit above one, so keys recorded before limits
-		// keep theirs.
+		// Likewise for limits.
 		fields = append(fields, "limit", strconv.Itoa(n))
 	}
 	h := sha256.New()
@@ -132,13 +114,10 @@ func fingerprint(v domain.Voucher) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// MaxShopVouchers caps a shop's list: the original's query has no LIMIT, so a
-// shop with vouchers by the thousand made every public list request read them
-// all. A shop with more shows its newest MaxShopVouchers.
+// MaxShopVouchers caps a shop's list (the original's had no LIMIT) to its newest.
 const MaxShopVouchers = 200
 
-// ListShopVouchers returns a shop's vouchers, as the original's /voucher/list,
-// at most MaxShopVouchers of them.
+// ListShopVouchers is the original's /voucher/list.
 type ListShopVouchers struct {
 	vouchers ports.VoucherRepository
 }
