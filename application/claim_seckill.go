@@ -23,9 +23,8 @@ type ClaimSeckill struct {
 	deadline  SharedDeadlines
 }
 
-// ClaimBudget bounds every wait of a claim from its arrival. A healthy claim
-// takes about a millisecond; two seconds rides out a failover's first retry
-// and still answers before a user retrying by hand would.
+// ClaimBudget bounds every wait of a claim from its arrival: it rides out a
+// failover's first retry and still answers before a user retrying by hand would.
 const ClaimBudget = 2 * time.Second
 
 // ErrBusy: nothing changed and the client may try again. It wraps the cause.
@@ -75,9 +74,8 @@ type ClaimRecorder interface {
 	ClaimAnswered(v domain.VoucherID, answer error, fromMark bool)
 }
 
-// SoldOut is the claim's sold-out step asked before the session is read:
-// true (and recorded as the claim's answer) when a mark answers v sold out.
-// No I/O, no lock.
+// SoldOut is the claim's sold-out step asked before the session is read: true,
+// and recorded as the claim's answer, when a mark answers v sold out.
 func (h *ClaimSeckill) SoldOut(v domain.VoucherID) bool {
 	if h.marks == nil || !h.marks.SoldOut(v) {
 		return false
@@ -197,10 +195,9 @@ func (h *ClaimSeckill) admit(ctx context.Context, user domain.UserID, voucher do
 	return 0, admitted, &OutcomeUnknownError{Order: id, Err: admitted}
 }
 
-// SharedDeadlines hands out contexts whose deadline, rounded down to a slot
-// (budgetSlotWidth), shares one timer: a context.WithDeadline per claim cost
-// about 2% of the service's CPU in a stampede. The zero value is ready and
-// safe for concurrent use.
+// SharedDeadlines hands out contexts whose deadline, rounded down to a slot,
+// shares one timer: a context.WithDeadline per claim cost about 2% of the CPU
+// in a stampede. The zero value is ready and safe for concurrent use.
 type SharedDeadlines struct {
 	latest atomic.Pointer[budgetSlot]
 }

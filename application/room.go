@@ -58,8 +58,7 @@ func NewWaitingRoom(dir *RoomDirectory, signer *RoomSigner) *WaitingRoom {
 	return &WaitingRoom{dir: dir, signer: signer}
 }
 
-// Join gives user one place in the line (again: the same place), in one
-// store round trip.
+// Join gives user one place in the line (again: the same place).
 func (h *WaitingRoom) Join(ctx context.Context, voucher domain.VoucherID, user domain.UserID) (RoomStatus, error) {
 	v, err := h.dir.room(ctx, voucher)
 	if err != nil {
@@ -159,10 +158,8 @@ func pollAfter(d time.Duration) time.Duration {
 	return min(max(d, RoomRefresh), 5*time.Second)
 }
 
-// estimateWait is how long until ahead+1 more places are admitted: at the
-// rate while units are free beyond the passes outstanding, then one pass
-// lifetime per round of lapsed passes, at the lapse share seen so far
-// (a prior of one in two).
+// estimateWait: at the rate while units are free beyond the passes outstanding,
+// then one pass lifetime per round of lapses, at the lapse share seen so far.
 func estimateWait(st ports.RoomState, ahead, rate int64, ttl time.Duration) time.Duration {
 	if st.Left < 0 {
 		return perRate(ahead+1, rate) // the room cannot read the stock (a split voucher)

@@ -13,12 +13,10 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// SoldOutMarks keeps a sold-out voucher's stampede away from Redis: once the
-// admission answers sold out, this instance answers sold out itself for a
-// window, without asking the gate. Such an answer is never based on a gate
-// answer older than the window: after it, one claim per voucher re-checks the
-// gate while the others wait for its answer. SoldOutGate clears a voucher's
-// mark at once when this instance may return stock; a return elsewhere is
+// SoldOutMarks keeps a sold-out voucher's stampede away from Redis: this
+// instance answers sold out itself for a window after the gate did. Then one
+// claim per voucher re-checks while the others wait for its answer.
+// SoldOutGate clears a mark when stock may return here; a return elsewhere is
 // seen at the latest a window later.
 type SoldOutMarks struct {
 	window time.Duration
