@@ -241,8 +241,7 @@ func (r Report) OnlyInFlight() bool {
 		r.GateStock+len(r.InFlight) == r.DBStock && r.GateBuyers == r.DBOrders+len(r.InFlight)
 }
 
-// ErrBacklog: the queue still holds orders of the voucher, so the database is
-// not yet the whole truth and the gate must not be overwritten from it.
+// ErrBacklog: the database is not the whole truth yet; the gate must not be set from it.
 var ErrBacklog = errors.New("the queue still holds orders of this voucher")
 
 // Check compares without changing anything.

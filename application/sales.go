@@ -11,8 +11,7 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// MaxSaleBoard caps the vouchers one live sale page request reads (each costs
-// a SQL query and a gate, queue and room read).
+// MaxSaleBoard caps the vouchers one live sale page request reads.
 const MaxSaleBoard = 12
 
 // SaleDashboard gathers what the live sale page shows of each sale not ended.
