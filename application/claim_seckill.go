@@ -55,8 +55,7 @@ func (h *ClaimSeckill) WithRooms(rooms *WaitingRoom) *ClaimSeckill {
 	return h
 }
 
-// WithSoldOutMarks: the gate's calls that may return stock must clear the
-// marks (marks.Gate).
+// WithSoldOutMarks: the gate must clear the marks (marks.Gate).
 func (h *ClaimSeckill) WithSoldOutMarks(marks *SoldOutMarks) *ClaimSeckill {
 	h.marks = marks
 	return h
@@ -67,9 +66,8 @@ func (h *ClaimSeckill) WithRecorder(r ClaimRecorder) *ClaimSeckill {
 	return h
 }
 
-// ClaimRecorder is told once how each claim was answered from the sold-out
-// step on (answer nil: taken; fromMark: answered from this instance's mark).
-// It runs on the claim path, so it must not wait.
+// ClaimRecorder is told once how each claim was answered from the sold-out step
+// on (nil: taken; fromMark: from this instance's mark). It must not wait.
 type ClaimRecorder interface {
 	ClaimAnswered(v domain.VoucherID, answer error, fromMark bool)
 }

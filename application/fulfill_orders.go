@@ -28,12 +28,10 @@ type BatchResult struct {
 	Failed   []ports.Outcome
 }
 
-// Handle commits the batch, then releases the gate's hold of every failed
-// order whose user ends up with no order, returning the unit only when the
-// database still has it (FailureReason.ReturnsStock). A batch refused for good
-// (ports.ErrPermanent) is split in halves until the bad order is alone and
-// recorded failed (domain.FailRefused). An error: retry the whole batch (every
-// step is idempotent).
+// Handle commits the batch, then releases the gate's hold of every failed order
+// whose user ends up with no order (the unit only if FailureReason.ReturnsStock).
+// A batch refused for good (ports.ErrPermanent) is halved until the bad order is
+// alone and failed (domain.FailRefused). An error: retry the batch (idempotent).
 func (h *FulfillOrders) Handle(ctx context.Context, orders []domain.VoucherOrder) (BatchResult, error) {
 	var res BatchResult
 	if len(orders) == 0 {

@@ -162,10 +162,9 @@ type PayOrder struct {
 	horizon  time.Duration
 }
 
-// NewPayOrder: window is the pay window (0: none, 15 minutes here). An order
-// not in the database yet answers ErrBusy, so the provider retries, if claimed
-// within the window, or while the gate still holds it: refused, the money
-// would never be recorded.
+// NewPayOrder: window is the pay window (0: none, 15 minutes here). An order not
+// in the database yet answers ErrBusy (the provider retries) if claimed within
+// the window or while the gate holds it: refused, the money would be lost.
 func NewPayOrder(orders ports.OrderRepository, vouchers ports.VoucherRepository, life ports.OrderLifecycle, index ports.OrderIndex, clock ports.Clock, window time.Duration) *PayOrder {
 	mustHave("PayOrder", map[string]any{"orders": orders, "vouchers": vouchers, "life": life, "index": index, "clock": clock})
 	if window <= 0 {
