@@ -8,9 +8,8 @@ import (
 	"reflect"
 )
 
-// mustHave panics at start when a use case is built with a missing dependency,
-// so wiring mistakes fail before the first request. A typed nil (a nil
-// *Adapter in an interface) is as missing as an untyped one.
+// mustHave panics when a use case is built with a missing dependency, typed
+// nil included, so wiring mistakes fail at start.
 func mustHave(useCase string, deps map[string]any) {
 	for name, d := range deps {
 		if isNil(d) {

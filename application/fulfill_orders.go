@@ -28,21 +28,10 @@ type BatchResult struct {
 	Failed   []ports.Outcome
 }
 
-// Handle commits the batch, then releases the gate's hold for every failed
-// order whose user ends up with no order (so the user is not told "duplicate"
-// for an order that does not exist). The unit goes back to the gate's stock
-// only when the database still has it (domain.FailureReason.ReturnsStock):
-// out_of_stock means the database, the source of truth, had none to give. A
-// duplicate keeps the user's mark; the gate's stock then counts one unit too
-// few until `seckill reconcile` sets it from the database.
-//
-// A batch the database refuses for good (ports.ErrPermanent) is split in
-// halves until the order at fault is alone; that order is recorded failed
-// (domain.FailRefused) and the rest of the batch lands. Retrying the whole
-// batch instead would hold every good order behind the bad one forever.
-//
-// An error means the batch must be retried as a whole; that is safe because
-// CreateBatch, MarkFailed and Release are all idempotent.
+// Handle commits the batch, then releases the gate's hold of every failed order
+// whose user ends up with no order (the unit only if FailureReason.ReturnsStock).
+// A batch refused for good (ports.ErrPermanent) is halved until the bad order is
+// alone and failed (domain.FailRefused). An error: retry the batch (idempotent).
 func (h *FulfillOrders) Handle(ctx context.Context, orders []domain.VoucherOrder) (BatchResult, error) {
 	var res BatchResult
 	if len(orders) == 0 {
@@ -57,9 +46,7 @@ func (h *FulfillOrders) Handle(ctx context.Context, orders []domain.VoucherOrder
 	case len(orders) == 1:
 		return h.refuse(ctx, orders[0], err)
 	}
-	// One transaction per half: about 2*log2(n) transactions find one bad
-	// order among n. Halves that land stay landed if a later half fails
-	// transiently; the retry replays them as no-ops.
+	// About 2*log2(n) transactions find one bad order among n.
 	mid := len(orders) / 2
 	for _, half := range [][]domain.VoucherOrder{orders[:mid], orders[mid:]} {
 		r, err := h.Handle(ctx, half)
@@ -73,8 +60,7 @@ func (h *FulfillOrders) Handle(ctx context.Context, orders []domain.VoucherOrder
 	return res, nil
 }
 
-// refuse records one order the database refused for good as failed, keeping
-// the database's words in the outcome for the log.
+// refuse records o failed, with the database's words for the log.
 func (h *FulfillOrders) refuse(ctx context.Context, o domain.VoucherOrder, cause error) (BatchResult, error) {
 	outcomes, err := h.orders.MarkFailed(ctx, []domain.VoucherOrder{o}, domain.FailRefused)
 	if err != nil {
@@ -88,9 +74,8 @@ func (h *FulfillOrders) refuse(ctx context.Context, o domain.VoucherOrder, cause
 	return h.settle(ctx, outcomes)
 }
 
-// Reject records orders the queue gave up on (a poison message, too many
-// deliveries) as failed for reason, and settles the gate like Handle. An order
-// the database already has an outcome for keeps it.
+// Reject records orders the queue gave up on as failed for reason (an order
+// with an outcome keeps it) and settles the gate like Handle.
 func (h *FulfillOrders) Reject(ctx context.Context, orders []domain.VoucherOrder, reason domain.FailureReason) (BatchResult, error) {
 	if len(orders) == 0 {
 		return BatchResult{}, nil

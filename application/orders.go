@@ -22,9 +22,8 @@ func NewGetOrder(orders ports.OrderRepository, gate ports.StockGate) *GetOrder {
 	return &GetOrder{orders: orders, gate: gate}
 }
 
-// Handle returns domain.ErrOrderNotFound for unknown orders and for other
-// users' orders alike, so IDs cannot be probed: both take the same path (the
-// database, then the gate), so not even the answer's timing tells them apart.
+// Handle answers domain.ErrOrderNotFound for unknown and other users' orders
+// alike, by the same path, so not even timing tells them apart.
 func (h *GetOrder) Handle(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.OrderStatus, error) {
 	st, err := h.orders.Find(ctx, id)
 	switch {
@@ -35,8 +34,6 @@ func (h *GetOrder) Handle(ctx context.Context, user domain.UserID, id domain.Ord
 	}
 	o, ok, err := h.gate.Queued(ctx, user, id)
 	if err != nil {
-		// Redis down or failing over: ask again shortly (an outcome-unknown
-		// claim's status is read here).
 		return domain.OrderStatus{}, fmt.Errorf("look up queued order %d: %w: %w", id, ErrBusy, err)
 	}
 	if !ok {
@@ -45,10 +42,8 @@ func (h *GetOrder) Handle(ctx context.Context, user domain.UserID, id domain.Ord
 	return domain.OrderStatus{Order: o, State: domain.OrderQueued}, nil
 }
 
-// CancelOrder is a buyer cancelling an unpaid order: the order is cancelled
-// (reason cancelled) and its unit goes back to the sale at once, by the same
-// steps as an expiry (ExpireOrders), whose later passes finish the gate's
-// side if this one fails it.
+// CancelOrder is a buyer cancelling an unpaid order; its unit goes back by the
+// same steps as an expiry, whose later passes finish what this one fails.
 type CancelOrder struct {
 	find GetOrder
 	life ports.OrderLifecycle
@@ -60,14 +55,9 @@ func NewCancelOrder(orders ports.OrderRepository, life ports.OrderLifecycle, gat
 	return &CancelOrder{find: GetOrder{orders: orders, gate: gate}, life: life, gate: gate}
 }
 
-// Handle answers the order's status after the cancellation; another user's
-// order and an unknown one are domain.ErrOrderNotFound alike; a paid one is
-// domain.ErrAlreadyPaid; an order still queued (claimed, not yet in the
-// database) is ErrBusy: the client retries, and the cancellation applies once
-// the row exists. Cancelling a cancelled order changes nothing.
+// Handle answers the order's status after the cancellation. An order still
+// queued is ErrBusy: the client retries once the row exists. Idempotent.
 func (h *CancelOrder) Handle(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.OrderStatus, error) {
-	// Unknown, or another user's: the same path (the gate) either way, as
-	// GetOrder, so neither the answer nor its timing tells them apart.
 	st, err := h.find.Handle(ctx, user, id)
 	switch {
 	case err != nil:
@@ -83,24 +73,16 @@ func (h *CancelOrder) Handle(ctx context.Context, user domain.UserID, id domain.
 		return domain.OrderStatus{}, fmt.Errorf("cancel order %d: %w: %w", id, ErrBusy, err)
 	}
 	if changed {
-		// The database has the unit back and the order cancelled; a failed
-		// release is finished by the expiry loop's next pass, so the buyer's
-		// answer does not depend on it.
+		// A failed return is finished by the expiry loop's next pass.
 		_, _ = releaseAndRecord(ctx, h.life, h.gate, []domain.VoucherOrder{st.Order})
 	}
 	return st, nil
 }
 
-// ExpireOrders cancels the unpaid orders whose pay window has passed and
-// gives their units back to the sale: first in the database (one transaction
-// per pass: status, reason and stock), then in the gate, then it records
-// that the gate has them. Each step is safe to repeat, so a crash between
-// any two is finished by a later pass, on this instance or another:
-//   - the status transition is the guard: an order is cancelled once, and
-//     only a cancellation adds its unit to the database's stock;
-//   - the gate's Return undoes only the mark that holds this very order id,
-//     so returning twice, or after the buyer claimed again, gives nothing
-//     more, and no heal puts the mark back (ports.StockGate.Return).
+// ExpireOrders cancels the unpaid orders whose pay window has passed and gives
+// their units back: in the database, then the gate, then it records that the
+// gate has them. Each step is safe to repeat (an order is cancelled once; the
+// gate's Return is by order id), so a later pass finishes any crash.
 type ExpireOrders struct {
 	life  ports.OrderLifecycle
 	gate  ports.StockGate
@@ -122,8 +104,7 @@ type ExpiryResult struct {
 	Returned int // units given back to the gate (this pass's and earlier ones')
 }
 
-// Handle runs one pass: it expires at most one batch and returns at most one
-// batch of units. Full says whether a batch was full (call it again now).
+// Handle expires at most one batch and returns at most one batch of units.
 func (h *ExpireOrders) Handle(ctx context.Context) (ExpiryResult, error) {
 	var res ExpiryResult
 	due, err := h.life.ExpireDue(ctx, h.clock.Now(), h.batch)
@@ -131,8 +112,6 @@ func (h *ExpireOrders) Handle(ctx context.Context) (ExpiryResult, error) {
 		return res, fmt.Errorf("expire unpaid orders: %w", err)
 	}
 	res.Expired = len(due)
-	// Then the units of cancelled orders the database has not recorded as
-	// returned yet; an order whose return fails stays for the next pass.
 	orders, err := h.life.Unreturned(ctx, h.batch)
 	if err != nil {
 		return res, fmt.Errorf("list cancelled orders to return: %w", err)
@@ -148,11 +127,9 @@ func (h *ExpireOrders) Full(r ExpiryResult) bool {
 	return r.Expired >= h.batch || r.Returned >= h.batch
 }
 
-// releaseAndRecord gives the gate back the units of cancelled orders and
-// records those it did.
+// releaseAndRecord gives the gate back cancelled orders' units and records it;
+// a failure leaves the whole batch for the next pass.
 func releaseAndRecord(ctx context.Context, life ports.OrderLifecycle, gate ports.StockGate, orders []domain.VoucherOrder) (int, error) {
-	// One batch: a failed return leaves every order of it unreturned for the
-	// next pass, which returns nothing twice (Return is idempotent by id).
 	if err := gate.Return(ctx, orders); err != nil {
 		return 0, fmt.Errorf("return %d units to the gate: %w", len(orders), err)
 	}
@@ -166,20 +143,16 @@ func releaseAndRecord(ctx context.Context, life ports.OrderLifecycle, gate ports
 	return len(ids), nil
 }
 
-// PaymentNotice is a payment provider's notification, its signature already
-// checked by the driving adapter.
+// PaymentNotice is a payment provider's notification, its signature checked.
 type PaymentNotice struct {
 	Order         domain.OrderID
 	Amount        int64 // fen
 	TransactionID string
 }
 
-// PayOrder records a payment, once per transaction id, and never loses
-// money: an unpaid order becomes paid; a cancelled one refunding (the money
-// is owed back; the unit it gave back stays on sale); a second transaction
-// for a paid (or refunding) order is a double charge, and one for an order
-// that failed was never for a sale: both are recorded, owed back and leave
-// the order as it is; the same notification again changes nothing.
+// PayOrder records a payment once per transaction id and never loses money:
+// an unpaid order becomes paid, a cancelled one refunding; a double charge, or
+// a payment for a failed order, is recorded and owed back.
 type PayOrder struct {
 	orders   ports.OrderRepository
 	vouchers ports.VoucherRepository
@@ -189,13 +162,9 @@ type PayOrder struct {
 	horizon  time.Duration
 }
 
-// NewPayOrder: window is the pay window (0 = never expires). An order the
-// database does not have yet may still be queued, and answers ErrBusy so the
-// provider retries: one claimed less than the window ago (15 minutes when
-// 0), without asking; an older one only while the gate still holds it
-// (index), since a queue can be slower than the window (the database down
-// for longer): refused as unknown, the provider would stop retrying and the
-// money would never be recorded.
+// NewPayOrder: window is the pay window (0: none, 15 minutes here). An order not
+// in the database yet answers ErrBusy (the provider retries) if claimed within
+// the window or while the gate holds it: refused, the money would be lost.
 func NewPayOrder(orders ports.OrderRepository, vouchers ports.VoucherRepository, life ports.OrderLifecycle, index ports.OrderIndex, clock ports.Clock, window time.Duration) *PayOrder {
 	mustHave("PayOrder", map[string]any{"orders": orders, "vouchers": vouchers, "life": life, "index": index, "clock": clock})
 	if window <= 0 {
@@ -204,10 +173,7 @@ func NewPayOrder(orders ports.OrderRepository, vouchers ports.VoucherRepository,
 	return &PayOrder{orders: orders, vouchers: vouchers, life: life, index: index, clock: clock, horizon: window}
 }
 
-// Handle returns what the payment did. Errors: domain.ErrOrderNotFound; a
-// *domain.ValidationError (wrong amount, a bad transaction id, or one
-// already recorded for another order: nothing recorded); ErrBusy (may still
-// be queued, or the database failed).
+// Handle returns what the payment did; a *domain.ValidationError records nothing.
 func (h *PayOrder) Handle(ctx context.Context, n PaymentNotice) (ports.PayResult, error) {
 	st, err := h.orders.Find(ctx, n.Order)
 	switch {

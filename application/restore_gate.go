@@ -1,20 +1,20 @@
 package application
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// RestoreGate repairs the gate from the database for every sale that has not
-// ended: it rebuilds a gate that is gone (an embedded or restarted Redis
-// keeps nothing), and heals one that exists but forgot committed orders (a
-// failover to a replica that lagged, a restart from an older snapshot).
-// Whatever else a gate holds (claims in flight) is left as it is.
+// RestoreGate repairs the gate of every sale not ended from the database: it
+// rebuilds a gate that is gone and heals one that forgot committed orders,
+// leaving claims in flight as they are.
 type RestoreGate struct {
 	vouchers ports.VoucherRepository
 	orders   ports.OrderRepository
@@ -29,43 +29,26 @@ func NewRestoreGate(vouchers ports.VoucherRepository, orders ports.OrderReposito
 	return &RestoreGate{vouchers: vouchers, orders: orders, gate: gate, probe: probe, clock: clock}
 }
 
-// RepairReport is what a Repair changed in the gate.
+// RepairReport: Restored counts the gates (or live-set entries) rebuilt,
+// Healed the gates that were behind the database and what was put back.
 type RepairReport struct {
-	// Restored counts the vouchers whose gate state (or live-set entry) was
-	// gone and was rebuilt from the database.
 	Restored int
-	// Healed lists the vouchers whose gate existed but was behind the
-	// database, and what was put back.
-	Healed []HealedVoucher
+	Healed   []HealedVoucher
 }
 
-// HealedVoucher is one voucher's heal.
 type HealedVoucher struct {
 	Voucher domain.VoucherID
 	ports.Healed
 }
 
-// healPage is how many of a voucher's orders one step of the exact diff reads
-// from the database and checks in the gate.
+// healPage is how many orders one step of the exact diff reads.
 const healPage = 1000
 
-// Repair rebuilds the gate of every live voucher that lacks it, then heals
-// those that exist but are behind the database. It runs at start, before
-// claims are served, and then every few seconds, so a Redis that lost its
-// data heals without a restart. It asks the gate which live vouchers it
-// lacks (one pipelined probe for all of them) and reads the buyers of those
-// only: a start on a Redis that kept its data reads no voucher's buyers.
-// Restore writes only what is absent, so a gate written since the probe is
-// kept. Its steady cost is two database queries and two Redis round trips
-// per call, whatever the number of orders.
-//
-// Orders still queued when the gate was lost are not in the database yet.
-// Those still in the gate's stream keep their units and their buyers'
-// places (the gate reads them); those lost with the stream, or held by a
-// channel queue, are not seen at all: their buyers may claim again. The
-// restored gate may then admit a few claims the database refuses
-// (out_of_stock, duplicate); those end failed with their reason, never
-// oversold, since the database's guarded decrement is the last word.
+// Repair rebuilds the gate of every live voucher that lacks it (reading only
+// those vouchers' buyers), then heals those behind the database. It runs at
+// start and every few seconds; its steady cost is two database queries and two
+// Redis round trips. Orders lost with the queue are not seen: their buyers may
+// claim again, and the database refuses what would oversell.
 func (h *RestoreGate) Repair(ctx context.Context) (RepairReport, error) {
 	var r RepairReport
 	vs, err := h.vouchers.ListSeckillEndingAfter(ctx, h.clock.Now().Add(-time.Minute))
@@ -75,8 +58,8 @@ func (h *RestoreGate) Repair(ctx context.Context) (RepairReport, error) {
 	if len(vs) == 0 {
 		return r, nil
 	}
-	// A control the gate refused (a bucket being restored) must not hold
-	// up the restore that would unfreeze it: its error is returned last.
+	// A control the gate refused must not hold up the restore that would
+	// unfreeze it: its error is returned last.
 	controlsErr := h.reapply(ctx, vs)
 	ids := make([]domain.VoucherID, len(vs))
 	byID := make(map[domain.VoucherID]domain.Voucher, len(vs))
@@ -88,8 +71,6 @@ func (h *RestoreGate) Repair(ctx context.Context) (RepairReport, error) {
 	if err != nil {
 		return r, errors.Join(err, controlsErr)
 	}
-	// Counted as repaired whether the gate or only its live-set entry was
-	// gone (Restore puts the entry back in both cases).
 	for _, id := range missing {
 		if err := restoreVoucher(ctx, h.orders, h.gate, byID[id]); err != nil {
 			return r, errors.Join(err, controlsErr)
@@ -100,20 +81,11 @@ func (h *RestoreGate) Repair(ctx context.Context) (RepairReport, error) {
 	return r, errors.Join(err, controlsErr)
 }
 
-// heal finds the gates that are behind the database and puts back what they
-// forgot. The cheap signal comes first (GateProbe.Counts): normally the gate
-// marks at least as many buyers as the database holds orders, and holds no
-// more stock than the database (it takes a unit before the database does).
-// The database is read before the gate, so an order committed in between
-// has its mark already and cannot look forgotten. Only where the signal
-// fires is the exact diff run: the voucher's orders read from the database
-// page by page and each page's users checked in the gate (GateProbe.Heal).
-//
-// Claims in flight (marked, not yet committed) can hide a loss from the
-// signal as long as they outnumber the forgotten orders; the loss shows once
-// they are written or refused, at a later call.
-//
-// ids are vs's ids, in the same order.
+// heal runs the exact diff (GateProbe.Heal, page by page) only where the cheap
+// signal fires: the gate marks fewer buyers than the database has orders, or
+// holds more stock. The database is read first, so an order committed in
+// between cannot look forgotten. Claims in flight can hide a loss until they
+// settle. ids are vs's ids, in order.
 func (h *RestoreGate) heal(ctx context.Context, vs []domain.Voucher, ids []domain.VoucherID) ([]HealedVoucher, error) {
 	orders, err := h.orders.CountBuyers(ctx, ids)
 	if err != nil {
@@ -163,8 +135,7 @@ func (h *RestoreGate) healVoucher(ctx context.Context, v domain.Voucher) (Healed
 	}
 }
 
-// restoreVoucher writes v's gate from the database, with the buyers it
-// holds, where the gate lacks it: Restore writes only what is absent.
+// restoreVoucher writes v's gate from the database where the gate lacks it.
 func restoreVoucher(ctx context.Context, orders ports.OrderRepository, gate ports.StockGate, v domain.Voucher) error {
 	buyers, err := orders.Buyers(ctx, v.ID())
 	if err != nil {
@@ -176,14 +147,10 @@ func restoreVoucher(ctx context.Context, orders ports.OrderRepository, gate port
 	return nil
 }
 
-// WithControls makes Repair apply again, to the gate, the controls of every
-// live sale that has stock added or is paused (ControlSale's second step):
-// an admin's control whose gate write failed after the database committed
-// it (a Redis timeout, the process killed between the two) reaches the
-// gate within one repair. It costs one script per such sale (per bucket
-// for a split one), and adds no unit twice (GateControls.Apply). A sale
-// whose end was moved is not read here: the admin's retry of that control
-// writes it (it is idempotent). Set it before Repair runs.
+// WithControls makes Repair apply again the controls of every live sale with
+// stock added or paused, so one whose gate write failed after the commit
+// reaches the gate (Apply adds no unit twice). A moved end is left to the
+// admin's retry. Set it before Repair runs.
 func (h *RestoreGate) WithControls(c ports.GateControls) *RestoreGate {
 	h.controls = c
 	return h
@@ -203,4 +170,188 @@ func (h *RestoreGate) reapply(ctx context.Context, vs []domain.Voucher) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ReconcileVoucher compares a voucher's gate with the database, the source of
+// truth, and can repair the gate from it (after a channel-mode crash or a
+// Redis data loss).
+type ReconcileVoucher struct {
+	vouchers ports.VoucherRepository
+	orders   ports.OrderRepository
+	gate     ports.GateAudit
+	backlog  ports.QueueBacklog // nil: the queue's backlog cannot be seen from here
+	ledger   ports.OrderLedger  // nil: orders is no ledger, the report has no Books
+}
+
+func NewReconcileVoucher(vouchers ports.VoucherRepository, orders ports.OrderRepository, gate ports.GateAudit, backlog ports.QueueBacklog) *ReconcileVoucher {
+	mustHave("ReconcileVoucher", map[string]any{"vouchers": vouchers, "orders": orders, "gate": gate})
+	h := &ReconcileVoucher{vouchers: vouchers, orders: orders, gate: gate, backlog: backlog}
+	h.ledger, _ = orders.(ports.OrderLedger)
+	return h
+}
+
+// maxQueueScan bounds the queue entries a check reads (Report.QueuePartial).
+const maxQueueScan = 100_000
+
+// Report is the difference between gate and database for one voucher.
+type Report struct {
+	Voucher    domain.VoucherID
+	DBStock    int
+	DBOrders   int // orders holding a unit (unpaid + paid)
+	GateFound  bool
+	GateStock  int
+	GateBuyers int
+	Pending    int64 // what a durable queue still holds; -1: cannot be seen
+	// InFlight: claims the gate and the queue hold and the database not yet.
+	InFlight []domain.VoucherOrder
+	// NotInDB: claims the gate holds that neither the database nor the queue
+	// was seen to: lost, or (Pending -1) maybe in a running instance's channel.
+	NotInDB      []domain.VoucherOrder
+	QueuePartial bool // only the oldest maxQueueScan entries were looked at
+	// NotInGate: orders in none of their users' places in the gate.
+	NotInGate []domain.VoucherOrder
+	// Forgotten counts those of NotInGate whose user the gate marks fewer times
+	// than the limit per user: writes Redis lost, which RestoreGate.Repair
+	// heals. The rest are places taken by a claim made again after the loss.
+	Forgotten int
+	Books     ports.SaleTally // when HasBooks
+	HasBooks  bool
+}
+
+// Unaccounted is by how many units the gate's side exceeds the database's (0
+// without a gate). On each side stock left plus units held is the initial
+// stock, so what the marks and orders do not account for is stock gone wrong.
+func (r Report) Unaccounted() int {
+	if !r.GateFound {
+		return 0
+	}
+	return r.GateStock + r.GateBuyers - (r.DBStock + r.DBOrders)
+}
+
+// Consistent reports whether the gate matches the database exactly.
+func (r Report) Consistent() bool {
+	return r.GateFound && r.GateStock == r.DBStock && r.GateBuyers == r.DBOrders &&
+		len(r.InFlight) == 0 && len(r.NotInDB) == 0 && len(r.NotInGate) == 0
+}
+
+// OnlyInFlight reports whether the gate and the database differ by the
+// orders in flight and nothing else: nothing to repair.
+func (r Report) OnlyInFlight() bool {
+	return r.GateFound && len(r.InFlight) > 0 && len(r.NotInDB) == 0 && len(r.NotInGate) == 0 &&
+		r.GateStock+len(r.InFlight) == r.DBStock && r.GateBuyers == r.DBOrders+len(r.InFlight)
+}
+
+// ErrBacklog: the database is not the whole truth yet; the gate must not be set from it.
+var ErrBacklog = errors.New("the queue still holds orders of this voucher")
+
+// Check compares without changing anything.
+func (h *ReconcileVoucher) Check(ctx context.Context, id domain.VoucherID) (Report, error) {
+	r, _, _, err := h.check(ctx, id)
+	return r, err
+}
+
+// check also returns the database's side, so Fix writes what it compared.
+// It reads in the order an order travels (gate, queue, database), so an order
+// finished during the check is seen in the queue or the database, never lost.
+func (h *ReconcileVoucher) check(ctx context.Context, id domain.VoucherID) (Report, domain.Voucher, []domain.VoucherOrder, error) {
+	r := Report{Voucher: id, Pending: -1}
+	var v domain.Voucher
+	var err error
+	if r.GateStock, r.GateFound, err = h.gate.Stock(ctx, id); err != nil {
+		return r, v, nil, fmt.Errorf("gate stock of voucher %d: %w", id, err)
+	}
+	marks, err := h.gate.Buyers(ctx, id)
+	if err != nil {
+		return r, v, nil, fmt.Errorf("gate buyers of voucher %d: %w", id, err)
+	}
+	r.GateBuyers = len(marks)
+	var queued map[domain.OrderID]domain.UserID // the queue's orders of the voucher
+	if h.backlog != nil {
+		if r.Pending, err = h.backlog.Pending(ctx, id); err != nil {
+			return r, v, nil, fmt.Errorf("queue backlog of voucher %d: %w", id, err)
+		}
+		orders, complete, err := h.backlog.Orders(ctx, id, maxQueueScan)
+		if err != nil {
+			return r, v, nil, fmt.Errorf("orders queued for voucher %d: %w", id, err)
+		}
+		r.QueuePartial = !complete
+		queued = make(map[domain.OrderID]domain.UserID, len(orders))
+		for _, o := range orders {
+			queued[o.ID()] = o.UserID()
+		}
+	}
+	if v, err = h.vouchers.Get(ctx, id); err != nil {
+		return r, v, nil, fmt.Errorf("voucher %d: %w", id, err)
+	}
+	if !v.IsSeckill() {
+		return r, v, nil, &domain.ValidationError{Field: "voucher", Reason: fmt.Sprintf("%d is not a seckill voucher", id)}
+	}
+	buyers, err := h.orders.Buyers(ctx, id)
+	if err != nil {
+		return r, v, nil, fmt.Errorf("orders of voucher %d: %w", id, err)
+	}
+	r.DBStock = v.Sale().Stock()
+	if h.ledger != nil {
+		if r.Books, err = h.ledger.Tally(ctx, id); err != nil {
+			return r, v, buyers, fmt.Errorf("books of voucher %d: %w", id, err)
+		}
+		r.HasBooks = true
+	}
+	inDB := make(map[domain.OrderID]domain.UserID, len(buyers))
+	places := make(map[domain.UserID]int, len(marks)) // the gate's marks per user
+	for _, u := range marks {
+		places[u]++
+	}
+	for _, o := range buyers {
+		if !o.HoldsUnit() {
+			continue // a forfeited place: the gate's Buyers skips it too
+		}
+		r.DBOrders++
+		inDB[o.ID()] = o.UserID()
+		if u, ok := marks[o.ID()]; !ok || u != o.UserID() {
+			r.NotInGate = append(r.NotInGate, o)
+			if places[o.UserID()] < v.Sale().LimitPerUser() {
+				r.Forgotten++
+			}
+		}
+	}
+	for oid, u := range marks {
+		if du, ok := inDB[oid]; ok && du == u {
+			continue
+		}
+		o, err := domain.NewVoucherOrder(oid, u, id)
+		if err != nil {
+			return r, v, buyers, fmt.Errorf("gate mark of user %d on voucher %d: %w", u, id, err)
+		}
+		if qu, ok := queued[oid]; ok && qu == u {
+			r.InFlight = append(r.InFlight, o)
+		} else {
+			r.NotInDB = append(r.NotInDB, o)
+		}
+	}
+	byID := func(a, b domain.VoucherOrder) int { return cmp.Compare(a.ID(), b.ID()) }
+	slices.SortFunc(r.InFlight, byID)
+	slices.SortFunc(r.NotInDB, byID)
+	slices.SortFunc(r.NotInGate, byID)
+	return r, v, buyers, nil
+}
+
+// Fix sets the gate to the database's stock and buyers. It refuses while a
+// durable queue holds orders of the voucher; a channel queue's cannot be seen,
+// so the caller must make sure no instance is claiming or draining.
+func (h *ReconcileVoucher) Fix(ctx context.Context, id domain.VoucherID) (Report, error) {
+	before, v, buyers, err := h.check(ctx, id)
+	if err != nil {
+		return before, err
+	}
+	if before.Pending > 0 {
+		return before, fmt.Errorf("voucher %d: %d entries: %w", id, before.Pending, ErrBacklog)
+	}
+	if before.Consistent() {
+		return before, nil
+	}
+	if err := h.gate.Overwrite(ctx, v, buyers); err != nil {
+		return before, fmt.Errorf("overwrite gate of voucher %d: %w", id, err)
+	}
+	return h.Check(ctx, id)
 }

@@ -16,14 +16,11 @@ import (
 )
 
 // RoomDirectory is one instance's view of the waiting rooms: which sales have
-// one (learned once per sale and kept, since a sale's room never changes) and
-// how far each room's line has moved (one store read per room per
-// RoomRefresh, whatever the number of polls). Joins, polls and the claim's
-// pass check all read it (WaitingRoom).
+// one (kept: a sale's room never changes) and how far each line has moved (one
+// store read per room per RoomRefresh, whatever the number of polls).
 type RoomDirectory struct {
-	store ports.RoomStore
-	clock ports.Clock
-
+	store  ports.RoomStore
+	clock  ports.Clock
 	mu     sync.Mutex
 	rooms  map[domain.VoucherID]*roomView
 	none   map[domain.VoucherID]struct{}  // sales known to have no room
@@ -31,21 +28,16 @@ type RoomDirectory struct {
 	flight map[domain.VoucherID]*lookup
 }
 
-// RoomRefresh is how stale an instance's view of a room may get: a waiting
-// user sees the line move within it, and the store is read once per room per
-// interval per instance.
+// RoomRefresh is how stale an instance's view of a room may get.
 const RoomRefresh = 250 * time.Millisecond
 
-// roomAbsentTTL is how long "no room, and no sale either" is believed (a
-// sale whose gate exists without a room has none for good). A sale with a
-// room is created domain.RoomLead before its begin, so a claim can never
-// pass an instance that looked before the room was written.
+// roomAbsentTTL is how long "no room, and no sale either" is believed; a room
+// is created domain.RoomLead before its sale begins, so no claim slips past.
 const roomAbsentTTL = time.Second
 
 // maxAbsent bounds both "no room" caches against claims of made-up ids.
 const maxAbsent = 10_000
 
-// put sets m[id], emptying m first when it holds maxAbsent entries.
 func put[V any](m map[domain.VoucherID]V, id domain.VoucherID, v V) {
 	if len(m) >= maxAbsent {
 		clear(m)
@@ -59,11 +51,9 @@ type lookup struct {
 	err  error
 }
 
-// roomView is one room as this instance last read it.
 type roomView struct {
-	id  domain.VoucherID
-	cfg ports.RoomConfig
-
+	id         domain.VoucherID
+	cfg        ports.RoomConfig
 	mu         sync.Mutex
 	snap       roomSnapshot
 	readAt     time.Time
@@ -87,8 +77,7 @@ func NewRoomDirectory(store ports.RoomStore, clock ports.Clock) *RoomDirectory {
 	}
 }
 
-// randomSeed draws a fresh secret for the draw; only the first one the
-// store sees after the draw closes is kept.
+// randomSeed is a secret for the draw; the store keeps the first after it closes.
 func randomSeed() [domain.RoomSeedSize]byte {
 	var s [domain.RoomSeedSize]byte
 	if _, err := rand.Read(s[:]); err != nil {
@@ -97,8 +86,7 @@ func randomSeed() [domain.RoomSeedSize]byte {
 	return s
 }
 
-// remember records a sale's room (or that it has none), known from the
-// database or its creation, and returns its view (nil: it has no room).
+// remember records a sale's room (or that it has none) and returns its view.
 func (d *RoomDirectory) remember(v domain.Voucher) *roomView {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -116,9 +104,8 @@ func (d *RoomDirectory) remember(v domain.Voucher) *roomView {
 	return view
 }
 
-// room finds a voucher's room: from memory, or with one store read shared by
-// every concurrent caller; nil when it has none, ErrBusy when it cannot be
-// read.
+// room finds a voucher's room (nil: none): from memory, or with one store read
+// shared by every concurrent caller.
 func (d *RoomDirectory) room(ctx context.Context, id domain.VoucherID) (*roomView, error) {
 	d.mu.Lock()
 	if v, ok := d.rooms[id]; ok {
@@ -146,9 +133,7 @@ func (d *RoomDirectory) room(ctx context.Context, id domain.VoucherID) (*roomVie
 	l := &lookup{done: make(chan struct{})}
 	d.flight[id] = l
 	d.mu.Unlock()
-
-	// Detached: the callers waiting on it must not fail because the first
-	// one hung up.
+	// Detached: the waiters must not fail because the first caller hung up.
 	cfg, found, err := d.store.Config(context.WithoutCancel(ctx), id)
 	d.mu.Lock()
 	delete(d.flight, id)
@@ -169,8 +154,7 @@ func (d *RoomDirectory) room(ctx context.Context, id domain.VoucherID) (*roomVie
 }
 
 // state is the room as of at most RoomRefresh ago; the caller that finds it
-// stale reads the store (one round trip) while the others answer from the
-// view they have.
+// stale reads the store while the others answer from the view they have.
 func (d *RoomDirectory) state(ctx context.Context, v *roomView, drawn bool) (roomSnapshot, error) {
 	now := d.clock.Now()
 	v.mu.Lock()
@@ -186,9 +170,7 @@ func (d *RoomDirectory) state(ctx context.Context, v *roomView, drawn bool) (roo
 		after = -1
 	}
 	v.mu.Unlock()
-
 	st, err := d.store.Advance(ctx, v.id, now, randomSeed(), after)
-
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.refreshing = false
@@ -204,8 +186,7 @@ func (d *RoomDirectory) state(ctx context.Context, v *roomView, drawn bool) (roo
 	return v.snap, nil
 }
 
-// merge publishes a new snapshot: the old steps still live, then the new
-// ones, none at or below the expired frontier.
+// merge keeps the old steps still live, then the new, none at or below Expired.
 func merge(old roomSnapshot, st ports.RoomState, after int64) roomSnapshot {
 	var steps []ports.RoomStep // never old's nor st's: a published snapshot is read without a lock
 	if after >= 0 {
@@ -232,24 +213,16 @@ func (s roomSnapshot) admittedAt(p int64) (time.Time, bool) {
 	return s.Steps[i].At, true
 }
 
-// RoomFigures is one room as this instance last saw it (the live sale page
-// and the metrics read them; nothing here asks the store).
+// RoomFigures is one room as this instance last read it from the store.
 type RoomFigures struct {
-	Voucher domain.VoucherID
-	// Joined: places given; Admitted: places admitted so far; Waiting:
-	// joined and not admitted yet (0 before the draw counts as all).
-	Joined, Admitted, Waiting int64
-	// Used and Lapsed: passes used, and places whose pass expired unused.
-	Used, Lapsed int64
-	// Drawn: the draw has closed.
-	Drawn bool
-	// ReadAt is when the figures were read from the store.
-	ReadAt time.Time
+	Voucher                   domain.VoucherID
+	Joined, Admitted, Waiting int64 // Waiting: joined, not admitted yet
+	Used, Lapsed              int64 // passes used, and expired unused
+	Drawn                     bool
+	ReadAt                    time.Time
 }
 
-// Read gives a sale's room as of at most RoomRefresh ago (reading the store
-// when this instance's view is older: one round trip, shared with the
-// polls); false when the sale has no room.
+// Read gives a sale's room as of at most RoomRefresh ago; false: it has none.
 func (d *RoomDirectory) Read(ctx context.Context, v domain.Voucher) (RoomFigures, bool, error) {
 	if !v.Sale().HasRoom() {
 		return RoomFigures{}, false, nil
@@ -263,15 +236,14 @@ func (d *RoomDirectory) Read(ctx context.Context, v domain.Voucher) (RoomFigures
 	return view.figures(), true, nil
 }
 
-// figures is the view's last reading; v.mu held.
+// figures: v.mu held.
 func (v *roomView) figures() RoomFigures {
 	s := v.snap
 	return RoomFigures{Voucher: v.id, Joined: s.Joined, Admitted: s.Boundary,
 		Waiting: max(s.Joined-s.Boundary, 0), Used: s.Used, Lapsed: s.Lapsed, Drawn: s.Drawn, ReadAt: v.readAt}
 }
 
-// Figures lists the rooms this instance has read whose sale has not ended at
-// now, by voucher id.
+// Figures lists the rooms read here whose sale has not ended, by voucher id.
 func (d *RoomDirectory) Figures(now time.Time) []RoomFigures {
 	d.mu.Lock()
 	views := make([]*roomView, 0, len(d.rooms))

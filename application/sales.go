@@ -11,16 +11,10 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// MaxSaleBoard caps the vouchers one live sale page request reads, so its
-// cost stays bounded however many sales an admin schedules: per voucher one
-// SQL query, one gate read, one queue read and, for a sale with a waiting
-// room, at most one room read per RoomRefresh.
+// MaxSaleBoard caps the vouchers one live sale page request reads.
 const MaxSaleBoard = 12
 
-// SaleDashboard gathers what the live sale page shows: for each sale that
-// has not ended, the stock left in the gate and in the database, the orders
-// recorded, this instance's claim answers, the queue's backlog and, for a
-// sale with one, its waiting room.
+// SaleDashboard gathers what the live sale page shows of each sale not ended.
 type SaleDashboard struct {
 	vouchers ports.VoucherRepository
 	rooms    *RoomDirectory
@@ -40,20 +34,14 @@ func NewSaleDashboard(vouchers ports.VoucherRepository, gate ports.GateAudit, le
 	return &SaleDashboard{vouchers: vouchers, gate: gate, ledger: ledger, queue: queue, claims: claims, rooms: rooms, clock: clock}
 }
 
-// SaleBoardQuery says what one reading includes.
-type SaleBoardQuery struct {
-	// History adds each sale's claim counts over the last minute
-	// (ports.ClaimCounts.History): a page asks once, when it opens.
-	History bool
-}
+// SaleBoardQuery: History adds each sale's last minute of claim counts.
+type SaleBoardQuery struct{ History bool }
 
-// SaleBoard is one reading of every sale shown.
+// SaleBoard: Sales are the first MaxSaleBoard sales not ended (selling, sold
+// out, upcoming, each by start time); Total counts them all.
 type SaleBoard struct {
 	At    time.Time
 	Queue ports.QueueOverview
-	// Sales are the first MaxSaleBoard sales that have not ended: those
-	// selling, then those sold out, then those not started, each group by
-	// start time. Total counts every sale not ended.
 	Sales []SaleRow
 	Total int
 }
@@ -63,46 +51,36 @@ type SaleState string
 
 const (
 	SaleSelling  SaleState = "live"     // started, and the gate has stock left
-	SaleSoldOut  SaleState = "sold_out" // started, and the gate has none (an expiry can put a unit back)
+	SaleSoldOut  SaleState = "sold_out" // started, and the gate has none
 	SaleUpcoming SaleState = "upcoming" // not started yet
 )
 
 // SaleRow is one sale's figures.
 type SaleRow struct {
-	Voucher domain.Voucher
-	State   SaleState
-	// GateFound is false when the gate holds no state for the voucher (lost,
-	// or expired): GateStock is then meaningless.
-	GateFound bool
+	Voucher   domain.Voucher
+	State     SaleState
+	GateFound bool // false: the gate holds no state, GateStock means nothing
 	GateStock int
 	DB        ports.SaleTally
 	Backlog   ports.Backlog
 	Claims    map[string]int64
 	History   ports.ClaimHistory // only when the query asked for it
-	// Room is the sale's waiting room (nil: it has none).
-	Room *RoomFigures
+	Room      *RoomFigures       // nil: no waiting room
 }
 
-// SaleBalance accounts for a sale's units on both sides. The database keeps
-// Initial = stock left + unpaid + paid in each transaction (a cancelled
-// order's unit is back in its stock); the gate has sold the same units plus
-// the claims in flight, those it holds that are not an order in the
-// database yet.
+// SaleBalance accounts for a sale's units: the database's Initial = stock left
+// + unpaid + paid; the gate sold the same units plus the claims in flight.
+// Holds is one reading's verdict (a claim between its reads can break it);
+// Problem says what is wrong when not.
 type SaleBalance struct {
 	Initial  int
 	InFlight int // the database's stock left minus the gate's
-	// Holds is this reading's verdict; Problem says what is wrong when not.
-	// A claim committed between the reading's steps can break one reading
-	// (the page flags an imbalance seen in a row); a standing one is a gate
-	// that lost orders, or claims that neither the queue nor the database
-	// has.
-	Holds   bool
-	Problem string
+	Holds    bool
+	Problem  string
 }
 
-// Balance checks the row's books. With a channel queue, orders in flight
-// are not counted per voucher, so only a gate ahead of the database (too
-// much stock) can be told.
+// Balance checks the row's books. With a channel queue, orders in flight are
+// not counted per voucher: only a gate ahead of the database can be told.
 func (r SaleRow) Balance() SaleBalance {
 	b := SaleBalance{Initial: r.DB.Stock + int(r.DB.Created()), Holds: true}
 	if !r.GateFound {
@@ -119,12 +97,9 @@ func (r SaleRow) Balance() SaleBalance {
 	return b
 }
 
-// Handle reads the board. A failing backend fails the reading: a page that
-// silently showed zeros would mislead whoever watches a sale.
-//
-// Each sale is read database first, then gate, then queue: a claim made
-// between the reads shows as in flight (the gate has it, the database's
-// read did not), never as a gate ahead of the database.
+// Handle reads the board; a failing backend fails it rather than show zeros.
+// Each sale is read database, gate, then queue: a claim made between the reads
+// shows as in flight, never as a gate ahead of the database.
 func (h *SaleDashboard) Handle(ctx context.Context, q SaleBoardQuery) (SaleBoard, error) {
 	now := h.clock.Now()
 	b := SaleBoard{At: now}
@@ -137,8 +112,7 @@ func (h *SaleDashboard) Handle(ctx context.Context, q SaleBoardQuery) (SaleBoard
 		return b, fmt.Errorf("list sales not ended: %w", err)
 	}
 	b.Total = len(vs)
-	// By start time: the started sales come first, so the cap keeps them;
-	// whether one sold out is known only once its gate is read, below.
+	// By start time, so the cap keeps the started sales.
 	slices.SortFunc(vs, func(x, y domain.Voucher) int {
 		return cmp.Or(x.Sale().Begin().Compare(y.Sale().Begin()), cmp.Compare(x.ID(), y.ID()))
 	})
@@ -178,20 +152,14 @@ func (h *SaleDashboard) Handle(ctx context.Context, q SaleBoardQuery) (SaleBoard
 	return b, nil
 }
 
-// The bounds of a sale's order list. A page is one indexed range read per
-// status of the filter; MaxOrderPage keeps an admin's (or a stolen admin
-// token's) request from making one answer as large as the sale.
+// The bounds of a sale's order list: no answer is as large as the sale.
 const (
 	DefaultOrderPage = 100
 	MaxOrderPage     = 1000
-	// ExportPage is how many orders the export reads at a time: what it
-	// holds in memory, whatever the sale's size.
-	ExportPage = 1000
+	ExportPage       = 1000 // what Export holds in memory
 )
 
-// ListSaleOrders reads a sale's orders for its operator: a page at a time
-// (Handle), or all of them a page at a time (Export), never the whole sale
-// at once.
+// ListSaleOrders reads a sale's orders for its operator, a page at a time.
 type ListSaleOrders struct {
 	vouchers ports.VoucherRepository
 	orders   ports.SaleOrders
@@ -202,8 +170,7 @@ func NewListSaleOrders(vouchers ports.VoucherRepository, orders ports.SaleOrders
 	return &ListSaleOrders{vouchers: vouchers, orders: orders}
 }
 
-// SaleOrdersQuery is one page: the voucher's orders the filter selects,
-// with ids above After (0: from the first), at most Limit (0: the default).
+// SaleOrdersQuery: the orders with ids above After, at most Limit (0: the default).
 type SaleOrdersQuery struct {
 	Voucher domain.VoucherID
 	Filter  domain.OrderFilter
@@ -211,16 +178,13 @@ type SaleOrdersQuery struct {
 	Limit   int
 }
 
-// SaleOrdersPage is a page, and the cursor of the next one (0: this is the
-// last).
+// SaleOrdersPage: Next is the next page's cursor (0: this is the last).
 type SaleOrdersPage struct {
 	Orders []domain.OrderStatus
 	Next   domain.OrderID
 }
 
-// Handle answers one page; a voucher that does not exist is
-// domain.ErrVoucherNotFound, a limit or cursor out of range a validation
-// error, and nothing is read for either.
+// Handle answers one page; bad input is refused before anything is read.
 func (h *ListSaleOrders) Handle(ctx context.Context, q SaleOrdersQuery) (SaleOrdersPage, error) {
 	if q.Limit == 0 {
 		q.Limit = DefaultOrderPage
@@ -234,28 +198,22 @@ func (h *ListSaleOrders) Handle(ctx context.Context, q SaleOrdersQuery) (SaleOrd
 	if err := h.exists(ctx, q.Voucher); err != nil {
 		return SaleOrdersPage{}, err
 	}
-	// One more than asked tells whether there is a next page without
-	// another read.
 	got, err := h.orders.OrdersAfter(ctx, q.Voucher, q.Filter, q.After, q.Limit+1)
 	if err != nil {
 		return SaleOrdersPage{}, fmt.Errorf("list orders of voucher %d: %w", q.Voucher, err)
 	}
 	page := SaleOrdersPage{Orders: got}
-	if len(got) > q.Limit {
+	if len(got) > q.Limit { // the one more than asked
 		page.Orders = got[:q.Limit]
 		page.Next = page.Orders[q.Limit-1].Order.ID()
 	}
 	return page, nil
 }
 
-// Export hands every order the filter selects to page, ExportPage at a
-// time in id order, and holds no more than one page: what it costs in
-// memory does not grow with the sale. page is called at least once (with
-// no orders for a sale that has none), the first time only once the
-// voucher was found, so a caller can answer "not found" before it writes
-// anything. The orders are read page by page, not as one snapshot: an
-// order that changes state during the export is listed as one page read
-// it, and none is listed twice.
+// Export hands every order the filter selects to page, ExportPage at a time in
+// id order. page is called at least once, and only once the voucher was found,
+// so a caller can answer "not found" before writing. There is no snapshot:
+// an order is listed as its page read it, and none twice.
 func (h *ListSaleOrders) Export(ctx context.Context, voucher domain.VoucherID, filter domain.OrderFilter, page func([]domain.OrderStatus) error) error {
 	if err := h.exists(ctx, voucher); err != nil {
 		return err
