@@ -41,9 +41,8 @@ func (q *Queue) Ack(ctx context.Context, ds []ports.Delivery) error {
 	return nil
 }
 
-// finish acknowledges and deletes entries, and lets go of them. Where keys are
-// sharded a transaction stays in one slot, so each stream gets its own, all
-// sent at once.
+// finish acknowledges and deletes entries, and lets go of them; where keys are
+// sharded each stream gets a transaction of its own, all sent at once.
 func (q *Queue) finish(ctx context.Context, refs []entryRef) error {
 	txs := perStream(refs)
 	if !q.perStream {
@@ -157,11 +156,9 @@ func (q *Queue) setAsidePoison(ctx context.Context, s *stream, m redis.XMessage,
 	return nil
 }
 
-// renew resets, every renewEvery, the idle time of the entries this process
-// holds (renew.lua), and lets go of those no longer pending to it. Without it
-// a batch retried through a database outage longer than MinIdle would be
-// claimed, and its delivery count climb towards the dead-letter limit; a
-// process that dies stops renewing, which lets the others take over.
+// renew resets the idle time of the entries this process holds (renew.lua),
+// and lets go of those no longer pending to it, so a batch retried through a
+// long database outage is neither claimed nor counted towards the dead-letter limit.
 func (q *Queue) renew(ctx context.Context) {
 	refs := q.in.heldRefs()
 	if len(refs) == 0 {

@@ -115,11 +115,10 @@ func (q *Queue) adopt(ctx context.Context) error {
 	return nil
 }
 
-// collect deletes (gc.lua) and forgets the streams of vouchers whose gate hash
-// is gone once they hold nothing unfinished. The registry is in another slot,
-// so unregistering is followed by a second look that registers again a stream
-// a Publish wrote meanwhile (Publish writes before it registers, so one of the
-// two sees the other). Failures are logged and tried again later.
+// collect deletes (gc.lua) and forgets the finished streams of vouchers whose
+// gate hash is gone. The registry is in another slot, so unregistering is
+// followed by a second look that registers again a stream a Publish wrote
+// meanwhile (Publish writes before it registers, so one sees the other).
 func (q *Queue) collect(ctx context.Context, registered map[string]domain.VoucherID) {
 	tags := slices.Sorted(maps.Keys(registered))
 	calls := make([]scriptCall, len(tags))

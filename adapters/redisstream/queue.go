@@ -1,18 +1,11 @@
 // Package redisstream is the OrderQueue over Redis Streams: one stream per
-// voucher (redisschema.Keys.Orders), appended by the gate's claim script
-// atomically with the reservation, and read by one consumer group in which
-// each service instance is a consumer with a stable name.
-//
-// Given that the worker acks only after the MySQL commit, delivery is at least
-// once and exactly once in effect: an entry leaves its stream only through Ack
-// or DeadLetter; a dead process's entries stay pending, re-read by the same
-// consumer name at its start or claimed (XAUTOCLAIM, Redis 6.2) by a living
-// one after MinIdle; entries a living process holds are renewed so a slow
-// batch is neither taken over nor counted again; poison goes to the dead
-// letter. Entries of one voucher come out in stream order. Streams are per
-// voucher so the claim script stays in one slot (Redis Cluster); the
-// consumers keep a registry (Prefix+"streams") so a stream with unfinished
-// entries is never forgotten after its gate keys expire. See
+// voucher (one slot, so it runs on Redis Cluster), appended by the gate's claim
+// script atomically with the reservation, read by one consumer group with a
+// stably named consumer per instance. With acks after the MySQL commit,
+// delivery is at least once and exactly once in effect: entries leave only
+// through Ack or DeadLetter; a dead process's are re-read at its restart or
+// claimed (XAUTOCLAIM, Redis 6.2) after MinIdle; held ones are renewed; poison
+// is dead-lettered. Each voucher's entries come out in stream order. See
 // docs/GUARANTEES.md ("The queues").
 package redisstream
 
@@ -165,7 +158,6 @@ func (f *inflight) take(max int) []ports.Delivery {
 	return out
 }
 
-// release lets go of entries: finished, or no longer this consumer's.
 func (f *inflight) release(refs []entryRef) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

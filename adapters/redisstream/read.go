@@ -15,14 +15,12 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// Receive hands out up to max orders: first this consumer's own entries left
-// pending from before, then entries others abandoned for longer than MinIdle,
-// then new ones, waiting one Block at a time. After Close it reads each stream
-// up to where it ended then, claims nothing, and returns ports.ErrQueueClosed.
-// On a cluster a stream whose master fails rests (streamError) while the
-// others are read on, and every result of a pipeline is taken in before an
-// error is looked at: an entry a live master delivered is handed out at once,
-// not left pending to nobody until MinIdle.
+// Receive hands out up to max orders: this consumer's own entries left
+// pending from before, then entries idle longer than MinIdle, then new ones.
+// After Close it reads each stream up to where it ended then, claims nothing,
+// and returns ports.ErrQueueClosed. On a cluster every result of a pipeline is
+// taken in before an error is looked at: an entry a live master delivered is
+// handed out at once, not left pending to nobody until MinIdle.
 func (q *Queue) Receive(ctx context.Context, max int) ([]ports.Delivery, error) {
 	if max <= 0 {
 		max = 1
@@ -42,10 +40,7 @@ func (q *Queue) Receive(ctx context.Context, max int) ([]ports.Delivery, error) 
 		}
 		finished, err := q.fill(ctx, max)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, err
+			return nil, cmp.Or(ctx.Err(), err)
 		}
 		if finished {
 			return nil, ports.ErrQueueClosed
@@ -129,10 +124,9 @@ func (q *Queue) readNew(ctx context.Context, max int) error {
 }
 
 // readNewOnce reads up to max new entries of each of ss, waiting up to block
-// (none when negative), and reports how many came. On a single Redis one
-// XREADGROUP names every stream. Where keys are sharded each voucher's stream
-// has its own slot, so each is looked at without waiting (one pipeline), then
-// one of them, in turn, is waited on: a new entry on another is seen within one Block.
+// (none when negative), and reports how many came: one XREADGROUP on a single
+// Redis; where keys are sharded each stream is looked at without waiting (one
+// pipeline), then one in turn is waited on, so another's entry is seen within a Block.
 func (q *Queue) readNewOnce(ctx context.Context, ss []*stream, max int, block time.Duration) (int, error) {
 	if !q.perStream || len(ss) == 1 {
 		return q.acceptNew(ctx, ss, q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(ss), max, block)))
@@ -217,10 +211,9 @@ func (q *Queue) acceptNew(ctx context.Context, ss []*stream, cmd *redis.XStreamS
 	return n, errors.Join(errs...)
 }
 
-// streamError deals with a failed command on one stream. On a cluster the
-// stream rests (streamRetryMin doubling to streamRetryMax per failure in a
-// row), the first failure is logged, and nil lets the caller go on with the
-// other streams. On a single Redis the error is returned as it is.
+// streamError: on a cluster the failed stream rests (doubling per failure in
+// a row), and nil lets the caller go on with the other streams; on a single
+// Redis the error is returned as it is.
 func (q *Queue) streamError(s *stream, err error) error {
 	if !q.perStream {
 		return err
@@ -272,8 +265,7 @@ func (q *Queue) readArgs(streams []string, count int, block time.Duration) *redi
 }
 
 // accept buffers and holds read entries that decode, and dead-letters the
-// rest. Redelivered entries get their delivery counts looked up; a first
-// delivery counts 1. It reports how many entries it took.
+// rest; redelivered ones get their delivery counts looked up. It reports how many it took.
 func (q *Queue) accept(ctx context.Context, s *stream, msgs []redis.XMessage, redelivered bool) (int, error) {
 	fresh := q.in.notHeld(s.key, msgs)
 	if len(fresh) == 0 {
@@ -318,9 +310,8 @@ func isReplyError(err error) bool {
 	return errors.As(err, &re) && !errors.Is(err, redis.Nil)
 }
 
-// readOwnPending re-reads, from ID 0, what the group still counts as delivered
-// to this consumer (left by its previous process), once per stream taken on,
-// before any new entry of it; it skips entries this process already holds.
+// readOwnPending re-reads, from ID 0, what the group counts as delivered to
+// this consumer (left by its previous process), before any new entry.
 func (q *Queue) readOwnPending(ctx context.Context, max int) (int, error) {
 	now := time.Now()
 	for _, s := range q.streamsIn() {
@@ -421,10 +412,9 @@ func (q *Queue) deliveryCounts(ctx context.Context, s *stream, msgs []redis.XMes
 	return kept, counts, nil
 }
 
-// drain reads, after Close, what each stream held when first drained, so a
-// graceful stop leaves nothing behind that was there, without chasing what
-// other instances keep appending. An entry past that end a read returns anyway
-// is handed out too: it is delivered to this consumer already.
+// drain reads, after Close, what each stream held when first drained, without
+// chasing what other instances keep appending; an entry past that end a read
+// returns anyway is handed out too, as it is delivered to this consumer already.
 func (q *Queue) drain(ctx context.Context, max int) (finished bool, err error) {
 	if len(q.streamsIn(stateReading, stateDraining)) == 0 {
 		return true, nil
@@ -481,18 +471,14 @@ func (q *Queue) drain(ctx context.Context, max int) (finished bool, err error) {
 	}
 	if len(todo) == 0 && len(snap) == 0 {
 		// Every stream left rests after a failure: wait for the first rather than spin.
-		q.rest(ctx, q.streamsIn(stateReading, stateDraining))
+		ss := q.streamsIn(stateReading, stateDraining)
+		first := slices.MinFunc(ss, func(a, b *stream) int { return a.retryAt.Compare(b.retryAt) })
+		t := time.NewTimer(time.Until(first.retryAt))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
 	}
 	return false, nil
-}
-
-// rest waits until the retry of the first of ss is due, or ctx ends.
-func (q *Queue) rest(ctx context.Context, ss []*stream) {
-	first := slices.MinFunc(ss, func(a, b *stream) int { return a.retryAt.Compare(b.retryAt) })
-	t := time.NewTimer(time.Until(first.retryAt))
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }

@@ -78,15 +78,12 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // process rejects and dead-letters orders delivered too often, and writes and acks the rest.
 func (w *Worker) process(ctx context.Context, ds []ports.Delivery) error {
-	fresh, spent := ds, []ports.Delivery(nil)
-	if w.opts.MaxDeliveries > 0 {
-		fresh = make([]ports.Delivery, 0, len(ds))
-		for _, d := range ds {
-			if d.Attempts > w.opts.MaxDeliveries {
-				spent = append(spent, d)
-			} else {
-				fresh = append(fresh, d)
-			}
+	var fresh, spent []ports.Delivery
+	for _, d := range ds {
+		if w.opts.MaxDeliveries > 0 && d.Attempts > w.opts.MaxDeliveries {
+			spent = append(spent, d)
+		} else {
+			fresh = append(fresh, d)
 		}
 	}
 	if len(spent) > 0 {
