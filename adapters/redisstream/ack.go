@@ -17,13 +17,10 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// Trimming: acked entries are deleted by ack.lua right after their XACK, in
-// the same MULTI/EXEC, so exactly what is finished goes, and XLEN stays the
-// number of unfinished entries (Backlog and collect rely on it). The script
-// trims (XTRIM MINID) up to the largest acked ID but never past the oldest
-// entry still pending, and XDELs entries acked out of order above it; it gets
-// only the smallest and largest ID, since handing Lua every ID cost twice the
-// XACK itself. The price: the stream is a work queue of this one group.
+// Trimming: ack.lua deletes acked entries right after their XACK, in the same
+// MULTI/EXEC, so exactly what is finished goes and XLEN counts the unfinished
+// (Backlog and collect rely on it). It gets only the smallest and largest ID:
+// handing Lua every ID cost twice the XACK. The stream is this one group's.
 
 // Ack acknowledges and deletes the deliveries' entries, per stream, in one
 // round trip. Acking again is harmless. It works after Close.

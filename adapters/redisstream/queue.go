@@ -52,15 +52,12 @@ type Options struct {
 	// Consumer names this instance in the group (required): unique per
 	// instance and stable across restarts, so a restart re-reads what it left pending.
 	Consumer string
-	// Block is how long one XREADGROUP waits (default 200ms); Close and a
-	// cancelled context are honoured within about one Block.
-	Block time.Duration
+	Block    time.Duration // how long one XREADGROUP waits (default 200ms); Close is honoured within one Block
 	// MinIdle is how long an entry of a dead consumer waits before another
 	// claims it (default 30s); keep it well above the p99 batch time.
 	MinIdle       time.Duration
 	ClaimInterval time.Duration // how often idle entries are looked for (default MinIdle/2)
-	// Linger keeps a short read of new entries open that long for more, as the
-	// channel queue does (default 0; at most MaxLinger). A full read goes at once.
+	// Linger keeps a short read of new entries open that long for more (default 0; at most MaxLinger).
 	Linger time.Duration
 	// DeadLetter is the never-trimmed stream of entries set aside (default Prefix+"dead-letter").
 	DeadLetter string

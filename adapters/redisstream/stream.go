@@ -22,13 +22,11 @@ import (
 type streamState int
 
 const (
-	stateNew streamState = iota
-	// stateLostGroup: the group vanished (collected by another instance, or
-	// deleted by hand); a group made anew holds nothing pending to recover.
-	stateLostGroup
-	stateRecovering // re-reading, from cursor, what the group counts as delivered to this consumer
-	stateReading    // claims from dead consumers and new entries
-	stateDraining   // after Close, read up to drainTo, the stream's end when first drained
+	stateNew        streamState = iota
+	stateLostGroup              // the group vanished; one made anew holds nothing pending to recover
+	stateRecovering             // re-reading, from cursor, what the group counts as delivered to this consumer
+	stateReading                // claims from dead consumers and new entries
+	stateDraining               // after Close, read up to drainTo, the stream's end when first drained
 	stateDrained
 )
 
@@ -50,8 +48,7 @@ type stream struct {
 	fails   int // in a row
 }
 
-// Backoff of a failing stream: a promoted replica (seconds) is read again at
-// once, and a dead master costs the live ones' streams no time.
+// Backoff of a failing stream: a promoted replica is read soon, a dead master costs the others nothing.
 const (
 	streamRetryMin = 50 * time.Millisecond
 	streamRetryMax = time.Second
@@ -68,8 +65,7 @@ func (q *Queue) watch(vid domain.VoucherID, tag string) {
 
 func (s *stream) grouped() bool { return s.state >= stateRecovering }
 
-// groupMade: the group exists (made now, or BUSYGROUP). A new stream re-reads
-// its own leftovers, and a dead instance's may be due for a claim already.
+// groupMade: a new stream re-reads its own leftovers, and a dead instance's may be due for a claim.
 func (s *stream) groupMade() {
 	switch s.state {
 	case stateNew:
@@ -110,9 +106,8 @@ func parseRef(ref string) (entryRef, error) {
 }
 
 // cmpID orders entry IDs ("<ms>-<seq>") numerically; one that does not parse
-// sorts first. IDs in Redis's form (no leading zeros) are compared without
-// parsing, as ack.lua does: fewer ms digits is older; with the digits lined
-// up, text order is number order; with the same ms, the shorter seq is older.
+// sorts first. Like ack.lua it compares IDs in Redis's form without parsing:
+// fewer ms digits is older; digits lined up, text order is number order.
 func cmpID(a, b string) int {
 	da, db := strings.IndexByte(a, '-'), strings.IndexByte(b, '-')
 	switch {
