@@ -13,10 +13,9 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// discover reads the live set and the registry. A live voucher with a gate
-// hash or a stream is registered, so its stream is watched after the gate
-// forgets it. Streams no longer registered (collected by another instance)
-// are forgotten, unless this process holds entries of them or published to them.
+// discover registers live vouchers with a gate hash or a stream, so their
+// streams are watched after the gate forgets them, and forgets streams no
+// longer registered (collected elsewhere) unless this process still keeps them.
 func (q *Queue) discover(ctx context.Context, now time.Time) error {
 	pipe := q.rdb.Pipeline()
 	liveCmd := pipe.SMembers(ctx, q.live)

@@ -102,8 +102,7 @@ type readState struct {
 var _ ports.OrderQueue = (*Queue)(nil)
 
 // inflight is what this process took from Redis and has not finished, and what
-// Publish tells Receive: the one state Receive, Publish, Ack, DeadLetter and
-// the renewal share.
+// Publish tells Receive: the state Receive shares with the other methods.
 type inflight struct {
 	mu        sync.Mutex
 	buf       []buffered                // read from Redis, not yet handed out
@@ -308,9 +307,8 @@ func (q *Queue) Publish(ctx context.Context, o domain.VoucherOrder) error {
 	return nil
 }
 
-// Admission is the stream driver's ports.Admission: one claim script
-// reserves and appends the order, atomically. On an ambiguous answer nothing
-// is released: if the script ran, the order is fulfilled.
+// Admission is the stream driver's ports.Admission: one script reserves and
+// appends atomically, so an ambiguous answer releases nothing (if it ran, the order is fulfilled).
 type Admission struct {
 	gate *redisgate.Gate
 }
@@ -350,9 +348,8 @@ func (q *Queue) Overview(ctx context.Context) (ports.QueueOverview, error) {
 	return ports.QueueOverview{Kind: "stream", Length: -1, DeadLetters: n}, nil
 }
 
-// Backlog reads, in one round trip, the voucher's XLEN (acked entries are
-// deleted, so all unfinished), the group's XPENDING summary, and the oldest
-// entry, whose ID's time gives the fulfilment lag.
+// Backlog reads in one round trip XLEN (all unfinished: acked entries are
+// deleted), XPENDING, and the oldest entry, whose ID gives the lag.
 func (q *Queue) Backlog(ctx context.Context, vid domain.VoucherID) (ports.Backlog, error) {
 	key := q.keys(vid).Orders
 	pipe := q.rdb.Pipeline()
