@@ -1,8 +1,6 @@
-// Package chanqueue is the OrderQueue over a bounded Go channel: the original's
-// BlockingQueue, without its blocking. It is fast and holds orders only in this
-// process's memory, so delivery is at most once: orders still queued when the
-// process dies are lost (Redis still holds their reservations; `seckill
-// reconcile` repairs Redis from MySQL).
+// Package chanqueue is the OrderQueue over a bounded Go channel, in this
+// process's memory: delivery is at most once, and orders queued when the
+// process dies are lost (`seckill reconcile` repairs Redis from MySQL).
 package chanqueue
 
 import (
@@ -18,18 +16,16 @@ import (
 type Queue struct {
 	ch     chan domain.VoucherOrder
 	linger time.Duration
-
-	// mu guards closed against a Publish racing Close: Publish holds it shared
-	// while it sends, Close exclusively while it closes the channel, so no
-	// send can hit a closed channel.
+	// Publish holds mu shared while it sends, Close exclusively while it
+	// closes the channel, so no send can hit a closed channel.
 	mu     sync.RWMutex
 	closed bool
 }
 
 var _ ports.OrderQueue = (*Queue)(nil)
 
-// New returns a queue holding at most capacity orders. Receive waits up to
-// linger after the first order for a batch to fill.
+// New returns a queue of at most capacity orders; Receive waits up to linger
+// after the first order for a batch to fill.
 func New(capacity int, linger time.Duration) *Queue {
 	if capacity <= 0 {
 		panic("chanqueue: capacity must be positive")
@@ -37,7 +33,7 @@ func New(capacity int, linger time.Duration) *Queue {
 	return &Queue{ch: make(chan domain.VoucherOrder, capacity), linger: linger}
 }
 
-// Publish never blocks: a full queue answers ports.ErrQueueFull at once, so a
+// Publish never blocks: a full queue answers ports.ErrQueueFull, so a
 // stampede sheds load instead of piling up goroutines.
 func (q *Queue) Publish(_ context.Context, o domain.VoucherOrder) error {
 	q.mu.RLock()
@@ -69,7 +65,6 @@ func (q *Queue) Receive(ctx context.Context, max int) ([]ports.Delivery, error) 
 		}
 		batch = append(make([]ports.Delivery, 0, max), ports.Delivery{Order: o, Attempts: 1})
 	}
-
 	var timeout <-chan time.Time
 	if q.linger > 0 {
 		t := time.NewTimer(q.linger)
@@ -79,8 +74,7 @@ func (q *Queue) Receive(ctx context.Context, max int) ([]ports.Delivery, error) 
 	for len(batch) < max {
 		var o domain.VoucherOrder
 		ok := false
-		// What is queued already is taken first, even once the linger or
-		// ctx is over; only then is there anything to wait for.
+		// What is queued already is taken first, even once the linger or ctx is over.
 		select {
 		case o, ok = <-q.ch:
 		default:
@@ -90,8 +84,7 @@ func (q *Queue) Receive(ctx context.Context, max int) ([]ports.Delivery, error) 
 			select {
 			case o, ok = <-q.ch:
 			case <-timeout:
-			case <-ctx.Done():
-				// What was taken is handed over, not dropped; the caller decides.
+			case <-ctx.Done(): // what was taken is handed over, not dropped
 			}
 		}
 		if !ok {
@@ -105,8 +98,7 @@ func (q *Queue) Receive(ctx context.Context, max int) ([]ports.Delivery, error) 
 // Ack does nothing: a channel forgets an order once it is received.
 func (q *Queue) Ack(context.Context, []ports.Delivery) error { return nil }
 
-// DeadLetter does nothing: a channel never hands an order out twice, so it has
-// no redelivered message to set aside.
+// DeadLetter does nothing: a channel never hands an order out twice.
 func (q *Queue) DeadLetter(context.Context, []ports.Delivery, domain.FailureReason) error { return nil }
 
 // Close stops Publish; Receive drains what is left, then returns ErrQueueClosed.
@@ -120,20 +112,18 @@ func (q *Queue) Close() error {
 	return nil
 }
 
-// Len is how many orders wait in the channel: the queue-depth gauge reads it
-// (SECKILL_METRICS_ADDR), and tests wait on it to drain.
+// Len is how many orders wait in the channel (the queue-depth gauge).
 func (q *Queue) Len() int { return len(q.ch) }
 
 var _ ports.QueueMonitor = (*Queue)(nil)
 
-// Overview: the channel's length is the whole backlog of this instance; it
-// keeps no dead letters (what fulfilment gives up on is recorded as failed
-// in the database).
+// Overview: the channel is this instance's whole backlog; it keeps no dead
+// letters (what fulfilment gives up on is recorded as failed in the database).
 func (q *Queue) Overview(context.Context) (ports.QueueOverview, error) {
 	return ports.QueueOverview{Kind: "channel", Length: int64(q.Len()), DeadLetters: -1}, nil
 }
 
-// Backlog is not kept per voucher: the channel is one line for all.
+// Backlog is not kept per voucher.
 func (q *Queue) Backlog(context.Context, domain.VoucherID) (ports.Backlog, error) {
 	return ports.Backlog{}, nil
 }

@@ -17,32 +17,13 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// Trimming: a stream must not grow without bound, and trimming must never
-// remove an entry that is pending or not yet delivered. Entries are deleted
-// in the same MULTI/EXEC that acknowledges them, by ack.lua right after the
-// XACK, atomically, so exactly what is finished goes and nothing else. That
-// keeps XLEN the number of unfinished entries, which Pending and the stream's
-// garbage collection rely on. Two rare cases take a second step (see ackTx):
-// a server without the script yet, and a group made anew; a crash between
-// the steps leaves acked entries in the stream until a later ack's trim
-// passes them, or has them delivered again. The script works out, inside
-// Redis and so without a race, how far the stream may be trimmed: up to the
-// largest ID acknowledged, but never to the oldest entry still pending in
-// the group. Acks mostly arrive in order, and then one XTRIM MINID deletes
-// them; entries acked out of order (several workers and instances,
-// redeliveries), above an older pending entry, are deleted one by one
-// (XDEL). An XDEL of every entry walks a radix-tree node (up to 100 entries)
-// from its start for each ID: over half of Redis's time per order. The
-// script gets only the smallest and largest ID, and the XACK goes to Redis
-// directly: handing a script every ID (Lua makes a string of each, then
-// Redis an argument of each again) cost twice the XACK itself. Memory comes
-// back a node at a time, once all its entries are deleted. The price: the
-// stream is a work queue owned by this one group; a second group reading it
-// would lose what this one already finished.
+// Trimming: ack.lua deletes acked entries right after their XACK, in the same
+// MULTI/EXEC, so exactly what is finished goes and XLEN counts the unfinished
+// (Backlog and collect rely on it). It gets only the smallest and largest ID:
+// handing Lua every ID cost twice the XACK. The stream is this one group's.
 
-// Ack finishes deliveries whose outcome is committed: their entries are
-// acknowledged and deleted (see trimming), per stream, in one round trip.
-// Acking again is harmless. It works after Close.
+// Ack acknowledges and deletes the deliveries' entries, per stream, in one
+// round trip. Acking again is harmless. It works after Close.
 func (q *Queue) Ack(ctx context.Context, ds []ports.Delivery) error {
 	if len(ds) == 0 {
 		return nil
@@ -57,10 +38,8 @@ func (q *Queue) Ack(ctx context.Context, ds []ports.Delivery) error {
 	return nil
 }
 
-// finish acknowledges and deletes entries (see trimming), and lets go of
-// them. Each chunk of a stream is an XACK and ack.lua in one MULTI/EXEC, in
-// one round trip. Where keys are sharded a transaction stays in one slot, so
-// each stream gets one of its own, all sent at once.
+// finish acknowledges and deletes entries, and lets go of them; where keys are
+// sharded each stream gets a transaction of its own, all sent at once.
 func (q *Queue) finish(ctx context.Context, refs []entryRef) error {
 	txs := perStream(refs)
 	if !q.perStream {
@@ -79,7 +58,7 @@ func (q *Queue) finish(ctx context.Context, refs []entryRef) error {
 	return nil
 }
 
-// ackTx acknowledges and deletes chunks in one MULTI/EXEC.
+// ackTx acknowledges and deletes chunks in one MULTI/EXEC (XACK, then ack.lua).
 func (q *Queue) ackTx(ctx context.Context, chunks []streamIDs) error {
 	pipe := q.rdb.TxPipeline()
 	acks := make([]*redis.IntCmd, len(chunks))
@@ -87,26 +66,21 @@ func (q *Queue) ackTx(ctx context.Context, chunks []streamIDs) error {
 	calls := make([]scriptCall, len(chunks))
 	for i, c := range chunks {
 		acks[i] = pipe.XAck(ctx, c.key, q.opts.Group, c.ids...)
-		// EVALSHA: EVAL costs Redis about 90 µs more per call (7.0), a
-		// third of a µs per order.
+		// EVALSHA: EVAL costs Redis about 90 µs more per call (7.0).
 		calls[i] = scriptCall{keys: []string{c.key}, args: []any{q.opts.Group, c.ids[0], c.ids[len(c.ids)-1]}}
 		trims[i] = ackScript.EvalSha(ctx, pipe, calls[i].keys, calls[i].args...)
 	}
 	_, _ = pipe.Exec(ctx) // each command's error is looked at below
-	// A server that did not have the script yet (the first ack after it
-	// started, or a SCRIPT FLUSH): the XACK is done, and the deletion runs
-	// now, once the script is loaded. It deletes what is finished whenever
-	// it runs; a crash just before it leaves acked entries in the stream
-	// until a later ack's trim passes them.
+	// NOSCRIPT: the XACK is done and the deletion runs now; a crash before it
+	// leaves acked entries until a later ack's trim passes them.
 	q.retryNoScript(ctx, ackScript, trims, calls)
 	for i := range chunks {
 		if err := errors.Join(acks[i].Err(), trims[i].Err()); err != nil {
 			return err
 		}
 	}
-	// The group has not delivered these IDs (it was made anew): they are
-	// finished all the same, and deleted alone, as XDEL alone always did. A
-	// crash before this leaves them to be delivered again: harmless.
+	// -1: the group was made anew and has not delivered these IDs; they are
+	// deleted alone. A crash before this has them delivered again: harmless.
 	pipe = q.rdb.Pipeline()
 	for i, c := range chunks {
 		if n, _ := trims[i].Int(); n < 0 {
@@ -129,14 +103,12 @@ func refsOf(ds []ports.Delivery) ([]entryRef, error) {
 	return refs, nil
 }
 
-// ReasonUndecodable is the dead-letter reason of an entry that does not carry
-// a valid order.
+// ReasonUndecodable is the dead-letter reason of an entry without a valid order.
 const ReasonUndecodable = "undecodable"
 
 // DeadLetter writes each delivery to the dead-letter stream (the order's
-// fields, then reason, stream, entry, deliveries), then finishes it. The
-// record is written before the ack, so a crash in between repeats it rather
-// than loses it: an operator may see a record twice, never zero times.
+// fields, then reason, stream, entry, deliveries), then finishes it. Written
+// before the ack, so a crash in between repeats a record rather than loses it.
 func (q *Queue) DeadLetter(ctx context.Context, ds []ports.Delivery, reason domain.FailureReason) error {
 	if len(ds) == 0 {
 		return nil
@@ -160,8 +132,8 @@ func (q *Queue) DeadLetter(ctx context.Context, ds []ports.Delivery, reason doma
 	return nil
 }
 
-// setAsidePoison copies an undecodable entry to the dead letter, then
-// finishes it, and says so in the log: an operator must look at its producer.
+// setAsidePoison dead-letters an undecodable entry, finishes it, and logs it:
+// an operator must look at its producer.
 func (q *Queue) setAsidePoison(ctx context.Context, s *stream, m redis.XMessage, attempts int, cause error) error {
 	values := []any{"reason", ReasonUndecodable, "stream", s.key, "entry", m.ID, "deliveries", attempts, "error", cause.Error()}
 	for _, f := range redisschema.OrderFields {
@@ -172,8 +144,7 @@ func (q *Queue) setAsidePoison(ctx context.Context, s *stream, m redis.XMessage,
 	if err := q.rdb.XAdd(ctx, &redis.XAddArgs{Stream: q.opts.DeadLetter, Values: values}).Err(); err != nil {
 		return fmt.Errorf("dead-letter undecodable entry %s of %s: %w", m.ID, s.key, err)
 	}
-	ref := entryRef{s.key, m.ID}
-	if err := q.finish(ctx, []entryRef{ref}); err != nil {
+	if err := q.finish(ctx, []entryRef{{s.key, m.ID}}); err != nil {
 		return fmt.Errorf("ack undecodable entry %s of %s after dead-lettering it: %w", m.ID, s.key, err)
 	}
 	q.opts.Log.Error().Err(cause).Str("stream", s.key).Str("entry", m.ID).Int("deliveries", attempts).
@@ -182,14 +153,9 @@ func (q *Queue) setAsidePoison(ctx context.Context, s *stream, m redis.XMessage,
 	return nil
 }
 
-// renew keeps this process's hold on the entries it has read and not
-// finished (buffered or with a worker), every renewEvery: without it, a
-// batch retried through a database outage longer than MinIdle would be
-// claimed by another consumer, or by this one's own claimer, and its delivery
-// count would climb towards the worker's dead-letter limit while nothing is
-// wrong with it. A process that dies stops renewing, which is what lets the
-// others take over. It resets the idle time of every held entry still
-// pending to this consumer (renew.lua) and lets go of those that are not.
+// renew resets the idle time of the entries this process holds (renew.lua),
+// and lets go of those no longer pending to it, so a batch retried through a
+// long database outage is neither claimed nor counted towards the dead-letter limit.
 func (q *Queue) renew(ctx context.Context) {
 	refs := q.in.heldRefs()
 	if len(refs) == 0 {
@@ -221,8 +187,7 @@ func (q *Queue) renew(ctx context.Context) {
 	}
 }
 
-// every runs f once per period until ctx ends, then closes done: the loop of
-// both renewals (the held entries' here, the consumer name's lease).
+// every runs f once per period until ctx ends, then closes done.
 func every(ctx context.Context, period time.Duration, done chan<- struct{}, f func(context.Context)) {
 	defer close(done)
 	t := time.NewTicker(period)
@@ -241,21 +206,17 @@ var (
 	//go:embed ack.lua
 	ackLua    string
 	ackScript = redis.NewScript(ackLua)
-
 	//go:embed renew.lua
 	renewLua    string
 	renewScript = redis.NewScript(renewLua)
-
 	//go:embed gc.lua
 	gcLua    string
 	gcScript = redis.NewScript(gcLua)
 )
 
-// scriptChunk bounds the entry IDs one script call carries, so no call holds
-// Redis for long or strains Lua's stack.
+// scriptChunk bounds the IDs of one script call, so none holds Redis long or strains Lua's stack.
 const scriptChunk = 500
 
-// scriptCall is one run of a script: its KEYS and ARGV.
 type scriptCall struct {
 	keys []string
 	args []any
@@ -267,9 +228,8 @@ type streamIDs struct {
 	ids []string
 }
 
-// perStream groups entries by stream, and each stream's IDs in chunks of at
-// most scriptChunk, in ascending order (ack.lua needs the smallest and
-// largest; they mostly come sorted already).
+// perStream groups entries by stream, each stream's IDs sorted (ack.lua needs
+// the smallest and largest) in chunks of at most scriptChunk.
 func perStream(refs []entryRef) [][]streamIDs {
 	byStream := map[string][]string{}
 	for _, r := range refs {
@@ -289,9 +249,8 @@ func perStream(refs []entryRef) [][]streamIDs {
 	return out
 }
 
-// runScripts runs one script for each call in one pipelined round trip, and
-// returns the commands in call order with the first error. Calls on
-// different slots are fine: a cluster pipeline splits by node.
+// runScripts runs s for each call in one pipeline (a cluster pipeline splits
+// by node), and returns the commands in call order with the first error.
 func (q *Queue) runScripts(ctx context.Context, s *redis.Script, calls []scriptCall) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(calls))
 	pipe := q.rdb.Pipeline()
@@ -308,10 +267,8 @@ func (q *Queue) runScripts(ctx context.Context, s *redis.Script, calls []scriptC
 	return cmds, nil
 }
 
-// retryNoScript runs again the calls whose pipelined EVALSHA the server
-// answered NOSCRIPT (just started, a failover, SCRIPT FLUSH), the way every
-// Redis adapter answers it (redisx.Set.Retry: the scripts are loaded once,
-// not sent whole with each call), and puts their new commands in cmds.
+// retryNoScript runs again, through redisx.Set.Retry, the calls answered
+// NOSCRIPT (a restart, a failover, SCRIPT FLUSH), putting the new commands in cmds.
 func (q *Queue) retryNoScript(ctx context.Context, s *redis.Script, cmds []*redis.Cmd, calls []scriptCall) {
 	for i, c := range cmds {
 		if redisx.IsNoScript(c.Err()) {

@@ -16,23 +16,17 @@ import (
 	"github.com/hmdp-go/seckill/adapters/internal/redisx"
 )
 
-// A consumer name's lease: an exclusive, expiring claim on the name in Redis,
-// so two live processes cannot both act under it (two instances sharing a
-// name would share one pending list and each re-read and renew what the
-// other is writing).
+// A consumer name's lease keeps two live processes from sharing one name, and
+// so one pending list.
 
 // ErrLeaseHeld: another live holder kept renewing the lease for the whole wait.
 var ErrLeaseHeld = errors.New("held by another live process")
 
 // LeaseOptions of AcquireLease.
 type LeaseOptions struct {
-	// TTL is how long the lease outlives its holder's last renewal: a
-	// process killed with -9 frees its name after at most TTL. Renewed every
-	// TTL/3.
+	// TTL is how long the lease outlives its holder's last renewal (renewed every TTL/3).
 	TTL time.Duration
-	// Wait is how long AcquireLease waits for a taken lease to expire. It must
-	// exceed TTL for a restart right after a kill -9 to succeed: a dead
-	// holder's lease expires within TTL, a live one's never does.
+	// Wait for a taken lease to expire; above TTL, a restart right after a kill -9 succeeds.
 	Wait time.Duration
 	Log  zerolog.Logger
 }
@@ -46,28 +40,30 @@ type Lease struct {
 	release func() error
 }
 
-// renew (and redisx.Release) act only while the key still holds this
-// holder's token: a lease that expired and was taken by another must not be
-// extended or deleted by its former holder.
+// Only while the key holds this holder's token: a lease taken by another
+// after it expired must not be extended by its former holder.
 var leaseRenewScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0`)
 
-// AcquireLease takes the lease on key, waiting up to opts.Wait for a holder that
-// stopped renewing (a killed process) to let it expire. A holder that is
-// still alive keeps it, and AcquireLease returns an error wrapping ErrLeaseHeld that
-// names it.
+// AcquireLease takes the lease on key, waiting up to opts.Wait for a holder
+// that stopped renewing to let it expire; a live holder keeps it, and the
+// error wraps ErrLeaseHeld and names it.
 func AcquireLease(ctx context.Context, rdb redis.UniversalClient, key string, opts LeaseOptions) (*Lease, error) {
 	if opts.TTL < 100*time.Millisecond {
 		return nil, fmt.Errorf("redisstream: lease TTL %s is below 100ms", opts.TTL)
 	}
-	token := holderToken()
+	// The token names this process, so a refusal can say who holds the name,
+	// and is random, so two holders never mistake each other.
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	host, _ := os.Hostname()
+	token := fmt.Sprintf("%s/pid-%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	deadline := time.Now().Add(opts.Wait)
 	poll := max(opts.TTL/10, 50*time.Millisecond)
-	logged := false
-	for {
+	for first := true; ; first = false {
 		ok, err := rdb.SetNX(ctx, key, token, opts.TTL).Result()
 		if err != nil {
 			return nil, fmt.Errorf("take lease %s: %w", key, err)
@@ -79,10 +75,9 @@ func AcquireLease(ctx context.Context, rdb redis.UniversalClient, key string, op
 		if !time.Now().Before(deadline) {
 			return nil, fmt.Errorf("lease %s: %w (%s) that renewed it for %s", key, ErrLeaseHeld, holder, opts.Wait)
 		}
-		if !logged {
+		if first {
 			opts.Log.Warn().Str("key", key).Str("holder", holder).Str("wait", opts.Wait.String()).
 				Msg("lease taken; waiting for it to expire (a killed holder) or to be refused (a live one)")
-			logged = true
 		}
 		select {
 		case <-ctx.Done():
@@ -107,17 +102,7 @@ func AcquireLease(ctx context.Context, rdb redis.UniversalClient, key string, op
 	return l, nil
 }
 
-// holderToken names this process in the key's value, so a refusal can say
-// who holds the name, and is random so two holders never mistake each other.
-func holderToken() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s/pid-%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
-}
-
-// renewLease renews the lease once (every third of its TTL, from
-// AcquireLease), and takes it back if it lapsed while nobody else held it.
+// renewLease renews the lease, and takes it back if it lapsed while nobody else held it.
 func (l *Lease) renewLease(ctx context.Context) {
 	n, err := leaseRenewScript.Run(ctx, l.rdb, []string{l.key}, l.token, l.opts.TTL.Milliseconds()).Int()
 	switch {
@@ -127,10 +112,8 @@ func (l *Lease) renewLease(ctx context.Context) {
 		// Transient: the next tick retries; the lease lasts TTL meanwhile.
 		l.opts.Log.Warn().Err(err).Str("key", l.key).Msg("renewing the lease failed")
 	case n == 0:
-		// Gone (Redis restarted empty or failed over, or this process
-		// stalled past TTL) and possibly taken. Take it back if nobody
-		// holds it: then nothing is wrong and nothing need be done. Only
-		// another holder is an operator's problem, said as such.
+		// Gone (Redis lost it, or this process stalled past TTL): only
+		// another holder is an operator's problem.
 		ok, err := l.rdb.SetNX(ctx, l.key, l.token, l.opts.TTL).Result()
 		switch {
 		case ok:
@@ -146,6 +129,6 @@ func (l *Lease) renewLease(ctx context.Context) {
 	}
 }
 
-// Release stops renewing and frees the name at once, so a graceful restart
-// need not wait for the TTL. Idempotent.
+// Release stops renewing and frees the name at once, so a restart need not
+// wait for the TTL. Idempotent.
 func (l *Lease) Release() error { return l.release() }

@@ -13,12 +13,9 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// discover reads the live set and the registry. A live voucher that has a
-// gate hash or a stream is registered, so that its stream is still watched
-// after the gate forgets it; vouchers whose keys are all gone linger in the
-// live set until the gate prunes them and have nothing to read. Streams no
-// longer registered (collected by another instance) are forgotten, unless
-// this process still holds entries of them or just published to them.
+// discover registers live vouchers with a gate hash or a stream, so their
+// streams are watched after the gate forgets them, and forgets streams no
+// longer registered (collected elsewhere) unless this process still keeps them.
 func (q *Queue) discover(ctx context.Context, now time.Time) error {
 	pipe := q.rdb.Pipeline()
 	liveCmd := pipe.SMembers(ctx, q.live)
@@ -54,7 +51,6 @@ func (q *Queue) discover(ctx context.Context, now time.Time) error {
 			}
 		}
 	}
-
 	for tag, vid := range registered {
 		q.watch(vid, tag)
 	}
@@ -71,11 +67,9 @@ func (q *Queue) discover(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// adopt takes on the streams Publish wrote and makes sure the group exists on
-// every stream to read. The group is created at ID 0, not $, so entries the
-// claim script appended before any consumer looked are delivered too; a
-// second instance gets BUSYGROUP, which is fine. A stream taken on for the
-// first time gets its own-pending re-read scheduled.
+// adopt takes on the streams Publish wrote and makes the group on every
+// stream to read, at ID 0, not $, so entries the claim script appended before
+// any consumer looked are delivered too (BUSYGROUP is fine).
 func (q *Queue) adopt(ctx context.Context) error {
 	pub := q.in.takePublished()
 	if len(pub) > 0 {
@@ -83,7 +77,7 @@ func (q *Queue) adopt(ctx context.Context) error {
 		for vid := range pub {
 			ids = append(ids, int64(vid))
 		}
-		// Publish registered them already unless that failed; once more is cheap.
+		// Publish registered them unless that failed; once more is cheap.
 		if err := q.rdb.SAdd(ctx, q.registry, ids...).Err(); err != nil {
 			for vid := range pub {
 				q.in.notePublished(vid) // taken on by the next Receive
@@ -94,7 +88,6 @@ func (q *Queue) adopt(ctx context.Context) error {
 			q.watch(vid, redisschema.VoucherTag(vid))
 		}
 	}
-
 	now := time.Now()
 	for _, s := range q.streamsIn() {
 		if s.grouped() || s.resting(now) {
@@ -104,8 +97,7 @@ func (q *Queue) adopt(ctx context.Context) error {
 		switch {
 		case err == nil || redis.HasErrorPrefix(err, "BUSYGROUP"):
 		case isReplyError(err):
-			// Something else under the stream's name (a key of another type):
-			// the other streams go on; discovery brings it back to try again.
+			// A key of another type under the stream's name: discovery brings it back to try again.
 			q.opts.Log.Error().Err(err).Str("stream", s.key).
 				Msg("cannot create the consumer group on an order stream; its orders are not fulfilled until the key is repaired")
 			delete(q.rd.streams, s.tag)
@@ -122,13 +114,10 @@ func (q *Queue) adopt(ctx context.Context) error {
 	return nil
 }
 
-// collect deletes the streams of vouchers whose gate hash is gone once they
-// hold nothing unfinished (gc.lua), and forgets them. The registry is another
-// slot than the streams, so "delete, then unregister" cannot be one step:
-// unregistering is followed by a second look that registers again a stream a
-// Publish wrote meanwhile (Publish writes the stream before registering it,
-// so one of the two sees the other). Collection is housekeeping; a failure
-// is logged and tried again later.
+// collect deletes (gc.lua) and forgets the finished streams of vouchers whose
+// gate hash is gone. The registry is in another slot, so unregistering is
+// followed by a second look that registers again a stream a Publish wrote
+// meanwhile (Publish writes before it registers, so one sees the other).
 func (q *Queue) collect(ctx context.Context, registered map[string]domain.VoucherID) {
 	tags := slices.Sorted(maps.Keys(registered))
 	calls := make([]scriptCall, len(tags))
@@ -137,10 +126,8 @@ func (q *Queue) collect(ctx context.Context, registered map[string]domain.Vouche
 		calls[i] = scriptCall{keys: []string{k.Voucher, k.Orders}}
 	}
 	cmds, err := q.runScripts(ctx, gcScript, calls)
-	var (
-		gone    []string
-		members []any
-	)
+	var gone []string
+	var members []any
 	for i, c := range cmds {
 		if n, err := c.Int(); err == nil && n == 1 {
 			gone, members = append(gone, tags[i]), append(members, tags[i])
@@ -164,8 +151,7 @@ func (q *Queue) collect(ctx context.Context, registered map[string]domain.Vouche
 	_, err = pipe.Exec(ctx)
 	var back []any
 	for i, tag := range gone {
-		// On an error the member goes back too: a stream is never forgotten
-		// unless it was seen to be gone.
+		// On an error it goes back too: a stream is forgotten only when seen gone.
 		if err != nil || exists[i].Val() > 0 {
 			back = append(back, tag)
 			continue
@@ -180,8 +166,7 @@ func (q *Queue) collect(ctx context.Context, registered map[string]domain.Vouche
 	}
 }
 
-// parseTags reads live-set and registry members: a voucher's tag "<id>" or a
-// bucket's "<id>.<salt>" (redisschema.ParseTag), each to its voucher.
+// parseTags maps live-set and registry members ("<id>", or a bucket's "<id>.<salt>") to their vouchers.
 func parseTags(members []string) map[string]domain.VoucherID {
 	out := make(map[string]domain.VoucherID, len(members))
 	for _, m := range members {

@@ -15,17 +15,12 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// Receive hands out up to max orders: first this consumer's own entries left
-// pending from before (at start, and for each stream it finds), then entries
-// other consumers abandoned for longer than MinIdle, then new ones, waiting
-// for them one Block at a time. After Close it reads each stream no further
-// than where the stream ended then, claims nothing, and then returns
-// ports.ErrQueueClosed. On a single Redis its errors are returned as they
-// are. On a cluster a stream whose master fails rests for a moment
-// (streamError) while the streams of the other masters are read on, and
-// every result of a pipeline is taken in before any error is looked at: an
-// entry a live master delivered is handed out at once, never left pending to
-// nobody until MinIdle.
+// Receive hands out up to max orders: this consumer's own entries left
+// pending from before, then entries idle longer than MinIdle, then new ones.
+// After Close it reads each stream up to where it ended then, claims nothing,
+// and returns ports.ErrQueueClosed. On a cluster every result of a pipeline is
+// taken in before an error is looked at: an entry a live master delivered is
+// handed out at once, not left pending to nobody until MinIdle.
 func (q *Queue) Receive(ctx context.Context, max int) ([]ports.Delivery, error) {
 	if max <= 0 {
 		max = 1
@@ -45,10 +40,7 @@ func (q *Queue) Receive(ctx context.Context, max int) ([]ports.Delivery, error) 
 		}
 		finished, err := q.fill(ctx, max)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, err
+			return nil, cmp.Or(ctx.Err(), err)
 		}
 		if finished {
 			return nil, ports.ErrQueueClosed
@@ -56,21 +48,19 @@ func (q *Queue) Receive(ctx context.Context, max int) ([]ports.Delivery, error) 
 	}
 }
 
-// fill reads from Redis into the buffer, in order of precedence. finished
-// reports that the queue is closed and nothing is left to hand out.
+// fill reads from Redis into the buffer, in order of precedence. finished:
+// the queue is closed and nothing is left to hand out.
 func (q *Queue) fill(ctx context.Context, max int) (finished bool, err error) {
 	closed := q.closed()
 	now := time.Now()
-	// A closed queue looks for streams once more, so a graceful stop right
-	// after a new voucher's first claims drains them too, and then takes on
-	// no new streams.
+	// A closed queue looks for streams once more, so a stop right after a new
+	// voucher's first claims drains them too.
 	if (!closed && !now.Before(q.rd.nextDiscover)) || (closed && !q.rd.discoveredAfterClose) {
 		if err := q.discover(ctx, now); err != nil {
 			if !q.perStream {
 				return false, err
 			}
-			// The live set or the registry is on a master that failed: the
-			// streams known already are read on, and discovery tried again.
+			// The live set or registry's master failed: the known streams are read on.
 			q.opts.Log.Warn().Err(err).Msg("discovering order streams failed; the known streams are read on")
 			q.rd.nextDiscover = now.Add(streamRetryMax)
 		} else {
@@ -93,8 +83,7 @@ func (q *Queue) fill(ctx context.Context, max int) (finished bool, err error) {
 	return false, q.readNew(ctx, max)
 }
 
-// streamsIn lists the streams in one of the states (every stream, given
-// none), by voucher, so reads are in a stable order.
+// streamsIn lists the streams in one of the states (all, given none) in a stable order.
 func (q *Queue) streamsIn(states ...streamState) []*stream {
 	var out []*stream
 	for _, s := range q.rd.streams {
@@ -108,10 +97,8 @@ func (q *Queue) streamsIn(states ...streamState) []*stream {
 	return out
 }
 
-// readNew reads entries never delivered to the group, waiting up to one
-// Block for the first of them, and lingers as Options.Linger says: both
-// queues write the same batches to the database under one setting, and a
-// backlog is read as fast as it is written.
+// readNew reads entries never delivered to the group, waiting up to one Block
+// for the first, then lingers as Options.Linger says.
 func (q *Queue) readNew(ctx context.Context, max int) error {
 	ss := ready(q.streamsIn(stateReading), time.Now())
 	if len(ss) == 0 {
@@ -136,25 +123,16 @@ func (q *Queue) readNew(ctx context.Context, max int) error {
 	return err
 }
 
-// readNewOnce is one read of new entries from ss, of up to max each, waiting
-// up to block (none when negative) when nothing is there; it reports how
-// many entries came back. On a single Redis one XREADGROUP names every
-// stream and returns as soon as any has entries. Where keys are sharded
-// (Cluster, Ring) one command must stay in one slot, and every voucher's
-// stream has a hash tag of its own, so each stream is read alone (grouping
-// by slot would only merge streams whose tags collide in CRC16): each is
-// looked at without waiting (one pipeline), then one of them, in turn, is
-// waited on, so a new entry on another is seen within one Block.
+// readNewOnce reads up to max new entries of each of ss, waiting up to block
+// (none when negative), and reports how many came: one XREADGROUP on a single
+// Redis; where keys are sharded each stream is looked at without waiting (one
+// pipeline), then one in turn is waited on, so another's entry is seen within a Block.
 func (q *Queue) readNewOnce(ctx context.Context, ss []*stream, max int, block time.Duration) (int, error) {
 	if !q.perStream || len(ss) == 1 {
 		return q.acceptNew(ctx, ss, q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(ss), max, block)))
 	}
-	// Every result is taken in before an error is returned (see Receive): a
-	// read that succeeded moved its entries into this consumer's pending list.
-	var (
-		n    int
-		errs []error
-	)
+	var n int
+	var errs []error
 	for i, c := range q.readEach(ctx, ss, max) {
 		k, err := q.acceptNew(ctx, ss[i:i+1], c)
 		n += k
@@ -168,9 +146,8 @@ func (q *Queue) readNewOnce(ctx context.Context, ss []*stream, max int, block ti
 	return q.acceptNew(ctx, ss[i:i+1], q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(ss[i:i+1]), max, block)))
 }
 
-// readEach reads up to max new entries of each stream of ss, without
-// waiting, one command per stream in one pipeline; each command's error is
-// on it.
+// readEach reads up to max new entries of each of ss without waiting, one
+// command per stream in one pipeline; each command carries its own error.
 func (q *Queue) readEach(ctx context.Context, ss []*stream, max int) []*redis.XStreamSliceCmd {
 	pipe := q.rdb.Pipeline()
 	cmds := make([]*redis.XStreamSliceCmd, len(ss))
@@ -181,8 +158,7 @@ func (q *Queue) readEach(ctx context.Context, ss []*stream, max int) []*redis.XS
 	return cmds
 }
 
-// newEntriesOf is XREADGROUP's STREAMS argument for the entries of ss never
-// delivered to the group.
+// newEntriesOf is XREADGROUP's STREAMS argument for entries never delivered.
 func newEntriesOf(ss []*stream) []string {
 	keys := make([]string, 2*len(ss))
 	for i, s := range ss {
@@ -191,17 +167,15 @@ func newEntriesOf(ss []*stream) []string {
 	return keys
 }
 
-// acceptNew takes in the answer of a read of new entries of ss, and reports
-// how many entries it carried.
+// acceptNew takes in a read of new entries of ss and reports how many it carried.
 func (q *Queue) acceptNew(ctx context.Context, ss []*stream, cmd *redis.XStreamSliceCmd) (int, error) {
 	res, err := cmd.Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}
 	if isNoGroup(err) {
-		// A stream or its group is gone (collected by another instance, or
-		// deleted by hand). Look at the registry again and re-create groups
-		// (BUSYGROUP is fine) before the next read.
+		// A stream or its group is gone: read the registry again and make the
+		// groups again before the next read.
 		for _, s := range ss {
 			s.groupLost()
 		}
@@ -222,10 +196,8 @@ func (q *Queue) acceptNew(ctx context.Context, ss []*stream, cmd *redis.XStreamS
 	for _, s := range ss {
 		byKey[s.key] = s
 	}
-	var (
-		n    int
-		errs []error
-	)
+	var n int
+	var errs []error
 	for _, r := range res {
 		n += len(r.Messages)
 		s := byKey[r.Stream]
@@ -239,12 +211,9 @@ func (q *Queue) acceptNew(ctx context.Context, ss []*stream, cmd *redis.XStreamS
 	return n, errors.Join(errs...)
 }
 
-// streamError deals with a failed command on one stream. On a cluster the
-// stream's master may be down while the others live: the stream rests until
-// retryAt (streamRetryMin, doubling up to streamRetryMax, for each failure in
-// a row), the first failure in a row is logged, and nil tells the caller to
-// go on with the other streams. On a single Redis every stream shares the one
-// server, and the error is returned as it is.
+// streamError: on a cluster the failed stream rests (doubling per failure in
+// a row), and nil lets the caller go on with the other streams; on a single
+// Redis the error is returned as it is.
 func (q *Queue) streamError(s *stream, err error) error {
 	if !q.perStream {
 		return err
@@ -258,7 +227,6 @@ func (q *Queue) streamError(s *stream, err error) error {
 	return nil
 }
 
-// streamAnswered notes that a command on s succeeded.
 func (q *Queue) streamAnswered(s *stream) {
 	if s.fails > 0 {
 		q.opts.Log.Info().Str("stream", s.key).Msg("an order stream answers again")
@@ -288,29 +256,21 @@ func (q *Queue) idle(ctx context.Context) {
 	}
 }
 
-// readArgs builds an XREADGROUP; block < 0 sends no BLOCK at all (go-redis
-// sends BLOCK 0, forever, for a zero Block).
+// readArgs builds an XREADGROUP; block < 0 sends no BLOCK (go-redis sends
+// BLOCK 0, forever, for a zero Block).
 func (q *Queue) readArgs(streams []string, count int, block time.Duration) *redis.XReadGroupArgs {
 	return &redis.XReadGroupArgs{
-		Group:    q.opts.Group,
-		Consumer: q.opts.Consumer,
-		Streams:  streams,
-		Count:    int64(count),
-		Block:    block,
+		Group: q.opts.Group, Consumer: q.opts.Consumer, Streams: streams, Count: int64(count), Block: block,
 	}
 }
 
-// accept takes read entries into this process: valid orders into the buffer
-// (and held, so their hold is renewed until they are finished), undecodable
-// ones to the dead letter. redelivered entries (own pending, claimed) get
-// their delivery counts looked up; a first delivery counts 1. It reports how
-// many entries it took.
+// accept buffers and holds read entries that decode, and dead-letters the
+// rest; redelivered ones get their delivery counts looked up. It reports how many it took.
 func (q *Queue) accept(ctx context.Context, s *stream, msgs []redis.XMessage, redelivered bool) (int, error) {
 	fresh := q.in.notHeld(s.key, msgs)
 	if len(fresh) == 0 {
 		return 0, nil
 	}
-
 	attempts := slices.Repeat([]int{1}, len(fresh))
 	if redelivered {
 		var err error
@@ -318,7 +278,6 @@ func (q *Queue) accept(ctx context.Context, s *stream, msgs []redis.XMessage, re
 			return 0, err
 		}
 	}
-
 	good := make([]buffered, 0, len(fresh))
 	poison := make([]error, len(fresh)) // why fresh[i] does not decode
 	for i, m := range fresh {
@@ -329,17 +288,14 @@ func (q *Queue) accept(ctx context.Context, s *stream, msgs []redis.XMessage, re
 		r := entryRef{s.key, m.ID}
 		good = append(good, buffered{ports.Delivery{Order: o, Ref: r.String(), Attempts: attempts[i]}, r})
 	}
-	// The good ones are held before the poison is dealt with, so an error
-	// there cannot lose them.
+	// Held before the poison is dealt with, so an error there cannot lose them.
 	q.in.hold(good)
 	for i, cause := range poison {
 		if cause == nil {
 			continue
 		}
 		if err := q.setAsidePoison(ctx, s, fresh[i], attempts[i], cause); err != nil {
-			// It stays pending to this consumer and is claimed again after
-			// MinIdle; the worker logs the error.
-			return len(good), err
+			return len(good), err // it stays pending and is claimed again after MinIdle
 		}
 	}
 	return len(fresh), nil
@@ -354,10 +310,8 @@ func isReplyError(err error) bool {
 	return errors.As(err, &re) && !errors.Is(err, redis.Nil)
 }
 
-// readOwnPending re-reads, from ID 0, the entries the group still counts as
-// delivered to this consumer: what this consumer name held when its process
-// stopped. It runs once for each stream this Queue takes on, before any new
-// entry of it is read; it skips entries this process already holds.
+// readOwnPending re-reads, from ID 0, what the group counts as delivered to
+// this consumer (left by its previous process), before any new entry.
 func (q *Queue) readOwnPending(ctx context.Context, max int) (int, error) {
 	now := time.Now()
 	for _, s := range q.streamsIn() {
@@ -367,15 +321,14 @@ func (q *Queue) readOwnPending(ctx context.Context, max int) (int, error) {
 				err = nil
 			}
 			if isNoGroup(err) {
-				// A group made anew has no pending entries of anyone.
-				s.groupLost()
+				s.groupLost() // a group made anew has nothing pending
 				break
 			}
 			if err != nil {
 				if err := q.streamError(s, fmt.Errorf("re-read own pending entries of %s: %w", s.key, err)); err != nil {
 					return 0, err
 				}
-				break // the next stream; this one is tried again once rested
+				break // tried again once rested
 			}
 			q.streamAnswered(s)
 			if len(res) == 0 || len(res[0].Messages) == 0 {
@@ -398,21 +351,17 @@ func (q *Queue) readOwnPending(ctx context.Context, max int) (int, error) {
 	return 0, nil
 }
 
-// claim takes over entries other consumers (or this one, having lost them
-// between read and hand-out) left idle longer than MinIdle. Each stream is
-// scanned with a cursor; a full pass rests for ClaimInterval.
+// claim takes over entries idle longer than MinIdle (another consumer's, or
+// this one's lost between read and hand-out). A full pass over a stream rests
+// for ClaimInterval.
 func (q *Queue) claim(ctx context.Context, max int, now time.Time) (int, error) {
 	for _, s := range ready(q.streamsIn(stateReading), now) {
 		if now.Before(s.nextClaim) {
 			continue
 		}
 		msgs, next, err := q.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-			Stream:   s.key,
-			Group:    q.opts.Group,
-			Consumer: q.opts.Consumer,
-			MinIdle:  q.opts.MinIdle,
-			Start:    s.claimFrom,
-			Count:    int64(max),
+			Stream: s.key, Group: q.opts.Group, Consumer: q.opts.Consumer,
+			MinIdle: q.opts.MinIdle, Start: s.claimFrom, Count: int64(max),
 		}).Result()
 		if isNoGroup(err) {
 			s.groupLost()
@@ -437,9 +386,8 @@ func (q *Queue) claim(ctx context.Context, max int, now time.Time) (int, error) 
 	return 0, nil
 }
 
-// deliveryCounts looks up each entry's delivery count (XPENDING of that one
-// ID, pipelined). Entries no longer pending (finished by another consumer
-// meanwhile) are dropped.
+// deliveryCounts looks up each entry's delivery count (pipelined XPENDING of
+// its ID), dropping entries no longer pending (finished by another consumer).
 func (q *Queue) deliveryCounts(ctx context.Context, s *stream, msgs []redis.XMessage) ([]redis.XMessage, []int, error) {
 	pipe := q.rdb.Pipeline()
 	cmds := make([]*redis.XPendingExtCmd, len(msgs))
@@ -464,13 +412,9 @@ func (q *Queue) deliveryCounts(ctx context.Context, s *stream, msgs []redis.XMes
 	return kept, counts, nil
 }
 
-// drain reads, after Close, what each stream held when the queue was closed
-// (a stream's end is taken the first time it is drained), so a graceful stop
-// leaves nothing behind that was there, without chasing what other instances'
-// claims keep appending. An entry past that end that one read returns anyway
-// is handed out too: it is delivered to this consumer already. Every command
-// names one stream, so the pipelines are fine on a cluster; results and
-// failures are taken as in Receive.
+// drain reads, after Close, what each stream held when first drained, without
+// chasing what other instances keep appending; an entry past that end a read
+// returns anyway is handed out too, as it is delivered to this consumer already.
 func (q *Queue) drain(ctx context.Context, max int) (finished bool, err error) {
 	if len(q.streamsIn(stateReading, stateDraining)) == 0 {
 		return true, nil
@@ -526,20 +470,15 @@ func (q *Queue) drain(ctx context.Context, max int) (finished bool, err error) {
 		return false, err
 	}
 	if len(todo) == 0 && len(snap) == 0 {
-		// Every stream left rests after a failure: wait for the first to
-		// be due rather than spin.
-		q.rest(ctx, q.streamsIn(stateReading, stateDraining))
+		// Every stream left rests after a failure: wait for the first rather than spin.
+		ss := q.streamsIn(stateReading, stateDraining)
+		first := slices.MinFunc(ss, func(a, b *stream) int { return a.retryAt.Compare(b.retryAt) })
+		t := time.NewTimer(time.Until(first.retryAt))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
 	}
 	return false, nil
-}
-
-// rest waits until the retry of the first of ss is due, or ctx ends.
-func (q *Queue) rest(ctx context.Context, ss []*stream) {
-	first := slices.MinFunc(ss, func(a, b *stream) int { return a.retryAt.Compare(b.retryAt) })
-	t := time.NewTimer(time.Until(first.retryAt))
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }

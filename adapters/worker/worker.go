@@ -1,7 +1,6 @@
-// Package worker is the driving adapter that moves claimed orders from the
-// queue into the database: it receives batches, runs FulfillOrders, and acks a
-// batch only after its transaction committed. A batch that fails is retried
-// with capped exponential backoff, never skipped.
+// Package worker moves claimed orders from the queue into the database: it
+// receives batches, runs FulfillOrders, and acks a batch only after its
+// transaction committed. A failed batch is retried with capped backoff, never skipped.
 package worker
 
 import (
@@ -21,12 +20,10 @@ type Options struct {
 	BatchSize  int           // most orders per transaction (default 200)
 	MinBackoff time.Duration // first retry delay (default 50ms)
 	MaxBackoff time.Duration // retry delay cap (default 5s)
-	// MaxDeliveries: an order delivered more often than this (its consumers
-	// kept dying on it) is recorded as failed and dead-lettered instead of
-	// tried again. 0 means no limit.
+	// MaxDeliveries: an order delivered more often (its consumers kept dying
+	// on it) is recorded as failed and dead-lettered. 0 means no limit.
 	MaxDeliveries int
-	// Retried, when set, is told of each retry before its backoff (metrics):
-	// stage is "receive" or "fulfil".
+	// Retried, when set, is told of each retry (stage "receive" or "fulfil") before its backoff.
 	Retried func(stage string, backoff time.Duration)
 }
 
@@ -54,11 +51,8 @@ func New(queue ports.OrderQueue, fulfill *application.FulfillOrders, log zerolog
 	return &Worker{queue: queue, fulfill: fulfill, log: log, opts: opts}
 }
 
-// Run drains the queue until it is closed and empty (a graceful stop: returns
-// nil) or until ctx ends (a hard stop: returns ctx.Err()). A batch being
-// retried when ctx ends is abandoned and logged with its order IDs; for a
-// channel queue those orders are lost from the queue (their reservations stay
-// in Redis for `seckill reconcile`), a stream keeps them pending.
+// Run drains the queue until it is closed and empty (returns nil) or ctx ends
+// (returns ctx.Err(); a batch being retried is abandoned and logged).
 func (w *Worker) Run(ctx context.Context) error {
 	backoff := w.opts.MinBackoff
 	for {
@@ -82,26 +76,20 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 }
 
-// process settles a batch: orders delivered too often are rejected and
-// dead-lettered, the rest written and acked.
+// process rejects and dead-letters orders delivered too often, and writes and acks the rest.
 func (w *Worker) process(ctx context.Context, ds []ports.Delivery) error {
-	fresh, spent := ds, []ports.Delivery(nil)
-	if w.opts.MaxDeliveries > 0 {
-		fresh = make([]ports.Delivery, 0, len(ds))
-		for _, d := range ds {
-			if d.Attempts > w.opts.MaxDeliveries {
-				spent = append(spent, d)
-			} else {
-				fresh = append(fresh, d)
-			}
+	var fresh, spent []ports.Delivery
+	for _, d := range ds {
+		if w.opts.MaxDeliveries > 0 && d.Attempts > w.opts.MaxDeliveries {
+			spent = append(spent, d)
+		} else {
+			fresh = append(fresh, d)
 		}
 	}
 	if len(spent) > 0 {
-		// Reject keeps an outcome the database already has (MarkFailed
-		// answers New=false with it): an order created by an earlier
-		// delivery whose ack was lost is acked, not dead-lettered, and one
-		// failed earlier goes to the dead letter under its real reason.
-		// confirm does exactly that from the outcomes.
+		// Reject keeps an outcome the database already has: an order created
+		// by an earlier delivery whose ack was lost is acked by confirm, not
+		// dead-lettered; one failed earlier is dead-lettered under its reason.
 		res, err := w.settle(ctx, spent, func(ctx context.Context, orders []domain.VoucherOrder) (application.BatchResult, error) {
 			return w.fulfill.Reject(ctx, orders, domain.FailUndeliverable)
 		})
@@ -118,9 +106,7 @@ func (w *Worker) process(ctx context.Context, ds []ports.Delivery) error {
 }
 
 // confirm acks the created orders' deliveries and dead-letters, by reason,
-// those of orders the database refused for good: they are recorded as failed
-// already, and the dead letter shows an operator that the gate sold what the
-// database would not take.
+// those the database refused for good (recorded as failed already).
 func (w *Worker) confirm(ctx context.Context, ds []ports.Delivery, res application.BatchResult) error {
 	if len(res.Failed) == 0 {
 		return w.queue.Ack(ctx, ds)
@@ -149,9 +135,8 @@ func (w *Worker) confirm(ctx context.Context, ds []ports.Delivery, res applicati
 	return w.queue.Ack(ctx, ok)
 }
 
-// settle retries write-then-confirm until both succeed or ctx ends, and
-// answers the write's result. Both steps are idempotent, so repeating a
-// write whose confirm failed is safe.
+// settle retries write-then-confirm until both succeed or ctx ends. Both are
+// idempotent, so repeating a write whose confirm failed is safe.
 func (w *Worker) settle(ctx context.Context, ds []ports.Delivery,
 	write func(context.Context, []domain.VoucherOrder) (application.BatchResult, error),
 ) (application.BatchResult, error) {
@@ -207,9 +192,8 @@ func (w *Worker) logSpent(spent []ports.Delivery, res application.BatchResult) {
 	}
 }
 
-// logBatch writes a routine batch at debug: at info, one line per batch (per
-// order at low traffic) was 94% of the log, and seckill_orders_written_total
-// counts the same. A batch that needed retries or failed orders stays at info.
+// logBatch logs a routine batch at debug (at info it was 94% of the log, and
+// seckill_orders_written_total counts it); one with retries or failures at info.
 func (w *Worker) logBatch(res application.BatchResult, n, attempt int, took time.Duration) {
 	base := w.log.Debug()
 	if attempt > 1 || len(res.Failed) > 0 {
@@ -240,8 +224,8 @@ func (w *Worker) abandon(cause error, orders []domain.VoucherOrder) {
 		Msg("stopped before this batch committed; a channel queue loses these orders (run seckill reconcile), a stream keeps them pending")
 }
 
-// backOff tells Retried of a retry of stage, waits out backoff and doubles
-// it up to MaxBackoff; false when ctx ended first.
+// backOff tells Retried, waits out backoff and doubles it up to MaxBackoff;
+// false when ctx ended first.
 func (w *Worker) backOff(ctx context.Context, stage string, backoff *time.Duration) bool {
 	if w.opts.Retried != nil {
 		w.opts.Retried(stage, *backoff)
