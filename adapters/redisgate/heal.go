@@ -13,17 +13,14 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// healChunk bounds one HMGET of the diff and one heal script: a script
-// holds Redis while it runs, so a sale with many forgotten buyers is healed
-// in steps of this many HSETNX, each atomic on its own.
+// healChunk bounds one HMGET and one heal script, which holds Redis while it
+// runs: many forgotten buyers are healed in atomic steps of this many.
 const healChunk = 500
 
-// Counts costs two pipelined round trips (on a cluster, one per master
-// each): every voucher's K (kinds), then an HLEN of the buyers hash and an
-// HGET of the stock per bucket, and for a split voucher the units of its
-// transfer records (HVALS), which count as stock: a record applied but not
-// yet deleted counts its units twice for a moment, which can only start a
-// heal that finds nothing to put back.
+// Counts costs two pipelined round trips: every voucher's K, then each
+// bucket's buyers, stock and (split) transfer records' units, which count as
+// stock: one applied but not yet deleted counts twice for a moment, which can
+// only start a heal that finds nothing to put back.
 func (g *Gate) Counts(ctx context.Context, ids []domain.VoucherID) (map[domain.VoucherID]ports.GateCount, error) {
 	out := make(map[domain.VoucherID]ports.GateCount, len(ids))
 	if len(ids) == 0 {
@@ -81,13 +78,11 @@ func (g *Gate) Counts(ctx context.Context, ids []domain.VoucherID) (map[domain.V
 	return out, nil
 }
 
-// Heal first finds which of the orders their users' places in the home
-// bucket's buyers hash lack (HMGET in chunks, pipelined: read only, so a
-// false alarm writes nothing), then puts them back with heal.lua, one atomic
-// script per chunk, which checks each place again: a claim that took the
-// place meanwhile keeps it. A split voucher's home bucket that holds fewer
-// units than it lacks marks first takes units from the others by transfers
-// (pull), so a unit counts as oversold only when no bucket has one left.
+// Heal finds the orders their home bucket's places lack (pipelined HMGETs: a
+// false alarm writes nothing), then puts them back with heal.lua, which checks
+// each place again (a claim that took it meanwhile keeps it). A split home
+// short of units first pulls them from the others, so a unit counts as
+// oversold only when no bucket has one left.
 func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.VoucherOrder) (ports.Healed, error) {
 	var h ports.Healed
 	if err := v.CheckGateable(); err != nil {
@@ -141,9 +136,8 @@ func (g *Gate) healBucket(ctx context.Context, l *layout, b int, orders []domain
 	return h, nil
 }
 
-// lacking returns the orders that none of their user's places holds (held
-// or forfeited) while one of the places is free: what heal.lua puts back.
-// With one order per user that is a user without a mark.
+// lacking returns the orders none of their user's places holds (held or
+// forfeited) while one place is free: what heal.lua puts back.
 func (g *Gate) lacking(ctx context.Context, buyers string, orders []domain.VoucherOrder, limit int) ([]domain.VoucherOrder, error) {
 	var out []domain.VoucherOrder
 	per := max(healChunk/limit, 1) // orders per HMGET
@@ -172,8 +166,8 @@ func (g *Gate) lacking(ctx context.Context, buyers string, orders []domain.Vouch
 	return out, nil
 }
 
-// lacks tells whether places (a user's, as HMGET read them) neither hold o
-// nor its forfeit, and one of them is free.
+// lacks tells whether a user's places (as HMGET read them) hold neither o nor
+// its forfeit, and one is free.
 func lacks(o domain.VoucherOrder, places []any) bool {
 	free := false
 	for _, p := range places {
@@ -189,16 +183,13 @@ func lacks(o domain.VoucherOrder, places []any) bool {
 	return free
 }
 
-// returnChunk bounds one return script, which holds Redis while it runs (a
-// chunk of 500 costs about as much as one claim pipeline's worth of work).
+// returnChunk bounds one return script, which holds Redis while it runs (500
+// cost about one claim pipeline's work).
 const returnChunk = 500
 
-// Return runs return.lua once per bucket and chunk of its orders (an
-// unsplit voucher is one bucket): an expiry pass of one sale's 500 orders is
-// one round trip, not 500. Each order's unit goes back to its buyer's home
-// bucket, which held its mark. The returned set it writes costs one member
-// per cancelled order, for as long as the sale's keys live (its end +
-// retention).
+// Return runs return.lua once per home bucket and chunk of orders: an expiry
+// pass of 500 orders is one round trip. Its returned set costs one member per
+// cancelled order while the sale's keys live.
 func (g *Gate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
 	for _, group := range byVoucher(orders) {
 		l, err := g.layoutOf(ctx, group[0].VoucherID())
@@ -214,12 +205,11 @@ func (g *Gate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
 	return nil
 }
 
-// errFrozen: a bucket a restore has frozen gives nothing back until the
-// restore is done (return.lua, release.lua); the caller tries again.
+// errFrozen: a bucket a restore froze gives nothing back until it is done.
 var errFrozen = errors.New("the bucket is being restored: nothing given back, try again")
 
-// returnTo returns orders whose home is bucket k and answers the units it
-// gave back; restoring is the restore's own call, into a bucket it froze.
+// returnTo returns orders whose home is bucket k and answers the units given
+// back; restoring is the restore's own call, into a bucket it froze.
 func (g *Gate) returnTo(ctx context.Context, k redisschema.Keys, orders []domain.VoucherOrder, restoring bool) (int64, error) {
 	var given int64
 	for chunk := range slices.Chunk(orders, returnChunk) {
@@ -240,8 +230,7 @@ func (g *Gate) returnTo(ctx context.Context, k redisschema.Keys, orders []domain
 	return given, nil
 }
 
-// byVoucher groups orders by voucher, keeping their order within each
-// group and the groups in order of first appearance.
+// byVoucher groups orders by voucher, in order of first appearance.
 func byVoucher(orders []domain.VoucherOrder) [][]domain.VoucherOrder {
 	idx := map[domain.VoucherID]int{}
 	var out [][]domain.VoucherOrder

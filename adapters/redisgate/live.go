@@ -14,10 +14,8 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// The live set, and what reconcile and the probe read of a voucher's gate.
-
 // addLive names every bucket's tag in the live set, where the stream
-// consumers discover streams ("<id>" for an unsplit voucher).
+// consumers discover streams.
 func (g *Gate) addLive(ctx context.Context, l *layout) error {
 	members := make([]any, l.k)
 	for b := range l.k {
@@ -31,10 +29,8 @@ func (g *Gate) addLive(ctx context.Context, l *layout) error {
 
 var _ ports.GateProbe = (*Gate)(nil)
 
-// Missing reports the vouchers with a bucket missing, left frozen by a
-// restore that died, or absent from the live set. It costs two pipelined
-// round trips (on a cluster, one per master each): every voucher's K
-// (kinds), then an HMGET and a SISMEMBER per bucket.
+// Missing reports the vouchers with a bucket missing, left frozen by a dead
+// restore, or absent from the live set, in two pipelined round trips.
 func (g *Gate) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error) {
 	if len(ids) == 0 {
 		return nil, nil
@@ -70,12 +66,10 @@ func (g *Gate) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.Vo
 	return missing, nil
 }
 
-// Queued costs at most two commands whatever the number of live sales: the
-// order's index entry names its voucher, user and K, and the buyers hash of
-// the user's home bucket confirms the user still holds this order (a released
-// or refused claim leaves an entry whose buyers do not). An unknown ID and
-// another user's ID both stop after the first command, so neither the answer
-// nor its timing tells them apart.
+// Queued costs at most two commands: the order's index entry names its
+// voucher, user and K, and the home bucket's buyers confirm the user still
+// holds the order (a refused claim's entry they do not). An unknown ID and
+// another user's both stop after the first, so even timing cannot tell them apart.
 func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error) {
 	return g.queued(ctx, id, func(u domain.UserID) bool { return u == user })
 }
@@ -87,8 +81,8 @@ func (g *Gate) QueuedByID(ctx context.Context, id domain.OrderID) (domain.Vouche
 	return g.queued(ctx, id, func(domain.UserID) bool { return true })
 }
 
-// queued reads the order's index entry and, when its user is one mine
-// accepts, whether that user's places hold the order.
+// queued reads the order's index entry and, when mine accepts its user,
+// whether that user's places hold the order.
 func (g *Gate) queued(ctx context.Context, id domain.OrderID, mine func(domain.UserID) bool) (domain.VoucherOrder, bool, error) {
 	raw, err := g.rdb.Get(ctx, redisschema.OrderIndexKey(g.prefix, id)).Result()
 	if errors.Is(err, redis.Nil) {
@@ -122,10 +116,8 @@ func (g *Gate) queued(ctx context.Context, id domain.OrderID, mine func(domain.U
 	return o, true, nil
 }
 
-// PruneLive removes from the live set the vouchers and buckets whose keys
-// have all expired, and reports how many members it removed. The stream
-// consumer discovers streams there, so the set must not grow with every sale
-// ever made; the service runs this with its periodic gate check.
+// PruneLive removes from the live set the members whose keys have all
+// expired, so it does not grow with every sale ever made, and reports how many.
 func (g *Gate) PruneLive(ctx context.Context) (int, error) {
 	live := redisschema.LiveSet(g.prefix)
 	members, err := g.rdb.SMembers(ctx, live).Result()
@@ -148,9 +140,8 @@ func (g *Gate) PruneLive(ctx context.Context) (int, error) {
 	return len(stale), nil
 }
 
-// tagsWhere returns the tags whose bucket hash or order stream (which
-// outlives the sale until its consumer is done) exists (alive), or whose
-// both are gone (!alive).
+// tagsWhere returns the tags whose bucket hash or order stream exists (alive),
+// or whose both are gone (!alive).
 func (g *Gate) tagsWhere(ctx context.Context, tags []any, alive bool) ([]any, error) {
 	if len(tags) == 0 {
 		return nil, nil
@@ -173,12 +164,10 @@ func (g *Gate) tagsWhere(ctx context.Context, tags []any, alive bool) ([]any, er
 	return out, nil
 }
 
-// prune removes tags whose keys have all expired. The set and the voucher
-// keys live in different slots, so no script or MULTI can make "check, then
-// remove" atomic. Instead it removes first and checks again: a Preheat or
-// Restore that recreated the voucher meanwhile either finished its own SADD
-// after our SREM, or wrote its voucher hash before our second check, which
-// then puts the member back.
+// prune removes tags whose keys have all expired. The set is another slot than
+// the keys, so "check, then remove" cannot be atomic: it removes, then checks
+// again, so a Preheat or Restore meanwhile either SADDs after the SREM or
+// wrote its hash before the second check, which puts the member back.
 func (g *Gate) prune(ctx context.Context, live string, tags []any) error {
 	if err := g.rdb.SRem(ctx, live, tags...).Err(); err != nil {
 		return err
@@ -190,10 +179,8 @@ func (g *Gate) prune(ctx context.Context, live string, tags []any) error {
 	return g.rdb.SAdd(ctx, live, back...).Err()
 }
 
-// Stock is the voucher's units in Redis: every bucket's stock plus, for a
-// split voucher, the units of transfer records not yet applied (a unit is in
-// exactly one of them), and false when the gate holds no bucket of it. For
-// reconciliation and tests.
+// Stock is the voucher's units in Redis: every bucket's stock plus the units
+// of transfer records not yet applied; false when no bucket exists.
 func (g *Gate) Stock(ctx context.Context, id domain.VoucherID) (int, bool, error) {
 	l, err := g.layoutOf(ctx, id)
 	if err != nil {
@@ -228,9 +215,8 @@ func (g *Gate) Stock(ctx context.Context, id domain.VoucherID) (int, bool, error
 	return int(total), found, nil
 }
 
-// Buyers returns the orders the voucher's places hold, with their users:
-// the union of its buckets' marks (a user's places are all in its home
-// bucket). For reconciliation and tests (it reads every hash).
+// Buyers returns the orders the voucher's places hold, with their users (it
+// reads every buyers hash: for reconciliation and tests).
 func (g *Gate) Buyers(ctx context.Context, id domain.VoucherID) (map[domain.OrderID]domain.UserID, error) {
 	l, err := g.layoutOf(ctx, id)
 	if err != nil {
@@ -258,8 +244,7 @@ func (g *Gate) Buyers(ctx context.Context, id domain.VoucherID) (map[domain.Orde
 
 var _ ports.QueueBacklog = (*Gate)(nil)
 
-// Pending is the length of every bucket's stream: the entries not yet
-// trimmed by their consumer.
+// Pending is the entries of every bucket's stream not yet trimmed.
 func (g *Gate) Pending(ctx context.Context, id domain.VoucherID) (int64, error) {
 	l, err := g.layoutOf(ctx, id)
 	if err != nil {
@@ -276,12 +261,9 @@ func (g *Gate) Pending(ctx context.Context, id domain.VoucherID) (int64, error) 
 	return n, nil
 }
 
-// Orders lists the orders the voucher's streams hold (pending or not yet
-// delivered: an entry is deleted with its ack), bucket by bucket and each
-// oldest first, reading at most max entries in all; complete is false when
-// the streams hold more. Reconcile tells an order in flight from a lost one
-// with it. It reads without touching the consumer group: a read here is not a
-// delivery.
+// Orders lists the orders the voucher's streams hold (an entry is deleted with
+// its ack), oldest first per bucket, reading at most max entries; complete is
+// false when there are more. It reads outside the consumer group.
 func (g *Gate) Orders(ctx context.Context, id domain.VoucherID, max int) ([]domain.VoucherOrder, bool, error) {
 	l, err := g.layoutOf(ctx, id)
 	if err != nil {
@@ -302,10 +284,9 @@ func (g *Gate) Orders(ctx context.Context, id domain.VoucherID, max int) ([]doma
 	return out, true, nil
 }
 
-// ordersIn reads a stream from its oldest entry, a page at a time, for the
-// orders its first max entries carry; n is the entries read, max+1 when more
-// follow. An entry that carries no valid order counts and gives no order (it
-// is dead-lettered, not fulfilled).
+// ordersIn reads the orders of a stream's first max entries, a page at a time;
+// n is the entries read, max+1 when more follow. An entry carrying no valid
+// order counts and gives none (it is dead-lettered).
 func (g *Gate) ordersIn(ctx context.Context, id domain.VoucherID, stream string, max int) ([]domain.VoucherOrder, int, error) {
 	var orders []domain.VoucherOrder
 	n := 0
