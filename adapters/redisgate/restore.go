@@ -299,19 +299,15 @@ func (g *Gate) stage(ctx context.Context, key string, marks map[domain.UserID][]
 	}
 	pipe := g.rdb.Pipeline()
 	for start := 0; start < len(args); start += 2 * restoreChunk {
-		pipe.HSet(ctx, key, args[start:min(start+2*restoreChunk, len(args))]...)
+		end := min(start+2*restoreChunk, len(args))
+		pipe.HSet(ctx, key, args[start:end]...)
 		if start == 0 {
 			pipe.PExpire(ctx, key, stagingTTL)
 		}
-		if pipe.Len() >= restorePipeline {
+		if pipe.Len() >= restorePipeline || end == len(args) {
 			if _, err := pipe.Exec(ctx); err != nil {
 				return 0, err
 			}
-		}
-	}
-	if pipe.Len() > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return 0, err
 		}
 	}
 	return len(args) / 2, nil
