@@ -153,8 +153,7 @@ func NewIDs(rdb redis.UniversalClient, opts IDOptions) *IDs {
 func (g *IDs) Next(ctx context.Context) (domain.OrderID, error) {
 	for {
 		now := g.clock.Now().UTC()
-		// Compared as its midnight, formatted only for a lease: a claim then
-		// costs no string.
+		// Compared as its midnight, formatted only for a lease: a claim costs no string.
 		day := dayOf(now)
 		g.mu.Lock()
 		if seq, ok := g.reuse(day); ok {
@@ -188,8 +187,7 @@ func (g *IDs) Next(ctx context.Context) (domain.OrderID, error) {
 			return 0, fmt.Errorf("wait for an order id lease: %w", ctx.Err())
 		}
 		if run.err != nil {
-			// That lease tried every shard it could: another round now
-			// would only repeat it.
+			// That lease tried every shard it could: a new round would repeat it.
 			return 0, run.err
 		}
 		// The block may be of a day gone by, or taken by earlier callers: look again.
@@ -209,10 +207,9 @@ func (g *IDs) reuse(day time.Time) (uint32, bool) {
 	return 0, false
 }
 
-// Unused parks the sequence number of an ID that Next issued and nobody wrote
-// anywhere, for Next to reissue with its own second (within its day only): a
-// refused claim then costs none of the day's IDs, and a reissued ID tells when
-// its own claim was made.
+// Unused parks an ID that Next issued and nobody wrote anywhere, for Next to
+// reissue within its day with its own second: a refused claim costs no ID, and
+// a reissued ID tells when its own claim was made.
 func (g *IDs) Unused(id domain.OrderID) {
 	u := unusedSeq{day: dayOf(id.Time()), seq: id.Seq()}
 	g.mu.Lock()
@@ -348,8 +345,7 @@ const attemptCap = 8
 func (g *IDs) lease(now time.Time) (idBlock, error) {
 	day := dayOf(now)
 	dayName := now.Format("2006:01:02")
-	// Cancelled once decided: an attempt still out may yet take a block,
-	// which only spends it.
+	// Cancelled once decided: an attempt still out may yet take a block, unused.
 	round, cancel := context.WithCancel(g.life)
 	defer cancel()
 	answers := make(chan attempt, IDShards) // never blocks a late attempt
@@ -404,8 +400,7 @@ func (g *IDs) lease(now time.Time) (idBlock, error) {
 				lastErr = a.err
 			}
 		case <-hedge.C:
-			// The shards still out are slow or gone: pass over them (an
-			// answer clears that) and ask another meanwhile.
+			// Those still out are slow or gone: pass over them, ask another.
 			g.mu.Lock()
 			for k, o := range out {
 				if o {
