@@ -24,9 +24,8 @@ const (
 	DefaultIDLeaseTimeout = 250 * time.Millisecond
 )
 
-// counterTTL outlives the day a counter names by a day, so a counter can never
-// expire (and restart at 0) while its day is still being issued, whatever
-// the skew between instances. It is not an option for that reason.
+// counterTTL outlives a counter's day by a day, so whatever the skew between
+// instances it cannot expire (and restart at 0) while its day is issued.
 const counterTTL = 48 * time.Hour
 
 // ErrSequenceExhausted: every shard of a day's sequence is spent (each hands
@@ -41,62 +40,44 @@ type IDOptions struct {
 	// Prefix of the counters' keys (default "icr:order:", giving
 	// icr:order:{s07}:yyyy:MM:dd for shard 7).
 	Prefix string
-	// Block is how many sequence numbers one INCRBY leases (default 1000,
-	// at most 2^28-1, a shard's day).
+	// Block is how many sequence numbers one INCRBY leases (default 1000, below 2^28).
 	Block int
-	// Clock tells the time of each ID (default: the system clock).
-	Clock ports.Clock
-	// Leases carries the lease's INCRBY and EXPIRE: typically the client's
-	// asynchronous AutoPipeliner (see redisx.Do). Nil means the client
-	// given to NewIDs.
+	Clock ports.Clock // default: the system clock
+	// Leases carries the lease's INCRBY and EXPIRE, typically the client's
+	// AutoPipeliner; nil means the client given to NewIDs.
 	Leases redis.UniversalClient
-	// LeaseTimeout is how long a lease waits for one shard's counter
-	// before asking the next one too (default 250 ms; see lease). An
-	// attempt is abandoned after eight of them.
+	// LeaseTimeout is how long a lease waits for one shard before asking the
+	// next one too (default 250 ms); an attempt is abandoned after eight.
 	LeaseTimeout time.Duration
 }
 
 // IDs issues order IDs in the original's layout (seconds since 2022-01-01 UTC
 // << 32 | a 32-bit sequence). A UTC day's sequence is split over IDShards
-// counters, each under its own hash tag, the tags spread evenly over the
-// cluster's slots, so no one key (and no one Redis master) stops the issue of
-// IDs: a lease whose shard fails, or does not answer within LeaseTimeout, asks
-// the next shard, and passes over the failed one for IDShardRetry. Blocks are
-// leased in the background once the block in use is half spent, so a claim
-// normally never waits on Redis for its ID.
+// counters, their hash tags spread over the cluster's slots, so no one Redis
+// master stops the issue: a lease whose shard fails or is slow asks the next
+// shard. Blocks are leased in the background once the block in use is half
+// spent, so a claim normally never waits on Redis for its ID.
 //
-// Why IDs are unique across processes, restarts and days:
-//   - shard k's counter for a day hands out n = 1, 2, ... < 2^28, each block of
-//     it to one lease only (INCRBY is atomic), and the sequence is
-//     k<<28 | n, so shards never overlap: within a UTC day no sequence number
-//     goes to two leases, in any process;
-//   - every process names shard k's counter alike: the tags are a fixed
-//     function of k (pinned by TestIDShardKeysAreFixed), and IDShards is a
-//     constant, not an option, since two processes splitting the sequence
-//     differently would hand out the same numbers;
-//   - a lease serves only IDs whose second falls on the day its counter
-//     names (the rest is dropped when the day changes, in either direction),
-//     so IDs of different days differ in their seconds;
+// IDs are unique across processes, restarts and days because:
+//   - shard k's counter for a day leases each block once (INCRBY), and the
+//     sequence is k<<28 | n, so no number of a day goes to two leases;
+//   - every process names shard k's counter alike (idShardTags, pinned by
+//     TestIDShardKeysAreFixed; IDShards is a constant, not an option);
+//   - a lease serves only IDs whose second falls on its counter's day;
 //   - a number handed back by Unused was leased to this process alone and
-//     written nowhere, so it is reissued (with the current second) once, and
-//     only within its day;
-//   - all of the issuer's state is behind one mutex: a lease in the
-//     background only ever fills the next block, which Next takes over once
-//     the current one is spent.
+//     written nowhere; it is reissued once, only within its day;
+//   - all state is behind mu: a background lease only fills ahead.
 //
-// Losing a counter (a Redis without persistence or a failover that lost the
-// last writes) breaks this; the database then refuses the colliding order
-// (domain.FailIDConflict). So does running this beside the previous version
-// in the same seconds: its single counter icr:order:yyyy:MM:dd hands out
-// shard 0's numbers too (one that stopped before this started issued only
-// earlier seconds, which no ID of this one carries).
+// Losing a counter (no persistence, a failover that lost writes) breaks this,
+// as does running beside the previous version in the same seconds (its one
+// counter icr:order:yyyy:MM:dd hands out shard 0's numbers); the database then
+// refuses the colliding order (domain.FailIDConflict).
 type IDs struct {
 	rdb     redis.UniversalClient
 	keys    [IDShards]string // shard k's key without its day
 	block   int64
 	clock   ports.Clock
 	attempt time.Duration
-
 	// life ends at Close: it bounds leases in flight, and wg waits for them.
 	life context.Context
 	stop context.CancelFunc
@@ -108,10 +89,7 @@ type IDs struct {
 	run    *leaseRun // the lease in flight, nil when none
 	closed bool
 	shards shardState
-	// unused holds sequence numbers of IDs handed back by refused claims,
-	// reissued first. The cap bounds what a stampede of refusals can park
-	// here.
-	unused []unusedSeq
+	unused []unusedSeq // handed back by refused claims, reissued first; at most maxUnused
 }
 
 // idBlock is a leased range of one day's sequence; empty when next > last.
@@ -134,8 +112,8 @@ type unusedSeq struct {
 	seq uint32
 }
 
-// maxUnused bounds the IDs kept for reuse; beyond it they are dropped, which
-// only spends them.
+// maxUnused bounds what a stampede of refusals can park; beyond it an ID is
+// dropped, which only spends it.
 const maxUnused = 4096
 
 var _ ports.OrderIDs = (*IDs)(nil)
@@ -163,22 +141,19 @@ func NewIDs(rdb redis.UniversalClient, opts IDOptions) *IDs {
 	for k := range g.keys {
 		g.keys[k] = opts.Prefix + "{" + idShardTags[k] + "}:"
 	}
-	// Instances start on different shards, so their leases spread over the
-	// counters from the first one.
+	// Instances start on different shards, so their leases spread from the first.
 	g.shards.next = rand.IntN(IDShards)
 	return g
 }
 
-// Next hands out the next number of the block in hand, and starts leasing the
-// following block once this one is half spent. It waits on Redis only when
-// both are spent (at the start, after midnight, or when leases fail), and
-// then no longer than ctx allows; the lease itself goes on for the callers
-// after it.
+// Next hands out the next number of the block in hand, leasing the following
+// block once it is half spent. It waits on Redis only when both are spent (at
+// the start, after midnight, or when leases fail), no longer than ctx allows;
+// the lease goes on for the callers after it.
 func (g *IDs) Next(ctx context.Context) (domain.OrderID, error) {
 	for {
 		now := g.clock.Now().UTC()
-		// Compared as its midnight, formatted only for a lease: a claim then
-		// costs no string.
+		// Compared as its midnight, formatted only for a lease: a claim costs no string.
 		day := dayOf(now)
 		g.mu.Lock()
 		if seq, ok := g.reuse(day); ok {
@@ -212,12 +187,10 @@ func (g *IDs) Next(ctx context.Context) (domain.OrderID, error) {
 			return 0, fmt.Errorf("wait for an order id lease: %w", ctx.Err())
 		}
 		if run.err != nil {
-			// That lease tried every shard it could: another round now
-			// would only repeat it.
+			// That lease tried every shard it could: a new round would repeat it.
 			return 0, run.err
 		}
-		// The block may be for a day gone by, or taken by the callers
-		// before this one: look again.
+		// The block may be of a day gone by, or taken by earlier callers: look again.
 	}
 }
 
@@ -234,12 +207,9 @@ func (g *IDs) reuse(day time.Time) (uint32, bool) {
 	return 0, false
 }
 
-// Unused parks the sequence number of an ID that Next issued and nobody wrote
-// anywhere, so the next Next reissues it, stamped with its own second, instead
-// of spending a new one: refused claims, most answers of a stampede, then
-// cost none of the day's IDs, and a reissued ID tells when its claim was
-// made, not when an earlier, refused one was. It is reissued only on the day
-// it was leased for, and dropped after.
+// Unused parks an ID that Next issued and nobody wrote anywhere, for Next to
+// reissue within its day with its own second: a refused claim costs no ID, and
+// a reissued ID tells when its own claim was made.
 func (g *IDs) Unused(id domain.OrderID) {
 	u := unusedSeq{day: dayOf(id.Time()), seq: id.Seq()}
 	g.mu.Lock()
@@ -249,10 +219,9 @@ func (g *IDs) Unused(id domain.OrderID) {
 	}
 }
 
-// Close stops leasing and waits for the lease in flight: at once on a client
-// that heeds its context (the AutoPipeliner), within the client's read
-// timeout otherwise. Next then serves what the issuer holds, and refuses
-// with ErrIDsClosed once that is spent.
+// Close stops leasing and waits for the lease in flight (at once on a client
+// that heeds its context, within its read timeout otherwise). Next then serves
+// what the issuer holds, and refuses with ErrIDsClosed once that is spent.
 func (g *IDs) Close() error {
 	g.mu.Lock()
 	g.closed = true
@@ -262,35 +231,29 @@ func (g *IDs) Close() error {
 	return nil
 }
 
-// dayOf is t's UTC calendar day, as the time of its midnight: Go's clock
-// counts every UTC day as 24 h from the zero time, a UTC midnight.
+// dayOf is t's UTC day as its midnight: Go's zero time is a UTC midnight and
+// every UTC day is 24 h.
 func dayOf(t time.Time) time.Time { return t.UTC().Truncate(24 * time.Hour) }
 
 // IDShards is how many counters a day's sequence is split over: shard k hands
-// out the sequence numbers k<<28 | n, 1 <= n < 2^28. Sixteen spread over any
-// cluster of up to sixteen masters (their tags' slots fall one in each
-// sixteenth of the slot range), and 2^28 numbers a shard a day is far more
-// than a shard is asked for. A constant, not an option: every process sharing
-// a Redis must split the sequence alike, or two would hand out the same
-// numbers.
+// out k<<28 | n, 1 <= n < 2^28. Sixteen spread over any cluster of up to
+// sixteen masters. A constant: processes splitting the sequence differently
+// would hand out the same numbers.
 const IDShards = 1 << idShardBits
 
 const (
 	idShardBits = 4
 	seqShift    = 32 - idShardBits
-	// shardSpan bounds a shard's n: 1 <= n < shardSpan.
-	shardSpan = int64(1) << seqShift
+	shardSpan   = int64(1) << seqShift // 1 <= a shard's n < shardSpan
 )
 
 // IDShardRetry is how long a shard whose lease failed is passed over when
-// another shard can serve: a dead master then costs one short attempt per
-// instance this often, not one per lease.
+// another can serve: a dead master costs one short attempt per instance this
+// often, not one per lease.
 const IDShardRetry = 10 * time.Second
 
 // idShardTags[k] is shard k's hash tag: "s07" when its slot falls in the k-th
-// sixteenth of the slot range, else the first "s07.<salt>" that does. A pure
-// function of k, so every process and every version names the same counters;
-// TestIDShardKeysAreFixed pins it.
+// sixteenth of the slot range, else the first "s07.<salt>" that does.
 var idShardTags = func() (tags [IDShards]string) {
 	const slots = 16384
 	for k := range tags {
@@ -305,26 +268,22 @@ var idShardTags = func() (tags [IDShards]string) {
 	return tags
 }()
 
-// shardState is where the next lease goes: shards are taken in turn, so
-// leases spread over the counters (and masters); one that failed lately is
-// passed over, one spent for the day is not tried again that day.
+// shardState is where the next lease goes: shards in turn, passing over one
+// that failed lately, and one spent for the day.
 type shardState struct {
-	next   int                 // the position in turn (see shardStride) of the next shard
+	next   int                 // position in turn (see shardStride) of the next shard
 	failed [IDShards]time.Time // when the shard's last lease failed; zero if it did not
 	spent  [IDShards]time.Time // the day the shard ran out of numbers
 }
 
-// shardStride orders the turn: position p is shard p*7 mod 16. Odd, so a
-// turn visits every shard; and chosen so that shards next in turn lie on
-// different masters of a cluster of 3 to 6 masters with even slot ranges
-// (on 2, twice a turn they do not): a lease that meets a dead master tries
-// a live one next, instead of that master's next shard.
-// TestIDShardTurnAlternatesMasters checks it against the tags' slots.
+// shardStride orders the turn: position p is shard p*7 mod 16. Odd, so a turn
+// visits every shard, and shards next in turn lie on different masters of an
+// evenly split cluster of 3 to 6 masters, so a lease that meets a dead master
+// tries a live one next (TestIDShardTurnAlternatesMasters).
 const shardStride = 7
 
-// pick returns the shard the next attempt of a lease for day tries, skipping
-// those tried already: the first in turn that did not fail lately, else the
-// first in turn at all (every shard failing is no reason to stop trying).
+// pick returns the shard a lease for day tries next among those not tried:
+// the first in turn that did not fail lately, else the first in turn at all.
 // ok is false when every shard left is spent or tried.
 func (s *shardState) pick(day time.Time, tried *[IDShards]bool, now time.Time) (k int, ok bool) {
 	fallback := -1
@@ -349,8 +308,8 @@ func (s *shardState) pick(day time.Time, tried *[IDShards]bool, now time.Time) (
 	return fallback * shardStride % IDShards, true
 }
 
-// startLease starts leasing a block for now's day in the background. Called
-// with mu held, when no lease is in flight and the issuer is open.
+// startLease leases a block for now's day in the background. Called with mu
+// held, when no lease is in flight and the issuer is open.
 func (g *IDs) startLease(now time.Time) *leaseRun {
 	run := &leaseRun{done: make(chan struct{})}
 	g.run = run
@@ -358,9 +317,7 @@ func (g *IDs) startLease(now time.Time) *leaseRun {
 		b, err := g.lease(now)
 		g.mu.Lock()
 		if err == nil {
-			// ahead is empty or of another day here: no lease ran since it
-			// was found so, and only a lease fills it.
-			g.ahead = b
+			g.ahead = b // empty or of another day: only a lease fills it
 		}
 		run.err = err
 		g.run = nil
@@ -377,22 +334,18 @@ type attempt struct {
 	err error
 }
 
-// attemptCap bounds one attempt, in LeaseTimeouts (2 s by default): past it
-// the shard is not slow but gone.
+// attemptCap bounds one attempt, in LeaseTimeouts: past it the shard is gone.
 const attemptCap = 8
 
-// lease takes a block of now's day from the first shard to answer. It asks
-// one shard, and another each time an attempt fails or LeaseTimeout passes
-// without an answer, each shard at most once, without giving up on those
-// still out: a dead master costs the lease one LeaseTimeout, far under a
-// claim's budget, and a Redis that is only slow (a stampede's first lease
-// waits behind thousands of claims, and took 300 ms on a loaded test
-// machine) still answers it.
+// lease takes a block of now's day from the first shard to answer: it asks
+// another shard each time an attempt fails or LeaseTimeout passes, without
+// giving up on those still out, so a dead master costs one LeaseTimeout and a
+// merely slow Redis (a stampede's first lease took 300 ms on a loaded test
+// machine) still answers.
 func (g *IDs) lease(now time.Time) (idBlock, error) {
 	day := dayOf(now)
 	dayName := now.Format("2006:01:02")
-	// Cancelled once the lease is decided: an attempt still out then may
-	// yet take its block, which is never used, which only spends it.
+	// Cancelled once decided: an attempt still out may yet take a block, unused.
 	round, cancel := context.WithCancel(g.life)
 	defer cancel()
 	answers := make(chan attempt, IDShards) // never blocks a late attempt
@@ -442,14 +395,12 @@ func (g *IDs) lease(now time.Time) (idBlock, error) {
 			if g.life.Err() != nil {
 				return idBlock{}, fmt.Errorf("%w: %w", ErrIDsClosed, a.err)
 			}
-			// An exhausted shard is no failure of the others: keep the
-			// error that says why a shard did not answer, if one did not.
+			// Prefer an error that says why a shard did not answer to "exhausted".
 			if lastErr == nil || !errors.Is(a.err, ErrSequenceExhausted) {
 				lastErr = a.err
 			}
 		case <-hedge.C:
-			// The shards still out are slow or gone: pass over them for a
-			// while (an answer clears that), and ask another meanwhile.
+			// Those still out are slow or gone: pass over them, ask another.
 			g.mu.Lock()
 			for k, o := range out {
 				if o {
@@ -466,18 +417,15 @@ func (g *IDs) lease(now time.Time) (idBlock, error) {
 }
 
 // leaseFrom takes a block from shard k's counter key, giving up after
-// attemptCap LeaseTimeouts or when ctx ends, whatever the client does: a
-// client that ignores its context's deadline (go-redis without
-// ContextTimeoutEnabled waits for its ReadTimeout) finishes in the
-// background, and the block it may have taken is never used.
+// attemptCap LeaseTimeouts or when ctx ends, whatever the client does (go-redis
+// without ContextTimeoutEnabled waits for its ReadTimeout): a late block is
+// never used.
 func (g *IDs) leaseFrom(ctx context.Context, k int, day time.Time, key string) (idBlock, error) {
 	ctx, cancel := context.WithTimeout(ctx, attemptCap*g.attempt)
 	defer cancel()
-	// EXPIRE rides along with every lease, so a crash after the first INCRBY
-	// cannot leave a counter without a TTL.
-	// Sent one after the other, not together: a pipeliner that runs batches
-	// in parallel (Unordered) could run the EXPIRE first, on no key. A lease
-	// is one claim in Block, so the second round trip costs nothing much.
+	// EXPIRE rides with every lease, so a crash after the first INCRBY cannot
+	// leave a counter without a TTL; sent after the INCRBY, not with it, since
+	// a pipeliner running batches in parallel could run it first, on no key.
 	incr := redis.NewIntCmd(ctx, "incrby", key, g.block)
 	expire := redis.NewBoolCmd(ctx, "expire", key, int64(counterTTL/time.Second))
 	done := make(chan error, 1)

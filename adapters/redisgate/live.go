@@ -14,10 +14,10 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// The live set, and what reconcile and the probe read of a voucher's gate.
+// The live set, and what reconcile, the probe and the repair do to a gate.
 
 // addLive names every bucket's tag in the live set, where the stream
-// consumers discover streams ("<id>" for an unsplit voucher).
+// consumers discover streams.
 func (g *Gate) addLive(ctx context.Context, l *layout) error {
 	members := make([]any, l.k)
 	for b := range l.k {
@@ -31,10 +31,8 @@ func (g *Gate) addLive(ctx context.Context, l *layout) error {
 
 var _ ports.GateProbe = (*Gate)(nil)
 
-// Missing reports the vouchers with a bucket missing, left frozen by a
-// restore that died, or absent from the live set. It costs two pipelined
-// round trips (on a cluster, one per master each): every voucher's K
-// (kinds), then an HMGET and a SISMEMBER per bucket.
+// Missing reports the vouchers with a bucket missing, left frozen by a dead
+// restore, or absent from the live set, in two pipelined round trips.
 func (g *Gate) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error) {
 	if len(ids) == 0 {
 		return nil, nil
@@ -70,12 +68,10 @@ func (g *Gate) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.Vo
 	return missing, nil
 }
 
-// Queued costs at most two commands whatever the number of live sales: the
-// order's index entry names its voucher, user and K, and the buyers hash of
-// the user's home bucket confirms the user still holds this order (a released
-// or refused claim leaves an entry whose buyers do not). An unknown ID and
-// another user's ID both stop after the first command, so neither the answer
-// nor its timing tells them apart.
+// Queued costs at most two commands: the order's index entry names its
+// voucher, user and K, and the home bucket's buyers confirm the user still
+// holds the order (a refused claim's entry they do not). An unknown ID and
+// another user's both stop after the first, so even timing cannot tell them apart.
 func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error) {
 	return g.queued(ctx, id, func(u domain.UserID) bool { return u == user })
 }
@@ -87,8 +83,8 @@ func (g *Gate) QueuedByID(ctx context.Context, id domain.OrderID) (domain.Vouche
 	return g.queued(ctx, id, func(domain.UserID) bool { return true })
 }
 
-// queued reads the order's index entry and, when its user is one mine
-// accepts, whether that user's places hold the order.
+// queued reads the order's index entry and, when mine accepts its user,
+// whether that user's places hold the order.
 func (g *Gate) queued(ctx context.Context, id domain.OrderID, mine func(domain.UserID) bool) (domain.VoucherOrder, bool, error) {
 	raw, err := g.rdb.Get(ctx, redisschema.OrderIndexKey(g.prefix, id)).Result()
 	if errors.Is(err, redis.Nil) {
@@ -122,10 +118,8 @@ func (g *Gate) queued(ctx context.Context, id domain.OrderID, mine func(domain.U
 	return o, true, nil
 }
 
-// PruneLive removes from the live set the vouchers and buckets whose keys
-// have all expired, and reports how many members it removed. The stream
-// consumer discovers streams there, so the set must not grow with every sale
-// ever made; the service runs this with its periodic gate check.
+// PruneLive removes from the live set the members whose keys have all
+// expired, so it does not grow with every sale ever made, and reports how many.
 func (g *Gate) PruneLive(ctx context.Context) (int, error) {
 	live := redisschema.LiveSet(g.prefix)
 	members, err := g.rdb.SMembers(ctx, live).Result()
@@ -148,9 +142,8 @@ func (g *Gate) PruneLive(ctx context.Context) (int, error) {
 	return len(stale), nil
 }
 
-// tagsWhere returns the tags whose bucket hash or order stream (which
-// outlives the sale until its consumer is done) exists (alive), or whose
-// both are gone (!alive).
+// tagsWhere returns the tags whose bucket hash or order stream exists (alive),
+// or whose both are gone (!alive).
 func (g *Gate) tagsWhere(ctx context.Context, tags []any, alive bool) ([]any, error) {
 	if len(tags) == 0 {
 		return nil, nil
@@ -173,12 +166,10 @@ func (g *Gate) tagsWhere(ctx context.Context, tags []any, alive bool) ([]any, er
 	return out, nil
 }
 
-// prune removes tags whose keys have all expired. The set and the voucher
-// keys live in different slots, so no script or MULTI can make "check, then
-// remove" atomic. Instead it removes first and checks again: a Preheat or
-// Restore that recreated the voucher meanwhile either finished its own SADD
-// after our SREM, or wrote its voucher hash before our second check, which
-// then puts the member back.
+// prune removes tags whose keys have all expired. The set is another slot than
+// the keys, so "check, then remove" cannot be atomic: it removes, then checks
+// again, so a Preheat or Restore meanwhile either SADDs after the SREM or
+// wrote its hash before the second check, which puts the member back.
 func (g *Gate) prune(ctx context.Context, live string, tags []any) error {
 	if err := g.rdb.SRem(ctx, live, tags...).Err(); err != nil {
 		return err
@@ -190,10 +181,8 @@ func (g *Gate) prune(ctx context.Context, live string, tags []any) error {
 	return g.rdb.SAdd(ctx, live, back...).Err()
 }
 
-// Stock is the voucher's units in Redis: every bucket's stock plus, for a
-// split voucher, the units of transfer records not yet applied (a unit is in
-// exactly one of them), and false when the gate holds no bucket of it. For
-// reconciliation and tests.
+// Stock is the voucher's units in Redis: every bucket's stock plus the units
+// of transfer records not yet applied; false when no bucket exists.
 func (g *Gate) Stock(ctx context.Context, id domain.VoucherID) (int, bool, error) {
 	l, err := g.layoutOf(ctx, id)
 	if err != nil {
@@ -228,9 +217,8 @@ func (g *Gate) Stock(ctx context.Context, id domain.VoucherID) (int, bool, error
 	return int(total), found, nil
 }
 
-// Buyers returns the orders the voucher's places hold, with their users:
-// the union of its buckets' marks (a user's places are all in its home
-// bucket). For reconciliation and tests (it reads every hash).
+// Buyers returns the orders the voucher's places hold, with their users (it
+// reads every buyers hash: for reconciliation and tests).
 func (g *Gate) Buyers(ctx context.Context, id domain.VoucherID) (map[domain.OrderID]domain.UserID, error) {
 	l, err := g.layoutOf(ctx, id)
 	if err != nil {
@@ -258,8 +246,7 @@ func (g *Gate) Buyers(ctx context.Context, id domain.VoucherID) (map[domain.Orde
 
 var _ ports.QueueBacklog = (*Gate)(nil)
 
-// Pending is the length of every bucket's stream: the entries not yet
-// trimmed by their consumer.
+// Pending is the entries of every bucket's stream not yet trimmed.
 func (g *Gate) Pending(ctx context.Context, id domain.VoucherID) (int64, error) {
 	l, err := g.layoutOf(ctx, id)
 	if err != nil {
@@ -276,12 +263,9 @@ func (g *Gate) Pending(ctx context.Context, id domain.VoucherID) (int64, error) 
 	return n, nil
 }
 
-// Orders lists the orders the voucher's streams hold (pending or not yet
-// delivered: an entry is deleted with its ack), bucket by bucket and each
-// oldest first, reading at most max entries in all; complete is false when
-// the streams hold more. Reconcile tells an order in flight from a lost one
-// with it. It reads without touching the consumer group: a read here is not a
-// delivery.
+// Orders lists the orders the voucher's streams hold (an entry is deleted with
+// its ack), oldest first per bucket, reading at most max entries; complete is
+// false when there are more. It reads outside the consumer group.
 func (g *Gate) Orders(ctx context.Context, id domain.VoucherID, max int) ([]domain.VoucherOrder, bool, error) {
 	l, err := g.layoutOf(ctx, id)
 	if err != nil {
@@ -302,10 +286,9 @@ func (g *Gate) Orders(ctx context.Context, id domain.VoucherID, max int) ([]doma
 	return out, true, nil
 }
 
-// ordersIn reads a stream from its oldest entry, a page at a time, for the
-// orders its first max entries carry; n is the entries read, max+1 when more
-// follow. An entry that carries no valid order counts and gives no order (it
-// is dead-lettered, not fulfilled).
+// ordersIn reads the orders of a stream's first max entries, a page at a time;
+// n is the entries read, max+1 when more follow. An entry carrying no valid
+// order counts and gives none (it is dead-lettered).
 func (g *Gate) ordersIn(ctx context.Context, id domain.VoucherID, stream string, max int) ([]domain.VoucherOrder, int, error) {
 	var orders []domain.VoucherOrder
 	n := 0
@@ -329,4 +312,244 @@ func (g *Gate) ordersIn(ctx context.Context, id domain.VoucherID, stream string,
 		}
 		from = "(" + page[len(page)-1].ID
 	}
+}
+
+// healChunk bounds one HMGET and one heal script, which holds Redis while it
+// runs: many forgotten buyers are healed in atomic steps of this many.
+const healChunk = 500
+
+// Counts costs two pipelined round trips: every voucher's K, then each
+// bucket's buyers, stock and (split) transfer records' units, which count as
+// stock: one applied but not yet deleted counts twice for a moment, which can
+// only start a heal that finds nothing to put back.
+func (g *Gate) Counts(ctx context.Context, ids []domain.VoucherID) (map[domain.VoucherID]ports.GateCount, error) {
+	out := make(map[domain.VoucherID]ports.GateCount, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	ls, err := g.kinds(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	type bucketCmds struct {
+		buyers *redis.IntCmd
+		stock  *redis.StringCmd
+		xfer   *redis.StringSliceCmd
+	}
+	pipe := g.rdb.Pipeline()
+	cmds := make([][]bucketCmds, len(ls))
+	for i, l := range ls {
+		for _, bk := range l.buckets {
+			c := bucketCmds{buyers: pipe.HLen(ctx, bk.Buyers), stock: pipe.HGet(ctx, bk.Voucher, "stock")}
+			if l.k > 1 {
+				c.xfer = pipe.HVals(ctx, bk.Transfers())
+			}
+			cmds[i] = append(cmds[i], c)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("count %d vouchers' buyers: %w", len(ids), err)
+	}
+	for i, l := range ls {
+		var count ports.GateCount
+		found := false
+		for _, c := range cmds[i] {
+			s, err := c.stock.Int()
+			if errors.Is(err, redis.Nil) {
+				continue // no bucket: Missing reports it
+			}
+			if err != nil {
+				return nil, fmt.Errorf("stock of voucher %d: %w", l.id, err)
+			}
+			found = true
+			count.Buyers += int(c.buyers.Val())
+			count.Stock += s
+			if c.xfer != nil {
+				for _, raw := range c.xfer.Val() {
+					if r, ok := parseRecord("", raw); ok {
+						count.Stock += int(r.n)
+					}
+				}
+			}
+		}
+		if found {
+			out[l.id] = count
+		}
+	}
+	return out, nil
+}
+
+// Heal finds the orders their home bucket's places lack (pipelined HMGETs: a
+// false alarm writes nothing), then puts them back with heal.lua, which checks
+// each place again (a claim that took it meanwhile keeps it). A split home
+// short of units first pulls them from the others, so a unit counts as
+// oversold only when no bucket has one left.
+func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.VoucherOrder) (ports.Healed, error) {
+	var h ports.Healed
+	if err := v.CheckGateable(); err != nil {
+		return h, fmt.Errorf("heal: %w", err)
+	}
+	limit := v.Sale().LimitPerUser()
+	if _, err := domain.BuyerMarks(v, orders); err != nil {
+		return h, fmt.Errorf("heal: %w", err)
+	}
+	l := g.known(v.ID(), g.kOf(v))
+	for b, home := range l.byHome(orders) {
+		got, err := g.healBucket(ctx, l, b, home, limit)
+		h = h.Add(got)
+		if err != nil {
+			return h, fmt.Errorf("heal voucher %d bucket %d: %w", v.ID(), b, err)
+		}
+	}
+	return h, nil
+}
+
+func (g *Gate) healBucket(ctx context.Context, l *layout, b int, orders []domain.VoucherOrder, limit int) (ports.Healed, error) {
+	var h ports.Healed
+	k := l.buckets[b]
+	lacking, err := g.lacking(ctx, k.Buyers, orders, limit)
+	if err != nil || len(lacking) == 0 {
+		return h, err
+	}
+	if l.k > 1 {
+		if err := g.pull(ctx, l, b, int64(len(lacking))); err != nil {
+			return h, err
+		}
+	}
+	for chunk := range slices.Chunk(lacking, healChunk) {
+		args := make([]any, 0, 2+2*len(chunk))
+		args = append(args, g.opts.Retention.Milliseconds(), limit)
+		for _, o := range chunk {
+			args = append(args, int64(o.UserID()), int64(o.Mark()))
+		}
+		res, err := g.scripts.Run(ctx, g.rdb, healScript, []string{k.Voucher, k.Buyers, k.Returned()}, args...).Int64Slice()
+		if err != nil {
+			return h, err
+		}
+		if len(res) != 3 {
+			return h, fmt.Errorf("unexpected answer %v", res)
+		}
+		if res[0] < 0 {
+			return h, nil // the bucket is gone: Restore rebuilds it
+		}
+		h = h.Add(ports.Healed{Restored: int(res[0]), Retaken: int(res[1]), Oversold: int(res[2])})
+	}
+	return h, nil
+}
+
+// lacking returns the orders none of their user's places holds (held or
+// forfeited) while one place is free: what heal.lua puts back.
+func (g *Gate) lacking(ctx context.Context, buyers string, orders []domain.VoucherOrder, limit int) ([]domain.VoucherOrder, error) {
+	var out []domain.VoucherOrder
+	per := max(healChunk/limit, 1) // orders per HMGET
+	for batch := range slices.Chunk(orders, per*restorePipeline) {
+		pipe := g.rdb.Pipeline()
+		var cmds []*redis.SliceCmd
+		for chunk := range slices.Chunk(batch, per) {
+			fields := make([]string, 0, len(chunk)*limit)
+			for _, o := range chunk {
+				for n := 1; n <= limit; n++ {
+					fields = append(fields, redisschema.PlaceField(o.UserID(), n))
+				}
+			}
+			cmds = append(cmds, pipe.HMGet(ctx, buyers, fields...))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("read buyers: %w", err)
+		}
+		for i, o := range batch {
+			j := i % per * limit
+			if lacks(o, cmds[i/per].Val()[j:j+limit]) {
+				out = append(out, o)
+			}
+		}
+	}
+	return out, nil
+}
+
+// lacks tells whether a user's places (as HMGET read them) hold neither o nor
+// its forfeit, and one is free.
+func lacks(o domain.VoucherOrder, places []any) bool {
+	free := false
+	for _, p := range places {
+		mark, ok := p.(string)
+		if !ok {
+			free = true
+			continue
+		}
+		if id, _, ok := redisschema.ParseMark(mark); ok && id == o.ID() {
+			return false
+		}
+	}
+	return free
+}
+
+// returnChunk bounds one return script, which holds Redis while it runs (500
+// cost about one claim pipeline's work).
+const returnChunk = 500
+
+// Return runs return.lua once per home bucket and chunk of orders: an expiry
+// pass of 500 orders is one round trip. Its returned set costs one member per
+// cancelled order while the sale's keys live.
+func (g *Gate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
+	for _, group := range byVoucher(orders) {
+		l, err := g.layoutOf(ctx, group[0].VoucherID())
+		if err != nil {
+			return fmt.Errorf("return %d orders: %w", len(group), err)
+		}
+		for b, home := range l.byHome(group) {
+			if _, err := g.returnTo(ctx, l.buckets[b], home, false); err != nil {
+				return fmt.Errorf("return units of voucher %d bucket %d: %w", l.id, b, err)
+			}
+		}
+	}
+	return nil
+}
+
+// errFrozen: a bucket a restore froze gives nothing back until it is done.
+var errFrozen = errors.New("the bucket is being restored: nothing given back, try again")
+
+// returnTo returns orders whose home is bucket k and answers the units given
+// back; restoring is the restore's own call, into a bucket it froze.
+func (g *Gate) returnTo(ctx context.Context, k redisschema.Keys, orders []domain.VoucherOrder, restoring bool) (int64, error) {
+	var given int64
+	for chunk := range slices.Chunk(orders, returnChunk) {
+		args := make([]any, 0, 2+2*len(chunk))
+		args = append(args, boolArg(g.opts.ReclaimAfterCancel), boolArg(restoring))
+		for _, o := range chunk {
+			args = append(args, int64(o.UserID()), int64(o.ID()))
+		}
+		n, err := g.scripts.Run(ctx, g.rdb, returnScript, []string{k.Voucher, k.Buyers, k.Returned()}, args...).Int64()
+		if err != nil {
+			return given, err
+		}
+		if n < 0 {
+			return given, errFrozen
+		}
+		given += n
+	}
+	return given, nil
+}
+
+// byVoucher groups orders by voucher, in order of first appearance.
+func byVoucher(orders []domain.VoucherOrder) [][]domain.VoucherOrder {
+	idx := map[domain.VoucherID]int{}
+	var out [][]domain.VoucherOrder
+	for _, o := range orders {
+		i, ok := idx[o.VoucherID()]
+		if !ok {
+			i = len(out)
+			idx[o.VoucherID()] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], o)
+	}
+	return out
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }

@@ -15,9 +15,6 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// Rebuilding a voucher's gate from the database: one path for both layouts,
-// an unsplit voucher being the case of one bucket and no transfers.
-
 // Restore writes the buckets of v that the gate lacks from the database's
 // stock and buyers, leaves the ones it holds, and reports whether it wrote
 // any (restore).
@@ -25,59 +22,40 @@ func (g *Gate) Restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	return g.restore(ctx, v, buyers, false)
 }
 
-// Overwrite replaces the voucher's gate state with the database's, whatever
-// the gate holds: stock = v's remaining stock, buyers = exactly these orders.
-// It is `seckill reconcile --fix`; run it only while no claims are served, or
-// a claim between the database read and the swap is forgotten.
+// Overwrite replaces the voucher's gate state with the database's (`seckill
+// reconcile --fix`): run it only while no claims are served, or a claim
+// between the database read and the swap is forgotten.
 func (g *Gate) Overwrite(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder) error {
 	_, err := g.restore(ctx, v, buyers, true)
 	return err
 }
 
-// restore rebuilds the buckets Redis lost (force: all of them), leaves the
-// ones it kept, and reports whether it wrote any. A bucket's buyers are staged
-// in chunks (stage) and swapped in by write.lua: the visible step is atomic
-// and O(1) however many buyers, and a crash leaves no half-written set. With
-// every bucket present and serving, and no force, it only puts back the
-// live-set entries and a split voucher's K key (announce). Otherwise:
+// restore rebuilds the buckets Redis lost (force: all of them) and reports
+// whether it wrote any; with every bucket serving and no force it only
+// announces. Buyers are staged in chunks and swapped in by write.lua, so the
+// visible step is atomic and a crash leaves no half-written set. Steps:
 //
-//  1. a split voucher, under a per-voucher lock, is frozen and fenced and its
-//     transfer records finished (quiesce), so nothing moves its units. An
-//     unsplit voucher has no transfers, and while its gate is absent
-//     claim.lua answers not_found, so its stream only shrinks: nothing to
-//     fence, no wait (claim.lua does not read 'frozen', for speed: a freeze
-//     would not stop its claims anyway);
-//  2. count what Redis holds: the kept buckets' stock, and every bucket
-//     stream's entries, orders sold and not yet in MySQL (the consumer
-//     deletes an entry once its order is written), whose buyers keep their
-//     places in the buckets written (domain.KeepQueued): a buyer waiting
-//     for the database is refused a second order, as before the loss;
-//  3. read the database after that (Options.Vouchers/Orders when set): an
-//     order committed in between is counted twice (undersold, never
-//     oversold), where with the caller's earlier read one committed, and its
-//     entry deleted, between that read and the count would be in neither;
-//  4. write the buckets to rebuild with the units left, split evenly, and the
-//     buyers whose home each is: a split voucher's placeholders ('restore',
-//     frozen until all are written, then unfrozen); an unsplit voucher's one
-//     bucket ('fill': only if still absent, so a Preheat or Restore that
-//     landed since the check keeps its gate and claims; or 'overwrite').
+//  1. a split voucher, under a lock, is frozen, fenced and its transfers
+//     finished (quiesce). An unsplit one needs no fence: without its gate
+//     claim.lua answers not_found, so its stream only shrinks;
+//  2. count what Redis holds: kept buckets' stock, and every stream's entries
+//     (sold, not yet in MySQL), whose buyers keep their places
+//     (domain.KeepQueued), also when unsplit: from MySQL's stock alone a
+//     lost hash's queued units would be sold again;
+//  3. read the database after that (Options.Vouchers/Orders): an order
+//     committed in between is counted twice (undersold, never oversold);
+//  4. write the lost buckets with the units left, split evenly: a split
+//     voucher's placeholders ('restore', frozen until all are written); an
+//     unsplit one's 'fill' (only if still absent) or 'overwrite'.
 //
-// An unsplit rebuild keeps its queued orders too: a voucher hash lost while
-// its stream survived (an eviction, a DEL) had sold those units, and from
-// MySQL's stock alone the gate would sell them again for the database to
-// refuse. That costs a rebuild a read of its stream and the database read,
-// no fence; a present gate costs what it did. An unsplit Overwrite skips 2
-// and 3: nothing freezes its gate, so its stream moves under any count, and
-// it writes the caller's state exactly, as it promises; reconcile calls it
-// only once the stream is drained. A split restore that dies part way leaves
-// frozen buckets, which Missing reports, so the next repair runs it again:
-// every count is from the database's truth, so a second run is correct
-// whatever the first wrote.
+// An unsplit Overwrite skips 2 and 3 and writes the caller's state exactly
+// (reconcile calls it once the stream is drained). A split restore that dies
+// part way leaves frozen buckets, which Missing reports; counting from the
+// database's truth, the next run is right whatever the first wrote.
 func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder, force bool) (bool, error) {
 	if err := v.CheckGateable(); err != nil {
 		return false, fmt.Errorf("restore: %w", err)
 	}
-	// Checked before anything is written: a refused restore writes nothing.
 	if _, err := domain.BuyerMarks(v, buyers); err != nil {
 		return false, fmt.Errorf("restore: %w", err)
 	}
@@ -91,11 +69,8 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 		return false, g.announce(ctx, v, l)
 	}
 	if k > 1 {
-		// Once buckets are frozen, stopping half way leaves the sale
-		// answering busy until the next repair: the restore runs to its end
-		// on its own deadline, whatever the caller's (the periodic repair's
-		// may be shorter than the fence).
-		// Its budget: the fence plus ample time for the rest.
+		// Stopping once buckets are frozen leaves the sale busy until the next
+		// repair: run to the end on a budget of its own, the fence plus ample.
 		budget := 2*(g.opts.ApplyDeadline+g.opts.Skew) + time.Minute
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), budget)
@@ -112,8 +87,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 			_ = redisx.Release(context.WithoutCancel(ctx), g.rdb, lock, token)
 		}()
 	}
-	// The live-set entries go first, as in Preheat: a restored gate must
-	// never accept claims that no stream consumer will look for.
+	// First, as in Preheat: no claim without a consumer looking for it.
 	if err := g.announce(ctx, v, l); err != nil {
 		return false, err
 	}
@@ -135,9 +109,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 		} else {
 			kept += st[b].stock
 		}
-		if count {
-			// A claim's entry is in its user's home bucket's stream: only a
-			// bucket written here needs its buyers, a kept one its length.
+		if count { // a kept bucket needs only its stream's length, a lost one its buyers
 			n, orders, err := g.queuedIn(ctx, id, bk.Orders, st[b].placeholder)
 			if err != nil {
 				return false, fmt.Errorf("restore voucher %d: stream of bucket %d: %w", id, b, err)
@@ -177,11 +149,9 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 		}
 	}
 	if k > 1 && !st[0].placeholder {
-		// The pool comes from the database's stock, which holds every unit
-		// admins added: bucket 0, which survived, counts them as taken, or
-		// the repair's Apply would add the ones it never took again. Before
-		// the writes: a restore that dies after them leaves the buckets
-		// written and frozen, and the next one only unfreezes them (quiesce).
+		// The pool holds every unit added: a kept bucket 0 counts them taken,
+		// or Apply would add them again. Before the writes: a restore dying
+		// after them leaves them written, and the next only unfreezes.
 		if err := g.scripts.Run(ctx, g.rdb, raiseAddedScript, []string{l.buckets[0].Voucher}, v.Sale().Added()).Err(); err != nil {
 			return false, fmt.Errorf("restore voucher %d: count the added units taken: %w", id, err)
 		}
@@ -202,15 +172,12 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 			return false, err
 		}
 	}
-	// Again after the write, as in Preheat: a prune between the first entry
-	// and the write may have removed it while no bucket hash existed (prune).
+	// Again, as in Preheat: a prune before the write may have removed it.
 	return wrote, g.addLive(ctx, l)
 }
 
-// announce writes a split voucher's K key, which lives in another slot than
-// its buckets and may be lost alone (without it, a process that has not
-// cached K routes the voucher's claims to the unsplit gate: not found), and
-// every bucket's live-set entry.
+// announce writes a split voucher's K key (another slot, so it may be lost
+// alone) and every bucket's live-set entry.
 func (g *Gate) announce(ctx context.Context, v domain.Voucher, l *layout) error {
 	if l.k > 1 {
 		if err := g.setMeta(ctx, v, l.k); err != nil {
@@ -220,24 +187,15 @@ func (g *Gate) announce(ctx context.Context, v domain.Voucher, l *layout) error 
 	return g.addLive(ctx, l)
 }
 
-// unreturnedMax bounds the cancelled orders a restore reads to give back:
-// more than that waiting for the gate is a returner far behind, and the
-// restore is tried again at the next repair instead.
+// unreturnedMax bounds the cancelled orders a restore gives back; more means
+// the returner is far behind, and the next repair tries again.
 const unreturnedMax = 100_000
 
-// returnKept gives back, into the buckets the restore keeps (frozen, their
-// stock counted), the units of the orders the database has cancelled and
-// the gate not yet taken back, and answers how many it gave. The database's
-// stock, read before, holds those units already: without this, the pool
-// written to the lost buckets would hold them too, and the returner's
-// Return after the restore would add them a second time to the kept
-// buckets, which hold their marks (a unit sold twice, the second sale
-// refused by the database). Given back here, the mark is forfeited (or
-// freed), so the returner's Return finds nothing more. It reads the list
-// after the database's stock: a cancellation committed in between is given
-// back here though the stock read missed it, which undersells by its unit,
-// never oversells. A lost bucket's orders need nothing: it is rebuilt from
-// the database's buyers, where a cancelled order holds no unit.
+// returnKept gives back, into the kept buckets, the units of orders the
+// database cancelled and the gate was not given back, and answers how many.
+// The database's stock holds them already: else the lost buckets' pool would
+// hold them too and the returner's later Return would add them again. Read
+// after the stock, a cancellation in between undersells, never oversells.
 func (g *Gate) returnKept(ctx context.Context, l *layout, st []bucketState) (int64, error) {
 	if g.opts.Unreturned == nil {
 		return 0, nil
@@ -264,15 +222,11 @@ func (g *Gate) returnKept(ctx context.Context, l *layout, st []bucketState) (int
 	return given, nil
 }
 
-// quiesce is step 1 of a split voucher's restore (force: its buckets deleted
-// first). It freezes every bucket (claims answer busy; transfers neither take
-// nor apply), a frozen, empty placeholder where one is missing; waits
-// ApplyDeadline+Skew, after which no claim can apply a transfer it took
-// before the freeze (apply.lua refuses past the deadline); and finishes every
-// transfer record (forced apply, then delete). Each unit then sits in one
-// bucket's stock, and it answers their states; or done when no bucket is a
-// placeholder once frozen: a restore that died after writing them all left
-// them right, and they are unfrozen.
+// quiesce is step 1 of a split restore (force: buckets deleted first). It
+// freezes every bucket (a placeholder where one is missing), waits
+// ApplyDeadline+Skew so no claim can apply a transfer it took before, and
+// finishes every transfer record: each unit then sits in one bucket's stock.
+// done: no placeholder once frozen (a dead restore wrote them all): unfrozen.
 func (g *Gate) quiesce(ctx context.Context, v domain.Voucher, l *layout, force bool) ([]bucketState, bool, error) {
 	id, s := v.ID(), v.Sale()
 	for b, bk := range l.buckets {
@@ -305,14 +259,12 @@ func (g *Gate) quiesce(ctx context.Context, v domain.Voucher, l *layout, force b
 	return st, false, err
 }
 
-// writeBucket stages the marks of the users whose home is bucket b and runs
-// write.lua in mode on it, and reports whether it wrote.
+// writeBucket stages bucket b's users' marks and runs write.lua in mode on it.
 func (g *Gate) writeBucket(ctx context.Context, v domain.Voucher, l *layout, b, stock int, mode string, marks map[domain.UserID][]domain.OrderID) (bool, error) {
 	bk := l.buckets[b]
 	staging := bk.Staging(randomToken())
 	staged, err := g.stage(ctx, staging, marks, l.k, b)
 	if err != nil {
-		// Best effort: the TTL reclaims it otherwise.
 		_ = g.rdb.Del(context.WithoutCancel(ctx), staging).Err()
 		return false, fmt.Errorf("restore voucher %d bucket %d: stage buyers: %w", v.ID(), b, err)
 	}
@@ -326,18 +278,15 @@ func (g *Gate) writeBucket(ctx context.Context, v domain.Voucher, l *layout, b, 
 	return code == 1, nil
 }
 
-// write runs write.lua in mode on bucket b (bk) of sale s: stock units, and
-// the staged buyers in the staging hash.
+// write runs write.lua in mode on bucket b (bk): stock units, staged buyers.
 func (g *Gate) write(ctx context.Context, s domain.Sale, bk redisschema.Keys, b int, staging string, stock, staged int, mode string) (int64, error) {
 	return g.scripts.Run(ctx, g.rdb, writeScript, []string{bk.Voucher, bk.Buyers, staging},
 		stock, s.Begin().UnixMilli(), s.End().UnixMilli(), g.expireAt(s).UnixMilli(), staged, mode,
 		boolArg(s.Paused()), addedArg(s, b), s.LimitPerUser()).Int64()
 }
 
-// stage writes the marks of the users whose home of k buckets is b into a
-// staging hash, one field per place (redisschema.PlaceField), in HSETs of
-// restoreChunk fields (the first with the hash's TTL) sent restorePipeline
-// at a time, and returns how many fields it wrote.
+// stage writes the marks of bucket b's users into a staging hash, pipelined
+// HSETs of restoreChunk fields, and returns how many fields it wrote.
 func (g *Gate) stage(ctx context.Context, key string, marks map[domain.UserID][]domain.OrderID, k, b int) (int, error) {
 	var args []any
 	for u, places := range marks {
@@ -350,27 +299,22 @@ func (g *Gate) stage(ctx context.Context, key string, marks map[domain.UserID][]
 	}
 	pipe := g.rdb.Pipeline()
 	for start := 0; start < len(args); start += 2 * restoreChunk {
-		pipe.HSet(ctx, key, args[start:min(start+2*restoreChunk, len(args))]...)
+		end := min(start+2*restoreChunk, len(args))
+		pipe.HSet(ctx, key, args[start:end]...)
 		if start == 0 {
 			pipe.PExpire(ctx, key, stagingTTL)
 		}
-		if pipe.Len() >= restorePipeline {
+		if pipe.Len() >= restorePipeline || end == len(args) {
 			if _, err := pipe.Exec(ctx); err != nil {
 				return 0, err
 			}
 		}
 	}
-	if pipe.Len() > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return 0, err
-		}
-	}
 	return len(args) / 2, nil
 }
 
-// raiseAddedScript raises a bucket hash's 'added' (the units added by admins
-// its gate has taken) to ARGV[1], never lowers it: a control applied during
-// the restore may have raised it further. KEYS[1] bucket hash.
+// raiseAddedScript raises a bucket hash's 'added' to ARGV[1], never lowers it:
+// a control applied during the restore may have raised it further.
 var raiseAddedScript = redis.NewScript(`
 if tonumber(redis.call('HGET', KEYS[1], 'added') or '0') < tonumber(ARGV[1]) then
   redis.call('HSET', KEYS[1], 'added', ARGV[1])
@@ -430,10 +374,8 @@ func allServing(st []bucketState) bool {
 	return !slices.ContainsFunc(st, func(s bucketState) bool { return !s.exists || s.frozen || s.placeholder })
 }
 
-// queuedIn counts a stream's entries (each holds a unit: its order was sold
-// and is not yet in the database, or is and its entry not yet deleted) and,
-// with orders, reads the orders they carry. An entry that carries no valid
-// order still counts; it gives no buyer a place.
+// queuedIn counts a stream's entries (each holds a unit) and, withOrders,
+// reads their orders.
 func (g *Gate) queuedIn(ctx context.Context, id domain.VoucherID, stream string, withOrders bool) (int64, []domain.VoucherOrder, error) {
 	if !withOrders {
 		n, err := g.rdb.XLen(ctx, stream).Result()

@@ -16,38 +16,30 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// The transfer protocol. Buckets live in different slots, so moving units
-// from a donor d to a home h cannot be one atomic step. It is three, each
-// atomic in its own slot:
+// The transfer protocol: moving units from donor d to home h (other slots) is
+// three steps, each atomic in its own slot:
 //
 //	1. take  (d's slot): d.stock -= n; d.xfer[id] = "n:h:created"
 //	2. apply (h's slot): if id not in h.applied { h.applied += id; h.stock += n }
 //	3. settle (d's slot): del d.xfer[id]
 //
-// At every moment each unit is in exactly one place: a bucket's stock (or
-// sold from it), or a record of d.xfer whose id is not yet in its home's
-// applied set. Step 2 is idempotent, so a record may be applied again by
-// anyone who reads it (the repair re-applies, then settles, every record
-// older than ApplyDeadline+Skew); a process that dies after step 1 or 2 leaves
-// a record the repair finishes. Nothing ever applies a record without having
-// read it from d.xfer or having just written it there, and the claim path
-// applies only within ApplyDeadline of step 1 (the apply script checks it),
-// which is what lets a restore fence the claim path off (restore.go).
+// Each unit is always in exactly one place: a bucket's stock (or sold from
+// it), or a record of d.xfer not yet in its home's applied set. Step 2 is
+// idempotent, so the repair re-applies and settles every record older than
+// ApplyDeadline+Skew that a dead process left. A record is applied only by
+// whoever read it from d.xfer or just wrote it, and the claim path applies
+// only within ApplyDeadline of step 1 (apply.lua checks), which lets a restore
+// fence the claim path off.
 
-// claimWithTransfers is a claim whose home h was empty: it visits the other
-// buckets in turn, moves half of a donor's stock home and claims there again.
-// It answers sold out only after (1) a sweep in which every donor was seen
-// empty with no transfer of its younger than ApplyDeadline in flight and the
-// home then empty once more, and (2) a snapshot of all K buckets, read in one
-// pipelined round trip, showing no stock and no transfer record anywhere.
-// Units can then exist only if a whole transfer (take, apply, settle) ran
-// between two reads of that one round trip. If units keep moving away from
-// it, after sweeps sweeps it answers busy (not admitted, nothing changed)
-// rather than sold out.
+// claimWithTransfers is a claim whose home h was empty: it moves half of each
+// donor's stock home in turn and claims there again. It answers sold out only
+// after a sweep that saw every donor empty with no young transfer in flight
+// and the home empty again, and then a one-round-trip snapshot of all buckets
+// showing no stock and no record. If units keep moving, after sweeps sweeps it
+// answers busy (nothing changed).
 func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, l *layout, h int) error {
 	for sweep := range sweeps {
-		if sweep > 0 {
-			// Another claim's transfer may have refilled the home meanwhile.
+		if sweep > 0 { // another claim's transfer may have refilled the home
 			if done, err := g.claimHome(ctx, l, h, o, false); done {
 				return err
 			}
@@ -74,10 +66,7 @@ func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, l 
 		if took || inFlight > 0 {
 			continue
 		}
-		// Every bucket was seen empty, one after the other. Units may still
-		// have moved behind the sweep (into a bucket visited earlier, from one
-		// visited later): one snapshot of every bucket's stock and records, in
-		// one pipelined round trip, settles it.
+		// Units may have moved behind the sweep: one snapshot settles it.
 		stock, records, err := g.snapshot(ctx, l)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ports.ErrNotAdmitted, err)
@@ -85,10 +74,7 @@ func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, l 
 		if stock == 0 && records == 0 {
 			return domain.ErrSoldOut
 		}
-		if stock == 0 {
-			// Only records older than the apply deadline are left (their
-			// claimant stopped): finish them here rather than wait for the
-			// periodic repair, then go round again.
+		if stock == 0 { // only records whose claimant stopped are left: finish them
 			_, _ = g.RepairTransfers(ctx, o.VoucherID())
 		}
 	}
@@ -96,9 +82,7 @@ func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, l 
 }
 
 // transfer moves half of donor d's stock into bucket h (steps 1 to 3). n is
-// the units taken; 0 when d is empty, and then young counts d's records
-// still in flight to other buckets. An error after step 1 leaves a record
-// that the repair finishes.
+// the units taken; when 0, young counts d's records still in flight.
 func (g *Gate) transfer(ctx context.Context, l *layout, d, h int) (n, young int64, err error) {
 	id := randomToken()
 	n, created, young, err := g.take(ctx, l.buckets[d], id, h)
@@ -125,8 +109,7 @@ func (g *Gate) transfer(ctx context.Context, l *layout, d, h int) (n, young int6
 	return n, 0, nil
 }
 
-// pull moves units from the other buckets into bucket h by transfers until
-// h holds want, or a sweep over them moved nothing (at most sweeps sweeps).
+// pull transfers units into bucket h until it holds want or a sweep moved none.
 func (g *Gate) pull(ctx context.Context, l *layout, h int, want int64) error {
 	for range sweeps {
 		have, err := g.rdb.HGet(ctx, l.buckets[h].Voucher, "stock").Int64()
@@ -159,14 +142,10 @@ func (g *Gate) fault(step string) error {
 	return g.opts.Fault(step)
 }
 
-// take is step 1 on the donor. With WaitReplicas it is confirmed by the
-// donor's replicas like a claim (runReplicated). The claim that follows
-// waits only for its home's master: on a cluster the donor is another
-// master, and a failover of it to a replica that missed the take would give
-// the donor its units back while the home keeps them, two places for one
-// unit. A take not confirmed in time is an error (the transfer stops before
-// its apply, and its record is the repair's to finish, as after a crash at
-// that step).
+// take is step 1 on the donor. With WaitReplicas its replicas confirm it like
+// a claim: the claim after waits only for the home's master, and a donor
+// failing over to a replica that missed the take would give its units back
+// while the home keeps them. Unconfirmed, it stops before the apply.
 func (g *Gate) take(ctx context.Context, donor redisschema.Keys, id string, to int) (n int64, created int64, young int64, err error) {
 	keys, deadline := []string{donor.Voucher, donor.Transfers()}, g.opts.ApplyDeadline.Milliseconds()
 	var run *redis.Cmd
@@ -200,7 +179,7 @@ func (g *Gate) apply(ctx context.Context, home redisschema.Keys, id string, n, c
 		id, n, created, deadline.Milliseconds(), boolArg(force)).Int64()
 }
 
-// record is one parsed transfer record, of donor bucket from.
+// record is one transfer record, of donor bucket from.
 type record struct {
 	id       string
 	n        int64
@@ -242,7 +221,7 @@ func (g *Gate) records(ctx context.Context, l *layout) ([]record, error) {
 }
 
 // RepairTransfers finishes the voucher's transfer records older than
-// ApplyDeadline+Skew. It returns how many records it finished.
+// ApplyDeadline+Skew and returns how many.
 func (g *Gate) RepairTransfers(ctx context.Context, id domain.VoucherID) (int, error) {
 	l, err := g.layoutOf(ctx, id)
 	if err != nil || l.k < 2 {
@@ -251,11 +230,9 @@ func (g *Gate) RepairTransfers(ctx context.Context, id domain.VoucherID) (int, e
 	return g.finish(ctx, l, time.Now().Add(-g.opts.ApplyDeadline-g.opts.Skew).UnixMilli(), false)
 }
 
-// finish applies each transfer record created at or before cutoff
-// (idempotent) to its home, then deletes it, and answers how many it
-// finished. A record whose home is missing or frozen is left for the
-// restore, unless force (the restore's own, its buckets frozen): then every
-// record is applied and deleted.
+// finish applies each record created at or before cutoff to its home, then
+// deletes it, and answers how many. One whose home is missing or frozen is
+// left for the restore, unless force (the restore's own).
 func (g *Gate) finish(ctx context.Context, l *layout, cutoff int64, force bool) (int, error) {
 	recs, err := g.records(ctx, l)
 	if err != nil {
@@ -281,8 +258,7 @@ func (g *Gate) finish(ctx context.Context, l *layout, cutoff int64, force bool) 
 	return done, nil
 }
 
-// RepairAll runs RepairTransfers on every split voucher in the live set; the
-// service calls it with its periodic gate repair.
+// RepairAll runs RepairTransfers on every split voucher in the live set.
 func (g *Gate) RepairAll(ctx context.Context) (int, error) {
 	members, err := g.rdb.SMembers(ctx, redisschema.LiveSet(g.prefix)).Result()
 	if err != nil {
@@ -308,8 +284,7 @@ func (g *Gate) RepairAll(ctx context.Context) (int, error) {
 	return total, nil
 }
 
-// snapshot reads every bucket's stock and number of transfer records in one
-// pipelined round trip (on a cluster, one parallel round trip per master).
+// snapshot reads every bucket's stock and record count in one pipelined round trip.
 func (g *Gate) snapshot(ctx context.Context, l *layout) (stock, records int64, err error) {
 	pipe := g.rdb.Pipeline()
 	stocks := make([]*redis.StringCmd, l.k)
@@ -329,9 +304,6 @@ func (g *Gate) snapshot(ctx context.Context, l *layout) (stock, records int64, e
 	}
 	return stock, records, nil
 }
-
-// A voucher split into K > 1 buckets (docs/SCALING-buckets.md): its K key,
-// its buckets' preheat, and a claim decided in the user's home bucket.
 
 func (g *Gate) bucket(id domain.VoucherID, b, k int) redisschema.Keys {
 	return redisschema.KeysForTag(g.prefix, redisschema.BucketTag(id, b, k))
@@ -368,11 +340,8 @@ func (g *Gate) setMeta(ctx context.Context, v domain.Voucher, k int) error {
 	return nil
 }
 
-// preheatSplit writes the voucher's buckets, each with its share of the
-// stock, only where a bucket is absent (as Preheat, for the same reason: a
-// bucket that exists may hold claims answered success). Preheat has written
-// its K and named every bucket's tag in the live set before, so the stream
-// consumers look for every bucket's stream before any bucket can sell.
+// preheatSplit writes each absent bucket with its share of the stock, after
+// Preheat wrote K and the live-set entries.
 func (g *Gate) preheatSplit(ctx context.Context, v domain.Voucher, l *layout) error {
 	s := v.Sale()
 	for b, bk := range l.buckets {
@@ -387,8 +356,7 @@ func (g *Gate) preheatSplit(ctx context.Context, v domain.Voucher, l *layout) er
 	return nil
 }
 
-// claimHome claims o in its home bucket h (with index, writing the order's
-// index entry too: claimIn); done is false while h is empty.
+// claimHome claims o in its home bucket h; done is false while h is empty.
 func (g *Gate) claimHome(ctx context.Context, l *layout, h int, o domain.VoucherOrder, index bool) (done bool, err error) {
 	answer, err := g.claimIn(ctx, l, h, o, true, index)
 	if err != nil {

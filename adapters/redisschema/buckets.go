@@ -7,24 +7,17 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// A bucketed voucher (its stock split into K > 1 buckets, see
-// adapters/redisgate) keeps each bucket under a hash tag of its own,
-// "<voucherId>.<salt>", with the same key names as an unsplit voucher's
-// (voucher, buyers, orders) plus its transfer records. The salt is chosen so
-// that bucket b's slot falls in the b-th of K equal ranges of the 16384 slots:
-// on a cluster whose masters own equal ranges, the buckets land on K
-// different masters (when K divides evenly into the masters). An unsplit
-// voucher's tag is "<voucherId>", so the consumer treats both alike: a stream
-// is named by its tag.
+// A voucher split into K > 1 buckets keeps each bucket under its own hash tag
+// "<voucherId>.<salt>", with an unsplit voucher's key names plus its transfer
+// records; the salt puts bucket b's slot in the b-th of K equal slot ranges, so
+// on a cluster of evenly sized masters the buckets land on different masters.
 
-// clusterSlots is the number of Redis Cluster hash slots.
 const clusterSlots = 16384
 
 // VoucherTag is the hash tag of an unsplit voucher.
 func VoucherTag(id domain.VoucherID) string { return strconv.FormatInt(int64(id), 10) }
 
-// BucketTag is bucket b's (0 <= b < k) hash tag. It is a pure function of
-// (id, b, k), so every process computes the same tags without storing them.
+// BucketTag is bucket b's (0 <= b < k) hash tag, a pure function of (id, b, k).
 func BucketTag(id domain.VoucherID, b, k int) string {
 	if k <= 1 {
 		return VoucherTag(id)
@@ -39,17 +32,10 @@ func BucketTag(id domain.VoucherID, b, k int) string {
 	}
 }
 
-// KeysForTag is the one place the per-voucher key layout is defined: the
-// keys under a voucher's hash tag, or a bucket's.
+// KeysForTag is the one place the per-voucher key layout is defined.
 func KeysForTag(prefix, tag string) Keys {
 	t := prefix + "{" + tag + "}:"
-	return Keys{
-		Voucher: t + "voucher",
-		Buyers:  t + "buyers",
-		Orders:  t + "orders",
-		Live:    LiveSet(prefix),
-		tag:     t,
-	}
+	return Keys{Voucher: t + "voucher", Buyers: t + "buyers", Orders: t + "orders", Live: LiveSet(prefix), tag: t}
 }
 
 // Transfers is a bucket's hash of outgoing transfer records: id -> "n:to:createdMs".
@@ -58,19 +44,17 @@ func (k Keys) Transfers() string { return k.tag + "xfer" }
 // Applied is a bucket's set of the transfer ids it has received.
 func (k Keys) Applied() string { return k.tag + "applied" }
 
-// BucketMeta names, under the voucher's own hash tag, the string holding a
-// bucketed voucher's K; its absence means an unsplit voucher.
+// BucketMeta names the string holding a split voucher's K; absent when unsplit.
 func BucketMeta(prefix string, id domain.VoucherID) string {
 	return prefix + "{" + VoucherTag(id) + "}:buckets"
 }
 
-// BucketLock names the lock one bucket restore holds at a time per voucher.
+// BucketLock names the per-voucher lock of a bucket restore.
 func BucketLock(prefix string, id domain.VoucherID) string {
 	return prefix + "{" + VoucherTag(id) + "}:buckets-restore"
 }
 
-// ParseTag reads a live-set or registry member: "<id>" (an unsplit voucher) or
-// "<id>.<salt>" (a bucket). ok is false for anything else.
+// ParseTag reads a live-set or registry member: "<id>" or "<id>.<salt>".
 func ParseTag(m string) (domain.VoucherID, bool) {
 	head, salt, split := strings.Cut(m, ".")
 	id, err := strconv.ParseInt(head, 10, 64)
@@ -86,8 +70,8 @@ func ParseTag(m string) (domain.VoucherID, bool) {
 	return domain.VoucherID(id), true
 }
 
-// HomeBucket is the bucket that decides a user's claims: a stable hash of the
-// user id (splitmix64's finaliser, so consecutive ids spread evenly) mod k.
+// HomeBucket is the bucket that decides a user's claims: splitmix64's
+// finaliser of the user id (so consecutive ids spread evenly) mod k.
 func HomeBucket(u domain.UserID, k int) int {
 	if k <= 1 {
 		return 0
@@ -101,10 +85,9 @@ func HomeBucket(u domain.UserID, k int) int {
 	return int(x % uint64(k))
 }
 
-// Slot is the Redis Cluster slot of a key (or of a bare hash tag): CRC16
-// (XMODEM) of the key's first non-empty {...} section, mod 16384. A byte a
-// table step: the bit-by-bit loop was 2.5% of the service's CPU in a sale
-// of cold sessions (every miss finds its token's slot).
+// Slot is the Redis Cluster slot of a key or bare hash tag: CRC16 (XMODEM) of
+// its first non-empty {...} section, mod 16384. Table-driven: the bitwise loop
+// was 2.5% of the service's CPU in a sale of cold sessions.
 func Slot(key string) uint16 {
 	if i := strings.IndexByte(key, '{'); i >= 0 {
 		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
@@ -118,7 +101,6 @@ func Slot(key string) uint16 {
 	return crc % clusterSlots
 }
 
-// crc16Table[b] is the CRC16 (XMODEM, polynomial 0x1021) of the byte b.
 var crc16Table = func() (t [256]uint16) {
 	for b := range t {
 		t[b] = crc16Bitwise(0, byte(b))
@@ -126,8 +108,7 @@ var crc16Table = func() (t [256]uint16) {
 	return t
 }()
 
-// crc16Bitwise feeds one byte into crc, bit by bit: the definition the
-// table is built from.
+// crc16Bitwise feeds one byte into crc bit by bit (polynomial 0x1021).
 func crc16Bitwise(crc uint16, b byte) uint16 {
 	crc ^= uint16(b) << 8
 	for range 8 {

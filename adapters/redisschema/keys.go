@@ -1,7 +1,6 @@
-// Package redisschema is what the Redis adapters agree on: the key layout of
-// a sale and the order message the claim script appends to a voucher's
-// stream. The gate writes both and the stream consumer reads both, so they
-// are defined here once.
+// Package redisschema is what the Redis adapters agree on, defined once: a
+// sale's key layout and the order message the claim script appends to a
+// voucher's stream (the gate writes both, the stream consumer reads both).
 package redisschema
 
 import (
@@ -18,14 +17,11 @@ import (
 // DefaultPrefix starts every key the Redis adapters write.
 const DefaultPrefix = "seckill:"
 
-// A buyers hash holds one field per place a user holds in the sale: the
-// user id for the first (hmdp's one-order mark), "<userId>:<n>" for the n-th
-// of a sale that allows more (domain.Sale.LimitPerUser). Its value is the
-// order id that holds the place, or, once that order was cancelled or expired
-// and its place forfeited (the default; see SECKILL_RECLAIM_AFTER_CANCEL),
-// the id negated: the place still counts toward the user's limit, so a claim
-// answers duplicate, holds no unit, and still names its order, so a heal can
-// tell it is there. Gates written before named forfeits hold "0" for one.
+// A buyers hash holds one field per place a user holds: the user id for the
+// first, "<userId>:<n>" for the n-th (domain.Sale.LimitPerUser). Its value is
+// the holding order's id, negated once that order is cancelled and its place
+// forfeited: the place still counts toward the limit and names its order, so
+// a heal can tell it is there. Older gates hold "0" for an unnamed forfeit.
 
 // PlaceField is the buyers-hash field of a user's place n (1-based).
 func PlaceField(u domain.UserID, n int) string {
@@ -42,8 +38,8 @@ func ParsePlaceField(f string) (domain.UserID, bool) {
 	return domain.UserID(u), err == nil && u > 0
 }
 
-// ParseMark reads a buyers-hash value: the order that holds the place
-// (held), or a forfeited place's order (not held; 0 for an unnamed one).
+// ParseMark reads a buyers-hash value: the order holding the place (held), or
+// a forfeited place's order (0 for an unnamed one).
 func ParseMark(v string) (id domain.OrderID, held bool, ok bool) {
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
@@ -55,48 +51,33 @@ func ParseMark(v string) (id domain.OrderID, held bool, ok bool) {
 	return domain.OrderID(n), true, true
 }
 
-// Keys names the Redis keys of one voucher. Every per-voucher key carries the
-// hash tag {<voucherId>}, so a script that touches them all runs on one Redis
-// Cluster slot.
+// Keys names the Redis keys of one voucher (or bucket). All but Live share its
+// hash tag, so a script touching them runs on one cluster slot.
 type Keys struct {
-	// Voucher is a hash: stock (remaining), begin and end (unix ms, [begin, end)).
-	Voucher string
-	// Buyers is a hash of the users' places (PlaceField -> Mark): the
-	// one-order-per-user mark, and the way a status query finds an order
-	// that is still queued.
-	Buyers string
-	// Orders is the voucher's order stream; the claim script appends to it
-	// (the order message, see EncodeOrder) when the gate enqueues. It never
-	// expires on its own: it may hold entries not yet fulfilled, so trimming
-	// and deleting it belong to the stream consumer.
+	Voucher string // hash: stock (remaining), begin and end (unix ms, [begin, end))
+	Buyers  string // hash: PlaceField -> mark
+	// Orders is the order stream the claim script appends to; it never
+	// expires on its own: trimming and deleting it are the stream consumer's.
 	Orders string
-	// Live is a plain set of the IDs of preheated vouchers, shared by all
-	// vouchers (so it is outside every hash tag and never touched by a
-	// script). Status queries and the stream consumer discover vouchers there.
-	Live string
-
-	tag string // <prefix>{<voucherId>}:
+	Live   string // set of preheated voucher tags, outside every hash tag
+	tag    string // <prefix>{<tag>}:
 }
 
-// KeysFor names an unsplit voucher's keys (KeysForTag). prefix must pass
-// ValidatePrefix.
+// KeysFor names an unsplit voucher's keys; prefix must pass ValidatePrefix.
 func KeysFor(prefix string, id domain.VoucherID) Keys { return KeysForTag(prefix, VoucherTag(id)) }
 
-// Staging names a temporary hash a gate Restore fills before swapping it in.
-// It shares the voucher's hash tag so the swap (RENAME) is one slot.
+// Staging names a temporary hash a gate Restore fills and RENAMEs into place.
 func (k Keys) Staging(token string) string { return k.tag + "restore:" + token }
 
-// Returned is a voucher's set of the order ids whose units the gate was
-// given back after the database cancelled them (StockGate.Return), so the
-// heal never puts their marks back. It expires with the voucher hash.
+// Returned is the set of order ids whose units the gate was given back
+// (StockGate.Return), so a heal never puts their marks back.
 func (k Keys) Returned() string { return k.tag + "returned" }
 
-// Room names one of the voucher's waiting-room keys (adapters/redisroom):
-// "" for its hash, or a part such as ":users". They share the voucher's hash
-// tag, so every room script runs on one Redis Cluster slot.
+// Room names one of the voucher's waiting-room keys: "" for its hash, or a
+// part such as ":users".
 func (k Keys) Room(part string) string { return k.tag + "room" + part }
 
-// LiveSet is the set of preheated voucher IDs (Keys.Live).
+// LiveSet is the set of preheated voucher tags (Keys.Live).
 func LiveSet(prefix string) string { return prefix + "vouchers" }
 
 // StreamRegistry is the stream consumer's set of voucher IDs whose streams
@@ -106,10 +87,8 @@ func StreamRegistry(prefix string) string { return prefix + "streams" }
 // DeadLetter is the default stream of order entries set aside for an operator.
 func DeadLetter(prefix string) string { return prefix + "dead-letter" }
 
-// ValidatePrefix refuses a prefix with a brace: Redis Cluster hashes the
-// first {...} of a key, so the hash tag would come from the prefix instead of
-// the voucher ID and every voucher would land on one slot (or, worse, a
-// script's keys would not).
+// ValidatePrefix refuses a brace: Redis Cluster hashes a key's first {...},
+// which would then come from the prefix instead of the voucher's tag.
 func ValidatePrefix(prefix string) error {
 	if strings.ContainsAny(prefix, "{}") {
 		return fmt.Errorf("key prefix %q must not contain '{' or '}' (it would take the voucher's hash tag)", prefix)

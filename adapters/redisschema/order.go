@@ -11,9 +11,8 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// The order message's fields, each a decimal integer. This is the only place
-// they are named: Go writes the message with EncodeOrder, and the claim
-// scripts are built with OrderScript.
+// The order message's fields, each a decimal integer, named only here: Go
+// writes the message with EncodeOrder, the claim scripts get it from OrderScript.
 const (
 	FieldOrderID   = "id"
 	FieldUserID    = "userId"
@@ -29,26 +28,17 @@ var ErrBadOrderMessage = errors.New("not a valid order message")
 
 // EncodeOrder is the order message as field, value pairs for XADD.
 func EncodeOrder(o domain.VoucherOrder) []any {
-	return []any{
-		FieldOrderID, int64(o.ID()),
-		FieldUserID, int64(o.UserID()),
-		FieldVoucherID, int64(o.VoucherID()),
-	}
+	return []any{FieldOrderID, int64(o.ID()), FieldUserID, int64(o.UserID()), FieldVoucherID, int64(o.VoucherID())}
 }
 
-// OrderMessage marks, in a claim script's source, where the order message's
-// XADD arguments go: redis.call('XADD', KEYS[3], '*', ORDER_MESSAGE).
+// OrderMessage marks where a claim script's XADD takes the message:
+// redis.call('XADD', KEYS[3], '*', ORDER_MESSAGE).
 const OrderMessage = "ORDER_MESSAGE"
 
-// OrderScript renders a claim script: src with its one OrderMessage replaced
-// by the message's fields in EncodeOrder's order, each name quoted and each
-// value the Lua expression given for it (a script argument such as
-// "ARGV[2]", holding the ID's decimal string). The script then appends the
-// same message EncodeOrder writes, from the IDs the claim passes anyway, so
-// a claim sends no field names and no second copy of the IDs, and the
-// layout is still defined here alone. It panics unless src holds
-// OrderMessage exactly once: scripts are embedded, so that is a mistake in
-// the build, not in the input.
+// OrderScript renders a claim script: src's one OrderMessage becomes the
+// message's fields, each name quoted and each value the Lua expression given
+// (such as "ARGV[2]"), so a claim sends no field names. It panics unless src
+// holds OrderMessage exactly once (scripts are embedded: a build mistake).
 func OrderScript(src, orderID, userID, voucherID string) string {
 	if n := strings.Count(src, OrderMessage); n != 1 {
 		panic(fmt.Sprintf("redisschema: a claim script must hold %s once, found %d", OrderMessage, n))
@@ -60,10 +50,9 @@ func OrderScript(src, orderID, userID, voucherID string) string {
 	return strings.Replace(src, OrderMessage, strings.Join(args, ", "), 1)
 }
 
-// DecodeOrder turns a stream entry into the order it carries. The entry must
-// carry every field of OrderFields as a decimal integer, make a valid order,
-// and be for vid, the voucher whose stream it was read from. Other fields are
-// ignored, so a producer may add some.
+// DecodeOrder turns a stream entry of voucher vid's stream into its order.
+// Every field of OrderFields must be a decimal integer and make a valid order
+// of vid; other fields are ignored, so a producer may add some.
 func DecodeOrder(vid domain.VoucherID, m redis.XMessage) (domain.VoucherOrder, error) {
 	if len(m.Values) == 0 {
 		return domain.VoucherOrder{}, fmt.Errorf("%w: entry has no fields (deleted while pending?)", ErrBadOrderMessage)
@@ -94,27 +83,24 @@ func DecodeOrder(vid domain.VoucherID, m redis.XMessage) (domain.VoucherOrder, e
 	return o, nil
 }
 
-// OrderIndexKey names an order's index entry, which a claim writes in its
-// own round trip so a status query finds a queued order in O(1): it says
-// which voucher (and, for a split voucher, how many buckets) holds the
-// order's buyer mark. It carries no hash tag: each entry may live anywhere.
+// OrderIndexKey names an order's index entry, which says which voucher (and K)
+// holds its buyer's mark, so a status query finds a queued order in O(1). No
+// hash tag: an entry may live anywhere. Built with one allocation: every claim
+// writes one.
 func OrderIndexKey(prefix string, id domain.OrderID) string {
-	// One allocation, the string: each claim writes one.
 	var buf [64]byte
 	b := append(append(buf[:0], prefix...), "order:"...)
 	return string(strconv.AppendInt(b, int64(id), 10))
 }
 
-// OrderIndex is what an index entry says: the order's voucher and user, and
-// Buckets, the voucher's K when it is split (1 otherwise).
+// OrderIndex is an index entry: Buckets is the voucher's K (1 when unsplit).
 type OrderIndex struct {
 	Voucher domain.VoucherID
 	User    domain.UserID
 	Buckets int
 }
 
-// EncodeOrderIndex is "<voucher>:<user>", or "<voucher>:<user>:<K>" for a
-// split voucher.
+// EncodeOrderIndex is "<voucher>:<user>", plus ":<K>" for a split voucher.
 func EncodeOrderIndex(o domain.VoucherOrder, buckets int) string {
 	var buf [48]byte
 	b := strconv.AppendInt(buf[:0], int64(o.VoucherID()), 10)
@@ -126,7 +112,7 @@ func EncodeOrderIndex(o domain.VoucherOrder, buckets int) string {
 }
 
 // DecodeOrderIndex reads an entry; false for anything EncodeOrderIndex does
-// not write (a status query then answers "not queued").
+// not write.
 func DecodeOrderIndex(raw string) (OrderIndex, bool) {
 	parts := strings.Split(raw, ":")
 	if len(parts) < 2 || len(parts) > 3 {
