@@ -14,28 +14,17 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// guard is the cache's one rule against a read that a report overtakes,
-// for every read of a session (a request's miss, a prefetch, the warm-up):
-// a read caches what it read only if no report of its key arrived since it
-// began. A report marks its key and evicts its token under mu, a read
-// checks and adds under mu: a report either precedes the check (the read
-// adds nothing) or follows the add (and evicts it), so an answer read
-// before a reported write is never served once the report is applied.
+// guard keeps every read of a session (a miss, a prefetch, the warm-up) from
+// caching what it read if a report of its key arrived since it began: a report
+// marks its key and evicts its token under mu, a read checks and adds under mu.
 //
-// The marks are words picked by a hash of the key, each holding how many
-// reports hashed there (n), a tag of the last reported key (other bits of
-// its hash), and n before that key's run of reports began (the original's
-// login reports its key twice: HSET, EXPIRE). A read caches if the reports
-// in its word since it began are all of one key, not its own: it refuses
-// when its key was reported, and otherwise only when two other keys of its
-// word were, about (k/guardWords)²/2 of reads with k keys reported during
-// one (2·10⁻⁵ at k = 100). So read-backs, which run while logins are
-// reported in bursts, cache almost all they read, as with a record per
-// token (a bare count per word would refuse one at every login into it),
-// yet nothing is recorded per read, which would cost each miss a lock or an
-// allocation: a read begins lock-free and takes the lock once to cache. A
-// tag two keys share only refuses a read; n would have to wrap (65,536
-// reports in one word during one read) to admit one wrongly.
+// A key's mark is a word picked by a hash: n (reports that hashed there), a tag
+// of the last reported key, and n when that key's run of reports began (a
+// login reports its key twice). A read caches if the reports in its word since
+// it began are all of one other key; it wrongly refuses about (k/guardWords)²/2
+// of reads with k keys reported during one. Nothing is recorded per read, so a
+// miss costs no lock or allocation until it caches; n would have to wrap
+// (65,536 reports in one word during one read) to admit a read wrongly.
 type guard struct {
 	mu    sync.Mutex
 	words [guardWords]atomic.Uint64 // n<<48 | run's start<<32 | tag, written under mu
@@ -43,11 +32,10 @@ type guard struct {
 
 const guardWords = 1 << 14 // 128 KiB
 
-// guardSeed keys the hash: random per process, so no one can choose tokens
-// that share a word with another user's.
+// guardSeed is random per process, so no one can choose tokens that share a
+// word with another user's.
 var guardSeed = maphash.MakeSeed()
 
-// word is key's word and tag.
 func (g *guard) word(key string) (*atomic.Uint64, uint32) {
 	h := maphash.String(guardSeed, key)
 	return &g.words[h%guardWords], uint32(h >> 32)
@@ -64,8 +52,8 @@ func (g *guard) report(key string) {
 	w.Store(uint64(n)<<48 | uint64(from)<<32 | uint64(tag))
 }
 
-// reading is a read in flight: its slot, the slot's state and its key's
-// word when it began, and its key's tag.
+// reading is a read in flight: its slot, the slot's state and its key's word
+// when it began, and its key's tag.
 type reading struct {
 	slot       uint16
 	state, was uint64
@@ -73,16 +61,16 @@ type reading struct {
 	tag        uint32
 }
 
-// quiet tells whether no report of r's key arrived since r began: those
-// since, if any, are all in the last key's run, not r's. The caller holds mu.
+// quiet tells whether the reports since r began, if any, are all in the last
+// key's run, not r's. The caller holds mu.
 func (r *reading) quiet() bool {
 	now := r.word.Load()
 	since, run := uint16(now>>48)-uint16(r.was>>48), uint16(now>>48)-uint16(now>>32)
 	return since == 0 || since <= run && uint32(now) != r.tag
 }
 
-// begin starts a read of key, before it is sent; ok is false when key's
-// slot is not served: what such a read finds is not cached.
+// begin starts a read of key, before it is sent; ok is false when key's slot
+// is not served (what the read finds is not cached).
 func (t *Sessions) begin(key string) (r reading, ok bool) {
 	r.slot = redisschema.Slot(key)
 	r.state = t.states[r.slot].Load()
@@ -91,10 +79,8 @@ func (t *Sessions) begin(key string) (r reading, ok bool) {
 	return r, r.state&slotDown == 0
 }
 
-// keep caches token's answer for life, as r read it, unless the guard
-// refuses it or the slot's state moved since (its entry would never be
-// served); it tells whether it cached. It replaces the token's entry, which
-// passed the same check: both are current until the next report.
+// keep caches token's answer for life unless the guard refuses it or the
+// slot's state moved since r began; it tells whether it cached.
 func (t *Sessions) keep(token string, r *reading, id domain.UserID, life time.Duration) bool {
 	t.guard.mu.Lock()
 	defer t.guard.mu.Unlock()
@@ -105,9 +91,8 @@ func (t *Sessions) keep(token string, r *reading, id domain.UserID, life time.Du
 	return true
 }
 
-// invalidate marks a session key reported and evicts its token, in one
-// step under the guard (so no read in flight caches what it read before the
-// write), and queues the token to be read back.
+// invalidate marks a reported key and evicts its token in one step under the
+// guard, and queues the token to be read back.
 func (t *Sessions) invalidate(key string) {
 	token := strings.TrimPrefix(key, t.store.prefix)
 	t.guard.mu.Lock()
@@ -124,10 +109,8 @@ func (t *Sessions) invalidate(key string) {
 	}
 }
 
-// prefetchLoop reads reported tokens back (no refresh), in batches of what
-// has queued up meanwhile, and caches them for as long as their sessions
-// live: a login costs each instance one pipelined read. The queue is
-// bounded; a token that does not fit is looked up on its first request.
+// prefetchLoop reads reported tokens back in batches of what has queued up
+// meanwhile: a login costs each instance one pipelined read.
 func (t *Sessions) prefetchLoop() {
 	defer t.done.Done()
 	batch := make([]string, 0, prefetchBatch)
@@ -139,7 +122,7 @@ func (t *Sessions) prefetchLoop() {
 			batch = append(batch[:0], token)
 		}
 		for len(batch) < prefetchBatch && len(t.queue) > 0 {
-			batch = append(batch, <-t.queue) // this loop is the one reader: no wait
+			batch = append(batch, <-t.queue) // the one reader: no wait
 		}
 		cached, skipped := t.readBack(t.ctx, t.store.rdb, batch)
 		t.prefetched.Add(int64(cached))
@@ -147,11 +130,9 @@ func (t *Sessions) prefetchLoop() {
 	}
 }
 
-// readBack reads tokens' sessions through rdb (HGET and PTTL, no refresh:
-// this is not a request of theirs) in one pipeline, bounded by readBackWait,
-// and caches those that exist for as long as they live, through keep. Tokens whose slot is
-// not served are not read. It tells how many it cached and how many it
-// skipped so.
+// readBack reads tokens' sessions through rdb (HGET and PTTL, no refresh: not
+// a request of theirs) in one pipeline and caches those that live, through
+// keep. Tokens whose slot is not served are skipped.
 func (t *Sessions) readBack(ctx context.Context, rdb redis.Cmdable, tokens []string) (cached, skipped int) {
 	type read struct {
 		token string
@@ -185,8 +166,7 @@ func (t *Sessions) readBack(ctx context.Context, rdb redis.Cmdable, tokens []str
 	}
 	for i := range reads {
 		r := &reads[i]
-		// Gone, malformed, or unreadable: its request asks Redis.
-		id, pttl, err := parse(r.get, r.ttl)
+		id, pttl, err := parse(r.get, r.ttl) // an unreadable one is asked for on its request
 		if life := t.store.lifeOf(pttl); err == nil && life > 0 && t.keep(r.token, &r.reading, id, life) {
 			cached++
 		}

@@ -19,23 +19,21 @@ type subscriber struct {
 	ps     *redis.PubSub
 	cancel context.CancelFunc
 	done   chan struct{}
-	// id is the Redis client id of its current connection.
-	id atomic.Int64
-	// Under Sessions.mu: whether it listens (its master's slots are
-	// served; its listener, the one writer, reads it without the lock),
-	// how many slots its master serves, and the warm-up reading its
-	// master, if one runs.
+	id     atomic.Int64 // the Redis client id of its current connection
+	// Under Sessions.mu (its listener, the one writer, reads up without it):
+	// whether it listens, how many slots its master serves, its warm-up.
 	up         bool
 	owns       int
 	warmCancel context.CancelFunc
 }
 
-// addSubscriber starts listening to one master. Its client makes every
-// connection it dials (the first and any reconnection) track the session
-// prefix, redirected to itself, before it subscribes. With confirm it
-// returns once the subscriber listens (or fails); otherwise the subscriber
-// counts as down until its listener hears the confirmation. Its master's
-// slots are given to it by assign.
+// invalidations is the channel the tracking reports come on (RESP2).
+const invalidations = "__redis__:invalidate"
+
+// addSubscriber starts listening to one master: every connection its client
+// dials tracks the session prefix, redirected to itself, before it subscribes.
+// With confirm it returns once the subscriber listens (or fails); otherwise the
+// subscriber is down until its listener hears the confirmation.
 func (t *Sessions) addSubscriber(ctx context.Context, addr string, confirm bool) error {
 	o := t.nodeOptions(addr)
 	o.Protocol = 2 // invalidations as pub/sub messages on this very connection
@@ -50,7 +48,7 @@ func (t *Sessions) addSubscriber(ctx context.Context, addr string, confirm bool)
 		return cn.Do(ctx, "client", "tracking", "on", "redirect", id, "bcast", "prefix", t.store.prefix).Err()
 	}
 	c := redis.NewClient(o)
-	ps := c.Subscribe(ctx) // connects lazily, on the first SUBSCRIBE
+	ps := c.Subscribe(ctx) // connects on the first SUBSCRIBE
 	if confirm {
 		err := ps.Subscribe(ctx, invalidations)
 		if err == nil {
@@ -74,10 +72,8 @@ func (t *Sessions) addSubscriber(ctx context.Context, addr string, confirm bool)
 	t.mu.Unlock()
 	go func() {
 		if !confirm {
-			// Dialled here, not by the caller: a master that does not
-			// answer holds only its own listener back. A failed SUBSCRIBE
-			// is remembered, and the listener's next read redials and
-			// subscribes again.
+			// Dialled here, so a master that does not answer holds only its own
+			// listener back; a failed SUBSCRIBE is retried by the next read.
 			_ = ps.Subscribe(sctx, invalidations)
 		}
 		t.listen(sctx, s)
@@ -85,11 +81,7 @@ func (t *Sessions) addSubscriber(ctx context.Context, addr string, confirm bool)
 	return nil
 }
 
-// invalidations is the channel the tracking reports come on (RESP2).
-const invalidations = "__redis__:invalidate"
-
-// nodeOptions are those of a client of its own, of one connection, to the
-// master at addr.
+// nodeOptions are those of a client of one connection to the master at addr.
 func (t *Sessions) nodeOptions(addr string) *redis.Options {
 	o := *t.template
 	o.Addr, o.PoolSize, o.MinIdleConns = addr, 1, 0
@@ -116,18 +108,14 @@ func isUnsupported(err error) bool {
 	return strings.Contains(s, "unknown") || strings.Contains(s, "not supported") || strings.Contains(s, "tracking")
 }
 
-// heartbeat is how long a subscriber waits for a message before it pings,
-// and then for the ping's answer: a dead connection is noticed (and its
-// master's slots stop being served) within about twice this, a silent one
-// too (its peer gone without a reset: a host lost, a NAT entry dropped),
-// where the ping's write succeeds and only its answer never comes.
+// heartbeat is how long a subscriber waits for a message before it pings, and
+// then for the PONG: a dead or silent connection (its peer gone without a
+// reset) stops its master's slots within about twice this.
 const heartbeat = time.Second
 
-// listen applies one subscriber's invalidations until it is stopped. A
-// failed read marks the subscriber down (its master's slots are not served,
-// and what was cached of them is stale from then on); the next read
-// reconnects, and the subscription confirmation marks it up, and has its
-// master's sessions read again once Warm has been called.
+// listen applies one subscriber's invalidations until it is stopped. A failed
+// read marks it down; the next read reconnects, and the subscription
+// confirmation marks it up (and has its master warmed again once Warm ran).
 func (t *Sessions) listen(ctx context.Context, s *subscriber) {
 	defer close(s.done)
 	ps := s.ps
@@ -156,15 +144,9 @@ func (t *Sessions) listen(ctx context.Context, s *subscriber) {
 				t.afterDown()
 			}
 			if !timeout && ctx.Err() == nil && ps.Ping(ctx) == nil {
-				// A read can fail on a connection that works: Redis's
-				// flush-everything report (FLUSHDB or FLUSHALL of any
-				// database of the server) has a null payload in RESP2,
-				// which go-redis cannot parse. The connection is not
-				// broken, so no resubscription would ever bring the
-				// subscriber up again; its PONG does (case *redis.Pong),
-				// and what was cached of this master is stale from the
-				// failure on, as after a flush. A broken connection fails
-				// the ping, or is redialled by it and resubscribed.
+				// The connection works, yet a read failed: RESP2's FLUSHDB/FLUSHALL
+				// report has a null payload go-redis cannot parse. No
+				// resubscription would bring the subscriber up; its PONG does.
 				continue
 			}
 			sleep(ctx, 100*time.Millisecond) // each failed read redials; do not spin on a dead node
@@ -172,19 +154,15 @@ func (t *Sessions) listen(ctx context.Context, s *subscriber) {
 		}
 		pinged = false
 		switch m := msg.(type) {
-		case *redis.Subscription:
-			// A (re)subscription: invalidations may have been missed.
+		case *redis.Subscription: // a (re)subscription: reports may have been missed
 			t.listening(s)
 		case *redis.Pong:
-			if !s.up {
-				// The connection answered after a read failed on it:
-				// reports may have been missed, as after a resubscription.
+			if !s.up { // answered after a read failed on it
 				t.listening(s)
 			}
 		case *redis.Message:
 			if len(m.PayloadSlice) == 0 && m.Payload == "" {
-				// FLUSHDB / FLUSHALL: every key of this master is gone.
-				t.setUp(s, true)
+				t.setUp(s, true) // FLUSHDB / FLUSHALL: every key of this master is gone
 				continue
 			}
 			keys := m.PayloadSlice
@@ -229,10 +207,7 @@ func (t *Sessions) watch() {
 			t.follow(ms)
 		case t.ctx.Err() != nil:
 			return
-		default:
-			// Until the masters are listed again (follow), no slot has an
-			// owner, so none is served (again while the listing fails: a
-			// no-op).
+		default: // no slot has an owner, so none is served, until the masters are listed
 			t.mu.Lock()
 			for _, s := range t.subs {
 				stopWarm(s)
@@ -244,10 +219,8 @@ func (t *Sessions) watch() {
 	}
 }
 
-// follow adds a subscriber for each new master, gives each master its
-// slots, and drops the subscribers of masters that left. A slot that moved
-// is not served until its new master's subscriber listens, and what was
-// cached of it before is stale.
+// follow adds a subscriber for each new master, gives each master its slots,
+// and drops the subscribers of masters that left.
 func (t *Sessions) follow(ms []master) {
 	t.mu.Lock()
 	var added []string
@@ -258,9 +231,9 @@ func (t *Sessions) follow(ms []master) {
 	}
 	t.mu.Unlock()
 	for _, a := range added {
-		// Not confirmed here: a master that does not answer yet must not
-		// stall the watch; its slots are not served until it listens.
-		_ = t.addSubscriber(t.ctx, a, false) // cannot fail unconfirmed
+		// Unconfirmed (it cannot fail so): a master that does not answer yet
+		// must not stall the watch.
+		_ = t.addSubscriber(t.ctx, a, false)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -269,8 +242,7 @@ func (t *Sessions) follow(ms []master) {
 		if slices.ContainsFunc(ms, func(m master) bool { return m.addr == a }) {
 			continue
 		}
-		// Its master left (its slots were given to others above). Not
-		// awaited: a listener stuck on a node that does not answer ends
+		// Not awaited: a listener stuck on a node that does not answer ends
 		// when its read times out, and Close waits for it.
 		delete(t.subs, a)
 		stopWarm(s)
@@ -282,14 +254,11 @@ func (t *Sessions) follow(ms []master) {
 	}
 }
 
-// slotCount is the number of Redis Cluster hash slots; a single Redis
-// serves them all.
-const slotCount = 16384
-
-// slotDown marks a slot state whose tokens are not served from memory: its
-// master's subscriber is not listening, no known master serves it, or the
-// masters could not be listed.
-const slotDown = 1
+const (
+	slotCount = 16384 // Redis Cluster hash slots; a single Redis serves them all
+	// slotDown marks a slot state whose tokens are not served from memory.
+	slotDown = 1
+)
 
 // master is one master and the inclusive ranges of slots it serves.
 type master struct {
@@ -297,7 +266,6 @@ type master struct {
 	slots [][2]uint16
 }
 
-// clusterMasters lists the masters that serve slots, with their ranges.
 func clusterMasters(ctx context.Context, c *redis.ClusterClient) ([]master, error) {
 	slots, err := c.ClusterSlots(ctx).Result()
 	if err != nil {
@@ -322,9 +290,8 @@ func clusterMasters(ctx context.Context, c *redis.ClusterClient) ([]master, erro
 	return ms, nil
 }
 
-// assign makes the listed masters the owners of their slots (a slot no
-// listed master serves has none) and restates the slots. The caller holds
-// t.mu.
+// assign makes the listed masters the owners of their slots (a slot no listed
+// master serves has none) and restates the slots. The caller holds t.mu.
 func (t *Sessions) assign(ms []master) {
 	var owners [slotCount]*subscriber
 	for _, s := range t.subs {
@@ -333,7 +300,7 @@ func (t *Sessions) assign(ms []master) {
 	for _, m := range ms {
 		s := t.subs[m.addr]
 		if s == nil {
-			continue // its slots have no owner: not served
+			continue
 		}
 		for _, r := range m.slots {
 			for i := int(r[0]); i <= int(r[1]); i++ {
@@ -345,19 +312,15 @@ func (t *Sessions) assign(ms []master) {
 	t.restate(&owners, nil)
 }
 
-// restate gives each slot its owner in owners and moves the state of those
-// whose owner changed or which became served or not, and of every slot of
-// force (a subscriber that may have missed reports although it is up). Once
-// Warm has been called, the masters some of whose slots became served are
-// read again (what was cached of them is stale). The caller holds t.mu.
+// restate gives each slot its owner and moves the state of those whose owner
+// changed or which became served or not, and of every slot of force (a
+// subscriber that may have missed reports although up). Once Warm ran, masters
+// some of whose slots became served are read again. The caller holds t.mu.
 func (t *Sessions) restate(owners *[slotCount]*subscriber, force *subscriber) {
 	var served []*subscriber
-	for i := range owners {
-		o := owners[i]
+	for i, o := range owners {
 		down := o == nil || !o.up
-		wasDown := t.states[i].Load()&slotDown != 0
-		forced := force != nil && o == force
-		if o == t.owner[i] && !forced && down == wasDown {
+		if o == t.owner[i] && (force == nil || o != force) && down == (t.states[i].Load()&slotDown != 0) {
 			continue
 		}
 		t.owner[i] = o
@@ -377,9 +340,8 @@ func (t *Sessions) restate(owners *[slotCount]*subscriber, force *subscriber) {
 	}
 }
 
-// setUp records whether s listens and restates its slots. A subscriber that
-// (re)subscribes may have missed reports even if it was counted up: its
-// slots move either way.
+// setUp records whether s listens and restates its slots; a (re)subscribed one
+// may have missed reports, so its slots move even if it was up.
 func (t *Sessions) setUp(s *subscriber, up bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

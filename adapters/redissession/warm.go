@@ -11,19 +11,15 @@ import (
 )
 
 const (
-	// DefaultWarmDuty is the fraction of the time a master's warm-up keeps
-	// a request to Redis in flight: after each round (one SCAN and the
-	// pipelined read of what it found) it waits nine times as long as the
-	// round took. A busy Redis answers later, so the warm-up slows down
-	// with it instead of competing with a stampede.
+	// DefaultWarmDuty is the fraction of the time a master's warm-up keeps a
+	// request to Redis in flight: a busy Redis answers later, so the warm-up
+	// slows down with it instead of competing with a stampede.
 	DefaultWarmDuty = 0.1
-	// warmScanCount is the COUNT of each SCAN, so of the keys one round
-	// visits; the tokens it finds (about as many at most) are read in one
-	// pipeline.
-	warmScanCount = 256
+	warmScanCount   = 256 // SCAN's COUNT; what one round finds is read in one pipeline
+	warmRetry       = 100 * time.Millisecond
+	warmRetryMax    = 3 * time.Second
 )
 
-// warmUp is the warm-up's state and counters.
 type warmUp struct {
 	on                  bool          // under Sessions.mu: Warm was called
 	ended               chan struct{} // closed when every first warm-up has ended
@@ -32,23 +28,19 @@ type warmUp struct {
 
 // WarmProgress tells how far the warm-up went.
 type WarmProgress struct {
-	// Cached is how many sessions warm-ups cached; Read how many they read
-	// (an HGET and a PTTL each, pipelined); Scans how many SCANs they sent.
+	// Cached is how many sessions warm-ups cached; Read how many they read;
+	// Scans how many SCANs they sent.
 	Cached, Read, Scans int64
-	// Done: the warm-up of each master that listened when Warm was called
-	// has ended (read all its sessions, filled its share of the cache, or
-	// stopped because its subscriber went down or Redis failed).
+	// Done: the warm-up of each master that listened when Warm was called has
+	// ended (read all, filled its share, or stopped).
 	Done bool
 }
 
-// Warm starts reading, in the background, the sessions of every master
-// whose subscriber listens: SCAN over the session prefix on that master,
-// then readBack of what it found. Each master caches at most its share of
-// the cache size (by the slots it serves), so the whole warm-up at most the
-// cache size, and its pace is DefaultWarmDuty. So an instance started before
-// a sale finds the sessions of users who logged in earlier in memory. From
-// then on, a master whose subscriber comes back, or that takes slots (whose
-// entries are stale), is read again the same way. A second call does nothing; Close stops it.
+// Warm starts reading, in the background, the sessions of every master whose
+// subscriber listens (SCAN, then readBack), each up to its share of the cache
+// size (by the slots it serves), at the pace of DefaultWarmDuty. From then on a
+// master whose subscriber comes back, or that takes slots, is read again. A
+// second call does nothing; Close stops it.
 func (t *Sessions) Warm() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -71,8 +63,6 @@ func (t *Sessions) Warm() {
 	}()
 }
 
-// WarmProgress tells how far the warm-up went (for metrics, a test or the
-// bench waiting for it).
 func (t *Sessions) WarmProgress() WarmProgress {
 	p := WarmProgress{Cached: t.warm.cached.Load(), Read: t.warm.read.Load(), Scans: t.warm.scans.Load()}
 	select {
@@ -83,8 +73,11 @@ func (t *Sessions) WarmProgress() WarmProgress {
 	return p
 }
 
-// startWarm starts reading s's master, in place of a warm-up of it that
-// still runs, and calls ended when it ends. The caller holds t.mu.
+// WarmedUp is closed once the warm-up Warm started is done.
+func (t *Sessions) WarmedUp() <-chan struct{} { return t.warm.ended }
+
+// startWarm starts reading s's master, in place of a warm-up of it that still
+// runs, and calls ended when it ends. The caller holds t.mu.
 func (t *Sessions) startWarm(s *subscriber, ended func()) {
 	stopWarm(s)
 	share := t.size * s.owns / slotCount
@@ -103,12 +96,7 @@ func (t *Sessions) startWarm(s *subscriber, ended func()) {
 	}()
 }
 
-// WarmedUp is closed once the warm-up Warm started is done (see
-// WarmProgress.Done).
-func (t *Sessions) WarmedUp() <-chan struct{} { return t.warm.ended }
-
-// stopWarm stops the warm-up of s's master (its slots are no longer served:
-// what it would read is not cached). The caller holds t.mu.
+// stopWarm stops the warm-up of s's master. The caller holds t.mu.
 func stopWarm(s *subscriber) {
 	if s.warmCancel != nil {
 		s.warmCancel()
@@ -117,10 +105,9 @@ func stopWarm(s *subscriber) {
 }
 
 // warmMaster reads the sessions of the master at addr until it has cached
-// share of them, SCAN has visited every key, or ctx ends. Its connection is
-// its own, so the read goes to that master even on a cluster (a key whose
-// slot moved meanwhile answers MOVED and is not cached), and the service's
-// pools are not used.
+// share of them, SCAN has visited every key, or ctx ends. Its connection is its
+// own, so the reads go to that master even on a cluster (a key whose slot
+// moved answers MOVED and is not cached), and the service's pools are spared.
 func (t *Sessions) warmMaster(ctx context.Context, addr string, share int) {
 	c := redis.NewClient(t.nodeOptions(addr))
 	defer func() { _ = c.Close() }()
@@ -136,9 +123,8 @@ func (t *Sessions) warmMaster(ctx context.Context, addr string, share int) {
 		}
 		t.warm.scans.Add(1)
 		if err != nil {
-			// The connection may well be up (the subscriber would stop
-			// the warm-up otherwise): try the same page again, backing
-			// off, rather than leave the cache cold for good.
+			// The connection may be up (the subscriber would stop the warm-up
+			// otherwise): retry the same page, backing off.
 			failed++
 			if failed == 1 {
 				t.log.Warn().Err(err).Str("master", addr).Int("cached", cached).
@@ -160,7 +146,7 @@ func (t *Sessions) warmMaster(ctx context.Context, addr string, share int) {
 		if room := share - cached; len(tokens) > room {
 			tokens = tokens[:room]
 		}
-		n, _ := t.readBack(ctx, c, tokens) // none: no read
+		n, _ := t.readBack(ctx, c, tokens)
 		cached += n
 		t.warm.cached.Add(int64(n))
 		t.warm.read.Add(int64(len(tokens)))
@@ -171,12 +157,6 @@ func (t *Sessions) warmMaster(ctx context.Context, addr string, share int) {
 		sleep(ctx, time.Duration(float64(time.Since(began))*(1/t.warmDuty-1)))
 	}
 }
-
-// Backoff of a warm-up whose SCAN failed.
-const (
-	warmRetry    = 100 * time.Millisecond
-	warmRetryMax = 3 * time.Second
-)
 
 // globQuoter quotes the characters SCAN's MATCH reads as a pattern.
 var globQuoter = strings.NewReplacer(`*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`, `\`, `\\`)
