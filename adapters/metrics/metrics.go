@@ -22,21 +22,17 @@ import (
 
 const namespace = "seckill"
 
-// OutcomeError is the outcome of every answer whose code is not a known
-// outcome (internal errors, unavailable): a closed label set whatever codes
-// the edge grows.
+// OutcomeError is the outcome of every answer whose code is not a known one:
+// a closed label set whatever codes the edge grows.
 const OutcomeError = "error"
 
 // Outcomes lists the claim outcomes counted under their own label: success,
-// every business refusal (from the domain, so a new refusal is counted
-// without touching this package), and the edge's answers.
+// every business refusal (from the domain), and the edge's answers
+// (outcome_unknown apart from error: the claim may well have been taken).
 func Outcomes() []string {
-	// outcome_unknown is its own outcome: the claim may well have been
-	// taken (an operator watching a failover must tell it from an error).
 	return outcomesWith(OutcomeBusy, "outcome_unknown", "rate_limited", "unauthorized", "bad_request", OutcomeError)
 }
 
-// outcomesWith is success, every business refusal, then the others.
 func outcomesWith(others ...string) []string {
 	out := []string{OutcomeSuccess}
 	for _, r := range domain.Refusals() {
@@ -45,50 +41,32 @@ func outcomesWith(others ...string) []string {
 	return append(out, others...)
 }
 
-// Buckets of the claim latency: a claim answers in about a millisecond, a
-// slow one in tens; a second is far beyond the client's patience.
+// A claim answers in about a millisecond, a slow one in tens.
 var claimBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
 
 // Metrics is the service's registry and the instruments the adapters feed.
 // Its methods are safe for concurrent use.
 type Metrics struct {
-	reg *prometheus.Registry
-	// instrumented: InstrumentRedis hooked a client, so claims carry a
-	// round-trip counter in their context.
-	instrumented atomic.Bool
+	reg          *prometheus.Registry
+	instrumented atomic.Bool // InstrumentRedis hooked a client: claims count their round trips
 
-	claims          *outcomeCounters
-	claimSeconds    *stripedHistogram
-	claimRoundTrips *stripedHistogram
-	redisCommands   prometheus.Counter
-	redisPipelines  prometheus.Counter
-
-	deadLetters   *prometheus.CounterVec
-	batchSize     prometheus.Histogram
-	batchSeconds  prometheus.Histogram
-	ordersWritten *prometheus.CounterVec
-	claimToCommit prometheus.Histogram
-	retries       *prometheus.CounterVec
-	backoff       *prometheus.CounterVec
-
-	// The order lifecycle's (OrderLifecycle).
-	expired   prometheus.Counter
-	returned  prometheus.Counter
-	expiryLag prometheus.Histogram
-	payments  *prometheus.CounterVec
+	claims                                                 *outcomeCounters
+	claimSeconds, claimRoundTrips                          *stripedHistogram
+	redisCommands, redisPipelines, expired, returned       prometheus.Counter
+	batchSize, batchSeconds, claimToCommit, expiryLag      prometheus.Histogram
+	deadLetters, ordersWritten, retries, backoff, payments *prometheus.CounterVec
 }
 
 // New registers the Go runtime and process collectors and the service's own
-// instruments on a new registry (never the global one: tests and several
-// services in one process each get their own).
+// instruments on a new registry (never the global one).
 func New() *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	f := factory{reg}
 	return &Metrics{
 		reg: reg,
-		// Every outcome is there from the start, at 0, so rate() and
-		// absent() behave before the first sale.
+		// Every outcome is there from the start, at 0, so rate() and absent()
+		// behave before the first sale.
 		claims: register(reg, newOutcomeCounters("claims_total",
 			"Claim requests by the outcome answered.", Outcomes())),
 		claimSeconds: register(reg, newStripedHistogram("claim_duration_seconds",
@@ -109,8 +87,6 @@ func New() *Metrics {
 		ordersWritten: f.counterVec("orders_written_total",
 			"Orders newly recorded in the database, by state (created or failed); redeliveries are not counted again.",
 			"state", "created", "failed"),
-		// An order ID carries its claim's second only, so an observation is
-		// the true time plus up to one second.
 		claimToCommit: f.histogram("claim_to_commit_seconds",
 			"Time from a claim to the commit of its order row, measured from the claim second the order ID carries (so up to 1s over).",
 			[]float64{.5, 1, 2, 3, 5, 10, 30, 60, 300, 1800}),
@@ -122,8 +98,6 @@ func New() *Metrics {
 			"Unpaid orders this instance cancelled because their pay window passed."),
 		returned: f.counter("units_returned_total",
 			"Units of cancelled orders (expired or by their buyer) this instance gave back to the gate."),
-		// An order is expired within 5 s of its deadline (the loop runs every
-		// second), a backlog shows as tens of seconds or more.
 		expiryLag: f.histogram("order_expiry_lag_seconds", "How long after its pay deadline each order was expired.",
 			[]float64{.1, .25, .5, 1, 2, 3, 5, 10, 30, 60, 300}),
 		payments: f.counterVec("payments_total",
@@ -132,11 +106,9 @@ func New() *Metrics {
 	}
 }
 
-// Registry is where collectors of other adapters register.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// Handler serves the registry in the Prometheus exposition format. A
-// collector failing does not hide the others.
+// Handler serves the registry; a collector failing does not hide the others.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
 		ErrorHandling:       promhttp.ContinueOnError,
@@ -146,10 +118,9 @@ func (m *Metrics) Handler() http.Handler {
 	})
 }
 
-// claimCtx is the context of one claim request: the parent, plus how many
-// Redis round trips it made. Being the context itself (rather than a value
-// stored in one) costs one allocation per claim, and the request a copy:
-// paid only when a Redis hook counts (InstrumentRedis).
+// claimCtx is a claim's context and its Redis round trips. Being the context
+// itself (not a value in one) costs one allocation per claim, and the request
+// a copy: paid only when a Redis hook counts (InstrumentRedis).
 type claimCtx struct {
 	context.Context
 	roundTrips atomic.Int32
@@ -170,12 +141,8 @@ func claimFrom(ctx context.Context) *claimCtx {
 }
 
 // ClaimStarted and ClaimAnswered make Metrics the router's claim observer
-// (httpapi.ClaimObserver, declared by the router that calls it; infra hands
-// Metrics over), so this package need not know the router.
-//
-// ClaimStarted starts counting a claim's Redis round trips, when a Redis
-// hook is there to count them; otherwise the claim goes on with its own
-// context, at no cost.
+// (httpapi.ClaimObserver). ClaimStarted starts counting a claim's Redis round
+// trips when a Redis hook is there to count them.
 func (m *Metrics) ClaimStarted(ctx context.Context) context.Context {
 	if !m.instrumented.Load() {
 		return ctx
@@ -190,9 +157,7 @@ func (m *Metrics) ClaimAnswered(ctx context.Context, code string, took time.Dura
 	m.claimSeconds.Observe(took.Seconds())
 	if cc := claimFrom(ctx); cc != nil {
 		m.claimRoundTrips.Observe(float64(cc.roundTrips.Load()))
-	} else if m.instrumented.Load() {
-		// Answered without ClaimStarted (the sold-out edge, before any
-		// Redis work): no round trip.
+	} else if m.instrumented.Load() { // answered before any Redis work (the sold-out edge)
 		m.claimRoundTrips.Observe(0)
 	}
 }
@@ -222,7 +187,6 @@ func (h redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	}
 }
 
-// roundTrip counts one round trip on n and charges it to ctx's claim.
 func roundTrip(ctx context.Context, n prometheus.Counter) {
 	n.Inc()
 	if c := claimFrom(ctx); c != nil {
@@ -230,35 +194,26 @@ func roundTrip(ctx context.Context, n prometheus.Counter) {
 	}
 }
 
-// SoldOutAnswers exposes a running count of claims answered from the local
-// sold-out mark (ClaimCounter.Saved), each a Redis round trip not made.
+// SoldOutAnswers exposes the claims answered from the sold-out mark
+// (ClaimCounter.Saved).
 func (m *Metrics) SoldOutAnswers(saved func() int64) {
 	factory{m.reg}.counterFunc("soldout_mark_answers_total",
 		"Claims answered sold out from this instance's sold-out mark, without asking Redis.", saved)
 }
 
-// SessionStats is what the session cache tells about itself
-// (redissession.Sessions).
+// SessionStats is what the session cache (redissession.Sessions) tells
+// about itself; the help of SessionCache's series says what each is.
 type SessionStats struct {
-	Entries  func() int   // tokens held
-	Reports  func() int64 // writes to session keys Redis reported
-	ReadBack func() int64 // reported sessions read back and cached
-	Skipped  func() int64 // reported sessions not read back (queue full, cache down)
-	Warmed   func() int64 // sessions the warm-up read from Redis and cached
-	// Serving tells how many Redis masters' sessions are served from
-	// memory (their subscriber listens), of how many.
-	Serving func() (listening, masters int)
-	Downs   func() int64 // times a master's sessions stopped being served
+	Entries                                   func() int
+	Reports, ReadBack, Skipped, Warmed, Downs func() int64
+	Serving                                   func() (listening, masters int)
 }
 
-// SessionCache exposes the tracked session cache: how full it is, and how
-// the logins Redis reports are read back into it.
+// SessionCache exposes the tracked session cache.
 func (m *Metrics) SessionCache(s SessionStats) {
 	f := factory{m.reg}
 	f.gaugeFunc("session_cache_entries",
 		"Login tokens held in this instance's session cache (lapsed ones until they are pushed out).", s.Entries)
-	// Below masters, requests for the rest read Redis each time (twice the
-	// Redis work in a sale) until their subscriber listens.
 	f.gaugeFunc("session_cache_serving_masters",
 		"Redis masters whose sessions this instance serves from memory; the others' are read from Redis on every request.",
 		func() int { l, _ := s.Serving(); return l })
@@ -276,7 +231,6 @@ func (m *Metrics) SessionCache(s SessionStats) {
 		"Sessions the warm-up read from Redis and cached (at start, and for a master whose subscriber came back or that took slots).", s.Warmed)
 }
 
-// ChannelQueue exposes the in-process channel's length.
 func (m *Metrics) ChannelQueue(length func() int) {
 	factory{m.reg}.gaugeFunc("channel_queue_orders", "Orders waiting in the in-process channel for a worker.", length)
 }
@@ -286,7 +240,6 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	return c
 }
 
-// factory registers each instrument as it is made.
 type factory struct{ reg prometheus.Registerer }
 
 func (f factory) counter(name, help string) prometheus.Counter {
@@ -306,12 +259,10 @@ func (f factory) histogram(name, help string, buckets []float64) prometheus.Hist
 	return register(f.reg, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets}))
 }
 
-// desc describes a series of the service's namespace, for a collector.
 func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc(namespace+"_"+name, help, labels, nil)
 }
 
-// gaugeFunc and counterFunc register a series read on every scrape.
 func (f factory) gaugeFunc(name, help string, n func() int) {
 	f.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help},
 		func() float64 { return float64(n()) }))

@@ -10,7 +10,6 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// Worker stages a retry can happen in.
 const (
 	StageReceive = "receive"
 	StageFulfil  = "fulfil"
@@ -20,15 +19,14 @@ const (
 // backoff about to be slept.
 func (m *Metrics) WorkerRetried(stage string, backoff time.Duration) {
 	if stage != StageReceive {
-		stage = StageFulfil // a closed label set whatever the worker calls it
+		stage = StageFulfil // a closed label set
 	}
 	m.retries.WithLabelValues(stage).Inc()
 	m.backoff.WithLabelValues(stage).Add(backoff.Seconds())
 }
 
 // OrderRepository counts what the repository it wraps commits: batch sizes
-// and durations, orders newly written, and each new order's claim-to-commit
-// time. Reads pass through.
+// and durations, orders newly written, each one's claim-to-commit time.
 type OrderRepository struct {
 	ports.OrderRepository
 	m *Metrics
@@ -76,8 +74,8 @@ func (m *Metrics) written(out []ports.Outcome, now time.Time) {
 	m.ordersWritten.WithLabelValues("failed").Add(float64(failed))
 }
 
-// must is next, which a decorator wraps: a nil one is a wiring mistake,
-// told at the start rather than at the first call.
+// must panics on a nil next: a wiring mistake, told at the start rather than
+// at the first call.
 func must[P any](next P) P {
 	if any(next) == nil {
 		panic("metrics: a decorator needs a non-nil " + reflect.TypeFor[P]().String())
@@ -85,9 +83,8 @@ func must[P any](next P) P {
 	return next
 }
 
-// OrderQueue counts the dead letters of the queue it wraps, by reason.
-// Entries a queue sets aside on its own (a stream's undecodable entries) do
-// not pass here: the stream collector reports the dead-letter stream's length.
+// OrderQueue counts the dead letters of the queue it wraps, by reason (not
+// those a queue sets aside on its own: see the stream collector).
 type OrderQueue struct {
 	ports.OrderQueue
 	m *Metrics
@@ -103,14 +100,10 @@ func (q *OrderQueue) DeadLetter(ctx context.Context, ds []ports.Delivery, reason
 	return err
 }
 
-// paymentKinds is the closed label set of seckill_payments_total.
 var paymentKinds = []string{string(domain.PaymentSettled), string(domain.PaymentLate), string(domain.PaymentDouble), string(domain.PaymentUnsold)}
 
-// OrderLifecycle counts what the order lifecycle it wraps commits (issue
-// 25): orders expired and how long after their deadline, units given back
-// to the gate, and payments received by kind (a late payment is money that
-// arrived after the order was cancelled, a double charge a second
-// transaction for a paid order: both are owed back).
+// OrderLifecycle counts what the order lifecycle it wraps commits: orders
+// expired and how late, units given back to the gate, payments by kind.
 type OrderLifecycle struct {
 	ports.OrderLifecycle
 	m *Metrics

@@ -9,22 +9,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// stripes is n counters that many goroutines add to at once without making
-// every add fight for one cache line. It backs every count the claim path
-// adds to: the per-voucher outcome counts, the sold-out mark's saved count,
-// and the claim route's Prometheus instruments (below).
-//
-// On the sold-out answer, the claim path's hottest, each shared atomic
-// counter the answer touched (the marks' saved count, the per-voucher
-// outcome count) moved its cache line between the cores on every request:
-// answering without them ran the hot sale 3% faster. stripes keeps
-// stripeCells rows of the n counters and adds to a row chosen at random per
-// add (the runtime's per-thread generator: no shared state), so two cores
-// meet on one row only by chance; a read sums the rows. A row's end and the
-// next row's start are a cache line apart at least.
+// stripes is n counters many goroutines add to at once; it backs every count
+// the claim path adds to. A shared atomic counter moves its cache line between
+// the cores on every add (without them the hot sale ran 3% faster; 1.5% for
+// client_golang's instruments): stripes keeps stripeCells rows of the n
+// counters, a cache line apart at least, adds to a row chosen at random (the
+// runtime's per-thread generator) and sums the rows on read.
 type stripes []atomic.Int64
 
-// stripeCells is how many rows stripes spreads its adds over.
 const stripeCells = 8
 
 func newStripes(n int) stripes { return make(stripes, stripeCells*((n+7)/8*8+8)) }
@@ -39,8 +31,7 @@ func (s stripes) add(i int, d int64) { s.row()[i].Add(d) }
 
 func (s stripes) cell(r, i int) *atomic.Int64 { return &s[r*(len(s)/stripeCells)+i] }
 
-// load is the sum of every add to counter i so far. Adds concurrent with it
-// may or may not be in it, each whole.
+// load sums counter i's rows; a concurrent add may or may not be in it.
 func (s stripes) load(i int) int64 {
 	var n int64
 	for r := 0; r < stripeCells; r++ {
@@ -49,19 +40,11 @@ func (s stripes) load(i int) int64 {
 	return n
 }
 
-// The claim route's instruments, striped. Every claim answer adds to its
-// outcome's counter and to two histograms; client_golang's keep each in
-// shared atomics, whose cache lines moved between the cores on every answer
-// of a stampede (answering without them ran the hot sale 1.5% faster). These
-// spread their adds over stripeCells rows and sum the rows when scraped,
-// with the same names, help, labels and buckets.
-
-// stripedHistogram is a prometheus.Histogram's Observe, striped: counters
-// 0 to len(upper) are the buckets (+Inf last), the next one the sum's
-// float64 bits.
+// stripedHistogram is a prometheus.Histogram's Observe, striped: counters 0
+// to len(upper) are the buckets (+Inf last), the next one the sum's bits.
 type stripedHistogram struct {
 	desc  *prometheus.Desc
-	upper []float64 // the buckets' upper bounds, ascending; +Inf implied
+	upper []float64 // ascending; +Inf implied
 	s     stripes
 }
 
@@ -69,15 +52,10 @@ func newStripedHistogram(name, help string, buckets []float64) *stripedHistogram
 	if !sort.Float64sAreSorted(buckets) {
 		panic("metrics: a striped histogram takes ascending buckets")
 	}
-	return &stripedHistogram{
-		desc:  desc(name, help),
-		upper: buckets,
-		s:     newStripes(len(buckets) + 2),
-	}
+	return &stripedHistogram{desc: desc(name, help), upper: buckets, s: newStripes(len(buckets) + 2)}
 }
 
-// Observe counts v in the first bucket whose upper bound is at least v, as
-// client_golang does.
+// Observe counts v in the first bucket whose upper bound is at least v.
 func (h *stripedHistogram) Observe(v float64) {
 	r := h.s.row()
 	r[sort.SearchFloat64s(h.upper, v)].Add(1)
@@ -92,9 +70,7 @@ func (h *stripedHistogram) Observe(v float64) {
 
 func (h *stripedHistogram) Describe(ch chan<- *prometheus.Desc) { ch <- h.desc }
 
-// Collect sums the rows. The count is the buckets' total as read, so the
-// buckets and the count agree; an observation concurrent with the scrape
-// may be in the sum and not in the buckets, or the other way round.
+// Collect sums the rows; the count is the buckets' total as read, so they agree.
 func (h *stripedHistogram) Collect(ch chan<- prometheus.Metric) {
 	var sum float64
 	for r := 0; r < stripeCells; r++ {
@@ -110,7 +86,7 @@ func (h *stripedHistogram) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstHistogram(h.desc, n, sum, cumulative)
 }
 
-// outcomeCounters is a counter per claim outcome, striped, exposed as one
+// outcomeCounters is a striped counter per claim outcome, exposed as one
 // counter vector labelled outcome.
 type outcomeCounters struct {
 	desc     *prometheus.Desc
@@ -120,15 +96,11 @@ type outcomeCounters struct {
 }
 
 func newOutcomeCounters(name, help string, outcomes []string) *outcomeCounters {
-	return &outcomeCounters{
-		desc:     desc(name, help, "outcome"),
-		outcomes: outcomes,
-		index:    indexOf(outcomes),
-		counts:   newStripes(len(outcomes)),
-	}
+	return &outcomeCounters{desc: desc(name, help, "outcome"), outcomes: outcomes, index: indexOf(outcomes),
+		counts: newStripes(len(outcomes))}
 }
 
-// inc counts one answer of outcome; an outcome not listed counts as other.
+// inc counts one outcome; one not listed counts as other.
 func (c *outcomeCounters) inc(outcome, other string) {
 	i, ok := c.index[outcome]
 	if !ok {
