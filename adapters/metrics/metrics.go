@@ -8,7 +8,12 @@ package metrics
 
 import (
 	"context"
+	"math"
+	"math/rand/v2"
 	"net/http"
+	"reflect"
+	"slices"
+	"sort"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hmdp-go/seckill/domain"
+	"github.com/hmdp-go/seckill/ports"
 )
 
 const namespace = "seckill"
@@ -271,4 +277,242 @@ func (f factory) gaugeFunc(name, help string, n func() int) {
 func (f factory) counterFunc(name, help string, n func() int64) {
 	f.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help},
 		func() float64 { return float64(n()) }))
+}
+
+// stripes is n counters many goroutines add to at once; it backs every count
+// the claim path adds to. A shared atomic counter moves its cache line between
+// the cores on every add (without them the hot sale ran 3% faster; 1.5% for
+// client_golang's instruments): stripes keeps stripeCells rows of the n
+// counters, a cache line apart at least, adds to a row chosen at random (the
+// runtime's per-thread generator) and sums the rows on read.
+type stripes []atomic.Int64
+
+const stripeCells = 8
+
+func newStripes(n int) stripes { return make(stripes, stripeCells*((n+7)/8*8+8)) }
+
+func (s stripes) row() stripes {
+	w := len(s) / stripeCells
+	r := int(rand.Uint32()%stripeCells) * w
+	return s[r : r+w]
+}
+
+func (s stripes) add(i int, d int64) { s.row()[i].Add(d) }
+
+func (s stripes) cell(r, i int) *atomic.Int64 { return &s[r*(len(s)/stripeCells)+i] }
+
+// load sums counter i's rows; a concurrent add may or may not be in it.
+func (s stripes) load(i int) int64 {
+	var n int64
+	for r := 0; r < stripeCells; r++ {
+		n += s.cell(r, i).Load()
+	}
+	return n
+}
+
+// stripedHistogram is a prometheus.Histogram's Observe, striped: counters 0
+// to len(upper) are the buckets (+Inf last), the next one the sum's bits.
+type stripedHistogram struct {
+	desc  *prometheus.Desc
+	upper []float64 // ascending; +Inf implied
+	s     stripes
+}
+
+func newStripedHistogram(name, help string, buckets []float64) *stripedHistogram {
+	if !sort.Float64sAreSorted(buckets) {
+		panic("metrics: a striped histogram takes ascending buckets")
+	}
+	return &stripedHistogram{desc: desc(name, help), upper: buckets, s: newStripes(len(buckets) + 2)}
+}
+
+// Observe counts v in the first bucket whose upper bound is at least v.
+func (h *stripedHistogram) Observe(v float64) {
+	r := h.s.row()
+	r[sort.SearchFloat64s(h.upper, v)].Add(1)
+	sum := &r[len(h.upper)+1]
+	for {
+		old := sum.Load()
+		if sum.CompareAndSwap(old, int64(math.Float64bits(math.Float64frombits(uint64(old))+v))) {
+			return
+		}
+	}
+}
+
+func (h *stripedHistogram) Describe(ch chan<- *prometheus.Desc) { ch <- h.desc }
+
+// Collect sums the rows; the count is the buckets' total as read, so they agree.
+func (h *stripedHistogram) Collect(ch chan<- prometheus.Metric) {
+	var sum float64
+	for r := 0; r < stripeCells; r++ {
+		sum += math.Float64frombits(uint64(h.s.cell(r, len(h.upper)+1).Load()))
+	}
+	cumulative := make(map[float64]uint64, len(h.upper))
+	var n uint64
+	for b, u := range h.upper {
+		n += uint64(h.s.load(b))
+		cumulative[u] = n
+	}
+	n += uint64(h.s.load(len(h.upper)))
+	ch <- prometheus.MustNewConstHistogram(h.desc, n, sum, cumulative)
+}
+
+// outcomeCounters is a striped counter per claim outcome, exposed as one
+// counter vector labelled outcome.
+type outcomeCounters struct {
+	desc     *prometheus.Desc
+	outcomes []string
+	index    map[string]int
+	counts   stripes
+}
+
+func newOutcomeCounters(name, help string, outcomes []string) *outcomeCounters {
+	return &outcomeCounters{desc: desc(name, help, "outcome"), outcomes: outcomes, index: indexOf(outcomes),
+		counts: newStripes(len(outcomes))}
+}
+
+// inc counts one outcome; one not listed counts as other.
+func (c *outcomeCounters) inc(outcome, other string) {
+	i, ok := c.index[outcome]
+	if !ok {
+		i = c.index[other]
+	}
+	c.counts.add(i, 1)
+}
+
+func (c *outcomeCounters) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *outcomeCounters) Collect(ch chan<- prometheus.Metric) {
+	for i, out := range c.outcomes {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.counts.load(i)), out)
+	}
+}
+
+const (
+	StageReceive = "receive"
+	StageFulfil  = "fulfil"
+)
+
+// WorkerRetried is the worker's retry hook: it counts the retry and the
+// backoff about to be slept.
+func (m *Metrics) WorkerRetried(stage string, backoff time.Duration) {
+	if stage != StageReceive {
+		stage = StageFulfil // a closed label set
+	}
+	m.retries.WithLabelValues(stage).Inc()
+	m.backoff.WithLabelValues(stage).Add(backoff.Seconds())
+}
+
+// OrderRepository counts what the repository it wraps commits: batch sizes
+// and durations, orders newly written, each one's claim-to-commit time.
+type OrderRepository struct {
+	ports.OrderRepository
+	m *Metrics
+}
+
+func (m *Metrics) OrderRepository(next ports.OrderRepository) *OrderRepository {
+	return &OrderRepository{must(next), m}
+}
+
+func (r *OrderRepository) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) ([]ports.Outcome, error) {
+	start := time.Now()
+	out, err := r.OrderRepository.CreateBatch(ctx, orders)
+	if err != nil {
+		return out, err // nothing committed; the worker's retry hook counts it
+	}
+	now := time.Now()
+	r.m.batchSize.Observe(float64(len(orders)))
+	r.m.batchSeconds.Observe(now.Sub(start).Seconds())
+	r.m.written(out, now)
+	return out, nil
+}
+
+func (r *OrderRepository) MarkFailed(ctx context.Context, orders []domain.VoucherOrder, reason domain.FailureReason) ([]ports.Outcome, error) {
+	out, err := r.OrderRepository.MarkFailed(ctx, orders, reason)
+	if err == nil {
+		r.m.written(out, time.Now())
+	}
+	return out, err
+}
+
+func (m *Metrics) written(out []ports.Outcome, now time.Time) {
+	var created, failed int
+	for _, o := range out {
+		if !o.New {
+			continue
+		}
+		if o.State == domain.OrderCreated {
+			created++
+			m.claimToCommit.Observe(now.Sub(o.Order.ID().Time()).Seconds())
+		} else {
+			failed++
+		}
+	}
+	m.ordersWritten.WithLabelValues("created").Add(float64(created))
+	m.ordersWritten.WithLabelValues("failed").Add(float64(failed))
+}
+
+// must panics on a nil next: a wiring mistake, told at the start rather than
+// at the first call.
+func must[P any](next P) P {
+	if any(next) == nil {
+		panic("metrics: a decorator needs a non-nil " + reflect.TypeFor[P]().String())
+	}
+	return next
+}
+
+// OrderQueue counts the dead letters of the queue it wraps, by reason (not
+// those a queue sets aside on its own: see the stream collector).
+type OrderQueue struct {
+	ports.OrderQueue
+	m *Metrics
+}
+
+func (m *Metrics) OrderQueue(next ports.OrderQueue) *OrderQueue { return &OrderQueue{must(next), m} }
+
+func (q *OrderQueue) DeadLetter(ctx context.Context, ds []ports.Delivery, reason domain.FailureReason) error {
+	err := q.OrderQueue.DeadLetter(ctx, ds, reason)
+	if err == nil && len(ds) > 0 {
+		q.m.deadLetters.WithLabelValues(string(reason)).Add(float64(len(ds)))
+	}
+	return err
+}
+
+var paymentKinds = []string{string(domain.PaymentSettled), string(domain.PaymentLate), string(domain.PaymentDouble), string(domain.PaymentUnsold)}
+
+// OrderLifecycle counts what the order lifecycle it wraps commits: orders
+// expired and how late, units given back to the gate, payments by kind.
+type OrderLifecycle struct {
+	ports.OrderLifecycle
+	m *Metrics
+}
+
+func (m *Metrics) OrderLifecycle(next ports.OrderLifecycle) *OrderLifecycle {
+	return &OrderLifecycle{must(next), m}
+}
+
+func (l *OrderLifecycle) ExpireDue(ctx context.Context, now time.Time, limit int) ([]ports.ExpiredOrder, error) {
+	due, err := l.OrderLifecycle.ExpireDue(ctx, now, limit)
+	if err == nil {
+		l.m.expired.Add(float64(len(due)))
+		for _, d := range due {
+			l.m.expiryLag.Observe(max(now.Sub(d.Deadline), 0).Seconds())
+		}
+	}
+	return due, err
+}
+
+func (l *OrderLifecycle) Returned(ctx context.Context, ids []domain.OrderID) error {
+	err := l.OrderLifecycle.Returned(ctx, ids)
+	if err == nil {
+		l.m.returned.Add(float64(len(ids)))
+	}
+	return err
+}
+
+func (l *OrderLifecycle) Pay(ctx context.Context, p domain.Payment) (ports.PayResult, error) {
+	res, err := l.OrderLifecycle.Pay(ctx, p)
+	if err == nil && res.New && slices.Contains(paymentKinds, string(res.Kind)) {
+		l.m.payments.WithLabelValues(string(res.Kind)).Inc()
+	}
+	return res, err
 }
