@@ -251,9 +251,6 @@ func (t *Sessions) slide(ctx context.Context, token string, e *tokencache.Entry[
 	}
 }
 
-// Downs tells how many times a subscriber stopped listening.
-func (t *Sessions) Downs() int64 { return t.downs.Load() }
-
 // Serving tells how many masters' subscribers listen (their sessions are
 // served from memory), of how many.
 func (t *Sessions) Serving() (listening, masters int) {
@@ -267,9 +264,6 @@ func (t *Sessions) Serving() (listening, masters int) {
 	return listening, len(t.subs)
 }
 
-// Reports tells how many invalidation reports were applied.
-func (t *Sessions) Reports() int64 { return t.reports.Load() }
-
 // Cached tells how many tokens the cache holds, lapsed ones included.
 func (t *Sessions) Cached() int {
 	if t.cache == nil {
@@ -278,12 +272,14 @@ func (t *Sessions) Cached() int {
 	return t.cache.Len()
 }
 
-// Prefetched tells how many reported sessions were read back and cached.
+// Counters: Downs, times a subscriber stopped listening; Reports, invalidation
+// reports applied; Prefetched, reported sessions read back and cached;
+// Skipped, reported tokens not read back (the queue was full, or their slot
+// was not served).
+func (t *Sessions) Downs() int64      { return t.downs.Load() }
+func (t *Sessions) Reports() int64    { return t.reports.Load() }
 func (t *Sessions) Prefetched() int64 { return t.prefetched.Load() }
-
-// Skipped tells how many reported tokens were not read back: the queue was
-// full, or their slot was not served.
-func (t *Sessions) Skipped() int64 { return t.skipped.Load() }
+func (t *Sessions) Skipped() int64    { return t.skipped.Load() }
 
 // Holds tells whether token would be served, without touching the LRU.
 func (t *Sessions) Holds(token string) bool { return t.cache != nil && t.cache.Holds(token) }
