@@ -123,12 +123,8 @@ func New(o Options) (*Verifier, error) {
 	if o.Audience != "" {
 		checks = append(checks, jwt.WithAudience(o.Audience))
 	}
-	v := &Verifier{
-		userClaim: cmp.Or(o.UserClaim, "sub"), rolesClaim: cmp.Or(o.RolesClaim, "roles"), adminRole: o.AdminRole, clock: o.Clock,
-		cache:  tokencache.New[session](o.CacheSize),
-		parser: jwt.NewParser(checks...),
-		stop:   func() {},
-	}
+	v := &Verifier{userClaim: cmp.Or(o.UserClaim, "sub"), rolesClaim: cmp.Or(o.RolesClaim, "roles"), adminRole: o.AdminRole,
+		clock: o.Clock, cache: tokencache.New[session](o.CacheSize), parser: jwt.NewParser(checks...), stop: func() {}}
 	// Entries end at the token's exp, on the parser's clock.
 	v.cache.Now = func() time.Duration { return time.Duration(v.clock.Now().UnixNano()) }
 	if o.KeyFile != "" {

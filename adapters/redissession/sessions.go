@@ -79,7 +79,6 @@ const (
 	readBackWait  = 5 * time.Second // bounds one pipelined read-back
 )
 
-// CacheOptions configures a Sessions.
 type CacheOptions struct {
 	Size         int           // default tokencache.DefaultSize
 	NoCache      bool          // every request asks Redis and slides the session's expiry

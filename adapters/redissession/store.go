@@ -21,7 +21,6 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// Defaults of Options.
 const (
 	DefaultPrefix = "login:token:"
 	DefaultTTL    = 30 * time.Minute
@@ -32,7 +31,6 @@ const (
 // entries (tokens are 32 characters).
 func usable(token string) bool { return token != "" && len(token) <= 128 }
 
-// Options configures a Store.
 type Options struct {
 	Prefix string        // of the session hash's key (default "login:token:")
 	TTL    time.Duration // of a minted session, and what a refresh sets it back to (default 30 minutes)
