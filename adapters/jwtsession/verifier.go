@@ -1,8 +1,8 @@
-// Package jwtsession verifies the signed tokens (JWTs) of a shop's own
-// identity provider against the provider's keys (its JWKS, fetched from a URL
-// and refreshed, or public keys in a PEM file) and resolves each to its user
-// and admin role. A signature check costs tens of µs, a large share of a
-// claim's CPU, so a verified token is kept in memory until it expires.
+// Package jwtsession verifies the JWTs of a shop's own identity provider
+// against its keys (a JWKS fetched from a URL and refreshed, or public keys in
+// a PEM file) and resolves each to its user and admin role. A signature check
+// costs tens of µs, a large share of a claim's CPU, so a verified token is
+// kept in memory until it expires.
 package jwtsession
 
 import (
@@ -32,24 +32,18 @@ import (
 const Leeway = 30 * time.Second
 
 const (
-	// refreshEvery is how often the JWKS is fetched again: a key the
-	// provider withdrew stops verifying within it.
+	// refreshEvery: a key the provider withdrew stops verifying within it.
 	refreshEvery = 15 * time.Minute
-	// unknownKIDEvery spaces the extra fetches a token naming a key the set
-	// does not hold (a rotation) may cause: one per interval, and every
-	// other such token is refused at once, so a flood of made-up kids
-	// neither waits nor reaches the provider.
+	// unknownKIDEvery spaces the fetches a token naming an unknown key (a
+	// rotation) may cause; other such tokens are refused at once, so a flood
+	// of made-up kids neither waits nor reaches the provider.
 	unknownKIDEvery = 30 * time.Second
-	// maxTokenLen refuses, unread and uncached, what no provider issues.
-	maxTokenLen = 8 << 10
-	// fetchBudget bounds a JWKS fetch, the one a request makes for an
-	// unknown kid included.
-	fetchBudget = 2 * time.Second
+	maxTokenLen     = 8 << 10         // refused unread: no provider issues more
+	fetchBudget     = 2 * time.Second // bounds a JWKS fetch, a request's for an unknown kid included
 )
 
-// asymmetric are the algorithms a key set may be trusted with: an HMAC
-// algorithm would verify with a public key's bytes as its secret, and none
-// verifies nothing.
+// asymmetric are the algorithms a key set may be trusted with: HMAC would
+// verify with a public key's bytes as its secret, and none verifies nothing.
 var asymmetric = map[string]bool{
 	"RS256": true, "RS384": true, "RS512": true, "PS256": true, "PS384": true, "PS512": true,
 	"ES256": true, "ES384": true, "ES512": true, "EdDSA": true,
@@ -69,43 +63,31 @@ func CheckAlgs(algs []string) error {
 }
 
 // Options configure a Verifier. Exactly one of JWKSURL and KeyFile names the
-// keys. Issuer and Audience are checked when set (DESIGN.md); without an
-// audience, a token the provider issued for any other of its applications
-// passes here too, so the service warns at start (infra).
+// keys. Issuer and Audience are checked when set; without an audience, a token
+// issued for any other of the provider's applications passes too (infra warns).
 type Options struct {
 	JWKSURL string
-	// KeyFile holds PEM "PUBLIC KEY" blocks; a token's kid is not looked
-	// at, every key is tried.
-	KeyFile  string
-	Issuer   string
-	Audience string
-	// Algs are the algorithms accepted (CheckAlgs); nil means RS256 and
-	// ES256.
-	Algs []string
-	// UserClaim names the claim holding the numeric user id ("": sub).
-	UserClaim string
+	// KeyFile holds PEM "PUBLIC KEY" blocks; every key is tried, whatever the kid.
+	KeyFile, Issuer, Audience string
+	Algs                      []string // accepted (CheckAlgs); nil means RS256 and ES256
+	UserClaim                 string   // the claim holding the numeric user id ("": sub)
 	// AdminRole, when set, makes an admin of the holder of a token whose
 	// RolesClaim ("": roles; a list of strings, or one string) holds it.
-	AdminRole  string
-	RolesClaim string
-	CacheSize  int
-	// Clock is the time tokens are checked against; nil means the wall
-	// clock.
-	Clock ports.Clock
-	Log   zerolog.Logger
+	AdminRole, RolesClaim string
+	CacheSize             int
+	Clock                 ports.Clock // what tokens are checked against; nil: the wall clock
+	Log                   zerolog.Logger
 }
 
-// Verifier is a ports.BearerSessions. Make one per process: the cache and the
-// key set's refresh are its state; Close stops the refresh.
+// Verifier is a ports.BearerSessions. Make one per process; Close stops the
+// key set's refresh.
 type Verifier struct {
-	keys       func(context.Context) jwt.Keyfunc
-	parser     *jwt.Parser
-	userClaim  string
-	rolesClaim string
-	adminRole  string
-	clock      ports.Clock
-	cache      *tokencache.Cache[session]
-	stop       context.CancelFunc
+	keys                             func(context.Context) jwt.Keyfunc
+	parser                           *jwt.Parser
+	userClaim, rolesClaim, adminRole string
+	clock                            ports.Clock
+	cache                            *tokencache.Cache[session]
+	stop                             context.CancelFunc
 }
 
 type session struct {
@@ -116,8 +98,7 @@ type session struct {
 var _ ports.BearerSessions = (*Verifier)(nil)
 
 // New checks the options and loads the keys. A JWKS that does not answer at
-// start is not an error: tokens are refused until a fetch succeeds (the
-// refresh, or a token's unknown kid), and the failure is logged.
+// start is logged, not an error: tokens are refused until a fetch succeeds.
 func New(o Options) (*Verifier, error) {
 	if o.Algs == nil {
 		o.Algs = []string{"RS256", "ES256"}
@@ -142,14 +123,9 @@ func New(o Options) (*Verifier, error) {
 	if o.Audience != "" {
 		checks = append(checks, jwt.WithAudience(o.Audience))
 	}
-	v := &Verifier{
-		userClaim: cmp.Or(o.UserClaim, "sub"), rolesClaim: cmp.Or(o.RolesClaim, "roles"), adminRole: o.AdminRole, clock: o.Clock,
-		cache:  tokencache.New[session](o.CacheSize),
-		parser: jwt.NewParser(checks...),
-		stop:   func() {},
-	}
-	// The cache's entries end at the token's exp, on the clock the parser
-	// checks exp against.
+	v := &Verifier{userClaim: cmp.Or(o.UserClaim, "sub"), rolesClaim: cmp.Or(o.RolesClaim, "roles"), adminRole: o.AdminRole,
+		clock: o.Clock, cache: tokencache.New[session](o.CacheSize), parser: jwt.NewParser(checks...), stop: func() {}}
+	// Entries end at the token's exp, on the parser's clock.
 	v.cache.Now = func() time.Duration { return time.Duration(v.clock.Now().UnixNano()) }
 	if o.KeyFile != "" {
 		keys, err := readKeyFile(o.KeyFile)
@@ -165,8 +141,7 @@ func New(o Options) (*Verifier, error) {
 		HTTPTimeout:       fetchBudget,
 		RefreshInterval:   refreshEvery,
 		RefreshUnknownKID: rate.NewLimiter(rate.Every(unknownKIDEvery), 1),
-		// The longest a request waits for a fetch slot, and the budget of
-		// the fetch it then makes: a request never waits for the next slot.
+		// A request waits for a fetch slot at most this (never for the next slot).
 		RateLimitWaitMax: fetchBudget,
 		RefreshErrorHandlerFunc: func(u string) func(context.Context, error) {
 			return func(_ context.Context, err error) {
@@ -182,8 +157,7 @@ func New(o Options) (*Verifier, error) {
 	return v, nil
 }
 
-// readKeyFile reads public keys only: a private key in the file is a key that
-// should not be on this machine.
+// readKeyFile reads public keys only: a private key should not be on this machine.
 func readKeyFile(path string) ([]jwt.VerificationKey, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -210,12 +184,10 @@ func readKeyFile(path string) ([]jwt.VerificationKey, error) {
 	return keys, nil
 }
 
-// Close stops the key set's refresh.
 func (v *Verifier) Close() { v.stop() }
 
 // Session answers a token verified before from memory until its exp;
-// otherwise it checks the signature, algorithm, issuer, audience, exp and nbf,
-// and reads the user and role claims.
+// otherwise it checks the signature, algorithm, issuer, audience, exp and nbf.
 func (v *Verifier) Session(ctx context.Context, token string) (domain.UserID, bool, error) {
 	if token == "" || len(token) > maxTokenLen {
 		return 0, false, ports.ErrUnknownToken
@@ -232,7 +204,7 @@ func (v *Verifier) Session(ctx context.Context, token string) (domain.UserID, bo
 		return 0, false, fmt.Errorf("%w: claim %q: %w", ports.ErrUnknownToken, v.userClaim, err)
 	}
 	s := session{user: user, admin: v.adminRole != "" && holds(claims[v.rolesClaim], v.adminRole)}
-	exp, _ := claims.GetExpirationTime() // required: the parse checked it
+	exp, _ := claims.GetExpirationTime() // required by the parse
 	if life := exp.Sub(v.clock.Now()); life > 0 {
 		v.cache.AddFor(token, s, life, 0, 0)
 	}
@@ -260,8 +232,7 @@ func userID(claim any) (domain.UserID, error) {
 	return domain.UserID(id), nil
 }
 
-// holds tells whether a roles claim, a list of strings or one string, holds
-// role.
+// holds tells whether a roles claim (a list of strings, or one string) holds role.
 func holds(claim any, role string) bool {
 	switch c := claim.(type) {
 	case string:

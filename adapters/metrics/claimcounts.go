@@ -10,24 +10,22 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// Outcomes of the live page's counts besides a refusal's own code (and
-// OutcomeError: anything else).
+// Outcomes of the live page's counts besides a refusal's own code and OutcomeError.
 const (
 	OutcomeSuccess = "success"
 	OutcomeBusy    = "busy" // not admitted: nothing changed, try again
 )
 
-// MaxCountedVouchers bounds the vouchers counted separately. Only vouchers the gate
-// knows get an entry (a not_found answer never creates one), so a client
-// claiming made-up ids cannot grow the map; the bound is a second fence.
+// MaxCountedVouchers bounds the vouchers counted separately, a second fence:
+// a not_found answer never creates an entry.
 const MaxCountedVouchers = 4096
 
-// outcomes is the fixed order of the per-voucher counters.
-var outcomes = outcomesWith(OutcomeBusy, OutcomeError)
+var (
+	outcomes     = outcomesWith(OutcomeBusy, OutcomeError) // the order of the per-voucher counters
+	outcomeIndex = indexOf(outcomes)
+	soldOutIndex = outcomeIndex[domain.ErrSoldOut.Code()]
+)
 
-var outcomeIndex = indexOf(outcomes)
-
-// indexOf maps each of list to its place in it.
 func indexOf(list []string) map[string]int {
 	m := make(map[string]int, len(list))
 	for i, s := range list {
@@ -36,28 +34,23 @@ func indexOf(list []string) map[string]int {
 	return m
 }
 
-// soldOutIndex is the sold-out outcome's place in a voucher's counters.
-var soldOutIndex = outcomeIndex[domain.ErrSoldOut.Code()]
-
-// ClaimCounter counts, in process, how claims are answered per voucher
-// and outcome, for the live sale page, and how many were answered from the
-// sold-out mark, for the metrics. The claim tells it every answer (it is the
-// claim's application.ClaimRecorder): an atomic add or two on the claim path, no
-// lock once a voucher is known. Unlike the Prometheus series, it
-// counts per voucher: what the page needs to draw claims per second.
-// The zero value is not usable: use NewClaimCounter.
+// ClaimCounter counts, in process, how claims are answered per voucher and
+// outcome (for the live sale page) and how many were answered from the
+// sold-out mark (for the metrics). As the claim's application.ClaimRecorder
+// it costs the claim path an atomic add or two, no lock once a voucher is
+// known. Use NewClaimCounter.
 type ClaimCounter struct {
 	mu       sync.Mutex // guards adding entries; reads go through the sync.Map
 	vouchers sync.Map   // domain.VoucherID -> stripes, a counter per outcome
 	n        int
 	saved    stripes // one counter
 
-	// The sampled past, written once a second by Sample and read by the
-	// page's first request; the claim path never takes its lock.
+	// The sampled past, written once a second by Sample; the claim path never
+	// takes histMu.
 	histMu sync.Mutex
 	hist   map[domain.VoucherID]*history
-	// quiet holds the total of each voucher whose ring was dropped, so it
-	// gets a new one only once it counts a claim again.
+	// quiet holds the total of each voucher whose ring was dropped: it gets a
+	// new one only once it counts a claim again.
 	quiet map[domain.VoucherID]int64
 }
 
@@ -65,8 +58,6 @@ func NewClaimCounter() *ClaimCounter {
 	return &ClaimCounter{saved: newStripes(1), hist: map[domain.VoucherID]*history{}, quiet: map[domain.VoucherID]int64{}}
 }
 
-// The claim's recorder (application.ClaimRecorder) is ClaimAnswered; infra
-// hands the ClaimCounter to the claim, which checks it when it compiles.
 var _ ports.ClaimCounts = (*ClaimCounter)(nil)
 
 // Claims returns the voucher's counts so far; every outcome is present.
@@ -83,7 +74,7 @@ func (c *ClaimCounter) Claims(id domain.VoucherID) map[string]int64 {
 }
 
 // addAt counts one answer of outcome i; a voucher not yet counted gets an
-// entry unless the answer is that it does not exist.
+// entry unless it does not exist.
 func (c *ClaimCounter) addAt(id domain.VoucherID, i int, notFound bool) {
 	v, ok := c.vouchers.Load(id)
 	if !ok {
@@ -118,7 +109,7 @@ func (c *ClaimCounter) ClaimAnswered(id domain.VoucherID, answer error, fromMark
 }
 
 // Saved counts the claims answered from the sold-out mark, each a gate round
-// trip not made (the metrics and the bench report it).
+// trip not made.
 func (c *ClaimCounter) Saved() int64 { return c.saved.load(0) }
 
 func outcomeOf(err error) string {
@@ -137,29 +128,24 @@ func outcomeOf(err error) string {
 	return OutcomeError
 }
 
-// HistoryLen is how many readings a voucher's history keeps: one a second,
-// enough for a minute of rates (60 intervals), so a page opened mid-sale
-// draws the last minute at once instead of starting empty.
-const HistoryLen = 61
+const (
+	// HistoryLen is how many readings (one a second) a voucher's history
+	// keeps: a minute of rates, so a page opened mid-sale draws it at once.
+	HistoryLen = 61
+	// MaxHistories bounds the vouchers with a history (each ~5 KiB); one past
+	// the bound still has its counts.
+	MaxHistories = 64
+)
 
-// MaxHistories bounds the vouchers with a history (each ~5 KiB): a page
-// shows at most a dozen sales, and only vouchers that counted a claim within
-// the window get one; a voucher past the bound still has its counts.
-const MaxHistories = 64
-
-// history is a ring of one voucher's readings; idle counts how many
-// readings in a row found nothing new, so a quiet voucher's ring is dropped
-// once its whole window is flat.
+// history is a ring of one voucher's readings; idle counts the readings in a
+// row that found nothing new: a ring flat for its whole window is dropped.
 type history struct {
-	at     [HistoryLen]time.Time
-	counts [HistoryLen][]int64
-	next   int // where the next reading goes
-	n      int // readings held
-	idle   int
+	at            [HistoryLen]time.Time
+	counts        [HistoryLen][]int64
+	next, n, idle int // where the next reading goes, readings held
 }
 
-// Sample takes one reading of every voucher counted. Run calls it every
-// second; tests call it with their own times.
+// Sample takes one reading of every voucher counted (Run: every second).
 func (c *ClaimCounter) Sample(now time.Time) {
 	c.histMu.Lock()
 	defer c.histMu.Unlock()
@@ -220,7 +206,6 @@ func (c *ClaimCounter) History(id domain.VoucherID) ports.ClaimHistory {
 	return out
 }
 
-// total is a voucher's answers of every outcome.
 func total(cs stripes) int64 {
 	var n int64
 	for i := range outcomes {

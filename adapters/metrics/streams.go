@@ -21,32 +21,26 @@ import (
 // StreamOptions names what a StreamCollector reads: Prefix and Group must be
 // the stream queue's.
 type StreamOptions struct {
-	Prefix string
-	Group  string
-	// Now tells the time (default time.Now); tests move it past a sale's end.
-	Now func() time.Time
+	Prefix, Group string
+	Now           func() time.Time // default time.Now
 }
 
-// scrapeTimeout bounds one scrape's Redis work.
 const scrapeTimeout = 2 * time.Second
 
 // StreamCollector reads, on each scrape, the gate and the order stream of
-// every live sale (preheated, and its end not passed): stock left, stream
-// backlog, pending entries and the age of the oldest pending one. Its cost is
-// bounded: one pipelined round trip per scrape, with a few commands per live
-// sale only (a voucher newly in the live set costs one more round trip, once;
-// a sale seen ended is not read again). Series of a sale vanish once it ends.
+// every live sale (preheated, its end not passed): stock left, backlog,
+// pending entries and the oldest one's age. One pipelined round trip per
+// scrape (one more, once, for a voucher new to the live set); a sale seen
+// ended is not read again, and its series vanish.
 type StreamCollector struct {
-	rdb              redis.UniversalClient
-	opts             StreamOptions
-	live, deadLetter string
-
+	rdb                                          redis.UniversalClient
+	opts                                         StreamOptions
+	live, deadLetter                             string
 	stock, backlog, pending, oldest, deadLetters *prometheus.Desc
 	failures                                     prometheus.Counter
-
-	mu sync.Mutex // one scrape at a time; guards known
-	// known maps each voucher of the live set to the end of its sale (zero
-	// until read); ended sales stay here, unread, until they leave the set.
+	mu                                           sync.Mutex // one scrape at a time; guards known
+	// known maps each voucher of the live set to its sale's end (zero until
+	// read); ended sales stay, unread, until they leave the set.
 	known map[domain.VoucherID]time.Time
 }
 
@@ -74,11 +68,8 @@ func NewStreamCollector(rdb redis.UniversalClient, opts StreamOptions) *StreamCo
 			"Age of the oldest entry delivered and not acknowledged, per live sale: the fulfilment lag (0 when none).", "voucher"),
 		deadLetters: desc("dead_letter_records",
 			"Records the dead-letter stream keeps, whoever set them aside."),
-		failures: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace,
-			Name:      "stream_collect_errors_total",
-			Help:      "Scrapes whose read of the streams failed; their per-sale series are missing.",
-		}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "stream_collect_errors_total",
+			Help: "Scrapes whose read of the streams failed; their per-sale series are missing."}),
 		known: map[domain.VoucherID]time.Time{},
 	}
 }
@@ -90,7 +81,6 @@ func (c *StreamCollector) Describe(ch chan<- *prometheus.Desc) {
 	c.failures.Describe(ch)
 }
 
-// saleReads are the pipelined commands of one sale.
 type saleReads struct {
 	vid     domain.VoucherID
 	gate    *redis.SliceCmd
@@ -104,7 +94,6 @@ func (c *StreamCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
 	now := c.opts.Now()
-
 	pipe := c.rdb.Pipeline()
 	members := pipe.SMembers(ctx, c.live)
 	dead := pipe.XLen(ctx, c.deadLetter)
@@ -133,9 +122,7 @@ func (c *StreamCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	maps.DeleteFunc(c.known, func(vid domain.VoucherID, _ time.Time) bool { return !inSet[vid] })
 	if len(fresh) > 0 {
-		// Vouchers new to the live set: read them now rather than one scrape
-		// late. Rare (once per new sale), so the usual scrape stays at one
-		// round trip.
+		// New to the live set: read now rather than one scrape late.
 		pipe := c.rdb.Pipeline()
 		for _, vid := range fresh {
 			reads = append(reads, c.queue(ctx, pipe, vid))
@@ -164,7 +151,7 @@ func (c *StreamCollector) queue(ctx context.Context, pipe redis.Pipeliner, vid d
 }
 
 // emit writes one sale's series, or none when the sale has ended or its gate
-// is gone (it then stays known, so it is not read again while in the set).
+// is gone (so it is not read again while in the set).
 func (c *StreamCollector) emit(ch chan<- prometheus.Metric, r saleReads, now time.Time) {
 	if r.gate.Err() != nil {
 		return
@@ -186,7 +173,6 @@ func (c *StreamCollector) emit(ch chan<- prometheus.Metric, r saleReads, now tim
 	oldest := 0.0
 	if p, err := r.pending.Result(); err == nil && p.Count > 0 {
 		pending = p.Count
-		// The ID's time part ("<ms>-<seq>"): when the claim script appended it.
 		ms, _, _ := strings.Cut(p.Lower, "-")
 		if ms, ok := number(ms); ok {
 			oldest = max(0, now.Sub(time.UnixMilli(ms)).Seconds())
@@ -207,7 +193,7 @@ func (c *StreamCollector) fail(ch chan<- prometheus.Metric) {
 // stream or group (NOGROUP on XPENDING) is an answer, not a failed scrape.
 func ignorable(err error) bool { return err == nil || errors.Is(err, redis.Nil) }
 
-// number is v's integer; a field HMGET found missing is nil, not one.
+// number is v's integer; a missing HMGET field (nil) is not one.
 func number(v any) (int64, bool) {
 	s, _ := v.(string)
 	n, err := strconv.ParseInt(s, 10, 64)
@@ -215,14 +201,12 @@ func number(v any) (int64, bool) {
 }
 
 // roomCollector exposes the waiting rooms as this instance last read them
-// (application.RoomDirectory.Figures): no scrape asks Redis, and a room's
-// series vanish when its sale ends.
+// (application.RoomDirectory.Figures): no scrape asks Redis.
 type roomCollector struct {
 	figures                              func(now time.Time) []application.RoomFigures
 	waiting, admitted, used, lapsed, age *prometheus.Desc
 }
 
-// Rooms registers the waiting rooms' gauges, read from figures on scrape.
 func (m *Metrics) Rooms(figures func(now time.Time) []application.RoomFigures) {
 	m.reg.MustRegister(&roomCollector{
 		figures:  figures,

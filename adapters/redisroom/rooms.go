@@ -1,9 +1,7 @@
-// Package redisroom keeps the sales' waiting rooms in Redis (issue 27): per
-// room one hash (rules and shared state), the users' join indexes, the
-// boundary's recent steps and the used passes, every key in the voucher's
-// hash tag, so each operation is one script on one Redis Cluster slot. No
-// operation scans the line: a join is a hash lookup and an increment, an
-// advance reads one hash and touches the steps it makes or retires.
+// Package redisroom keeps the sales' waiting rooms in Redis: per room a hash
+// (rules and shared state), the users' join indexes, the boundary's recent
+// steps and the used passes, all in the voucher's hash tag, so each operation
+// is one script on one slot. No operation scans the line.
 package redisroom
 
 import (
@@ -69,9 +67,8 @@ func New(rdb redis.UniversalClient, prefix string) *Rooms {
 	return &Rooms{rdb: rdb, prefix: prefix, scripts: redisx.NewSet(rdb, scripts...)}
 }
 
-// LoadScripts loads the rooms' scripts on every node of rdb, as the gate's
-// LoadScripts does, so the first joins and polls of a sale run them by SHA
-// instead of each meeting NOSCRIPT; the service calls it at start.
+// LoadScripts loads the rooms' scripts on every node of rdb, so a sale's first
+// joins and polls do not each meet NOSCRIPT.
 func LoadScripts(ctx context.Context, rdb redis.UniversalClient) error {
 	if err := redisx.NewSet(rdb, scripts...).Load(ctx); err != nil {
 		return fmt.Errorf("rooms: %w", err)
@@ -207,10 +204,9 @@ func (s *Rooms) Used(ctx context.Context, id domain.VoucherID, user domain.UserI
 	return used, nil
 }
 
-// SharedKey is the deployment's room signing key kept in Redis: drawn once
-// by the first instance (SET NX) and read by every other, so instances
-// without SECKILL_ROOM_SECRET still sign alike. It is outside every hash tag
-// (one key for the deployment) and never expires.
+// SharedKey is the deployment's room signing key kept in Redis (no hash tag,
+// no expiry): set once by the first instance (SET NX) and read by every other,
+// so instances without SECKILL_ROOM_SECRET still sign alike.
 func SharedKey(ctx context.Context, rdb redis.UniversalClient, prefix string, fresh []byte) ([]byte, error) {
 	key := prefix + "room-key"
 	if err := rdb.SetNX(ctx, key, fresh, 0).Err(); err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,78 +14,49 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/adapters/internal/tokencache"
+	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// Sessions resolves login tokens through the one session cache, whatever the
-// Redis behind it. On a Redis that tracks (CLIENT TRACKING: every real Redis
-// from 6, single or cluster) a token is answered from memory (no Redis on
-// the hot path), and Redis tells this process the moment a session key
-// changes, so a deleted (revoked) or expired token stops resolving on every
-// instance at once. On a server that cannot track (the embedded miniredis)
-// the same cache keeps each answer for at most CacheOptions.UntrackedTTL, the
-// bound within which a revocation is seen. With CacheOptions.NoCache every
-// request asks Redis (and slides the session's expiry).
+// Sessions resolves login tokens through the session cache. On a Redis that
+// tracks (6+, single or cluster) a token is answered from memory, and Redis
+// reports every write to a session key, so a revoked or expired token stops
+// resolving on every instance at once. On a server that cannot track
+// (miniredis) an entry lives at most CacheOptions.UntrackedTTL; with NoCache
+// every request asks Redis.
 //
-// How: one subscriber connection per Redis master runs CLIENT TRACKING in
-// broadcast mode on the session prefix, redirected to itself, and listens on
-// __redis__:invalidate (RESP2), so every write to any login:token:* key
-// (DEL, EXPIRE, expiry, HSET) arrives as a message naming the key, in the
-// order Redis applied them. A failure stays where it happened: while a
-// master's subscriber is down, the tokens whose slot that master serves are
-// not served from memory (each request asks Redis), and the entries cached
-// from it before are never served again, so invalidations missed in between
-// cannot leave a revoked token behind; the other masters' tokens are still
-// served. (A single Redis is one master serving every slot.)
-//
-// On a Redis Cluster the masters and their slots are listed again every
-// topologyPoll (CLUSTER SLOTS). A master that appears (a failover, a node
-// added) gets a subscriber, and the slots it took are not served from
-// memory until it listens; what was cached of them before is dropped then.
-// A master that leaves is dropped. While the masters cannot be listed,
-// nothing is served from memory. So the one report this process can miss is
-// a write to a master that took its slots less than one poll ago.
-//
-// The same reports fill the cache: each reported token (most are a login's)
-// is read back (prefetchLoop), and Warm reads what Redis held before the
-// start, so a user finds their session in memory on their first claim. A hit
-// slides the session's expiry (slide). Every report evicts, and no read
-// caches what a report overtook (guard.go), so a DEL racing a read can never
-// leave its token served.
+// One subscriber per master runs CLIENT TRACKING in broadcast mode on the
+// prefix, redirected to itself, and listens on __redis__:invalidate (RESP2).
+// While a master's subscriber is down, or its slots just moved (the cluster is
+// listed every topologyPoll), or the masters cannot be listed, its slots are
+// not served from memory, and what was cached of them before is never served
+// again: missed reports cannot leave a revoked token behind. The reports also
+// fill the cache (prefetchLoop), and Warm reads what Redis held before the
+// start. A read never caches what a report overtook (guard).
 type Sessions struct {
-	store *Store
-	cache *tokencache.Cache[domain.UserID] // nil: NoCache
-	// untracked is the bound of an entry's life when the server cannot
-	// track (0: it tracks).
-	untracked time.Duration
-
-	guard guard // a read overtaken by a report of its key caches nothing
-	// states holds, per slot, gen<<1 | slotDown. Every change of a slot's
-	// owner or of whether it is served moves gen, which never comes back, so
-	// an entry (kept with the state its read began under) is served, and a
-	// read cached, only while nothing happened to its slot since. Written
-	// under mu only; read without a lock.
+	store     *Store
+	cache     *tokencache.Cache[domain.UserID] // nil: NoCache
+	untracked time.Duration                    // an entry's longest life when the server cannot track (0: it tracks)
+	guard     guard
+	// states holds, per slot, gen<<1 | slotDown. gen moves on every change of
+	// the slot's owner or of whether it is served, so an entry (kept with the
+	// state its read began under) is served only while nothing happened to its
+	// slot. Written under mu; read without a lock.
 	states [slotCount]atomic.Uint64
 	queue  chan string // reported tokens to read back (nil: NoPrefetch)
 
-	// Counters, for tests and metrics; downs (Downs) is what an operator
-	// watches to see the cache not serving.
 	reports, prefetched, skipped, polls, downs atomic.Int64
 
-	log  zerolog.Logger
-	warm warmUp
-	size int // the cache's bound, which the warm-up shares out
-
+	log      zerolog.Logger
+	warm     warmUp
+	size     int // the cache's bound, which the warm-up shares out
 	template *redis.Options
 	seams
 
-	mu sync.Mutex // guards subs, owner, closed and the subscribers' up and owns
-	// subs are the subscribers by master address; owner is each slot's
-	// master's subscriber (nil: no known master serves it, or the masters
-	// could not be listed).
+	mu     sync.Mutex // guards subs, owner, closed and the subscribers' up and owns
 	subs   map[string]*subscriber
-	owner  [slotCount]*subscriber
+	owner  [slotCount]*subscriber // nil: no known master serves the slot
 	closed bool
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -92,66 +65,49 @@ type Sessions struct {
 
 var _ ports.Sessions = (*Sessions)(nil)
 
-// errTrackingUnsupported: the server refused CLIENT TRACKING (an embedded
-// miniredis, a proxy); the cache then bounds its entries' life instead.
+// errTrackingUnsupported: the server refused CLIENT TRACKING (miniredis, a proxy).
 var errTrackingUnsupported = errors.New("redis does not support CLIENT TRACKING")
 
-// Defaults of CacheOptions.
 const (
-	// DefaultUntrackedTTL: a revoked token resolves for up to this long
-	// on an instance that cached it, when the server cannot track.
+	// DefaultUntrackedTTL: how long a revoked token may still resolve on an
+	// instance that cached it, when the server cannot track.
 	DefaultUntrackedTTL = 10 * time.Second
-	// topologyPoll is how often a cluster's masters are listed: the longest
-	// a revocation written to a new master can go unheard.
-	topologyPoll = time.Second
-	// prefetchQueue bounds the tokens waiting to be read back; at 48 bytes
-	// a string header and a 32-byte token, about 5 MB when full.
-	prefetchQueue = 1 << 16
-	// prefetchBatch is how many tokens one pipelined read carries.
+	// topologyPoll: the longest a revocation written to a new master can go unheard.
+	topologyPoll  = time.Second
+	prefetchQueue = 1 << 16 // about 5 MB of tokens when full
 	prefetchBatch = 256
-	// readBackWait bounds one pipelined read-back (a prefetch's or a
-	// warm-up round's).
-	readBackWait = 5 * time.Second
+	readBackWait  = 5 * time.Second // bounds one pipelined read-back
 )
 
-// CacheOptions configures a Sessions.
 type CacheOptions struct {
-	// Size bounds the cache (default tokencache.DefaultSize).
-	Size int
-	// NoCache: every request asks Redis and slides the session's expiry.
-	NoCache bool
-	// UntrackedTTL bounds each entry's life on a server that cannot track
-	// (default DefaultUntrackedTTL); unused when it tracks.
-	UntrackedTTL time.Duration
-	// NoPrefetch turns off reading reported sessions back: a token is then
-	// cached on its first request only.
+	Size         int           // default tokencache.DefaultSize
+	NoCache      bool          // every request asks Redis and slides the session's expiry
+	UntrackedTTL time.Duration // an entry's longest life when the server cannot track
+	// NoPrefetch: reported sessions are not read back, only cached on a request.
 	NoPrefetch bool
 	// Log hears when a master's sessions stop being served from memory and
-	// when they are again (default: discarded).
+	// when they are again.
 	Log zerolog.Logger
-
 	seams
 }
 
-// seams are what tests set (export_test.go) and a Sessions keeps.
+// seams are what tests set (export_test.go).
 type seams struct {
-	masters  func(context.Context) ([]master, error) // a test's, or CLUSTER SLOTS on a cluster (nil: one node)
-	tick     <-chan time.Time                        // drives the topology watch by hand
-	warmDuty float64                                 // the fraction of time a warm-up keeps Redis busy
-	// afterRead runs between a read-back's read and its caching; afterDown
-	// after a subscriber's failed read stopped its master's slots;
-	// afterLookup in a request's miss, after its read (stage "read") and
-	// after it cached the answer or refused to ("add").
-	afterRead, afterDown func()
-	afterLookup          func(stage string)
-	scanFault            func() error // an error it returns fails a warm-up's SCAN
+	masters   func(context.Context) ([]master, error) // nil: one node, or CLUSTER SLOTS on a cluster
+	tick      <-chan time.Time
+	warmDuty  float64
+	afterRead func() // between a read-back's read and its caching
+	afterDown func() // after a failed read stopped a master's slots
+	// afterLookup runs in a miss after its read ("read") and after it cached
+	// or refused to ("add").
+	afterLookup func(stage string)
+	scanFault   func() error
 }
 
-// NewSessions starts one invalidation subscriber per master of rdb (a Client
-// or a ClusterClient, whose masters it keeps following) and returns once
-// each is listening. On a server that does not track it returns the cache
-// bounded by UntrackedTTL instead (Tracking tells which); with NoCache, no
-// cache. Close stops the subscribers.
+// NewSessions starts one invalidation subscriber per master of rdb (a Client,
+// or a ClusterClient whose masters it follows) and returns once each listens.
+// On a server that does not track it returns the cache bounded by
+// UntrackedTTL (Tracking tells which); with NoCache, no cache.
 func NewSessions(ctx context.Context, rdb redis.UniversalClient, store *Store, opts CacheOptions) (*Sessions, error) {
 	if rdb == nil || store == nil {
 		panic("redissession: NewSessions needs a Redis client and a Store")
@@ -171,28 +127,20 @@ func NewSessions(ctx context.Context, rdb redis.UniversalClient, store *Store, o
 			return t, err
 		}
 	}
-	// No cache, or one no report keeps honest: nothing to listen to, and
-	// nothing to warm (an entry would lapse before its first use).
+	// Nothing to listen to, nor to warm (an entry would lapse before its use).
 	t := &Sessions{store: store, seams: opts.seams}
 	if !opts.NoCache {
 		t.cache, t.untracked = tokencache.New[domain.UserID](opts.Size), opts.UntrackedTTL
 	}
-	t.warm.on, t.warm.ended = true, make(chan struct{}) // Warm does nothing
+	t.warm.on, t.warm.ended = true, make(chan struct{})
 	close(t.warm.ended)
 	return t, nil
 }
 
-// newTracked is NewSessions on a server that tracks; it fails with
-// errTrackingUnsupported on one that does not.
+// newTracked fails with errTrackingUnsupported on a server that cannot track.
 func newTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, opts CacheOptions) (*Sessions, error) {
-	t := &Sessions{
-		store: store,
-		cache: tokencache.New[domain.UserID](opts.Size),
-		subs:  make(map[string]*subscriber),
-		size:  opts.Size,
-		log:   opts.Log,
-		seams: opts.seams,
-	}
+	t := &Sessions{store: store, cache: tokencache.New[domain.UserID](opts.Size), subs: make(map[string]*subscriber),
+		size: opts.Size, log: opts.Log, seams: opts.seams}
 	t.cache.States = t.states[:]
 	t.warm.ended = make(chan struct{})
 	for i := range t.states {
@@ -202,14 +150,13 @@ func newTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 		t.warmDuty = DefaultWarmDuty
 	}
 	if !opts.NoPrefetch {
-		t.queue = make(chan string, prefetchQueue) // before any listener runs
+		t.queue = make(chan string, prefetchQueue)
 	}
 	switch c := rdb.(type) {
 	case *redis.Client:
 		t.template = c.Options()
 	case *redis.ClusterClient:
-		// Every node of a cluster is dialled with the same options but
-		// its address; take them from one master.
+		// Every node is dialled with the same options but its address.
 		m, err := c.MasterForKey(ctx, store.prefix)
 		if err != nil {
 			return nil, fmt.Errorf("list redis masters: %w", err)
@@ -221,7 +168,7 @@ func newTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 	default:
 		return nil, fmt.Errorf("redissession: tracking needs a go-redis Client or ClusterClient, got %T", rdb)
 	}
-	ms := []master{{addr: t.template.Addr, slots: [][2]uint16{{0, slotCount - 1}}}} // a single Redis serves every slot
+	ms := []master{{addr: t.template.Addr, slots: [][2]uint16{{0, slotCount - 1}}}}
 	if t.masters != nil {
 		var err error
 		if ms, err = t.masters(ctx); err != nil {
@@ -235,7 +182,7 @@ func newTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 			return nil, err
 		}
 	}
-	t.follow(ms) // gives the masters their slots; nothing warms yet: Warm starts it
+	t.follow(ms) // nothing warms yet: Warm starts it
 	if t.masters != nil {
 		t.done.Add(1)
 		go t.watch()
@@ -247,14 +194,10 @@ func newTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 	return t, nil
 }
 
-// UserID answers from memory when the token's entry was read while its
-// master's subscriber listened and nothing happened to its slot since
-// (sliding the session's expiry when due); otherwise it asks Redis and
-// refreshes the session's TTL in the same round trip.
-//
-// Without tracking, an entry is kept for at most UntrackedTTL and not slid on
-// a hit: the miss that follows its lapse slides the session, so an active
-// user's session is pushed back at least every UntrackedTTL.
+// UserID answers from memory when the token's entry is served (sliding the
+// session's expiry when due); otherwise it asks Redis, which refreshes the TTL
+// in the same round trip. Without tracking a hit is not slid: the miss after
+// the entry lapses (UntrackedTTL) slides it.
 func (t *Sessions) UserID(ctx context.Context, token string) (domain.UserID, error) {
 	if !usable(token) {
 		return 0, ports.ErrUnknownToken
@@ -286,16 +229,13 @@ func (t *Sessions) UserID(ctx context.Context, token string) (domain.UserID, err
 	return id, nil
 }
 
-// Tracking tells whether Redis keeps the cache honest (CLIENT TRACKING);
-// false when the server cannot track (entries live at most UntrackedTTL)
-// or with NoCache, or on a nil Sessions.
+// Tracking tells whether Redis keeps the cache honest: false without tracking,
+// with NoCache, or on a nil Sessions.
 func (t *Sessions) Tracking() bool { return t != nil && t.cache != nil && t.untracked == 0 }
 
-// slide sends the refresh of a cached session whose expiry is more than
-// the slack behind TTL from now (PEXPIRE <TTL>, riding unawaited with the
-// request's own batch), at most once per slack per entry (see
-// Store.lookup). Its report evicts the token everywhere and prefetching
-// reads it back with its new expiry.
+// slide sends, unawaited, the refresh of a cached session whose expiry is more
+// than the slack behind TTL, at most once per slack per entry. Its report
+// evicts the token and prefetching reads it back with its new expiry.
 func (t *Sessions) slide(ctx context.Context, token string, e *tokencache.Entry[domain.UserID], now time.Duration) {
 	s := t.store
 	if e.Expires-now >= s.ttl-s.slack {
@@ -310,11 +250,8 @@ func (t *Sessions) slide(ctx context.Context, token string, e *tokencache.Entry[
 	}
 }
 
-// Downs tells how many times a subscriber stopped listening.
-func (t *Sessions) Downs() int64 { return t.downs.Load() }
-
-// Serving tells how many masters' subscribers listen, of how many: their
-// sessions are served from memory; the others' are read on every request.
+// Serving tells how many masters' subscribers listen (their sessions are
+// served from memory), of how many.
 func (t *Sessions) Serving() (listening, masters int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -326,11 +263,7 @@ func (t *Sessions) Serving() (listening, masters int) {
 	return listening, len(t.subs)
 }
 
-// Reports tells how many invalidation reports were applied.
-func (t *Sessions) Reports() int64 { return t.reports.Load() }
-
-// Cached tells how many tokens the cache holds (lapsed and stale ones
-// included until they are pushed out or replaced).
+// Cached tells how many tokens the cache holds, lapsed ones included.
 func (t *Sessions) Cached() int {
 	if t.cache == nil {
 		return 0
@@ -338,23 +271,19 @@ func (t *Sessions) Cached() int {
 	return t.cache.Len()
 }
 
-// Prefetched tells how many sessions were read back after a report and
-// cached.
+// Counters: Downs, times a subscriber stopped listening; Reports, invalidation
+// reports applied; Prefetched, reported sessions read back and cached;
+// Skipped, reported tokens not read back (the queue was full, or their slot
+// was not served).
+func (t *Sessions) Downs() int64      { return t.downs.Load() }
+func (t *Sessions) Reports() int64    { return t.reports.Load() }
 func (t *Sessions) Prefetched() int64 { return t.prefetched.Load() }
+func (t *Sessions) Skipped() int64    { return t.skipped.Load() }
 
-// Skipped tells how many reported tokens were not read back: the queue was
-// full, or their slot was not served.
-func (t *Sessions) Skipped() int64 { return t.skipped.Load() }
+// Holds tells whether token would be served, without touching the LRU.
+func (t *Sessions) Holds(token string) bool { return t.cache != nil && t.cache.Holds(token) }
 
-// Holds tells whether token is in the cache and would be served, without
-// touching its place in the LRU (for a bench that waits for logins to be
-// read back).
-func (t *Sessions) Holds(token string) bool {
-	return t.cache != nil && t.cache.Holds(token)
-}
-
-// Close stops the subscribers, the topology watch, prefetching and the
-// warm-up.
+// Close stops the subscribers, the topology watch, prefetching and the warm-up.
 func (t *Sessions) Close() error {
 	t.mu.Lock()
 	t.closed = true // no warm-up starts after this
@@ -371,4 +300,164 @@ func (t *Sessions) Close() error {
 		s.stop()
 	}
 	return nil
+}
+
+// guard keeps every read of a session (a miss, a prefetch, the warm-up) from
+// caching what it read if a report of its key arrived since it began: a report
+// marks its key and evicts its token under mu, a read checks and adds under mu.
+//
+// A key's mark is a word picked by a hash: n (reports that hashed there), a tag
+// of the last reported key, and n when that key's run of reports began (a
+// login reports its key twice). A read caches if the reports in its word since
+// it began are all of one other key; it wrongly refuses about (k/guardWords)²/2
+// of reads with k keys reported during one. Nothing is recorded per read, so a
+// miss costs no lock or allocation until it caches; n would have to wrap
+// (65,536 reports in one word during one read) to admit a read wrongly.
+type guard struct {
+	mu    sync.Mutex
+	words [guardWords]atomic.Uint64 // n<<48 | run's start<<32 | tag, written under mu
+}
+
+const guardWords = 1 << 14 // 128 KiB
+
+// guardSeed is random per process, so no one can choose tokens that share a
+// word with another user's.
+var guardSeed = maphash.MakeSeed()
+
+func (g *guard) word(key string) (*atomic.Uint64, uint32) {
+	h := maphash.String(guardSeed, key)
+	return &g.words[h%guardWords], uint32(h >> 32)
+}
+
+// report marks a report of key. The caller holds mu.
+func (g *guard) report(key string) {
+	w, tag := g.word(key)
+	old := w.Load()
+	n, from := uint16(old>>48)+1, uint16(old>>32)
+	if uint32(old) != tag {
+		from = n - 1 // this key's run begins
+	}
+	w.Store(uint64(n)<<48 | uint64(from)<<32 | uint64(tag))
+}
+
+// reading is a read in flight: its slot, the slot's state and its key's word
+// when it began, and its key's tag.
+type reading struct {
+	slot       uint16
+	state, was uint64
+	word       *atomic.Uint64
+	tag        uint32
+}
+
+// quiet tells whether the reports since r began, if any, are all in the last
+// key's run, not r's. The caller holds mu.
+func (r *reading) quiet() bool {
+	now := r.word.Load()
+	since, run := uint16(now>>48)-uint16(r.was>>48), uint16(now>>48)-uint16(now>>32)
+	return since == 0 || since <= run && uint32(now) != r.tag
+}
+
+// begin starts a read of key, before it is sent; ok is false when key's slot
+// is not served (what the read finds is not cached).
+func (t *Sessions) begin(key string) (r reading, ok bool) {
+	r.slot = redisschema.Slot(key)
+	r.state = t.states[r.slot].Load()
+	r.word, r.tag = t.guard.word(key)
+	r.was = r.word.Load()
+	return r, r.state&slotDown == 0
+}
+
+// keep caches token's answer for life unless the guard refuses it or the
+// slot's state moved since r began; it tells whether it cached.
+func (t *Sessions) keep(token string, r *reading, id domain.UserID, life time.Duration) bool {
+	t.guard.mu.Lock()
+	defer t.guard.mu.Unlock()
+	if !r.quiet() || t.states[r.slot].Load() != r.state {
+		return false
+	}
+	t.cache.AddFor(token, id, life, r.slot, r.state)
+	return true
+}
+
+// invalidate marks a reported key and evicts its token in one step under the
+// guard, and queues the token to be read back.
+func (t *Sessions) invalidate(key string) {
+	token := strings.TrimPrefix(key, t.store.prefix)
+	t.guard.mu.Lock()
+	t.guard.report(key)
+	t.cache.Remove(token)
+	t.guard.mu.Unlock()
+	t.reports.Add(1)
+	if t.queue != nil && usable(token) {
+		select {
+		case t.queue <- token:
+		default:
+			t.skipped.Add(1) // looked up on its first request instead
+		}
+	}
+}
+
+// prefetchLoop reads reported tokens back in batches of what has queued up
+// meanwhile: a login costs each instance one pipelined read.
+func (t *Sessions) prefetchLoop() {
+	defer t.done.Done()
+	batch := make([]string, 0, prefetchBatch)
+	for {
+		select {
+		case <-t.ctx.Done():
+			return
+		case token := <-t.queue:
+			batch = append(batch[:0], token)
+		}
+		for len(batch) < prefetchBatch && len(t.queue) > 0 {
+			batch = append(batch, <-t.queue) // the one reader: no wait
+		}
+		cached, skipped := t.readBack(t.ctx, t.store.rdb, batch)
+		t.prefetched.Add(int64(cached))
+		t.skipped.Add(int64(skipped))
+	}
+}
+
+// readBack reads tokens' sessions through rdb (HGET and PTTL, no refresh: not
+// a request of theirs) in one pipeline and caches those that live, through
+// keep. Tokens whose slot is not served are skipped.
+func (t *Sessions) readBack(ctx context.Context, rdb redis.Cmdable, tokens []string) (cached, skipped int) {
+	type read struct {
+		token string
+		reading
+		get *redis.StringCmd
+		ttl *redis.DurationCmd
+	}
+	ctx, cancel := context.WithTimeout(ctx, readBackWait)
+	defer cancel()
+	p := rdb.Pipeline()
+	reads := make([]read, 0, len(tokens))
+	seen := make(map[string]bool, len(tokens))
+	for _, token := range tokens {
+		if seen[token] {
+			continue
+		}
+		seen[token] = true
+		key := t.store.prefix + token
+		if r, ok := t.begin(key); ok {
+			reads = append(reads, read{token, r, p.HGet(ctx, key, "id"), p.PTTL(ctx, key)})
+		} else {
+			skipped++
+		}
+	}
+	if len(reads) == 0 {
+		return 0, skipped
+	}
+	_, _ = p.Exec(ctx)
+	if t.afterRead != nil {
+		t.afterRead()
+	}
+	for i := range reads {
+		r := &reads[i]
+		id, pttl, err := parse(r.get, r.ttl) // an unreadable one is asked for on its request
+		if life := t.store.lifeOf(pttl); err == nil && life > 0 && t.keep(r.token, &r.reading, id, life) {
+			cached++
+		}
+	}
+	return cached, skipped
 }

@@ -6,36 +6,33 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// subscriber listens to one master's reports.
 type subscriber struct {
 	addr   string
 	client *redis.Client
 	ps     *redis.PubSub
 	cancel context.CancelFunc
 	done   chan struct{}
-	// id is the Redis client id of its current connection.
-	id atomic.Int64
-	// Under Sessions.mu: whether it listens (its master's slots are
-	// served; its listener, the one writer, reads it without the lock),
-	// how many slots its master serves, and the warm-up reading its
-	// master, if one runs.
+	id     atomic.Int64 // the Redis client id of its current connection
+	// Under Sessions.mu (its listener, the one writer, reads up without it):
+	// whether it listens, how many slots its master serves, its warm-up.
 	up         bool
 	owns       int
 	warmCancel context.CancelFunc
 }
 
-// addSubscriber starts listening to one master. Its client makes every
-// connection it dials (the first and any reconnection) track the session
-// prefix, redirected to itself, before it subscribes. With confirm it
-// returns once the subscriber listens (or fails); otherwise the subscriber
-// counts as down until its listener hears the confirmation. Its master's
-// slots are given to it by assign.
+const invalidations = "__redis__:invalidate"
+
+// addSubscriber starts listening to one master: every connection its client
+// dials tracks the session prefix, redirected to itself, before it subscribes.
+// With confirm it returns once the subscriber listens (or fails); otherwise the
+// subscriber is down until its listener hears the confirmation.
 func (t *Sessions) addSubscriber(ctx context.Context, addr string, confirm bool) error {
 	o := t.nodeOptions(addr)
 	o.Protocol = 2 // invalidations as pub/sub messages on this very connection
@@ -50,7 +47,7 @@ func (t *Sessions) addSubscriber(ctx context.Context, addr string, confirm bool)
 		return cn.Do(ctx, "client", "tracking", "on", "redirect", id, "bcast", "prefix", t.store.prefix).Err()
 	}
 	c := redis.NewClient(o)
-	ps := c.Subscribe(ctx) // connects lazily, on the first SUBSCRIBE
+	ps := c.Subscribe(ctx) // connects on the first SUBSCRIBE
 	if confirm {
 		err := ps.Subscribe(ctx, invalidations)
 		if err == nil {
@@ -74,10 +71,8 @@ func (t *Sessions) addSubscriber(ctx context.Context, addr string, confirm bool)
 	t.mu.Unlock()
 	go func() {
 		if !confirm {
-			// Dialled here, not by the caller: a master that does not
-			// answer holds only its own listener back. A failed SUBSCRIBE
-			// is remembered, and the listener's next read redials and
-			// subscribes again.
+			// Dialled here, so a master that does not answer holds only its own
+			// listener back; a failed SUBSCRIBE is retried by the next read.
 			_ = ps.Subscribe(sctx, invalidations)
 		}
 		t.listen(sctx, s)
@@ -85,18 +80,12 @@ func (t *Sessions) addSubscriber(ctx context.Context, addr string, confirm bool)
 	return nil
 }
 
-// invalidations is the channel the tracking reports come on (RESP2).
-const invalidations = "__redis__:invalidate"
-
-// nodeOptions are those of a client of its own, of one connection, to the
-// master at addr.
 func (t *Sessions) nodeOptions(addr string) *redis.Options {
 	o := *t.template
 	o.Addr, o.PoolSize, o.MinIdleConns = addr, 1, 0
 	return &o
 }
 
-// sleep waits d, or less if ctx ends.
 func sleep(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
@@ -116,18 +105,14 @@ func isUnsupported(err error) bool {
 	return strings.Contains(s, "unknown") || strings.Contains(s, "not supported") || strings.Contains(s, "tracking")
 }
 
-// heartbeat is how long a subscriber waits for a message before it pings,
-// and then for the ping's answer: a dead connection is noticed (and its
-// master's slots stop being served) within about twice this, a silent one
-// too (its peer gone without a reset: a host lost, a NAT entry dropped),
-// where the ping's write succeeds and only its answer never comes.
+// heartbeat is how long a subscriber waits for a message before it pings, and
+// then for the PONG: a dead or silent connection (its peer gone without a
+// reset) stops its master's slots within about twice this.
 const heartbeat = time.Second
 
-// listen applies one subscriber's invalidations until it is stopped. A
-// failed read marks the subscriber down (its master's slots are not served,
-// and what was cached of them is stale from then on); the next read
-// reconnects, and the subscription confirmation marks it up, and has its
-// master's sessions read again once Warm has been called.
+// listen applies one subscriber's invalidations until it is stopped. A failed
+// read marks it down; the next read reconnects, and the subscription
+// confirmation marks it up (and has its master warmed again once Warm ran).
 func (t *Sessions) listen(ctx context.Context, s *subscriber) {
 	defer close(s.done)
 	ps := s.ps
@@ -156,15 +141,9 @@ func (t *Sessions) listen(ctx context.Context, s *subscriber) {
 				t.afterDown()
 			}
 			if !timeout && ctx.Err() == nil && ps.Ping(ctx) == nil {
-				// A read can fail on a connection that works: Redis's
-				// flush-everything report (FLUSHDB or FLUSHALL of any
-				// database of the server) has a null payload in RESP2,
-				// which go-redis cannot parse. The connection is not
-				// broken, so no resubscription would ever bring the
-				// subscriber up again; its PONG does (case *redis.Pong),
-				// and what was cached of this master is stale from the
-				// failure on, as after a flush. A broken connection fails
-				// the ping, or is redialled by it and resubscribed.
+				// The connection works, yet a read failed: RESP2's FLUSHDB/FLUSHALL
+				// report has a null payload go-redis cannot parse. No
+				// resubscription would bring the subscriber up; its PONG does.
 				continue
 			}
 			sleep(ctx, 100*time.Millisecond) // each failed read redials; do not spin on a dead node
@@ -172,19 +151,15 @@ func (t *Sessions) listen(ctx context.Context, s *subscriber) {
 		}
 		pinged = false
 		switch m := msg.(type) {
-		case *redis.Subscription:
-			// A (re)subscription: invalidations may have been missed.
+		case *redis.Subscription: // a (re)subscription: reports may have been missed
 			t.listening(s)
 		case *redis.Pong:
-			if !s.up {
-				// The connection answered after a read failed on it:
-				// reports may have been missed, as after a resubscription.
+			if !s.up { // answered after a read failed on it
 				t.listening(s)
 			}
 		case *redis.Message:
 			if len(m.PayloadSlice) == 0 && m.Payload == "" {
-				// FLUSHDB / FLUSHALL: every key of this master is gone.
-				t.setUp(s, true)
+				t.setUp(s, true) // FLUSHDB / FLUSHALL: every key of this master is gone
 				continue
 			}
 			keys := m.PayloadSlice
@@ -206,7 +181,6 @@ func (t *Sessions) listening(s *subscriber) {
 	t.setUp(s, true)
 }
 
-// watch lists the cluster's masters on every tick and follows them.
 func (t *Sessions) watch() {
 	defer t.done.Done()
 	tick := t.tick
@@ -229,10 +203,7 @@ func (t *Sessions) watch() {
 			t.follow(ms)
 		case t.ctx.Err() != nil:
 			return
-		default:
-			// Until the masters are listed again (follow), no slot has an
-			// owner, so none is served (again while the listing fails: a
-			// no-op).
+		default: // no slot has an owner, so none is served, until the masters are listed
 			t.mu.Lock()
 			for _, s := range t.subs {
 				stopWarm(s)
@@ -244,10 +215,8 @@ func (t *Sessions) watch() {
 	}
 }
 
-// follow adds a subscriber for each new master, gives each master its
-// slots, and drops the subscribers of masters that left. A slot that moved
-// is not served until its new master's subscriber listens, and what was
-// cached of it before is stale.
+// follow adds a subscriber for each new master, gives each master its slots,
+// and drops the subscribers of masters that left.
 func (t *Sessions) follow(ms []master) {
 	t.mu.Lock()
 	var added []string
@@ -258,9 +227,9 @@ func (t *Sessions) follow(ms []master) {
 	}
 	t.mu.Unlock()
 	for _, a := range added {
-		// Not confirmed here: a master that does not answer yet must not
-		// stall the watch; its slots are not served until it listens.
-		_ = t.addSubscriber(t.ctx, a, false) // cannot fail unconfirmed
+		// Unconfirmed (it cannot fail so): a master that does not answer yet
+		// must not stall the watch.
+		_ = t.addSubscriber(t.ctx, a, false)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -269,8 +238,7 @@ func (t *Sessions) follow(ms []master) {
 		if slices.ContainsFunc(ms, func(m master) bool { return m.addr == a }) {
 			continue
 		}
-		// Its master left (its slots were given to others above). Not
-		// awaited: a listener stuck on a node that does not answer ends
+		// Not awaited: a listener stuck on a node that does not answer ends
 		// when its read times out, and Close waits for it.
 		delete(t.subs, a)
 		stopWarm(s)
@@ -282,22 +250,18 @@ func (t *Sessions) follow(ms []master) {
 	}
 }
 
-// slotCount is the number of Redis Cluster hash slots; a single Redis
-// serves them all.
-const slotCount = 16384
+const (
+	slotCount = 16384 // Redis Cluster hash slots; a single Redis serves them all
+	// slotDown marks a slot state whose tokens are not served from memory.
+	slotDown = 1
+)
 
-// slotDown marks a slot state whose tokens are not served from memory: its
-// master's subscriber is not listening, no known master serves it, or the
-// masters could not be listed.
-const slotDown = 1
-
-// master is one master and the inclusive ranges of slots it serves.
+// master is one master's address and the inclusive ranges of slots it serves.
 type master struct {
 	addr  string
 	slots [][2]uint16
 }
 
-// clusterMasters lists the masters that serve slots, with their ranges.
 func clusterMasters(ctx context.Context, c *redis.ClusterClient) ([]master, error) {
 	slots, err := c.ClusterSlots(ctx).Result()
 	if err != nil {
@@ -322,9 +286,8 @@ func clusterMasters(ctx context.Context, c *redis.ClusterClient) ([]master, erro
 	return ms, nil
 }
 
-// assign makes the listed masters the owners of their slots (a slot no
-// listed master serves has none) and restates the slots. The caller holds
-// t.mu.
+// assign makes the listed masters the owners of their slots (a slot no listed
+// master serves has none) and restates the slots. The caller holds t.mu.
 func (t *Sessions) assign(ms []master) {
 	var owners [slotCount]*subscriber
 	for _, s := range t.subs {
@@ -333,7 +296,7 @@ func (t *Sessions) assign(ms []master) {
 	for _, m := range ms {
 		s := t.subs[m.addr]
 		if s == nil {
-			continue // its slots have no owner: not served
+			continue
 		}
 		for _, r := range m.slots {
 			for i := int(r[0]); i <= int(r[1]); i++ {
@@ -345,19 +308,15 @@ func (t *Sessions) assign(ms []master) {
 	t.restate(&owners, nil)
 }
 
-// restate gives each slot its owner in owners and moves the state of those
-// whose owner changed or which became served or not, and of every slot of
-// force (a subscriber that may have missed reports although it is up). Once
-// Warm has been called, the masters some of whose slots became served are
-// read again (what was cached of them is stale). The caller holds t.mu.
+// restate gives each slot its owner and moves the state of those whose owner
+// changed or which became served or not, and of every slot of force (a
+// subscriber that may have missed reports although up). Once Warm ran, masters
+// some of whose slots became served are read again. The caller holds t.mu.
 func (t *Sessions) restate(owners *[slotCount]*subscriber, force *subscriber) {
 	var served []*subscriber
-	for i := range owners {
-		o := owners[i]
+	for i, o := range owners {
 		down := o == nil || !o.up
-		wasDown := t.states[i].Load()&slotDown != 0
-		forced := force != nil && o == force
-		if o == t.owner[i] && !forced && down == wasDown {
+		if o == t.owner[i] && (force == nil || o != force) && down == (t.states[i].Load()&slotDown != 0) {
 			continue
 		}
 		t.owner[i] = o
@@ -377,9 +336,8 @@ func (t *Sessions) restate(owners *[slotCount]*subscriber, force *subscriber) {
 	}
 }
 
-// setUp records whether s listens and restates its slots. A subscriber that
-// (re)subscribes may have missed reports even if it was counted up: its
-// slots move either way.
+// setUp records whether s listens and restates its slots; a (re)subscribed one
+// may have missed reports, so its slots move even if it was up.
 func (t *Sessions) setUp(s *subscriber, up bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -392,3 +350,149 @@ func (t *Sessions) setUp(s *subscriber, up bool) {
 	}
 	t.restate(&t.owner, force)
 }
+
+const (
+	// DefaultWarmDuty is the fraction of the time a master's warm-up keeps a
+	// request to Redis in flight: a busy Redis answers later, so the warm-up
+	// slows down with it instead of competing with a stampede.
+	DefaultWarmDuty = 0.1
+	warmScanCount   = 256 // SCAN's COUNT; what one round finds is read in one pipeline
+	warmRetry       = 100 * time.Millisecond
+	warmRetryMax    = 3 * time.Second
+)
+
+type warmUp struct {
+	on                  bool          // under Sessions.mu: Warm was called
+	ended               chan struct{} // closed when every first warm-up has ended
+	cached, read, scans atomic.Int64
+}
+
+type WarmProgress struct {
+	Cached, Read, Scans int64 // sessions cached and read, SCANs sent
+	// Done: the warm-up of each master that listened when Warm was called has
+	// ended (read all, filled its share, or stopped).
+	Done bool
+}
+
+// Warm starts reading, in the background, the sessions of every master whose
+// subscriber listens (SCAN, then readBack), each up to its share of the cache
+// size (by the slots it serves), at the pace of DefaultWarmDuty. From then on a
+// master whose subscriber comes back, or that takes slots, is read again. A
+// second call does nothing; Close stops it.
+func (t *Sessions) Warm() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.warm.on || t.closed {
+		return
+	}
+	t.warm.on = true
+	var first sync.WaitGroup
+	for _, s := range t.subs {
+		if s.up {
+			first.Add(1)
+			t.startWarm(s, first.Done)
+		}
+	}
+	t.done.Add(1)
+	go func() {
+		defer t.done.Done()
+		first.Wait()
+		close(t.warm.ended)
+	}()
+}
+
+func (t *Sessions) WarmProgress() WarmProgress {
+	p := WarmProgress{Cached: t.warm.cached.Load(), Read: t.warm.read.Load(), Scans: t.warm.scans.Load()}
+	select {
+	case <-t.warm.ended:
+		p.Done = true
+	default:
+	}
+	return p
+}
+
+// WarmedUp is closed once WarmProgress is Done.
+func (t *Sessions) WarmedUp() <-chan struct{} { return t.warm.ended }
+
+// startWarm starts reading s's master, in place of a warm-up of it that still
+// runs, and calls ended when it ends. The caller holds t.mu.
+func (t *Sessions) startWarm(s *subscriber, ended func()) {
+	stopWarm(s)
+	share := t.size * s.owns / slotCount
+	if share <= 0 {
+		ended()
+		return
+	}
+	ctx, cancel := context.WithCancel(t.ctx)
+	s.warmCancel = cancel
+	t.done.Add(1)
+	go func() {
+		defer t.done.Done()
+		defer ended()
+		defer cancel()
+		t.warmMaster(ctx, s.addr, share)
+	}()
+}
+
+func stopWarm(s *subscriber) {
+	if s.warmCancel != nil {
+		s.warmCancel()
+		s.warmCancel = nil
+	}
+}
+
+// warmMaster reads the sessions of the master at addr until it has cached
+// share of them, SCAN has visited every key, or ctx ends. Its connection is its
+// own, so the reads go to that master even on a cluster (a key whose slot
+// moved answers MOVED and is not cached), and the service's pools are spared.
+func (t *Sessions) warmMaster(ctx context.Context, addr string, share int) {
+	c := redis.NewClient(t.nodeOptions(addr))
+	defer func() { _ = c.Close() }()
+	prefix := t.store.prefix
+	match := globQuoter.Replace(prefix) + "*"
+	var cursor uint64
+	cached, failed := 0, 0
+	for ctx.Err() == nil {
+		began := time.Now()
+		keys, next, err := c.Scan(ctx, cursor, match, warmScanCount).Result()
+		if err == nil && t.scanFault != nil {
+			err = t.scanFault()
+		}
+		t.warm.scans.Add(1)
+		if err != nil {
+			// The connection may be up (the subscriber would stop the warm-up
+			// otherwise): retry the same page, backing off.
+			failed++
+			if failed == 1 {
+				t.log.Warn().Err(err).Str("master", addr).Int("cached", cached).
+					Msg("session warm-up: reading sessions failed; retrying")
+			}
+			sleep(ctx, min(warmRetry<<min(failed-1, 5), warmRetryMax))
+			continue
+		}
+		if failed > 0 {
+			t.log.Info().Str("master", addr).Int("failures", failed).Msg("session warm-up: reading sessions again")
+			failed = 0
+		}
+		tokens := make([]string, 0, len(keys))
+		for _, k := range keys {
+			if tok := strings.TrimPrefix(k, prefix); usable(tok) {
+				tokens = append(tokens, tok)
+			}
+		}
+		if room := share - cached; len(tokens) > room {
+			tokens = tokens[:room]
+		}
+		n, _ := t.readBack(ctx, c, tokens)
+		cached += n
+		t.warm.cached.Add(int64(n))
+		t.warm.read.Add(int64(len(tokens)))
+		if next == 0 || cached >= share {
+			return
+		}
+		cursor = next
+		sleep(ctx, time.Duration(float64(time.Since(began))*(1/t.warmDuty-1)))
+	}
+}
+
+var globQuoter = strings.NewReplacer(`*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`, `\`, `\\`)

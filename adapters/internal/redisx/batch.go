@@ -9,21 +9,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Do and Send send the claim path's Redis commands the cheapest way the
-// client allows: through go-redis's automatic pipeliner when it is one
-// (the commands of every concurrent claim share one write and one read), in
-// one ordinary pipeline otherwise. Either way the caller's context bounds the
-// wait: a claim never waits on Redis past its budget.
-//
-// Do runs cmds and returns once each has an answer or ctx ends, whichever is
-// first; each command's own error is on the command. It returns ctx.Err()
-// when ctx ended first: the commands may still run afterwards (they are on
-// the wire), so a caller that cares undoes or reports an unknown outcome.
-//
-// On an asynchronous AutoPipeliner the commands are submitted together, so
-// they usually travel in the same batch (one round trip for all of them,
-// shared with other callers' commands); on any other client they go as one
-// pipeline, or as a single command when there is one.
+// Do runs the claim path's commands the cheapest way the client allows:
+// submitted together on an asynchronous AutoPipeliner (so they usually share
+// one batch with every concurrent claim's), as one pipeline (or one command)
+// otherwise. It returns once each has an answer (each command's error is on
+// it) or ctx ends: then ctx.Err(), and the commands, on the wire, may still
+// run, so a caller that cares undoes or reports an unknown outcome.
 func Do(ctx context.Context, c redis.UniversalClient, cmds ...redis.Cmder) error {
 	if ap, ok := c.(*redis.AutoPipeliner); ok && !ap.IsBlocking() {
 		var futures [4]redis.AutoFuture
@@ -50,12 +41,9 @@ func Do(ctx context.Context, c redis.UniversalClient, cmds ...redis.Cmder) error
 	return ctx.Err()
 }
 
-// Send queues cmds without waiting for their answers when c is an
-// asynchronous AutoPipeliner (they travel with the next batch, usually the
-// caller's next command's, and are not dropped when ctx ends), and runs them
-// like Do, bounded by ctx, otherwise. For writes whose outcome the caller
-// does not need, such as pushing a session's expiry back: on the pipelined
-// path they cost the request no round trip of its own.
+// Send is for writes whose outcome the caller does not need: on an
+// asynchronous AutoPipeliner it queues cmds unawaited (they ride with the next
+// batch and survive ctx's end), costing no round trip; otherwise it is Do.
 func Send(ctx context.Context, c redis.UniversalClient, cmds ...redis.Cmder) {
 	if ap, ok := c.(*redis.AutoPipeliner); ok && !ap.IsBlocking() {
 		bg := context.WithoutCancel(ctx)
@@ -83,12 +71,9 @@ func Master(ctx context.Context, rdb redis.UniversalClient, key string) (*redis.
 	return nil, fmt.Errorf("WAIT needs a go-redis Client or ClusterClient, got %T", rdb)
 }
 
-// DoReplicated sends cmds and then WAIT replicas timeout on one connection to
-// node, and returns the WAIT: WAIT waits for the replication offset of its
-// own connection's last write, so on any other connection it would confirm
-// nothing. (The automatic pipeliner cannot carry it: go-redis diverts WAIT, a
-// blocking command, off the shared batches.) Each command's own error is on
-// the command.
+// DoReplicated sends cmds and then WAIT on one connection to node, and returns
+// the WAIT: it confirms its own connection's writes only (and the automatic
+// pipeliner diverts it, a blocking command, off the shared batches).
 func DoReplicated(ctx context.Context, node *redis.Client, replicas int, timeout time.Duration, cmds ...redis.Cmder) *redis.IntCmd {
 	pipe := node.Pipeline()
 	for _, c := range cmds {
@@ -112,7 +97,7 @@ func Replicated(wait *redis.IntCmd, replicas int, timeout time.Duration) error {
 	return nil
 }
 
-// NoReplicas: the master refused a write for want of replicas (Redis's
-// min-replicas-to-write). A claim script meets it at its first write, so the
-// claim changed nothing: it may be answered busy, never outcome unknown.
+// NoReplicas: the master refused a write for want of replicas
+// (min-replicas-to-write). A claim script meets it at its first write, so the
+// claim changed nothing: busy, not outcome unknown.
 func NoReplicas(err error) bool { return redis.HasErrorPrefix(err, "NOREPLICAS") }

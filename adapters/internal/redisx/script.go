@@ -17,27 +17,19 @@ import (
 // cut short for the others waiting on it.
 const loadTimeout = 5 * time.Second
 
-// Set runs an adapter's Lua scripts by their SHA and keeps them loaded:
-// all of them on every node at start, and all of them again,
-// once, when Redis answers NOSCRIPT (a restart, a failover to a replica that
-// never ran them, SCRIPT FLUSH). go-redis's Script.Run instead answers each
-// NOSCRIPT with an EVAL of the whole script: a stampede that meets an empty
-// script cache sends the body once per claim (1,223 times for 1,200 claims on
-// a 16-bucket voucher), while one SCRIPT LOAD serves them all.
-//
-// Set is the scripts one adapter runs, over the client that loads them.
+// Set is the Lua scripts one adapter runs by their SHA, over the client that
+// loads them: all on every node at start, and all again, once, when Redis
+// answers NOSCRIPT (a restart, a failover, SCRIPT FLUSH). go-redis's Script.Run
+// answers each NOSCRIPT with an EVAL of the whole body: once per claim in a
+// stampede (1,223 times for 1,200 claims), where one SCRIPT LOAD serves all.
 type Set struct {
 	rdb     redis.UniversalClient
 	scripts []*redis.Script
 	loads   singleflight.Group
-	// loaded counts the shared loads that finished: a caller whose NOSCRIPT
-	// was answered before the latest of them finished needs no load of its
-	// own (its scripts are there now).
-	loaded atomic.Uint64
+	loaded  atomic.Uint64 // shared loads finished
 }
 
-// NewSet: rdb loads the scripts; a cluster client sends SCRIPT LOAD to every
-// node.
+// NewSet: rdb loads the scripts (a cluster client on every node).
 func NewSet(rdb redis.UniversalClient, scripts ...*redis.Script) *Set {
 	return &Set{rdb: rdb, scripts: scripts}
 }
@@ -53,10 +45,8 @@ func (s *Set) Load(ctx context.Context) error {
 }
 
 // reload is Load shared by every caller that meets NOSCRIPT while it runs,
-// and skipped by a caller that saw fewer finished loads (seen) before the
-// EVALSHA that met NOSCRIPT: a load finished since then. Without that, on a
-// loaded machine a caller answered NOSCRIPT during one load could start
-// another after it, and a stampede load the scripts three times or more.
+// and skipped when a load finished since the caller's EVALSHA (seen): else a
+// stampede could load the scripts three times or more.
 func (s *Set) reload(ctx context.Context, seen uint64) error {
 	if s.loaded.Load() != seen {
 		return nil
@@ -77,7 +67,7 @@ func (s *Set) reload(ctx context.Context, seen uint64) error {
 }
 
 // Run runs sc by its SHA on c (the loading client, or a pipeliner over it);
-// on NOSCRIPT it is Retry. It is the one way the set's scripts run.
+// on NOSCRIPT it is Retry.
 func (s *Set) Run(ctx context.Context, c redis.Scripter, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
 	r := sc.EvalSha(ctx, c, keys, args...)
 	if IsNoScript(r.Err()) {
@@ -86,13 +76,9 @@ func (s *Set) Run(ctx context.Context, c redis.Scripter, sc *redis.Script, keys 
 	return r
 }
 
-// Retry answers a NOSCRIPT that sc's EVALSHA met (on its own or in a
-// pipeline): sc runs by its SHA again, and only if that meets NOSCRIPT too is
-// the set reloaded, once for all concurrent callers, and sc run again; not
-// even once when a load finished after that second NOSCRIPT was answered
-// (reload). The first try spares a reload to the callers whose NOSCRIPT was
-// answered before a reload they did not wait on finished. A failed reload is
-// the answer.
+// Retry answers a NOSCRIPT that sc's EVALSHA met: sc runs by its SHA again
+// (a reload may have finished meanwhile), and only if that meets NOSCRIPT too
+// is the set reloaded (reload) and sc run again. A failed reload is the answer.
 func (s *Set) Retry(ctx context.Context, c redis.Scripter, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
 	seen := s.loaded.Load()
 	if r := sc.EvalSha(ctx, c, keys, args...); !IsNoScript(r.Err()) {
@@ -111,17 +97,15 @@ func IsNoScript(err error) bool {
 	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
-// releaseScript deletes a lock's key only while it still holds its holder's
-// token, in one step: between a GET and a DEL the lock could expire and be
-// taken by another, whose lock the DEL would then delete.
+// releaseScript deletes a lock's key only while it holds its holder's token,
+// in one step: between a GET and a DEL the lock could pass to another.
 var releaseScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0`)
 
-// Release frees the lock on key if token still holds it; a lock that expired
-// and was taken by another is left to its new holder.
+// Release frees the lock on key if token still holds it.
 func Release(ctx context.Context, rdb redis.Scripter, key, token string) error {
 	return releaseScript.Run(ctx, rdb, []string{key}, token).Err()
 }
