@@ -18,8 +18,7 @@ const (
 	ActionResume        AuditAction = "sale.resume"
 )
 
-// MaxAuditChange bounds an entry's change document: far above any voucher,
-// far below what could bloat the table.
+// MaxAuditChange bounds an entry's change: far above any voucher, far below table bloat.
 const MaxAuditChange = 16 << 10
 
 // AuditEntry is one admin action in the append-only trail: who, when, what, on
@@ -55,8 +54,7 @@ func NewAuditEntry(admin UserID, action AuditAction, voucher VoucherID, change s
 }
 
 // UnmarshalAuditEntryFromDatabase re-makes a stored entry. Use it only in repositories.
-func UnmarshalAuditEntryFromDatabase(id int64, at time.Time, admin UserID, action AuditAction, voucher VoucherID,
-	change string) AuditEntry {
+func UnmarshalAuditEntryFromDatabase(id int64, at time.Time, admin UserID, action AuditAction, voucher VoucherID, change string) AuditEntry {
 	return AuditEntry{id: id, at: at, admin: admin, action: action, voucher: voucher, change: change}
 }
 
@@ -74,5 +72,4 @@ func (e AuditEntry) Voucher() VoucherID  { return e.voucher }
 func (e AuditEntry) Change() string      { return e.change }
 func (e AuditEntry) IsZero() bool        { return e.admin == 0 }
 
-// ErrNoAuditEntry refuses an admin's creation stored without its entry.
 var ErrNoAuditEntry = invalid("admin", "an admin's creation needs its audit entry")

@@ -25,8 +25,7 @@ type BatchState struct {
 	Limits  map[VoucherID]int // Sale.LimitPerUser; absent or below 1: one
 }
 
-// BatchPlan is each order's outcome and the writes that record them, which the
-// store applies as one unit, or none.
+// BatchPlan is each order's outcome and the writes, applied all or none, that record them.
 type BatchPlan struct {
 	Outcomes []Outcome      // one per input order, in input order
 	Created  []VoucherOrder // the orders to insert
@@ -92,9 +91,8 @@ func PlanBatch(orders []VoucherOrder, st BatchState) BatchPlan {
 	return plan
 }
 
-// PlanFailures records orders as failed for reason: one recorded under its ID
-// (or earlier in this batch) keeps its outcome, New=false, an ID of another
-// order is an unrecorded id_conflict. It takes no stock and creates nothing.
+// PlanFailures records orders as failed for reason, but for those already recorded
+// (even earlier in this batch), whose Redelivery it answers. It takes no stock.
 func PlanFailures(orders []VoucherOrder, reason FailureReason, recorded map[OrderID]OrderStatus) BatchPlan {
 	plan := BatchPlan{Outcomes: make([]Outcome, 0, len(orders))}
 	seen := make(map[OrderID]OrderStatus, len(recorded)+len(orders))
@@ -117,9 +115,8 @@ func (p *BatchPlan) fail(o VoucherOrder, reason FailureReason) Outcome {
 	return out
 }
 
-// Redelivery is the outcome of delivering o again when st is recorded under
-// its ID: the record, not new, if it is o's (created, whatever its lifecycle
-// did since, or its failure); a new, unrecorded id_conflict if not.
+// Redelivery is the outcome of delivering o again when st is recorded under its
+// ID: the record, not new, if it is o's; else a new, unrecorded id_conflict.
 func (st OrderStatus) Redelivery(o VoucherOrder) Outcome {
 	switch {
 	case st.Order != o:

@@ -7,7 +7,6 @@ import "time"
 // type so it is not taken for a claim's Refusal.
 type ControlError struct{ Refusal }
 
-// The sale controls' refusals.
 var (
 	ErrSaleOver       = &ControlError{Refusal{"sale_over", "the sale has already ended"}}
 	ErrSaleNotStarted = &ControlError{Refusal{"sale_not_started", "the sale has not started: move its end time instead"}}
@@ -70,8 +69,7 @@ func (s Sale) SameControls(o Sale) bool {
 
 // Added is every unit AddStock added since creation; the gate keeps the same
 // total, which makes adding them to it idempotent.
-func (s Sale) Added() int { return s.added }
-
+func (s Sale) Added() int   { return s.added }
 func (s Sale) Paused() bool { return s.paused }
 
 // WithStoredControls is the sale with its controls as stored. Use it only in repositories.
@@ -96,8 +94,7 @@ func (s Sale) WithPause(paused bool, now time.Time) (Sale, error) {
 	return s, nil
 }
 
-// MaxIdempotencyKey is the longest Idempotency-Key accepted (the column size).
-const MaxIdempotencyKey = 128
+const MaxIdempotencyKey = 128 // the column size
 
 // CheckIdempotencyKey refuses an Idempotency-Key (empty: none) longer than
 // MaxIdempotencyKey or not Printable.

@@ -44,15 +44,13 @@ func RefusalByCode(code string) (*Refusal, bool) {
 	return nil, false
 }
 
-// IsRefusal reports whether err is, or wraps, a business refusal: the claim
-// changed nothing and the answer is final for this request.
+// IsRefusal reports whether err is, or wraps, a business refusal: final, and nothing changed.
 func IsRefusal(err error) bool {
 	var r *Refusal
 	return errors.As(err, &r)
 }
 
-// ErrOrderNotFound answers a status query for an order that does not exist or
-// is not the caller's.
+// ErrOrderNotFound answers for an order that does not exist or is not the caller's.
 var ErrOrderNotFound = errors.New("order not found")
 
 // ValidationError says which input was rejected and why.

@@ -5,10 +5,8 @@ import (
 	"time"
 )
 
-// The lifecycle of an order the database has: created (unpaid) until paid
-// within the pay window or cancelled, by its owner or the window's expiry,
-// which gives its unit back. Money arriving after a cancellation turns the
-// order refunding and never resurrects a unit already sold again.
+// A created order is paid, or cancelled (by its owner or the pay window) giving
+// its unit back; money after a cancellation makes it refunding, never resurrecting the unit.
 const (
 	OrderPaid      OrderState = "paid"
 	OrderCancelled OrderState = "cancelled" // with a CancelReason
@@ -23,7 +21,6 @@ const (
 	CancelByBuyer CancelReason = "cancelled" // its owner cancelled it
 )
 
-// ParseCancelReason accepts only the reasons above.
 func ParseCancelReason(s string) (CancelReason, error) {
 	return parseEnum(s, "reason", "cancel reason", CancelExpired, CancelByBuyer)
 }
@@ -32,9 +29,7 @@ func ParseCancelReason(s string) (CancelReason, error) {
 var ErrAlreadyPaid = &Refusal{"already_paid", "order is already paid"}
 
 // HoldsUnit tells whether an order in this state keeps its unit of stock.
-func (s OrderState) HoldsUnit() bool {
-	return s == OrderQueued || s == OrderCreated || s == OrderPaid
-}
+func (s OrderState) HoldsUnit() bool { return s == OrderQueued || s == OrderCreated || s == OrderPaid }
 
 // Place is the order as one of its buyer's places: Forfeited once its state holds no unit.
 func (st OrderStatus) Place() VoucherOrder {
@@ -58,8 +53,7 @@ func (s OrderState) AfterCancel() (OrderState, bool, error) {
 	return s, false, invalid("state", "an order %s cannot be cancelled yet", s)
 }
 
-// PayDeadline is when an order claimed under id must be paid by, counted from
-// the id's timestamp; zero when window is 0 (never expires).
+// PayDeadline is when an order claimed under id must be paid by; zero for no window.
 func PayDeadline(id OrderID, window time.Duration) time.Time {
 	if window <= 0 {
 		return time.Time{}
@@ -82,8 +76,7 @@ func (st OrderStatus) PayBy() time.Time {
 	return st.PayDeadline
 }
 
-// MaxTransactionID bounds a payment provider's transaction id (the column's width).
-const MaxTransactionID = 64
+const MaxTransactionID = 64 // the column's width
 
 // CheckPayment refuses a notification whose amount (in fen) is not the
 // voucher's payValue, or whose transaction id is not 1..MaxTransactionID of Printable.
@@ -99,8 +92,7 @@ func CheckPayment(payValue, amount int64, transactionID string) error {
 	return nil
 }
 
-// Printable tells whether s is printable ASCII without spaces (0x21 to 0x7e):
-// the rule for an identifier chosen outside (a key, a transaction id).
+// Printable tells whether s is printable ASCII without spaces: the rule for outside identifiers.
 func Printable(s string) bool {
 	return !strings.ContainsFunc(s, func(r rune) bool { return r < 0x21 || r > 0x7e })
 }
@@ -116,12 +108,11 @@ const (
 	PaymentUnsold  PaymentKind = "unsold"  // for an order that failed
 )
 
-// ParsePaymentKind accepts only the kinds above.
 func ParsePaymentKind(s string) (PaymentKind, error) {
 	return parseEnum(s, "kind", "payment kind", PaymentSettled, PaymentLate, PaymentDouble, PaymentUnsold)
 }
 
-// Owed tells whether the payment's money must go back to the payer.
+// Owed tells whether the money must go back to the payer.
 func (k PaymentKind) Owed() bool { return k != PaymentSettled }
 
 // Pay is what a new transaction does to an order in state s: its kind, and the
@@ -143,7 +134,7 @@ func (s OrderState) Pay() (PaymentKind, OrderState, error) {
 // ErrTransactionReused refuses a transaction id already recorded for another order.
 var ErrTransactionReused = invalid("transactionId", "was already recorded for another order")
 
-// Payment is one provider transaction the shop received for an order.
+// Payment is one provider transaction received for an order.
 type Payment struct {
 	TransactionID string
 	Order         VoucherOrder
@@ -182,7 +173,6 @@ func ParseOrderFilter(s string) (OrderFilter, error) {
 	return OrderFilter(s), nil
 }
 
-// Matches tells whether a recorded order is one f selects.
 func (f OrderFilter) Matches(st OrderStatus) bool {
 	match, ok := orderFilters[f]
 	return ok && match(st)

@@ -54,11 +54,9 @@ func BuyerMarks(v Voucher, orders []VoucherOrder) (map[UserID][]OrderID, error) 
 	return marks, nil
 }
 
-// KeepQueued adds to marks the places of orders still queued (sold by the gate,
-// not yet in the database), so a gate rebuilt meanwhile does not let them claim
-// again, and reports how many it added. An order already marked, or past its
-// user's limit in s, is skipped: the database will refuse it as a duplicate,
-// and refusing the whole rebuild would leave the sale without a gate.
+// KeepQueued adds to marks the places of orders still queued, so a gate rebuilt
+// meanwhile keeps them, and reports how many it added. One past its user's limit
+// is skipped (the database will refuse it): refusing the rebuild would leave no gate.
 func KeepQueued(marks map[UserID][]OrderID, s Sale, queued []VoucherOrder) int {
 	added := 0
 	for _, o := range queued {
@@ -72,9 +70,8 @@ func KeepQueued(marks map[UserID][]OrderID, s Sale, queued []VoucherOrder) int {
 	return added
 }
 
-// Mark is what the gate keeps in the order's place: its id, negated once the
-// order forfeited its unit (it still counts toward the limit, and no return
-// can give its unit back twice).
+// Mark is what the gate keeps in the order's place: its id, negated once forfeited
+// (it still counts toward the limit, and no return can give its unit back twice).
 func (o VoucherOrder) Mark() OrderID {
 	if o.forfeited {
 		return -o.id

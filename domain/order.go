@@ -10,7 +10,6 @@ import (
 // JSON strings.
 type OrderID int64
 
-// OrderEpoch is the zero of an OrderID's timestamp.
 var OrderEpoch = time.Date(2022, 1, 1, 0, 0, 0, 0, time.UTC)
 
 const seqBits = 32
@@ -60,7 +59,6 @@ func (o VoucherOrder) VoucherID() VoucherID { return o.voucherID }
 // while its buyer keeps the place, so a new claim answers duplicate.
 func (o VoucherOrder) Forfeited() VoucherOrder { o.forfeited = true; return o }
 
-// HoldsUnit tells whether the order holds its unit (false for a forfeited one).
 func (o VoucherOrder) HoldsUnit() bool { return !o.forfeited }
 
 func (o VoucherOrder) String() string {
@@ -89,7 +87,6 @@ const (
 	FailRefused       FailureReason = "refused"           // the database refused the data for good
 )
 
-// ParseFailureReason accepts only the reasons above.
 func ParseFailureReason(s string) (FailureReason, error) {
 	return parseEnum(s, "reason", "failure reason",
 		FailOutOfStock, FailDuplicate, FailVoucherGone, FailIDConflict, FailUndeliverable, FailRefused)

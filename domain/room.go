@@ -60,10 +60,8 @@ func (r RoomRules) PassTTL() time.Duration     { return r.passTTL }
 func (r RoomRules) Margin() int                { return r.margin }
 func (r RoomRules) IsZero() bool               { return r.admitPerSec == 0 }
 
-// UnmarshalRoomRulesFromDatabase rebuilds stored rules (no rate: no room). Use
-// it only in repositories and stores.
-func UnmarshalRoomRulesFromDatabase(opensBefore time.Duration, admitPerSec int, passTTL time.Duration,
-	margin int) RoomRules {
+// UnmarshalRoomRulesFromDatabase rebuilds stored rules (no rate: no room). Use it only in stores.
+func UnmarshalRoomRulesFromDatabase(opensBefore time.Duration, admitPerSec int, passTTL time.Duration, margin int) RoomRules {
 	if admitPerSec <= 0 {
 		return RoomRules{}
 	}
@@ -90,13 +88,10 @@ func (s Sale) WithRoom(now time.Time, r RoomRules) (Sale, error) {
 // WithStoredRoom is the sale with its stored room. Use it only in repositories.
 func (s Sale) WithStoredRoom(r RoomRules) Sale { s.room = r; return s }
 
-// Room is the sale's waiting room; the zero RoomRules when it has none.
+// Room is the sale's waiting room; zero when it has none.
 func (s Sale) Room() RoomRules { return s.room }
+func (s Sale) HasRoom() bool   { return !s.room.IsZero() }
 
-// HasRoom tells whether claims of the sale need a waiting-room pass.
-func (s Sale) HasRoom() bool { return !s.room.IsZero() }
-
-// Opens is when the pre-queue of a sale beginning at begin opens.
 func (r RoomRules) Opens(begin time.Time) time.Time { return begin.Add(-r.opensBefore) }
 
 // InDraw tells whether a room operation at now is still in the pre-queue of a
@@ -125,25 +120,20 @@ func (r RoomRules) AdmitTarget(elapsed time.Duration) int64 {
 	return int64(r.admitPerSec) * max(elapsed.Milliseconds(), 0) / 1000
 }
 
-// RoomSeedSize is the length of a draw's secret seed.
 const RoomSeedSize = 32
 
-// Draw is the pre-queue's order: a keyed pseudo-random permutation of [0, n),
-// computed per place and never stored, so every instance with the seed agrees.
-// It is a balanced Feistel network over the smallest even power of two not
-// below n (SHA-256 of the seed as round function), cycle-walked into [0, n):
-// the domain is under 4n, so a few steps at most.
+// Draw is the pre-queue's order, a keyed permutation of [0, n) computed per place:
+// a balanced Feistel network (SHA-256 round function) over the smallest even power
+// of two not below n, cycle-walked into [0, n) in a few steps (the domain is under 4n).
 type Draw struct {
 	n    uint64
 	half uint // bits in each half
 	seed [RoomSeedSize]byte
 }
 
-// feistelRounds: four rounds make a pseudo-random permutation (Luby–Rackoff);
-// two more are cheap insurance.
+// feistelRounds: four make a pseudo-random permutation (Luby–Rackoff); two more are insurance.
 const feistelRounds = 6
 
-// NewDraw is the draw of n pre-queue joiners under seed.
 func NewDraw(seed [RoomSeedSize]byte, n int64) Draw {
 	n = max(n, 0)
 	h := uint(1)

@@ -33,12 +33,12 @@ type Sale struct {
 	limit      int       // orders one user may hold (limit.go); 0 and 1: one
 }
 
-// MaxBuckets bounds a sale's split: more buckets than the gate's shards gains
-// nothing, and every bucket adds transfers when the sale runs down.
-const MaxBuckets = 16
-
-// MaxStock bounds a sale's stock so it fits the original's INT column and a Redis integer.
-const MaxStock = 1 << 30
+const (
+	// MaxBuckets bounds a sale's split: more buckets than the gate's shards gains
+	// nothing, and every bucket adds transfers when the sale runs down.
+	MaxBuckets = 16
+	MaxStock   = 1 << 30 // fits the original's INT column and a Redis integer
+)
 
 // NewSale validates the stock and the window [begin, end).
 func NewSale(stock int, begin, end time.Time) (Sale, error) {
@@ -106,15 +106,11 @@ func (s Sale) Check(now time.Time, remaining int) error {
 	return nil
 }
 
-// Started tells whether the window has begun at now; its begin is inclusive.
+// Started and Ended tell whether the window [begin, end) has begun, or is over, at now.
 func (s Sale) Started(now time.Time) bool { return !now.Before(s.begin) }
+func (s Sale) Ended(now time.Time) bool   { return Ended(s.end, now) }
+func Ended(end, now time.Time) bool       { return !now.Before(end) }
 
-func (s Sale) Ended(now time.Time) bool { return Ended(s.end, now) }
-
-// Ended tells whether a window ending at end (exclusive) is over at now.
-func Ended(end, now time.Time) bool { return !now.Before(end) }
-
-// ErrNotSeckill refuses to store as a seckill voucher one without a sale.
 var ErrNotSeckill = invalid("type", "must be a seckill voucher with a sale")
 
 // Voucher is a shop's voucher; a seckill voucher also has a Sale.
@@ -133,11 +129,7 @@ type VoucherSpec struct {
 	PayValue, ActualValue  int64
 }
 
-// Field limits follow the original's column sizes.
-const (
-	maxTitleLen = 255
-	maxRulesLen = 1024
-)
+const maxTitleLen, maxRulesLen = 255, 1024 // the original's column sizes
 
 // NewSeckillVoucher validates a new seckill voucher (ID 0 until a repository assigns one).
 func NewSeckillVoucher(spec VoucherSpec, sale Sale) (Voucher, error) {
@@ -183,10 +175,7 @@ func UnmarshalSplitSaleFromDatabase(stock int, begin, end time.Time, buckets int
 }
 
 // WithStoredWindow is the sale with its window as stored. Use it only in repositories and gates.
-func (s Sale) WithStoredWindow(begin, end time.Time) Sale {
-	s.begin, s.end = begin, end
-	return s
-}
+func (s Sale) WithStoredWindow(begin, end time.Time) Sale { s.begin, s.end = begin, end; return s }
 
 // unsplit keeps one representation of 1 (0), so sales compare equal however they were made.
 func unsplit(k int) int {
@@ -196,10 +185,9 @@ func unsplit(k int) int {
 	return k
 }
 
-// WithID returns the voucher with the ID a repository assigned.
 func (v Voucher) WithID(id VoucherID) Voucher { v.id = id; return v }
 
-// WithStock returns the voucher with its sale's stock replaced (e.g. by what is left in the database).
+// WithStock is the voucher with its sale's stock replaced (e.g. by what the database has left).
 func (v Voucher) WithStock(stock int) Voucher { v.sale.stock = stock; return v }
 
 func (v Voucher) ID() VoucherID      { return v.id }

@@ -13,10 +13,8 @@ import (
 
 // Errors the application reacts to; any other adapter error is a transient failure.
 var (
-	// ErrNotAdmitted: an Admission took and changed nothing; the client may retry. It wraps the cause.
-	ErrNotAdmitted = errors.New("claim not admitted")
-	ErrQueueFull   = errors.New("order queue is full")
-	// ErrQueueClosed: the queue is shut down; Receive returns it once drained.
+	ErrNotAdmitted  = errors.New("claim not admitted") // nothing changed; the client may retry. Wraps the cause.
+	ErrQueueFull    = errors.New("order queue is full")
 	ErrQueueClosed  = errors.New("order queue is closed")
 	ErrUnknownToken = errors.New("unknown session token")
 	// ErrPermanent wraps a database refusal no retry can fix, so the application
@@ -25,9 +23,7 @@ var (
 )
 
 // Clock tells the time; tests pass a fixed one.
-type Clock interface {
-	Now() time.Time
-}
+type Clock interface{ Now() time.Time }
 
 // SystemClock is the wall clock.
 type SystemClock struct{}
@@ -37,8 +33,7 @@ func (SystemClock) Now() time.Time { return time.Now() }
 // OrderIDs issues order IDs that are unique across processes and restarts.
 type OrderIDs interface {
 	Next(ctx context.Context) (domain.OrderID, error)
-	// Unused hands back an ID Next issued that nobody wrote anywhere; Next may return it again.
-	Unused(id domain.OrderID)
+	Unused(id domain.OrderID) // hands back an ID nobody wrote anywhere; Next may return it again
 }
 
 // Admission reserves a claim and hands its order to fulfilment: the seam
@@ -59,8 +54,7 @@ type StockGate interface {
 	// Restore rebuilds v's state from the database's stock and buyers only if
 	// the gate has none, and reports whether it wrote anything.
 	Restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder) (bool, error)
-	// Reserve takes one unit for the order's user or returns a *domain.Refusal
-	// (and changes nothing). It does not enqueue.
+	// Reserve takes one unit for the order's user, or changes nothing and returns a *domain.Refusal.
 	Reserve(ctx context.Context, o domain.VoucherOrder) error
 	// Release undoes exactly this order's reservation (its mark; its unit too
 	// when restoreStock). Idempotent; a mark of another order is left alone.
@@ -80,8 +74,7 @@ type OrderIndex interface {
 	QueuedByID(ctx context.Context, id domain.OrderID) (domain.VoucherOrder, bool, error)
 }
 
-// GateProbe tells cheaply what the gate has lost, so an instance can repair it
-// from the database.
+// GateProbe tells cheaply what the gate has lost, to repair it from the database.
 type GateProbe interface {
 	// Missing returns those of ids whose gate state or live-set entry is gone, in one round trip.
 	Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error)
@@ -97,10 +90,7 @@ type GateProbe interface {
 }
 
 // GateCount is the gate's side of the cheap check that it lost writes.
-type GateCount struct {
-	Buyers int // users marked as holding an order
-	Stock  int // units left to reserve
-}
+type GateCount struct{ Buyers, Stock int }
 
 // Healed is what one Heal put back.
 type Healed struct {
@@ -116,8 +106,7 @@ func (h Healed) Add(o Healed) Healed {
 
 // GateAudit reads and repairs a voucher's gate state for an operator's reconcile.
 type GateAudit interface {
-	// Stock is the gate's remaining stock, and whether the gate has the voucher.
-	Stock(ctx context.Context, id domain.VoucherID) (int, bool, error)
+	Stock(ctx context.Context, id domain.VoucherID) (int, bool, error) // and whether it has the voucher
 	// Buyers maps each order a place holds to its user (a forfeited place holds none).
 	Buyers(ctx context.Context, id domain.VoucherID) (map[domain.OrderID]domain.UserID, error)
 	// Overwrite sets the gate to v's stock and exactly these buyers. Only safe while no claims are served.
@@ -127,8 +116,7 @@ type GateAudit interface {
 // QueueBacklog tells which of a voucher's orders a durable queue still holds.
 type QueueBacklog interface {
 	Pending(ctx context.Context, id domain.VoucherID) (int64, error)
-	// Orders lists them oldest first, reading at most max entries (complete:
-	// it read them all); entries without a valid order are skipped.
+	// Orders lists them oldest first from at most max entries, skipping invalid ones.
 	Orders(ctx context.Context, id domain.VoucherID, max int) (orders []domain.VoucherOrder, complete bool, err error)
 }
 
@@ -147,13 +135,11 @@ type OrderQueue interface {
 	// Receive waits for at least one order and returns up to max, in publish
 	// order; after Close, what is left, then ErrQueueClosed.
 	Receive(ctx context.Context, max int) ([]Delivery, error)
-	// Ack confirms deliveries whose outcome is committed in the database.
-	Ack(ctx context.Context, ds []Delivery) error
+	Ack(ctx context.Context, ds []Delivery) error // their outcome is committed
 	// DeadLetter sets aside for good, with the reason, deliveries already
 	// recorded as failed; a queue that never redelivers may do nothing.
 	DeadLetter(ctx context.Context, ds []Delivery, reason domain.FailureReason) error
-	// Close stops Publish; Receive goes on until the queue is drained.
-	Close() error
+	Close() error // stops Publish; Receive goes on until drained
 }
 
 // Outcome is what the database did with one order of a batch.
@@ -168,8 +154,7 @@ type OrderRepository interface {
 	// MarkFailed records orders as failed unless they have an outcome
 	// (New=false); all or nothing, serialised with CreateBatch per voucher.
 	MarkFailed(ctx context.Context, orders []domain.VoucherOrder, reason domain.FailureReason) ([]Outcome, error)
-	// Find returns an order's recorded state, or domain.ErrOrderNotFound.
-	Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error)
+	Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error) // or domain.ErrOrderNotFound
 	// Buyers lists by id the voucher's orders that hold their buyer's place:
 	// holding a unit, or Forfeited ones whose buyer still counts.
 	Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain.VoucherOrder, error)
@@ -189,15 +174,13 @@ type Creation struct {
 
 // VoucherRepository stores vouchers and their sales.
 type VoucherRepository interface {
-	// AddSeckill stores the voucher and its sale and returns it with its ID;
-	// it records no audit entry (tools and tests).
+	// AddSeckill stores v and returns it with its ID, recording no audit entry (tools and tests).
 	AddSeckill(ctx context.Context, v domain.Voucher) (domain.Voucher, error)
 	// AddSeckillOnce stores v with the key and entry (ForVoucher) in one
 	// transaction; a later call with key stores nothing and returns the
 	// voucher it names. An empty key records no key.
 	AddSeckillOnce(ctx context.Context, key, fingerprint string, v domain.Voucher, entry domain.AuditEntry) (Creation, error)
-	// Get returns a voucher (with its sale's remaining stock), or domain.ErrVoucherNotFound.
-	Get(ctx context.Context, id domain.VoucherID) (domain.Voucher, error)
+	Get(ctx context.Context, id domain.VoucherID) (domain.Voucher, error) // or domain.ErrVoucherNotFound
 	// ListByShop returns the shop's vouchers on sale in id order: the newest max of them.
 	ListByShop(ctx context.Context, shop domain.ShopID, max int) ([]domain.Voucher, error)
 	ListSeckillEndingAfter(ctx context.Context, t time.Time) ([]domain.Voucher, error)
@@ -217,14 +200,11 @@ type SaleControls interface {
 	ChangeSale(ctx context.Context, id domain.VoucherID, once Once, change SaleChange) (domain.Voucher, bool, error)
 }
 
-// Once names an admin's request (its Idempotency-Key) and what it asked
-// (Fingerprint), so a retry is told apart from a new request.
-type Once struct {
-	Key, Fingerprint string
-}
+// Once names an admin's request (its Idempotency-Key) and what it asked, so a
+// retry is told apart from a new request.
+type Once struct{ Key, Fingerprint string }
 
-// AuditLog reads the append-only trail of admin actions; each entry commits in
-// its action's transaction.
+// AuditLog reads the append-only trail of admin actions.
 type AuditLog interface {
 	// List returns up to q.Limit entries newest first, below q.Before, of q.Voucher when set.
 	List(ctx context.Context, q AuditQuery) ([]domain.AuditEntry, error)
@@ -251,15 +231,14 @@ type GateControls interface {
 	Apply(ctx context.Context, v domain.Voucher) error
 }
 
-// Sessions resolves a login token to its user.
+// Sessions resolves a login token to its user, or ErrUnknownToken.
 type Sessions interface {
-	// UserID returns the token's user or ErrUnknownToken.
 	UserID(ctx context.Context, token string) (domain.UserID, error)
 }
 
-// BearerSessions resolves a shop identity provider's JWT to its user and admin role.
+// BearerSessions resolves a shop identity provider's JWT to its user and admin
+// role, or an error wrapping ErrUnknownToken.
 type BearerSessions interface {
-	// Session returns an error wrapping ErrUnknownToken for a token that fails any check.
 	Session(ctx context.Context, token string) (user domain.UserID, admin bool, err error)
 }
 
@@ -270,10 +249,8 @@ type TokenIssuer interface {
 
 // SaleTally is the database's side of a sale, read in one query.
 type SaleTally struct {
-	Stock  int   // tb_seckill_voucher.stock: what is left to sell
-	Failed int64 // orders recorded as failed for good
-	// Orders by lifecycle state.
-	Unpaid, Paid, Cancelled, Refunding int64
+	Stock                                      int // tb_seckill_voucher.stock
+	Failed, Unpaid, Paid, Cancelled, Refunding int64
 	// Payments owed back (domain.PaymentKind.Owed), their sum in fen, and the double charges among them.
 	RefundsOwed, RefundsOwedFen, DoubleCharges int64
 }
@@ -301,7 +278,7 @@ type QueueOverview struct {
 	DeadLetters int64  // records set aside for an operator (stream), else -1
 }
 
-// QueueMonitor reads a queue's depth for the live sale page.
+// QueueMonitor reads a queue's depth.
 type QueueMonitor interface {
 	Overview(ctx context.Context) (QueueOverview, error)
 	Backlog(ctx context.Context, id domain.VoucherID) (Backlog, error)
@@ -332,6 +309,7 @@ type OrderLifecycle interface {
 	ExpireDue(ctx context.Context, now time.Time, limit int) ([]ExpiredOrder, error)
 	// Unreturned lists up to limit cancelled orders whose unit the gate lacks, oldest first.
 	Unreturned(ctx context.Context, limit int) ([]domain.VoucherOrder, error)
+	// Returned records that the gate has these orders' units back.
 	Returned(ctx context.Context, ids []domain.OrderID) error
 	// Cancel applies AfterCancel (by buyer) and returns the status after and
 	// whether it changed; domain.ErrOrderNotFound when unknown.
