@@ -14,28 +14,22 @@ type Outcome struct {
 	Cause  error // what the database said when it refused this order alone (FailRefused)
 }
 
-// BatchState is what a store holds that a batch's outcomes depend on, read
-// under the lock that keeps it true until the plan made from it is written.
+// BatchState is what a batch's outcomes depend on, read under the lock that holds until the plan is written.
 type BatchState struct {
-	Recorded map[OrderID]OrderStatus // the outcome recorded under each ID that has one
-	Stock    map[VoucherID]int       // remaining stock of each voucher with a sale
-	// Holders is, per voucher and user, the slots (1..the limit) of the orders
-	// holding a place in the sale. It must cover the batch's users.
-	Holders map[VoucherID]map[UserID][]int
-	Limits  map[VoucherID]int // Sale.LimitPerUser; absent or below 1: one
+	Recorded map[OrderID]OrderStatus        // the outcome recorded under each ID that has one
+	Stock    map[VoucherID]int              // remaining stock of each voucher with a sale
+	Holders  map[VoucherID]map[UserID][]int // slots of each user's places; covers the batch's users
+	Limits   map[VoucherID]int              // Sale.LimitPerUser; absent or below 1: one
 }
 
 // BatchPlan is each order's outcome and the writes, applied all or none, that record them.
 type BatchPlan struct {
-	Outcomes []Outcome      // one per input order, in input order
-	Created  []VoucherOrder // the orders to insert
-	// Failures are the new failures to record; never an id_conflict, whose
-	// row belongs to the other order.
-	Failures []Outcome
+	Outcomes []Outcome         // one per input order, in input order
+	Created  []VoucherOrder    // the orders to insert
+	Failures []Outcome         // new failures to record; never an id_conflict (the row is the other order's)
 	Taken    map[VoucherID]int // units to take; never more than the state's Stock
-	// Slots is each created order's slot: the lowest of 1..the limit its user's
-	// places leave free. The store keeps it under a unique key on (user,
-	// voucher, slot), so the database too refuses a place too many.
+	// Slots is each created order's lowest free slot in 1..the limit, kept under a unique key on
+	// (user, voucher, slot) so the database too refuses a place too many.
 	Slots map[OrderID]int
 }
 

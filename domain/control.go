@@ -2,9 +2,8 @@ package domain
 
 import "time"
 
-// ControlError refuses a well-formed admin control that the sale's state rules
-// out; nothing changed. It has a stable Code like a Refusal, but is its own
-// type so it is not taken for a claim's Refusal.
+// ControlError refuses an admin control the sale's state rules out; nothing changed. It has a
+// stable Code but is its own type, so it is not taken for a claim's Refusal.
 type ControlError struct{ Refusal }
 
 var (
@@ -46,8 +45,7 @@ func (s Sale) EndNow(now time.Time) (Sale, error) {
 	return s, nil
 }
 
-// AddStock is the sale with n more units to sell, as an admin asks at now; an
-// ended sale takes none.
+// AddStock is the sale with n more units to sell, as an admin asks at now; an ended sale takes none.
 func (s Sale) AddStock(n int, now time.Time) (Sale, error) {
 	switch {
 	case n <= 0:
@@ -96,8 +94,7 @@ func (s Sale) WithPause(paused bool, now time.Time) (Sale, error) {
 
 const MaxIdempotencyKey = 128 // the column size
 
-// CheckIdempotencyKey refuses an Idempotency-Key (empty: none) longer than
-// MaxIdempotencyKey or not Printable.
+// CheckIdempotencyKey refuses an Idempotency-Key (empty: none) too long or not Printable.
 func CheckIdempotencyKey(key string) error {
 	switch {
 	case len(key) > MaxIdempotencyKey:

@@ -78,8 +78,7 @@ func (st OrderStatus) PayBy() time.Time {
 
 const MaxTransactionID = 64 // the column's width
 
-// CheckPayment refuses a notification whose amount (in fen) is not the
-// voucher's payValue, or whose transaction id is not 1..MaxTransactionID of Printable.
+// CheckPayment refuses an amount (fen) other than payValue, or a transaction id not 1..64 Printable.
 func CheckPayment(payValue, amount int64, transactionID string) error {
 	switch {
 	case amount != payValue:
@@ -97,8 +96,7 @@ func Printable(s string) bool {
 	return !strings.ContainsFunc(s, func(r rune) bool { return r < 0x21 || r > 0x7e })
 }
 
-// PaymentKind is what one received payment (one provider transaction) did. Each
-// is recorded once per transaction id; every kind but settled is owed back.
+// PaymentKind is what one provider transaction did, recorded once per transaction id.
 type PaymentKind string
 
 const (
@@ -115,8 +113,7 @@ func ParsePaymentKind(s string) (PaymentKind, error) {
 // Owed tells whether the money must go back to the payer.
 func (k PaymentKind) Owed() bool { return k != PaymentSettled }
 
-// Pay is what a new transaction does to an order in state s: its kind, and the
-// state the order takes (s itself when it stays). A queued order has no row to pay.
+// Pay is what a new transaction does to an order in state s: its kind and the state after.
 func (s OrderState) Pay() (PaymentKind, OrderState, error) {
 	switch s {
 	case OrderCreated:
@@ -142,9 +139,8 @@ type Payment struct {
 	At            time.Time
 }
 
-// OrderFilter selects a sale's orders for its operator's list and export:
-// "unpaid" is the API's created; "cancelled" takes both reasons, "expired" only
-// the pay window's. Failed claims never held a unit and are not listed.
+// OrderFilter selects a sale's orders for its operator: "unpaid" is created, "expired" is
+// cancelled by the pay window; failed claims are never listed.
 type OrderFilter string
 
 const (

@@ -5,16 +5,13 @@ import (
 	"slices"
 )
 
-// MaxLimitPerUser bounds how many orders of one sale a user may hold: the
-// gate's claim looks at each of a buyer's places, so the bound keeps its cost small.
+// MaxLimitPerUser keeps small the claim's cost, which looks at each of a buyer's places.
 const MaxLimitPerUser = 10
 
-// LimitPerUser is how many orders of the sale one user may hold (default 1).
-// An expired or cancelled order keeps counting.
+// LimitPerUser is how many orders of the sale one user may hold, cancelled ones included.
 func (s Sale) LimitPerUser() int { return max(s.limit, 1) }
 
-// WithLimitPerUser returns the sale allowing n orders per user,
-// 1..MaxLimitPerUser; a sale with a waiting room keeps one (a pass admits one order).
+// WithLimitPerUser returns the sale allowing n orders per user; one with a waiting room keeps 1.
 func (s Sale) WithLimitPerUser(n int) (Sale, error) {
 	switch {
 	case n < 1 || n > MaxLimitPerUser:
@@ -30,9 +27,8 @@ func (s Sale) WithLimitPerUser(n int) (Sale, error) {
 // WithStoredLimit is the sale with its stored limit per user. Use it only in repositories.
 func (s Sale) WithStoredLimit(n int) Sale { s.limit = unsplit(n); return s }
 
-// BuyerMarks turns voucher v's orders into each user's marks (Mark). It refuses
-// an order of another voucher and a user with more orders than the sale's
-// limit: a gate rebuilt from them would be wrong. A repeated id counts once.
+// BuyerMarks turns v's orders into each user's marks, refusing an order of another voucher or
+// a user past the limit (a gate rebuilt from them would be wrong). A repeated id counts once.
 func BuyerMarks(v Voucher, orders []VoucherOrder) (map[UserID][]OrderID, error) {
 	limit := v.sale.LimitPerUser()
 	marks := make(map[UserID][]OrderID, len(orders))

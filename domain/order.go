@@ -5,9 +5,8 @@ import (
 	"time"
 )
 
-// OrderID keeps the original's layout: seconds since OrderEpoch in the high 31
-// bits, a 32-bit sequence in the low bits. IDs exceed 2^53, so they travel as
-// JSON strings.
+// OrderID keeps the original's layout: seconds since OrderEpoch in the high 31 bits, a 32-bit
+// sequence in the low bits. IDs exceed 2^53, so they travel as JSON strings.
 type OrderID int64
 
 var OrderEpoch = time.Date(2022, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -65,8 +64,7 @@ func (o VoucherOrder) String() string {
 	return fmt.Sprintf("order %d (user %d, voucher %d)", o.id, o.userID, o.voucherID)
 }
 
-// OrderState is where a claimed order is on its way to the database, and then
-// in its lifecycle (lifecycle.go).
+// OrderState is where a claimed order is on its way to the database, then in its lifecycle.
 type OrderState string
 
 const (
@@ -95,8 +93,7 @@ func ParseFailureReason(s string) (FailureReason, error) {
 // ReleasesBuyer tells whether the failure leaves the user holding no order of the voucher.
 func (r FailureReason) ReleasesBuyer() bool { return r != FailDuplicate }
 
-// ReturnsStock tells whether the gate gets the unit back: the database never
-// sold it (an out_of_stock order has none; a duplicate's user holds one).
+// ReturnsStock tells whether the gate gets the unit back: the database never sold it.
 func (r FailureReason) ReturnsStock() bool {
 	return r == FailUndeliverable || r == FailIDConflict || r == FailRefused
 }

@@ -7,10 +7,7 @@ import (
 	"time"
 )
 
-// RoomRules are a sale's waiting room (docs/WAITING-ROOM.md): joiners from
-// OpensBefore the begin until the begin are drawn in random order, later ones
-// queue first come, first served; places are admitted at AdmitPerSecond with
-// passes valid for PassTTL. The zero value is "no waiting room".
+// RoomRules are a sale's waiting room (docs/WAITING-ROOM.md); the zero value is "no waiting room".
 type RoomRules struct {
 	opensBefore time.Duration
 	admitPerSec int
@@ -18,17 +15,15 @@ type RoomRules struct {
 	margin      int
 }
 
-// Bounds of a room's rules: a pass must outlive a click and a page load, and
-// one held longer than ten minutes blocks others.
+// Bounds of a room's rules.
 const (
 	MinRoomOpensBefore = time.Second
 	MaxRoomOpensBefore = 24 * time.Hour
 	MaxRoomAdmitRate   = 100_000
 	MinRoomPassTTL     = 5 * time.Second
 	MaxRoomPassTTL     = 10 * time.Minute
-	// RoomLead is how long before its begin a sale with a room must be created:
-	// every instance learns of a new room within a second, and none may let a
-	// claim without a pass through meanwhile.
+	// RoomLead is how long before its begin a sale with a room must be created: every
+	// instance learns of a new room within a second, and none may admit a passless claim.
 	RoomLead = 3 * time.Second
 )
 
@@ -68,8 +63,7 @@ func UnmarshalRoomRulesFromDatabase(opensBefore time.Duration, admitPerSec int, 
 	return RoomRules{opensBefore: opensBefore, admitPerSec: admitPerSec, passTTL: passTTL, margin: margin}
 }
 
-// WithRoom returns the sale with a waiting room, created at now: the sale
-// must begin at least RoomLead after now.
+// WithRoom returns the sale, created at now, with a waiting room: it must begin RoomLead after now.
 func (s Sale) WithRoom(now time.Time, r RoomRules) (Sale, error) {
 	switch {
 	case r.IsZero():
@@ -94,15 +88,13 @@ func (s Sale) HasRoom() bool   { return !s.room.IsZero() }
 
 func (r RoomRules) Opens(begin time.Time) time.Time { return begin.Add(-r.opensBefore) }
 
-// InDraw tells whether a room operation at now is still in the pre-queue of a
-// sale beginning at begin: the draw takes every join at or before the begin, to
-// the millisecond (the room store's resolution).
+// InDraw tells whether an operation at now is in the pre-queue's draw: at or before
+// begin, to the millisecond (the room store's resolution).
 func InDraw(begin, now time.Time) bool {
 	return !now.Truncate(time.Millisecond).After(begin.Truncate(time.Millisecond))
 }
 
-// Waiting-room answers: ErrPassRequired and ErrPassExpired refuse a claim, the
-// others a join or a poll.
+// Waiting-room answers: ErrPassRequired and ErrPassExpired refuse a claim, the others a join or poll.
 var (
 	ErrPassRequired = &Refusal{"pass_required", "this sale has a waiting room: a valid pass is required"}
 	ErrNoRoom       = &Refusal{"no_room", "this sale has no waiting room"}
@@ -114,8 +106,7 @@ var (
 // RoomRefusals lists the answers of a join or a poll that are not claim refusals.
 func RoomRefusals() []*Refusal { return []*Refusal{ErrNoRoom, ErrRoomNotOpen, ErrNotInRoom} }
 
-// AdmitTarget is how many places the rate allows after elapsed since the begin
-// (whole milliseconds, as the store counts them); none before it.
+// AdmitTarget is how many places the rate allows elapsed (whole ms) after the begin.
 func (r RoomRules) AdmitTarget(elapsed time.Duration) int64 {
 	return int64(r.admitPerSec) * max(elapsed.Milliseconds(), 0) / 1000
 }
@@ -143,8 +134,7 @@ func NewDraw(seed [RoomSeedSize]byte, n int64) Draw {
 	return Draw{n: uint64(n), half: h, seed: seed}
 }
 
-// Place is the position (0 = first) of the joiner with join index j: drawn
-// for the pre-queue (j < n), first come, first served after it.
+// Place is the position (0 = first) of join index j: drawn if j < n, else first come, first served.
 func (d Draw) Place(j int64) int64 {
 	if j < 0 || uint64(j) >= d.n {
 		return j

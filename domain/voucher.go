@@ -34,9 +34,7 @@ type Sale struct {
 }
 
 const (
-	// MaxBuckets bounds a sale's split: more buckets than the gate's shards gains
-	// nothing, and every bucket adds transfers when the sale runs down.
-	MaxBuckets = 16
+	MaxBuckets = 16      // more than the gate's shards gains nothing; each adds transfers at the end
 	MaxStock   = 1 << 30 // fits the original's INT column and a Redis integer
 )
 
@@ -57,8 +55,7 @@ func NewSale(stock int, begin, end time.Time) (Sale, error) {
 	return Sale{stock: stock, begin: begin, end: end}, nil
 }
 
-// NewSaleAt is NewSale for a sale created at now: it also refuses a window that
-// has already ended, whose stock nobody could buy.
+// NewSaleAt is NewSale for a sale created at now: it also refuses a window already ended.
 func NewSaleAt(now time.Time, stock int, begin, end time.Time) (Sale, error) {
 	s, err := NewSale(stock, begin, end)
 	if err != nil {
@@ -90,8 +87,7 @@ func (s Sale) WithBuckets(k int) (Sale, error) {
 	return s, nil
 }
 
-// Check tells whether a claim at now may take one unit of remaining stock: the
-// window, then the pause, then the stock. The Redis claim script mirrors it.
+// Check tells whether a claim at now may take a unit of remaining; the Redis claim script mirrors it.
 func (s Sale) Check(now time.Time, remaining int) error {
 	switch {
 	case !s.Started(now):
@@ -162,14 +158,12 @@ func NewSeckillVoucher(spec VoucherSpec, sale Sale) (Voucher, error) {
 	return Voucher{spec: spec, typ: VoucherSeckill, status: 1, sale: sale}, nil
 }
 
-// UnmarshalVoucherFromDatabase rebuilds a stored voucher (sale zero for a normal
-// one). Use it only in repositories, for rows validated when written.
+// UnmarshalVoucherFromDatabase rebuilds a stored voucher (sale zero if normal). Only for repositories.
 func UnmarshalVoucherFromDatabase(id VoucherID, spec VoucherSpec, typ VoucherType, status int8, sale Sale) Voucher {
 	return Voucher{id: id, spec: spec, typ: typ, status: status, sale: sale}
 }
 
-// UnmarshalSplitSaleFromDatabase rebuilds a stored sale, whose stock may be 0,
-// with its buckets. Use it only in repositories.
+// UnmarshalSplitSaleFromDatabase rebuilds a stored sale (stock may be 0). Only for repositories.
 func UnmarshalSplitSaleFromDatabase(stock int, begin, end time.Time, buckets int) Sale {
 	return Sale{stock: stock, begin: begin, end: end, buckets: unsplit(buckets)}
 }
@@ -202,8 +196,7 @@ func (v Voucher) Status() int8       { return v.status }
 func (v Voucher) Sale() Sale         { return v.sale }
 func (v Voucher) IsSeckill() bool    { return v.typ == VoucherSeckill && !v.sale.IsZero() }
 
-// CheckGateable tells why a stock gate cannot hold v, or nil: a gate holds a
-// stored seckill voucher's sale.
+// CheckGateable tells why a stock gate cannot hold v (a stored seckill voucher), or nil.
 func (v Voucher) CheckGateable() error {
 	if v.id <= 0 {
 		return errors.New("voucher has no id yet")

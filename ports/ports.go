@@ -17,8 +17,7 @@ var (
 	ErrQueueFull    = errors.New("order queue is full")
 	ErrQueueClosed  = errors.New("order queue is closed")
 	ErrUnknownToken = errors.New("unknown session token")
-	// ErrPermanent wraps a database refusal no retry can fix, so the application
-	// can isolate the order at fault without knowing the driver.
+	// ErrPermanent wraps a database refusal no retry can fix, whatever the driver.
 	ErrPermanent = errors.New("refused for good by the database")
 )
 
@@ -36,40 +35,30 @@ type OrderIDs interface {
 	Unused(id domain.OrderID) // hands back an ID nobody wrote anywhere; Next may return it again
 }
 
-// Admission reserves a claim and hands its order to fulfilment: the seam
-// between the claim path and the queue.
+// Admission reserves a claim and hands its order to fulfilment.
 type Admission interface {
-	// Admit returns nil (reserved; the order ends created or failed exactly
-	// once), a *domain.Refusal or an error wrapping ErrNotAdmitted (nothing
-	// changed), or any other error: the order may have been taken.
+	// Admit returns nil (the order ends created or failed exactly once), a *domain.Refusal or
+	// ErrNotAdmitted (nothing changed), or any other error: the order may have been taken.
 	Admit(ctx context.Context, o domain.VoucherOrder) error
 }
 
-// StockGate is the fast, atomic check in front of the database: sale window,
-// remaining stock and orders per user, decided in one step.
+// StockGate decides atomically, in front of the database, sale window, stock and orders per user.
 type StockGate interface {
-	// Preheat writes v's stock and window with no buyers, only when the gate
-	// holds nothing for v, so a retried or late Preheat never sells a unit twice.
+	// Preheat writes v with no buyers only when the gate holds nothing for v (never selling twice).
 	Preheat(ctx context.Context, v domain.Voucher) error
-	// Restore rebuilds v's state from the database's stock and buyers only if
-	// the gate has none, and reports whether it wrote anything.
+	// Restore rebuilds v from the database's stock and buyers only if the gate has none.
 	Restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder) (bool, error)
 	// Reserve takes one unit for the order's user, or changes nothing and returns a *domain.Refusal.
 	Reserve(ctx context.Context, o domain.VoucherOrder) error
-	// Release undoes exactly this order's reservation (its mark; its unit too
-	// when restoreStock). Idempotent; a mark of another order is left alone.
+	// Release undoes exactly this order's mark (its unit too when restoreStock); idempotent.
 	Release(ctx context.Context, o domain.VoucherOrder, restoreStock bool) error
-	// Return is Release(o, true) for orders the database cancelled, and
-	// remembers o until the sale's keys expire so a racing GateProbe.Heal
-	// never puts o's mark back. Idempotent; one round trip per voucher.
+	// Return is Release(o, true) for cancelled orders, remembered so GateProbe.Heal never puts o back.
 	Return(ctx context.Context, orders []domain.VoucherOrder) error
-	// Queued finds an order this gate reserved for user under id, so a status
-	// query can answer "queued"; its cost does not grow with the live sales.
+	// Queued finds an order this gate reserved for user under id; its cost does not grow with the sales.
 	Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error)
 }
 
-// OrderIndex finds a queued order by its ID alone (a payment notice names no
-// user); like Queued, its cost does not grow with the live sales.
+// OrderIndex finds a queued order by its ID alone (a payment notice names no user).
 type OrderIndex interface {
 	QueuedByID(ctx context.Context, id domain.OrderID) (domain.VoucherOrder, bool, error)
 }
@@ -78,14 +67,10 @@ type OrderIndex interface {
 type GateProbe interface {
 	// Missing returns those of ids whose gate state or live-set entry is gone, in one round trip.
 	Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error)
-	// Counts returns, in one round trip, the buyers marked and stock left for
-	// those of ids the gate holds; fewer buyers or more stock than the
-	// database means lost writes.
+	// Counts returns, in one round trip, buyers marked and stock left for those of ids the gate holds.
 	Counts(ctx context.Context, ids []domain.VoucherID) (map[domain.VoucherID]GateCount, error)
-	// Heal marks every committed order of v whose user is unmarked (not one
-	// given back by Return), taking a unit for each while stock lasts, else
-	// counting it Oversold. It never removes a mark, is idempotent, and
-	// writes nothing when the gate holds no state for v.
+	// Heal marks v's committed orders whose user is unmarked (not Returned ones), taking a unit for
+	// each while stock lasts, else counting it Oversold. It never removes a mark and is idempotent.
 	Heal(ctx context.Context, v domain.Voucher, orders []domain.VoucherOrder) (Healed, error)
 }
 
@@ -120,11 +105,10 @@ type QueueBacklog interface {
 	Orders(ctx context.Context, id domain.VoucherID, max int) (orders []domain.VoucherOrder, complete bool, err error)
 }
 
-// Delivery is one order handed out by a queue. Ref identifies it to Ack and in
-// logs (for a stream, its key and entry ID; empty for a channel).
+// Delivery is one order handed out by a queue.
 type Delivery struct {
 	Order    domain.VoucherOrder
-	Ref      string
+	Ref      string // identifies it to Ack and in logs (a stream's key and entry ID)
 	Attempts int
 }
 
@@ -132,12 +116,10 @@ type Delivery struct {
 type OrderQueue interface {
 	// Publish enqueues without blocking, or returns ErrQueueFull (ErrQueueClosed after Close).
 	Publish(ctx context.Context, o domain.VoucherOrder) error
-	// Receive waits for at least one order and returns up to max, in publish
-	// order; after Close, what is left, then ErrQueueClosed.
+	// Receive waits for 1..max orders in publish order; after Close, what is left, then ErrQueueClosed.
 	Receive(ctx context.Context, max int) ([]Delivery, error)
 	Ack(ctx context.Context, ds []Delivery) error // their outcome is committed
-	// DeadLetter sets aside for good, with the reason, deliveries already
-	// recorded as failed; a queue that never redelivers may do nothing.
+	// DeadLetter sets aside for good deliveries recorded as failed (a no-op if it never redelivers).
 	DeadLetter(ctx context.Context, ds []Delivery, reason domain.FailureReason) error
 	Close() error // stops Publish; Receive goes on until drained
 }
@@ -147,21 +129,17 @@ type Outcome = domain.Outcome
 
 // OrderRepository is the source of truth for orders.
 type OrderRepository interface {
-	// CreateBatch records orders in one transaction, each created or failed
-	// exactly once however often delivered, stock never below zero; outcomes
-	// in input order. An error means nothing was committed.
+	// CreateBatch records orders in one transaction, each created or failed exactly once, outcomes in
+	// input order. An error means nothing was committed.
 	CreateBatch(ctx context.Context, orders []domain.VoucherOrder) ([]Outcome, error)
-	// MarkFailed records orders as failed unless they have an outcome
-	// (New=false); all or nothing, serialised with CreateBatch per voucher.
+	// MarkFailed records orders without an outcome as failed; serialised with CreateBatch per voucher.
 	MarkFailed(ctx context.Context, orders []domain.VoucherOrder, reason domain.FailureReason) ([]Outcome, error)
 	Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error) // or domain.ErrOrderNotFound
-	// Buyers lists by id the voucher's orders that hold their buyer's place:
-	// holding a unit, or Forfeited ones whose buyer still counts.
+	// Buyers lists by id the orders holding their buyer's place (a unit, or Forfeited ones).
 	Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain.VoucherOrder, error)
 	// BuyersAfter is Buyers in pages: at most limit, with ids above after.
 	BuyersAfter(ctx context.Context, voucher domain.VoucherID, after domain.OrderID, limit int) ([]domain.VoucherOrder, error)
-	// CountBuyers counts, in one query, each voucher's buyers holding a place,
-	// as Buyers does (0 without orders).
+	// CountBuyers counts, in one query, each voucher's buyers as Buyers lists them.
 	CountBuyers(ctx context.Context, vouchers []domain.VoucherID) (map[domain.VoucherID]int, error)
 }
 
@@ -176,9 +154,8 @@ type Creation struct {
 type VoucherRepository interface {
 	// AddSeckill stores v and returns it with its ID, recording no audit entry (tools and tests).
 	AddSeckill(ctx context.Context, v domain.Voucher) (domain.Voucher, error)
-	// AddSeckillOnce stores v with the key and entry (ForVoucher) in one
-	// transaction; a later call with key stores nothing and returns the
-	// voucher it names. An empty key records no key.
+	// AddSeckillOnce stores v with key and entry in one transaction; a later call with a
+	// non-empty key stores nothing and returns the voucher the key names.
 	AddSeckillOnce(ctx context.Context, key, fingerprint string, v domain.Voucher, entry domain.AuditEntry) (Creation, error)
 	Get(ctx context.Context, id domain.VoucherID) (domain.Voucher, error) // or domain.ErrVoucherNotFound
 	// ListByShop returns the shop's vouchers on sale in id order: the newest max of them.
@@ -186,17 +163,13 @@ type VoucherRepository interface {
 	ListSeckillEndingAfter(ctx context.Context, t time.Time) ([]domain.Voucher, error)
 }
 
-// SaleChange applies an admin's control to a sale as stored: the voucher after
-// and its audit entry; returning it unchanged means nothing to do.
+// SaleChange applies an admin's control to a stored sale; an unchanged voucher means nothing to do.
 type SaleChange func(v domain.Voucher) (domain.Voucher, domain.AuditEntry, error)
 
 // SaleControls stores an admin's change of a live sale.
 type SaleControls interface {
-	// ChangeSale applies change under the sale's row lock and stores its
-	// result and entry in one transaction, reporting whether it stored any
-	// (domain.ErrVoucherNotFound without a sale). A once.Key used before
-	// stores nothing: the voucher as it is, or a *domain.ValidationError
-	// when it was used for another request.
+	// ChangeSale applies change under the sale's row lock and stores it with its entry in one
+	// transaction. A once.Key used before stores nothing (a *domain.ValidationError if for another request).
 	ChangeSale(ctx context.Context, id domain.VoucherID, once Once, change SaleChange) (domain.Voucher, bool, error)
 }
 
@@ -225,9 +198,8 @@ type SaleOrders interface {
 
 // GateControls carries an admin's change of a sale to the gate.
 type GateControls interface {
-	// Apply makes the gate's end and pause v's in every hash of the voucher,
-	// and adds the units of v.Sale().Added() it has not taken yet. A gate
-	// without v's state writes nothing. Idempotent.
+	// Apply sets the gate's end and pause to v's and adds the units of v.Sale().Added() it lacks.
+	// Idempotent; a gate without v's state writes nothing.
 	Apply(ctx context.Context, v domain.Voucher) error
 }
 
@@ -284,39 +256,32 @@ type QueueMonitor interface {
 	Backlog(ctx context.Context, id domain.VoucherID) (Backlog, error)
 }
 
-// ClaimCounts reports this instance's growing claim counts per voucher and
-// outcome ("success", a refusal's code, "busy", "error").
+// ClaimCounts reports this instance's claim counts per voucher and outcome (e.g. a refusal's code).
 type ClaimCounts interface {
 	Claims(id domain.VoucherID) map[string]int64
 	// History is the counts read once a second over the last minute; empty without claims.
 	History(id domain.VoucherID) ClaimHistory
 }
 
-// ClaimHistory is a voucher's past readings of ClaimCounts, oldest first:
-// Claims[outcome][i] is the count at At[i].
+// ClaimHistory is past readings of ClaimCounts, oldest first: Claims[outcome][i] is the count at At[i].
 type ClaimHistory struct {
 	At     []time.Time
 	Claims map[string][]int64
 }
 
-// OrderLifecycle moves committed orders through payment and cancellation, each
-// a transition of one locked row (domain.OrderState's Pay and AfterCancel). A
-// cancellation returns the unit to the database's stock in its transaction;
-// the gate gets it after, and Returned records that.
+// OrderLifecycle moves committed orders through payment and cancellation, each a transition of one
+// locked row; a cancelled unit goes to the database's stock at once, to the gate after (Returned).
 type OrderLifecycle interface {
-	// ExpireDue cancels (expired) up to limit created orders due by now, in
-	// one transaction, skipping rows another instance holds locked.
+	// ExpireDue cancels up to limit created orders due by now, skipping rows locked by another instance.
 	ExpireDue(ctx context.Context, now time.Time, limit int) ([]ExpiredOrder, error)
 	// Unreturned lists up to limit cancelled orders whose unit the gate lacks, oldest first.
 	Unreturned(ctx context.Context, limit int) ([]domain.VoucherOrder, error)
 	// Returned records that the gate has these orders' units back.
 	Returned(ctx context.Context, ids []domain.OrderID) error
-	// Cancel applies AfterCancel (by buyer) and returns the status after and
-	// whether it changed; domain.ErrOrderNotFound when unknown.
+	// Cancel applies AfterCancel (by buyer): the status after, whether it changed, or ErrOrderNotFound.
 	Cancel(ctx context.Context, id domain.OrderID) (domain.OrderStatus, bool, error)
-	// Pay records p once per transaction id with its order's change
-	// (OrderState.Pay); a repeat answers its recorded kind (New=false), an id
-	// of another order is domain.ErrTransactionReused. domain.ErrOrderNotFound when unknown.
+	// Pay records p once per transaction id with its order's change (OrderState.Pay); an id of
+	// another order is domain.ErrTransactionReused, an unknown order domain.ErrOrderNotFound.
 	Pay(ctx context.Context, p domain.Payment) (PayResult, error)
 }
 

@@ -7,12 +7,11 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// RoomConfig is what a waiting room's store keeps of its sale: the rules, the
-// window and the cap on outstanding passes (the stock at opening plus the margin).
+// RoomConfig is what a waiting room's store keeps of its sale.
 type RoomConfig struct {
 	Rules      domain.RoomRules
 	Begin, End time.Time
-	Cap        int64
+	Cap        int64 // outstanding passes: the stock at opening plus the margin
 }
 
 // NewRoomConfig is sale s's room as a store keeps it, its times to the millisecond.
@@ -21,8 +20,7 @@ func NewRoomConfig(s domain.Sale) RoomConfig {
 		Cap: int64(s.Stock()) + int64(s.Room().Margin())}
 }
 
-// RoomStep is one advance of a room's boundary: the positions below Boundary
-// (and not below the previous step's) were admitted At.
+// RoomStep is one advance of a room's boundary: positions up to Boundary were admitted At.
 type RoomStep struct {
 	Boundary int64
 	At       time.Time
@@ -57,8 +55,7 @@ const (
 // RoomStore keeps every sale's waiting room. Each operation is atomic and its
 // Redis cost does not grow with the number of joiners.
 type RoomStore interface {
-	// Open writes v's room (NewRoomConfig) unless the store has one, before the
-	// gate makes v claimable; for a sale without a room, not even a round trip.
+	// Open writes v's room (NewRoomConfig) unless stored, before the gate makes v claimable.
 	Open(ctx context.Context, v domain.Voucher) error
 	// Config reads a voucher's room; without one, RoomAbsent if the sale's gate
 	// exists (a room is opened first), else RoomUnknown.
@@ -68,9 +65,8 @@ type RoomStore interface {
 	// unless one was); drawn tells whether it was closed when this join ran.
 	// domain.ErrNoRoom without a room.
 	Join(ctx context.Context, id domain.VoucherID, user domain.UserID, now time.Time, seed [domain.RoomSeedSize]byte) (j int64, drawn bool, err error)
-	// Advance closes the draw when due, voids passes past their lifetime, moves
-	// the boundary to what the rate allows (within the joiners and the cap) and
-	// returns the state with the steps above after. domain.ErrNoRoom without a room.
+	// Advance closes the draw when due, voids stale passes, moves the boundary as the rate allows
+	// (within the joiners and the cap) and returns the state. domain.ErrNoRoom without a room.
 	Advance(ctx context.Context, id domain.VoucherID, now time.Time, seed [domain.RoomSeedSize]byte, after int64) (RoomState, error)
 	// Use records that user's pass, for position, was used; again, nothing.
 	Use(ctx context.Context, id domain.VoucherID, user domain.UserID, position int64) error
