@@ -6,7 +6,6 @@ import (
 	"time"
 )
 
-// AuditAction names what an admin did, in the audit trail.
 type AuditAction string
 
 const (
@@ -21,8 +20,7 @@ const (
 // MaxAuditChange bounds an entry's change: far above any voucher, far below table bloat.
 const MaxAuditChange = 16 << 10
 
-// AuditEntry is one admin action in the append-only trail: who, when, what, on
-// which voucher, and what changed (a JSON object).
+// AuditEntry is one admin action in the append-only trail.
 type AuditEntry struct {
 	id      int64
 	at      time.Time
@@ -32,8 +30,7 @@ type AuditEntry struct {
 	change  string
 }
 
-// NewAuditEntry is an action about to be recorded; change must be a JSON
-// object. voucher is 0 for a creation: the store names it (ForVoucher).
+// NewAuditEntry is an action to record; change is a JSON object, voucher 0 for a creation (ForVoucher).
 func NewAuditEntry(admin UserID, action AuditAction, voucher VoucherID, change string) (AuditEntry, error) {
 	if admin <= 0 {
 		return AuditEntry{}, invalid("admin", "must be a positive user id")

@@ -102,7 +102,6 @@ func PlanFailures(orders []VoucherOrder, reason FailureReason, recorded map[Orde
 	return plan
 }
 
-// fail is a new failure of o, to be recorded.
 func (p *BatchPlan) fail(o VoucherOrder, reason FailureReason) Outcome {
 	out := Outcome{Order: o, State: OrderFailed, Reason: reason, New: true}
 	p.Failures = append(p.Failures, out)

@@ -13,8 +13,7 @@ var (
 	ErrEndBeforeBegin = &ControlError{Refusal{"end_before_begin", "the new end time is not after the sale's begin time"}}
 )
 
-// EndAt is the sale with its end moved to end, as an admin asks at now; moving
-// it to where it is is no error (a retry). An ended sale stays ended.
+// EndAt is the sale with its end moved, as an admin asks at now; an unmoved end is a retry.
 func (s Sale) EndAt(end, now time.Time) (Sale, error) {
 	switch {
 	case end.IsZero():
@@ -32,8 +31,7 @@ func (s Sale) EndAt(end, now time.Time) (Sale, error) {
 	return s, nil
 }
 
-// EndNow is the sale ended at now; an ended sale is left as it is (a retry),
-// and one not begun has its end moved instead (EndAt).
+// EndNow is the sale ended at now; an ended one is a retry, one not begun is EndAt's.
 func (s Sale) EndNow(now time.Time) (Sale, error) {
 	switch {
 	case s.Ended(now):
@@ -76,11 +74,9 @@ func (s Sale) WithStoredControls(added int, paused bool) Sale {
 	return s
 }
 
-// WithSale is the voucher with its sale changed by a control.
 func (v Voucher) WithSale(s Sale) Voucher { v.sale = s; return v }
 
-// WithPause is the sale paused or resumed, as an admin asks at now; asking for
-// what it is changes nothing, and an ended sale takes neither.
+// WithPause is the sale paused or resumed at now; an ended sale takes neither.
 func (s Sale) WithPause(paused bool, now time.Time) (Sale, error) {
 	if s.paused == paused {
 		return s, nil
@@ -105,7 +101,6 @@ func CheckIdempotencyKey(key string) error {
 	return nil
 }
 
-// ControlKeyReused refuses an Idempotency-Key recorded for another request.
 func ControlKeyReused() error {
 	return invalid("Idempotency-Key", "was already used for another request; use a new key for a new request")
 }

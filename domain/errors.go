@@ -53,7 +53,6 @@ func IsRefusal(err error) bool {
 // ErrOrderNotFound answers for an order that does not exist or is not the caller's.
 var ErrOrderNotFound = errors.New("order not found")
 
-// ValidationError says which input was rejected and why.
 type ValidationError struct {
 	Field  string
 	Reason string
@@ -65,7 +64,6 @@ func invalid(field, format string, args ...any) error {
 	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
-// parseEnum reads s as one of valid, or a ValidationError of field.
 func parseEnum[T ~string](s, field, what string, valid ...T) (T, error) {
 	if slices.Contains(valid, T(s)) {
 		return T(s), nil

@@ -13,7 +13,6 @@ const (
 	OrderRefunding OrderState = "refunding" // paid after it was cancelled
 )
 
-// CancelReason says why an order was cancelled.
 type CancelReason string
 
 const (
@@ -25,10 +24,8 @@ func ParseCancelReason(s string) (CancelReason, error) {
 	return parseEnum(s, "reason", "cancel reason", CancelExpired, CancelByBuyer)
 }
 
-// ErrAlreadyPaid refuses to cancel a paid order.
 var ErrAlreadyPaid = &Refusal{"already_paid", "order is already paid"}
 
-// HoldsUnit tells whether an order in this state keeps its unit of stock.
 func (s OrderState) HoldsUnit() bool { return s == OrderQueued || s == OrderCreated || s == OrderPaid }
 
 // Place is the order as one of its buyer's places: Forfeited once its state holds no unit.
@@ -39,8 +36,7 @@ func (st OrderStatus) Place() VoucherOrder {
 	return st.Order.Forfeited()
 }
 
-// AfterCancel is where a cancellation takes an order in state s, and whether
-// that is a change: cancelling is idempotent, and a paid order refuses.
+// AfterCancel is where a cancellation takes an order in state s, and whether that is a change.
 func (s OrderState) AfterCancel() (OrderState, bool, error) {
 	switch s {
 	case OrderCreated:
@@ -128,10 +124,8 @@ func (s OrderState) Pay() (PaymentKind, OrderState, error) {
 	return "", s, invalid("state", "an order %s cannot be paid yet", s)
 }
 
-// ErrTransactionReused refuses a transaction id already recorded for another order.
 var ErrTransactionReused = invalid("transactionId", "was already recorded for another order")
 
-// Payment is one provider transaction received for an order.
 type Payment struct {
 	TransactionID string
 	Order         VoucherOrder

@@ -13,7 +13,6 @@ var OrderEpoch = time.Date(2022, 1, 1, 0, 0, 0, 0, time.UTC)
 
 const seqBits = 32
 
-// NewOrderID builds an ID from the time it is issued and a sequence number.
 func NewOrderID(at time.Time, seq uint32) (OrderID, error) {
 	secs := at.Unix() - OrderEpoch.Unix()
 	if secs < 0 || secs >= 1<<31 {
@@ -22,7 +21,6 @@ func NewOrderID(at time.Time, seq uint32) (OrderID, error) {
 	return OrderID(secs<<seqBits | int64(seq)), nil
 }
 
-// Time is the second the ID was issued.
 func (id OrderID) Time() time.Time {
 	return OrderEpoch.Add(time.Duration(int64(id)>>seqBits) * time.Second)
 }
@@ -37,7 +35,6 @@ type VoucherOrder struct {
 	forfeited bool
 }
 
-// NewVoucherOrder validates the three IDs a claim is made of.
 func NewVoucherOrder(id OrderID, user UserID, voucher VoucherID) (VoucherOrder, error) {
 	switch {
 	case id <= 0:
@@ -54,8 +51,7 @@ func (o VoucherOrder) ID() OrderID          { return o.id }
 func (o VoucherOrder) UserID() UserID       { return o.userID }
 func (o VoucherOrder) VoucherID() VoucherID { return o.voucherID }
 
-// Forfeited is the order as one that gave its unit back (expired or cancelled)
-// while its buyer keeps the place, so a new claim answers duplicate.
+// Forfeited is the order having given its unit back while its buyer keeps the place.
 func (o VoucherOrder) Forfeited() VoucherOrder { o.forfeited = true; return o }
 
 func (o VoucherOrder) HoldsUnit() bool { return !o.forfeited }
@@ -98,7 +94,6 @@ func (r FailureReason) ReturnsStock() bool {
 	return r == FailUndeliverable || r == FailIDConflict || r == FailRefused
 }
 
-// OrderStatus is an order with where it stands.
 type OrderStatus struct {
 	Order     VoucherOrder
 	State     OrderState

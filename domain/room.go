@@ -15,7 +15,6 @@ type RoomRules struct {
 	margin      int
 }
 
-// Bounds of a room's rules.
 const (
 	MinRoomOpensBefore = time.Second
 	MaxRoomOpensBefore = 24 * time.Hour
@@ -27,7 +26,6 @@ const (
 	RoomLead = 3 * time.Second
 )
 
-// NewRoomRules validates a room's rules.
 func NewRoomRules(opensBefore time.Duration, admitPerSec int, passTTL time.Duration, margin int) (RoomRules, error) {
 	switch {
 	case opensBefore < MinRoomOpensBefore || opensBefore > MaxRoomOpensBefore:

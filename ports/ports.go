@@ -24,7 +24,6 @@ var (
 // Clock tells the time; tests pass a fixed one.
 type Clock interface{ Now() time.Time }
 
-// SystemClock is the wall clock.
 type SystemClock struct{}
 
 func (SystemClock) Now() time.Time { return time.Now() }
@@ -84,7 +83,6 @@ type Healed struct {
 	Oversold int // of those, the ones whose unit the gate had already sold again
 }
 
-// Add sums two heals.
 func (h Healed) Add(o Healed) Healed {
 	return Healed{Restored: h.Restored + o.Restored, Retaken: h.Retaken + o.Retaken, Oversold: h.Oversold + o.Oversold}
 }
@@ -124,7 +122,6 @@ type OrderQueue interface {
 	Close() error // stops Publish; Receive goes on until drained
 }
 
-// Outcome is what the database did with one order of a batch.
 type Outcome = domain.Outcome
 
 // OrderRepository is the source of truth for orders.
@@ -173,8 +170,7 @@ type SaleControls interface {
 	ChangeSale(ctx context.Context, id domain.VoucherID, once Once, change SaleChange) (domain.Voucher, bool, error)
 }
 
-// Once names an admin's request (its Idempotency-Key) and what it asked, so a
-// retry is told apart from a new request.
+// Once names an admin's request (its Idempotency-Key) and what it asked, to tell a retry apart.
 type Once struct{ Key, Fingerprint string }
 
 // AuditLog reads the append-only trail of admin actions.
@@ -208,8 +204,7 @@ type Sessions interface {
 	UserID(ctx context.Context, token string) (domain.UserID, error)
 }
 
-// BearerSessions resolves a shop identity provider's JWT to its user and admin
-// role, or an error wrapping ErrUnknownToken.
+// BearerSessions resolves a shop identity provider's JWT to its user and admin role, or ErrUnknownToken.
 type BearerSessions interface {
 	Session(ctx context.Context, token string) (user domain.UserID, admin bool, err error)
 }
@@ -250,7 +245,6 @@ type QueueOverview struct {
 	DeadLetters int64  // records set aside for an operator (stream), else -1
 }
 
-// QueueMonitor reads a queue's depth.
 type QueueMonitor interface {
 	Overview(ctx context.Context) (QueueOverview, error)
 	Backlog(ctx context.Context, id domain.VoucherID) (Backlog, error)
@@ -276,7 +270,6 @@ type OrderLifecycle interface {
 	ExpireDue(ctx context.Context, now time.Time, limit int) ([]ExpiredOrder, error)
 	// Unreturned lists up to limit cancelled orders whose unit the gate lacks, oldest first.
 	Unreturned(ctx context.Context, limit int) ([]domain.VoucherOrder, error)
-	// Returned records that the gate has these orders' units back.
 	Returned(ctx context.Context, ids []domain.OrderID) error
 	// Cancel applies AfterCancel (by buyer): the status after, whether it changed, or ErrOrderNotFound.
 	Cancel(ctx context.Context, id domain.OrderID) (domain.OrderStatus, bool, error)

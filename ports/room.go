@@ -43,7 +43,6 @@ type RoomState struct {
 	Steps []RoomStep
 }
 
-// RoomLookup is what RoomStore.Config found.
 type RoomLookup int8
 
 const (
@@ -52,18 +51,14 @@ const (
 	RoomPresent
 )
 
-// RoomStore keeps every sale's waiting room. Each operation is atomic and its
-// Redis cost does not grow with the number of joiners.
+// RoomStore keeps every sale's waiting room; each operation is atomic, its cost not growing with joiners.
 type RoomStore interface {
 	// Open writes v's room (NewRoomConfig) unless stored, before the gate makes v claimable.
 	Open(ctx context.Context, v domain.Voucher) error
-	// Config reads a voucher's room; without one, RoomAbsent if the sale's gate
-	// exists (a room is opened first), else RoomUnknown.
+	// Config reads a voucher's room; without one, RoomAbsent if the sale's gate exists, else RoomUnknown.
 	Config(ctx context.Context, id domain.VoucherID) (RoomConfig, RoomLookup, error)
-	// Join gives user the next join index, or the one given before. The first
-	// Join or Advance past domain.InDraw closes the draw (N frozen, seed kept
-	// unless one was); drawn tells whether it was closed when this join ran.
-	// domain.ErrNoRoom without a room.
+	// Join gives user the next join index, or the one given before; the first Join or Advance past
+	// domain.InDraw closes the draw, and drawn tells whether it was closed. domain.ErrNoRoom without a room.
 	Join(ctx context.Context, id domain.VoucherID, user domain.UserID, now time.Time, seed [domain.RoomSeedSize]byte) (j int64, drawn bool, err error)
 	// Advance closes the draw when due, voids stale passes, moves the boundary as the rate allows
 	// (within the joiners and the cap) and returns the state. domain.ErrNoRoom without a room.
