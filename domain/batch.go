@@ -33,8 +33,7 @@ type BatchPlan struct {
 	Slots map[OrderID]int
 }
 
-// PlanBatch decides the outcome of every order of a batch, in input order,
-// from st (only read). Each order is, checking in this order:
+// PlanBatch decides each order's outcome, in input order, from st (only read), checking in this order:
 //   - recorded under its ID (or earlier in this batch): that outcome, New=false;
 //   - an ID recorded for another user or voucher: failed id_conflict;
 //   - of a voucher without a sale: failed voucher_not_found;
@@ -108,8 +107,7 @@ func (p *BatchPlan) fail(o VoucherOrder, reason FailureReason) Outcome {
 	return out
 }
 
-// Redelivery is the outcome of delivering o again when st is recorded under its
-// ID: the record, not new, if it is o's; else a new, unrecorded id_conflict.
+// Redelivery answers o delivered again over st: st, not new, if it is o's; else an unrecorded id_conflict.
 func (st OrderStatus) Redelivery(o VoucherOrder) Outcome {
 	switch {
 	case st.Order != o:

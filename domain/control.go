@@ -63,8 +63,7 @@ func (s Sale) SameControls(o Sale) bool {
 	return s.stock == o.stock && s.end.Equal(o.end) && s.paused == o.paused
 }
 
-// Added is every unit AddStock added since creation; the gate keeps the same
-// total, which makes adding them to it idempotent.
+// Added is every unit AddStock added; the gate keeps the same total, so adding them is idempotent.
 func (s Sale) Added() int   { return s.added }
 func (s Sale) Paused() bool { return s.paused }
 

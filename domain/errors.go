@@ -6,8 +6,7 @@ import (
 	"slices"
 )
 
-// Refusal is a business answer to a claim: expected, not a failure. Its stable
-// code travels unchanged from the gate's claim script to the HTTP envelope's `code`.
+// Refusal is a business answer to a claim, not a failure; its code goes unchanged from gate to client.
 type Refusal struct {
 	code string
 	text string

@@ -133,8 +133,7 @@ type Payment struct {
 	At            time.Time
 }
 
-// OrderFilter selects a sale's orders for its operator: "unpaid" is created, "expired" is
-// cancelled by the pay window; failed claims are never listed.
+// OrderFilter selects a sale's orders (never failed ones) for its operator: "unpaid" is created.
 type OrderFilter string
 
 const (

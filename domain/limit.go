@@ -50,9 +50,8 @@ func BuyerMarks(v Voucher, orders []VoucherOrder) (map[UserID][]OrderID, error) 
 	return marks, nil
 }
 
-// KeepQueued adds to marks the places of orders still queued, so a gate rebuilt
-// meanwhile keeps them, and reports how many it added. One past its user's limit
-// is skipped (the database will refuse it): refusing the rebuild would leave no gate.
+// KeepQueued adds to marks the places of orders still queued and reports how many; one past its
+// user's limit is skipped (the database will refuse it), as refusing the rebuild leaves no gate.
 func KeepQueued(marks map[UserID][]OrderID, s Sale, queued []VoucherOrder) int {
 	added := 0
 	for _, o := range queued {

@@ -86,8 +86,7 @@ func (s Sale) HasRoom() bool   { return !s.room.IsZero() }
 
 func (r RoomRules) Opens(begin time.Time) time.Time { return begin.Add(-r.opensBefore) }
 
-// InDraw tells whether an operation at now is in the pre-queue's draw: at or before
-// begin, to the millisecond (the room store's resolution).
+// InDraw tells whether an operation at now is in the draw: at or before begin, to the store's millisecond.
 func InDraw(begin, now time.Time) bool {
 	return !now.Truncate(time.Millisecond).After(begin.Truncate(time.Millisecond))
 }

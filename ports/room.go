@@ -33,11 +33,9 @@ type RoomState struct {
 	Drawn bool
 	N     int64
 	Seed  [domain.RoomSeedSize]byte
-	// Positions below Boundary are admitted, below Expired admitted longer than
-	// a pass's lifetime ago; Used passes were used, Lapsed places expired unused.
+	// Below Boundary admitted, below Expired past a pass's lifetime; passes Used, or Lapsed unused.
 	Boundary, Expired, Used, Lapsed int64
-	// Outstanding passes are live and unused; Left is the gate's stock (-1 where
-	// unreadable: a split voucher), which they never exceed.
+	// Outstanding passes (live, unused) never exceed Left, the gate's stock (-1: a split voucher).
 	Outstanding, Left int64
 	// Steps are the advances above the caller's boundary, oldest first, down to Expired.
 	Steps []RoomStep
