@@ -115,6 +115,7 @@ type OrderQueue interface {
 	// Publish enqueues without blocking, or returns ErrQueueFull (ErrQueueClosed after Close).
 	Publish(ctx context.Context, o domain.VoucherOrder) error
 	// Receive waits for 1..max orders in publish order; after Close, what is left, then ErrQueueClosed.
+	// It returns ctx.Err() when ctx ends first.
 	Receive(ctx context.Context, max int) ([]Delivery, error)
 	Ack(ctx context.Context, ds []Delivery) error // their outcome is committed
 	// DeadLetter sets aside for good deliveries recorded as failed (a no-op if it never redelivers).
@@ -127,7 +128,7 @@ type Outcome = domain.Outcome
 // OrderRepository is the source of truth for orders.
 type OrderRepository interface {
 	// CreateBatch records orders in one transaction, each created or failed exactly once, outcomes in
-	// input order. An error means nothing was committed.
+	// input order, stock never below zero. An error means nothing was committed.
 	CreateBatch(ctx context.Context, orders []domain.VoucherOrder) ([]Outcome, error)
 	// MarkFailed records orders without an outcome as failed; serialised with CreateBatch per voucher.
 	MarkFailed(ctx context.Context, orders []domain.VoucherOrder, reason domain.FailureReason) ([]Outcome, error)
