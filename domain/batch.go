@@ -5,101 +5,63 @@ import (
 	"slices"
 )
 
-// Outcome is what recording one order of a batch came to (ports.Outcome is
-// this type).
+// Outcome is what recording one order of a batch came to (ports.Outcome).
 type Outcome struct {
 	Order  VoucherOrder
 	State  OrderState // OrderCreated or OrderFailed
 	Reason FailureReason
-	// New is false when the outcome was already recorded by an earlier delivery.
-	New bool
-	// Cause is what the database said when it refused this order alone
-	// (Reason FailRefused); nil otherwise. For logs and operators.
-	Cause error
+	New    bool  // false: recorded by an earlier delivery
+	Cause  error // what the database said when it refused this order alone (FailRefused)
 }
 
-// BatchState is what a store holds that a batch's outcomes depend on. A
-// repository reads it under the lock (transaction, row locks, mutex) that
-// keeps it true until the plan made from it is written, in the way Wild
-// Workouts' UpdateHour keeps the rule in the domain while the repository locks.
+// BatchState is what a batch's outcomes depend on, read under the lock that holds until the plan is written.
 type BatchState struct {
-	// Recorded is the outcome recorded under each of the batch's order IDs
-	// that has one.
-	Recorded map[OrderID]OrderStatus
-	// Stock is the remaining stock of each of the batch's vouchers that has
-	// a sale; a voucher without an entry has none (it is gone).
-	Stock map[VoucherID]int
-	// Holders is, per voucher and user, the slots of the user's orders that
-	// hold a place in the sale (one each, 1..the limit; a cancelled order
-	// keeps its place unless it was reclaimable). It must cover the batch's
-	// users; it may hold more.
-	Holders map[VoucherID]map[UserID][]int
-	// Limits is each voucher's limit per user (Sale.LimitPerUser); a voucher
-	// without an entry (or below 1) allows one order per user.
-	Limits map[VoucherID]int
+	Recorded map[OrderID]OrderStatus        // the outcome recorded under each ID that has one
+	Stock    map[VoucherID]int              // remaining stock of each voucher with a sale
+	Holders  map[VoucherID]map[UserID][]int // slots of each user's places; covers the batch's users
+	Limits   map[VoucherID]int              // Sale.LimitPerUser; absent or below 1: one
 }
 
-// BatchPlan is what a batch comes to: each order's outcome, and the writes
-// that record them. The store applies the writes as one unit, or none.
+// BatchPlan is each order's outcome and the writes, applied all or none, that record them.
 type BatchPlan struct {
-	// Outcomes has one entry per input order, in input order.
-	Outcomes []Outcome
-	// Created are the orders to insert.
-	Created []VoucherOrder
-	// Failures are the new failures to record. An id_conflict is never
-	// among them: the ID's row belongs to the other order.
-	Failures []Outcome
-	// Taken is how many units to take from each voucher's stock; it is never
-	// more than the voucher's Stock in the state the plan was made from.
-	Taken map[VoucherID]int
-	// Slots is the slot of each created order: the lowest of 1..the limit
-	// that none of its user's places in the sale holds. A store keeps it
-	// with the order, under a unique key on (user, voucher, slot) over the
-	// orders holding a place, so the database too refuses a place too many.
+	Outcomes []Outcome         // one per input order, in input order
+	Created  []VoucherOrder    // the orders to insert
+	Failures []Outcome         // new failures to record; never an id_conflict (the row is the other order's)
+	Taken    map[VoucherID]int // units to take; never more than the state's Stock
+	// Slots is each created order's lowest free slot in 1..the limit, kept under a unique key on
+	// (user, voucher, slot) so the database too refuses a place too many.
 	Slots map[OrderID]int
 }
 
-// PlanBatch decides the outcome of every order of a batch, in input order,
-// from what the store holds. Each order is:
-//   - already recorded under its ID (or earlier in this batch): its recorded
-//     outcome again, New=false;
+// PlanBatch decides each order's outcome, in input order, from st (only read), checking in this order:
+//   - recorded under its ID (or earlier in this batch): that outcome, New=false;
 //   - an ID recorded for another user or voucher: failed id_conflict;
 //   - of a voucher without a sale: failed voucher_not_found;
-//   - of a user who holds as many places in the voucher's sale as its limit
-//     per user (counting orders created earlier in this batch): failed
-//     duplicate;
+//   - of a user holding as many places as the limit (with this batch's): duplicate;
 //   - past the remaining stock: failed out_of_stock;
 //   - otherwise created, taking one unit and the user's lowest free slot.
-//
-// The checks come in that order, so a redelivery is answered by its record
-// whatever has changed since, and a user is told duplicate rather than
-// out_of_stock. st is only read.
 func PlanBatch(orders []VoucherOrder, st BatchState) BatchPlan {
 	plan := BatchPlan{Outcomes: make([]Outcome, 0, len(orders)), Taken: map[VoucherID]int{}, Slots: map[OrderID]int{}}
 	first := map[OrderID]int{}                 // where an ID first appears in this batch
 	buyers := map[VoucherID]map[UserID][]int{} // slots this batch gave each user
 	for _, o := range orders {
 		if i, seen := first[o.ID()]; seen {
-			// Delivered twice in one batch: the later copy is a redelivery
-			// of the earlier one.
 			prev := plan.Outcomes[i]
 			plan.Outcomes = append(plan.Outcomes, OrderStatus{Order: prev.Order, State: prev.State, Reason: prev.Reason}.Redelivery(o))
 			continue
 		}
 		first[o.ID()] = len(plan.Outcomes)
-
 		v, u := o.VoucherID(), o.UserID()
 		rec, recorded := st.Recorded[o.ID()]
 		left, onSale := st.Stock[v]
 		held, given := st.Holders[v][u], buyers[v][u]
-		limit := max(st.Limits[v], 1)
 		var out Outcome
 		switch {
 		case recorded:
 			out = rec.Redelivery(o)
 		case !onSale:
 			out = plan.fail(o, FailVoucherGone)
-		case len(held)+len(given) >= limit:
+		case len(held)+len(given) >= max(st.Limits[v], 1):
 			out = plan.fail(o, FailDuplicate)
 		case left-plan.Taken[v] <= 0:
 			out = plan.fail(o, FailOutOfStock)
@@ -108,7 +70,10 @@ func PlanBatch(orders []VoucherOrder, st BatchState) BatchPlan {
 			if buyers[v] == nil {
 				buyers[v] = map[UserID][]int{}
 			}
-			slot := freeSlot(held, given)
+			slot := 1
+			for slices.Contains(held, slot) || slices.Contains(given, slot) {
+				slot++
+			}
 			buyers[v][u] = append(given, slot)
 			plan.Slots[o.ID()] = slot
 			plan.Created = append(plan.Created, o)
@@ -119,25 +84,11 @@ func PlanBatch(orders []VoucherOrder, st BatchState) BatchPlan {
 	return plan
 }
 
-// freeSlot is the lowest slot from 1 up that neither held nor given takes.
-// The caller has checked they take fewer than the limit, so it is within it
-// (a slot above the limit, were one stored, only counts against it).
-func freeSlot(held, given []int) int {
-	slot := 1
-	for slices.Contains(held, slot) || slices.Contains(given, slot) {
-		slot++
-	}
-	return slot
-}
-
-// PlanFailures decides what recording orders as failed for reason comes to,
-// given the outcomes recorded under their IDs: an order already recorded
-// (also earlier in this batch) keeps its outcome, New=false; an ID recorded
-// for another order is an id_conflict, not recorded; any other order is a new
-// failure. It takes no stock and creates nothing.
+// PlanFailures records orders as failed for reason, but for those already recorded
+// (even earlier in this batch), whose Redelivery it answers. It takes no stock.
 func PlanFailures(orders []VoucherOrder, reason FailureReason, recorded map[OrderID]OrderStatus) BatchPlan {
 	plan := BatchPlan{Outcomes: make([]Outcome, 0, len(orders))}
-	seen := make(map[OrderID]OrderStatus, len(recorded)+len(orders)) // recorded, and the failures this plan records
+	seen := make(map[OrderID]OrderStatus, len(recorded)+len(orders))
 	maps.Copy(seen, recorded)
 	for _, o := range orders {
 		if rec, ok := seen[o.ID()]; ok {
@@ -150,17 +101,13 @@ func PlanFailures(orders []VoucherOrder, reason FailureReason, recorded map[Orde
 	return plan
 }
 
-// fail is a new failure of o, to be recorded.
 func (p *BatchPlan) fail(o VoucherOrder, reason FailureReason) Outcome {
 	out := Outcome{Order: o, State: OrderFailed, Reason: reason, New: true}
 	p.Failures = append(p.Failures, out)
 	return out
 }
 
-// Redelivery is the outcome of delivering o again when st is recorded under
-// its ID: the record, not new, if it is o's (created, whatever its lifecycle
-// did since: paid or cancelled, it was created once; or its failure); a new
-// id_conflict, which is not recorded, if the ID belongs to another order.
+// Redelivery answers o delivered again over st: st, not new, if it is o's; else an unrecorded id_conflict.
 func (st OrderStatus) Redelivery(o VoucherOrder) Outcome {
 	switch {
 	case st.Order != o:

@@ -2,14 +2,10 @@ package domain
 
 import "time"
 
-// ControlError refuses an admin's sale control that cannot apply to the sale
-// as it stands (it has ended, its new end would be in the past): the input
-// was well formed, the sale's state says no. Its code is stable, like a
-// Refusal's (Code, e.g. "sale_over"), and nothing changed. It is a type of
-// its own so that it is not taken for a claim's Refusal.
+// ControlError refuses an admin control the sale's state rules out; nothing changed. It has a
+// stable Code but is its own type, so it is not taken for a claim's Refusal.
 type ControlError struct{ Refusal }
 
-// The sale controls' refusals.
 var (
 	ErrSaleOver       = &ControlError{Refusal{"sale_over", "the sale has already ended"}}
 	ErrSaleNotStarted = &ControlError{Refusal{"sale_not_started", "the sale has not started: move its end time instead"}}
@@ -17,10 +13,7 @@ var (
 	ErrEndBeforeBegin = &ControlError{Refusal{"end_before_begin", "the new end time is not after the sale's begin time"}}
 )
 
-// EndAt is the sale with its end moved to end (later or earlier), as an
-// admin asks at now. Moving it to where it is changes nothing and is no
-// error (a retried request). A sale that has ended stays ended; an end
-// before now or not after the begin would make a window nobody asked for.
+// EndAt is the sale with its end moved, as an admin asks at now; an unmoved end is a retry.
 func (s Sale) EndAt(end, now time.Time) (Sale, error) {
 	switch {
 	case end.IsZero():
@@ -38,9 +31,7 @@ func (s Sale) EndAt(end, now time.Time) (Sale, error) {
 	return s, nil
 }
 
-// EndNow is the sale ended at now; a sale already ended is left as it is
-// (ending it again is a retry, not an error). A sale that has not begun
-// has no now to end at: its end is moved instead (EndAt).
+// EndNow is the sale ended at now; an ended one is a retry, one not begun is EndAt's.
 func (s Sale) EndNow(now time.Time) (Sale, error) {
 	switch {
 	case s.Ended(now):
@@ -52,9 +43,7 @@ func (s Sale) EndNow(now time.Time) (Sale, error) {
 	return s, nil
 }
 
-// AddStock is the sale with n more units to sell, as an admin asks at now.
-// Only a sale that has not ended takes stock: units added to an ended sale
-// could never be sold.
+// AddStock is the sale with n more units to sell, as an admin asks at now; an ended sale takes none.
 func (s Sale) AddStock(n int, now time.Time) (Sale, error) {
 	switch {
 	case n <= 0:
@@ -69,35 +58,24 @@ func (s Sale) AddStock(n int, now time.Time) (Sale, error) {
 	return s, nil
 }
 
-// SameControls tells whether o is s in everything a control changes (the
-// stock, the end, the pause): storing o over s changes nothing, as a
-// retried control's does not.
+// SameControls tells whether o is s in everything a control changes (stock, end, pause).
 func (s Sale) SameControls(o Sale) bool {
 	return s.stock == o.stock && s.end.Equal(o.end) && s.paused == o.paused
 }
 
-// Added is every unit admins added to the sale (AddStock) since it was
-// created; the gate keeps the same total, which makes adding them to the
-// gate idempotent.
-func (s Sale) Added() int { return s.added }
-
-// Paused tells whether claims of the sale answer ErrPaused.
+// Added is every unit AddStock added; the gate keeps the same total, so adding them is idempotent.
+func (s Sale) Added() int   { return s.added }
 func (s Sale) Paused() bool { return s.paused }
 
-// WithStoredControls is the sale with its controls as stored. Use it only
-// in repositories.
+// WithStoredControls is the sale with its controls as stored. Use it only in repositories.
 func (s Sale) WithStoredControls(added int, paused bool) Sale {
 	s.added, s.paused = added, paused
 	return s
 }
 
-// WithSale is the voucher with its sale changed by a control (EndAt,
-// EndNow, AddStock).
 func (v Voucher) WithSale(s Sale) Voucher { v.sale = s; return v }
 
-// WithPause is the sale paused (paused true) or resumed, as an admin asks at
-// now. Asking for what it already is changes nothing. A sale that has ended
-// takes neither: its claims answer ended either way.
+// WithPause is the sale paused or resumed at now; an ended sale takes neither.
 func (s Sale) WithPause(paused bool, now time.Time) (Sale, error) {
 	if s.paused == paused {
 		return s, nil
@@ -109,11 +87,9 @@ func (s Sale) WithPause(paused bool, now time.Time) (Sale, error) {
 	return s, nil
 }
 
-// MaxIdempotencyKey is the longest Idempotency-Key accepted (the column size).
-const MaxIdempotencyKey = 128
+const MaxIdempotencyKey = 128 // the column size
 
-// CheckIdempotencyKey refuses an Idempotency-Key (empty: none) that is
-// longer than MaxIdempotencyKey or not printable ASCII without spaces.
+// CheckIdempotencyKey refuses an Idempotency-Key (empty: none) too long or not Printable.
 func CheckIdempotencyKey(key string) error {
 	switch {
 	case len(key) > MaxIdempotencyKey:
@@ -124,8 +100,6 @@ func CheckIdempotencyKey(key string) error {
 	return nil
 }
 
-// ControlKeyReused refuses an Idempotency-Key recorded for another control
-// request (another voucher, action or amount): nothing changed.
 func ControlKeyReused() error {
 	return invalid("Idempotency-Key", "was already used for another request; use a new key for a new request")
 }

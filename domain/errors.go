@@ -6,10 +6,7 @@ import (
 	"slices"
 )
 
-// Refusal is a business answer to a claim: expected, not a failure. Each has a
-// stable code that travels unchanged from the gate (the claim script answers
-// it) to the client (the HTTP envelope's `code`), so the list of refusals is
-// written once, here.
+// Refusal is a business answer to a claim, not a failure; its code goes unchanged from gate to client.
 type Refusal struct {
 	code string
 	text string
@@ -25,20 +22,18 @@ var (
 	ErrVoucherNotFound = &Refusal{"not_found", "voucher not found"}
 	ErrNotStarted      = &Refusal{"not_started", "sale has not started"}
 	ErrEnded           = &Refusal{"ended", "sale has ended"}
-	// ErrPaused: an admin paused the sale; claims are refused until it is
-	// resumed (the stock is kept).
-	ErrPaused         = &Refusal{"paused", "sale is paused"}
-	ErrSoldOut        = &Refusal{"sold_out", "sold out"}
-	ErrAlreadyClaimed = &Refusal{"duplicate", "already claimed by this user"}
+	ErrPaused          = &Refusal{"paused", "sale is paused"}
+	ErrSoldOut         = &Refusal{"sold_out", "sold out"}
+	ErrAlreadyClaimed  = &Refusal{"duplicate", "already claimed by this user"}
 )
 
-var refusals = []*Refusal{ErrVoucherNotFound, ErrNotStarted, ErrEnded, ErrPaused, ErrSoldOut, ErrAlreadyClaimed, ErrPassRequired, ErrPassExpired}
+var refusals = []*Refusal{ErrVoucherNotFound, ErrNotStarted, ErrEnded, ErrPaused, ErrSoldOut, ErrAlreadyClaimed,
+	ErrPassRequired, ErrPassExpired}
 
 // Refusals lists every business refusal of a claim. The slice is a copy.
 func Refusals() []*Refusal { return slices.Clone(refusals) }
 
-// RefusalByCode maps a refusal's code back to it (how adapters read a gate's
-// answer); false for anything else.
+// RefusalByCode maps a refusal's code back to it; false for anything else.
 func RefusalByCode(code string) (*Refusal, bool) {
 	for _, r := range refusals {
 		if r.code == code {
@@ -48,34 +43,26 @@ func RefusalByCode(code string) (*Refusal, bool) {
 	return nil, false
 }
 
-// IsRefusal reports whether err is, or wraps, a business refusal: the claim
-// changed nothing and the answer is final for this request.
+// IsRefusal reports whether err is, or wraps, a business refusal: final, and nothing changed.
 func IsRefusal(err error) bool {
 	var r *Refusal
 	return errors.As(err, &r)
 }
 
-// ErrOrderNotFound answers a status query for an order that does not exist or
-// is not the caller's.
+// ErrOrderNotFound answers for an order that does not exist or is not the caller's.
 var ErrOrderNotFound = errors.New("order not found")
 
-// ValidationError says which input was rejected and why. Constructors return it
-// so that bad input is refused before anything is stored.
 type ValidationError struct {
 	Field  string
 	Reason string
 }
 
-func (e *ValidationError) Error() string {
-	return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason)
-}
+func (e *ValidationError) Error() string { return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason) }
 
 func invalid(field, format string, args ...any) error {
 	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
-// parseEnum is how every Parse function of a string enum reads s: one of
-// valid, or a ValidationError of field naming what it is not.
 func parseEnum[T ~string](s, field, what string, valid ...T) (T, error) {
 	if slices.Contains(valid, T(s)) {
 		return T(s), nil

@@ -5,18 +5,14 @@ import (
 	"time"
 )
 
-// The order lifecycle after the database has an order (issue 25): created
-// (unpaid) until paid within the pay window, or cancelled, by its owner or
-// by the window's expiry, which gives its unit back to the sale. Money that
-// arrives after a cancellation turns the order refunding: it is recorded and
-// owed back, and never resurrects a unit already sold again.
+// A created order is paid, or cancelled (by its owner or the pay window) giving
+// its unit back; money after a cancellation makes it refunding, never resurrecting the unit.
 const (
 	OrderPaid      OrderState = "paid"
 	OrderCancelled OrderState = "cancelled" // with a CancelReason
 	OrderRefunding OrderState = "refunding" // paid after it was cancelled
 )
 
-// CancelReason says why an order was cancelled.
 type CancelReason string
 
 const (
@@ -24,23 +20,15 @@ const (
 	CancelByBuyer CancelReason = "cancelled" // its owner cancelled it
 )
 
-// ParseCancelReason accepts only the reasons above.
 func ParseCancelReason(s string) (CancelReason, error) {
 	return parseEnum(s, "reason", "cancel reason", CancelExpired, CancelByBuyer)
 }
 
-// ErrAlreadyPaid refuses to cancel a paid order: 200 success=false.
 var ErrAlreadyPaid = &Refusal{"already_paid", "order is already paid"}
 
-// HoldsUnit tells whether an order in this state keeps its unit of stock
-// and its buyer's one-per-voucher mark: a cancelled (or refunding) order
-// gave both back.
-func (s OrderState) HoldsUnit() bool {
-	return s == OrderQueued || s == OrderCreated || s == OrderPaid
-}
+func (s OrderState) HoldsUnit() bool { return s == OrderQueued || s == OrderCreated || s == OrderPaid }
 
-// Place is the order as a place among its buyer's in the sale: Forfeited
-// once its state holds no unit (the place keeps counting toward the limit).
+// Place is the order as one of its buyer's places: Forfeited once its state holds no unit.
 func (st OrderStatus) Place() VoucherOrder {
 	if st.State.HoldsUnit() {
 		return st.Order
@@ -48,10 +36,7 @@ func (st OrderStatus) Place() VoucherOrder {
 	return st.Order.Forfeited()
 }
 
-// AfterCancel is where a cancellation takes an order in state s, and whether
-// that is a change: a created order is cancelled; a cancelled or refunding
-// one stays as it is (cancelling is idempotent), and so does a failed one,
-// which holds nothing; a paid one refuses with ErrAlreadyPaid.
+// AfterCancel is where a cancellation takes an order in state s, and whether that is a change.
 func (s OrderState) AfterCancel() (OrderState, bool, error) {
 	switch s {
 	case OrderCreated:
@@ -64,8 +49,7 @@ func (s OrderState) AfterCancel() (OrderState, bool, error) {
 	return s, false, invalid("state", "an order %s cannot be cancelled yet", s)
 }
 
-// PayDeadline is when an order claimed under id must be paid by, counted
-// from the claim (the id's timestamp); zero when window is 0 (never expires).
+// PayDeadline is when an order claimed under id must be paid by; zero for no window.
 func PayDeadline(id OrderID, window time.Duration) time.Time {
 	if window <= 0 {
 		return time.Time{}
@@ -80,8 +64,7 @@ type Lifecycle struct {
 	PaidAt       time.Time    // set when paid or refunding
 }
 
-// PayBy is when st must still be paid by: its PayDeadline while it is
-// created (unpaid); zero once paid, cancelled or failed, or with no window.
+// PayBy is st's PayDeadline while it is created (unpaid); zero otherwise.
 func (st OrderStatus) PayBy() time.Time {
 	if st.State != OrderCreated {
 		return time.Time{}
@@ -89,65 +72,44 @@ func (st OrderStatus) PayBy() time.Time {
 	return st.PayDeadline
 }
 
-// MaxTransactionID bounds a payment provider's transaction id (the column's
-// width).
-const MaxTransactionID = 64
+const MaxTransactionID = 64 // the column's width
 
-// CheckPayment refuses a notification whose amount (in fen) is not the
-// voucher's payValue, or whose transaction id is empty, too long or not
-// printable ASCII: nothing is recorded from it.
+// CheckPayment refuses an amount (fen) other than payValue, or a transaction id not 1..64 Printable.
 func CheckPayment(payValue, amount int64, transactionID string) error {
-	if amount != payValue {
+	switch {
+	case amount != payValue:
 		return invalid("amount", "must be the voucher's payValue")
-	}
-	if transactionID == "" || len(transactionID) > MaxTransactionID {
+	case transactionID == "" || len(transactionID) > MaxTransactionID:
 		return invalid("transactionId", "must be 1 to %d characters", MaxTransactionID)
-	}
-	if !Printable(transactionID) {
+	case !Printable(transactionID):
 		return invalid("transactionId", "must be printable ASCII")
 	}
 	return nil
 }
 
-// Printable tells whether s is printable ASCII without spaces (0x21 to 0x7e):
-// the one rule for an identifier chosen outside (a key, a transaction id).
+// Printable tells whether s is printable ASCII without spaces: the rule for outside identifiers.
 func Printable(s string) bool {
 	return !strings.ContainsFunc(s, func(r rune) bool { return r < 0x21 || r > 0x7e })
 }
 
-// PaymentKind is what one received payment (one provider transaction) did.
-// Money is never lost: every signed notification of the right amount is
-// recorded once per transaction id with its kind, and every kind but
-// settled is money the shop must give back.
+// PaymentKind is what one provider transaction did, recorded once per transaction id.
 type PaymentKind string
 
 const (
-	// PaymentSettled paid an unpaid order.
-	PaymentSettled PaymentKind = "settled"
-	// PaymentLate arrived after the order was cancelled (expired or by its
-	// buyer): the order turns refunding; its unit stays on sale.
-	PaymentLate PaymentKind = "late"
-	// PaymentDouble is a second transaction for an order already paid (or
-	// already refunding): a double charge; the order is left as it is.
-	PaymentDouble PaymentKind = "double"
-	// PaymentUnsold is for an order that failed: it was never sold.
-	PaymentUnsold PaymentKind = "unsold"
+	PaymentSettled PaymentKind = "settled" // paid an unpaid order
+	PaymentLate    PaymentKind = "late"    // after a cancellation: the order turns refunding
+	PaymentDouble  PaymentKind = "double"  // a second transaction for a paid or refunding order
+	PaymentUnsold  PaymentKind = "unsold"  // for an order that failed
 )
 
-// ParsePaymentKind accepts only the kinds above.
 func ParsePaymentKind(s string) (PaymentKind, error) {
 	return parseEnum(s, "kind", "payment kind", PaymentSettled, PaymentLate, PaymentDouble, PaymentUnsold)
 }
 
-// Owed tells whether the payment's money must go back to the payer.
+// Owed tells whether the money must go back to the payer.
 func (k PaymentKind) Owed() bool { return k != PaymentSettled }
 
-// Pay is what a new transaction does to an order in state s: the kind it
-// is recorded as, and the state the order takes (s itself when it stays).
-// A created order becomes paid (settled); a cancelled one refunding (late:
-// the money is owed back, its unit stays returned); a paid or refunding one
-// stays as it is (double), and so does a failed one, never sold (unsold). A
-// queued order has no row to pay yet.
+// Pay is what a new transaction does to an order in state s: its kind and the state after.
 func (s OrderState) Pay() (PaymentKind, OrderState, error) {
 	switch s {
 	case OrderCreated:
@@ -162,12 +124,8 @@ func (s OrderState) Pay() (PaymentKind, OrderState, error) {
 	return "", s, invalid("state", "an order %s cannot be paid yet", s)
 }
 
-// ErrTransactionReused refuses a notification whose transaction id was
-// already recorded for another order: a provider's transaction pays one
-// order, so nothing is recorded from it.
 var ErrTransactionReused = invalid("transactionId", "was already recorded for another order")
 
-// Payment is one provider transaction the shop received for an order.
 type Payment struct {
 	TransactionID string
 	Order         VoucherOrder
@@ -175,11 +133,7 @@ type Payment struct {
 	At            time.Time
 }
 
-// OrderFilter selects a sale's orders by where they stand, for its
-// operator's list and export. Its names are the operator's words: an unpaid
-// order is the API's "created"; "cancelled" takes both reasons, "expired"
-// only the orders the pay window cancelled. Failed claims are not orders of
-// the sale (they never held a unit) and are not listed.
+// OrderFilter selects a sale's orders (never failed ones) for its operator: "unpaid" is created.
 type OrderFilter string
 
 const (
@@ -191,7 +145,6 @@ const (
 	RefundingOrders OrderFilter = "refunding"
 )
 
-// orderFilters is what each filter selects of a recorded order.
 var orderFilters = map[OrderFilter]func(OrderStatus) bool{
 	AllOrders:       func(st OrderStatus) bool { return st.State != OrderFailed && st.State != OrderQueued },
 	UnpaidOrders:    func(st OrderStatus) bool { return st.State == OrderCreated },
@@ -209,7 +162,6 @@ func ParseOrderFilter(s string) (OrderFilter, error) {
 	return OrderFilter(s), nil
 }
 
-// Matches tells whether a recorded order is one f selects.
 func (f OrderFilter) Matches(st OrderStatus) bool {
 	match, ok := orderFilters[f]
 	return ok && match(st)

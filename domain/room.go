@@ -7,14 +7,7 @@ import (
 	"time"
 )
 
-// RoomRules are a sale's waiting room (issue 27): who may claim is decided
-// by a line, not by who reaches the gate first. Everyone who joins from
-// OpensBefore before the sale's begin until the begin itself is placed in a
-// uniformly random order at the start (the draw); later joiners queue first
-// come, first served. Places are admitted at AdmitPerSecond; an admitted user
-// holds a pass valid for PassTTL, and no more passes are outstanding (issued,
-// not used, not expired) than the stock plus Margin. The zero value is "no
-// waiting room": the sale behaves as every sale did before rooms.
+// RoomRules are a sale's waiting room (docs/WAITING-ROOM.md); the zero value is "no waiting room".
 type RoomRules struct {
 	opensBefore time.Duration
 	admitPerSec int
@@ -22,23 +15,17 @@ type RoomRules struct {
 	margin      int
 }
 
-// Bounds of a room's rules: a pre-queue of a second is no pre-queue and one of
-// more than a day is not a flash sale; a pass must outlive a person's click
-// and a page load, and one held for longer than ten minutes blocks others.
 const (
 	MinRoomOpensBefore = time.Second
 	MaxRoomOpensBefore = 24 * time.Hour
 	MaxRoomAdmitRate   = 100_000
 	MinRoomPassTTL     = 5 * time.Second
 	MaxRoomPassTTL     = 10 * time.Minute
-	// RoomLead is how long before its begin a sale with a room must be
-	// created: every instance learns that a voucher has a room within a
-	// second of its creation, and none may let a claim without a pass
-	// through in the meantime (no claim succeeds before the begin anyway).
+	// RoomLead is how long before its begin a sale with a room must be created: every
+	// instance learns of a new room within a second, and none may admit a passless claim.
 	RoomLead = 3 * time.Second
 )
 
-// NewRoomRules validates a room's rules.
 func NewRoomRules(opensBefore time.Duration, admitPerSec int, passTTL time.Duration, margin int) (RoomRules, error) {
 	switch {
 	case opensBefore < MinRoomOpensBefore || opensBefore > MaxRoomOpensBefore:
@@ -47,7 +34,8 @@ func NewRoomRules(opensBefore time.Duration, admitPerSec int, passTTL time.Durat
 	case opensBefore%time.Second != 0:
 		return RoomRules{}, invalid("waitingRoom.opensBeforeSeconds", "must be whole seconds, got %s", opensBefore)
 	case admitPerSec < 1 || admitPerSec > MaxRoomAdmitRate:
-		return RoomRules{}, invalid("waitingRoom.admitPerSecond", "must be between 1 and %d, got %d", MaxRoomAdmitRate, admitPerSec)
+		return RoomRules{}, invalid("waitingRoom.admitPerSecond", "must be between 1 and %d, got %d",
+			MaxRoomAdmitRate, admitPerSec)
 	case passTTL < MinRoomPassTTL || passTTL > MaxRoomPassTTL:
 		return RoomRules{}, invalid("waitingRoom.passTtlSeconds", "must be between %d and %d seconds, got %s",
 			int(MinRoomPassTTL/time.Second), int(MaxRoomPassTTL/time.Second), passTTL)
@@ -65,8 +53,7 @@ func (r RoomRules) PassTTL() time.Duration     { return r.passTTL }
 func (r RoomRules) Margin() int                { return r.margin }
 func (r RoomRules) IsZero() bool               { return r.admitPerSec == 0 }
 
-// UnmarshalRoomRulesFromDatabase rebuilds stored rules (all zero: no room).
-// Use it only in repositories and stores, for rules validated when written.
+// UnmarshalRoomRulesFromDatabase rebuilds stored rules (no rate: no room). Use it only in stores.
 func UnmarshalRoomRulesFromDatabase(opensBefore time.Duration, admitPerSec int, passTTL time.Duration, margin int) RoomRules {
 	if admitPerSec <= 0 {
 		return RoomRules{}
@@ -74,47 +61,37 @@ func UnmarshalRoomRulesFromDatabase(opensBefore time.Duration, admitPerSec int, 
 	return RoomRules{opensBefore: opensBefore, admitPerSec: admitPerSec, passTTL: passTTL, margin: margin}
 }
 
-// WithRoom returns the sale with a waiting room, created at now: the sale
-// must begin at least RoomLead after now.
+// WithRoom returns the sale, created at now, with a waiting room: it must begin RoomLead after now.
 func (s Sale) WithRoom(now time.Time, r RoomRules) (Sale, error) {
-	if r.IsZero() {
+	switch {
+	case r.IsZero():
 		s.room = RoomRules{}
 		return s, nil
-	}
-	if s.LimitPerUser() > 1 {
-		return Sale{}, invalid("waitingRoom", "needs a limit of one order per user (a pass admits one order), got limitPerUser %d", s.LimitPerUser())
-	}
-	if s.begin.Before(now.Add(RoomLead)) {
+	case s.LimitPerUser() > 1:
+		return Sale{}, invalid("waitingRoom",
+			"needs a limit of one order per user (a pass admits one order), got limitPerUser %d", s.LimitPerUser())
+	case s.begin.Before(now.Add(RoomLead)):
 		return Sale{}, invalid("beginTime", "must be at least %s after now for a sale with a waiting room", RoomLead)
 	}
 	s.room = r
 	return s, nil
 }
 
-// WithStoredRoom is WithRoom for a sale read back from storage. Use it only in
-// repositories.
+// WithStoredRoom is the sale with its stored room. Use it only in repositories.
 func (s Sale) WithStoredRoom(r RoomRules) Sale { s.room = r; return s }
 
-// Room is the sale's waiting room; the zero RoomRules when it has none.
+// Room is the sale's waiting room; zero when it has none.
 func (s Sale) Room() RoomRules { return s.room }
+func (s Sale) HasRoom() bool   { return !s.room.IsZero() }
 
-// HasRoom tells whether claims of the sale need a waiting-room pass.
-func (s Sale) HasRoom() bool { return !s.room.IsZero() }
-
-// Opens is when the pre-queue of a sale beginning at begin opens.
 func (r RoomRules) Opens(begin time.Time) time.Time { return begin.Add(-r.opensBefore) }
 
-// InDraw tells whether a room operation at now is still in the pre-queue of
-// a sale beginning at begin: the draw includes every join recorded at or
-// before the begin, to the millisecond (the resolution the room's store
-// keeps). The draw closes at the first room operation after that, whichever
-// instance makes it.
+// InDraw tells whether an operation at now is in the draw: at or before begin, to the store's millisecond.
 func InDraw(begin, now time.Time) bool {
 	return !now.Truncate(time.Millisecond).After(begin.Truncate(time.Millisecond))
 }
 
-// Waiting-room answers. ErrPassRequired and ErrPassExpired are a claim's
-// refusals (see Refusals); the others answer a join or a poll.
+// Waiting-room answers: ErrPassRequired and ErrPassExpired refuse a claim, the others a join or poll.
 var (
 	ErrPassRequired = &Refusal{"pass_required", "this sale has a waiting room: a valid pass is required"}
 	ErrNoRoom       = &Refusal{"no_room", "this sale has no waiting room"}
@@ -123,40 +100,28 @@ var (
 	ErrPassExpired  = &Refusal{"pass_expired", "the pass was not used in time; the place went to the next in line"}
 )
 
-// RoomRefusals lists the answers of a join or a poll that are not claim
-// refusals. The slice is a copy.
-func RoomRefusals() []*Refusal {
-	return []*Refusal{ErrNoRoom, ErrRoomNotOpen, ErrNotInRoom}
-}
+// RoomRefusals lists the answers of a join or a poll that are not claim refusals.
+func RoomRefusals() []*Refusal { return []*Refusal{ErrNoRoom, ErrRoomNotOpen, ErrNotInRoom} }
 
-// AdmitTarget is how many places the admission rate allows after elapsed
-// since the begin (whole milliseconds, as the store counts them); before the
-// begin, none.
+// AdmitTarget is how many places the rate allows elapsed (whole ms) after the begin.
 func (r RoomRules) AdmitTarget(elapsed time.Duration) int64 {
 	return int64(r.admitPerSec) * max(elapsed.Milliseconds(), 0) / 1000
 }
 
-// RoomSeedSize is the length of a draw's secret seed.
 const RoomSeedSize = 32
 
-// Draw is the pre-queue's order: a keyed pseudo-random permutation of
-// [0, n), where n is how many joined before the draw closed. It is computed,
-// never stored: the place of the j-th joiner is one evaluation, so no one
-// scans or shuffles the queue, and every instance that knows the seed agrees.
-// It is a balanced Feistel network over the smallest even power of two not
-// below n, with SHA-256 of the seed as round function, walked in cycles until
-// it lands in [0, n) (at most a few steps: the domain is under 4n).
+// Draw is the pre-queue's order, a keyed permutation of [0, n) computed per place:
+// a balanced Feistel network (SHA-256 round function) over the smallest even power
+// of two not below n, cycle-walked into [0, n) in a few steps (the domain is under 4n).
 type Draw struct {
 	n    uint64
 	half uint // bits in each half
 	seed [RoomSeedSize]byte
 }
 
-// feistelRounds: four rounds of a pseudo-random function make a
-// pseudo-random permutation (Luby–Rackoff); two more are cheap insurance.
+// feistelRounds: four make a pseudo-random permutation (Luby–Rackoff); two more are insurance.
 const feistelRounds = 6
 
-// NewDraw is the draw of n pre-queue joiners under seed.
 func NewDraw(seed [RoomSeedSize]byte, n int64) Draw {
 	n = max(n, 0)
 	h := uint(1)
@@ -166,8 +131,7 @@ func NewDraw(seed [RoomSeedSize]byte, n int64) Draw {
 	return Draw{n: uint64(n), half: h, seed: seed}
 }
 
-// Place is the position (0 = first in line) of the joiner with join index j:
-// drawn for the pre-queue (j < n), first come, first served after it.
+// Place is the position (0 = first) of join index j: drawn if j < n, else first come, first served.
 func (d Draw) Place(j int64) int64 {
 	if j < 0 || uint64(j) >= d.n {
 		return j

@@ -24,29 +24,19 @@ const (
 
 // Sale is the flash-sale part of a voucher: how many can be sold and when.
 type Sale struct {
-	stock int
-	begin time.Time
-	end   time.Time
-	// buckets is how many parts the gate splits the stock into (0 and 1: one).
-	buckets int
-	// room is the sale's waiting room (room.go); zero: none.
-	room RoomRules
-	// added is every unit admins added to the sale since its creation
-	// (control.go): the gate keeps the same total, so adding again is
-	// told apart from adding once.
-	added int
-	// paused: claims answer paused until an admin resumes the sale.
-	paused bool
-	// limit is how many orders one user may hold (limit.go); 0 and 1: one.
-	limit int
+	stock      int
+	begin, end time.Time
+	buckets    int       // parts the gate splits the stock into; 0 and 1: one
+	room       RoomRules // zero: no waiting room
+	added      int       // units admins added since creation (control.go)
+	paused     bool      // claims answer ErrPaused until resumed
+	limit      int       // orders one user may hold (limit.go); 0 and 1: one
 }
 
-// MaxBuckets bounds a sale's split: more buckets than the gate's shards gains
-// nothing, and every bucket adds transfers when the sale runs down.
-const MaxBuckets = 16
-
-// MaxStock bounds a sale's stock so it fits the original's INT column and a Redis integer.
-const MaxStock = 1 << 30
+const (
+	MaxBuckets = 16      // more than the gate's shards gains nothing; each adds transfers at the end
+	MaxStock   = 1 << 30 // fits the original's INT column and a Redis integer
+)
 
 // NewSale validates the stock and the window [begin, end).
 func NewSale(stock int, begin, end time.Time) (Sale, error) {
@@ -65,10 +55,7 @@ func NewSale(stock int, begin, end time.Time) (Sale, error) {
 	return Sale{stock: stock, begin: begin, end: end}, nil
 }
 
-// NewSaleAt is NewSale for a sale created at now: it also refuses a window
-// that has already ended, since no claim could ever succeed and the voucher
-// would be listed with stock nobody can buy. A window that has not begun, or
-// has begun and not ended, is fine.
+// NewSaleAt is NewSale for a sale created at now: it also refuses a window already ended.
 func NewSaleAt(now time.Time, stock int, begin, end time.Time) (Sale, error) {
 	s, err := NewSale(stock, begin, end)
 	if err != nil {
@@ -85,12 +72,10 @@ func (s Sale) Begin() time.Time { return s.begin }
 func (s Sale) End() time.Time   { return s.end }
 func (s Sale) IsZero() bool     { return s.begin.IsZero() }
 
-// Buckets is how many parts the gate splits the sale's stock into: 1 (the
-// default) keeps it whole; more spreads one hot sale over several shards.
+// Buckets is how many parts the gate splits the sale's stock into (1: whole).
 func (s Sale) Buckets() int { return max(s.buckets, 1) }
 
-// WithBuckets returns the sale split into k buckets, 1..MaxBuckets; a split
-// needs at least one unit per bucket.
+// WithBuckets returns the sale split into k buckets, 1..MaxBuckets, each with at least one unit.
 func (s Sale) WithBuckets(k int) (Sale, error) {
 	switch {
 	case k < 1 || k > MaxBuckets:
@@ -102,10 +87,7 @@ func (s Sale) WithBuckets(k int) (Sale, error) {
 	return s, nil
 }
 
-// Check tells whether a claim made at now may take one unit of remaining stock:
-// the window first, then the pause, then the stock. The memory gate applies it
-// as is; the Redis gate's claim script, which cannot call Go, mirrors it
-// atomically.
+// Check tells whether a claim at now may take a unit of remaining; the Redis claim script mirrors it.
 func (s Sale) Check(now time.Time, remaining int) error {
 	switch {
 	case !s.Started(now):
@@ -120,18 +102,11 @@ func (s Sale) Check(now time.Time, remaining int) error {
 	return nil
 }
 
-// Started tells whether the window has begun at now; its begin is inclusive.
+// Started and Ended tell whether the window [begin, end) has begun, or is over, at now.
 func (s Sale) Started(now time.Time) bool { return !now.Before(s.begin) }
+func (s Sale) Ended(now time.Time) bool   { return Ended(s.end, now) }
+func Ended(end, now time.Time) bool       { return !now.Before(end) }
 
-// Ended tells whether the window is over at now.
-func (s Sale) Ended(now time.Time) bool { return Ended(s.end, now) }
-
-// Ended tells whether a window ending at end is over at now; its end is
-// exclusive. A waiting room, which keeps its sale's end and not the sale,
-// asks it too.
-func Ended(end, now time.Time) bool { return !now.Before(end) }
-
-// ErrNotSeckill refuses to store as a seckill voucher one without a sale.
 var ErrNotSeckill = invalid("type", "must be a seckill voucher with a sale")
 
 // Voucher is a shop's voucher; a seckill voucher also has a Sale.
@@ -145,27 +120,20 @@ type Voucher struct {
 
 // VoucherSpec is what a caller provides to create a seckill voucher.
 type VoucherSpec struct {
-	ShopID      ShopID
-	Title       string
-	SubTitle    string
-	Rules       string
-	PayValue    int64
-	ActualValue int64
+	ShopID                 ShopID
+	Title, SubTitle, Rules string
+	PayValue, ActualValue  int64
 }
 
-// Field limits follow the original's column sizes.
-const (
-	maxTitleLen = 255
-	maxRulesLen = 1024
-)
+const maxTitleLen, maxRulesLen = 255, 1024 // the original's column sizes
 
-// NewSeckillVoucher validates a new, not yet stored, seckill voucher (its ID is 0
-// until a repository assigns one).
+// NewSeckillVoucher validates a new seckill voucher (ID 0 until a repository assigns one).
 func NewSeckillVoucher(spec VoucherSpec, sale Sale) (Voucher, error) {
 	for _, f := range [...]struct{ name, text string }{
 		{"title", spec.Title}, {"subTitle", spec.SubTitle}, {"rules", spec.Rules},
 	} {
-		if i := controlAt(f.text); i >= 0 {
+		// MySQL drops a NUL silently, and a line break or escape is nothing a shop means to show.
+		if i := strings.IndexFunc(f.text, func(r rune) bool { return r < 0x20 || r == 0x7f }); i >= 0 {
 			return Voucher{}, invalid(f.name, "must not hold control characters, got %U at byte %d", rune(f.text[i]), i)
 		}
 	}
@@ -190,38 +158,20 @@ func NewSeckillVoucher(spec VoucherSpec, sale Sale) (Voucher, error) {
 	return Voucher{spec: spec, typ: VoucherSeckill, status: 1, sale: sale}, nil
 }
 
-// controlAt is the byte offset of the first C0 control character (NUL
-// included) or DEL in s, or -1. Text fields hold none: MySQL drops a NUL
-// silently (a title of "\x00" passed "required" and was stored empty), and a
-// line break or escape in a title is not something a shop means to show.
-func controlAt(s string) int {
-	return strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
-}
-
-// UnmarshalVoucherFromDatabase rebuilds a stored voucher. It is not a
-// constructor: use it only in repositories, for rows that were validated when
-// written. sale is the zero Sale for a normal voucher.
+// UnmarshalVoucherFromDatabase rebuilds a stored voucher (sale zero if normal). Only for repositories.
 func UnmarshalVoucherFromDatabase(id VoucherID, spec VoucherSpec, typ VoucherType, status int8, sale Sale) Voucher {
 	return Voucher{id: id, spec: spec, typ: typ, status: status, sale: sale}
 }
 
-// UnmarshalSplitSaleFromDatabase rebuilds a stored sale, whose stock may
-// have been sold down to 0, with its number of buckets (0 or 1: unsplit).
-// Use it only in repositories.
+// UnmarshalSplitSaleFromDatabase rebuilds a stored sale (stock may be 0). Only for repositories.
 func UnmarshalSplitSaleFromDatabase(stock int, begin, end time.Time, buckets int) Sale {
 	return Sale{stock: stock, begin: begin, end: end, buckets: unsplit(buckets)}
 }
 
-// WithStoredWindow is the sale with its window as it is stored (its times at
-// the store's resolution, or an end a control moved), all else kept. Use it
-// only in repositories and gates.
-func (s Sale) WithStoredWindow(begin, end time.Time) Sale {
-	s.begin, s.end = begin, end
-	return s
-}
+// WithStoredWindow is the sale with its window as stored. Use it only in repositories and gates.
+func (s Sale) WithStoredWindow(begin, end time.Time) Sale { s.begin, s.end = begin, end; return s }
 
-// unsplit keeps one representation of an unsplit sale (0), so sales compare
-// equal however they were made.
+// unsplit keeps one representation of 1 (0), so sales compare equal however they were made.
 func unsplit(k int) int {
 	if k <= 1 {
 		return 0
@@ -229,11 +179,9 @@ func unsplit(k int) int {
 	return k
 }
 
-// WithID returns the voucher with the ID a repository assigned.
 func (v Voucher) WithID(id VoucherID) Voucher { v.id = id; return v }
 
-// WithStock returns the voucher with its sale's stock replaced (e.g. by what is
-// left in the database).
+// WithStock is the voucher with its sale's stock replaced (e.g. by what the database has left).
 func (v Voucher) WithStock(stock int) Voucher { v.sale.stock = stock; return v }
 
 func (v Voucher) ID() VoucherID      { return v.id }
@@ -248,8 +196,7 @@ func (v Voucher) Status() int8       { return v.status }
 func (v Voucher) Sale() Sale         { return v.sale }
 func (v Voucher) IsSeckill() bool    { return v.typ == VoucherSeckill && !v.sale.IsZero() }
 
-// CheckGateable tells why a stock gate cannot hold v, or nil: a gate holds a
-// seckill voucher's sale under the id its repository gave it.
+// CheckGateable tells why a stock gate cannot hold v (a stored seckill voucher), or nil.
 func (v Voucher) CheckGateable() error {
 	if v.id <= 0 {
 		return errors.New("voucher has no id yet")
