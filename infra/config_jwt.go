@@ -8,29 +8,20 @@ import (
 	"github.com/hmdp-go/seckill/adapters/jwtsession"
 )
 
-// JWT holds the settings of sessions from the shop's own identity provider
-// (issue 39): with a JWKS URL or a key file, `Authorization: Bearer <JWT>`
-// is accepted beside hmdp's tokens.
+// JWT: sessions from the shop's own identity provider, accepted as
+// `Authorization: Bearer <JWT>` beside hmdp's tokens.
 type JWT struct {
-	JWKSURL string `env:"SECKILL_JWT_JWKS_URL" help:"the shop's identity provider's JWKS: Authorization: Bearer <JWT> is accepted beside hmdp's tokens"`
-	KeyFile string `env:"SECKILL_JWT_KEY_FILE" help:"instead of a JWKS URL, a PEM file of the provider's public keys"`
-	// Issuer and Audience, when set, must match the token's iss and aud
-	// (DESIGN.md: checked when set). Without an audience a token the
-	// provider made for another of its applications passes too: the
-	// service warns at start.
-	Issuer   string `env:"SECKILL_JWT_ISSUER" help:"the tokens' iss, checked when set: the provider (unset, the start warns)"`
-	Audience string `env:"SECKILL_JWT_AUDIENCE" help:"the tokens' aud, checked when set: this service at the provider (unset, the start warns)"`
-	// Algs is the comma-separated allow-list, asymmetric algorithms only.
+	JWKSURL    string `env:"SECKILL_JWT_JWKS_URL" help:"the shop's identity provider's JWKS: Authorization: Bearer <JWT> is accepted beside hmdp's tokens"`
+	KeyFile    string `env:"SECKILL_JWT_KEY_FILE" help:"instead of a JWKS URL, a PEM file of the provider's public keys"`
+	Issuer     string `env:"SECKILL_JWT_ISSUER" help:"the tokens' iss, checked when set: the provider (unset, the start warns)"`
+	Audience   string `env:"SECKILL_JWT_AUDIENCE" help:"the tokens' aud, checked when set: this service at the provider (unset, the start warns)"`
 	Algs       string `env:"SECKILL_JWT_ALGS" envDefault:"RS256,ES256" help:"the signature algorithms accepted: asymmetric only (RS*, PS*, ES*, EdDSA)"`
 	UserClaim  string `env:"SECKILL_JWT_USER_CLAIM" envDefault:"sub" help:"the claim holding the numeric user id"`
 	RolesClaim string `env:"SECKILL_JWT_ROLES_CLAIM" envDefault:"roles" help:"the claim holding the roles (a list of strings, or one)"`
-	// AdminRole, found in RolesClaim, makes the token's user an admin;
-	// empty: only SECKILL_ADMIN_USERS are.
-	AdminRole string `env:"SECKILL_JWT_ADMIN_ROLE" help:"a role in the provider's roles claim that makes its holder an admin (beside SECKILL_ADMIN_USERS)"`
+	AdminRole  string `env:"SECKILL_JWT_ADMIN_ROLE" help:"a role in the provider's roles claim that makes its holder an admin (beside SECKILL_ADMIN_USERS)"`
 }
 
-// unchecked names what the provider's tokens are accepted without checking,
-// for the start's warning: the issuer and the audience, when unset.
+// unchecked names the unset issuer and audience, for the start's warning.
 func (j JWT) unchecked() []string {
 	var out []string
 	if j.Issuer == "" {
@@ -42,7 +33,6 @@ func (j JWT) unchecked() []string {
 	return out
 }
 
-// on tells whether the provider's tokens are accepted.
 func (j JWT) on() bool { return j.JWKSURL != "" || j.KeyFile != "" }
 
 func (j JWT) algs() []string {
