@@ -223,10 +223,9 @@ const DeploymentKey = "deployment"
 // ErrForeignRedis: the Redis key prefix belongs to another database.
 var ErrForeignRedis = errors.New("the Redis key prefix belongs to another deployment")
 
-// BindDeployment ties the key prefix in Redis to the database: the database's
-// deployment id is written under <prefix>deployment when Redis has none, and
-// must equal it otherwise, since two deployments sharing a prefix would take
-// each other's orders. The database is the authority: it never adopts Redis's id.
+// BindDeployment writes the database's deployment id under <prefix>deployment
+// when Redis has none, and refuses another: two deployments sharing a prefix
+// would take each other's orders. The database never adopts Redis's id.
 func BindDeployment(ctx context.Context, db bun.IDB, rdb redis.UniversalClient, c Config) (string, error) {
 	id, err := mysqlstore.DeploymentID(ctx, db)
 	if err != nil {

@@ -41,9 +41,8 @@ func provideSessionStore(rdb redis.UniversalClient, claims ClaimRedis, c Config)
 	return redissession.New(rdb, redissession.Options{TTL: c.TokenTTL, Lookups: claims.UniversalClient, Wait: c.RedisTimeout, Bound: bounds.Context})
 }
 
-// provideSessions puts the session cache in front of Redis; Redis's CLIENT
-// TRACKING revokes a token on every instance at once. Without tracking (the
-// embedded miniredis) a revoked token keeps working for up to TokenCacheTTL.
+// provideSessions puts the session cache in front of Redis; without CLIENT
+// TRACKING a revoked token keeps working for up to TokenCacheTTL.
 func provideSessions(rdb redis.UniversalClient, s *redissession.Store, c Config, log zerolog.Logger) (*redissession.Sessions, func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -162,10 +161,8 @@ func provideSoldOutMarks(c Config) *application.SoldOutMarks {
 	return application.NewSoldOutMarks(c.SoldOutWindow, nil)
 }
 
-// provideStockGate is the gate every use case and the channel admission see,
-// outermost first: RoomGate opens a sale's waiting room before the gate makes
-// it claimable; SoldOutGate clears the sold-out marks whenever stock may come
-// back; the gate holds each voucher whole or in buckets.
+// provideStockGate is the gate every use case sees: RoomGate (opens a sale's
+// room before its gate) over SoldOutGate (clears the marks when stock may come back).
 func provideStockGate(gate *redisgate.Gate, marks *application.SoldOutMarks, rooms ports.RoomStore,
 	dir *application.RoomDirectory,
 ) *application.RoomGate {
@@ -198,9 +195,7 @@ func providePayOrder(orders ports.OrderRepository, vouchers ports.VoucherReposit
 }
 
 // expiryPass expires due orders and finishes interrupted returns, again at
-// once while a pass finds a full batch. Every instance runs it (the database
-// hands each due order to one, SKIP LOCKED), with a window of 0 too, so that
-// cancelled orders' units are returned.
+// once after a full batch. It runs with a window of 0 too: cancelled orders' units return.
 func expiryPass(expire *application.ExpireOrders, log zerolog.Logger) func(context.Context) {
 	return func(ctx context.Context) {
 		for ctx.Err() == nil {
@@ -262,10 +257,9 @@ type queueDriver struct {
 	Monitor   ports.QueueMonitor
 }
 
-// provideQueue picks the queue driver. Each admission takes its own queue
-// type: the channel's reserves through the marked gate (a rollback's Release
-// clears the voucher's mark at once); the stream's claim script also XADDs
-// the order, so reservation and message are one atomic step.
+// provideQueue picks the queue driver. The channel's admission reserves
+// through the marked gate, so a rollback clears the mark at once; the stream's
+// claim script also XADDs the order.
 func provideQueue(c Config, rdb redis.UniversalClient, gate *redisgate.Gate, stock ports.StockGate, o *Observability,
 	log zerolog.Logger,
 ) (queueDriver, func(), error) {
@@ -290,12 +284,9 @@ func provideQueue(c Config, rdb redis.UniversalClient, gate *redisgate.Gate, sto
 	return d, cleanup, nil
 }
 
-// provideStreamQueue first takes the consumer lease, which refuses a second
-// live instance under the same SECKILL_CONSUMER: the two would share one
-// pending list, each re-reading what the other is writing. The name must stay
-// stable across restarts (a restart re-reads its own pending entries at once),
-// so it is refused rather than made unique. The cleanup closes the queue, then
-// releases the name, so a graceful restart does not wait out the lease.
+// provideStreamQueue first takes the consumer lease, refusing a second live
+// instance under the same (stable) SECKILL_CONSUMER: the two would share one
+// pending list. The cleanup releases it, so a graceful restart does not wait.
 func provideStreamQueue(rdb redis.UniversalClient, c Config, log zerolog.Logger) (*redisstream.Queue, func(), error) {
 	// A killed instance's name stays taken this long, well before the others
 	// would take its entries over anyway.
