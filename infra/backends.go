@@ -89,9 +89,8 @@ func newRedisNode(c Config, log zerolog.Logger) (redis.UniversalClient, func(), 
 }
 
 // bounded applies Tuning.RedisTimeout to every wait of a client and makes it
-// honour its callers' deadlines (go-redis ignores them unless told). A refused
-// dial is not retried: the node is dead, which a cluster client must learn at
-// once to reload its slot map.
+// honour its callers' deadlines. A refused dial is not retried: the node is
+// dead, which a cluster client must learn at once.
 func bounded(c Config, dial, read, write, pool *time.Duration, honourCtx *bool, dialRetries *int) {
 	*dial, *read, *write, *pool = c.RedisTimeout, c.RedisTimeout, c.RedisTimeout, c.RedisTimeout
 	*honourCtx = true

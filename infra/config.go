@@ -1,6 +1,5 @@
 // Package infra is the composition root: configuration, logging, clients for
-// Redis and the database (real or embedded), and the Wire injectors that build
-// one service per queue driver.
+// Redis and the database (real or embedded), and the Wire injector.
 package infra
 
 import (

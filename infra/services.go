@@ -57,8 +57,7 @@ func ticking(every time.Duration, pass func(context.Context)) func(context.Conte
 }
 
 // background runs the draining Services and the rest under an errgroup each,
-// so shutdown can wait for the first before it stops the second. A service
-// that fails is logged; the others keep running.
+// so shutdown can wait for the first before it stops the second.
 type background struct {
 	cancel context.CancelFunc
 	drains errgroup.Group
