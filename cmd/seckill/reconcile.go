@@ -45,7 +45,6 @@ flags:
 		return err
 	}
 	defer cleanup()
-
 	id := domain.VoucherID(*voucher)
 	before, err := rec.Check(ctx, id)
 	if err != nil {
