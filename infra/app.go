@@ -25,25 +25,20 @@ import (
 // App is one wired service: what `seckill serve` runs and what in-process
 // tests and the bench start.
 type App struct {
-	Config  Config
-	Log     zerolog.Logger
-	Handler http.Handler
-	Queue   ports.OrderQueue
-	Restore *application.RestoreGate
-	Gate    *redisgate.Gate
-	Tokens  ports.TokenIssuer
-	// Sessions resolves login tokens through the one session cache.
-	Sessions *redissession.Sessions
-	DB       *bun.DB
-	Redis    redis.UniversalClient
-	// Observability holds the metrics and their listener.
+	Config        Config
+	Log           zerolog.Logger
+	Handler       http.Handler
+	Queue         ports.OrderQueue
+	Restore       *application.RestoreGate
+	Gate          *redisgate.Gate
+	Tokens        ports.TokenIssuer
+	Sessions      *redissession.Sessions
+	DB            *bun.DB
+	Redis         redis.UniversalClient
 	Observability *Observability
-	// Expire cancels unpaid orders past their pay window (the order
-	// expiry service).
-	Expire *application.ExpireOrders
-	// Worker and Claims run as background services (services.go).
-	Worker *worker.Worker
-	Claims *metrics.ClaimCounter
+	Expire        *application.ExpireOrders
+	Worker        *worker.Worker
+	Claims        *metrics.ClaimCounter
 
 	srv      *http.Server
 	addr     net.Addr
@@ -51,20 +46,16 @@ type App struct {
 	serveErr chan error
 }
 
-// Build wires the service with the injector of the configured queue driver.
+// Build wires the service.
 func Build(c Config, log zerolog.Logger) (*App, func(), error) {
-	switch c.Queue {
-	case QueueChannel:
-		return InitChannelApp(c, log)
-	case QueueStream:
-		return InitStreamApp(c, log)
-	default:
+	if c.Queue != QueueChannel && c.Queue != QueueStream {
 		return nil, nil, fmt.Errorf("SECKILL_QUEUE=%q is not available", c.Queue)
 	}
+	return InitApp(c, log)
 }
 
-// Start readies the backends (prepare), starts the background services,
-// then serves HTTP. It returns once the listener is bound; Addr tells where.
+// Start readies the backends, starts the background services, then serves
+// HTTP. It returns once the listener is bound; Addr tells where.
 func (a *App) Start(ctx context.Context) error {
 	deployment, err := a.prepare(ctx)
 	if err != nil {
@@ -80,10 +71,8 @@ func (a *App) Start(ctx context.Context) error {
 	return nil
 }
 
-// prepare migrates (unless disabled), binds the Redis prefix to this
-// database, loads the scripts, restores the gate from the database and
-// prunes ended sales: everything a claim or a worker relies on. It answers
-// the deployment's name.
+// prepare does everything a claim or a worker relies on, and answers the
+// deployment's name.
 func (a *App) prepare(ctx context.Context) (string, error) {
 	if a.Config.Migrate {
 		applied, err := mysqlstore.Migrate(ctx, a.DB)
@@ -94,8 +83,7 @@ func (a *App) prepare(ctx context.Context) (string, error) {
 			a.Log.Info().Strs("migrations", applied).Msg("database migrated")
 		}
 	}
-	// Before anything is written to Redis: a prefix of another deployment's
-	// must not receive this database's gates.
+	// Before any Redis write: another deployment's prefix must not get our gates.
 	deployment, err := BindDeployment(ctx, a.DB, a.Redis, a.Config)
 	if err != nil {
 		return "", err
@@ -115,7 +103,6 @@ func (a *App) prepare(ctx context.Context) (string, error) {
 	if rep.Restored > 0 {
 		a.Log.Info().Int("vouchers", rep.Restored).Msg("gate restored from the database")
 	}
-	// Housekeeping: a failure leaves the members for the next start.
 	if n, err := a.Gate.PruneLive(ctx); err != nil {
 		a.Log.Warn().Err(err).Msg("pruning ended sales from the live set failed")
 	} else if n > 0 {
@@ -124,8 +111,7 @@ func (a *App) prepare(ctx context.Context) (string, error) {
 	return deployment, nil
 }
 
-// serve binds the API's listener, serves it, and starts the metrics
-// listener. It answers the API's connection cap.
+// serve serves the API and the metrics, and answers the API's connection cap.
 func (a *App) serve() (int, error) {
 	l, err := net.Listen("tcp", a.Config.HTTPAddr)
 	if err != nil {
@@ -134,8 +120,6 @@ func (a *App) serve() (int, error) {
 	a.addr = l.Addr()
 	maxConns := a.Config.maxConns(fileLimit())
 	if a.Config.HTTPMaxConns == 0 && maxConns < fewConns {
-		// Seen under a container runtime whose file limit was 1,024: the
-		// cap became 512 with nothing said, and a stampede meets it.
 		a.Log.Warn().Uint64("file_limit", fileLimit()).Int("max_conns", maxConns).
 			Msg("the open-file limit cuts the API's connection cap: raise it (ulimit -n, or the container runtime's nofile limit) or set SECKILL_HTTP_MAX_CONNS")
 	}
@@ -150,10 +134,9 @@ func (a *App) serve() (int, error) {
 	return maxConns, nil
 }
 
-// logListening is the start line: where the service listens and on what.
 func (a *App) logListening(deployment string, maxConns int) {
 	redisEmbedded, dbEmbedded := a.Config.Embedded()
-	metricsURL := "off" // or where to scrape
+	metricsURL := "off"
 	if addr := a.Observability.MetricsAddr(); addr != "" {
 		metricsURL = "http://" + addr + "/metrics"
 	}
@@ -176,10 +159,9 @@ func (a *App) logListening(deployment string, maxConns int) {
 // Addr is where the server listens, once started.
 func (a *App) Addr() string { return a.addr.String() }
 
-// Shutdown stops accepting, lets in-flight requests finish, closes the queue
-// and lets the workers drain it into the database, all within ctx's deadline.
-// Orders a channel still holds at the deadline are logged and lost; a stream
-// keeps them pending for the next start.
+// Shutdown stops accepting, lets in-flight requests finish, and lets the
+// workers drain the queue into the database, all within ctx's deadline.
+// Orders a channel still holds then are lost; a stream keeps them pending.
 func (a *App) Shutdown(ctx context.Context) error {
 	var errs []error
 	if err := a.srv.Shutdown(ctx); err != nil {
@@ -235,30 +217,21 @@ func provideReady(rdb redis.UniversalClient, db *bun.DB) func(context.Context) e
 	}
 }
 
-// DeploymentKey is the Redis key, under the key prefix, that names the
-// database the prefix belongs to.
+// DeploymentKey, under the key prefix, names the database the prefix belongs to.
 const DeploymentKey = "deployment"
 
 // ErrForeignRedis: the Redis key prefix belongs to another database.
 var ErrForeignRedis = errors.New("the Redis key prefix belongs to another deployment")
 
-// BindDeployment ties the key prefix in Redis to the database: the database's
-// deployment id (created at its first start) is written under
-// <prefix>deployment when Redis has none (a new deployment, or a Redis that
-// restarted empty), and must equal it otherwise. Two deployments whose
-// databases differ but whose Redis and prefix are the same would take each
-// other's orders (a claim answered by one, fulfilled into the other's
-// database as voucher_not_found); the second of them is refused here, before
-// it restores a gate or serves a claim. The database is the authority: a
-// database without an id never adopts the one in Redis, since that is exactly
-// the database of another deployment.
+// BindDeployment writes the database's deployment id under <prefix>deployment
+// when Redis has none, and refuses another: two deployments sharing a prefix
+// would take each other's orders. The database never adopts Redis's id.
 func BindDeployment(ctx context.Context, db bun.IDB, rdb redis.UniversalClient, c Config) (string, error) {
 	id, err := mysqlstore.DeploymentID(ctx, db)
 	if err != nil {
 		return "", err
 	}
 	key := c.KeyPrefix + DeploymentKey
-	// No expiry: the binding lasts as long as the Redis data it protects.
 	if err := rdb.SetNX(ctx, key, id, 0).Err(); err != nil {
 		return "", fmt.Errorf("write the deployment id to Redis (%s): %w", key, err)
 	}
@@ -267,7 +240,7 @@ func BindDeployment(ctx context.Context, db bun.IDB, rdb redis.UniversalClient, 
 		return "", fmt.Errorf("read the deployment id from Redis (%s): %w", key, err)
 	}
 	if got != id {
-		where := c.redisForLog() // without a password
+		where := c.redisForLog()
 		if c.RedisCluster() {
 			where = fmt.Sprintf("cluster %v", c.RedisClusterAddrs)
 		}
@@ -281,9 +254,8 @@ func BindDeployment(ctx context.Context, db bun.IDB, rdb redis.UniversalClient, 
 	return id, nil
 }
 
-// BuildReconcile wires the operator's reconcile tool: the gate, the database,
-// and in stream mode the gate's streams as the backlog (a channel's is inside
-// the service's process and cannot be seen).
+// BuildReconcile wires the operator's reconcile tool; in stream mode the
+// gate's streams are the backlog (a channel's cannot be seen from outside).
 func BuildReconcile(c Config, log zerolog.Logger) (*application.ReconcileVoucher, func(), error) {
 	rdb, closeRedis, err := NewRedis(c, log)
 	if err != nil {
@@ -295,15 +267,13 @@ func BuildReconcile(c Config, log zerolog.Logger) (*application.ReconcileVoucher
 		return nil, nil, err
 	}
 	cleanup := func() { closeDB(); closeRedis() }
-	// --fix writes this database's state into Redis: only into its own prefix.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := BindDeployment(ctx, db, rdb, c); err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	// The service's own provider, so the tool sees the gate and its streams
-	// under the very keys and options the service writes them with.
+	// The service's own provider: the very keys and options the service uses.
 	vouchers, orders := mysqlstore.NewVoucherRepo(db), mysqlstore.NewOrderRepo(db)
 	gate := provideGate(rdb, ClaimRedis{rdb}, c, vouchers, orders)
 	var backlog ports.QueueBacklog

@@ -15,11 +15,9 @@ import (
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 )
 
-// NewRedis connects to SECKILL_REDIS_CLUSTER_ADDRS (a cluster client) or
-// SECKILL_REDIS_URL (one node), or starts the embedded miniredis when neither
-// is set. The same adapters run on all three: every multi-key command they
-// send stays within one hash slot, so a cluster changes the client, never the
-// code path.
+// NewRedis connects to the cluster or the one node configured, or starts the
+// embedded miniredis. Every multi-key command stays within one hash slot, so
+// a cluster changes the client, never the code path.
 func NewRedis(c Config, log zerolog.Logger) (redis.UniversalClient, func(), error) {
 	routeRedisLogs(log)
 	connect := newRedisNode
@@ -33,13 +31,10 @@ func NewRedis(c Config, log zerolog.Logger) (redis.UniversalClient, func(), erro
 	return rdb, cleanup, err
 }
 
-// checkMinReplicas warns, with SECKILL_REDIS_WAIT_REPLICAS set, about every
-// master whose min-replicas-to-write is below it. Such a master, once it has
-// lost its replicas (a failover promoted it and none follows yet), takes
-// every claim and cannot confirm one: each is answered outcome_unknown, for
-// the rest of the sale. With the setting, it refuses the claim's first write
-// and the claim answers busy with nothing taken. A server that does not let
-// CONFIG be read (a managed Redis) is not checked.
+// checkMinReplicas warns about every master whose min-replicas-to-write is
+// below SECKILL_REDIS_WAIT_REPLICAS: having lost its replicas, it would answer
+// every claim outcome_unknown rather than refuse it busy. A Redis that hides
+// CONFIG is not checked.
 func checkMinReplicas(c Config, rdb redis.UniversalClient, log zerolog.Logger) {
 	if c.RedisWaitReplicas <= 0 {
 		return
@@ -61,13 +56,9 @@ func checkMinReplicas(c Config, rdb redis.UniversalClient, log zerolog.Logger) {
 	}
 }
 
-// newRedisNode connects to the one node of SECKILL_REDIS_URL, or starts the
-// embedded one.
 func newRedisNode(c Config, log zerolog.Logger) (redis.UniversalClient, func(), error) {
-	var (
-		opt      *redis.Options
-		embedded *miniredis.Miniredis
-	)
+	var embedded *miniredis.Miniredis
+	opt, err := redis.ParseURL(c.RedisURL)
 	if c.RedisURL == "" {
 		embedded = miniredis.NewMiniRedis()
 		if err := embedded.Start(); err != nil {
@@ -76,11 +67,8 @@ func newRedisNode(c Config, log zerolog.Logger) (redis.UniversalClient, func(), 
 		log.Warn().Str("addr", embedded.Addr()).
 			Msg("embedded Redis (miniredis, in-process, lost at exit); set SECKILL_REDIS_URL=redis://127.0.0.1:6379/0 for a real one")
 		opt = &redis.Options{Addr: embedded.Addr()}
-	} else {
-		var err error
-		if opt, err = redis.ParseURL(c.RedisURL); err != nil {
-			return nil, nil, fmt.Errorf("SECKILL_REDIS_URL: %w", err)
-		}
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("SECKILL_REDIS_URL: %w", err)
 	}
 	opt.PoolSize = c.RedisPoolSize
 	bounded(c, &opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout, &opt.ContextTimeoutEnabled, &opt.DialerRetries)
@@ -100,52 +88,37 @@ func newRedisNode(c Config, log zerolog.Logger) (redis.UniversalClient, func(), 
 	return rdb, cleanup, nil
 }
 
-// bounded applies Tuning.RedisTimeout to every wait of a client and makes
-// it honour its callers' deadlines (go-redis ignores a context's deadline on
-// the connection unless told): a claim's budget then ends a dial, a read or a
-// wait for a connection, instead of go-redis's 5 s defaults outliving it.
-//
-// A refused dial is not retried within an attempt (go-redis dials 5 times,
-// 100 ms apart, by default): the command's own retries follow, and a node
-// that refuses connections is dead, which the cluster client must learn at
-// once to reload its slot map.
+// bounded applies Tuning.RedisTimeout to every wait of a client and makes it
+// honour its callers' deadlines. A refused dial is not retried: the node is
+// dead, which a cluster client must learn at once.
 func bounded(c Config, dial, read, write, pool *time.Duration, honourCtx *bool, dialRetries *int) {
 	*dial, *read, *write, *pool = c.RedisTimeout, c.RedisTimeout, c.RedisTimeout, c.RedisTimeout
 	*honourCtx = true
 	*dialRetries = 1
 }
 
-// ClaimRedis is the client of the claim path's commands (claim script and its
-// index write, session lookup, order id lease): the asynchronous automatic
-// pipeliner of the Redis client, so the commands of concurrent claims share
-// one write and one read (Tuning.RedisAutoPipeline), or the client itself
-// when it is off.
+// ClaimRedis is the client of the claim path's commands: go-redis's automatic
+// pipeliner (Tuning.RedisAutoPipeline), or the client itself when it is off.
 type ClaimRedis struct{ redis.UniversalClient }
 
-// NewClaimRedis builds the pipeliner on rdb with the configured options. The
-// asynchronous face is used (commands return at once, results wait) because
-// it lets a claim submit its script and index write together and wait for
-// both within its budget (adapters/internal/redisx).
+// NewClaimRedis builds the pipeliner's asynchronous face, so a claim submits
+// its script and index write together and waits for both within its budget.
 func NewClaimRedis(rdb redis.UniversalClient, c Config, log zerolog.Logger) (ClaimRedis, func(), error) {
 	if c.RedisAutoPipeline == AutoPipelineOff {
 		return ClaimRedis{rdb}, func() {}, nil
 	}
 	if c.Tracing.Enabled() {
-		// A pipelined command's span would belong to the pipeliner's batch,
-		// not to the request that sent it, and the tracing hook would cost
-		// every wait a goroutine-id read: traced, the claim path talks to
-		// Redis directly, each command a child of its request.
+		// A pipelined command's span would belong to the batch, not to its
+		// request, and the hook would cost every wait a goroutine-id read.
 		log.Info().Msg("tracing is on: the claim path does not auto-pipeline, so its Redis calls are traced per request")
 		return ClaimRedis{rdb}, func() {}, nil
 	}
 	opts := redis.DefaultAutoPipelineOptions()
 	opts.FullDuplex = c.RedisAutoPipeline == AutoPipelineFull
 	opts.MaxFlushDelay = c.RedisAutoPipelineDelay
-	// On one node, several full-duplex engines route by the first key, so a
-	// voucher's claims and releases stay in order (Config refuses shards
-	// with half duplex, which would run batches in parallel, unordered).
+	// Full-duplex shards route by the first key, so a voucher's claims and
+	// releases stay in order.
 	opts.NumShards = c.RedisAutoPipelineShards
-	// A go-redis Client or ClusterClient.
 	pipelined, ok := rdb.(interface {
 		AsyncAutoPipelineWithOptions(*redis.AutoPipelineOptions) (*redis.AutoPipeliner, error)
 	})
@@ -162,13 +135,11 @@ func NewClaimRedis(rdb redis.UniversalClient, c Config, log zerolog.Logger) (Cla
 	return ClaimRedis{ap}, func() { _ = ap.Close() }, nil
 }
 
-// newRedisCluster builds the cluster client. RedisPoolSize is per node, as
-// go-redis counts it: each master serves its own slots' share of a stampede.
+// newRedisCluster builds the cluster client; RedisPoolSize is per node.
 func newRedisCluster(c Config, log zerolog.Logger) (redis.UniversalClient, func(), error) {
 	opt := &redis.ClusterOptions{
-		Addrs:    c.RedisClusterAddrs,
-		PoolSize: c.RedisPoolSize,
-		// The periodic reload is only the backstop of reloadOnNodeFailure.
+		Addrs:                      c.RedisClusterAddrs,
+		PoolSize:                   c.RedisPoolSize,
 		ClusterStateReloadInterval: clusterReloadBackstop,
 	}
 	bounded(c, &opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout, &opt.ContextTimeoutEnabled, &opt.DialerRetries)
@@ -176,8 +147,7 @@ func newRedisCluster(c Config, log zerolog.Logger) (redis.UniversalClient, func(
 	followFailovers(rdb)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	// Ping every master, not just one seed: a claim lands on whichever master
-	// owns its voucher's slot, so one unreachable master is a failed start.
+	// Every master, not just one seed: a claim may land on any of them.
 	err := rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 		return m.Ping(ctx).Err()
 	})
@@ -189,25 +159,19 @@ func newRedisCluster(c Config, log zerolog.Logger) (redis.UniversalClient, func(
 	return rdb, func() { _ = rdb.Close() }, nil
 }
 
-// NewDB opens MySQL/MariaDB from SECKILL_MYSQL_DSN, or embedded SQLite under
-// SECKILL_DATA_DIR when it is empty. Both go through the same Bun repositories.
+// NewDB opens MySQL/MariaDB, or embedded SQLite when SECKILL_MYSQL_DSN is empty.
 func NewDB(c Config, log zerolog.Logger) (*bun.DB, func(), error) {
-	var (
-		db  *bun.DB
-		err error
-	)
+	open, source := mysqlstore.OpenMySQL, c.MySQLDSN
 	if c.MySQLDSN == "" {
-		path := filepath.Join(c.DataDir, "seckill.db")
-		db, err = mysqlstore.OpenSQLite(path)
-		if err == nil {
-			log.Warn().Str("path", path).
-				Msg("embedded SQLite; set SECKILL_MYSQL_DSN='root@tcp(127.0.0.1:3306)/seckill?parseTime=true' for MySQL/MariaDB")
-		}
-	} else {
-		db, err = mysqlstore.OpenMySQL(c.MySQLDSN)
+		open, source = mysqlstore.OpenSQLite, filepath.Join(c.DataDir, "seckill.db")
 	}
+	db, err := open(source)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open database: %w", err)
+	}
+	if c.MySQLDSN == "" {
+		log.Warn().Str("path", source).
+			Msg("embedded SQLite; set SECKILL_MYSQL_DSN='root@tcp(127.0.0.1:3306)/seckill?parseTime=true' for MySQL/MariaDB")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

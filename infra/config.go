@@ -1,6 +1,5 @@
 // Package infra is the composition root: configuration, logging, clients for
-// Redis and the database (real or embedded), and the Wire injectors that build
-// one service per queue driver.
+// Redis and the database (real or embedded), and the Wire injector.
 package infra
 
 import (
@@ -8,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/hmdp-go/seckill/adapters/jwtsession"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 )
@@ -32,110 +33,61 @@ const (
 
 // Config is read once from the environment at start, validated, and passed down.
 type Config struct {
-	// PayWindow: an order must be paid within it, counted from the claim,
-	// or it is cancelled (expired) and its unit goes back on sale. 0: orders
-	// never expire, as the original.
-	PayWindow time.Duration `env:"SECKILL_PAY_WINDOW" envDefault:"15m" help:"an order must be paid within this time of its claim, or it expires and its unit returns (0 = never)"`
-	// PaymentSecret keys the HMAC-SHA256 that signs payment notifications
-	// (POST /payments/notify, header X-Seckill-Signature); empty leaves the
-	// route unmounted.
-	PaymentSecret string `env:"SECKILL_PAYMENT_SECRET" help:"the key of the HMAC-SHA256 in X-Seckill-Signature of POST /payments/notify (at least 16 bytes)"`
-	// ReclaimAfterCancel lets the buyer of a cancelled or expired order claim
-	// the voucher again (a new order; the cancelled one stays on record).
-	// Off, the default, the order forfeits the place: it still counts toward
-	// the buyer's one order per voucher, and a later claim answers duplicate,
-	// so a few accounts cannot hold the stock by letting orders lapse.
+	PayWindow     time.Duration `env:"SECKILL_PAY_WINDOW" envDefault:"15m" help:"an order must be paid within this time of its claim, or it expires and its unit returns (0 = never)"`
+	PaymentSecret string        `env:"SECKILL_PAYMENT_SECRET" help:"the key of the HMAC-SHA256 in X-Seckill-Signature of POST /payments/notify (at least 16 bytes)"`
+	// Off, a cancelled order still counts toward the buyer's one order per
+	// voucher, so a few accounts cannot hold the stock by letting orders lapse.
 	ReclaimAfterCancel bool `env:"SECKILL_RECLAIM_AFTER_CANCEL" envDefault:"false" help:"true lets the buyer of a cancelled or expired order claim the voucher again (a new order)"`
-	// RoomSecret keys the HMAC that signs waiting-room tickets and passes;
-	// every instance must share it. Empty: a random key kept in Redis
-	// (SET NX, shared by every instance on that Redis), which a Redis that
-	// loses its data replaces, voiding the tickets and passes out.
+	// Empty: a random key kept in Redis (SET NX), which a Redis that loses its
+	// data replaces, voiding the tickets and passes out.
 	RoomSecret string `env:"SECKILL_ROOM_SECRET" help:"the key of the HMAC that signs waiting-room tickets and passes (at least 32 bytes)"`
-	// JWT: sessions from the shop's own identity provider (config_jwt.go).
 	JWT
-	// Tuning: the knobs no operator sets, in code (tuning.go).
 	Tuning
-	HTTPAddr string `env:"SECKILL_HTTP_ADDR" envDefault:"127.0.0.1:8080" help:"listen address"`
-	// HTTPMaxConns caps the API's open connections (0: from the file limit).
-	HTTPMaxConns int `env:"SECKILL_HTTP_MAX_CONNS" envDefault:"0" help:"most open API connections"`
-	// RedisURL names one Redis node. With RedisClusterAddrs also empty, an
-	// embedded in-process Redis (miniredis) runs instead.
-	RedisURL string `env:"SECKILL_REDIS_URL" help:"one Redis node: redis://host:port/db"`
-	// RedisClusterAddrs are seed nodes (host:port) of a Redis Cluster; the
-	// cluster client discovers the rest. Exclusive with RedisURL.
-	RedisClusterAddrs []string `env:"SECKILL_REDIS_CLUSTER_ADDRS" envSeparator:"," help:"a Redis Cluster's seed nodes, host:port,host:port,... (exclusive with SECKILL_REDIS_URL)"`
-	// RedisWaitReplicas: a claim answers success only after this many
-	// replicas of its master acknowledged its writes (Redis WAIT); 0 = off.
-	// Unconfirmed within RedisWaitTimeout, the claim answers
-	// outcome_unknown with its order id.
+	HTTPAddr     string `env:"SECKILL_HTTP_ADDR" envDefault:"127.0.0.1:8080" help:"listen address"`
+	HTTPMaxConns int    `env:"SECKILL_HTTP_MAX_CONNS" envDefault:"0" help:"most open API connections"` // 0: from the file limit
+	// RedisURL and RedisClusterAddrs both empty: an embedded miniredis.
+	RedisURL          string        `env:"SECKILL_REDIS_URL" help:"one Redis node: redis://host:port/db"`
+	RedisClusterAddrs []string      `env:"SECKILL_REDIS_CLUSTER_ADDRS" envSeparator:"," help:"a Redis Cluster's seed nodes, host:port,host:port,... (exclusive with SECKILL_REDIS_URL)"`
 	RedisWaitReplicas int           `env:"SECKILL_REDIS_WAIT_REPLICAS" envDefault:"0" help:"replicas of its master that must hold a claim before it answers success (Redis WAIT); 0 = off"`
 	RedisWaitTimeout  time.Duration `env:"SECKILL_REDIS_WAIT_TIMEOUT" envDefault:"500ms" help:"how long a claim waits for those replicas; unconfirmed → 503 outcome_unknown"`
 	// MySQLDSN empty runs embedded SQLite under DataDir.
 	MySQLDSN string `env:"SECKILL_MYSQL_DSN" help:"user:pass@tcp(host:port)/db?parseTime=true (times are kept in UTC)"`
 	DataDir  string `env:"SECKILL_DATA_DIR" envDefault:"./data" help:"where the embedded SQLite lives"`
-
-	Queue string `env:"SECKILL_QUEUE" envDefault:"stream" help:"queue driver: stream or channel"`
-	// BatchSize: most orders per MySQL transaction. 500: a commit costs
-	// MariaDB about 480µs of CPU whatever its size (plus about 4.7µs per
-	// row); see Tuning.BatchLinger and docs/BENCHMARKS.md ("Bigger
-	// batches, one writer").
-	BatchSize int `env:"SECKILL_BATCH_SIZE" envDefault:"500" help:"most orders per MySQL transaction (one writer makes the biggest batches)"`
-
-	// Stream queue settings (SECKILL_QUEUE=stream).
+	Queue    string `env:"SECKILL_QUEUE" envDefault:"stream" help:"queue driver: stream or channel"`
+	// 500: a commit costs MariaDB about 480µs of CPU whatever its size, plus
+	// about 4.7µs per row (docs/BENCHMARKS.md, "Bigger batches, one writer").
+	BatchSize     int           `env:"SECKILL_BATCH_SIZE" envDefault:"500" help:"most orders per MySQL transaction (one writer makes the biggest batches)"`
 	Consumer      string        `env:"SECKILL_CONSUMER" help:"this instance's consumer name in the group (stable, unique per instance)"` // default: derived from the host name
 	StreamMinIdle time.Duration `env:"SECKILL_STREAM_MIN_IDLE" envDefault:"30s" help:"how long a dead consumer's entry waits before another instance claims it"`
+	KeyPrefix     string        `env:"SECKILL_KEY_PREFIX" envDefault:"seckill:" help:"prefix of the gate's Redis keys"`
 
-	// KeyPrefix namespaces the gate's Redis keys, so several deployments (or
-	// test runs) can share one Redis.
-	KeyPrefix string `env:"SECKILL_KEY_PREFIX" envDefault:"seckill:" help:"prefix of the gate's Redis keys"`
-
-	Timezone        string        `env:"SECKILL_TIMEZONE" envDefault:"UTC" help:"zone of the original API's zone-less times"`
-	ShutdownTimeout time.Duration `env:"SECKILL_SHUTDOWN_TIMEOUT" envDefault:"20s" help:"graceful shutdown deadline (stream mode: below SECKILL_STREAM_MIN_IDLE)"`
-	DevEndpoints    bool          `env:"SECKILL_DEV_ENDPOINTS" envDefault:"false" help:"mount POST /dev/tokens (make run sets it)"`
-	// DevEndpointsOnRealRedis acknowledges the dev endpoint on a real Redis
-	// (devEndpointsRefused): it must read DevEndpointsAck exactly.
-	DevEndpointsOnRealRedis string `env:"SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS" help:"i-understand-anyone-can-log-in-as-anyone: the dev endpoint on a real Redis"`
-
-	// AdminUsers are the user ids (comma-separated) whose login token may
-	// create vouchers and reach every admin endpoint; empty means nobody.
-	AdminUsers string `env:"SECKILL_ADMIN_USERS" help:"comma-separated user ids whose token may create vouchers and use admin endpoints (make run: 1)"`
-	// Rate limits on claim and order status, per sliding window: requests
-	// one user (RateUser) and one client IP (RateIP) may make; 0 turns that
-	// limit off. The per-IP one is higher because many users share an IP
-	// behind NAT.
-	RateUser int `env:"SECKILL_RATE_USER" envDefault:"40" help:"claims + order-status requests one user may make per 2 s window (0 = no limit)"`
-	RateIP   int `env:"SECKILL_RATE_IP" envDefault:"2000" help:"the same per client IP, higher because users share IPs behind NAT (0 = no limit)"`
-	// TrustedProxies are the CIDRs (or single addresses), comma-separated, of
-	// the reverse proxies whose X-Forwarded-For / X-Real-IP name the client;
-	// empty trusts none and the client is the connection's peer.
-	TrustedProxies string `env:"SECKILL_TRUSTED_PROXIES" help:"CIDRs (or addresses) of reverse proxies whose X-Forwarded-For / X-Real-IP name the client"`
-
-	LogLevel  string `env:"SECKILL_LOG_LEVEL" envDefault:"info" help:"zerolog level (one line per HTTP request at debug)"`
-	LogFormat string `env:"SECKILL_LOG_FORMAT" envDefault:"json" help:"json or console"`
-
-	// MetricsAddr serves /metrics on a listener of its own, loopback by
-	// default: the figures are business data. "off" (or empty) disables it.
+	Timezone                string        `env:"SECKILL_TIMEZONE" envDefault:"UTC" help:"zone of the original API's zone-less times"`
+	ShutdownTimeout         time.Duration `env:"SECKILL_SHUTDOWN_TIMEOUT" envDefault:"20s" help:"graceful shutdown deadline (stream mode: below SECKILL_STREAM_MIN_IDLE)"`
+	DevEndpoints            bool          `env:"SECKILL_DEV_ENDPOINTS" envDefault:"false" help:"mount POST /dev/tokens (make run sets it)"`
+	DevEndpointsOnRealRedis string        `env:"SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS" help:"i-understand-anyone-can-log-in-as-anyone: the dev endpoint on a real Redis"`
+	AdminUsers              string        `env:"SECKILL_ADMIN_USERS" help:"comma-separated user ids whose token may create vouchers and use admin endpoints (make run: 1)"`
+	RateUser                int           `env:"SECKILL_RATE_USER" envDefault:"40" help:"claims + order-status requests one user may make per 2 s window (0 = no limit)"`
+	RateIP                  int           `env:"SECKILL_RATE_IP" envDefault:"2000" help:"the same per client IP, higher because users share IPs behind NAT (0 = no limit)"`
+	TrustedProxies          string        `env:"SECKILL_TRUSTED_PROXIES" help:"CIDRs (or addresses) of reverse proxies whose X-Forwarded-For / X-Real-IP name the client"`
+	LogLevel                string        `env:"SECKILL_LOG_LEVEL" envDefault:"info" help:"zerolog level (one line per HTTP request at debug)"`
+	LogFormat               string        `env:"SECKILL_LOG_FORMAT" envDefault:"json" help:"json or console"`
+	// Loopback by default: the figures are business data. "off" (or empty)
+	// disables it.
 	MetricsAddr string `env:"SECKILL_METRICS_ADDR" envDefault:"127.0.0.1:9090" help:"where /metrics is served, apart from the API"`
-	// Tracing is off unless the standard OTEL_* variables turn it on.
-	Tracing TracingConfig
+	Tracing     TracingConfig
 }
 
 // LoadConfig reads and validates the environment.
 func LoadConfig() (Config, error) { return LoadConfigFrom(env.ToMap(os.Environ())) }
 
-// LoadConfigFrom reads and validates the given variables instead of the
-// process environment. It parses every variable, then validates every one
-// that parsed, so a user fixing a deployment sees all the bad variables in
-// one message, each as "VARIABLE: what is wrong", rather than one per
-// attempt.
+// LoadConfigFrom reads and validates vars instead of the environment. Every
+// bad variable is reported in one message, each as "VARIABLE: what is wrong".
 func LoadConfigFrom(vars map[string]string) (Config, error) {
 	c := Config{Tuning: DefaultTuning()}
 	var p problems
 	if err := env.ParseWithOptions(&c, env.Options{Environment: vars}); err != nil {
 		p.parseErrors(err, vars)
 	}
-	// What the environment may leave out but has no static default is set
-	// here, once: Validate only reads.
 	if c.Consumer == "" {
 		c.Consumer = defaultConsumer()
 	}
@@ -147,15 +99,13 @@ func LoadConfigFrom(vars map[string]string) (Config, error) {
 	return c, nil
 }
 
-// problems gathers what is wrong with a configuration, one line per variable
-// in one format. A variable that did not parse is reported once, as such, and
-// its checks (which would only see the zero value) are skipped.
+// problems gathers what is wrong, one line per variable. A variable that did
+// not parse is reported once, and its checks (of a zero value) are skipped.
 type problems struct {
 	list     []string
 	unparsed map[string]bool
 }
 
-// rule is one check of a setting: when bad, msg is reported under name.
 type rule struct {
 	name string
 	bad  bool
@@ -168,7 +118,6 @@ func (p *problems) add(name, msg string) {
 	}
 }
 
-// report adds the rules that found something, in order.
 func (p *problems) report(rules ...rule) {
 	for _, r := range rules {
 		if r.bad {
@@ -184,8 +133,8 @@ func (p *problems) err() error {
 	return errors.New("invalid configuration:\n  " + strings.Join(p.list, "\n  "))
 }
 
-// parseErrors rewrites the env library's errors, which name the Go field and
-// the strconv call, as "VARIABLE: want <kind>, got <value>".
+// parseErrors rewrites the env library's errors (Go field, strconv call) as
+// "VARIABLE: want <kind>, got <value>".
 func (p *problems) parseErrors(err error, vars map[string]string) {
 	var agg env.AggregateError
 	if !errors.As(err, &agg) {
@@ -224,8 +173,7 @@ func kindOf(t reflect.Type) string {
 	}
 }
 
-// DefaultConfig is the configuration of an empty environment, for callers
-// that build a Config in code (tests, the bench) and then change a few fields.
+// DefaultConfig is the configuration of an empty environment.
 func DefaultConfig() Config {
 	c, err := LoadConfigFrom(map[string]string{})
 	if err != nil {
@@ -234,17 +182,15 @@ func DefaultConfig() Config {
 	return c
 }
 
-// Validate checks every setting and names the variable at fault. It only
-// reads: a Config built in code is validated as it is.
+// Validate checks every setting and names the variable at fault.
 func (c Config) Validate() error {
 	var p problems
 	c.check(&p)
 	return p.err()
 }
 
-// seedList is the cluster seeds as written, each trimmed, the empty ones
-// ("a,,b", a trailing comma) left out: nil when none was given, empty (and
-// refused by check) when all were blank.
+// seedList trims the cluster seeds and drops blank ones: nil when none was
+// given, empty (refused by check) when all were blank.
 func seedList(addrs []string) []string {
 	if addrs == nil {
 		return nil
@@ -258,17 +204,15 @@ func seedList(addrs []string) []string {
 	return seeds
 }
 
-// within refuses an integer setting outside lo..hi.
 func within(name string, v, lo, hi int) rule {
 	return rule{name, v < lo || v > hi, fmt.Sprintf("must be within %d..%d, got %d", lo, hi, v)}
 }
 
-// minPaymentSecret: a shorter secret can be guessed offline from one
-// signed notification.
+// minPaymentSecret: a shorter secret can be guessed offline from one signed
+// notification.
 const minPaymentSecret = 16
 
-// check checks every setting, the embedded parts' (Tuning, JWT) too: this
-// method hides theirs, so it calls each by name.
+// check hides the embedded parts' (Tuning, JWT) methods, so it calls each.
 func (c Config) check(p *problems) {
 	_, _, addrErr := net.SplitHostPort(c.HTTPAddr)
 	_, redisErr := redis.ParseURL(c.RedisURL)
@@ -298,8 +242,6 @@ func (c Config) check(p *problems) {
 		rule{"SECKILL_QUEUE", c.Queue != QueueChannel && c.Queue != QueueStream,
 			fmt.Sprintf("want %q or %q, got %q", QueueChannel, QueueStream, c.Queue)},
 		within("SECKILL_REDIS_WAIT_REPLICAS", c.RedisWaitReplicas, 0, 16),
-		// The WAIT rides inside the claim's budget, with room left for the
-		// claim script's own round trip.
 		rule{"SECKILL_REDIS_WAIT_TIMEOUT", c.RedisWaitTimeout < time.Millisecond || c.RedisWaitTimeout > 1500*time.Millisecond,
 			fmt.Sprintf("must be within 1ms..1.5s (inside the claim's 2 s budget), got %s", c.RedisWaitTimeout)},
 		rule{"SECKILL_REDIS_WAIT_REPLICAS", c.RedisWaitReplicas > 0 && !c.RealRedis(),
@@ -315,16 +257,10 @@ func (c Config) check(p *problems) {
 		rule{"SECKILL_RATE_USER", c.RateUser < 0, fmt.Sprintf("must not be negative (0 = no limit), got %d", c.RateUser)},
 		rule{"SECKILL_RATE_IP", c.RateIP < 0, fmt.Sprintf("must not be negative (0 = no limit), got %d", c.RateIP)},
 		rule{"SECKILL_TRUSTED_PROXIES", proxiesErr != nil, fmt.Sprint(proxiesErr)},
-		// A stopping instance keeps renewing its hold on in-flight entries until
-		// it exits; a drain longer than MinIdle would let another instance take
-		// entries this one is still writing, and count a delivery against them.
 		rule{"SECKILL_SHUTDOWN_TIMEOUT", c.Queue == QueueStream && c.ShutdownTimeout > 0 && c.ShutdownTimeout >= c.StreamMinIdle,
 			fmt.Sprintf("must be below SECKILL_STREAM_MIN_IDLE (%s), got %s: "+
 				"other instances would take over orders this one is still draining", c.StreamMinIdle, c.ShutdownTimeout)},
 		rule{"SECKILL_DEV_ENDPOINTS", c.DevEndpoints && refused != "", refused},
-		// A typo in the acknowledgement would otherwise read as "not
-		// acknowledged" only when the dev endpoint is on, and as nothing at all
-		// when it is off.
 		rule{"SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS", c.DevEndpointsOnRealRedis != "" && c.DevEndpointsOnRealRedis != DevEndpointsAck,
 			fmt.Sprintf("want %q (or unset), got %q", DevEndpointsAck, c.DevEndpointsOnRealRedis)},
 		rule{"SECKILL_TIMEZONE", zoneErr != nil, fmt.Sprintf("unknown zone %q", c.Timezone)},
@@ -347,19 +283,12 @@ func (c Config) check(p *problems) {
 	c.JWT.check(p)
 }
 
-// DevEndpointsAck is the value of SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS that
-// lets the dev token endpoint run on a real Redis. It is a sentence, not
-// "true", so that nobody sets it by copying a neighbouring line.
+// DevEndpointsAck lets the dev token endpoint run on a real Redis
+// (SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS): a sentence, so nobody copies it by accident.
 const DevEndpointsAck = "i-understand-anyone-can-log-in-as-anyone"
 
-// devEndpointsRefused says why the dev token endpoint may not run here, or ""
-// when it may. It mints a session for any user id, admins included, in the
-// Redis the service reads sessions from. On the embedded Redis (inside this
-// process, empty at every start) that harms nothing. On a real Redis, one
-// node or a cluster, it hands out logins that the rest of hmdp trusts too,
-// and a loopback listener is no protection: a reverse proxy on the same
-// machine puts the internet on loopback. So a real Redis needs the operator
-// to say, in a variable of its own, that they mean it.
+// devEndpointsRefused says why the dev token endpoint may not run here, or "".
+// On a real Redis it mints logins the rest of hmdp trusts too.
 func (c Config) devEndpointsRefused() string {
 	if !c.RealRedis() || c.DevEndpointsOnRealRedis == DevEndpointsAck {
 		return ""
@@ -374,9 +303,8 @@ func (c Config) devEndpointsRefused() string {
 		"with SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS=%s", which, which, DevEndpointsAck)
 }
 
-// defaultConsumer names this instance in the consumer group after its host,
-// so a restarted instance re-reads its own pending entries. Two instances on
-// one host must set SECKILL_CONSUMER apart.
+// defaultConsumer is stable across restarts, so a restarted instance re-reads
+// its own pending entries.
 func defaultConsumer() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
@@ -385,64 +313,63 @@ func defaultConsumer() string {
 	return "seckill-" + strings.NewReplacer(" ", "-", "\t", "-", "\n", "-").Replace(host)
 }
 
-// Location is the zone for the original API's zone-less times.
+// Location is the zone of the original API's zone-less times.
 func (c Config) Location() *time.Location {
 	loc, err := time.LoadLocation(c.Timezone)
-	if err != nil { // Validate refuses it; a Config built in code falls back
+	if err != nil {
 		return time.UTC
 	}
 	return loc
 }
 
-// parseAdmins reads "1, 42" into user ids; blanks around commas are allowed,
-// anything that is not a positive id is not.
-func parseAdmins(s string) ([]domain.UserID, error) {
+// parseList parses each comma-separated item of s, blanks around it trimmed.
+func parseList[T any](s string, parse func(string) (T, error)) ([]T, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
-	var ids []domain.UserID
+	var out []T
 	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		n, err := strconv.ParseInt(part, 10, 64)
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("want comma-separated positive user ids like 1,42, got %q in %q", part, s)
-		}
-		ids = append(ids, domain.UserID(n))
-	}
-	return ids, nil
-}
-
-// parseProxies reads comma-separated CIDRs; a bare address means just it.
-func parseProxies(s string) ([]netip.Prefix, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
-	var out []netip.Prefix
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if p, err := netip.ParsePrefix(part); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(part)
+		v, err := parse(strings.TrimSpace(part))
 		if err != nil {
-			return nil, fmt.Errorf("want comma-separated CIDRs like 10.0.0.0/8,::1/128, got %q", part)
+			return nil, err
 		}
-		a = a.Unmap().WithZone("")
-		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		out = append(out, v)
 	}
 	return out, nil
 }
 
-// Admins are the users allowed on admin endpoints (SECKILL_ADMIN_USERS);
-// Validate refuses a list that does not parse, which then means nobody.
+func parseAdmins(s string) ([]domain.UserID, error) {
+	return parseList(s, func(part string) (domain.UserID, error) {
+		n, err := strconv.ParseInt(part, 10, 64)
+		if err != nil || n <= 0 {
+			return 0, fmt.Errorf("want comma-separated positive user ids like 1,42, got %q in %q", part, s)
+		}
+		return domain.UserID(n), nil
+	})
+}
+
+// parseProxies reads CIDRs or bare addresses.
+func parseProxies(s string) ([]netip.Prefix, error) {
+	return parseList(s, func(part string) (netip.Prefix, error) {
+		if p, err := netip.ParsePrefix(part); err == nil {
+			return p.Masked(), nil
+		}
+		a, err := netip.ParseAddr(part)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("want comma-separated CIDRs like 10.0.0.0/8,::1/128, got %q", part)
+		}
+		a = a.Unmap().WithZone("")
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	})
+}
+
+// Admins are the users allowed on admin endpoints; none when unparsable.
 func (c Config) Admins() []domain.UserID {
 	ids, _ := parseAdmins(c.AdminUsers)
 	return ids
 }
 
-// Proxies are the trusted reverse proxies (SECKILL_TRUSTED_PROXIES);
-// Validate refuses a list that does not parse, which then trusts none.
+// Proxies are the trusted reverse proxies; none when unparsable.
 func (c Config) Proxies() []netip.Prefix {
 	ps, _ := parseProxies(c.TrustedProxies)
 	return ps
@@ -451,14 +378,12 @@ func (c Config) Proxies() []netip.Prefix {
 // Embedded reports which backends run in-process.
 func (c Config) Embedded() (redis, db bool) { return !c.RealRedis(), c.MySQLDSN == "" }
 
-// RealRedis reports whether a Redis server is named, one node or a cluster.
+// RealRedis reports whether a Redis server (node or cluster) is named.
 func (c Config) RealRedis() bool { return c.RedisURL != "" || c.RedisCluster() }
 
-// RedisCluster reports whether the service runs on a Redis Cluster.
 func (c Config) RedisCluster() bool { return len(c.RedisClusterAddrs) > 0 }
 
-// redisForLog names the Redis server for the start line, without its
-// password.
+// redisForLog names the Redis server without its password.
 func (c Config) redisForLog() string {
 	if c.RedisURL == "" {
 		return "embedded"
@@ -474,7 +399,7 @@ func (c Config) redisForLog() string {
 	return fmt.Sprintf("redis://%s%s/%d", user, opt.Addr, opt.DB)
 }
 
-// dbForLog names the database for the start line, without its password.
+// dbForLog names the database without its password.
 func (c Config) dbForLog() string {
 	if c.MySQLDSN == "" {
 		return "sqlite:" + filepath.Join(c.DataDir, "seckill.db")
@@ -484,4 +409,57 @@ func (c Config) dbForLog() string {
 		return "(unparsable)"
 	}
 	return fmt.Sprintf("mysql://%s@%s(%s)/%s", cfg.User, cfg.Net, cfg.Addr, cfg.DBName)
+}
+
+// JWT: sessions from the shop's own identity provider, accepted as
+// `Authorization: Bearer <JWT>` beside hmdp's tokens.
+type JWT struct {
+	JWKSURL    string `env:"SECKILL_JWT_JWKS_URL" help:"the shop's identity provider's JWKS: Authorization: Bearer <JWT> is accepted beside hmdp's tokens"`
+	KeyFile    string `env:"SECKILL_JWT_KEY_FILE" help:"instead of a JWKS URL, a PEM file of the provider's public keys"`
+	Issuer     string `env:"SECKILL_JWT_ISSUER" help:"the tokens' iss, checked when set: the provider (unset, the start warns)"`
+	Audience   string `env:"SECKILL_JWT_AUDIENCE" help:"the tokens' aud, checked when set: this service at the provider (unset, the start warns)"`
+	Algs       string `env:"SECKILL_JWT_ALGS" envDefault:"RS256,ES256" help:"the signature algorithms accepted: asymmetric only (RS*, PS*, ES*, EdDSA)"`
+	UserClaim  string `env:"SECKILL_JWT_USER_CLAIM" envDefault:"sub" help:"the claim holding the numeric user id"`
+	RolesClaim string `env:"SECKILL_JWT_ROLES_CLAIM" envDefault:"roles" help:"the claim holding the roles (a list of strings, or one)"`
+	AdminRole  string `env:"SECKILL_JWT_ADMIN_ROLE" help:"a role in the provider's roles claim that makes its holder an admin (beside SECKILL_ADMIN_USERS)"`
+}
+
+// unchecked names the unset issuer and audience, for the start's warning.
+func (j JWT) unchecked() []string {
+	var out []string
+	if j.Issuer == "" {
+		out = append(out, "SECKILL_JWT_ISSUER")
+	}
+	if j.Audience == "" {
+		out = append(out, "SECKILL_JWT_AUDIENCE")
+	}
+	return out
+}
+
+func (j JWT) on() bool { return j.JWKSURL != "" || j.KeyFile != "" }
+
+func (j JWT) algs() []string {
+	var out []string
+	for _, a := range strings.Split(j.Algs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (j JWT) check(p *problems) {
+	algsErr := jwtsession.CheckAlgs(j.algs())
+	u, urlErr := url.Parse(j.JWKSURL)
+	const unread = "is set but no token is checked against it: set SECKILL_JWT_JWKS_URL or SECKILL_JWT_KEY_FILE"
+	p.report(
+		rule{"SECKILL_JWT_ALGS", algsErr != nil, fmt.Sprint(algsErr)},
+		rule{"SECKILL_JWT_JWKS_URL", j.JWKSURL != "" && j.KeyFile != "", "is exclusive with SECKILL_JWT_KEY_FILE: name the provider's keys once"},
+		rule{"SECKILL_JWT_JWKS_URL", j.JWKSURL != "" && (urlErr != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == ""),
+			fmt.Sprintf("must be an http(s) URL, got %q", j.JWKSURL)},
+		rule{"SECKILL_JWT_ISSUER", !j.on() && j.Issuer != "", unread},
+		rule{"SECKILL_JWT_AUDIENCE", !j.on() && j.Audience != "", unread},
+		rule{"SECKILL_JWT_ADMIN_ROLE", !j.on() && j.AdminRole != "", unread},
+		rule{"SECKILL_JWT_USER_CLAIM", j.on() && j.UserClaim == "", "must name the claim of the user id"},
+	)
 }

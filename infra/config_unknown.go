@@ -9,20 +9,16 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Variables of the project's tools, not of the service: tests and the bench
-// read them (these and SECKILL_TEST_*, SECKILL_BENCH_*), and they are set
-// beside the service's in the same shell.
+// toolVariables are read by the project's tools (as are SECKILL_TEST_* and
+// SECKILL_BENCH_*), not by the service.
 var toolVariables = map[string]bool{
 	"SECKILL_SALE_SCREENSHOT": true, // make sale-screenshot
 	"SECKILL_BUCKETS_MEASURE": true, // the bucket scaling measurement test
 	"SECKILL_MEASURE_WARM":    true, // the session warm-up measurement test
 }
 
-// removedVariables were settings until this release and are now Tuning's
-// fields, set in code (or, for SECKILL_MIGRATE, a flag). Each still set is
-// warned about by name, with what replaces it, so that an operator's
-// deployment that sets one starts and says so; one release on, this list
-// goes and they read as unknown.
+// removedVariables were settings until this release; each still set is
+// warned about with what replaces it. One release on, they read as unknown.
 var removedVariables = map[string]string{
 	"SECKILL_BATCH_LINGER":              "Tuning.BatchLinger",
 	"SECKILL_BUCKETS":                   "Tuning.Buckets; an admin may ask for \"buckets\" per voucher",
@@ -49,8 +45,8 @@ var removedVariables = map[string]string{
 	"SECKILL_WORKERS":                   "Tuning.Workers",
 }
 
-// RemovedVariable is a SECKILL_* variable in the environment that was a
-// setting until this release, with what took its place.
+// RemovedVariable is a set SECKILL_* variable that is no longer read, with
+// what took its place.
 type RemovedVariable struct{ Name, Instead string }
 
 // RemovedVariables finds the removed SECKILL_* variables of environ.
@@ -66,14 +62,12 @@ func RemovedVariables(environ []string) []RemovedVariable {
 	return out
 }
 
-// UnknownVariable is a SECKILL_* variable in the environment that no setting
-// reads, with the known name it most likely misspells ("" when none is near).
+// UnknownVariable is a set SECKILL_* variable no setting reads, with the
+// known name it most likely misspells ("" when none is near).
 type UnknownVariable struct{ Name, Closest string }
 
-// UnknownVariables finds the SECKILL_* variables of environ (KEY=value
-// entries, as os.Environ gives them) that the service does not read. A
-// misspelt one (SECKILL_REDIS_ULR) is otherwise silently ignored, and the
-// service falls back to its default, here the embedded Redis.
+// UnknownVariables finds the SECKILL_* variables of environ (KEY=value) the
+// service does not read: a misspelt one would silently fall back to its default.
 func UnknownVariables(environ []string) []UnknownVariable {
 	var names []string
 	for _, v := range ConfigVariables() {
@@ -92,8 +86,7 @@ func UnknownVariables(environ []string) []UnknownVariable {
 	return out
 }
 
-// WarnUnknownVariables logs one warning per unknown or removed SECKILL_*
-// variable.
+// WarnUnknownVariables logs one warning per unknown or removed variable.
 func WarnUnknownVariables(log zerolog.Logger, environ []string) {
 	for _, r := range RemovedVariables(environ) {
 		log.Warn().Str("variable", r.Name).Str("instead", r.Instead).
@@ -110,9 +103,8 @@ func WarnUnknownVariables(log zerolog.Logger, environ []string) {
 	}
 }
 
-// closest is the candidate nearest to name by edit distance, if it is near
-// enough to be a typo: at most a quarter of the name's length after the
-// shared SECKILL_ prefix, and never less than 2 (a swapped pair of letters).
+// closest is the candidate nearest to name if near enough to be a typo: a
+// distance of at most a quarter of the name after SECKILL_, and at least 2.
 func closest(name string, candidates []string) string {
 	best, bestD := "", -1
 	for _, c := range candidates {
@@ -127,9 +119,8 @@ func closest(name string, candidates []string) string {
 	return best
 }
 
-// editDistance is the optimal string alignment distance: insertions,
-// deletions, substitutions and swaps of adjacent characters each cost 1, so
-// ULR for URL is one typo, not two.
+// editDistance is the optimal string alignment distance: a swap of adjacent
+// characters costs 1, as an insertion, deletion or substitution does.
 func editDistance(a, b string) int {
 	prev2 := make([]int, len(b)+1)
 	prev := make([]int, len(b)+1)
@@ -157,11 +148,8 @@ func editDistance(a, b string) int {
 // Variable is one setting as the environment names it.
 type Variable struct{ Name, Default, Help string }
 
-// ConfigVariables lists every SECKILL_* variable with its default and its
-// help line for `seckill serve --help` (docs/CONFIGURATION.md says it at
-// length), read from Config's tags so that the list cannot fall behind the
-// struct.
-// Embedded structs (JWT) are settings of Config too, as env reads them.
+// ConfigVariables lists every variable with its default and help, read from
+// Config's tags (embedded structs included) so it cannot fall behind.
 func ConfigVariables() []Variable {
 	return variablesOf(reflect.TypeOf(Config{}))
 }

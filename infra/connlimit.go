@@ -1,51 +1,43 @@
 package infra
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
+	"time"
 )
 
-// connCap holds the API listener to at most max open connections, so idle
-// keep-alives cannot fill the process's file limit (20,000 of them did, in
-// seconds, and real claims then timed out). Unlike a plain limit, which
-// makes a new client wait until an idle connection times out, a connection
-// accepted at the cap closes the one that has waited longest for a request
-// (idle between requests, or new with its request unread): it is the
-// cheapest to lose, a client's keep-alive reconnects, and it is what an
-// attacker holds. When every connection is busy with a request, Accept waits
-// for one to finish; new clients wait in the kernel's backlog meanwhile.
+// connCap holds a listener to at most max open connections, so idle
+// keep-alives cannot fill the file limit. A connection accepted at the cap
+// closes the one that has waited longest for a request: the cheapest to lose,
+// and what an attacker holds. When all are busy, Accept waits for one to finish.
 type connCap struct {
 	net.Listener
 	slots   chan struct{} // a token per open connection
 	wake    chan struct{} // a connection began to wait for a request
 	done    chan struct{}
 	closing sync.Once
-
-	// The connections awaiting a request, longest first: a list through
-	// the connections themselves, so a request's two state changes
-	// allocate nothing (a container/list element per idle turn was 0.9 µs
-	// of a sold-out answer, 2% of the service's CPU in a hot sale).
+	// The connections awaiting a request, longest first, linked through
+	// themselves: a container/list element per idle turn cost 2% of the CPU.
 	mu         sync.Mutex
 	head, tail *cappedConn
-
-	// acceptors counts the Accept calls waiting for a connection to begin
-	// to wait: only then is wake sent.
-	acceptors atomic.Int32
-	evicted   atomic.Int64
+	acceptors  atomic.Int32 // Accepts waiting: only then is wake sent
+	evicted    atomic.Int64
 }
 
 type cappedConn struct {
 	net.Conn
-	cap     *connCap
-	release sync.Once
-	// Under cap.mu: its place in the waiting list, if it is in it.
-	prev, next *cappedConn
+	cap        *connCap
+	release    sync.Once
+	prev, next *cappedConn // under cap.mu
 	waiting    bool
 }
 
-// push appends c to the waiting list; l.mu is held and c is not in it.
+// push appends c to the waiting list; l.mu is held.
 func (l *connCap) push(c *cappedConn) {
 	c.prev, c.next, c.waiting = l.tail, nil, true
 	if l.tail != nil {
@@ -56,7 +48,7 @@ func (l *connCap) push(c *cappedConn) {
 	l.tail = c
 }
 
-// unlink takes c out of the waiting list if it is in it; l.mu is held.
+// unlink takes c out of the waiting list if there; l.mu is held.
 func (l *connCap) unlink(c *cappedConn) {
 	if !c.waiting {
 		return
@@ -85,11 +77,9 @@ func (l *connCap) Accept() (net.Conn, error) {
 			return &cappedConn{Conn: c, cap: l}, nil
 		default:
 		}
-		// Every connection was busy, or the one closed has not freed its
-		// slot yet: wait for a slot, or for a connection to start waiting
-		// for a request, which can then be closed. Counted as waiting
-		// before the look, so a connection that begins to wait after it
-		// wakes this Accept.
+		// Wait for a slot, or for a connection to start waiting for a request.
+		// Counted before the look, so a connection that begins to wait after
+		// it wakes this Accept.
 		l.acceptors.Add(1)
 		l.evictOldest()
 		select {
@@ -111,8 +101,6 @@ func (l *connCap) Close() error {
 	return l.Listener.Close()
 }
 
-// evictOldest closes the connection that has waited longest for a request,
-// if any does; its slot frees when it is closed.
 func (l *connCap) evictOldest() {
 	l.mu.Lock()
 	c := l.head
@@ -126,8 +114,6 @@ func (l *connCap) evictOldest() {
 	}
 }
 
-// connState is the server's ConnState hook: it keeps the list of connections
-// waiting for a request in the order they began to wait.
 func (l *connCap) connState(nc net.Conn, s http.ConnState) {
 	c, ok := nc.(*cappedConn)
 	if !ok {
@@ -157,4 +143,69 @@ func (c *cappedConn) Close() error {
 		<-c.cap.slots
 	})
 	return err
+}
+
+// MaxHeaderBytes bounds a request's header (over it: 431). Go's 1 MiB let 800
+// unfinished headers grow the process to 3.4 GB; the hmdp page sends under 1 KiB.
+const MaxHeaderBytes = 16 << 10
+
+// Bounds of the derived connection cap (SECKILL_HTTP_MAX_CONNS=0).
+const (
+	fileReserve     = 1024  // files that are not API connections: pools, listeners, logs
+	maxDerivedConns = 65536 // beyond it memory, not files, runs out
+	minConns        = 64
+	fewConns        = 8192 // a derived cap below it is warned of: a stampede holds thousands
+)
+
+// maxConns is SECKILL_HTTP_MAX_CONNS, or when 0 the file limit less the Redis
+// pools (per node; a cluster has at least 3 masters) and fileReserve.
+func (c Config) maxConns(files uint64) int {
+	if c.HTTPMaxConns > 0 {
+		return c.HTTPMaxConns
+	}
+	nodes := 1
+	if c.RedisCluster() {
+		nodes = max(len(c.RedisClusterAddrs), 3)
+	}
+	reserve := uint64(fileReserve + metricsMaxConns + nodes*c.RedisPoolSize)
+	if files == 0 || files > reserve+maxDerivedConns {
+		return maxDerivedConns
+	}
+	if files < reserve+minConns {
+		return max(int(files/2), minConns)
+	}
+	return int(files - reserve)
+}
+
+// metricsMaxConns caps the metrics listener; maxConns reserves its files.
+const metricsMaxConns = 32
+
+// newAPIServer serves h on l capped at max connections; every listener of the
+// process is built by it.
+func newAPIServer(h http.Handler, l net.Listener, max int) (*http.Server, net.Listener) {
+	capped := &connCap{Listener: l, slots: make(chan struct{}, max),
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		// An idle keep-alive holds a file; a reverse proxy's upstream
+		// keep-alive must be shorter still.
+		IdleTimeout:    30 * time.Second,
+		MaxHeaderBytes: MaxHeaderBytes,
+		ConnState:      capped.connState,
+	}, capped
+}
+
+// listenError names the variable that chose the address; a clash names both
+// listeners' variables, as a second instance clashes on both.
+func listenError(what, variable, addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("listen for %s on %s: the address is taken by another process: "+
+			"set %s to a free host:port (a second instance on one host also needs "+
+			"SECKILL_HTTP_ADDR and SECKILL_METRICS_ADDR apart from the first's; SECKILL_METRICS_ADDR=off disables metrics): %w",
+			what, addr, variable, err)
+	}
+	return fmt.Errorf("listen for %s on %s (set by %s): %w", what, addr, variable, err)
 }

@@ -12,20 +12,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// clusterReloadBackstop is how old the cluster client's slot map may grow
-// before a command reloads it anyway (go-redis's default is 60 s). The map is
-// normally refreshed by reloadOnNodeFailure within moments of a node failing;
-// this bounds a failover that no command of this instance noticed.
+// clusterReloadBackstop bounds the slot map's age (go-redis: 60 s) for a
+// failover that no command of this instance noticed.
 const clusterReloadBackstop = 5 * time.Second
 
 // followFailovers makes the cluster client reload its slot map as soon as a
-// node stops answering. go-redis reloads it on a MOVED reply or on a timer;
-// a master that died never answers MOVED, so without this the client kept
-// dialling the dead node until the timer (60 s by default), long after its
-// replica was promoted: every sale on its slots failed for about a minute.
-// With it, each failed dial, write or read on a node asks for a reload
-// (go-redis coalesces them: one CLUSTER SLOTS at a time, at most one every
-// 200 ms), so the promoted replica is found within moments of its promotion.
+// node fails. go-redis reloads it on MOVED or a timer, and a dead master never
+// answers MOVED: its slots' sales failed for a minute. go-redis coalesces the
+// reloads (at most one every 200 ms).
 func followFailovers(cc *redis.ClusterClient) {
 	h := &reloadOnNodeFailure{cc: cc}
 	cc.OnNewNode(func(node *redis.Client) { node.AddHook(h) })
@@ -57,19 +51,15 @@ func (h *reloadOnNodeFailure) ProcessPipelineHook(next redis.ProcessPipelineHook
 	}
 }
 
-// check asks for a reload when err says the node itself failed: a network
-// error (refused, reset, timed out, cut), a command that ran out of its
-// caller's deadline (the node may be stalled, or the caller simply short of
-// time; a reload costs one CLUSTER SLOTS), or a reply that says the cluster is
-// changing (CLUSTERDOWN, a replica's READONLY / MASTERDOWN / LOADING). A
-// caller's cancellation, a nil reply and ordinary Redis errors say nothing
-// about the node.
 func (h *reloadOnNodeFailure) check(err error) {
 	if nodeFailed(err) {
 		h.cc.ReloadState(context.Background())
 	}
 }
 
+// nodeFailed: a network error, a missed deadline (the node may be stalled; a
+// reload costs one CLUSTER SLOTS), or a reply that says the cluster is
+// changing. A cancellation or an ordinary Redis error says nothing of the node.
 func nodeFailed(err error) bool {
 	var rerr redis.Error // redis.Nil is one too
 	var nerr net.Error

@@ -4,10 +4,8 @@ package infra
 
 import "syscall"
 
-// RaiseFileLimit lifts the soft limit on open files to the hard one, as
-// servers do at start (the soft limit is often 1,024, the hard one far
-// higher): every connection, the API's and the backends', is a file. It
-// returns the limit in force afterwards.
+// RaiseFileLimit lifts the soft limit on open files (often 1,024) to the hard
+// one, and returns the limit in force.
 func RaiseFileLimit() (uint64, error) {
 	var l syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,9 +20,7 @@ var durationsOnce sync.Once
 
 // NewLogger builds the process logger from the config.
 func NewLogger(c Config, w io.Writer) zerolog.Logger {
-	// Durations read as "20s" and "1.83ms", not as bare numbers whose unit a
-	// reader has to guess. zerolog keeps this in a global: set it once,
-	// before the first logger exists.
+	// Durations as "20s", not bare numbers; a zerolog global, set once.
 	durationsOnce.Do(func() { zerolog.DurationFieldFormat = zerolog.DurationFormatString })
 	lvl, err := zerolog.ParseLevel(strings.ToLower(c.LogLevel))
 	if err != nil {
@@ -35,10 +34,8 @@ func NewLogger(c Config, w io.Writer) zerolog.Logger {
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
 }
 
-// NewCLILogger is the logger of the operator commands (migrate, token,
-// reconcile): human-readable lines on stderr, warnings and errors only
-// unless SECKILL_LOG_LEVEL=debug, so a command's own output is not buried
-// under JSON.
+// NewCLILogger is the operator commands' logger: console lines, warnings and
+// errors only unless SECKILL_LOG_LEVEL=debug.
 func NewCLILogger(c Config, w io.Writer) zerolog.Logger {
 	c.LogFormat = "console"
 	if lvl, err := zerolog.ParseLevel(strings.ToLower(c.LogLevel)); err != nil || lvl > zerolog.DebugLevel {
@@ -47,9 +44,8 @@ func NewCLILogger(c Config, w io.Writer) zerolog.Logger {
 	return NewLogger(c, w)
 }
 
-// go-redis logs pool and dial failures through a package-level logger of its
-// own, as raw lines on stderr. They repeat what the error the caller gets
-// says, so they go through zerolog at debug level instead.
+// go-redis prints pool and dial failures to stderr; they repeat the caller's
+// error, so they go to zerolog at debug level.
 var (
 	redisLogOnce sync.Once
 	redisLogTo   atomic.Pointer[zerolog.Logger]
@@ -63,9 +59,26 @@ func (redisLogger) Printf(_ context.Context, format string, v ...any) {
 	}
 }
 
-// routeRedisLogs points go-redis's logger at log (the latest service's, the
-// one process-wide setting allows).
+// routeRedisLogs points go-redis's process-wide logger at log.
 func routeRedisLogs(log zerolog.Logger) {
 	redisLogTo.Store(&log)
 	redisLogOnce.Do(func() { redis.SetLogger(redisLogger{}) })
+}
+
+// DefaultGCPercent is the service's GOGC unless set. The live heap is tens of
+// MB and a claim's garbage dies with it: at 100 the collector took ~8% of the
+// CPU (docs/BENCHMARKS.md); 400 costs a few hundred MB for a quarter of the
+// collections.
+const DefaultGCPercent = 400
+
+// TuneGC applies DefaultGCPercent unless GOGC is set, and returns the target
+// in force (off: -1).
+func TuneGC() int {
+	if _, set := os.LookupEnv("GOGC"); set {
+		p := debug.SetGCPercent(100)
+		debug.SetGCPercent(p)
+		return p
+	}
+	debug.SetGCPercent(DefaultGCPercent)
+	return DefaultGCPercent
 }

@@ -24,12 +24,10 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/hmdp-go/seckill/adapters/chanqueue"
 	"github.com/hmdp-go/seckill/adapters/httpapi"
 	"github.com/hmdp-go/seckill/adapters/metrics"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
 	"github.com/hmdp-go/seckill/adapters/redissession"
-	"github.com/hmdp-go/seckill/adapters/redisstream"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/ports"
 )
@@ -37,19 +35,16 @@ import (
 // MetricsEnabled tells whether /metrics is served.
 func (c Config) MetricsEnabled() bool { return c.MetricsAddr != "" && c.MetricsAddr != "off" }
 
-// Observability is what the service tells operators besides its logs: the
-// metrics (nil when SECKILL_METRICS_ADDR is off) and their listener, and
-// the tracing (none unless OTEL_* asks for it).
+// Observability is the metrics (nil when off) and their listener, and the
+// tracing (nil unless OTEL_* asks for it).
 type Observability struct {
 	Metrics *metrics.Metrics
 	tracing *tracing
-	// What the graph takes from here (wire.FieldsOf): the order repository
-	// and lifecycle, counted when metrics are on; the router's claim
-	// observer, nil without metrics, so that the claim path pays nothing.
+	// What the graph takes from here, counted when metrics are on; a nil
+	// ClaimObserver costs the claim path nothing.
 	Orders        ports.OrderRepository
 	Lifecycle     ports.OrderLifecycle
 	ClaimObserver httpapi.ClaimObserver
-	// workerRetried is the worker's retry hook, nil without metrics.
 	workerRetried func(string, time.Duration)
 
 	srv  *http.Server
@@ -57,10 +52,7 @@ type Observability struct {
 	done chan error
 }
 
-// provideObservability makes the registry and hooks the instruments that
-// need no queue into the clients (Redis round trips, sold-out answers) and
-// the order repository (expiries, returns, payments), and the tracing of
-// Redis and the database when it is on.
+// provideObservability hooks the metrics that need no queue, and the tracing.
 func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, orders *mysqlstore.OrderRepo, counter *metrics.ClaimCounter,
 	sessions *redissession.Sessions, rooms *application.RoomDirectory, log zerolog.Logger,
 ) (*Observability, error) {
@@ -79,9 +71,7 @@ func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, order
 			o.Metrics.InstrumentRedis(rdb)
 		} else {
 			// Any hook on the client makes go-redis's pipeliner read the
-			// goroutine id on every wait: 30% of a claim's CPU
-			// (docs/BENCHMARKS.md). The Redis counters and the per-claim
-			// round trips are for a service that does not auto-pipeline.
+			// goroutine id on every wait: 30% of a claim's CPU (docs/BENCHMARKS.md).
 			log.Info().Msg("metrics: Redis command counters are off while the claim path auto-pipelines (Tuning.RedisAutoPipeline=off turns them on)")
 		}
 		o.Metrics.SoldOutAnswers(counter.Saved)
@@ -94,26 +84,7 @@ func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, order
 	return o, nil
 }
 
-func provideObservedChannelQueue(q *chanqueue.Queue, o *Observability) ports.OrderQueue {
-	if o.Metrics == nil {
-		return q
-	}
-	o.Metrics.ChannelQueue(q.Len)
-	return o.Metrics.OrderQueue(q)
-}
-
-func provideObservedStreamQueue(q *redisstream.Queue, rdb redis.UniversalClient, c Config, o *Observability) ports.OrderQueue {
-	if o.Metrics == nil {
-		return q
-	}
-	o.Metrics.Registry().MustRegister(metrics.NewStreamCollector(rdb, metrics.StreamOptions{
-		Prefix: c.KeyPrefix, Group: c.StreamGroup,
-	}))
-	return o.Metrics.OrderQueue(q)
-}
-
-// start serves /metrics on its own listener, apart from the API, so it can
-// stay on loopback (or behind its own firewall rule) whatever the API does.
+// start serves /metrics on its own listener, so it can stay on loopback.
 func (o *Observability) start(c Config) error {
 	if o.Metrics == nil {
 		return nil
@@ -125,9 +96,7 @@ func (o *Observability) start(c Config) error {
 	o.addr = l.Addr()
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", o.Metrics.Handler())
-	// The API's protections: 20,000 idle keep-alives here once took the
-	// process's files and the API's claims with them, and 800 unfinished
-	// 1 MiB headers grew it by 1.2 GB.
+	// The API's protections: idle keep-alives here once took the process's files.
 	o.srv, l = newAPIServer(mux, l, metricsMaxConns)
 	o.done = make(chan error, 1)
 	go func() { o.done <- o.srv.Serve(l) }()
@@ -142,8 +111,7 @@ func (o *Observability) MetricsAddr() string {
 	return o.addr.String()
 }
 
-// shutdown stops the metrics listener and flushes the traces; the service
-// calls it last, so the drain can be watched and traced.
+// shutdown is called last, so the drain can be watched and traced.
 func (o *Observability) shutdown(ctx context.Context) error {
 	var err error
 	if o.srv != nil {
@@ -158,10 +126,8 @@ func (o *Observability) shutdown(ctx context.Context) error {
 	return errors.Join(err, o.tracing.shutdown(ctx))
 }
 
-// TracingConfig is the part of the standard OpenTelemetry environment the
-// service reads itself; the OTLP exporter reads the rest (endpoint, headers,
-// timeout, TLS) and the SDK the sampler (OTEL_TRACES_SAMPLER), as they
-// document. Tracing is off unless these variables ask for it.
+// TracingConfig is the part of the OpenTelemetry environment the service
+// reads itself; the exporter and the SDK read the rest.
 type TracingConfig struct {
 	SDKDisabled    bool   `env:"OTEL_SDK_DISABLED"`
 	Exporter       string `env:"OTEL_TRACES_EXPORTER"`
@@ -170,15 +136,12 @@ type TracingConfig struct {
 	Protocol       string `env:"OTEL_EXPORTER_OTLP_PROTOCOL"`
 	TracesProtocol string `env:"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"`
 	ServiceName    string `env:"OTEL_SERVICE_NAME" envDefault:"seckill"`
-
-	// Provider, set in code (tests), traces into it instead of an exporter
-	// the variables describe.
+	// Provider, set in code (tests), replaces the exporter.
 	Provider trace.TracerProvider `env:"-"`
 }
 
-// Enabled: an explicit provider, OTEL_TRACES_EXPORTER=otlp, or an OTLP
-// endpoint with no exporter named; never when OTEL_SDK_DISABLED=true or the
-// exporter is "none".
+// Enabled: a provider, OTEL_TRACES_EXPORTER=otlp, or an OTLP endpoint with no
+// exporter named; never with OTEL_SDK_DISABLED=true.
 func (t TracingConfig) Enabled() bool {
 	return t.Provider != nil || !t.SDKDisabled &&
 		(t.Exporter == "otlp" || t.Exporter == "" && (t.Endpoint != "" || t.TracesEndpoint != ""))
@@ -197,17 +160,14 @@ func (t TracingConfig) check(p *problems) {
 	)
 }
 
-// tracing is the installed instrumentation; nil when tracing is off, so
-// nothing sits on the hot path.
+// tracing is nil when off, so nothing sits on the hot path.
 type tracing struct {
 	provider trace.TracerProvider
-	// owned is the provider this process made and must flush at shutdown.
-	owned *sdktrace.TracerProvider
+	owned    *sdktrace.TracerProvider // made here, flushed at shutdown
 }
 
-// newTracing makes the provider and hooks Redis and the database into it.
-// The spans carry no command arguments or query values: keys hold login
-// tokens, and user ids are not for a tracing backend.
+// newTracing hooks Redis and the database into the provider. Spans carry no
+// arguments or query values: keys hold login tokens.
 func newTracing(c TracingConfig, rdb redis.UniversalClient, db *bun.DB, log zerolog.Logger) (*tracing, error) {
 	if !c.Enabled() {
 		return nil, nil
@@ -223,9 +183,7 @@ func newTracing(c TracingConfig, rdb redis.UniversalClient, db *bun.DB, log zero
 		if err != nil {
 			return nil, fmt.Errorf("trace resource: %w", err)
 		}
-		// The SDK reports export failures through a process-wide handler
-		// that prints raw lines to stderr; route them to the log instead.
-		// Only a process that exports sets it.
+		// Else the SDK prints export failures to stderr.
 		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 			log.Warn().Err(err).Msg("tracing: spans not exported")
 		}))
@@ -241,15 +199,14 @@ func newTracing(c TracingConfig, rdb redis.UniversalClient, db *bun.DB, log zero
 	return t, nil
 }
 
-// wrap puts a server span around every request, named by its route pattern
-// (never its path, which holds ids), continuing a caller's W3C trace context.
+// wrap puts a server span named by its route pattern (a path holds ids)
+// around every request, continuing a caller's W3C trace context.
 func (t *tracing) wrap(h http.Handler) http.Handler {
 	if t == nil {
 		return h
 	}
 	named := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// chi fills a route context it finds rather than making its own, so
-		// the route pattern is known here after serving.
+		// chi fills a route context it finds, so the pattern is known after.
 		rctx := chi.NewRouteContext()
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rctx)))
 		if p := rctx.RoutePattern(); p != "" {
@@ -261,7 +218,6 @@ func (t *tracing) wrap(h http.Handler) http.Handler {
 	return otelhttp.NewHandler(named, "http",
 		otelhttp.WithTracerProvider(t.provider),
 		otelhttp.WithPropagators(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})),
-		// The method alone until the route is known: a path holds ids.
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }),
 	)
 }

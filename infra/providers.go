@@ -2,6 +2,8 @@ package infra
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -19,33 +21,28 @@ import (
 	"github.com/hmdp-go/seckill/adapters/redisgate"
 	"github.com/hmdp-go/seckill/adapters/redisroom"
 	"github.com/hmdp-go/seckill/adapters/redissession"
+	"github.com/hmdp-go/seckill/adapters/redisstream"
 	"github.com/hmdp-go/seckill/adapters/worker"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// provideIDs' cleanup stops the issuer's background leases before the
-// clients they use are closed.
+// provideIDs' cleanup stops the issuer's leases before their clients close.
 func provideIDs(rdb redis.UniversalClient, claims ClaimRedis, c Config) (*redisgate.IDs, func()) {
 	ids := redisgate.NewIDs(rdb, redisgate.IDOptions{Block: c.IDBlock, Leases: claims.UniversalClient})
 	return ids, func() { _ = ids.Close() }
 }
 
-// provideSessionStore bounds each session lookup by the claims' kind of
-// shared deadline (application.SharedDeadlines), a timer per slot, not per
-// lookup.
+// provideSessionStore bounds each session lookup by a shared deadline, a
+// timer per slot, not per lookup.
 func provideSessionStore(rdb redis.UniversalClient, claims ClaimRedis, c Config) *redissession.Store {
 	var bounds application.SharedDeadlines
 	return redissession.New(rdb, redissession.Options{TTL: c.TokenTTL, Lookups: claims.UniversalClient, Wait: c.RedisTimeout, Bound: bounds.Context})
 }
 
-// provideSessions puts the one session cache in front of Redis: no Redis on
-// a cached token, and a deleted or expired token refused on every instance
-// as soon as Redis reports it (CLIENT TRACKING). With Tuning.TokenCacheTTL=0
-// every request asks Redis (and slides the session's expiry, as the original
-// does). On a Redis without CLIENT TRACKING (the embedded miniredis) a
-// revoked token keeps working here for up to Tuning.TokenCacheTTL.
+// provideSessions puts the session cache in front of Redis; without CLIENT
+// TRACKING a revoked token keeps working for up to TokenCacheTTL.
 func provideSessions(rdb redis.UniversalClient, s *redissession.Store, c Config, log zerolog.Logger) (*redissession.Sessions, func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -56,10 +53,8 @@ func provideSessions(rdb redis.UniversalClient, s *redissession.Store, c Config,
 		return nil, nil, fmt.Errorf("session cache: %w", err)
 	}
 	if !t.Tracking() && c.TokenCacheTTL > 0 {
-		// Expected on the embedded Redis (`make run`), where it is no news;
-		// a real Redis without tracking is worth a warning.
 		ev := log.Warn()
-		if embedded, _ := c.Embedded(); embedded {
+		if embedded, _ := c.Embedded(); embedded { // expected there: no news
 			ev = log.Info()
 		}
 		ev.Dur("bound", c.TokenCacheTTL).
@@ -68,8 +63,7 @@ func provideSessions(rdb redis.UniversalClient, s *redissession.Store, c Config,
 	return t, func() { _ = t.Close() }, nil
 }
 
-// provideBearer verifies the shop's identity provider's tokens when one is
-// configured; without one, a Bearer header is an unknown token, as before.
+// provideBearer verifies the identity provider's tokens when one is configured.
 func provideBearer(c Config, log zerolog.Logger) (ports.BearerSessions, func(), error) {
 	if !c.JWT.on() {
 		return nil, func() {}, nil
@@ -104,9 +98,8 @@ func provideWorker(q ports.OrderQueue, f *application.FulfillOrders, log zerolog
 		worker.Options{BatchSize: c.BatchSize, MaxDeliveries: c.MaxDeliveries, Retried: o.workerRetried})
 }
 
-// provideHandler completes the router's dependencies, whose use cases and
-// sessions Wire fills in (httpDeps), with what the operator's settings say,
-// and says at start what those settings leave open or closed.
+// provideHandler completes the router's dependencies with the settings, and
+// says at start what they leave open or closed.
 func provideHandler(d httpapi.Deps, c Config, rdb redis.UniversalClient, log zerolog.Logger) http.Handler {
 	if d.Tokens != nil {
 		log.Warn().Msg("dev endpoint POST /dev/tokens is enabled: anyone can mint a login token")
@@ -133,16 +126,8 @@ func provideHandler(d httpapi.Deps, c Config, rdb redis.UniversalClient, log zer
 	return httpapi.NewRouter(d)
 }
 
-// httpDeps are the router's dependencies that Wire provides; provideHandler
-// sets the rest from the Config.
-var httpDeps = wire.NewSet(
-	wire.Struct(new(httpapi.Deps), "AddVoucher", "ListVouchers", "Claim", "GetOrder", "Sessions", "Bearer", "Tokens",
-		"Ready", "Log", "Sales", "ClaimObserver", "Cancel", "Pay", "Orders", "Audit", "Controls", "Rooms"),
-)
-
-// splitRule is Tuning.BucketsAbove's rule, with K = Tuning.Buckets or else
-// the number of Redis Cluster masters now (one bucket per master; a single
-// Redis gains nothing from a split, so there the rule splits nothing).
+// splitRule is Tuning.BucketsAbove's rule, into Tuning.Buckets or else one
+// bucket per Redis Cluster master (a single Redis gains nothing from a split).
 func splitRule(rdb redis.UniversalClient, c Config, log zerolog.Logger) httpapi.SplitRule {
 	if c.BucketsAbove <= 0 {
 		return httpapi.SplitRule{}
@@ -164,123 +149,37 @@ func splitRule(rdb redis.UniversalClient, c Config, log zerolog.Logger) httpapi.
 	return httpapi.SplitRule{Above: c.BucketsAbove, Into: k}
 }
 
-// provideGate is the gate of every voucher, split into buckets or not. A
-// restore reads the database again after counting Redis (vouchers, orders).
-// Split vouchers need the Stream queue (each bucket appends to its own
-// stream); on the channel queue every voucher is sold whole.
+// provideGate is the gate of every voucher; split vouchers need the stream
+// queue (each bucket appends to its own stream).
 func provideGate(rdb redis.UniversalClient, claims ClaimRedis, c Config, vouchers *mysqlstore.VoucherRepo, orders *mysqlstore.OrderRepo) *redisgate.Gate {
 	return redisgate.New(rdb, redisgate.Options{Prefix: c.KeyPrefix, Retention: c.KeyRetention, Claims: claims.UniversalClient,
 		WaitReplicas: c.RedisWaitReplicas, WaitTimeout: c.RedisWaitTimeout, ReclaimAfterCancel: c.ReclaimAfterCancel,
 		Unsplit: c.Queue != QueueStream, Vouchers: vouchers, Orders: orders, Unreturned: orders.Unreturned})
 }
 
-// provideSoldOutMarks are this instance's local sold-out marks: a step of
-// the claim answers a stampede on a sold-out voucher without Redis, and the
-// gate forgets a mark whenever stock may come back (provideStockGate).
 func provideSoldOutMarks(c Config) *application.SoldOutMarks {
 	return application.NewSoldOutMarks(c.SoldOutWindow, nil)
 }
 
-// provideStockGate is the gate every use case and the channel admission
-// see, its wrappers applied here in one place, outermost first: RoomGate
-// opens a sale's waiting room before the gate makes the sale claimable;
-// SoldOutGate clears the sold-out marks whenever stock may come back; the
-// gate holds each voucher whole or in buckets.
+// provideStockGate is the gate every use case sees: RoomGate (opens a sale's
+// room before its gate) over SoldOutGate (clears the marks when stock may come back).
 func provideStockGate(gate *redisgate.Gate, marks *application.SoldOutMarks, rooms ports.RoomStore,
 	dir *application.RoomDirectory,
 ) *application.RoomGate {
 	return application.NewRoomGate(marks.Gate(gate), rooms, dir)
 }
 
-func provideChannelQueue(c Config) *chanqueue.Queue {
-	return chanqueue.New(c.QueueCapacity, c.BatchLinger)
-}
-
-// commonSet is everything but the queue driver.
-var commonSet = wire.NewSet(
-	NewRedis,
-	NewClaimRedis,
-	NewDB,
-	wire.Struct(new(ports.SystemClock)),
-	wire.Bind(new(ports.Clock), new(ports.SystemClock)),
-	provideReady,
-	provideIDs,
-	wire.Bind(new(ports.OrderIDs), new(*redisgate.IDs)),
-	provideSessionStore,
-	provideSessions,
-	wire.Bind(new(ports.Sessions), new(*redissession.Sessions)),
-	provideBearer,
-	provideTokens,
-	mysqlstore.NewVoucherRepo,
-	wire.Bind(new(ports.VoucherRepository), new(*mysqlstore.VoucherRepo)),
-	provideMySQLOrderRepo,
-	provideExpireOrders,
-	application.NewCancelOrder,
-	providePayOrder,
-	provideObservability,
-	wire.FieldsOf(new(*Observability), "Orders", "Lifecycle", "ClaimObserver"),
-	provideGate,
-	wire.Bind(new(ports.GateProbe), new(*redisgate.Gate)),
-	wire.Bind(new(ports.GateAudit), new(*redisgate.Gate)),
-	wire.Bind(new(ports.GateControls), new(*redisgate.Gate)),
-	wire.Bind(new(ports.OrderIndex), new(*redisgate.Gate)),
-	wire.Bind(new(ports.SaleControls), new(*mysqlstore.VoucherRepo)),
-	wire.Bind(new(ports.OrderLedger), new(*mysqlstore.OrderRepo)),
-	wire.Bind(new(ports.SaleOrders), new(*mysqlstore.OrderRepo)),
-	mysqlstore.NewAuditRepo,
-	wire.Bind(new(ports.AuditLog), new(*mysqlstore.AuditRepo)),
-	provideSoldOutMarks,
-	provideStockGate,
-	provideRoomStore,
-	wire.Bind(new(ports.RoomStore), new(*redisroom.Rooms)),
-	application.NewRoomDirectory,
-	provideRoomSigner,
-	wire.Bind(new(ports.StockGate), new(*application.RoomGate)),
-	application.NewWaitingRoom,
-	metrics.NewClaimCounter,
-	wire.Bind(new(ports.ClaimCounts), new(*metrics.ClaimCounter)),
-	application.NewAddSeckillVoucher,
-	application.NewListShopVouchers,
-	provideClaimSeckill,
-	application.NewFulfillOrders,
-	application.NewGetOrder,
-	provideRestoreGate,
-	application.NewSaleDashboard,
-	application.NewListSaleOrders,
-	application.NewReadAuditLog,
-	application.NewControlSale,
-	provideWorker,
-	httpDeps,
-	provideHandler,
-	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Restore", "Gate", "Tokens", "Sessions", "DB", "Redis", "Observability", "Expire", "Worker", "Claims"),
-)
-
-// channelSet: the in-process bounded channel, fed by the gate plus the channel.
-var channelSet = wire.NewSet(
-	// Reserves through the marked gate (ports.StockGate), so a rollback's
-	// Release clears the voucher's mark at once.
-	chanqueue.NewAdmission,
-	wire.Bind(new(ports.Admission), new(*chanqueue.Admission)),
-	provideChannelQueue,
-	provideObservedChannelQueue,
-	wire.Bind(new(ports.QueueMonitor), new(*chanqueue.Queue)),
-)
-
-// provideRestoreGate is the repair, which also applies the sales' controls
-// again (an admin's control whose gate write failed reaches the gate).
+// provideRestoreGate also applies the sales' controls again (an admin's
+// control whose gate write failed reaches the gate).
 func provideRestoreGate(vouchers ports.VoucherRepository, orders ports.OrderRepository, gate ports.StockGate,
 	probe ports.GateProbe, clock ports.Clock, controls ports.GateControls) *application.RestoreGate {
 	return application.NewRestoreGate(vouchers, orders, gate, probe, clock).WithControls(controls)
 }
 
-// The order lifecycle's wiring and its driving loop (issue 25).
-
-// expiryEvery is how often an instance expires due orders and finishes the
-// returns a crash left: well inside the promised 5 s.
+// expiryEvery: well inside the promised 5 s.
 const expiryEvery = time.Second
 
-// expiryBatch bounds one expiry transaction; a full batch is followed by
-// another at once.
+// expiryBatch bounds one expiry transaction; a full batch is followed by another at once.
 const expiryBatch = 500
 
 func provideMySQLOrderRepo(db *bun.DB, c Config) *mysqlstore.OrderRepo {
@@ -295,14 +194,8 @@ func providePayOrder(orders ports.OrderRepository, vouchers ports.VoucherReposit
 	return application.NewPayOrder(orders, vouchers, life, index, clock, c.PayWindow)
 }
 
-// expiryPass expires due orders and finishes interrupted returns, at once
-// again while a pass finds a full batch; the order expiry service runs it
-// every second. It runs on every instance: the database hands each due
-// order to one of them (SKIP LOCKED), and it runs with a window of 0 too, so
-// that cancelled orders' units are returned. Errors are logged and retried
-// at the next tick. Its metrics (orders expired, the expiry lag, units
-// returned) are counted by the lifecycle's decorator (provideObservability),
-// payments with them.
+// expiryPass expires due orders and finishes interrupted returns, again at
+// once after a full batch. It runs with a window of 0 too: cancelled orders' units return.
 func expiryPass(expire *application.ExpireOrders, log zerolog.Logger) func(context.Context) {
 	return func(ctx context.Context) {
 		for ctx.Err() == nil {
@@ -324,3 +217,169 @@ func expiryPass(expire *application.ExpireOrders, log zerolog.Logger) func(conte
 		}
 	}
 }
+
+func provideRoomStore(rdb redis.UniversalClient, c Config) *redisroom.Rooms {
+	return redisroom.New(rdb, c.KeyPrefix)
+}
+
+// provideRoomSigner keys the rooms' tickets and passes with
+// SECKILL_ROOM_SECRET, or else with the key the deployment keeps in Redis.
+func provideRoomSigner(rdb redis.UniversalClient, c Config, log zerolog.Logger) (*application.RoomSigner, error) {
+	if c.RoomSecret != "" {
+		return application.NewRoomSigner([]byte(c.RoomSecret)), nil
+	}
+	fresh := make([]byte, 32)
+	if _, err := rand.Read(fresh); err != nil {
+		return nil, fmt.Errorf("room key: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	key, err := redisroom.SharedKey(ctx, rdb, c.KeyPrefix, fresh)
+	if err != nil {
+		return nil, err
+	}
+	log.Info().Msg("waiting rooms sign with the key kept in Redis; set SECKILL_ROOM_SECRET so a Redis that loses its data does not void the tickets and passes out")
+	return application.NewRoomSigner(key), nil
+}
+
+// provideClaimSeckill is the claim with all its steps: the waiting room's
+// pass, the sold-out marks, the admission, and the counts of every answer.
+func provideClaimSeckill(ids ports.OrderIDs, admission ports.Admission, rooms *application.WaitingRoom,
+	marks *application.SoldOutMarks, counter *metrics.ClaimCounter,
+) *application.ClaimSeckill {
+	return application.NewClaimSeckill(ids, admission).WithRooms(rooms).WithSoldOutMarks(marks).WithRecorder(counter)
+}
+
+// queueDriver is what the queue driver of SECKILL_QUEUE gives the graph.
+type queueDriver struct {
+	Admission ports.Admission
+	Queue     ports.OrderQueue // observed when metrics are on
+	Monitor   ports.QueueMonitor
+}
+
+// provideQueue picks the queue driver. The channel's admission reserves
+// through the marked gate, so a rollback clears the mark at once; the stream's
+// claim script also XADDs the order.
+func provideQueue(c Config, rdb redis.UniversalClient, gate *redisgate.Gate, stock ports.StockGate, o *Observability,
+	log zerolog.Logger,
+) (queueDriver, func(), error) {
+	if c.Queue == QueueChannel {
+		q := chanqueue.New(c.QueueCapacity, c.BatchLinger)
+		d := queueDriver{Admission: chanqueue.NewAdmission(stock, q), Queue: q, Monitor: q}
+		if o.Metrics != nil {
+			o.Metrics.ChannelQueue(q.Len)
+			d.Queue = o.Metrics.OrderQueue(q)
+		}
+		return d, func() {}, nil
+	}
+	q, cleanup, err := provideStreamQueue(rdb, c, log)
+	if err != nil {
+		return queueDriver{}, nil, err
+	}
+	d := queueDriver{Admission: redisstream.NewAdmission(gate, q), Queue: q, Monitor: q}
+	if o.Metrics != nil {
+		o.Metrics.Registry().MustRegister(metrics.NewStreamCollector(rdb, metrics.StreamOptions{Prefix: c.KeyPrefix, Group: c.StreamGroup}))
+		d.Queue = o.Metrics.OrderQueue(q)
+	}
+	return d, cleanup, nil
+}
+
+// provideStreamQueue first takes the consumer lease, refusing a second live
+// instance under the same (stable) SECKILL_CONSUMER: the two would share one
+// pending list. The cleanup releases it, so a graceful restart does not wait.
+func provideStreamQueue(rdb redis.UniversalClient, c Config, log zerolog.Logger) (*redisstream.Queue, func(), error) {
+	// A killed instance's name stays taken this long, well before the others
+	// would take its entries over anyway.
+	ttl := min(max(c.StreamMinIdle/3, time.Second), 10*time.Second)
+	key := c.KeyPrefix + "consumer:" + c.Consumer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*ttl)
+	defer cancel()
+	lease, err := redisstream.AcquireLease(ctx, rdb, key, redisstream.LeaseOptions{
+		TTL: ttl, Wait: ttl + ttl/2, Log: log.With().Str("component", "consumer-lease").Logger(),
+	})
+	if errors.Is(err, redisstream.ErrLeaseHeld) {
+		return nil, nil, fmt.Errorf("SECKILL_CONSUMER=%q is in use by another running instance (%w); "+
+			"give each instance its own stable name", c.Consumer, err)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	release := func() {
+		if err := lease.Release(); err != nil {
+			log.Warn().Err(err).Msg("consumer name not released; a restart under it waits for the lease to expire")
+		}
+	}
+	q, err := redisstream.New(rdb, redisstream.Options{Prefix: c.KeyPrefix, Group: c.StreamGroup, Consumer: c.Consumer,
+		Block: c.StreamBlock, MinIdle: c.StreamMinIdle, Linger: c.BatchLinger, Log: log.With().Str("component", "stream").Logger()})
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return q, func() {
+		_ = q.Close()
+		release()
+	}, nil
+}
+
+var providers = wire.NewSet(
+	NewRedis,
+	NewClaimRedis,
+	NewDB,
+	wire.Struct(new(ports.SystemClock)),
+	wire.Bind(new(ports.Clock), new(ports.SystemClock)),
+	provideReady,
+	provideIDs,
+	wire.Bind(new(ports.OrderIDs), new(*redisgate.IDs)),
+	provideSessionStore,
+	provideSessions,
+	wire.Bind(new(ports.Sessions), new(*redissession.Sessions)),
+	provideBearer,
+	provideTokens,
+	mysqlstore.NewVoucherRepo,
+	wire.Bind(new(ports.VoucherRepository), new(*mysqlstore.VoucherRepo)),
+	provideMySQLOrderRepo,
+	provideExpireOrders,
+	application.NewCancelOrder,
+	providePayOrder,
+	provideObservability,
+	wire.FieldsOf(new(*Observability), "Orders", "Lifecycle", "ClaimObserver"),
+	provideQueue,
+	wire.FieldsOf(new(queueDriver), "Admission", "Queue", "Monitor"),
+	provideGate,
+	wire.Bind(new(ports.GateProbe), new(*redisgate.Gate)),
+	wire.Bind(new(ports.GateAudit), new(*redisgate.Gate)),
+	wire.Bind(new(ports.GateControls), new(*redisgate.Gate)),
+	wire.Bind(new(ports.OrderIndex), new(*redisgate.Gate)),
+	wire.Bind(new(ports.SaleControls), new(*mysqlstore.VoucherRepo)),
+	wire.Bind(new(ports.OrderLedger), new(*mysqlstore.OrderRepo)),
+	wire.Bind(new(ports.SaleOrders), new(*mysqlstore.OrderRepo)),
+	mysqlstore.NewAuditRepo,
+	wire.Bind(new(ports.AuditLog), new(*mysqlstore.AuditRepo)),
+	provideSoldOutMarks,
+	provideStockGate,
+	wire.Bind(new(ports.StockGate), new(*application.RoomGate)),
+	provideRoomStore,
+	wire.Bind(new(ports.RoomStore), new(*redisroom.Rooms)),
+	application.NewRoomDirectory,
+	provideRoomSigner,
+	application.NewWaitingRoom,
+	metrics.NewClaimCounter,
+	wire.Bind(new(ports.ClaimCounts), new(*metrics.ClaimCounter)),
+	application.NewAddSeckillVoucher,
+	application.NewListShopVouchers,
+	provideClaimSeckill,
+	application.NewFulfillOrders,
+	application.NewGetOrder,
+	provideRestoreGate,
+	application.NewSaleDashboard,
+	application.NewListSaleOrders,
+	application.NewReadAuditLog,
+	application.NewControlSale,
+	provideWorker,
+	// The router's use cases and sessions; provideHandler sets the rest.
+	wire.Struct(new(httpapi.Deps), "AddVoucher", "ListVouchers", "Claim", "GetOrder", "Sessions", "Bearer", "Tokens",
+		"Ready", "Log", "Sales", "ClaimObserver", "Cancel", "Pay", "Orders", "Audit", "Controls", "Rooms"),
+	provideHandler,
+	wire.Struct(new(App), "Config", "Log", "Handler", "Queue", "Restore", "Gate", "Tokens", "Sessions", "DB", "Redis",
+		"Observability", "Expire", "Worker", "Claims"),
+)

@@ -12,22 +12,16 @@ import (
 	"github.com/hmdp-go/seckill/application"
 )
 
-// Service is one piece of background work the App runs from its start to
-// its shutdown, in one shape for every loop (asynq's heartbeater and
-// janitor, river's startstop.Service). Run returns when ctx ends, or when
-// a draining service's work is done.
+// Service is background work the App runs from its start to its shutdown.
+// Run returns when ctx ends, or when a draining service's work is done.
 type Service struct {
 	Name string
 	Run  func(ctx context.Context) error
-	// Drains marks the workers: they end by themselves once the queue is
-	// closed and empty, and shutdown waits for that (up to its deadline)
-	// before it cancels the rest.
+	// Drains marks the workers: shutdown waits (up to its deadline) for them
+	// to empty the closed queue before it cancels the rest.
 	Drains bool
 }
 
-// services lists the background work of one instance, in the order it
-// starts: the session warm-up, the fulfilment workers, the gate repair, the
-// order expiry and the live page's claim sampler.
 func (a *App) services() []Service {
 	var s []Service
 	if a.Sessions.Tracking() && a.Config.TokenWarm {
@@ -46,8 +40,7 @@ func (a *App) services() []Service {
 	return s
 }
 
-// ticking is the shape of every periodic service: pass, every interval,
-// until ctx ends. A pass logs its own errors and is retried at the next tick.
+// ticking runs pass every interval until ctx ends; a pass logs its own errors.
 func ticking(every time.Duration, pass func(context.Context)) func(context.Context) error {
 	return func(ctx context.Context) error {
 		t := time.NewTicker(every)
@@ -63,18 +56,16 @@ func ticking(every time.Duration, pass func(context.Context)) func(context.Conte
 	}
 }
 
-// background runs the Services: the draining ones and the rest under an
-// errgroup each, so that shutdown can wait for the first before it stops
-// the second. A service that fails is logged and the others keep running:
-// one worker's error must not stop the order expiry.
+// background runs the draining Services and the rest under an errgroup each,
+// so shutdown can wait for the first before it stops the second.
 type background struct {
 	cancel context.CancelFunc
 	drains errgroup.Group
 	loops  errgroup.Group
 }
 
-// startServices starts every service on a context that outlives ctx (the
-// start's), ended by drain's deadline or by stop.
+// startServices starts every service on a context that outlives ctx, ended
+// by drain's deadline or by stop.
 func startServices(ctx context.Context, log zerolog.Logger, services []Service) *background {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b := &background{cancel: cancel}
@@ -93,9 +84,8 @@ func startServices(ctx context.Context, log zerolog.Logger, services []Service) 
 	return b
 }
 
-// drain waits for the draining services to finish their work; at ctx's
-// end it cancels every service, waits for the draining ones to return, and
-// answers ctx's error.
+// drain waits for the draining services; at ctx's end it cancels every
+// service, waits for the draining ones, and answers ctx's error.
 func (b *background) drain(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, b.cancel)
 	_ = b.drains.Wait()
@@ -105,16 +95,14 @@ func (b *background) drain(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// stop cancels every service and waits for all of them.
 func (b *background) stop() {
 	b.cancel()
 	_ = b.drains.Wait()
 	_ = b.loops.Wait()
 }
 
-// warmSessions reads the sessions already in Redis into the token cache,
-// paced (redissession.Sessions.Warm), and logs when it is done. The cache's
-// Close, at shutdown, stops the reading itself.
+// warmSessions reads the sessions already in Redis into the cache; the
+// cache's Close stops the reading itself.
 func warmSessions(t *redissession.Sessions, log zerolog.Logger) func(context.Context) error {
 	return func(ctx context.Context) error {
 		began := time.Now()
@@ -130,17 +118,12 @@ func warmSessions(t *redissession.Sessions, log zerolog.Logger) func(context.Con
 	}
 }
 
-// repairPass is one gate repair, bounded by one interval: it restores the
-// gate of any live voucher that Redis lost (a failover that dropped writes,
-// a flushed node), so the instance heals without a restart. Errors are
-// logged and retried next tick.
+// repairPass restores the gate of any live voucher that Redis lost, so the
+// instance heals without a restart.
 func (a *App) repairPass(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, a.Config.RestoreInterval)
 	defer cancel()
-	// A Redis that lost its data lost the binding too: write it back
-	// (before the gates) so that another deployment's start on the same
-	// prefix is still refused; a foreign one means a second deployment
-	// took the prefix while this one ran.
+	// A Redis that lost its data lost the binding too: write it back first.
 	if _, err := BindDeployment(rctx, a.DB, a.Redis, a.Config); err != nil && ctx.Err() == nil {
 		a.Log.Error().Err(err).Msg("deployment binding check failed; retrying at the next interval")
 		if errors.Is(err, ErrForeignRedis) {
@@ -149,9 +132,7 @@ func (a *App) repairPass(ctx context.Context) {
 	}
 	rep, err := a.Restore.Repair(rctx)
 	logHealed(a.Log, rep.Healed)
-	// Transfer records of split vouchers whose claimant died between two
-	// steps are finished here, so their units are on sale again within
-	// one interval (plus the records' apply deadline).
+	// Transfers of split vouchers whose claimant died between two steps.
 	if moved, terr := a.Gate.RepairAll(rctx); terr != nil && ctx.Err() == nil {
 		a.Log.Error().Err(terr).Int("finished", moved).Msg("finishing bucket transfers failed; retrying at the next interval")
 	} else if moved > 0 {
@@ -165,9 +146,7 @@ func (a *App) repairPass(ctx context.Context) {
 	}
 }
 
-// logHealed tells, per voucher, what a gate that was behind the database
-// got back: Redis had lost writes (a failover to a replica that lagged, a
-// restart from an older snapshot) while their orders were committed.
+// logHealed tells, per voucher, what a gate that had lost committed orders got back.
 func logHealed(log zerolog.Logger, healed []application.HealedVoucher) {
 	for _, h := range healed {
 		log.Warn().Int64("voucher", int64(h.Voucher)).Int("buyers_restored", h.Restored).

@@ -8,101 +8,63 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// Tuning holds the knobs no operator sets: defaults measured or reasoned
-// (the reason beside each), which the bench and the tests change in Go
-// (c := DefaultConfig(); c.BatchLinger = 0). removedVariables warns of
-// their former SECKILL_* names still set. Validate names a bad one by its
+// Tuning holds the knobs no operator sets, with the reason for each default;
+// the bench and the tests change them in Go. Validate names a bad one by its
 // field (Tuning.Workers).
 type Tuning struct {
-	// RedisPoolSize is the most Redis connections; a stampede waits for
-	// one. 128 holds a 20,000-user bench run without a wait worth seeing.
+	// RedisPoolSize: 128 holds a 20,000-user bench run without a wait worth seeing.
 	RedisPoolSize int
-	// RedisTimeout bounds every single wait on Redis: a dial, a read, a
-	// write, a wait for a pooled connection. A claim's own budget
-	// (application.ClaimBudget) bounds it further. Short, so a node that
-	// died or stalled is given up on (and, on a cluster, the slot map
-	// reloaded) in about this long, not in go-redis's 5 s defaults.
+	// RedisTimeout bounds every single wait on Redis (dial, read, write, pool):
+	// short, so a dead node is given up on (and a cluster's slot map reloaded)
+	// in about this long, not in go-redis's 5 s.
 	RedisTimeout time.Duration
-	// RedisAutoPipeline is how the claim path's commands (claim script,
-	// session lookup, id lease) reach Redis: "half" batches concurrent
-	// claims' commands into one pipeline per round trip (go-redis's
-	// automatic pipeliner, half duplex), "full" streams them on one held
-	// connection per node (full duplex), "off" sends each claim's own.
-	// See docs/BENCHMARKS.md for the measurement behind the default.
+	// RedisAutoPipeline is how the claim path's commands reach Redis: "half"
+	// batches concurrent claims' commands per round trip, "full" streams them
+	// on one held connection per node, "off" sends each claim's own
+	// (docs/BENCHMARKS.md).
 	RedisAutoPipeline string
-	// RedisAutoPipelineDelay is the pipeliner's MaxFlushDelay: how long it
-	// may wait for more commands after a flush (0 = flush at once).
+	// RedisAutoPipelineDelay is the pipeliner's MaxFlushDelay (0 = flush at once).
 	RedisAutoPipelineDelay time.Duration
 	// RedisAutoPipelineShards is the pipeliner's NumShards (0 = go-redis's
-	// default: one queue on one node, one per CPU on a cluster, routed by
-	// slot; with "full" on one node, that many held connections, routed by
-	// key).
+	// default); with "full" on one node, that many held connections, routed by key.
 	RedisAutoPipelineShards int
-
-	// QueueCapacity bounds the channel queue; a full channel answers busy.
-	QueueCapacity int
-	// BatchLinger: how long a batch waits to fill after its first orders,
-	// on both queues. With Workers and SECKILL_BATCH_SIZE: one worker
-	// writing batches of up to 500, lingering 20ms for a batch to fill: a
-	// commit costs MariaDB about 480µs of CPU whatever its size (plus about
-	// 4.7µs per row), and a second worker only splits the same voucher's
-	// orders into smaller batches that queue on its stock row lock.
-	// Measured in docs/BENCHMARKS.md ("Bigger batches, one writer").
+	QueueCapacity           int // a full channel queue answers busy
+	// BatchLinger: how long a batch waits to fill. One worker lingering 20ms
+	// makes the biggest batches; a second only splits a voucher's orders into
+	// smaller batches that queue on its stock row lock (docs/BENCHMARKS.md).
 	BatchLinger time.Duration
 	Workers     int
-
-	// StreamGroup is the consumer group every instance joins.
 	StreamGroup string
-	// StreamBlock is one XREADGROUP's wait: short, so that shutdown is
-	// honoured within about this (zero would block forever).
+	// StreamBlock is one XREADGROUP's wait: short, so shutdown is honoured
+	// within about this (zero would block forever).
 	StreamBlock time.Duration
-	// MaxDeliveries: deliveries before an entry is dead-lettered (0 = no
-	// limit). A restart re-delivers what was in flight, so 1 or 2 would
-	// dead-letter sound orders after one or two restarts.
+	// MaxDeliveries before an entry is dead-lettered (0 = no limit); a restart
+	// re-delivers what was in flight, so 1 or 2 would dead-letter sound orders.
 	MaxDeliveries int
-
-	// SoldOutWindow: once Redis answers sold out for a voucher, this
-	// instance answers sold out itself for this long, without a Redis round
-	// trip: the staleness a returned unit may meet.
+	// SoldOutWindow: how long this instance answers sold out itself after
+	// Redis did, the staleness a returned unit may meet.
 	SoldOutWindow time.Duration
-	// IDBlock is how many order-id sequence numbers one Redis round trip
-	// leases.
-	IDBlock int
-	// RestoreInterval: how often a running instance checks that every live
-	// voucher still has its gate and live-set entry, and rebuilds what Redis
-	// lost from the database. 0 turns the check off (restore at start only).
+	IDBlock       int // order ids leased per Redis round trip
+	// RestoreInterval: how often a live instance rebuilds from the database
+	// the gates Redis lost (0 = at start only).
 	RestoreInterval time.Duration
-	// BucketsAbove: a voucher created with more stock than this and no
-	// "buckets" in its request has its stock split into Buckets buckets
-	// (docs/SCALING-buckets.md). 0 turns the rule off: an admin asks for
-	// buckets per voucher.
+	// BucketsAbove: a voucher created with more stock and no "buckets" is split
+	// into Buckets buckets (0 = off; docs/SCALING-buckets.md). Buckets 0 means
+	// the number of Redis Cluster masters at start.
 	BucketsAbove int
-	// Buckets is the rule's K; 0 means the number of Redis Cluster masters
-	// counted at start (on a single Redis the rule then splits nothing).
-	Buckets int
-
-	// TokenCacheTTL: 0 = no session cache, every request asks Redis (and
-	// slides the session's expiry); on a Redis without CLIENT TRACKING, how
-	// long a cached entry lives.
-	TokenCacheTTL time.Duration
-	// TokenCacheSize: sessions the cache holds, the users who log in before
-	// a sale (a 120,000-user bench round held 100,000).
-	TokenCacheSize int
-	// TokenTTL is a session's life, slid on use, as the original's login.
-	TokenTTL time.Duration
-	// TokenWarm: at start, read the sessions already in Redis into the
-	// session cache in the background when Redis tracks (at most
-	// TokenCacheSize), so users who logged in before this instance started
-	// cost no lookup.
-	TokenWarm bool
-	// KeyRetention: gate keys expire this long after their sale ends.
-	KeyRetention time.Duration
-	// RateWindow is the rate limits' sliding window, whole seconds: it is
-	// also the Retry-After a limited client is told.
+	Buckets      int
+	// TokenCacheTTL: 0 = no session cache; on a Redis without CLIENT
+	// TRACKING, how long a cached entry lives.
+	TokenCacheTTL  time.Duration
+	TokenCacheSize int           // a 120,000-user bench round held 100,000
+	TokenTTL       time.Duration // a session's life, slid on use
+	// TokenWarm reads the sessions already in Redis into the cache at start
+	// (when Redis tracks), so earlier logins cost no lookup.
+	TokenWarm    bool
+	KeyRetention time.Duration // gate keys expire this long after their sale ends
+	// RateWindow is whole seconds: it is also the Retry-After told.
 	RateWindow time.Duration
-	// Migrate applies the migrations at start; serve --no-migrate turns
-	// it off.
-	Migrate bool
+	Migrate    bool // serve --no-migrate turns it off
 }
 
 // DefaultTuning is the tuning of every deployment.
@@ -137,8 +99,7 @@ const (
 	AutoPipelineFull = "full"
 )
 
-// check refuses tuning that would hurt; cluster says whether the service
-// runs on a Redis Cluster.
+// check refuses tuning that would hurt.
 func (t Tuning) check(p *problems, cluster bool) {
 	p.report(
 		within("Tuning.RedisPoolSize", t.RedisPoolSize, 1, 10_000),
@@ -174,8 +135,6 @@ func (t Tuning) check(p *problems, cluster bool) {
 		rule{"Tuning.TokenCacheSize", t.TokenCacheSize < 1, "must be at least 1"},
 		rule{"Tuning.TokenTTL", t.TokenTTL <= 0, "must be positive"},
 		rule{"Tuning.KeyRetention", t.KeyRetention <= 0, "must be positive"},
-		// Whole seconds: Retry-After is told in seconds, and a sub-second window
-		// would tell a client to retry after 0.
 		rule{"Tuning.RateWindow", t.RateWindow < time.Second || t.RateWindow > time.Hour || t.RateWindow%time.Second != 0,
 			fmt.Sprintf("must be whole seconds within 1s..1h, got %s", t.RateWindow)},
 	)

@@ -7,14 +7,8 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// InitChannelApp wires the service with the in-process channel queue.
-func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
-	wire.Build(commonSet, channelSet)
-	return nil, nil, nil
-}
-
-// InitStreamApp wires the service with the Redis Stream queue.
-func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
-	wire.Build(commonSet, streamSet)
+// InitApp wires the service; provideQueue picks the queue driver.
+func InitApp(c Config, log zerolog.Logger) (*App, func(), error) {
+	wire.Build(providers)
 	return nil, nil, nil
 }

@@ -7,11 +7,9 @@
 package infra
 
 import (
-	"github.com/hmdp-go/seckill/adapters/chanqueue"
 	"github.com/hmdp-go/seckill/adapters/httpapi"
 	"github.com/hmdp-go/seckill/adapters/metrics"
 	"github.com/hmdp-go/seckill/adapters/mysqlstore"
-	"github.com/hmdp-go/seckill/adapters/redisstream"
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/ports"
 	"github.com/rs/zerolog"
@@ -19,8 +17,8 @@ import (
 
 // Injectors from wire.go:
 
-// InitChannelApp wires the service with the in-process channel queue.
-func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
+// InitApp wires the service; provideQueue picks the queue driver.
+func InitApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	db, cleanup, err := NewDB(c, log)
 	if err != nil {
 		return nil, nil, err
@@ -65,9 +63,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, roomGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs, cleanup5 := provideIDs(universalClient, claimRedis, c)
-	queue := provideChannelQueue(c)
-	admission := chanqueue.NewAdmission(roomGate, queue)
-	roomSigner, err := provideRoomSigner(universalClient, c, log)
+	infraQueueDriver, cleanup6, err := provideQueue(c, universalClient, gate, roomGate, observability, log)
 	if err != nil {
 		cleanup5()
 		cleanup4()
@@ -76,136 +72,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	waitingRoom := application.NewWaitingRoom(roomDirectory, roomSigner)
-	claimSeckill := provideClaimSeckill(iDs, admission, waitingRoom, soldOutMarks, claimCounter)
-	getOrder := application.NewGetOrder(orderRepository, roomGate)
-	bearerSessions, cleanup6, err := provideBearer(c, log)
-	if err != nil {
-		cleanup5()
-		cleanup4()
-		cleanup3()
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	tokenIssuer := provideTokens(store, c)
-	v := provideReady(universalClient, db)
-	saleDashboard := application.NewSaleDashboard(voucherRepo, gate, orderRepo, queue, claimCounter, roomDirectory, systemClock)
-	claimObserver := observability.ClaimObserver
-	orderLifecycle := observability.Lifecycle
-	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, roomGate)
-	payOrder := providePayOrder(orderRepository, voucherRepo, orderLifecycle, gate, systemClock, c)
-	listSaleOrders := application.NewListSaleOrders(voucherRepo, orderRepo)
-	auditRepo := mysqlstore.NewAuditRepo(db)
-	readAuditLog := application.NewReadAuditLog(auditRepo)
-	controlSale := application.NewControlSale(voucherRepo, gate, systemClock)
-	deps := httpapi.Deps{
-		AddVoucher:    addSeckillVoucher,
-		ListVouchers:  listShopVouchers,
-		Claim:         claimSeckill,
-		GetOrder:      getOrder,
-		Sessions:      sessions,
-		Bearer:        bearerSessions,
-		Tokens:        tokenIssuer,
-		Ready:         v,
-		Log:           log,
-		Sales:         saleDashboard,
-		ClaimObserver: claimObserver,
-		Cancel:        cancelOrder,
-		Pay:           payOrder,
-		Orders:        listSaleOrders,
-		Audit:         readAuditLog,
-		Controls:      controlSale,
-		Rooms:         waitingRoom,
-	}
-	handler := provideHandler(deps, c, universalClient, log)
-	orderQueue := provideObservedChannelQueue(queue, observability)
-	restoreGate := provideRestoreGate(voucherRepo, orderRepository, roomGate, gate, systemClock, gate)
-	expireOrders := provideExpireOrders(orderLifecycle, roomGate, systemClock)
-	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)
-	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
-	app := &App{
-		Config:        c,
-		Log:           log,
-		Handler:       handler,
-		Queue:         orderQueue,
-		Restore:       restoreGate,
-		Gate:          gate,
-		Tokens:        tokenIssuer,
-		Sessions:      sessions,
-		DB:            db,
-		Redis:         universalClient,
-		Observability: observability,
-		Expire:        expireOrders,
-		Worker:        worker,
-		Claims:        claimCounter,
-	}
-	return app, func() {
-		cleanup6()
-		cleanup5()
-		cleanup4()
-		cleanup3()
-		cleanup2()
-		cleanup()
-	}, nil
-}
-
-// InitStreamApp wires the service with the Redis Stream queue.
-func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
-	db, cleanup, err := NewDB(c, log)
-	if err != nil {
-		return nil, nil, err
-	}
-	voucherRepo := mysqlstore.NewVoucherRepo(db)
-	universalClient, cleanup2, err := NewRedis(c, log)
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
-	orderRepo := provideMySQLOrderRepo(db, c)
-	claimCounter := metrics.NewClaimCounter()
-	claimRedis, cleanup3, err := NewClaimRedis(universalClient, c, log)
-	if err != nil {
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	store := provideSessionStore(universalClient, claimRedis, c)
-	sessions, cleanup4, err := provideSessions(universalClient, store, c, log)
-	if err != nil {
-		cleanup3()
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	rooms := provideRoomStore(universalClient, c)
-	systemClock := ports.SystemClock{}
-	roomDirectory := application.NewRoomDirectory(rooms, systemClock)
-	observability, err := provideObservability(c, universalClient, db, orderRepo, claimCounter, sessions, roomDirectory, log)
-	if err != nil {
-		cleanup4()
-		cleanup3()
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	orderRepository := observability.Orders
-	gate := provideGate(universalClient, claimRedis, c, voucherRepo, orderRepo)
-	soldOutMarks := provideSoldOutMarks(c)
-	roomGate := provideStockGate(gate, soldOutMarks, rooms, roomDirectory)
-	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, roomGate)
-	listShopVouchers := application.NewListShopVouchers(voucherRepo)
-	iDs, cleanup5 := provideIDs(universalClient, claimRedis, c)
-	queue, cleanup6, err := provideStreamQueue(universalClient, c, log)
-	if err != nil {
-		cleanup5()
-		cleanup4()
-		cleanup3()
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	admission := redisstream.NewAdmission(gate, queue)
+	admission := infraQueueDriver.Admission
 	roomSigner, err := provideRoomSigner(universalClient, c, log)
 	if err != nil {
 		cleanup6()
@@ -231,7 +98,8 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	}
 	tokenIssuer := provideTokens(store, c)
 	v := provideReady(universalClient, db)
-	saleDashboard := application.NewSaleDashboard(voucherRepo, gate, orderRepo, queue, claimCounter, roomDirectory, systemClock)
+	queueMonitor := infraQueueDriver.Monitor
+	saleDashboard := application.NewSaleDashboard(voucherRepo, gate, orderRepo, queueMonitor, claimCounter, roomDirectory, systemClock)
 	claimObserver := observability.ClaimObserver
 	orderLifecycle := observability.Lifecycle
 	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, roomGate)
@@ -260,7 +128,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 		Rooms:         waitingRoom,
 	}
 	handler := provideHandler(deps, c, universalClient, log)
-	orderQueue := provideObservedStreamQueue(queue, universalClient, c, observability)
+	orderQueue := infraQueueDriver.Queue
 	restoreGate := provideRestoreGate(voucherRepo, orderRepository, roomGate, gate, systemClock, gate)
 	expireOrders := provideExpireOrders(orderLifecycle, roomGate, systemClock)
 	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)

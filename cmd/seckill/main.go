@@ -1,7 +1,5 @@
-// Command seckill is the flash-sale service's one binary: serve runs it,
-// migrate manages the schema, token mints login tokens for tests and load,
-// and reconcile compares a voucher's Redis state with MySQL (and repairs
-// Redis from it). The design comparison is cmd/seckill-bench.
+// Command seckill is the flash-sale service's one binary: serve, migrate,
+// token and reconcile (see usage).
 package main
 
 import (
@@ -42,7 +40,7 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		switch {
-		case errors.Is(err, flag.ErrHelp): // asked for with -h/--help: printed, not a failure
+		case errors.Is(err, flag.ErrHelp):
 			os.Exit(0)
 		case errors.Is(err, errUsage): // the usage text says it
 			os.Exit(2)
@@ -55,7 +53,6 @@ func main() {
 	}
 }
 
-// errUsage: no command given; the usage text was printed.
 var errUsage = errors.New("no command given")
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -85,9 +82,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 }
 
-// newFlags is a command's flag set, its errors and help on stderr: the help
-// is usage (ending "flags:\n") and then the flags, spelt with two dashes as
-// README writes them (the flag package takes one or two, and prints one).
+// newFlags is a command's flag set; its help spells flags with two dashes, as
+// README does.
 func newFlags(name, usage string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -98,9 +94,8 @@ func newFlags(name, usage string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags parses args into fs, and refuses any argument that is not a
-// flag before the command touches anything: a value given without its flag
-// (`token --user 1 5`) would otherwise be dropped in silence.
+// parseFlags refuses any argument that is not a flag (`token --user 1 5`),
+// which would otherwise be dropped in silence.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -112,8 +107,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// loadCLI reads the configuration for a command other than serve, with a
-// terse logger on stderr, and warns of SECKILL_* variables no one reads.
+// loadCLI reads the configuration for a command other than serve.
 func loadCLI(stderr io.Writer) (infra.Config, zerolog.Logger, error) {
 	cfg, err := infra.LoadConfig()
 	if err != nil {

@@ -55,7 +55,6 @@ flags:
 		return err
 	}
 	defer cleanup()
-
 	switch action {
 	case "up":
 		applied, err := mysqlstore.Migrate(ctx, db)

@@ -9,10 +9,8 @@ import (
 	"os"
 )
 
-// startProfiler serves net/http/pprof on $PPROF_ADDR (default
-// 127.0.0.1:6060) in a binary built with `-tags pprof`, for profiling the
-// service under load (make build-pprof). The default build has no such
-// listener: the profiles name tokens' code paths and cost CPU to serve.
+// startProfiler serves net/http/pprof on $PPROF_ADDR (default 127.0.0.1:6060)
+// in a binary built with `-tags pprof` only (make build-pprof).
 func startProfiler(stderr io.Writer) {
 	addr := os.Getenv("PPROF_ADDR")
 	if addr == "" {

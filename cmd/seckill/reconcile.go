@@ -45,7 +45,6 @@ flags:
 		return err
 	}
 	defer cleanup()
-
 	id := domain.VoucherID(*voucher)
 	before, err := rec.Check(ctx, id)
 	if err != nil {
@@ -67,8 +66,7 @@ flags:
 	return nil
 }
 
-// verdict is the check's exit status: orders only in flight are not a
-// difference (fulfilment is merely not done yet), anything else is.
+// verdict: orders only in flight are not a difference.
 func verdict(r application.Report) error {
 	if r.Consistent() || r.OnlyInFlight() {
 		return nil
@@ -125,16 +123,12 @@ func printReport(w io.Writer, label string, r application.Report) {
 	}
 }
 
-// cannotSee is what no check can find, said wherever Redis is seen to
-// have lost writes.
 const cannotSee = "not visible to any check: a claim answered success whose order Redis lost before it reached mysql " +
 	"(its mark and, in stream mode, its queue entry) leaves no trace in either; it cannot be recovered, only prevented " +
 	"(SECKILL_REDIS_WAIT_REPLICAS, or AOF with appendfsync always)"
 
-// differences names, for a report that is not consistent, every reason it
-// is not, so a DIFFERENT verdict never stands with no counter to explain it.
-// It finds none in a report that verdict passes: such a report has a gate,
-// no order missing from it, and its books balance.
+// differences names every reason a report is not consistent, so a DIFFERENT
+// verdict never stands unexplained.
 func differences(r application.Report) []string {
 	var out []string
 	lost := false

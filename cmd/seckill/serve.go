@@ -48,8 +48,6 @@ environment variables (README.md, "Configuration", says what each does):
 	err = app.Run(ctx)
 	stopping := time.Now()
 	cleanup()
-	// The last line: the process is about to exit, with every connection
-	// closed and (for the stream) the consumer name released.
 	ev := log.Info()
 	if err != nil {
 		ev = log.Error().Err(err)

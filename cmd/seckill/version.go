@@ -8,17 +8,14 @@ import (
 	"runtime/debug"
 )
 
-// Set by `make build` (-ldflags -X): git describe and the full commit. A
-// plain `go build` leaves them empty and the build info's VCS stamp (when
-// -buildvcs is on) stands in.
+// Set by `make build` (-ldflags -X); else the build info's VCS stamp stands in.
 var (
 	version string
 	commit  string
 )
 
-// printVersion says what this binary is: its version, the commit it was built
-// from (with "+dirty" when the tree had uncommitted changes), and the Go that
-// compiled it, which is what decides the standard library's security fixes.
+// printVersion prints the version, the commit ("+dirty" for uncommitted
+// changes) and the Go that compiled it (the standard library's fixes).
 func printVersion(w io.Writer) {
 	v, c := version, commit
 	if bi, ok := debug.ReadBuildInfo(); ok {
