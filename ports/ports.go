@@ -17,8 +17,7 @@ var (
 	ErrQueueFull    = errors.New("order queue is full")
 	ErrQueueClosed  = errors.New("order queue is closed")
 	ErrUnknownToken = errors.New("unknown session token")
-	// ErrPermanent wraps a database refusal no retry can fix, whatever the driver.
-	ErrPermanent = errors.New("refused for good by the database")
+	ErrPermanent    = errors.New("refused for good by the database") // wraps a refusal no retry can fix, whatever the driver
 )
 
 // Clock tells the time; tests pass a fixed one.

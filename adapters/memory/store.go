@@ -122,6 +122,17 @@ func (s *Orders) sorted() []*orderRecord {
 	return slices.SortedFunc(maps.Values(s.orders), func(a, b *orderRecord) int { return cmp.Compare(a.Order.ID(), b.Order.ID()) })
 }
 
+// pick reads, in id order, up to limit records keep selects, each as as makes it.
+func pick[T any](s *Orders, limit int, keep func(*orderRecord) bool, as func(*orderRecord) T) []T {
+	out := []T{}
+	for _, r := range s.sorted() {
+		if len(out) < limit && keep(r) {
+			out = append(out, as(r))
+		}
+	}
+	return out
+}
+
 func (s *Orders) Find(ctx context.Context, id domain.OrderID) (domain.OrderStatus, error) {
 	return locked(ctx, &s.mu, func() (domain.OrderStatus, error) {
 		if r, ok := s.orders[id]; ok {
@@ -137,13 +148,8 @@ func (s *Orders) Buyers(ctx context.Context, voucher domain.VoucherID) ([]domain
 
 func (s *Orders) BuyersAfter(ctx context.Context, voucher domain.VoucherID, after domain.OrderID, limit int) ([]domain.VoucherOrder, error) {
 	return locked(ctx, &s.mu, func() ([]domain.VoucherOrder, error) {
-		buyers := []domain.VoucherOrder{}
-		for _, r := range s.sorted() {
-			if r.Order.VoucherID() == voucher && r.slot > 0 && r.Order.ID() > after && len(buyers) < limit {
-				buyers = append(buyers, r.Place())
-			}
-		}
-		return buyers, nil
+		return pick(s, limit, func(r *orderRecord) bool { return r.Order.VoucherID() == voucher && r.slot > 0 && r.Order.ID() > after },
+			func(r *orderRecord) domain.VoucherOrder { return r.Place() }), nil
 	})
 }
 
@@ -194,13 +200,9 @@ func (s *Orders) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTall
 
 func (s *Orders) OrdersAfter(ctx context.Context, voucher domain.VoucherID, filter domain.OrderFilter, after domain.OrderID, limit int) ([]domain.OrderStatus, error) {
 	return locked(ctx, &s.mu, func() ([]domain.OrderStatus, error) {
-		out := []domain.OrderStatus{}
-		for _, r := range s.sorted() {
-			if r.Order.VoucherID() == voucher && r.Order.ID() > after && filter.Matches(r.OrderStatus) && len(out) < limit {
-				out = append(out, r.OrderStatus)
-			}
-		}
-		return out, nil
+		return pick(s, limit, func(r *orderRecord) bool {
+			return r.Order.VoucherID() == voucher && r.Order.ID() > after && filter.Matches(r.OrderStatus)
+		}, func(r *orderRecord) domain.OrderStatus { return r.OrderStatus }), nil
 	})
 }
 
@@ -230,13 +232,8 @@ func (s *Orders) cancel(r *orderRecord, reason domain.CancelReason) {
 // Unreturned lists the created orders that hold no unit and were not returned.
 func (s *Orders) Unreturned(ctx context.Context, limit int) ([]domain.VoucherOrder, error) {
 	return locked(ctx, &s.mu, func() ([]domain.VoucherOrder, error) {
-		var out []domain.VoucherOrder
-		for _, r := range s.sorted() {
-			if !r.State.HoldsUnit() && r.State != domain.OrderFailed && !r.returned && len(out) < limit {
-				out = append(out, r.Order)
-			}
-		}
-		return out, nil
+		return pick(s, limit, func(r *orderRecord) bool { return !r.State.HoldsUnit() && r.State != domain.OrderFailed && !r.returned },
+			func(r *orderRecord) domain.VoucherOrder { return r.Order }), nil
 	})
 }
 
