@@ -35,12 +35,11 @@ func Refusals() []*Refusal { return slices.Clone(refusals) }
 
 // RefusalByCode maps a refusal's code back to it; false for anything else.
 func RefusalByCode(code string) (*Refusal, bool) {
-	for _, r := range refusals {
-		if r.code == code {
-			return r, true
-		}
+	i := slices.IndexFunc(refusals, func(r *Refusal) bool { return r.code == code })
+	if i < 0 {
+		return nil, false
 	}
-	return nil, false
+	return refusals[i], true
 }
 
 // IsRefusal reports whether err is, or wraps, a business refusal: final, and nothing changed.

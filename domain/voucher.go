@@ -3,6 +3,7 @@ package domain
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -28,9 +29,9 @@ type Sale struct {
 	begin, end time.Time
 	buckets    int       // parts the gate splits the stock into; 0 and 1: one
 	room       RoomRules // zero: no waiting room
-	added      int       // units admins added since creation (control.go)
+	added      int       // units admins added since creation (AddStock)
 	paused     bool      // claims answer ErrPaused until resumed
-	limit      int       // orders one user may hold (limit.go); 0 and 1: one
+	limit      int       // orders one user may hold; 0 and 1: one
 }
 
 const (
@@ -58,13 +59,10 @@ func NewSale(stock int, begin, end time.Time) (Sale, error) {
 // NewSaleAt is NewSale for a sale created at now: it also refuses a window already ended.
 func NewSaleAt(now time.Time, stock int, begin, end time.Time) (Sale, error) {
 	s, err := NewSale(stock, begin, end)
-	if err != nil {
-		return Sale{}, err
-	}
-	if s.Ended(now) {
+	if err == nil && s.Ended(now) {
 		return Sale{}, invalid("endTime", "must be later than now: a sale that has already ended can never be claimed")
 	}
-	return s, nil
+	return s, err
 }
 
 func (s Sale) Stock() int       { return s.stock }
@@ -205,4 +203,175 @@ func (v Voucher) CheckGateable() error {
 		return fmt.Errorf("voucher %d is not a seckill voucher", v.id)
 	}
 	return nil
+}
+
+// MaxLimitPerUser keeps small the claim's cost, which looks at each of a buyer's places.
+const MaxLimitPerUser = 10
+
+// LimitPerUser is how many orders of the sale one user may hold, cancelled ones included.
+func (s Sale) LimitPerUser() int { return max(s.limit, 1) }
+
+// WithLimitPerUser returns the sale allowing n orders per user; one with a waiting room keeps 1.
+func (s Sale) WithLimitPerUser(n int) (Sale, error) {
+	switch {
+	case n < 1 || n > MaxLimitPerUser:
+		return Sale{}, invalid("limitPerUser", "must be between 1 and %d, got %d", MaxLimitPerUser, n)
+	case n > 1 && s.HasRoom():
+		return Sale{}, invalid("limitPerUser",
+			"must be 1 for a sale with a waiting room (a pass admits one order), got %d", n)
+	}
+	s.limit = unsplit(n)
+	return s, nil
+}
+
+// WithStoredLimit is the sale with its stored limit per user. Use it only in repositories.
+func (s Sale) WithStoredLimit(n int) Sale { s.limit = unsplit(n); return s }
+
+// BuyerMarks turns v's orders into each user's marks, refusing an order of another voucher or
+// a user past the limit (a gate rebuilt from them would be wrong). A repeated id counts once.
+func BuyerMarks(v Voucher, orders []VoucherOrder) (map[UserID][]OrderID, error) {
+	limit := v.sale.LimitPerUser()
+	marks := make(map[UserID][]OrderID, len(orders))
+	seen := make(map[OrderID]bool, len(orders))
+	for _, o := range orders {
+		if o.voucherID != v.id {
+			return nil, fmt.Errorf("voucher %d: buyer %s belongs to another voucher", v.id, o)
+		}
+		if seen[o.id] {
+			continue
+		}
+		seen[o.id] = true
+		if len(marks[o.userID]) >= limit {
+			return nil, fmt.Errorf("voucher %d: user %d holds orders %v and %d, more than the limit of %d",
+				v.id, o.userID, marks[o.userID], o.id, limit)
+		}
+		marks[o.userID] = append(marks[o.userID], o.Mark())
+	}
+	return marks, nil
+}
+
+// KeepQueued adds to marks the places of orders still queued and reports how many; one past its
+// user's limit is skipped (the database will refuse it), as refusing the rebuild leaves no gate.
+func KeepQueued(marks map[UserID][]OrderID, s Sale, queued []VoucherOrder) int {
+	added := 0
+	for _, o := range queued {
+		held := marks[o.userID]
+		if len(held) >= s.LimitPerUser() || slices.Contains(held, o.id) || slices.Contains(held, -o.id) {
+			continue
+		}
+		marks[o.userID] = append(held, o.Mark())
+		added++
+	}
+	return added
+}
+
+// Mark is what the gate keeps in the order's place: its id, negated once forfeited
+// (it still counts toward the limit, and no return can give its unit back twice).
+func (o VoucherOrder) Mark() OrderID {
+	if o.forfeited {
+		return -o.id
+	}
+	return o.id
+}
+
+// ControlError refuses an admin control the sale's state rules out; nothing changed. It has a
+// stable Code but is its own type, so it is not taken for a claim's Refusal.
+type ControlError struct{ Refusal }
+
+var (
+	ErrSaleOver       = &ControlError{Refusal{"sale_over", "the sale has already ended"}}
+	ErrSaleNotStarted = &ControlError{Refusal{"sale_not_started", "the sale has not started: move its end time instead"}}
+	ErrEndInPast      = &ControlError{Refusal{"end_in_past", "the new end time is in the past"}}
+	ErrEndBeforeBegin = &ControlError{Refusal{"end_before_begin", "the new end time is not after the sale's begin time"}}
+)
+
+// EndAt is the sale with its end moved, as an admin asks at now; an unmoved end is a retry.
+func (s Sale) EndAt(end, now time.Time) (Sale, error) {
+	switch {
+	case end.IsZero():
+		return Sale{}, invalid("endTime", "is required")
+	case end.Equal(s.end):
+		return s, nil
+	case s.Ended(now):
+		return Sale{}, ErrSaleOver
+	case !end.After(s.begin):
+		return Sale{}, ErrEndBeforeBegin
+	case end.Before(now):
+		return Sale{}, ErrEndInPast
+	}
+	s.end = end
+	return s, nil
+}
+
+// EndNow is the sale ended at now; an ended one is a retry, one not begun is EndAt's.
+func (s Sale) EndNow(now time.Time) (Sale, error) {
+	switch {
+	case s.Ended(now):
+		return s, nil
+	case !s.Started(now):
+		return Sale{}, ErrSaleNotStarted
+	}
+	s.end = now
+	return s, nil
+}
+
+// AddStock is the sale with n more units to sell, as an admin asks at now; an ended sale takes none.
+func (s Sale) AddStock(n int, now time.Time) (Sale, error) {
+	switch {
+	case n <= 0:
+		return Sale{}, invalid("add", "must be greater than 0, got %d", n)
+	case n > MaxStock || s.stock > MaxStock-n:
+		return Sale{}, invalid("add", "would make the stock more than %d", MaxStock)
+	case s.Ended(now):
+		return Sale{}, ErrSaleOver
+	}
+	s.stock += n
+	s.added += n
+	return s, nil
+}
+
+// SameControls tells whether o is s in everything a control changes (stock, end, pause).
+func (s Sale) SameControls(o Sale) bool {
+	return s.stock == o.stock && s.end.Equal(o.end) && s.paused == o.paused
+}
+
+// Added is every unit AddStock added; the gate keeps the same total, so adding them is idempotent.
+func (s Sale) Added() int   { return s.added }
+func (s Sale) Paused() bool { return s.paused }
+
+// WithStoredControls is the sale with its controls as stored. Use it only in repositories.
+func (s Sale) WithStoredControls(added int, paused bool) Sale {
+	s.added, s.paused = added, paused
+	return s
+}
+
+func (v Voucher) WithSale(s Sale) Voucher { v.sale = s; return v }
+
+// WithPause is the sale paused or resumed at now; an ended sale takes neither.
+func (s Sale) WithPause(paused bool, now time.Time) (Sale, error) {
+	if s.paused == paused {
+		return s, nil
+	}
+	if s.Ended(now) {
+		return Sale{}, ErrSaleOver
+	}
+	s.paused = paused
+	return s, nil
+}
+
+const MaxIdempotencyKey = 128 // the column size
+
+// CheckIdempotencyKey refuses an Idempotency-Key (empty: none) too long or not Printable.
+func CheckIdempotencyKey(key string) error {
+	switch {
+	case len(key) > MaxIdempotencyKey:
+		return invalid("Idempotency-Key", "must be at most %d characters", MaxIdempotencyKey)
+	case !Printable(key):
+		return invalid("Idempotency-Key", "must be printable ASCII without spaces")
+	}
+	return nil
+}
+
+func ControlKeyReused() error {
+	return invalid("Idempotency-Key", "was already used for another request; use a new key for a new request")
 }
