@@ -1,6 +1,5 @@
-// Package application holds the use cases of the flash sale. Each use case
-// depends only on domain and ports, so it runs the same against the Redis and
-// MySQL adapters as against the in-memory fakes.
+// Package application holds the use cases of the flash sale. Each depends only
+// on domain and ports, so it runs the same against the adapters as against the fakes.
 package application
 
 import (
@@ -12,19 +11,12 @@ import (
 // nil included, so wiring mistakes fail at start.
 func mustHave(useCase string, deps map[string]any) {
 	for name, d := range deps {
-		if isNil(d) {
+		if v := reflect.ValueOf(d); !v.IsValid() || nilable[v.Kind()] && v.IsNil() {
 			panic(fmt.Sprintf("application: %s needs a non-nil %s", useCase, name))
 		}
 	}
 }
 
-func isNil(d any) bool {
-	if d == nil {
-		return true
-	}
-	switch v := reflect.ValueOf(d); v.Kind() {
-	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
-		return v.IsNil()
-	}
-	return false
+var nilable = map[reflect.Kind]bool{
+	reflect.Pointer: true, reflect.Interface: true, reflect.Map: true, reflect.Slice: true, reflect.Func: true, reflect.Chan: true,
 }

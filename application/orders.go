@@ -23,7 +23,7 @@ func NewGetOrder(orders ports.OrderRepository, gate ports.StockGate) *GetOrder {
 }
 
 // Handle answers domain.ErrOrderNotFound for unknown and other users' orders
-// alike, by the same path, so not even timing tells them apart.
+// alike, by the same path.
 func (h *GetOrder) Handle(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.OrderStatus, error) {
 	st, err := h.orders.Find(ctx, id)
 	switch {
@@ -80,9 +80,8 @@ func (h *CancelOrder) Handle(ctx context.Context, user domain.UserID, id domain.
 }
 
 // ExpireOrders cancels the unpaid orders whose pay window has passed and gives
-// their units back: in the database, then the gate, then it records that the
-// gate has them. Each step is safe to repeat (an order is cancelled once; the
-// gate's Return is by order id), so a later pass finishes any crash.
+// their units back (database, gate, then the record that the gate has them);
+// each step is safe to repeat, so a later pass finishes any crash.
 type ExpireOrders struct {
 	life  ports.OrderLifecycle
 	gate  ports.StockGate
@@ -150,9 +149,8 @@ type PaymentNotice struct {
 	TransactionID string
 }
 
-// PayOrder records a payment once per transaction id and never loses money:
-// an unpaid order becomes paid, a cancelled one refunding; a double charge, or
-// a payment for a failed order, is recorded and owed back.
+// PayOrder records a payment once per transaction id and never loses money: an
+// unpaid order becomes paid; any other payment is recorded and owed back.
 type PayOrder struct {
 	orders   ports.OrderRepository
 	vouchers ports.VoucherRepository
@@ -163,8 +161,7 @@ type PayOrder struct {
 }
 
 // NewPayOrder: window is the pay window (0: none, 15 minutes here). An order not
-// in the database yet answers ErrBusy (the provider retries) if claimed within
-// the window or while the gate holds it: refused, the money would be lost.
+// in the database yet answers ErrBusy if claimed within it or while queued.
 func NewPayOrder(orders ports.OrderRepository, vouchers ports.VoucherRepository, life ports.OrderLifecycle, index ports.OrderIndex, clock ports.Clock, window time.Duration) *PayOrder {
 	mustHave("PayOrder", map[string]any{"orders": orders, "vouchers": vouchers, "life": life, "index": index, "clock": clock})
 	if window <= 0 {
@@ -208,6 +205,103 @@ func (h *PayOrder) Handle(ctx context.Context, n PaymentNotice) (ports.PayResult
 		return ports.PayResult{}, err
 	case err != nil:
 		return ports.PayResult{}, fmt.Errorf("pay order %d: %w: %w", n.Order, ErrBusy, err)
+	}
+	return res, nil
+}
+
+// FulfillOrders writes a batch of claimed orders to the database and settles
+// the gate for the ones the database refused.
+type FulfillOrders struct {
+	orders ports.OrderRepository
+	gate   ports.StockGate
+}
+
+func NewFulfillOrders(orders ports.OrderRepository, gate ports.StockGate) *FulfillOrders {
+	mustHave("FulfillOrders", map[string]any{"orders": orders, "gate": gate})
+	return &FulfillOrders{orders: orders, gate: gate}
+}
+
+// BatchResult counts what a batch did.
+type BatchResult struct {
+	Created  int // newly created orders
+	Replayed int // orders already recorded by an earlier delivery
+	Failed   []ports.Outcome
+}
+
+// Handle commits the batch, then releases the gate's hold of every failed order
+// whose user ends up with no order. A batch refused for good (ports.ErrPermanent)
+// is halved until the bad order is alone and failed (domain.FailRefused). An
+// error: retry the batch (idempotent).
+func (h *FulfillOrders) Handle(ctx context.Context, orders []domain.VoucherOrder) (BatchResult, error) {
+	var res BatchResult
+	if len(orders) == 0 {
+		return res, nil
+	}
+	outcomes, err := h.orders.CreateBatch(ctx, orders)
+	switch {
+	case err == nil:
+		return h.settle(ctx, outcomes)
+	case !errors.Is(err, ports.ErrPermanent):
+		return res, fmt.Errorf("write batch of %d orders: %w", len(orders), err)
+	case len(orders) == 1:
+		return h.refuse(ctx, orders[0], err)
+	}
+	mid := len(orders) / 2
+	for _, half := range [][]domain.VoucherOrder{orders[:mid], orders[mid:]} {
+		r, err := h.Handle(ctx, half)
+		res.Created += r.Created
+		res.Replayed += r.Replayed
+		res.Failed = append(res.Failed, r.Failed...)
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// refuse records o failed, with the database's words for the log.
+func (h *FulfillOrders) refuse(ctx context.Context, o domain.VoucherOrder, cause error) (BatchResult, error) {
+	outcomes, err := h.orders.MarkFailed(ctx, []domain.VoucherOrder{o}, domain.FailRefused)
+	if err != nil {
+		return BatchResult{}, fmt.Errorf("mark %s refused (%v): %w", o, cause, err)
+	}
+	for i := range outcomes {
+		if outcomes[i].State == domain.OrderFailed && outcomes[i].Reason == domain.FailRefused {
+			outcomes[i].Cause = cause
+		}
+	}
+	return h.settle(ctx, outcomes)
+}
+
+// Reject records orders the queue gave up on as failed for reason (an order
+// with an outcome keeps it) and settles the gate like Handle.
+func (h *FulfillOrders) Reject(ctx context.Context, orders []domain.VoucherOrder, reason domain.FailureReason) (BatchResult, error) {
+	if len(orders) == 0 {
+		return BatchResult{}, nil
+	}
+	outcomes, err := h.orders.MarkFailed(ctx, orders, reason)
+	if err != nil {
+		return BatchResult{}, fmt.Errorf("mark %d orders %s: %w", len(orders), reason, err)
+	}
+	return h.settle(ctx, outcomes)
+}
+
+func (h *FulfillOrders) settle(ctx context.Context, outcomes []ports.Outcome) (BatchResult, error) {
+	var res BatchResult
+	for _, o := range outcomes {
+		switch {
+		case o.State == domain.OrderCreated && o.New:
+			res.Created++
+		case o.State == domain.OrderCreated:
+			res.Replayed++
+		default:
+			res.Failed = append(res.Failed, o)
+			if o.Reason.ReleasesBuyer() {
+				if err := h.gate.Release(ctx, o.Order, o.Reason.ReturnsStock()); err != nil {
+					return res, fmt.Errorf("release gate for failed %s: %w", o.Order, err)
+				}
+			}
+		}
 	}
 	return res, nil
 }

@@ -29,8 +29,7 @@ func NewRestoreGate(vouchers ports.VoucherRepository, orders ports.OrderReposito
 	return &RestoreGate{vouchers: vouchers, orders: orders, gate: gate, probe: probe, clock: clock}
 }
 
-// RepairReport: Restored counts the gates (or live-set entries) rebuilt,
-// Healed the gates that were behind the database and what was put back.
+// RepairReport: the gates rebuilt, and those healed with what was put back.
 type RepairReport struct {
 	Restored int
 	Healed   []HealedVoucher
@@ -44,11 +43,9 @@ type HealedVoucher struct {
 // healPage is how many orders one step of the exact diff reads.
 const healPage = 1000
 
-// Repair rebuilds the gate of every live voucher that lacks it (reading only
-// those vouchers' buyers), then heals those behind the database. It runs at
-// start and every few seconds; its steady cost is two database queries and two
-// Redis round trips. Orders lost with the queue are not seen: their buyers may
-// claim again, and the database refuses what would oversell.
+// Repair rebuilds the gate of every live voucher that lacks it, then heals
+// those behind the database. Orders lost with the queue are not seen: their
+// buyers may claim again, and the database refuses what would oversell.
 func (h *RestoreGate) Repair(ctx context.Context) (RepairReport, error) {
 	var r RepairReport
 	vs, err := h.vouchers.ListSeckillEndingAfter(ctx, h.clock.Now().Add(-time.Minute))
@@ -58,8 +55,7 @@ func (h *RestoreGate) Repair(ctx context.Context) (RepairReport, error) {
 	if len(vs) == 0 {
 		return r, nil
 	}
-	// A control the gate refused must not hold up the restore that would
-	// unfreeze it: its error is returned last.
+	// A control the gate refused must not hold up the restore: its error comes last.
 	controlsErr := h.reapply(ctx, vs)
 	ids := make([]domain.VoucherID, len(vs))
 	byID := make(map[domain.VoucherID]domain.Voucher, len(vs))
@@ -81,11 +77,9 @@ func (h *RestoreGate) Repair(ctx context.Context) (RepairReport, error) {
 	return r, errors.Join(err, controlsErr)
 }
 
-// heal runs the exact diff (GateProbe.Heal, page by page) only where the cheap
-// signal fires: the gate marks fewer buyers than the database has orders, or
-// holds more stock. The database is read first, so an order committed in
-// between cannot look forgotten. Claims in flight can hide a loss until they
-// settle. ids are vs's ids, in order.
+// heal runs the exact diff (GateProbe.Heal) only where the gate marks fewer
+// buyers than the database has orders, or holds more stock. The database is
+// read first, so an order committed in between cannot look forgotten.
 func (h *RestoreGate) heal(ctx context.Context, vs []domain.Voucher, ids []domain.VoucherID) ([]HealedVoucher, error) {
 	orders, err := h.orders.CountBuyers(ctx, ids)
 	if err != nil {
@@ -148,9 +142,8 @@ func restoreVoucher(ctx context.Context, orders ports.OrderRepository, gate port
 }
 
 // WithControls makes Repair apply again the controls of every live sale with
-// stock added or paused, so one whose gate write failed after the commit
-// reaches the gate (Apply adds no unit twice). A moved end is left to the
-// admin's retry. Set it before Repair runs.
+// stock added or paused (a moved end is left to the admin's retry). Set it
+// before Repair runs.
 func (h *RestoreGate) WithControls(c ports.GateControls) *RestoreGate {
 	h.controls = c
 	return h
@@ -173,8 +166,7 @@ func (h *RestoreGate) reapply(ctx context.Context, vs []domain.Voucher) error {
 }
 
 // ReconcileVoucher compares a voucher's gate with the database, the source of
-// truth, and can repair the gate from it (after a channel-mode crash or a
-// Redis data loss).
+// truth, and can set the gate from it.
 type ReconcileVoucher struct {
 	vouchers ports.VoucherRepository
 	orders   ports.OrderRepository
@@ -201,26 +193,22 @@ type Report struct {
 	GateFound  bool
 	GateStock  int
 	GateBuyers int
-	Pending    int64 // what a durable queue still holds; -1: cannot be seen
-	// InFlight: claims the gate and the queue hold and the database not yet.
-	InFlight []domain.VoucherOrder
-	// NotInDB: claims the gate holds that neither the database nor the queue
-	// was seen to: lost, or (Pending -1) maybe in a running instance's channel.
+	Pending    int64                 // what a durable queue still holds; -1: cannot be seen
+	InFlight   []domain.VoucherOrder // in the gate and the queue, not in the database yet
+	// NotInDB: in the gate, seen in neither the database nor the queue (lost,
+	// or with Pending -1 maybe in a running instance's channel).
 	NotInDB      []domain.VoucherOrder
-	QueuePartial bool // only the oldest maxQueueScan entries were looked at
-	// NotInGate: orders in none of their users' places in the gate.
-	NotInGate []domain.VoucherOrder
-	// Forgotten counts those of NotInGate whose user the gate marks fewer times
-	// than the limit per user: writes Redis lost, which RestoreGate.Repair
-	// heals. The rest are places taken by a claim made again after the loss.
+	QueuePartial bool                  // only the oldest maxQueueScan entries were looked at
+	NotInGate    []domain.VoucherOrder // orders in none of their users' places in the gate
+	// Forgotten: those of NotInGate whose user the gate marks fewer times than
+	// the limit (lost writes, which Repair heals).
 	Forgotten int
 	Books     ports.SaleTally // when HasBooks
 	HasBooks  bool
 }
 
-// Unaccounted is by how many units the gate's side exceeds the database's (0
-// without a gate). On each side stock left plus units held is the initial
-// stock, so what the marks and orders do not account for is stock gone wrong.
+// Unaccounted is by how many units the gate's side (stock + buyers) exceeds
+// the database's (stock + orders); 0 without a gate.
 func (r Report) Unaccounted() int {
 	if !r.GateFound {
 		return 0
@@ -250,13 +238,10 @@ func (h *ReconcileVoucher) Check(ctx context.Context, id domain.VoucherID) (Repo
 	return r, err
 }
 
-// check also returns the database's side, so Fix writes what it compared.
-// It reads in the order an order travels (gate, queue, database), so an order
-// finished during the check is seen in the queue or the database, never lost.
-func (h *ReconcileVoucher) check(ctx context.Context, id domain.VoucherID) (Report, domain.Voucher, []domain.VoucherOrder, error) {
-	r := Report{Voucher: id, Pending: -1}
-	var v domain.Voucher
-	var err error
+// check also returns the database's side, so Fix writes what it compared. It
+// reads gate, queue, database, the way an order travels, so none is missed.
+func (h *ReconcileVoucher) check(ctx context.Context, id domain.VoucherID) (r Report, v domain.Voucher, buyers []domain.VoucherOrder, err error) {
+	r = Report{Voucher: id, Pending: -1}
 	if r.GateStock, r.GateFound, err = h.gate.Stock(ctx, id); err != nil {
 		return r, v, nil, fmt.Errorf("gate stock of voucher %d: %w", id, err)
 	}
@@ -286,8 +271,7 @@ func (h *ReconcileVoucher) check(ctx context.Context, id domain.VoucherID) (Repo
 	if !v.IsSeckill() {
 		return r, v, nil, &domain.ValidationError{Field: "voucher", Reason: fmt.Sprintf("%d is not a seckill voucher", id)}
 	}
-	buyers, err := h.orders.Buyers(ctx, id)
-	if err != nil {
+	if buyers, err = h.orders.Buyers(ctx, id); err != nil {
 		return r, v, nil, fmt.Errorf("orders of voucher %d: %w", id, err)
 	}
 	r.DBStock = v.Sale().Stock()
@@ -329,16 +313,15 @@ func (h *ReconcileVoucher) check(ctx context.Context, id domain.VoucherID) (Repo
 			r.NotInDB = append(r.NotInDB, o)
 		}
 	}
-	byID := func(a, b domain.VoucherOrder) int { return cmp.Compare(a.ID(), b.ID()) }
-	slices.SortFunc(r.InFlight, byID)
-	slices.SortFunc(r.NotInDB, byID)
-	slices.SortFunc(r.NotInGate, byID)
+	for _, l := range [][]domain.VoucherOrder{r.InFlight, r.NotInDB, r.NotInGate} {
+		slices.SortFunc(l, func(a, b domain.VoucherOrder) int { return cmp.Compare(a.ID(), b.ID()) })
+	}
 	return r, v, buyers, nil
 }
 
-// Fix sets the gate to the database's stock and buyers. It refuses while a
-// durable queue holds orders of the voucher; a channel queue's cannot be seen,
-// so the caller must make sure no instance is claiming or draining.
+// Fix sets the gate to the database's stock and buyers, refusing while a
+// durable queue holds orders of the voucher (ErrBacklog); a channel queue's
+// cannot be seen, so no instance may be claiming or draining.
 func (h *ReconcileVoucher) Fix(ctx context.Context, id domain.VoucherID) (Report, error) {
 	before, v, buyers, err := h.check(ctx, id)
 	if err != nil {

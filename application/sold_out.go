@@ -1,6 +1,7 @@
 package application
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,31 +14,25 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// SoldOutMarks keeps a sold-out voucher's stampede away from Redis: this
-// instance answers sold out itself for a window after the gate did. Then one
-// claim per voucher re-checks while the others wait for its answer.
-// SoldOutGate clears a mark when stock may return here; a return elsewhere is
-// seen at the latest a window later.
+// SoldOutMarks answers sold out for a window after the gate did, then lets one
+// claim per voucher re-check while the others wait. SoldOutGate clears a mark
+// when stock may return here; a return elsewhere is seen a window later at most.
 type SoldOutMarks struct {
 	window time.Duration
 	clock  ports.Clock
-	// clears counts every clear of any voucher: a claim marks only if none
-	// happened since it asked the gate, or a unit Released meanwhile would be
-	// hidden for a window. One counter for all lets unmarked vouchers leave the map.
+	// clears counts every clear: a claim marks only if none happened since it
+	// asked the gate, or a unit Released meanwhile would be hidden for a window.
 	clears atomic.Uint64
 	base   time.Time // expiries are monotonic time since base
 	mu     sync.Mutex
-	// marks is copied on write under mu (rare), so SoldOut reads it without
-	// the lock, whose cache line moved between cores on every answer.
+	// marks is copied on write under mu, so SoldOut reads it without the lock.
 	marks atomic.Pointer[map[domain.VoucherID]*mark]
 }
 
-// DefaultSoldOutWindow: about two gate calls per second per instance in a
-// stampede, and stock returned elsewhere is back before a user retrying notices.
-const DefaultSoldOutWindow = 500 * time.Millisecond
-
-// MaxSoldOutWindow bounds how stale a sold-out answer may be.
-const MaxSoldOutWindow = 10 * time.Second
+const (
+	DefaultSoldOutWindow = 500 * time.Millisecond
+	MaxSoldOutWindow     = 10 * time.Second // bounds how stale a sold-out answer may be
+)
 
 type mark struct {
 	until atomic.Int64  // since base; written under mu; 0 once removed
@@ -47,9 +42,7 @@ type mark struct {
 // NewSoldOutMarks keeps marks for window (0: DefaultSoldOutWindow) by clock
 // (nil: the system clock); it panics on a window outside (0, MaxSoldOutWindow].
 func NewSoldOutMarks(window time.Duration, clock ports.Clock) *SoldOutMarks {
-	if window == 0 {
-		window = DefaultSoldOutWindow
-	}
+	window = cmp.Or(window, DefaultSoldOutWindow)
 	if window < 0 || window > MaxSoldOutWindow {
 		panic(fmt.Sprintf("application: the sold-out window must be within (0, %s], got %s", MaxSoldOutWindow, window))
 	}
@@ -67,16 +60,14 @@ func (g *SoldOutMarks) SoldOut(v domain.VoucherID) bool {
 	return m != nil && g.fresh(m)
 }
 
-// soldOutProbe is what a claim settles once the gate answered: the clears it
-// started from, and the expired mark it re-checks (nil: none).
+// soldOutProbe: the clears a claim started from, and the expired mark it re-checks (nil: none).
 type soldOutProbe struct {
 	epoch uint64
 	m     *mark
 }
 
-// check is the claim's sold-out step: domain.ErrSoldOut from a fresh mark, or
-// ctx.Err() while waiting for another claim's re-check. Otherwise the claim
-// asks the gate and must settle the probe with its answer.
+// check is domain.ErrSoldOut from a fresh mark, or ctx.Err() while waiting for
+// another claim's re-check; otherwise the claim must settle the probe.
 func (g *SoldOutMarks) check(ctx context.Context, v domain.VoucherID) (soldOutProbe, error) {
 	for {
 		p := soldOutProbe{epoch: g.clears.Load()}
@@ -105,9 +96,8 @@ func (g *SoldOutMarks) check(ctx context.Context, v domain.VoucherID) (soldOutPr
 	}
 }
 
-// settle records the gate's answer. A re-check's sold-out renews the mark,
-// another answer from the gate removes it (stock may be there), and an
-// infrastructure error leaves it expired for the next claim to re-check.
+// settle: a re-check's sold-out renews the mark, another answer from the gate
+// removes it, and an infrastructure error leaves it expired for the next claim.
 func (g *SoldOutMarks) settle(v domain.VoucherID, p soldOutProbe, err error) {
 	if p.m == nil {
 		if errors.Is(err, domain.ErrSoldOut) {
@@ -147,8 +137,7 @@ func (g *SoldOutMarks) mark(v domain.VoucherID, epoch uint64) {
 	m.until.Store(g.now() + int64(g.window))
 }
 
-// clear also invalidates sold-out answers in flight; a probe in flight
-// finds its mark gone when it settles.
+// clear also invalidates sold-out answers and probes in flight.
 func (g *SoldOutMarks) clear(v domain.VoucherID) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -180,7 +169,7 @@ func (g *SoldOutMarks) remove(v domain.VoucherID, m *mark) {
 }
 
 // SoldOutGate is the StockGate whose calls that may return stock clear the
-// voucher's mark once they return, even with an error (the stock may have changed).
+// voucher's mark once they return, even with an error.
 type SoldOutGate struct {
 	ports.StockGate
 	marks *SoldOutMarks
