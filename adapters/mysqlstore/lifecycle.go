@@ -29,21 +29,19 @@ const (
 	statusRefunded  = 6
 )
 
-// placeHeld selects the orders that hold one of their buyer's places in the
-// sale: those holding a unit, and those cancelled whose place was forfeited.
-// It is the rule of the unique key uk_holder_voucher_slot.
+// placeHeld selects the orders that hold one of their buyer's places in the sale (holding a unit, or
+// cancelled with the place forfeited): the rule of the unique key uk_holder_voucher_slot.
 const placeHeld = "(status NOT IN (4, 5) OR reclaimable = 0)"
 
-// WithPayWindow sets the pay window of the orders CreateBatch writes (0, the
-// default, never expires them) and returns r. Set it before r is shared.
+// WithPayWindow sets the pay window of the orders CreateBatch writes (0, the default, never expires
+// them) and returns r. Set it before r is shared.
 func (r *OrderRepo) WithPayWindow(window time.Duration) *OrderRepo {
 	r.window = window
 	return r
 }
 
-// WithReclaimAfterCancel sets whether a cancelled order frees its buyer's
-// place and slot to claim again (false, the default: the place is forfeited
-// and keeps counting toward the limit) and returns r. Set it before r is shared.
+// WithReclaimAfterCancel sets whether a cancelled order frees its buyer's place to claim again (false,
+// the default: it is forfeited and counts toward the limit) and returns r. Set it before r is shared.
 func (r *OrderRepo) WithReclaimAfterCancel(on bool) *OrderRepo {
 	r.reclaim = on
 	return r
@@ -85,8 +83,8 @@ func (m orderModel) status() (domain.OrderStatus, error) {
 	return st, nil
 }
 
-// guarded runs an UPDATE of rows the caller holds locked in the state its
-// WHERE guards: matching other than want rows is a bug.
+// guarded runs an UPDATE of rows the caller holds locked in the state its WHERE guards: matching
+// other than want rows is a bug.
 func guarded(ctx context.Context, q *bun.UpdateQuery, want int, op string) error {
 	res, err := q.Exec(ctx)
 	if err != nil {
@@ -98,24 +96,18 @@ func guarded(ctx context.Context, q *bun.UpdateQuery, want int, op string) error
 	return nil
 }
 
-// forUpdate locks the rows q reads, skipping those another transaction
-// holds when skip is set. SQLite's IMMEDIATE transaction already holds the
-// only write lock.
-func (r *OrderRepo) forUpdate(q *bun.SelectQuery, skip bool) *bun.SelectQuery {
+// lockRows locks the rows q reads with lock ("UPDATE", or "UPDATE SKIP LOCKED"); on SQLite the
+// IMMEDIATE transaction already holds the only write lock.
+func (r *OrderRepo) lockRows(q *bun.SelectQuery, lock string) *bun.SelectQuery {
 	if r.db.Dialect().Name() == dialect.SQLite {
 		return q
 	}
-	if skip {
-		return q.For("UPDATE SKIP LOCKED")
-	}
-	return q.For("UPDATE")
+	return q.For(lock)
 }
 
-// ExpireDue takes the due orders with SKIP LOCKED, so instances expiring at
-// once split them; the status guard keeps each expiry exact. On MySQL it
-// reads committed: REPEATABLE READ's next-key locks on idx_status_deadline
-// blocked the order worker's inserts, which hold the stock row the expiry
-// then waits for: a deadlock whenever a sale expired orders while it sold.
+// ExpireDue takes the due orders with SKIP LOCKED, so instances expiring at once split them. On MySQL
+// it reads committed: REPEATABLE READ's next-key locks on idx_status_deadline would block the order
+// worker's inserts, which hold the stock row the expiry then waits for (a deadlock).
 func (r *OrderRepo) ExpireDue(ctx context.Context, now time.Time, limit int) ([]ports.ExpiredOrder, error) {
 	var opts *sql.TxOptions
 	if r.db.Dialect().Name() == dialect.MySQL {
@@ -126,7 +118,7 @@ func (r *OrderRepo) ExpireDue(ctx context.Context, now time.Time, limit int) ([]
 		q := tx.NewSelect().Model(&rows).Column("id", "user_id", "voucher_id", "pay_deadline").
 			Where("status = ?", statusUnpaid).Where("pay_deadline <= ?", now.UTC()).
 			Order("pay_deadline").Limit(int64(limit))
-		if err := r.forUpdate(q, true).Scan(ctx); err != nil {
+		if err := r.lockRows(q, "UPDATE SKIP LOCKED").Scan(ctx); err != nil {
 			return nil, fmt.Errorf("select due orders: %w", err)
 		}
 		if r.afterExpiryScan != nil {
@@ -148,8 +140,7 @@ func (r *OrderRepo) ExpireDue(ctx context.Context, now time.Time, limit int) ([]
 	return due, nil
 }
 
-// cancelRows cancels orders the caller holds locked in status from, and
-// gives their units back to their sales' stock.
+// cancelRows cancels orders the caller holds locked in status from, and gives their units back.
 func (r *OrderRepo) cancelRows(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, from int8, reason domain.CancelReason) error {
 	if len(orders) == 0 {
 		return nil
@@ -202,9 +193,8 @@ func (r *OrderRepo) Returned(ctx context.Context, ids []domain.OrderID) error {
 	return wrap(fmt.Sprintf("record %d units returned", len(ids)), err)
 }
 
-// Cancel locks the order's row, cancels it if it is unpaid (giving its unit
-// back), and answers the order's status after, with the refusal of a paid
-// order. A failed or unknown order is answered as Find answers it.
+// Cancel locks the order's row, cancels it if it is unpaid (giving its unit back), and answers its
+// status after, with the refusal of a paid order. A failed or unknown order is answered as Find does.
 func (r *OrderRepo) Cancel(ctx context.Context, id domain.OrderID) (domain.OrderStatus, bool, error) {
 	changed, err := runInTx(ctx, r.db, nil, func(ctx context.Context, tx bun.Tx) (bool, error) {
 		st, found, err := r.lockOrder(ctx, tx, id)
@@ -230,7 +220,7 @@ func (r *OrderRepo) Cancel(ctx context.Context, id domain.OrderID) (domain.Order
 // lockOrder reads the order under its row's lock, if it has a row.
 func (r *OrderRepo) lockOrder(ctx context.Context, tx bun.Tx, id domain.OrderID) (st domain.OrderStatus, found bool, err error) {
 	var rows []orderModel
-	if err := r.forUpdate(tx.NewSelect().Model(&rows).Where("id = ?", int64(id)), false).Scan(ctx); err != nil {
+	if err := r.lockRows(tx.NewSelect().Model(&rows).Where("id = ?", int64(id)), "UPDATE").Scan(ctx); err != nil {
 		return domain.OrderStatus{}, false, fmt.Errorf("lock order: %w", err)
 	}
 	if len(rows) == 0 {
@@ -242,9 +232,8 @@ func (r *OrderRepo) lockOrder(ctx context.Context, tx bun.Tx, id domain.OrderID)
 
 var _ ports.SaleOrders = (*OrderRepo)(nil)
 
-// filters are the status codes each filter selects (0: any), and the cancel
-// reason it also requires. Each code is read with its own range of
-// idx_voucher_status_id, so a page costs at most limit rows per code.
+// filters are the status codes each filter selects (0: any) and the cancel reason it requires. Each
+// code is read with its own range of idx_voucher_status_id: a page costs at most limit rows per code.
 var filters = map[domain.OrderFilter]struct {
 	codes  []int8
 	reason string
@@ -257,8 +246,7 @@ var filters = map[domain.OrderFilter]struct {
 	domain.RefundingOrders: {codes: []int8{statusRefunding, statusRefunded}},
 }
 
-// OrdersAfter reads, for each status code of the filter, the next limit
-// orders by id, and merges them.
+// OrdersAfter reads, for each status code of the filter, the next limit orders by id, and merges them.
 func (r *OrderRepo) OrdersAfter(ctx context.Context, voucher domain.VoucherID, filter domain.OrderFilter, after domain.OrderID, limit int) ([]domain.OrderStatus, error) {
 	if limit <= 0 {
 		return []domain.OrderStatus{}, nil
@@ -302,13 +290,12 @@ type paymentModel struct {
 	ReceivedAt    time.Time `bun:"received_at"`
 }
 
-// errPaymentRaced: another transaction inserted the same transaction id
-// between the check and the insert (only for a failed order: no row to lock).
+// errPaymentRaced: another transaction inserted the same transaction id between the check and the
+// insert (only for a failed order: no row to lock).
 var errPaymentRaced = fmt.Errorf("payment recorded concurrently: %w", ErrTransient)
 
-// Pay locks the order's row (a failed order has none: its payment is only
-// recorded), serialising it with an expiry, a cancel or another notification,
-// and records the payment with the order's change in one transaction.
+// Pay locks the order's row (a failed order has none: its payment is only recorded), serialising it
+// with an expiry, a cancel or another notification, and records the payment with the order's change.
 func (r *OrderRepo) Pay(ctx context.Context, p domain.Payment) (ports.PayResult, error) {
 	id := p.Order.ID()
 	res, err := runInTx(ctx, r.db, nil, func(ctx context.Context, tx bun.Tx) (res ports.PayResult, err error) {
@@ -379,6 +366,6 @@ func (r *OrderRepo) lockForPayment(ctx context.Context, tx bun.Tx, id domain.Ord
 	if len(failed) == 0 {
 		return domain.OrderStatus{}, false, nil
 	}
-	o, err := unmarshalOrder(failed[0].OrderID, failed[0].UserID, failed[0].VoucherID)
+	o, err := orderModel{ID: failed[0].OrderID, UserID: failed[0].UserID, VoucherID: failed[0].VoucherID}.toDomain()
 	return domain.OrderStatus{Order: o, State: domain.OrderFailed}, err == nil, err
 }

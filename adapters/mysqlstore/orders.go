@@ -5,35 +5,73 @@ import (
 	"database/sql"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/dialect"
 
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
 
+type orderModel struct {
+	bun.BaseModel `bun:"table:tb_voucher_order"`
+	ID            int64          `bun:"id,pk"`
+	UserID        int64          `bun:"user_id"`
+	VoucherID     int64          `bun:"voucher_id"`
+	Status        int8           `bun:"status"` // hmdp's codes (lifecycle.go)
+	PayDeadline   sql.NullTime   `bun:"pay_deadline"`
+	CancelReason  sql.NullString `bun:"cancel_reason"`
+	TransactionID sql.NullString `bun:"transaction_id"`
+	PayTime       sql.NullTime   `bun:"pay_time"`
+	Returned      bool           `bun:"returned"`
+	Slot          int            `bun:"slot"` // which of its buyer's places (1..limit per user) it holds
+}
+
+type failureModel struct {
+	bun.BaseModel `bun:"table:tb_voucher_order_failure"`
+	OrderID       int64  `bun:"order_id,pk"`
+	UserID        int64  `bun:"user_id"`
+	VoucherID     int64  `bun:"voucher_id"`
+	Reason        string `bun:"reason"`
+}
+
+// toDomain validates like the constructor: a row written by hand that fails it is reported rather
+// than passed on as a zero order.
+func (m orderModel) toDomain() (domain.VoucherOrder, error) {
+	o, err := domain.NewVoucherOrder(domain.OrderID(m.ID), domain.UserID(m.UserID), domain.VoucherID(m.VoucherID))
+	if err != nil {
+		return domain.VoucherOrder{}, fmt.Errorf("stored order %d is invalid: %w", m.ID, err)
+	}
+	return o, nil
+}
+
+// mapRows maps each of rows with f; the first bad row fails them all.
+func mapRows[R, T any](rows []R, f func(R) (T, error)) ([]T, error) {
+	out := make([]T, len(rows))
+	for i, row := range rows {
+		var err error
+		if out[i], err = f(row); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 var _ ports.OrderRepository = (*OrderRepo)(nil)
 
-// OrderRepo records orders in tb_voucher_order and refused ones in
-// tb_voucher_order_failure. It needs no per-user lock (the original's
-// Redisson lock): CreateBatch first locks the stock row of every voucher in
-// its batch (on SQLite the IMMEDIATE transaction holds the only write lock),
-// so a voucher's order writes run one at a time and their checks hold until
-// commit. Behind the checks the keys keep the data right even without the
-// lock: the order-ID primary key makes a redelivery a no-op,
-// uk_holder_voucher_slot refuses a second order in a buyer's slot, and
-// CHECK (stock >= 0) refuses to oversell.
+// OrderRepo records orders in tb_voucher_order and refused ones in tb_voucher_order_failure.
+// CreateBatch first locks the stock row of every voucher in its batch (on SQLite the IMMEDIATE
+// transaction holds the only write lock), so a voucher's order writes run one at a time. Behind the
+// checks the keys keep the data right: the order ID makes a redelivery a no-op, uk_holder_voucher_slot
+// refuses a second order in a buyer's slot, and CHECK (stock >= 0) refuses to oversell.
 type OrderRepo struct {
-	db      *bun.DB
-	window  time.Duration
-	reclaim bool
-	// afterExpiryScan, for tests: runs in ExpireDue's transaction once it
-	// holds the due orders' locks.
-	afterExpiryScan func()
+	db              *bun.DB
+	window          time.Duration
+	reclaim         bool
+	afterExpiryScan func() // for tests: runs in ExpireDue's transaction once it holds the due orders' locks
 }
 
 func NewOrderRepo(db *bun.DB) *OrderRepo {
@@ -60,9 +98,8 @@ func (r *OrderRepo) batchInTx(ctx context.Context, orders []domain.VoucherOrder,
 }
 
 func (r *OrderRepo) createBatch(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder) ([]ports.Outcome, error) {
-	// Locks first, reads after: InnoDB takes a REPEATABLE READ snapshot at
-	// the first plain read, so it shows all that each lock's last holder
-	// committed.
+	// Locks first: InnoDB's snapshot, taken at the first plain read, then shows what each lock's
+	// last holder committed.
 	stock, limits, err := r.lockStock(ctx, db, voucherIDs(orders))
 	if err != nil {
 		return nil, err
@@ -130,9 +167,8 @@ func rowsInserted(res sql.Result, err error, n int, table string) (int64, error)
 	return 0, fmt.Errorf("insert %d rows into %s: %w", n, table, err)
 }
 
-// allInserted checks an INSERT IGNORE wrote all want rows: a row the checks
-// missed is skipped by the keys, and the batch, classified on stale reads, is
-// rolled back and retried rather than reporting an outcome that is not true.
+// allInserted checks an INSERT IGNORE wrote all want rows: a row the checks missed is skipped by the
+// keys, and the batch, planned on stale reads, is rolled back and retried rather than misreported.
 func allInserted(n int64, err error, want int, table string) error {
 	if err != nil {
 		return err
@@ -143,16 +179,11 @@ func allInserted(n int64, err error, want int, table string) error {
 	return nil
 }
 
-// insertIfAllNew is the common case's shortcut: a batch of first deliveries
-// is written by one INSERT IGNORE, each order in slot 1, without reading the
-// order tables (those reads were over half of MariaDB's CPU per order in
-// seckill-bench --scenario fulfil). The keys tell whether every order was new:
-// all rows go in exactly when no order ID and no (user, voucher, slot 1)
-// existed, and PlanBatch would then create them all in slot 1 (given every
-// stored slot is within its sale's limit: a limit is never lowered). Only the
-// failure table is read. When a row was skipped it rolls back to its
-// savepoint and reports false, as it does, writing nothing, for a batch that
-// is not plainly new; the caller then reads and plans behind the same locks.
+// insertIfAllNew is the common case's shortcut: a batch of first deliveries is written by one INSERT
+// IGNORE in slot 1, reading only the failure table. All rows go in exactly when no order ID and no
+// (user, voucher, slot 1) existed, when PlanBatch would create them all in slot 1 (a limit is never
+// lowered). Otherwise it writes nothing (rolling back to its savepoint) and reports false, for the
+// caller to read and plan behind the same locks.
 func (r *OrderRepo) insertIfAllNew(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, stock map[domain.VoucherID]int) (bool, error) {
 	if !plainlyNew(orders, stock) {
 		return false, nil
@@ -182,9 +213,8 @@ func (r *OrderRepo) insertIfAllNew(ctx context.Context, db bun.IDB, orders []dom
 	return false, nil
 }
 
-// plainlyNew: every voucher of the batch has a sale with stock for all its
-// orders, and no order ID and no (voucher, user) appears twice (the shortcut
-// writes slot 1 only).
+// plainlyNew: every voucher of the batch has a sale with stock for all its orders, and no order ID
+// and no (voucher, user) appears twice.
 func plainlyNew(orders []domain.VoucherOrder, stock map[domain.VoucherID]int) bool {
 	type buyer struct {
 		v domain.VoucherID
@@ -218,18 +248,17 @@ func allFirstSlots(slots map[domain.OrderID]int) bool {
 	return true
 }
 
-// errConcurrentWrite: the batch raced a write the locks do not cover (an order
-// ID reused across vouchers, a failure of a voucher without a stock row).
+// errConcurrentWrite: the batch raced a write the locks do not cover (an order ID reused across
+// vouchers, a failure of a voucher without a stock row).
 var errConcurrentWrite = fmt.Errorf("concurrent write detected: %w", ErrTransient)
 
-// lockStock returns the remaining stock and the limit per user of the
-// vouchers that have a sale, locking their rows in ascending ID order so that
-// two batches with vouchers in common cannot deadlock.
+// lockStock returns the stock and the limit per user of the vouchers that have a sale, locking their
+// rows in ascending ID order so that two batches with vouchers in common cannot deadlock.
 func (r *OrderRepo) lockStock(ctx context.Context, db bun.IDB, vouchers []int64) (stock, limits map[domain.VoucherID]int, err error) {
 	var rows []seckillModel
 	q := db.NewSelect().Model(&rows).Column("voucher_id", "stock", "limit_per_user").
 		Where("voucher_id IN (?)", bun.List(vouchers)).Order("voucher_id")
-	if err := r.forUpdate(q, false).Scan(ctx); err != nil {
+	if err := r.lockRows(q, "UPDATE").Scan(ctx); err != nil {
 		return nil, nil, fmt.Errorf("lock stock rows: %w", err)
 	}
 	stock = make(map[domain.VoucherID]int, len(rows))
@@ -241,8 +270,7 @@ func (r *OrderRepo) lockStock(ctx context.Context, db bun.IDB, vouchers []int64)
 	return stock, limits, nil
 }
 
-// readHolders finds the slots of the places the batch's users hold in each
-// sale.
+// readHolders finds the slots of the places the batch's users hold in each sale.
 func (r *OrderRepo) readHolders(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, stock map[domain.VoucherID]int) (map[domain.VoucherID]map[domain.UserID][]int, error) {
 	users := map[domain.VoucherID][]int64{}
 	for _, o := range orders {
@@ -267,9 +295,8 @@ func (r *OrderRepo) readHolders(ctx context.Context, db bun.IDB, orders []domain
 	return holders, nil
 }
 
-// MarkFailed locks the vouchers' stock rows like CreateBatch, so a batch
-// creating one of these orders (another consumer's redelivery) runs wholly
-// before or after it, and no order ends both created and failed.
+// MarkFailed locks the vouchers' stock rows like CreateBatch, so a batch creating one of these orders
+// (a redelivery) runs wholly before or after it, and no order ends both created and failed.
 func (r *OrderRepo) MarkFailed(ctx context.Context, orders []domain.VoucherOrder, reason domain.FailureReason) ([]ports.Outcome, error) {
 	return r.batchInTx(ctx, orders, "mark %d orders failed", func(ctx context.Context, tx bun.Tx) ([]ports.Outcome, error) {
 		if _, _, err := r.lockStock(ctx, tx, voucherIDs(orders)); err != nil {
@@ -284,15 +311,12 @@ func (r *OrderRepo) MarkFailed(ctx context.Context, orders []domain.VoucherOrder
 	})
 }
 
-// recordedSQL reads both tables in one statement, so a status lookup costs
-// the same whether the id was created, failed or never existed: its cost
-// must not tell which ids exist.
+// recordedSQL reads both tables in one statement, so a lookup's cost does not tell which ids exist.
 const recordedSQL = `SELECT id, user_id, voucher_id, status, pay_deadline, cancel_reason, transaction_id, pay_time, returned,
 	'' AS reason, 0 AS failed FROM tb_voucher_order WHERE id IN (?0)
 UNION ALL
 SELECT order_id, user_id, voucher_id, 0, NULL, NULL, NULL, NULL, 0, reason, 1 FROM tb_voucher_order_failure WHERE order_id IN (?0)`
 
-// foundOrder is a row of recordedSQL.
 type foundOrder struct {
 	orderModel
 	Reason string `bun:"reason"`
@@ -314,9 +338,8 @@ func (f foundOrder) status() (domain.OrderStatus, error) {
 	return domain.OrderStatus{Order: o, State: domain.OrderFailed, Reason: reason}, nil
 }
 
-// recorded reads what earlier deliveries recorded under ids. Should a
-// hand-written row say an order was both created and failed, the created one
-// is the truth.
+// recorded reads what earlier deliveries recorded under ids; an order both created and failed (by
+// hand) is created.
 func recorded(ctx context.Context, db bun.IDB, ids []int64) (map[domain.OrderID]domain.OrderStatus, error) {
 	var rows []foundOrder
 	if err := db.NewRaw(recordedSQL, bun.List(ids)).Scan(ctx, &rows); err != nil {
@@ -353,9 +376,8 @@ func (r *OrderRepo) Buyers(ctx context.Context, voucher domain.VoucherID) ([]dom
 	return r.BuyersAfter(ctx, voucher, 0, 0)
 }
 
-// BuyersAfter walks the voucher_id index, whose entries hold the primary key
-// in order, so a page costs limit entries. A limit of 0 reads them all. Those
-// that no longer hold their unit come back Forfeited.
+// BuyersAfter walks the voucher_id index (its entries hold the primary key in order), so a page costs
+// limit entries; 0 reads them all. Those that no longer hold their unit come back Forfeited.
 func (r *OrderRepo) BuyersAfter(ctx context.Context, voucher domain.VoucherID, after domain.OrderID, limit int) ([]domain.VoucherOrder, error) {
 	var rows []orderModel
 	err := r.db.NewSelect().Model(&rows).Where("voucher_id = ? AND id > ?", int64(voucher), int64(after)).Where(placeHeld).
@@ -413,9 +435,8 @@ func voucherIDs(orders []domain.VoucherOrder) []int64 {
 
 var _ ports.OrderLedger = (*OrderRepo)(nil)
 
-// Tally reads a sale's stock and order counts in one statement; the counts
-// walk the voucher_id index. The columns are named as bun names SaleTally's
-// fields; the stock, NULL without a sale, scans into the outer Stock.
+// Tally reads a sale's stock and order counts in one statement. The columns are named as bun names
+// SaleTally's fields; the stock, NULL without a sale, scans into the outer Stock.
 func (r *OrderRepo) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTally, error) {
 	var row struct {
 		ports.SaleTally
@@ -442,25 +463,18 @@ func (r *OrderRepo) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleT
 	return row.SaleTally, nil
 }
 
-// insertOrders inserts orders as new unpaid ones, each in its slot (1 when
-// it has none), skipping those whose keys exist, and returns how many rows it
-// inserted. It is written by hand: bun's model insert cost ~3.5% of the
-// service's CPU in a claim stampede, and naming the columns a new order takes
-// from the defaults (slot 1 too) cost MariaDB ~1.3µs of its 9µs per order.
+// insertOrders inserts orders as new unpaid ones, each in its slot (1 when it has none), skipping
+// those whose keys exist, and returns how many it inserted. It is written by hand (bun's model insert
+// was ~3.5% of the CPU), leaving the columns a new order takes from the defaults (slot 1 too) unnamed.
 func (r *OrderRepo) insertOrders(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, slots map[domain.OrderID]int) (int64, error) {
-	d := r.db.Dialect()
-	b := make([]byte, 0, 160+len(orders)*59)
-	if d.Name() == dialect.SQLite {
-		b = append(b, "INSERT OR IGNORE INTO"...)
-	} else {
-		b = append(b, "INSERT IGNORE INTO"...)
-	}
 	withSlots := !allFirstSlots(slots)
+	b := make([]byte, 0, 160+len(orders)*59)
+	b = append(b, insertIgnore(r.db)...)
+	b = append(b, " INTO tb_voucher_order (id, user_id, voucher_id, pay_deadline"...)
 	if withSlots {
-		b = append(b, " tb_voucher_order (id, user_id, voucher_id, pay_deadline, slot) VALUES "...)
-	} else {
-		b = append(b, " tb_voucher_order (id, user_id, voucher_id, pay_deadline) VALUES "...)
+		b = append(b, ", slot"...)
 	}
+	b = append(b, ") VALUES "...)
 	for i, o := range orders {
 		if i > 0 {
 			b = append(b, ", "...)
@@ -470,7 +484,7 @@ func (r *OrderRepo) insertOrders(ctx context.Context, db bun.IDB, orders []domai
 			b = append(strconv.AppendInt(b, n, 10), ", "...)
 		}
 		if deadline := domain.PayDeadline(o.ID(), r.window); !deadline.IsZero() {
-			b = d.AppendTime(b, storedTime(deadline))
+			b = r.db.Dialect().AppendTime(b, storedTime(deadline))
 		} else {
 			b = append(b, "NULL"...)
 		}
@@ -482,4 +496,27 @@ func (r *OrderRepo) insertOrders(ctx context.Context, db bun.IDB, orders []domai
 	}
 	res, err := db.ExecContext(ctx, string(b))
 	return rowsInserted(res, err, len(orders), "tb_voucher_order")
+}
+
+// runInTx is bun's RunInTx, run again (5 attempts while ctx lasts) after a deadlock or lock wait
+// timeout, which roll back and say nothing about the data. It returns the last attempt's result.
+func runInTx[T any](ctx context.Context, db bun.IDB, opts *sql.TxOptions, fn func(ctx context.Context, tx bun.Tx) (T, error)) (T, error) {
+	wait := 5 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		var out T
+		err := db.RunInTx(ctx, opts, func(ctx context.Context, tx bun.Tx) (err error) {
+			out, err = fn(ctx, tx)
+			return err
+		})
+		if my, _ := codes(err); err == nil || attempt == 5 || (my != mysqlDeadlock && my != mysqlLockWaitTimeout) {
+			return out, err
+		}
+		// Jitter, so the two sides of the cycle do not meet again.
+		select {
+		case <-ctx.Done():
+			return out, err
+		case <-time.After(wait/2 + rand.N(wait)):
+		}
+		wait *= 2
+	}
 }
