@@ -1,6 +1,7 @@
 package mysqlstore
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"errors"
@@ -16,13 +17,10 @@ import (
 	"github.com/uptrace/bun/migrate"
 )
 
-// The two sets describe the same schema in each dialect's DDL.
-//
 //go:embed migrations/mysql/*.sql migrations/sqlite/*.sql
 var migrationFiles embed.FS
 
-// A start polls another instance's migration lock; these migrations take seconds, so a lock held
-// past lockWait is a crashed one's.
+// A start polls another's migration lock; migrations take seconds, so one held past lockWait is a crashed one's.
 const (
 	lockPoll = 100 * time.Millisecond
 	lockWait = time.Minute
@@ -54,8 +52,7 @@ func newMigrator(ctx context.Context, db *bun.DB) (*migrate.Migrator, error) {
 	return m, nil
 }
 
-// Migrate applies the pending migrations and returns their names. Instances starting at once queue
-// on the migrator's lock.
+// Migrate applies the pending migrations and returns their names; instances starting at once queue.
 func Migrate(ctx context.Context, db *bun.DB) (applied []string, err error) {
 	err = withLock(ctx, db, func(m *migrate.Migrator) error {
 		group, err := m.Migrate(ctx)
@@ -77,13 +74,8 @@ type MigrationStatus struct {
 }
 
 func (s MigrationStatus) String() string {
-	list := func(names []string) string {
-		if len(names) == 0 {
-			return "none"
-		}
-		return strings.Join(names, ", ")
-	}
-	return fmt.Sprintf("applied: %s\npending: %s", list(s.Applied), list(s.Pending))
+	return fmt.Sprintf("applied: %s\npending: %s",
+		cmp.Or(strings.Join(s.Applied, ", "), "none"), cmp.Or(strings.Join(s.Pending, ", "), "none"))
 }
 
 func Status(ctx context.Context, db *bun.DB) (MigrationStatus, error) {
@@ -106,19 +98,14 @@ func Status(ctx context.Context, db *bun.DB) (MigrationStatus, error) {
 	return st, nil
 }
 
-// withLock runs fn holding the migrator's lock (a row in bun_migration_locks), waiting up to
-// lockWait for another process's.
+// withLock runs fn holding the migrator's lock, waiting up to lockWait for another process's.
 func withLock(ctx context.Context, db *bun.DB, fn func(*migrate.Migrator) error) (err error) {
 	m, err := newMigrator(ctx, db)
 	if err != nil {
 		return err
 	}
 	deadline := time.Now().Add(lockWait)
-	for {
-		lockErr := m.Lock(ctx)
-		if lockErr == nil {
-			break
-		}
+	for lockErr := m.Lock(ctx); lockErr != nil; lockErr = m.Lock(ctx) {
 		// Another instance holds the lock, or took it at once and we were InnoDB's deadlock victim.
 		if !isDuplicateKey(lockErr) && !isTransient(lockErr) {
 			return fmt.Errorf("take the migration lock: %w", lockErr)
@@ -205,11 +192,9 @@ func tablesWithRowsDroppedBy(ctx context.Context, db *bun.DB, mig migrate.Migrat
 	if err != nil {
 		return nil, err
 	}
-	var script []byte
-	for _, name := range []string{mig.String() + ".down.sql", mig.String() + ".tx.down.sql"} {
-		if script, err = fs.ReadFile(files, name); err == nil {
-			break
-		}
+	script, err := fs.ReadFile(files, mig.String()+".down.sql")
+	if errors.Is(err, fs.ErrNotExist) {
+		script, err = fs.ReadFile(files, mig.String()+".tx.down.sql")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read the down script of %s: %w", mig.String(), err)

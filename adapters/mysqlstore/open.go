@@ -30,11 +30,11 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// openTimeout bounds the checks made while opening, so a silent server fails the start instead of hanging it.
+// openTimeout bounds the checks made while opening, so a silent server fails the start, not hangs it.
 const openTimeout = 10 * time.Second
 
-// OpenMySQL connects to the database the DSN names, creating it if the server
-// does not have it. Whatever the DSN says, times are parsed and written as UTC.
+// OpenMySQL connects to the database the DSN names, creating it if the server does not have it.
+// Whatever the DSN says, times are parsed and written as UTC.
 func OpenMySQL(dsn string) (*bun.DB, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -102,8 +102,7 @@ func createDatabase(ctx context.Context, cfg *mysql.Config) error {
 	return nil
 }
 
-// OpenSQLite opens (creating it and its directory if needed) the SQLite file
-// the embedded default runs on.
+// OpenSQLite opens (creating it and its directory if needed) the SQLite file the embedded default runs on.
 func OpenSQLite(path string) (*bun.DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create directory for SQLite database: %w", err)
@@ -119,7 +118,6 @@ func OpenSQLite(path string) (*bun.DB, error) {
 	// SQLite has one writer; more connections would only queue on its lock.
 	sqldb.SetMaxOpenConns(4)
 	sqldb.SetMaxIdleConns(4)
-	sqldb.SetConnMaxLifetime(0)
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	defer cancel()
 	if err := sqldb.PingContext(ctx); err != nil {
@@ -167,8 +165,7 @@ const (
 	mysqlUnknownDatabase = 1049
 )
 
-// mysqlRetryable adds to the lock conflicts too many connections (1040), a
-// shutdown (1053) and a read-only server, as in a failover (1290, 1792).
+// mysqlRetryable adds to the lock conflicts too many connections, a shutdown and a read-only server.
 var mysqlRetryable = []uint16{mysqlLockWaitTimeout, mysqlDeadlock, 1040, 1053, 1290, 1792}
 
 // mysqlDataErrors refuse the data itself (NOT NULL, foreign key, range, length, CHECK...). Unknown
@@ -186,8 +183,8 @@ const (
 	sqliteConstraintPK     = 1555
 )
 
-// wrap names the operation and marks transient failures with ErrTransient,
-// and failures of the data itself with ports.ErrPermanent.
+// wrap names the operation and marks transient failures with ErrTransient, and failures of the data
+// itself with ports.ErrPermanent.
 func wrap(op string, err error) error {
 	switch {
 	case err == nil:
@@ -200,8 +197,7 @@ func wrap(op string, err error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
-// isPermanent leaves out duplicate keys: the repositories turn the ones they
-// expect into outcomes, and an unexpected one is a race worth retrying.
+// isPermanent leaves out duplicate keys: an unexpected one is a race worth retrying.
 func isPermanent(err error) bool {
 	my, lite := codes(err)
 	switch lite & 0xff {

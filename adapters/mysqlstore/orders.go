@@ -1,8 +1,10 @@
 package mysqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect"
 
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -21,7 +24,7 @@ type orderModel struct {
 	ID            int64          `bun:"id,pk"`
 	UserID        int64          `bun:"user_id"`
 	VoucherID     int64          `bun:"voucher_id"`
-	Status        int8           `bun:"status"` // hmdp's codes (lifecycle.go)
+	Status        int8           `bun:"status"` // hmdp's codes (statusUnpaid...)
 	PayDeadline   sql.NullTime   `bun:"pay_deadline"`
 	CancelReason  sql.NullString `bun:"cancel_reason"`
 	TransactionID sql.NullString `bun:"transaction_id"`
@@ -38,8 +41,7 @@ type failureModel struct {
 	Reason        string `bun:"reason"`
 }
 
-// toDomain validates like the constructor: a row written by hand that fails it is reported rather
-// than passed on as a zero order.
+// toDomain validates like the constructor, so a bad hand-written row is reported, not passed on as a zero order.
 func (m orderModel) toDomain() (domain.VoucherOrder, error) {
 	o, err := domain.NewVoucherOrder(domain.OrderID(m.ID), domain.UserID(m.UserID), domain.VoucherID(m.VoucherID))
 	if err != nil {
@@ -60,13 +62,16 @@ func mapRows[R, T any](rows []R, f func(R) (T, error)) ([]T, error) {
 	return out, nil
 }
 
-var _ ports.OrderRepository = (*OrderRepo)(nil)
+var (
+	_ ports.OrderRepository = (*OrderRepo)(nil)
+	_ ports.OrderLifecycle  = (*OrderRepo)(nil)
+	_ ports.SaleOrders      = (*OrderRepo)(nil)
+	_ ports.OrderLedger     = (*OrderRepo)(nil)
+)
 
-// OrderRepo records orders in tb_voucher_order and refused ones in tb_voucher_order_failure.
-// CreateBatch first locks the stock row of every voucher in its batch (on SQLite the IMMEDIATE
-// transaction holds the only write lock), so a voucher's order writes run one at a time. Behind the
-// checks the keys keep the data right: the order ID makes a redelivery a no-op, uk_holder_voucher_slot
-// refuses a second order in a buyer's slot, and CHECK (stock >= 0) refuses to oversell.
+// OrderRepo records orders in tb_voucher_order and refused ones in tb_voucher_order_failure. A batch
+// first locks its vouchers' stock rows, so a voucher's order writes run one at a time; behind that the
+// keys (order ID, uk_holder_voucher_slot, CHECK (stock >= 0)) refuse redeliveries, extra slots, overselling.
 type OrderRepo struct {
 	db              *bun.DB
 	window          time.Duration
@@ -78,8 +83,22 @@ func NewOrderRepo(db *bun.DB) *OrderRepo {
 	return &OrderRepo{db: db}
 }
 
-// CreateBatch reads what domain.PlanBatch needs, then writes its plan, in one
-// transaction. Any error rolls the whole batch back, to be retried whole.
+// WithPayWindow sets the pay window of the orders CreateBatch writes (0, the default, never expires
+// them) and returns r. Set it before r is shared.
+func (r *OrderRepo) WithPayWindow(window time.Duration) *OrderRepo {
+	r.window = window
+	return r
+}
+
+// WithReclaimAfterCancel sets whether a cancelled order frees its buyer's place to claim again (false,
+// the default: it is forfeited and counts toward the limit) and returns r. Set it before r is shared.
+func (r *OrderRepo) WithReclaimAfterCancel(on bool) *OrderRepo {
+	r.reclaim = on
+	return r
+}
+
+// CreateBatch reads what domain.PlanBatch needs, then writes its plan, in one transaction. Any error
+// rolls the whole batch back, to be retried whole.
 func (r *OrderRepo) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) ([]ports.Outcome, error) {
 	return r.batchInTx(ctx, orders, "create batch of %d orders", func(ctx context.Context, tx bun.Tx) ([]ports.Outcome, error) {
 		return r.createBatch(ctx, tx, orders)
@@ -98,8 +117,7 @@ func (r *OrderRepo) batchInTx(ctx context.Context, orders []domain.VoucherOrder,
 }
 
 func (r *OrderRepo) createBatch(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder) ([]ports.Outcome, error) {
-	// Locks first: InnoDB's snapshot, taken at the first plain read, then shows what each lock's
-	// last holder committed.
+	// Locks first: InnoDB's snapshot, taken at the first plain read, then shows all that was committed.
 	stock, limits, err := r.lockStock(ctx, db, voucherIDs(orders))
 	if err != nil {
 		return nil, err
@@ -149,8 +167,8 @@ func insertFailures(ctx context.Context, db bun.IDB, failures []domain.Outcome) 
 	}
 	rows := make([]failureModel, len(failures))
 	for i, f := range failures {
-		o := f.Order
-		rows[i] = failureModel{OrderID: int64(o.ID()), UserID: int64(o.UserID()), VoucherID: int64(o.VoucherID()), Reason: string(f.Reason)}
+		rows[i] = failureModel{OrderID: int64(f.Order.ID()), UserID: int64(f.Order.UserID()),
+			VoucherID: int64(f.Order.VoucherID()), Reason: string(f.Reason)}
 	}
 	res, err := db.NewInsert().Model(&rows).Ignore().Returning("").Exec(ctx)
 	n, err := rowsInserted(res, err, len(rows), "tb_voucher_order_failure")
@@ -179,11 +197,9 @@ func allInserted(n int64, err error, want int, table string) error {
 	return nil
 }
 
-// insertIfAllNew is the common case's shortcut: a batch of first deliveries is written by one INSERT
-// IGNORE in slot 1, reading only the failure table. All rows go in exactly when no order ID and no
-// (user, voucher, slot 1) existed, when PlanBatch would create them all in slot 1 (a limit is never
-// lowered). Otherwise it writes nothing (rolling back to its savepoint) and reports false, for the
-// caller to read and plan behind the same locks.
+// insertIfAllNew is the common case's shortcut: one INSERT IGNORE of the batch in slot 1, reading only
+// the failure table. All rows go in exactly when PlanBatch would create them all in slot 1; otherwise
+// it writes nothing (back to its savepoint) and reports false, for the caller to read and plan.
 func (r *OrderRepo) insertIfAllNew(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, stock map[domain.VoucherID]int) (bool, error) {
 	if !plainlyNew(orders, stock) {
 		return false, nil
@@ -248,8 +264,7 @@ func allFirstSlots(slots map[domain.OrderID]int) bool {
 	return true
 }
 
-// errConcurrentWrite: the batch raced a write the locks do not cover (an order ID reused across
-// vouchers, a failure of a voucher without a stock row).
+// errConcurrentWrite: the batch raced a write the locks do not cover (an order ID in two vouchers...).
 var errConcurrentWrite = fmt.Errorf("concurrent write detected: %w", ErrTransient)
 
 // lockStock returns the stock and the limit per user of the vouchers that have a sale, locking their
@@ -295,8 +310,7 @@ func (r *OrderRepo) readHolders(ctx context.Context, db bun.IDB, orders []domain
 	return holders, nil
 }
 
-// MarkFailed locks the vouchers' stock rows like CreateBatch, so a batch creating one of these orders
-// (a redelivery) runs wholly before or after it, and no order ends both created and failed.
+// MarkFailed locks the stock rows like CreateBatch, so no order ends both created and failed.
 func (r *OrderRepo) MarkFailed(ctx context.Context, orders []domain.VoucherOrder, reason domain.FailureReason) ([]ports.Outcome, error) {
 	return r.batchInTx(ctx, orders, "mark %d orders failed", func(ctx context.Context, tx bun.Tx) ([]ports.Outcome, error) {
 		if _, _, err := r.lockStock(ctx, tx, voucherIDs(orders)); err != nil {
@@ -338,8 +352,7 @@ func (f foundOrder) status() (domain.OrderStatus, error) {
 	return domain.OrderStatus{Order: o, State: domain.OrderFailed, Reason: reason}, nil
 }
 
-// recorded reads what earlier deliveries recorded under ids; an order both created and failed (by
-// hand) is created.
+// recorded reads what earlier deliveries recorded under ids; an order both created and failed is created.
 func recorded(ctx context.Context, db bun.IDB, ids []int64) (map[domain.OrderID]domain.OrderStatus, error) {
 	var rows []foundOrder
 	if err := db.NewRaw(recordedSQL, bun.List(ids)).Scan(ctx, &rows); err != nil {
@@ -376,8 +389,7 @@ func (r *OrderRepo) Buyers(ctx context.Context, voucher domain.VoucherID) ([]dom
 	return r.BuyersAfter(ctx, voucher, 0, 0)
 }
 
-// BuyersAfter walks the voucher_id index (its entries hold the primary key in order), so a page costs
-// limit entries; 0 reads them all. Those that no longer hold their unit come back Forfeited.
+// BuyersAfter reads a page of limit buyers (0: all) by id; those no longer holding their unit come back Forfeited.
 func (r *OrderRepo) BuyersAfter(ctx context.Context, voucher domain.VoucherID, after domain.OrderID, limit int) ([]domain.VoucherOrder, error) {
 	var rows []orderModel
 	err := r.db.NewSelect().Model(&rows).Where("voucher_id = ? AND id > ?", int64(voucher), int64(after)).Where(placeHeld).
@@ -396,9 +408,7 @@ func (r *OrderRepo) CountBuyers(ctx context.Context, vouchers []domain.VoucherID
 	if len(vouchers) == 0 {
 		return out, nil
 	}
-	ids := make([]int64, len(vouchers))
-	for i, v := range vouchers {
-		ids[i] = int64(v)
+	for _, v := range vouchers {
 		out[v] = 0
 	}
 	var rows []struct {
@@ -406,7 +416,7 @@ func (r *OrderRepo) CountBuyers(ctx context.Context, vouchers []domain.VoucherID
 		N         int   `bun:"n"`
 	}
 	err := r.db.NewSelect().Table("tb_voucher_order").ColumnExpr("voucher_id, COUNT(*) AS n").
-		Where("voucher_id IN (?)", bun.In(ids)).Where(placeHeld).Group("voucher_id").Scan(ctx, &rows)
+		Where("voucher_id IN (?)", bun.In(vouchers)).Where(placeHeld).Group("voucher_id").Scan(ctx, &rows)
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("count buyers of %d vouchers", len(vouchers)), err)
 	}
@@ -433,10 +443,8 @@ func voucherIDs(orders []domain.VoucherOrder) []int64 {
 	return slices.Compact(ids)
 }
 
-var _ ports.OrderLedger = (*OrderRepo)(nil)
-
-// Tally reads a sale's stock and order counts in one statement. The columns are named as bun names
-// SaleTally's fields; the stock, NULL without a sale, scans into the outer Stock.
+// Tally reads a sale's stock and order counts in one statement, its columns named as SaleTally's fields;
+// the stock, NULL without a sale, scans into the outer Stock.
 func (r *OrderRepo) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTally, error) {
 	var row struct {
 		ports.SaleTally
@@ -463,9 +471,8 @@ func (r *OrderRepo) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleT
 	return row.SaleTally, nil
 }
 
-// insertOrders inserts orders as new unpaid ones, each in its slot (1 when it has none), skipping
-// those whose keys exist, and returns how many it inserted. It is written by hand (bun's model insert
-// was ~3.5% of the CPU), leaving the columns a new order takes from the defaults (slot 1 too) unnamed.
+// insertOrders inserts orders as new unpaid ones in their slots (default 1), skipping those whose keys
+// exist, and returns how many it inserted. Written by hand: bun's model insert cost ~3.5% of the CPU.
 func (r *OrderRepo) insertOrders(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, slots map[domain.OrderID]int) (int64, error) {
 	withSlots := !allFirstSlots(slots)
 	b := make([]byte, 0, 160+len(orders)*59)
@@ -519,4 +526,324 @@ func runInTx[T any](ctx context.Context, db bun.IDB, opts *sql.TxOptions, fn fun
 		}
 		wait *= 2
 	}
+}
+
+// hmdp's tb_voucher_order.status codes.
+const (
+	statusUnpaid    = 1
+	statusPaid      = 2
+	statusUsed      = 3
+	statusCancelled = 4
+	statusRefunding = 5
+	statusRefunded  = 6
+)
+
+// placeHeld selects the orders holding one of their buyer's places (holding a unit, or cancelled with
+// the place forfeited): the rule of uk_holder_voucher_slot.
+const placeHeld = "(status NOT IN (4, 5) OR reclaimable = 0)"
+
+var stateOf = map[int8]domain.OrderState{
+	statusUnpaid: domain.OrderCreated, statusPaid: domain.OrderPaid, statusUsed: domain.OrderPaid,
+	statusCancelled: domain.OrderCancelled, statusRefunding: domain.OrderRefunding, statusRefunded: domain.OrderRefunding,
+}
+
+var storedAs = map[domain.OrderState]int8{
+	domain.OrderPaid: statusPaid, domain.OrderCancelled: statusCancelled, domain.OrderRefunding: statusRefunding,
+}
+
+// statusOf is s's status code, an unpaid order's for any other state.
+func statusOf(s domain.OrderState) int8 { return cmp.Or(storedAs[s], statusUnpaid) }
+
+func (m orderModel) status() (domain.OrderStatus, error) {
+	o, err := m.toDomain()
+	if err != nil {
+		return domain.OrderStatus{}, err
+	}
+	state, ok := stateOf[m.Status]
+	if !ok {
+		return domain.OrderStatus{}, fmt.Errorf("stored order %d: unknown order status %d", m.ID, m.Status)
+	}
+	// A NULL time scans as the zero time, which UTC leaves zero.
+	st := domain.OrderStatus{Order: o, State: state}
+	st.PayDeadline, st.PaidAt = m.PayDeadline.Time.UTC(), m.PayTime.Time.UTC()
+	if m.CancelReason.Valid {
+		if st.CancelReason, err = domain.ParseCancelReason(m.CancelReason.String); err != nil {
+			return domain.OrderStatus{}, fmt.Errorf("stored order %d: %w", m.ID, err)
+		}
+	}
+	return st, nil
+}
+
+// guarded runs an UPDATE of want rows the caller holds locked in the state its WHERE guards.
+func guarded(ctx context.Context, q *bun.UpdateQuery, want int, op string) error {
+	res, err := q.Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != int64(want) {
+		return fmt.Errorf("%s: guard matched %d rows (%v)", op, n, err)
+	}
+	return nil
+}
+
+// lockRows locks the rows q reads with lock ("UPDATE", or "UPDATE SKIP LOCKED"); on SQLite the
+// IMMEDIATE transaction already holds the only write lock.
+func (r *OrderRepo) lockRows(q *bun.SelectQuery, lock string) *bun.SelectQuery {
+	if r.db.Dialect().Name() == dialect.SQLite {
+		return q
+	}
+	return q.For(lock)
+}
+
+// ExpireDue takes the due orders with SKIP LOCKED, so instances split them. It reads committed on MySQL:
+// REPEATABLE READ's next-key locks would block the order worker's inserts, which hold the stock row it needs.
+func (r *OrderRepo) ExpireDue(ctx context.Context, now time.Time, limit int) ([]ports.ExpiredOrder, error) {
+	var opts *sql.TxOptions
+	if r.db.Dialect().Name() == dialect.MySQL {
+		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	due, err := runInTx(ctx, r.db, opts, func(ctx context.Context, tx bun.Tx) ([]ports.ExpiredOrder, error) {
+		var rows []orderModel
+		q := tx.NewSelect().Model(&rows).Column("id", "user_id", "voucher_id", "pay_deadline").
+			Where("status = ?", statusUnpaid).Where("pay_deadline <= ?", now.UTC()).
+			Order("pay_deadline").Limit(int64(limit))
+		if err := r.lockRows(q, "UPDATE SKIP LOCKED").Scan(ctx); err != nil {
+			return nil, fmt.Errorf("select due orders: %w", err)
+		}
+		if r.afterExpiryScan != nil {
+			r.afterExpiryScan()
+		}
+		orders, err := mapRows(rows, orderModel.toDomain)
+		if err != nil {
+			return nil, err
+		}
+		var due []ports.ExpiredOrder
+		for i, o := range orders {
+			due = append(due, ports.ExpiredOrder{Order: o, Deadline: rows[i].PayDeadline.Time.UTC()})
+		}
+		return due, r.cancelRows(ctx, tx, orders, statusUnpaid, domain.CancelExpired)
+	})
+	if err != nil {
+		return nil, wrap("expire due orders", err)
+	}
+	return due, nil
+}
+
+// cancelRows cancels orders the caller holds locked in status from, and gives their units back.
+func (r *OrderRepo) cancelRows(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, from int8, reason domain.CancelReason) error {
+	if len(orders) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(orders))
+	units := map[domain.VoucherID]int{}
+	for i, o := range orders {
+		ids[i] = int64(o.ID())
+		units[o.VoucherID()]++
+	}
+	err := guarded(ctx, db.NewUpdate().Table("tb_voucher_order").
+		Set("status = ?", statusCancelled).Set("cancel_reason = ?", string(reason)).Set("returned = ?", false).
+		Set("reclaimable = ?", r.reclaim).Set("update_time = ?", time.Now().UTC()).
+		Where("id IN (?)", bun.List(ids)).Where("status = ?", from), len(ids), fmt.Sprintf("cancel %d orders", len(ids)))
+	if err != nil {
+		return err
+	}
+	for _, v := range slices.Sorted(maps.Keys(units)) {
+		_, err := db.NewUpdate().Table("tb_seckill_voucher").
+			Set("stock = stock + ?", units[v]).Set("update_time = ?", time.Now().UTC()).
+			Where("voucher_id = ?", int64(v)).Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("return %d units to voucher %d: %w", units[v], v, err)
+		}
+	}
+	return nil
+}
+
+func (r *OrderRepo) Unreturned(ctx context.Context, limit int) ([]domain.VoucherOrder, error) {
+	var rows []orderModel
+	err := r.db.NewSelect().Model(&rows).Column("id", "user_id", "voucher_id").
+		Where("status IN (?, ?)", statusCancelled, statusRefunding).Where("returned = ?", false).
+		Order("id").Limit(int64(limit)).Scan(ctx)
+	if err != nil {
+		return nil, wrap("list unreturned orders", err)
+	}
+	return mapRows(rows, orderModel.toDomain)
+}
+
+func (r *OrderRepo) Returned(ctx context.Context, ids []domain.OrderID) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := r.db.NewUpdate().Table("tb_voucher_order").Set("returned = ?", true).
+		Where("id IN (?)", bun.List(ids)).Where("status IN (?, ?)", statusCancelled, statusRefunding).Exec(ctx)
+	return wrap(fmt.Sprintf("record %d units returned", len(ids)), err)
+}
+
+// Cancel locks the order's row, cancels it if it is unpaid (giving its unit back), and answers its
+// status after, with the refusal of a paid order. A failed or unknown order is answered as Find does.
+func (r *OrderRepo) Cancel(ctx context.Context, id domain.OrderID) (domain.OrderStatus, bool, error) {
+	changed, err := runInTx(ctx, r.db, nil, func(ctx context.Context, tx bun.Tx) (bool, error) {
+		st, found, err := r.lockOrder(ctx, tx, id)
+		if err != nil || !found {
+			return false, err
+		}
+		_, changed, err := st.State.AfterCancel()
+		if err != nil || !changed {
+			return false, err
+		}
+		return true, r.cancelRows(ctx, tx, []domain.VoucherOrder{st.Order}, statusOf(st.State), domain.CancelByBuyer)
+	})
+	if err != nil && !errors.As(err, new(*domain.Refusal)) {
+		return domain.OrderStatus{}, false, wrap(fmt.Sprintf("cancel order %d", id), err)
+	}
+	st, findErr := r.Find(ctx, id)
+	if findErr != nil {
+		return domain.OrderStatus{}, false, findErr
+	}
+	return st, changed, err // nil, or the refusal
+}
+
+// lockOrder reads the order under its row's lock, if it has a row.
+func (r *OrderRepo) lockOrder(ctx context.Context, tx bun.Tx, id domain.OrderID) (st domain.OrderStatus, found bool, err error) {
+	var rows []orderModel
+	if err := r.lockRows(tx.NewSelect().Model(&rows).Where("id = ?", int64(id)), "UPDATE").Scan(ctx); err != nil {
+		return domain.OrderStatus{}, false, fmt.Errorf("lock order: %w", err)
+	}
+	if len(rows) == 0 {
+		return domain.OrderStatus{}, false, nil
+	}
+	st, err = rows[0].status()
+	return st, err == nil, err
+}
+
+// filters are the status codes each filter selects (0: any), each read with its own index range, and
+// the cancel reason it requires.
+var filters = map[domain.OrderFilter]struct {
+	codes  []int8
+	reason string
+}{
+	domain.AllOrders:       {codes: []int8{0}},
+	domain.UnpaidOrders:    {codes: []int8{statusUnpaid}},
+	domain.PaidOrders:      {codes: []int8{statusPaid, statusUsed}},
+	domain.CancelledOrders: {codes: []int8{statusCancelled}},
+	domain.ExpiredOrders:   {codes: []int8{statusCancelled}, reason: string(domain.CancelExpired)},
+	domain.RefundingOrders: {codes: []int8{statusRefunding, statusRefunded}},
+}
+
+// OrdersAfter reads, for each status code of the filter, the next limit orders by id, and merges them.
+func (r *OrderRepo) OrdersAfter(ctx context.Context, voucher domain.VoucherID, filter domain.OrderFilter, after domain.OrderID, limit int) ([]domain.OrderStatus, error) {
+	if limit <= 0 {
+		return []domain.OrderStatus{}, nil
+	}
+	f, ok := filters[filter]
+	if !ok {
+		return nil, fmt.Errorf("unknown order filter %q", filter)
+	}
+	var rows []orderModel
+	for _, code := range f.codes {
+		var page []orderModel
+		q := r.db.NewSelect().Model(&page).
+			Column("id", "user_id", "voucher_id", "status", "pay_deadline", "cancel_reason", "pay_time").
+			Where("voucher_id = ?", int64(voucher)).Where("id > ?", int64(after))
+		if code != 0 {
+			q = q.Where("status = ?", code)
+		}
+		if f.reason != "" {
+			q = q.Where("cancel_reason = ?", f.reason)
+		}
+		if err := q.Order("id").Limit(int64(limit)).Scan(ctx); err != nil {
+			return nil, wrap(fmt.Sprintf("list orders of voucher %d after %d", voucher, after), err)
+		}
+		rows = append(rows, page...)
+	}
+	if len(f.codes) > 1 {
+		slices.SortFunc(rows, func(a, b orderModel) int { return cmp.Compare(a.ID, b.ID) })
+		rows = rows[:min(limit, len(rows))]
+	}
+	return mapRows(rows, orderModel.status)
+}
+
+type paymentModel struct {
+	bun.BaseModel `bun:"table:tb_payment"`
+	TransactionID string    `bun:"transaction_id,pk"`
+	OrderID       int64     `bun:"order_id"`
+	VoucherID     int64     `bun:"voucher_id"`
+	Amount        int64     `bun:"amount"`
+	Kind          string    `bun:"kind"`
+	ReceivedAt    time.Time `bun:"received_at"`
+}
+
+// errPaymentRaced: the same transaction id was inserted concurrently (a failed order has no row to lock).
+var errPaymentRaced = fmt.Errorf("payment recorded concurrently: %w", ErrTransient)
+
+// Pay locks the order's row, serialising it with an expiry, a cancel or another notification, and
+// records the payment with the order's change (a failed order's payment is only recorded).
+func (r *OrderRepo) Pay(ctx context.Context, p domain.Payment) (ports.PayResult, error) {
+	id := p.Order.ID()
+	res, err := runInTx(ctx, r.db, nil, func(ctx context.Context, tx bun.Tx) (res ports.PayResult, err error) {
+		st, err := r.lockForPayment(ctx, tx, id)
+		if err != nil {
+			return res, err
+		}
+		var seen []paymentModel
+		if err := tx.NewSelect().Model(&seen).Where("transaction_id = ?", p.TransactionID).Scan(ctx); err != nil {
+			return res, fmt.Errorf("look the transaction up: %w", err)
+		}
+		if len(seen) > 0 {
+			if seen[0].OrderID != int64(id) {
+				return res, domain.ErrTransactionReused
+			}
+			res.Kind, err = domain.ParsePaymentKind(seen[0].Kind)
+			return res, err
+		}
+		var next domain.OrderState
+		if res.Kind, next, err = st.State.Pay(); err != nil {
+			return res, err
+		}
+		if next != st.State {
+			err := guarded(ctx, tx.NewUpdate().Table("tb_voucher_order").
+				Set("status = ?", statusOf(next)).Set("pay_time = ?", p.At.UTC()).Set("transaction_id = ?", p.TransactionID).
+				Set("update_time = ?", time.Now().UTC()).
+				Where("id = ?", int64(id)).Where("status = ?", statusOf(st.State)), 1, "record payment")
+			if err != nil {
+				return res, err
+			}
+		}
+		row := paymentModel{TransactionID: p.TransactionID, OrderID: int64(id), VoucherID: int64(st.Order.VoucherID()),
+			Amount: p.Amount, Kind: string(res.Kind), ReceivedAt: p.At.UTC()}
+		ins, err := tx.NewInsert().Model(&row).Ignore().Returning("").Exec(ctx)
+		if err != nil {
+			return res, fmt.Errorf("record the payment: %w", err)
+		}
+		if n, err := ins.RowsAffected(); err != nil || n != 1 {
+			return res, errPaymentRaced
+		}
+		res.New = true
+		return res, nil
+	})
+	if err == domain.ErrOrderNotFound || err == domain.ErrTransactionReused {
+		return ports.PayResult{}, err
+	}
+	if err != nil {
+		return ports.PayResult{}, wrap(fmt.Sprintf("pay order %d", id), err)
+	}
+	if res.Status, err = r.Find(ctx, id); err != nil {
+		return ports.PayResult{}, err
+	}
+	return res, nil
+}
+
+// lockForPayment reads the order under its row's lock, or its failure (domain.ErrOrderNotFound: neither).
+func (r *OrderRepo) lockForPayment(ctx context.Context, tx bun.Tx, id domain.OrderID) (domain.OrderStatus, error) {
+	if st, found, err := r.lockOrder(ctx, tx, id); found || err != nil {
+		return st, err
+	}
+	var failed []failureModel
+	if err := tx.NewSelect().Model(&failed).Where("order_id = ?", int64(id)).Scan(ctx); err != nil {
+		return domain.OrderStatus{}, fmt.Errorf("read order failure: %w", err)
+	}
+	if len(failed) == 0 {
+		return domain.OrderStatus{}, domain.ErrOrderNotFound
+	}
+	o, err := orderModel{ID: failed[0].OrderID, UserID: failed[0].UserID, VoucherID: failed[0].VoucherID}.toDomain()
+	return domain.OrderStatus{Order: o, State: domain.OrderFailed}, err
 }
