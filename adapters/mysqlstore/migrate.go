@@ -131,8 +131,7 @@ func withLock(ctx context.Context, db *bun.DB, fn func(*migrate.Migrator) error)
 	return fn(m)
 }
 
-// DataLossError: rolling back Migration would drop tables, or columns of tables, that hold rows,
-// and the caller did not force it.
+// DataLossError: rolling back Migration, unforced, would drop tables (or their columns) holding rows.
 type DataLossError struct {
 	Migration string
 	Tables    []string

@@ -183,8 +183,7 @@ const (
 	sqliteConstraintPK     = 1555
 )
 
-// wrap names the operation and marks transient failures with ErrTransient, and failures of the data
-// itself with ports.ErrPermanent.
+// wrap names the operation and marks transient failures with ErrTransient, data refusals with ports.ErrPermanent.
 func wrap(op string, err error) error {
 	switch {
 	case err == nil:

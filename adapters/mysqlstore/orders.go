@@ -69,9 +69,8 @@ var (
 	_ ports.OrderLedger     = (*OrderRepo)(nil)
 )
 
-// OrderRepo records orders in tb_voucher_order and refused ones in tb_voucher_order_failure. A batch
-// first locks its vouchers' stock rows, so a voucher's order writes run one at a time; behind that the
-// keys (order ID, uk_holder_voucher_slot, CHECK (stock >= 0)) refuse redeliveries, extra slots, overselling.
+// OrderRepo records orders in tb_voucher_order, refused ones in tb_voucher_order_failure. A batch locks its
+// vouchers' stock rows first; the keys (order ID, uk_holder_voucher_slot, CHECK (stock >= 0)) back it up.
 type OrderRepo struct {
 	db              *bun.DB
 	window          time.Duration
@@ -97,8 +96,7 @@ func (r *OrderRepo) WithReclaimAfterCancel(on bool) *OrderRepo {
 	return r
 }
 
-// CreateBatch reads what domain.PlanBatch needs, then writes its plan, in one transaction. Any error
-// rolls the whole batch back, to be retried whole.
+// CreateBatch reads what domain.PlanBatch needs and writes its plan in one transaction, retried whole on error.
 func (r *OrderRepo) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) ([]ports.Outcome, error) {
 	return r.batchInTx(ctx, orders, "create batch of %d orders", func(ctx context.Context, tx bun.Tx) ([]ports.Outcome, error) {
 		return r.createBatch(ctx, tx, orders)
@@ -185,8 +183,7 @@ func rowsInserted(res sql.Result, err error, n int, table string) (int64, error)
 	return 0, fmt.Errorf("insert %d rows into %s: %w", n, table, err)
 }
 
-// allInserted checks an INSERT IGNORE wrote all want rows: a row the checks missed is skipped by the
-// keys, and the batch, planned on stale reads, is rolled back and retried rather than misreported.
+// allInserted checks an INSERT IGNORE wrote all want rows: a skipped one means stale reads, so retry the batch.
 func allInserted(n int64, err error, want int, table string) error {
 	if err != nil {
 		return err
@@ -197,9 +194,8 @@ func allInserted(n int64, err error, want int, table string) error {
 	return nil
 }
 
-// insertIfAllNew is the common case's shortcut: one INSERT IGNORE of the batch in slot 1, reading only
-// the failure table. All rows go in exactly when PlanBatch would create them all in slot 1; otherwise
-// it writes nothing (back to its savepoint) and reports false, for the caller to read and plan.
+// insertIfAllNew is the common case's shortcut: one INSERT IGNORE in slot 1, reading only the failure table.
+// All rows go in exactly when PlanBatch would create them so; otherwise it writes nothing and reports false.
 func (r *OrderRepo) insertIfAllNew(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, stock map[domain.VoucherID]int) (bool, error) {
 	if !plainlyNew(orders, stock) {
 		return false, nil
@@ -229,8 +225,7 @@ func (r *OrderRepo) insertIfAllNew(ctx context.Context, db bun.IDB, orders []dom
 	return false, nil
 }
 
-// plainlyNew: every voucher of the batch has a sale with stock for all its orders, and no order ID
-// and no (voucher, user) appears twice.
+// plainlyNew: every voucher has a sale with stock for all its orders, and no order ID or (voucher, user) repeats.
 func plainlyNew(orders []domain.VoucherOrder, stock map[domain.VoucherID]int) bool {
 	type buyer struct {
 		v domain.VoucherID
@@ -267,8 +262,7 @@ func allFirstSlots(slots map[domain.OrderID]int) bool {
 // errConcurrentWrite: the batch raced a write the locks do not cover (an order ID in two vouchers...).
 var errConcurrentWrite = fmt.Errorf("concurrent write detected: %w", ErrTransient)
 
-// lockStock returns the stock and the limit per user of the vouchers that have a sale, locking their
-// rows in ascending ID order so that two batches with vouchers in common cannot deadlock.
+// lockStock returns the stock and limit per user of the vouchers on sale, locking in ID order (no deadlock).
 func (r *OrderRepo) lockStock(ctx context.Context, db bun.IDB, vouchers []int64) (stock, limits map[domain.VoucherID]int, err error) {
 	var rows []seckillModel
 	q := db.NewSelect().Model(&rows).Column("voucher_id", "stock", "limit_per_user").
@@ -443,8 +437,7 @@ func voucherIDs(orders []domain.VoucherOrder) []int64 {
 	return slices.Compact(ids)
 }
 
-// Tally reads a sale's stock and order counts in one statement, its columns named as SaleTally's fields;
-// the stock, NULL without a sale, scans into the outer Stock.
+// Tally reads a sale's stock and order counts in one statement; the stock, NULL without a sale, scans apart.
 func (r *OrderRepo) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTally, error) {
 	var row struct {
 		ports.SaleTally
@@ -586,8 +579,7 @@ func guarded(ctx context.Context, q *bun.UpdateQuery, want int, op string) error
 	return nil
 }
 
-// lockRows locks the rows q reads with lock ("UPDATE", or "UPDATE SKIP LOCKED"); on SQLite the
-// IMMEDIATE transaction already holds the only write lock.
+// lockRows locks the rows q reads FOR lock, except on SQLite, whose IMMEDIATE transaction holds the only lock.
 func (r *OrderRepo) lockRows(q *bun.SelectQuery, lock string) *bun.SelectQuery {
 	if r.db.Dialect().Name() == dialect.SQLite {
 		return q
@@ -715,8 +707,7 @@ func (r *OrderRepo) lockOrder(ctx context.Context, tx bun.Tx, id domain.OrderID)
 	return st, err == nil, err
 }
 
-// filters are the status codes each filter selects (0: any), each read with its own index range, and
-// the cancel reason it requires.
+// filters are the status codes each filter selects (0: any), each read by its own index range, and its reason.
 var filters = map[domain.OrderFilter]struct {
 	codes  []int8
 	reason string
@@ -755,10 +746,8 @@ func (r *OrderRepo) OrdersAfter(ctx context.Context, voucher domain.VoucherID, f
 		}
 		rows = append(rows, page...)
 	}
-	if len(f.codes) > 1 {
-		slices.SortFunc(rows, func(a, b orderModel) int { return cmp.Compare(a.ID, b.ID) })
-		rows = rows[:min(limit, len(rows))]
-	}
+	slices.SortFunc(rows, func(a, b orderModel) int { return cmp.Compare(a.ID, b.ID) })
+	rows = rows[:min(limit, len(rows))]
 	return mapRows(rows, orderModel.status)
 }
 
