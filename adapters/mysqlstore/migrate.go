@@ -17,13 +17,10 @@ import (
 	"github.com/uptrace/bun/migrate"
 )
 
-// The two sets describe the same schema in each dialect's DDL.
-//
 //go:embed migrations/mysql/*.sql migrations/sqlite/*.sql
 var migrationFiles embed.FS
 
-// A start polls another instance's migration lock; these migrations take
-// seconds, so a lock held past lockWait is a crashed one's.
+// A start polls another's migration lock; migrations take seconds, so one held past lockWait is a crashed one's.
 const (
 	lockPoll = 100 * time.Millisecond
 	lockWait = time.Minute
@@ -47,8 +44,7 @@ func newMigrator(ctx context.Context, db *bun.DB) (*migrate.Migrator, error) {
 	if err := ms.Discover(sub); err != nil {
 		return nil, fmt.Errorf("discover migrations: %w", err)
 	}
-	// MySQL DDL is not transactional: a half-applied migration must be
-	// re-run (its statements are idempotent), not marked applied.
+	// MySQL DDL is not transactional: a half-applied migration must be re-run (it is idempotent).
 	m := migrate.NewMigrator(db, ms, migrate.WithMarkAppliedOnSuccess(true))
 	if err := m.Init(ctx); err != nil {
 		return nil, fmt.Errorf("create migration tables: %w", err)
@@ -56,8 +52,7 @@ func newMigrator(ctx context.Context, db *bun.DB) (*migrate.Migrator, error) {
 	return m, nil
 }
 
-// Migrate applies the pending migrations and returns their names. Instances
-// starting at once queue on the migrator's lock.
+// Migrate applies the pending migrations and returns their names; instances starting at once queue.
 func Migrate(ctx context.Context, db *bun.DB) (applied []string, err error) {
 	err = withLock(ctx, db, func(m *migrate.Migrator) error {
 		group, err := m.Migrate(ctx)
@@ -79,13 +74,8 @@ type MigrationStatus struct {
 }
 
 func (s MigrationStatus) String() string {
-	list := func(names []string) string {
-		if len(names) == 0 {
-			return "none"
-		}
-		return strings.Join(names, ", ")
-	}
-	return fmt.Sprintf("applied: %s\npending: %s", list(s.Applied), list(s.Pending))
+	return fmt.Sprintf("applied: %s\npending: %s",
+		cmp.Or(strings.Join(s.Applied, ", "), "none"), cmp.Or(strings.Join(s.Pending, ", "), "none"))
 }
 
 func Status(ctx context.Context, db *bun.DB) (MigrationStatus, error) {
@@ -108,21 +98,15 @@ func Status(ctx context.Context, db *bun.DB) (MigrationStatus, error) {
 	return st, nil
 }
 
-// withLock runs fn holding the migrator's lock (a row in
-// bun_migration_locks), waiting up to lockWait for another process's.
+// withLock runs fn holding the migrator's lock, waiting up to lockWait for another process's.
 func withLock(ctx context.Context, db *bun.DB, fn func(*migrate.Migrator) error) (err error) {
 	m, err := newMigrator(ctx, db)
 	if err != nil {
 		return err
 	}
 	deadline := time.Now().Add(lockWait)
-	for {
-		lockErr := m.Lock(ctx)
-		if lockErr == nil {
-			break
-		}
-		// Another instance holds the lock, or took it at the same instant and
-		// InnoDB made us the deadlock victim: wait either way.
+	for lockErr := m.Lock(ctx); lockErr != nil; lockErr = m.Lock(ctx) {
+		// Another instance holds the lock, or took it at once and we were InnoDB's deadlock victim.
 		if !isDuplicateKey(lockErr) && !isTransient(lockErr) {
 			return fmt.Errorf("take the migration lock: %w", lockErr)
 		}
@@ -147,8 +131,7 @@ func withLock(ctx context.Context, db *bun.DB, fn func(*migrate.Migrator) error)
 	return fn(m)
 }
 
-// DataLossError: rolling back Migration would drop tables, or columns of
-// tables, that hold rows, and the caller did not force it.
+// DataLossError: rolling back Migration, unforced, would drop tables (or their columns) holding rows.
 type DataLossError struct {
 	Migration string
 	Tables    []string
@@ -159,24 +142,20 @@ func (e *DataLossError) Error() string {
 		e.Migration, strings.Join(e.Tables, ", "))
 }
 
-// Rollback undoes the newest applied migration, alone whatever group it was
-// applied in (a first start applies all in one group). Unless force is set it
-// refuses, with a *DataLossError, one whose down script drops a table, or a
-// column of a table, that holds rows. It returns the name rolled back, if any.
+// Rollback undoes the newest applied migration, alone whatever group it was applied in. Unless force
+// is set it refuses, with a *DataLossError, one whose down script drops a table, or a column of a
+// table, that holds rows. It returns the name rolled back, if any.
 func Rollback(ctx context.Context, db *bun.DB, force bool) (rolledBack []string, err error) {
 	err = withLock(ctx, db, func(m *migrate.Migrator) error {
 		ms, err := m.MigrationsWithStatus(ctx)
 		if err != nil {
 			return fmt.Errorf("read migration status: %w", err)
 		}
-		applied := ms.Applied()
-		if len(applied) == 0 {
+		group := ms.LastGroup() // its migrations in name order, as ms is
+		if group.ID == 0 {
 			return nil
 		}
-		// The newest group, and in it the newest name, as bun orders them.
-		mig := slices.MaxFunc(applied, func(a, b migrate.Migration) int {
-			return cmp.Or(cmp.Compare(a.GroupID, b.GroupID), cmp.Compare(a.Name, b.Name))
-		})
+		mig := group.Migrations[len(group.Migrations)-1]
 		if !force {
 			held, err := tablesWithRowsDroppedBy(ctx, db, mig)
 			if err != nil {
@@ -200,8 +179,7 @@ func Rollback(ctx context.Context, db *bun.DB, force bool) (rolledBack []string,
 	return rolledBack, err
 }
 
-// What a down script destroys: a table it drops, or a table it drops a
-// column of.
+// What a down script destroys: a table it drops, or a table it drops a column of.
 var (
 	dropTable  = regexp.MustCompile("(?i)\\bDROP\\s+TABLE\\s+(?:IF\\s+EXISTS\\s+)?[`\"]?(\\w+)")
 	dropColumn = regexp.MustCompile("(?i)\\bALTER\\s+TABLE\\s+[`\"]?(\\w+)[`\"]?\\s+DROP\\b")
@@ -213,11 +191,9 @@ func tablesWithRowsDroppedBy(ctx context.Context, db *bun.DB, mig migrate.Migrat
 	if err != nil {
 		return nil, err
 	}
-	var script []byte
-	for _, name := range []string{mig.String() + ".down.sql", mig.String() + ".tx.down.sql"} {
-		if script, err = fs.ReadFile(files, name); err == nil {
-			break
-		}
+	script, err := fs.ReadFile(files, mig.String()+".down.sql")
+	if errors.Is(err, fs.ErrNotExist) {
+		script, err = fs.ReadFile(files, mig.String()+".tx.down.sql")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read the down script of %s: %w", mig.String(), err)

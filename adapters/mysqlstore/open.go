@@ -1,19 +1,22 @@
-// Package mysqlstore is the database adapter: Bun repositories over
-// MySQL/MariaDB, embedded migrations, and opening a database. The embedded
-// default runs the same code on SQLite; the few statements where the dialects
-// differ switch on the dialect's name. Every time is stored in UTC.
+// Package mysqlstore is the database adapter: Bun repositories over MySQL/MariaDB, embedded
+// migrations, and opening a database. The embedded default runs the same code on SQLite; where the
+// dialects differ the code switches on the dialect's name. Every time is stored in UTC.
 package mysqlstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,17 +25,16 @@ import (
 	"github.com/uptrace/bun/dialect"
 	"github.com/uptrace/bun/dialect/mysqldialect"
 	"github.com/uptrace/bun/dialect/sqlitedialect"
+	"modernc.org/sqlite" // also registers the "sqlite" driver: pure Go, so the embedded default needs no cgo
 
-	// Registers the "sqlite" driver: pure Go, so the embedded default needs no cgo.
-	_ "modernc.org/sqlite"
+	"github.com/hmdp-go/seckill/ports"
 )
 
-// openTimeout bounds the checks made while opening, so a server that does not
-// answer fails the start instead of hanging it.
+// openTimeout bounds the checks made while opening, so a silent server fails the start, not hangs it.
 const openTimeout = 10 * time.Second
 
-// OpenMySQL connects to the database the DSN names, creating it if the server
-// does not have it. Whatever the DSN says, times are parsed and written as UTC.
+// OpenMySQL connects to the database the DSN names, creating it if the server does not have it.
+// Whatever the DSN says, times are parsed and written as UTC.
 func OpenMySQL(dsn string) (*bun.DB, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -41,17 +43,13 @@ func OpenMySQL(dsn string) (*bun.DB, error) {
 	if cfg.DBName == "" {
 		return nil, errors.New("MySQL DSN names no database (expected user@tcp(host:port)/dbname)")
 	}
-	cfg.ParseTime = true
-	cfg.Loc = time.UTC
+	cfg.ParseTime, cfg.Loc = true, time.UTC
+	cfg.Timeout = cmp.Or(cfg.Timeout, 5*time.Second)
 	if cfg.Params == nil {
 		cfg.Params = map[string]string{}
 	}
-	// DEFAULT CURRENT_TIMESTAMP follows the session zone; without this the
-	// audit columns would be in the server's local time while ours are UTC.
+	// DEFAULT CURRENT_TIMESTAMP follows the session zone: the audit columns must be UTC like ours.
 	cfg.Params["time_zone"] = "'+00:00'"
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 5 * time.Second
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	defer cancel()
 	sqldb, err := openMySQLPool(ctx, cfg)
@@ -64,8 +62,7 @@ func OpenMySQL(dsn string) (*bun.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to MySQL at %s: %w", cfg.Addr, err)
 	}
-	// The dialect formats the times Bun inlines into queries; it must agree
-	// with the driver's loc, or a non-UTC time would be stored as local time.
+	// The dialect formats the times Bun inlines into queries: it must agree with the driver's loc.
 	return bun.NewDB(sqldb, mysqldialect.New(mysqldialect.WithTimeLocation("UTC"))), nil
 }
 
@@ -75,12 +72,10 @@ func openMySQLPool(ctx context.Context, cfg *mysql.Config) (*sql.DB, error) {
 		return nil, err
 	}
 	sqldb := sql.OpenDB(connector)
-	// Enough for several fulfilment workers plus status reads, without
-	// hogging a server shared by instances.
+	// Enough for several fulfilment workers plus status reads, without hogging a shared server.
 	sqldb.SetMaxOpenConns(32)
 	sqldb.SetMaxIdleConns(16)
-	// Below the server's wait_timeout (often lowered by proxies), so the pool
-	// does not hand out connections the server closed.
+	// Below the server's wait_timeout (often lowered by proxies), so no connection it closed is handed out.
 	sqldb.SetConnMaxLifetime(30 * time.Minute)
 	sqldb.SetConnMaxIdleTime(5 * time.Minute)
 	if err := sqldb.PingContext(ctx); err != nil {
@@ -107,22 +102,14 @@ func createDatabase(ctx context.Context, cfg *mysql.Config) error {
 	return nil
 }
 
-// OpenSQLite opens (creating it and its directory if needed) the SQLite file
-// the embedded default runs on.
+// OpenSQLite opens (creating it and its directory if needed) the SQLite file the embedded default runs on.
 func OpenSQLite(path string) (*bun.DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create directory for SQLite database: %w", err)
 	}
-	q := url.Values{}
-	// busy_timeout first, so the switch to WAL waits for another connection
-	// instead of failing. WAL lets readers run beside the one writer.
-	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(NORMAL)")
-	q.Add("_pragma", "foreign_keys(1)")
-	// A deferred transaction's upgrade from read to write fails SQLITE_BUSY
-	// without waiting; IMMEDIATE takes the write lock up front, where
-	// busy_timeout applies.
+	// busy_timeout first, so the switch to WAL waits for another connection instead of failing.
+	q := url.Values{"_pragma": {"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(NORMAL)", "foreign_keys(1)"}}
+	// A deferred transaction's upgrade to write fails SQLITE_BUSY at once; IMMEDIATE waits busy_timeout.
 	q.Set("_txlock", "immediate")
 	sqldb, err := sql.Open("sqlite", path+"?"+q.Encode())
 	if err != nil {
@@ -131,7 +118,6 @@ func OpenSQLite(path string) (*bun.DB, error) {
 	// SQLite has one writer; more connections would only queue on its lock.
 	sqldb.SetMaxOpenConns(4)
 	sqldb.SetMaxIdleConns(4)
-	sqldb.SetConnMaxLifetime(0)
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	defer cancel()
 	if err := sqldb.PingContext(ctx); err != nil {
@@ -141,18 +127,22 @@ func OpenSQLite(path string) (*bun.DB, error) {
 	return bun.NewDB(sqldb, sqlitedialect.New()), nil
 }
 
-// DeploymentID returns the database's deployment identity, a random id in
-// tb_deployment's one row; of instances starting at once, the first insert
-// wins and every one reads the winner's.
+// insertIgnore is db's dialect's INSERT that skips rows whose keys exist.
+func insertIgnore(db bun.IDB) string {
+	if db.Dialect().Name() == dialect.SQLite {
+		return "INSERT OR IGNORE"
+	}
+	return "INSERT IGNORE"
+}
+
+// DeploymentID returns the database's deployment identity, a random id in tb_deployment's one row;
+// of instances starting at once, the first insert wins and every one reads the winner's.
 func DeploymentID(ctx context.Context, db bun.IDB) (string, error) {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
 		return "", fmt.Errorf("deployment id: %w", err)
 	}
-	insert := "INSERT IGNORE INTO tb_deployment (id, deployment_id) VALUES (1, ?)"
-	if db.Dialect().Name() == dialect.SQLite {
-		insert = "INSERT OR IGNORE INTO tb_deployment (id, deployment_id) VALUES (1, ?)"
-	}
+	insert := insertIgnore(db) + " INTO tb_deployment (id, deployment_id) VALUES (1, ?)"
 	if _, err := db.NewRaw(insert, hex.EncodeToString(b)).Exec(ctx); err != nil {
 		return "", fmt.Errorf("write the deployment id (tb_deployment; is the database migrated?): %w", err)
 	}
@@ -161,4 +151,88 @@ func DeploymentID(ctx context.Context, db bun.IDB) (string, error) {
 		return "", fmt.Errorf("read the deployment id: %w", err)
 	}
 	return id, nil
+}
+
+// ErrTransient marks a failure that says nothing about the data (a lost connection, a deadlock,
+// a busy SQLite file): nothing was committed and the same call may be retried.
+var ErrTransient = errors.New("transient database error")
+
+// MySQL server error numbers.
+const (
+	mysqlLockWaitTimeout = 1205
+	mysqlDeadlock        = 1213
+	mysqlDuplicateEntry  = 1062
+	mysqlUnknownDatabase = 1049
+)
+
+// mysqlRetryable adds to the lock conflicts too many connections, a shutdown and a read-only server.
+var mysqlRetryable = []uint16{mysqlLockWaitTimeout, mysqlDeadlock, 1040, 1053, 1290, 1792}
+
+// mysqlDataErrors refuse the data itself (NOT NULL, foreign key, range, length, CHECK...). Unknown
+// errors stay retried: failing an order that would have landed is worse than retrying.
+var mysqlDataErrors = []uint16{1048, 1216, 1217, 1264, 1265, 1292, 1364, 1366, 1406, 1451, 1452, 3819, 4025}
+
+// SQLite result codes (modernc reports extended codes; the primary code is the low byte).
+const (
+	sqliteBusy             = 5
+	sqliteLocked           = 6
+	sqliteTooBig           = 18
+	sqliteConstraint       = 19
+	sqliteMismatch         = 20
+	sqliteConstraintUnique = 2067
+	sqliteConstraintPK     = 1555
+)
+
+// wrap names the operation and marks transient failures with ErrTransient, data refusals with ports.ErrPermanent.
+func wrap(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case isTransient(err):
+		return fmt.Errorf("%s: %w: %w", op, ErrTransient, err)
+	case isPermanent(err):
+		return fmt.Errorf("%s: %w: %w", op, ports.ErrPermanent, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// isPermanent leaves out duplicate keys: an unexpected one is a race worth retrying.
+func isPermanent(err error) bool {
+	my, lite := codes(err)
+	switch lite & 0xff {
+	case sqliteTooBig, sqliteMismatch:
+		return true
+	case sqliteConstraint:
+		return !isDuplicateKey(err)
+	}
+	return slices.Contains(mysqlDataErrors, my)
+}
+
+func isTransient(err error) bool {
+	switch my, lite := codes(err); {
+	case my != 0:
+		return slices.Contains(mysqlRetryable, my)
+	case lite != 0:
+		return lite&0xff == sqliteBusy || lite&0xff == sqliteLocked
+	}
+	var ne net.Error
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) || errors.As(err, &ne)
+}
+
+func isDuplicateKey(err error) bool {
+	my, lite := codes(err)
+	return my == mysqlDuplicateEntry || lite == sqliteConstraintUnique || lite == sqliteConstraintPK
+}
+
+// codes are the MySQL error number and the SQLite result code err carries (0: none).
+func codes(err error) (my uint16, lite int) {
+	var me *mysql.MySQLError
+	var se *sqlite.Error
+	switch {
+	case errors.As(err, &me):
+		return me.Number, 0
+	case errors.As(err, &se):
+		return 0, se.Code()
+	}
+	return 0, 0
 }

@@ -1,10 +1,13 @@
 package mysqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"time"
@@ -16,32 +19,84 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-var _ ports.OrderRepository = (*OrderRepo)(nil)
+type orderModel struct {
+	bun.BaseModel `bun:"table:tb_voucher_order"`
+	ID            int64          `bun:"id,pk"`
+	UserID        int64          `bun:"user_id"`
+	VoucherID     int64          `bun:"voucher_id"`
+	Status        int8           `bun:"status"` // hmdp's codes (statusUnpaid...)
+	PayDeadline   sql.NullTime   `bun:"pay_deadline"`
+	CancelReason  sql.NullString `bun:"cancel_reason"`
+	TransactionID sql.NullString `bun:"transaction_id"`
+	PayTime       sql.NullTime   `bun:"pay_time"`
+	Returned      bool           `bun:"returned"`
+	Slot          int            `bun:"slot"` // which of its buyer's places (1..limit per user) it holds
+}
 
-// OrderRepo records orders in tb_voucher_order and refused ones in
-// tb_voucher_order_failure. It needs no per-user lock (the original's
-// Redisson lock): CreateBatch first locks the stock row of every voucher in
-// its batch (on SQLite the IMMEDIATE transaction holds the only write lock),
-// so a voucher's order writes run one at a time and their checks hold until
-// commit. Behind the checks the keys keep the data right even without the
-// lock: the order-ID primary key makes a redelivery a no-op,
-// uk_holder_voucher_slot refuses a second order in a buyer's slot, and
-// CHECK (stock >= 0) refuses to oversell.
+type failureModel struct {
+	bun.BaseModel `bun:"table:tb_voucher_order_failure"`
+	OrderID       int64  `bun:"order_id,pk"`
+	UserID        int64  `bun:"user_id"`
+	VoucherID     int64  `bun:"voucher_id"`
+	Reason        string `bun:"reason"`
+}
+
+// toDomain validates like the constructor, so a bad hand-written row is reported, not passed on as a zero order.
+func (m orderModel) toDomain() (domain.VoucherOrder, error) {
+	o, err := domain.NewVoucherOrder(domain.OrderID(m.ID), domain.UserID(m.UserID), domain.VoucherID(m.VoucherID))
+	if err != nil {
+		return domain.VoucherOrder{}, fmt.Errorf("stored order %d is invalid: %w", m.ID, err)
+	}
+	return o, nil
+}
+
+// mapRows maps each of rows with f; the first bad row fails them all.
+func mapRows[R, T any](rows []R, f func(R) (T, error)) ([]T, error) {
+	out := make([]T, len(rows))
+	for i, row := range rows {
+		var err error
+		if out[i], err = f(row); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+var (
+	_ ports.OrderRepository = (*OrderRepo)(nil)
+	_ ports.OrderLifecycle  = (*OrderRepo)(nil)
+	_ ports.SaleOrders      = (*OrderRepo)(nil)
+	_ ports.OrderLedger     = (*OrderRepo)(nil)
+)
+
+// OrderRepo records orders in tb_voucher_order, refused ones in tb_voucher_order_failure. A batch locks its
+// vouchers' stock rows first; the keys (order ID, uk_holder_voucher_slot, CHECK (stock >= 0)) back it up.
 type OrderRepo struct {
-	db      *bun.DB
-	window  time.Duration
-	reclaim bool
-	// afterExpiryScan, for tests: runs in ExpireDue's transaction once it
-	// holds the due orders' locks.
-	afterExpiryScan func()
+	db              *bun.DB
+	window          time.Duration
+	reclaim         bool
+	afterExpiryScan func() // for tests: runs in ExpireDue's transaction once it holds the due orders' locks
 }
 
 func NewOrderRepo(db *bun.DB) *OrderRepo {
 	return &OrderRepo{db: db}
 }
 
-// CreateBatch reads what domain.PlanBatch needs, then writes its plan, in one
-// transaction. Any error rolls the whole batch back, to be retried whole.
+// WithPayWindow sets the pay window of the orders CreateBatch writes (0, the default, never expires
+// them) and returns r. Set it before r is shared.
+func (r *OrderRepo) WithPayWindow(window time.Duration) *OrderRepo {
+	r.window = window
+	return r
+}
+
+// WithReclaimAfterCancel sets whether a cancelled order frees its buyer's place to claim again (false,
+// the default: it is forfeited and counts toward the limit) and returns r. Set it before r is shared.
+func (r *OrderRepo) WithReclaimAfterCancel(on bool) *OrderRepo {
+	r.reclaim = on
+	return r
+}
+
+// CreateBatch reads what domain.PlanBatch needs and writes its plan in one transaction, retried whole on error.
 func (r *OrderRepo) CreateBatch(ctx context.Context, orders []domain.VoucherOrder) ([]ports.Outcome, error) {
 	return r.batchInTx(ctx, orders, "create batch of %d orders", func(ctx context.Context, tx bun.Tx) ([]ports.Outcome, error) {
 		return r.createBatch(ctx, tx, orders)
@@ -60,9 +115,7 @@ func (r *OrderRepo) batchInTx(ctx context.Context, orders []domain.VoucherOrder,
 }
 
 func (r *OrderRepo) createBatch(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder) ([]ports.Outcome, error) {
-	// Locks first, reads after: InnoDB takes a REPEATABLE READ snapshot at
-	// the first plain read, so it shows all that each lock's last holder
-	// committed.
+	// Locks first: InnoDB's snapshot, taken at the first plain read, then shows all that was committed.
 	stock, limits, err := r.lockStock(ctx, db, voucherIDs(orders))
 	if err != nil {
 		return nil, err
@@ -112,8 +165,8 @@ func insertFailures(ctx context.Context, db bun.IDB, failures []domain.Outcome) 
 	}
 	rows := make([]failureModel, len(failures))
 	for i, f := range failures {
-		o := f.Order
-		rows[i] = failureModel{OrderID: int64(o.ID()), UserID: int64(o.UserID()), VoucherID: int64(o.VoucherID()), Reason: string(f.Reason)}
+		rows[i] = failureModel{OrderID: int64(f.Order.ID()), UserID: int64(f.Order.UserID()),
+			VoucherID: int64(f.Order.VoucherID()), Reason: string(f.Reason)}
 	}
 	res, err := db.NewInsert().Model(&rows).Ignore().Returning("").Exec(ctx)
 	n, err := rowsInserted(res, err, len(rows), "tb_voucher_order_failure")
@@ -130,9 +183,7 @@ func rowsInserted(res sql.Result, err error, n int, table string) (int64, error)
 	return 0, fmt.Errorf("insert %d rows into %s: %w", n, table, err)
 }
 
-// allInserted checks an INSERT IGNORE wrote all want rows: a row the checks
-// missed is skipped by the keys, and the batch, classified on stale reads, is
-// rolled back and retried rather than reporting an outcome that is not true.
+// allInserted checks an INSERT IGNORE wrote all want rows: a skipped one means stale reads, so retry the batch.
 func allInserted(n int64, err error, want int, table string) error {
 	if err != nil {
 		return err
@@ -143,16 +194,8 @@ func allInserted(n int64, err error, want int, table string) error {
 	return nil
 }
 
-// insertIfAllNew is the common case's shortcut: a batch of first deliveries
-// is written by one INSERT IGNORE, each order in slot 1, without reading the
-// order tables (those reads were over half of MariaDB's CPU per order in
-// seckill-bench --scenario fulfil). The keys tell whether every order was new:
-// all rows go in exactly when no order ID and no (user, voucher, slot 1)
-// existed, and PlanBatch would then create them all in slot 1 (given every
-// stored slot is within its sale's limit: a limit is never lowered). Only the
-// failure table is read. When a row was skipped it rolls back to its
-// savepoint and reports false, as it does, writing nothing, for a batch that
-// is not plainly new; the caller then reads and plans behind the same locks.
+// insertIfAllNew is the common case's shortcut: one INSERT IGNORE in slot 1, reading only the failure table.
+// All rows go in exactly when PlanBatch would create them so; otherwise it writes nothing and reports false.
 func (r *OrderRepo) insertIfAllNew(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, stock map[domain.VoucherID]int) (bool, error) {
 	if !plainlyNew(orders, stock) {
 		return false, nil
@@ -182,9 +225,7 @@ func (r *OrderRepo) insertIfAllNew(ctx context.Context, db bun.IDB, orders []dom
 	return false, nil
 }
 
-// plainlyNew: every voucher of the batch has a sale with stock for all its
-// orders, and no order ID and no (voucher, user) appears twice (the shortcut
-// writes slot 1 only).
+// plainlyNew: every voucher has a sale with stock for all its orders, and no order ID or (voucher, user) repeats.
 func plainlyNew(orders []domain.VoucherOrder, stock map[domain.VoucherID]int) bool {
 	type buyer struct {
 		v domain.VoucherID
@@ -218,18 +259,15 @@ func allFirstSlots(slots map[domain.OrderID]int) bool {
 	return true
 }
 
-// errConcurrentWrite: the batch raced a write the locks do not cover (an order
-// ID reused across vouchers, a failure of a voucher without a stock row).
+// errConcurrentWrite: the batch raced a write the locks do not cover (an order ID in two vouchers...).
 var errConcurrentWrite = fmt.Errorf("concurrent write detected: %w", ErrTransient)
 
-// lockStock returns the remaining stock and the limit per user of the
-// vouchers that have a sale, locking their rows in ascending ID order so that
-// two batches with vouchers in common cannot deadlock.
+// lockStock returns the stock and limit per user of the vouchers on sale, locking in ID order (no deadlock).
 func (r *OrderRepo) lockStock(ctx context.Context, db bun.IDB, vouchers []int64) (stock, limits map[domain.VoucherID]int, err error) {
 	var rows []seckillModel
 	q := db.NewSelect().Model(&rows).Column("voucher_id", "stock", "limit_per_user").
 		Where("voucher_id IN (?)", bun.List(vouchers)).Order("voucher_id")
-	if err := r.forUpdate(q, false).Scan(ctx); err != nil {
+	if err := r.lockRows(q, "UPDATE").Scan(ctx); err != nil {
 		return nil, nil, fmt.Errorf("lock stock rows: %w", err)
 	}
 	stock = make(map[domain.VoucherID]int, len(rows))
@@ -241,8 +279,7 @@ func (r *OrderRepo) lockStock(ctx context.Context, db bun.IDB, vouchers []int64)
 	return stock, limits, nil
 }
 
-// readHolders finds the slots of the places the batch's users hold in each
-// sale.
+// readHolders finds the slots of the places the batch's users hold in each sale.
 func (r *OrderRepo) readHolders(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, stock map[domain.VoucherID]int) (map[domain.VoucherID]map[domain.UserID][]int, error) {
 	users := map[domain.VoucherID][]int64{}
 	for _, o := range orders {
@@ -267,9 +304,7 @@ func (r *OrderRepo) readHolders(ctx context.Context, db bun.IDB, orders []domain
 	return holders, nil
 }
 
-// MarkFailed locks the vouchers' stock rows like CreateBatch, so a batch
-// creating one of these orders (another consumer's redelivery) runs wholly
-// before or after it, and no order ends both created and failed.
+// MarkFailed locks the stock rows like CreateBatch, so no order ends both created and failed.
 func (r *OrderRepo) MarkFailed(ctx context.Context, orders []domain.VoucherOrder, reason domain.FailureReason) ([]ports.Outcome, error) {
 	return r.batchInTx(ctx, orders, "mark %d orders failed", func(ctx context.Context, tx bun.Tx) ([]ports.Outcome, error) {
 		if _, _, err := r.lockStock(ctx, tx, voucherIDs(orders)); err != nil {
@@ -284,15 +319,12 @@ func (r *OrderRepo) MarkFailed(ctx context.Context, orders []domain.VoucherOrder
 	})
 }
 
-// recordedSQL reads both tables in one statement, so a status lookup costs
-// the same whether the id was created, failed or never existed: its cost
-// must not tell which ids exist.
+// recordedSQL reads both tables in one statement, so a lookup's cost does not tell which ids exist.
 const recordedSQL = `SELECT id, user_id, voucher_id, status, pay_deadline, cancel_reason, transaction_id, pay_time, returned,
 	'' AS reason, 0 AS failed FROM tb_voucher_order WHERE id IN (?0)
 UNION ALL
 SELECT order_id, user_id, voucher_id, 0, NULL, NULL, NULL, NULL, 0, reason, 1 FROM tb_voucher_order_failure WHERE order_id IN (?0)`
 
-// foundOrder is a row of recordedSQL.
 type foundOrder struct {
 	orderModel
 	Reason string `bun:"reason"`
@@ -314,9 +346,7 @@ func (f foundOrder) status() (domain.OrderStatus, error) {
 	return domain.OrderStatus{Order: o, State: domain.OrderFailed, Reason: reason}, nil
 }
 
-// recorded reads what earlier deliveries recorded under ids. Should a
-// hand-written row say an order was both created and failed, the created one
-// is the truth.
+// recorded reads what earlier deliveries recorded under ids; an order both created and failed is created.
 func recorded(ctx context.Context, db bun.IDB, ids []int64) (map[domain.OrderID]domain.OrderStatus, error) {
 	var rows []foundOrder
 	if err := db.NewRaw(recordedSQL, bun.List(ids)).Scan(ctx, &rows); err != nil {
@@ -353,9 +383,7 @@ func (r *OrderRepo) Buyers(ctx context.Context, voucher domain.VoucherID) ([]dom
 	return r.BuyersAfter(ctx, voucher, 0, 0)
 }
 
-// BuyersAfter walks the voucher_id index, whose entries hold the primary key
-// in order, so a page costs limit entries. A limit of 0 reads them all. Those
-// that no longer hold their unit come back Forfeited.
+// BuyersAfter reads a page of limit buyers (0: all) by id; those no longer holding their unit come back Forfeited.
 func (r *OrderRepo) BuyersAfter(ctx context.Context, voucher domain.VoucherID, after domain.OrderID, limit int) ([]domain.VoucherOrder, error) {
 	var rows []orderModel
 	err := r.db.NewSelect().Model(&rows).Where("voucher_id = ? AND id > ?", int64(voucher), int64(after)).Where(placeHeld).
@@ -374,9 +402,7 @@ func (r *OrderRepo) CountBuyers(ctx context.Context, vouchers []domain.VoucherID
 	if len(vouchers) == 0 {
 		return out, nil
 	}
-	ids := make([]int64, len(vouchers))
-	for i, v := range vouchers {
-		ids[i] = int64(v)
+	for _, v := range vouchers {
 		out[v] = 0
 	}
 	var rows []struct {
@@ -384,7 +410,7 @@ func (r *OrderRepo) CountBuyers(ctx context.Context, vouchers []domain.VoucherID
 		N         int   `bun:"n"`
 	}
 	err := r.db.NewSelect().Table("tb_voucher_order").ColumnExpr("voucher_id, COUNT(*) AS n").
-		Where("voucher_id IN (?)", bun.In(ids)).Where(placeHeld).Group("voucher_id").Scan(ctx, &rows)
+		Where("voucher_id IN (?)", bun.In(vouchers)).Where(placeHeld).Group("voucher_id").Scan(ctx, &rows)
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("count buyers of %d vouchers", len(vouchers)), err)
 	}
@@ -411,11 +437,7 @@ func voucherIDs(orders []domain.VoucherOrder) []int64 {
 	return slices.Compact(ids)
 }
 
-var _ ports.OrderLedger = (*OrderRepo)(nil)
-
-// Tally reads a sale's stock and order counts in one statement; the counts
-// walk the voucher_id index. The columns are named as bun names SaleTally's
-// fields; the stock, NULL without a sale, scans into the outer Stock.
+// Tally reads a sale's stock and order counts in one statement; the stock, NULL without a sale, scans apart.
 func (r *OrderRepo) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleTally, error) {
 	var row struct {
 		ports.SaleTally
@@ -442,25 +464,17 @@ func (r *OrderRepo) Tally(ctx context.Context, id domain.VoucherID) (ports.SaleT
 	return row.SaleTally, nil
 }
 
-// insertOrders inserts orders as new unpaid ones, each in its slot (1 when
-// it has none), skipping those whose keys exist, and returns how many rows it
-// inserted. It is written by hand: bun's model insert cost ~3.5% of the
-// service's CPU in a claim stampede, and naming the columns a new order takes
-// from the defaults (slot 1 too) cost MariaDB ~1.3µs of its 9µs per order.
+// insertOrders inserts orders as new unpaid ones in their slots (default 1), skipping those whose keys
+// exist, and returns how many it inserted. Written by hand: bun's model insert cost ~3.5% of the CPU.
 func (r *OrderRepo) insertOrders(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, slots map[domain.OrderID]int) (int64, error) {
-	d := r.db.Dialect()
-	b := make([]byte, 0, 160+len(orders)*59)
-	if d.Name() == dialect.SQLite {
-		b = append(b, "INSERT OR IGNORE INTO"...)
-	} else {
-		b = append(b, "INSERT IGNORE INTO"...)
-	}
 	withSlots := !allFirstSlots(slots)
+	b := make([]byte, 0, 160+len(orders)*59)
+	b = append(b, insertIgnore(r.db)...)
+	b = append(b, " INTO tb_voucher_order (id, user_id, voucher_id, pay_deadline"...)
 	if withSlots {
-		b = append(b, " tb_voucher_order (id, user_id, voucher_id, pay_deadline, slot) VALUES "...)
-	} else {
-		b = append(b, " tb_voucher_order (id, user_id, voucher_id, pay_deadline) VALUES "...)
+		b = append(b, ", slot"...)
 	}
+	b = append(b, ") VALUES "...)
 	for i, o := range orders {
 		if i > 0 {
 			b = append(b, ", "...)
@@ -470,7 +484,7 @@ func (r *OrderRepo) insertOrders(ctx context.Context, db bun.IDB, orders []domai
 			b = append(strconv.AppendInt(b, n, 10), ", "...)
 		}
 		if deadline := domain.PayDeadline(o.ID(), r.window); !deadline.IsZero() {
-			b = d.AppendTime(b, storedTime(deadline))
+			b = r.db.Dialect().AppendTime(b, storedTime(deadline))
 		} else {
 			b = append(b, "NULL"...)
 		}
@@ -482,4 +496,343 @@ func (r *OrderRepo) insertOrders(ctx context.Context, db bun.IDB, orders []domai
 	}
 	res, err := db.ExecContext(ctx, string(b))
 	return rowsInserted(res, err, len(orders), "tb_voucher_order")
+}
+
+// runInTx is bun's RunInTx, run again (5 attempts while ctx lasts) after a deadlock or lock wait
+// timeout, which roll back and say nothing about the data. It returns the last attempt's result.
+func runInTx[T any](ctx context.Context, db bun.IDB, opts *sql.TxOptions, fn func(ctx context.Context, tx bun.Tx) (T, error)) (T, error) {
+	wait := 5 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		var out T
+		err := db.RunInTx(ctx, opts, func(ctx context.Context, tx bun.Tx) (err error) {
+			out, err = fn(ctx, tx)
+			return err
+		})
+		if my, _ := codes(err); err == nil || attempt == 5 || (my != mysqlDeadlock && my != mysqlLockWaitTimeout) {
+			return out, err
+		}
+		// Jitter, so the two sides of the cycle do not meet again.
+		select {
+		case <-ctx.Done():
+			return out, err
+		case <-time.After(wait/2 + rand.N(wait)):
+		}
+		wait *= 2
+	}
+}
+
+// hmdp's tb_voucher_order.status codes.
+const (
+	statusUnpaid    = 1
+	statusPaid      = 2
+	statusUsed      = 3
+	statusCancelled = 4
+	statusRefunding = 5
+	statusRefunded  = 6
+)
+
+// placeHeld selects the orders holding one of their buyer's places (holding a unit, or cancelled with
+// the place forfeited): the rule of uk_holder_voucher_slot.
+const placeHeld = "(status NOT IN (4, 5) OR reclaimable = 0)"
+
+var stateOf = map[int8]domain.OrderState{
+	statusUnpaid: domain.OrderCreated, statusPaid: domain.OrderPaid, statusUsed: domain.OrderPaid,
+	statusCancelled: domain.OrderCancelled, statusRefunding: domain.OrderRefunding, statusRefunded: domain.OrderRefunding,
+}
+
+var storedAs = map[domain.OrderState]int8{
+	domain.OrderPaid: statusPaid, domain.OrderCancelled: statusCancelled, domain.OrderRefunding: statusRefunding,
+}
+
+// statusOf is s's status code, an unpaid order's for any other state.
+func statusOf(s domain.OrderState) int8 { return cmp.Or(storedAs[s], statusUnpaid) }
+
+func (m orderModel) status() (domain.OrderStatus, error) {
+	o, err := m.toDomain()
+	if err != nil {
+		return domain.OrderStatus{}, err
+	}
+	state, ok := stateOf[m.Status]
+	if !ok {
+		return domain.OrderStatus{}, fmt.Errorf("stored order %d: unknown order status %d", m.ID, m.Status)
+	}
+	// A NULL time scans as the zero time, which UTC leaves zero.
+	st := domain.OrderStatus{Order: o, State: state}
+	st.PayDeadline, st.PaidAt = m.PayDeadline.Time.UTC(), m.PayTime.Time.UTC()
+	if m.CancelReason.Valid {
+		if st.CancelReason, err = domain.ParseCancelReason(m.CancelReason.String); err != nil {
+			return domain.OrderStatus{}, fmt.Errorf("stored order %d: %w", m.ID, err)
+		}
+	}
+	return st, nil
+}
+
+// guarded runs an UPDATE of want rows the caller holds locked in the state its WHERE guards.
+func guarded(ctx context.Context, q *bun.UpdateQuery, want int, op string) error {
+	res, err := q.Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != int64(want) {
+		return fmt.Errorf("%s: guard matched %d rows (%v)", op, n, err)
+	}
+	return nil
+}
+
+// lockRows locks the rows q reads FOR lock, except on SQLite, whose IMMEDIATE transaction holds the only lock.
+func (r *OrderRepo) lockRows(q *bun.SelectQuery, lock string) *bun.SelectQuery {
+	if r.db.Dialect().Name() == dialect.SQLite {
+		return q
+	}
+	return q.For(lock)
+}
+
+// ExpireDue takes the due orders with SKIP LOCKED, so instances split them. It reads committed on MySQL:
+// REPEATABLE READ's next-key locks would block the order worker's inserts, which hold the stock row it needs.
+func (r *OrderRepo) ExpireDue(ctx context.Context, now time.Time, limit int) ([]ports.ExpiredOrder, error) {
+	var opts *sql.TxOptions
+	if r.db.Dialect().Name() == dialect.MySQL {
+		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	due, err := runInTx(ctx, r.db, opts, func(ctx context.Context, tx bun.Tx) ([]ports.ExpiredOrder, error) {
+		var rows []orderModel
+		q := tx.NewSelect().Model(&rows).Column("id", "user_id", "voucher_id", "pay_deadline").
+			Where("status = ?", statusUnpaid).Where("pay_deadline <= ?", now.UTC()).
+			Order("pay_deadline").Limit(int64(limit))
+		if err := r.lockRows(q, "UPDATE SKIP LOCKED").Scan(ctx); err != nil {
+			return nil, fmt.Errorf("select due orders: %w", err)
+		}
+		if r.afterExpiryScan != nil {
+			r.afterExpiryScan()
+		}
+		orders, err := mapRows(rows, orderModel.toDomain)
+		if err != nil {
+			return nil, err
+		}
+		var due []ports.ExpiredOrder
+		for i, o := range orders {
+			due = append(due, ports.ExpiredOrder{Order: o, Deadline: rows[i].PayDeadline.Time.UTC()})
+		}
+		return due, r.cancelRows(ctx, tx, orders, statusUnpaid, domain.CancelExpired)
+	})
+	if err != nil {
+		return nil, wrap("expire due orders", err)
+	}
+	return due, nil
+}
+
+// cancelRows cancels orders the caller holds locked in status from, and gives their units back.
+func (r *OrderRepo) cancelRows(ctx context.Context, db bun.IDB, orders []domain.VoucherOrder, from int8, reason domain.CancelReason) error {
+	if len(orders) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(orders))
+	units := map[domain.VoucherID]int{}
+	for i, o := range orders {
+		ids[i] = int64(o.ID())
+		units[o.VoucherID()]++
+	}
+	err := guarded(ctx, db.NewUpdate().Table("tb_voucher_order").
+		Set("status = ?", statusCancelled).Set("cancel_reason = ?", string(reason)).Set("returned = ?", false).
+		Set("reclaimable = ?", r.reclaim).Set("update_time = ?", time.Now().UTC()).
+		Where("id IN (?)", bun.List(ids)).Where("status = ?", from), len(ids), fmt.Sprintf("cancel %d orders", len(ids)))
+	if err != nil {
+		return err
+	}
+	for _, v := range slices.Sorted(maps.Keys(units)) {
+		_, err := db.NewUpdate().Table("tb_seckill_voucher").
+			Set("stock = stock + ?", units[v]).Set("update_time = ?", time.Now().UTC()).
+			Where("voucher_id = ?", int64(v)).Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("return %d units to voucher %d: %w", units[v], v, err)
+		}
+	}
+	return nil
+}
+
+func (r *OrderRepo) Unreturned(ctx context.Context, limit int) ([]domain.VoucherOrder, error) {
+	var rows []orderModel
+	err := r.db.NewSelect().Model(&rows).Column("id", "user_id", "voucher_id").
+		Where("status IN (?, ?)", statusCancelled, statusRefunding).Where("returned = ?", false).
+		Order("id").Limit(int64(limit)).Scan(ctx)
+	if err != nil {
+		return nil, wrap("list unreturned orders", err)
+	}
+	return mapRows(rows, orderModel.toDomain)
+}
+
+func (r *OrderRepo) Returned(ctx context.Context, ids []domain.OrderID) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := r.db.NewUpdate().Table("tb_voucher_order").Set("returned = ?", true).
+		Where("id IN (?)", bun.List(ids)).Where("status IN (?, ?)", statusCancelled, statusRefunding).Exec(ctx)
+	return wrap(fmt.Sprintf("record %d units returned", len(ids)), err)
+}
+
+// Cancel locks the order's row, cancels it if it is unpaid (giving its unit back), and answers its
+// status after, with the refusal of a paid order. A failed or unknown order is answered as Find does.
+func (r *OrderRepo) Cancel(ctx context.Context, id domain.OrderID) (domain.OrderStatus, bool, error) {
+	changed, err := runInTx(ctx, r.db, nil, func(ctx context.Context, tx bun.Tx) (bool, error) {
+		st, found, err := r.lockOrder(ctx, tx, id)
+		if err != nil || !found {
+			return false, err
+		}
+		_, changed, err := st.State.AfterCancel()
+		if err != nil || !changed {
+			return false, err
+		}
+		return true, r.cancelRows(ctx, tx, []domain.VoucherOrder{st.Order}, statusOf(st.State), domain.CancelByBuyer)
+	})
+	if err != nil && !errors.As(err, new(*domain.Refusal)) {
+		return domain.OrderStatus{}, false, wrap(fmt.Sprintf("cancel order %d", id), err)
+	}
+	st, findErr := r.Find(ctx, id)
+	if findErr != nil {
+		return domain.OrderStatus{}, false, findErr
+	}
+	return st, changed, err // nil, or the refusal
+}
+
+// lockOrder reads the order under its row's lock, if it has a row.
+func (r *OrderRepo) lockOrder(ctx context.Context, tx bun.Tx, id domain.OrderID) (st domain.OrderStatus, found bool, err error) {
+	var rows []orderModel
+	if err := r.lockRows(tx.NewSelect().Model(&rows).Where("id = ?", int64(id)), "UPDATE").Scan(ctx); err != nil {
+		return domain.OrderStatus{}, false, fmt.Errorf("lock order: %w", err)
+	}
+	if len(rows) == 0 {
+		return domain.OrderStatus{}, false, nil
+	}
+	st, err = rows[0].status()
+	return st, err == nil, err
+}
+
+// filters are the status codes each filter selects (0: any), each read by its own index range, and its reason.
+var filters = map[domain.OrderFilter]struct {
+	codes  []int8
+	reason string
+}{
+	domain.AllOrders:       {codes: []int8{0}},
+	domain.UnpaidOrders:    {codes: []int8{statusUnpaid}},
+	domain.PaidOrders:      {codes: []int8{statusPaid, statusUsed}},
+	domain.CancelledOrders: {codes: []int8{statusCancelled}},
+	domain.ExpiredOrders:   {codes: []int8{statusCancelled}, reason: string(domain.CancelExpired)},
+	domain.RefundingOrders: {codes: []int8{statusRefunding, statusRefunded}},
+}
+
+// OrdersAfter reads, for each status code of the filter, the next limit orders by id, and merges them.
+func (r *OrderRepo) OrdersAfter(ctx context.Context, voucher domain.VoucherID, filter domain.OrderFilter, after domain.OrderID, limit int) ([]domain.OrderStatus, error) {
+	if limit <= 0 {
+		return []domain.OrderStatus{}, nil
+	}
+	f, ok := filters[filter]
+	if !ok {
+		return nil, fmt.Errorf("unknown order filter %q", filter)
+	}
+	var rows []orderModel
+	for _, code := range f.codes {
+		var page []orderModel
+		q := r.db.NewSelect().Model(&page).
+			Column("id", "user_id", "voucher_id", "status", "pay_deadline", "cancel_reason", "pay_time").
+			Where("voucher_id = ?", int64(voucher)).Where("id > ?", int64(after))
+		if code != 0 {
+			q = q.Where("status = ?", code)
+		}
+		if f.reason != "" {
+			q = q.Where("cancel_reason = ?", f.reason)
+		}
+		if err := q.Order("id").Limit(int64(limit)).Scan(ctx); err != nil {
+			return nil, wrap(fmt.Sprintf("list orders of voucher %d after %d", voucher, after), err)
+		}
+		rows = append(rows, page...)
+	}
+	slices.SortFunc(rows, func(a, b orderModel) int { return cmp.Compare(a.ID, b.ID) })
+	rows = rows[:min(limit, len(rows))]
+	return mapRows(rows, orderModel.status)
+}
+
+type paymentModel struct {
+	bun.BaseModel `bun:"table:tb_payment"`
+	TransactionID string    `bun:"transaction_id,pk"`
+	OrderID       int64     `bun:"order_id"`
+	VoucherID     int64     `bun:"voucher_id"`
+	Amount        int64     `bun:"amount"`
+	Kind          string    `bun:"kind"`
+	ReceivedAt    time.Time `bun:"received_at"`
+}
+
+// errPaymentRaced: the same transaction id was inserted concurrently (a failed order has no row to lock).
+var errPaymentRaced = fmt.Errorf("payment recorded concurrently: %w", ErrTransient)
+
+// Pay locks the order's row, serialising it with an expiry, a cancel or another notification, and
+// records the payment with the order's change (a failed order's payment is only recorded).
+func (r *OrderRepo) Pay(ctx context.Context, p domain.Payment) (ports.PayResult, error) {
+	id := p.Order.ID()
+	res, err := runInTx(ctx, r.db, nil, func(ctx context.Context, tx bun.Tx) (res ports.PayResult, err error) {
+		st, err := r.lockForPayment(ctx, tx, id)
+		if err != nil {
+			return res, err
+		}
+		var seen []paymentModel
+		if err := tx.NewSelect().Model(&seen).Where("transaction_id = ?", p.TransactionID).Scan(ctx); err != nil {
+			return res, fmt.Errorf("look the transaction up: %w", err)
+		}
+		if len(seen) > 0 {
+			if seen[0].OrderID != int64(id) {
+				return res, domain.ErrTransactionReused
+			}
+			res.Kind, err = domain.ParsePaymentKind(seen[0].Kind)
+			return res, err
+		}
+		var next domain.OrderState
+		if res.Kind, next, err = st.State.Pay(); err != nil {
+			return res, err
+		}
+		if next != st.State {
+			err := guarded(ctx, tx.NewUpdate().Table("tb_voucher_order").
+				Set("status = ?", statusOf(next)).Set("pay_time = ?", p.At.UTC()).Set("transaction_id = ?", p.TransactionID).
+				Set("update_time = ?", time.Now().UTC()).
+				Where("id = ?", int64(id)).Where("status = ?", statusOf(st.State)), 1, "record payment")
+			if err != nil {
+				return res, err
+			}
+		}
+		row := paymentModel{TransactionID: p.TransactionID, OrderID: int64(id), VoucherID: int64(st.Order.VoucherID()),
+			Amount: p.Amount, Kind: string(res.Kind), ReceivedAt: p.At.UTC()}
+		ins, err := tx.NewInsert().Model(&row).Ignore().Returning("").Exec(ctx)
+		if err != nil {
+			return res, fmt.Errorf("record the payment: %w", err)
+		}
+		if n, err := ins.RowsAffected(); err != nil || n != 1 {
+			return res, errPaymentRaced
+		}
+		res.New = true
+		return res, nil
+	})
+	if err == domain.ErrOrderNotFound || err == domain.ErrTransactionReused {
+		return ports.PayResult{}, err
+	}
+	if err != nil {
+		return ports.PayResult{}, wrap(fmt.Sprintf("pay order %d", id), err)
+	}
+	if res.Status, err = r.Find(ctx, id); err != nil {
+		return ports.PayResult{}, err
+	}
+	return res, nil
+}
+
+// lockForPayment reads the order under its row's lock, or its failure (domain.ErrOrderNotFound: neither).
+func (r *OrderRepo) lockForPayment(ctx context.Context, tx bun.Tx, id domain.OrderID) (domain.OrderStatus, error) {
+	if st, found, err := r.lockOrder(ctx, tx, id); found || err != nil {
+		return st, err
+	}
+	var failed []failureModel
+	if err := tx.NewSelect().Model(&failed).Where("order_id = ?", int64(id)).Scan(ctx); err != nil {
+		return domain.OrderStatus{}, fmt.Errorf("read order failure: %w", err)
+	}
+	if len(failed) == 0 {
+		return domain.OrderStatus{}, domain.ErrOrderNotFound
+	}
+	o, err := orderModel{ID: failed[0].OrderID, UserID: failed[0].UserID, VoucherID: failed[0].VoucherID}.toDomain()
+	return domain.OrderStatus{Order: o, State: domain.OrderFailed}, err
 }

@@ -15,10 +15,93 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-var _ ports.VoucherRepository = (*VoucherRepo)(nil)
+// The models mirror the original's columns and stay private; columns never set keep their defaults.
 
-// VoucherRepo stores vouchers in tb_voucher and their sales in
-// tb_seckill_voucher.
+type voucherModel struct {
+	bun.BaseModel `bun:"table:tb_voucher"`
+	ID            int64  `bun:"id,pk,autoincrement"`
+	ShopID        int64  `bun:"shop_id"`
+	Title         string `bun:"title"`
+	SubTitle      string `bun:"sub_title"`
+	Rules         string `bun:"rules"`
+	PayValue      int64  `bun:"pay_value"`
+	ActualValue   int64  `bun:"actual_value"`
+	Type          int8   `bun:"type"`
+	Status        int8   `bun:"status"`
+}
+
+type creationModel struct {
+	bun.BaseModel `bun:"table:tb_voucher_creation"`
+	Key           string `bun:"idem_key,pk"`
+	VoucherID     int64  `bun:"voucher_id"`
+	Fingerprint   string `bun:"fingerprint"`
+}
+
+type seckillModel struct {
+	bun.BaseModel   `bun:"table:tb_seckill_voucher"`
+	VoucherID       int64     `bun:"voucher_id,pk"`
+	Stock           int       `bun:"stock"`
+	BeginTime       time.Time `bun:"begin_time"`
+	EndTime         time.Time `bun:"end_time"`
+	Buckets         int       `bun:"buckets"`
+	RoomOpensBefore int       `bun:"room_opens_before_s"` // the room's columns are all 0 when it has none
+	RoomAdmitRate   int       `bun:"room_admit_rate"`
+	RoomPassTTL     int       `bun:"room_pass_ttl_s"`
+	RoomMargin      int       `bun:"room_margin"`
+	StockAdded      int       `bun:"stock_added"`
+	Paused          bool      `bun:"paused"`
+	LimitPerUser    int       `bun:"limit_per_user"`
+}
+
+// voucherRow is a voucher joined with its sale; LEFT JOINed, a normal voucher's has VoucherID 0.
+type voucherRow struct {
+	voucherModel
+	seckillModel
+}
+
+const voucherRowSelect = `SELECT v.id, v.shop_id, v.title, v.sub_title, v.rules, v.pay_value,
+	v.actual_value, v.type, v.status, sv.voucher_id, sv.stock, sv.begin_time, sv.end_time, sv.buckets,
+	sv.room_opens_before_s, sv.room_admit_rate, sv.room_pass_ttl_s, sv.room_margin, sv.stock_added, sv.paused,
+	sv.limit_per_user
+FROM tb_voucher AS v `
+
+// readVouchers reads the vouchers where selects, each joined (JOIN, or LEFT JOIN) with its sale.
+func readVouchers(ctx context.Context, db bun.IDB, join, where string, args ...any) ([]domain.Voucher, error) {
+	var rows []voucherRow
+	err := db.NewRaw(voucherRowSelect+join+" tb_seckill_voucher AS sv ON sv.voucher_id = v.id WHERE "+where, args...).Scan(ctx, &rows)
+	if err != nil {
+		return nil, err
+	}
+	vs := make([]domain.Voucher, len(rows))
+	for i, r := range rows {
+		var sale domain.Sale
+		if r.VoucherID != 0 {
+			sale = domain.UnmarshalSplitSaleFromDatabase(r.Stock, r.BeginTime.UTC(), r.EndTime.UTC(), r.Buckets).
+				WithStoredRoom(domain.UnmarshalRoomRulesFromDatabase(
+					time.Duration(r.RoomOpensBefore)*time.Second, r.RoomAdmitRate,
+					time.Duration(r.RoomPassTTL)*time.Second, r.RoomMargin)).
+				WithStoredControls(r.StockAdded, r.Paused).
+				WithStoredLimit(r.LimitPerUser)
+		}
+		spec := domain.VoucherSpec{ShopID: domain.ShopID(r.ShopID), Title: r.Title, SubTitle: r.SubTitle, Rules: r.Rules,
+			PayValue: r.PayValue, ActualValue: r.ActualValue}
+		vs[i] = domain.UnmarshalVoucherFromDatabase(domain.VoucherID(r.ID), spec, domain.VoucherType(r.Type), r.Status, sale)
+	}
+	return vs, nil
+}
+
+// storedTime is t as precisely as the database keeps it (DATETIME(6)), so AddSeckill returns what Get will.
+func storedTime(t time.Time) time.Time {
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+var (
+	_ ports.VoucherRepository = (*VoucherRepo)(nil)
+	_ ports.SaleControls      = (*VoucherRepo)(nil)
+	_ ports.AuditLog          = (*AuditRepo)(nil)
+)
+
+// VoucherRepo stores vouchers in tb_voucher and their sales in tb_seckill_voucher.
 type VoucherRepo struct {
 	db *bun.DB
 }
@@ -27,8 +110,7 @@ func NewVoucherRepo(db *bun.DB) *VoucherRepo {
 	return &VoucherRepo{db: db}
 }
 
-// AddSeckill writes both rows in one transaction, so a voucher is never
-// listed without its stock. It returns the voucher exactly as Get will.
+// AddSeckill writes both rows in one transaction and returns the voucher exactly as Get will.
 func (r *VoucherRepo) AddSeckill(ctx context.Context, v domain.Voucher) (domain.Voucher, error) {
 	if !v.IsSeckill() {
 		return domain.Voucher{}, domain.ErrNotSeckill
@@ -36,10 +118,8 @@ func (r *VoucherRepo) AddSeckill(ctx context.Context, v domain.Voucher) (domain.
 	return r.addSeckill(ctx, v, "", "", domain.AuditEntry{})
 }
 
-// AddSeckillOnce inserts the key's row, then the audit entry, in the
-// voucher's transaction: a concurrent call with the same key waits on the
-// key's primary key until the first commits, then fails as a duplicate, rolls
-// back its voucher and entry, and reads the winner's.
+// AddSeckillOnce writes the key's row and the audit entry in the voucher's transaction: a concurrent
+// call with the same key waits on it until the first commits, then rolls back and reads the winner's.
 func (r *VoucherRepo) AddSeckillOnce(ctx context.Context, key, fingerprint string, v domain.Voucher, entry domain.AuditEntry) (ports.Creation, error) {
 	if !v.IsSeckill() {
 		return ports.Creation{}, domain.ErrNotSeckill
@@ -66,8 +146,7 @@ func (r *VoucherRepo) AddSeckillOnce(ctx context.Context, key, fingerprint strin
 	return ports.Creation{Voucher: saved, Fingerprint: fingerprint, Created: true}, nil
 }
 
-// addSeckill writes the voucher's rows, the key's row if any and the audit
-// entry if any, in one transaction.
+// addSeckill writes the voucher's rows, and the key's row and the audit entry if any, in one transaction.
 func (r *VoucherRepo) addSeckill(ctx context.Context, v domain.Voucher, key, fingerprint string, entry domain.AuditEntry) (domain.Voucher, error) {
 	sale := storedSale(v.Sale())
 	vm := voucherModel{
@@ -133,8 +212,7 @@ func (r *VoucherRepo) Get(ctx context.Context, id domain.VoucherID) (domain.Vouc
 	return vs[0], nil
 }
 
-// ListByShop lists the newest max vouchers on sale (status 1, as the
-// original's queryVoucherOfShop), in id order.
+// ListByShop lists the newest max vouchers on sale (status 1), in id order.
 func (r *VoucherRepo) ListByShop(ctx context.Context, shop domain.ShopID, max int) ([]domain.Voucher, error) {
 	vs, err := readVouchers(ctx, r.db, "LEFT JOIN", "v.shop_id = ? AND v.status = 1 ORDER BY v.id DESC LIMIT ?", int64(shop), max)
 	if err != nil {
@@ -154,12 +232,8 @@ func storedSale(s domain.Sale) domain.Sale {
 	return s.WithStoredWindow(storedTime(s.Begin()), storedTime(s.End()))
 }
 
-var _ ports.SaleControls = (*VoucherRepo)(nil)
-
-// ChangeSale locks the sale's row first, so an order batch's decrement and
-// the control wait for each other, then looks the key up under that lock (a
-// concurrent retry waits, then finds it). The row is written as a difference
-// from what was read; the key's row and the audit entry go in with it.
+// ChangeSale locks the sale's row (order batches and a concurrent retry wait), then looks the key up.
+// The row is written as a difference from what was read, with the key's row and the audit entry.
 func (r *VoucherRepo) ChangeSale(ctx context.Context, id domain.VoucherID, once ports.Once, change ports.SaleChange) (domain.Voucher, bool, error) {
 	var after domain.Voucher
 	changed, err := runInTx(ctx, r.db, nil, func(ctx context.Context, tx bun.Tx) (bool, error) {
@@ -175,6 +249,7 @@ func (r *VoucherRepo) ChangeSale(ctx context.Context, id domain.VoucherID, once 
 			return false, domain.ErrVoucherNotFound
 		}
 		before := vs[0]
+		after = before
 		if once.Key != "" {
 			var keys []controlKeyModel
 			if err := tx.NewSelect().Model(&keys).Where("idem_key = ?", once.Key).Limit(1).Scan(ctx); err != nil {
@@ -184,7 +259,6 @@ func (r *VoucherRepo) ChangeSale(ctx context.Context, id domain.VoucherID, once 
 				if keys[0].VoucherID != int64(id) || keys[0].Fingerprint != once.Fingerprint {
 					return false, domain.ControlKeyReused()
 				}
-				after = before
 				return false, nil
 			}
 		}
@@ -194,7 +268,6 @@ func (r *VoucherRepo) ChangeSale(ctx context.Context, id domain.VoucherID, once 
 		}
 		b, a := before.Sale(), storedSale(next.Sale())
 		if a.SameControls(b) {
-			after = before
 			return false, nil
 		}
 		err = guarded(ctx, tx.NewUpdate().Model((*seckillModel)(nil)).
@@ -226,7 +299,6 @@ func (r *VoucherRepo) ChangeSale(ctx context.Context, id domain.VoucherID, once 
 	return after, changed, nil
 }
 
-// controlKeyModel is a sale control's Idempotency-Key.
 type controlKeyModel struct {
 	bun.BaseModel `bun:"table:tb_sale_control_key"`
 	Key           string `bun:"idem_key,pk"`
@@ -234,10 +306,7 @@ type controlKeyModel struct {
 	Fingerprint   string `bun:"fingerprint"`
 }
 
-var _ ports.AuditLog = (*AuditRepo)(nil)
-
-// AuditRepo reads the trail of admin actions in tb_admin_audit, which the
-// voucher repository's writes append to.
+// AuditRepo reads the trail of admin actions in tb_admin_audit, which VoucherRepo's writes append to.
 type AuditRepo struct {
 	db *bun.DB
 }
@@ -256,8 +325,7 @@ type auditModel struct {
 	At            time.Time `bun:"create_time"`
 }
 
-// recordAudit appends e in the transaction of the action's write, so the
-// entry commits with its change or not at all.
+// recordAudit appends e in the transaction of the action's write, so it commits with its change.
 func recordAudit(ctx context.Context, db bun.IDB, e domain.AuditEntry) error {
 	if e.IsZero() {
 		return errors.New("an admin action needs its audit entry")
@@ -276,8 +344,7 @@ func recordAudit(ctx context.Context, db bun.IDB, e domain.AuditEntry) error {
 	return nil
 }
 
-// List reads one page by the primary key (every voucher) or by
-// idx_audit_voucher (one voucher), newest first.
+// List reads one page by the primary key (every voucher) or by idx_audit_voucher, newest first.
 func (r *AuditRepo) List(ctx context.Context, q ports.AuditQuery) ([]domain.AuditEntry, error) {
 	var rows []auditModel
 	sel := r.db.NewSelect().Model(&rows).Order("id DESC").Limit(int64(q.Limit))
