@@ -5,6 +5,7 @@ package chanqueue
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -16,13 +17,15 @@ import (
 type Queue struct {
 	ch     chan domain.VoucherOrder
 	linger time.Duration
-	// Publish holds mu shared while it sends, Close exclusively while it
-	// closes the channel, so no send can hit a closed channel.
-	mu     sync.RWMutex
+	mu     sync.RWMutex // Publish sends under it shared, Close closes the channel under it exclusively
 	closed bool
 }
 
-var _ ports.OrderQueue = (*Queue)(nil)
+var (
+	_ ports.OrderQueue   = (*Queue)(nil)
+	_ ports.QueueMonitor = (*Queue)(nil)
+	_ ports.Admission    = (*Admission)(nil)
+)
 
 // New returns a queue of at most capacity orders; Receive waits up to linger
 // after the first order for a batch to fill.
@@ -33,8 +36,7 @@ func New(capacity int, linger time.Duration) *Queue {
 	return &Queue{ch: make(chan domain.VoucherOrder, capacity), linger: linger}
 }
 
-// Publish never blocks: a full queue answers ports.ErrQueueFull, so a
-// stampede sheds load instead of piling up goroutines.
+// Publish never blocks: a full queue answers ports.ErrQueueFull, so a stampede sheds load.
 func (q *Queue) Publish(_ context.Context, o domain.VoucherOrder) error {
 	q.mu.RLock()
 	defer q.mu.RUnlock()
@@ -115,10 +117,7 @@ func (q *Queue) Close() error {
 // Len is how many orders wait in the channel (the queue-depth gauge).
 func (q *Queue) Len() int { return len(q.ch) }
 
-var _ ports.QueueMonitor = (*Queue)(nil)
-
-// Overview: the channel is this instance's whole backlog; it keeps no dead
-// letters (what fulfilment gives up on is recorded as failed in the database).
+// Overview: the channel is this instance's whole backlog; it keeps no dead letters.
 func (q *Queue) Overview(context.Context) (ports.QueueOverview, error) {
 	return ports.QueueOverview{Kind: "channel", Length: int64(q.Len()), DeadLetters: -1}, nil
 }
@@ -126,4 +125,56 @@ func (q *Queue) Overview(context.Context) (ports.QueueOverview, error) {
 // Backlog is not kept per voucher.
 func (q *Queue) Backlog(context.Context, domain.VoucherID) (ports.Backlog, error) {
 	return ports.Backlog{}, nil
+}
+
+// Admission is the channel driver's ports.Admission: the gate reserves, then the order goes on
+// the channel; whenever it is not on the channel at the end, its reservation is released.
+type Admission struct {
+	gate  ports.StockGate
+	queue *Queue
+}
+
+// releaseBudget bounds a rollback; its own, because the claim's may be what ran out.
+const releaseBudget = 2 * time.Second
+
+// NewAdmission takes the channel queue itself: only the queue the worker drains may carry what this gate reserved.
+func NewAdmission(gate ports.StockGate, queue *Queue) *Admission {
+	if gate == nil || queue == nil {
+		panic("chanqueue: NewAdmission needs a gate and a queue")
+	}
+	return &Admission{gate: gate, queue: queue}
+}
+
+// Admit reserves, then publishes; on an ambiguous reserve or a failed publish
+// it releases by order ID and answers ports.ErrNotAdmitted. When ctx ran out the
+// release runs in the background (the gate orders it after a late reserve). A
+// failed release leaves a unit without an order, never the reverse, until reconcile.
+func (a *Admission) Admit(ctx context.Context, o domain.VoucherOrder) error {
+	err := a.gate.Reserve(ctx, o)
+	switch {
+	case err == nil:
+	case domain.IsRefusal(err):
+		return err
+	case ctx.Err() != nil:
+		go func() { _ = a.release(ctx, o) }()
+		return fmt.Errorf("reserve %s (released in the background): %w: %w", o, ports.ErrNotAdmitted, err)
+	default:
+		if rerr := a.release(ctx, o); rerr != nil {
+			return fmt.Errorf("reserve %s: %w: %w (release after ambiguous reserve also failed, reconcile needed: %v)", o, ports.ErrNotAdmitted, err, rerr)
+		}
+		return fmt.Errorf("reserve %s (released): %w: %w", o, ports.ErrNotAdmitted, err)
+	}
+	if err := a.queue.Publish(ctx, o); err != nil {
+		if rerr := a.release(ctx, o); rerr != nil {
+			return fmt.Errorf("publish %s: %w: %w (rollback failed, reconcile needed: %v)", o, ports.ErrNotAdmitted, err, rerr)
+		}
+		return fmt.Errorf("publish %s: %w: %w", o, ports.ErrNotAdmitted, err)
+	}
+	return nil
+}
+
+func (a *Admission) release(ctx context.Context, o domain.VoucherOrder) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseBudget)
+	defer cancel()
+	return a.gate.Release(ctx, o, true)
 }

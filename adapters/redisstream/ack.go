@@ -2,25 +2,24 @@ package redisstream
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 
 	"github.com/hmdp-go/seckill/adapters/internal/redisx"
 	"github.com/hmdp-go/seckill/adapters/redisschema"
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
 )
-
-// Trimming: ack.lua deletes acked entries right after their XACK, in the same
-// MULTI/EXEC, so exactly what is finished goes and XLEN counts the unfinished
-// (Backlog and collect rely on it). It gets only the smallest and largest ID:
-// handing Lua every ID cost twice the XACK. The stream is this one group's.
 
 // Ack acknowledges and deletes the deliveries' entries, per stream, in one
 // round trip. Acking again is harmless. It works after Close.
@@ -38,8 +37,8 @@ func (q *Queue) Ack(ctx context.Context, ds []ports.Delivery) error {
 	return nil
 }
 
-// finish acknowledges and deletes entries, and lets go of them; where keys are
-// sharded each stream gets a transaction of its own, all sent at once.
+// finish acknowledges and deletes entries, and lets go of them; where keys are sharded each stream
+// gets a transaction of its own, all sent at once.
 func (q *Queue) finish(ctx context.Context, refs []entryRef) error {
 	txs := perStream(refs)
 	if !q.perStream {
@@ -58,7 +57,8 @@ func (q *Queue) finish(ctx context.Context, refs []entryRef) error {
 	return nil
 }
 
-// ackTx acknowledges and deletes chunks in one MULTI/EXEC (XACK, then ack.lua).
+// ackTx acknowledges and deletes chunks in one MULTI/EXEC (XACK, then ack.lua with the smallest and
+// largest ID), so XLEN counts exactly the unfinished entries (Backlog and collect rely on it).
 func (q *Queue) ackTx(ctx context.Context, chunks []streamIDs) error {
 	pipe := q.rdb.TxPipeline()
 	acks := make([]*redis.IntCmd, len(chunks))
@@ -66,21 +66,18 @@ func (q *Queue) ackTx(ctx context.Context, chunks []streamIDs) error {
 	calls := make([]scriptCall, len(chunks))
 	for i, c := range chunks {
 		acks[i] = pipe.XAck(ctx, c.key, q.opts.Group, c.ids...)
-		// EVALSHA: EVAL costs Redis about 90 µs more per call (7.0).
 		calls[i] = scriptCall{keys: []string{c.key}, args: []any{q.opts.Group, c.ids[0], c.ids[len(c.ids)-1]}}
 		trims[i] = ackScript.EvalSha(ctx, pipe, calls[i].keys, calls[i].args...)
 	}
 	_, _ = pipe.Exec(ctx) // each command's error is looked at below
-	// NOSCRIPT: the XACK is done and the deletion runs now; a crash before it
-	// leaves acked entries until a later ack's trim passes them.
+	// NOSCRIPT: the XACK is done; a crash before this retry leaves acked entries until a later trim.
 	q.retryNoScript(ctx, ackScript, trims, calls)
 	for i := range chunks {
 		if err := errors.Join(acks[i].Err(), trims[i].Err()); err != nil {
 			return err
 		}
 	}
-	// -1: the group was made anew and has not delivered these IDs; they are
-	// deleted alone. A crash before this has them delivered again: harmless.
+	// -1: the group was made anew and never delivered these IDs; they are deleted alone.
 	pipe = q.rdb.Pipeline()
 	for i, c := range chunks {
 		if n, _ := trims[i].Int(); n < 0 {
@@ -106,9 +103,8 @@ func refsOf(ds []ports.Delivery) ([]entryRef, error) {
 // ReasonUndecodable is the dead-letter reason of an entry without a valid order.
 const ReasonUndecodable = "undecodable"
 
-// DeadLetter writes each delivery to the dead-letter stream (the order's
-// fields, then reason, stream, entry, deliveries), then finishes it. Written
-// before the ack, so a crash in between repeats a record rather than loses it.
+// DeadLetter writes each delivery to the dead-letter stream, then acks it: a crash in between repeats a
+// record rather than loses it.
 func (q *Queue) DeadLetter(ctx context.Context, ds []ports.Delivery, reason domain.FailureReason) error {
 	if len(ds) == 0 {
 		return nil
@@ -132,8 +128,7 @@ func (q *Queue) DeadLetter(ctx context.Context, ds []ports.Delivery, reason doma
 	return nil
 }
 
-// setAsidePoison dead-letters an undecodable entry, finishes it, and logs it:
-// an operator must look at its producer.
+// setAsidePoison dead-letters an undecodable entry, finishes it, and logs it for an operator.
 func (q *Queue) setAsidePoison(ctx context.Context, s *stream, m redis.XMessage, attempts int, cause error) error {
 	values := []any{"reason", ReasonUndecodable, "stream", s.key, "entry", m.ID, "deliveries", attempts, "error", cause.Error()}
 	for _, f := range redisschema.OrderFields {
@@ -153,9 +148,8 @@ func (q *Queue) setAsidePoison(ctx context.Context, s *stream, m redis.XMessage,
 	return nil
 }
 
-// renew resets the idle time of the entries this process holds (renew.lua),
-// and lets go of those no longer pending to it, so a batch retried through a
-// long database outage is neither claimed nor counted towards the dead-letter limit.
+// renew resets the idle time of the entries this process holds, so a batch retried through a database
+// outage is not claimed, and lets go of those no longer pending to it.
 func (q *Queue) renew(ctx context.Context) {
 	refs := q.in.heldRefs()
 	if len(refs) == 0 {
@@ -214,8 +208,7 @@ var (
 	gcScript = redis.NewScript(gcLua)
 )
 
-// scriptChunk bounds the IDs of one script call, so none holds Redis long or strains Lua's stack.
-const scriptChunk = 500
+const scriptChunk = 500 // IDs per script call, so none holds Redis long or strains Lua's stack
 
 type scriptCall struct {
 	keys []string
@@ -228,8 +221,7 @@ type streamIDs struct {
 	ids []string
 }
 
-// perStream groups entries by stream, each stream's IDs sorted (ack.lua needs
-// the smallest and largest) in chunks of at most scriptChunk.
+// perStream groups entries by stream, each stream's IDs sorted, in chunks of at most scriptChunk.
 func perStream(refs []entryRef) [][]streamIDs {
 	byStream := map[string][]string{}
 	for _, r := range refs {
@@ -249,8 +241,7 @@ func perStream(refs []entryRef) [][]streamIDs {
 	return out
 }
 
-// runScripts runs s for each call in one pipeline (a cluster pipeline splits
-// by node), and returns the commands in call order with the first error.
+// runScripts runs s for each call in one pipeline, and returns the commands in call order with the first error.
 func (q *Queue) runScripts(ctx context.Context, s *redis.Script, calls []scriptCall) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(calls))
 	pipe := q.rdb.Pipeline()
@@ -267,8 +258,7 @@ func (q *Queue) runScripts(ctx context.Context, s *redis.Script, calls []scriptC
 	return cmds, nil
 }
 
-// retryNoScript runs again, through redisx.Set.Retry, the calls answered
-// NOSCRIPT (a restart, a failover, SCRIPT FLUSH), putting the new commands in cmds.
+// retryNoScript runs again the calls answered NOSCRIPT (a restart, a failover), replacing their commands in cmds.
 func (q *Queue) retryNoScript(ctx context.Context, s *redis.Script, cmds []*redis.Cmd, calls []scriptCall) {
 	for i, c := range cmds {
 		if redisx.IsNoScript(c.Err()) {
@@ -276,3 +266,110 @@ func (q *Queue) retryNoScript(ctx context.Context, s *redis.Script, cmds []*redi
 		}
 	}
 }
+
+// ErrLeaseHeld: another live holder kept renewing the lease for the whole wait.
+var ErrLeaseHeld = errors.New("held by another live process")
+
+// LeaseOptions of AcquireLease.
+type LeaseOptions struct {
+	TTL  time.Duration // how long the lease outlives its holder's last renewal (renewed every TTL/3)
+	Wait time.Duration // for a taken lease to expire; above TTL, a restart right after a kill -9 succeeds
+	Log  zerolog.Logger
+}
+
+// Lease on a consumer name keeps two live processes from sharing one pending list; held until Release.
+type Lease struct {
+	rdb     redis.UniversalClient
+	key     string
+	token   string
+	opts    LeaseOptions
+	release func() error
+}
+
+// Only while the key holds this holder's token: a lease taken by another is not extended.
+var leaseRenewScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0`)
+
+// AcquireLease takes the lease on key, waiting up to opts.Wait for a holder that stopped renewing to let
+// it expire; a live holder keeps it, and the error wraps ErrLeaseHeld and names it.
+func AcquireLease(ctx context.Context, rdb redis.UniversalClient, key string, opts LeaseOptions) (*Lease, error) {
+	if opts.TTL < 100*time.Millisecond {
+		return nil, fmt.Errorf("redisstream: lease TTL %s is below 100ms", opts.TTL)
+	}
+	// The token names this process for a refusal to show, and is random so two holders never mix up.
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	host, _ := os.Hostname()
+	token := fmt.Sprintf("%s/pid-%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	deadline := time.Now().Add(opts.Wait)
+	poll := max(opts.TTL/10, 50*time.Millisecond)
+	for first := true; ; first = false {
+		ok, err := rdb.SetNX(ctx, key, token, opts.TTL).Result()
+		if err != nil {
+			return nil, fmt.Errorf("take lease %s: %w", key, err)
+		}
+		if ok {
+			break
+		}
+		holder, _ := rdb.Get(ctx, key).Result()
+		if !time.Now().Before(deadline) {
+			return nil, fmt.Errorf("lease %s: %w (%s) that renewed it for %s", key, ErrLeaseHeld, holder, opts.Wait)
+		}
+		if first {
+			opts.Log.Warn().Str("key", key).Str("holder", holder).Str("wait", opts.Wait.String()).
+				Msg("lease taken; waiting for it to expire (a killed holder) or to be refused (a live one)")
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(poll):
+		}
+	}
+	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	stopped := make(chan struct{})
+	l := &Lease{rdb: rdb, key: key, token: token, opts: opts}
+	go every(rctx, opts.TTL/3, stopped, l.renewLease)
+	l.release = sync.OnceValue(func() error {
+		stop()
+		<-stopped
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := redisx.Release(ctx, rdb, key, token); err != nil {
+			return fmt.Errorf("release lease %s: %w", key, err)
+		}
+		return nil
+	})
+	return l, nil
+}
+
+// renewLease renews the lease, and takes it back if it lapsed while nobody else held it.
+func (l *Lease) renewLease(ctx context.Context) {
+	n, err := leaseRenewScript.Run(ctx, l.rdb, []string{l.key}, l.token, l.opts.TTL.Milliseconds()).Int()
+	switch {
+	case ctx.Err() != nil:
+		return
+	case err != nil:
+		// Transient: the next tick retries; the lease lasts TTL meanwhile.
+		l.opts.Log.Warn().Err(err).Str("key", l.key).Msg("renewing the lease failed")
+	case n == 0:
+		// Gone (Redis lost it, or this process stalled past TTL): only another holder is a problem.
+		ok, err := l.rdb.SetNX(ctx, l.key, l.token, l.opts.TTL).Result()
+		switch {
+		case ok:
+			l.opts.Log.Warn().Str("key", l.key).
+				Msg("the lease had lapsed (Redis lost it, or this process stalled) and is held again; nobody else had taken the name")
+		case err == nil:
+			holder, _ := l.rdb.Get(ctx, l.key).Result()
+			l.opts.Log.Error().Str("key", l.key).Str("holder", holder).
+				Msg("the lease was taken by another instance under the same name while it had lapsed: two instances now share one consumer name; stop one of them (SECKILL_CONSUMER must be unique)")
+		default:
+			l.opts.Log.Warn().Err(err).Str("key", l.key).Msg("the lease had lapsed and taking it back failed; retrying")
+		}
+	}
+}
+
+// Release stops renewing and frees the name at once, so a restart need not wait. Idempotent.
+func (l *Lease) Release() error { return l.release() }

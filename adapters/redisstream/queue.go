@@ -1,12 +1,8 @@
-// Package redisstream is the OrderQueue over Redis Streams: one stream per
-// voucher (one slot, so it runs on Redis Cluster), appended by the gate's claim
-// script atomically with the reservation, read by one consumer group with a
-// stably named consumer per instance. With acks after the MySQL commit,
-// delivery is at least once and exactly once in effect: entries leave only
-// through Ack or DeadLetter; a dead process's are re-read at its restart or
-// claimed (XAUTOCLAIM, Redis 6.2) after MinIdle; held ones are renewed; poison
-// is dead-lettered. Each voucher's entries come out in stream order. See
-// docs/GUARANTEES.md ("The queues").
+// Package redisstream is the OrderQueue over Redis Streams: one stream per voucher (one slot, so it
+// runs on Redis Cluster), appended by the gate's claim script atomically with the reservation, read by
+// one consumer group with a stably named consumer per instance. Delivery is at least once (exactly once
+// in effect): entries leave only through Ack or DeadLetter; a dead process's are re-read at its restart
+// or claimed after MinIdle. Each voucher's entries come out in stream order. See docs/GUARANTEES.md.
 package redisstream
 
 import (
@@ -16,6 +12,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -35,33 +32,25 @@ const (
 	DefaultGroup   = "seckill"
 	DefaultBlock   = 200 * time.Millisecond
 	DefaultMinIdle = 30 * time.Second
-	// MaxLinger bounds Options.Linger: a batching delay, well below MinIdle.
-	MaxLinger = time.Second
+	MaxLinger      = time.Second // bounds Options.Linger: a batching delay, well below MinIdle
 )
 
 const (
-	// discoverEvery bounds how long a new voucher's first orders wait (plus a Block) to be seen.
-	discoverEvery = time.Second
+	discoverEvery = time.Second      // bounds how long a new voucher's first orders wait (plus a Block) to be seen
 	collectEvery  = 10 * time.Second // finished streams of expired vouchers are deleted
 )
 
 // Options configures a Queue. Zero values take the defaults.
 type Options struct {
-	Prefix string // the gate's key prefix (default redisschema.DefaultPrefix)
-	Group  string // the consumer group (default "seckill")
-	// Consumer names this instance in the group (required): unique per
-	// instance and stable across restarts, so a restart re-reads what it left pending.
-	Consumer string
-	Block    time.Duration // how long one XREADGROUP waits (default 200ms); Close is honoured within one Block
-	// MinIdle is how long an entry of a dead consumer waits before another
-	// claims it (default 30s); keep it well above the p99 batch time.
-	MinIdle       time.Duration
-	ClaimInterval time.Duration // how often idle entries are looked for (default MinIdle/2)
-	// Linger keeps a short read of new entries open that long for more (default 0; at most MaxLinger).
-	Linger time.Duration
-	// DeadLetter is the never-trimmed stream of entries set aside (default Prefix+"dead-letter").
-	DeadLetter string
-	Log        zerolog.Logger // poison entries, failed renewals; default discarded
+	Prefix        string         // the gate's key prefix (default redisschema.DefaultPrefix)
+	Group         string         // the consumer group (default "seckill")
+	Consumer      string         // this instance's name in the group (required): unique, stable across restarts
+	Block         time.Duration  // how long one XREADGROUP waits (default 200ms); Close is honoured within one Block
+	MinIdle       time.Duration  // how long a dead consumer's entry waits before another claims it (default 30s)
+	ClaimInterval time.Duration  // how often idle entries are looked for (default MinIdle/2)
+	Linger        time.Duration  // how long a short read of new entries stays open for more (default 0; <= MaxLinger)
+	DeadLetter    string         // the never-trimmed stream of entries set aside (default Prefix+"dead-letter")
+	Log           zerolog.Logger // poison entries, failed renewals; default discarded
 }
 
 // Queue is safe for concurrent use. Receive calls are served one at a time.
@@ -79,8 +68,7 @@ type Queue struct {
 	rd   readState
 	in   inflight
 
-	// closeMu: Publish holds it shared until its entry is written and noted,
-	// so once Close returns every accepted order is in a stream this Queue drains.
+	// Publish holds closeMu shared until its entry is noted: once Close returns, Receive drains it.
 	closeMu   sync.RWMutex
 	done      chan struct{} // closed by Close
 	wake      chan struct{} // a Publish nudges a Receive waiting for its first stream
@@ -99,10 +87,13 @@ type readState struct {
 	discoveredAfterClose bool // the one discovery a closed queue makes is done
 }
 
-var _ ports.OrderQueue = (*Queue)(nil)
+var (
+	_ ports.OrderQueue   = (*Queue)(nil)
+	_ ports.QueueMonitor = (*Queue)(nil)
+	_ ports.Admission    = (*Admission)(nil)
+)
 
-// inflight is what this process took from Redis and has not finished, and what
-// Publish tells Receive: the state Receive shares with the other methods.
+// inflight is what this process took from Redis and has not finished, and what Publish tells Receive.
 type inflight struct {
 	mu        sync.Mutex
 	buf       []buffered                // read from Redis, not yet handed out
@@ -116,8 +107,7 @@ type buffered struct {
 	ref entryRef
 }
 
-// notHeld keeps the messages this process does not hold yet: one it holds
-// (a re-read, or a claim after a late renewal) must not be handed out twice.
+// notHeld keeps the messages this process does not hold yet, so none is handed out twice.
 func (f *inflight) notHeld(key string, msgs []redis.XMessage) []redis.XMessage {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -168,8 +158,7 @@ func (f *inflight) heldRefs() []entryRef {
 	return slices.Collect(maps.Keys(f.held))
 }
 
-// keeps: this process holds entries of s, or published to it, so it reads s
-// even when the registry does not name it.
+// keeps: this process holds entries of s, or published to it, so it reads s even when unregistered.
 func (f *inflight) keeps(s *stream) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -264,10 +253,8 @@ func (q *Queue) closed() bool {
 	}
 }
 
-// Close stops Publish and the renewal of held entries; Receive hands out what
-// the streams held then, and returns ports.ErrQueueClosed. Ack and DeadLetter
-// go on working. What is left unacked is re-read at the next start or claimed
-// after MinIdle (keep the shutdown deadline below it; a takeover is harmless).
+// Close stops Publish and the renewal of held entries; Receive hands out what the streams held then and
+// returns ports.ErrQueueClosed. Ack and DeadLetter go on working. Idempotent; always nil.
 func (q *Queue) Close() error {
 	q.closeMu.Lock()
 	if q.closed() {
@@ -299,24 +286,19 @@ func (q *Queue) Publish(ctx context.Context, o domain.VoucherOrder) error {
 	case q.wake <- struct{}{}:
 	default:
 	}
-	// Registered after the XADD, so collect's second look sees the stream; not
-	// pipelined: a cluster pipeline may run the two on two nodes in either order.
+	// After the XADD, not pipelined with it, so collect's second look sees the stream.
 	if err := q.rdb.SAdd(ctx, q.registry, int64(vid)).Err(); err != nil {
 		return fmt.Errorf("publish %s: enqueued, but registering its stream failed: %w", o, err)
 	}
 	return nil
 }
 
-// Admission is the stream driver's ports.Admission: one script reserves and
-// appends atomically, so an ambiguous answer releases nothing (if it ran, the order is fulfilled).
+// Admission is the stream driver's ports.Admission: one script reserves and appends atomically.
 type Admission struct {
 	gate *redisgate.Gate
 }
 
-var _ ports.Admission = (*Admission)(nil)
-
-// NewAdmission takes the stream queue itself, so the admission cannot be
-// wired without it; a prefix mismatch stops the process at start.
+// NewAdmission takes the stream queue itself; it panics on a nil argument or a prefix mismatch.
 func NewAdmission(gate *redisgate.Gate, queue *Queue) *Admission {
 	if gate == nil || queue == nil {
 		panic("redisstream: NewAdmission needs a gate and a queue")
@@ -337,8 +319,6 @@ func (a *Admission) Admit(ctx context.Context, o domain.VoucherOrder) error {
 	return nil
 }
 
-var _ ports.QueueMonitor = (*Queue)(nil)
-
 // Overview counts the dead-letter records; the backlog is per voucher.
 func (q *Queue) Overview(ctx context.Context) (ports.QueueOverview, error) {
 	n, err := q.rdb.XLen(ctx, q.opts.DeadLetter).Result()
@@ -348,8 +328,7 @@ func (q *Queue) Overview(ctx context.Context) (ports.QueueOverview, error) {
 	return ports.QueueOverview{Kind: "stream", Length: -1, DeadLetters: n}, nil
 }
 
-// Backlog reads in one round trip XLEN (all unfinished: acked entries are
-// deleted), XPENDING, and the oldest entry, whose ID gives the lag.
+// Backlog reads in one round trip XLEN (acked entries are deleted), XPENDING, and the oldest entry's lag.
 func (q *Queue) Backlog(ctx context.Context, vid domain.VoucherID) (ports.Backlog, error) {
 	key := q.keys(vid).Orders
 	pipe := q.rdb.Pipeline()
@@ -380,4 +359,281 @@ func (q *Queue) Backlog(ctx context.Context, vid domain.VoucherID) (ports.Backlo
 		}
 	}
 	return b, nil
+}
+
+// streamState is where one stream is in its life as this Queue reads it:
+//
+//	new ──group made──▶ recovering ──own pending read──▶ reading
+//	                                                     │   ▲
+//	                                          NOGROUP ───┘   └── group made again ── lostGroup
+//	reading ──Close, end taken──▶ draining ──read to that end──▶ drained
+//
+// Only recovering, reading, draining and drained streams have a group.
+type streamState int
+
+const (
+	stateNew        streamState = iota
+	stateLostGroup              // the group vanished; one made anew holds nothing pending to recover
+	stateRecovering             // re-reading, from cursor, what the group counts as delivered to this consumer
+	stateReading                // claims from dead consumers and new entries
+	stateDraining               // after Close, read up to drainTo, the stream's end when first drained
+	stateDrained
+)
+
+// stream is one voucher's (or bucket's) order stream; it belongs to the running Receive.
+type stream struct {
+	vid domain.VoucherID
+	tag string // "<vid>", or a bucket's "<vid>.<salt>"
+	key string
+
+	state     streamState
+	cursor    string    // stateRecovering
+	drainTo   string    // stateDraining
+	claimFrom string    // XAUTOCLAIM cursor, kept across states
+	nextClaim time.Time // when the next XAUTOCLAIM pass may start
+
+	retryAt time.Time // a failed read (on a cluster: its master down) rests the stream until then
+	fails   int       // in a row
+}
+
+// Backoff of a failing stream: a promoted replica is read soon, a dead master costs the others nothing.
+const streamRetryMin, streamRetryMax = 50 * time.Millisecond, time.Second
+
+func (s *stream) resting(now time.Time) bool { return now.Before(s.retryAt) }
+
+// watch reads the stream of tag from now on, unless it does already.
+func (q *Queue) watch(vid domain.VoucherID, tag string) {
+	if q.rd.streams[tag] == nil {
+		q.rd.streams[tag] = &stream{vid: vid, tag: tag, key: redisschema.KeysForTag(q.opts.Prefix, tag).Orders, claimFrom: "0-0"}
+	}
+}
+
+func (s *stream) grouped() bool { return s.state >= stateRecovering }
+
+// groupMade: a new stream re-reads its own leftovers, and a dead instance's may be due for a claim.
+func (s *stream) groupMade() {
+	switch s.state {
+	case stateNew:
+		s.state, s.cursor = stateRecovering, "0"
+		s.nextClaim = time.Time{}
+	case stateLostGroup:
+		s.state = stateReading
+	}
+}
+
+func (s *stream) groupLost() { s.state, s.cursor = stateLostGroup, "" }
+
+func (s *stream) recovered() { s.state, s.cursor = stateReading, "" }
+
+// drainUpTo fixes where draining stops: the stream's last ID, "" when empty.
+func (s *stream) drainUpTo(last string) {
+	if last == "" {
+		s.state = stateDrained
+		return
+	}
+	s.state, s.drainTo = stateDraining, last
+}
+
+func (s *stream) drained() { s.state, s.drainTo = stateDrained, "" }
+
+// entryRef names one entry; its String is the Delivery.Ref.
+type entryRef struct{ stream, id string }
+
+func (r entryRef) String() string { return r.stream + "/" + r.id }
+
+// parseRef splits at the last '/': entry IDs have none, stream keys may.
+func parseRef(ref string) (entryRef, error) {
+	i := strings.LastIndexByte(ref, '/')
+	if i <= 0 || i == len(ref)-1 {
+		return entryRef{}, fmt.Errorf("redisstream: %q is not a delivery of this queue", ref)
+	}
+	return entryRef{stream: ref[:i], id: ref[i+1:]}, nil
+}
+
+// cmpID orders entry IDs ("<ms>-<seq>") numerically, an unparsable one first. Like ack.lua it compares
+// IDs in Redis's form as text: fewer ms digits is older; digits lined up, text order is number order.
+func cmpID(a, b string) int {
+	da, db := strings.IndexByte(a, '-'), strings.IndexByte(b, '-')
+	switch {
+	case !redisForm(a, da) || !redisForm(b, db):
+		am, as := splitID(a)
+		bm, bs := splitID(b)
+		return cmp.Or(cmp.Compare(am, bm), cmp.Compare(as, bs))
+	case da != db:
+		return cmp.Compare(da, db)
+	case len(a) == len(b) || a[:da] != b[:db]:
+		return strings.Compare(a, b)
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// redisForm: id (its '-' at dash) has two parts without leading zeros; digits are not checked.
+func redisForm(id string, dash int) bool {
+	return dash > 0 && dash < len(id)-1 &&
+		(id[0] != '0' || dash == 1) && (id[dash+1] != '0' || dash == len(id)-2)
+}
+
+func splitID(id string) (uint64, uint64) {
+	ms, seq, _ := strings.Cut(id, "-")
+	m, _ := strconv.ParseUint(ms, 10, 64)
+	s, _ := strconv.ParseUint(seq, 10, 64)
+	return m, s
+}
+
+// discover registers live vouchers with a gate hash or a stream, so they are watched after the gate
+// forgets them, and forgets streams no longer registered unless this process still keeps them.
+func (q *Queue) discover(ctx context.Context, now time.Time) error {
+	pipe := q.rdb.Pipeline()
+	liveCmd := pipe.SMembers(ctx, q.live)
+	regCmd := pipe.SMembers(ctx, q.registry)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("discover order streams: %w", err)
+	}
+	registered, fresh := parseTags(regCmd.Val()), parseTags(liveCmd.Val())
+	maps.DeleteFunc(fresh, func(tag string, _ domain.VoucherID) bool {
+		_, ok := registered[tag]
+		return ok
+	})
+	pipe = q.rdb.Pipeline() // sends nothing when nothing is fresh
+	exists := make(map[string]*redis.IntCmd, len(fresh))
+	for tag := range fresh {
+		k := redisschema.KeysForTag(q.opts.Prefix, tag)
+		exists[tag] = pipe.Exists(ctx, k.Voucher, k.Orders) // one hash tag: one slot
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("discover order streams: %w", err)
+	}
+	var add []any
+	for tag, c := range exists {
+		if c.Val() > 0 {
+			add = append(add, tag)
+			registered[tag] = fresh[tag]
+		}
+	}
+	if len(add) > 0 {
+		if err := q.rdb.SAdd(ctx, q.registry, add...).Err(); err != nil {
+			return fmt.Errorf("register order streams: %w", err)
+		}
+	}
+	for tag, vid := range registered {
+		q.watch(vid, tag)
+	}
+	for tag, s := range q.rd.streams {
+		if _, ok := registered[tag]; !ok && !q.in.keeps(s) {
+			delete(q.rd.streams, tag)
+		}
+	}
+	q.rd.nextDiscover = now.Add(q.discoverEvery)
+	if !now.Before(q.rd.nextCollect) {
+		q.rd.nextCollect = now.Add(q.collectEvery)
+		q.collect(ctx, registered)
+	}
+	return nil
+}
+
+// adopt takes on the streams Publish wrote and makes the group on every stream at ID 0, not $, so
+// entries appended before any consumer looked are delivered too.
+func (q *Queue) adopt(ctx context.Context) error {
+	pub := q.in.takePublished()
+	if len(pub) > 0 {
+		ids := make([]any, 0, len(pub))
+		for vid := range pub {
+			ids = append(ids, int64(vid))
+		}
+		// Publish registered them unless that failed; once more is cheap.
+		if err := q.rdb.SAdd(ctx, q.registry, ids...).Err(); err != nil {
+			for vid := range pub {
+				q.in.notePublished(vid) // taken on by the next Receive
+			}
+			return fmt.Errorf("register order streams: %w", err)
+		}
+		for vid := range pub {
+			q.watch(vid, redisschema.VoucherTag(vid))
+		}
+	}
+	now := time.Now()
+	for _, s := range q.streamsIn() {
+		if s.grouped() || s.resting(now) {
+			continue
+		}
+		err := q.rdb.XGroupCreateMkStream(ctx, s.key, q.opts.Group, "0").Err()
+		switch {
+		case err == nil || redis.HasErrorPrefix(err, "BUSYGROUP"):
+		case isReplyError(err):
+			// A key of another type under the stream's name: discovery brings it back.
+			q.opts.Log.Error().Err(err).Str("stream", s.key).
+				Msg("cannot create the consumer group on an order stream; its orders are not fulfilled until the key is repaired")
+			delete(q.rd.streams, s.tag)
+			continue
+		default:
+			if err := q.streamError(s, fmt.Errorf("create consumer group %s on %s: %w", q.opts.Group, s.key, err)); err != nil {
+				return err
+			}
+			continue
+		}
+		q.streamAnswered(s)
+		s.groupMade()
+	}
+	return nil
+}
+
+// collect deletes and forgets the finished streams of vouchers whose gate hash is gone. The registry is
+// in another slot: a second look registers again a stream a Publish wrote meanwhile.
+func (q *Queue) collect(ctx context.Context, registered map[string]domain.VoucherID) {
+	tags := slices.Sorted(maps.Keys(registered))
+	calls := make([]scriptCall, len(tags))
+	for i, tag := range tags {
+		k := redisschema.KeysForTag(q.opts.Prefix, tag)
+		calls[i] = scriptCall{keys: []string{k.Voucher, k.Orders}}
+	}
+	cmds, err := q.runScripts(ctx, gcScript, calls)
+	var gone []string
+	var members []any
+	for i, c := range cmds {
+		if n, err := c.Int(); err == nil && n == 1 {
+			gone, members = append(gone, tags[i]), append(members, tags[i])
+		}
+	}
+	if err != nil {
+		q.opts.Log.Warn().Err(err).Msg("collecting finished order streams failed; trying again later")
+	}
+	if len(gone) == 0 {
+		return
+	}
+	if err := q.rdb.SRem(ctx, q.registry, members...).Err(); err != nil {
+		q.opts.Log.Warn().Err(err).Msg("unregistering finished order streams failed; trying again later")
+		return
+	}
+	pipe := q.rdb.Pipeline()
+	exists := make([]*redis.IntCmd, len(gone))
+	for i, tag := range gone {
+		exists[i] = pipe.Exists(ctx, redisschema.KeysForTag(q.opts.Prefix, tag).Orders)
+	}
+	_, err = pipe.Exec(ctx)
+	var back []any
+	for i, tag := range gone {
+		// On an error it goes back too: a stream is forgotten only when seen gone.
+		if err != nil || exists[i].Val() > 0 {
+			back = append(back, tag)
+			continue
+		}
+		delete(q.rd.streams, tag)
+	}
+	if len(back) > 0 {
+		if err := q.rdb.SAdd(ctx, q.registry, back...).Err(); err != nil {
+			q.opts.Log.Error().Err(err).Any("streams", back).
+				Msg("re-registering order streams failed; they are read again once their vouchers are live or published to")
+		}
+	}
+}
+
+// parseTags maps live-set and registry members ("<id>", or "<id>.<salt>") to their vouchers.
+func parseTags(members []string) map[string]domain.VoucherID {
+	out := make(map[string]domain.VoucherID, len(members))
+	for _, m := range members {
+		if id, ok := redisschema.ParseTag(m); ok {
+			out[m] = id
+		}
+	}
+	return out
 }

@@ -595,7 +595,7 @@ func benchReceiveAck(b *testing.B, consumers int) {
 	}
 }
 
-// A stream's states follow the diagram in stream.go: the own leftovers are
+// A stream's states follow the diagram in queue.go: the own leftovers are
 // re-read only the first time its group is made, never after a lost group.
 func TestStreamStates(t *testing.T) {
 	s := &stream{state: stateNew, claimFrom: "0-0", nextClaim: time.Now().Add(time.Hour)}

@@ -15,12 +15,9 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// Receive hands out up to max orders: this consumer's own entries left
-// pending from before, then entries idle longer than MinIdle, then new ones.
-// After Close it reads each stream up to where it ended then, claims nothing,
-// and returns ports.ErrQueueClosed. On a cluster every result of a pipeline is
-// taken in before an error is looked at: an entry a live master delivered is
-// handed out at once, not left pending to nobody until MinIdle.
+// Receive hands out up to max orders: this consumer's own entries left pending from before, then entries
+// idle longer than MinIdle, then new ones. After Close it reads each stream up to where it ended then,
+// claims nothing, and returns ports.ErrQueueClosed.
 func (q *Queue) Receive(ctx context.Context, max int) ([]ports.Delivery, error) {
 	if max <= 0 {
 		max = 1
@@ -48,13 +45,11 @@ func (q *Queue) Receive(ctx context.Context, max int) ([]ports.Delivery, error) 
 	}
 }
 
-// fill reads from Redis into the buffer, in order of precedence. finished:
-// the queue is closed and nothing is left to hand out.
+// fill reads from Redis into the buffer, in order of precedence; finished: closed, and nothing is left.
 func (q *Queue) fill(ctx context.Context, max int) (finished bool, err error) {
 	closed := q.closed()
 	now := time.Now()
-	// A closed queue looks for streams once more, so a stop right after a new
-	// voucher's first claims drains them too.
+	// A closed queue looks for streams once more, so a new voucher's first claims are drained too.
 	if (!closed && !now.Before(q.rd.nextDiscover)) || (closed && !q.rd.discoveredAfterClose) {
 		if err := q.discover(ctx, now); err != nil {
 			if !q.perStream {
@@ -97,8 +92,7 @@ func (q *Queue) streamsIn(states ...streamState) []*stream {
 	return out
 }
 
-// readNew reads entries never delivered to the group, waiting up to one Block
-// for the first, then lingers as Options.Linger says.
+// readNew reads entries never delivered, waiting up to one Block for the first, then lingers.
 func (q *Queue) readNew(ctx context.Context, max int) error {
 	ss := ready(q.streamsIn(stateReading), time.Now())
 	if len(ss) == 0 {
@@ -123,13 +117,12 @@ func (q *Queue) readNew(ctx context.Context, max int) error {
 	return err
 }
 
-// readNewOnce reads up to max new entries of each of ss, waiting up to block
-// (none when negative), and reports how many came: one XREADGROUP on a single
-// Redis; where keys are sharded each stream is looked at without waiting (one
-// pipeline), then one in turn is waited on, so another's entry is seen within a Block.
+// readNewOnce reads up to max new entries of each of ss, waiting up to block (none when negative), and
+// reports how many came. Where keys are sharded each stream is read without waiting (one pipeline), then
+// one in turn is waited on; every result is taken in before an error is looked at.
 func (q *Queue) readNewOnce(ctx context.Context, ss []*stream, max int, block time.Duration) (int, error) {
 	if !q.perStream || len(ss) == 1 {
-		return q.acceptNew(ctx, ss, q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(ss), max, block)))
+		return q.acceptNew(ctx, ss, q.rdb.XReadGroup(ctx, q.readArgs(ss, ">", max, block)))
 	}
 	var n int
 	var errs []error
@@ -143,28 +136,18 @@ func (q *Queue) readNewOnce(ctx context.Context, ss []*stream, max int, block ti
 	}
 	i := q.rd.rotate % len(ss)
 	q.rd.rotate++
-	return q.acceptNew(ctx, ss[i:i+1], q.rdb.XReadGroup(ctx, q.readArgs(newEntriesOf(ss[i:i+1]), max, block)))
+	return q.acceptNew(ctx, ss[i:i+1], q.rdb.XReadGroup(ctx, q.readArgs(ss[i:i+1], ">", max, block)))
 }
 
-// readEach reads up to max new entries of each of ss without waiting, one
-// command per stream in one pipeline; each command carries its own error.
+// readEach reads up to max new entries of each of ss without waiting, one command per stream in one pipeline.
 func (q *Queue) readEach(ctx context.Context, ss []*stream, max int) []*redis.XStreamSliceCmd {
 	pipe := q.rdb.Pipeline()
 	cmds := make([]*redis.XStreamSliceCmd, len(ss))
 	for i := range ss {
-		cmds[i] = pipe.XReadGroup(ctx, q.readArgs(newEntriesOf(ss[i:i+1]), max, -1))
+		cmds[i] = pipe.XReadGroup(ctx, q.readArgs(ss[i:i+1], ">", max, -1))
 	}
 	_, _ = pipe.Exec(ctx)
 	return cmds
-}
-
-// newEntriesOf is XREADGROUP's STREAMS argument for entries never delivered.
-func newEntriesOf(ss []*stream) []string {
-	keys := make([]string, 2*len(ss))
-	for i, s := range ss {
-		keys[i], keys[len(ss)+i] = s.key, ">"
-	}
-	return keys
 }
 
 // acceptNew takes in a read of new entries of ss and reports how many it carried.
@@ -174,8 +157,7 @@ func (q *Queue) acceptNew(ctx context.Context, ss []*stream, cmd *redis.XStreamS
 		return 0, nil
 	}
 	if isNoGroup(err) {
-		// A stream or its group is gone: read the registry again and make the
-		// groups again before the next read.
+		// A stream or its group is gone: discover and make the groups again before the next read.
 		for _, s := range ss {
 			s.groupLost()
 		}
@@ -183,14 +165,11 @@ func (q *Queue) acceptNew(ctx context.Context, ss []*stream, cmd *redis.XStreamS
 		return 0, nil
 	}
 	if err != nil {
-		err = fmt.Errorf("read new order entries: %w", err)
-		if len(ss) == 1 {
-			return 0, q.streamError(ss[0], err)
-		}
-		return 0, err
+		// Where keys are sharded ss is one stream, which streamError rests; elsewhere err is returned.
+		return 0, q.streamError(ss[0], fmt.Errorf("read new order entries: %w", err))
 	}
-	if len(ss) == 1 {
-		q.streamAnswered(ss[0])
+	for _, s := range ss {
+		q.streamAnswered(s) // a no-op on a single Redis, where no stream rests
 	}
 	byKey := make(map[string]*stream, len(ss))
 	for _, s := range ss {
@@ -211,9 +190,8 @@ func (q *Queue) acceptNew(ctx context.Context, ss []*stream, cmd *redis.XStreamS
 	return n, errors.Join(errs...)
 }
 
-// streamError: on a cluster the failed stream rests (doubling per failure in
-// a row), and nil lets the caller go on with the other streams; on a single
-// Redis the error is returned as it is.
+// streamError: where keys are sharded the stream rests (doubling per failure in a row) and nil lets
+// the caller go on with the others; on a single Redis the error is returned as it is.
 func (q *Queue) streamError(s *stream, err error) error {
 	if !q.perStream {
 		return err
@@ -239,8 +217,7 @@ func ready(ss []*stream, now time.Time) []*stream {
 	return slices.DeleteFunc(ss, func(s *stream) bool { return s.resting(now) })
 }
 
-// idle waits, with no stream to read, for a Publish, Close, ctx, the next
-// discovery or one Block, whichever comes first.
+// idle waits, with no stream to read, for a Publish, Close, ctx, the next discovery or one Block.
 func (q *Queue) idle(ctx context.Context) {
 	d := min(q.opts.Block, time.Until(q.rd.nextDiscover))
 	if d <= 0 {
@@ -256,16 +233,20 @@ func (q *Queue) idle(ctx context.Context) {
 	}
 }
 
-// readArgs builds an XREADGROUP; block < 0 sends no BLOCK (go-redis sends
-// BLOCK 0, forever, for a zero Block).
-func (q *Queue) readArgs(streams []string, count int, block time.Duration) *redis.XReadGroupArgs {
+// readArgs builds an XREADGROUP of ss after id (">": never delivered); block < 0 sends no BLOCK
+// (go-redis sends BLOCK 0, forever, for a zero Block).
+func (q *Queue) readArgs(ss []*stream, id string, count int, block time.Duration) *redis.XReadGroupArgs {
+	keys := make([]string, 2*len(ss))
+	for i, s := range ss {
+		keys[i], keys[len(ss)+i] = s.key, id
+	}
 	return &redis.XReadGroupArgs{
-		Group: q.opts.Group, Consumer: q.opts.Consumer, Streams: streams, Count: int64(count), Block: block,
+		Group: q.opts.Group, Consumer: q.opts.Consumer, Streams: keys, Count: int64(count), Block: block,
 	}
 }
 
-// accept buffers and holds read entries that decode, and dead-letters the
-// rest; redelivered ones get their delivery counts looked up. It reports how many it took.
+// accept buffers and holds read entries that decode, and dead-letters the rest; redelivered ones get
+// their delivery counts looked up. It reports how many it took.
 func (q *Queue) accept(ctx context.Context, s *stream, msgs []redis.XMessage, redelivered bool) (int, error) {
 	fresh := q.in.notHeld(s.key, msgs)
 	if len(fresh) == 0 {
@@ -303,20 +284,18 @@ func (q *Queue) accept(ctx context.Context, s *stream, msgs []redis.XMessage, re
 
 func isNoGroup(err error) bool { return redis.HasErrorPrefix(err, "NOGROUP") }
 
-// isReplyError tells an error Redis answered (a wrong key type, say) from a
-// failure to reach it.
+// isReplyError tells an error Redis answered (a wrong key type, say) from a failure to reach it.
 func isReplyError(err error) bool {
 	var re redis.Error
 	return errors.As(err, &re) && !errors.Is(err, redis.Nil)
 }
 
-// readOwnPending re-reads, from ID 0, what the group counts as delivered to
-// this consumer (left by its previous process), before any new entry.
+// readOwnPending re-reads, from ID 0, what the group counts as delivered to this consumer before.
 func (q *Queue) readOwnPending(ctx context.Context, max int) (int, error) {
 	now := time.Now()
 	for _, s := range q.streamsIn() {
 		for s.state == stateRecovering && !s.resting(now) {
-			res, err := q.rdb.XReadGroup(ctx, q.readArgs([]string{s.key, s.cursor}, max, -1)).Result()
+			res, err := q.rdb.XReadGroup(ctx, q.readArgs([]*stream{s}, s.cursor, max, -1)).Result()
 			if errors.Is(err, redis.Nil) {
 				err = nil
 			}
@@ -340,8 +319,7 @@ func (q *Queue) readOwnPending(ctx context.Context, max int) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			// Moved on only once accepted: after an error the same entries are
-			// read again rather than left to the claimer.
+			// Moved on only once accepted: after an error the same entries are read again.
 			s.cursor = msgs[len(msgs)-1].ID
 			if n > 0 {
 				return n, nil
@@ -351,9 +329,7 @@ func (q *Queue) readOwnPending(ctx context.Context, max int) (int, error) {
 	return 0, nil
 }
 
-// claim takes over entries idle longer than MinIdle (another consumer's, or
-// this one's lost between read and hand-out). A full pass over a stream rests
-// for ClaimInterval.
+// claim takes over entries idle longer than MinIdle; a full pass over a stream rests for ClaimInterval.
 func (q *Queue) claim(ctx context.Context, max int, now time.Time) (int, error) {
 	for _, s := range ready(q.streamsIn(stateReading), now) {
 		if now.Before(s.nextClaim) {
@@ -386,8 +362,7 @@ func (q *Queue) claim(ctx context.Context, max int, now time.Time) (int, error) 
 	return 0, nil
 }
 
-// deliveryCounts looks up each entry's delivery count (pipelined XPENDING of
-// its ID), dropping entries no longer pending (finished by another consumer).
+// deliveryCounts looks up each entry's delivery count, dropping entries no longer pending.
 func (q *Queue) deliveryCounts(ctx context.Context, s *stream, msgs []redis.XMessage) ([]redis.XMessage, []int, error) {
 	pipe := q.rdb.Pipeline()
 	cmds := make([]*redis.XPendingExtCmd, len(msgs))
@@ -412,8 +387,7 @@ func (q *Queue) deliveryCounts(ctx context.Context, s *stream, msgs []redis.XMes
 	return kept, counts, nil
 }
 
-// drain reads, after Close, what each stream held when first drained, without
-// chasing what other instances keep appending; an entry past that end a read
+// drain reads, after Close, what each stream held when first drained; an entry past that end a read
 // returns anyway is handed out too, as it is delivered to this consumer already.
 func (q *Queue) drain(ctx context.Context, max int) (finished bool, err error) {
 	if len(q.streamsIn(stateReading, stateDraining)) == 0 {

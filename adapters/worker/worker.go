@@ -20,8 +20,7 @@ type Options struct {
 	BatchSize  int           // most orders per transaction (default 200)
 	MinBackoff time.Duration // first retry delay (default 50ms)
 	MaxBackoff time.Duration // retry delay cap (default 5s)
-	// MaxDeliveries: an order delivered more often (its consumers kept dying
-	// on it) is recorded as failed and dead-lettered. 0 means no limit.
+	// MaxDeliveries: an order delivered more often is recorded as failed and dead-lettered (0: no limit).
 	MaxDeliveries int
 	// Retried, when set, is told of each retry (stage "receive" or "fulfil") before its backoff.
 	Retried func(stage string, backoff time.Duration)
@@ -87,9 +86,7 @@ func (w *Worker) process(ctx context.Context, ds []ports.Delivery) error {
 		}
 	}
 	if len(spent) > 0 {
-		// Reject keeps an outcome the database already has: an order created
-		// by an earlier delivery whose ack was lost is acked by confirm, not
-		// dead-lettered; one failed earlier is dead-lettered under its reason.
+		// Reject keeps an outcome the database has: an order created earlier is acked, not dead-lettered.
 		res, err := w.settle(ctx, spent, func(ctx context.Context, orders []domain.VoucherOrder) (application.BatchResult, error) {
 			return w.fulfill.Reject(ctx, orders, domain.FailUndeliverable)
 		})
@@ -108,9 +105,6 @@ func (w *Worker) process(ctx context.Context, ds []ports.Delivery) error {
 // confirm acks the created orders' deliveries and dead-letters, by reason,
 // those the database refused for good (recorded as failed already).
 func (w *Worker) confirm(ctx context.Context, ds []ports.Delivery, res application.BatchResult) error {
-	if len(res.Failed) == 0 {
-		return w.queue.Ack(ctx, ds)
-	}
 	reasons := make(map[domain.OrderID]domain.FailureReason, len(res.Failed))
 	for _, f := range res.Failed {
 		reasons[f.Order.ID()] = f.Reason
@@ -163,7 +157,12 @@ func (w *Worker) settle(ctx context.Context, ds []ports.Delivery,
 				continue
 			}
 		}
-		w.abandon(ctx.Err(), orders)
+		ids := make([]int64, len(orders))
+		for i, o := range orders {
+			ids[i] = int64(o.ID())
+		}
+		w.log.Error().Err(ctx.Err()).Ints64("orders", ids).
+			Msg("stopped before this batch committed; a channel queue loses these orders (run seckill reconcile), a stream keeps them pending")
 		return application.BatchResult{}, ctx.Err()
 	}
 }
@@ -180,8 +179,7 @@ func (w *Worker) logSpent(spent []ports.Delivery, res application.BatchResult) {
 		if isFailed && f.New {
 			level = zerolog.ErrorLevel
 		}
-		ev := w.log.WithLevel(level).Int64("order", int64(d.Order.ID())).Int64("user", int64(d.Order.UserID())).
-			Int64("voucher", int64(d.Order.VoucherID())).Int("deliveries", d.Attempts).Str("ref", d.Ref)
+		ev := orderFields(w.log.WithLevel(level), d.Order).Int("deliveries", d.Attempts).Str("ref", d.Ref)
 		if !isFailed {
 			ev.Str("outcome", string(domain.OrderCreated)).
 				Msg("order delivered too often, but the database had already created it: acknowledged, not dead-lettered")
@@ -192,8 +190,7 @@ func (w *Worker) logSpent(spent []ports.Delivery, res application.BatchResult) {
 	}
 }
 
-// logBatch logs a routine batch at debug (at info it was 94% of the log, and
-// seckill_orders_written_total counts it); one with retries or failures at info.
+// logBatch logs a routine batch at debug (a metric counts it), one with retries or failures at info.
 func (w *Worker) logBatch(res application.BatchResult, n, attempt int, took time.Duration) {
 	base := w.log.Debug()
 	if attempt > 1 || len(res.Failed) > 0 {
@@ -206,8 +203,7 @@ func (w *Worker) logBatch(res application.BatchResult, n, attempt int, took time
 	}
 	ev.Msg("batch fulfilled")
 	for _, f := range res.Failed {
-		ev := w.log.Warn().Int64("order", int64(f.Order.ID())).Int64("user", int64(f.Order.UserID())).
-			Int64("voucher", int64(f.Order.VoucherID())).Str("reason", string(f.Reason))
+		ev := orderFields(w.log.Warn(), f.Order).Str("reason", string(f.Reason))
 		if f.Cause != nil {
 			ev = ev.AnErr("cause", f.Cause)
 		}
@@ -215,13 +211,8 @@ func (w *Worker) logBatch(res application.BatchResult, n, attempt int, took time
 	}
 }
 
-func (w *Worker) abandon(cause error, orders []domain.VoucherOrder) {
-	ids := make([]int64, len(orders))
-	for i, o := range orders {
-		ids[i] = int64(o.ID())
-	}
-	w.log.Error().Err(cause).Ints64("orders", ids).
-		Msg("stopped before this batch committed; a channel queue loses these orders (run seckill reconcile), a stream keeps them pending")
+func orderFields(ev *zerolog.Event, o domain.VoucherOrder) *zerolog.Event {
+	return ev.Int64("order", int64(o.ID())).Int64("user", int64(o.UserID())).Int64("voucher", int64(o.VoucherID()))
 }
 
 // backOff tells Retried, waits out backoff and doubles it up to MaxBackoff;
