@@ -119,7 +119,13 @@ type Gate struct {
 	layouts             sync.Map               // domain.VoucherID -> *layout
 }
 
-var _ ports.StockGate = (*Gate)(nil)
+var (
+	_ ports.StockGate    = (*Gate)(nil)
+	_ ports.GateControls = (*Gate)(nil)
+	_ ports.GateProbe    = (*Gate)(nil)
+	_ ports.OrderIndex   = (*Gate)(nil)
+	_ ports.QueueBacklog = (*Gate)(nil)
+)
 
 // New panics on a nil client or a prefix with a hash-tag brace (wiring mistakes).
 func New(rdb redis.UniversalClient, opts Options) *Gate {
@@ -319,8 +325,6 @@ func randomToken() string {
 	_, _ = rand.Read(b) // crypto/rand.Read never fails since Go 1.24
 	return hex.EncodeToString(b)
 }
-
-var _ ports.GateControls = (*Gate)(nil)
 
 // Apply runs controls.lua on each bucket and keeps a split voucher's K key as long.
 // Added units all go to bucket 0, whose 'added' total makes a retry add nothing twice.

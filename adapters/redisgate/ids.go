@@ -80,7 +80,7 @@ type IDs struct {
 	run    *leaseRun  // the lease in flight, nil when none
 	closed bool
 	shards shardState
-	unused []unusedSeq // handed back by refused claims, reissued first; at most maxUnused
+	unused []domain.OrderID // handed back by refused claims, reissued first; at most maxUnused
 }
 
 // idBlock is a leased range of one day's sequence; empty when next > last.
@@ -96,11 +96,6 @@ func (b *idBlock) has(day time.Time) bool { return b.day.Equal(day) && b.next <=
 type leaseRun struct {
 	done chan struct{}
 	err  error
-}
-
-type unusedSeq struct {
-	day time.Time
-	seq uint32
 }
 
 // maxUnused bounds what a stampede of refusals can park; beyond it an ID is only spent.
@@ -127,11 +122,10 @@ func NewIDs(rdb redis.UniversalClient, opts IDOptions) *IDs {
 	opts.Leases = cmp.Or(opts.Leases, rdb)
 	life, stop := context.WithCancel(context.Background())
 	g := &IDs{rdb: opts.Leases, block: int64(opts.Block), clock: opts.Clock, attempt: opts.LeaseTimeout,
-		life: life, stop: stop}
+		life: life, stop: stop, shards: shardState{next: rand.IntN(IDShards)}}
 	for k := range g.keys {
 		g.keys[k] = opts.Prefix + "{" + idShardTags[k] + "}:"
 	}
-	g.shards.next = rand.IntN(IDShards)
 	return g
 }
 
@@ -182,10 +176,10 @@ func (g *IDs) Next(ctx context.Context) (domain.OrderID, error) {
 // reuse pops a handed-back ID's number of day, dropping other days'. Called with mu held.
 func (g *IDs) reuse(day time.Time) (uint32, bool) {
 	for n := len(g.unused); n > 0; n-- {
-		u := g.unused[n-1]
+		id := g.unused[n-1]
 		g.unused = g.unused[:n-1]
-		if u.day.Equal(day) {
-			return u.seq, true
+		if dayOf(id.Time()).Equal(day) {
+			return id.Seq(), true
 		}
 	}
 	return 0, false
@@ -194,11 +188,10 @@ func (g *IDs) reuse(day time.Time) (uint32, bool) {
 // Unused parks an ID that Next issued and nobody wrote anywhere, for Next to
 // reissue within its day with its own second: a refused claim costs no ID.
 func (g *IDs) Unused(id domain.OrderID) {
-	u := unusedSeq{day: dayOf(id.Time()), seq: id.Seq()}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.unused) < maxUnused {
-		g.unused = append(g.unused, u)
+		g.unused = append(g.unused, id)
 	}
 }
 

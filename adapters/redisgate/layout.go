@@ -117,11 +117,10 @@ func (g *Gate) kinds(ctx context.Context, ids []domain.VoucherID) ([]*layout, er
 
 // kIn is the K a GET of BucketMeta read: 1 when none (or no GET).
 func kIn(get *redis.StringCmd) int {
-	if get == nil {
-		return 1
-	}
-	if k, err := get.Int(); err == nil && k > 1 {
-		return k
+	if get != nil {
+		if k, err := get.Int(); err == nil && k > 1 {
+			return k
+		}
 	}
 	return 1
 }

@@ -28,8 +28,6 @@ func (g *Gate) addLive(ctx context.Context, l *layout) error {
 	return nil
 }
 
-var _ ports.GateProbe = (*Gate)(nil)
-
 // Missing reports the vouchers with a bucket missing, left frozen by a dead
 // restore, or absent from the live set, in two pipelined round trips.
 func (g *Gate) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.VoucherID, error) {
@@ -73,8 +71,6 @@ func (g *Gate) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.Vo
 func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error) {
 	return g.queued(ctx, id, func(u domain.UserID) bool { return u == user })
 }
-
-var _ ports.OrderIndex = (*Gate)(nil)
 
 // QueuedByID is Queued for whoever claimed the order (ports.OrderIndex).
 func (g *Gate) QueuedByID(ctx context.Context, id domain.OrderID) (domain.VoucherOrder, bool, error) {
@@ -235,8 +231,6 @@ func (g *Gate) Buyers(ctx context.Context, id domain.VoucherID) (map[domain.Orde
 	}
 	return out, nil
 }
-
-var _ ports.QueueBacklog = (*Gate)(nil)
 
 // Pending is the entries of every bucket's stream not yet trimmed.
 func (g *Gate) Pending(ctx context.Context, id domain.VoucherID) (int64, error) {
