@@ -1,12 +1,7 @@
 // Package redisgate is the Redis side of the claim path: the StockGate, whose
-// admission check (sale window, stock, one order per user, and in stream mode
-// the order message) is one Lua script over keys of one hash tag, so it runs
-// on Redis Cluster; and OrderIDs, leased from Redis in blocks.
-//
-// A voucher's stock lies in one bucket, or in K split over K slots
-// (docs/SCALING-buckets.md): a user's claims are decided by the user's home
-// bucket, and units move between buckets by a three-step transfer that a
-// crash between steps cannot break (transfer.go).
+// admission check is one Lua script over keys of one hash tag (so it runs on
+// Redis Cluster), and OrderIDs, leased from Redis in blocks. A voucher's stock
+// lies in one bucket or K (docs/SCALING-buckets.md), moved by transfer.go.
 package redisgate
 
 import (
@@ -32,9 +27,7 @@ import (
 //go:embed *.lua
 var luaFiles embed.FS
 
-// The claim scripts append the order message from id ARGV[2], userId ARGV[1],
-// voucherId ARGV[3]; places.lua's functions come first in every script that
-// looks at a user's places.
+// places.lua's functions come first in every script that looks at a user's places.
 var (
 	claimScript       = redis.NewScript(lua("places.lua") + redisschema.OrderScript(lua("claim.lua"), "ARGV[2]", "ARGV[1]", "ARGV[3]"))
 	bucketClaimScript = redis.NewScript(lua("places.lua") + redisschema.OrderScript(lua("bucket_claim.lua"), "ARGV[2]", "ARGV[1]", "ARGV[3]"))
@@ -48,7 +41,6 @@ var (
 	freezeScript      = redis.NewScript(lua("freeze.lua"))
 )
 
-// lua is the named embedded files' text, one after the other.
 func lua(names ...string) string {
 	var src []byte
 	for _, n := range names {
@@ -61,43 +53,41 @@ func lua(names ...string) string {
 	return string(src)
 }
 
-// claimOK is the claim script's answer for a reservation; any other answer
-// is a domain.Refusal's code.
-const claimOK = "ok"
-
 const (
-	// restoreChunk bounds one HSET of staged buyers and one page of a stream,
-	// so no command holds Redis for long; restorePipeline bounds a round trip.
+	claimOK = "ok" // the claim script's answer for a reservation; others are refusal codes
+	// restoreChunk bounds one HSET of staged buyers and one page of a stream;
+	// restorePipeline bounds a round trip.
 	restoreChunk    = 1000
 	restorePipeline = 16
 	stagingTTL      = 10 * time.Minute // reclaims the staging hash of a Restore that died
+	// minIndexTTL keeps an index entry long past its order reaching the database.
+	minIndexTTL = 48 * time.Hour
+	// sweeps bounds how often a claim whose home is empty visits every other
+	// bucket while units are in flight, before it answers busy.
+	sweeps = 4
 )
 
 // Options configures a Gate.
 type Options struct {
 	// Prefix starts every key (default "seckill:"); it must not contain '{' or '}'.
 	Prefix string
-	// Retention is how long after the sale ends its keys expire (default 24h);
-	// a voucher preheated past end+Retention answers not found.
+	// Retention is how long after the sale ends its keys expire (default 24h).
 	Retention time.Duration
 	// Claims carries the claim script and its index write, typically the
 	// client's AutoPipeliner (redisx.Do); nil means the client given to New.
 	Claims redis.UniversalClient
-	// WaitReplicas > 0: a claim answers only once that many replicas of its
-	// master acknowledged its writes (WAIT, within WaitTimeout), else it fails
-	// with ErrNotReplicated, outcome unknown. 0: a failover to a lagging
-	// replica can lose an answered claim.
+	// WaitReplicas > 0: a claim answers only once that many replicas acknowledged
+	// its writes (WAIT, within WaitTimeout), else ErrNotReplicated, outcome unknown.
 	WaitReplicas int
 	WaitTimeout  time.Duration
 	// ReclaimAfterCancel: a cancelled order's Return frees its buyer's place.
 	// Off, the place is forfeited: the unit returns, the buyer stays marked.
 	ReclaimAfterCancel bool
-	// Unsplit sells every voucher as one bucket, whatever its K: only the
-	// Stream queue reads a split voucher's per-bucket streams.
+	// Unsplit sells every voucher as one bucket, whatever its K (only the
+	// Stream queue reads a split voucher's per-bucket streams).
 	Unsplit bool
 	// ApplyDeadline is how long after taking units a claim may still apply
-	// them to its home; a restore waits it plus Skew before it counts
-	// (default 2s). Skew bounds two masters' clock difference (default 500ms).
+	// them (default 2s); Skew bounds two masters' clock difference (500ms).
 	ApplyDeadline, Skew time.Duration
 	// Vouchers and Orders, when set, are read again by a restore after it
 	// counted Redis, so the database's numbers are never the older.
@@ -106,9 +96,8 @@ type Options struct {
 	// Unreturned, when set, lists cancelled orders whose units the gate was
 	// not given back yet: a split restore gives back those of kept buckets.
 	Unreturned func(ctx context.Context, limit int) ([]domain.VoucherOrder, error)
-	// Fault, for tests only: called after transfer step 1 ("taken") and 2
-	// ("applied"), and after a split restore wrote its buckets ("written");
-	// an error stops there, as a process killed between the steps would.
+	// Fault, for tests only: called after transfer steps "taken" and "applied"
+	// and a split restore's "written"; an error stops there, as a crash would.
 	Fault func(step string) error
 }
 
@@ -119,26 +108,24 @@ const (
 	DefaultSkew          = 500 * time.Millisecond
 )
 
-// sweeps bounds how often a claim whose home is empty visits every other
-// bucket while units are in flight, before it answers busy.
-const sweeps = 4
-
 // Gate is the StockGate over Redis.
 type Gate struct {
-	rdb     redis.UniversalClient
-	claims  redis.UniversalClient
-	scripts *redisx.Set
-	prefix  string
-	opts    Options
-	// retention (ms, ARGV[5]) and the index entry's PX (ms), boxed once.
-	retention, indexTTL any
-	// last is the layout looked up last: a sale's claims are for one voucher,
-	// and building its names per claim cost about 1% of a claim's CPU.
-	last    atomic.Pointer[layout]
-	layouts sync.Map // domain.VoucherID -> *layout
+	rdb, claims         redis.UniversalClient
+	scripts             *redisx.Set
+	prefix              string
+	opts                Options
+	retention, indexTTL any                    // ARGV[5] and the index entry's PX (ms), boxed once
+	last                atomic.Pointer[layout] // a sale's claims are for one voucher
+	layouts             sync.Map               // domain.VoucherID -> *layout
 }
 
-var _ ports.StockGate = (*Gate)(nil)
+var (
+	_ ports.StockGate    = (*Gate)(nil)
+	_ ports.GateControls = (*Gate)(nil)
+	_ ports.GateProbe    = (*Gate)(nil)
+	_ ports.OrderIndex   = (*Gate)(nil)
+	_ ports.QueueBacklog = (*Gate)(nil)
+)
 
 // New panics on a nil client or a prefix with a hash-tag brace (wiring mistakes).
 func New(rdb redis.UniversalClient, opts Options) *Gate {
@@ -159,14 +146,16 @@ func New(rdb redis.UniversalClient, opts Options) *Gate {
 	opts.ApplyDeadline = cmp.Or(max(opts.ApplyDeadline, 0), DefaultApplyDeadline)
 	opts.Skew = cmp.Or(max(opts.Skew, 0), DefaultSkew)
 	opts.Claims = cmp.Or(opts.Claims, rdb)
+	if opts.Fault == nil {
+		opts.Fault = func(string) error { return nil }
+	}
 	return &Gate{rdb: rdb, claims: opts.Claims, prefix: opts.Prefix, opts: opts,
 		retention: opts.Retention.Milliseconds(), indexTTL: max(opts.Retention, minIndexTTL).Milliseconds(),
 		scripts: redisx.NewSet(rdb, claimScript, bucketClaimScript, releaseScript, preheatScript, returnScript,
 			healScript, takeScript, applyScript, writeScript, freezeScript, raiseAddedScript, redisschema.ControlsScript)}
 }
 
-// LoadScripts loads the gate's scripts on every node, so the first claims run
-// them by SHA.
+// LoadScripts loads the gate's scripts on every node, so the first claims run them by SHA.
 func (g *Gate) LoadScripts(ctx context.Context) error {
 	if err := g.scripts.Load(ctx); err != nil {
 		return fmt.Errorf("gate: %w", err)
@@ -176,11 +165,9 @@ func (g *Gate) LoadScripts(ctx context.Context) error {
 
 func (g *Gate) expireAt(s domain.Sale) time.Time { return s.End().Add(g.opts.Retention) }
 
-// Preheat writes the voucher's gate only where it has none: it never
-// overwrites a gate that may hold reservations (a starting instance's Restore).
-// The live-set entry (another slot) is written first, so no claim succeeds on
-// a voucher the stream consumers do not know, and again after, since a prune
-// in between may have removed it while the gate did not exist (prune).
+// Preheat writes the voucher's gate only where it has none, never over one that
+// may hold reservations. The live-set entry is written first (no claim on a
+// voucher the consumers do not know) and again after (a prune may have removed it).
 func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 	if err := v.CheckGateable(); err != nil {
 		return fmt.Errorf("preheat: %w", err)
@@ -210,8 +197,7 @@ func (g *Gate) Preheat(ctx context.Context, v domain.Voucher) error {
 	return nil
 }
 
-// anotherSale: neither overwriting a gate that may hold claims nor serving
-// another sale's window is right: an operator decides.
+// anotherSale: neither overwriting a gate that may hold claims nor serving it is right.
 func anotherSale(id domain.VoucherID) error {
 	return fmt.Errorf("preheat voucher %d: the gate holds another sale's window under this id "+
 		"(was the database reset while Redis kept its keys?); run seckill reconcile --voucher %d --fix", id, id)
@@ -236,8 +222,7 @@ func (g *Gate) Prefix() string { return g.prefix }
 // home bucket of a split voucher, moving units there when it is empty.
 func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder bool) error {
 	l, err := g.layoutOf(ctx, o.VoucherID())
-	if err != nil {
-		// Nothing was sent: the claim changed nothing.
+	if err != nil { // nothing was sent: the claim changed nothing
 		return fmt.Errorf("claim %s: %w: %w", o, ports.ErrNotAdmitted, err)
 	}
 	if l.k > 1 {
@@ -260,12 +245,9 @@ func (g *Gate) claim(ctx context.Context, o domain.VoucherOrder, appendOrder boo
 	return answerErr(answer, o)
 }
 
-// claimIn runs the claim script on bucket b and answers its answer. With
-// index, the order's index entry (another slot, so not the script's) rides
-// the same round trip whatever the script answers: Queued checks the buyers,
-// which a refused claim's entry does not name. With WaitReplicas the script
-// and a WAIT run on one connection to the master; an unconfirmed 'ok' is an
-// error (refusals write nothing).
+// claimIn runs the claim script on bucket b and answers its answer. With index,
+// the order's index entry (another slot) rides the same round trip whatever the
+// answer: Queued checks the buyers too. With WaitReplicas an unconfirmed 'ok' is an error.
 func (g *Gate) claimIn(ctx context.Context, l *layout, b int, o domain.VoucherOrder, appendOrder, index bool) (string, error) {
 	run, entry := g.claimCmds(ctx, l, b, o, appendOrder)
 	var wait *redis.IntCmd
@@ -281,8 +263,7 @@ func (g *Gate) claimIn(ctx context.Context, l *layout, b int, o domain.VoucherOr
 	default:
 		err = redisx.Do(ctx, g.claims, run)
 	}
-	if err != nil {
-		// Out of time: the script may still run, so the outcome is unknown.
+	if err != nil { // out of time: the script may still run, so the outcome is unknown
 		return "", fmt.Errorf("claim script for %s: %w", o, err)
 	}
 	if wait == nil && redisx.IsNoScript(run.Err()) { // Redis lost its scripts (restart, SCRIPT FLUSH)
@@ -291,8 +272,7 @@ func (g *Gate) claimIn(ctx context.Context, l *layout, b int, o domain.VoucherOr
 	}
 	answer, err := run.Text()
 	if err != nil {
-		if redisx.NoReplicas(err) {
-			// Refused at its first write: nothing was taken.
+		if redisx.NoReplicas(err) { // refused at its first write: nothing was taken
 			return "", fmt.Errorf("claim script for %s: %w: %w", o, ports.ErrNotAdmitted, err)
 		}
 		return "", fmt.Errorf("claim script for %s: %w", o, err)
@@ -305,9 +285,7 @@ func (g *Gate) claimIn(ctx context.Context, l *layout, b int, o domain.VoucherOr
 	return answer, nil
 }
 
-// answerErr maps the claim script's answer to the claim's result. A failed
-// index write does not fail a sold unit: a status query answers not_found
-// until the database has the order, as for any query racing the answer.
+// answerErr maps the claim script's answer to the claim's result.
 func answerErr(answer string, o domain.VoucherOrder) error {
 	switch answer {
 	case claimOK:
@@ -323,10 +301,6 @@ func answerErr(answer string, o domain.VoucherOrder) error {
 	return fmt.Errorf("claim script for %s: unexpected answer %q", o, answer)
 }
 
-// minIndexTTL keeps an index entry long past its order reaching the database
-// (seconds, or an outage's length).
-const minIndexTTL = 48 * time.Hour
-
 // Release leaves a stream entry in place: the stream consumer owns it.
 func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock bool) error {
 	l, err := g.layoutOf(ctx, o.VoucherID())
@@ -334,8 +308,7 @@ func (g *Gate) Release(ctx context.Context, o domain.VoucherOrder, restoreStock 
 		return fmt.Errorf("release %s: %w", o, err)
 	}
 	k := l.buckets[redisschema.HomeBucket(o.UserID(), l.k)]
-	// Through the claim path's ordered pipeliner: a release after a claim that
-	// ran out of time runs after it, so undoes it even if it arrives late.
+	// Through the claim path's ordered pipeliner, so it runs after a late claim it undoes.
 	n, err := g.scripts.Run(ctx, g.claims, releaseScript, []string{k.Voucher, k.Buyers},
 		int64(o.UserID()), int64(o.ID()), boolArg(restoreStock)).Int64()
 	if err != nil {
@@ -353,11 +326,8 @@ func randomToken() string {
 	return hex.EncodeToString(b)
 }
 
-var _ ports.GateControls = (*Gate)(nil)
-
-// Apply runs controls.lua on each of the voucher's buckets and keeps a split
-// voucher's K key as long as them. Added units all go to bucket 0, which
-// alone keeps the total taken ('added'), so a retry adds nothing twice.
+// Apply runs controls.lua on each bucket and keeps a split voucher's K key as long.
+// Added units all go to bucket 0, whose 'added' total makes a retry add nothing twice.
 func (g *Gate) Apply(ctx context.Context, v domain.Voucher) error {
 	if err := v.CheckGateable(); err != nil {
 		return fmt.Errorf("apply controls: %w", err)
@@ -391,12 +361,11 @@ func addedArg(s domain.Sale, b int) string {
 	return strconv.Itoa(s.Added())
 }
 
-// ErrNotReplicated: a claim ran on its master but fewer replicas than asked
-// confirmed it in time; a failover now could lose it.
+// ErrNotReplicated: a claim ran on its master but too few replicas confirmed it in time.
 var ErrNotReplicated = redisx.ErrNotReplicated
 
 // runReplicated runs a script's command and a WAIT on one connection to key's
-// master, loading the script there once on NOSCRIPT (a just-promoted replica).
+// master, loading the script there on NOSCRIPT (a just-promoted replica).
 func (g *Gate) runReplicated(ctx context.Context, key string, script *redis.Script, run *redis.Cmd) (*redis.Cmd, *redis.IntCmd, error) {
 	node, err := redisx.Master(ctx, g.rdb, key)
 	if err != nil {

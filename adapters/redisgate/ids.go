@@ -24,12 +24,10 @@ const (
 	DefaultIDLeaseTimeout = 250 * time.Millisecond
 )
 
-// counterTTL outlives a counter's day by a day, so whatever the skew between
-// instances it cannot expire (and restart at 0) while its day is issued.
+// counterTTL outlives a counter's day by a day, so it cannot expire (and restart at 0) while issued.
 const counterTTL = 48 * time.Hour
 
-// ErrSequenceExhausted: every shard of a day's sequence is spent (each hands
-// out 2^28-1 numbers a day, see IDShards).
+// ErrSequenceExhausted: every shard of a day's sequence is spent (2^28-1 numbers each).
 var ErrSequenceExhausted = errors.New("order id sequence exhausted for the day")
 
 // ErrIDsClosed: Next needed a new lease after Close.
@@ -37,14 +35,12 @@ var ErrIDsClosed = errors.New("order ids closed")
 
 // IDOptions configures IDs.
 type IDOptions struct {
-	// Prefix of the counters' keys (default "icr:order:", giving
-	// icr:order:{s07}:yyyy:MM:dd for shard 7).
+	// Prefix of the counters' keys (default "icr:order:", giving icr:order:{s07}:yyyy:MM:dd).
 	Prefix string
 	// Block is how many sequence numbers one INCRBY leases (default 1000, below 2^28).
 	Block int
 	Clock ports.Clock // default: the system clock
-	// Leases carries the lease's INCRBY and EXPIRE, typically the client's
-	// AutoPipeliner; nil means the client given to NewIDs.
+	// Leases carries the lease's INCRBY and EXPIRE (nil: the client given to NewIDs).
 	Leases redis.UniversalClient
 	// LeaseTimeout is how long a lease waits for one shard before asking the
 	// next one too (default 250 ms); an attempt is abandoned after eight.
@@ -53,43 +49,38 @@ type IDOptions struct {
 
 // IDs issues order IDs in the original's layout (seconds since 2022-01-01 UTC
 // << 32 | a 32-bit sequence). A UTC day's sequence is split over IDShards
-// counters, their hash tags spread over the cluster's slots, so no one Redis
-// master stops the issue: a lease whose shard fails or is slow asks the next
-// shard. Blocks are leased in the background once the block in use is half
+// counters spread over the cluster's slots: a lease whose shard fails or is slow
+// asks the next. Blocks are leased in the background once the one in use is half
 // spent, so a claim normally never waits on Redis for its ID.
 //
 // IDs are unique across processes, restarts and days because:
 //   - shard k's counter for a day leases each block once (INCRBY), and the
 //     sequence is k<<28 | n, so no number of a day goes to two leases;
-//   - every process names shard k's counter alike (idShardTags, pinned by
-//     TestIDShardKeysAreFixed; IDShards is a constant, not an option);
+//   - every process names shard k's counter alike (TestIDShardKeysAreFixed);
 //   - a lease serves only IDs whose second falls on its counter's day;
-//   - a number handed back by Unused was leased to this process alone and
-//     written nowhere; it is reissued once, only within its day;
-//   - all state is behind mu: a background lease only fills ahead.
+//   - a number handed back by Unused, leased to this process alone and
+//     written nowhere, is reissued once, only within its day.
 //
-// Losing a counter (no persistence, a failover that lost writes) breaks this,
-// as does running beside the previous version in the same seconds (its one
-// counter icr:order:yyyy:MM:dd hands out shard 0's numbers); the database then
-// refuses the colliding order (domain.FailIDConflict).
+// Losing a counter, or running beside the previous version (its one counter
+// hands out shard 0's numbers), breaks this; the database then refuses the
+// colliding order (domain.FailIDConflict).
 type IDs struct {
 	rdb     redis.UniversalClient
 	keys    [IDShards]string // shard k's key without its day
 	block   int64
 	clock   ports.Clock
 	attempt time.Duration
-	// life ends at Close: it bounds leases in flight, and wg waits for them.
-	life context.Context
-	stop context.CancelFunc
-	wg   sync.WaitGroup
+	life    context.Context // ends at Close; wg waits for the leases in flight
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
 
-	mu     sync.Mutex
-	cur    idBlock   // the block IDs come from
-	ahead  idBlock   // leased ahead, taken over when cur is spent
-	run    *leaseRun // the lease in flight, nil when none
+	mu     sync.Mutex // guards what follows: a background lease only fills ahead
+	cur    idBlock    // the block IDs come from
+	ahead  idBlock    // leased ahead, taken over when cur is spent
+	run    *leaseRun  // the lease in flight, nil when none
 	closed bool
 	shards shardState
-	unused []unusedSeq // handed back by refused claims, reissued first; at most maxUnused
+	unused []domain.OrderID // handed back by refused claims, reissued first; at most maxUnused
 }
 
 // idBlock is a leased range of one day's sequence; empty when next > last.
@@ -107,19 +98,13 @@ type leaseRun struct {
 	err  error
 }
 
-type unusedSeq struct {
-	day time.Time
-	seq uint32
-}
-
-// maxUnused bounds what a stampede of refusals can park; beyond it an ID is
-// dropped, which only spends it.
+// maxUnused bounds what a stampede of refusals can park; beyond it an ID is only spent.
 const maxUnused = 4096
 
 var _ ports.OrderIDs = (*IDs)(nil)
 
-// NewIDs panics on a nil client, a block outside [1, 2^28) or a negative
-// lease timeout. Close it to stop its background leases.
+// NewIDs panics on a nil client, a block outside [1, 2^28) or a negative lease
+// timeout. Close it to stop its background leases.
 func NewIDs(rdb redis.UniversalClient, opts IDOptions) *IDs {
 	if rdb == nil {
 		panic("redisgate: NewIDs needs a non-nil Redis client")
@@ -137,24 +122,19 @@ func NewIDs(rdb redis.UniversalClient, opts IDOptions) *IDs {
 	opts.Leases = cmp.Or(opts.Leases, rdb)
 	life, stop := context.WithCancel(context.Background())
 	g := &IDs{rdb: opts.Leases, block: int64(opts.Block), clock: opts.Clock, attempt: opts.LeaseTimeout,
-		life: life, stop: stop}
+		life: life, stop: stop, shards: shardState{next: rand.IntN(IDShards)}}
 	for k := range g.keys {
 		g.keys[k] = opts.Prefix + "{" + idShardTags[k] + "}:"
 	}
-	// Instances start on different shards, so their leases spread from the first.
-	g.shards.next = rand.IntN(IDShards)
 	return g
 }
 
-// Next hands out the next number of the block in hand, leasing the following
-// block once it is half spent. It waits on Redis only when both are spent (at
-// the start, after midnight, or when leases fail), no longer than ctx allows;
-// the lease goes on for the callers after it.
+// Next hands out the next number of the block in hand, leasing the following one
+// once it is half spent; it waits on Redis only when both are spent, within ctx.
 func (g *IDs) Next(ctx context.Context) (domain.OrderID, error) {
 	for {
 		now := g.clock.Now().UTC()
-		// Compared as its midnight, formatted only for a lease: a claim costs no string.
-		day := dayOf(now)
+		day := dayOf(now) // a midnight, formatted only for a lease: a claim costs no string
 		g.mu.Lock()
 		if seq, ok := g.reuse(day); ok {
 			g.mu.Unlock()
@@ -186,42 +166,37 @@ func (g *IDs) Next(ctx context.Context) (domain.OrderID, error) {
 		case <-ctx.Done():
 			return 0, fmt.Errorf("wait for an order id lease: %w", ctx.Err())
 		}
-		if run.err != nil {
-			// That lease tried every shard it could: a new round would repeat it.
+		if run.err != nil { // that lease tried every shard it could
 			return 0, run.err
 		}
 		// The block may be of a day gone by, or taken by earlier callers: look again.
 	}
 }
 
-// reuse pops the sequence number of a handed-back ID of day, dropping those of
-// other days. Called with mu held.
+// reuse pops a handed-back ID's number of day, dropping other days'. Called with mu held.
 func (g *IDs) reuse(day time.Time) (uint32, bool) {
 	for n := len(g.unused); n > 0; n-- {
-		u := g.unused[n-1]
+		id := g.unused[n-1]
 		g.unused = g.unused[:n-1]
-		if u.day.Equal(day) {
-			return u.seq, true
+		if dayOf(id.Time()).Equal(day) {
+			return id.Seq(), true
 		}
 	}
 	return 0, false
 }
 
 // Unused parks an ID that Next issued and nobody wrote anywhere, for Next to
-// reissue within its day with its own second: a refused claim costs no ID, and
-// a reissued ID tells when its own claim was made.
+// reissue within its day with its own second: a refused claim costs no ID.
 func (g *IDs) Unused(id domain.OrderID) {
-	u := unusedSeq{day: dayOf(id.Time()), seq: id.Seq()}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.unused) < maxUnused {
-		g.unused = append(g.unused, u)
+		g.unused = append(g.unused, id)
 	}
 }
 
-// Close stops leasing and waits for the lease in flight (at once on a client
-// that heeds its context, within its read timeout otherwise). Next then serves
-// what the issuer holds, and refuses with ErrIDsClosed once that is spent.
+// Close stops leasing and waits for the lease in flight; Next then serves what
+// the issuer holds, and refuses with ErrIDsClosed once that is spent.
 func (g *IDs) Close() error {
 	g.mu.Lock()
 	g.closed = true
@@ -231,14 +206,11 @@ func (g *IDs) Close() error {
 	return nil
 }
 
-// dayOf is t's UTC day as its midnight: Go's zero time is a UTC midnight and
-// every UTC day is 24 h.
+// dayOf is t's UTC day as its midnight (Go's zero time is one; every UTC day is 24 h).
 func dayOf(t time.Time) time.Time { return t.UTC().Truncate(24 * time.Hour) }
 
-// IDShards is how many counters a day's sequence is split over: shard k hands
-// out k<<28 | n, 1 <= n < 2^28. Sixteen spread over any cluster of up to
-// sixteen masters. A constant: processes splitting the sequence differently
-// would hand out the same numbers.
+// IDShards is how many counters a day's sequence is split over: shard k hands out
+// k<<28 | n, 1 <= n < 2^28. A constant: processes splitting it differently collide.
 const IDShards = 1 << idShardBits
 
 const (
@@ -247,9 +219,7 @@ const (
 	shardSpan   = int64(1) << seqShift // 1 <= a shard's n < shardSpan
 )
 
-// IDShardRetry is how long a shard whose lease failed is passed over when
-// another can serve: a dead master costs one short attempt per instance this
-// often, not one per lease.
+// IDShardRetry is how long a shard whose lease failed is passed over when another can serve.
 const IDShardRetry = 10 * time.Second
 
 // idShardTags[k] is shard k's hash tag: "s07" when its slot falls in the k-th
@@ -268,23 +238,20 @@ var idShardTags = func() (tags [IDShards]string) {
 	return tags
 }()
 
-// shardState is where the next lease goes: shards in turn, passing over one
-// that failed lately, and one spent for the day.
+// shardState is where the next lease goes: shards in turn, passing over one that
+// failed lately, and one spent for the day.
 type shardState struct {
 	next   int                 // position in turn (see shardStride) of the next shard
 	failed [IDShards]time.Time // when the shard's last lease failed; zero if it did not
 	spent  [IDShards]time.Time // the day the shard ran out of numbers
 }
 
-// shardStride orders the turn: position p is shard p*7 mod 16. Odd, so a turn
-// visits every shard, and shards next in turn lie on different masters of an
-// evenly split cluster of 3 to 6 masters, so a lease that meets a dead master
-// tries a live one next (TestIDShardTurnAlternatesMasters).
+// shardStride orders the turn: position p is shard p*7 mod 16, so a turn visits
+// every shard and the next lies on another master (TestIDShardTurnAlternatesMasters).
 const shardStride = 7
 
-// pick returns the shard a lease for day tries next among those not tried:
-// the first in turn that did not fail lately, else the first in turn at all.
-// ok is false when every shard left is spent or tried.
+// pick returns the shard a lease for day tries next among those not tried: the first
+// in turn that did not fail lately, else the first; false when none is left.
 func (s *shardState) pick(day time.Time, tried *[IDShards]bool, now time.Time) (k int, ok bool) {
 	fallback := -1
 	for i := range IDShards {
@@ -308,8 +275,8 @@ func (s *shardState) pick(day time.Time, tried *[IDShards]bool, now time.Time) (
 	return fallback * shardStride % IDShards, true
 }
 
-// startLease leases a block for now's day in the background. Called with mu
-// held, when no lease is in flight and the issuer is open.
+// startLease leases a block for now's day in the background. Called with mu held,
+// when no lease is in flight and the issuer is open.
 func (g *IDs) startLease(now time.Time) *leaseRun {
 	run := &leaseRun{done: make(chan struct{})}
 	g.run = run
@@ -337,11 +304,9 @@ type attempt struct {
 // attemptCap bounds one attempt, in LeaseTimeouts: past it the shard is gone.
 const attemptCap = 8
 
-// lease takes a block of now's day from the first shard to answer: it asks
-// another shard each time an attempt fails or LeaseTimeout passes, without
-// giving up on those still out, so a dead master costs one LeaseTimeout and a
-// merely slow Redis (a stampede's first lease took 300 ms on a loaded test
-// machine) still answers.
+// lease takes a block of now's day from the first shard to answer: it asks another
+// each time an attempt fails or LeaseTimeout passes, without giving up on those
+// still out, so a dead master costs one LeaseTimeout and a slow Redis still answers.
 func (g *IDs) lease(now time.Time) (idBlock, error) {
 	day := dayOf(now)
 	dayName := now.Format("2006:01:02")
@@ -416,16 +381,13 @@ func (g *IDs) lease(now time.Time) (idBlock, error) {
 	return idBlock{}, lastErr
 }
 
-// leaseFrom takes a block from shard k's counter key, giving up after
-// attemptCap LeaseTimeouts or when ctx ends, whatever the client does (go-redis
-// without ContextTimeoutEnabled waits for its ReadTimeout): a late block is
-// never used.
+// leaseFrom takes a block from shard k's counter key, giving up after attemptCap
+// LeaseTimeouts or when ctx ends, whatever the client does: a late block is never used.
 func (g *IDs) leaseFrom(ctx context.Context, k int, day time.Time, key string) (idBlock, error) {
 	ctx, cancel := context.WithTimeout(ctx, attemptCap*g.attempt)
 	defer cancel()
-	// EXPIRE rides with every lease, so a crash after the first INCRBY cannot
-	// leave a counter without a TTL; sent after the INCRBY, not with it, since
-	// a pipeliner running batches in parallel could run it first, on no key.
+	// EXPIRE rides with every lease, so no crash leaves a counter without a TTL;
+	// after the INCRBY, not with it: a parallel pipeliner could run it first, on no key.
 	incr := redis.NewIntCmd(ctx, "incrby", key, g.block)
 	expire := redis.NewBoolCmd(ctx, "expire", key, int64(counterTTL/time.Second))
 	done := make(chan error, 1)

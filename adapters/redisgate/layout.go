@@ -12,9 +12,8 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// layout is what the gate knows of a voucher's keys: its K (1 when unsplit)
-// and each bucket's key names, script (claim.lua, or bucket_claim.lua when
-// split) and claim command head (claimHead).
+// layout is what the gate knows of a voucher's keys: its K (1 when unsplit), each
+// bucket's keys and claim command up to its first ARGV, and the claim script.
 type layout struct {
 	id         domain.VoucherID
 	k          int
@@ -29,8 +28,9 @@ func (g *Gate) newLayout(id domain.VoucherID, k int) *layout {
 		l.script = bucketClaimScript
 	}
 	for b := range k {
-		l.buckets[b] = g.bucket(id, b, k)
-		l.claimHeads[b] = claimHead(l.script, l.buckets[b])
+		bk := g.bucket(id, b, k)
+		l.buckets[b] = bk
+		l.claimHeads[b] = []any{"evalsha", l.script.Hash(), claimKeys, bk.Voucher, bk.Buyers, bk.Orders}
 	}
 	return l
 }
@@ -64,9 +64,8 @@ func (g *Gate) known(id domain.VoucherID, k int) *layout {
 }
 
 // layoutOf is the voucher's layout: from memory once known, else its K from
-// Redis (BucketMeta; absent: unsplit). A split K never changes and is kept for
-// good; a K of 1 is forgotten when a claim finds no gate (forget): the voucher
-// may be preheated split a moment later, or its K key was lost alone.
+// Redis (BucketMeta; absent: unsplit). A K of 1 is forgotten when a claim finds
+// no gate (forget): the voucher may be preheated split later, or its K key was lost.
 func (g *Gate) layoutOf(ctx context.Context, id domain.VoucherID) (*layout, error) {
 	if l := g.last.Load(); l != nil && l.id == id {
 		return l, nil
@@ -76,8 +75,7 @@ func (g *Gate) layoutOf(ctx context.Context, id domain.VoucherID) (*layout, erro
 		return l.(*layout), nil
 	}
 	k := 1
-	if !g.opts.Unsplit {
-		// Through the claim path's client: it must end within the claim's budget.
+	if !g.opts.Unsplit { // through the claim path's client: within the claim's budget
 		get := redis.NewStringCmd(ctx, "get", redisschema.BucketMeta(g.prefix, id))
 		if err := do(ctx, g.claims, get); err != nil && !errors.Is(err, redis.Nil) {
 			return nil, fmt.Errorf("buckets of voucher %d: %w", id, err)
@@ -97,9 +95,8 @@ func (g *Gate) forget(l *layout) {
 	}
 }
 
-// kinds reads every voucher's K from Redis in one pipelined round trip,
-// ignoring the cache, so the probe sees a K key lost alone (the voucher reads
-// as unsplit, has no unsplit gate, and is reported, and Restore rewrites it).
+// kinds reads every voucher's K from Redis in one pipelined round trip, ignoring
+// the cache, so the probe reports a voucher whose K key was lost alone.
 func (g *Gate) kinds(ctx context.Context, ids []domain.VoucherID) ([]*layout, error) {
 	cmds := make([]*redis.StringCmd, len(ids))
 	if !g.opts.Unsplit {
@@ -120,33 +117,22 @@ func (g *Gate) kinds(ctx context.Context, ids []domain.VoucherID) ([]*layout, er
 
 // kIn is the K a GET of BucketMeta read: 1 when none (or no GET).
 func kIn(get *redis.StringCmd) int {
-	if get == nil {
-		return 1
-	}
-	if k, err := get.Int(); err == nil && k > 1 {
-		return k
+	if get != nil {
+		if k, err := get.Int(); err == nil && k > 1 {
+			return k
+		}
 	}
 	return 1
 }
 
-// The claim's two commands are built by hand: the pipeliner's typed methods
-// submit at once, and the claim submits both and then waits once (redisx.Do).
-// Arguments that never change are boxed once, so a claim boxes only its three
-// ids (building the commands was ~3% of the service's CPU).
-//
 // The claim scripts take KEYS bucket, buyers, orders; ARGV userId, orderId,
 // voucherId, enqueue flag, retention (ms).
 const claimKeys = 3
 
-// claimHead is a bucket's claim command up to its first ARGV.
-func claimHead(sc *redis.Script, k redisschema.Keys) []any {
-	return []any{"evalsha", sc.Hash(), claimKeys, k.Voucher, k.Buyers, k.Orders}
-}
+var enqueueNo, enqueueYes any = "0", "1" // ARGV[4], boxed once
 
-// ARGV[4]: whether the script XADDs the order message.
-var enqueueNo, enqueueYes any = "0", "1"
-
-// claimCmds builds the claim of o in bucket b of l, and its index entry.
+// claimCmds builds the claim of o in bucket b of l, and its index entry, by hand:
+// the claim submits both then waits once, and boxes only its three ids.
 func (g *Gate) claimCmds(ctx context.Context, l *layout, b int, o domain.VoucherOrder, appendOrder bool) (run *redis.Cmd, index *redis.StatusCmd) {
 	head := l.claimHeads[b]
 	args := make([]any, len(head), len(head)+5)

@@ -16,8 +16,7 @@ import (
 
 // The live set, and what reconcile, the probe and the repair do to a gate.
 
-// addLive names every bucket's tag in the live set, where the stream
-// consumers discover streams.
+// addLive names every bucket's tag in the live set, where the stream consumers look.
 func (g *Gate) addLive(ctx context.Context, l *layout) error {
 	members := make([]any, l.k)
 	for b := range l.k {
@@ -28,8 +27,6 @@ func (g *Gate) addLive(ctx context.Context, l *layout) error {
 	}
 	return nil
 }
-
-var _ ports.GateProbe = (*Gate)(nil)
 
 // Missing reports the vouchers with a bucket missing, left frozen by a dead
 // restore, or absent from the live set, in two pipelined round trips.
@@ -68,23 +65,20 @@ func (g *Gate) Missing(ctx context.Context, ids []domain.VoucherID) ([]domain.Vo
 	return missing, nil
 }
 
-// Queued costs at most two commands: the order's index entry names its
-// voucher, user and K, and the home bucket's buyers confirm the user still
-// holds the order (a refused claim's entry they do not). An unknown ID and
-// another user's both stop after the first, so even timing cannot tell them apart.
+// Queued costs at most two commands: the order's index entry, then its home
+// bucket's buyers. An unknown ID and another user's both stop after the first,
+// so even timing cannot tell them apart.
 func (g *Gate) Queued(ctx context.Context, user domain.UserID, id domain.OrderID) (domain.VoucherOrder, bool, error) {
 	return g.queued(ctx, id, func(u domain.UserID) bool { return u == user })
 }
-
-var _ ports.OrderIndex = (*Gate)(nil)
 
 // QueuedByID is Queued for whoever claimed the order (ports.OrderIndex).
 func (g *Gate) QueuedByID(ctx context.Context, id domain.OrderID) (domain.VoucherOrder, bool, error) {
 	return g.queued(ctx, id, func(domain.UserID) bool { return true })
 }
 
-// queued reads the order's index entry and, when mine accepts its user,
-// whether that user's places hold the order.
+// queued reads the order's index entry and, when mine accepts its user, whether
+// that user's places hold the order (a refused claim's entry they do not).
 func (g *Gate) queued(ctx context.Context, id domain.OrderID, mine func(domain.UserID) bool) (domain.VoucherOrder, bool, error) {
 	raw, err := g.rdb.Get(ctx, redisschema.OrderIndexKey(g.prefix, id)).Result()
 	if errors.Is(err, redis.Nil) {
@@ -136,7 +130,16 @@ func (g *Gate) PruneLive(ctx context.Context) (int, error) {
 	if err != nil || len(stale) == 0 {
 		return 0, err
 	}
-	if err := g.prune(ctx, live, stale); err != nil {
+	// The set is another slot than the keys: remove, then check again, so a
+	// Preheat or Restore meanwhile, which SADDs after writing its hash, is put back.
+	err = g.rdb.SRem(ctx, live, stale...).Err()
+	if err == nil {
+		var back []any
+		if back, err = g.tagsWhere(ctx, stale, true); err == nil && len(back) > 0 {
+			err = g.rdb.SAdd(ctx, live, back...).Err()
+		}
+	}
+	if err != nil {
 		return 0, fmt.Errorf("prune live set: %w", err)
 	}
 	return len(stale), nil
@@ -164,21 +167,6 @@ func (g *Gate) tagsWhere(ctx context.Context, tags []any, alive bool) ([]any, er
 		}
 	}
 	return out, nil
-}
-
-// prune removes tags whose keys have all expired. The set is another slot than
-// the keys, so "check, then remove" cannot be atomic: it removes, then checks
-// again, so a Preheat or Restore meanwhile either SADDs after the SREM or
-// wrote its hash before the second check, which puts the member back.
-func (g *Gate) prune(ctx context.Context, live string, tags []any) error {
-	if err := g.rdb.SRem(ctx, live, tags...).Err(); err != nil {
-		return err
-	}
-	back, err := g.tagsWhere(ctx, tags, true)
-	if err != nil || len(back) == 0 {
-		return err
-	}
-	return g.rdb.SAdd(ctx, live, back...).Err()
 }
 
 // Stock is the voucher's units in Redis: every bucket's stock plus the units
@@ -244,8 +232,6 @@ func (g *Gate) Buyers(ctx context.Context, id domain.VoucherID) (map[domain.Orde
 	return out, nil
 }
 
-var _ ports.QueueBacklog = (*Gate)(nil)
-
 // Pending is the entries of every bucket's stream not yet trimmed.
 func (g *Gate) Pending(ctx context.Context, id domain.VoucherID) (int64, error) {
 	l, err := g.layoutOf(ctx, id)
@@ -263,9 +249,8 @@ func (g *Gate) Pending(ctx context.Context, id domain.VoucherID) (int64, error) 
 	return n, nil
 }
 
-// Orders lists the orders the voucher's streams hold (an entry is deleted with
-// its ack), oldest first per bucket, reading at most max entries; complete is
-// false when there are more. It reads outside the consumer group.
+// Orders lists the orders the voucher's streams hold, oldest first per bucket,
+// reading at most max entries outside the consumer group; false when there are more.
 func (g *Gate) Orders(ctx context.Context, id domain.VoucherID, max int) ([]domain.VoucherOrder, bool, error) {
 	l, err := g.layoutOf(ctx, id)
 	if err != nil {
@@ -286,9 +271,8 @@ func (g *Gate) Orders(ctx context.Context, id domain.VoucherID, max int) ([]doma
 	return out, true, nil
 }
 
-// ordersIn reads the orders of a stream's first max entries, a page at a time;
-// n is the entries read, max+1 when more follow. An entry carrying no valid
-// order counts and gives none (it is dead-lettered).
+// ordersIn reads the orders of a stream's first max entries, a page at a time; n
+// is the entries read, max+1 when more follow. An invalid entry counts, gives none.
 func (g *Gate) ordersIn(ctx context.Context, id domain.VoucherID, stream string, max int) ([]domain.VoucherOrder, int, error) {
 	var orders []domain.VoucherOrder
 	n := 0
@@ -314,14 +298,12 @@ func (g *Gate) ordersIn(ctx context.Context, id domain.VoucherID, stream string,
 	}
 }
 
-// healChunk bounds one HMGET and one heal script, which holds Redis while it
-// runs: many forgotten buyers are healed in atomic steps of this many.
+// healChunk bounds one HMGET and one heal script, which holds Redis while it runs.
 const healChunk = 500
 
-// Counts costs two pipelined round trips: every voucher's K, then each
-// bucket's buyers, stock and (split) transfer records' units, which count as
-// stock: one applied but not yet deleted counts twice for a moment, which can
-// only start a heal that finds nothing to put back.
+// Counts costs two pipelined round trips: every voucher's K, then each bucket's
+// buyers, stock and transfer records' units (which count as stock: one applied
+// but not yet deleted counts twice for a moment, starting at worst an idle heal).
 func (g *Gate) Counts(ctx context.Context, ids []domain.VoucherID) (map[domain.VoucherID]ports.GateCount, error) {
 	out := make(map[domain.VoucherID]ports.GateCount, len(ids))
 	if len(ids) == 0 {
@@ -379,11 +361,9 @@ func (g *Gate) Counts(ctx context.Context, ids []domain.VoucherID) (map[domain.V
 	return out, nil
 }
 
-// Heal finds the orders their home bucket's places lack (pipelined HMGETs: a
-// false alarm writes nothing), then puts them back with heal.lua, which checks
-// each place again (a claim that took it meanwhile keeps it). A split home
-// short of units first pulls them from the others, so a unit counts as
-// oversold only when no bucket has one left.
+// Heal finds the orders their home bucket's places lack (pipelined HMGETs), then
+// puts them back with heal.lua, which checks each place again. A split home short
+// of units first pulls them from the others: oversold only when no bucket has one.
 func (g *Gate) Heal(ctx context.Context, v domain.Voucher, orders []domain.VoucherOrder) (ports.Healed, error) {
 	var h ports.Healed
 	if err := v.CheckGateable(); err != nil {
@@ -467,8 +447,7 @@ func (g *Gate) lacking(ctx context.Context, buyers string, orders []domain.Vouch
 	return out, nil
 }
 
-// lacks tells whether a user's places (as HMGET read them) hold neither o nor
-// its forfeit, and one is free.
+// lacks tells whether a user's places (as HMGET read them) hold neither o nor its forfeit, and one is free.
 func lacks(o domain.VoucherOrder, places []any) bool {
 	free := false
 	for _, p := range places {
@@ -484,13 +463,11 @@ func lacks(o domain.VoucherOrder, places []any) bool {
 	return free
 }
 
-// returnChunk bounds one return script, which holds Redis while it runs (500
-// cost about one claim pipeline's work).
+// returnChunk bounds one return script, which holds Redis while it runs.
 const returnChunk = 500
 
-// Return runs return.lua once per home bucket and chunk of orders: an expiry
-// pass of 500 orders is one round trip. Its returned set costs one member per
-// cancelled order while the sale's keys live.
+// Return runs return.lua once per home bucket and chunk of orders; its returned
+// set costs one member per cancelled order while the sale's keys live.
 func (g *Gate) Return(ctx context.Context, orders []domain.VoucherOrder) error {
 	for _, group := range byVoucher(orders) {
 		l, err := g.layoutOf(ctx, group[0].VoucherID())

@@ -15,9 +15,8 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// Restore writes the buckets of v that the gate lacks from the database's
-// stock and buyers, leaves the ones it holds, and reports whether it wrote
-// any (restore).
+// Restore writes the buckets of v that the gate lacks from the database's stock
+// and buyers, leaves the ones it holds, and reports whether it wrote any.
 func (g *Gate) Restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder) (bool, error) {
 	return g.restore(ctx, v, buyers, false)
 }
@@ -30,28 +29,20 @@ func (g *Gate) Overwrite(ctx context.Context, v domain.Voucher, buyers []domain.
 	return err
 }
 
-// restore rebuilds the buckets Redis lost (force: all of them) and reports
-// whether it wrote any; with every bucket serving and no force it only
-// announces. Buyers are staged in chunks and swapped in by write.lua, so the
-// visible step is atomic and a crash leaves no half-written set. Steps:
+// restore rebuilds the buckets Redis lost (force: all of them) and reports whether
+// it wrote any; with every bucket serving and no force it only announces. Buyers
+// are staged and swapped in by write.lua, so a crash leaves no half-written set:
 //
-//  1. a split voucher, under a lock, is frozen, fenced and its transfers
-//     finished (quiesce). An unsplit one needs no fence: without its gate
-//     claim.lua answers not_found, so its stream only shrinks;
-//  2. count what Redis holds: kept buckets' stock, and every stream's entries
-//     (sold, not yet in MySQL), whose buyers keep their places
-//     (domain.KeepQueued), also when unsplit: from MySQL's stock alone a
-//     lost hash's queued units would be sold again;
-//  3. read the database after that (Options.Vouchers/Orders): an order
-//     committed in between is counted twice (undersold, never oversold);
-//  4. write the lost buckets with the units left, split evenly: a split
-//     voucher's placeholders ('restore', frozen until all are written); an
-//     unsplit one's 'fill' (only if still absent) or 'overwrite'.
+//  1. a split voucher is locked, frozen, fenced and its transfers finished
+//     (quiesce); an unsplit one needs no fence: without its gate no claim succeeds;
+//  2. count kept buckets' stock and every stream's entries, whose buyers keep
+//     their places (domain.KeepQueued): else queued units would be sold again;
+//  3. read the database after that: an order committed in between counts twice (undersold);
+//  4. write the lost buckets with the units left, split evenly: 'restore'
+//     placeholders, frozen until all are written; unsplit, 'fill' or 'overwrite'.
 //
-// An unsplit Overwrite skips 2 and 3 and writes the caller's state exactly
-// (reconcile calls it once the stream is drained). A split restore that dies
-// part way leaves frozen buckets, which Missing reports; counting from the
-// database's truth, the next run is right whatever the first wrote.
+// An unsplit Overwrite skips 2 and 3 and writes the caller's state exactly. A split
+// restore that dies part way leaves frozen buckets (Missing); the next run recounts.
 func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.VoucherOrder, force bool) (bool, error) {
 	if err := v.CheckGateable(); err != nil {
 		return false, fmt.Errorf("restore: %w", err)
@@ -69,8 +60,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 		return false, g.announce(ctx, v, l)
 	}
 	if k > 1 {
-		// Stopping once buckets are frozen leaves the sale busy until the next
-		// repair: run to the end on a budget of its own, the fence plus ample.
+		// Stopping once buckets are frozen leaves the sale busy: run on a budget of its own.
 		budget := 2*(g.opts.ApplyDeadline+g.opts.Skew) + time.Minute
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), budget)
@@ -149,9 +139,8 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 		}
 	}
 	if k > 1 && !st[0].placeholder {
-		// The pool holds every unit added: a kept bucket 0 counts them taken,
-		// or Apply would add them again. Before the writes: a restore dying
-		// after them leaves them written, and the next only unfreezes.
+		// The pool holds every unit added: a kept bucket 0 counts them taken, or
+		// Apply would add them again; before the writes, which the next run keeps.
 		if err := g.scripts.Run(ctx, g.rdb, raiseAddedScript, []string{l.buckets[0].Voucher}, v.Sale().Added()).Err(); err != nil {
 			return false, fmt.Errorf("restore voucher %d: count the added units taken: %w", id, err)
 		}
@@ -165,7 +154,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 		wrote = wrote || w
 	}
 	if k > 1 {
-		if err := g.fault("written"); err != nil {
+		if err := g.opts.Fault("written"); err != nil {
 			return wrote, err
 		}
 		if err := g.unfreeze(ctx, l); err != nil {
@@ -176,8 +165,7 @@ func (g *Gate) restore(ctx context.Context, v domain.Voucher, buyers []domain.Vo
 	return wrote, g.addLive(ctx, l)
 }
 
-// announce writes a split voucher's K key (another slot, so it may be lost
-// alone) and every bucket's live-set entry.
+// announce writes a split voucher's K key (which may be lost alone) and every bucket's live-set entry.
 func (g *Gate) announce(ctx context.Context, v domain.Voucher, l *layout) error {
 	if l.k > 1 {
 		if err := g.setMeta(ctx, v, l.k); err != nil {
@@ -187,15 +175,12 @@ func (g *Gate) announce(ctx context.Context, v domain.Voucher, l *layout) error 
 	return g.addLive(ctx, l)
 }
 
-// unreturnedMax bounds the cancelled orders a restore gives back; more means
-// the returner is far behind, and the next repair tries again.
+// unreturnedMax bounds the cancelled orders a restore gives back; more: the next repair tries.
 const unreturnedMax = 100_000
 
-// returnKept gives back, into the kept buckets, the units of orders the
-// database cancelled and the gate was not given back, and answers how many.
-// The database's stock holds them already: else the lost buckets' pool would
-// hold them too and the returner's later Return would add them again. Read
-// after the stock, a cancellation in between undersells, never oversells.
+// returnKept gives back into the kept buckets the units of cancelled orders the
+// gate was not given back, and answers how many: the database's stock holds them
+// already, and the returner's later Return would add them again.
 func (g *Gate) returnKept(ctx context.Context, l *layout, st []bucketState) (int64, error) {
 	if g.opts.Unreturned == nil {
 		return 0, nil
@@ -222,10 +207,9 @@ func (g *Gate) returnKept(ctx context.Context, l *layout, st []bucketState) (int
 	return given, nil
 }
 
-// quiesce is step 1 of a split restore (force: buckets deleted first). It
-// freezes every bucket (a placeholder where one is missing), waits
-// ApplyDeadline+Skew so no claim can apply a transfer it took before, and
-// finishes every transfer record: each unit then sits in one bucket's stock.
+// quiesce is step 1 of a split restore (force: buckets deleted first): it freezes
+// every bucket (a placeholder where one is missing), waits ApplyDeadline+Skew so
+// no claim can apply a transfer it took before, and finishes every record.
 // done: no placeholder once frozen (a dead restore wrote them all): unfrozen.
 func (g *Gate) quiesce(ctx context.Context, v domain.Voucher, l *layout, force bool) ([]bucketState, bool, error) {
 	id, s := v.ID(), v.Sale()
@@ -285,8 +269,7 @@ func (g *Gate) write(ctx context.Context, s domain.Sale, bk redisschema.Keys, b 
 		boolArg(s.Paused()), addedArg(s, b), s.LimitPerUser()).Int64()
 }
 
-// stage writes the marks of bucket b's users into a staging hash, pipelined
-// HSETs of restoreChunk fields, and returns how many fields it wrote.
+// stage writes the marks of bucket b's users into a staging hash and returns how many.
 func (g *Gate) stage(ctx context.Context, key string, marks map[domain.UserID][]domain.OrderID, k, b int) (int, error) {
 	var args []any
 	for u, places := range marks {
@@ -313,8 +296,7 @@ func (g *Gate) stage(ctx context.Context, key string, marks map[domain.UserID][]
 	return len(args) / 2, nil
 }
 
-// raiseAddedScript raises a bucket hash's 'added' to ARGV[1], never lowers it:
-// a control applied during the restore may have raised it further.
+// raiseAddedScript raises a bucket's 'added' to ARGV[1], never lowers it (a control meanwhile may have).
 var raiseAddedScript = redis.NewScript(`
 if tonumber(redis.call('HGET', KEYS[1], 'added') or '0') < tonumber(ARGV[1]) then
   redis.call('HSET', KEYS[1], 'added', ARGV[1])
@@ -374,8 +356,7 @@ func allServing(st []bucketState) bool {
 	return !slices.ContainsFunc(st, func(s bucketState) bool { return !s.exists || s.frozen || s.placeholder })
 }
 
-// queuedIn counts a stream's entries (each holds a unit) and, withOrders,
-// reads their orders.
+// queuedIn counts a stream's entries (each holds a unit) and, withOrders, reads their orders.
 func (g *Gate) queuedIn(ctx context.Context, id domain.VoucherID, stream string, withOrders bool) (int64, []domain.VoucherOrder, error) {
 	if !withOrders {
 		n, err := g.rdb.XLen(ctx, stream).Result()

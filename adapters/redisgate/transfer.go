@@ -16,27 +16,21 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// The transfer protocol: moving units from donor d to home h (other slots) is
+// The transfer protocol moves units from donor d to home h (other slots) in
 // three steps, each atomic in its own slot:
 //
 //	1. take  (d's slot): d.stock -= n; d.xfer[id] = "n:h:created"
 //	2. apply (h's slot): if id not in h.applied { h.applied += id; h.stock += n }
 //	3. settle (d's slot): del d.xfer[id]
 //
-// Each unit is always in exactly one place: a bucket's stock (or sold from
-// it), or a record of d.xfer not yet in its home's applied set. Step 2 is
-// idempotent, so the repair re-applies and settles every record older than
-// ApplyDeadline+Skew that a dead process left. A record is applied only by
-// whoever read it from d.xfer or just wrote it, and the claim path applies
-// only within ApplyDeadline of step 1 (apply.lua checks), which lets a restore
-// fence the claim path off.
+// A unit is always in one place: a bucket's stock (or sold from it), or a record
+// not yet in its home's applied set. Step 2 is idempotent, so the repair finishes
+// records older than ApplyDeadline+Skew; the claim path applies only within
+// ApplyDeadline of step 1 (apply.lua checks), which lets a restore fence it off.
 
 // claimWithTransfers is a claim whose home h was empty: it moves half of each
-// donor's stock home in turn and claims there again. It answers sold out only
-// after a sweep that saw every donor empty with no young transfer in flight
-// and the home empty again, and then a one-round-trip snapshot of all buckets
-// showing no stock and no record. If units keep moving, after sweeps sweeps it
-// answers busy (nothing changed).
+// donor's stock home in turn and claims there again. Sold out only after a sweep
+// saw every donor empty, nothing in flight, and a snapshot agreed; else busy.
 func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, l *layout, h int) error {
 	for sweep := range sweeps {
 		if sweep > 0 { // another claim's transfer may have refilled the home
@@ -47,8 +41,7 @@ func (g *Gate) claimWithTransfers(ctx context.Context, o domain.VoucherOrder, l 
 		inFlight, took := int64(0), false
 		for i := 1; i < l.k; i++ {
 			n, young, err := g.transfer(ctx, l, (h+i)%l.k, h)
-			if err != nil {
-				// Step 1 may have run: its record is the repair's to finish.
+			if err != nil { // step 1 may have run: its record is the repair's to finish
 				return fmt.Errorf("%w: %w", ports.ErrNotAdmitted, err)
 			}
 			inFlight += young
@@ -92,7 +85,7 @@ func (g *Gate) transfer(ctx context.Context, l *layout, d, h int) (n, young int6
 	if n == 0 {
 		return 0, young, nil
 	}
-	if err := g.fault("taken"); err != nil {
+	if err := g.opts.Fault("taken"); err != nil {
 		return n, 0, err
 	}
 	res, err := g.apply(ctx, l.buckets[h], id, n, created, g.opts.ApplyDeadline, false)
@@ -100,7 +93,7 @@ func (g *Gate) transfer(ctx context.Context, l *layout, d, h int) (n, young int6
 		return n, 0, fmt.Errorf("transfer to bucket %d: %w", h, err)
 	}
 	if res == 1 || res == 0 {
-		if err := g.fault("applied"); err != nil {
+		if err := g.opts.Fault("applied"); err != nil {
 			return n, 0, err
 		}
 		// A failed settle leaves an applied record: the repair deletes it.
@@ -135,17 +128,9 @@ func (g *Gate) pull(ctx context.Context, l *layout, h int, want int64) error {
 	return nil
 }
 
-func (g *Gate) fault(step string) error {
-	if g.opts.Fault == nil {
-		return nil
-	}
-	return g.opts.Fault(step)
-}
-
-// take is step 1 on the donor. With WaitReplicas its replicas confirm it like
-// a claim: the claim after waits only for the home's master, and a donor
-// failing over to a replica that missed the take would give its units back
-// while the home keeps them. Unconfirmed, it stops before the apply.
+// take is step 1 on the donor. With WaitReplicas its replicas confirm it like a
+// claim's, else a failover to a replica that missed it would give its units back
+// while the home keeps them; unconfirmed, it stops before the apply.
 func (g *Gate) take(ctx context.Context, donor redisschema.Keys, id string, to int) (n int64, created int64, young int64, err error) {
 	keys, deadline := []string{donor.Voucher, donor.Transfers()}, g.opts.ApplyDeadline.Milliseconds()
 	var run *redis.Cmd
@@ -220,8 +205,7 @@ func (g *Gate) records(ctx context.Context, l *layout) ([]record, error) {
 	return out, nil
 }
 
-// RepairTransfers finishes the voucher's transfer records older than
-// ApplyDeadline+Skew and returns how many.
+// RepairTransfers finishes the voucher's transfer records older than ApplyDeadline+Skew and returns how many.
 func (g *Gate) RepairTransfers(ctx context.Context, id domain.VoucherID) (int, error) {
 	l, err := g.layoutOf(ctx, id)
 	if err != nil || l.k < 2 {
@@ -230,9 +214,8 @@ func (g *Gate) RepairTransfers(ctx context.Context, id domain.VoucherID) (int, e
 	return g.finish(ctx, l, time.Now().Add(-g.opts.ApplyDeadline-g.opts.Skew).UnixMilli(), false)
 }
 
-// finish applies each record created at or before cutoff to its home, then
-// deletes it, and answers how many. One whose home is missing or frozen is
-// left for the restore, unless force (the restore's own).
+// finish applies each record created at or before cutoff to its home, then deletes
+// it; one whose home is missing or frozen is left for the restore, unless force.
 func (g *Gate) finish(ctx context.Context, l *layout, cutoff int64, force bool) (int, error) {
 	recs, err := g.records(ctx, l)
 	if err != nil {
@@ -340,8 +323,7 @@ func (g *Gate) setMeta(ctx context.Context, v domain.Voucher, k int) error {
 	return nil
 }
 
-// preheatSplit writes each absent bucket with its share of the stock, after
-// Preheat wrote K and the live-set entries.
+// preheatSplit writes each absent bucket with its share of the stock.
 func (g *Gate) preheatSplit(ctx context.Context, v domain.Voucher, l *layout) error {
 	s := v.Sale()
 	for b, bk := range l.buckets {

@@ -35,10 +35,9 @@ func EncodeOrder(o domain.VoucherOrder) []any {
 // redis.call('XADD', KEYS[3], '*', ORDER_MESSAGE).
 const OrderMessage = "ORDER_MESSAGE"
 
-// OrderScript renders a claim script: src's one OrderMessage becomes the
-// message's fields, each name quoted and each value the Lua expression given
-// (such as "ARGV[2]"), so a claim sends no field names. It panics unless src
-// holds OrderMessage exactly once (scripts are embedded: a build mistake).
+// OrderScript renders a claim script: src's one OrderMessage becomes the message's
+// fields, each value the Lua expression given (such as "ARGV[2]"); it panics unless
+// src holds OrderMessage exactly once (scripts are embedded: a build mistake).
 func OrderScript(src, orderID, userID, voucherID string) string {
 	if n := strings.Count(src, OrderMessage); n != 1 {
 		panic(fmt.Sprintf("redisschema: a claim script must hold %s once, found %d", OrderMessage, n))
@@ -50,9 +49,8 @@ func OrderScript(src, orderID, userID, voucherID string) string {
 	return strings.Replace(src, OrderMessage, strings.Join(args, ", "), 1)
 }
 
-// DecodeOrder turns a stream entry of voucher vid's stream into its order.
-// Every field of OrderFields must be a decimal integer and make a valid order
-// of vid; other fields are ignored, so a producer may add some.
+// DecodeOrder turns an entry of voucher vid's stream into its order: every field of
+// OrderFields must be a decimal integer making a valid order of vid; others are ignored.
 func DecodeOrder(vid domain.VoucherID, m redis.XMessage) (domain.VoucherOrder, error) {
 	if len(m.Values) == 0 {
 		return domain.VoucherOrder{}, fmt.Errorf("%w: entry has no fields (deleted while pending?)", ErrBadOrderMessage)
@@ -83,10 +81,8 @@ func DecodeOrder(vid domain.VoucherID, m redis.XMessage) (domain.VoucherOrder, e
 	return o, nil
 }
 
-// OrderIndexKey names an order's index entry, which says which voucher (and K)
-// holds its buyer's mark, so a status query finds a queued order in O(1). No
-// hash tag: an entry may live anywhere. Built with one allocation: every claim
-// writes one.
+// OrderIndexKey names an order's index entry (no hash tag), which says which voucher
+// and K hold its buyer's mark. Built with one allocation: every claim writes one.
 func OrderIndexKey(prefix string, id domain.OrderID) string {
 	var buf [64]byte
 	b := append(append(buf[:0], prefix...), "order:"...)
@@ -111,8 +107,7 @@ func EncodeOrderIndex(o domain.VoucherOrder, buckets int) string {
 	return string(b)
 }
 
-// DecodeOrderIndex reads an entry; false for anything EncodeOrderIndex does
-// not write.
+// DecodeOrderIndex reads an entry; false for anything EncodeOrderIndex does not write.
 func DecodeOrderIndex(raw string) (OrderIndex, bool) {
 	parts := strings.Split(raw, ":")
 	if len(parts) < 2 || len(parts) > 3 {
