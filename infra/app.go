@@ -22,8 +22,7 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// App is one wired service: what `seckill serve` runs and what in-process
-// tests and the bench start.
+// App is one wired service: what `seckill serve` runs and in-process tests and the bench start.
 type App struct {
 	Config        Config
 	Log           zerolog.Logger
@@ -71,8 +70,7 @@ func (a *App) Start(ctx context.Context) error {
 	return nil
 }
 
-// prepare does everything a claim or a worker relies on, and answers the
-// deployment's name.
+// prepare does everything a claim or a worker relies on, and answers the deployment's name.
 func (a *App) prepare(ctx context.Context) (string, error) {
 	if a.Config.Migrate {
 		applied, err := mysqlstore.Migrate(ctx, a.DB)
@@ -254,8 +252,7 @@ func BindDeployment(ctx context.Context, db bun.IDB, rdb redis.UniversalClient, 
 	return id, nil
 }
 
-// BuildReconcile wires the operator's reconcile tool; in stream mode the
-// gate's streams are the backlog (a channel's cannot be seen from outside).
+// BuildReconcile wires the operator's reconcile tool; in stream mode the gate's streams are the backlog.
 func BuildReconcile(c Config, log zerolog.Logger) (*application.ReconcileVoucher, func(), error) {
 	rdb, closeRedis, err := NewRedis(c, log)
 	if err != nil {
@@ -273,7 +270,6 @@ func BuildReconcile(c Config, log zerolog.Logger) (*application.ReconcileVoucher
 		cleanup()
 		return nil, nil, err
 	}
-	// The service's own provider: the very keys and options the service uses.
 	vouchers, orders := mysqlstore.NewVoucherRepo(db), mysqlstore.NewOrderRepo(db)
 	gate := provideGate(rdb, ClaimRedis{rdb}, c, vouchers, orders)
 	var backlog ports.QueueBacklog
