@@ -22,17 +22,13 @@ func printVersion(w io.Writer) {
 		if v == "" && bi.Main.Version != "(devel)" {
 			v = bi.Main.Version
 		}
-		if c == "" {
-			dirty := false
-			for _, s := range bi.Settings {
-				switch s.Key {
-				case "vcs.revision":
-					c = s.Value
-				case "vcs.modified":
-					dirty = s.Value == "true"
-				}
-			}
-			if c != "" && dirty {
+		vcs := map[string]string{}
+		for _, s := range bi.Settings {
+			vcs[s.Key] = s.Value
+		}
+		if c == "" && vcs["vcs.revision"] != "" {
+			c = vcs["vcs.revision"]
+			if vcs["vcs.modified"] == "true" {
 				c += "+dirty"
 			}
 		}
