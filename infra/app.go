@@ -53,8 +53,7 @@ func Build(c Config, log zerolog.Logger) (*App, func(), error) {
 	return InitApp(c, log)
 }
 
-// Start readies the backends, starts the background services, then serves
-// HTTP. It returns once the listener is bound; Addr tells where.
+// Start readies the backends, starts the background services, then serves HTTP; it returns once bound.
 func (a *App) Start(ctx context.Context) error {
 	deployment, err := a.prepare(ctx)
 	if err != nil {
@@ -157,9 +156,8 @@ func (a *App) logListening(deployment string, maxConns int) {
 // Addr is where the server listens, once started.
 func (a *App) Addr() string { return a.addr.String() }
 
-// Shutdown stops accepting, lets in-flight requests finish, and lets the
-// workers drain the queue into the database, all within ctx's deadline.
-// Orders a channel still holds then are lost; a stream keeps them pending.
+// Shutdown stops accepting, lets in-flight requests finish and the workers drain the queue, all
+// within ctx's deadline. Orders a channel still holds then are lost; a stream keeps them pending.
 func (a *App) Shutdown(ctx context.Context) error {
 	var errs []error
 	if err := a.srv.Shutdown(ctx); err != nil {
@@ -221,9 +219,8 @@ const DeploymentKey = "deployment"
 // ErrForeignRedis: the Redis key prefix belongs to another database.
 var ErrForeignRedis = errors.New("the Redis key prefix belongs to another deployment")
 
-// BindDeployment writes the database's deployment id under <prefix>deployment
-// when Redis has none, and refuses another: two deployments sharing a prefix
-// would take each other's orders. The database never adopts Redis's id.
+// BindDeployment writes the database's deployment id under <prefix>deployment when Redis has none and
+// refuses another (shared prefixes take each other's orders); the database never adopts Redis's id.
 func BindDeployment(ctx context.Context, db bun.IDB, rdb redis.UniversalClient, c Config) (string, error) {
 	id, err := mysqlstore.DeploymentID(ctx, db)
 	if err != nil {

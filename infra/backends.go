@@ -93,12 +93,10 @@ func bounded(c Config, dial, read, write, pool *time.Duration, honourCtx *bool, 
 	*dialRetries = 1
 }
 
-// ClaimRedis is the client of the claim path's commands: go-redis's automatic
-// pipeliner (Tuning.RedisAutoPipeline), or the client itself when it is off.
+// ClaimRedis is the claim path's client: go-redis's automatic pipeliner, or the client itself when off.
 type ClaimRedis struct{ redis.UniversalClient }
 
-// NewClaimRedis builds the pipeliner's asynchronous face, so a claim submits
-// its script and index write together and waits for both within its budget.
+// NewClaimRedis builds the pipeliner's asynchronous face: a claim's script and index write go together.
 func NewClaimRedis(rdb redis.UniversalClient, c Config, log zerolog.Logger) (ClaimRedis, func(), error) {
 	if c.RedisAutoPipeline == AutoPipelineOff {
 		return ClaimRedis{rdb}, func() {}, nil

@@ -84,8 +84,8 @@ type Config struct {
 // LoadConfig reads and validates the environment.
 func LoadConfig() (Config, error) { return LoadConfigFrom(env.ToMap(os.Environ())) }
 
-// LoadConfigFrom reads and validates vars instead of the environment. Every
-// bad variable is reported in one message, each as "VARIABLE: what is wrong".
+// LoadConfigFrom reads and validates vars instead of the environment; every bad
+// variable is reported in one error, each as "VARIABLE: what is wrong".
 func LoadConfigFrom(vars map[string]string) (Config, error) {
 	c := Config{Tuning: DefaultTuning()}
 	var p problems
@@ -135,8 +135,7 @@ func (p *problems) err() error {
 	return errors.New("invalid configuration:\n  " + strings.Join(p.list, "\n  "))
 }
 
-// parseErrors rewrites the env library's errors (Go field, strconv call) as
-// "VARIABLE: want <kind>, got <value>".
+// parseErrors rewrites the env library's errors as "VARIABLE: want <kind>, got <value>".
 func (p *problems) parseErrors(err error, vars map[string]string) {
 	var agg env.AggregateError
 	if !errors.As(err, &agg) {
@@ -203,8 +202,7 @@ func within(name string, v, lo, hi int) rule {
 	return rule{name, v < lo || v > hi, fmt.Sprintf("must be within %d..%d, got %d", lo, hi, v)}
 }
 
-// minPaymentSecret: a shorter secret can be guessed offline from one signed
-// notification.
+// minPaymentSecret: a shorter secret can be guessed offline from one signed notification.
 const minPaymentSecret = 16
 
 // check hides the embedded parts' (Tuning, JWT) methods, so it calls each.
@@ -278,12 +276,10 @@ func (c Config) check(p *problems) {
 	c.JWT.check(p)
 }
 
-// DevEndpointsAck lets the dev token endpoint run on a real Redis
-// (SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS): a sentence, so nobody copies it by accident.
+// DevEndpointsAck lets the dev token endpoint run on a real Redis: a sentence nobody copies by accident.
 const DevEndpointsAck = "i-understand-anyone-can-log-in-as-anyone"
 
-// devEndpointsRefused says why the dev token endpoint may not run here, or "".
-// On a real Redis it mints logins the rest of hmdp trusts too.
+// devEndpointsRefused says why the dev token endpoint may not run here (a real Redis), or "".
 func (c Config) devEndpointsRefused() string {
 	if !c.RealRedis() || c.DevEndpointsOnRealRedis == DevEndpointsAck {
 		return ""
@@ -298,8 +294,7 @@ func (c Config) devEndpointsRefused() string {
 		"with SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS=%s", which, which, DevEndpointsAck)
 }
 
-// defaultConsumer is stable across restarts, so a restarted instance re-reads
-// its own pending entries.
+// defaultConsumer is stable across restarts, so a restarted instance re-reads its own pending entries.
 func defaultConsumer() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
@@ -406,8 +401,7 @@ func (c Config) dbForLog() string {
 	return fmt.Sprintf("mysql://%s@%s(%s)/%s", cfg.User, cfg.Net, cfg.Addr, cfg.DBName)
 }
 
-// JWT: sessions from the shop's own identity provider, accepted as
-// `Authorization: Bearer <JWT>` beside hmdp's tokens.
+// JWT: sessions from the shop's own identity provider, accepted as `Authorization: Bearer <JWT>`.
 type JWT struct {
 	JWKSURL    string `env:"SECKILL_JWT_JWKS_URL" help:"the shop's identity provider's JWKS: Authorization: Bearer <JWT> is accepted beside hmdp's tokens"`
 	KeyFile    string `env:"SECKILL_JWT_KEY_FILE" help:"instead of a JWKS URL, a PEM file of the provider's public keys"`
@@ -475,8 +469,7 @@ func NewLogger(c Config, w io.Writer) zerolog.Logger {
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
 }
 
-// NewCLILogger is the operator commands' logger: console lines, warnings and
-// errors only unless SECKILL_LOG_LEVEL=debug.
+// NewCLILogger is the operator commands' logger: console lines, warnings and errors unless at debug.
 func NewCLILogger(c Config, w io.Writer) zerolog.Logger {
 	c.LogFormat = "console"
 	if lvl, err := zerolog.ParseLevel(strings.ToLower(c.LogLevel)); err != nil || lvl > zerolog.DebugLevel {
@@ -485,8 +478,7 @@ func NewCLILogger(c Config, w io.Writer) zerolog.Logger {
 	return NewLogger(c, w)
 }
 
-// go-redis prints pool and dial failures to stderr; they repeat the caller's
-// error, so they go to zerolog at debug level.
+// go-redis prints pool and dial failures (the caller's error again): they go to zerolog at debug.
 var (
 	redisLogOnce sync.Once
 	redisLogTo   atomic.Pointer[zerolog.Logger]
@@ -506,14 +498,11 @@ func routeRedisLogs(log zerolog.Logger) {
 	redisLogOnce.Do(func() { redis.SetLogger(redisLogger{}) })
 }
 
-// DefaultGCPercent is the service's GOGC unless set. The live heap is tens of
-// MB and a claim's garbage dies with it: at 100 the collector took ~8% of the
-// CPU (docs/BENCHMARKS.md); 400 costs a few hundred MB for a quarter of the
-// collections.
+// DefaultGCPercent is the service's GOGC unless set: the live heap is small and a
+// claim's garbage dies young, so fewer collections cost little memory (docs/BENCHMARKS.md).
 const DefaultGCPercent = 400
 
-// TuneGC applies DefaultGCPercent unless GOGC is set, and returns the target
-// in force (off: -1).
+// TuneGC applies DefaultGCPercent unless GOGC is set, and returns the target in force (off: -1).
 func TuneGC() int {
 	if _, set := os.LookupEnv("GOGC"); set {
 		p := debug.SetGCPercent(100)

@@ -12,8 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// clusterReloadBackstop bounds the slot map's age (go-redis: 60 s) for a
-// failover that no command of this instance noticed.
+// clusterReloadBackstop bounds the slot map's age for a failover no command of this instance noticed.
 const clusterReloadBackstop = 5 * time.Second
 
 // followFailovers makes the cluster client reload its slot map as soon as a node

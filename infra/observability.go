@@ -35,8 +35,7 @@ import (
 // MetricsEnabled tells whether /metrics is served.
 func (c Config) MetricsEnabled() bool { return c.MetricsAddr != "" && c.MetricsAddr != "off" }
 
-// Observability is the metrics (nil when off) and their listener, and the
-// tracing (nil unless OTEL_* asks for it).
+// Observability is the metrics (nil when off) and their listener, and the tracing (nil unless OTEL_* asks).
 type Observability struct {
 	Metrics *metrics.Metrics
 	tracing *tracing

@@ -124,8 +124,7 @@ func provideHandler(d httpapi.Deps, c Config, rdb redis.UniversalClient, log zer
 	return httpapi.NewRouter(d)
 }
 
-// splitRule is Tuning.BucketsAbove's rule, into Tuning.Buckets or else one
-// bucket per Redis Cluster master (a single Redis gains nothing from a split).
+// splitRule is Tuning.BucketsAbove's rule, into Tuning.Buckets or else one bucket per cluster master.
 func splitRule(rdb redis.UniversalClient, c Config, log zerolog.Logger) httpapi.SplitRule {
 	if c.BucketsAbove <= 0 {
 		return httpapi.SplitRule{}

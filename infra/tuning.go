@@ -8,8 +8,7 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// Tuning holds the knobs no operator sets; the bench and the tests change them
-// in Go. Validate names a bad one by its field (Tuning.Workers).
+// Tuning holds the knobs no operator sets (the bench and tests set them in Go); Validate names them by field.
 type Tuning struct {
 	RedisPoolSize int // per node; 128 holds a 20,000-user bench run
 	// RedisTimeout bounds every wait on Redis (dial, read, write, pool): short, so a dead node is given up on quickly.

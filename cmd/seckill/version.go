@@ -14,8 +14,7 @@ var (
 	commit  string
 )
 
-// printVersion prints the version, the commit ("+dirty" for uncommitted
-// changes) and the Go that compiled it (the standard library's fixes).
+// printVersion prints the version, the commit ("+dirty" for uncommitted changes) and the Go that built it.
 func printVersion(w io.Writer) {
 	v, c := version, commit
 	if bi, ok := debug.ReadBuildInfo(); ok {
