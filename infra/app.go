@@ -22,8 +22,7 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// App is one wired service: what `seckill serve` runs and what in-process
-// tests and the bench start.
+// App is one wired service: what `seckill serve` runs and in-process tests and the bench start.
 type App struct {
 	Config        Config
 	Log           zerolog.Logger
@@ -54,8 +53,7 @@ func Build(c Config, log zerolog.Logger) (*App, func(), error) {
 	return InitApp(c, log)
 }
 
-// Start readies the backends, starts the background services, then serves
-// HTTP. It returns once the listener is bound; Addr tells where.
+// Start readies the backends, starts the background services, then serves HTTP; it returns once bound.
 func (a *App) Start(ctx context.Context) error {
 	deployment, err := a.prepare(ctx)
 	if err != nil {
@@ -71,8 +69,7 @@ func (a *App) Start(ctx context.Context) error {
 	return nil
 }
 
-// prepare does everything a claim or a worker relies on, and answers the
-// deployment's name.
+// prepare does everything a claim or a worker relies on, and answers the deployment's name.
 func (a *App) prepare(ctx context.Context) (string, error) {
 	if a.Config.Migrate {
 		applied, err := mysqlstore.Migrate(ctx, a.DB)
@@ -159,9 +156,8 @@ func (a *App) logListening(deployment string, maxConns int) {
 // Addr is where the server listens, once started.
 func (a *App) Addr() string { return a.addr.String() }
 
-// Shutdown stops accepting, lets in-flight requests finish, and lets the
-// workers drain the queue into the database, all within ctx's deadline.
-// Orders a channel still holds then are lost; a stream keeps them pending.
+// Shutdown stops accepting, lets in-flight requests finish and the workers drain the queue, all
+// within ctx's deadline. Orders a channel still holds then are lost; a stream keeps them pending.
 func (a *App) Shutdown(ctx context.Context) error {
 	var errs []error
 	if err := a.srv.Shutdown(ctx); err != nil {
@@ -223,9 +219,8 @@ const DeploymentKey = "deployment"
 // ErrForeignRedis: the Redis key prefix belongs to another database.
 var ErrForeignRedis = errors.New("the Redis key prefix belongs to another deployment")
 
-// BindDeployment writes the database's deployment id under <prefix>deployment
-// when Redis has none, and refuses another: two deployments sharing a prefix
-// would take each other's orders. The database never adopts Redis's id.
+// BindDeployment writes the database's deployment id under <prefix>deployment when Redis has none and
+// refuses another (shared prefixes take each other's orders); the database never adopts Redis's id.
 func BindDeployment(ctx context.Context, db bun.IDB, rdb redis.UniversalClient, c Config) (string, error) {
 	id, err := mysqlstore.DeploymentID(ctx, db)
 	if err != nil {
@@ -254,8 +249,7 @@ func BindDeployment(ctx context.Context, db bun.IDB, rdb redis.UniversalClient, 
 	return id, nil
 }
 
-// BuildReconcile wires the operator's reconcile tool; in stream mode the
-// gate's streams are the backlog (a channel's cannot be seen from outside).
+// BuildReconcile wires the operator's reconcile tool; in stream mode the gate's streams are the backlog.
 func BuildReconcile(c Config, log zerolog.Logger) (*application.ReconcileVoucher, func(), error) {
 	rdb, closeRedis, err := NewRedis(c, log)
 	if err != nil {
@@ -273,7 +267,6 @@ func BuildReconcile(c Config, log zerolog.Logger) (*application.ReconcileVoucher
 		cleanup()
 		return nil, nil, err
 	}
-	// The service's own provider: the very keys and options the service uses.
 	vouchers, orders := mysqlstore.NewVoucherRepo(db), mysqlstore.NewOrderRepo(db)
 	gate := provideGate(rdb, ClaimRedis{rdb}, c, vouchers, orders)
 	var backlog ports.QueueBacklog

@@ -16,8 +16,7 @@ import (
 )
 
 // NewRedis connects to the cluster or the one node configured, or starts the
-// embedded miniredis. Every multi-key command stays within one hash slot, so
-// a cluster changes the client, never the code path.
+// embedded miniredis; a cluster changes the client, never the code path.
 func NewRedis(c Config, log zerolog.Logger) (redis.UniversalClient, func(), error) {
 	routeRedisLogs(log)
 	connect := newRedisNode
@@ -31,10 +30,8 @@ func NewRedis(c Config, log zerolog.Logger) (redis.UniversalClient, func(), erro
 	return rdb, cleanup, err
 }
 
-// checkMinReplicas warns about every master whose min-replicas-to-write is
-// below SECKILL_REDIS_WAIT_REPLICAS: having lost its replicas, it would answer
-// every claim outcome_unknown rather than refuse it busy. A Redis that hides
-// CONFIG is not checked.
+// checkMinReplicas warns about every master whose min-replicas-to-write is below
+// SECKILL_REDIS_WAIT_REPLICAS (a Redis that hides CONFIG is not checked).
 func checkMinReplicas(c Config, rdb redis.UniversalClient, log zerolog.Logger) {
 	if c.RedisWaitReplicas <= 0 {
 		return
@@ -88,37 +85,31 @@ func newRedisNode(c Config, log zerolog.Logger) (redis.UniversalClient, func(), 
 	return rdb, cleanup, nil
 }
 
-// bounded applies Tuning.RedisTimeout to every wait of a client and makes it
-// honour its callers' deadlines. A refused dial is not retried: the node is
-// dead, which a cluster client must learn at once.
+// bounded applies Tuning.RedisTimeout to every wait of a client and makes it honour
+// its callers' deadlines. A refused dial is not retried: a cluster must learn at once.
 func bounded(c Config, dial, read, write, pool *time.Duration, honourCtx *bool, dialRetries *int) {
 	*dial, *read, *write, *pool = c.RedisTimeout, c.RedisTimeout, c.RedisTimeout, c.RedisTimeout
 	*honourCtx = true
 	*dialRetries = 1
 }
 
-// ClaimRedis is the client of the claim path's commands: go-redis's automatic
-// pipeliner (Tuning.RedisAutoPipeline), or the client itself when it is off.
+// ClaimRedis is the claim path's client: go-redis's automatic pipeliner, or the client itself when off.
 type ClaimRedis struct{ redis.UniversalClient }
 
-// NewClaimRedis builds the pipeliner's asynchronous face, so a claim submits
-// its script and index write together and waits for both within its budget.
+// NewClaimRedis builds the pipeliner's asynchronous face: a claim's script and index write go together.
 func NewClaimRedis(rdb redis.UniversalClient, c Config, log zerolog.Logger) (ClaimRedis, func(), error) {
 	if c.RedisAutoPipeline == AutoPipelineOff {
 		return ClaimRedis{rdb}, func() {}, nil
 	}
 	if c.Tracing.Enabled() {
-		// A pipelined command's span would belong to the batch, not to its
-		// request, and the hook would cost every wait a goroutine-id read.
+		// A pipelined command's span would belong to the batch, not to its request.
 		log.Info().Msg("tracing is on: the claim path does not auto-pipeline, so its Redis calls are traced per request")
 		return ClaimRedis{rdb}, func() {}, nil
 	}
 	opts := redis.DefaultAutoPipelineOptions()
 	opts.FullDuplex = c.RedisAutoPipeline == AutoPipelineFull
 	opts.MaxFlushDelay = c.RedisAutoPipelineDelay
-	// Full-duplex shards route by the first key, so a voucher's claims and
-	// releases stay in order.
-	opts.NumShards = c.RedisAutoPipelineShards
+	opts.NumShards = c.RedisAutoPipelineShards // full-duplex shards route by the first key: a voucher's claims stay in order
 	pipelined, ok := rdb.(interface {
 		AsyncAutoPipelineWithOptions(*redis.AutoPipelineOptions) (*redis.AutoPipeliner, error)
 	})
@@ -135,7 +126,7 @@ func NewClaimRedis(rdb redis.UniversalClient, c Config, log zerolog.Logger) (Cla
 	return ClaimRedis{ap}, func() { _ = ap.Close() }, nil
 }
 
-// newRedisCluster builds the cluster client; RedisPoolSize is per node.
+// newRedisCluster builds the cluster client and pings every master (a claim may land on any).
 func newRedisCluster(c Config, log zerolog.Logger) (redis.UniversalClient, func(), error) {
 	opt := &redis.ClusterOptions{
 		Addrs:                      c.RedisClusterAddrs,
@@ -147,7 +138,6 @@ func newRedisCluster(c Config, log zerolog.Logger) (redis.UniversalClient, func(
 	followFailovers(rdb)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	// Every master, not just one seed: a claim may land on any of them.
 	err := rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 		return m.Ping(ctx).Err()
 	})

@@ -3,20 +3,28 @@
 package infra
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caarlos0/env/v11"
 	"github.com/go-sql-driver/mysql"
+	"github.com/mattn/go-isatty"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
@@ -35,11 +43,9 @@ const (
 type Config struct {
 	PayWindow     time.Duration `env:"SECKILL_PAY_WINDOW" envDefault:"15m" help:"an order must be paid within this time of its claim, or it expires and its unit returns (0 = never)"`
 	PaymentSecret string        `env:"SECKILL_PAYMENT_SECRET" help:"the key of the HMAC-SHA256 in X-Seckill-Signature of POST /payments/notify (at least 16 bytes)"`
-	// Off, a cancelled order still counts toward the buyer's one order per
-	// voucher, so a few accounts cannot hold the stock by letting orders lapse.
+	// Off, a cancelled order still counts toward the buyer's one order, so lapsing orders cannot hold the stock.
 	ReclaimAfterCancel bool `env:"SECKILL_RECLAIM_AFTER_CANCEL" envDefault:"false" help:"true lets the buyer of a cancelled or expired order claim the voucher again (a new order)"`
-	// Empty: a random key kept in Redis (SET NX), which a Redis that loses its
-	// data replaces, voiding the tickets and passes out.
+	// Empty: a random key kept in Redis (SET NX); a Redis that loses it voids the tickets and passes out.
 	RoomSecret string `env:"SECKILL_ROOM_SECRET" help:"the key of the HMAC that signs waiting-room tickets and passes (at least 32 bytes)"`
 	JWT
 	Tuning
@@ -54,8 +60,7 @@ type Config struct {
 	MySQLDSN string `env:"SECKILL_MYSQL_DSN" help:"user:pass@tcp(host:port)/db?parseTime=true (times are kept in UTC)"`
 	DataDir  string `env:"SECKILL_DATA_DIR" envDefault:"./data" help:"where the embedded SQLite lives"`
 	Queue    string `env:"SECKILL_QUEUE" envDefault:"stream" help:"queue driver: stream or channel"`
-	// 500: a commit costs MariaDB about 480µs of CPU whatever its size, plus
-	// about 4.7µs per row (docs/BENCHMARKS.md, "Bigger batches, one writer").
+	// 500: a commit's fixed cost dwarfs its per-row cost (docs/BENCHMARKS.md).
 	BatchSize     int           `env:"SECKILL_BATCH_SIZE" envDefault:"500" help:"most orders per MySQL transaction (one writer makes the biggest batches)"`
 	Consumer      string        `env:"SECKILL_CONSUMER" help:"this instance's consumer name in the group (stable, unique per instance)"` // default: derived from the host name
 	StreamMinIdle time.Duration `env:"SECKILL_STREAM_MIN_IDLE" envDefault:"30s" help:"how long a dead consumer's entry waits before another instance claims it"`
@@ -71,8 +76,7 @@ type Config struct {
 	TrustedProxies          string        `env:"SECKILL_TRUSTED_PROXIES" help:"CIDRs (or addresses) of reverse proxies whose X-Forwarded-For / X-Real-IP name the client"`
 	LogLevel                string        `env:"SECKILL_LOG_LEVEL" envDefault:"info" help:"zerolog level (one line per HTTP request at debug)"`
 	LogFormat               string        `env:"SECKILL_LOG_FORMAT" envDefault:"json" help:"json or console"`
-	// Loopback by default: the figures are business data. "off" (or empty)
-	// disables it.
+	// Loopback by default: the figures are business data. "off" (or empty) disables it.
 	MetricsAddr string `env:"SECKILL_METRICS_ADDR" envDefault:"127.0.0.1:9090" help:"where /metrics is served, apart from the API"`
 	Tracing     TracingConfig
 }
@@ -80,18 +84,16 @@ type Config struct {
 // LoadConfig reads and validates the environment.
 func LoadConfig() (Config, error) { return LoadConfigFrom(env.ToMap(os.Environ())) }
 
-// LoadConfigFrom reads and validates vars instead of the environment. Every
-// bad variable is reported in one message, each as "VARIABLE: what is wrong".
+// LoadConfigFrom reads and validates vars instead of the environment; every bad
+// variable is reported in one error, each as "VARIABLE: what is wrong".
 func LoadConfigFrom(vars map[string]string) (Config, error) {
 	c := Config{Tuning: DefaultTuning()}
 	var p problems
 	if err := env.ParseWithOptions(&c, env.Options{Environment: vars}); err != nil {
 		p.parseErrors(err, vars)
 	}
-	if c.Consumer == "" {
-		c.Consumer = defaultConsumer()
-	}
-	c.RedisClusterAddrs = seedList(c.RedisClusterAddrs)
+	c.Consumer = cmp.Or(c.Consumer, defaultConsumer())
+	c.RedisClusterAddrs = nonBlank(c.RedisClusterAddrs) // empty (refused by check) when all were blank
 	c.check(&p)
 	if err := p.err(); err != nil {
 		return Config{}, err
@@ -133,8 +135,7 @@ func (p *problems) err() error {
 	return errors.New("invalid configuration:\n  " + strings.Join(p.list, "\n  "))
 }
 
-// parseErrors rewrites the env library's errors (Go field, strconv call) as
-// "VARIABLE: want <kind>, got <value>".
+// parseErrors rewrites the env library's errors as "VARIABLE: want <kind>, got <value>".
 func (p *problems) parseErrors(err error, vars map[string]string) {
 	var agg env.AggregateError
 	if !errors.As(err, &agg) {
@@ -189,27 +190,19 @@ func (c Config) Validate() error {
 	return p.err()
 }
 
-// seedList trims the cluster seeds and drops blank ones: nil when none was
-// given, empty (refused by check) when all were blank.
-func seedList(addrs []string) []string {
-	if addrs == nil {
-		return nil
+// nonBlank trims each item in place and drops the blank ones; nil stays nil.
+func nonBlank(items []string) []string {
+	for i := range items {
+		items[i] = strings.TrimSpace(items[i])
 	}
-	seeds := []string{}
-	for _, a := range addrs {
-		if a = strings.TrimSpace(a); a != "" {
-			seeds = append(seeds, a)
-		}
-	}
-	return seeds
+	return slices.DeleteFunc(items, func(s string) bool { return s == "" })
 }
 
 func within(name string, v, lo, hi int) rule {
 	return rule{name, v < lo || v > hi, fmt.Sprintf("must be within %d..%d, got %d", lo, hi, v)}
 }
 
-// minPaymentSecret: a shorter secret can be guessed offline from one signed
-// notification.
+// minPaymentSecret: a shorter secret can be guessed offline from one signed notification.
 const minPaymentSecret = 16
 
 // check hides the embedded parts' (Tuning, JWT) methods, so it calls each.
@@ -283,12 +276,10 @@ func (c Config) check(p *problems) {
 	c.JWT.check(p)
 }
 
-// DevEndpointsAck lets the dev token endpoint run on a real Redis
-// (SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS): a sentence, so nobody copies it by accident.
+// DevEndpointsAck lets the dev token endpoint run on a real Redis: a sentence nobody copies by accident.
 const DevEndpointsAck = "i-understand-anyone-can-log-in-as-anyone"
 
-// devEndpointsRefused says why the dev token endpoint may not run here, or "".
-// On a real Redis it mints logins the rest of hmdp trusts too.
+// devEndpointsRefused says why the dev token endpoint may not run here (a real Redis), or "".
 func (c Config) devEndpointsRefused() string {
 	if !c.RealRedis() || c.DevEndpointsOnRealRedis == DevEndpointsAck {
 		return ""
@@ -303,8 +294,7 @@ func (c Config) devEndpointsRefused() string {
 		"with SECKILL_DEV_ENDPOINTS_ON_REAL_REDIS=%s", which, which, DevEndpointsAck)
 }
 
-// defaultConsumer is stable across restarts, so a restarted instance re-reads
-// its own pending entries.
+// defaultConsumer is stable across restarts, so a restarted instance re-reads its own pending entries.
 func defaultConsumer() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
@@ -411,8 +401,7 @@ func (c Config) dbForLog() string {
 	return fmt.Sprintf("mysql://%s@%s(%s)/%s", cfg.User, cfg.Net, cfg.Addr, cfg.DBName)
 }
 
-// JWT: sessions from the shop's own identity provider, accepted as
-// `Authorization: Bearer <JWT>` beside hmdp's tokens.
+// JWT: sessions from the shop's own identity provider, accepted as `Authorization: Bearer <JWT>`.
 type JWT struct {
 	JWKSURL    string `env:"SECKILL_JWT_JWKS_URL" help:"the shop's identity provider's JWKS: Authorization: Bearer <JWT> is accepted beside hmdp's tokens"`
 	KeyFile    string `env:"SECKILL_JWT_KEY_FILE" help:"instead of a JWKS URL, a PEM file of the provider's public keys"`
@@ -438,14 +427,12 @@ func (j JWT) unchecked() []string {
 
 func (j JWT) on() bool { return j.JWKSURL != "" || j.KeyFile != "" }
 
+// algs is nil when none is named, which jwtsession reads as its default.
 func (j JWT) algs() []string {
-	var out []string
-	for _, a := range strings.Split(j.Algs, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			out = append(out, a)
-		}
+	if algs := nonBlank(strings.Split(j.Algs, ",")); len(algs) > 0 {
+		return algs
 	}
-	return out
+	return nil
 }
 
 func (j JWT) check(p *problems) {
@@ -462,4 +449,66 @@ func (j JWT) check(p *problems) {
 		rule{"SECKILL_JWT_ADMIN_ROLE", !j.on() && j.AdminRole != "", unread},
 		rule{"SECKILL_JWT_USER_CLAIM", j.on() && j.UserClaim == "", "must name the claim of the user id"},
 	)
+}
+
+var durationsOnce sync.Once
+
+// NewLogger builds the process logger from the config.
+func NewLogger(c Config, w io.Writer) zerolog.Logger {
+	// Durations as "20s", not bare numbers; a zerolog global, set once.
+	durationsOnce.Do(func() { zerolog.DurationFieldFormat = zerolog.DurationFormatString })
+	lvl, err := zerolog.ParseLevel(strings.ToLower(c.LogLevel))
+	if err != nil {
+		lvl = zerolog.InfoLevel
+	}
+	if c.LogFormat == "console" {
+		f, isFile := w.(*os.File)
+		colour := isFile && isatty.IsTerminal(f.Fd())
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly, NoColor: !colour}
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
+}
+
+// NewCLILogger is the operator commands' logger: console lines, warnings and errors unless at debug.
+func NewCLILogger(c Config, w io.Writer) zerolog.Logger {
+	c.LogFormat = "console"
+	if lvl, err := zerolog.ParseLevel(strings.ToLower(c.LogLevel)); err != nil || lvl > zerolog.DebugLevel {
+		c.LogLevel = "warn"
+	}
+	return NewLogger(c, w)
+}
+
+// go-redis prints pool and dial failures (the caller's error again): they go to zerolog at debug.
+var (
+	redisLogOnce sync.Once
+	redisLogTo   atomic.Pointer[zerolog.Logger]
+)
+
+type redisLogger struct{}
+
+func (redisLogger) Printf(_ context.Context, format string, v ...any) {
+	if l := redisLogTo.Load(); l != nil {
+		l.Debug().Str("component", "go-redis").Msg(fmt.Sprintf(format, v...))
+	}
+}
+
+// routeRedisLogs points go-redis's process-wide logger at log.
+func routeRedisLogs(log zerolog.Logger) {
+	redisLogTo.Store(&log)
+	redisLogOnce.Do(func() { redis.SetLogger(redisLogger{}) })
+}
+
+// DefaultGCPercent is the service's GOGC unless set: the live heap is small and a
+// claim's garbage dies young, so fewer collections cost little memory (docs/BENCHMARKS.md).
+const DefaultGCPercent = 400
+
+// TuneGC applies DefaultGCPercent unless GOGC is set, and returns the target in force (off: -1).
+func TuneGC() int {
+	if _, set := os.LookupEnv("GOGC"); set {
+		p := debug.SetGCPercent(100)
+		debug.SetGCPercent(p)
+		return p
+	}
+	debug.SetGCPercent(DefaultGCPercent)
+	return DefaultGCPercent
 }

@@ -9,8 +9,7 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// toolVariables are read by the project's tools (as are SECKILL_TEST_* and
-// SECKILL_BENCH_*), not by the service.
+// toolVariables are read by the project's tools (as are SECKILL_TEST_* and SECKILL_BENCH_*).
 var toolVariables = map[string]bool{
 	"SECKILL_SALE_SCREENSHOT": true, // make sale-screenshot
 	"SECKILL_BUCKETS_MEASURE": true, // the bucket scaling measurement test
@@ -45,8 +44,7 @@ var removedVariables = map[string]string{
 	"SECKILL_WORKERS":                   "Tuning.Workers",
 }
 
-// RemovedVariable is a set SECKILL_* variable that is no longer read, with
-// what took its place.
+// RemovedVariable is a set SECKILL_* variable that is no longer read, with what took its place.
 type RemovedVariable struct{ Name, Instead string }
 
 // RemovedVariables finds the removed SECKILL_* variables of environ.
@@ -62,8 +60,7 @@ func RemovedVariables(environ []string) []RemovedVariable {
 	return out
 }
 
-// UnknownVariable is a set SECKILL_* variable no setting reads, with the
-// known name it most likely misspells ("" when none is near).
+// UnknownVariable is a set SECKILL_* variable no setting reads, with the name it likely misspells (or "").
 type UnknownVariable struct{ Name, Closest string }
 
 // UnknownVariables finds the SECKILL_* variables of environ (KEY=value) the
@@ -119,8 +116,7 @@ func closest(name string, candidates []string) string {
 	return best
 }
 
-// editDistance is the optimal string alignment distance: a swap of adjacent
-// characters costs 1, as an insertion, deletion or substitution does.
+// editDistance is the optimal string alignment distance: an adjacent swap costs 1, as any other edit does.
 func editDistance(a, b string) int {
 	prev2 := make([]int, len(b)+1)
 	prev := make([]int, len(b)+1)
@@ -148,8 +144,7 @@ func editDistance(a, b string) int {
 // Variable is one setting as the environment names it.
 type Variable struct{ Name, Default, Help string }
 
-// ConfigVariables lists every variable with its default and help, read from
-// Config's tags (embedded structs included) so it cannot fall behind.
+// ConfigVariables lists every variable with its default and help, read from Config's tags.
 func ConfigVariables() []Variable {
 	return variablesOf(reflect.TypeOf(Config{}))
 }

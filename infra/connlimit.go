@@ -11,18 +11,15 @@ import (
 	"time"
 )
 
-// connCap holds a listener to at most max open connections, so idle
-// keep-alives cannot fill the file limit. A connection accepted at the cap
-// closes the one that has waited longest for a request: the cheapest to lose,
-// and what an attacker holds. When all are busy, Accept waits for one to finish.
+// connCap holds a listener to at most max open connections. A connection accepted at
+// the cap closes the one waiting longest for a request; when all are busy, Accept waits.
 type connCap struct {
 	net.Listener
 	slots   chan struct{} // a token per open connection
 	wake    chan struct{} // a connection began to wait for a request
 	done    chan struct{}
 	closing sync.Once
-	// The connections awaiting a request, longest first, linked through
-	// themselves: a container/list element per idle turn cost 2% of the CPU.
+	// The connections awaiting a request, longest first, linked through themselves (no allocation).
 	mu         sync.Mutex
 	head, tail *cappedConn
 	acceptors  atomic.Int32 // Accepts waiting: only then is wake sent
@@ -77,9 +74,7 @@ func (l *connCap) Accept() (net.Conn, error) {
 			return &cappedConn{Conn: c, cap: l}, nil
 		default:
 		}
-		// Wait for a slot, or for a connection to start waiting for a request.
-		// Counted before the look, so a connection that begins to wait after
-		// it wakes this Accept.
+		// Counted before the look, so a connection that begins to wait after it wakes this Accept.
 		l.acceptors.Add(1)
 		l.evictOldest()
 		select {
@@ -145,8 +140,7 @@ func (c *cappedConn) Close() error {
 	return err
 }
 
-// MaxHeaderBytes bounds a request's header (over it: 431). Go's 1 MiB let 800
-// unfinished headers grow the process to 3.4 GB; the hmdp page sends under 1 KiB.
+// MaxHeaderBytes bounds a request's header (over it: 431); Go's 1 MiB let unfinished headers grow the heap.
 const MaxHeaderBytes = 16 << 10
 
 // Bounds of the derived connection cap (SECKILL_HTTP_MAX_CONNS=0).
@@ -180,8 +174,7 @@ func (c Config) maxConns(files uint64) int {
 // metricsMaxConns caps the metrics listener; maxConns reserves its files.
 const metricsMaxConns = 32
 
-// newAPIServer serves h on l capped at max connections; every listener of the
-// process is built by it.
+// newAPIServer serves h on l capped at max connections; every listener of the process is built by it.
 func newAPIServer(h http.Handler, l net.Listener, max int) (*http.Server, net.Listener) {
 	capped := &connCap{Listener: l, slots: make(chan struct{}, max),
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
@@ -190,16 +183,14 @@ func newAPIServer(h http.Handler, l net.Listener, max int) (*http.Server, net.Li
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      10 * time.Second,
-		// An idle keep-alive holds a file; a reverse proxy's upstream
-		// keep-alive must be shorter still.
+		// An idle keep-alive holds a file; a reverse proxy's upstream keep-alive must be shorter still.
 		IdleTimeout:    30 * time.Second,
 		MaxHeaderBytes: MaxHeaderBytes,
 		ConnState:      capped.connState,
 	}, capped
 }
 
-// listenError names the variable that chose the address; a clash names both
-// listeners' variables, as a second instance clashes on both.
+// listenError names the variable that chose the address; a clash names both listeners' variables.
 func listenError(what, variable, addr string, err error) error {
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return fmt.Errorf("listen for %s on %s: the address is taken by another process: "+

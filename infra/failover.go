@@ -12,14 +12,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// clusterReloadBackstop bounds the slot map's age (go-redis: 60 s) for a
-// failover that no command of this instance noticed.
+// clusterReloadBackstop bounds the slot map's age for a failover no command of this instance noticed.
 const clusterReloadBackstop = 5 * time.Second
 
-// followFailovers makes the cluster client reload its slot map as soon as a
-// node fails. go-redis reloads it on MOVED or a timer, and a dead master never
-// answers MOVED: its slots' sales failed for a minute. go-redis coalesces the
-// reloads (at most one every 200 ms).
+// followFailovers makes the cluster client reload its slot map as soon as a node
+// fails: a dead master never answers MOVED. go-redis coalesces the reloads.
 func followFailovers(cc *redis.ClusterClient) {
 	h := &reloadOnNodeFailure{cc: cc}
 	cc.OnNewNode(func(node *redis.Client) { node.AddHook(h) })
@@ -57,9 +54,8 @@ func (h *reloadOnNodeFailure) check(err error) {
 	}
 }
 
-// nodeFailed: a network error, a missed deadline (the node may be stalled; a
-// reload costs one CLUSTER SLOTS), or a reply that says the cluster is
-// changing. A cancellation or an ordinary Redis error says nothing of the node.
+// nodeFailed: a network error, a missed deadline, or a reply that says the cluster
+// is changing. A cancellation or an ordinary Redis error says nothing of the node.
 func nodeFailed(err error) bool {
 	var rerr redis.Error // redis.Nil is one too
 	var nerr net.Error

@@ -4,8 +4,7 @@ package infra
 
 import "syscall"
 
-// RaiseFileLimit lifts the soft limit on open files (often 1,024) to the hard
-// one, and returns the limit in force.
+// RaiseFileLimit lifts the soft limit on open files to the hard one, and returns the limit in force.
 func RaiseFileLimit() (uint64, error) {
 	var l syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {

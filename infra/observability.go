@@ -35,13 +35,11 @@ import (
 // MetricsEnabled tells whether /metrics is served.
 func (c Config) MetricsEnabled() bool { return c.MetricsAddr != "" && c.MetricsAddr != "off" }
 
-// Observability is the metrics (nil when off) and their listener, and the
-// tracing (nil unless OTEL_* asks for it).
+// Observability is the metrics (nil when off) and their listener, and the tracing (nil unless OTEL_* asks).
 type Observability struct {
 	Metrics *metrics.Metrics
 	tracing *tracing
-	// What the graph takes from here, counted when metrics are on; a nil
-	// ClaimObserver costs the claim path nothing.
+	// What the graph takes from here, counted when metrics are on (a nil ClaimObserver costs nothing).
 	Orders        ports.OrderRepository
 	Lifecycle     ports.OrderLifecycle
 	ClaimObserver httpapi.ClaimObserver
@@ -70,8 +68,7 @@ func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, order
 		if c.RedisAutoPipeline == AutoPipelineOff || c.Tracing.Enabled() {
 			o.Metrics.InstrumentRedis(rdb)
 		} else {
-			// Any hook on the client makes go-redis's pipeliner read the
-			// goroutine id on every wait: 30% of a claim's CPU (docs/BENCHMARKS.md).
+			// Any hook on the client makes the pipeliner read the goroutine id on every wait (docs/BENCHMARKS.md).
 			log.Info().Msg("metrics: Redis command counters are off while the claim path auto-pipelines (Tuning.RedisAutoPipeline=off turns them on)")
 		}
 		o.Metrics.SoldOutAnswers(counter.Saved)
@@ -126,8 +123,7 @@ func (o *Observability) shutdown(ctx context.Context) error {
 	return errors.Join(err, o.tracing.shutdown(ctx))
 }
 
-// TracingConfig is the part of the OpenTelemetry environment the service
-// reads itself; the exporter and the SDK read the rest.
+// TracingConfig is the part of the OpenTelemetry environment the service reads itself.
 type TracingConfig struct {
 	SDKDisabled    bool   `env:"OTEL_SDK_DISABLED"`
 	Exporter       string `env:"OTEL_TRACES_EXPORTER"`
@@ -166,8 +162,7 @@ type tracing struct {
 	owned    *sdktrace.TracerProvider // made here, flushed at shutdown
 }
 
-// newTracing hooks Redis and the database into the provider. Spans carry no
-// arguments or query values: keys hold login tokens.
+// newTracing hooks Redis and the database into the provider; spans carry no values (keys hold login tokens).
 func newTracing(c TracingConfig, rdb redis.UniversalClient, db *bun.DB, log zerolog.Logger) (*tracing, error) {
 	if !c.Enabled() {
 		return nil, nil
@@ -199,8 +194,7 @@ func newTracing(c TracingConfig, rdb redis.UniversalClient, db *bun.DB, log zero
 	return t, nil
 }
 
-// wrap puts a server span named by its route pattern (a path holds ids)
-// around every request, continuing a caller's W3C trace context.
+// wrap puts a server span named by its route pattern around every request, continuing a caller's trace.
 func (t *tracing) wrap(h http.Handler) http.Handler {
 	if t == nil {
 		return h

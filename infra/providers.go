@@ -34,8 +34,7 @@ func provideIDs(rdb redis.UniversalClient, claims ClaimRedis, c Config) (*redisg
 	return ids, func() { _ = ids.Close() }
 }
 
-// provideSessionStore bounds each session lookup by a shared deadline, a
-// timer per slot, not per lookup.
+// provideSessionStore bounds each session lookup by a shared deadline (a timer per slot, not per lookup).
 func provideSessionStore(rdb redis.UniversalClient, claims ClaimRedis, c Config) *redissession.Store {
 	var bounds application.SharedDeadlines
 	return redissession.New(rdb, redissession.Options{TTL: c.TokenTTL, Lookups: claims.UniversalClient, Wait: c.RedisTimeout, Bound: bounds.Context})
@@ -98,8 +97,7 @@ func provideWorker(q ports.OrderQueue, f *application.FulfillOrders, log zerolog
 		worker.Options{BatchSize: c.BatchSize, MaxDeliveries: c.MaxDeliveries, Retried: o.workerRetried})
 }
 
-// provideHandler completes the router's dependencies with the settings, and
-// says at start what they leave open or closed.
+// provideHandler completes the router's dependencies with the settings, and logs what they leave open.
 func provideHandler(d httpapi.Deps, c Config, rdb redis.UniversalClient, log zerolog.Logger) http.Handler {
 	if d.Tokens != nil {
 		log.Warn().Msg("dev endpoint POST /dev/tokens is enabled: anyone can mint a login token")
@@ -126,8 +124,7 @@ func provideHandler(d httpapi.Deps, c Config, rdb redis.UniversalClient, log zer
 	return httpapi.NewRouter(d)
 }
 
-// splitRule is Tuning.BucketsAbove's rule, into Tuning.Buckets or else one
-// bucket per Redis Cluster master (a single Redis gains nothing from a split).
+// splitRule is Tuning.BucketsAbove's rule, into Tuning.Buckets or else one bucket per cluster master.
 func splitRule(rdb redis.UniversalClient, c Config, log zerolog.Logger) httpapi.SplitRule {
 	if c.BucketsAbove <= 0 {
 		return httpapi.SplitRule{}
@@ -149,8 +146,7 @@ func splitRule(rdb redis.UniversalClient, c Config, log zerolog.Logger) httpapi.
 	return httpapi.SplitRule{Above: c.BucketsAbove, Into: k}
 }
 
-// provideGate is the gate of every voucher; split vouchers need the stream
-// queue (each bucket appends to its own stream).
+// provideGate is the gate of every voucher; split vouchers need the stream queue.
 func provideGate(rdb redis.UniversalClient, claims ClaimRedis, c Config, vouchers *mysqlstore.VoucherRepo, orders *mysqlstore.OrderRepo) *redisgate.Gate {
 	return redisgate.New(rdb, redisgate.Options{Prefix: c.KeyPrefix, Retention: c.KeyRetention, Claims: claims.UniversalClient,
 		WaitReplicas: c.RedisWaitReplicas, WaitTimeout: c.RedisWaitTimeout, ReclaimAfterCancel: c.ReclaimAfterCancel,
@@ -169,8 +165,7 @@ func provideStockGate(gate *redisgate.Gate, marks *application.SoldOutMarks, roo
 	return application.NewRoomGate(marks.Gate(gate), rooms, dir)
 }
 
-// provideRestoreGate also applies the sales' controls again (an admin's
-// control whose gate write failed reaches the gate).
+// provideRestoreGate also applies the sales' controls again (a control whose gate write failed).
 func provideRestoreGate(vouchers ports.VoucherRepository, orders ports.OrderRepository, gate ports.StockGate,
 	probe ports.GateProbe, clock ports.Clock, controls ports.GateControls) *application.RestoreGate {
 	return application.NewRestoreGate(vouchers, orders, gate, probe, clock).WithControls(controls)
@@ -194,36 +189,11 @@ func providePayOrder(orders ports.OrderRepository, vouchers ports.VoucherReposit
 	return application.NewPayOrder(orders, vouchers, life, index, clock, c.PayWindow)
 }
 
-// expiryPass expires due orders and finishes interrupted returns, again at
-// once after a full batch. It runs with a window of 0 too: cancelled orders' units return.
-func expiryPass(expire *application.ExpireOrders, log zerolog.Logger) func(context.Context) {
-	return func(ctx context.Context) {
-		for ctx.Err() == nil {
-			pctx, cancel := context.WithTimeout(ctx, 10*expiryEvery)
-			res, err := expire.Handle(pctx)
-			cancel()
-			if res.Expired > 0 || res.Returned > 0 {
-				log.Info().Int("expired", res.Expired).Int("returned", res.Returned).Msg("unpaid orders expired; units back on sale")
-			}
-			if err != nil {
-				if ctx.Err() == nil {
-					log.Error().Err(err).Msg("order expiry pass failed; retrying at the next interval")
-				}
-				return
-			}
-			if !expire.Full(res) {
-				return
-			}
-		}
-	}
-}
-
 func provideRoomStore(rdb redis.UniversalClient, c Config) *redisroom.Rooms {
 	return redisroom.New(rdb, c.KeyPrefix)
 }
 
-// provideRoomSigner keys the rooms' tickets and passes with
-// SECKILL_ROOM_SECRET, or else with the key the deployment keeps in Redis.
+// provideRoomSigner keys the rooms' tickets and passes with SECKILL_ROOM_SECRET, or else a key kept in Redis.
 func provideRoomSigner(rdb redis.UniversalClient, c Config, log zerolog.Logger) (*application.RoomSigner, error) {
 	if c.RoomSecret != "" {
 		return application.NewRoomSigner([]byte(c.RoomSecret)), nil
@@ -242,8 +212,7 @@ func provideRoomSigner(rdb redis.UniversalClient, c Config, log zerolog.Logger) 
 	return application.NewRoomSigner(key), nil
 }
 
-// provideClaimSeckill is the claim with all its steps: the waiting room's
-// pass, the sold-out marks, the admission, and the counts of every answer.
+// provideClaimSeckill is the claim with all its steps: room pass, sold-out marks, admission, counts.
 func provideClaimSeckill(ids ports.OrderIDs, admission ports.Admission, rooms *application.WaitingRoom,
 	marks *application.SoldOutMarks, counter *metrics.ClaimCounter,
 ) *application.ClaimSeckill {
@@ -257,9 +226,8 @@ type queueDriver struct {
 	Monitor   ports.QueueMonitor
 }
 
-// provideQueue picks the queue driver. The channel's admission reserves
-// through the marked gate, so a rollback clears the mark at once; the stream's
-// claim script also XADDs the order.
+// provideQueue picks the queue driver. The channel's admission reserves through the marked gate,
+// so a rollback clears the mark at once; the stream's claim script also XADDs the order.
 func provideQueue(c Config, rdb redis.UniversalClient, gate *redisgate.Gate, stock ports.StockGate, o *Observability,
 	log zerolog.Logger,
 ) (queueDriver, func(), error) {
@@ -284,12 +252,10 @@ func provideQueue(c Config, rdb redis.UniversalClient, gate *redisgate.Gate, sto
 	return d, cleanup, nil
 }
 
-// provideStreamQueue first takes the consumer lease, refusing a second live
-// instance under the same (stable) SECKILL_CONSUMER: the two would share one
-// pending list. The cleanup releases it, so a graceful restart does not wait.
+// provideStreamQueue first takes the consumer lease, refusing a second live instance under the
+// same SECKILL_CONSUMER (one pending list). The cleanup releases it: a graceful restart does not wait.
 func provideStreamQueue(rdb redis.UniversalClient, c Config, log zerolog.Logger) (*redisstream.Queue, func(), error) {
-	// A killed instance's name stays taken this long, well before the others
-	// would take its entries over anyway.
+	// A killed instance's name stays taken this long, well before others would take its entries over.
 	ttl := min(max(c.StreamMinIdle/3, time.Second), 10*time.Second)
 	key := c.KeyPrefix + "consumer:" + c.Consumer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*ttl)

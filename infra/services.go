@@ -8,7 +8,6 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/hmdp-go/seckill/adapters/redissession"
 	"github.com/hmdp-go/seckill/application"
 )
 
@@ -17,15 +16,14 @@ import (
 type Service struct {
 	Name string
 	Run  func(ctx context.Context) error
-	// Drains marks the workers: shutdown waits (up to its deadline) for them
-	// to empty the closed queue before it cancels the rest.
+	// Drains marks the workers: shutdown waits (to its deadline) for them to empty the closed queue.
 	Drains bool
 }
 
 func (a *App) services() []Service {
 	var s []Service
 	if a.Sessions.Tracking() && a.Config.TokenWarm {
-		s = append(s, Service{Name: "session warm-up", Run: warmSessions(a.Sessions, a.Log)})
+		s = append(s, Service{Name: "session warm-up", Run: a.warmSessions})
 	}
 	for range a.Config.Workers {
 		s = append(s, Service{Name: "worker", Run: a.Worker.Run, Drains: true})
@@ -34,7 +32,7 @@ func (a *App) services() []Service {
 		s = append(s, Service{Name: "gate repair", Run: ticking(a.Config.RestoreInterval, a.repairPass)})
 	}
 	s = append(s,
-		Service{Name: "order expiry", Run: ticking(expiryEvery, expiryPass(a.Expire, a.Log))},
+		Service{Name: "order expiry", Run: ticking(expiryEvery, a.expiryPass)},
 		Service{Name: "claim sampler", Run: func(ctx context.Context) error { a.Claims.Run(ctx); return nil }},
 	)
 	return s
@@ -56,16 +54,14 @@ func ticking(every time.Duration, pass func(context.Context)) func(context.Conte
 	}
 }
 
-// background runs the draining Services and the rest under an errgroup each,
-// so shutdown can wait for the first before it stops the second.
+// background runs the draining Services and the rest under an errgroup each.
 type background struct {
 	cancel context.CancelFunc
 	drains errgroup.Group
 	loops  errgroup.Group
 }
 
-// startServices starts every service on a context that outlives ctx, ended
-// by drain's deadline or by stop.
+// startServices starts every service on a context that outlives ctx, ended by drain's deadline or stop.
 func startServices(ctx context.Context, log zerolog.Logger, services []Service) *background {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b := &background{cancel: cancel}
@@ -101,25 +97,43 @@ func (b *background) stop() {
 	_ = b.loops.Wait()
 }
 
-// warmSessions reads the sessions already in Redis into the cache; the
-// cache's Close stops the reading itself.
-func warmSessions(t *redissession.Sessions, log zerolog.Logger) func(context.Context) error {
-	return func(ctx context.Context) error {
-		began := time.Now()
-		t.Warm()
-		select {
-		case <-ctx.Done():
-		case <-t.WarmedUp():
-			p := t.WarmProgress()
-			log.Info().Int64("sessions", p.Cached).Int64("read", p.Read).Int64("scans", p.Scans).
-				Dur("took", time.Since(began)).Msg("session cache warmed")
+// warmSessions reads the sessions already in Redis into the cache; the cache's Close stops it.
+func (a *App) warmSessions(ctx context.Context) error {
+	began := time.Now()
+	a.Sessions.Warm()
+	select {
+	case <-ctx.Done():
+	case <-a.Sessions.WarmedUp():
+		p := a.Sessions.WarmProgress()
+		a.Log.Info().Int64("sessions", p.Cached).Int64("read", p.Read).Int64("scans", p.Scans).
+			Dur("took", time.Since(began)).Msg("session cache warmed")
+	}
+	return nil
+}
+
+// expiryPass expires due orders and finishes interrupted returns, again at
+// once after a full batch. It runs with a window of 0 too: cancelled orders' units return.
+func (a *App) expiryPass(ctx context.Context) {
+	for ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, 10*expiryEvery)
+		res, err := a.Expire.Handle(pctx)
+		cancel()
+		if res.Expired > 0 || res.Returned > 0 {
+			a.Log.Info().Int("expired", res.Expired).Int("returned", res.Returned).Msg("unpaid orders expired; units back on sale")
 		}
-		return nil
+		if err != nil {
+			if ctx.Err() == nil {
+				a.Log.Error().Err(err).Msg("order expiry pass failed; retrying at the next interval")
+			}
+			return
+		}
+		if !a.Expire.Full(res) {
+			return
+		}
 	}
 }
 
-// repairPass restores the gate of any live voucher that Redis lost, so the
-// instance heals without a restart.
+// repairPass restores the gate of any live voucher that Redis lost, so the instance heals without a restart.
 func (a *App) repairPass(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, a.Config.RestoreInterval)
 	defer cancel()

@@ -8,63 +8,40 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// Tuning holds the knobs no operator sets, with the reason for each default;
-// the bench and the tests change them in Go. Validate names a bad one by its
-// field (Tuning.Workers).
+// Tuning holds the knobs no operator sets (the bench and tests set them in Go); Validate names them by field.
 type Tuning struct {
-	// RedisPoolSize: 128 holds a 20,000-user bench run without a wait worth seeing.
-	RedisPoolSize int
-	// RedisTimeout bounds every single wait on Redis (dial, read, write, pool):
-	// short, so a dead node is given up on (and a cluster's slot map reloaded)
-	// in about this long, not in go-redis's 5 s.
+	RedisPoolSize int // per node; 128 holds a 20,000-user bench run
+	// RedisTimeout bounds every wait on Redis (dial, read, write, pool): short, so a dead node is given up on quickly.
 	RedisTimeout time.Duration
-	// RedisAutoPipeline is how the claim path's commands reach Redis: "half"
-	// batches concurrent claims' commands per round trip, "full" streams them
-	// on one held connection per node, "off" sends each claim's own
-	// (docs/BENCHMARKS.md).
-	RedisAutoPipeline string
-	// RedisAutoPipelineDelay is the pipeliner's MaxFlushDelay (0 = flush at once).
-	RedisAutoPipelineDelay time.Duration
-	// RedisAutoPipelineShards is the pipeliner's NumShards (0 = go-redis's
-	// default); with "full" on one node, that many held connections, routed by key.
-	RedisAutoPipelineShards int
-	QueueCapacity           int // a full channel queue answers busy
-	// BatchLinger: how long a batch waits to fill. One worker lingering 20ms
-	// makes the biggest batches; a second only splits a voucher's orders into
-	// smaller batches that queue on its stock row lock (docs/BENCHMARKS.md).
+	// RedisAutoPipeline is how the claim path's commands reach Redis: "half" batches concurrent claims' commands
+	// per round trip, "full" streams them on one held connection per node, "off" sends each claim's own.
+	RedisAutoPipeline       string
+	RedisAutoPipelineDelay  time.Duration // the pipeliner's MaxFlushDelay (0 = flush at once)
+	RedisAutoPipelineShards int           // the pipeliner's NumShards (0 = go-redis's default)
+	QueueCapacity           int           // a full channel queue answers busy
+	// BatchLinger: how long a batch waits to fill; one lingering worker makes the biggest batches.
 	BatchLinger time.Duration
 	Workers     int
 	StreamGroup string
-	// StreamBlock is one XREADGROUP's wait: short, so shutdown is honoured
-	// within about this (zero would block forever).
-	StreamBlock time.Duration
-	// MaxDeliveries before an entry is dead-lettered (0 = no limit); a restart
-	// re-delivers what was in flight, so 1 or 2 would dead-letter sound orders.
+	StreamBlock time.Duration // one XREADGROUP's wait: short, so shutdown is honoured (0 would block forever)
+	// MaxDeliveries before an entry is dead-lettered (0 = no limit); a restart re-delivers what was in flight.
 	MaxDeliveries int
-	// SoldOutWindow: how long this instance answers sold out itself after
-	// Redis did, the staleness a returned unit may meet.
-	SoldOutWindow time.Duration
-	IDBlock       int // order ids leased per Redis round trip
-	// RestoreInterval: how often a live instance rebuilds from the database
-	// the gates Redis lost (0 = at start only).
-	RestoreInterval time.Duration
-	// BucketsAbove: a voucher created with more stock and no "buckets" is split
-	// into Buckets buckets (0 = off; docs/SCALING-buckets.md). Buckets 0 means
-	// the number of Redis Cluster masters at start.
+	// SoldOutWindow: how long this instance answers sold out itself after Redis did.
+	SoldOutWindow   time.Duration
+	IDBlock         int           // order ids leased per Redis round trip
+	RestoreInterval time.Duration // how often the gates Redis lost are rebuilt from the database (0 = at start only)
+	// BucketsAbove: a voucher created with more stock and no "buckets" is split into Buckets buckets (0 = off);
+	// Buckets 0 means the number of Redis Cluster masters at start.
 	BucketsAbove int
 	Buckets      int
-	// TokenCacheTTL: 0 = no session cache; on a Redis without CLIENT
-	// TRACKING, how long a cached entry lives.
+	// TokenCacheTTL: 0 = no session cache; on a Redis without CLIENT TRACKING, how long a cached entry lives.
 	TokenCacheTTL  time.Duration
 	TokenCacheSize int           // a 120,000-user bench round held 100,000
 	TokenTTL       time.Duration // a session's life, slid on use
-	// TokenWarm reads the sessions already in Redis into the cache at start
-	// (when Redis tracks), so earlier logins cost no lookup.
-	TokenWarm    bool
-	KeyRetention time.Duration // gate keys expire this long after their sale ends
-	// RateWindow is whole seconds: it is also the Retry-After told.
-	RateWindow time.Duration
-	Migrate    bool // serve --no-migrate turns it off
+	TokenWarm      bool          // read the sessions already in Redis into the cache at start (when Redis tracks)
+	KeyRetention   time.Duration // gate keys expire this long after their sale ends
+	RateWindow     time.Duration // whole seconds: it is also the Retry-After told
+	Migrate        bool          // serve --no-migrate turns it off
 }
 
 // DefaultTuning is the tuning of every deployment.
@@ -110,8 +87,7 @@ func (t Tuning) check(p *problems, cluster bool) {
 		rule{"Tuning.RedisAutoPipelineDelay", t.RedisAutoPipelineDelay < 0 || t.RedisAutoPipelineDelay > 10*time.Millisecond,
 			fmt.Sprintf("must be within 0..10ms, got %s", t.RedisAutoPipelineDelay)},
 		within("Tuning.RedisAutoPipelineShards", t.RedisAutoPipelineShards, 0, 64),
-		// Half-duplex shards flush in parallel, unordered: a release could
-		// overtake the claim it undoes.
+		// Half-duplex shards flush in parallel, unordered: a release could overtake the claim it undoes.
 		rule{"Tuning.RedisAutoPipelineShards", t.RedisAutoPipelineShards > 1 && t.RedisAutoPipeline != AutoPipelineFull && !cluster,
 			fmt.Sprintf("more than 1 needs RedisAutoPipeline=full on one node (half-duplex shards lose the order of a claim and its release), got %d", t.RedisAutoPipelineShards)},
 		rule{"Tuning.QueueCapacity", t.QueueCapacity < 1, "must be at least 1"},

@@ -1,5 +1,4 @@
-// Command seckill is the flash-sale service's one binary: serve, migrate,
-// token and reconcile (see usage).
+// Command seckill is the flash-sale service's one binary: serve, migrate, token and reconcile.
 package main
 
 import (
@@ -82,8 +81,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 }
 
-// newFlags is a command's flag set; its help spells flags with two dashes, as
-// README does.
+// newFlags is a command's flag set; its help spells flags with two dashes, as README does.
 func newFlags(name, usage string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -94,8 +92,7 @@ func newFlags(name, usage string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags refuses any argument that is not a flag (`token --user 1 5`),
-// which would otherwise be dropped in silence.
+// parseFlags refuses any argument that is not a flag (`token --user 1 5`), else dropped in silence.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err

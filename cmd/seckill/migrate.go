@@ -55,36 +55,31 @@ flags:
 		return err
 	}
 	defer cleanup()
-	switch action {
-	case "up":
-		applied, err := mysqlstore.Migrate(ctx, db)
-		if err != nil {
-			return err
-		}
-		if len(applied) == 0 {
-			fmt.Fprintln(stdout, "database is up to date")
-			return nil
-		}
-		fmt.Fprintln(stdout, "applied:", strings.Join(applied, ", "))
-	case "down":
-		rolled, err := mysqlstore.Rollback(ctx, db, *force)
-		if lost := (*mysqlstore.DataLossError)(nil); errors.As(err, &lost) {
-			return fmt.Errorf("%w; back up the database first, then run seckill migrate down --force to drop them", err)
-		}
-		if err != nil {
-			return err
-		}
-		if len(rolled) == 0 {
-			fmt.Fprintln(stdout, "nothing to roll back")
-			return nil
-		}
-		fmt.Fprintln(stdout, "rolled back:", strings.Join(rolled, ", "))
-	case "status":
+	if action == "status" {
 		st, err := mysqlstore.Status(ctx, db)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, st)
+		return nil
 	}
+	names, none, done := []string(nil), "database is up to date", "applied:"
+	if action == "up" {
+		names, err = mysqlstore.Migrate(ctx, db)
+	} else {
+		none, done = "nothing to roll back", "rolled back:"
+		names, err = mysqlstore.Rollback(ctx, db, *force)
+		if lost := (*mysqlstore.DataLossError)(nil); errors.As(err, &lost) {
+			return fmt.Errorf("%w; back up the database first, then run seckill migrate down --force to drop them", err)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		fmt.Fprintln(stdout, none)
+		return nil
+	}
+	fmt.Fprintln(stdout, done, strings.Join(names, ", "))
 	return nil
 }

@@ -9,8 +9,7 @@ import (
 	"os"
 )
 
-// startProfiler serves net/http/pprof on $PPROF_ADDR (default 127.0.0.1:6060)
-// in a binary built with `-tags pprof` only (make build-pprof).
+// startProfiler serves net/http/pprof on $PPROF_ADDR (default 127.0.0.1:6060) in a `-tags pprof` build.
 func startProfiler(stderr io.Writer) {
 	addr := os.Getenv("PPROF_ADDR")
 	if addr == "" {

@@ -127,8 +127,7 @@ const cannotSee = "not visible to any check: a claim answered success whose orde
 	"(its mark and, in stream mode, its queue entry) leaves no trace in either; it cannot be recovered, only prevented " +
 	"(SECKILL_REDIS_WAIT_REPLICAS, or AOF with appendfsync always)"
 
-// differences names every reason a report is not consistent, so a DIFFERENT
-// verdict never stands unexplained.
+// differences names every reason a report is not consistent: a DIFFERENT verdict never stands unexplained.
 func differences(r application.Report) []string {
 	var out []string
 	lost := false

@@ -14,25 +14,20 @@ var (
 	commit  string
 )
 
-// printVersion prints the version, the commit ("+dirty" for uncommitted
-// changes) and the Go that compiled it (the standard library's fixes).
+// printVersion prints the version, the commit ("+dirty" for uncommitted changes) and the Go that built it.
 func printVersion(w io.Writer) {
 	v, c := version, commit
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if v == "" && bi.Main.Version != "(devel)" {
 			v = bi.Main.Version
 		}
-		if c == "" {
-			dirty := false
-			for _, s := range bi.Settings {
-				switch s.Key {
-				case "vcs.revision":
-					c = s.Value
-				case "vcs.modified":
-					dirty = s.Value == "true"
-				}
-			}
-			if c != "" && dirty {
+		vcs := map[string]string{}
+		for _, s := range bi.Settings {
+			vcs[s.Key] = s.Value
+		}
+		if c == "" && vcs["vcs.revision"] != "" {
+			c = vcs["vcs.revision"]
+			if vcs["vcs.modified"] == "true" {
 				c += "+dirty"
 			}
 		}
