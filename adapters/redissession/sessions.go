@@ -19,18 +19,11 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// Sessions resolves login tokens through the session cache. On a Redis that
-// tracks (6+, single or cluster) a token is answered from memory and Redis
-// reports every write to a session key, so a revoked token stops resolving on
-// every instance at once; on one that cannot (miniredis) an entry lives at most
-// CacheOptions.UntrackedTTL; with NoCache every request asks Redis.
-//
-// One subscriber per master tracks the prefix in broadcast mode and listens on
-// __redis__:invalidate (RESP2). While it is down, its slots just moved, or the
-// masters cannot be listed, its slots are not served from memory, and what was
-// cached of them before is never served again. Reports also fill the cache
-// (prefetchLoop), Warm reads what Redis held before the start, and a read never
-// caches what a report overtook (guard).
+// Sessions resolves login tokens through the session cache. On a tracking Redis
+// (6+) a token is answered from memory and a revoked one stops resolving on every
+// instance at once: a master's slots whose reports may have been missed are not
+// served, nor is what was cached of them before. Without tracking an entry lives
+// at most CacheOptions.UntrackedTTL; with NoCache every request asks Redis.
 type Sessions struct {
 	store     *Store
 	cache     *tokencache.Cache[domain.UserID] // nil: NoCache
@@ -283,11 +276,9 @@ func (t *Sessions) Close() error {
 	return nil
 }
 
-// guard keeps a read of a session from caching what it read if a report of its
-// key arrived since it began: reports mark and evict, reads check and add, under mu.
-// A key's mark is a hashed word: n (reports there), the last reported key's tag and
-// n when that key's run began (a login reports twice). A read caches if the reports
-// in its word since it began are all of one other key; nothing is recorded per read.
+// guard keeps a read from caching what a report of its key overtook. A key's mark is
+// a hashed word: n (reports there), the last reported key's tag and n when that key's
+// run began (a login reports twice); a read caches if its word's reports since are all another key's.
 type guard struct {
 	mu    sync.Mutex
 	words [guardWords]atomic.Uint64 // n<<48 | run's start<<32 | tag, written under mu
