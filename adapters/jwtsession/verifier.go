@@ -1,8 +1,6 @@
-// Package jwtsession verifies the JWTs of a shop's own identity provider
-// against its keys (a JWKS fetched from a URL and refreshed, or public keys in
-// a PEM file) and resolves each to its user and admin role. A signature check
-// costs tens of µs, a large share of a claim's CPU, so a verified token is
-// kept in memory until it expires.
+// Package jwtsession verifies the JWTs of a shop's identity provider against its
+// keys (a refreshed JWKS, or a PEM file) and resolves each to its user and admin
+// role. A verified token is kept in memory until it expires.
 package jwtsession
 
 import (
@@ -34,20 +32,14 @@ const Leeway = 30 * time.Second
 const (
 	// refreshEvery: a key the provider withdrew stops verifying within it.
 	refreshEvery = 15 * time.Minute
-	// unknownKIDEvery spaces the fetches a token naming an unknown key (a
-	// rotation) may cause; other such tokens are refused at once, so a flood
-	// of made-up kids neither waits nor reaches the provider.
+	// unknownKIDEvery spaces the fetches an unknown kid may cause; other such tokens are refused at once.
 	unknownKIDEvery = 30 * time.Second
 	maxTokenLen     = 8 << 10         // refused unread: no provider issues more
 	fetchBudget     = 2 * time.Second // bounds a JWKS fetch, a request's for an unknown kid included
 )
 
-// asymmetric are the algorithms a key set may be trusted with: HMAC would
-// verify with a public key's bytes as its secret, and none verifies nothing.
-var asymmetric = map[string]bool{
-	"RS256": true, "RS384": true, "RS512": true, "PS256": true, "PS384": true, "PS512": true,
-	"ES256": true, "ES384": true, "ES512": true, "EdDSA": true,
-}
+// asymmetric are the algorithms a key set may be trusted with: HMAC would take a public key as its secret.
+var asymmetric = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 
 // CheckAlgs refuses an empty list and any algorithm that is not asymmetric.
 func CheckAlgs(algs []string) error {
@@ -55,32 +47,29 @@ func CheckAlgs(algs []string) error {
 		return errors.New("no algorithm allowed")
 	}
 	for _, a := range algs {
-		if !asymmetric[a] {
+		if !slices.Contains(asymmetric, a) {
 			return fmt.Errorf("algorithm %q is not allowed: only RS*, PS*, ES* and EdDSA are, never none or HMAC", a)
 		}
 	}
 	return nil
 }
 
-// Options configure a Verifier. Exactly one of JWKSURL and KeyFile names the
-// keys. Issuer and Audience are checked when set; without an audience, a token
-// issued for any other of the provider's applications passes too (infra warns).
+// Options configure a Verifier: exactly one of JWKSURL and KeyFile names the keys;
+// Issuer and Audience are checked when set.
 type Options struct {
 	JWKSURL string
 	// KeyFile holds PEM "PUBLIC KEY" blocks; every key is tried, whatever the kid.
 	KeyFile, Issuer, Audience string
 	Algs                      []string // accepted (CheckAlgs); nil means RS256 and ES256
 	UserClaim                 string   // the claim holding the numeric user id ("": sub)
-	// AdminRole, when set, makes an admin of the holder of a token whose
-	// RolesClaim ("": roles; a list of strings, or one string) holds it.
+	// AdminRole, when set, makes an admin of a token whose RolesClaim ("": roles) holds it.
 	AdminRole, RolesClaim string
 	CacheSize             int
 	Clock                 ports.Clock // what tokens are checked against; nil: the wall clock
 	Log                   zerolog.Logger
 }
 
-// Verifier is a ports.BearerSessions. Make one per process; Close stops the
-// key set's refresh.
+// Verifier is a ports.BearerSessions. Make one per process; Close stops the key set's refresh.
 type Verifier struct {
 	keys                             func(context.Context) jwt.Keyfunc
 	parser                           *jwt.Parser
@@ -97,8 +86,8 @@ type session struct {
 
 var _ ports.BearerSessions = (*Verifier)(nil)
 
-// New checks the options and loads the keys. A JWKS that does not answer at
-// start is logged, not an error: tokens are refused until a fetch succeeds.
+// New checks the options and loads the keys. A JWKS that does not answer at start
+// is logged, not an error: tokens are refused until a fetch succeeds.
 func New(o Options) (*Verifier, error) {
 	if o.Algs == nil {
 		o.Algs = []string{"RS256", "ES256"}
@@ -186,8 +175,8 @@ func readKeyFile(path string) ([]jwt.VerificationKey, error) {
 
 func (v *Verifier) Close() { v.stop() }
 
-// Session answers a token verified before from memory until its exp;
-// otherwise it checks the signature, algorithm, issuer, audience, exp and nbf.
+// Session answers a token verified before from memory until its exp; otherwise it
+// checks the signature, algorithm, issuer, audience, exp and nbf.
 func (v *Verifier) Session(ctx context.Context, token string) (domain.UserID, bool, error) {
 	if token == "" || len(token) > maxTokenLen {
 		return 0, false, ports.ErrUnknownToken
@@ -211,8 +200,7 @@ func (v *Verifier) Session(ctx context.Context, token string) (domain.UserID, bo
 	return s.user, s.admin, nil
 }
 
-// userID reads a positive user id from a string ("42", as sub always is) or
-// a JSON number.
+// userID reads a positive user id from a string or a JSON number.
 func userID(claim any) (domain.UserID, error) {
 	var s string
 	switch c := claim.(type) {

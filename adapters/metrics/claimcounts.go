@@ -16,8 +16,7 @@ const (
 	OutcomeBusy    = "busy" // not admitted: nothing changed, try again
 )
 
-// MaxCountedVouchers bounds the vouchers counted separately, a second fence:
-// a not_found answer never creates an entry.
+// MaxCountedVouchers bounds the vouchers counted separately (a not_found answer never creates an entry).
 const MaxCountedVouchers = 4096
 
 var (
@@ -34,24 +33,18 @@ func indexOf(list []string) map[string]int {
 	return m
 }
 
-// ClaimCounter counts, in process, how claims are answered per voucher and
-// outcome (for the live sale page) and how many were answered from the
-// sold-out mark (for the metrics). As the claim's application.ClaimRecorder
-// it costs the claim path an atomic add or two, no lock once a voucher is
-// known. Use NewClaimCounter.
+// ClaimCounter counts in process the claims' answers per voucher and outcome
+// (the live sale page) and those answered from the sold-out mark (the metrics).
+// As the claim's application.ClaimRecorder it costs an atomic add or two, no lock once a voucher is known.
 type ClaimCounter struct {
 	mu       sync.Mutex // guards adding entries; reads go through the sync.Map
 	vouchers sync.Map   // domain.VoucherID -> stripes, a counter per outcome
 	n        int
 	saved    stripes // one counter
 
-	// The sampled past, written once a second by Sample; the claim path never
-	// takes histMu.
-	histMu sync.Mutex
+	histMu sync.Mutex // the sampled past, written by Sample; the claim path never takes it
 	hist   map[domain.VoucherID]*history
-	// quiet holds the total of each voucher whose ring was dropped: it gets a
-	// new one only once it counts a claim again.
-	quiet map[domain.VoucherID]int64
+	quiet  map[domain.VoucherID]int64 // the total of each voucher whose ring was dropped until it counts again
 }
 
 func NewClaimCounter() *ClaimCounter {
@@ -73,8 +66,7 @@ func (c *ClaimCounter) Claims(id domain.VoucherID) map[string]int64 {
 	return out
 }
 
-// addAt counts one answer of outcome i; a voucher not yet counted gets an
-// entry unless it does not exist.
+// addAt counts one answer of outcome i; a new voucher gets an entry unless it does not exist.
 func (c *ClaimCounter) addAt(id domain.VoucherID, i int, notFound bool) {
 	v, ok := c.vouchers.Load(id)
 	if !ok {
@@ -96,8 +88,7 @@ func (c *ClaimCounter) addAt(id domain.VoucherID, i int, notFound bool) {
 	v.(stripes).add(i, 1)
 }
 
-// ClaimAnswered counts one claim's answer; one given from the sold-out mark
-// also counts as saved.
+// ClaimAnswered counts one claim's answer; one given from the sold-out mark also counts as saved.
 func (c *ClaimCounter) ClaimAnswered(id domain.VoucherID, answer error, fromMark bool) {
 	if fromMark {
 		c.saved.add(0, 1)
@@ -108,8 +99,7 @@ func (c *ClaimCounter) ClaimAnswered(id domain.VoucherID, answer error, fromMark
 	c.addAt(id, outcomeIndex[outcome], outcome == domain.ErrVoucherNotFound.Code())
 }
 
-// Saved counts the claims answered from the sold-out mark, each a gate round
-// trip not made.
+// Saved counts the claims answered from the sold-out mark, each a gate round trip not made.
 func (c *ClaimCounter) Saved() int64 { return c.saved.load(0) }
 
 func outcomeOf(err error) string {
@@ -129,16 +119,13 @@ func outcomeOf(err error) string {
 }
 
 const (
-	// HistoryLen is how many readings (one a second) a voucher's history
-	// keeps: a minute of rates, so a page opened mid-sale draws it at once.
+	// HistoryLen is how many readings (one a second) a voucher's history keeps: a minute of rates.
 	HistoryLen = 61
-	// MaxHistories bounds the vouchers with a history (each ~5 KiB); one past
-	// the bound still has its counts.
+	// MaxHistories bounds the vouchers with a history; one past the bound still has its counts.
 	MaxHistories = 64
 )
 
-// history is a ring of one voucher's readings; idle counts the readings in a
-// row that found nothing new: a ring flat for its whole window is dropped.
+// history is a ring of one voucher's readings; one flat for its whole window (idle) is dropped.
 type history struct {
 	at            [HistoryLen]time.Time
 	counts        [HistoryLen][]int64
@@ -183,8 +170,8 @@ func (c *ClaimCounter) Sample(now time.Time) {
 	})
 }
 
-// History returns the voucher's readings, oldest first; none when it has
-// not counted a claim within the last minute (or is past MaxHistories).
+// History returns the voucher's readings, oldest first; none when it has not
+// counted a claim within the last minute (or is past MaxHistories).
 func (c *ClaimCounter) History(id domain.VoucherID) ports.ClaimHistory {
 	c.histMu.Lock()
 	defer c.histMu.Unlock()

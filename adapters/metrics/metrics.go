@@ -1,9 +1,7 @@
-// Package metrics exposes the service's Prometheus metrics on a registry of
-// its own: an observer of the claim route's answers, a go-redis hook that
-// counts round trips, decorators of the order repository and queue, a worker
-// retry hook, and a collector that reads each live sale's stream on scrape.
-// Labels are bounded: outcomes, reasons and stages are closed sets, and the
-// only per-voucher series are those of sales still live.
+// Package metrics exposes the service's Prometheus metrics on a registry of its
+// own: the claim observer, a go-redis round-trip hook, decorators of the order
+// ports, a worker retry hook and a per-sale stream collector. Labels are closed
+// sets; the only per-voucher series are those of sales still live.
 package metrics
 
 import (
@@ -28,13 +26,11 @@ import (
 
 const namespace = "seckill"
 
-// OutcomeError is the outcome of every answer whose code is not a known one:
-// a closed label set whatever codes the edge grows.
+// OutcomeError is the outcome of every answer whose code is not a known one.
 const OutcomeError = "error"
 
 // Outcomes lists the claim outcomes counted under their own label: success,
-// every business refusal (from the domain), and the edge's answers
-// (outcome_unknown apart from error: the claim may well have been taken).
+// every domain refusal, and the edge's answers.
 func Outcomes() []string {
 	return outcomesWith(OutcomeBusy, "outcome_unknown", "rate_limited", "unauthorized", "bad_request", OutcomeError)
 }
@@ -50,8 +46,7 @@ func outcomesWith(others ...string) []string {
 // A claim answers in about a millisecond, a slow one in tens.
 var claimBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
 
-// Metrics is the service's registry and the instruments the adapters feed.
-// Its methods are safe for concurrent use.
+// Metrics is the service's registry and the instruments the adapters feed; safe for concurrent use.
 type Metrics struct {
 	reg          *prometheus.Registry
 	instrumented atomic.Bool // InstrumentRedis hooked a client: claims count their round trips
@@ -63,16 +58,14 @@ type Metrics struct {
 	deadLetters, ordersWritten, retries, backoff, payments *prometheus.CounterVec
 }
 
-// New registers the Go runtime and process collectors and the service's own
-// instruments on a new registry (never the global one).
+// New registers the runtime, process and service instruments on a new registry (never the global one).
 func New() *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	f := factory{reg}
 	return &Metrics{
 		reg: reg,
-		// Every outcome is there from the start, at 0, so rate() and absent()
-		// behave before the first sale.
+		// Every outcome is there from the start, at 0, so rate() and absent() behave before the first sale.
 		claims: register(reg, newOutcomeCounters("claims_total",
 			"Claim requests by the outcome answered.", Outcomes())),
 		claimSeconds: register(reg, newStripedHistogram("claim_duration_seconds",
@@ -124,9 +117,7 @@ func (m *Metrics) Handler() http.Handler {
 	})
 }
 
-// claimCtx is a claim's context and its Redis round trips. Being the context
-// itself (not a value in one) costs one allocation per claim, and the request
-// a copy: paid only when a Redis hook counts (InstrumentRedis).
+// claimCtx is a claim's context counting its Redis round trips; made only when a Redis hook counts.
 type claimCtx struct {
 	context.Context
 	roundTrips atomic.Int32
@@ -146,9 +137,8 @@ func claimFrom(ctx context.Context) *claimCtx {
 	return c
 }
 
-// ClaimStarted and ClaimAnswered make Metrics the router's claim observer
-// (httpapi.ClaimObserver). ClaimStarted starts counting a claim's Redis round
-// trips when a Redis hook is there to count them.
+// ClaimStarted and ClaimAnswered make Metrics the router's httpapi.ClaimObserver;
+// ClaimStarted counts the claim's Redis round trips when a Redis hook is there.
 func (m *Metrics) ClaimStarted(ctx context.Context) context.Context {
 	if !m.instrumented.Load() {
 		return ctx
@@ -156,8 +146,7 @@ func (m *Metrics) ClaimStarted(ctx context.Context) context.Context {
 	return &claimCtx{Context: ctx}
 }
 
-// ClaimAnswered counts the claim under its outcome (unknown codes count as
-// OutcomeError) and observes its latency and, when counted, round trips.
+// ClaimAnswered counts the claim's outcome (unknown codes as OutcomeError), latency and round trips.
 func (m *Metrics) ClaimAnswered(ctx context.Context, code string, took time.Duration) {
 	m.claims.inc(code, OutcomeError)
 	m.claimSeconds.Observe(took.Seconds())
@@ -168,8 +157,7 @@ func (m *Metrics) ClaimAnswered(ctx context.Context, code string, took time.Dura
 	}
 }
 
-// InstrumentRedis counts every command and pipeline rdb sends, and charges
-// each to the claim whose context it runs in. Call it before serving.
+// InstrumentRedis counts every command and pipeline rdb sends, each charged to its claim. Call it before serving.
 func (m *Metrics) InstrumentRedis(rdb redis.UniversalClient) {
 	m.instrumented.Store(true)
 	rdb.AddHook(redisHook{m})
@@ -200,15 +188,13 @@ func roundTrip(ctx context.Context, n prometheus.Counter) {
 	}
 }
 
-// SoldOutAnswers exposes the claims answered from the sold-out mark
-// (ClaimCounter.Saved).
+// SoldOutAnswers exposes the claims answered from the sold-out mark (ClaimCounter.Saved).
 func (m *Metrics) SoldOutAnswers(saved func() int64) {
 	factory{m.reg}.counterFunc("soldout_mark_answers_total",
 		"Claims answered sold out from this instance's sold-out mark, without asking Redis.", saved)
 }
 
-// SessionStats is what the session cache (redissession.Sessions) tells
-// about itself; the help of SessionCache's series says what each is.
+// SessionStats is what the session cache (redissession.Sessions) tells about itself.
 type SessionStats struct {
 	Entries                                   func() int
 	Reports, ReadBack, Skipped, Warmed, Downs func() int64
@@ -279,12 +265,9 @@ func (f factory) counterFunc(name, help string, n func() int64) {
 		func() float64 { return float64(n()) }))
 }
 
-// stripes is n counters many goroutines add to at once; it backs every count
-// the claim path adds to. A shared atomic counter moves its cache line between
-// the cores on every add (without them the hot sale ran 3% faster; 1.5% for
-// client_golang's instruments): stripes keeps stripeCells rows of the n
-// counters, a cache line apart at least, adds to a row chosen at random (the
-// runtime's per-thread generator) and sums the rows on read.
+// stripes is n counters the claim path adds to from many cores at once: one
+// shared atomic would bounce its cache line, so an add goes to one of
+// stripeCells rows (a cache line apart at least) picked at random, and a read sums them.
 type stripes []atomic.Int64
 
 const stripeCells = 8
@@ -310,8 +293,8 @@ func (s stripes) load(i int) int64 {
 	return n
 }
 
-// stripedHistogram is a prometheus.Histogram's Observe, striped: counters 0
-// to len(upper) are the buckets (+Inf last), the next one the sum's bits.
+// stripedHistogram is a striped prometheus.Histogram: counters 0 to len(upper)
+// are the buckets (+Inf last), the next one the sum's bits.
 type stripedHistogram struct {
 	desc  *prometheus.Desc
 	upper []float64 // ascending; +Inf implied
@@ -356,8 +339,7 @@ func (h *stripedHistogram) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstHistogram(h.desc, n, sum, cumulative)
 }
 
-// outcomeCounters is a striped counter per claim outcome, exposed as one
-// counter vector labelled outcome.
+// outcomeCounters is a striped counter per claim outcome, exposed as one vector labelled outcome.
 type outcomeCounters struct {
 	desc     *prometheus.Desc
 	outcomes []string
@@ -392,8 +374,7 @@ const (
 	StageFulfil  = "fulfil"
 )
 
-// WorkerRetried is the worker's retry hook: it counts the retry and the
-// backoff about to be slept.
+// WorkerRetried is the worker's retry hook: it counts the retry and the backoff about to be slept.
 func (m *Metrics) WorkerRetried(stage string, backoff time.Duration) {
 	if stage != StageReceive {
 		stage = StageFulfil // a closed label set
@@ -402,8 +383,8 @@ func (m *Metrics) WorkerRetried(stage string, backoff time.Duration) {
 	m.backoff.WithLabelValues(stage).Add(backoff.Seconds())
 }
 
-// OrderRepository counts what the repository it wraps commits: batch sizes
-// and durations, orders newly written, each one's claim-to-commit time.
+// OrderRepository counts the wrapped repository's commits: batch sizes and
+// durations, orders newly written, their claim-to-commit time.
 type OrderRepository struct {
 	ports.OrderRepository
 	m *Metrics
@@ -451,8 +432,7 @@ func (m *Metrics) written(out []ports.Outcome, now time.Time) {
 	m.ordersWritten.WithLabelValues("failed").Add(float64(failed))
 }
 
-// must panics on a nil next: a wiring mistake, told at the start rather than
-// at the first call.
+// must panics on a nil next: a wiring mistake, told at the start rather than at the first call.
 func must[P any](next P) P {
 	if any(next) == nil {
 		panic("metrics: a decorator needs a non-nil " + reflect.TypeFor[P]().String())
@@ -460,8 +440,7 @@ func must[P any](next P) P {
 	return next
 }
 
-// OrderQueue counts the dead letters of the queue it wraps, by reason (not
-// those a queue sets aside on its own: see the stream collector).
+// OrderQueue counts the wrapped queue's dead letters by reason (not those it sets aside on its own).
 type OrderQueue struct {
 	ports.OrderQueue
 	m *Metrics
@@ -479,8 +458,8 @@ func (q *OrderQueue) DeadLetter(ctx context.Context, ds []ports.Delivery, reason
 
 var paymentKinds = []string{string(domain.PaymentSettled), string(domain.PaymentLate), string(domain.PaymentDouble), string(domain.PaymentUnsold)}
 
-// OrderLifecycle counts what the order lifecycle it wraps commits: orders
-// expired and how late, units given back to the gate, payments by kind.
+// OrderLifecycle counts the wrapped lifecycle's commits: orders expired and
+// how late, units given back to the gate, payments by kind.
 type OrderLifecycle struct {
 	ports.OrderLifecycle
 	m *Metrics

@@ -18,8 +18,7 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-// StreamOptions names what a StreamCollector reads: Prefix and Group must be
-// the stream queue's.
+// StreamOptions names what a StreamCollector reads: Prefix and Group must be the stream queue's.
 type StreamOptions struct {
 	Prefix, Group string
 	Now           func() time.Time // default time.Now
@@ -27,21 +26,17 @@ type StreamOptions struct {
 
 const scrapeTimeout = 2 * time.Second
 
-// StreamCollector reads, on each scrape, the gate and the order stream of
-// every live sale (preheated, its end not passed): stock left, backlog,
-// pending entries and the oldest one's age. One pipelined round trip per
-// scrape (one more, once, for a voucher new to the live set); a sale seen
-// ended is not read again, and its series vanish.
+// StreamCollector reads, in one pipeline per scrape, the gate and order stream
+// of every live sale: stock left, backlog, pending entries and the oldest one's
+// age. A sale seen ended is not read again, and its series vanish.
 type StreamCollector struct {
 	rdb                                          redis.UniversalClient
 	opts                                         StreamOptions
 	live, deadLetter                             string
 	stock, backlog, pending, oldest, deadLetters *prometheus.Desc
 	failures                                     prometheus.Counter
-	mu                                           sync.Mutex // one scrape at a time; guards known
-	// known maps each voucher of the live set to its sale's end (zero until
-	// read); ended sales stay, unread, until they leave the set.
-	known map[domain.VoucherID]time.Time
+	mu                                           sync.Mutex                     // one scrape at a time; guards known
+	known                                        map[domain.VoucherID]time.Time // the live set's sale ends (zero until read)
 }
 
 var _ prometheus.Collector = (*StreamCollector)(nil)
@@ -150,8 +145,7 @@ func (c *StreamCollector) queue(ctx context.Context, pipe redis.Pipeliner, vid d
 	}
 }
 
-// emit writes one sale's series, or none when the sale has ended or its gate
-// is gone (so it is not read again while in the set).
+// emit writes one sale's series, or none when the sale has ended or its gate is gone.
 func (c *StreamCollector) emit(ch chan<- prometheus.Metric, r saleReads, now time.Time) {
 	if r.gate.Err() != nil {
 		return
@@ -189,8 +183,7 @@ func (c *StreamCollector) fail(ch chan<- prometheus.Metric) {
 	c.failures.Collect(ch)
 }
 
-// ignorable: a pipeline's error is its first failed command's; a missing
-// stream or group (NOGROUP on XPENDING) is an answer, not a failed scrape.
+// ignorable: a missing stream or group (NOGROUP on XPENDING) is an answer, not a failed scrape.
 func ignorable(err error) bool { return err == nil || errors.Is(err, redis.Nil) }
 
 // number is v's integer; a missing HMGET field (nil) is not one.
@@ -200,8 +193,7 @@ func number(v any) (int64, bool) {
 	return n, err == nil
 }
 
-// roomCollector exposes the waiting rooms as this instance last read them
-// (application.RoomDirectory.Figures): no scrape asks Redis.
+// roomCollector exposes the waiting rooms as this instance last read them: no scrape asks Redis.
 type roomCollector struct {
 	figures                              func(now time.Time) []application.RoomFigures
 	waiting, admitted, used, lapsed, age *prometheus.Desc

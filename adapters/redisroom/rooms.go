@@ -1,7 +1,6 @@
-// Package redisroom keeps the sales' waiting rooms in Redis: per room a hash
-// (rules and shared state), the users' join indexes, the boundary's recent
-// steps and the used passes, all in the voucher's hash tag, so each operation
-// is one script on one slot. No operation scans the line.
+// Package redisroom keeps the sales' waiting rooms in Redis: per room a hash, the
+// users' join indexes, the boundary's steps and the used passes, all in the
+// voucher's hash tag, so each operation is one script on one slot.
 package redisroom
 
 import (
@@ -54,8 +53,7 @@ type Rooms struct {
 
 var _ ports.RoomStore = (*Rooms)(nil)
 
-// New panics on a nil client or a prefix with a hash-tag brace (wiring
-// mistakes); prefix "" is redisschema.DefaultPrefix.
+// New panics on a nil client or a prefix with a hash-tag brace; "" is redisschema.DefaultPrefix.
 func New(rdb redis.UniversalClient, prefix string) *Rooms {
 	if rdb == nil {
 		panic("redisroom: New needs a non-nil Redis client")
@@ -67,8 +65,7 @@ func New(rdb redis.UniversalClient, prefix string) *Rooms {
 	return &Rooms{rdb: rdb, prefix: prefix, scripts: redisx.NewSet(rdb, scripts...)}
 }
 
-// LoadScripts loads the rooms' scripts on every node of rdb, so a sale's first
-// joins and polls do not each meet NOSCRIPT.
+// LoadScripts loads the rooms' scripts on every node of rdb, so a sale's first calls miss no script.
 func LoadScripts(ctx context.Context, rdb redis.UniversalClient) error {
 	if err := redisx.NewSet(rdb, scripts...).Load(ctx); err != nil {
 		return fmt.Errorf("rooms: %w", err)
@@ -102,8 +99,7 @@ func (s *Rooms) Open(ctx context.Context, v domain.Voucher) error {
 	return nil
 }
 
-// Config reads the room's hash and whether the gate holds the sale, in one
-// round trip to the voucher's slot.
+// Config reads the room's hash and whether the gate holds the sale, in one round trip.
 func (s *Rooms) Config(ctx context.Context, id domain.VoucherID) (ports.RoomConfig, ports.RoomLookup, error) {
 	pipe := s.rdb.Pipeline()
 	get := pipe.HMGet(ctx, s.keys(id).room, "opens", "rate", "ttl", "cap", "begin", "end", "margin")
@@ -204,9 +200,8 @@ func (s *Rooms) Used(ctx context.Context, id domain.VoucherID, user domain.UserI
 	return used, nil
 }
 
-// SharedKey is the deployment's room signing key kept in Redis (no hash tag,
-// no expiry): set once by the first instance (SET NX) and read by every other,
-// so instances without SECKILL_ROOM_SECRET still sign alike.
+// SharedKey is the deployment's room signing key in Redis, set once by the first
+// instance (SET NX) and read by every other, so instances without SECKILL_ROOM_SECRET sign alike.
 func SharedKey(ctx context.Context, rdb redis.UniversalClient, prefix string, fresh []byte) ([]byte, error) {
 	key := prefix + "room-key"
 	if err := rdb.SetNX(ctx, key, fresh, 0).Err(); err != nil {

@@ -19,30 +19,18 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// Sessions resolves login tokens through the session cache. On a Redis that
-// tracks (6+, single or cluster) a token is answered from memory, and Redis
-// reports every write to a session key, so a revoked or expired token stops
-// resolving on every instance at once. On a server that cannot track
-// (miniredis) an entry lives at most CacheOptions.UntrackedTTL; with NoCache
-// every request asks Redis.
-//
-// One subscriber per master runs CLIENT TRACKING in broadcast mode on the
-// prefix, redirected to itself, and listens on __redis__:invalidate (RESP2).
-// While a master's subscriber is down, or its slots just moved (the cluster is
-// listed every topologyPoll), or the masters cannot be listed, its slots are
-// not served from memory, and what was cached of them before is never served
-// again: missed reports cannot leave a revoked token behind. The reports also
-// fill the cache (prefetchLoop), and Warm reads what Redis held before the
-// start. A read never caches what a report overtook (guard).
+// Sessions resolves login tokens through the session cache. On a tracking Redis
+// (6+) a token is answered from memory and a revoked one stops resolving on every
+// instance at once: a master's slots whose reports may have been missed are not
+// served, nor is what was cached of them before. Without tracking an entry lives
+// at most CacheOptions.UntrackedTTL; with NoCache every request asks Redis.
 type Sessions struct {
 	store     *Store
 	cache     *tokencache.Cache[domain.UserID] // nil: NoCache
 	untracked time.Duration                    // an entry's longest life when the server cannot track (0: it tracks)
 	guard     guard
-	// states holds, per slot, gen<<1 | slotDown. gen moves on every change of
-	// the slot's owner or of whether it is served, so an entry (kept with the
-	// state its read began under) is served only while nothing happened to its
-	// slot. Written under mu; read without a lock.
+	// states holds per slot gen<<1 | slotDown; gen moves whenever the slot's owner or
+	// servedness changes, so an entry is served only while its read's state holds. Written under mu.
 	states [slotCount]atomic.Uint64
 	queue  chan string // reported tokens to read back (nil: NoPrefetch)
 
@@ -80,34 +68,28 @@ const (
 )
 
 type CacheOptions struct {
-	Size         int           // default tokencache.DefaultSize
-	NoCache      bool          // every request asks Redis and slides the session's expiry
-	UntrackedTTL time.Duration // an entry's longest life when the server cannot track
-	// NoPrefetch: reported sessions are not read back, only cached on a request.
-	NoPrefetch bool
-	// Log hears when a master's sessions stop being served from memory and
-	// when they are again.
-	Log zerolog.Logger
+	Size         int            // default tokencache.DefaultSize
+	NoCache      bool           // every request asks Redis and slides the session's expiry
+	UntrackedTTL time.Duration  // an entry's longest life when the server cannot track
+	NoPrefetch   bool           // reported sessions are not read back, only cached on a request
+	Log          zerolog.Logger // hears when a master's sessions stop, and start again, being served from memory
 	seams
 }
 
 // seams are what tests set (export_test.go).
 type seams struct {
-	masters   func(context.Context) ([]master, error) // nil: one node, or CLUSTER SLOTS on a cluster
-	tick      <-chan time.Time
-	warmDuty  float64
-	afterRead func() // between a read-back's read and its caching
-	afterDown func() // after a failed read stopped a master's slots
-	// afterLookup runs in a miss after its read ("read") and after it cached
-	// or refused to ("add").
-	afterLookup func(stage string)
+	masters     func(context.Context) ([]master, error) // nil: one node, or CLUSTER SLOTS on a cluster
+	tick        <-chan time.Time
+	warmDuty    float64
+	afterRead   func()             // between a read-back's read and its caching
+	afterDown   func()             // after a failed read stopped a master's slots
+	afterLookup func(stage string) // in a miss, after its read ("read") and after it cached or refused to ("add")
 	scanFault   func() error
 }
 
-// NewSessions starts one invalidation subscriber per master of rdb (a Client,
-// or a ClusterClient whose masters it follows) and returns once each listens.
-// On a server that does not track it returns the cache bounded by
-// UntrackedTTL (Tracking tells which); with NoCache, no cache.
+// NewSessions starts one invalidation subscriber per master of rdb (a Client or
+// a ClusterClient) and returns once each listens. On a server that does not track
+// it returns the cache bounded by UntrackedTTL (see Tracking); with NoCache, none.
 func NewSessions(ctx context.Context, rdb redis.UniversalClient, store *Store, opts CacheOptions) (*Sessions, error) {
 	if rdb == nil || store == nil {
 		panic("redissession: NewSessions needs a Redis client and a Store")
@@ -127,7 +109,6 @@ func NewSessions(ctx context.Context, rdb redis.UniversalClient, store *Store, o
 			return t, err
 		}
 	}
-	// Nothing to listen to, nor to warm (an entry would lapse before its use).
 	t := &Sessions{store: store, seams: opts.seams}
 	if !opts.NoCache {
 		t.cache, t.untracked = tokencache.New[domain.UserID](opts.Size), opts.UntrackedTTL
@@ -194,10 +175,8 @@ func newTracked(ctx context.Context, rdb redis.UniversalClient, store *Store, op
 	return t, nil
 }
 
-// UserID answers from memory when the token's entry is served (sliding the
-// session's expiry when due); otherwise it asks Redis, which refreshes the TTL
-// in the same round trip. Without tracking a hit is not slid: the miss after
-// the entry lapses (UntrackedTTL) slides it.
+// UserID answers from memory when the token's entry is served (sliding the session's
+// expiry when due, if tracked); otherwise it asks Redis, which refreshes the TTL.
 func (t *Sessions) UserID(ctx context.Context, token string) (domain.UserID, error) {
 	if !usable(token) {
 		return 0, ports.ErrUnknownToken
@@ -229,13 +208,11 @@ func (t *Sessions) UserID(ctx context.Context, token string) (domain.UserID, err
 	return id, nil
 }
 
-// Tracking tells whether Redis keeps the cache honest: false without tracking,
-// with NoCache, or on a nil Sessions.
+// Tracking tells whether Redis keeps the cache honest: false without tracking, with NoCache, or on nil.
 func (t *Sessions) Tracking() bool { return t != nil && t.cache != nil && t.untracked == 0 }
 
-// slide sends, unawaited, the refresh of a cached session whose expiry is more
-// than the slack behind TTL, at most once per slack per entry. Its report
-// evicts the token and prefetching reads it back with its new expiry.
+// slide sends, unawaited, the refresh of a cached session more than the slack
+// behind TTL, at most once per slack per entry; its report evicts the token.
 func (t *Sessions) slide(ctx context.Context, token string, e *tokencache.Entry[domain.UserID], now time.Duration) {
 	s := t.store
 	if e.Expires-now >= s.ttl-s.slack {
@@ -250,8 +227,7 @@ func (t *Sessions) slide(ctx context.Context, token string, e *tokencache.Entry[
 	}
 }
 
-// Serving tells how many masters' subscribers listen (their sessions are
-// served from memory), of how many.
+// Serving tells how many masters' subscribers listen (served from memory), of how many.
 func (t *Sessions) Serving() (listening, masters int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -271,10 +247,8 @@ func (t *Sessions) Cached() int {
 	return t.cache.Len()
 }
 
-// Counters: Downs, times a subscriber stopped listening; Reports, invalidation
-// reports applied; Prefetched, reported sessions read back and cached;
-// Skipped, reported tokens not read back (the queue was full, or their slot
-// was not served).
+// Counters: Downs, times a subscriber stopped listening; Reports, reports applied;
+// Prefetched, reported sessions read back and cached; Skipped, those not read back.
 func (t *Sessions) Downs() int64      { return t.downs.Load() }
 func (t *Sessions) Reports() int64    { return t.reports.Load() }
 func (t *Sessions) Prefetched() int64 { return t.prefetched.Load() }
@@ -302,17 +276,9 @@ func (t *Sessions) Close() error {
 	return nil
 }
 
-// guard keeps every read of a session (a miss, a prefetch, the warm-up) from
-// caching what it read if a report of its key arrived since it began: a report
-// marks its key and evicts its token under mu, a read checks and adds under mu.
-//
-// A key's mark is a word picked by a hash: n (reports that hashed there), a tag
-// of the last reported key, and n when that key's run of reports began (a
-// login reports its key twice). A read caches if the reports in its word since
-// it began are all of one other key; it wrongly refuses about (k/guardWords)²/2
-// of reads with k keys reported during one. Nothing is recorded per read, so a
-// miss costs no lock or allocation until it caches; n would have to wrap
-// (65,536 reports in one word during one read) to admit a read wrongly.
+// guard keeps a read from caching what a report of its key overtook. A key's mark is
+// a hashed word: n (reports there), the last reported key's tag and n when that key's
+// run began (a login reports twice); a read caches if its word's reports since are all another key's.
 type guard struct {
 	mu    sync.Mutex
 	words [guardWords]atomic.Uint64 // n<<48 | run's start<<32 | tag, written under mu
@@ -320,8 +286,7 @@ type guard struct {
 
 const guardWords = 1 << 14 // 128 KiB
 
-// guardSeed is random per process, so no one can choose tokens that share a
-// word with another user's.
+// guardSeed is random per process, so no one can choose tokens sharing another user's word.
 var guardSeed = maphash.MakeSeed()
 
 func (g *guard) word(key string) (*atomic.Uint64, uint32) {
@@ -340,8 +305,7 @@ func (g *guard) report(key string) {
 	w.Store(uint64(n)<<48 | uint64(from)<<32 | uint64(tag))
 }
 
-// reading is a read in flight: its slot, the slot's state and its key's word
-// when it began, and its key's tag.
+// reading is a read in flight: its slot, the slot's state and key's word when it began, and its key's tag.
 type reading struct {
 	slot       uint16
 	state, was uint64
@@ -349,16 +313,14 @@ type reading struct {
 	tag        uint32
 }
 
-// quiet tells whether the reports since r began, if any, are all in the last
-// key's run, not r's. The caller holds mu.
+// quiet tells whether the reports since r began, if any, are all in another key's last run. Under mu.
 func (r *reading) quiet() bool {
 	now := r.word.Load()
 	since, run := uint16(now>>48)-uint16(r.was>>48), uint16(now>>48)-uint16(now>>32)
 	return since == 0 || since <= run && uint32(now) != r.tag
 }
 
-// begin starts a read of key, before it is sent; ok is false when key's slot
-// is not served (what the read finds is not cached).
+// begin starts a read of key before it is sent; ok is false when key's slot is not served.
 func (t *Sessions) begin(key string) (r reading, ok bool) {
 	r.slot = redisschema.Slot(key)
 	r.state = t.states[r.slot].Load()
@@ -367,8 +329,7 @@ func (t *Sessions) begin(key string) (r reading, ok bool) {
 	return r, r.state&slotDown == 0
 }
 
-// keep caches token's answer for life unless the guard refuses it or the
-// slot's state moved since r began; it tells whether it cached.
+// keep caches token's answer for life unless the guard refuses or the slot's state moved; it tells whether it cached.
 func (t *Sessions) keep(token string, r *reading, id domain.UserID, life time.Duration) bool {
 	t.guard.mu.Lock()
 	defer t.guard.mu.Unlock()
@@ -379,8 +340,7 @@ func (t *Sessions) keep(token string, r *reading, id domain.UserID, life time.Du
 	return true
 }
 
-// invalidate marks a reported key and evicts its token in one step under the
-// guard, and queues the token to be read back.
+// invalidate marks a reported key and evicts its token in one step, and queues the token to be read back.
 func (t *Sessions) invalidate(key string) {
 	token := strings.TrimPrefix(key, t.store.prefix)
 	t.guard.mu.Lock()
@@ -397,8 +357,7 @@ func (t *Sessions) invalidate(key string) {
 	}
 }
 
-// prefetchLoop reads reported tokens back in batches of what has queued up
-// meanwhile: a login costs each instance one pipelined read.
+// prefetchLoop reads reported tokens back in batches of what queued up meanwhile.
 func (t *Sessions) prefetchLoop() {
 	defer t.done.Done()
 	batch := make([]string, 0, prefetchBatch)
@@ -418,9 +377,8 @@ func (t *Sessions) prefetchLoop() {
 	}
 }
 
-// readBack reads tokens' sessions through rdb (HGET and PTTL, no refresh: not
-// a request of theirs) in one pipeline and caches those that live, through
-// keep. Tokens whose slot is not served are skipped.
+// readBack reads tokens' sessions (HGET and PTTL, no refresh) in one pipeline and
+// caches those that live through keep; tokens whose slot is not served are skipped.
 func (t *Sessions) readBack(ctx context.Context, rdb redis.Cmdable, tokens []string) (cached, skipped int) {
 	type read struct {
 		token string

@@ -1,8 +1,6 @@
-// Package redissession resolves login tokens the way the original hmdp stores
-// them (the Redis hash login:token:<token>, field id) and mints such tokens for
-// development and load tests. Store reads and writes the hashes; Sessions, the
-// session cache, answers from memory, kept honest by Redis's reports of each
-// write to a session (CLIENT TRACKING).
+// Package redissession resolves login tokens as the original hmdp stores them
+// (the hash login:token:<token>, field id) and mints them for development and
+// load tests. Sessions, the session cache, is kept honest by CLIENT TRACKING.
 package redissession
 
 import (
@@ -27,21 +25,16 @@ const (
 	DefaultWait   = time.Second
 )
 
-// usable refuses absurd header values before they become Redis keys or cache
-// entries (tokens are 32 characters).
+// usable refuses absurd header values before they become keys or entries (tokens are 32 characters).
 func usable(token string) bool { return token != "" && len(token) <= 128 }
 
 type Options struct {
 	Prefix string        // of the session hash's key (default "login:token:")
 	TTL    time.Duration // of a minted session, and what a refresh sets it back to (default 30 minutes)
-	// Lookups carries a request's lookup: typically the client's asynchronous
-	// AutoPipeliner (see redisx.Do). Nil means the client given to New.
+	// Lookups carries a request's lookup, typically an AutoPipeliner (redisx.Do); nil: the client given to New.
 	Lookups redis.UniversalClient
-	// Wait bounds a lookup's wait on Redis (default 1s), so a session Redis
-	// cannot read is answered busy within the claim's budget.
-	Wait time.Duration
-	// Bound, when set, gives a lookup its Wait deadline without a timer of its
-	// own (application.SharedDeadlines.Context); nil: context.WithDeadline.
+	Wait    time.Duration // bounds a lookup's wait on Redis (default 1s), within the claim's budget
+	// Bound, when set, gives a lookup its Wait deadline without a timer of its own; nil: context.WithDeadline.
 	Bound func(ctx context.Context, deadline time.Time) context.Context
 }
 
@@ -77,19 +70,15 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 }
 
 // refreshSlack: a refresh is skipped while more than TTL - slack is left, so a
-// stampede of lookups writes a token (invalidating every tracking cache) at
-// most once per slack.
+// stampede writes a token (invalidating every tracking cache) at most once per slack.
 const refreshSlack = 10 * time.Second
 
-// lookup reads a session's user id (HGET) and PTTL in one batch and, as the
-// original's RefreshTokenInterceptor, pushes its expiry back to TTL when less
-// than TTL - slack is left. life is how long the session lives from now as far
-// as it knows (0: gone). A token deleted between the two reads reads as PTTL
-// -2, is not refreshed, and its invalidation keeps the answer out of caches.
+// lookup reads a session's user id and PTTL in one batch and, as the original's
+// RefreshTokenInterceptor, pushes its expiry back to TTL when less than TTL - slack
+// is left. life is how long the session lives from now (0: gone).
 func (s *Store) lookup(ctx context.Context, token string) (id domain.UserID, life time.Duration, err error) {
 	key := s.prefix + token
-	// A timer per lookup costs 2% of the service's CPU in a sale of cold
-	// sessions; a shared one (Bound) does not end when the request is cancelled.
+	// A timer per lookup is costly in a sale of cold sessions; a shared one (Bound) does not.
 	if s.bound != nil {
 		ctx = s.bound(ctx, time.Now().Add(s.wait))
 	} else {
@@ -108,8 +97,7 @@ func (s *Store) lookup(ctx context.Context, token string) (id domain.UserID, lif
 	}
 	life = s.lifeOf(ttl)
 	if ttl >= 0 && ttl < s.ttl-s.slack {
-		// Not awaited: it rides with the claim's own batch; were it lost, the
-		// next lookup past the slack sends it again.
+		// Not awaited: were it lost, the next lookup past the slack sends it again.
 		s.sendRefresh(ctx, key)
 		life = s.ttl
 	}
@@ -120,8 +108,7 @@ func (s *Store) sendRefresh(ctx context.Context, key string) {
 	redisx.Send(ctx, s.lookups, redis.NewBoolCmd(ctx, "pexpire", key, s.ttl.Milliseconds()))
 }
 
-// lifeOf reads a PTTL answer: TTL for a session without expiry (-1), 0 for one
-// that is gone (-2); go-redis keeps both unscaled.
+// lifeOf reads a PTTL answer: TTL for no expiry (-1), 0 for gone (-2); go-redis keeps both unscaled.
 func (s *Store) lifeOf(pttl time.Duration) time.Duration {
 	switch {
 	case pttl > 0:
@@ -133,8 +120,7 @@ func (s *Store) lifeOf(pttl time.Duration) time.Duration {
 	}
 }
 
-// parse reads a session's HGET of its id and its PTTL: ErrUnknownToken for a
-// missing session or a malformed id.
+// parse reads a session's id and PTTL: ErrUnknownToken for a missing session or a malformed id.
 func parse(get *redis.StringCmd, left *redis.DurationCmd) (domain.UserID, time.Duration, error) {
 	raw, err := get.Result()
 	if errors.Is(err, redis.Nil) {
@@ -154,8 +140,7 @@ func parse(get *redis.StringCmd, left *redis.DurationCmd) (domain.UserID, time.D
 	return domain.UserID(id), ttl, nil
 }
 
-// Mint writes the hash the original's login writes (id, nickName, icon) and
-// its TTL in one MULTI, so no session is left without an expiry.
+// Mint writes the original login's hash (id, nickName, icon) and its TTL in one MULTI.
 func (s *Store) Mint(ctx context.Context, user domain.UserID) (string, error) {
 	if user <= 0 {
 		return "", &domain.ValidationError{Field: "userId", Reason: "must be a positive id"}
@@ -173,8 +158,7 @@ func (s *Store) Mint(ctx context.Context, user domain.UserID) (string, error) {
 	return token, nil
 }
 
-// NewToken returns 32 random hex characters, the shape of the original's
-// dash-less UUID tokens.
+// NewToken returns 32 random hex characters, the shape of the original's dash-less UUIDs.
 func NewToken() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b) // never fails since Go 1.24

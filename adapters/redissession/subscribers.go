@@ -20,8 +20,7 @@ type subscriber struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	id     atomic.Int64 // the Redis client id of its current connection
-	// Under Sessions.mu (its listener, the one writer, reads up without it):
-	// whether it listens, how many slots its master serves, its warm-up.
+	// Under Sessions.mu (its listener, the one writer, reads up without it).
 	up         bool
 	owns       int
 	warmCancel context.CancelFunc
@@ -29,10 +28,9 @@ type subscriber struct {
 
 const invalidations = "__redis__:invalidate"
 
-// addSubscriber starts listening to one master: every connection its client
-// dials tracks the session prefix, redirected to itself, before it subscribes.
-// With confirm it returns once the subscriber listens (or fails); otherwise the
-// subscriber is down until its listener hears the confirmation.
+// addSubscriber starts listening to one master: each connection tracks the prefix,
+// redirected to itself, before it subscribes. With confirm it returns once the
+// subscriber listens (or fails); otherwise it is down until the confirmation.
 func (t *Sessions) addSubscriber(ctx context.Context, addr string, confirm bool) error {
 	o := t.nodeOptions(addr)
 	o.Protocol = 2 // invalidations as pub/sub messages on this very connection
@@ -71,8 +69,7 @@ func (t *Sessions) addSubscriber(ctx context.Context, addr string, confirm bool)
 	t.mu.Unlock()
 	go func() {
 		if !confirm {
-			// Dialled here, so a master that does not answer holds only its own
-			// listener back; a failed SUBSCRIBE is retried by the next read.
+			// Dialled here so a silent master holds back only its own listener; the next read retries.
 			_ = ps.Subscribe(sctx, invalidations)
 		}
 		t.listen(sctx, s)
@@ -106,13 +103,11 @@ func isUnsupported(err error) bool {
 }
 
 // heartbeat is how long a subscriber waits for a message before it pings, and
-// then for the PONG: a dead or silent connection (its peer gone without a
-// reset) stops its master's slots within about twice this.
+// then for the PONG: a silent connection stops its master's slots within about twice this.
 const heartbeat = time.Second
 
-// listen applies one subscriber's invalidations until it is stopped. A failed
-// read marks it down; the next read reconnects, and the subscription
-// confirmation marks it up (and has its master warmed again once Warm ran).
+// listen applies one subscriber's invalidations until it is stopped. A failed read
+// marks it down; the next read reconnects, and the confirmation marks it up.
 func (t *Sessions) listen(ctx context.Context, s *subscriber) {
 	defer close(s.done)
 	ps := s.ps
@@ -141,9 +136,8 @@ func (t *Sessions) listen(ctx context.Context, s *subscriber) {
 				t.afterDown()
 			}
 			if !timeout && ctx.Err() == nil && ps.Ping(ctx) == nil {
-				// The connection works, yet a read failed: RESP2's FLUSHDB/FLUSHALL
-				// report has a null payload go-redis cannot parse. No
-				// resubscription would bring the subscriber up; its PONG does.
+				// The connection works yet a read failed: RESP2's FLUSHDB/FLUSHALL report has a
+				// null payload go-redis cannot parse. No resubscription follows; the PONG brings it up.
 				continue
 			}
 			sleep(ctx, 100*time.Millisecond) // each failed read redials; do not spin on a dead node
@@ -215,8 +209,7 @@ func (t *Sessions) watch() {
 	}
 }
 
-// follow adds a subscriber for each new master, gives each master its slots,
-// and drops the subscribers of masters that left.
+// follow adds a subscriber per new master, gives each its slots, and drops those of masters that left.
 func (t *Sessions) follow(ms []master) {
 	t.mu.Lock()
 	var added []string
@@ -227,8 +220,7 @@ func (t *Sessions) follow(ms []master) {
 	}
 	t.mu.Unlock()
 	for _, a := range added {
-		// Unconfirmed (it cannot fail so): a master that does not answer yet
-		// must not stall the watch.
+		// Unconfirmed (it cannot fail so): a master that does not answer must not stall the watch.
 		_ = t.addSubscriber(t.ctx, a, false)
 	}
 	t.mu.Lock()
@@ -238,8 +230,7 @@ func (t *Sessions) follow(ms []master) {
 		if slices.ContainsFunc(ms, func(m master) bool { return m.addr == a }) {
 			continue
 		}
-		// Not awaited: a listener stuck on a node that does not answer ends
-		// when its read times out, and Close waits for it.
+		// Not awaited: a listener stuck on a silent node ends when its read times out; Close waits.
 		delete(t.subs, a)
 		stopWarm(s)
 		t.done.Add(1)
@@ -286,8 +277,7 @@ func clusterMasters(ctx context.Context, c *redis.ClusterClient) ([]master, erro
 	return ms, nil
 }
 
-// assign makes the listed masters the owners of their slots (a slot no listed
-// master serves has none) and restates the slots. The caller holds t.mu.
+// assign makes the listed masters the owners of their slots and restates them. Under t.mu.
 func (t *Sessions) assign(ms []master) {
 	var owners [slotCount]*subscriber
 	for _, s := range t.subs {
@@ -308,10 +298,9 @@ func (t *Sessions) assign(ms []master) {
 	t.restate(&owners, nil)
 }
 
-// restate gives each slot its owner and moves the state of those whose owner
-// changed or which became served or not, and of every slot of force (a
-// subscriber that may have missed reports although up). Once Warm ran, masters
-// some of whose slots became served are read again. The caller holds t.mu.
+// restate gives each slot its owner and moves the state of those whose owner or
+// servedness changed, and of every slot of force (up but may have missed reports).
+// Once Warm ran, masters some of whose slots became served are read again. Under t.mu.
 func (t *Sessions) restate(owners *[slotCount]*subscriber, force *subscriber) {
 	var served []*subscriber
 	for i, o := range owners {
@@ -352,9 +341,8 @@ func (t *Sessions) setUp(s *subscriber, up bool) {
 }
 
 const (
-	// DefaultWarmDuty is the fraction of the time a master's warm-up keeps a
-	// request to Redis in flight: a busy Redis answers later, so the warm-up
-	// slows down with it instead of competing with a stampede.
+	// DefaultWarmDuty is the fraction of the time a master's warm-up keeps a request
+	// in flight: it slows down with a busy Redis instead of competing with a stampede.
 	DefaultWarmDuty = 0.1
 	warmScanCount   = 256 // SCAN's COUNT; what one round finds is read in one pipeline
 	warmRetry       = 100 * time.Millisecond
@@ -369,16 +357,12 @@ type warmUp struct {
 
 type WarmProgress struct {
 	Cached, Read, Scans int64 // sessions cached and read, SCANs sent
-	// Done: the warm-up of each master that listened when Warm was called has
-	// ended (read all, filled its share, or stopped).
-	Done bool
+	Done                bool  // each first warm-up has ended (read all, filled its share, or stopped)
 }
 
-// Warm starts reading, in the background, the sessions of every master whose
-// subscriber listens (SCAN, then readBack), each up to its share of the cache
-// size (by the slots it serves), at the pace of DefaultWarmDuty. From then on a
-// master whose subscriber comes back, or that takes slots, is read again. A
-// second call does nothing; Close stops it.
+// Warm starts reading in the background the sessions of every listening master,
+// each up to its share of the cache (by its slots), at DefaultWarmDuty's pace; from
+// then on a master that comes back or takes slots is read again. Close stops it.
 func (t *Sessions) Warm() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -414,8 +398,7 @@ func (t *Sessions) WarmProgress() WarmProgress {
 // WarmedUp is closed once WarmProgress is Done.
 func (t *Sessions) WarmedUp() <-chan struct{} { return t.warm.ended }
 
-// startWarm starts reading s's master, in place of a warm-up of it that still
-// runs, and calls ended when it ends. The caller holds t.mu.
+// startWarm (re)starts reading s's master and calls ended when it ends. Under t.mu.
 func (t *Sessions) startWarm(s *subscriber, ended func()) {
 	stopWarm(s)
 	share := t.size * s.owns / slotCount
@@ -441,10 +424,9 @@ func stopWarm(s *subscriber) {
 	}
 }
 
-// warmMaster reads the sessions of the master at addr until it has cached
-// share of them, SCAN has visited every key, or ctx ends. Its connection is its
-// own, so the reads go to that master even on a cluster (a key whose slot
-// moved answers MOVED and is not cached), and the service's pools are spared.
+// warmMaster reads the master's sessions until it cached share of them, SCAN is
+// done, or ctx ends. Its own connection keeps reads on that master (a moved key
+// answers MOVED and is not cached) and spares the service's pools.
 func (t *Sessions) warmMaster(ctx context.Context, addr string, share int) {
 	c := redis.NewClient(t.nodeOptions(addr))
 	defer func() { _ = c.Close() }()
@@ -460,8 +442,7 @@ func (t *Sessions) warmMaster(ctx context.Context, addr string, share int) {
 		}
 		t.warm.scans.Add(1)
 		if err != nil {
-			// The connection may be up (the subscriber would stop the warm-up
-			// otherwise): retry the same page, backing off.
+			// The connection may be up (else the subscriber stops the warm-up): retry the page, backing off.
 			failed++
 			if failed == 1 {
 				t.log.Warn().Err(err).Str("master", addr).Int("cached", cached).

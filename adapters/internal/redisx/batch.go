@@ -9,12 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Do runs the claim path's commands the cheapest way the client allows:
-// submitted together on an asynchronous AutoPipeliner (so they usually share
-// one batch with every concurrent claim's), as one pipeline (or one command)
-// otherwise. It returns once each has an answer (each command's error is on
-// it) or ctx ends: then ctx.Err(), and the commands, on the wire, may still
-// run, so a caller that cares undoes or reports an unknown outcome.
+// Do runs the claim path's commands on an asynchronous AutoPipeliner (sharing
+// concurrent claims' batches), else as one pipeline or command. It returns once
+// each has an answer (its error on it) or with ctx.Err(): then they may still run.
 func Do(ctx context.Context, c redis.UniversalClient, cmds ...redis.Cmder) error {
 	if ap, ok := c.(*redis.AutoPipeliner); ok && !ap.IsBlocking() {
 		var futures [4]redis.AutoFuture
@@ -41,9 +38,8 @@ func Do(ctx context.Context, c redis.UniversalClient, cmds ...redis.Cmder) error
 	return ctx.Err()
 }
 
-// Send is for writes whose outcome the caller does not need: on an
-// asynchronous AutoPipeliner it queues cmds unawaited (they ride with the next
-// batch and survive ctx's end), costing no round trip; otherwise it is Do.
+// Send is for writes whose outcome nobody needs: on an asynchronous AutoPipeliner
+// it queues cmds unawaited (surviving ctx's end); otherwise it is Do.
 func Send(ctx context.Context, c redis.UniversalClient, cmds ...redis.Cmder) {
 	if ap, ok := c.(*redis.AutoPipeliner); ok && !ap.IsBlocking() {
 		bg := context.WithoutCancel(ctx)
@@ -55,12 +51,10 @@ func Send(ctx context.Context, c redis.UniversalClient, cmds ...redis.Cmder) {
 	_ = Do(ctx, c, cmds...)
 }
 
-// ErrNotReplicated: the commands ran on their master but fewer replicas than
-// asked confirmed them in time; a failover now could lose them.
+// ErrNotReplicated: the commands ran on their master but too few replicas confirmed them in time.
 var ErrNotReplicated = errors.New("not confirmed by enough replicas")
 
-// Master is the client of the node that holds key's slot: the cluster's
-// master for it, or the one node.
+// Master is the client of the node that holds key's slot: the cluster's master for it, or the one node.
 func Master(ctx context.Context, rdb redis.UniversalClient, key string) (*redis.Client, error) {
 	switch c := rdb.(type) {
 	case *redis.ClusterClient:
@@ -71,9 +65,8 @@ func Master(ctx context.Context, rdb redis.UniversalClient, key string) (*redis.
 	return nil, fmt.Errorf("WAIT needs a go-redis Client or ClusterClient, got %T", rdb)
 }
 
-// DoReplicated sends cmds and then WAIT on one connection to node, and returns
-// the WAIT: it confirms its own connection's writes only (and the automatic
-// pipeliner diverts it, a blocking command, off the shared batches).
+// DoReplicated sends cmds and then WAIT in one pipeline to node (WAIT confirms
+// its own connection's writes only), and returns the WAIT.
 func DoReplicated(ctx context.Context, node *redis.Client, replicas int, timeout time.Duration, cmds ...redis.Cmder) *redis.IntCmd {
 	pipe := node.Pipeline()
 	for _, c := range cmds {
@@ -97,7 +90,6 @@ func Replicated(wait *redis.IntCmd, replicas int, timeout time.Duration) error {
 	return nil
 }
 
-// NoReplicas: the master refused a write for want of replicas
-// (min-replicas-to-write). A claim script meets it at its first write, so the
-// claim changed nothing: busy, not outcome unknown.
+// NoReplicas: the master refused a write for want of replicas (min-replicas-to-write);
+// a script meets it at its first write, so nothing changed.
 func NoReplicas(err error) bool { return redis.HasErrorPrefix(err, "NOREPLICAS") }

@@ -1,6 +1,5 @@
-// Package redisx holds what the Redis adapters share in how they talk to
-// Redis: scripts run by their SHA and the lock release (script.go), the
-// claim path's batching and its replicated writes (batch.go).
+// Package redisx holds how the Redis adapters talk to Redis: scripts run by
+// their SHA, the lock release, the claim path's batching and replicated writes.
 package redisx
 
 import (
@@ -13,15 +12,12 @@ import (
 	"golang.org/x/sync/singleflight"
 )
 
-// loadTimeout bounds one shared load, which no single caller's deadline may
-// cut short for the others waiting on it.
+// loadTimeout bounds one shared load, which no single caller's deadline may cut short.
 const loadTimeout = 5 * time.Second
 
-// Set is the Lua scripts one adapter runs by their SHA, over the client that
-// loads them: all on every node at start, and all again, once, when Redis
-// answers NOSCRIPT (a restart, a failover, SCRIPT FLUSH). go-redis's Script.Run
-// answers each NOSCRIPT with an EVAL of the whole body: once per claim in a
-// stampede (1,223 times for 1,200 claims), where one SCRIPT LOAD serves all.
+// Set is the Lua scripts one adapter runs by their SHA: loaded on every node at
+// start, and all again, once, when Redis answers NOSCRIPT (where go-redis's
+// Script.Run would EVAL the whole body once per claim of a stampede).
 type Set struct {
 	rdb     redis.UniversalClient
 	scripts []*redis.Script
@@ -44,9 +40,8 @@ func (s *Set) Load(ctx context.Context) error {
 	return nil
 }
 
-// reload is Load shared by every caller that meets NOSCRIPT while it runs,
-// and skipped when a load finished since the caller's EVALSHA (seen): else a
-// stampede could load the scripts three times or more.
+// reload is Load shared by every caller that meets NOSCRIPT while it runs, and
+// skipped when a load finished since the caller's EVALSHA (seen).
 func (s *Set) reload(ctx context.Context, seen uint64) error {
 	if s.loaded.Load() != seen {
 		return nil
@@ -66,8 +61,7 @@ func (s *Set) reload(ctx context.Context, seen uint64) error {
 	return err
 }
 
-// Run runs sc by its SHA on c (the loading client, or a pipeliner over it);
-// on NOSCRIPT it is Retry.
+// Run runs sc by its SHA on c (the loading client, or a pipeliner over it); on NOSCRIPT it is Retry.
 func (s *Set) Run(ctx context.Context, c redis.Scripter, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
 	r := sc.EvalSha(ctx, c, keys, args...)
 	if IsNoScript(r.Err()) {
@@ -76,9 +70,8 @@ func (s *Set) Run(ctx context.Context, c redis.Scripter, sc *redis.Script, keys 
 	return r
 }
 
-// Retry answers a NOSCRIPT that sc's EVALSHA met: sc runs by its SHA again
-// (a reload may have finished meanwhile), and only if that meets NOSCRIPT too
-// is the set reloaded (reload) and sc run again. A failed reload is the answer.
+// Retry answers a NOSCRIPT that sc's EVALSHA met: sc runs again, and only if that
+// meets NOSCRIPT too is the set reloaded and sc run again. A failed reload is the answer.
 func (s *Set) Retry(ctx context.Context, c redis.Scripter, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
 	seen := s.loaded.Load()
 	if r := sc.EvalSha(ctx, c, keys, args...); !IsNoScript(r.Err()) {
@@ -97,8 +90,7 @@ func IsNoScript(err error) bool {
 	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
-// releaseScript deletes a lock's key only while it holds its holder's token,
-// in one step: between a GET and a DEL the lock could pass to another.
+// releaseScript deletes a lock's key only while it holds its holder's token, in one step.
 var releaseScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])

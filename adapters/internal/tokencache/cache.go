@@ -1,6 +1,5 @@
-// Package tokencache is the session caches' store (redissession, jwtsession):
-// token -> what it resolved to, bounded in size, each entry served only until
-// its own expiry.
+// Package tokencache is the session caches' store: token -> what it resolved to,
+// bounded in size, each entry served only until its own expiry.
 package tokencache
 
 import (
@@ -10,31 +9,22 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 )
 
-// Cache is an LRU of at most size tokens, each lapsing at its own expiry,
-// which is checked on read rather than kept by a timer: expirable.LRU's expiry
-// buckets and cleanup goroutine cost about twice as much per miss and add,
-// which every user's first claim pays. A lapsed entry is never returned.
-// Safe for concurrent use.
+// Cache is an LRU of at most size tokens, each lapsing at its own expiry (checked
+// on read: cheaper than expirable.LRU's timers). Safe for concurrent use.
 type Cache[V any] struct {
 	lru *lru.Cache[string, *Entry[V]]
-	// Now is the cache's clock, monotonic by default; an owner whose expiries
-	// are on another clock replaces it before first use.
-	Now func() time.Duration
-	// States, when set (redissession: the slots' states), are the generations
-	// entries are checked against: an entry is served only while
-	// States[Slot] is still the State it was read under.
+	Now func() time.Duration // the cache's clock (monotonic); an owner may replace it before first use
+	// States, when set, are generations: an entry is served only while States[Slot] is its State.
 	States []atomic.Uint64
 }
 
 // Entry is one token's answer.
 type Entry[V any] struct {
-	Value   V
-	Expires time.Duration // on Now's scale
-	Slot    uint16
-	State   uint64
-	// Refreshed is when (on Now's scale) its owner last sent a refresh of the
-	// session's expiry, so that a burst of hits sends one.
-	Refreshed atomic.Int64
+	Value     V
+	Expires   time.Duration // on Now's scale
+	Slot      uint16
+	State     uint64
+	Refreshed atomic.Int64 // when its owner last sent a refresh of the session's expiry
 }
 
 const DefaultSize = 100_000
