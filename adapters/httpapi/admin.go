@@ -30,13 +30,10 @@ type saleOrderDTO struct {
 
 type saleOrdersDTO struct {
 	Orders []saleOrderDTO `json:"orders"`
-	Next   string         `json:"next,omitempty"` // the next page's `after`
+	Next   domain.OrderID `json:"next,omitempty,string"` // the next page's `after`
 }
 
 var csvColumns = []string{"id", "userId", "state", "reason", "claimedAt", "payDeadline", "paidAt"}
-
-// exportPageWrite is each export page's write deadline (the server's would cut it).
-const exportPageWrite = 10 * time.Second
 
 func toSaleOrderDTO(st domain.OrderStatus) saleOrderDTO {
 	d := saleOrderDTO{
@@ -99,16 +96,18 @@ func (a *api) saleOrders(w http.ResponseWriter, r *http.Request, voucher int64) 
 	if err != nil {
 		return err
 	}
-	out := saleOrdersDTO{Orders: make([]saleOrderDTO, len(page.Orders))}
+	out := saleOrdersDTO{Orders: make([]saleOrderDTO, len(page.Orders)), Next: page.Next}
 	for i, st := range page.Orders {
 		out.Orders[i] = toSaleOrderDTO(st)
 	}
-	if page.Next != 0 {
-		out.Next = strconv.FormatInt(int64(page.Next), 10)
-	}
-	w.Header().Set("Cache-Control", "no-store")
-	writeOK(w, out)
+	writeNoStore(w, envelope{Success: true, Data: out})
 	return nil
+}
+
+// writeNoStore answers a read no cache may keep: an admin's view of live data.
+func writeNoStore(w http.ResponseWriter, env envelope) {
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, env)
 }
 
 // exportSaleOrders streams the CSV a page at a time, keeping none. Until the
@@ -124,7 +123,8 @@ func (a *api) exportSaleOrders(w http.ResponseWriter, r *http.Request, id int64)
 	started := false
 	row := make([]string, len(csvColumns))
 	err = a.Orders.Export(r.Context(), voucher, filter, func(page []domain.OrderStatus) error {
-		_ = rc.SetWriteDeadline(time.Now().Add(exportPageWrite))
+		// Each page gets its own write deadline: the server's would cut the download.
+		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		if !started {
 			started = true
 			name := fmt.Sprintf("voucher-%d-orders", voucher)
@@ -191,7 +191,7 @@ type auditEntryDTO struct {
 
 type auditPageDTO struct {
 	Entries []auditEntryDTO `json:"entries"`
-	Next    string          `json:"next,omitempty"` // the older page's `before`
+	Next    int64           `json:"next,omitempty,string"` // the older page's `before`
 }
 
 // auditTrail is read-only: no route changes or removes an entry.
@@ -205,7 +205,7 @@ func (a *api) auditTrail(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := auditPageDTO{Entries: make([]auditEntryDTO, len(page.Entries))}
+	out := auditPageDTO{Entries: make([]auditEntryDTO, len(page.Entries)), Next: page.Next}
 	for i, e := range page.Entries {
 		change := json.RawMessage(e.Change())
 		if !json.Valid(change) { // a row written by hand: shown as text
@@ -217,11 +217,7 @@ func (a *api) auditTrail(w http.ResponseWriter, r *http.Request) error {
 			VoucherID: strconv.FormatInt(int64(e.Voucher()), 10), Change: change,
 		}
 	}
-	if page.Next != 0 {
-		out.Next = strconv.FormatInt(page.Next, 10)
-	}
-	w.Header().Set("Cache-Control", "no-store")
-	writeOK(w, out)
+	writeNoStore(w, envelope{Success: true, Data: out})
 	return nil
 }
 
@@ -284,9 +280,6 @@ func (a *api) addSaleStock(w http.ResponseWriter, r *http.Request, id int64) err
 		return a.Controls.AddStock(ctx, admin, id, *req.Add, r.Header.Get(idempotencyKeyHeader))
 	})(w, r, id)
 }
-
-// salesBoardTimeout keeps a stalled backend from piling up polls.
-const salesBoardTimeout = 2 * time.Second
 
 // saleBoardDTO: the page derives rates from two readings' counts and At.
 type saleBoardDTO struct {
@@ -354,7 +347,8 @@ type backlogDTO struct {
 }
 
 func (a *api) salesBoard(w http.ResponseWriter, r *http.Request) error {
-	ctx, cancel := context.WithTimeout(r.Context(), salesBoardTimeout)
+	// A stalled backend must not pile up polls.
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	b, err := a.Sales.Handle(ctx, application.SaleBoardQuery{History: r.URL.Query().Get("history") == "1"})
 	if err != nil {
@@ -370,8 +364,7 @@ func (a *api) salesBoard(w http.ResponseWriter, r *http.Request) error {
 	for _, s := range b.Sales {
 		out.Sales = append(out.Sales, a.saleDTO(s))
 	}
-	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, envelope{Success: true, Data: out, Total: int64(b.Total)})
+	writeNoStore(w, envelope{Success: true, Data: out, Total: int64(b.Total)})
 	return nil
 }
 

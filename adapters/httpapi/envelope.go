@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,20 +27,14 @@ type envelope struct {
 	Code     string `json:"code,omitempty"`
 }
 
-// Codes clients may branch on (API). A claim's business refusals answer their
+// Codes used more than once; a claim's business refusals answer their
 // domain.Refusal's own code.
 const (
-	codeNotFound             = "not_found"
-	codeBusy                 = "busy"
-	codeOutcomeUnknown       = "outcome_unknown" // data is the order id to look up
-	codeUnauthorized         = "unauthorized"
-	codeForbidden            = "forbidden"
-	codeRateLimited          = "rate_limited"
-	codeBadRequest           = "bad_request"
-	codeUnavailable          = "unavailable"
-	codeInternal             = "internal"
-	codeUnsupportedMediaType = "unsupported_media_type"
-	codeAlreadyPaid          = "already_paid"
+	codeNotFound       = "not_found"
+	codeOutcomeUnknown = "outcome_unknown" // data is the order id to look up
+	codeUnauthorized   = "unauthorized"
+	codeBadRequest     = "bad_request"
+	codeInternal       = "internal"
 )
 
 // The adapter's own refusals, answered through errorTable.
@@ -80,11 +75,8 @@ var refusalText = map[string]struct{ zh, en string }{
 var refusalAnswers = func() map[*domain.Refusal]answer {
 	out := make(map[*domain.Refusal]answer)
 	for _, r := range append(domain.Refusals(), domain.RoomRefusals()...) {
-		t, ok := refusalText[r.Code()]
-		if !ok {
-			t.zh = r.Error()
-		}
-		out[r] = fixed(http.StatusOK, r.Code(), t.zh, t.en)
+		t := refusalText[r.Code()]
+		out[r] = fixed(http.StatusOK, r.Code(), cmp.Or(t.zh, r.Error()), t.en)
 	}
 	return out
 }()
@@ -101,22 +93,20 @@ var errorTable = []struct {
 	{application.ErrOutcomeUnknown, fixed(http.StatusServiceUnavailable, codeOutcomeUnknown, "系统繁忙，下单结果未知，请稍后查询订单",
 		"Busy: whether your order was taken is not known yet; look the order up in a moment")},
 	{ports.ErrUnknownToken, fixed(http.StatusUnauthorized, codeUnauthorized, "未登录或登录已过期", "Not logged in, or the login has expired")},
-	{errForbidden, fixed(http.StatusForbidden, codeForbidden, "没有权限：需要管理员账号", "Forbidden: an admin account is needed")},
-	{errRateLimited, fixed(http.StatusTooManyRequests, codeRateLimited, "请求过于频繁，请稍后重试", "Too many requests; try again shortly")},
-	{domain.ErrAlreadyPaid, fixed(http.StatusOK, codeAlreadyPaid, "订单已支付，不能取消", "The order is paid and cannot be cancelled")},
+	{errForbidden, fixed(http.StatusForbidden, "forbidden", "没有权限：需要管理员账号", "Forbidden: an admin account is needed")},
+	{errRateLimited, fixed(http.StatusTooManyRequests, "rate_limited", "请求过于频繁，请稍后重试", "Too many requests; try again shortly")},
+	{domain.ErrAlreadyPaid, fixed(http.StatusOK, "already_paid", "订单已支付，不能取消", "The order is paid and cannot be cancelled")},
 	{errBadSignature, fixed(http.StatusUnauthorized, codeUnauthorized, "invalid payment signature", "")},
 	{errNoRoute, fixed(http.StatusNotFound, codeNotFound, "接口不存在", "No such endpoint")},
 	{errMethodNotAllowed, fixed(http.StatusMethodNotAllowed, codeBadRequest, "不支持该请求方法", "Method not allowed")},
 }
 
-var retryAfterOne = []string{"1"}
-
 // What the front end shows a person is in Chinese, as the original; what a
 // developer's or machine's client reads is in English only.
 var (
-	busyAnswer     = fixed(http.StatusServiceUnavailable, codeBusy, "系统繁忙，请稍后重试", "Busy; nothing was taken, try again shortly")
+	busyAnswer     = fixed(http.StatusServiceUnavailable, "busy", "系统繁忙，请稍后重试", "Busy; nothing was taken, try again shortly")
 	internalAnswer = fixed(http.StatusInternalServerError, codeInternal, "服务器异常", "Server error")
-	notReadyAnswer = fixed(http.StatusServiceUnavailable, codeUnavailable, "not ready", "")
+	notReadyAnswer = fixed(http.StatusServiceUnavailable, "unavailable", "not ready", "")
 )
 
 // An *answer is also an error: bad input this adapter found, answered as is.
@@ -152,16 +142,12 @@ func answerFor(err error) answer {
 	if errors.As(err, &ve) {
 		return answer{status: http.StatusBadRequest, code: codeBadRequest, msg: ve.Error()}
 	}
-	if unreachable(err) {
+	// A backend that did not answer in time is a 503: every change is idempotent.
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
 		return busyAnswer
 	}
 	return internalAnswer
-}
-
-// unreachable: a backend did not answer in time, a 503 (every change is idempotent).
-func unreachable(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // fail answers err and hands it to the access log line.
@@ -196,23 +182,24 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // fixed is an answer encoded once; en is "" when msg is English already.
 func fixed(status int, code, msg, en string) answer {
-	a := answer{status: status, code: code, msg: msg, body: mustEncode(envelope{ErrorMsg: msg, Code: code})}
+	a := answer{status: status, code: code, msg: msg, body: encoded(envelope{ErrorMsg: msg, Code: code})}
 	if en != "" {
-		a.msgEn, a.bodyEn = en, mustEncode(envelope{ErrorMsg: en, Code: code})
+		a.msgEn, a.bodyEn = en, encoded(envelope{ErrorMsg: en, Code: code})
 	}
 	return a
 }
 
-func mustEncode(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("httpapi: " + err.Error())
-	}
+// encoded is a fixed envelope's JSON: strings and a bool cannot fail to encode.
+func encoded(env envelope) []byte {
+	b, _ := json.Marshal(env)
 	return b
 }
 
-// jsonContentType is shared, never mutated: an allocation less than Header().Set.
-var jsonContentType = []string{"application/json"}
+// Shared header values, never mutated: an allocation less than Header().Set.
+var (
+	jsonContentType = []string{"application/json"}
+	retryAfterOne   = []string{"1"}
+)
 
 func writeBody(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
@@ -268,12 +255,8 @@ func dateHeader(now time.Time) []string {
 // wantsEnglish: the client's most preferred Accept-Language (by q, the first
 // on a tie) is English. Read on error paths and the sold-out answer only.
 func wantsEnglish(r *http.Request) bool {
-	v := r.Header["Accept-Language"]
-	if len(v) == 0 {
-		return false
-	}
 	best, bestQ := "", -1.0
-	for _, part := range strings.Split(v[0], ",") {
+	for part := range strings.SplitSeq(firstHeader(r, "Accept-Language"), ",") {
 		tag, params, _ := strings.Cut(part, ";")
 		q := 1.0
 		if p := strings.TrimSpace(params); strings.HasPrefix(p, "q=") {

@@ -25,17 +25,12 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// maxRequestIDLen bounds a client's X-Request-Id, copied into every log line.
-const maxRequestIDLen = 64
-
 // requestIDs names requests without a usable X-Request-Id as chi's RequestID
 // does (<host>/<random>-<sequence>), formatted only when asked for.
 var requestIDs = struct {
 	prefix string
 	seq    atomic.Uint64
-}{prefix: requestIDPrefix()}
-
-func requestIDPrefix() string {
+}{prefix: func() string {
 	host, err := os.Hostname()
 	if host == "" || err != nil {
 		host = "localhost"
@@ -43,36 +38,34 @@ func requestIDPrefix() string {
 	var buf [5]byte
 	_, _ = rand.Read(buf[:])
 	return host + "/" + hex.EncodeToString(buf[:])
-}
+}()}
 
 func requestID(r *http.Request) string { return RequestID(r.Context()) }
 
 // RequestID is the id of the request ctx belongs to, or "" outside a request
 // (a worker's context). Safe from any goroutine: it only reads the recorder.
 func RequestID(ctx context.Context) string {
-	rec := recorderOf(ctx)
-	switch {
+	switch rec := recorderOf(ctx); {
 	case rec == nil:
 		return ""
 	case rec.requestID != "":
 		return rec.requestID
+	default:
+		return formatRequestID(rec.seq)
 	}
-	return formatRequestID(rec.seq)
 }
 
-func formatRequestID(seq uint64) string {
-	return requestIDs.prefix + "-" + fmt.Sprintf("%06d", seq)
-}
+func formatRequestID(seq uint64) string { return fmt.Sprintf("%s-%06d", requestIDs.prefix, seq) }
 
 const requestIDHeader = "X-Request-Id"
 
-// clientRequestID is r's X-Request-Id if short printable ASCII, else "".
+// clientRequestID is r's X-Request-Id if printable ASCII short enough to copy
+// into every log line, else "".
 func clientRequestID(r *http.Request) string {
-	id := r.Header.Get(requestIDHeader)
-	if len(id) > maxRequestIDLen || !domain.Printable(id) {
-		return ""
+	if id := r.Header.Get(requestIDHeader); len(id) <= 64 && domain.Printable(id) {
+		return id
 	}
-	return id
+	return ""
 }
 
 // recorder is the request's state, put in its context once by scope so no
@@ -96,16 +89,12 @@ func recorderOf(ctx context.Context) *recorder {
 }
 
 func (rec *recorder) WriteHeader(status int) {
-	if rec.status == 0 {
-		rec.status = status
-	}
+	rec.status = cmp.Or(rec.status, status)
 	rec.ResponseWriter.WriteHeader(status)
 }
 
 func (rec *recorder) Write(b []byte) (int, error) {
-	if rec.status == 0 {
-		rec.status = http.StatusOK
-	}
+	rec.status = cmp.Or(rec.status, http.StatusOK)
 	return rec.ResponseWriter.Write(b)
 }
 
@@ -120,8 +109,7 @@ func (a *api) scope(next http.Handler) http.Handler {
 	obs := a.ClaimObserver
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &recorder{ResponseWriter: w, seq: requestIDs.seq.Add(1), arrived: start,
-			requestID: clientRequestID(r)}
+		rec := &recorder{ResponseWriter: w, seq: requestIDs.seq.Add(1), arrived: start, requestID: clientRequestID(r)}
 		rc := &requestCtx{Context: r.Context(), rec: rec}
 		if rc.Context.Value(chi.RouteCtxKey) == nil {
 			// One already there is a wrapper's (tracing names its span by
@@ -155,16 +143,10 @@ func (a *api) accessLog(r *http.Request, id func(*http.Request) string, status i
 	case status >= 500:
 		level = zerolog.ErrorLevel
 	}
-	e := a.Log.WithLevel(level)
-	if !e.Enabled() {
-		return
+	if e := a.Log.WithLevel(level); e.Enabled() {
+		e.Str("request_id", id(r)).Str("method", r.Method).Str("path", r.URL.Path).
+			Int("status", status).Dur("duration", took).AnErr("error", err).Msg("http request")
 	}
-	e.Str("request_id", id(r)).Str("method", r.Method).Str("path", r.URL.Path).
-		Int("status", status).Dur("duration", took)
-	if err != nil {
-		e.Err(err)
-	}
-	e.Msg("http request")
 }
 
 var routeContexts = sync.Pool{New: func() any { return chi.NewRouteContext() }}
@@ -225,6 +207,10 @@ func (a *api) guard(check func(*http.Request) error) func(http.Handler) http.Han
 	}
 }
 
+func (a *api) refuse(err error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { a.fail(w, r, err) }
+}
+
 // limitBody refuses a body over MaxBodyBytes: at once by its declared
 // length, else on reading (the decoder reports 413).
 func (a *api) limitBody(r *http.Request) error {
@@ -269,14 +255,13 @@ func (a *api) requireUser(r *http.Request) error {
 	} else {
 		c.user, err = a.Sessions.UserID(r.Context(), token)
 	}
-	if err != nil {
-		if !errors.Is(err, ports.ErrUnknownToken) {
-			// Redis did not answer: nothing was done, a retry is safe.
-			return fmt.Errorf("resolve session token: %w: %w", application.ErrBusy, err)
-		}
+	switch {
+	case err != nil && !errors.Is(err, ports.ErrUnknownToken):
+		// Redis did not answer: nothing was done, a retry is safe.
+		return fmt.Errorf("resolve session token: %w: %w", application.ErrBusy, err)
+	case err != nil:
 		return err
-	}
-	if c.user <= 0 {
+	case c.user <= 0:
 		// A corrupt session must not become a 400 further down.
 		return fmt.Errorf("session token resolved to invalid user %d", c.user)
 	}
@@ -286,8 +271,13 @@ func (a *api) requireUser(r *http.Request) error {
 
 func userFrom(ctx context.Context) domain.UserID { return recorderOf(ctx).caller.user }
 
-func (a *api) refuse(err error) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) { a.fail(w, r, err) }
+// requireAdmin, behind requireUser, passes Deps.Admins and the users the
+// identity provider names admins; with neither it refuses everyone.
+func (a *api) requireAdmin(r *http.Request) error {
+	if c := recorderOf(r.Context()).caller; !c.admin && !slices.Contains(a.Admins, c.user) {
+		return fmt.Errorf("user %d: %w", c.user, errForbidden)
+	}
+	return nil
 }
 
 // Canonical header names the claim path looks up in the map directly:
@@ -318,9 +308,6 @@ type ClaimObserver interface {
 // yet when a middleware refuses the request.
 const claimPathPrefix = "/voucher-order/seckill/"
 
-// codeSuccess names a successful claim for observers; the envelope has none.
-const codeSuccess = "success"
-
 // answeredCode is the code of rec's error (fail records every refusal's), or
 // "success" for a 2xx; a 3xx-5xx without one is not this router's: internal.
 func answeredCode(rec *recorder) string {
@@ -328,7 +315,7 @@ func answeredCode(rec *recorder) string {
 	case rec.err != nil:
 		return answerFor(rec.err).code
 	case rec.status < 300:
-		return codeSuccess
+		return "success"
 	}
 	return codeInternal
 }
@@ -338,15 +325,6 @@ func answeredCode(rec *recorder) string {
 type Limits struct {
 	PerUser, PerIP int
 	Window         time.Duration
-}
-
-// requireAdmin, behind requireUser, passes Deps.Admins and the users the
-// identity provider names admins; with neither it refuses everyone.
-func (a *api) requireAdmin(r *http.Request) error {
-	if c := recorderOf(r.Context()).caller; !c.admin && !slices.Contains(a.Admins, c.user) {
-		return fmt.Errorf("user %d: %w", c.user, errForbidden)
-	}
-	return nil
 }
 
 // requireJSON refuses a body not declared JSON: browsers send other types
@@ -365,16 +343,15 @@ func checkJSONType(r *http.Request) error {
 	ct := r.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
 	if ct == "" || err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		return &answer{status: http.StatusUnsupportedMediaType, code: codeUnsupportedMediaType,
+		return &answer{status: http.StatusUnsupportedMediaType, code: "unsupported_media_type",
 			msg: fmt.Sprintf("Content-Type must be application/json, got %q", ct)}
 	}
 	return nil
 }
 
-const proxyWarnEvery = time.Minute
-
 // ipRateLimited is the per-IP refusal; a loopback or private peer with no proxy
-// trusted looks like a proxy whose users share one budget, so it is logged.
+// trusted looks like a proxy whose users share one budget, so once a minute it
+// is logged.
 func (a *api) ipRateLimited(w http.ResponseWriter, r *http.Request) {
 	a.fail(w, r, errRateLimited)
 	if len(a.TrustedProxies) > 0 {
@@ -386,7 +363,7 @@ func (a *api) ipRateLimited(w http.ResponseWriter, r *http.Request) {
 	}
 	now := time.Now().UnixNano()
 	last := a.proxyWarned.Load()
-	if last != 0 && now-last < int64(proxyWarnEvery) || !a.proxyWarned.CompareAndSwap(last, now) {
+	if last != 0 && now-last < int64(time.Minute) || !a.proxyWarned.CompareAndSwap(last, now) {
 		return
 	}
 	a.Log.Warn().Str("peer", peer.String()).Int("limit", a.Limits.PerIP).Str("window", a.Limits.Window.String()).

@@ -14,12 +14,15 @@ import (
 	"github.com/hmdp-go/seckill/domain"
 )
 
-var okBody = mustEncode(envelope{Success: true, Data: "ok"})
+var okBody = encoded(envelope{Success: true, Data: "ok"})
 
 // healthz checks no backend: a Redis outage must not restart every instance.
 func (a *api) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeBody(w, http.StatusOK, okBody)
 }
+
+// readyTimeout answers "not ready" within an orchestrator's probe timeout.
+const readyTimeout = 2 * time.Second
 
 // readyz says whether Redis and the database answer; why not is logged, never
 // sent (the probe is unauthenticated).

@@ -21,32 +21,27 @@ import (
 )
 
 // Deps is everything the router needs. AddVoucher, ListVouchers, Claim,
-// GetOrder, Sessions and Ready are required; any other zero field is a
-// default or off (the zero Log discards). An optional use case left nil
-// leaves its routes unmounted.
+// GetOrder, Sessions and Ready are required; a zero optional field is its
+// default or off, and a nil optional use case leaves its routes unmounted.
 type Deps struct {
 	AddVoucher   *application.AddSeckillVoucher
 	ListVouchers *application.ListShopVouchers
 	Claim        *application.ClaimSeckill
 	GetOrder     *application.GetOrder
 	Sessions     ports.Sessions
-	// Bearer resolves `Authorization: Bearer <JWT>` instead of Sessions; a
-	// token it names an admin passes the admin endpoints as Admins do.
+	// Bearer resolves `Authorization: Bearer <JWT>`; a token naming an admin passes the admin endpoints.
 	Bearer ports.BearerSessions
-	// Tokens mounts POST /dev/tokens, which mints a token for anyone:
-	// never in production.
-	Tokens ports.TokenIssuer
+	Tokens ports.TokenIssuer           // mounts POST /dev/tokens, a token for anyone: never in production
 	Ready  func(context.Context) error // Redis and the database answer
 	Log    zerolog.Logger
 	// Location is the zone of the original's zone-less times; nil is UTC.
-	Location     *time.Location
-	MaxBodyBytes int64       // <= 0: DefaultMaxBodyBytes
-	Clock        ports.Clock // a new voucher's window is checked against it
-	Admins       []domain.UserID
-	Limits       Limits // on claims and order status
-	// TrustedProxies' X-Forwarded-For and X-Real-IP name the client.
-	TrustedProxies []netip.Prefix
-	Sales          *application.SaleDashboard // the live sale page
+	Location       *time.Location
+	MaxBodyBytes   int64       // <= 0: DefaultMaxBodyBytes
+	Clock          ports.Clock // a new voucher's window is checked against it
+	Admins         []domain.UserID
+	Limits         Limits         // on claims and order status
+	TrustedProxies []netip.Prefix // whose X-Forwarded-For and X-Real-IP name the client
+	Sales          *application.SaleDashboard
 	ClaimObserver  ClaimObserver
 	// Split splits a voucher whose request names no "buckets" and whose
 	// stock is above Split.Above into Split.Into buckets (at most its stock).
@@ -57,11 +52,10 @@ type Deps struct {
 	// Pay and PaymentSecret mount POST /payments/notify, signed with the secret.
 	Pay           *application.PayOrder
 	PaymentSecret []byte
-	Orders        *application.ListSaleOrders // a sale's order list and CSV
+	Orders        *application.ListSaleOrders
 	Audit         *application.ReadAuditLog
 	Controls      *application.ControlSale
-	// Rooms mounts the waiting rooms and makes a room sale's claim need its
-	// pass; without it a voucher cannot be created with a room.
+	// Rooms mounts the waiting rooms and makes a room sale's claim need its pass.
 	Rooms *application.WaitingRoom
 }
 
@@ -70,9 +64,6 @@ type SplitRule struct{ Above, Into int }
 
 // DefaultMaxBodyBytes is far above any valid voucher, far below a buffering risk.
 const DefaultMaxBodyBytes = 64 << 10
-
-// readyTimeout answers "not ready" within an orchestrator's probe timeout.
-const readyTimeout = 2 * time.Second
 
 // api is Deps with NewRouter's defaults applied, plus what the router keeps.
 type api struct {
@@ -114,7 +105,6 @@ func NewRouter(d Deps) http.Handler {
 	r.Use(a.recoverer, a.guard(a.limitBody), a.guard(a.requireJSON))
 	r.NotFound(a.refuse(errNoRoute))
 	r.MethodNotAllowed(a.refuse(errMethodNotAllowed))
-
 	r.Get("/healthz", a.healthz)
 	r.Get("/readyz", a.readyz)
 	r.Get("/openapi.json", a.openAPI)
@@ -178,7 +168,6 @@ func NewRouter(d Deps) http.Handler {
 	if a.Pay != nil && len(a.PaymentSecret) > 0 {
 		r.Post("/payments/notify", a.handle(a.paymentNotify))
 	}
-
 	if a.Sales != nil {
 		r.Get("/admin/sales", page("web/sales.html"))
 		r.Get("/admin/assets/{name}", a.assets(saleAssets))
@@ -201,11 +190,11 @@ func NewRouter(d Deps) http.Handler {
 	return routed{edge, r}
 }
 
-// routed is the router's entry that still lists its routes (chi.Walk).
+// routed is the router's entry that still lists its routes (chi.Walk); the
+// alias keeps chi.Routes's Routes method from being hidden by the field name.
 type routed struct {
 	http.Handler
 	routes
 }
 
-// routes is chi.Routes under a name that does not hide its Routes method.
 type routes = chi.Routes

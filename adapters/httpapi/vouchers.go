@@ -28,38 +28,38 @@ var (
 // addVoucherRequest is the original's Voucher JSON as its admin page posts it,
 // plus the sale's options; pointers tell "missing" from zero.
 type addVoucherRequest struct {
-	ShopID       int64               `json:"shopId"`
-	Title        string              `json:"title"`
-	SubTitle     string              `json:"subTitle"`
-	Rules        string              `json:"rules"`
-	PayValue     int64               `json:"payValue"`
-	ActualValue  int64               `json:"actualValue"`
-	Type         *int                `json:"type"`
-	Stock        *int                `json:"stock"`
-	BeginTime    string              `json:"beginTime"`
-	EndTime      string              `json:"endTime"`
-	Buckets      *int                `json:"buckets"`      // Redis shards of the stock
-	LimitPerUser *int                `json:"limitPerUser"` // orders one user may hold
-	WaitingRoom  *waitingRoomRequest `json:"waitingRoom"`
+	ShopID       int64            `json:"shopId"`
+	Title        string           `json:"title"`
+	SubTitle     string           `json:"subTitle"`
+	Rules        string           `json:"rules"`
+	PayValue     int64            `json:"payValue"`
+	ActualValue  int64            `json:"actualValue"`
+	Type         *int             `json:"type"`
+	Stock        *int             `json:"stock"`
+	BeginTime    string           `json:"beginTime"`
+	EndTime      string           `json:"endTime"`
+	Buckets      *int             `json:"buckets"`      // Redis shards of the stock
+	LimitPerUser *int             `json:"limitPerUser"` // orders one user may hold
+	WaitingRoom  *waitingRoomJSON `json:"waitingRoom"`
 }
 
 // voucherDTO is a voucher as the original's /voucher/list returns it, the id
 // a string like every id here; sale fields are omitted for normal vouchers.
 type voucherDTO struct {
-	ID           string          `json:"id"`
-	ShopID       int64           `json:"shopId"`
-	Title        string          `json:"title"`
-	SubTitle     string          `json:"subTitle"`
-	Rules        string          `json:"rules"`
-	PayValue     int64           `json:"payValue"`
-	ActualValue  int64           `json:"actualValue"`
-	Type         int8            `json:"type"`
-	Status       int8            `json:"status"`
-	Stock        *int            `json:"stock,omitempty"`
-	BeginTime    string          `json:"beginTime,omitempty"`
-	EndTime      string          `json:"endTime,omitempty"`
-	LimitPerUser int             `json:"limitPerUser,omitempty"`
-	WaitingRoom  *waitingRoomDTO `json:"waitingRoom,omitempty"`
+	ID           string           `json:"id"`
+	ShopID       int64            `json:"shopId"`
+	Title        string           `json:"title"`
+	SubTitle     string           `json:"subTitle"`
+	Rules        string           `json:"rules"`
+	PayValue     int64            `json:"payValue"`
+	ActualValue  int64            `json:"actualValue"`
+	Type         int8             `json:"type"`
+	Status       int8             `json:"status"`
+	Stock        *int             `json:"stock,omitempty"`
+	BeginTime    string           `json:"beginTime,omitempty"`
+	EndTime      string           `json:"endTime,omitempty"`
+	LimitPerUser int              `json:"limitPerUser,omitempty"`
+	WaitingRoom  *waitingRoomJSON `json:"waitingRoom,omitempty"`
 }
 
 func (a *api) addSeckillVoucher(w http.ResponseWriter, r *http.Request) error {
@@ -96,32 +96,26 @@ func (a *api) voucherFrom(req addVoucherRequest) (domain.Voucher, error) {
 	if err != nil {
 		return domain.Voucher{}, err
 	}
+	// Each step runs only if the ones before it succeeded.
 	sale, err := domain.NewSaleAt(a.Clock.Now(), *req.Stock, begin, end)
+	buckets := req.Buckets
+	if r := a.Split; err == nil && buckets == nil && r.Above > 0 && r.Into > 1 && sale.Stock() > r.Above {
+		buckets = new(min(r.Into, sale.Stock(), domain.MaxBuckets))
+	}
+	if err == nil && buckets != nil {
+		sale, err = sale.WithBuckets(*buckets)
+	}
+	if err == nil && req.LimitPerUser != nil {
+		sale, err = sale.WithLimitPerUser(*req.LimitPerUser)
+	}
+	if err == nil && req.WaitingRoom != nil {
+		var rules domain.RoomRules
+		if rules, err = a.roomRules(req.WaitingRoom); err == nil {
+			sale, err = sale.WithRoom(a.Clock.Now(), rules)
+		}
+	}
 	if err != nil {
 		return domain.Voucher{}, err
-	}
-	if req.Buckets != nil {
-		if sale, err = sale.WithBuckets(*req.Buckets); err != nil {
-			return domain.Voucher{}, err
-		}
-	} else if r := a.Split; r.Above > 0 && r.Into > 1 && sale.Stock() > r.Above {
-		if sale, err = sale.WithBuckets(min(r.Into, sale.Stock(), domain.MaxBuckets)); err != nil {
-			return domain.Voucher{}, err
-		}
-	}
-	if req.LimitPerUser != nil {
-		if sale, err = sale.WithLimitPerUser(*req.LimitPerUser); err != nil {
-			return domain.Voucher{}, err
-		}
-	}
-	if req.WaitingRoom != nil {
-		rules, err := a.roomRules(req.WaitingRoom)
-		if err != nil {
-			return domain.Voucher{}, err
-		}
-		if sale, err = sale.WithRoom(a.Clock.Now(), rules); err != nil {
-			return domain.Voucher{}, err
-		}
 	}
 	return domain.NewSeckillVoucher(domain.VoucherSpec{
 		ShopID: domain.ShopID(req.ShopID), Title: req.Title, SubTitle: req.SubTitle, Rules: req.Rules,
@@ -139,19 +133,15 @@ func (a *api) parseTime(field, s string) (time.Time, error) {
 	if err != nil {
 		t, err = time.Parse(time.RFC3339, s)
 	}
-	if err == nil {
-		if t.Before(minTime) || !t.Before(maxTime) {
-			return time.Time{}, &domain.ValidationError{
-				Field:  field,
-				Reason: fmt.Sprintf("must be within 2000-01-01 and 2100-01-01 (UTC), got %s", t.UTC().Format(time.RFC3339)),
-			}
-		}
-		return t, nil
+	switch {
+	case err != nil:
+		return time.Time{}, &domain.ValidationError{Field: field,
+			Reason: "must look like 2026-11-29T20:00:00 (server zone) or 2026-11-29T20:00:00+08:00"}
+	case t.Before(minTime) || !t.Before(maxTime):
+		return time.Time{}, &domain.ValidationError{Field: field,
+			Reason: fmt.Sprintf("must be within 2000-01-01 and 2100-01-01 (UTC), got %s", t.UTC().Format(time.RFC3339))}
 	}
-	return time.Time{}, &domain.ValidationError{
-		Field:  field,
-		Reason: "must look like 2026-11-29T20:00:00 (server zone) or 2026-11-29T20:00:00+08:00",
-	}
+	return t, nil
 }
 
 func (a *api) listShopVouchers(w http.ResponseWriter, r *http.Request, shop int64) error {
@@ -182,16 +172,15 @@ func (a *api) voucherDTO(v domain.Voucher) voucherDTO {
 	}
 	if v.IsSeckill() {
 		s := v.Sale()
-		stock := s.Stock()
-		d.Stock = &stock
+		d.Stock = new(s.Stock())
 		d.BeginTime = s.Begin().In(a.Location).Format(localLayout)
 		d.EndTime = s.End().In(a.Location).Format(localLayout)
 		d.LimitPerUser = s.LimitPerUser()
 		if s.HasRoom() {
 			r := s.Room()
-			d.WaitingRoom = &waitingRoomDTO{
-				OpensBeforeSeconds: int64(r.OpensBefore() / time.Second), AdmitPerSecond: r.AdmitPerSecond(),
-				PassTTLSeconds: int64(r.PassTTL() / time.Second), Margin: r.Margin(),
+			d.WaitingRoom = &waitingRoomJSON{
+				OpensBeforeSeconds: new(int64(r.OpensBefore() / time.Second)), AdmitPerSecond: new(r.AdmitPerSecond()),
+				PassTTLSeconds: new(int64(r.PassTTL() / time.Second)), Margin: new(r.Margin()),
 			}
 		}
 	}
@@ -228,14 +217,11 @@ func writeRoomStatus(w http.ResponseWriter, st application.RoomStatus, err error
 	}
 	d := roomStatusDTO{
 		Ticket: st.Ticket, State: string(st.Phase), Position: st.Position, Joined: st.Joined, InDraw: st.InDraw(),
-		WaitSeconds: int64((st.Wait + time.Second - 1) / time.Second),
-		DrawAt:      st.DrawAt.UTC().Format(time.RFC3339Nano),
-		Pass:        st.Pass,
-		PollAfterMs: st.PollAfter.Milliseconds(),
+		WaitSeconds: int64((st.Wait + time.Second - 1) / time.Second), DrawAt: st.DrawAt.UTC().Format(time.RFC3339Nano),
+		Pass: st.Pass, PollAfterMs: st.PollAfter.Milliseconds(),
 	}
 	if !st.InDraw() {
-		ahead := st.Ahead
-		d.Ahead = &ahead
+		d.Ahead = new(st.Ahead)
 	}
 	if !st.PassExpires.IsZero() {
 		d.PassExpires = st.PassExpires.UTC().Format(time.RFC3339Nano)
@@ -253,10 +239,7 @@ func (a *api) joinRoom(w http.ResponseWriter, r *http.Request, voucher int64) er
 }
 
 func (a *api) pollRoom(w http.ResponseWriter, r *http.Request, voucher int64) error {
-	ticket := r.URL.Query().Get("ticket")
-	if ticket == "" {
-		ticket = r.Header.Get(RoomTicketHeader)
-	}
+	ticket := cmp.Or(r.URL.Query().Get("ticket"), r.Header.Get(RoomTicketHeader))
 	if len(ticket) > maxRoomToken {
 		return domain.ErrNotInRoom
 	}
@@ -280,44 +263,36 @@ func (p *passOf) RoomPass() string {
 	return pass
 }
 
-type waitingRoomRequest struct {
+// waitingRoomJSON is a waiting room's rules as a request gives them (nil:
+// missing) and as the voucher list shows them.
+type waitingRoomJSON struct {
 	OpensBeforeSeconds *int64 `json:"opensBeforeSeconds"`
 	AdmitPerSecond     *int   `json:"admitPerSecond"`
-	PassTTLSeconds     *int64 `json:"passTtlSeconds"`
+	PassTTLSeconds     *int64 `json:"passTtlSeconds"` // 60 if missing
 	Margin             *int   `json:"margin"`
 }
 
-// defaultPassTTL is a pass's life in seconds when the request names none.
-const defaultPassTTL = 60
-
-func (a *api) roomRules(req *waitingRoomRequest) (domain.RoomRules, error) {
-	if a.Rooms == nil {
-		return domain.RoomRules{}, &domain.ValidationError{Field: "waitingRoom", Reason: "waiting rooms are not enabled on this service"}
+func (a *api) roomRules(req *waitingRoomJSON) (domain.RoomRules, error) {
+	invalid := func(field, reason string) (domain.RoomRules, error) {
+		return domain.RoomRules{}, &domain.ValidationError{Field: "waitingRoom" + field, Reason: reason}
 	}
-	if req.OpensBeforeSeconds == nil {
-		return domain.RoomRules{}, &domain.ValidationError{Field: "waitingRoom.opensBeforeSeconds", Reason: "is required"}
+	switch {
+	case a.Rooms == nil:
+		return invalid("", "waiting rooms are not enabled on this service")
+	case req.OpensBeforeSeconds == nil:
+		return invalid(".opensBeforeSeconds", "is required")
+	case req.AdmitPerSecond == nil:
+		return invalid(".admitPerSecond", "is required")
 	}
-	if req.AdmitPerSecond == nil {
-		return domain.RoomRules{}, &domain.ValidationError{Field: "waitingRoom.admitPerSecond", Reason: "is required"}
-	}
-	ttl, margin := *cmp.Or(req.PassTTLSeconds, new(int64(defaultPassTTL))), *cmp.Or(req.Margin, new(0))
+	opens, ttl := *req.OpensBeforeSeconds, *cmp.Or(req.PassTTLSeconds, new(int64(60)))
 	// Beyond a year the durations could overflow: refused in the client's words.
 	const maxSeconds = int64(365 * 24 * 3600)
-	opens := *req.OpensBeforeSeconds
-	if opens < 0 || opens > maxSeconds {
-		return domain.RoomRules{}, &domain.ValidationError{Field: "waitingRoom.opensBeforeSeconds",
-			Reason: fmt.Sprintf("must be within 0..%d seconds, got %d", maxSeconds, opens)}
+	switch {
+	case opens < 0 || opens > maxSeconds:
+		return invalid(".opensBeforeSeconds", fmt.Sprintf("must be within 0..%d seconds, got %d", maxSeconds, opens))
+	case ttl < 0 || ttl > maxSeconds:
+		return invalid(".passTtlSeconds", fmt.Sprintf("must be within 0..%d seconds, got %d", maxSeconds, ttl))
 	}
-	if ttl < 0 || ttl > maxSeconds {
-		return domain.RoomRules{}, &domain.ValidationError{Field: "waitingRoom.passTtlSeconds",
-			Reason: fmt.Sprintf("must be within 0..%d seconds, got %d", maxSeconds, ttl)}
-	}
-	return domain.NewRoomRules(time.Duration(opens)*time.Second, *req.AdmitPerSecond, time.Duration(ttl)*time.Second, margin)
-}
-
-type waitingRoomDTO struct {
-	OpensBeforeSeconds int64 `json:"opensBeforeSeconds"`
-	AdmitPerSecond     int   `json:"admitPerSecond"`
-	PassTTLSeconds     int64 `json:"passTtlSeconds"`
-	Margin             int   `json:"margin"`
+	return domain.NewRoomRules(time.Duration(opens)*time.Second, *req.AdmitPerSecond, time.Duration(ttl)*time.Second,
+		*cmp.Or(req.Margin, new(0)))
 }
