@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hmdp-go/seckill/application"
@@ -113,7 +114,6 @@ func writeNoStore(w http.ResponseWriter, env envelope) {
 // exportSaleOrders streams the CSV a page at a time, keeping none. Until the
 // first page an error is an envelope; after it, a cut-short download.
 func (a *api) exportSaleOrders(w http.ResponseWriter, r *http.Request, id int64) error {
-	voucher := domain.VoucherID(id)
 	filter, err := domain.ParseOrderFilter(r.URL.Query().Get("state"))
 	if err != nil {
 		return err
@@ -122,12 +122,12 @@ func (a *api) exportSaleOrders(w http.ResponseWriter, r *http.Request, id int64)
 	cw := csv.NewWriter(w)
 	started := false
 	row := make([]string, len(csvColumns))
-	err = a.Orders.Export(r.Context(), voucher, filter, func(page []domain.OrderStatus) error {
+	err = a.Orders.Export(r.Context(), domain.VoucherID(id), filter, func(page []domain.OrderStatus) error {
 		// Each page gets its own write deadline: the server's would cut the download.
 		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		if !started {
 			started = true
-			name := fmt.Sprintf("voucher-%d-orders", voucher)
+			name := fmt.Sprintf("voucher-%d-orders", id)
 			if filter != domain.AllOrders {
 				name += "-" + string(filter)
 			}
@@ -170,11 +170,7 @@ func (a *api) exportSaleOrders(w http.ResponseWriter, r *http.Request, id int64)
 
 // csvCell defuses a cell a spreadsheet would run as a formula (OWASP CSV injection).
 func csvCell(s string) string {
-	if s == "" {
-		return s
-	}
-	switch s[0] {
-	case '=', '+', '-', '@', '\t', '\r':
+	if s != "" && strings.IndexByte("=+-@\t\r", s[0]) >= 0 {
 		return "'" + s
 	}
 	return s
@@ -326,6 +322,7 @@ type roomBoardDTO struct {
 	Drawn         bool  `json:"drawn"`
 }
 
+// balanceDTO is application.SaleBalance with its JSON names.
 type balanceDTO struct {
 	Initial  int    `json:"initial"`
 	InFlight int    `json:"inFlight"`
@@ -369,7 +366,7 @@ func (a *api) salesBoard(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *api) saleDTO(s application.SaleRow) saleDTO {
-	v, bal := s.Voucher, s.Balance()
+	v := s.Voucher
 	d := saleDTO{
 		ID: strconv.FormatInt(int64(v.ID()), 10), Title: v.Title(), State: string(s.State),
 		BeginTime: v.Sale().Begin().In(a.Location).Format(localLayout),
@@ -377,12 +374,10 @@ func (a *api) saleDTO(s application.SaleRow) saleDTO {
 		Paused:    v.Sale().Paused(), Added: v.Sale().Added(),
 		DBStock: s.DB.Stock, Orders: s.DB.Created(), Failed: s.DB.Failed, Unpaid: s.DB.Unpaid, Paid: s.DB.Paid,
 		Cancelled: s.DB.Cancelled, Refunding: s.DB.Refunding, Returned: s.DB.Cancelled + s.DB.Refunding,
-		Balance: balanceDTO{Initial: bal.Initial, InFlight: bal.InFlight, Holds: bal.Holds, Problem: bal.Problem},
-		Claims:  s.Claims,
+		Balance: balanceDTO(s.Balance()), Claims: s.Claims,
 	}
 	if s.GateFound {
-		stock := s.GateStock
-		d.GateStock = &stock
+		d.GateStock = new(s.GateStock)
 	}
 	if r := s.Room; r != nil {
 		d.Room = &roomBoardDTO{Joined: r.Joined, Waiting: r.Waiting, Admitted: r.Admitted,
