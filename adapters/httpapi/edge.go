@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"net/http"
 	"strconv"
 	"strings"
@@ -66,8 +67,5 @@ func edgeClaim(r *http.Request) (domain.VoucherID, bool) {
 }
 
 func edgeRequestID(r *http.Request) string {
-	if id := clientRequestID(r); id != "" {
-		return id
-	}
-	return formatRequestID(requestIDs.seq.Add(1))
+	return cmp.Or(clientRequestID(r), formatRequestID(requestIDs.seq.Add(1)))
 }

@@ -228,14 +228,10 @@ func writeOK(w http.ResponseWriter, data any) {
 	writeJSON(w, http.StatusOK, envelope{Success: true, Data: data})
 }
 
-// writeOKID answers a successful claim without reflection.
+// writeOKID answers a successful claim without reflection, in one allocation.
 func writeOKID(w http.ResponseWriter, id int64) {
-	const head, tail = `{"success":true,"data":"`, `"}`
-	b := make([]byte, 0, len(head)+20+len(tail))
-	b = append(b, head...)
-	b = strconv.AppendInt(b, id, 10)
-	b = append(b, tail...)
-	writeBody(w, http.StatusOK, b)
+	b := append(make([]byte, 0, 48), `{"success":true,"data":"`...)
+	writeBody(w, http.StatusOK, append(strconv.AppendInt(b, id, 10), `"}`...))
 }
 
 // stampedDate is every JSON answer's Date header, formatted once a second, not
@@ -429,30 +425,19 @@ func (a *api) handle(h func(http.ResponseWriter, *http.Request) error) http.Hand
 	}
 }
 
+// withID adapts an endpoint of the path parameter name, a positive int64 in decimal digits only.
 func (a *api) withID(name string, h func(http.ResponseWriter, *http.Request, int64) error) http.HandlerFunc {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		id, err := pathID(r, name)
-		if err != nil {
-			return err
+		s := chi.URLParam(r, name)
+		n, err := strconv.ParseInt(s, 10, 64)
+		switch {
+		case allDigits(s) && errors.Is(err, strconv.ErrRange):
+			return badRequest(name + " is out of range (max 9223372036854775807)")
+		case !allDigits(s) || err != nil || n <= 0:
+			return badRequest(name + " must be a positive integer")
 		}
-		return h(w, r, id)
+		return h(w, r, n)
 	})
-}
-
-// pathID parses a positive int64 path parameter: decimal digits only.
-func pathID(r *http.Request, name string) (int64, error) {
-	s := chi.URLParam(r, name)
-	if !allDigits(s) {
-		return 0, badRequest(name + " must be a positive integer")
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	switch {
-	case errors.Is(err, strconv.ErrRange):
-		return 0, badRequest(name + " is out of range (max 9223372036854775807)")
-	case err != nil, n <= 0:
-		return 0, badRequest(name + " must be a positive integer")
-	}
-	return n, nil
 }
 
 // allDigits: s is decimal digits only, or empty (ParseInt takes a sign).

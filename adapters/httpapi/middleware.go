@@ -25,8 +25,7 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// requestIDs names requests without a usable X-Request-Id as chi's RequestID
-// does (<host>/<random>-<sequence>), formatted only when asked for.
+// requestIDs names a request without a usable X-Request-Id as chi's RequestID does (<host>/<random>-<seq>).
 var requestIDs = struct {
 	prefix string
 	seq    atomic.Uint64
@@ -59,8 +58,7 @@ func formatRequestID(seq uint64) string { return fmt.Sprintf("%s-%06d", requestI
 
 const requestIDHeader = "X-Request-Id"
 
-// clientRequestID is r's X-Request-Id if printable ASCII short enough to copy
-// into every log line, else "".
+// clientRequestID is r's X-Request-Id if printable and short (every log line copies it), else "".
 func clientRequestID(r *http.Request) string {
 	if id := r.Header.Get(requestIDHeader); len(id) <= 64 && domain.Printable(id) {
 		return id
@@ -103,8 +101,7 @@ func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
 // noteError hands err to the access log line.
 func noteError(r *http.Request, err error) { recorderOf(r.Context()).err = err }
 
-// scope is every request's entry: the request's one context (requestCtx),
-// the claim observer, and the access log line.
+// scope is every request's entry: its one context (requestCtx), the claim observer, the access log line.
 func (a *api) scope(next http.Handler) http.Handler {
 	obs := a.ClaimObserver
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -170,8 +167,7 @@ func (c *requestCtx) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// recoverer turns a panic into a 500 envelope, the panic and its stack going
-// to the access log line (chi's Recoverer answers a bare 500 to stderr).
+// recoverer answers a panic with a 500 envelope, the panic and its stack going to the access log line.
 func (a *api) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -194,7 +190,6 @@ func (a *api) recoverer(next http.Handler) http.Handler {
 	})
 }
 
-// guard answers check's refusal, or passes the request on.
 func (a *api) guard(check func(*http.Request) error) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -217,8 +212,7 @@ func (a *api) limitBody(r *http.Request) error {
 	if r.ContentLength > a.MaxBodyBytes {
 		return errBodyTooLarge(a.MaxBodyBytes)
 	}
-	// The claim has no body: no wrapper, no allocation. The server's own
-	// writer lets MaxBytesReader have the connection closed after the answer.
+	// No wrapper for the bodiless claim; the server's own writer lets MaxBytesReader close the connection.
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = http.MaxBytesReader(recorderOf(r.Context()).ResponseWriter, r.Body, a.MaxBodyBytes)
 	}
@@ -304,8 +298,7 @@ type ClaimObserver interface {
 	ClaimAnswered(ctx context.Context, code string, took time.Duration)
 }
 
-// claimPathPrefix is matched by the observer: chi's route pattern is not set
-// yet when a middleware refuses the request.
+// claimPathPrefix, not chi's pattern, tells the observer a claim: a middleware may refuse before routing.
 const claimPathPrefix = "/voucher-order/seckill/"
 
 // answeredCode is the code of rec's error (fail records every refusal's), or
@@ -327,10 +320,8 @@ type Limits struct {
 	Window         time.Duration
 }
 
-// requireJSON refuses a body not declared JSON: browsers send other types
-// cross-site without a preflight (which this service never grants), so any
-// page could post here through a user's browser. A bodiless POST (the
-// original's claim) passes; a chunked one (ContentLength -1) is checked.
+// requireJSON refuses a body not declared JSON, which any page could post through a user's browser
+// without a preflight; a bodiless POST (the original's claim) passes, a chunked one is checked.
 func (a *api) requireJSON(r *http.Request) error {
 	if r.ContentLength != 0 && r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return checkJSONType(r)
@@ -349,9 +340,8 @@ func checkJSONType(r *http.Request) error {
 	return nil
 }
 
-// ipRateLimited is the per-IP refusal; a loopback or private peer with no proxy
-// trusted looks like a proxy whose users share one budget, so once a minute it
-// is logged.
+// ipRateLimited is the per-IP refusal; a loopback or private peer with no proxy trusted looks
+// like a proxy whose users share one budget, so it is logged (once a minute).
 func (a *api) ipRateLimited(w http.ResponseWriter, r *http.Request) {
 	a.fail(w, r, errRateLimited)
 	if len(a.TrustedProxies) > 0 {

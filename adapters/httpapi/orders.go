@@ -204,40 +204,25 @@ func (a *api) addSeckillVoucher(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	v, err := a.voucherFrom(req)
-	if err != nil {
-		return err
-	}
-	// An admin's retry carries the same key and gets the first attempt's voucher.
-	saved, err := a.AddVoucher.HandleOnce(r.Context(), userFrom(r.Context()), r.Header.Get(idempotencyKeyHeader), v)
-	if err != nil {
-		return err
-	}
-	a.lists.forget(strconv.FormatInt(int64(saved.ShopID()), 10))
-	writeOK(w, strconv.FormatInt(int64(saved.ID()), 10))
-	return nil
-}
-
-func (a *api) voucherFrom(req addVoucherRequest) (domain.Voucher, error) {
 	if req.Type != nil && *req.Type != int(domain.VoucherSeckill) {
-		return domain.Voucher{}, &domain.ValidationError{Field: "type", Reason: "must be 1 (seckill) on this endpoint"}
+		return &domain.ValidationError{Field: "type", Reason: "must be 1 (seckill) on this endpoint"}
 	}
 	if req.Stock == nil {
-		return domain.Voucher{}, &domain.ValidationError{Field: "stock", Reason: "is required"}
+		return &domain.ValidationError{Field: "stock", Reason: "is required"}
 	}
 	begin, err := a.parseTime("beginTime", req.BeginTime)
 	if err != nil {
-		return domain.Voucher{}, err
+		return err
 	}
 	end, err := a.parseTime("endTime", req.EndTime)
 	if err != nil {
-		return domain.Voucher{}, err
+		return err
 	}
 	// Each step runs only if the ones before it succeeded.
 	sale, err := domain.NewSaleAt(a.Clock.Now(), *req.Stock, begin, end)
 	buckets := req.Buckets
-	if r := a.Split; err == nil && buckets == nil && r.Above > 0 && r.Into > 1 && sale.Stock() > r.Above {
-		buckets = new(min(r.Into, sale.Stock(), domain.MaxBuckets))
+	if sp := a.Split; err == nil && buckets == nil && sp.Above > 0 && sp.Into > 1 && sale.Stock() > sp.Above {
+		buckets = new(min(sp.Into, sale.Stock(), domain.MaxBuckets))
 	}
 	if err == nil && buckets != nil {
 		sale, err = sale.WithBuckets(*buckets)
@@ -252,12 +237,23 @@ func (a *api) voucherFrom(req addVoucherRequest) (domain.Voucher, error) {
 		}
 	}
 	if err != nil {
-		return domain.Voucher{}, err
+		return err
 	}
-	return domain.NewSeckillVoucher(domain.VoucherSpec{
+	v, err := domain.NewSeckillVoucher(domain.VoucherSpec{
 		ShopID: domain.ShopID(req.ShopID), Title: req.Title, SubTitle: req.SubTitle, Rules: req.Rules,
 		PayValue: req.PayValue, ActualValue: req.ActualValue,
 	}, sale)
+	if err != nil {
+		return err
+	}
+	// An admin's retry carries the same key and gets the first attempt's voucher.
+	saved, err := a.AddVoucher.HandleOnce(r.Context(), userFrom(r.Context()), r.Header.Get(idempotencyKeyHeader), v)
+	if err != nil {
+		return err
+	}
+	a.lists.forget(strconv.FormatInt(int64(saved.ShopID()), 10))
+	writeOK(w, strconv.FormatInt(int64(saved.ID()), 10))
+	return nil
 }
 
 // parseTime reads the original's zone-less format in the configured zone, and

@@ -49,15 +49,12 @@ func (l *slidingLimit[K]) allow(k K, now time.Time) bool {
 	s := &l.shards[l.hash(k)%limitShards]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch s.start {
-	case start:
-	case start - l.window:
+	if s.start != start {
+		if s.start != start-l.window {
+			clear(s.curr) // older than the previous window: forgotten too
+		}
 		clear(s.prev)
 		s.curr, s.prev = s.prev, s.curr
-		s.start = start
-	default:
-		clear(s.prev)
-		clear(s.curr)
 		s.start = start
 	}
 	curr := s.curr[k]

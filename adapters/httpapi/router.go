@@ -31,42 +31,35 @@ import (
 // GetOrder, Sessions and Ready are required; a zero optional field is its
 // default or off, and a nil optional use case leaves its routes unmounted.
 type Deps struct {
-	AddVoucher   *application.AddSeckillVoucher
-	ListVouchers *application.ListShopVouchers
-	Claim        *application.ClaimSeckill
-	GetOrder     *application.GetOrder
-	Sessions     ports.Sessions
-	// Bearer resolves `Authorization: Bearer <JWT>`; a token naming an admin passes the admin endpoints.
-	Bearer ports.BearerSessions
-	Tokens ports.TokenIssuer           // mounts POST /dev/tokens, a token for anyone: never in production
-	Ready  func(context.Context) error // Redis and the database answer
-	Log    zerolog.Logger
-	// Location is the zone of the original's zone-less times; nil is UTC.
-	Location       *time.Location
-	MaxBodyBytes   int64       // <= 0: DefaultMaxBodyBytes
-	Clock          ports.Clock // a new voucher's window is checked against it
+	AddVoucher     *application.AddSeckillVoucher
+	ListVouchers   *application.ListShopVouchers
+	Claim          *application.ClaimSeckill
+	GetOrder       *application.GetOrder
+	Sessions       ports.Sessions
+	Bearer         ports.BearerSessions        // `Authorization: Bearer <JWT>`; its admins pass as Admins do
+	Tokens         ports.TokenIssuer           // mounts POST /dev/tokens, a token for anyone: never in production
+	Ready          func(context.Context) error // Redis and the database answer
+	Log            zerolog.Logger
+	Location       *time.Location // of the original's zone-less times; nil is UTC
+	MaxBodyBytes   int64          // <= 0: DefaultMaxBodyBytes
+	Clock          ports.Clock    // a new voucher's window is checked against it
 	Admins         []domain.UserID
 	Limits         Limits         // on claims and order status
 	TrustedProxies []netip.Prefix // whose X-Forwarded-For and X-Real-IP name the client
 	Sales          *application.SaleDashboard
 	ClaimObserver  ClaimObserver
-	// Split splits a voucher whose request names no "buckets" and whose
-	// stock is above Split.Above into Split.Into buckets (at most its stock).
-	Split SplitRule
-	// PublicReadTTL: 0 is DefaultPublicReadTTL; < 0 shares only concurrent loads.
-	PublicReadTTL time.Duration
-	Cancel        *application.CancelOrder
-	// Pay and PaymentSecret mount POST /payments/notify, signed with the secret.
-	Pay           *application.PayOrder
-	PaymentSecret []byte
-	Orders        *application.ListSaleOrders
-	Audit         *application.ReadAuditLog
-	Controls      *application.ControlSale
-	// Rooms mounts the waiting rooms and makes a room sale's claim need its pass.
-	Rooms *application.WaitingRoom
+	Split          SplitRule     // for a new voucher whose request names no "buckets"
+	PublicReadTTL  time.Duration // 0 is DefaultPublicReadTTL; < 0 shares only concurrent loads
+	Cancel         *application.CancelOrder
+	Pay            *application.PayOrder // with PaymentSecret, mounts POST /payments/notify signed with it
+	PaymentSecret  []byte
+	Orders         *application.ListSaleOrders
+	Audit          *application.ReadAuditLog
+	Controls       *application.ControlSale
+	Rooms          *application.WaitingRoom // mounts the rooms; a room sale's claim then needs its pass
 }
 
-// SplitRule: see Deps.Split.
+// SplitRule splits a voucher of stock above Above into Into buckets (at most its stock).
 type SplitRule struct{ Above, Into int }
 
 // DefaultMaxBodyBytes is far above any valid voucher, far below a buffering risk.
@@ -199,19 +192,18 @@ func NewRouter(d Deps) http.Handler {
 
 // routed is the router's entry that still lists its routes (chi.Walk); the
 // alias keeps chi.Routes's Routes method from being hidden by the field name.
-type routed struct {
-	http.Handler
-	routes
-}
-
-type routes = chi.Routes
+type (
+	routed struct {
+		http.Handler
+		routes
+	}
+	routes = chi.Routes
+)
 
 var okBody = encoded(envelope{Success: true, Data: "ok"})
 
 // healthz checks no backend: a Redis outage must not restart every instance.
-func (a *api) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeBody(w, http.StatusOK, okBody)
-}
+func (a *api) healthz(w http.ResponseWriter, _ *http.Request) { writeBody(w, http.StatusOK, okBody) }
 
 // readyz says whether Redis and the database answer; why not is logged, never
 // sent (the probe is unauthenticated).
