@@ -111,8 +111,7 @@ func writeNoStore(w http.ResponseWriter, env envelope) {
 	writeJSON(w, http.StatusOK, env)
 }
 
-// exportSaleOrders streams the CSV a page at a time, keeping none. Until the
-// first page an error is an envelope; after it, a cut-short download.
+// exportSaleOrders streams the CSV a page at a time; an error before the first is an envelope, after it a cut.
 func (a *api) exportSaleOrders(w http.ResponseWriter, r *http.Request, id int64) error {
 	filter, err := domain.ParseOrderFilter(r.URL.Query().Get("state"))
 	if err != nil {
@@ -286,8 +285,7 @@ type saleBoardDTO struct {
 	DeadLetters *int64    `json:"deadLetters,omitempty"`
 }
 
-// saleDTO is one sale on the live page. Orders are those holding a unit
-// (unpaid + paid); Returned is the units given back (cancelled, refunding).
+// saleDTO is one sale on the live page: Orders hold a unit (unpaid + paid), Returned gave it back.
 type saleDTO struct {
 	ID        string           `json:"id"`
 	Title     string           `json:"title"`
@@ -330,8 +328,7 @@ type balanceDTO struct {
 	Problem  string `json:"problem,omitempty"`
 }
 
-// historyDTO is the claim counts of the last minute, one reading a second:
-// claims[outcome][i] was the count at at[i] (Unix milliseconds).
+// historyDTO is the last minute's claim counts: claims[outcome][i] was the count at at[i] (Unix ms).
 type historyDTO struct {
 	At     []int64            `json:"at"`
 	Claims map[string][]int64 `json:"claims"`

@@ -23,8 +23,7 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// envelope is the original's Result plus a stable code; the original front
-// end expects business refusals as HTTP 200 with success=false.
+// envelope is the original's Result plus a stable code; its front end expects refusals as 200, success=false.
 type envelope struct {
 	Success  bool   `json:"success"`
 	ErrorMsg string `json:"errorMsg,omitempty"`
@@ -33,8 +32,7 @@ type envelope struct {
 	Code     string `json:"code,omitempty"`
 }
 
-// Codes used more than once; a claim's business refusals answer their
-// domain.Refusal's own code.
+// Codes used more than once; a business refusal answers its domain.Refusal's own code.
 const (
 	codeNotFound       = "not_found"
 	codeOutcomeUnknown = "outcome_unknown" // data is the order id to look up
@@ -52,8 +50,7 @@ var (
 	errBadSignature     = errors.New("payment notification signature is missing or wrong")
 )
 
-// answer is how one kind of error is told to the client; body is a fixed
-// answer's encoding; msgEn and bodyEn are empty when msg is English already.
+// answer is how one kind of error is told; body is a fixed one's encoding; no msgEn when msg is English.
 type answer struct {
 	status    int
 	code, msg string
@@ -62,8 +59,7 @@ type answer struct {
 	bodyEn    []byte
 }
 
-// refusalText is each business refusal's text, in Chinese as the original
-// front end shows it, and in English.
+// refusalText is each business refusal's text, in Chinese as the original front end shows it, and in English.
 var refusalText = map[string]struct{ zh, en string }{
 	domain.ErrSoldOut.Code():         {"库存不足", "Sold out"},
 	domain.ErrAlreadyClaimed.Code():  {"不能重复下单", "You already hold as many orders of this voucher as one user may"},
@@ -107,8 +103,7 @@ var errorTable = []struct {
 	{errMethodNotAllowed, fixed(http.StatusMethodNotAllowed, codeBadRequest, "不支持该请求方法", "Method not allowed")},
 }
 
-// What the front end shows a person is in Chinese, as the original; what a
-// developer's or machine's client reads is in English only.
+// What the front end shows a person is in Chinese, as the original; what only a machine reads, English.
 var (
 	busyAnswer     = fixed(http.StatusServiceUnavailable, "busy", "系统繁忙，请稍后重试", "Busy; nothing was taken, try again shortly")
 	internalAnswer = fixed(http.StatusInternalServerError, codeInternal, "服务器异常", "Server error")
@@ -124,8 +119,7 @@ func badRequest(msg string) error {
 
 // answerFor maps err; anything unknown is internal, its text kept from the client.
 func answerFor(err error) answer {
-	var r *domain.Refusal
-	if errors.As(err, &r) {
+	if r, ok := errors.AsType[*domain.Refusal](err); ok {
 		if a, ok := refusalAnswers[r]; ok {
 			return a
 		}
@@ -135,22 +129,18 @@ func answerFor(err error) answer {
 			return errorTable[i].answer
 		}
 	}
-	var ce *domain.ControlError
-	if errors.As(err, &ce) {
+	if ce, ok := errors.AsType[*domain.ControlError](err); ok {
 		return answer{status: http.StatusConflict, code: ce.Code(), msg: ce.Error()}
 	}
-	var bad *answer
-	if errors.As(err, &bad) {
+	if bad, ok := errors.AsType[*answer](err); ok {
 		return *bad
 	}
 	// Validation messages name the field and rule, never internal state.
-	var ve *domain.ValidationError
-	if errors.As(err, &ve) {
+	if ve, ok := errors.AsType[*domain.ValidationError](err); ok {
 		return answer{status: http.StatusBadRequest, code: codeBadRequest, msg: ve.Error()}
 	}
 	// A backend that did not answer in time is a 503: every change is idempotent.
-	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+	if ne, ok := errors.AsType[net.Error](err); errors.Is(err, context.DeadlineExceeded) || (ok && ne.Timeout()) {
 		return busyAnswer
 	}
 	return internalAnswer
@@ -171,9 +161,7 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header()["Retry-After"] = retryAfterOne
 	}
 	if ans.code == codeOutcomeUnknown {
-		// Looked up only here: the target escapes (an allocation).
-		var unknown *application.OutcomeUnknownError
-		if errors.As(err, &unknown) {
+		if unknown, ok := errors.AsType[*application.OutcomeUnknownError](err); ok {
 			writeJSON(w, ans.status, envelope{ErrorMsg: ans.msg, Code: ans.code,
 				Data: strconv.FormatInt(int64(unknown.Order), 10)})
 			return
@@ -234,8 +222,7 @@ func writeOKID(w http.ResponseWriter, id int64) {
 	writeBody(w, http.StatusOK, append(strconv.AppendInt(b, id, 10), `"}`...))
 }
 
-// stampedDate is every JSON answer's Date header, formatted once a second, not
-// per answer (2.6% of the CPU in a hot sale); never mutated once stored.
+// stampedDate is every JSON answer's Date header, formatted once a second, not per answer; never mutated.
 type stampedDate struct {
 	unix  int64
 	value []string
@@ -254,8 +241,7 @@ func dateHeader(now time.Time) []string {
 	return d.value
 }
 
-// wantsEnglish: the client's most preferred Accept-Language (by q, the first
-// on a tie) is English. Read on error paths and the sold-out answer only.
+// wantsEnglish: the client's most preferred Accept-Language (by q, the first on a tie) is English.
 func wantsEnglish(r *http.Request) bool {
 	best, bestQ := "", -1.0
 	for part := range strings.SplitSeq(firstHeader(r, "Accept-Language"), ",") {
@@ -274,9 +260,8 @@ func wantsEnglish(r *http.Request) bool {
 	return primary == "en"
 }
 
-// decodeJSON reads exactly one JSON object into dst, a pointer to a request
-// struct, refusing other media types, unknown fields, trailing data and
-// bodies over the limit, each saying what to fix. It is parsed twice: keys, then dst.
+// decodeJSON reads exactly one JSON object into dst (a pointer to a request struct), refusing other
+// media types, unknown fields, trailing data and bodies over the limit, each saying what to fix.
 func decodeJSON(r *http.Request, dst any) error {
 	// Also catches an empty body sent without a type, which requireJSON passes.
 	if err := checkJSONType(r); err != nil {
@@ -301,10 +286,8 @@ func decodeJSON(r *http.Request, dst any) error {
 	return nil
 }
 
-// checkKeys refuses what encoding/json would silently accept in an object of
-// struct type st or of its struct fields (keys named by their path, prefix):
-// a key given twice, and one matching a field only case-insensitively
-// ({"STOCK":1} would fill "stock"). Malformed JSON is left to the decoder.
+// checkKeys refuses what encoding/json would accept in an object of struct type st or its struct fields
+// (named by path): a key twice, one matching a field only by case ({"STOCK":1}); bad JSON is the decoder's.
 func checkKeys(data []byte, st reflect.Type, prefix string) error {
 	fields := jsonFields(st)
 	dec := json.NewDecoder(bytes.NewReader(data))

@@ -66,8 +66,7 @@ func clientRequestID(r *http.Request) string {
 	return ""
 }
 
-// recorder is the request's state, put in its context once by scope so no
-// middleware copies the request. Only the request's goroutine writes it.
+// recorder is the request's state, put in its context once (no middleware copies the request); one goroutine writes it.
 type recorder struct {
 	http.ResponseWriter
 	status    int // 0 until the header is written
@@ -109,8 +108,7 @@ func (a *api) scope(next http.Handler) http.Handler {
 		rec := &recorder{ResponseWriter: w, seq: requestIDs.seq.Add(1), arrived: start, requestID: clientRequestID(r)}
 		rc := &requestCtx{Context: r.Context(), rec: rec}
 		if rc.Context.Value(chi.RouteCtxKey) == nil {
-			// One already there is a wrapper's (tracing names its span by
-			// the route): chi fills that one. Else one from chi's kind of pool.
+			// chi fills a wrapper's route context (tracing names spans by route); else one from a pool.
 			rc.route = routeContexts.Get().(*chi.Context)
 			rc.route.Reset()
 			defer routeContexts.Put(rc.route)
@@ -206,8 +204,7 @@ func (a *api) refuse(err error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) { a.fail(w, r, err) }
 }
 
-// limitBody refuses a body over MaxBodyBytes: at once by its declared
-// length, else on reading (the decoder reports 413).
+// limitBody refuses a body over MaxBodyBytes: by its declared length at once, else on reading (a 413).
 func (a *api) limitBody(r *http.Request) error {
 	if r.ContentLength > a.MaxBodyBytes {
 		return errBodyTooLarge(a.MaxBodyBytes)
@@ -232,11 +229,9 @@ type caller struct {
 
 var errNoToken = fmt.Errorf("no authorization header: %w", ports.ErrUnknownToken)
 
-// bearerScheme prefixes an identity provider's token (RFC 6750: case-insensitive).
-const bearerScheme = "Bearer "
+const bearerScheme = "Bearer " // an identity provider's token (RFC 6750: case-insensitive)
 
-// requireUser resolves the original's bare `authorization: <token>` (or, with
-// Deps.Bearer, a `Bearer <JWT>`) to a user, or answers 401.
+// requireUser resolves the bare `authorization: <token>` (or Deps.Bearer's `Bearer <JWT>`) to a user, or a 401.
 func (a *api) requireUser(r *http.Request) error {
 	token := firstHeader(r, authorizationHeader)
 	if token == "" {
@@ -265,8 +260,7 @@ func (a *api) requireUser(r *http.Request) error {
 
 func userFrom(ctx context.Context) domain.UserID { return recorderOf(ctx).caller.user }
 
-// requireAdmin, behind requireUser, passes Deps.Admins and the users the
-// identity provider names admins; with neither it refuses everyone.
+// requireAdmin, behind requireUser, passes Deps.Admins and the identity provider's admins; others get a 403.
 func (a *api) requireAdmin(r *http.Request) error {
 	if c := recorderOf(r.Context()).caller; !c.admin && !slices.Contains(a.Admins, c.user) {
 		return fmt.Errorf("user %d: %w", c.user, errForbidden)
@@ -274,8 +268,7 @@ func (a *api) requireAdmin(r *http.Request) error {
 	return nil
 }
 
-// Canonical header names the claim path looks up in the map directly:
-// http.Header.Get canonicalises its key on each call (70 ns).
+// Canonical names, looked up in the map directly: http.Header.Get canonicalises its key on each call.
 const (
 	authorizationHeader = "Authorization"
 	forwardedForHeader  = "X-Forwarded-For"

@@ -36,8 +36,7 @@ type paymentDTO struct {
 	RefundOwed    bool   `json:"refundOwed"`
 }
 
-// claimSeckill is the hot path: one use-case call, one pre-encoded answer,
-// and logging that costs nothing unless debug is on.
+// claimSeckill is the hot path: one use-case call, one answer, logging that costs nothing unless debug.
 func (a *api) claimSeckill(w http.ResponseWriter, r *http.Request, voucher int64) error {
 	user := userFrom(r.Context())
 	c, err := a.Claim.Claim(r.Context(), application.Claim{
@@ -92,8 +91,7 @@ func writeOrder(w http.ResponseWriter, st domain.OrderStatus, err error) error {
 }
 
 func (a *api) cancelOrder(w http.ResponseWriter, r *http.Request, id int64) error {
-	// Bounded as a claim is: a retry is idempotent, and the expiry loop
-	// finishes a return left half-done.
+	// Bounded as a claim: a retry is idempotent, and the expiry loop finishes a return left half-done.
 	ctx, cancel := context.WithTimeout(r.Context(), application.ClaimBudget)
 	defer cancel()
 	st, err := a.Cancel.Handle(ctx, userFrom(r.Context()), domain.OrderID(id))
@@ -107,8 +105,7 @@ type paymentNotice struct {
 	TransactionID string `json:"transactionId"`
 }
 
-// paymentNotify checks the signature on the raw bytes, at most 4 KiB of an
-// unauthenticated body buffered, before parsing anything.
+// paymentNotify checks the signature on the raw bytes (at most 4 KiB buffered) before parsing anything.
 func (a *api) paymentNotify(w http.ResponseWriter, r *http.Request) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4<<10))
 	if err != nil {
@@ -150,20 +147,18 @@ func Sign(secret, body []byte) string {
 	return hex.EncodeToString(mac.Sum(nil))
 }
 
-const idempotencyKeyHeader = "Idempotency-Key"
+const (
+	idempotencyKeyHeader = "Idempotency-Key"
+	localLayout          = "2006-01-02T15:04:05" // the original's zone-less LocalDateTime
+)
 
-// localLayout is the original's zone-less LocalDateTime format.
-const localLayout = "2006-01-02T15:04:05"
-
-// A sale's times are within [minTime, maxTime): MariaDB stops at year 9999,
-// and an offset can push 9999-12-31 past it (a 500, not a 400).
+// A sale's times are within [minTime, maxTime): an offset could push 9999-12-31 past MariaDB's year 9999.
 var (
 	minTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	maxTime = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 )
 
-// addVoucherRequest is the original's Voucher JSON as its admin page posts it,
-// plus the sale's options; pointers tell "missing" from zero.
+// addVoucherRequest is the original's Voucher JSON plus the sale's options; pointers tell "missing" from zero.
 type addVoucherRequest struct {
 	ShopID       int64            `json:"shopId"`
 	Title        string           `json:"title"`
@@ -180,8 +175,7 @@ type addVoucherRequest struct {
 	WaitingRoom  *waitingRoomJSON `json:"waitingRoom"`
 }
 
-// voucherDTO is a voucher as the original's /voucher/list returns it, the id
-// a string like every id here; sale fields are omitted for normal vouchers.
+// voucherDTO is a voucher as the original's /voucher/list returns it (the id a string); sale fields omitempty.
 type voucherDTO struct {
 	ID           string           `json:"id"`
 	ShopID       int64            `json:"shopId"`
@@ -256,8 +250,7 @@ func (a *api) addSeckillVoucher(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// parseTime reads the original's zone-less format in the configured zone, and
-// RFC 3339 with an explicit offset (fractional seconds allowed in both).
+// parseTime reads the original's zone-less format in the configured zone, or RFC 3339 with an offset.
 func (a *api) parseTime(field, s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, &domain.ValidationError{Field: field, Reason: "is required"}
@@ -320,8 +313,7 @@ func (a *api) voucherDTO(v domain.Voucher) voucherDTO {
 	return d
 }
 
-// A claim carries its waiting-room pass in RoomPassHeader (or the query's
-// "pass"); a poll its ticket in the query's "ticket" (or RoomTicketHeader).
+// A claim carries its room pass in RoomPassHeader (or ?pass=); a poll its ticket in ?ticket= (or RoomTicketHeader).
 const (
 	RoomPassHeader   = "X-Room-Pass"
 	RoomTicketHeader = "X-Room-Ticket"
@@ -396,8 +388,7 @@ func (p *passOf) RoomPass() string {
 	return pass
 }
 
-// waitingRoomJSON is a waiting room's rules as a request gives them (nil:
-// missing) and as the voucher list shows them.
+// waitingRoomJSON is a room's rules as a request gives them (nil: missing) and the voucher list shows them.
 type waitingRoomJSON struct {
 	OpensBeforeSeconds *int64 `json:"opensBeforeSeconds"`
 	AdmitPerSecond     *int   `json:"admitPerSecond"`

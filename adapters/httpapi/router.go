@@ -73,19 +73,15 @@ type api struct {
 	proxyWarned atomic.Int64 // Unix ns of the last proxy warning; 0: never
 }
 
-// NewRouter builds the HTTP handler. It panics on a missing required
-// dependency, so a wiring mistake stops the process at start.
+// NewRouter builds the HTTP handler; it panics on a missing required dependency (a wiring mistake).
 func NewRouter(d Deps) http.Handler {
 	// One by one: a typed nil pointer in an `any` is not == nil.
-	for _, dep := range []struct {
-		name    string
-		missing bool
-	}{
-		{"AddVoucher", d.AddVoucher == nil}, {"ListVouchers", d.ListVouchers == nil}, {"Claim", d.Claim == nil},
-		{"GetOrder", d.GetOrder == nil}, {"Sessions", d.Sessions == nil}, {"Ready", d.Ready == nil},
+	for name, missing := range map[string]bool{
+		"AddVoucher": d.AddVoucher == nil, "ListVouchers": d.ListVouchers == nil, "Claim": d.Claim == nil,
+		"GetOrder": d.GetOrder == nil, "Sessions": d.Sessions == nil, "Ready": d.Ready == nil,
 	} {
-		if dep.missing {
-			panic("httpapi: Deps." + dep.name + " is nil")
+		if missing {
+			panic("httpapi: Deps." + name + " is nil")
 		}
 	}
 	a := &api{Deps: d}
@@ -95,8 +91,7 @@ func NewRouter(d Deps) http.Handler {
 		a.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	ttl := cmp.Or(d.PublicReadTTL, DefaultPublicReadTTL)
-	// A failed probe is kept, a failed list not: an outage must not turn a
-	// probe flood into a ping flood.
+	// A failed probe is kept, a failed list not: an outage must not turn a probe flood into a ping flood.
 	a.lists = newShortCache[[]byte](ttl, maxCachedShops, func(err error) bool { return err == nil })
 	a.readiness = newShortCache[struct{}](ttl, 1, func(error) bool { return true })
 
@@ -110,8 +105,7 @@ func NewRouter(d Deps) http.Handler {
 	r.Get("/openapi.json", a.openAPI)
 	r.Get("/voucher/list/{shopId}", a.withID("shopId", a.listShopVouchers))
 
-	// The one gate of every admin endpoint (voucher creation included, open
-	// in the original): 401 without a known token, 403 for a non-admin.
+	// Every admin endpoint (voucher creation too, open in the original): 401 without a token, 403 for a non-admin.
 	r.Group(func(r chi.Router) {
 		r.Use(a.guard(a.requireUser), a.guard(a.requireAdmin))
 		r.Post("/voucher/seckill", a.handle(a.addSeckillVoucher))
@@ -134,9 +128,8 @@ func NewRouter(d Deps) http.Handler {
 		}
 	})
 
-	// What a bot hammers: the per-IP limit runs before the session lookup,
-	// the per-user one after it (a cache hit), so a refusal costs no Redis.
-	// The edge counts its claims against the same per-IP limit: skipped here.
+	// What a bot hammers: the per-IP limit runs before the session lookup, the per-user one after
+	// it (a cache hit), so a refusal costs no Redis; the claims the edge counted are skipped here.
 	var ipLimit *slidingLimit[ipLimitKey]
 	if a.Limits.PerIP > 0 && a.Limits.Window > 0 {
 		ipLimit = newSlidingLimit(a.Limits.PerIP, a.Limits.Window, hashIP)
@@ -205,8 +198,7 @@ var okBody = encoded(envelope{Success: true, Data: "ok"})
 // healthz checks no backend: a Redis outage must not restart every instance.
 func (a *api) healthz(w http.ResponseWriter, _ *http.Request) { writeBody(w, http.StatusOK, okBody) }
 
-// readyz says whether Redis and the database answer; why not is logged, never
-// sent (the probe is unauthenticated).
+// readyz says whether Redis and the database answer; why not is logged, never sent (no auth).
 func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 	_, err := a.readiness.get(r.Context(), "", func(ctx context.Context) (struct{}, error) {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second) // within a probe's timeout
@@ -240,8 +232,7 @@ func (a *api) mintToken(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// OpenAPI is the API's OpenAPI 3.1 description, served at GET /openapi.json;
-// the tests hold every request, answer and route to it.
+// OpenAPI is the API's OpenAPI 3.1 description, served at GET /openapi.json; tests hold the API to it.
 //
 //go:embed openapi.json
 var OpenAPI []byte
@@ -251,8 +242,7 @@ func (a *api) openAPI(w http.ResponseWriter, _ *http.Request) {
 	writeBody(w, http.StatusOK, OpenAPI)
 }
 
-// web holds the sale and waiting room pages and uPlot (MIT, vendored from its
-// npm dist/): no front-end build, and no network but the service's own.
+// web holds the sale and waiting room pages and uPlot (MIT, vendored from its npm dist/): no build step.
 //
 //go:embed web
 var web embed.FS
@@ -264,8 +254,7 @@ var (
 	assetTypes = map[string]string{".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
 )
 
-// pageCSP allows only the service's own scripts and connections; uPlot sizes
-// its canvas through element styles, hence the inline style.
+// pageCSP allows only the service's own scripts and connections (uPlot needs inline styles).
 const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; " +
 	"connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
@@ -301,15 +290,12 @@ func serveAsset(w http.ResponseWriter, path, contentType string) {
 	_, _ = w.Write(b)
 }
 
-// DefaultPublicReadTTL is how long the public reads that cost a backend round
-// trip (the voucher list, /readyz) are reused: a flood costs one load per TTL.
+// DefaultPublicReadTTL is how long the voucher list and /readyz are reused: a flood costs one load per TTL.
 const DefaultPublicReadTTL = time.Second
 
-// maxCachedShops bounds the list cache against a client walking shop ids.
-const maxCachedShops = 4096
+const maxCachedShops = 4096 // against a client walking shop ids
 
-// shortCache keeps a read's result for ttl if keep(err), loads a key once for
-// concurrent requests (singleflight), and holds at most max keys.
+// shortCache keeps a read for ttl if keep(err), loads a key once for concurrent requests, holds <= max keys.
 type shortCache[V any] struct {
 	ttl   time.Duration
 	max   int
@@ -377,8 +363,7 @@ func (c *shortCache[V]) store(key string, e cachedRead[V], gen uint64) {
 	c.items[key] = e
 }
 
-// forget drops key and makes a load under way store nothing: this instance
-// reads its own writes.
+// forget drops key and makes a load under way store nothing: this instance reads its own writes.
 func (c *shortCache[V]) forget(key string) {
 	c.mu.Lock()
 	c.gen++
