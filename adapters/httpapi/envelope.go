@@ -52,11 +52,9 @@ var (
 
 // answer is how one kind of error is told; body is a fixed one's encoding; no msgEn when msg is English.
 type answer struct {
-	status    int
-	code, msg string
-	body      []byte
-	msgEn     string
-	bodyEn    []byte
+	status           int
+	code, msg, msgEn string
+	body, bodyEn     []byte
 }
 
 // refusalText is each business refusal's text, in Chinese as the original front end shows it, and in English.
