@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hmdp-go/seckill/application"
@@ -30,13 +31,10 @@ type saleOrderDTO struct {
 
 type saleOrdersDTO struct {
 	Orders []saleOrderDTO `json:"orders"`
-	Next   string         `json:"next,omitempty"` // the next page's `after`
+	Next   domain.OrderID `json:"next,omitempty,string"` // the next page's `after`
 }
 
 var csvColumns = []string{"id", "userId", "state", "reason", "claimedAt", "payDeadline", "paidAt"}
-
-// exportPageWrite is each export page's write deadline (the server's would cut it).
-const exportPageWrite = 10 * time.Second
 
 func toSaleOrderDTO(st domain.OrderStatus) saleOrderDTO {
 	d := saleOrderDTO{
@@ -99,22 +97,22 @@ func (a *api) saleOrders(w http.ResponseWriter, r *http.Request, voucher int64) 
 	if err != nil {
 		return err
 	}
-	out := saleOrdersDTO{Orders: make([]saleOrderDTO, len(page.Orders))}
+	out := saleOrdersDTO{Orders: make([]saleOrderDTO, len(page.Orders)), Next: page.Next}
 	for i, st := range page.Orders {
 		out.Orders[i] = toSaleOrderDTO(st)
 	}
-	if page.Next != 0 {
-		out.Next = strconv.FormatInt(int64(page.Next), 10)
-	}
-	w.Header().Set("Cache-Control", "no-store")
-	writeOK(w, out)
+	writeNoStore(w, envelope{Success: true, Data: out})
 	return nil
 }
 
-// exportSaleOrders streams the CSV a page at a time, keeping none. Until the
-// first page an error is an envelope; after it, a cut-short download.
+// writeNoStore answers a read no cache may keep: an admin's view of live data.
+func writeNoStore(w http.ResponseWriter, env envelope) {
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, env)
+}
+
+// exportSaleOrders streams the CSV a page at a time; an error before the first is an envelope, after it a cut.
 func (a *api) exportSaleOrders(w http.ResponseWriter, r *http.Request, id int64) error {
-	voucher := domain.VoucherID(id)
 	filter, err := domain.ParseOrderFilter(r.URL.Query().Get("state"))
 	if err != nil {
 		return err
@@ -123,11 +121,12 @@ func (a *api) exportSaleOrders(w http.ResponseWriter, r *http.Request, id int64)
 	cw := csv.NewWriter(w)
 	started := false
 	row := make([]string, len(csvColumns))
-	err = a.Orders.Export(r.Context(), voucher, filter, func(page []domain.OrderStatus) error {
-		_ = rc.SetWriteDeadline(time.Now().Add(exportPageWrite))
+	err = a.Orders.Export(r.Context(), domain.VoucherID(id), filter, func(page []domain.OrderStatus) error {
+		// Each page gets its own write deadline: the server's would cut the download.
+		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		if !started {
 			started = true
-			name := fmt.Sprintf("voucher-%d-orders", voucher)
+			name := fmt.Sprintf("voucher-%d-orders", id)
 			if filter != domain.AllOrders {
 				name += "-" + string(filter)
 			}
@@ -170,11 +169,7 @@ func (a *api) exportSaleOrders(w http.ResponseWriter, r *http.Request, id int64)
 
 // csvCell defuses a cell a spreadsheet would run as a formula (OWASP CSV injection).
 func csvCell(s string) string {
-	if s == "" {
-		return s
-	}
-	switch s[0] {
-	case '=', '+', '-', '@', '\t', '\r':
+	if s != "" && strings.IndexByte("=+-@\t\r", s[0]) >= 0 {
 		return "'" + s
 	}
 	return s
@@ -191,7 +186,7 @@ type auditEntryDTO struct {
 
 type auditPageDTO struct {
 	Entries []auditEntryDTO `json:"entries"`
-	Next    string          `json:"next,omitempty"` // the older page's `before`
+	Next    int64           `json:"next,omitempty,string"` // the older page's `before`
 }
 
 // auditTrail is read-only: no route changes or removes an entry.
@@ -205,7 +200,7 @@ func (a *api) auditTrail(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := auditPageDTO{Entries: make([]auditEntryDTO, len(page.Entries))}
+	out := auditPageDTO{Entries: make([]auditEntryDTO, len(page.Entries)), Next: page.Next}
 	for i, e := range page.Entries {
 		change := json.RawMessage(e.Change())
 		if !json.Valid(change) { // a row written by hand: shown as text
@@ -217,11 +212,7 @@ func (a *api) auditTrail(w http.ResponseWriter, r *http.Request) error {
 			VoucherID: strconv.FormatInt(int64(e.Voucher()), 10), Change: change,
 		}
 	}
-	if page.Next != 0 {
-		out.Next = strconv.FormatInt(page.Next, 10)
-	}
-	w.Header().Set("Cache-Control", "no-store")
-	writeOK(w, out)
+	writeNoStore(w, envelope{Success: true, Data: out})
 	return nil
 }
 
@@ -285,9 +276,6 @@ func (a *api) addSaleStock(w http.ResponseWriter, r *http.Request, id int64) err
 	})(w, r, id)
 }
 
-// salesBoardTimeout keeps a stalled backend from piling up polls.
-const salesBoardTimeout = 2 * time.Second
-
 // saleBoardDTO: the page derives rates from two readings' counts and At.
 type saleBoardDTO struct {
 	At          string    `json:"at"`
@@ -297,8 +285,7 @@ type saleBoardDTO struct {
 	DeadLetters *int64    `json:"deadLetters,omitempty"`
 }
 
-// saleDTO is one sale on the live page. Orders are those holding a unit
-// (unpaid + paid); Returned is the units given back (cancelled, refunding).
+// saleDTO is one sale on the live page: Orders hold a unit (unpaid + paid), Returned gave it back.
 type saleDTO struct {
 	ID        string           `json:"id"`
 	Title     string           `json:"title"`
@@ -333,6 +320,7 @@ type roomBoardDTO struct {
 	Drawn         bool  `json:"drawn"`
 }
 
+// balanceDTO is application.SaleBalance with its JSON names.
 type balanceDTO struct {
 	Initial  int    `json:"initial"`
 	InFlight int    `json:"inFlight"`
@@ -340,8 +328,7 @@ type balanceDTO struct {
 	Problem  string `json:"problem,omitempty"`
 }
 
-// historyDTO is the claim counts of the last minute, one reading a second:
-// claims[outcome][i] was the count at at[i] (Unix milliseconds).
+// historyDTO is the last minute's claim counts: claims[outcome][i] was the count at at[i] (Unix ms).
 type historyDTO struct {
 	At     []int64            `json:"at"`
 	Claims map[string][]int64 `json:"claims"`
@@ -354,7 +341,8 @@ type backlogDTO struct {
 }
 
 func (a *api) salesBoard(w http.ResponseWriter, r *http.Request) error {
-	ctx, cancel := context.WithTimeout(r.Context(), salesBoardTimeout)
+	// A stalled backend must not pile up polls.
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	b, err := a.Sales.Handle(ctx, application.SaleBoardQuery{History: r.URL.Query().Get("history") == "1"})
 	if err != nil {
@@ -370,13 +358,12 @@ func (a *api) salesBoard(w http.ResponseWriter, r *http.Request) error {
 	for _, s := range b.Sales {
 		out.Sales = append(out.Sales, a.saleDTO(s))
 	}
-	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, envelope{Success: true, Data: out, Total: int64(b.Total)})
+	writeNoStore(w, envelope{Success: true, Data: out, Total: int64(b.Total)})
 	return nil
 }
 
 func (a *api) saleDTO(s application.SaleRow) saleDTO {
-	v, bal := s.Voucher, s.Balance()
+	v := s.Voucher
 	d := saleDTO{
 		ID: strconv.FormatInt(int64(v.ID()), 10), Title: v.Title(), State: string(s.State),
 		BeginTime: v.Sale().Begin().In(a.Location).Format(localLayout),
@@ -384,12 +371,10 @@ func (a *api) saleDTO(s application.SaleRow) saleDTO {
 		Paused:    v.Sale().Paused(), Added: v.Sale().Added(),
 		DBStock: s.DB.Stock, Orders: s.DB.Created(), Failed: s.DB.Failed, Unpaid: s.DB.Unpaid, Paid: s.DB.Paid,
 		Cancelled: s.DB.Cancelled, Refunding: s.DB.Refunding, Returned: s.DB.Cancelled + s.DB.Refunding,
-		Balance: balanceDTO{Initial: bal.Initial, InFlight: bal.InFlight, Holds: bal.Holds, Problem: bal.Problem},
-		Claims:  s.Claims,
+		Balance: balanceDTO(s.Balance()), Claims: s.Claims,
 	}
 	if s.GateFound {
-		stock := s.GateStock
-		d.GateStock = &stock
+		d.GateStock = new(s.GateStock)
 	}
 	if r := s.Room; r != nil {
 		d.Room = &roomBoardDTO{Joined: r.Joined, Waiting: r.Waiting, Admitted: r.Admitted,

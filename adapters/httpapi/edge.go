@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,8 +17,7 @@ import (
 type soldOutEdge struct {
 	a    *api
 	next http.Handler
-	// ip (nil: none) counts the claims the edge looks at, which the router's
-	// limit then skips; refuse answers over it as the router would.
+	// ip (nil: none) counts the claims the edge looks at (the router's then skips them); refuse answers over it.
 	ip      *slidingLimit[ipLimitKey]
 	refuse  http.Handler
 	soldOut answer
@@ -50,8 +50,7 @@ func (e *soldOutEdge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.a.accessLog(r, edgeRequestID, http.StatusOK, nil, took)
 }
 
-// edgeClaim is the voucher of r if the edge looks at it: a claim as the
-// router would route it, with no body and a token header.
+// edgeClaim is the voucher of r if the edge looks at it: a claim as routed, with no body and a token header.
 func edgeClaim(r *http.Request) (domain.VoucherID, bool) {
 	if r.Method != http.MethodPost || r.ContentLength != 0 || r.URL.RawPath != "" {
 		return 0, false
@@ -66,8 +65,5 @@ func edgeClaim(r *http.Request) (domain.VoucherID, bool) {
 }
 
 func edgeRequestID(r *http.Request) string {
-	if id := clientRequestID(r); id != "" {
-		return id
-	}
-	return formatRequestID(requestIDs.seq.Add(1))
+	return cmp.Or(clientRequestID(r), formatRequestID(requestIDs.seq.Add(1)))
 }

@@ -25,17 +25,11 @@ import (
 	"github.com/hmdp-go/seckill/ports"
 )
 
-// maxRequestIDLen bounds a client's X-Request-Id, copied into every log line.
-const maxRequestIDLen = 64
-
-// requestIDs names requests without a usable X-Request-Id as chi's RequestID
-// does (<host>/<random>-<sequence>), formatted only when asked for.
+// requestIDs names a request without a usable X-Request-Id as chi's RequestID does (<host>/<random>-<seq>).
 var requestIDs = struct {
 	prefix string
 	seq    atomic.Uint64
-}{prefix: requestIDPrefix()}
-
-func requestIDPrefix() string {
+}{prefix: func() string {
 	host, err := os.Hostname()
 	if host == "" || err != nil {
 		host = "localhost"
@@ -43,40 +37,36 @@ func requestIDPrefix() string {
 	var buf [5]byte
 	_, _ = rand.Read(buf[:])
 	return host + "/" + hex.EncodeToString(buf[:])
-}
+}()}
 
 func requestID(r *http.Request) string { return RequestID(r.Context()) }
 
 // RequestID is the id of the request ctx belongs to, or "" outside a request
 // (a worker's context). Safe from any goroutine: it only reads the recorder.
 func RequestID(ctx context.Context) string {
-	rec := recorderOf(ctx)
-	switch {
+	switch rec := recorderOf(ctx); {
 	case rec == nil:
 		return ""
 	case rec.requestID != "":
 		return rec.requestID
+	default:
+		return formatRequestID(rec.seq)
 	}
-	return formatRequestID(rec.seq)
 }
 
-func formatRequestID(seq uint64) string {
-	return requestIDs.prefix + "-" + fmt.Sprintf("%06d", seq)
-}
+func formatRequestID(seq uint64) string { return fmt.Sprintf("%s-%06d", requestIDs.prefix, seq) }
 
 const requestIDHeader = "X-Request-Id"
 
-// clientRequestID is r's X-Request-Id if short printable ASCII, else "".
+// clientRequestID is r's X-Request-Id if printable and short (every log line copies it), else "".
 func clientRequestID(r *http.Request) string {
-	id := r.Header.Get(requestIDHeader)
-	if len(id) > maxRequestIDLen || !domain.Printable(id) {
-		return ""
+	if id := r.Header.Get(requestIDHeader); len(id) <= 64 && domain.Printable(id) {
+		return id
 	}
-	return id
+	return ""
 }
 
-// recorder is the request's state, put in its context once by scope so no
-// middleware copies the request. Only the request's goroutine writes it.
+// recorder is the request's state, put in its context once (no middleware copies the request); one goroutine writes it.
 type recorder struct {
 	http.ResponseWriter
 	status    int // 0 until the header is written
@@ -96,16 +86,12 @@ func recorderOf(ctx context.Context) *recorder {
 }
 
 func (rec *recorder) WriteHeader(status int) {
-	if rec.status == 0 {
-		rec.status = status
-	}
+	rec.status = cmp.Or(rec.status, status)
 	rec.ResponseWriter.WriteHeader(status)
 }
 
 func (rec *recorder) Write(b []byte) (int, error) {
-	if rec.status == 0 {
-		rec.status = http.StatusOK
-	}
+	rec.status = cmp.Or(rec.status, http.StatusOK)
 	return rec.ResponseWriter.Write(b)
 }
 
@@ -114,18 +100,15 @@ func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
 // noteError hands err to the access log line.
 func noteError(r *http.Request, err error) { recorderOf(r.Context()).err = err }
 
-// scope is every request's entry: the request's one context (requestCtx),
-// the claim observer, and the access log line.
+// scope is every request's entry: its one context (requestCtx), the claim observer, the access log line.
 func (a *api) scope(next http.Handler) http.Handler {
 	obs := a.ClaimObserver
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &recorder{ResponseWriter: w, seq: requestIDs.seq.Add(1), arrived: start,
-			requestID: clientRequestID(r)}
+		rec := &recorder{ResponseWriter: w, seq: requestIDs.seq.Add(1), arrived: start, requestID: clientRequestID(r)}
 		rc := &requestCtx{Context: r.Context(), rec: rec}
 		if rc.Context.Value(chi.RouteCtxKey) == nil {
-			// One already there is a wrapper's (tracing names its span by
-			// the route): chi fills that one. Else one from chi's kind of pool.
+			// chi fills a wrapper's route context (tracing names spans by route); else one from a pool.
 			rc.route = routeContexts.Get().(*chi.Context)
 			rc.route.Reset()
 			defer routeContexts.Put(rc.route)
@@ -155,16 +138,10 @@ func (a *api) accessLog(r *http.Request, id func(*http.Request) string, status i
 	case status >= 500:
 		level = zerolog.ErrorLevel
 	}
-	e := a.Log.WithLevel(level)
-	if !e.Enabled() {
-		return
+	if e := a.Log.WithLevel(level); e.Enabled() {
+		e.Str("request_id", id(r)).Str("method", r.Method).Str("path", r.URL.Path).
+			Int("status", status).Dur("duration", took).AnErr("error", err).Msg("http request")
 	}
-	e.Str("request_id", id(r)).Str("method", r.Method).Str("path", r.URL.Path).
-		Int("status", status).Dur("duration", took)
-	if err != nil {
-		e.Err(err)
-	}
-	e.Msg("http request")
 }
 
 var routeContexts = sync.Pool{New: func() any { return chi.NewRouteContext() }}
@@ -188,8 +165,7 @@ func (c *requestCtx) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// recoverer turns a panic into a 500 envelope, the panic and its stack going
-// to the access log line (chi's Recoverer answers a bare 500 to stderr).
+// recoverer answers a panic with a 500 envelope, the panic and its stack going to the access log line.
 func (a *api) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -212,7 +188,6 @@ func (a *api) recoverer(next http.Handler) http.Handler {
 	})
 }
 
-// guard answers check's refusal, or passes the request on.
 func (a *api) guard(check func(*http.Request) error) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -225,14 +200,16 @@ func (a *api) guard(check func(*http.Request) error) func(http.Handler) http.Han
 	}
 }
 
-// limitBody refuses a body over MaxBodyBytes: at once by its declared
-// length, else on reading (the decoder reports 413).
+func (a *api) refuse(err error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { a.fail(w, r, err) }
+}
+
+// limitBody refuses a body over MaxBodyBytes: by its declared length at once, else on reading (a 413).
 func (a *api) limitBody(r *http.Request) error {
 	if r.ContentLength > a.MaxBodyBytes {
 		return errBodyTooLarge(a.MaxBodyBytes)
 	}
-	// The claim has no body: no wrapper, no allocation. The server's own
-	// writer lets MaxBytesReader have the connection closed after the answer.
+	// No wrapper for the bodiless claim; the server's own writer lets MaxBytesReader close the connection.
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = http.MaxBytesReader(recorderOf(r.Context()).ResponseWriter, r.Body, a.MaxBodyBytes)
 	}
@@ -252,11 +229,9 @@ type caller struct {
 
 var errNoToken = fmt.Errorf("no authorization header: %w", ports.ErrUnknownToken)
 
-// bearerScheme prefixes an identity provider's token (RFC 6750: case-insensitive).
-const bearerScheme = "Bearer "
+const bearerScheme = "Bearer " // an identity provider's token (RFC 6750: case-insensitive)
 
-// requireUser resolves the original's bare `authorization: <token>` (or, with
-// Deps.Bearer, a `Bearer <JWT>`) to a user, or answers 401.
+// requireUser resolves the bare `authorization: <token>` (or Deps.Bearer's `Bearer <JWT>`) to a user, or a 401.
 func (a *api) requireUser(r *http.Request) error {
 	token := firstHeader(r, authorizationHeader)
 	if token == "" {
@@ -269,14 +244,13 @@ func (a *api) requireUser(r *http.Request) error {
 	} else {
 		c.user, err = a.Sessions.UserID(r.Context(), token)
 	}
-	if err != nil {
-		if !errors.Is(err, ports.ErrUnknownToken) {
-			// Redis did not answer: nothing was done, a retry is safe.
-			return fmt.Errorf("resolve session token: %w: %w", application.ErrBusy, err)
-		}
+	switch {
+	case err != nil && !errors.Is(err, ports.ErrUnknownToken):
+		// Redis did not answer: nothing was done, a retry is safe.
+		return fmt.Errorf("resolve session token: %w: %w", application.ErrBusy, err)
+	case err != nil:
 		return err
-	}
-	if c.user <= 0 {
+	case c.user <= 0:
 		// A corrupt session must not become a 400 further down.
 		return fmt.Errorf("session token resolved to invalid user %d", c.user)
 	}
@@ -286,12 +260,15 @@ func (a *api) requireUser(r *http.Request) error {
 
 func userFrom(ctx context.Context) domain.UserID { return recorderOf(ctx).caller.user }
 
-func (a *api) refuse(err error) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) { a.fail(w, r, err) }
+// requireAdmin, behind requireUser, passes Deps.Admins and the identity provider's admins; others get a 403.
+func (a *api) requireAdmin(r *http.Request) error {
+	if c := recorderOf(r.Context()).caller; !c.admin && !slices.Contains(a.Admins, c.user) {
+		return fmt.Errorf("user %d: %w", c.user, errForbidden)
+	}
+	return nil
 }
 
-// Canonical header names the claim path looks up in the map directly:
-// http.Header.Get canonicalises its key on each call (70 ns).
+// Canonical names, looked up in the map directly: http.Header.Get canonicalises its key on each call.
 const (
 	authorizationHeader = "Authorization"
 	forwardedForHeader  = "X-Forwarded-For"
@@ -314,12 +291,8 @@ type ClaimObserver interface {
 	ClaimAnswered(ctx context.Context, code string, took time.Duration)
 }
 
-// claimPathPrefix is matched by the observer: chi's route pattern is not set
-// yet when a middleware refuses the request.
+// claimPathPrefix, not chi's pattern, tells the observer a claim: a middleware may refuse before routing.
 const claimPathPrefix = "/voucher-order/seckill/"
-
-// codeSuccess names a successful claim for observers; the envelope has none.
-const codeSuccess = "success"
 
 // answeredCode is the code of rec's error (fail records every refusal's), or
 // "success" for a 2xx; a 3xx-5xx without one is not this router's: internal.
@@ -328,7 +301,7 @@ func answeredCode(rec *recorder) string {
 	case rec.err != nil:
 		return answerFor(rec.err).code
 	case rec.status < 300:
-		return codeSuccess
+		return "success"
 	}
 	return codeInternal
 }
@@ -340,19 +313,8 @@ type Limits struct {
 	Window         time.Duration
 }
 
-// requireAdmin, behind requireUser, passes Deps.Admins and the users the
-// identity provider names admins; with neither it refuses everyone.
-func (a *api) requireAdmin(r *http.Request) error {
-	if c := recorderOf(r.Context()).caller; !c.admin && !slices.Contains(a.Admins, c.user) {
-		return fmt.Errorf("user %d: %w", c.user, errForbidden)
-	}
-	return nil
-}
-
-// requireJSON refuses a body not declared JSON: browsers send other types
-// cross-site without a preflight (which this service never grants), so any
-// page could post here through a user's browser. A bodiless POST (the
-// original's claim) passes; a chunked one (ContentLength -1) is checked.
+// requireJSON refuses a body not declared JSON, which any page could post through a user's browser
+// without a preflight; a bodiless POST (the original's claim) passes, a chunked one is checked.
 func (a *api) requireJSON(r *http.Request) error {
 	if r.ContentLength != 0 && r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return checkJSONType(r)
@@ -365,16 +327,14 @@ func checkJSONType(r *http.Request) error {
 	ct := r.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
 	if ct == "" || err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		return &answer{status: http.StatusUnsupportedMediaType, code: codeUnsupportedMediaType,
+		return &answer{status: http.StatusUnsupportedMediaType, code: "unsupported_media_type",
 			msg: fmt.Sprintf("Content-Type must be application/json, got %q", ct)}
 	}
 	return nil
 }
 
-const proxyWarnEvery = time.Minute
-
-// ipRateLimited is the per-IP refusal; a loopback or private peer with no proxy
-// trusted looks like a proxy whose users share one budget, so it is logged.
+// ipRateLimited is the per-IP refusal; a loopback or private peer with no proxy trusted looks
+// like a proxy whose users share one budget, so it is logged (once a minute).
 func (a *api) ipRateLimited(w http.ResponseWriter, r *http.Request) {
 	a.fail(w, r, errRateLimited)
 	if len(a.TrustedProxies) > 0 {
@@ -386,7 +346,7 @@ func (a *api) ipRateLimited(w http.ResponseWriter, r *http.Request) {
 	}
 	now := time.Now().UnixNano()
 	last := a.proxyWarned.Load()
-	if last != 0 && now-last < int64(proxyWarnEvery) || !a.proxyWarned.CompareAndSwap(last, now) {
+	if last != 0 && now-last < int64(time.Minute) || !a.proxyWarned.CompareAndSwap(last, now) {
 		return
 	}
 	a.Log.Warn().Str("peer", peer.String()).Int("limit", a.Limits.PerIP).Str("window", a.Limits.Window.String()).

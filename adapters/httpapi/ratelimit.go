@@ -13,9 +13,8 @@ import (
 	"time"
 )
 
-// slidingLimit is go-chi/httprate's sliding window (this window's count plus
-// the last one's, weighted by its overlap with now), counted in locked shards
-// keyed by a fixed-size value: an allowed request allocates nothing.
+// slidingLimit is go-chi/httprate's sliding window (this window's count plus the last one's, weighted by its
+// overlap with now), counted in locked shards keyed by a fixed-size value: an allowed request allocates nothing.
 type slidingLimit[K comparable] struct {
 	limit  int
 	window int64 // ns
@@ -25,8 +24,7 @@ type slidingLimit[K comparable] struct {
 
 const limitShards = 64
 
-// limitShard counts the current window (from start, Unix ns) and the previous
-// one; older ones are forgotten.
+// limitShard counts the window from start (Unix ns) and the one before; older ones are forgotten.
 type limitShard[K comparable] struct {
 	mu         sync.Mutex
 	start      int64
@@ -49,15 +47,12 @@ func (l *slidingLimit[K]) allow(k K, now time.Time) bool {
 	s := &l.shards[l.hash(k)%limitShards]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch s.start {
-	case start:
-	case start - l.window:
+	if s.start != start {
+		if s.start != start-l.window {
+			clear(s.curr) // older than the previous window: forgotten too
+		}
 		clear(s.prev)
 		s.curr, s.prev = s.prev, s.curr
-		s.start = start
-	default:
-		clear(s.prev)
-		clear(s.curr)
 		s.start = start
 	}
 	curr := s.curr[k]
@@ -103,8 +98,7 @@ func userLimitKey(r *http.Request) int64 { return int64(userFrom(r.Context())) }
 
 func hashUser(u int64) uint64 { return mix64(uint64(u)) }
 
-// ipLimitKey is the client's address as 16 bytes, an IPv6 one cut to its
-// /64, which one client usually controls whole.
+// ipLimitKey is the client's address as 16 bytes, an IPv6 one cut to its /64 (one client's, usually).
 type ipLimitKey [16]byte
 
 func hashIP(k ipLimitKey) uint64 {
@@ -120,8 +114,7 @@ func (a *api) ipKey(r *http.Request) ipLimitKey {
 	return k
 }
 
-// clientAddr is the peer, or the client a trusted proxy's X-Forwarded-For
-// (fromXFF) or, failing that, last X-Real-IP names.
+// clientAddr is the peer, or the client a trusted proxy's X-Forwarded-For (fromXFF) or else last X-Real-IP names.
 func clientAddr(r *http.Request, trusted []netip.Prefix) (netip.Addr, bool) {
 	peer, ok := parseRemoteAddr(r.RemoteAddr)
 	if !ok || len(trusted) == 0 || !inAnyPrefix(peer.WithZone(""), trusted) {
@@ -138,9 +131,8 @@ func clientAddr(r *http.Request, trusted []netip.Prefix) (netip.Addr, bool) {
 	return peer, true
 }
 
-// fromXFF walks X-Forwarded-For from the right, so a client cannot choose its
-// address by prepending: the first untrusted address is the client, and one
-// that does not parse ends the walk with none.
+// fromXFF walks X-Forwarded-For from the right, so a client cannot choose its address by prepending: the
+// first untrusted address is the client, and one that does not parse ends the walk with none.
 func fromXFF(headers []string, trusted []netip.Prefix) (netip.Addr, bool) {
 	for _, h := range slices.Backward(headers) {
 		for h != "" {

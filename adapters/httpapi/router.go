@@ -7,13 +7,20 @@ package httpapi
 import (
 	"cmp"
 	"context"
+	"embed"
+	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
+	"path"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/hmdp-go/seckill/application"
 	"github.com/hmdp-go/seckill/domain"
@@ -21,58 +28,42 @@ import (
 )
 
 // Deps is everything the router needs. AddVoucher, ListVouchers, Claim,
-// GetOrder, Sessions and Ready are required; any other zero field is a
-// default or off (the zero Log discards). An optional use case left nil
-// leaves its routes unmounted.
+// GetOrder, Sessions and Ready are required; a zero optional field is its
+// default or off, and a nil optional use case leaves its routes unmounted.
 type Deps struct {
-	AddVoucher   *application.AddSeckillVoucher
-	ListVouchers *application.ListShopVouchers
-	Claim        *application.ClaimSeckill
-	GetOrder     *application.GetOrder
-	Sessions     ports.Sessions
-	// Bearer resolves `Authorization: Bearer <JWT>` instead of Sessions; a
-	// token it names an admin passes the admin endpoints as Admins do.
-	Bearer ports.BearerSessions
-	// Tokens mounts POST /dev/tokens, which mints a token for anyone:
-	// never in production.
-	Tokens ports.TokenIssuer
-	Ready  func(context.Context) error // Redis and the database answer
-	Log    zerolog.Logger
-	// Location is the zone of the original's zone-less times; nil is UTC.
-	Location     *time.Location
-	MaxBodyBytes int64       // <= 0: DefaultMaxBodyBytes
-	Clock        ports.Clock // a new voucher's window is checked against it
-	Admins       []domain.UserID
-	Limits       Limits // on claims and order status
-	// TrustedProxies' X-Forwarded-For and X-Real-IP name the client.
-	TrustedProxies []netip.Prefix
-	Sales          *application.SaleDashboard // the live sale page
+	AddVoucher     *application.AddSeckillVoucher
+	ListVouchers   *application.ListShopVouchers
+	Claim          *application.ClaimSeckill
+	GetOrder       *application.GetOrder
+	Sessions       ports.Sessions
+	Bearer         ports.BearerSessions        // `Authorization: Bearer <JWT>`; its admins pass as Admins do
+	Tokens         ports.TokenIssuer           // mounts POST /dev/tokens, a token for anyone: never in production
+	Ready          func(context.Context) error // Redis and the database answer
+	Log            zerolog.Logger
+	Location       *time.Location // of the original's zone-less times; nil is UTC
+	MaxBodyBytes   int64          // <= 0: DefaultMaxBodyBytes
+	Clock          ports.Clock    // a new voucher's window is checked against it
+	Admins         []domain.UserID
+	Limits         Limits         // on claims and order status
+	TrustedProxies []netip.Prefix // whose X-Forwarded-For and X-Real-IP name the client
+	Sales          *application.SaleDashboard
 	ClaimObserver  ClaimObserver
-	// Split splits a voucher whose request names no "buckets" and whose
-	// stock is above Split.Above into Split.Into buckets (at most its stock).
-	Split SplitRule
-	// PublicReadTTL: 0 is DefaultPublicReadTTL; < 0 shares only concurrent loads.
-	PublicReadTTL time.Duration
-	Cancel        *application.CancelOrder
-	// Pay and PaymentSecret mount POST /payments/notify, signed with the secret.
-	Pay           *application.PayOrder
-	PaymentSecret []byte
-	Orders        *application.ListSaleOrders // a sale's order list and CSV
-	Audit         *application.ReadAuditLog
-	Controls      *application.ControlSale
-	// Rooms mounts the waiting rooms and makes a room sale's claim need its
-	// pass; without it a voucher cannot be created with a room.
-	Rooms *application.WaitingRoom
+	Split          SplitRule     // for a new voucher whose request names no "buckets"
+	PublicReadTTL  time.Duration // 0 is DefaultPublicReadTTL; < 0 shares only concurrent loads
+	Cancel         *application.CancelOrder
+	Pay            *application.PayOrder // with PaymentSecret, mounts POST /payments/notify signed with it
+	PaymentSecret  []byte
+	Orders         *application.ListSaleOrders
+	Audit          *application.ReadAuditLog
+	Controls       *application.ControlSale
+	Rooms          *application.WaitingRoom // mounts the rooms; a room sale's claim then needs its pass
 }
 
-// SplitRule: see Deps.Split.
+// SplitRule splits a voucher of stock above Above into Into buckets (at most its stock).
 type SplitRule struct{ Above, Into int }
 
 // DefaultMaxBodyBytes is far above any valid voucher, far below a buffering risk.
 const DefaultMaxBodyBytes = 64 << 10
-
-// readyTimeout answers "not ready" within an orchestrator's probe timeout.
-const readyTimeout = 2 * time.Second
 
 // api is Deps with NewRouter's defaults applied, plus what the router keeps.
 type api struct {
@@ -82,19 +73,15 @@ type api struct {
 	proxyWarned atomic.Int64 // Unix ns of the last proxy warning; 0: never
 }
 
-// NewRouter builds the HTTP handler. It panics on a missing required
-// dependency, so a wiring mistake stops the process at start.
+// NewRouter builds the HTTP handler; it panics on a missing required dependency (a wiring mistake).
 func NewRouter(d Deps) http.Handler {
 	// One by one: a typed nil pointer in an `any` is not == nil.
-	for _, dep := range []struct {
-		name    string
-		missing bool
-	}{
-		{"AddVoucher", d.AddVoucher == nil}, {"ListVouchers", d.ListVouchers == nil}, {"Claim", d.Claim == nil},
-		{"GetOrder", d.GetOrder == nil}, {"Sessions", d.Sessions == nil}, {"Ready", d.Ready == nil},
+	for name, missing := range map[string]bool{
+		"AddVoucher": d.AddVoucher == nil, "ListVouchers": d.ListVouchers == nil, "Claim": d.Claim == nil,
+		"GetOrder": d.GetOrder == nil, "Sessions": d.Sessions == nil, "Ready": d.Ready == nil,
 	} {
-		if dep.missing {
-			panic("httpapi: Deps." + dep.name + " is nil")
+		if missing {
+			panic("httpapi: Deps." + name + " is nil")
 		}
 	}
 	a := &api{Deps: d}
@@ -104,8 +91,7 @@ func NewRouter(d Deps) http.Handler {
 		a.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	ttl := cmp.Or(d.PublicReadTTL, DefaultPublicReadTTL)
-	// A failed probe is kept, a failed list not: an outage must not turn a
-	// probe flood into a ping flood.
+	// A failed probe is kept, a failed list not: an outage must not turn a probe flood into a ping flood.
 	a.lists = newShortCache[[]byte](ttl, maxCachedShops, func(err error) bool { return err == nil })
 	a.readiness = newShortCache[struct{}](ttl, 1, func(error) bool { return true })
 
@@ -114,14 +100,12 @@ func NewRouter(d Deps) http.Handler {
 	r.Use(a.recoverer, a.guard(a.limitBody), a.guard(a.requireJSON))
 	r.NotFound(a.refuse(errNoRoute))
 	r.MethodNotAllowed(a.refuse(errMethodNotAllowed))
-
 	r.Get("/healthz", a.healthz)
 	r.Get("/readyz", a.readyz)
 	r.Get("/openapi.json", a.openAPI)
 	r.Get("/voucher/list/{shopId}", a.withID("shopId", a.listShopVouchers))
 
-	// The one gate of every admin endpoint (voucher creation included, open
-	// in the original): 401 without a known token, 403 for a non-admin.
+	// Every admin endpoint (voucher creation too, open in the original): 401 without a token, 403 for a non-admin.
 	r.Group(func(r chi.Router) {
 		r.Use(a.guard(a.requireUser), a.guard(a.requireAdmin))
 		r.Post("/voucher/seckill", a.handle(a.addSeckillVoucher))
@@ -144,9 +128,8 @@ func NewRouter(d Deps) http.Handler {
 		}
 	})
 
-	// What a bot hammers: the per-IP limit runs before the session lookup,
-	// the per-user one after it (a cache hit), so a refusal costs no Redis.
-	// The edge counts its claims against the same per-IP limit: skipped here.
+	// What a bot hammers: the per-IP limit runs before the session lookup, the per-user one after
+	// it (a cache hit), so a refusal costs no Redis; the claims the edge counted are skipped here.
 	var ipLimit *slidingLimit[ipLimitKey]
 	if a.Limits.PerIP > 0 && a.Limits.Window > 0 {
 		ipLimit = newSlidingLimit(a.Limits.PerIP, a.Limits.Window, hashIP)
@@ -178,7 +161,6 @@ func NewRouter(d Deps) http.Handler {
 	if a.Pay != nil && len(a.PaymentSecret) > 0 {
 		r.Post("/payments/notify", a.handle(a.paymentNotify))
 	}
-
 	if a.Sales != nil {
 		r.Get("/admin/sales", page("web/sales.html"))
 		r.Get("/admin/assets/{name}", a.assets(saleAssets))
@@ -201,11 +183,191 @@ func NewRouter(d Deps) http.Handler {
 	return routed{edge, r}
 }
 
-// routed is the router's entry that still lists its routes (chi.Walk).
-type routed struct {
-	http.Handler
-	routes
+// routed is the router's entry that still lists its routes (chi.Walk); the
+// alias keeps chi.Routes's Routes method from being hidden by the field name.
+type (
+	routed struct {
+		http.Handler
+		routes
+	}
+	routes = chi.Routes
+)
+
+var okBody = encoded(envelope{Success: true, Data: "ok"})
+
+// healthz checks no backend: a Redis outage must not restart every instance.
+func (a *api) healthz(w http.ResponseWriter, _ *http.Request) { writeBody(w, http.StatusOK, okBody) }
+
+// readyz says whether Redis and the database answer; why not is logged, never sent (no auth).
+func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
+	_, err := a.readiness.get(r.Context(), "", func(ctx context.Context) (struct{}, error) {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second) // within a probe's timeout
+		defer cancel()
+		return struct{}{}, a.Ready(ctx)
+	})
+	if err != nil {
+		noteError(r, fmt.Errorf("not ready: %w", err))
+		writeBody(w, notReadyAnswer.status, notReadyAnswer.body)
+		return
+	}
+	writeBody(w, http.StatusOK, okBody)
 }
 
-// routes is chi.Routes under a name that does not hide its Routes method.
-type routes = chi.Routes
+// mintToken logs in as any user without a password: development only.
+func (a *api) mintToken(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		UserID int64 `json:"userId"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	if req.UserID <= 0 {
+		return &domain.ValidationError{Field: "userId", Reason: "must be a positive id"}
+	}
+	token, err := a.Tokens.Mint(r.Context(), domain.UserID(req.UserID))
+	if err != nil {
+		return fmt.Errorf("mint token for user %d: %w", req.UserID, err)
+	}
+	writeOK(w, token)
+	return nil
+}
+
+// OpenAPI is the API's OpenAPI 3.1 description, served at GET /openapi.json; tests hold the API to it.
+//
+//go:embed openapi.json
+var OpenAPI []byte
+
+func (a *api) openAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Cache-Control", "max-age=300")
+	writeBody(w, http.StatusOK, OpenAPI)
+}
+
+// web holds the sale and waiting room pages and uPlot (MIT, vendored from its npm dist/): no build step.
+//
+//go:embed web
+var web embed.FS
+
+// The files each assets route serves (anything else is a 404), and their types.
+var (
+	saleAssets = []string{"sales.js", "sales.css", "uPlot.iife.min.js", "uPlot.min.css"}
+	roomAssets = []string{"room.js", "room.css"}
+	assetTypes = map[string]string{".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
+)
+
+// pageCSP allows only the service's own scripts and connections (uPlot needs inline styles).
+const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; " +
+	"connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// page serves a static public page (navigation cannot send the token).
+func page(path string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) { serveAsset(w, path, "text/html; charset=utf-8") }
+}
+
+func (a *api) assets(names []string) http.HandlerFunc {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		name := chi.URLParam(r, "name")
+		if !slices.Contains(names, name) {
+			return errNoRoute
+		}
+		serveAsset(w, "web/"+name, assetTypes[path.Ext(name)])
+		return nil
+	})
+}
+
+func serveAsset(w http.ResponseWriter, path, contentType string) {
+	b, err := web.ReadFile(path)
+	if err != nil { // only listed names reach here
+		panic("httpapi: embedded asset missing: " + path)
+	}
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Security-Policy", pageCSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	// Short: a page left open must not keep a stale script after an upgrade.
+	h.Set("Cache-Control", "max-age=60")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+// DefaultPublicReadTTL is how long the voucher list and /readyz are reused: a flood costs one load per TTL.
+const DefaultPublicReadTTL = time.Second
+
+const maxCachedShops = 4096 // against a client walking shop ids
+
+// shortCache keeps a read for ttl if keep(err), loads a key once for concurrent requests, holds <= max keys.
+type shortCache[V any] struct {
+	ttl   time.Duration
+	max   int
+	keep  func(error) bool
+	group singleflight.Group
+
+	mu    sync.Mutex
+	gen   uint64 // bumped by forget: a load begun before it stores nothing
+	items map[string]cachedRead[V]
+}
+
+type cachedRead[V any] struct {
+	v     V
+	err   error
+	until time.Time
+}
+
+func newShortCache[V any](ttl time.Duration, max int, keep func(error) bool) *shortCache[V] {
+	return &shortCache[V]{ttl: ttl, max: max, keep: keep, items: make(map[string]cachedRead[V])}
+}
+
+func (c *shortCache[V]) get(ctx context.Context, key string, load func(context.Context) (V, error)) (V, error) {
+	c.mu.Lock()
+	e, ok := c.items[key]
+	c.mu.Unlock()
+	if ok && time.Now().Before(e.until) {
+		return e.v, e.err
+	}
+	r, _, _ := c.group.Do(key, func() (any, error) {
+		c.mu.Lock()
+		gen := c.gen
+		e, ok := c.items[key]
+		c.mu.Unlock()
+		// A miss just before the last flight stored takes what it stored.
+		if ok && time.Now().Before(e.until) {
+			return e, nil
+		}
+		// Shared: no one client's disconnect cancels it, a timeout does.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		v, err := load(lctx)
+		e = cachedRead[V]{v: v, err: err, until: time.Now().Add(c.ttl)}
+		if c.ttl > 0 && c.keep(err) {
+			c.store(key, e, gen)
+		}
+		return e, nil
+	})
+	e = r.(cachedRead[V])
+	return e.v, e.err
+}
+
+func (c *shortCache[V]) store(key string, e cachedRead[V], gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.gen {
+		return
+	}
+	if _, ok := c.items[key]; !ok && len(c.items) >= c.max {
+		now := time.Now()
+		maps.DeleteFunc(c.items, func(_ string, old cachedRead[V]) bool { return !now.Before(old.until) })
+		if len(c.items) >= c.max {
+			clear(c.items)
+		}
+	}
+	c.items[key] = e
+}
+
+// forget drops key and makes a load under way store nothing: this instance reads its own writes.
+func (c *shortCache[V]) forget(key string) {
+	c.mu.Lock()
+	c.gen++
+	delete(c.items, key)
+	c.mu.Unlock()
+	c.group.Forget(key)
+}
