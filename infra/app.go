@@ -45,12 +45,15 @@ type App struct {
 	serveErr chan error
 }
 
-// Build wires the service.
+// Build wires the service through the injector of SECKILL_QUEUE's driver.
 func Build(c Config, log zerolog.Logger) (*App, func(), error) {
-	if c.Queue != QueueChannel && c.Queue != QueueStream {
-		return nil, nil, fmt.Errorf("SECKILL_QUEUE=%q is not available", c.Queue)
+	switch c.Queue {
+	case QueueChannel:
+		return InitChannelApp(c, log)
+	case QueueStream:
+		return InitStreamApp(c, log)
 	}
-	return InitApp(c, log)
+	return nil, nil, fmt.Errorf("SECKILL_QUEUE=%q is not available", c.Queue)
 }
 
 // Start readies the backends, starts the background services, then serves HTTP; it returns once bound.

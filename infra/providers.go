@@ -226,20 +226,21 @@ type queueDriver struct {
 	Monitor   ports.QueueMonitor
 }
 
-// provideQueue picks the queue driver. The channel's admission reserves through the marked gate,
-// so a rollback clears the mark at once; the stream's claim script also XADDs the order.
-func provideQueue(c Config, rdb redis.UniversalClient, gate *redisgate.Gate, stock ports.StockGate, o *Observability,
-	log zerolog.Logger,
-) (queueDriver, func(), error) {
-	if c.Queue == QueueChannel {
-		q := chanqueue.New(c.QueueCapacity, c.BatchLinger)
-		d := queueDriver{Admission: chanqueue.NewAdmission(stock, q), Queue: q, Monitor: q}
-		if o.Metrics != nil {
-			o.Metrics.ChannelQueue(q.Len)
-			d.Queue = o.Metrics.OrderQueue(q)
-		}
-		return d, func() {}, nil
+// provideChannelQueue is the channel driver: its admission reserves through the marked gate, so a
+// rollback clears the mark at once.
+func provideChannelQueue(c Config, stock ports.StockGate, o *Observability) queueDriver {
+	q := chanqueue.New(c.QueueCapacity, c.BatchLinger)
+	d := queueDriver{Admission: chanqueue.NewAdmission(stock, q), Queue: q, Monitor: q}
+	if o.Metrics != nil {
+		o.Metrics.ChannelQueue(q.Len)
+		d.Queue = o.Metrics.OrderQueue(q)
 	}
+	return d
+}
+
+// provideStreamDriver is the Redis Stream driver: its claim script also XADDs the order.
+func provideStreamDriver(c Config, rdb redis.UniversalClient, gate *redisgate.Gate, o *Observability, log zerolog.Logger,
+) (queueDriver, func(), error) {
 	q, cleanup, err := provideStreamQueue(rdb, c, log)
 	if err != nil {
 		return queueDriver{}, nil, err
@@ -287,7 +288,13 @@ func provideStreamQueue(rdb redis.UniversalClient, c Config, log zerolog.Logger)
 	}, nil
 }
 
-var providers = wire.NewSet(
+// The two queue drivers, one injector each (wire.go), as go-cloud's guestbook picks one per environment.
+var (
+	channelSet = wire.NewSet(commonSet, provideChannelQueue)
+	streamSet  = wire.NewSet(commonSet, provideStreamDriver)
+)
+
+var commonSet = wire.NewSet(
 	NewRedis,
 	NewClaimRedis,
 	NewDB,
@@ -309,7 +316,6 @@ var providers = wire.NewSet(
 	providePayOrder,
 	provideObservability,
 	wire.FieldsOf(new(*Observability), "Orders", "Lifecycle", "ClaimObserver"),
-	provideQueue,
 	wire.FieldsOf(new(queueDriver), "Admission", "Queue", "Monitor"),
 	provideGate,
 	wire.Bind(new(ports.GateProbe), new(*redisgate.Gate)),

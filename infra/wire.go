@@ -7,8 +7,14 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// InitApp wires the service; provideQueue picks the queue driver.
-func InitApp(c Config, log zerolog.Logger) (*App, func(), error) {
-	wire.Build(providers)
+// InitChannelApp wires the service with the in-process channel queue.
+func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
+	wire.Build(channelSet)
+	return nil, nil, nil
+}
+
+// InitStreamApp wires the service with the Redis Stream queue.
+func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
+	wire.Build(streamSet)
 	return nil, nil, nil
 }

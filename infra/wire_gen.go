@@ -17,8 +17,8 @@ import (
 
 // Injectors from wire.go:
 
-// InitApp wires the service; provideQueue picks the queue driver.
-func InitApp(c Config, log zerolog.Logger) (*App, func(), error) {
+// InitChannelApp wires the service with the in-process channel queue.
+func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	db, cleanup, err := NewDB(c, log)
 	if err != nil {
 		return nil, nil, err
@@ -63,7 +63,139 @@ func InitApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, roomGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs, cleanup5 := provideIDs(universalClient, claimRedis, c)
-	infraQueueDriver, cleanup6, err := provideQueue(c, universalClient, gate, roomGate, observability, log)
+	infraQueueDriver := provideChannelQueue(c, roomGate, observability)
+	admission := infraQueueDriver.Admission
+	roomSigner, err := provideRoomSigner(universalClient, c, log)
+	if err != nil {
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	waitingRoom := application.NewWaitingRoom(roomDirectory, roomSigner)
+	claimSeckill := provideClaimSeckill(iDs, admission, waitingRoom, soldOutMarks, claimCounter)
+	getOrder := application.NewGetOrder(orderRepository, roomGate)
+	bearerSessions, cleanup6, err := provideBearer(c, log)
+	if err != nil {
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	tokenIssuer := provideTokens(store, c)
+	v := provideReady(universalClient, db)
+	queueMonitor := infraQueueDriver.Monitor
+	saleDashboard := application.NewSaleDashboard(voucherRepo, gate, orderRepo, queueMonitor, claimCounter, roomDirectory, systemClock)
+	claimObserver := observability.ClaimObserver
+	orderLifecycle := observability.Lifecycle
+	cancelOrder := application.NewCancelOrder(orderRepository, orderLifecycle, roomGate)
+	payOrder := providePayOrder(orderRepository, voucherRepo, orderLifecycle, gate, systemClock, c)
+	listSaleOrders := application.NewListSaleOrders(voucherRepo, orderRepo)
+	auditRepo := mysqlstore.NewAuditRepo(db)
+	readAuditLog := application.NewReadAuditLog(auditRepo)
+	controlSale := application.NewControlSale(voucherRepo, gate, systemClock)
+	deps := httpapi.Deps{
+		AddVoucher:    addSeckillVoucher,
+		ListVouchers:  listShopVouchers,
+		Claim:         claimSeckill,
+		GetOrder:      getOrder,
+		Sessions:      sessions,
+		Bearer:        bearerSessions,
+		Tokens:        tokenIssuer,
+		Ready:         v,
+		Log:           log,
+		Sales:         saleDashboard,
+		ClaimObserver: claimObserver,
+		Cancel:        cancelOrder,
+		Pay:           payOrder,
+		Orders:        listSaleOrders,
+		Audit:         readAuditLog,
+		Controls:      controlSale,
+		Rooms:         waitingRoom,
+	}
+	handler := provideHandler(deps, c, universalClient, log)
+	orderQueue := infraQueueDriver.Queue
+	restoreGate := provideRestoreGate(voucherRepo, orderRepository, roomGate, gate, systemClock, gate)
+	expireOrders := provideExpireOrders(orderLifecycle, roomGate, systemClock)
+	fulfillOrders := application.NewFulfillOrders(orderRepository, roomGate)
+	worker := provideWorker(orderQueue, fulfillOrders, log, c, observability)
+	app := &App{
+		Config:        c,
+		Log:           log,
+		Handler:       handler,
+		Queue:         orderQueue,
+		Restore:       restoreGate,
+		Gate:          gate,
+		Tokens:        tokenIssuer,
+		Sessions:      sessions,
+		DB:            db,
+		Redis:         universalClient,
+		Observability: observability,
+		Expire:        expireOrders,
+		Worker:        worker,
+		Claims:        claimCounter,
+	}
+	return app, func() {
+		cleanup6()
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+	}, nil
+}
+
+// InitStreamApp wires the service with the Redis Stream queue.
+func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
+	db, cleanup, err := NewDB(c, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	voucherRepo := mysqlstore.NewVoucherRepo(db)
+	universalClient, cleanup2, err := NewRedis(c, log)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	orderRepo := provideMySQLOrderRepo(db, c)
+	claimCounter := metrics.NewClaimCounter()
+	claimRedis, cleanup3, err := NewClaimRedis(universalClient, c, log)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	store := provideSessionStore(universalClient, claimRedis, c)
+	sessions, cleanup4, err := provideSessions(universalClient, store, c, log)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	rooms := provideRoomStore(universalClient, c)
+	systemClock := ports.SystemClock{}
+	roomDirectory := application.NewRoomDirectory(rooms, systemClock)
+	observability, err := provideObservability(c, universalClient, db, orderRepo, claimCounter, sessions, roomDirectory, log)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	orderRepository := observability.Orders
+	gate := provideGate(universalClient, claimRedis, c, voucherRepo, orderRepo)
+	soldOutMarks := provideSoldOutMarks(c)
+	roomGate := provideStockGate(gate, soldOutMarks, rooms, roomDirectory)
+	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, roomGate)
+	listShopVouchers := application.NewListShopVouchers(voucherRepo)
+	iDs, cleanup5 := provideIDs(universalClient, claimRedis, c)
+	infraQueueDriver, cleanup6, err := provideStreamDriver(c, universalClient, gate, observability, log)
 	if err != nil {
 		cleanup5()
 		cleanup4()
