@@ -230,6 +230,19 @@ func TestNewRouterRefusesMissingDeps(t *testing.T) {
 			_ = httpapi.NewRouter(d)
 		})
 	}
+	// With several missing, the first in Deps's order is named, every time.
+	for range 20 {
+		func() {
+			d := full()
+			d.Ready, d.Claim, d.Sessions = nil, nil, nil
+			defer func() {
+				if r := recover(); r != "httpapi: Deps.Claim is nil" {
+					t.Fatalf("panic = %v, want the first missing dependency, Claim", r)
+				}
+			}()
+			_ = httpapi.NewRouter(d)
+		}()
+	}
 }
 
 func TestOrderStatusShowsFailureReason(t *testing.T) {

@@ -75,13 +75,16 @@ type api struct {
 
 // NewRouter builds the HTTP handler; it panics on a missing required dependency (a wiring mistake).
 func NewRouter(d Deps) http.Handler {
-	// One by one: a typed nil pointer in an `any` is not == nil.
-	for name, missing := range map[string]bool{
-		"AddVoucher": d.AddVoucher == nil, "ListVouchers": d.ListVouchers == nil, "Claim": d.Claim == nil,
-		"GetOrder": d.GetOrder == nil, "Sessions": d.Sessions == nil, "Ready": d.Ready == nil,
+	// In Deps's order, so the first missing one is named; one by one: a typed nil pointer in an `any` is not == nil.
+	for _, dep := range []struct {
+		name    string
+		missing bool
+	}{
+		{"AddVoucher", d.AddVoucher == nil}, {"ListVouchers", d.ListVouchers == nil}, {"Claim", d.Claim == nil},
+		{"GetOrder", d.GetOrder == nil}, {"Sessions", d.Sessions == nil}, {"Ready", d.Ready == nil},
 	} {
-		if missing {
-			panic("httpapi: Deps." + name + " is nil")
+		if dep.missing {
+			panic("httpapi: Deps." + dep.name + " is nil")
 		}
 	}
 	a := &api{Deps: d}
