@@ -56,7 +56,7 @@ type WaitingRoom struct {
 }
 
 func NewWaitingRoom(dir *RoomDirectory, signer *RoomSigner) *WaitingRoom {
-	mustHave("WaitingRoom", map[string]any{"dir": dir, "signer": signer})
+	mustHave("WaitingRoom", "dir", dir, "signer", signer)
 	return &WaitingRoom{dir: dir, signer: signer}
 }
 
@@ -222,7 +222,7 @@ type RoomGate struct {
 }
 
 func NewRoomGate(gate ports.StockGate, rooms ports.RoomStore, dir *RoomDirectory) *RoomGate {
-	mustHave("RoomGate", map[string]any{"gate": gate, "rooms": rooms, "dir": dir})
+	mustHave("RoomGate", "gate", gate, "rooms", rooms, "dir", dir)
 	return &RoomGate{StockGate: gate, rooms: rooms, dir: dir}
 }
 
@@ -367,7 +367,7 @@ type roomSnapshot struct {
 }
 
 func NewRoomDirectory(store ports.RoomStore, clock ports.Clock) *RoomDirectory {
-	mustHave("RoomDirectory", map[string]any{"store": store, "clock": clock})
+	mustHave("RoomDirectory", "store", store, "clock", clock)
 	return &RoomDirectory{
 		store: store, clock: clock,
 		rooms:  make(map[domain.VoucherID]*roomView),

@@ -26,7 +26,7 @@ type ControlSale struct {
 }
 
 func NewControlSale(sales ports.SaleControls, gate ports.GateControls, clock ports.Clock) *ControlSale {
-	mustHave("ControlSale", map[string]any{"sales": sales, "gate": gate, "clock": clock})
+	mustHave("ControlSale", "sales", sales, "gate", gate, "clock", clock)
 	return &ControlSale{sales: sales, gate: gate, clock: clock}
 }
 
@@ -123,7 +123,7 @@ type ReadAuditLog struct {
 }
 
 func NewReadAuditLog(log ports.AuditLog) *ReadAuditLog {
-	mustHave("ReadAuditLog", map[string]any{"log": log})
+	mustHave("ReadAuditLog", "log", log)
 	return &ReadAuditLog{log: log}
 }
 
@@ -166,7 +166,7 @@ type AddSeckillVoucher struct {
 }
 
 func NewAddSeckillVoucher(vouchers ports.VoucherRepository, orders ports.OrderRepository, gate ports.StockGate) *AddSeckillVoucher {
-	mustHave("AddSeckillVoucher", map[string]any{"vouchers": vouchers, "orders": orders, "gate": gate})
+	mustHave("AddSeckillVoucher", "vouchers", vouchers, "orders", orders, "gate", gate)
 	return &AddSeckillVoucher{vouchers: vouchers, orders: orders, gate: gate}
 }
 
@@ -263,7 +263,7 @@ type ListShopVouchers struct {
 }
 
 func NewListShopVouchers(vouchers ports.VoucherRepository) *ListShopVouchers {
-	mustHave("ListShopVouchers", map[string]any{"vouchers": vouchers})
+	mustHave("ListShopVouchers", "vouchers", vouchers)
 	return &ListShopVouchers{vouchers: vouchers}
 }
 
@@ -292,7 +292,7 @@ type SaleDashboard struct {
 func NewSaleDashboard(vouchers ports.VoucherRepository, gate ports.GateAudit, ledger ports.OrderLedger,
 	queue ports.QueueMonitor, claims ports.ClaimCounts, rooms *RoomDirectory, clock ports.Clock,
 ) *SaleDashboard {
-	mustHave("SaleDashboard", map[string]any{"vouchers": vouchers, "gate": gate, "ledger": ledger, "queue": queue, "claims": claims, "rooms": rooms, "clock": clock})
+	mustHave("SaleDashboard", "vouchers", vouchers, "gate", gate, "ledger", ledger, "queue", queue, "claims", claims, "rooms", rooms, "clock", clock)
 	return &SaleDashboard{vouchers: vouchers, gate: gate, ledger: ledger, queue: queue, claims: claims, rooms: rooms, clock: clock}
 }
 
@@ -427,7 +427,7 @@ type ListSaleOrders struct {
 }
 
 func NewListSaleOrders(vouchers ports.VoucherRepository, orders ports.SaleOrders) *ListSaleOrders {
-	mustHave("ListSaleOrders", map[string]any{"vouchers": vouchers, "orders": orders})
+	mustHave("ListSaleOrders", "vouchers", vouchers, "orders", orders)
 	return &ListSaleOrders{vouchers: vouchers, orders: orders}
 }
 
