@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -535,17 +536,12 @@ func (v *roomView) figures() RoomFigures {
 // Figures lists the rooms read here whose sale has not ended, by voucher id.
 func (d *RoomDirectory) Figures(now time.Time) []RoomFigures {
 	d.mu.Lock()
-	views := make([]*roomView, 0, len(d.rooms))
-	for _, v := range d.rooms {
-		if !domain.Ended(v.cfg.End, now) {
-			views = append(views, v)
-		}
-	}
+	views := slices.Collect(maps.Values(d.rooms))
 	d.mu.Unlock()
 	out := make([]RoomFigures, 0, len(views))
 	for _, v := range views {
 		v.mu.Lock()
-		if f := v.figures(); !f.ReadAt.IsZero() {
+		if f := v.figures(); !f.ReadAt.IsZero() && !domain.Ended(v.cfg.End, now) {
 			out = append(out, f)
 		}
 		v.mu.Unlock()
