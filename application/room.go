@@ -14,11 +14,8 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
-
-	"golang.org/x/sync/singleflight"
 
 	"github.com/hmdp-go/seckill/domain"
 	"github.com/hmdp-go/seckill/ports"
@@ -330,7 +327,7 @@ type RoomDirectory struct {
 	rooms  map[domain.VoucherID]*roomView
 	none   map[domain.VoucherID]struct{}  // sales known to have no room
 	absent map[domain.VoucherID]time.Time // no room and no sale, as of then
-	reads  singleflight.Group             // one store read per voucher at a time
+	flight map[domain.VoucherID]*lookup
 }
 
 // RoomRefresh is how stale an instance's view of a room may get.
@@ -347,6 +344,12 @@ func put[V any](m map[domain.VoucherID]V, id domain.VoucherID, v V) {
 		clear(m)
 	}
 	m[id] = v
+}
+
+type lookup struct {
+	done chan struct{}
+	view *roomView
+	err  error
 }
 
 type roomView struct {
@@ -371,6 +374,7 @@ func NewRoomDirectory(store ports.RoomStore, clock ports.Clock) *RoomDirectory {
 		rooms:  make(map[domain.VoucherID]*roomView),
 		none:   make(map[domain.VoucherID]struct{}),
 		absent: make(map[domain.VoucherID]time.Time),
+		flight: make(map[domain.VoucherID]*lookup),
 	}
 }
 
@@ -415,32 +419,36 @@ func (d *RoomDirectory) room(ctx context.Context, id domain.VoucherID) (*roomVie
 		d.mu.Unlock()
 		return nil, nil
 	}
+	if l, ok := d.flight[id]; ok {
+		d.mu.Unlock()
+		select {
+		case <-l.done:
+			return l.view, l.err
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", ErrBusy, ctx.Err())
+		}
+	}
+	l := &lookup{done: make(chan struct{})}
+	d.flight[id] = l
 	d.mu.Unlock()
 	// Detached: the waiters must not fail because the first caller hung up.
-	read := d.reads.DoChan(strconv.FormatInt(int64(id), 10), func() (any, error) {
-		cfg, found, err := d.store.Config(context.WithoutCancel(ctx), id)
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		switch {
-		case err != nil:
-			return nil, fmt.Errorf("%w: read waiting room of voucher %d: %w", ErrBusy, id, err)
-		case found == ports.RoomPresent:
-			d.rooms[id] = &roomView{id: id, cfg: cfg}
-			return d.rooms[id], nil
-		case found == ports.RoomAbsent:
-			put(d.none, id, struct{}{})
-		default:
-			put(d.absent, id, now)
-		}
-		return nil, nil
-	})
-	select {
-	case r := <-read:
-		v, _ := r.Val.(*roomView)
-		return v, r.Err
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %w", ErrBusy, ctx.Err())
+	cfg, found, err := d.store.Config(context.WithoutCancel(ctx), id)
+	d.mu.Lock()
+	delete(d.flight, id)
+	switch {
+	case err != nil:
+		l.err = fmt.Errorf("%w: read waiting room of voucher %d: %w", ErrBusy, id, err)
+	case found == ports.RoomPresent:
+		l.view = &roomView{id: id, cfg: cfg}
+		d.rooms[id] = l.view
+	case found == ports.RoomAbsent:
+		put(d.none, id, struct{}{})
+	default:
+		put(d.absent, id, now)
 	}
+	d.mu.Unlock()
+	close(l.done)
+	return l.view, l.err
 }
 
 // state is the room as of at most RoomRefresh ago; one caller that finds it
