@@ -179,12 +179,8 @@ func perRate(n, rate int64) time.Duration {
 // Check returns the position the pass admits (-1: a sale without a room) once its
 // signature and one store read show it unspent; a pass admits one order (domain.ErrAlreadyClaimed).
 func (h *WaitingRoom) Check(ctx context.Context, voucher domain.VoucherID, user domain.UserID, pass PassSource) (int64, error) {
-	v, err := h.dir.room(ctx, voucher)
-	if err != nil {
-		return -1, err
-	}
-	if v == nil {
-		return -1, nil
+	if v, err := h.dir.room(ctx, voucher); v == nil {
+		return -1, err // err nil: a sale without a room
 	}
 	if pass == nil {
 		return -1, domain.ErrPassRequired
