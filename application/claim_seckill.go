@@ -46,7 +46,7 @@ func (e *OutcomeUnknownError) Error() string {
 func (e *OutcomeUnknownError) Unwrap() []error { return []error{ErrOutcomeUnknown, e.Err} }
 
 func NewClaimSeckill(ids ports.OrderIDs, admission ports.Admission) *ClaimSeckill {
-	mustHave("ClaimSeckill", map[string]any{"ids": ids, "admission": admission})
+	mustHave("ClaimSeckill", "ids", ids, "admission", admission)
 	return &ClaimSeckill{ids: ids, admission: admission}
 }
 

@@ -8,11 +8,12 @@ import (
 )
 
 // mustHave panics when a use case is built with a missing dependency, typed
-// nil included, so wiring mistakes fail at start.
-func mustHave(useCase string, deps map[string]any) {
-	for name, d := range deps {
-		if v := reflect.ValueOf(d); !v.IsValid() || nilable[v.Kind()] && v.IsNil() {
-			panic(fmt.Sprintf("application: %s needs a non-nil %s", useCase, name))
+// nil included, so wiring mistakes fail at start. deps alternate each
+// dependency's name and value; the first missing one in that order is named.
+func mustHave(useCase string, deps ...any) {
+	for i := 0; i+1 < len(deps); i += 2 {
+		if v := reflect.ValueOf(deps[i+1]); !v.IsValid() || nilable[v.Kind()] && v.IsNil() {
+			panic(fmt.Sprintf("application: %s needs a non-nil %v", useCase, deps[i]))
 		}
 	}
 }

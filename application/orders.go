@@ -18,7 +18,7 @@ type GetOrder struct {
 }
 
 func NewGetOrder(orders ports.OrderRepository, gate ports.StockGate) *GetOrder {
-	mustHave("GetOrder", map[string]any{"orders": orders, "gate": gate})
+	mustHave("GetOrder", "orders", orders, "gate", gate)
 	return &GetOrder{orders: orders, gate: gate}
 }
 
@@ -51,7 +51,7 @@ type CancelOrder struct {
 }
 
 func NewCancelOrder(orders ports.OrderRepository, life ports.OrderLifecycle, gate ports.StockGate) *CancelOrder {
-	mustHave("CancelOrder", map[string]any{"orders": orders, "life": life, "gate": gate})
+	mustHave("CancelOrder", "orders", orders, "life", life, "gate", gate)
 	return &CancelOrder{find: GetOrder{orders: orders, gate: gate}, life: life, gate: gate}
 }
 
@@ -90,7 +90,7 @@ type ExpireOrders struct {
 }
 
 func NewExpireOrders(life ports.OrderLifecycle, gate ports.StockGate, clock ports.Clock, batch int) *ExpireOrders {
-	mustHave("ExpireOrders", map[string]any{"life": life, "gate": gate, "clock": clock})
+	mustHave("ExpireOrders", "life", life, "gate", gate, "clock", clock)
 	if batch <= 0 {
 		panic("application: ExpireOrders needs a positive batch")
 	}
@@ -163,7 +163,7 @@ type PayOrder struct {
 // NewPayOrder: window is the pay window (0: none, 15 minutes here). An order not
 // in the database yet answers ErrBusy if claimed within it or while queued.
 func NewPayOrder(orders ports.OrderRepository, vouchers ports.VoucherRepository, life ports.OrderLifecycle, index ports.OrderIndex, clock ports.Clock, window time.Duration) *PayOrder {
-	mustHave("PayOrder", map[string]any{"orders": orders, "vouchers": vouchers, "life": life, "index": index, "clock": clock})
+	mustHave("PayOrder", "orders", orders, "vouchers", vouchers, "life", life, "index", index, "clock", clock)
 	if window <= 0 {
 		window = 15 * time.Minute
 	}
@@ -217,7 +217,7 @@ type FulfillOrders struct {
 }
 
 func NewFulfillOrders(orders ports.OrderRepository, gate ports.StockGate) *FulfillOrders {
-	mustHave("FulfillOrders", map[string]any{"orders": orders, "gate": gate})
+	mustHave("FulfillOrders", "orders", orders, "gate", gate)
 	return &FulfillOrders{orders: orders, gate: gate}
 }
 

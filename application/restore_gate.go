@@ -25,7 +25,7 @@ type RestoreGate struct {
 }
 
 func NewRestoreGate(vouchers ports.VoucherRepository, orders ports.OrderRepository, gate ports.StockGate, probe ports.GateProbe, clock ports.Clock) *RestoreGate {
-	mustHave("RestoreGate", map[string]any{"vouchers": vouchers, "orders": orders, "gate": gate, "probe": probe, "clock": clock})
+	mustHave("RestoreGate", "vouchers", vouchers, "orders", orders, "gate", gate, "probe", probe, "clock", clock)
 	return &RestoreGate{vouchers: vouchers, orders: orders, gate: gate, probe: probe, clock: clock}
 }
 
@@ -176,7 +176,7 @@ type ReconcileVoucher struct {
 }
 
 func NewReconcileVoucher(vouchers ports.VoucherRepository, orders ports.OrderRepository, gate ports.GateAudit, backlog ports.QueueBacklog) *ReconcileVoucher {
-	mustHave("ReconcileVoucher", map[string]any{"vouchers": vouchers, "orders": orders, "gate": gate})
+	mustHave("ReconcileVoucher", "vouchers", vouchers, "orders", orders, "gate", gate)
 	h := &ReconcileVoucher{vouchers: vouchers, orders: orders, gate: gate, backlog: backlog}
 	h.ledger, _ = orders.(ports.OrderLedger)
 	return h

@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -56,7 +57,7 @@ type WaitingRoom struct {
 }
 
 func NewWaitingRoom(dir *RoomDirectory, signer *RoomSigner) *WaitingRoom {
-	mustHave("WaitingRoom", map[string]any{"dir": dir, "signer": signer})
+	mustHave("WaitingRoom", "dir", dir, "signer", signer)
 	return &WaitingRoom{dir: dir, signer: signer}
 }
 
@@ -178,12 +179,8 @@ func perRate(n, rate int64) time.Duration {
 // Check returns the position the pass admits (-1: a sale without a room) once its
 // signature and one store read show it unspent; a pass admits one order (domain.ErrAlreadyClaimed).
 func (h *WaitingRoom) Check(ctx context.Context, voucher domain.VoucherID, user domain.UserID, pass PassSource) (int64, error) {
-	v, err := h.dir.room(ctx, voucher)
-	if err != nil {
-		return -1, err
-	}
-	if v == nil {
-		return -1, nil
+	if v, err := h.dir.room(ctx, voucher); v == nil {
+		return -1, err // err nil: a sale without a room
 	}
 	if pass == nil {
 		return -1, domain.ErrPassRequired
@@ -222,7 +219,7 @@ type RoomGate struct {
 }
 
 func NewRoomGate(gate ports.StockGate, rooms ports.RoomStore, dir *RoomDirectory) *RoomGate {
-	mustHave("RoomGate", map[string]any{"gate": gate, "rooms": rooms, "dir": dir})
+	mustHave("RoomGate", "gate", gate, "rooms", rooms, "dir", dir)
 	return &RoomGate{StockGate: gate, rooms: rooms, dir: dir}
 }
 
@@ -367,7 +364,7 @@ type roomSnapshot struct {
 }
 
 func NewRoomDirectory(store ports.RoomStore, clock ports.Clock) *RoomDirectory {
-	mustHave("RoomDirectory", map[string]any{"store": store, "clock": clock})
+	mustHave("RoomDirectory", "store", store, "clock", clock)
 	return &RoomDirectory{
 		store: store, clock: clock,
 		rooms:  make(map[domain.VoucherID]*roomView),
@@ -543,17 +540,12 @@ func (v *roomView) figures() RoomFigures {
 // Figures lists the rooms read here whose sale has not ended, by voucher id.
 func (d *RoomDirectory) Figures(now time.Time) []RoomFigures {
 	d.mu.Lock()
-	views := make([]*roomView, 0, len(d.rooms))
-	for _, v := range d.rooms {
-		if !domain.Ended(v.cfg.End, now) {
-			views = append(views, v)
-		}
-	}
+	views := slices.Collect(maps.Values(d.rooms))
 	d.mu.Unlock()
 	out := make([]RoomFigures, 0, len(views))
 	for _, v := range views {
 		v.mu.Lock()
-		if f := v.figures(); !f.ReadAt.IsZero() {
+		if f := v.figures(); !f.ReadAt.IsZero() && !domain.Ended(v.cfg.End, now) {
 			out = append(out, f)
 		}
 		v.mu.Unlock()

@@ -26,20 +26,18 @@ type ControlSale struct {
 }
 
 func NewControlSale(sales ports.SaleControls, gate ports.GateControls, clock ports.Clock) *ControlSale {
-	mustHave("ControlSale", map[string]any{"sales": sales, "gate": gate, "clock": clock})
+	mustHave("ControlSale", "sales", sales, "gate", gate, "clock", clock)
 	return &ControlSale{sales: sales, gate: gate, clock: clock}
 }
 
 // EndNow ends the sale at once; a sale already ended is answered as it is.
 func (h *ControlSale) EndNow(ctx context.Context, admin domain.UserID, id domain.VoucherID) (domain.Voucher, error) {
-	now := h.clock.Now()
-	return h.control(ctx, admin, id, domain.ActionEndSale, ports.Once{}, func(s domain.Sale) (domain.Sale, error) { return s.EndNow(now) }, endChange)
+	return h.control(ctx, admin, id, domain.ActionEndSale, ports.Once{}, domain.Sale.EndNow, endChange)
 }
 
 // MoveEnd moves the sale's end, later or earlier (domain.Sale.EndAt).
 func (h *ControlSale) MoveEnd(ctx context.Context, admin domain.UserID, id domain.VoucherID, end time.Time) (domain.Voucher, error) {
-	now := h.clock.Now()
-	return h.control(ctx, admin, id, domain.ActionMoveEnd, ports.Once{}, func(s domain.Sale) (domain.Sale, error) { return s.EndAt(end, now) }, endChange)
+	return h.control(ctx, admin, id, domain.ActionMoveEnd, ports.Once{}, func(s domain.Sale, now time.Time) (domain.Sale, error) { return s.EndAt(end, now) }, endChange)
 }
 
 func endChange(before, after domain.Sale) map[string]any {
@@ -53,9 +51,8 @@ func (h *ControlSale) AddStock(ctx context.Context, admin domain.UserID, id doma
 	if err := domain.CheckIdempotencyKey(key); err != nil {
 		return domain.Voucher{}, err
 	}
-	now := h.clock.Now()
 	once := ports.Once{Key: key, Fingerprint: fmt.Sprintf("%s:%d:%d", domain.ActionAddStock, id, n)}
-	return h.control(ctx, admin, id, domain.ActionAddStock, once, func(s domain.Sale) (domain.Sale, error) { return s.AddStock(n, now) },
+	return h.control(ctx, admin, id, domain.ActionAddStock, once, func(s domain.Sale, now time.Time) (domain.Sale, error) { return s.AddStock(n, now) },
 		func(before, after domain.Sale) map[string]any {
 			return map[string]any{"add": n, "stock": map[string]int{"from": before.Stock(), "to": after.Stock()}}
 		})
@@ -63,29 +60,26 @@ func (h *ControlSale) AddStock(ctx context.Context, admin domain.UserID, id doma
 
 // Pause refuses the sale's claims (paused) until Resume, keeping stock and buyers.
 func (h *ControlSale) Pause(ctx context.Context, admin domain.UserID, id domain.VoucherID) (domain.Voucher, error) {
-	return h.setPaused(ctx, admin, id, true, domain.ActionPause)
+	return h.control(ctx, admin, id, domain.ActionPause, ports.Once{}, func(s domain.Sale, now time.Time) (domain.Sale, error) { return s.WithPause(true, now) }, pausedChange)
 }
 
 func (h *ControlSale) Resume(ctx context.Context, admin domain.UserID, id domain.VoucherID) (domain.Voucher, error) {
-	return h.setPaused(ctx, admin, id, false, domain.ActionResume)
+	return h.control(ctx, admin, id, domain.ActionResume, ports.Once{}, func(s domain.Sale, now time.Time) (domain.Sale, error) { return s.WithPause(false, now) }, pausedChange)
 }
 
-func (h *ControlSale) setPaused(ctx context.Context, admin domain.UserID, id domain.VoucherID, paused bool, action domain.AuditAction) (domain.Voucher, error) {
-	now := h.clock.Now()
-	return h.control(ctx, admin, id, action, ports.Once{}, func(s domain.Sale) (domain.Sale, error) { return s.WithPause(paused, now) },
-		func(before, after domain.Sale) map[string]any {
-			return map[string]any{"paused": map[string]bool{"from": before.Paused(), "to": after.Paused()}}
-		})
+func pausedChange(before, after domain.Sale) map[string]any {
+	return map[string]any{"paused": map[string]bool{"from": before.Paused(), "to": after.Paused()}}
 }
 
-// control applies change to the sale and audits it as describe says.
+// control applies change, at the clock's now, to the sale and audits it as describe says.
 func (h *ControlSale) control(ctx context.Context, admin domain.UserID, id domain.VoucherID, action domain.AuditAction, once ports.Once,
-	change func(domain.Sale) (domain.Sale, error), describe func(before, after domain.Sale) map[string]any) (domain.Voucher, error) {
+	change func(s domain.Sale, now time.Time) (domain.Sale, error), describe func(before, after domain.Sale) map[string]any) (domain.Voucher, error) {
 	if id <= 0 {
 		return domain.Voucher{}, domain.ErrVoucherNotFound
 	}
+	now := h.clock.Now()
 	v, _, err := h.sales.ChangeSale(ctx, id, once, func(v domain.Voucher) (domain.Voucher, domain.AuditEntry, error) {
-		s, err := change(v.Sale())
+		s, err := change(v.Sale(), now)
 		if err != nil {
 			return domain.Voucher{}, domain.AuditEntry{}, err
 		}
@@ -123,7 +117,7 @@ type ReadAuditLog struct {
 }
 
 func NewReadAuditLog(log ports.AuditLog) *ReadAuditLog {
-	mustHave("ReadAuditLog", map[string]any{"log": log})
+	mustHave("ReadAuditLog", "log", log)
 	return &ReadAuditLog{log: log}
 }
 
@@ -166,7 +160,7 @@ type AddSeckillVoucher struct {
 }
 
 func NewAddSeckillVoucher(vouchers ports.VoucherRepository, orders ports.OrderRepository, gate ports.StockGate) *AddSeckillVoucher {
-	mustHave("AddSeckillVoucher", map[string]any{"vouchers": vouchers, "orders": orders, "gate": gate})
+	mustHave("AddSeckillVoucher", "vouchers", vouchers, "orders", orders, "gate", gate)
 	return &AddSeckillVoucher{vouchers: vouchers, orders: orders, gate: gate}
 }
 
@@ -263,7 +257,7 @@ type ListShopVouchers struct {
 }
 
 func NewListShopVouchers(vouchers ports.VoucherRepository) *ListShopVouchers {
-	mustHave("ListShopVouchers", map[string]any{"vouchers": vouchers})
+	mustHave("ListShopVouchers", "vouchers", vouchers)
 	return &ListShopVouchers{vouchers: vouchers}
 }
 
@@ -292,7 +286,7 @@ type SaleDashboard struct {
 func NewSaleDashboard(vouchers ports.VoucherRepository, gate ports.GateAudit, ledger ports.OrderLedger,
 	queue ports.QueueMonitor, claims ports.ClaimCounts, rooms *RoomDirectory, clock ports.Clock,
 ) *SaleDashboard {
-	mustHave("SaleDashboard", map[string]any{"vouchers": vouchers, "gate": gate, "ledger": ledger, "queue": queue, "claims": claims, "rooms": rooms, "clock": clock})
+	mustHave("SaleDashboard", "vouchers", vouchers, "gate", gate, "ledger", ledger, "queue", queue, "claims", claims, "rooms", rooms, "clock", clock)
 	return &SaleDashboard{vouchers: vouchers, gate: gate, ledger: ledger, queue: queue, claims: claims, rooms: rooms, clock: clock}
 }
 
@@ -427,7 +421,7 @@ type ListSaleOrders struct {
 }
 
 func NewListSaleOrders(vouchers ports.VoucherRepository, orders ports.SaleOrders) *ListSaleOrders {
-	mustHave("ListSaleOrders", map[string]any{"vouchers": vouchers, "orders": orders})
+	mustHave("ListSaleOrders", "vouchers", vouchers, "orders", orders)
 	return &ListSaleOrders{vouchers: vouchers, orders: orders}
 }
 

@@ -177,7 +177,7 @@ type SoldOutGate struct {
 
 // Gate makes next's calls that may return stock clear the marks.
 func (g *SoldOutMarks) Gate(next ports.StockGate) *SoldOutGate {
-	mustHave("SoldOutGate", map[string]any{"gate": next})
+	mustHave("SoldOutGate", "gate", next)
 	return &SoldOutGate{StockGate: next, marks: g}
 }
 
