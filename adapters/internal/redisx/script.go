@@ -62,19 +62,24 @@ func (s *Set) reload(ctx context.Context, seen uint64) error {
 }
 
 // Run runs sc by its SHA on c (the loading client, or a pipeliner over it); on NOSCRIPT it is Retry.
-func (s *Set) Run(ctx context.Context, c redis.Scripter, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+func (s *Set) Run(ctx context.Context, c redis.UniversalClient, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
 	r := sc.EvalSha(ctx, c, keys, args...)
 	if IsNoScript(r.Err()) {
-		return s.Retry(ctx, c, sc, keys, args...)
+		return s.Retry(ctx, c, r)
 	}
 	return r
 }
 
-// Retry answers a NOSCRIPT that sc's EVALSHA met: sc runs again, and only if that
-// meets NOSCRIPT too is the set reloaded and sc run again. A failed reload is the answer.
-func (s *Set) Retry(ctx context.Context, c redis.Scripter, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+// Retry answers a NOSCRIPT that an EVALSHA of the set's (failed) met: it runs again, and only
+// if that meets NOSCRIPT too is the set reloaded and it runs again. A failed reload is the answer.
+func (s *Set) Retry(ctx context.Context, c redis.UniversalClient, failed *redis.Cmd) *redis.Cmd {
+	again := func() *redis.Cmd {
+		r := redis.NewCmd(ctx, failed.Args()...)
+		_ = c.Process(ctx, r)
+		return r
+	}
 	seen := s.loaded.Load()
-	if r := sc.EvalSha(ctx, c, keys, args...); !IsNoScript(r.Err()) {
+	if r := again(); !IsNoScript(r.Err()) {
 		return r
 	}
 	if err := s.reload(ctx, seen); err != nil {
@@ -82,7 +87,7 @@ func (s *Set) Retry(ctx context.Context, c redis.Scripter, sc *redis.Script, key
 		r.SetErr(err)
 		return r
 	}
-	return sc.EvalSha(ctx, c, keys, args...)
+	return again()
 }
 
 // IsNoScript tells Redis's answer to an EVALSHA of a script it does not hold.
