@@ -69,7 +69,7 @@ func (q *Queue) ackTx(ctx context.Context, chunks []streamIDs) error {
 	}
 	_, _ = pipe.Exec(ctx) // each command's error is looked at below
 	// NOSCRIPT: the XACK is done; a crash before this retry leaves acked entries until a later trim.
-	q.retryNoScript(ctx, trims)
+	q.retryNoScript(ctx, ackScript, trims)
 	for i := range chunks {
 		if err := errors.Join(acks[i].Err(), trims[i].Err()); err != nil {
 			return err
@@ -247,7 +247,7 @@ func (q *Queue) runScripts(ctx context.Context, s *redis.Script, calls []scriptC
 		cmds[i] = s.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
 	_, _ = pipe.Exec(ctx) // each command's error is looked at below
-	q.retryNoScript(ctx, cmds)
+	q.retryNoScript(ctx, s, cmds)
 	for _, c := range cmds {
 		if err := c.Err(); err != nil {
 			return cmds, err
@@ -257,10 +257,10 @@ func (q *Queue) runScripts(ctx context.Context, s *redis.Script, calls []scriptC
 }
 
 // retryNoScript runs again the commands answered NOSCRIPT (a restart, a failover), replacing them in cmds.
-func (q *Queue) retryNoScript(ctx context.Context, cmds []*redis.Cmd) {
+func (q *Queue) retryNoScript(ctx context.Context, s *redis.Script, cmds []*redis.Cmd) {
 	for i, c := range cmds {
 		if redisx.IsNoScript(c.Err()) {
-			cmds[i] = q.scripts.Retry(ctx, q.rdb, c)
+			cmds[i] = q.scripts.Retry(ctx, q.rdb, s, c)
 		}
 	}
 }

@@ -5,6 +5,7 @@ package redisx
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -65,16 +66,19 @@ func (s *Set) reload(ctx context.Context, seen uint64) error {
 func (s *Set) Run(ctx context.Context, c redis.UniversalClient, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
 	r := sc.EvalSha(ctx, c, keys, args...)
 	if IsNoScript(r.Err()) {
-		return s.Retry(ctx, c, r)
+		return s.Retry(ctx, c, sc, r)
 	}
 	return r
 }
 
-// Retry answers a NOSCRIPT that an EVALSHA of the set's (failed) met: it runs again, and only
-// if that meets NOSCRIPT too is the set reloaded and it runs again. A failed reload is the answer.
-func (s *Set) Retry(ctx context.Context, c redis.UniversalClient, failed *redis.Cmd) *redis.Cmd {
+// Retry answers a NOSCRIPT that failed, an EVALSHA of sc, met: sc runs again with its keys and
+// arguments, and only if that meets NOSCRIPT too is the set reloaded and sc run again. A failed
+// reload is the answer.
+func (s *Set) Retry(ctx context.Context, c redis.UniversalClient, sc *redis.Script, failed *redis.Cmd) *redis.Cmd {
 	again := func() *redis.Cmd {
-		r := redis.NewCmd(ctx, failed.Args()...)
+		args := slices.Clone(failed.Args())
+		args[1] = sc.Hash()
+		r := redis.NewCmd(ctx, args...)
 		_ = c.Process(ctx, r)
 		return r
 	}
