@@ -267,8 +267,7 @@ func (g *Gate) claimIn(ctx context.Context, l *layout, b int, o domain.VoucherOr
 		return "", fmt.Errorf("claim script for %s: %w", o, err)
 	}
 	if wait == nil && redisx.IsNoScript(run.Err()) { // Redis lost its scripts (restart, SCRIPT FLUSH)
-		keys, args := claimKeysArgs(run)
-		run = g.scripts.Retry(ctx, g.claims, l.script, keys, args...)
+		run = g.scripts.Retry(ctx, g.claims, l.script, run)
 	}
 	answer, err := run.Text()
 	if err != nil {

@@ -253,26 +253,19 @@ const shardStride = 7
 // pick returns the shard a lease for day tries next among those not tried: the first
 // in turn that did not fail lately, else the first; false when none is left.
 func (s *shardState) pick(day time.Time, tried *[IDShards]bool, now time.Time) (k int, ok bool) {
-	fallback := -1
-	for i := range IDShards {
-		pos := (s.next + i) % IDShards
-		k := pos * shardStride % IDShards
-		if tried[k] || s.spent[k].Equal(day) {
-			continue
-		}
-		if s.failed[k].IsZero() || now.Sub(s.failed[k]) >= IDShardRetry {
+	for _, orFailed := range [...]bool{false, true} {
+		for i := range IDShards {
+			pos := (s.next + i) % IDShards
+			k := pos * shardStride % IDShards
+			failedLately := !s.failed[k].IsZero() && now.Sub(s.failed[k]) < IDShardRetry
+			if tried[k] || s.spent[k].Equal(day) || failedLately && !orFailed {
+				continue
+			}
 			s.next = (pos + 1) % IDShards
 			return k, true
 		}
-		if fallback < 0 {
-			fallback = pos
-		}
 	}
-	if fallback < 0 {
-		return 0, false
-	}
-	s.next = (fallback + 1) % IDShards
-	return fallback * shardStride % IDShards, true
+	return 0, false
 }
 
 // startLease leases a block for now's day in the background. Called with mu held,

@@ -148,16 +148,6 @@ func (g *Gate) claimCmds(ctx context.Context, l *layout, b int, o domain.Voucher
 	return run, index
 }
 
-// claimKeysArgs splits a claim command back into keys and arguments, for a retry.
-func claimKeysArgs(run *redis.Cmd) ([]string, []any) {
-	a := run.Args()
-	keys := make([]string, claimKeys)
-	for i := range keys {
-		keys[i], _ = a[3+i].(string)
-	}
-	return keys, a[3+claimKeys:]
-}
-
 // do sends one command through redisx.Do and answers its error or the command's.
 func do(ctx context.Context, c redis.UniversalClient, cmd redis.Cmder) error {
 	if err := redisx.Do(ctx, c, cmd); err != nil {

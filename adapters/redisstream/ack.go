@@ -63,15 +63,13 @@ func (q *Queue) ackTx(ctx context.Context, chunks []streamIDs) error {
 	pipe := q.rdb.TxPipeline()
 	acks := make([]*redis.IntCmd, len(chunks))
 	trims := make([]*redis.Cmd, len(chunks))
-	calls := make([]scriptCall, len(chunks))
 	for i, c := range chunks {
 		acks[i] = pipe.XAck(ctx, c.key, q.opts.Group, c.ids...)
-		calls[i] = scriptCall{keys: []string{c.key}, args: []any{q.opts.Group, c.ids[0], c.ids[len(c.ids)-1]}}
-		trims[i] = ackScript.EvalSha(ctx, pipe, calls[i].keys, calls[i].args...)
+		trims[i] = ackScript.EvalSha(ctx, pipe, []string{c.key}, q.opts.Group, c.ids[0], c.ids[len(c.ids)-1])
 	}
 	_, _ = pipe.Exec(ctx) // each command's error is looked at below
 	// NOSCRIPT: the XACK is done; a crash before this retry leaves acked entries until a later trim.
-	q.retryNoScript(ctx, ackScript, trims, calls)
+	q.retryNoScript(ctx, ackScript, trims)
 	for i := range chunks {
 		if err := errors.Join(acks[i].Err(), trims[i].Err()); err != nil {
 			return err
@@ -249,7 +247,7 @@ func (q *Queue) runScripts(ctx context.Context, s *redis.Script, calls []scriptC
 		cmds[i] = s.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
 	_, _ = pipe.Exec(ctx) // each command's error is looked at below
-	q.retryNoScript(ctx, s, cmds, calls)
+	q.retryNoScript(ctx, s, cmds)
 	for _, c := range cmds {
 		if err := c.Err(); err != nil {
 			return cmds, err
@@ -258,11 +256,11 @@ func (q *Queue) runScripts(ctx context.Context, s *redis.Script, calls []scriptC
 	return cmds, nil
 }
 
-// retryNoScript runs again the calls answered NOSCRIPT (a restart, a failover), replacing their commands in cmds.
-func (q *Queue) retryNoScript(ctx context.Context, s *redis.Script, cmds []*redis.Cmd, calls []scriptCall) {
+// retryNoScript runs again the commands answered NOSCRIPT (a restart, a failover), replacing them in cmds.
+func (q *Queue) retryNoScript(ctx context.Context, s *redis.Script, cmds []*redis.Cmd) {
 	for i, c := range cmds {
 		if redisx.IsNoScript(c.Err()) {
-			cmds[i] = q.scripts.Retry(ctx, q.rdb, s, calls[i].keys, calls[i].args...)
+			cmds[i] = q.scripts.Retry(ctx, q.rdb, s, c)
 		}
 	}
 }

@@ -239,10 +239,6 @@ func New(rdb redis.UniversalClient, opts Options) (*Queue, error) {
 	return q, nil
 }
 
-func (q *Queue) keys(vid domain.VoucherID) redisschema.Keys {
-	return redisschema.KeysFor(q.opts.Prefix, vid)
-}
-
 func (q *Queue) closed() bool {
 	select {
 	case <-q.done:
@@ -276,7 +272,7 @@ func (q *Queue) Publish(ctx context.Context, o domain.VoucherOrder) error {
 		return ports.ErrQueueClosed
 	}
 	vid := o.VoucherID()
-	key := q.keys(vid).Orders
+	key := redisschema.KeysFor(q.opts.Prefix, vid).Orders
 	if err := q.rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: redisschema.EncodeOrder(o)}).Err(); err != nil {
 		return fmt.Errorf("publish %s: %w", o, err)
 	}
@@ -329,7 +325,7 @@ func (q *Queue) Overview(ctx context.Context) (ports.QueueOverview, error) {
 
 // Backlog reads in one round trip XLEN (acked entries are deleted), XPENDING, and the oldest entry's lag.
 func (q *Queue) Backlog(ctx context.Context, vid domain.VoucherID) (ports.Backlog, error) {
-	key := q.keys(vid).Orders
+	key := redisschema.KeysFor(q.opts.Prefix, vid).Orders
 	pipe := q.rdb.Pipeline()
 	xlen := pipe.XLen(ctx, key)
 	pending := pipe.XPending(ctx, key, q.opts.Group)

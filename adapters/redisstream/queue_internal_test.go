@@ -590,7 +590,7 @@ func benchReceiveAck(b *testing.B, consumers int) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "orders/s")
-	if n, _ := q.rdb.XLen(ctx, q.keys(7).Orders).Result(); n != 0 {
+	if n, _ := q.rdb.XLen(ctx, redisschema.KeysFor(q.opts.Prefix, 7).Orders).Result(); n != 0 {
 		b.Fatalf("%d entries left", n)
 	}
 }

@@ -5,6 +5,7 @@ package redisx
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -62,19 +63,27 @@ func (s *Set) reload(ctx context.Context, seen uint64) error {
 }
 
 // Run runs sc by its SHA on c (the loading client, or a pipeliner over it); on NOSCRIPT it is Retry.
-func (s *Set) Run(ctx context.Context, c redis.Scripter, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+func (s *Set) Run(ctx context.Context, c redis.UniversalClient, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
 	r := sc.EvalSha(ctx, c, keys, args...)
 	if IsNoScript(r.Err()) {
-		return s.Retry(ctx, c, sc, keys, args...)
+		return s.Retry(ctx, c, sc, r)
 	}
 	return r
 }
 
-// Retry answers a NOSCRIPT that sc's EVALSHA met: sc runs again, and only if that
-// meets NOSCRIPT too is the set reloaded and sc run again. A failed reload is the answer.
-func (s *Set) Retry(ctx context.Context, c redis.Scripter, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+// Retry answers a NOSCRIPT that failed, an EVALSHA of sc, met: sc runs again with its keys and
+// arguments, and only if that meets NOSCRIPT too is the set reloaded and sc run again. A failed
+// reload is the answer.
+func (s *Set) Retry(ctx context.Context, c redis.UniversalClient, sc *redis.Script, failed *redis.Cmd) *redis.Cmd {
+	again := func() *redis.Cmd {
+		args := slices.Clone(failed.Args())
+		args[1] = sc.Hash()
+		r := redis.NewCmd(ctx, args...)
+		_ = c.Process(ctx, r)
+		return r
+	}
 	seen := s.loaded.Load()
-	if r := sc.EvalSha(ctx, c, keys, args...); !IsNoScript(r.Err()) {
+	if r := again(); !IsNoScript(r.Err()) {
 		return r
 	}
 	if err := s.reload(ctx, seen); err != nil {
@@ -82,7 +91,7 @@ func (s *Set) Retry(ctx context.Context, c redis.Scripter, sc *redis.Script, key
 		r.SetErr(err)
 		return r
 	}
-	return sc.EvalSha(ctx, c, keys, args...)
+	return again()
 }
 
 // IsNoScript tells Redis's answer to an EVALSHA of a script it does not hold.
