@@ -4,6 +4,7 @@
 package redissession
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -53,20 +54,14 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 	if rdb == nil {
 		panic("redissession: New needs a non-nil Redis client")
 	}
-	if opts.Prefix == "" {
-		opts.Prefix = DefaultPrefix
-	}
 	if opts.TTL <= 0 {
 		opts.TTL = DefaultTTL
-	}
-	if opts.Lookups == nil {
-		opts.Lookups = rdb
 	}
 	if opts.Wait <= 0 {
 		opts.Wait = DefaultWait
 	}
-	return &Store{rdb: rdb, lookups: opts.Lookups, slack: min(refreshSlack, opts.TTL/2), prefix: opts.Prefix,
-		ttl: opts.TTL, wait: opts.Wait, bound: opts.Bound}
+	return &Store{rdb: rdb, lookups: cmp.Or(opts.Lookups, rdb), slack: min(refreshSlack, opts.TTL/2),
+		prefix: cmp.Or(opts.Prefix, DefaultPrefix), ttl: opts.TTL, wait: opts.Wait, bound: opts.Bound}
 }
 
 // refreshSlack: a refresh is skipped while more than TTL - slack is left, so a
