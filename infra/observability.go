@@ -50,14 +50,10 @@ type Observability struct {
 	done chan error
 }
 
-// provideObservability hooks the metrics that need no queue, and the tracing.
-func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, orders *mysqlstore.OrderRepo, counter *metrics.ClaimCounter,
+// provideObservability hooks the metrics that need no queue; it holds the tracing to flush it last.
+func provideObservability(c Config, rdb redis.UniversalClient, t *tracing, orders *mysqlstore.OrderRepo, counter *metrics.ClaimCounter,
 	sessions *redissession.Sessions, rooms *application.RoomDirectory, log zerolog.Logger,
-) (*Observability, error) {
-	t, err := newTracing(c.Tracing, rdb, db, log)
-	if err != nil {
-		return nil, err
-	}
+) *Observability {
 	o := &Observability{tracing: t, Orders: orders, Lifecycle: orders}
 	if c.MetricsEnabled() {
 		o.Metrics = metrics.New()
@@ -78,7 +74,7 @@ func provideObservability(c Config, rdb redis.UniversalClient, db *bun.DB, order
 				Warmed: func() int64 { return s.WarmProgress().Cached }, Serving: s.Serving, Downs: s.Downs})
 		}
 	}
-	return o, nil
+	return o
 }
 
 // start serves /metrics on its own listener, so it can stay on loopback.
@@ -162,8 +158,9 @@ type tracing struct {
 	owned    *sdktrace.TracerProvider // made here, flushed at shutdown
 }
 
-// newTracing hooks Redis and the database into the provider; spans carry no values (keys hold login tokens).
-func newTracing(c TracingConfig, rdb redis.UniversalClient, db *bun.DB, log zerolog.Logger) (*tracing, error) {
+// provideTracing hooks Redis into the provider (provideDB the database); spans carry no values (keys hold login tokens).
+func provideTracing(cfg Config, rdb redis.UniversalClient, log zerolog.Logger) (*tracing, error) {
+	c := cfg.Tracing
 	if !c.Enabled() {
 		return nil, nil
 	}
@@ -189,9 +186,17 @@ func newTracing(c TracingConfig, rdb redis.UniversalClient, db *bun.DB, log zero
 		redisotel.WithTracerProvider(t.provider), redisotel.WithDBStatement(false)); err != nil {
 		return nil, fmt.Errorf("trace redis: %w", err)
 	}
-	db.AddQueryHook(bunotel.NewQueryHook(
-		bunotel.WithTracerProvider(t.provider), bunotel.WithFormattedQueries(false)))
 	return t, nil
+}
+
+// provideDB opens the database (NewDB), whose queries are traced when t is on.
+func provideDB(c Config, t *tracing, log zerolog.Logger) (*bun.DB, func(), error) {
+	db, cleanup, err := NewDB(c, log)
+	if err != nil || t == nil {
+		return db, cleanup, err
+	}
+	return db.WithQueryHook(bunotel.NewQueryHook(
+		bunotel.WithTracerProvider(t.provider), bunotel.WithFormattedQueries(false))), cleanup, nil
 }
 
 // wrap puts a server span named by its route pattern around every request, continuing a caller's trace.

@@ -297,7 +297,8 @@ var (
 var commonSet = wire.NewSet(
 	NewRedis,
 	NewClaimRedis,
-	NewDB,
+	provideTracing,
+	provideDB,
 	wire.Struct(new(ports.SystemClock)),
 	wire.Bind(new(ports.Clock), new(ports.SystemClock)),
 	provideReady,

@@ -19,16 +19,21 @@ import (
 
 // InitChannelApp wires the service with the in-process channel queue.
 func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
-	db, cleanup, err := NewDB(c, log)
+	universalClient, cleanup, err := NewRedis(c, log)
 	if err != nil {
 		return nil, nil, err
 	}
-	voucherRepo := mysqlstore.NewVoucherRepo(db)
-	universalClient, cleanup2, err := NewRedis(c, log)
+	infraTracing, err := provideTracing(c, universalClient, log)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
+	db, cleanup2, err := provideDB(c, infraTracing, log)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	voucherRepo := mysqlstore.NewVoucherRepo(db)
 	orderRepo := provideMySQLOrderRepo(db, c)
 	claimCounter := metrics.NewClaimCounter()
 	claimRedis, cleanup3, err := NewClaimRedis(universalClient, c, log)
@@ -48,14 +53,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	rooms := provideRoomStore(universalClient, c)
 	systemClock := ports.SystemClock{}
 	roomDirectory := application.NewRoomDirectory(rooms, systemClock)
-	observability, err := provideObservability(c, universalClient, db, orderRepo, claimCounter, sessions, roomDirectory, log)
-	if err != nil {
-		cleanup4()
-		cleanup3()
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
+	observability := provideObservability(c, universalClient, infraTracing, orderRepo, claimCounter, sessions, roomDirectory, log)
 	orderRepository := observability.Orders
 	gate := provideGate(universalClient, claimRedis, c, voucherRepo, orderRepo)
 	soldOutMarks := provideSoldOutMarks(c)
@@ -151,16 +149,21 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 
 // InitStreamApp wires the service with the Redis Stream queue.
 func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
-	db, cleanup, err := NewDB(c, log)
+	universalClient, cleanup, err := NewRedis(c, log)
 	if err != nil {
 		return nil, nil, err
 	}
-	voucherRepo := mysqlstore.NewVoucherRepo(db)
-	universalClient, cleanup2, err := NewRedis(c, log)
+	infraTracing, err := provideTracing(c, universalClient, log)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
+	db, cleanup2, err := provideDB(c, infraTracing, log)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	voucherRepo := mysqlstore.NewVoucherRepo(db)
 	orderRepo := provideMySQLOrderRepo(db, c)
 	claimCounter := metrics.NewClaimCounter()
 	claimRedis, cleanup3, err := NewClaimRedis(universalClient, c, log)
@@ -180,14 +183,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	rooms := provideRoomStore(universalClient, c)
 	systemClock := ports.SystemClock{}
 	roomDirectory := application.NewRoomDirectory(rooms, systemClock)
-	observability, err := provideObservability(c, universalClient, db, orderRepo, claimCounter, sessions, roomDirectory, log)
-	if err != nil {
-		cleanup4()
-		cleanup3()
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
+	observability := provideObservability(c, universalClient, infraTracing, orderRepo, claimCounter, sessions, roomDirectory, log)
 	orderRepository := observability.Orders
 	gate := provideGate(universalClient, claimRedis, c, voucherRepo, orderRepo)
 	soldOutMarks := provideSoldOutMarks(c)

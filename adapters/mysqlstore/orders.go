@@ -407,7 +407,7 @@ func (r *OrderRepo) CountBuyers(ctx context.Context, vouchers []domain.VoucherID
 		N         int   `bun:"n"`
 	}
 	err := r.db.NewSelect().Table("tb_voucher_order").ColumnExpr("voucher_id, COUNT(*) AS n").
-		Where("voucher_id IN (?)", bun.In(vouchers)).Where(placeHeld).Group("voucher_id").Scan(ctx, &rows)
+		Where("voucher_id IN (?)", bun.List(vouchers)).Where(placeHeld).Group("voucher_id").Scan(ctx, &rows)
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("count buyers of %d vouchers", len(vouchers)), err)
 	}

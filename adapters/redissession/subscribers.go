@@ -253,8 +253,11 @@ type master struct {
 	slots [][2]uint16
 }
 
+// clusterMasters reads CLUSTER SLOTS, deprecated for CLUSTER SHARDS, on
+// purpose: it is what go-redis routes commands by, so a listener's master is
+// the one the client sends that slot's tokens to, named the same way.
 func clusterMasters(ctx context.Context, c *redis.ClusterClient) ([]master, error) {
-	slots, err := c.ClusterSlots(ctx).Result()
+	slots, err := c.ClusterSlots(ctx).Result() //nolint:staticcheck // see above
 	if err != nil {
 		return nil, err
 	}
