@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -69,71 +69,17 @@ func TestSplitVoucherThroughTheService(t *testing.T) {
 		tokens[i] = tok
 	}
 	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: stampedeConns, MaxIdleConnsPerHost: stampedeConns}, Timeout: time.Minute}
-	claim := func(i int) envelope {
-		_, env := postJSON(t, client, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), tokens[i], nil)
-		return env
-	}
-	// First wave: half the users, one claim each, then lose a bucket.
-	var mu sync.Mutex
-	won := map[int]string{}
-	// unknown holds the order ids of a user's claims answered
-	// outcome_unknown (a loaded machine runs claims past their budget): the
-	// script may have taken one of them, which the user's next press tells
-	// (duplicate), as it tells a real client.
-	unknown := map[int][]string{}
-	codes := map[string]int{}
-	record := func(i int, env envelope) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !env.Success {
-			codes[env.Code]++
-			if env.Code == "outcome_unknown" {
-				var s string
-				_ = json.Unmarshal(env.Data, &s)
-				unknown[i] = append(unknown[i], s)
-			}
-			return
-		}
-		var s string
-		_ = json.Unmarshal(env.Data, &s)
-		if _, dup := won[i]; dup {
-			t.Errorf("user %d won twice", i)
-		}
-		won[i] = s
-	}
-	// pending are the users whose win is one of their outcome_unknown
-	// claims: a later press answered duplicate.
-	pending := map[int]bool{}
-	// settle presses again, as busy's Retry-After says, until the user's
-	// answer is final: a win, sold out, or a duplicate of an earlier claim.
-	settle := func(i int) {
-		testenv.Eventually(t, 30*time.Second, func() (bool, string) {
-			env := claim(i)
-			record(i, env)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case env.Success, env.Code == "sold_out":
-				return true, ""
-			case env.Code == "duplicate":
-				if _, ok := won[i]; !ok {
-					if len(unknown[i]) == 0 {
-						t.Errorf("user %d: duplicate without a claim that may have won", i)
-					}
-					pending[i] = true
-				}
-				return true, ""
-			}
-			return false, fmt.Sprintf("user %d: %+v", i, env)
-		})
-	}
+	tally := newClaimTally(t, client, base, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), tokens)
+	// First wave: 100 users, one after another, then lose a bucket.
 	for i := 0; i < 100; i++ {
-		settle(i)
+		tally.settle(i)
 	}
+	tally.resolve()
+	won := tally.won
 	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
 		var n int
 		err := app.DB.NewSelect().Table("tb_voucher_order").ColumnExpr("COUNT(*)").Where("voucher_id = ?", vid).Scan(ctx, &n)
-		return err == nil && n == len(won)+len(pending), fmt.Sprintf("%d of %d orders in MySQL (%v)", n, len(won)+len(pending), err)
+		return err == nil && n == len(won), fmt.Sprintf("%d of %d orders in MySQL (%v)", n, len(won), err)
 	})
 	// Bucket 1's master loses its data; the running service repairs it.
 	bk := redisschema.KeysForTag(app.Config.KeyPrefix, redisschema.BucketTag(vid, 1, 3))
@@ -147,37 +93,15 @@ func TestSplitVoucherThroughTheService(t *testing.T) {
 		return err == nil && v[0] != nil && v[1] == nil, fmt.Sprintf("bucket 1: %v (%v)", v, err)
 	})
 	// Everyone who won before still holds the order: a second claim is a duplicate.
-	for i := range 100 {
-		if _, ok := won[i]; !ok && !pending[i] {
-			continue
-		}
-		if env := claim(i); env.Success || env.Code != "duplicate" {
+	for _, i := range slices.Sorted(maps.Keys(won)) {
+		if env := tally.settle(i); env.Code != "duplicate" {
 			t.Fatalf("user %d claimed again after the repair: %+v", i, env)
 		}
 	}
 	// Second wave: every user twice at once.
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := 0; i < users; i++ {
-		for range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				record(i, claim(i))
-			}()
-		}
-	}
-	close(start)
-	wg.Wait()
-	// Whoever was answered neither a win nor a final refusal presses again.
-	for i := 0; i < users; i++ {
-		if _, ok := won[i]; !ok && !pending[i] {
-			settle(i)
-		}
-	}
-	if len(won)+len(pending) != stock {
-		t.Fatalf("%d users won (%d of them told outcome_unknown), want exactly %d (refusals %v)", len(won)+len(pending), len(pending), stock, codes)
+	tally.stampede(2)
+	if len(won) != stock {
+		t.Fatalf("%d users hold an order, want exactly %d (refusals %v)", len(won), stock, tally.codes)
 	}
 	testenv.Eventually(t, 60*time.Second, func() (bool, string) {
 		var n int
@@ -194,8 +118,8 @@ func TestSplitVoucherThroughTheService(t *testing.T) {
 	}
 	for _, o := range buyers {
 		u, id := int(o.UserID())-firstUID, strconv.FormatInt(int64(o.ID()), 10)
-		if won[u] != id && !(pending[u] && slices.Contains(unknown[u], id)) {
-			t.Fatalf("MySQL order %s was not answered success (nor outcome_unknown to a user told duplicate since)", o)
+		if won[u] != id {
+			t.Fatalf("MySQL order %s is not the one its user holds (%q)", o, won[u])
 		}
 	}
 	for b := range 3 {

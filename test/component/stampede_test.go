@@ -12,7 +12,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -235,55 +234,13 @@ func TestStampedeSellsExactlyTheStock(t *testing.T) {
 				// still concurrent; the connections are what a load balancer
 				// would pool anyway.
 				client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: stampedeConns, MaxIdleConnsPerHost: stampedeConns}, Timeout: time.Minute}
-				type answer struct {
-					user   int
-					status int
-					env    envelope
-				}
-				answers := make(chan answer, users*perUser)
-				start := make(chan struct{})
-				var wg sync.WaitGroup
-				for i := 0; i < users; i++ {
-					for r := 0; r < perUser; r++ {
-						wg.Add(1)
-						go func(i int) {
-							defer wg.Done()
-							<-start
-							status, env := postJSON(t, client, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), tokens[i], nil)
-							answers <- answer{user: firstUID + i, status: status, env: env}
-						}(i)
-					}
-				}
-				close(start)
-				wg.Wait()
-				close(answers)
-
-				won := map[int]domain.OrderID{}
-				codes := map[string]int{}
-				for a := range answers {
-					if a.status != http.StatusOK {
-						t.Errorf("user %d: status %d %+v", a.user, a.status, a.env)
-						continue
-					}
-					if !a.env.Success {
-						codes[a.env.Code]++
-						continue
-					}
-					var s string
-					if err := json.Unmarshal(a.env.Data, &s); err != nil {
-						t.Fatalf("order id %s: %v", a.env.Data, err)
-					}
-					id, _ := strconv.ParseInt(s, 10, 64)
-					if _, dup := won[a.user]; dup {
-						t.Errorf("user %d won twice", a.user)
-					}
-					won[a.user] = domain.OrderID(id)
-				}
+				tally := newClaimTally(t, client, base, fmt.Sprintf("%s/voucher-order/seckill/%d", base, vid), tokens)
+				// On a loaded machine some claims run past their budget (busy,
+				// outcome_unknown); their users press again, as a client does.
+				tally.stampede(perUser)
+				won := tally.won
 				if len(won) != stock {
-					t.Fatalf("%d successes, want exactly %d (refusals: %v)", len(won), stock, codes)
-				}
-				if other := users*perUser - stock - codes["sold_out"] - codes["duplicate"]; other != 0 {
-					t.Fatalf("%d answers were neither success, sold_out nor duplicate: %v", other, codes)
+					t.Fatalf("%d users hold an order, want exactly %d (refusals: %v)", len(won), stock, tally.codes)
 				}
 
 				// The database catches up asynchronously: poll with a deadline.
@@ -304,8 +261,8 @@ func TestStampedeSellsExactlyTheStock(t *testing.T) {
 					t.Fatalf("MySQL holds %d orders, want %d", len(rows), stock)
 				}
 				for _, r := range rows {
-					if won[int(r.UserID)] != domain.OrderID(r.ID) {
-						t.Fatalf("MySQL order %d of user %d was not the one the user was told (%d)", r.ID, r.UserID, won[int(r.UserID)])
+					if got := won[int(r.UserID)-firstUID]; got != strconv.FormatInt(r.ID, 10) {
+						t.Fatalf("MySQL order %d of user %d was not the one the user was told (%q)", r.ID, r.UserID, got)
 					}
 				}
 				var dbStock int
