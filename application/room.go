@@ -214,17 +214,16 @@ func (h *WaitingRoom) Used(ctx context.Context, voucher domain.VoucherID, user d
 // (Preheat, Restore), so no instance takes a room sale for one without.
 type RoomGate struct {
 	ports.StockGate
-	rooms ports.RoomStore
-	dir   *RoomDirectory
+	dir *RoomDirectory
 }
 
-func NewRoomGate(gate ports.StockGate, rooms ports.RoomStore, dir *RoomDirectory) *RoomGate {
-	mustHave("RoomGate", "gate", gate, "rooms", rooms, "dir", dir)
-	return &RoomGate{StockGate: gate, rooms: rooms, dir: dir}
+func NewRoomGate(gate ports.StockGate, dir *RoomDirectory) *RoomGate {
+	mustHave("RoomGate", "gate", gate, "dir", dir)
+	return &RoomGate{StockGate: gate, dir: dir}
 }
 
 func (g *RoomGate) open(ctx context.Context, v domain.Voucher) error {
-	if err := g.rooms.Open(ctx, v); err != nil {
+	if err := g.dir.store.Open(ctx, v); err != nil {
 		return fmt.Errorf("open waiting room of voucher %d: %w", v.ID(), err)
 	}
 	g.dir.remember(v)

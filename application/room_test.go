@@ -36,7 +36,7 @@ func newRoomWorld(t testing.TB, at time.Time) *roomWorld {
 	w.room = application.NewWaitingRoom(w.dir, application.NewRoomSigner(roomKey))
 	vouchers := memory.NewVouchers()
 	orders := memory.NewOrders(vouchers)
-	w.add = application.NewAddSeckillVoucher(vouchers, orders, application.NewRoomGate(w.gate, w.rooms, w.dir))
+	w.add = application.NewAddSeckillVoucher(vouchers, orders, application.NewRoomGate(w.gate, w.dir))
 	w.board = application.NewSaleDashboard(vouchers, w.gate, orders, chanqueue.New(1, 0), metrics.NewClaimCounter(), w.dir, w.clock)
 	return w
 }

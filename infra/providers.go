@@ -159,10 +159,8 @@ func provideSoldOutMarks(c Config) *application.SoldOutMarks {
 
 // provideStockGate is the gate every use case sees: RoomGate (opens a sale's
 // room before its gate) over SoldOutGate (clears the marks when stock may come back).
-func provideStockGate(gate *redisgate.Gate, marks *application.SoldOutMarks, rooms ports.RoomStore,
-	dir *application.RoomDirectory,
-) *application.RoomGate {
-	return application.NewRoomGate(marks.Gate(gate), rooms, dir)
+func provideStockGate(gate *redisgate.Gate, marks *application.SoldOutMarks, dir *application.RoomDirectory) *application.RoomGate {
+	return application.NewRoomGate(marks.Gate(gate), dir)
 }
 
 // provideRestoreGate also applies the sales' controls again (a control whose gate write failed).

@@ -57,7 +57,7 @@ func InitChannelApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	orderRepository := observability.Orders
 	gate := provideGate(universalClient, claimRedis, c, voucherRepo, orderRepo)
 	soldOutMarks := provideSoldOutMarks(c)
-	roomGate := provideStockGate(gate, soldOutMarks, rooms, roomDirectory)
+	roomGate := provideStockGate(gate, soldOutMarks, roomDirectory)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, roomGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs, cleanup5 := provideIDs(universalClient, claimRedis, c)
@@ -187,7 +187,7 @@ func InitStreamApp(c Config, log zerolog.Logger) (*App, func(), error) {
 	orderRepository := observability.Orders
 	gate := provideGate(universalClient, claimRedis, c, voucherRepo, orderRepo)
 	soldOutMarks := provideSoldOutMarks(c)
-	roomGate := provideStockGate(gate, soldOutMarks, rooms, roomDirectory)
+	roomGate := provideStockGate(gate, soldOutMarks, roomDirectory)
 	addSeckillVoucher := application.NewAddSeckillVoucher(voucherRepo, orderRepository, roomGate)
 	listShopVouchers := application.NewListShopVouchers(voucherRepo)
 	iDs, cleanup5 := provideIDs(universalClient, claimRedis, c)

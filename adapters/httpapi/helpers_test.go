@@ -364,7 +364,7 @@ func newEnv(t testing.TB, opt options) *env {
 		admission = opt.admission(admission)
 	}
 	d := httpapi.Deps{
-		AddVoucher:   application.NewAddSeckillVoucher(vouchers, orders, application.NewRoomGate(stock, rooms, roomDir)),
+		AddVoucher:   application.NewAddSeckillVoucher(vouchers, orders, application.NewRoomGate(stock, roomDir)),
 		ListVouchers: application.NewListShopVouchers(vouchers),
 		Claim: application.NewClaimSeckill(&spyIDs{OrderIDs: memory.NewIDs(clock), c: c},
 			&spyAdmission{Admission: admission, c: c}).WithRooms(room).
